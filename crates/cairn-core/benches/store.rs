@@ -1,0 +1,317 @@
+#![allow(clippy::print_stdout)] // a benchmark reports on stdout
+//! Store benchmark: N saves into a real SQLite file (WAL), then search and context latency.
+//!
+//! cargo bench -p cairn-core --bench store -- [--count 100000] [--queries 300]
+//!
+//! Prints medians and percentiles; a deterministic seeded workload, so two runs (or two
+//! builds) are comparable side by side.
+
+use std::time::{Duration, Instant};
+
+use cairn_core::Store;
+use cairn_core::context::ContextRequest;
+use cairn_core::memory::NewObservation;
+use cairn_core::search::SearchQuery;
+
+const WORDS: &[&str] = &[
+    "auth",
+    "login",
+    "session",
+    "cookie",
+    "token",
+    "redis",
+    "postgres",
+    "migration",
+    "index",
+    "query",
+    "cache",
+    "timeout",
+    "retry",
+    "backoff",
+    "queue",
+    "worker",
+    "deploy",
+    "docker",
+    "kubernetes",
+    "helm",
+    "terraform",
+    "webpack",
+    "vite",
+    "react",
+    "hook",
+    "state",
+    "reducer",
+    "router",
+    "endpoint",
+    "handler",
+    "middleware",
+    "logging",
+    "tracing",
+    "metrics",
+    "alert",
+    "flaky",
+    "test",
+    "fixture",
+    "mock",
+    "snapshot",
+    "coverage",
+    "lint",
+    "format",
+    "rust",
+    "tokio",
+    "axum",
+    "serde",
+    "sqlx",
+    "diesel",
+    "python",
+    "pytest",
+    "django",
+    "celery",
+    "golang",
+    "goroutine",
+    "channel",
+    "mutex",
+    "deadlock",
+    "race",
+    "memory",
+    "leak",
+    "profile",
+    "latency",
+    "throughput",
+    "pagination",
+    "cursor",
+    "webhook",
+    "stripe",
+    "billing",
+    "invoice",
+    "email",
+    "template",
+    "i18n",
+    "locale",
+    "timezone",
+    "utc",
+    "cron",
+    "schedule",
+    "backup",
+    "restore",
+    "s3",
+    "bucket",
+    "permission",
+    "role",
+    "admin",
+    "config",
+    "env",
+    "secret",
+    "vault",
+    "ci",
+    "github",
+    "actions",
+    "cache",
+    "build",
+    "release",
+    "version",
+    "semver",
+    "changelog",
+    "bug",
+    "fix",
+    "crash",
+    "panic",
+    "error",
+    "warning",
+];
+const KINDS: &[&str] = &["decision", "architecture", "bugfix", "pattern", "config", "discovery", "learning"];
+const QUESTIONS: &[&str] = &[
+    "how did we fix the flaky login test on ci",
+    "why does redis time out under load",
+    "what did we decide about postgres migrations",
+    "where is the billing webhook handler",
+    "which timezone do cron schedules use",
+];
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn words(&mut self, n: usize) -> String {
+        (0..n).map(|_| self.word()).collect::<Vec<_>>().join(" ")
+    }
+    /// A content word from one Zipf vocabulary in which the technical terms sit at mid ranks
+    /// (TECH_RANK..), so each is in a few percent of memories, as in real notes.
+    fn word(&mut self) -> String {
+        vocabulary_word(self.zipf(VOCABULARY))
+    }
+    /// What people search for: technical terms and mid-frequency words, not the commonest.
+    fn query_word(&mut self) -> String {
+        if self.below(2) == 0 {
+            WORDS[self.below(WORDS.len())].to_owned()
+        } else {
+            vocabulary_word(TECH_RANK + self.zipf(VOCABULARY - TECH_RANK))
+        }
+    }
+    fn query(&mut self, min: usize, span: usize) -> String {
+        let n = min + self.below(span);
+        (0..n).map(|_| self.query_word()).collect::<Vec<_>>().join(" ")
+    }
+    /// Zipf-like rank in 0..n (rank r has weight ~1/(r+1)).
+    fn zipf(&mut self, n: usize) -> usize {
+        let u = (self.next() % 1_000_000) as f64 / 1_000_000.0;
+        let r = ((n as f64 + 1.0).powf(u) - 1.0) as usize;
+        r.min(n - 1)
+    }
+    /// Prose: content words mixed with the glue words every text has.
+    fn prose(&mut self, n: usize) -> String {
+        (0..n)
+            .map(|_| if self.below(5) < 2 { GLUE[self.below(GLUE.len())].to_owned() } else { self.word() })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+const VOCABULARY: usize = 20_000;
+const GLUE: &[&str] =
+    &["the", "a", "to", "of", "and", "in", "is", "for", "we", "it", "on", "with", "that", "was", "so"];
+const SYLLABLES: &[&str] =
+    &["ka", "lo", "mi", "ter", "vos", "an", "dri", "pel", "sun", "gro", "bex", "tal", "nor", "quin", "zed", "fa"];
+
+const TECH_RANK: usize = 40;
+
+fn vocabulary_word(rank: usize) -> String {
+    match rank.checked_sub(TECH_RANK) {
+        Some(i) if i < WORDS.len() => WORDS[i].to_owned(),
+        _ => synthetic_word(rank),
+    }
+}
+
+fn synthetic_word(rank: usize) -> String {
+    let mut n = rank + 16;
+    let mut word = String::new();
+    while n > 0 {
+        word.push_str(SYLLABLES[n % SYLLABLES.len()]);
+        n /= SYLLABLES.len();
+    }
+    word
+}
+
+fn memory(rng: &mut Rng, i: usize) -> NewObservation {
+    let body_words = 30 + rng.below(250); // ~200..2,000 bytes
+    NewObservation {
+        title: format!("{} {}", rng.words(4), i),
+        content: format!(
+            "**What**: {}\n**Why**: {}\n**Where**: src/{}.rs",
+            rng.prose(body_words),
+            rng.prose(12),
+            rng.word()
+        ),
+        kind: Some(KINDS[rng.below(KINDS.len())].to_owned()),
+        project: Some(format!("project-{:02}", rng.below(20))),
+        ..NewObservation::default()
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn report(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "{name:<28} n={:<6} p50={:>8.3} ms  p95={:>8.3} ms  p99={:>8.3} ms",
+        samples.len(),
+        ms(percentile(&samples, 0.5)),
+        ms(percentile(&samples, 0.95)),
+        ms(percentile(&samples, 0.99))
+    );
+}
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    let count = arg("--count", 100_000);
+    let queries = arg("--queries", 300);
+    let dir = tempfile::tempdir().expect("temp dir");
+    // CAIRN_BENCH_DB keeps the database for inspection (sqlite3, EXPLAIN QUERY PLAN).
+    let path = std::env::var_os("CAIRN_BENCH_DB").map_or_else(|| dir.path().join("bench.db"), std::path::PathBuf::from);
+    let mut store = Store::open(&path).expect("open store");
+    let mut rng = Rng(0x5eed_cafe_f00d_d00d);
+
+    let mut save_times = Vec::with_capacity(count);
+    let started = Instant::now();
+    for i in 0..count {
+        let new = memory(&mut rng, i);
+        let t = Instant::now();
+        store.save(&new).expect("save");
+        save_times.push(t.elapsed());
+    }
+    let total = started.elapsed();
+    println!(
+        "saved {count} memories in {:.2} s = {:.0} saves/s (one connection, WAL, synchronous=NORMAL)",
+        total.as_secs_f64(),
+        count as f64 / total.as_secs_f64()
+    );
+    report("save", save_times);
+
+    let run = |label: &str, make: &dyn Fn(&mut Rng) -> SearchQuery, rng: &mut Rng| {
+        let samples: Vec<Duration> = (0..queries)
+            .map(|_| {
+                let q = make(rng);
+                let t = Instant::now();
+                let hits = store.search(&q).expect("search");
+                std::hint::black_box(hits);
+                t.elapsed()
+            })
+            .collect();
+        report(label, samples);
+    };
+    run(
+        "search 1-3 words, project",
+        &|r: &mut Rng| SearchQuery {
+            project: Some(format!("project-{:02}", r.below(20))),
+            ..SearchQuery::new(r.query(1, 3))
+        },
+        &mut rng,
+    );
+    run(
+        "search 4-8 words, project",
+        &|r: &mut Rng| SearchQuery {
+            project: Some(format!("project-{:02}", r.below(20))),
+            ..SearchQuery::new(r.query(4, 5))
+        },
+        &mut rng,
+    );
+    run(
+        "search 1-3 words, all",
+        &|r: &mut Rng| SearchQuery { all_projects: true, ..SearchQuery::new(r.query(1, 3)) },
+        &mut rng,
+    );
+    run(
+        "search question, project",
+        &|r: &mut Rng| SearchQuery {
+            project: Some(format!("project-{:02}", r.below(20))),
+            ..SearchQuery::new(QUESTIONS[r.below(QUESTIONS.len())])
+        },
+        &mut rng,
+    );
+
+    let ctx_samples: Vec<Duration> = (0..queries)
+        .map(|i| {
+            let req = ContextRequest { project: Some(format!("project-{:02}", i % 20)), ..ContextRequest::default() };
+            let t = Instant::now();
+            std::hint::black_box(store.context(&req).expect("context"));
+            t.elapsed()
+        })
+        .collect();
+    report("context, project", ctx_samples);
+    println!("database size: {:.1} MiB", store.disk_bytes() as f64 / (1024.0 * 1024.0));
+}

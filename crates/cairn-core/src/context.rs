@@ -1,0 +1,213 @@
+//! Context assembly: what an agent should know when a session starts, as markdown within a
+//! byte budget. Pinned memories first, then recent sessions, memories and prompts, with
+//! nothing repeated across sections.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::memory::ListFilter;
+use crate::model::{OBSERVATION_COLUMNS, Observation};
+use crate::store::Store;
+use crate::text::{Scope, normalize_project, preview};
+
+/// Default size of a context block: large enough to be useful, small next to a context window.
+pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
+/// Most personal memories shown in a project's context.
+const PERSONAL_LIMIT: usize = 10;
+
+/// What context to build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextRequest {
+    /// `None`: every project.
+    pub project: Option<String>,
+    pub scope: Option<Scope>,
+    pub budget_bytes: usize,
+    pub sessions: usize,
+    pub prompts: usize,
+    pub memories: usize,
+}
+
+impl Default for ContextRequest {
+    fn default() -> Self {
+        Self { project: None, scope: None, budget_bytes: DEFAULT_BUDGET_BYTES, sessions: 5, prompts: 10, memories: 20 }
+    }
+}
+
+/// The assembled context and what went into it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Context {
+    /// Markdown; empty when there is nothing to say.
+    pub context: String,
+    pub project: Option<String>,
+    pub bytes: usize,
+    pub budget_bytes: usize,
+    /// Memory ids included, in order.
+    pub memory_ids: Vec<i64>,
+    pub session_ids: Vec<String>,
+    pub prompt_ids: Vec<i64>,
+    /// Whether items were left out to respect the budget.
+    pub truncated: bool,
+}
+
+/// Appends lines while they fit the budget.
+struct Budgeted {
+    out: String,
+    budget: usize,
+    truncated: bool,
+}
+
+impl Budgeted {
+    fn fits(&self, extra: usize) -> bool {
+        self.out.len() + extra <= self.budget
+    }
+
+    /// Add a section: the header only goes in when at least one line fits after it.
+    fn section(&mut self, header: &str, lines: impl IntoIterator<Item = String>) -> usize {
+        let mut added = 0;
+        for line in lines {
+            let needs_header = added == 0;
+            let cost = line.len() + 1 + if needs_header { header.len() + 2 } else { 0 };
+            if !self.fits(cost) {
+                self.truncated = true;
+                break;
+            }
+            if needs_header {
+                self.out.push('\n');
+                self.out.push_str(header);
+                self.out.push('\n');
+            }
+            self.out.push_str(&line);
+            self.out.push('\n');
+            added += 1;
+        }
+        added
+    }
+}
+
+impl Store {
+    /// Build the context block for a project (or all projects).
+    pub fn context(&self, req: &ContextRequest) -> Result<Context> {
+        let project = req.project.as_deref().map(|p| normalize_project(p).0);
+        let pinned = self.pinned(project.as_deref(), req.scope, req.memories)?;
+        let recent = self.list(&ListFilter {
+            project: project.clone(),
+            scope: req.scope,
+            kind: None,
+            limit: req.memories + pinned.len(),
+            offset: 0,
+        })?;
+        // Personal memories (preferences, habits) follow the user into every project.
+        let personal = match (&project, req.scope) {
+            (Some(_), None | Some(Scope::Personal)) => self.list(&ListFilter {
+                scope: Some(Scope::Personal),
+                limit: PERSONAL_LIMIT + pinned.len(),
+                ..ListFilter::default()
+            })?,
+            _ => Vec::new(),
+        };
+        let sessions = self.recent_sessions(project.as_deref(), req.sessions)?;
+        let prompts = self.recent_prompts(project.as_deref(), req.prompts)?;
+        if pinned.is_empty() && recent.is_empty() && personal.is_empty() && sessions.is_empty() && prompts.is_empty() {
+            return Ok(Context { project, budget_bytes: req.budget_bytes, ..Context::default() });
+        }
+
+        let title = match &project {
+            Some(p) => format!("## Memory from previous sessions (project: {p})\n"),
+            None => "## Memory from previous sessions\n".to_owned(),
+        };
+        let mut doc = Budgeted { out: String::new(), budget: req.budget_bytes, truncated: false };
+        if !doc.fits(title.len()) {
+            return Ok(Context { project, budget_bytes: req.budget_bytes, truncated: true, ..Context::default() });
+        }
+        doc.out.push_str(&title);
+        let mut ctx = Context { project: project.clone(), budget_bytes: req.budget_bytes, ..Context::default() };
+        let mut seen_text: HashSet<String> = HashSet::new();
+
+        let pinned_lines = pinned.iter().map(|o| memory_line(o, 600));
+        let n = doc.section("### Pinned", pinned_lines);
+        ctx.memory_ids.extend(pinned.iter().take(n).map(|o| o.id));
+
+        let personal: Vec<&Observation> =
+            personal.iter().filter(|o| !ctx.memory_ids.contains(&o.id)).take(PERSONAL_LIMIT).collect();
+        let n = doc.section("### Personal (applies to every project)", personal.iter().map(|o| memory_line(o, 300)));
+        ctx.memory_ids.extend(personal.iter().take(n).map(|o| o.id));
+
+        let sessions: Vec<_> =
+            sessions.into_iter().filter(|s| s.observation_count > 0 || s.session.summary.is_some()).collect();
+        let session_lines = sessions.iter().map(|s| {
+            if let Some(summary) = &s.session.summary {
+                seen_text.insert(normalize_for_dedupe(summary));
+            }
+            session_line(s, project.is_none())
+        });
+        let n = doc.section("### Recent sessions", session_lines.collect::<Vec<_>>());
+        ctx.session_ids.extend(sessions.iter().take(n).map(|s| s.session.id.clone()));
+
+        let fresh: Vec<&Observation> = recent
+            .iter()
+            .filter(|o| !ctx.memory_ids.contains(&o.id))
+            .filter(|o| !seen_text.contains(&normalize_for_dedupe(&o.content)))
+            .take(req.memories)
+            .collect();
+        let n = doc.section("### Recent memories", fresh.iter().map(|o| memory_line(o, 300)));
+        ctx.memory_ids.extend(fresh.iter().take(n).map(|o| o.id));
+        seen_text.extend(fresh.iter().map(|o| normalize_for_dedupe(&o.content)));
+
+        let fresh_prompts: Vec<_> =
+            prompts.iter().filter(|p| seen_text.insert(normalize_for_dedupe(&p.content))).collect();
+        let n = doc.section(
+            "### Recent prompts",
+            fresh_prompts.iter().map(|p| format!("- {}: {}", short_date(&p.created_at), preview(&p.content, 200))),
+        );
+        ctx.prompt_ids.extend(fresh_prompts.iter().take(n).map(|p| p.id));
+
+        ctx.truncated = doc.truncated;
+        ctx.bytes = doc.out.len();
+        ctx.context = doc.out;
+        Ok(ctx)
+    }
+
+    fn pinned(&self, project: Option<&str>, scope: Option<Scope>, limit: usize) -> Result<Vec<Observation>> {
+        let project_filter = if project.is_some() { "(o.project = ?1 OR o.scope = 'personal')" } else { "?1 IS NULL" };
+        let mut stmt = self.conn().prepare_cached(&format!(
+            "SELECT {OBSERVATION_COLUMNS} FROM observations o
+             WHERE o.pinned = 1 AND o.deleted_at IS NULL AND {project_filter}
+               AND (?2 IS NULL OR o.scope = ?2)
+             ORDER BY o.updated_at DESC LIMIT ?3"
+        ))?;
+        let rows =
+            stmt.query_map(rusqlite::params![project, scope.map(Scope::as_str), limit as i64], Observation::from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+fn memory_line(o: &Observation, max_chars: usize) -> String {
+    format!("- #{} [{}] **{}**: {}", o.id, o.kind, preview(&o.title, 120), preview(&o.content, max_chars))
+}
+
+fn session_line(s: &crate::model::SessionSummary, show_project: bool) -> String {
+    let mut line = format!("- {}", short_date(&s.session.started_at));
+    if show_project && !s.session.project.is_empty() {
+        line.push_str(&format!(" **{}**", s.session.project));
+    }
+    if !s.session.agent.is_empty() {
+        line.push_str(&format!(" ({})", s.session.agent));
+    }
+    match &s.session.summary {
+        Some(summary) => line.push_str(&format!(": {}", preview(summary, 300))),
+        None => line.push_str(&format!(" `{}`", s.session.id)),
+    }
+    let noun = if s.observation_count == 1 { "memory" } else { "memories" };
+    line.push_str(&format!(" [{} {noun}]", s.observation_count));
+    line
+}
+
+fn short_date(ts: &str) -> &str {
+    ts.get(..16).unwrap_or(ts)
+}
+
+fn normalize_for_dedupe(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}

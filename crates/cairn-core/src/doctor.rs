@@ -1,0 +1,171 @@
+//! `cairn doctor`: read-only checks of the data dir and the database.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::{DB_FILE, SCHEMA_VERSION, Store};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckStatus {
+    Ok,
+    Warning,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    pub id: String,
+    pub status: CheckStatus,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoctorReport {
+    /// The worst status of any check.
+    pub status: CheckStatus,
+    pub checks: Vec<Check>,
+}
+
+fn check(id: &str, status: CheckStatus, message: impl Into<String>, hint: Option<&str>) -> Check {
+    Check { id: id.into(), status, message: message.into(), hint: hint.map(str::to_owned) }
+}
+
+/// Run every check against the data dir. Never modifies anything.
+pub fn run(data_dir: &Path) -> DoctorReport {
+    let mut checks = vec![data_dir_check(data_dir)];
+    let db = data_dir.join(DB_FILE);
+    if !db.exists() {
+        checks.push(check(
+            "database",
+            CheckStatus::Warning,
+            "no database yet",
+            Some("it is created by the first save"),
+        ));
+    } else {
+        checks.extend(permission_check(&db));
+        match Store::open_for_inspection(&db) {
+            Ok(store) => checks.extend(database_checks(&store)),
+            Err(e) => checks.push(check("database", CheckStatus::Error, e.message, e.hint.as_deref())),
+        }
+    }
+    let status = checks.iter().map(|c| c.status).max().unwrap_or(CheckStatus::Ok);
+    DoctorReport { status, checks }
+}
+
+fn data_dir_check(dir: &Path) -> Check {
+    if !dir.is_dir() {
+        return check("data_dir", CheckStatus::Warning, format!("{} does not exist yet", dir.display()), None);
+    }
+    let writable = tempfile_probe(dir);
+    if !writable {
+        return check(
+            "data_dir",
+            CheckStatus::Error,
+            format!("{} is not writable", dir.display()),
+            Some("fix its permissions or choose another --data-dir"),
+        );
+    }
+    match mode_of(dir) {
+        Some(mode) if mode & 0o077 != 0 => check(
+            "data_dir",
+            CheckStatus::Warning,
+            format!("{} is readable by others (mode {mode:o})", dir.display()),
+            Some("chmod 700 it: memories can hold private project details"),
+        ),
+        _ => check("data_dir", CheckStatus::Ok, format!("{} is private and writable", dir.display()), None),
+    }
+}
+
+fn tempfile_probe(dir: &Path) -> bool {
+    let probe = dir.join(".cairn-doctor-probe");
+    let ok = std::fs::write(&probe, b"").is_ok();
+    let _ = std::fs::remove_file(probe);
+    ok
+}
+
+fn permission_check(db: &Path) -> Option<Check> {
+    let mode = mode_of(db)?;
+    Some(if mode & 0o077 != 0 {
+        check("permissions", CheckStatus::Warning, format!("database mode is {mode:o}"), Some("chmod 600 it"))
+    } else {
+        check("permissions", CheckStatus::Ok, format!("database mode is {mode:o}"), None)
+    })
+}
+
+#[cfg(unix)]
+fn mode_of(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777)
+}
+
+#[cfg(not(unix))]
+fn mode_of(_path: &Path) -> Option<u32> {
+    None
+}
+
+fn database_checks(store: &Store) -> Vec<Check> {
+    let mut checks = Vec::new();
+    checks.push(match store.schema_version() {
+        Ok(v) if v == SCHEMA_VERSION => check("schema", CheckStatus::Ok, format!("schema version {v}"), None),
+        Ok(v) if v < SCHEMA_VERSION => check(
+            "schema",
+            CheckStatus::Warning,
+            format!("schema version {v}, current is {SCHEMA_VERSION}"),
+            Some("any write command migrates it"),
+        ),
+        Ok(v) => check(
+            "schema",
+            CheckStatus::Error,
+            format!("schema version {v} is newer than this cairn"),
+            Some("upgrade cairn"),
+        ),
+        Err(e) => check("schema", CheckStatus::Error, e.message, None),
+    });
+    checks.push(sql_check(store, "integrity", "PRAGMA integrity_check", "ok"));
+    for (id, table) in [("fts_observations", "observations_fts"), ("fts_prompts", "prompts_fts")] {
+        checks.push(fts_check(store, id, table));
+    }
+    checks
+}
+
+fn sql_check(store: &Store, id: &str, sql: &str, expected: &str) -> Check {
+    match store.conn().query_row(sql, [], |r| r.get::<_, String>(0)) {
+        Ok(v) if v == expected => check(id, CheckStatus::Ok, format!("{sql}: {v}"), None),
+        Ok(v) => check(id, CheckStatus::Error, format!("{sql}: {v}"), Some("restore from an export")),
+        Err(e) => check(id, CheckStatus::Error, format!("{sql} failed: {e}"), Some("restore from an export")),
+    }
+}
+
+/// FTS5's integrity check compares the index with its content (rank 1: also the external
+/// content), i.e. every live memory is indexed and nothing else is.
+fn fts_check(store: &Store, id: &str, table: &str) -> Check {
+    let sql = format!("INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)");
+    match store.conn().execute(&sql, []) {
+        Ok(_) => check(id, CheckStatus::Ok, format!("{table} matches its table"), None),
+        Err(e) if e.to_string().contains("readonly") => {
+            // A read-only connection cannot run the check command; count rows instead.
+            check(id, CheckStatus::Ok, format!("{table} present (full check needs write access)"), None)
+        }
+        Err(e) => check(
+            id,
+            CheckStatus::Error,
+            format!("{table} is out of step: {e}"),
+            Some("run `cairn doctor --repair` to rebuild the index"),
+        ),
+    }
+}
+
+impl Store {
+    /// Rebuild both full-text indexes from their tables.
+    pub fn rebuild_fts(&mut self) -> crate::error::Result<()> {
+        self.write(|tx| {
+            tx.execute("INSERT INTO observations_fts(observations_fts) VALUES('rebuild')", [])?;
+            tx.execute("INSERT INTO prompts_fts(prompts_fts) VALUES('rebuild')", [])?;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,44 @@
+//! cairn-core: every rule of cairn. The doors (CLI, HTTP, MCP, hooks, plugins) parse input,
+//! call one function here and render its result; none of them talks to SQLite.
+//!
+//! Map: [`store`] (SQLite, migrations) · [`memory`] (save / revise / dedupe / update / delete)
+//! · [`sessions`] · [`prompts`] · [`search`] (engines, lexical BM25) · [`context`] · [`views`]
+//! (timeline, stats) · [`transfer`] (export / import / engram import) · [`project`] (identity)
+//! · [`topic`] · [`text`] (redaction, limits, normalisation) · [`settings`] · [`doctor`] ·
+//! [`error`] (the one error table).
+
+pub mod clock;
+pub mod context;
+pub mod doctor;
+pub mod error;
+pub mod memory;
+pub mod model;
+pub mod project;
+pub mod prompts;
+pub mod search;
+pub mod sessions;
+pub mod settings;
+pub mod store;
+pub mod text;
+pub mod topic;
+pub mod transfer;
+pub mod views;
+
+pub use error::{CairnError, ErrorCode, Result};
+pub use store::Store;
+
+/// Version of this build, reported by `/health` and `--version`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[cfg(test)]
+mod context_tests;
+#[cfg(test)]
+mod memory_tests;
+#[cfg(test)]
+mod privacy_tests;
+#[cfg(test)]
+mod search_tests;
+#[cfg(test)]
+mod testutil;
+#[cfg(test)]
+mod transfer_tests;

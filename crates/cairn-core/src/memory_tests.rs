@@ -1,0 +1,192 @@
+use time::Duration;
+
+use crate::error::ErrorCode;
+use crate::memory::{ListFilter, NewObservation, ObservationPatch, SaveAction};
+use crate::testutil::{obs, store_with_clock};
+use crate::text::MAX_CONTENT_BYTES;
+
+#[test]
+fn save_creates_with_defaults() {
+    let (mut s, _) = store_with_clock();
+    let out = s.save(&obs("Cairn", "Use WAL", "We use WAL mode for concurrency")).unwrap();
+    assert_eq!(out.action, SaveAction::Created);
+    assert_eq!(out.project, "cairn");
+    assert_eq!(out.session_id, "manual-save-cairn");
+    let got = s.get(out.id).unwrap();
+    assert_eq!(got.kind, "manual");
+    assert_eq!(got.revision_count, 1);
+    assert_eq!(got.duplicate_count, 1);
+    assert_eq!(got.sync_id.len(), 36, "uuid v7");
+    assert!(out.warnings.iter().any(|w| w.contains("normalized")));
+}
+
+#[test]
+fn identical_save_within_window_counts_duplicate_then_new_after() {
+    let (mut s, clock) = store_with_clock();
+    let first = s.save(&obs("p", "Title", "Same   content")).unwrap();
+    clock.advance(Duration::minutes(14));
+    let second = s.save(&obs("p", "Title", "same content")).unwrap();
+    assert_eq!(second.action, SaveAction::Duplicate);
+    assert_eq!(second.id, first.id);
+    assert_eq!(second.duplicate_count, 2);
+    clock.advance(Duration::minutes(16));
+    let third = s.save(&obs("p", "Title", "same content")).unwrap();
+    assert_eq!(third.action, SaveAction::Created);
+    assert_ne!(third.id, first.id);
+}
+
+#[test]
+fn dedupe_requires_same_title_type_project_scope() {
+    let (mut s, _) = store_with_clock();
+    let a = s.save(&obs("p", "Title", "content")).unwrap();
+    assert_ne!(s.save(&obs("p", "Other", "content")).unwrap().id, a.id);
+    assert_ne!(s.save(&obs("q", "Title", "content")).unwrap().id, a.id);
+    let mut personal = obs("p", "Title", "content");
+    personal.scope = Some("personal".into());
+    assert_ne!(s.save(&personal).unwrap().id, a.id);
+}
+
+#[test]
+fn topic_key_revises_in_place_and_keeps_history() {
+    let (mut s, clock) = store_with_clock();
+    let mut v1 = obs("p", "DB choice", "We pin Postgres 15");
+    v1.topic_key = Some("Decision/ DB".into());
+    let first = s.save(&v1).unwrap();
+    assert_eq!(first.topic_key.as_deref(), Some("decision/-db"));
+    clock.advance(Duration::minutes(1));
+    let mut v2 = obs("p", "DB choice", "We moved to Postgres 16 for MERGE");
+    v2.topic_key = Some("decision/ db".into());
+    let second = s.save(&v2).unwrap();
+    assert_eq!(second.action, SaveAction::Revised);
+    assert_eq!(second.id, first.id);
+    assert_eq!(second.revision_count, 2);
+    assert_eq!(s.get(first.id).unwrap().content, "We moved to Postgres 16 for MERGE");
+    let history = s.revisions(first.id).unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].content, "We pin Postgres 15");
+    // Same topic, same content: a duplicate, not a new revision.
+    let third = s.save(&v2).unwrap();
+    assert_eq!((third.action, third.revision_count), (SaveAction::Duplicate, 2));
+    // Another project with the same key is another memory.
+    let mut other = v2.clone();
+    other.project = Some("q".into());
+    assert_ne!(s.save(&other).unwrap().id, first.id);
+}
+
+#[test]
+fn private_content_never_stored() {
+    let (mut s, _) = store_with_clock();
+    let mut new = obs("p", "key <private>AKIA123</private>", "the key is <PRIVATE>\nAKIA999\n</private> ok");
+    new.topic_key = Some("<private>secret-topic</private>".into());
+    new.tool_name = Some("bash <private>x</private>".into());
+    let out = s.save(&new).unwrap();
+    assert!(out.redacted);
+    let got = s.get(out.id).unwrap();
+    assert_eq!(got.title, "key [REDACTED]");
+    assert_eq!(got.content, "the key is [REDACTED] ok");
+    assert!(!format!("{got:?}").contains("AKIA"));
+    assert!(!format!("{got:?}").contains("secret-topic"));
+}
+
+#[test]
+fn long_content_truncated_and_reported() {
+    let (mut s, _) = store_with_clock();
+    let long = "ü".repeat(40_000);
+    let out = s.save(&obs("p", "big", &long)).unwrap();
+    assert_eq!(out.truncated_from, Some(80_000));
+    let got = s.get(out.id).unwrap();
+    assert!(got.content.len() <= MAX_CONTENT_BYTES);
+    assert!(got.content.ends_with("[truncated]"));
+}
+
+#[test]
+fn empty_fields_rejected_and_nothing_stored() {
+    let (mut s, _) = store_with_clock();
+    assert_eq!(s.save(&obs("p", " ", "c")).unwrap_err().code, ErrorCode::EmptyField);
+    assert_eq!(s.save(&obs("p", "t", "\n\t")).unwrap_err().code, ErrorCode::EmptyField);
+    assert_eq!(s.stats().unwrap().total_observations, 0);
+    assert_eq!(s.stats().unwrap().total_sessions, 0);
+}
+
+#[test]
+fn session_project_mismatch_refused() {
+    let (mut s, _) = store_with_clock();
+    let mut a = obs("alpha", "t", "c");
+    a.session_id = Some("sess-1".into());
+    s.save(&a).unwrap();
+    let mut b = obs("beta", "t2", "c2");
+    b.session_id = Some("sess-1".into());
+    assert_eq!(s.save(&b).unwrap_err().code, ErrorCode::SessionProjectMismatch);
+    // Without a project the session's project is used.
+    let c = NewObservation {
+        title: "t3".into(),
+        content: "c3".into(),
+        session_id: Some("sess-1".into()),
+        ..Default::default()
+    };
+    assert_eq!(s.save(&c).unwrap().project, "alpha");
+}
+
+#[test]
+fn similar_project_warning_on_first_save() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("tianda-wc-plugin", "t", "c")).unwrap();
+    let out = s.save(&obs("tianda_wc_plugin", "t2", "c2")).unwrap();
+    assert!(out.warnings.iter().any(|w| w.contains("tianda-wc-plugin")), "{:?}", out.warnings);
+    let again = s.save(&obs("tianda_wc_plugin", "t3", "c3")).unwrap();
+    assert!(again.warnings.is_empty(), "only on the first save");
+    let unrelated = s.save(&obs("zebra", "t", "c")).unwrap();
+    assert!(unrelated.warnings.is_empty());
+}
+
+#[test]
+fn partial_update_and_errors() {
+    let (mut s, _) = store_with_clock();
+    let id = s.save(&obs("p", "old title", "old content")).unwrap().id;
+    let patch = ObservationPatch { title: Some("new title".into()), ..Default::default() };
+    let got = s.update(id, &patch).unwrap();
+    assert_eq!((got.title.as_str(), got.content.as_str(), got.revision_count), ("new title", "old content", 2));
+    assert_eq!(s.update(id, &ObservationPatch::default()).unwrap_err().code, ErrorCode::InvalidArgument);
+    assert_eq!(s.update(999, &patch).unwrap_err().code, ErrorCode::ObservationNotFound);
+    let blank = ObservationPatch { content: Some("  ".into()), ..Default::default() };
+    assert_eq!(s.update(id, &blank).unwrap_err().code, ErrorCode::EmptyField);
+    assert_eq!(s.get(id).unwrap().content, "old content", "failed update changes nothing");
+}
+
+#[test]
+fn soft_delete_hides_everywhere_hard_delete_orphans() {
+    let (mut s, _) = store_with_clock();
+    let a = s.save(&obs("p", "alpha memory", "unique-word-xyzzy")).unwrap();
+    let b = s.save(&obs("p", "beta memory", "other")).unwrap();
+    s.conn()
+        .execute(
+            "INSERT INTO relations (sync_id, source_id, target_id, relation, judgment_status, created_at, updated_at)
+             VALUES ('rel-1', ?1, ?2, 'related', 'judged', 'x', 'x')",
+            [&a.sync_id, &b.sync_id],
+        )
+        .unwrap();
+    s.delete(a.id, false).unwrap();
+    assert_eq!(s.get(a.id).unwrap_err().code, ErrorCode::ObservationNotFound);
+    assert!(s.search(&crate::search::SearchQuery::new("xyzzy")).unwrap().hits.is_empty());
+    assert!(s.list(&ListFilter { limit: 10, ..Default::default() }).unwrap().iter().all(|o| o.id != a.id));
+    assert_eq!(s.delete(a.id, false).unwrap_err().code, ErrorCode::ObservationNotFound);
+    s.delete(b.id, true).unwrap();
+    let status: String = s.conn().query_row("SELECT judgment_status FROM relations", [], |r| r.get(0)).unwrap();
+    assert_eq!(status, "orphaned");
+    // The soft-deleted one can still be purged.
+    s.delete(a.id, true).unwrap();
+    assert_eq!(s.delete(a.id, true).unwrap_err().code, ErrorCode::ObservationNotFound);
+}
+
+#[test]
+fn pin_and_decay_types() {
+    let (mut s, _) = store_with_clock();
+    let mut d = obs("p", "Use axum", "decided on axum");
+    d.kind = Some("Decision".into());
+    let out = s.save(&d).unwrap();
+    let got = s.get(out.id).unwrap();
+    assert_eq!(got.kind, "decision");
+    assert!(got.review_after.is_some());
+    assert!(s.set_pinned(out.id, true).unwrap().pinned);
+    assert!(!s.set_pinned(out.id, false).unwrap().pinned);
+}

@@ -1,0 +1,306 @@
+//! Search behind one interface: an engine returns ranked candidates, `Store::search` adds the
+//! exact topic_key hits first, hydrates memories and applies the shared filters. Lexical BM25
+//! is the engine today; semantic and hybrid engines plug in through [`SearchEngine`].
+
+pub mod query;
+
+use rusqlite::{OptionalExtension, params_from_iter, types::Value};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CairnError, Result};
+use crate::model::{OBSERVATION_COLUMNS, Observation, PROMPT_COLUMNS, Prompt};
+use crate::store::Store;
+use crate::text::{Scope, normalize_project, normalize_topic_key};
+
+/// Results per page when the caller does not say.
+pub const DEFAULT_LIMIT: usize = 10;
+/// Most results one search returns.
+pub const MAX_LIMIT: usize = 100;
+
+/// What to search for and where.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchQuery {
+    pub text: String,
+    /// Project to search (its memories plus the user's personal ones).
+    pub project: Option<String>,
+    /// Ignore `project` and search everything.
+    pub all_projects: bool,
+    pub kind: Option<String>,
+    pub scope: Option<Scope>,
+    /// Results wanted; `0` means [`DEFAULT_LIMIT`]; capped at [`MAX_LIMIT`].
+    pub limit: usize,
+}
+
+impl SearchQuery {
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { text: text.into(), ..Self::default() }
+    }
+
+    fn effective_limit(&self) -> usize {
+        if self.limit == 0 { DEFAULT_LIMIT } else { self.limit.min(MAX_LIMIT) }
+    }
+}
+
+/// How a hit was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchKind {
+    /// The query is this memory's topic_key.
+    TopicKey,
+    /// Full-text (BM25) match.
+    Lexical,
+}
+
+/// One result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    #[serde(flatten)]
+    pub observation: Observation,
+    /// engram-compatible rank: BM25, more negative is better (topic hits: -1000).
+    pub rank: f64,
+    /// Higher is better (the negated rank), for people and fusion.
+    pub score: f64,
+    /// The best-matching passage with matches in `**bold**`.
+    pub snippet: String,
+    pub matched: MatchKind,
+}
+
+/// A page of results plus anything the caller should be told.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchResults {
+    pub hits: Vec<SearchHit>,
+    /// Explanations when the answer is empty or was shaped by a rule.
+    pub notices: Vec<String>,
+}
+
+/// A candidate from an engine: the id, its engine score (higher better) and a snippet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub id: i64,
+    pub rank: f64,
+    pub snippet: String,
+}
+
+/// A ranking strategy. Implementations return candidates best first, already filtered.
+pub trait SearchEngine {
+    fn name(&self) -> &'static str;
+    fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>>;
+}
+
+/// FTS5 BM25 over title, content, type, topic_key and tool name, porter-stemmed, any-word
+/// matching. Filters run inside FTS5; only the top rows are checked against the table.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LexicalEngine;
+
+impl SearchEngine for LexicalEngine {
+    fn name(&self) -> &'static str {
+        "lexical"
+    }
+
+    fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        let Some(terms) = query::to_fts(&query::parse(&query.text)) else { return Ok(Vec::new()) };
+        let expr = match fts_filter(query) {
+            Some(filter) => format!("({terms}) AND {filter}"),
+            None => terms.clone(),
+        };
+        // The FTS filter is a superset (phrase match on tokens: project "foo" also matches
+        // "foo-bar"), so rows are checked exactly; fetch more when too many fall out.
+        let mut fetch = limit * 2 + 8;
+        loop {
+            let ranked = ranked_rows(store, &expr, fetch)?;
+            let exhausted = ranked.len() < fetch;
+            let mut kept: Vec<(i64, f64, String)> = Vec::with_capacity(limit);
+            for (id, rank) in ranked {
+                if let Some(updated_at) = passes_filters(store, id, query)? {
+                    kept.push((id, rank, updated_at));
+                    if kept.len() == limit {
+                        break;
+                    }
+                }
+            }
+            if kept.len() == limit || exhausted {
+                // Equal ranks: the newer memory first.
+                kept.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.2.cmp(&a.2)).then_with(|| b.0.cmp(&a.0)));
+                return kept
+                    .into_iter()
+                    .map(|(id, rank, _)| Ok(Candidate { id, rank, snippet: snippet(store, &terms, id)? }))
+                    .collect();
+            }
+            fetch *= 4;
+        }
+    }
+}
+
+/// Top rows by BM25 (the weights live in the table's `rank` setting, so FTS5 sorts
+/// internally instead of handing SQLite every match).
+fn ranked_rows(store: &Store, expr: &str, limit: usize) -> Result<Vec<(i64, f64)>> {
+    let mut stmt = store.conn().prepare_cached(
+        "SELECT rowid, rank FROM observations_fts WHERE observations_fts MATCH ?1 ORDER BY rank LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(rusqlite::params![expr, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The best passage of one memory, matches in bold. Only computed for the hits returned.
+fn snippet(store: &Store, terms: &str, id: i64) -> Result<String> {
+    let mut stmt = store.conn().prepare_cached(
+        "SELECT snippet(observations_fts, -1, '**', '**', '…', 24) FROM observations_fts
+         WHERE observations_fts MATCH ?1 AND rowid = ?2",
+    )?;
+    Ok(stmt.query_row(rusqlite::params![terms, id], |r| r.get(0)).optional()?.unwrap_or_default())
+}
+
+/// Filters as an FTS5 expression over the indexed project / scope / type columns.
+fn fts_filter(query: &SearchQuery) -> Option<String> {
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let mut parts = Vec::new();
+    if let Some(project) = query.project.as_deref().filter(|_| !query.all_projects) {
+        let project = normalize_project(project).0;
+        if project.chars().any(char::is_alphanumeric) {
+            parts.push(format!("(project : {} OR scope : personal)", quote(&project)));
+        }
+    }
+    if let Some(kind) = query.kind.as_deref().filter(|k| k.chars().any(char::is_alphanumeric)) {
+        parts.push(format!("type : {}", quote(&kind.trim().to_lowercase())));
+    }
+    if let Some(scope) = query.scope {
+        parts.push(format!("scope : {}", scope.as_str()));
+    }
+    (!parts.is_empty()).then(|| parts.join(" AND "))
+}
+
+/// The exact filter check of one row; returns its `updated_at` (for tie-breaks) when it passes.
+fn passes_filters(store: &Store, id: i64, query: &SearchQuery) -> Result<Option<String>> {
+    let mut stmt = store.conn().prepare_cached(
+        "SELECT project, scope, type, updated_at FROM observations WHERE id = ?1 AND deleted_at IS NULL",
+    )?;
+    let row: Option<(String, String, String, String)> =
+        stmt.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).optional()?;
+    let Some((project, scope, kind, updated_at)) = row else { return Ok(None) };
+    let project_ok = match query.project.as_deref().filter(|_| !query.all_projects) {
+        Some(wanted) => project == normalize_project(wanted).0 || scope == Scope::Personal.as_str(),
+        None => true,
+    };
+    let kind_ok = query.kind.as_deref().is_none_or(|k| kind == k.trim().to_lowercase());
+    let scope_ok = query.scope.is_none_or(|s| scope == s.as_str());
+    Ok((project_ok && kind_ok && scope_ok).then_some(updated_at))
+}
+
+/// SQL filters shared by every engine: project (plus personal memories), type, scope.
+pub(crate) fn filter_clause(query: &SearchQuery) -> (String, Vec<Value>) {
+    let mut sql = String::new();
+    let mut args = Vec::new();
+    if let Some(project) = query.project.as_deref().filter(|_| !query.all_projects) {
+        sql.push_str(" AND (o.project = ? OR o.scope = 'personal')");
+        args.push(Value::Text(normalize_project(project).0));
+    }
+    if let Some(kind) = &query.kind {
+        sql.push_str(" AND o.type = ?");
+        args.push(Value::Text(kind.trim().to_lowercase()));
+    }
+    if let Some(scope) = query.scope {
+        sql.push_str(" AND o.scope = ?");
+        args.push(Value::Text(scope.as_str().to_owned()));
+    }
+    (sql, args)
+}
+
+impl Store {
+    /// Search with the lexical engine.
+    pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
+        self.search_with(&LexicalEngine, query)
+    }
+
+    /// Search with any engine: exact topic_key hits first, then the engine's ranking.
+    pub fn search_with(&self, engine: &dyn SearchEngine, query: &SearchQuery) -> Result<SearchResults> {
+        if query.text.trim().is_empty() {
+            return Err(CairnError::empty("query").with_hint("say what to look for, e.g. `cairn search \"auth bug\"`"));
+        }
+        let limit = query.effective_limit();
+        let mut results = SearchResults::default();
+        if query::parse(&query.text).is_empty() {
+            results.notices.push("the query has no words to search for (only punctuation)".into());
+            return Ok(results);
+        }
+        let mut hits = self.topic_hits(query, limit)?;
+        let candidates = engine.candidates(self, query, limit + hits.len())?;
+        for candidate in candidates {
+            if hits.len() >= limit {
+                break;
+            }
+            if hits.iter().any(|h| h.observation.id == candidate.id) {
+                continue;
+            }
+            let observation = self.get(candidate.id)?;
+            hits.push(SearchHit {
+                observation,
+                rank: candidate.rank,
+                score: -candidate.rank,
+                snippet: candidate.snippet,
+                matched: MatchKind::Lexical,
+            });
+        }
+        if hits.is_empty() {
+            results.notices.extend(self.elsewhere_notice(query)?);
+        }
+        results.hits = hits;
+        Ok(results)
+    }
+
+    fn topic_hits(&self, query: &SearchQuery, limit: usize) -> Result<Vec<SearchHit>> {
+        let Some(key) = normalize_topic_key(&query.text) else { return Ok(Vec::new()) };
+        let (filter_sql, mut args) = filter_clause(query);
+        args.insert(0, Value::Text(key));
+        args.push(Value::Integer(limit as i64));
+        let sql = format!(
+            "SELECT {OBSERVATION_COLUMNS} FROM observations o
+             WHERE o.topic_key = ? AND o.deleted_at IS NULL {filter_sql}
+             ORDER BY o.updated_at DESC LIMIT ?"
+        );
+        let mut stmt = self.conn().prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args), Observation::from_row)?;
+        let observations: Vec<Observation> = rows.collect::<rusqlite::Result<_>>()?;
+        Ok(observations
+            .into_iter()
+            .map(|o| SearchHit {
+                snippet: crate::text::preview(&o.content, 160),
+                observation: o,
+                rank: -1000.0,
+                score: 1000.0,
+                matched: MatchKind::TopicKey,
+            })
+            .collect())
+    }
+
+    /// When a project-scoped search finds nothing, say whether other projects would have
+    /// (engram #146: "works in the CLI, empty in MCP" because of silent scoping).
+    fn elsewhere_notice(&self, query: &SearchQuery) -> Result<Option<String>> {
+        let Some(project) = query.project.as_deref().filter(|_| !query.all_projects) else { return Ok(None) };
+        let unscoped = SearchQuery { project: None, all_projects: true, limit: MAX_LIMIT, ..query.clone() };
+        let elsewhere = LexicalEngine.candidates(self, &unscoped, MAX_LIMIT)?.len();
+        Ok((elsewhere > 0).then(|| {
+            let more = if elsewhere == MAX_LIMIT { "+" } else { "" };
+            format!(
+                "no match in project {:?}; {elsewhere}{more} in other projects (search all projects to see them)",
+                normalize_project(project).0
+            )
+        }))
+    }
+
+    /// Full-text search over prompts.
+    pub fn search_prompts(&self, text: &str, project: Option<&str>, limit: usize) -> Result<Vec<Prompt>> {
+        if text.trim().is_empty() {
+            return Err(CairnError::empty("query"));
+        }
+        let Some(fts) = query::to_fts(&query::parse(text)) else { return Ok(Vec::new()) };
+        let limit = if limit == 0 { DEFAULT_LIMIT } else { limit.min(MAX_LIMIT) };
+        let project = project.map(|p| normalize_project(p).0);
+        let mut stmt = self.conn().prepare_cached(&format!(
+            "SELECT {PROMPT_COLUMNS} FROM prompts_fts JOIN prompts p ON p.id = prompts_fts.rowid
+             WHERE prompts_fts MATCH ?1 AND (?2 IS NULL OR p.project = ?2)
+             ORDER BY bm25(prompts_fts), p.created_at DESC LIMIT ?3"
+        ))?;
+        let rows = stmt.query_map(rusqlite::params![fts, project, limit as i64], Prompt::from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

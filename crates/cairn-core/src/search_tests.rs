@@ -1,0 +1,159 @@
+use time::Duration;
+
+use crate::memory::NewObservation;
+use crate::search::{MatchKind, SearchQuery};
+use crate::testutil::{obs, store_with_clock};
+use crate::text::Scope;
+
+fn titles(s: &crate::Store, q: &SearchQuery) -> Vec<String> {
+    s.search(q).unwrap().hits.into_iter().map(|h| h.observation.title).collect()
+}
+
+#[test]
+fn natural_question_finds_memory_sharing_some_words() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs(
+        "app",
+        "Flaky login test on CI",
+        "The login e2e test failed randomly because the session cookie expired; we fixed it by freezing time.",
+    ))
+    .unwrap();
+    s.save(&obs("app", "Redis timeouts", "Raised the pool size to 50")).unwrap();
+    let q =
+        SearchQuery { project: Some("app".into()), ..SearchQuery::new("how did we fix the flaky login test on CI?") };
+    assert_eq!(titles(&s, &q).first().map(String::as_str), Some("Flaky login test on CI"));
+}
+
+#[test]
+fn stemming_more_and_rarer_matches_win() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("p", "Caching notes", "we cache responses")).unwrap();
+    s.save(&obs("p", "Cached responses for the pricing endpoint", "pricing endpoint responses are cached for 60s"))
+        .unwrap();
+    let got = titles(&s, &SearchQuery::new("caching pricing responses"));
+    assert_eq!(got[0], "Cached responses for the pricing endpoint");
+    assert_eq!(got.len(), 2, "porter stemming: caching ~ cache ~ cached");
+}
+
+#[test]
+fn title_matches_outweigh_content_matches() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("p", "Notes", "something about migrations and more text here")).unwrap();
+    s.save(&obs("p", "Migrations", "how we run them")).unwrap();
+    assert_eq!(titles(&s, &SearchQuery::new("migrations"))[0], "Migrations");
+}
+
+#[test]
+fn ties_broken_by_recency() {
+    let (mut s, clock) = store_with_clock();
+    s.save(&obs("p", "Alpha", "deploy steps")).unwrap();
+    clock.advance(Duration::minutes(1));
+    s.save(&obs("p", "Beta", "deploy steps")).unwrap();
+    assert_eq!(titles(&s, &SearchQuery::new("deploy")), vec!["Beta", "Alpha"]);
+}
+
+#[test]
+fn phrase_and_prefix() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("p", "A", "connection pool exhausted under load")).unwrap();
+    s.save(&obs("p", "B", "pool of connection objects")).unwrap();
+    assert_eq!(titles(&s, &SearchQuery::new("\"connection pool\"")), vec!["A"]);
+    assert_eq!(titles(&s, &SearchQuery::new("exhaust*")), vec!["A"]);
+}
+
+#[test]
+fn exact_topic_key_first() {
+    let (mut s, _) = store_with_clock();
+    let mut t = obs("p", "Auth architecture", "JWT in cookies");
+    t.topic_key = Some("architecture/auth".into());
+    s.save(&t).unwrap();
+    s.save(&obs("p", "architecture auth notes", "architecture auth architecture auth")).unwrap();
+    let hits = s.search(&SearchQuery::new("architecture/auth")).unwrap().hits;
+    assert_eq!(hits[0].matched, MatchKind::TopicKey);
+    assert_eq!(hits[0].observation.title, "Auth architecture");
+    assert_eq!(hits.iter().filter(|h| h.observation.title == "Auth architecture").count(), 1);
+}
+
+#[test]
+fn filters_project_type_scope_and_personal_follows_user() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("a", "tabs a", "indent with tabs")).unwrap();
+    s.save(&obs("b", "tabs b", "indent with tabs")).unwrap();
+    let mut personal = obs("b", "tabs personal", "I prefer tabs everywhere");
+    personal.scope = Some("personal".into());
+    personal.kind = Some("preference".into());
+    s.save(&personal).unwrap();
+    let mut in_a = titles(&s, &SearchQuery { project: Some("A".into()), ..SearchQuery::new("tabs") });
+    in_a.sort();
+    assert_eq!(in_a, vec!["tabs a", "tabs personal"]);
+    let all = SearchQuery { project: Some("a".into()), all_projects: true, ..SearchQuery::new("tabs") };
+    assert_eq!(titles(&s, &all).len(), 3);
+    let prefs = SearchQuery { kind: Some("preference".into()), ..SearchQuery::new("tabs") };
+    assert_eq!(titles(&s, &prefs), vec!["tabs personal"]);
+    let scoped = SearchQuery { scope: Some(Scope::Project), ..SearchQuery::new("tabs") };
+    assert_eq!(titles(&s, &scoped).len(), 2);
+}
+
+#[test]
+fn empty_elsewhere_says_so() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("other", "kafka consumer lag", "lag")).unwrap();
+    let res = s.search(&SearchQuery { project: Some("mine".into()), ..SearchQuery::new("kafka") }).unwrap();
+    assert!(res.hits.is_empty());
+    assert!(res.notices[0].contains("other projects"), "{:?}", res.notices);
+}
+
+#[test]
+fn bad_queries() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("p", "x", "y")).unwrap();
+    assert_eq!(s.search(&SearchQuery::new("  ")).unwrap_err().code, crate::ErrorCode::EmptyField);
+    let punct = s.search(&SearchQuery::new("?!?! ...")).unwrap();
+    assert!(punct.hits.is_empty() && !punct.notices.is_empty());
+    let huge = "word ".repeat(20_000);
+    assert!(s.search(&SearchQuery::new(huge)).is_ok());
+    let syntax = s.search(&SearchQuery::new("NEAR(x y) AND \"unclosed title:y")).unwrap();
+    assert!(!syntax.hits.is_empty());
+}
+
+#[test]
+fn revised_topic_returns_latest_content_only() {
+    let (mut s, clock) = store_with_clock();
+    let mut v1 = NewObservation {
+        topic_key: Some("config/node".into()),
+        ..obs("p", "Node version", "We use Node 18 everywhere")
+    };
+    s.save(&v1).unwrap();
+    clock.advance(Duration::minutes(3));
+    v1.content = "We upgraded to Node 20 because 18 is end of life".into();
+    s.save(&v1).unwrap();
+    let hits = s.search(&SearchQuery::new("which node version do we use")).unwrap().hits;
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].observation.content.contains("Node 20"));
+    assert!(s.search(&SearchQuery::new("\"node 18 everywhere\"")).unwrap().hits.is_empty());
+}
+
+#[test]
+fn snippets_highlight_and_limit_caps() {
+    let (mut s, _) = store_with_clock();
+    for i in 0..120 {
+        s.save(&obs("p", &format!("memo {i}"), "shared token appears")).unwrap();
+    }
+    let hits = s.search(&SearchQuery { limit: 500, ..SearchQuery::new("token") }).unwrap().hits;
+    assert_eq!(hits.len(), 100);
+    assert!(hits[0].snippet.contains("**token**"), "{}", hits[0].snippet);
+    assert_eq!(s.search(&SearchQuery::new("token")).unwrap().hits.len(), 10);
+}
+
+#[test]
+fn prompt_search() {
+    let (mut s, _) = store_with_clock();
+    s.add_prompt(&crate::prompts::NewPrompt {
+        content: "please refactor the billing module".into(),
+        project: Some("p".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(s.search_prompts("billing refactoring", Some("p"), 5).unwrap().len(), 1);
+    assert!(s.search_prompts("billing", Some("q"), 5).unwrap().is_empty());
+}

@@ -1,0 +1,200 @@
+//! Sessions: created on first use, ended with a (redacted) summary, listed by recent activity.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CairnError, ErrorCode, Result};
+use crate::model::{SESSION_COLUMNS, Session, SessionSummary};
+use crate::store::Store;
+use crate::text::{normalize_project, redact, require};
+
+/// Who opens a session and where.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewSession {
+    pub id: String,
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub directory: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub parent_id: Option<String>,
+}
+
+/// The session used when a caller names none (engram's convention, so its plugins agree).
+pub fn default_session_id(project: &str) -> String {
+    if project.is_empty() { "manual-save".to_owned() } else { format!("manual-save-{project}") }
+}
+
+impl Store {
+    /// Create a session, or fill in what an existing one lacks (project, directory, agent,
+    /// parent). Idempotent: agents call it at every start.
+    pub fn start_session(&mut self, new: &NewSession) -> Result<Session> {
+        validate_session_id(&new.id)?;
+        let now = self.now();
+        self.write(|tx| ensure_session(tx, new, &now))?;
+        self.get_session(&new.id)
+    }
+
+    /// End a session with an optional summary. Unknown ids are an error (engram says "ok").
+    pub fn end_session(&mut self, id: &str, summary: Option<&str>) -> Result<Session> {
+        let now = self.now();
+        let summary = summary.map(|s| redact(s).0).filter(|s| !s.trim().is_empty());
+        let changed = self.write(|tx| {
+            Ok(tx.execute(
+                "UPDATE sessions SET ended_at = ?2, summary = COALESCE(?3, summary) WHERE id = ?1",
+                params![id, now, summary],
+            )?)
+        })?;
+        if changed == 0 {
+            return Err(session_not_found(id));
+        }
+        self.get_session(id)
+    }
+
+    pub fn get_session(&self, id: &str) -> Result<Session> {
+        self.conn()
+            .query_row(&format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ?1"), [id], Session::from_row)
+            .optional()?
+            .ok_or_else(|| session_not_found(id))
+    }
+
+    /// Sessions ordered by their latest activity (newest memory or start), with memory counts.
+    pub fn recent_sessions(&self, project: Option<&str>, limit: usize) -> Result<Vec<SessionSummary>> {
+        let project = project.map(|p| normalize_project(p).0);
+        let filter = if project.is_some() { "WHERE s.project = ?1" } else { "WHERE ?1 IS NULL" };
+        // Rank by activity first (an index seek per session), count memories only for the
+        // sessions that make the page.
+        let sql = format!(
+            "WITH ranked AS (
+                SELECT s.id, max(s.started_at, COALESCE((SELECT max(o.created_at) FROM observations o
+                    WHERE o.session_id = s.id AND o.deleted_at IS NULL), '')) AS activity
+                FROM sessions s {filter}
+                ORDER BY activity DESC, s.id LIMIT ?2
+             )
+             SELECT {SESSION_COLUMNS},
+                    (SELECT count(*) FROM observations o WHERE o.session_id = s.id AND o.deleted_at IS NULL),
+                    ranked.activity
+             FROM ranked JOIN sessions s ON s.id = ranked.id
+             ORDER BY ranked.activity DESC, s.id"
+        );
+        let mut stmt = self.conn().prepare_cached(&sql)?;
+        let rows = stmt.query_map(params![project, limit as i64], |row| {
+            Ok(SessionSummary {
+                session: Session::from_row(row)?,
+                observation_count: row.get(8)?,
+                last_activity_at: row.get(9)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Delete a session and its prompts; refused while it has memories (even deleted ones).
+    pub fn delete_session(&mut self, id: &str) -> Result<()> {
+        self.get_session(id)?;
+        self.write(|tx| {
+            let count: i64 =
+                tx.query_row("SELECT count(*) FROM observations WHERE session_id = ?1", [id], |r| r.get(0))?;
+            if count > 0 {
+                return Err(CairnError::new(
+                    ErrorCode::SessionHasObservations,
+                    format!("session {id} still has {count} memories"),
+                )
+                .with_hint("delete its memories first (cairn delete --hard), or keep the session"));
+            }
+            tx.execute("DELETE FROM prompts WHERE session_id = ?1", [id])?;
+            tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
+            Ok(())
+        })
+    }
+}
+
+pub(crate) fn session_not_found(id: &str) -> CairnError {
+    CairnError::new(ErrorCode::SessionNotFound, format!("session {id:?} not found"))
+        .with_hint("start it first (POST /sessions or mem_session_start), or omit the session id")
+}
+
+/// Session ids are agent-supplied; refuse the ones that would break paths, logs or terminals.
+pub(crate) fn validate_session_id(id: &str) -> Result<()> {
+    require("session id", id)?;
+    if id.len() > 256 || id.chars().any(char::is_control) {
+        return Err(CairnError::invalid("session id must be at most 256 bytes with no control characters"));
+    }
+    Ok(())
+}
+
+/// Insert the session if missing; otherwise fill empty fields. Runs inside the caller's
+/// transaction so a save and its session commit together.
+pub(crate) fn ensure_session(tx: &Transaction<'_>, new: &NewSession, now: &str) -> Result<()> {
+    let project = new.project.as_deref().map(|p| normalize_project(p).0).unwrap_or_default();
+    let directory = new.directory.as_deref().map(|d| redact(d).0).unwrap_or_default();
+    let agent = new.agent.clone().unwrap_or_default();
+    tx.execute(
+        "INSERT INTO sessions (id, project, directory, agent, parent_id, started_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT(id) DO UPDATE SET
+            project   = CASE WHEN sessions.project = '' THEN excluded.project ELSE sessions.project END,
+            directory = CASE WHEN sessions.directory = '' THEN excluded.directory ELSE sessions.directory END,
+            agent     = CASE WHEN sessions.agent = '' THEN excluded.agent ELSE sessions.agent END,
+            parent_id = COALESCE(sessions.parent_id, excluded.parent_id)",
+        params![new.id, project, directory, agent, new.parent_id, now],
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> Store {
+        Store::open_in_memory().unwrap()
+    }
+
+    #[test]
+    fn start_is_idempotent_and_fills_blanks() {
+        let mut s = store();
+        s.start_session(&NewSession { id: "s1".into(), ..Default::default() }).unwrap();
+        let got = s
+            .start_session(&NewSession {
+                id: "s1".into(),
+                project: Some("Cairn".into()),
+                directory: Some("/w".into()),
+                agent: Some("opencode".into()),
+                parent_id: Some("p0".into()),
+            })
+            .unwrap();
+        assert_eq!(got.project, "cairn");
+        assert_eq!(got.directory, "/w");
+        assert_eq!(got.parent_id.as_deref(), Some("p0"));
+        // A later start does not overwrite what is set.
+        let again = s
+            .start_session(&NewSession { id: "s1".into(), project: Some("other".into()), ..Default::default() })
+            .unwrap();
+        assert_eq!(again.project, "cairn");
+    }
+
+    #[test]
+    fn end_unknown_is_not_found_and_summary_redacted() {
+        let mut s = store();
+        assert_eq!(s.end_session("nope", None).unwrap_err().code, ErrorCode::SessionNotFound);
+        s.start_session(&NewSession { id: "s1".into(), ..Default::default() }).unwrap();
+        let ended = s.end_session("s1", Some("did it <private>pw=1</private>")).unwrap();
+        assert_eq!(ended.summary.as_deref(), Some("did it [REDACTED]"));
+        assert!(ended.ended_at.is_some());
+    }
+
+    #[test]
+    fn bad_ids_rejected() {
+        let mut s = store();
+        assert_eq!(s.start_session(&NewSession::default()).unwrap_err().code, ErrorCode::EmptyField);
+        let bad = NewSession { id: "a\nb".into(), ..Default::default() };
+        assert_eq!(s.start_session(&bad).unwrap_err().code, ErrorCode::InvalidArgument);
+    }
+
+    #[test]
+    fn default_session_names() {
+        assert_eq!(default_session_id(""), "manual-save");
+        assert_eq!(default_session_id("cairn"), "manual-save-cairn");
+    }
+}

@@ -1,0 +1,285 @@
+//! Every path, port and switch, declared once with its environment variable. Precedence:
+//! defaults < `config.toml` in the data dir < environment < flags; each value remembers where
+//! it came from so `cairn config` can say.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::DEFAULT_BUDGET_BYTES;
+use crate::error::{CairnError, ErrorCode, Result};
+use crate::store::DB_FILE;
+
+/// Default HTTP port: engram's, so engram's plugins can point at cairn unchanged.
+pub const DEFAULT_PORT: u16 = 7437;
+pub const DEFAULT_BIND: &str = "127.0.0.1";
+pub const CONFIG_FILE: &str = "config.toml";
+
+/// The environment variables cairn reads, with what each sets.
+pub const ENV_VARS: &[(&str, &str)] = &[
+    ("CAIRN_DATA_DIR", "data directory (database, config.toml)"),
+    ("CAIRN_PORT", "HTTP port of `cairn serve`"),
+    ("CAIRN_BIND", "address `cairn serve` binds"),
+    ("CAIRN_HTTP_TOKEN", "bearer token required by the HTTP API (mandatory beyond loopback)"),
+    ("CAIRN_PROJECT", "project name, overriding detection"),
+    ("CAIRN_CONTEXT_BUDGET", "size of a context block in bytes"),
+    ("CAIRN_LOG", "log filter (e.g. info, cairn_core=debug)"),
+];
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "name")]
+pub enum Source {
+    Default,
+    ConfigFile,
+    Env(String),
+    Flag,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::ConfigFile => f.write_str("config.toml"),
+            Source::Env(name) => write!(f, "env {name}"),
+            Source::Flag => f.write_str("flag"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setting<T> {
+    pub value: T,
+    pub source: Source,
+}
+
+impl<T> Setting<T> {
+    fn default(value: T) -> Self {
+        Self { value, source: Source::Default }
+    }
+}
+
+/// Values given on the command line (highest precedence).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub data_dir: Option<PathBuf>,
+    pub port: Option<u16>,
+    pub bind: Option<String>,
+    pub project: Option<String>,
+}
+
+/// What `config.toml` may set.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    port: Option<u16>,
+    bind: Option<String>,
+    http_token: Option<String>,
+    context_budget: Option<usize>,
+    log: Option<String>,
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    pub data_dir: Setting<PathBuf>,
+    pub port: Setting<u16>,
+    pub bind: Setting<String>,
+    /// Never printed in full.
+    pub http_token: Setting<Option<String>>,
+    pub project: Setting<Option<String>>,
+    pub context_budget: Setting<usize>,
+    pub log: Setting<String>,
+}
+
+impl Settings {
+    /// Resolve settings from flags, the process environment and the config file.
+    pub fn load(overrides: &Overrides) -> Result<Settings> {
+        Self::load_with(overrides, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Same, with an injectable environment (tests).
+    pub fn load_with(overrides: &Overrides, env: &dyn Fn(&str) -> Option<String>) -> Result<Settings> {
+        let data_dir = match (&overrides.data_dir, env("CAIRN_DATA_DIR")) {
+            (Some(dir), _) => Setting { value: dir.clone(), source: Source::Flag },
+            (None, Some(dir)) => Setting { value: PathBuf::from(dir), source: Source::Env("CAIRN_DATA_DIR".into()) },
+            (None, None) => Setting::default(default_data_dir()?),
+        };
+        let file = read_config_file(&data_dir.value)?;
+        let mut s = Settings {
+            port: Setting::default(DEFAULT_PORT),
+            bind: Setting::default(DEFAULT_BIND.to_owned()),
+            http_token: Setting::default(None),
+            project: Setting::default(None),
+            context_budget: Setting::default(DEFAULT_BUDGET_BYTES),
+            log: Setting::default("warn".to_owned()),
+            data_dir,
+        };
+        s.apply_file(file);
+        s.apply_env(env)?;
+        s.apply_flags(overrides);
+        Ok(s)
+    }
+
+    fn apply_file(&mut self, file: FileConfig) {
+        let from_file = |v| Setting { value: v, source: Source::ConfigFile };
+        if let Some(v) = file.port {
+            self.port = from_file(v);
+        }
+        if let Some(v) = file.bind {
+            self.bind = Setting { value: v, source: Source::ConfigFile };
+        }
+        if let Some(v) = file.http_token {
+            self.http_token = Setting { value: Some(v), source: Source::ConfigFile };
+        }
+        if let Some(v) = file.context_budget {
+            self.context_budget = Setting { value: v, source: Source::ConfigFile };
+        }
+        if let Some(v) = file.log {
+            self.log = Setting { value: v, source: Source::ConfigFile };
+        }
+    }
+
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+        let from_env = |name: &str| Source::Env(name.to_owned());
+        if let Some(v) = env("CAIRN_PORT") {
+            self.port = Setting { value: parse_env("CAIRN_PORT", &v)?, source: from_env("CAIRN_PORT") };
+        }
+        if let Some(v) = env("CAIRN_BIND") {
+            self.bind = Setting { value: v, source: from_env("CAIRN_BIND") };
+        }
+        if let Some(v) = env("CAIRN_HTTP_TOKEN") {
+            self.http_token = Setting { value: Some(v), source: from_env("CAIRN_HTTP_TOKEN") };
+        }
+        if let Some(v) = env("CAIRN_PROJECT") {
+            self.project = Setting { value: Some(v), source: from_env("CAIRN_PROJECT") };
+        }
+        if let Some(v) = env("CAIRN_CONTEXT_BUDGET") {
+            self.context_budget =
+                Setting { value: parse_env("CAIRN_CONTEXT_BUDGET", &v)?, source: from_env("CAIRN_CONTEXT_BUDGET") };
+        }
+        if let Some(v) = env("CAIRN_LOG") {
+            self.log = Setting { value: v, source: from_env("CAIRN_LOG") };
+        }
+        Ok(())
+    }
+
+    fn apply_flags(&mut self, o: &Overrides) {
+        if let Some(v) = o.port {
+            self.port = Setting { value: v, source: Source::Flag };
+        }
+        if let Some(v) = &o.bind {
+            self.bind = Setting { value: v.clone(), source: Source::Flag };
+        }
+        if let Some(v) = &o.project {
+            self.project = Setting { value: Some(v.clone()), source: Source::Flag };
+        }
+    }
+
+    /// Path of the database file.
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir.value.join(DB_FILE)
+    }
+}
+
+fn parse_env<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T> {
+    raw.trim().parse().map_err(|_| {
+        CairnError::new(ErrorCode::InvalidConfig, format!("{name}={raw:?} is not a valid value"))
+            .with_hint(format!("fix or unset {name}"))
+    })
+}
+
+fn default_data_dir() -> Result<PathBuf> {
+    use etcetera::BaseStrategy;
+    let strategy = etcetera::choose_base_strategy().map_err(|e| {
+        CairnError::new(ErrorCode::InvalidConfig, format!("cannot find a home directory: {e}"))
+            .with_hint("set CAIRN_DATA_DIR or pass --data-dir")
+    })?;
+    Ok(strategy.data_dir().join("cairn"))
+}
+
+fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
+    let path = data_dir.join(CONFIG_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        // No config yet, or no data dir at all: `ensure_data_dir` reports the latter clearly.
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+            return Ok(FileConfig::default());
+        }
+        Err(e) => {
+            return Err(CairnError::new(ErrorCode::InvalidConfig, format!("cannot read {}: {e}", path.display())));
+        }
+    };
+    toml::from_str(&text).map_err(|e| {
+        CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display()))
+            .with_hint("keys: port, bind, http_token, context_budget, log")
+    })
+}
+
+/// Create the data dir (0700) if needed and check it can be written.
+pub fn ensure_data_dir(dir: &Path) -> Result<()> {
+    let not_writable = |why: String| {
+        CairnError::new(ErrorCode::DataDirNotWritable, format!("data dir {}: {why}", dir.display()))
+            .with_hint("choose a writable directory with --data-dir or CAIRN_DATA_DIR")
+    };
+    if !dir.exists() {
+        create_private_dir(dir).map_err(|e| not_writable(format!("cannot create it: {e}")))?;
+    }
+    if !dir.is_dir() {
+        return Err(not_writable("it is not a directory".into()));
+    }
+    let probe = dir.join(".cairn-write-probe");
+    std::fs::write(&probe, b"").map_err(|e| not_writable(format!("cannot write in it: {e}")))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence_default_file_env_flag() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join(CONFIG_FILE), "port = 8000\nbind = \"0.0.0.0\"\n").unwrap();
+        let dir = tmp.path().display().to_string();
+        let env = move |name: &str| match name {
+            "CAIRN_DATA_DIR" => Some(dir.clone()),
+            "CAIRN_PORT" => Some("9000".into()),
+            _ => None,
+        };
+        let s = Settings::load_with(&Overrides::default(), &env).unwrap();
+        assert_eq!((s.port.value, &s.port.source), (9000, &Source::Env("CAIRN_PORT".into())));
+        assert_eq!((s.bind.value.as_str(), &s.bind.source), ("0.0.0.0", &Source::ConfigFile));
+        assert_eq!(s.context_budget.source, Source::Default);
+        let flags = Overrides { port: Some(1234), ..Overrides::default() };
+        assert_eq!(Settings::load_with(&flags, &env).unwrap().port.source, Source::Flag);
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().display().to_string();
+        let env = move |name: &str| match name {
+            "CAIRN_DATA_DIR" => Some(dir.clone()),
+            "CAIRN_PORT" => Some("http".into()),
+            _ => None,
+        };
+        assert_eq!(Settings::load_with(&Overrides::default(), &env).unwrap_err().code, ErrorCode::InvalidConfig);
+        std::fs::write(tmp.path().join(CONFIG_FILE), "colour = 1").unwrap();
+        let flags = Overrides { data_dir: Some(tmp.path().into()), ..Overrides::default() };
+        let err = Settings::load_with(&flags, &|_| None).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidConfig);
+    }
+}

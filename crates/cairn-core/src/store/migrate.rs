@@ -1,0 +1,70 @@
+//! Numbered migrations tracked by `PRAGMA user_version`. Each runs once, inside an IMMEDIATE
+//! transaction that re-reads the version after taking the write lock, so two processes starting
+//! together never both apply the same step (engram migrates on every start and races: #1182).
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{CairnError, ErrorCode, Result};
+
+/// Migrations in order; index + 1 is the version each one produces.
+const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_init.sql")];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub(super) fn run(conn: &mut Connection) -> Result<()> {
+    // Fast path: an up-to-date database costs one pragma read, no lock.
+    let current = user_version(conn)?;
+    check_not_newer(current)?;
+    if current == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut version = user_version(&tx)?;
+    check_not_newer(version)?;
+    while version < SCHEMA_VERSION {
+        let sql = MIGRATIONS[usize::try_from(version).unwrap_or(0)];
+        tx.execute_batch(sql).map_err(|e| CairnError::internal(format!("migration {} failed: {e}", version + 1)))?;
+        version += 1;
+        tx.pragma_update(None, "user_version", version)?;
+        tracing::info!(version, "applied schema migration");
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+fn user_version(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+}
+
+fn check_not_newer(version: i64) -> Result<()> {
+    if version > SCHEMA_VERSION {
+        return Err(CairnError::new(
+            ErrorCode::SchemaTooNew,
+            format!("the database has schema version {version}; this cairn knows up to {SCHEMA_VERSION}"),
+        )
+        .with_hint("upgrade cairn; nothing was changed"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrates_once_and_is_idempotent() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        run(&mut conn).unwrap();
+        run(&mut conn).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn refuses_newer_schema() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        let err = run(&mut conn).unwrap_err();
+        assert_eq!(err.code, ErrorCode::SchemaTooNew);
+    }
+}

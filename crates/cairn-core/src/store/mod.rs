@@ -1,0 +1,173 @@
+//! The SQLite store: opening, pragmas, migrations. Domain operations live in their own modules
+//! as `impl Store` blocks (memory, sessions, prompts, search, context, transfer...).
+
+mod migrate;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use crate::clock::{Clock, SharedClock, SystemClock, format_ts};
+use crate::error::{CairnError, ErrorCode, Result};
+
+pub use migrate::SCHEMA_VERSION;
+
+/// File name of the database inside the data dir.
+pub const DB_FILE: &str = "cairn.db";
+/// How long a writer waits for another process's lock before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One connection to the store. Not `Sync`: a server holds it behind its own lock or thread.
+pub struct Store {
+    conn: Connection,
+    path: Option<PathBuf>,
+    clock: SharedClock,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Open (creating if needed) the database at `path` and bring its schema up to date.
+    pub fn open(path: &Path) -> Result<Store> {
+        let existed = path.exists();
+        let conn = Connection::open(path).map_err(|e| open_error(path, &e))?;
+        if !existed {
+            restrict_permissions(path);
+        }
+        Self::init(conn, Some(path.to_owned()))
+    }
+
+    /// Open an existing database without migrating or creating anything (inspection tools):
+    /// read-write when permitted, so checks that need it can run, else read-only.
+    pub fn open_for_inspection(path: &Path) -> Result<Store> {
+        let rw = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let ro = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, rw)
+            .or_else(|_| Connection::open_with_flags(path, ro))
+            .map_err(|e| open_error(path, &e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)).map_err(|e| open_error(path, &e))?;
+        Ok(Store { conn, path: Some(path.to_owned()), clock: Arc::new(SystemClock) })
+    }
+
+    /// A private in-memory store (unit tests, benchmarks).
+    pub fn open_in_memory() -> Result<Store> {
+        Self::init(Connection::open_in_memory()?, None)
+    }
+
+    fn init(conn: Connection, path: Option<PathBuf>) -> Result<Store> {
+        apply_pragmas(&conn, path.as_deref())?;
+        let mut store = Store { conn, path, clock: Arc::new(SystemClock) };
+        migrate::run(&mut store.conn)?;
+        Ok(store)
+    }
+
+    /// Replace the clock (tests move time to cross the dedupe window).
+    pub fn set_clock(&mut self, clock: SharedClock) {
+        self.clock = clock;
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    pub(crate) fn now(&self) -> String {
+        format_ts(self.clock.now())
+    }
+
+    pub(crate) fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Run `f` in an IMMEDIATE transaction: the write lock is taken up front, so two writers
+    /// never deadlock upgrading read locks (which SQLite reports as SQLITE_BUSY at once,
+    /// ignoring the busy timeout).
+    pub(crate) fn write<T>(&mut self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        let tx = rusqlite::Transaction::new(&mut self.conn, rusqlite::TransactionBehavior::Immediate)?;
+        let value = f(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// The schema version recorded in the file.
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    /// Value of a single-row, single-column query (diagnostics).
+    pub(crate) fn scalar_i64(&self, sql: &str) -> Result<i64> {
+        Ok(self.conn.query_row(sql, [], |r| r.get(0))?)
+    }
+
+    pub(crate) fn optional_i64(&self, sql: &str, params: impl rusqlite::Params) -> Result<Option<i64>> {
+        Ok(self.conn.query_row(sql, params, |r| r.get(0)).optional()?)
+    }
+}
+
+fn apply_pragmas(conn: &Connection, path: Option<&Path>) -> Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Probe the file first: a non-database file fails here with a clear code instead of half
+    // way through a migration.
+    conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)).map_err(|e| match path {
+        Some(p) => open_error(p, &e),
+        None => CairnError::from(e),
+    })?;
+    if path.is_some() {
+        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(mode, "could not switch the database to WAL");
+        }
+    }
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL;
+         PRAGMA foreign_keys=ON;
+         PRAGMA secure_delete=ON;
+         PRAGMA temp_store=MEMORY;",
+    )?;
+    Ok(())
+}
+
+/// A clearer error for the ways opening a database file fails.
+fn open_error(path: &Path, err: &rusqlite::Error) -> CairnError {
+    let base = CairnError::from(clone_err(err));
+    match base.code {
+        ErrorCode::DatabaseCorrupt => CairnError::new(
+            ErrorCode::DatabaseCorrupt,
+            format!("{} is not a usable cairn database ({err})", path.display()),
+        )
+        .with_hint("move the file aside and run `cairn import` from an export, or point --data-dir elsewhere"),
+        ErrorCode::DataDirNotWritable | ErrorCode::Internal => {
+            CairnError::new(ErrorCode::DataDirNotWritable, format!("cannot open {}: {err}", path.display()))
+                .with_hint("check that the data dir exists and is writable (cairn doctor), or set --data-dir")
+        }
+        _ => base,
+    }
+}
+
+fn clone_err(err: &rusqlite::Error) -> rusqlite::Error {
+    match err {
+        rusqlite::Error::SqliteFailure(f, m) => rusqlite::Error::SqliteFailure(*f, m.clone()),
+        other => rusqlite::Error::InvalidParameterName(other.to_string()),
+    }
+}
+
+#[cfg(unix)]
+fn restrict_permissions(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        tracing::warn!(path = %path.display(), error = %e, "could not restrict database permissions");
+    }
+}
+
+#[cfg(not(unix))]
+fn restrict_permissions(_path: &Path) {}

@@ -1,0 +1,233 @@
+//! Text rules applied before anything is stored: privacy redaction, size limits, normalisation
+//! of project / scope / topic_key, and the content hash used for dedupe.
+
+use regex::Regex;
+use sha2::{Digest, Sha256};
+use std::sync::LazyLock;
+
+use crate::error::{CairnError, ErrorCode, Result};
+
+/// Content longer than this is cut (on a UTF-8 boundary) and the cut is reported.
+pub const MAX_CONTENT_BYTES: usize = 50_000;
+/// Input longer than this is refused outright: nobody means to store 4 MiB in one memory, and
+/// accepting it would only let one bad call bloat the store.
+pub const MAX_INPUT_BYTES: usize = 4 * 1024 * 1024;
+/// Titles are one line; a longer one is cut like content.
+pub const MAX_TITLE_BYTES: usize = 500;
+/// Cap of a normalised topic key (engram's).
+pub const MAX_TOPIC_KEY_BYTES: usize = 120;
+
+const REDACTED: &str = "[REDACTED]";
+const TRUNCATED_SUFFIX: &str = "... [truncated]";
+
+static PRIVATE_BLOCK: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?is)<private\s*>.*?</private\s*>").expect("valid regex"));
+// An opening tag with no closing tag: everything after it is private. Failing open here would
+// leak exactly what the user asked us to keep.
+static PRIVATE_UNCLOSED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?is)<private\s*>.*\z").expect("valid regex"));
+static WHITESPACE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("valid regex"));
+
+/// Replace every `<private>…</private>` block (case-insensitive, multi-line) with `[REDACTED]`.
+/// An unclosed `<private>` redacts to the end of the text. Returns the text and whether
+/// anything was redacted.
+pub fn redact(text: &str) -> (String, bool) {
+    if !text.as_bytes().windows(8).any(|w| w.eq_ignore_ascii_case(b"<private")) {
+        return (text.to_owned(), false);
+    }
+    let closed = PRIVATE_BLOCK.replace_all(text, REDACTED);
+    let all = PRIVATE_UNCLOSED.replace_all(&closed, REDACTED);
+    (all.trim().to_owned(), true)
+}
+
+/// Redact an optional field.
+pub fn redact_opt(text: Option<&str>) -> Option<String> {
+    text.map(|t| redact(t).0)
+}
+
+/// Cut `text` to at most `max` bytes without splitting a UTF-8 sequence.
+pub fn cut_at_char_boundary(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Outcome of fitting content to [`MAX_CONTENT_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fitted {
+    pub text: String,
+    /// Original length in bytes when the text was cut.
+    pub truncated_from: Option<usize>,
+}
+
+/// Refuse absurd input, cut long input. Content must not be blank.
+pub fn fit_content(field: &str, text: &str, limit: usize) -> Result<Fitted> {
+    if text.len() > MAX_INPUT_BYTES {
+        return Err(CairnError::new(
+            ErrorCode::ContentTooLarge,
+            format!("{field} is {} bytes; cairn accepts at most {MAX_INPUT_BYTES}", text.len()),
+        )
+        .with_hint(format!("split it into several memories of under {limit} bytes")));
+    }
+    if text.len() <= limit {
+        return Ok(Fitted { text: text.to_owned(), truncated_from: None });
+    }
+    let room = limit - TRUNCATED_SUFFIX.len();
+    let mut cut = cut_at_char_boundary(text, room).to_owned();
+    cut.push_str(TRUNCATED_SUFFIX);
+    Ok(Fitted { text: cut, truncated_from: Some(text.len()) })
+}
+
+/// Require a non-blank value.
+pub fn require(field: &str, text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(CairnError::empty(field));
+    }
+    Ok(())
+}
+
+/// Project names: lowercase, trimmed, runs of `--` and `__` collapsed (engram §4.2). Hyphen and
+/// underscore stay distinct. Returns the name and whether it changed.
+pub fn normalize_project(raw: &str) -> (String, bool) {
+    let mut name = raw.trim().to_lowercase();
+    while name.contains("--") || name.contains("__") {
+        name = name.replace("--", "-").replace("__", "_");
+    }
+    let changed = name != raw;
+    (name, changed)
+}
+
+/// Memory scope: `personal` (follows the user across projects) or `project` (everything else).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    Project,
+    Personal,
+}
+
+impl Scope {
+    pub fn parse(raw: &str) -> Scope {
+        if raw.trim().eq_ignore_ascii_case("personal") { Scope::Personal } else { Scope::Project }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Project => "project",
+            Scope::Personal => "personal",
+        }
+    }
+}
+
+/// Topic keys: trimmed, lowercase, whitespace runs → `-`, at most 120 bytes; empty → none.
+pub fn normalize_topic_key(raw: &str) -> Option<String> {
+    let lowered = raw.trim().to_lowercase();
+    let dashed = WHITESPACE.replace_all(&lowered, "-");
+    let key = cut_at_char_boundary(&dashed, MAX_TOPIC_KEY_BYTES).trim_end_matches('-');
+    (!key.is_empty()).then(|| key.to_owned())
+}
+
+/// sha256 hex of the lowercased content with whitespace runs collapsed: two saves that differ
+/// only in case or spacing are the same memory.
+pub fn normalized_hash(content: &str) -> String {
+    let collapsed = WHITESPACE.replace_all(content.trim(), " ").to_lowercase();
+    let digest = Sha256::digest(collapsed.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Cut `text` to `max` characters, appending `...` when cut (for previews).
+pub fn preview(text: &str, max_chars: usize) -> String {
+    let flat = WHITESPACE.replace_all(text.trim(), " ");
+    match flat.char_indices().nth(max_chars) {
+        None => flat.into_owned(),
+        Some((idx, _)) => format!("{}...", flat[..idx].trim_end()),
+    }
+}
+
+/// Levenshtein distance on chars, for similar project names.
+pub fn levenshtein(a: &str, b: &str) -> usize {
+    let b_chars: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b_chars.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b_chars.len() + 1];
+        for (j, cb) in b_chars.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b_chars.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_private_blocks_case_insensitive_multiline() {
+        let (out, hit) = redact("key: <PRIVATE>sk-123\nline2</Private> done");
+        assert!(hit);
+        assert_eq!(out, "key: [REDACTED] done");
+        let (out, _) = redact("<private>a</private> and <private>b</private>");
+        assert_eq!(out, "[REDACTED] and [REDACTED]");
+    }
+
+    #[test]
+    fn unclosed_private_redacts_to_end() {
+        let (out, hit) = redact("token <private>sk-live-999 and more");
+        assert!(hit);
+        assert_eq!(out, "token [REDACTED]");
+    }
+
+    #[test]
+    fn text_without_tags_is_untouched() {
+        assert_eq!(redact("  plain  ").0, "  plain  ");
+    }
+
+    #[test]
+    fn content_cut_on_char_boundary_and_reported() {
+        let text = "é".repeat(MAX_CONTENT_BYTES); // 2 bytes each
+        let fitted = fit_content("content", &text, MAX_CONTENT_BYTES).unwrap();
+        assert_eq!(fitted.truncated_from, Some(MAX_CONTENT_BYTES * 2));
+        assert!(fitted.text.len() <= MAX_CONTENT_BYTES);
+        assert!(fitted.text.ends_with(TRUNCATED_SUFFIX));
+    }
+
+    #[test]
+    fn absurd_input_refused() {
+        let text = "x".repeat(MAX_INPUT_BYTES + 1);
+        let err = fit_content("content", &text, MAX_CONTENT_BYTES).unwrap_err();
+        assert_eq!(err.code, ErrorCode::ContentTooLarge);
+    }
+
+    #[test]
+    fn project_normalization() {
+        assert_eq!(normalize_project("  My--App__x "), ("my-app_x".into(), true));
+        assert_eq!(normalize_project("ok"), ("ok".into(), false));
+        assert_eq!(normalize_project("a---b"), ("a-b".into(), true));
+    }
+
+    #[test]
+    fn scope_and_topic_normalization() {
+        assert_eq!(Scope::parse(" Personal "), Scope::Personal);
+        assert_eq!(Scope::parse("team"), Scope::Project);
+        assert_eq!(normalize_topic_key("  Auth  Flow\tv2 ").as_deref(), Some("auth-flow-v2"));
+        assert_eq!(normalize_topic_key("   "), None);
+        assert_eq!(normalize_topic_key(&"k".repeat(300)).unwrap().len(), MAX_TOPIC_KEY_BYTES);
+    }
+
+    #[test]
+    fn hash_ignores_case_and_spacing() {
+        assert_eq!(normalized_hash("Hello   World\n"), normalized_hash("hello world"));
+        assert_ne!(normalized_hash("hello world"), normalized_hash("hello there"));
+    }
+
+    #[test]
+    fn levenshtein_basics() {
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert_eq!(levenshtein("", "abc"), 3);
+    }
+}

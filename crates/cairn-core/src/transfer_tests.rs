@@ -1,0 +1,137 @@
+use proptest::prelude::*;
+
+use crate::Store;
+use crate::error::ErrorCode;
+use crate::memory::NewObservation;
+use crate::prompts::NewPrompt;
+use crate::testutil::{obs, store_with_clock};
+use crate::transfer::ExportData;
+
+fn comparable(mut e: ExportData) -> ExportData {
+    e.exported_at = String::new();
+    e
+}
+
+fn populated() -> Store {
+    let (mut s, _) = store_with_clock();
+    let a = s.save(&obs("p", "one", "first memory")).unwrap();
+    s.save(&NewObservation { topic_key: Some("t/k".into()), ..obs("p", "two", "second") }).unwrap();
+    s.save(&NewObservation { topic_key: Some("t/k".into()), ..obs("p", "two", "second, revised") }).unwrap();
+    let d = s.save(&obs("q", "three", "deleted later")).unwrap();
+    s.delete(d.id, false).unwrap();
+    s.set_pinned(a.id, true).unwrap();
+    s.add_prompt(&NewPrompt { content: "a prompt".into(), project: Some("p".into()), ..Default::default() }).unwrap();
+    s.end_session("manual-save-p", Some("summary")).unwrap();
+    s
+}
+
+#[test]
+fn export_import_is_identity_and_idempotent() {
+    let source = populated();
+    let exported = source.export(None).unwrap();
+    let bytes = serde_json::to_vec(&exported).unwrap();
+    let (mut target, _) = store_with_clock();
+    let first = target.import_bytes(&bytes).unwrap();
+    assert_eq!(first.observations_imported, 3);
+    assert_eq!(first.prompts_imported, 1);
+    assert_eq!(comparable(target.export(None).unwrap()), comparable(exported.clone()));
+    let second = target.import_bytes(&bytes).unwrap();
+    assert_eq!((second.observations_imported, second.prompts_imported, second.sessions_imported), (0, 0, 0));
+    assert_eq!(comparable(target.export(None).unwrap()), comparable(exported));
+}
+
+#[test]
+fn newer_version_in_file_wins_older_is_skipped() {
+    let mut source = populated();
+    let bytes_v1 = serde_json::to_vec(&source.export(None).unwrap()).unwrap();
+    // A later edit: the source's clock moves past the manual clock's standstill.
+    source.set_clock(std::sync::Arc::new(crate::clock::SystemClock));
+    let id = source
+        .list(&crate::memory::ListFilter { project: Some("p".into()), limit: 10, ..Default::default() })
+        .unwrap()[0]
+        .id;
+    source
+        .update(id, &crate::memory::ObservationPatch { content: Some("edited".into()), ..Default::default() })
+        .unwrap();
+    let bytes_v2 = serde_json::to_vec(&source.export(None).unwrap()).unwrap();
+    let (mut target, _) = store_with_clock();
+    target.import_bytes(&bytes_v1).unwrap();
+    assert_eq!(target.import_bytes(&bytes_v2).unwrap().observations_updated, 1);
+    assert_eq!(target.import_bytes(&bytes_v1).unwrap().observations_updated, 0);
+    assert_eq!(target.get(id).unwrap().content, "edited");
+}
+
+#[test]
+fn malformed_imports_change_nothing() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("p", "keep", "me")).unwrap();
+    let before = comparable(s.export(None).unwrap());
+    let good = serde_json::to_string(&populated().export(None).unwrap()).unwrap();
+    let cases: Vec<(Vec<u8>, ErrorCode)> = vec![
+        (good.as_bytes()[..good.len() / 2].to_vec(), ErrorCode::InvalidImport),
+        (b"[1,2,3]".to_vec(), ErrorCode::InvalidImport),
+        (b"{\"hello\": 1}".to_vec(), ErrorCode::InvalidImport),
+        (vec![0xff, 0xfe, b'{'], ErrorCode::InvalidUtf8),
+        (
+            br#"{"observations":[{"session_id":"s","title":"t","content":"c","created_at":"not a date"}]}"#.to_vec(),
+            ErrorCode::InvalidImport,
+        ),
+        (br#"{"observations":[{"session_id":"s","title":"","content":"c"}]}"#.to_vec(), ErrorCode::InvalidImport),
+        (br#"{"observations":[{"title":"t","content":"c"}]}"#.to_vec(), ErrorCode::InvalidImport),
+    ];
+    for (bytes, code) in cases {
+        assert_eq!(s.import_bytes(&bytes).unwrap_err().code, code, "{}", String::from_utf8_lossy(&bytes));
+    }
+    assert_eq!(comparable(s.export(None).unwrap()), before);
+}
+
+#[test]
+fn engram_export_shape_is_accepted_and_redacted() {
+    let engram = r#"{"version":"0.1.0","exported_at":"2026-05-01T00:00:00Z",
+      "sessions":[{"id":"s1","project":"Eng","directory":"/w","started_at":"2026-05-01 10:00:00"}],
+      "observations":[{"id":7,"sync_id":"obs-0123456789abcdef","session_id":"s1","type":"bugfix","title":"t",
+        "content":"token <private>abc</private>","project":null,"scope":"project","revision_count":1,
+        "duplicate_count":1,"created_at":"2026-05-01 10:01:00","updated_at":"2026-05-01 10:01:00"}],
+      "prompts":[{"id":1,"sync_id":"prompt-1","session_id":"s1","content":"hi","project":"eng","created_at":"2026-05-01 10:00:30"}]}"#;
+    let (mut s, _) = store_with_clock();
+    let report = s.import_bytes(engram.as_bytes()).unwrap();
+    assert_eq!((report.sessions_imported, report.observations_imported, report.prompts_imported), (1, 1, 1));
+    let got = s.get(7).unwrap();
+    assert_eq!(got.content, "token [REDACTED]");
+    assert_eq!(got.created_at, "2026-05-01T10:01:00.000Z");
+    assert_eq!(s.get_session("s1").unwrap().project, "eng");
+}
+
+#[test]
+fn project_export_carries_referenced_sessions() {
+    let s = populated();
+    let e = s.export(Some("q")).unwrap();
+    assert_eq!(e.observations.len(), 1);
+    assert!(e.sessions.iter().any(|x| x.id == e.observations[0].session_id));
+}
+
+fn arb_text() -> impl Strategy<Value = String> {
+    prop_oneof!["[a-zA-Z0-9 ]{1,40}", "\\PC{1,30}", Just("<private>s3cr3t</private> visible".to_owned()),]
+        .prop_filter("not blank", |s| !s.trim().is_empty())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    #[test]
+    fn prop_export_import_identity(items in prop::collection::vec((arb_text(), arb_text(), "[a-c]", any::<bool>(), prop::option::of("[a-z]{1,6}")), 1..12)) {
+        let (mut s, _) = store_with_clock();
+        for (title, content, project, pin, topic) in &items {
+            let out = s.save(&NewObservation { topic_key: topic.clone(), ..obs(project, title, content) }).unwrap();
+            if *pin { s.set_pinned(out.id, true).unwrap(); }
+        }
+        let exported = s.export(None).unwrap();
+        let bytes = serde_json::to_vec(&exported).unwrap();
+        let (mut t, _) = store_with_clock();
+        t.import_bytes(&bytes).unwrap();
+        prop_assert_eq!(comparable(t.export(None).unwrap()), comparable(exported.clone()));
+        let again = t.import_bytes(&bytes).unwrap();
+        prop_assert_eq!(again.observations_imported + again.observations_updated + again.prompts_imported, 0);
+        prop_assert_eq!(comparable(t.export(None).unwrap()), comparable(exported));
+    }
+}

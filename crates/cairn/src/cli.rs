@@ -1,0 +1,177 @@
+//! Command-line definitions. Parsing only: every command maps to one core call in `run.rs`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "cairn", version, about = "Persistent memory for AI coding agents", propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Data directory [env: CAIRN_DATA_DIR; default: ~/.local/share/cairn]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Project name, instead of detecting it from the current directory [env: CAIRN_PROJECT]
+    #[arg(long, global = true)]
+    pub project: Option<String>,
+    /// Print JSON instead of text
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Save a memory (content from the argument, or stdin when it is `-` or missing)
+    Save(SaveArgs),
+    /// Search memories: any of the words, best matches first
+    Search(SearchArgs),
+    /// Show one memory in full
+    Get {
+        /// Memory id (`12` or `#12`)
+        id: String,
+        /// Also show earlier revisions
+        #[arg(long)]
+        revisions: bool,
+    },
+    /// Change fields of a memory
+    Update(UpdateArgs),
+    /// Delete a memory (soft: hidden everywhere; --hard: erased)
+    Delete {
+        id: String,
+        #[arg(long)]
+        hard: bool,
+    },
+    /// Pin a memory: it leads every context of its project
+    Pin { id: String },
+    /// Unpin a memory
+    Unpin { id: String },
+    /// Print the context block an agent gets at session start
+    Context(ContextArgs),
+    /// Memories around one memory in its session
+    Timeline {
+        id: String,
+        #[arg(long, default_value_t = 5)]
+        before: usize,
+        #[arg(long, default_value_t = 5)]
+        after: usize,
+    },
+    /// Recent sessions
+    Sessions {
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Sessions of every project
+        #[arg(long)]
+        all_projects: bool,
+    },
+    /// Counts and sizes of the store
+    Stats,
+    /// Export the store as JSON (all projects unless --project)
+    Export {
+        /// Output file, `-` for stdout
+        #[arg(default_value = "cairn-export.json")]
+        file: PathBuf,
+    },
+    /// Import an export file (cairn's or engram's); importing twice changes nothing
+    Import {
+        /// Input file, `-` for stdin
+        file: PathBuf,
+    },
+    /// Import an engram database (read-only; engram may keep running)
+    ImportEngram {
+        /// Path to engram.db [default: ~/.engram/engram.db]
+        path: Option<PathBuf>,
+    },
+    /// Show the project of the current directory and where the name came from
+    Project,
+    /// Show the effective settings and where each came from
+    Config,
+    /// Check the data dir and database
+    Doctor {
+        /// Rebuild the full-text indexes
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Suggest a topic key for a memory
+    SuggestTopic {
+        #[arg(long = "type")]
+        kind: Option<String>,
+        #[arg(long, default_value = "")]
+        title: String,
+        #[arg(long, default_value = "")]
+        content: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SaveArgs {
+    pub title: OsString,
+    pub content: Option<OsString>,
+    /// decision, architecture, bugfix, pattern, config, discovery, learning, preference...
+    #[arg(long = "type")]
+    pub kind: Option<String>,
+    /// project (default) or personal (follows you across projects)
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Topic key: saving again with the same key revises the memory
+    #[arg(long, alias = "topic-key")]
+    pub topic: Option<String>,
+    /// Session id [default: manual-save-<project>]
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Pin the memory
+    #[arg(long)]
+    pub pin: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    #[arg(required = true)]
+    pub query: Vec<OsString>,
+    #[arg(long = "type")]
+    pub kind: Option<String>,
+    #[arg(long)]
+    pub scope: Option<String>,
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Search every project
+    #[arg(long)]
+    pub all_projects: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    pub id: String,
+    #[arg(long)]
+    pub title: Option<OsString>,
+    #[arg(long)]
+    pub content: Option<OsString>,
+    #[arg(long = "type")]
+    pub kind: Option<String>,
+    #[arg(long)]
+    pub scope: Option<String>,
+    #[arg(long, alias = "topic-key")]
+    pub topic: Option<String>,
+    /// Move the memory to another project
+    #[arg(long = "to-project")]
+    pub to_project: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ContextArgs {
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Size limit in bytes [env: CAIRN_CONTEXT_BUDGET; default: 16384]
+    #[arg(long)]
+    pub budget: Option<usize>,
+    /// Context across every project
+    #[arg(long)]
+    pub all_projects: bool,
+}

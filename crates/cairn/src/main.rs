@@ -1,0 +1,49 @@
+//! The `cairn` binary: parse, run, map errors to documented exit codes.
+
+mod cli;
+mod output;
+mod render;
+mod run;
+
+use std::process::ExitCode;
+
+use cairn_core::CairnError;
+use clap::Parser;
+
+/// Exit codes (README "Exit codes"): 0 ok · 1 unexpected · 2 usage · 3 invalid input ·
+/// 4 not found · 5 conflict · 6 store unavailable.
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_logging();
+    let json = cli.global.json;
+    match run::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if err.is::<output::BrokenPipe>() => ExitCode::SUCCESS,
+        Err(err) => report(&err, json),
+    }
+}
+
+fn init_logging() {
+    let filter = std::env::var("CAIRN_LOG").unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::env::var_os("NO_COLOR").is_none())
+        .try_init();
+}
+
+fn report(err: &anyhow::Error, json: bool) -> ExitCode {
+    let (code, message, hint, exit) = match err.downcast_ref::<CairnError>() {
+        Some(e) => (e.code.as_str(), e.message.clone(), e.hint.clone(), e.code.exit_code()),
+        None => ("internal", format!("{err:#}"), None, 1),
+    };
+    if json {
+        let value = serde_json::json!({ "error": { "code": code, "message": message, "hint": hint } });
+        let _ = output::out(&value.to_string());
+    }
+    output::note(&format!("error[{code}]: {message}"));
+    if let Some(hint) = hint {
+        output::note(&format!("hint: {hint}"));
+    }
+    ExitCode::from(u8::try_from(exit).unwrap_or(1))
+}

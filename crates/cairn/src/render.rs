@@ -1,0 +1,238 @@
+//! Human-readable output. JSON output is the serialized core types; this is the text form.
+
+use std::fmt::Write;
+
+use cairn_core::context::Context;
+use cairn_core::doctor::{CheckStatus, DoctorReport};
+use cairn_core::memory::{SaveAction, SaveOutcome};
+use cairn_core::model::{Observation, Revision, SessionSummary};
+use cairn_core::project::ProjectDetection;
+use cairn_core::search::SearchResults;
+use cairn_core::settings::{ENV_VARS, Settings};
+use cairn_core::text::preview;
+use cairn_core::transfer::ImportReport;
+use cairn_core::views::{Stats, Timeline};
+
+pub fn saved(out: &SaveOutcome, title: &str, kind: &str) -> String {
+    let verb = match out.action {
+        SaveAction::Created => "Memory saved",
+        SaveAction::Revised => "Memory revised",
+        SaveAction::Duplicate => "Already saved (duplicate counted)",
+    };
+    let mut text = format!("{verb}: #{} {title:?} ({kind})", out.id);
+    if out.action == SaveAction::Revised {
+        let _ = write!(text, " — revision {}", out.revision_count);
+    }
+    text
+}
+
+pub fn search(results: &SearchResults) -> String {
+    if results.hits.is_empty() {
+        return "No memories found.".into();
+    }
+    let n = results.hits.len();
+    let mut text = format!("Found {n} {}:\n", if n == 1 { "memory" } else { "memories" });
+    for (i, hit) in results.hits.iter().enumerate() {
+        let o = &hit.observation;
+        let _ = writeln!(text, "\n{}. #{} ({}) — {}", i + 1, o.id, o.kind, o.title);
+        let _ = writeln!(text, "   {}", preview(&hit.snippet, 300));
+        let _ = writeln!(text, "   {} | project: {} | scope: {}", o.created_at, or_dash(&o.project), o.scope.as_str());
+    }
+    text
+}
+
+pub fn observation(o: &Observation, revisions: Option<&[Revision]>) -> String {
+    let mut text = format!("#{} [{}] {}\n\n{}\n\n", o.id, o.kind, o.title, o.content);
+    let _ = writeln!(text, "Project:    {}", or_dash(&o.project));
+    let _ = writeln!(text, "Scope:      {}", o.scope.as_str());
+    let _ = writeln!(text, "Session:    {}", o.session_id);
+    if let Some(key) = &o.topic_key {
+        let _ = writeln!(text, "Topic:      {key}");
+    }
+    if let Some(tool) = &o.tool_name {
+        let _ = writeln!(text, "Tool:       {tool}");
+    }
+    if o.pinned {
+        let _ = writeln!(text, "Pinned:     yes");
+    }
+    let _ = writeln!(text, "Revisions:  {}", o.revision_count);
+    let _ = writeln!(text, "Duplicates: {}", o.duplicate_count);
+    let _ = writeln!(text, "Created:    {}", o.created_at);
+    let _ = writeln!(text, "Updated:    {}", o.updated_at);
+    let _ = writeln!(text, "Sync id:    {}", o.sync_id);
+    if let Some(revisions) = revisions {
+        for r in revisions {
+            let _ = write!(
+                text,
+                "\n--- revision {} (replaced {}) [{}] {}\n{}\n",
+                r.revision, r.replaced_at, r.kind, r.title, r.content
+            );
+        }
+    }
+    text
+}
+
+pub fn context(ctx: &Context) -> String {
+    if ctx.context.is_empty() { "No previous session memories found.".into() } else { ctx.context.clone() }
+}
+
+pub fn timeline(t: &Timeline) -> String {
+    let mut text = String::new();
+    if let Some(s) = &t.session_info {
+        let _ = writeln!(text, "Session {} ({}) — {} memories", s.id, or_dash(&s.project), t.total_in_range);
+    }
+    let line = |o: &Observation| format!("#{} [{}] {} — {}", o.id, o.kind, o.title, preview(&o.content, 150));
+    if !t.before.is_empty() {
+        text.push_str("─── Before ───\n");
+        for e in &t.before {
+            let _ = writeln!(text, "{}", line(&e.observation));
+        }
+    }
+    let f = &t.focus.observation;
+    let _ = writeln!(
+        text,
+        "─── Focus ───\n#{} [{}] {}\n{}\n{}",
+        f.id,
+        f.kind,
+        f.title,
+        preview(&f.content, 500),
+        f.created_at
+    );
+    if !t.after.is_empty() {
+        text.push_str("─── After ───\n");
+        for e in &t.after {
+            let _ = writeln!(text, "{}", line(&e.observation));
+        }
+    }
+    text
+}
+
+pub fn sessions(list: &[SessionSummary]) -> String {
+    if list.is_empty() {
+        return "No sessions.".into();
+    }
+    let mut text = String::new();
+    for s in list {
+        let ended = if s.session.ended_at.is_some() { "ended" } else { "open" };
+        let _ = write!(
+            text,
+            "{}  {}  {}  {} memories  {ended}",
+            s.session.id,
+            or_dash(&s.session.project),
+            s.last_activity_at,
+            s.observation_count
+        );
+        if let Some(summary) = &s.session.summary {
+            let _ = write!(text, "\n    {}", preview(summary, 200));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+pub fn stats(s: &Stats) -> String {
+    let mut text = format!(
+        "Memories:  {} ({} pinned, {} deleted)\nSessions:  {}\nPrompts:   {}\nRelations: {}\n",
+        s.total_observations,
+        s.pinned_observations,
+        s.deleted_observations,
+        s.total_sessions,
+        s.total_prompts,
+        s.total_relations
+    );
+    if !s.by_project.is_empty() {
+        text.push_str("\nProjects:\n");
+        for p in &s.by_project {
+            let _ = writeln!(
+                text,
+                "  {:<24} {} memories, {} sessions, {} prompts",
+                p.project, p.observations, p.sessions, p.prompts
+            );
+        }
+    }
+    if !s.by_type.is_empty() {
+        text.push_str("\nTypes:\n");
+        for (kind, count) in &s.by_type {
+            let _ = writeln!(text, "  {kind:<24} {count}");
+        }
+    }
+    let _ = write!(
+        text,
+        "\nSchema:    v{}\nDatabase:  {} ({} bytes)",
+        s.schema_version,
+        s.db_path.as_deref().unwrap_or("-"),
+        s.db_bytes
+    );
+    text
+}
+
+pub fn imported(r: &ImportReport) -> String {
+    format!(
+        "Imported {} sessions, {} memories ({} updated), {} prompts, {} relations; {} already present.",
+        r.sessions_imported,
+        r.observations_imported,
+        r.observations_updated,
+        r.prompts_imported,
+        r.relations_imported,
+        r.skipped
+    )
+}
+
+pub fn project(p: &ProjectDetection) -> String {
+    let mut text = format!("{}\nsource: {}", p.project, p.project_source.as_str());
+    if !p.project_path.is_empty() {
+        let _ = write!(text, " ({})", p.project_path);
+    }
+    text
+}
+
+pub fn settings(s: &Settings) -> String {
+    let token = match &s.http_token.value {
+        Some(t) if t.len() > 4 => format!("set (…{})", &t[t.len() - 4..]),
+        Some(_) => "set".to_owned(),
+        None => "not set".to_owned(),
+    };
+    let rows = [
+        ("data_dir", s.data_dir.value.display().to_string(), s.data_dir.source.to_string()),
+        ("port", s.port.value.to_string(), s.port.source.to_string()),
+        ("bind", s.bind.value.clone(), s.bind.source.to_string()),
+        ("http_token", token, s.http_token.source.to_string()),
+        ("project", s.project.value.clone().unwrap_or_else(|| "(detected)".into()), s.project.source.to_string()),
+        ("context_budget", s.context_budget.value.to_string(), s.context_budget.source.to_string()),
+        ("log", s.log.value.clone(), s.log.source.to_string()),
+    ];
+    let mut text = String::new();
+    for (name, value, source) in rows {
+        let _ = writeln!(text, "{name:<15} {value:<40} ({source})");
+    }
+    text.push_str("\nEnvironment variables:\n");
+    for (name, what) in ENV_VARS {
+        let _ = writeln!(text, "  {name:<22} {what}");
+    }
+    text
+}
+
+pub fn doctor(r: &DoctorReport) -> String {
+    let mut text = String::new();
+    for c in &r.checks {
+        let mark = match c.status {
+            CheckStatus::Ok => "ok  ",
+            CheckStatus::Warning => "warn",
+            CheckStatus::Error => "FAIL",
+        };
+        let _ = writeln!(text, "[{mark}] {:<17} {}", c.id, c.message);
+        if let Some(hint) = &c.hint {
+            let _ = writeln!(text, "       hint: {hint}");
+        }
+    }
+    let _ = write!(
+        text,
+        "status: {}",
+        serde_json::to_value(r.status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+    );
+    text
+}
+
+fn or_dash(s: &str) -> &str {
+    if s.is_empty() { "-" } else { s }
+}

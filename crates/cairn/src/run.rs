@@ -1,0 +1,305 @@
+//! One function per command: parse what the CLI gave, call the core, render.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use cairn_core::context::ContextRequest;
+use cairn_core::memory::{NewObservation, ObservationPatch};
+use cairn_core::project::{ProjectDetection, detect_project, explicit_project};
+use cairn_core::search::SearchQuery;
+use cairn_core::settings::{Overrides, Settings, ensure_data_dir};
+use cairn_core::text::Scope;
+use cairn_core::{CairnError, ErrorCode, Store, doctor, topic};
+
+use crate::cli::{Cli, Command, ContextArgs, SaveArgs, SearchArgs, UpdateArgs};
+use crate::output::{json, note, out};
+use crate::render;
+
+/// Shared state of one invocation.
+pub struct Env {
+    pub settings: Settings,
+    pub json: bool,
+    cwd: PathBuf,
+}
+
+impl Env {
+    fn open_store(&self) -> Result<Store> {
+        ensure_data_dir(&self.settings.data_dir.value)?;
+        Ok(Store::open(&self.settings.db_path())?)
+    }
+
+    /// The project: `--project` / `CAIRN_PROJECT`, else detected from the current directory.
+    fn project(&self) -> Result<ProjectDetection> {
+        let detection = match &self.settings.project.value {
+            Some(name) => explicit_project(name, &self.cwd)?,
+            None => detect_project(&self.cwd)?,
+        };
+        if let Some(w) = &detection.warning {
+            note(&format!("warning: {w}"));
+        }
+        Ok(detection)
+    }
+
+    fn emit<T: serde::Serialize>(&self, value: &T, human: impl FnOnce(&T) -> String) -> Result<()> {
+        if self.json { json(value) } else { out(&human(value)) }
+    }
+}
+
+pub fn run(cli: Cli) -> Result<()> {
+    let overrides = Overrides {
+        data_dir: cli.global.data_dir.clone(),
+        project: cli.global.project.clone(),
+        ..Overrides::default()
+    };
+    let settings = Settings::load(&overrides)?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let env = Env { settings, json: cli.global.json, cwd };
+    dispatch(&env, cli.command)
+}
+
+fn dispatch(env: &Env, command: Command) -> Result<()> {
+    match command {
+        Command::Save(args) => save(env, args),
+        Command::Search(args) => search(env, args),
+        Command::Get { id, revisions } => get(env, &id, revisions),
+        Command::Update(args) => update(env, args),
+        Command::Delete { id, hard } => delete(env, &id, hard),
+        Command::Pin { id } => pin(env, &id, true),
+        Command::Unpin { id } => pin(env, &id, false),
+        Command::Context(args) => context(env, args),
+        Command::Timeline { id, before, after } => {
+            let timeline = env.open_store()?.timeline(parse_id(&id)?, before, after)?;
+            env.emit(&timeline, render::timeline)
+        }
+        Command::Sessions { limit, all_projects } => {
+            let project = if all_projects { None } else { Some(env.project()?.project) };
+            let list = env.open_store()?.recent_sessions(project.as_deref(), limit)?;
+            env.emit(&list, |l| render::sessions(l))
+        }
+        Command::Stats => env.emit(&env.open_store()?.stats()?, render::stats),
+        Command::Export { file } => export(env, &file),
+        Command::Import { file } => {
+            let bytes = read_input(&file)?;
+            let report = env.open_store()?.import_bytes(&bytes)?;
+            env.emit(&report, render::imported)
+        }
+        Command::ImportEngram { path } => import_engram(env, path),
+        Command::Project => env.emit(&env.project()?, render::project),
+        Command::Config => env.emit(&env.settings, render::settings),
+        Command::Doctor { repair } => doctor_cmd(env, repair),
+        Command::SuggestTopic { kind, title, content } => {
+            if title.trim().is_empty() && content.trim().is_empty() {
+                return Err(CairnError::empty("title or content").into());
+            }
+            let key = topic::suggest_topic_key(kind.as_deref(), &title, &content);
+            env.emit(&serde_json::json!({ "topic_key": key }), |_| key.clone())
+        }
+    }
+}
+
+/// `12` or `#12`.
+fn parse_id(raw: &str) -> Result<i64> {
+    raw.trim().trim_start_matches('#').parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(|| {
+        CairnError::invalid(format!("{raw:?} is not a memory id")).with_hint("ids look like 12 or #12").into()
+    })
+}
+
+fn utf8(field: &str, raw: OsString) -> Result<String> {
+    raw.into_string().map_err(|_| {
+        CairnError::new(ErrorCode::InvalidUtf8, format!("{field} is not valid UTF-8"))
+            .with_hint("pass text, or pipe it through iconv")
+            .into()
+    })
+}
+
+fn read_stdin(field: &str) -> Result<String> {
+    let mut bytes = Vec::new();
+    std::io::stdin().read_to_end(&mut bytes)?;
+    String::from_utf8(bytes)
+        .map_err(|_| CairnError::new(ErrorCode::InvalidUtf8, format!("{field} on stdin is not valid UTF-8")).into())
+}
+
+fn read_input(file: &Path) -> Result<Vec<u8>> {
+    if file == Path::new("-") {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes)?;
+        return Ok(bytes);
+    }
+    std::fs::read(file).map_err(|e| {
+        let code =
+            if e.kind() == std::io::ErrorKind::NotFound { ErrorCode::FileNotFound } else { ErrorCode::InvalidArgument };
+        CairnError::new(code, format!("cannot read {}: {e}", file.display())).into()
+    })
+}
+
+fn save(env: &Env, args: SaveArgs) -> Result<()> {
+    let title = utf8("title", args.title)?;
+    let content = match args.content {
+        Some(c) if c != "-" => utf8("content", c)?,
+        _ => read_stdin("content")?,
+    };
+    let detection = env.project()?;
+    let new = NewObservation {
+        title: title.clone(),
+        content,
+        kind: args.kind,
+        session_id: args.session,
+        project: Some(detection.project),
+        scope: args.scope,
+        topic_key: args.topic,
+        tool_name: None,
+        pinned: args.pin,
+        directory: Some(env.cwd.display().to_string()),
+    };
+    let mut store = env.open_store()?;
+    let outcome = store.save(&new)?;
+    for w in &outcome.warnings {
+        note(&format!("warning: {w}"));
+    }
+    if let Some(from) = outcome.truncated_from {
+        note(&format!("warning: content was cut from {from} bytes to the 50000-byte limit"));
+    }
+    if outcome.redacted {
+        note("note: <private> content was redacted before saving");
+    }
+    let kind = store.get(outcome.id).map(|o| o.kind).unwrap_or_default();
+    env.emit(&outcome, |o| render::saved(o, &title, &kind))
+}
+
+fn search(env: &Env, args: SearchArgs) -> Result<()> {
+    let words = args.query.into_iter().map(|w| utf8("query", w)).collect::<Result<Vec<_>>>()?;
+    let project = if args.all_projects { None } else { Some(env.project()?.project) };
+    let query = SearchQuery {
+        text: words.join(" "),
+        project,
+        all_projects: args.all_projects,
+        kind: args.kind,
+        scope: args.scope.as_deref().map(Scope::parse),
+        limit: args.limit,
+    };
+    let results = env.open_store()?.search(&query)?;
+    if !env.json {
+        for n in &results.notices {
+            note(&format!("hint: {n}"));
+        }
+    }
+    env.emit(&results, render::search)
+}
+
+fn get(env: &Env, raw: &str, with_revisions: bool) -> Result<()> {
+    let store = env.open_store()?;
+    let id = parse_id(raw)?;
+    let observation = store.get(id)?;
+    let revisions = if with_revisions { Some(store.revisions(id)?) } else { None };
+    if env.json {
+        let mut value = serde_json::to_value(&observation)?;
+        if let Some(r) = &revisions {
+            value["revisions"] = serde_json::to_value(r)?;
+        }
+        return json(&value);
+    }
+    out(&render::observation(&observation, revisions.as_deref()))
+}
+
+fn update(env: &Env, args: UpdateArgs) -> Result<()> {
+    let id = parse_id(&args.id)?;
+    let patch = ObservationPatch {
+        kind: args.kind,
+        title: args.title.map(|t| utf8("title", t)).transpose()?,
+        content: args.content.map(|c| utf8("content", c)).transpose()?,
+        project: args.to_project,
+        scope: args.scope,
+        topic_key: args.topic,
+        tool_name: None,
+    };
+    let updated = env.open_store()?.update(id, &patch)?;
+    env.emit(&updated, |o| format!("Memory updated: #{} {:?} (revision {})", o.id, o.title, o.revision_count))
+}
+
+fn delete(env: &Env, raw: &str, hard: bool) -> Result<()> {
+    let id = parse_id(raw)?;
+    env.open_store()?.delete(id, hard)?;
+    let value = serde_json::json!({ "id": id, "status": "deleted", "hard_delete": hard });
+    env.emit(&value, |_| format!("Memory #{id} {}", if hard { "permanently deleted" } else { "deleted" }))
+}
+
+fn pin(env: &Env, raw: &str, pinned: bool) -> Result<()> {
+    let o = env.open_store()?.set_pinned(parse_id(raw)?, pinned)?;
+    env.emit(&o, |o| format!("Memory #{} {}", o.id, if o.pinned { "pinned" } else { "unpinned" }))
+}
+
+fn context(env: &Env, args: ContextArgs) -> Result<()> {
+    let project = if args.all_projects { None } else { Some(env.project()?.project) };
+    let req = ContextRequest {
+        project,
+        scope: args.scope.as_deref().map(Scope::parse),
+        budget_bytes: args.budget.unwrap_or(env.settings.context_budget.value),
+        ..ContextRequest::default()
+    };
+    let ctx = env.open_store()?.context(&req)?;
+    env.emit(&ctx, render::context)
+}
+
+fn export(env: &Env, file: &Path) -> Result<()> {
+    let project = env.settings.project.value.clone();
+    let data = env.open_store()?.export(project.as_deref())?;
+    let text = serde_json::to_string_pretty(&data)?;
+    if file == Path::new("-") {
+        return out(&text);
+    }
+    write_atomically(file, text.as_bytes())?;
+    let summary = serde_json::json!({
+        "file": file.display().to_string(),
+        "sessions": data.sessions.len(),
+        "observations": data.observations.len(),
+        "prompts": data.prompts.len(),
+        "relations": data.relations.len(),
+    });
+    env.emit(&summary, |_| {
+        format!(
+            "Exported {} memories, {} sessions, {} prompts to {}",
+            data.observations.len(),
+            data.sessions.len(),
+            data.prompts.len(),
+            file.display()
+        )
+    })
+}
+
+/// Write next to the target and rename, so an interrupted export never leaves half a file.
+fn write_atomically(file: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = file.with_extension("json.partial");
+    std::fs::write(&tmp, bytes)
+        .map_err(|e| CairnError::new(ErrorCode::InvalidArgument, format!("cannot write {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, file)?;
+    Ok(())
+}
+
+fn import_engram(env: &Env, path: Option<PathBuf>) -> Result<()> {
+    let path = match path {
+        Some(p) => p,
+        None => {
+            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+            home.join(".engram").join("engram.db")
+        }
+    };
+    let report = env.open_store()?.import_engram_db(&path)?;
+    env.emit(&report, render::imported)
+}
+
+fn doctor_cmd(env: &Env, repair: bool) -> Result<()> {
+    let dir = &env.settings.data_dir.value;
+    if repair {
+        let mut store = env.open_store()?;
+        store.rebuild_fts()?;
+        note("rebuilt the full-text indexes");
+    }
+    let report = doctor::run(dir);
+    env.emit(&report, render::doctor)?;
+    if report.status == doctor::CheckStatus::Error {
+        return Err(CairnError::new(ErrorCode::DatabaseCorrupt, "doctor found errors").into());
+    }
+    Ok(())
+}

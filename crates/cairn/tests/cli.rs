@@ -1,0 +1,399 @@
+//! The real `cairn` binary, run in temp dirs, its output snapshotted with insta.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use std::io::Write;
+
+struct Cairn {
+    dir: tempfile::TempDir,
+}
+
+impl Cairn {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("workspace")).unwrap();
+        Cairn { dir }
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn workspace(&self) -> PathBuf {
+        self.dir.path().join("workspace")
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        cmd.args(args)
+            .current_dir(self.workspace())
+            .env_remove("CAIRN_PROJECT")
+            .env_remove("CAIRN_PORT")
+            .env_remove("CAIRN_LOG")
+            .env("CAIRN_DATA_DIR", self.data_dir())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn run_stdin(&self, args: &[&str], input: &[u8]) -> Output {
+        let mut child =
+            self.cmd(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Run, expect success, return stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.ok(&all)).unwrap()
+    }
+
+    fn db(&self) -> PathBuf {
+        self.data_dir().join("cairn.db")
+    }
+}
+
+/// Render a run for a snapshot: exit code, stdout, stderr, with volatile parts filtered.
+fn transcript(out: &Output) -> String {
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+macro_rules! snap {
+    ($name:expr, $value:expr) => {
+        insta::with_settings!({filters => vec![
+            (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}\.\d{3}Z)?", "[TIME]"),
+            (r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", "[UUID]"),
+            (r"/tmp/\.tmp[A-Za-z0-9]+", "[TMP]"),
+            (r"\(\d+ bytes\)", "([N] bytes)"),
+            (r#""db_bytes": \d+"#, r#""db_bytes": [N]"#),
+        ]}, {
+            insta::assert_snapshot!($name, $value);
+        });
+    };
+}
+
+#[test]
+fn save_search_get_roundtrip() {
+    let c = Cairn::new();
+    let saved = c.run(&[
+        "save",
+        "Flaky login test on CI",
+        "The login e2e test failed randomly: the session cookie expired mid-run. Fixed by freezing time.",
+        "--type",
+        "bugfix",
+    ]);
+    snap!("save_created", transcript(&saved));
+    c.ok(&["save", "Redis pool", "Raised the redis pool size to 50 after ECONNRESET storms", "--type", "config"]);
+    let found = c.run(&["search", "how", "did", "we", "fix", "the", "flaky", "login", "test?"]);
+    snap!("search_natural_question", transcript(&found));
+    snap!("get_human", transcript(&c.run(&["get", "#1"])));
+    let v = c.json(&["get", "1"]);
+    assert_eq!(v["project"], "workspace", "project detected from the directory");
+}
+
+#[test]
+fn topic_revision_and_history() {
+    let c = Cairn::new();
+    c.ok(&["save", "Postgres version", "We pin Postgres 15", "--topic", "decision/postgres", "--type", "decision"]);
+    let revised = c.run(&[
+        "save",
+        "Postgres version",
+        "We moved to Postgres 16 for MERGE",
+        "--topic",
+        "decision/postgres",
+        "--type",
+        "decision",
+    ]);
+    snap!("save_revised", transcript(&revised));
+    let hits = c.json(&["search", "which postgres version do we run"]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1);
+    assert!(hits["hits"][0]["content"].as_str().unwrap().contains("16"));
+    let full = c.json(&["get", "1", "--revisions"]);
+    assert_eq!(full["revisions"][0]["content"], "We pin Postgres 15");
+}
+
+#[test]
+fn json_outputs_are_stable() {
+    let c = Cairn::new();
+    let save = c.json(&["save", "Use tabs", "Indent with tabs in Go files", "--type", "pattern", "--pin"]);
+    insta::with_settings!({filters => vec![(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", "[UUID]")]}, {
+        insta::assert_json_snapshot!("save_json", save);
+    });
+    let stats = c.json(&["stats"]);
+    insta::assert_json_snapshot!("stats_json", stats, {
+        ".by_project[].last_activity_at" => "[TIME]",
+        ".db_path" => "[PATH]",
+        ".db_bytes" => "[N]",
+    });
+    let ctx = c.run(&["context"]);
+    snap!("context_human", transcript(&ctx));
+}
+
+#[test]
+fn errors_have_codes_and_exit_codes() {
+    let c = Cairn::new();
+    c.ok(&["save", "keep", "me"]);
+    let cases: &[(&str, &[&str])] = &[
+        ("err_empty_title", &["save", "", "content"]),
+        ("err_unknown_id", &["get", "42"]),
+        ("err_bad_id", &["delete", "../etc"]),
+        ("err_update_nothing", &["update", "1"]),
+        ("err_empty_query", &["search", "  "]),
+        ("err_import_missing", &["import", "/nonexistent/file.json"]),
+        ("err_usage", &["frobnicate"]),
+    ];
+    for (name, args) in cases {
+        snap!(*name, transcript(&c.run(args)));
+    }
+    let json_err = c.run(&["get", "42", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json_err.stdout).unwrap();
+    assert_eq!(v["error"]["code"], "observation_not_found");
+    assert_eq!(json_err.status.code(), Some(4));
+    assert_eq!(c.json(&["stats"])["total_observations"], 1, "nothing changed");
+}
+
+#[cfg(unix)]
+#[test]
+fn invalid_utf8_arguments_and_stdin() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let c = Cairn::new();
+    let out = c.cmd(&["save"]).arg(OsStr::from_bytes(b"bad \xff title")).arg("content").output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid_utf8"));
+    let out = c.run_stdin(&["save", "title", "-"], b"bytes \xfe\xff here");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid_utf8"));
+    assert_eq!(c.json(&["stats"])["total_observations"], 0);
+}
+
+#[test]
+fn oversized_content_truncated_or_refused() {
+    let c = Cairn::new();
+    let big = "a".repeat(60_000);
+    let out = c.run_stdin(&["save", "big", "-"], big.as_bytes());
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cut from 60000 bytes"));
+    let absurd = "b".repeat(5 * 1024 * 1024);
+    let out = c.run_stdin(&["save", "absurd", "-"], absurd.as_bytes());
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("content_too_large"));
+}
+
+#[test]
+fn export_import_idempotent_and_malformed_rejected() {
+    let a = Cairn::new();
+    a.ok(&["save", "one", "first", "--type", "decision"]);
+    a.ok(&["save", "two", "second <private>hidden</private>"]);
+    let file = a.dir.path().join("export.json");
+    a.ok(&["export", file.to_str().unwrap()]);
+    let b = Cairn::new();
+    let first = b.json(&["import", file.to_str().unwrap()]);
+    assert_eq!(first["observations_imported"], 2);
+    let second = b.json(&["import", file.to_str().unwrap()]);
+    assert_eq!(second["observations_imported"], 0);
+    assert_eq!(b.json(&["stats"])["total_observations"], 2);
+    // A truncated file: clear error, nothing imported.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let broken = a.dir.path().join("broken.json");
+    std::fs::write(&broken, &text[..text.len() / 3]).unwrap();
+    let c = Cairn::new();
+    let out = c.run(&["import", broken.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid_import"));
+    assert_eq!(c.json(&["stats"])["total_observations"], 0);
+    // Export to stdout works in a pipe.
+    let piped = a.ok(&["export", "-"]);
+    assert!(!piped.contains("hidden"));
+}
+
+#[test]
+fn import_engram_database() {
+    let c = Cairn::new();
+    let path = c.dir.path().join("engram.db");
+    make_engram_db(&path);
+    let report = c.json(&["import-engram", path.to_str().unwrap()]);
+    assert_eq!(report["observations_imported"], 2);
+    assert_eq!(report["prompts_imported"], 1);
+    assert_eq!(report["relations_imported"], 1);
+    let again = c.json(&["import-engram", path.to_str().unwrap()]);
+    assert_eq!(again["observations_imported"], 0);
+    let hit = c.json(&["search", "websocket reconnect", "--all-projects"]);
+    assert_eq!(hit["hits"][0]["sync_id"], "obs-aaaaaaaaaaaaaaaa");
+    assert_eq!(hit["hits"][0]["created_at"], "2026-04-01T09:30:00.000Z");
+    // Unknown shape and missing file.
+    let bogus = c.dir.path().join("bogus.db");
+    rusqlite::Connection::open(&bogus).unwrap().execute_batch("CREATE TABLE t(x);").unwrap();
+    let out = c.run(&["import-engram", bogus.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("engram_db_unrecognized"));
+    let text_file = c.dir.path().join("notes.txt");
+    std::fs::write(&text_file, "this is not sqlite at all, just words ".repeat(200)).unwrap();
+    let out = c.run(&["import-engram", text_file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = c.run(&["import-engram", "/nonexistent/engram.db"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(c.json(&["stats"])["total_observations"], 2);
+}
+
+fn make_engram_db(path: &Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, project TEXT NOT NULL, directory TEXT NOT NULL,
+            started_at TEXT NOT NULL DEFAULT (datetime('now')), ended_at TEXT, summary TEXT);
+         CREATE TABLE observations (id INTEGER PRIMARY KEY AUTOINCREMENT, sync_id TEXT, session_id TEXT NOT NULL,
+            type TEXT NOT NULL, title TEXT NOT NULL, content TEXT NOT NULL, tool_name TEXT, project TEXT,
+            scope TEXT NOT NULL DEFAULT 'project', topic_key TEXT, normalized_hash TEXT,
+            revision_count INTEGER NOT NULL DEFAULT 1, duplicate_count INTEGER NOT NULL DEFAULT 1,
+            last_seen_at TEXT, created_at TEXT NOT NULL DEFAULT (datetime('now')),
+            updated_at TEXT NOT NULL DEFAULT (datetime('now')), deleted_at TEXT);
+         CREATE TABLE user_prompts (id INTEGER PRIMARY KEY AUTOINCREMENT, sync_id TEXT, session_id TEXT NOT NULL,
+            content TEXT NOT NULL, project TEXT, created_at TEXT NOT NULL DEFAULT (datetime('now')));
+         CREATE TABLE memory_relations (id INTEGER PRIMARY KEY AUTOINCREMENT, sync_id TEXT NOT NULL UNIQUE,
+            source_id TEXT, target_id TEXT, relation TEXT NOT NULL DEFAULT 'pending', reason TEXT, evidence TEXT,
+            confidence REAL, judgment_status TEXT NOT NULL DEFAULT 'pending', marked_by_actor TEXT,
+            marked_by_kind TEXT, marked_by_model TEXT, session_id TEXT, superseded_at TEXT,
+            superseded_by_relation_id INTEGER, created_at TEXT NOT NULL DEFAULT (datetime('now')),
+            updated_at TEXT NOT NULL DEFAULT (datetime('now')));
+         INSERT INTO sessions VALUES ('s1', 'chatapp', '/home/u/chatapp', '2026-04-01 09:00:00', NULL, 'did things');
+         INSERT INTO observations (sync_id, session_id, type, title, content, project, created_at, updated_at)
+            VALUES ('obs-aaaaaaaaaaaaaaaa', 's1', 'bugfix', 'Websocket reconnect loop',
+                    'Backoff was reset on every error; now exponential with jitter', 'chatapp',
+                    '2026-04-01 09:30:00', '2026-04-01 09:30:00');
+         INSERT INTO observations (sync_id, session_id, type, title, content, project, created_at, updated_at)
+            VALUES (NULL, 's1', 'decision', 'Use SSE for notifications', 'Simpler than websockets for one-way',
+                    'chatapp', '2026-04-01 09:40:00', '2026-04-01 09:40:00');
+         INSERT INTO user_prompts (sync_id, session_id, content, project) VALUES ('prompt-1', 's1', 'fix reconnect', 'chatapp');
+         INSERT INTO memory_relations (sync_id, source_id, target_id, relation, judgment_status)
+            VALUES ('rel-1', 'obs-aaaaaaaaaaaaaaaa', 'engram-obs-2', 'related', 'judged');",
+    )
+    .unwrap();
+}
+
+#[test]
+fn project_detection_config_and_git() {
+    let c = Cairn::new();
+    let ws = c.workspace();
+    let out = c.json(&["project"]);
+    assert_eq!((out["project"].as_str(), out["project_source"].as_str()), (Some("workspace"), Some("dir_basename")));
+    let git = |args: &[&str]| {
+        let ok = Command::new("git").args(args).current_dir(&ws).output().unwrap().status.success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    assert_eq!(c.json(&["project"])["project_source"], "git_root");
+    git(&["remote", "add", "origin", "git@example.com:acme/Widget-App.git"]);
+    let out = c.json(&["project"]);
+    assert_eq!((out["project"].as_str(), out["project_source"].as_str()), (Some("widget-app"), Some("git_remote")));
+    std::fs::create_dir_all(ws.join("pkg/sub/.cairn")).unwrap();
+    std::fs::write(ws.join("pkg/sub/.cairn/config.json"), r#"{"project_name":"Sub-Pkg"}"#).unwrap();
+    let nested = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["project", "--json"])
+        .current_dir(ws.join("pkg/sub"))
+        .env("CAIRN_DATA_DIR", c.data_dir())
+        .env_remove("CAIRN_PROJECT")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&nested.stdout).unwrap();
+    assert_eq!((v["project"].as_str(), v["project_source"].as_str()), (Some("sub-pkg"), Some("config")));
+    let flag = c.json(&["project", "--project", "Explicit--Name"]);
+    assert_eq!(flag["project"], "explicit-name");
+}
+
+#[test]
+fn data_dir_private_and_read_only_dir_is_clear() {
+    let c = Cairn::new();
+    c.ok(&["save", "a", "b"]);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&c.data_dir()), 0o700);
+        assert_eq!(mode(&c.db()), 0o600);
+        // A file where the data dir should be: nothing can be created there, whoever runs it.
+        let blocked = c.dir.path().join("not-a-dir");
+        std::fs::write(&blocked, "x").unwrap();
+        let out = c.cmd(&["save", "t", "c"]).env("CAIRN_DATA_DIR", &blocked).output().unwrap();
+        assert_eq!(out.status.code(), Some(6));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("data_dir_not_writable"));
+    }
+}
+
+#[test]
+fn corrupted_database_is_reported_not_overwritten() {
+    let c = Cairn::new();
+    std::fs::create_dir_all(c.data_dir()).unwrap();
+    let garbage = b"definitely not a database file ".repeat(300);
+    std::fs::write(c.db(), &garbage).unwrap();
+    let out = c.run(&["save", "t", "c"]);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("database_corrupt"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(c.db()).unwrap(), garbage, "file untouched");
+    let doctor = c.run(&["doctor"]);
+    assert_ne!(doctor.status.code(), Some(0));
+}
+
+#[test]
+fn broken_pipe_exits_zero() {
+    let c = Cairn::new();
+    for i in 0..200 {
+        c.ok(&["save", &format!("memory {i}"), &"lots of shared words here ".repeat(40)]);
+    }
+    let mut child = c.cmd(&["search", "shared", "words", "--limit", "100"]).stdout(Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn doctor_config_and_suggest_topic() {
+    let c = Cairn::new();
+    c.ok(&["save", "x", "y"]);
+    assert_eq!(c.json(&["doctor"])["status"], "ok");
+    let cfg = c.json(&["config"]);
+    assert_eq!(cfg["port"]["value"], 7437);
+    assert_eq!(cfg["data_dir"]["source"]["kind"], "env");
+    assert_eq!(c.ok(&["suggest-topic", "--type", "bugfix", "--title", "N+1 in orders"]).trim(), "bug/n-1-in-orders");
+}
+
+#[test]
+fn sessions_pin_delete_timeline() {
+    let c = Cairn::new();
+    for i in 1..=4 {
+        c.ok(&["save", &format!("step {i}"), &format!("did step {i}"), "--session", "s-1"]);
+    }
+    let t = c.json(&["timeline", "2", "--before", "1", "--after", "1"]);
+    assert_eq!(t["before"][0]["id"], 1);
+    assert_eq!(t["after"][0]["id"], 3);
+    assert_eq!(t["total_in_range"], 4);
+    assert_eq!(c.json(&["pin", "3"])["pinned"], true);
+    let ctx = c.ok(&["context"]);
+    assert!(ctx.find("step 3").unwrap() < ctx.find("step 4").unwrap(), "pinned first");
+    c.ok(&["delete", "2"]);
+    assert_eq!(c.run(&["get", "2"]).status.code(), Some(4));
+    c.ok(&["delete", "2", "--hard"]);
+    let sessions = c.json(&["sessions"]);
+    assert_eq!(sessions[0]["id"], "s-1");
+    assert_eq!(sessions[0]["observation_count"], 3);
+}

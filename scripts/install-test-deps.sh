@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Install what cairn's tests need beyond the Rust toolchain. Idempotent, non-interactive
+# (safe with CI=true and no stdin); says what it does on stderr.
+#
+# Usage: scripts/install-test-deps.sh [--force] [COMPONENT...]
+#   COMPONENT  node   npm packages of the end-to-end harness in tests/e2e (the official MCP
+#                     TypeScript SDK, OpenCode), pinned by tests/e2e/package-lock.json
+#   (default: every component)
+#   --force    reinstall even when the installed set is up to date
+#
+# Environment: CAIRN_TEST_DEPS_FORCE=1 is the same as --force.
+#
+# Adding a component: write an `install_<name>` function (small, idempotent, logging through
+# `log`), and add <name> to COMPONENTS below.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+E2E_DIR="$REPO_ROOT/tests/e2e"
+COMPONENTS=(node)
+MIN_NODE_MAJOR=20
+FORCE="${CAIRN_TEST_DEPS_FORCE:-0}"
+
+log() { printf 'install-test-deps: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Run a command with stdin closed, after printing it.
+run() {
+  log "+ $*"
+  "$@" </dev/null >&2
+}
+
+require_cmd() {
+  command -v "$1" >/dev/null 2>&1 || die "\`$1\` not found on PATH${2:+ (hint: $2)}"
+}
+
+# ---- node: tests/e2e/node_modules ---------------------------------------------------------
+
+check_node() {
+  require_cmd node "install Node.js $MIN_NODE_MAJOR or newer"
+  require_cmd npm "npm comes with Node.js"
+  local major
+  major="$(node -p 'process.versions.node.split(".")[0]')"
+  if (( major < MIN_NODE_MAJOR )); then
+    die "Node.js $(node --version) is too old; the e2e harness needs $MIN_NODE_MAJOR or newer"
+  fi
+  log "node $(node --version), npm $(npm --version 2>/dev/null)"
+}
+
+# A fingerprint of what decides the install: manifest, lockfile, platform, Node major.
+node_deps_fingerprint() {
+  (cd "$E2E_DIR" && node -e '
+    const fs = require("node:fs");
+    const h = require("node:crypto").createHash("sha256");
+    for (const f of ["package.json", "package-lock.json"]) if (fs.existsSync(f)) h.update(fs.readFileSync(f));
+    h.update(process.platform + "-" + process.arch + "-node" + process.versions.node.split(".")[0]);
+    console.log(h.digest("hex"));
+  ')
+}
+
+# The SDK imports and the OpenCode binary runs; logs their versions.
+verify_node_deps() {
+  local bin version sdk scratch
+  bin="$(cd "$E2E_DIR" && node --input-type=module -e '
+    await import("@modelcontextprotocol/sdk/client/index.js");
+    await import("@modelcontextprotocol/sdk/server/index.js");
+    const { findOpenCodeBin } = await import("./lib/opencode.mjs");
+    console.log(findOpenCodeBin() ?? "");
+  ')" || { log "node: cannot import @modelcontextprotocol/sdk"; return 1; }
+  [[ -n "$bin" && -x "$bin" ]] || { log "node: no OpenCode binary under tests/e2e/node_modules"; return 1; }
+  # `--version` needs no network and no config; keep whatever it writes out of the real HOME
+  scratch="$(mktemp -d)"
+  version="$(HOME="$scratch" XDG_CONFIG_HOME="$scratch/.config" XDG_DATA_HOME="$scratch/.local/share" \
+    XDG_CACHE_HOME="$scratch/.cache" XDG_STATE_HOME="$scratch/.local/state" \
+    OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1 "$bin" --version </dev/null 2>/dev/null)" || version=""
+  rm -rf "$scratch"
+  [[ -n "$version" ]] || { log "node: $bin does not run"; return 1; }
+  sdk="$(cd "$E2E_DIR" && node -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version')"
+  log "node: opencode $version (${bin#"$REPO_ROOT"/}), @modelcontextprotocol/sdk $sdk"
+}
+
+# `npm ci`, or, when npm refuses the lockfile as out of sync, `npm install --no-save`, which
+# installs the same locked versions without rewriting package-lock.json. npm (10.x-12.x) writes
+# no lock entry for an optional dependency it cannot fetch, then `npm ci` rejects that very
+# lockfile (npm/cli#9846). opencode-ai has one optional dependency per platform; a registry
+# mirror that lacks some of them (404) produces exactly that lockfile.
+npm_ci_or_locked_install() {
+  local out rc=0
+  out="$(mktemp)"
+  log "+ npm ci $*"
+  (cd "$E2E_DIR" && npm ci "$@" </dev/null >"$out" 2>&1) || rc=$?
+  if ((rc == 0)); then
+    grep -v 'Unknown user config' "$out" >&2 || true
+    rm -f "$out"
+    return 0
+  fi
+  if grep -q 'can only install packages when your package.json and package-lock.json' "$out"; then
+    log "warning: npm ci refused tests/e2e/package-lock.json as out of sync:"
+    grep -E '^npm error Missing|^npm error Invalid' "$out" | sed 's/^npm error /  /' >&2 || true
+    log "  (npm writes no lock entry for an optional platform package it could not fetch,"
+    log "   then npm ci rejects the lockfile: npm/cli#9846. Regenerate the lockfile where the"
+    log "   registry has every opencode-<platform> package to make npm ci pass.)"
+    log "falling back to npm install --no-save (same locked versions, lockfile untouched)"
+    rm -f "$out"
+    local before after
+    before="$(lockfile_digest)"
+    (cd "$E2E_DIR" && run npm install --no-save "$@")
+    after="$(lockfile_digest)"
+    [[ "$before" == "$after" ]] || log "warning: npm rewrote tests/e2e/package-lock.json; review the diff"
+    return 0
+  fi
+  cat "$out" >&2
+  rm -f "$out"
+  die "npm ci failed (exit $rc)"
+}
+
+lockfile_digest() {
+  (cd "$E2E_DIR" && node -p 'require("node:crypto").createHash("sha256").update(require("node:fs").readFileSync("package-lock.json")).digest("hex")')
+}
+
+install_node() {
+  check_node
+  [[ -f "$E2E_DIR/package.json" ]] || die "missing $E2E_DIR/package.json"
+  local stamp="$E2E_DIR/node_modules/.cairn-deps-stamp"
+  if [[ "$FORCE" != 1 && -f "$stamp" && "$(cat "$stamp")" == "$(node_deps_fingerprint)" ]]; then
+    if verify_node_deps; then
+      log "node: tests/e2e/node_modules is up to date (--force reinstalls)"
+      return 0
+    fi
+    log "node: tests/e2e/node_modules is incomplete; reinstalling"
+  fi
+  # devDependencies even under NODE_ENV=production; optional ones carry OpenCode's binary
+  local flags=(--no-audit --no-fund --include=dev --include=optional)
+  if [[ -f "$E2E_DIR/package-lock.json" ]]; then
+    log "node: installing the locked packages in tests/e2e"
+    npm_ci_or_locked_install "${flags[@]}"
+  else
+    log "node: no package-lock.json yet; resolving and writing one"
+    (cd "$E2E_DIR" && run npm install "${flags[@]}")
+  fi
+  verify_node_deps || die "node: installed, but the SDK or the OpenCode binary is not usable"
+  node_deps_fingerprint >"$stamp"
+  log "node: done"
+}
+
+# ---- main ---------------------------------------------------------------------------------
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" >&2; }
+
+main() {
+  local selected=()
+  while (($#)); do
+    case "$1" in
+      --force) FORCE=1 ;;
+      -h | --help) usage; return 0 ;;
+      -*) usage; die "unknown option $1" ;;
+      *)
+        local known=0 c
+        for c in "${COMPONENTS[@]}"; do [[ "$c" == "$1" ]] && known=1; done
+        ((known)) || die "unknown component '$1' (known: ${COMPONENTS[*]})"
+        selected+=("$1")
+        ;;
+    esac
+    shift
+  done
+  ((${#selected[@]})) || selected=("${COMPONENTS[@]}")
+  local c
+  for c in "${selected[@]}"; do
+    log "== $c"
+    "install_$c"
+  done
+  log "all done: ${selected[*]}"
+}
+
+main "$@"

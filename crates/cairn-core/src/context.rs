@@ -18,7 +18,8 @@ pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
 const PERSONAL_LIMIT: usize = 10;
 
 /// What context to build.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ContextRequest {
     /// `None`: every project.
     pub project: Option<String>,

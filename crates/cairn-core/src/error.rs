@@ -47,6 +47,16 @@ pub enum ErrorCode {
     DatabaseBusy,
     /// The configuration file or an environment setting is invalid.
     InvalidConfig,
+    /// The daemon could not be reached or answered badly.
+    DaemonUnavailable,
+    /// A request body exceeds the size limit.
+    PayloadTooLarge,
+    /// The request is refused: foreign Host or Origin, cross-site browser request.
+    Forbidden,
+    /// A bearer token is required or was wrong.
+    Unauthorized,
+    /// No such route.
+    RouteNotFound,
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal,
 }
@@ -73,8 +83,18 @@ impl ErrorCode {
         Self::DataDirNotWritable,
         Self::DatabaseBusy,
         Self::InvalidConfig,
+        Self::DaemonUnavailable,
+        Self::PayloadTooLarge,
+        Self::Forbidden,
+        Self::Unauthorized,
+        Self::RouteNotFound,
         Self::Internal,
     ];
+
+    /// The code with this name.
+    pub fn from_name(name: &str) -> Option<ErrorCode> {
+        Self::ALL.iter().copied().find(|c| c.as_str() == name)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -97,6 +117,11 @@ impl ErrorCode {
             Self::DataDirNotWritable => "data_dir_not_writable",
             Self::DatabaseBusy => "database_busy",
             Self::InvalidConfig => "invalid_config",
+            Self::DaemonUnavailable => "daemon_unavailable",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::Forbidden => "forbidden",
+            Self::Unauthorized => "unauthorized",
+            Self::RouteNotFound => "route_not_found",
             Self::Internal => "internal",
         }
     }
@@ -116,10 +141,13 @@ impl ErrorCode {
             | Self::SessionNotFound
             | Self::PromptNotFound
             | Self::RelationNotFound
-            | Self::FileNotFound => 404,
+            | Self::FileNotFound
+            | Self::RouteNotFound => 404,
+            Self::Unauthorized => 401,
+            Self::Forbidden => 403,
             Self::SessionHasObservations => 409,
-            Self::ContentTooLarge => 413,
-            Self::DatabaseBusy => 503,
+            Self::ContentTooLarge | Self::PayloadTooLarge => 413,
+            Self::DatabaseBusy | Self::DaemonUnavailable => 503,
             Self::DatabaseCorrupt | Self::SchemaTooNew | Self::DataDirNotWritable | Self::Internal => 500,
         }
     }
@@ -127,7 +155,7 @@ impl ErrorCode {
     /// The CLI exit code (documented in README "Exit codes").
     pub fn exit_code(self) -> i32 {
         match self.http_status() {
-            400 | 413 => 3,
+            400 | 401 | 403 | 413 => 3,
             404 => 4,
             409 => 5,
             503 => 6,
@@ -218,4 +246,20 @@ fn classify_sqlite_error(err: &rusqlite::Error) -> CairnError {
         }
     }
     CairnError::internal(format!("database: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_have_unique_names_that_round_trip() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.as_str()), "duplicate {code}");
+            assert_eq!(ErrorCode::from_name(code.as_str()), Some(*code));
+            assert!(code.http_status() >= 400);
+        }
+        assert_eq!(ErrorCode::from_name("nope"), None);
+    }
 }

@@ -104,7 +104,8 @@ impl ObservationPatch {
 }
 
 /// Filters for listing memories.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ListFilter {
     pub project: Option<String>,
     pub scope: Option<Scope>,

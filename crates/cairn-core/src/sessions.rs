@@ -110,6 +110,42 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Save an agent's end-of-session summary: a `session_summary` memory keyed by the session
+    /// (so a repeated summary revises it instead of piling up: engram #710), also set as the
+    /// session's summary for context.
+    pub fn save_session_summary(
+        &mut self,
+        session_id: Option<&str>,
+        project: Option<&str>,
+        content: &str,
+    ) -> Result<crate::memory::SaveOutcome> {
+        require("content", content)?;
+        let project_name = project.map(|p| normalize_project(p).0).unwrap_or_default();
+        let session_id = session_id.map_or_else(|| default_session_id(&project_name), str::to_owned);
+        let title = if project_name.is_empty() {
+            format!("Session summary ({session_id})")
+        } else {
+            format!("Session summary: {project_name} ({session_id})")
+        };
+        let outcome = self.save(&crate::memory::NewObservation {
+            title,
+            content: content.to_owned(),
+            kind: Some("session_summary".into()),
+            session_id: Some(session_id.clone()),
+            project: project.map(str::to_owned),
+            topic_key: Some(format!("session/{session_id}")),
+            ..crate::memory::NewObservation::default()
+        })?;
+        let summary = redact(content).0;
+        self.write(|tx| {
+            tx.execute("UPDATE sessions SET summary = ?2 WHERE id = ?1", params![session_id, summary])?;
+            Ok(())
+        })?;
+        Ok(outcome)
+    }
+}
+
 pub(crate) fn session_not_found(id: &str) -> CairnError {
     CairnError::new(ErrorCode::SessionNotFound, format!("session {id:?} not found"))
         .with_hint("start it first (POST /sessions or mem_session_start), or omit the session id")
@@ -190,6 +226,15 @@ mod tests {
         assert_eq!(s.start_session(&NewSession::default()).unwrap_err().code, ErrorCode::EmptyField);
         let bad = NewSession { id: "a\nb".into(), ..Default::default() };
         assert_eq!(s.start_session(&bad).unwrap_err().code, ErrorCode::InvalidArgument);
+    }
+
+    #[test]
+    fn repeated_summaries_revise_one_memory() {
+        let mut s = store();
+        let a = s.save_session_summary(Some("s9"), Some("p"), "Goal: fix auth").unwrap();
+        let b = s.save_session_summary(Some("s9"), Some("p"), "Goal: fix auth. Done: token refresh").unwrap();
+        assert_eq!(a.id, b.id);
+        assert_eq!(s.get_session("s9").unwrap().summary.as_deref(), Some("Goal: fix auth. Done: token refresh"));
     }
 
     #[test]

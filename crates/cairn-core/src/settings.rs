@@ -24,7 +24,32 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_PROJECT", "project name, overriding detection"),
     ("CAIRN_CONTEXT_BUDGET", "size of a context block in bytes"),
     ("CAIRN_LOG", "log filter (e.g. info, cairn_core=debug)"),
+    ("CAIRN_AUTOSTART", "who starts the daemon when none runs: mcp (default), all (CLI too), never"),
 ];
+
+/// Who starts the daemon when none is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Autostart {
+    /// `cairn mcp` starts it (agents benefit most from one shared writer).
+    Mcp,
+    /// The CLI too.
+    All,
+    /// Nobody: every process opens the database itself when no daemon runs.
+    Never,
+}
+
+impl std::str::FromStr for Autostart {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "mcp" | "1" | "true" | "yes" => Ok(Autostart::Mcp),
+            "all" => Ok(Autostart::All),
+            "never" | "0" | "false" | "no" => Ok(Autostart::Never),
+            _ => Err(()),
+        }
+    }
+}
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +102,7 @@ struct FileConfig {
     http_token: Option<String>,
     context_budget: Option<usize>,
     log: Option<String>,
+    autostart: Option<Autostart>,
 }
 
 /// The effective configuration.
@@ -90,6 +116,7 @@ pub struct Settings {
     pub project: Setting<Option<String>>,
     pub context_budget: Setting<usize>,
     pub log: Setting<String>,
+    pub autostart: Setting<Autostart>,
 }
 
 impl Settings {
@@ -113,6 +140,7 @@ impl Settings {
             project: Setting::default(None),
             context_budget: Setting::default(DEFAULT_BUDGET_BYTES),
             log: Setting::default("warn".to_owned()),
+            autostart: Setting::default(Autostart::Mcp),
             data_dir,
         };
         s.apply_file(file);
@@ -138,6 +166,9 @@ impl Settings {
         if let Some(v) = file.log {
             self.log = Setting { value: v, source: Source::ConfigFile };
         }
+        if let Some(v) = file.autostart {
+            self.autostart = Setting { value: v, source: Source::ConfigFile };
+        }
     }
 
     fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
@@ -160,6 +191,9 @@ impl Settings {
         }
         if let Some(v) = env("CAIRN_LOG") {
             self.log = Setting { value: v, source: from_env("CAIRN_LOG") };
+        }
+        if let Some(v) = env("CAIRN_AUTOSTART") {
+            self.autostart = Setting { value: parse_env("CAIRN_AUTOSTART", &v)?, source: from_env("CAIRN_AUTOSTART") };
         }
         Ok(())
     }
@@ -212,7 +246,7 @@ fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
     };
     toml::from_str(&text).map_err(|e| {
         CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display()))
-            .with_hint("keys: port, bind, http_token, context_budget, log")
+            .with_hint("keys: port, bind, http_token, context_budget, log, autostart")
     })
 }
 

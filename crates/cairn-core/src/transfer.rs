@@ -219,6 +219,13 @@ pub struct RelationRecord {
 
 /// Parse an import file, with errors that say where it is broken.
 pub fn parse_import(bytes: &[u8]) -> Result<ImportData> {
+    let value = parse_import_value(bytes)?;
+    serde_json::from_value(value).map_err(|e| invalid_import(format!("a record has the wrong shape: {e}")))
+}
+
+/// Check an import file is UTF-8 JSON shaped like an export; the JSON, unconverted (so a
+/// client can forward it).
+pub fn parse_import_value(bytes: &[u8]) -> Result<serde_json::Value> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         CairnError::new(
             ErrorCode::InvalidUtf8,
@@ -233,7 +240,7 @@ pub fn parse_import(bytes: &[u8]) -> Result<ImportData> {
     if !["sessions", "observations", "prompts", "relations"].iter().any(|k| object.contains_key(*k)) {
         return Err(invalid_import("this is not a cairn or engram export (no sessions, observations or prompts)"));
     }
-    serde_json::from_value(value).map_err(|e| invalid_import(format!("a record has the wrong shape: {e}")))
+    Ok(value)
 }
 
 fn invalid_import(message: impl Into<String>) -> CairnError {

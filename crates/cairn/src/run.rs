@@ -1,33 +1,95 @@
 //! One function per command: parse what the CLI gave, call the core, render.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Result;
-use cairn_core::context::ContextRequest;
+use cairn_core::context::{Context, ContextRequest};
 use cairn_core::memory::{NewObservation, ObservationPatch};
+use cairn_core::model::{Observation, Revision, SessionSummary};
+use cairn_core::ops::{self, Op, SaveRequest, SaveResponse, SearchResponse};
 use cairn_core::project::{ProjectDetection, detect_project, explicit_project};
-use cairn_core::search::SearchQuery;
-use cairn_core::settings::{Overrides, Settings, ensure_data_dir};
+use cairn_core::search::{SearchQuery, SearchResults};
+use cairn_core::settings::{Autostart, Overrides, Settings, ensure_data_dir};
 use cairn_core::text::Scope;
+use cairn_core::transfer::{ExportData, ImportReport};
+use cairn_core::views::{Stats, Timeline};
 use cairn_core::{CairnError, ErrorCode, Store, doctor, topic};
+use cairn_server::client::{DaemonClient, autostart};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::cli::{Cli, Command, ContextArgs, SaveArgs, SearchArgs, UpdateArgs};
 use crate::output::{json, note, out};
 use crate::render;
+
+/// Where this invocation's operations run: the daemon of the data dir, or the store itself.
+enum Engine {
+    Local(Box<Store>),
+    Remote(DaemonClient),
+}
 
 /// Shared state of one invocation.
 pub struct Env {
     pub settings: Settings,
     pub json: bool,
     cwd: PathBuf,
+    engine: RefCell<Option<Engine>>,
 }
 
 impl Env {
     fn open_store(&self) -> Result<Store> {
         ensure_data_dir(&self.settings.data_dir.value)?;
         Ok(Store::open(&self.settings.db_path())?)
+    }
+
+    /// The running daemon of this data dir if there is one (started first when configured),
+    /// else the database directly.
+    fn connect(&self) -> Result<Engine> {
+        let dir = &self.settings.data_dir.value;
+        ensure_data_dir(dir)?;
+        let token = self.settings.http_token.value.clone();
+        if let Some(client) = DaemonClient::discover(dir, token.clone()) {
+            return Ok(Engine::Remote(client));
+        }
+        if self.settings.autostart.value == Autostart::All {
+            let exe = std::env::current_exe()?;
+            if let Some(client) = autostart(&exe, dir, self.settings.port.value, token, Duration::from_secs(3)) {
+                return Ok(Engine::Remote(client));
+            }
+        }
+        Ok(Engine::Local(Box::new(Store::open(&self.settings.db_path())?)))
+    }
+
+    /// Run one operation.
+    fn run(&self, op: Op) -> Result<Value> {
+        let mut slot = self.engine.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(self.connect()?);
+        }
+        let result = match slot.as_mut().expect("engine set above") {
+            Engine::Local(store) => ops::execute(store, op),
+            Engine::Remote(client) => match client.execute(&op) {
+                // The daemon went away between two calls: carry on with the file itself.
+                Err(e) if e.code == ErrorCode::DaemonUnavailable => {
+                    tracing::warn!(error = %e, "daemon unavailable; opening the database directly");
+                    let mut store = Store::open(&self.settings.db_path())?;
+                    let result = ops::execute(&mut store, op);
+                    *slot = Some(Engine::Local(Box::new(store)));
+                    result
+                }
+                other => other,
+            },
+        };
+        Ok(result?)
+    }
+
+    /// Run one operation and decode its result.
+    fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T> {
+        Ok(serde_json::from_value(self.run(op)?)?)
     }
 
     /// The project: `--project` / `CAIRN_PROJECT`, else detected from the current directory.
@@ -55,7 +117,7 @@ pub fn run(cli: Cli) -> Result<()> {
     };
     let settings = Settings::load(&overrides)?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let env = Env { settings, json: cli.global.json, cwd };
+    let env = Env { settings, json: cli.global.json, cwd, engine: RefCell::new(None) };
     dispatch(&env, cli.command)
 }
 
@@ -70,19 +132,22 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Unpin { id } => pin(env, &id, false),
         Command::Context(args) => context(env, args),
         Command::Timeline { id, before, after } => {
-            let timeline = env.open_store()?.timeline(parse_id(&id)?, before, after)?;
+            let timeline: Timeline = env.call(Op::Timeline { id: parse_id(&id)?, before, after })?;
             env.emit(&timeline, render::timeline)
         }
         Command::Sessions { limit, all_projects } => {
             let project = if all_projects { None } else { Some(env.project()?.project) };
-            let list = env.open_store()?.recent_sessions(project.as_deref(), limit)?;
+            let list: Vec<SessionSummary> = env.call(Op::Sessions { project, limit })?;
             env.emit(&list, |l| render::sessions(l))
         }
-        Command::Stats => env.emit(&env.open_store()?.stats()?, render::stats),
+        Command::Stats => {
+            let stats: Stats = env.call(Op::Stats)?;
+            env.emit(&stats, render::stats)
+        }
         Command::Export { file } => export(env, &file),
         Command::Import { file } => {
-            let bytes = read_input(&file)?;
-            let report = env.open_store()?.import_bytes(&bytes)?;
+            let data = cairn_core::transfer::parse_import_value(&read_input(&file)?)?;
+            let report: ImportReport = env.call(Op::Import { data })?;
             env.emit(&report, render::imported)
         }
         Command::ImportEngram { path } => import_engram(env, path),
@@ -153,8 +218,9 @@ fn save(env: &Env, args: SaveArgs) -> Result<()> {
         pinned: args.pin,
         directory: Some(env.cwd.display().to_string()),
     };
-    let mut store = env.open_store()?;
-    let outcome = store.save(&new)?;
+    let kind = new.kind.clone().unwrap_or_else(|| cairn_core::memory::DEFAULT_TYPE.to_owned()).trim().to_lowercase();
+    let response: SaveResponse = env.call(Op::Save(SaveRequest { observation: new, find_candidates: false }))?;
+    let outcome = response.outcome;
     for w in &outcome.warnings {
         note(&format!("warning: {w}"));
     }
@@ -164,7 +230,6 @@ fn save(env: &Env, args: SaveArgs) -> Result<()> {
     if outcome.redacted {
         note("note: <private> content was redacted before saving");
     }
-    let kind = store.get(outcome.id).map(|o| o.kind).unwrap_or_default();
     env.emit(&outcome, |o| render::saved(o, &title, &kind))
 }
 
@@ -179,7 +244,8 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
         scope: args.scope.as_deref().map(Scope::parse),
         limit: args.limit,
     };
-    let results = env.open_store()?.search(&query)?;
+    let response: SearchResponse = env.call(Op::Search(query))?;
+    let results = SearchResults { hits: response.hits, notices: response.notices };
     if !env.json {
         for n in &results.notices {
             note(&format!("hint: {n}"));
@@ -189,17 +255,14 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
 }
 
 fn get(env: &Env, raw: &str, with_revisions: bool) -> Result<()> {
-    let store = env.open_store()?;
     let id = parse_id(raw)?;
-    let observation = store.get(id)?;
-    let revisions = if with_revisions { Some(store.revisions(id)?) } else { None };
+    let value = env.run(Op::Get { id, revisions: with_revisions })?;
     if env.json {
-        let mut value = serde_json::to_value(&observation)?;
-        if let Some(r) = &revisions {
-            value["revisions"] = serde_json::to_value(r)?;
-        }
         return json(&value);
     }
+    let revisions: Option<Vec<Revision>> =
+        if with_revisions { Some(serde_json::from_value(value["revisions"].clone())?) } else { None };
+    let observation: Observation = serde_json::from_value(value)?;
     out(&render::observation(&observation, revisions.as_deref()))
 }
 
@@ -214,19 +277,18 @@ fn update(env: &Env, args: UpdateArgs) -> Result<()> {
         topic_key: args.topic,
         tool_name: None,
     };
-    let updated = env.open_store()?.update(id, &patch)?;
+    let updated: Observation = env.call(Op::Update { id, patch })?;
     env.emit(&updated, |o| format!("Memory updated: #{} {:?} (revision {})", o.id, o.title, o.revision_count))
 }
 
 fn delete(env: &Env, raw: &str, hard: bool) -> Result<()> {
     let id = parse_id(raw)?;
-    env.open_store()?.delete(id, hard)?;
-    let value = serde_json::json!({ "id": id, "status": "deleted", "hard_delete": hard });
+    let value = env.run(Op::Delete { id, hard })?;
     env.emit(&value, |_| format!("Memory #{id} {}", if hard { "permanently deleted" } else { "deleted" }))
 }
 
 fn pin(env: &Env, raw: &str, pinned: bool) -> Result<()> {
-    let o = env.open_store()?.set_pinned(parse_id(raw)?, pinned)?;
+    let o: Observation = env.call(Op::Pin { id: parse_id(raw)?, pinned })?;
     env.emit(&o, |o| format!("Memory #{} {}", o.id, if o.pinned { "pinned" } else { "unpinned" }))
 }
 
@@ -238,13 +300,13 @@ fn context(env: &Env, args: ContextArgs) -> Result<()> {
         budget_bytes: args.budget.unwrap_or(env.settings.context_budget.value),
         ..ContextRequest::default()
     };
-    let ctx = env.open_store()?.context(&req)?;
+    let ctx: Context = env.call(Op::Context(req))?;
     env.emit(&ctx, render::context)
 }
 
 fn export(env: &Env, file: &Path) -> Result<()> {
     let project = env.settings.project.value.clone();
-    let data = env.open_store()?.export(project.as_deref())?;
+    let data: ExportData = env.call(Op::Export { project })?;
     let text = serde_json::to_string_pretty(&data)?;
     if file == Path::new("-") {
         return out(&text);

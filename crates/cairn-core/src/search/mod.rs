@@ -18,16 +18,22 @@ pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 100;
 
 /// What to search for and where.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SearchQuery {
+    #[serde(alias = "query", alias = "q")]
     pub text: String,
     /// Project to search (its memories plus the user's personal ones).
+    #[serde(default)]
     pub project: Option<String>,
     /// Ignore `project` and search everything.
+    #[serde(default)]
     pub all_projects: bool,
+    #[serde(default, rename = "type")]
     pub kind: Option<String>,
+    #[serde(default)]
     pub scope: Option<Scope>,
     /// Results wanted; `0` means [`DEFAULT_LIMIT`]; capped at [`MAX_LIMIT`].
+    #[serde(default)]
     pub limit: usize,
 }
 

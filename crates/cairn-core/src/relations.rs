@@ -1,0 +1,604 @@
+//! Relations between memories (engram §7): candidates found on save, verdicts by agents
+//! (`judge`) or by a direct comparison (`compare`), listings, stats, retroactive scans and the
+//! annotations shown next to search results.
+//!
+//! Candidates are retrieved by BM25 over the saved memory's title words and scored by a
+//! normalised overlap (Dice coefficient of lightly stemmed words, title 60 %, content 40 %),
+//! 0..1 whatever the corpus size. Engram compared raw BM25 to a fixed floor, which kept noise
+//! and dropped true duplicates (§7.2).
+
+use std::collections::HashMap;
+
+use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CairnError, ErrorCode, Result};
+use crate::model::{RELATION_COLUMNS, Relation, new_sync_id};
+use crate::search::query;
+use crate::store::Store;
+use crate::text::{normalize_project, redact_opt};
+
+/// Verdicts an agent or a person may give.
+pub const VERDICTS: &[&str] = &["related", "compatible", "scoped", "conflicts_with", "supersedes", "not_conflict"];
+/// Candidates scoring below this share too little to be worth a look.
+pub const CANDIDATE_MIN_SCORE: f64 = 0.5;
+/// Candidates reported per save.
+pub const CANDIDATE_LIMIT: usize = 3;
+
+/// A memory that may duplicate or contradict the one just saved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub id: i64,
+    pub sync_id: String,
+    pub title: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// 0..1: how much of the saved memory's title match this one reproduces.
+    pub score: f64,
+    /// The pending relation to judge.
+    pub judgment_id: String,
+    pub topic_key: Option<String>,
+}
+
+/// A verdict to record on a pending relation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Judgment {
+    pub judgment_id: String,
+    pub relation: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub evidence: Option<String>,
+    #[serde(default)]
+    pub confidence: Option<f64>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// A direct verdict between two memories.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub memory_id_a: i64,
+    pub memory_id_b: i64,
+    pub relation: String,
+    pub confidence: f64,
+    pub reasoning: String,
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// A relation with both memories' titles, for listings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationRow {
+    pub id: i64,
+    pub sync_id: String,
+    pub relation: String,
+    pub judgment_status: String,
+    pub source_id: String,
+    pub source_title: Option<String>,
+    pub target_id: String,
+    pub target_title: Option<String>,
+    pub confidence: Option<f64>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelationFilter {
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(default)]
+    pub status: Option<String>,
+    /// RFC 3339: relations created at or after.
+    #[serde(default)]
+    pub since: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+    #[serde(default)]
+    pub offset: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationPage {
+    pub total: i64,
+    pub limit: usize,
+    pub offset: usize,
+    pub relations: Vec<RelationRow>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelationStats {
+    pub project: Option<String>,
+    pub by_relation: std::collections::BTreeMap<String, i64>,
+    pub by_judgment_status: std::collections::BTreeMap<String, i64>,
+    /// Sync-deferred relations (none until sync exists).
+    pub deferred: i64,
+    pub dead: i64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanRequest {
+    pub project: String,
+    #[serde(default)]
+    pub since: Option<String>,
+    #[serde(default)]
+    pub apply: bool,
+    #[serde(default)]
+    pub max_insert: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanResult {
+    pub project: String,
+    pub inspected: usize,
+    pub candidates_found: usize,
+    pub already_related: usize,
+    pub inserted: usize,
+    pub capped: bool,
+    pub dry_run: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+fn validate_verdict(relation: &str) -> Result<()> {
+    if VERDICTS.contains(&relation) {
+        return Ok(());
+    }
+    Err(CairnError::invalid(format!("{relation:?} is not a verdict"))
+        .with_hint(format!("use one of: {}", VERDICTS.join(", "))))
+}
+
+fn relation_not_found(what: &str) -> CairnError {
+    CairnError::new(ErrorCode::RelationNotFound, format!("relation {what} not found"))
+}
+
+impl Store {
+    /// Memories of the same project and scope that look like the memory `id`, scored 0..1.
+    /// With `record`, each becomes a pending relation to judge.
+    pub fn find_candidates(&mut self, id: i64, limit: usize, record: bool) -> Result<Vec<Candidate>> {
+        let saved = self.get(id)?;
+        let terms = query::parse(&saved.title);
+        let Some(expr) = query::to_fts(&terms) else { return Ok(Vec::new()) };
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?1 ORDER BY rank LIMIT ?2",
+        )?;
+        let ranked: Vec<i64> =
+            stmt.query_map(params![expr, (limit * 20 + 20) as i64], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        drop(stmt);
+        let mut scored = Vec::new();
+        for cid in ranked {
+            if cid == id {
+                continue;
+            }
+            let Ok(other) = self.get(cid) else { continue };
+            if other.project != saved.project || other.scope != saved.scope {
+                continue;
+            }
+            let score = similarity(&saved, &other);
+            if score >= CANDIDATE_MIN_SCORE {
+                scored.push((score, other));
+            }
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut found = Vec::new();
+        for (score, other) in scored.into_iter().take(limit) {
+            let judgment_id = if record { self.insert_pending(&saved.sync_id, &other.sync_id)? } else { String::new() };
+            found.push(Candidate {
+                id: other.id,
+                sync_id: other.sync_id,
+                title: other.title,
+                kind: other.kind,
+                score: (score * 1000.0).round() / 1000.0,
+                judgment_id,
+                topic_key: other.topic_key,
+            });
+        }
+        Ok(found)
+    }
+
+    fn insert_pending(&mut self, source: &str, target: &str) -> Result<String> {
+        let sync_id = new_sync_id();
+        let now = self.now();
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO relations (sync_id, source_id, target_id, relation, judgment_status, marked_by_actor,
+                    marked_by_kind, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, 'pending', 'pending', 'cairn', 'system', ?4, ?4)",
+                params![sync_id, source, target, now],
+            )?;
+            Ok(())
+        })?;
+        Ok(sync_id)
+    }
+
+    pub fn get_relation_by_sync_id(&self, sync_id: &str) -> Result<Relation> {
+        self.conn()
+            .query_row(
+                &format!("SELECT {RELATION_COLUMNS} FROM relations r WHERE r.sync_id = ?1"),
+                [sync_id],
+                Relation::from_row,
+            )
+            .optional()?
+            .ok_or_else(|| relation_not_found(&format!("{sync_id:?}")))
+    }
+
+    pub fn get_relation(&self, id: i64) -> Result<Relation> {
+        self.conn()
+            .query_row(&format!("SELECT {RELATION_COLUMNS} FROM relations r WHERE r.id = ?1"), [id], Relation::from_row)
+            .optional()?
+            .ok_or_else(|| relation_not_found(&format!("#{id}")))
+    }
+
+    /// Record an agent's verdict on a pending (or earlier judged) relation.
+    pub fn judge(&mut self, j: &Judgment) -> Result<Relation> {
+        validate_verdict(&j.relation)?;
+        if let Some(c) = j.confidence.filter(|c| !(0.0..=1.0).contains(c)) {
+            return Err(CairnError::invalid(format!("confidence {c} is outside 0..1")));
+        }
+        let current = self.get_relation_by_sync_id(&j.judgment_id)?;
+        self.require_same_project(&current.source_id, &current.target_id)?;
+        let now = self.now();
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE relations SET relation = ?2, reason = ?3, evidence = ?4, confidence = ?5,
+                    judgment_status = 'judged', marked_by_actor = 'agent', marked_by_kind = 'agent',
+                    marked_by_model = NULL, session_id = ?6, updated_at = ?7
+                 WHERE sync_id = ?1",
+                params![
+                    j.judgment_id,
+                    j.relation,
+                    redact_opt(j.reason.as_deref()),
+                    redact_opt(j.evidence.as_deref()),
+                    j.confidence,
+                    j.session_id,
+                    now
+                ],
+            )?;
+            Ok(())
+        })?;
+        self.get_relation_by_sync_id(&j.judgment_id)
+    }
+
+    /// Record a verdict between two memories directly; one relation per unordered pair.
+    pub fn compare(&mut self, c: &Comparison) -> Result<Relation> {
+        validate_verdict(&c.relation)?;
+        if !(0.0..=1.0).contains(&c.confidence) {
+            return Err(CairnError::invalid(format!("confidence {} is outside 0..1", c.confidence)));
+        }
+        if c.reasoning.trim().is_empty() {
+            return Err(CairnError::empty("reasoning"));
+        }
+        if c.memory_id_a == c.memory_id_b {
+            return Err(CairnError::invalid("a memory cannot be compared with itself"));
+        }
+        let a = self.get(c.memory_id_a)?;
+        let b = self.get(c.memory_id_b)?;
+        self.require_same_project(&a.sync_id, &b.sync_id)?;
+        let existing: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT sync_id FROM relations WHERE (source_id = ?1 AND target_id = ?2) OR (source_id = ?2 AND target_id = ?1)
+                 ORDER BY updated_at DESC LIMIT 1",
+                params![a.sync_id, b.sync_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let now = self.now();
+        let reasoning = redact_opt(Some(&c.reasoning));
+        let sync_id = existing.unwrap_or_else(new_sync_id);
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO relations (sync_id, source_id, target_id, relation, reason, confidence, judgment_status,
+                    marked_by_actor, marked_by_kind, marked_by_model, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'judged', 'cairn', 'system', ?7, ?8, ?8)
+                 ON CONFLICT(sync_id) DO UPDATE SET relation = excluded.relation, reason = excluded.reason,
+                    confidence = excluded.confidence, judgment_status = 'judged', marked_by_actor = 'cairn',
+                    marked_by_kind = 'system', marked_by_model = excluded.marked_by_model, updated_at = excluded.updated_at",
+                params![sync_id, a.sync_id, b.sync_id, c.relation, reasoning, c.confidence, c.model, now],
+            )?;
+            Ok(())
+        })?;
+        self.get_relation_by_sync_id(&sync_id)
+    }
+
+    /// Relations across projects are refused: a verdict only makes sense within one.
+    fn require_same_project(&self, a: &str, b: &str) -> Result<()> {
+        let project = |sync_id: &str| -> Result<Option<String>> {
+            Ok(self
+                .conn()
+                .query_row("SELECT project FROM observations WHERE sync_id = ?1", [sync_id], |r| r.get(0))
+                .optional()?)
+        };
+        match (project(a)?, project(b)?) {
+            (Some(pa), Some(pb)) if !pa.is_empty() && !pb.is_empty() && pa != pb => {
+                Err(CairnError::invalid(format!("the memories belong to different projects ({pa:?} and {pb:?})")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A page of relations, newest first.
+    pub fn list_relations(&self, filter: &RelationFilter) -> Result<RelationPage> {
+        let limit = filter.limit.unwrap_or(50).clamp(1, 500);
+        let offset = filter.offset.unwrap_or(0);
+        let since = match &filter.since {
+            Some(s) => Some(
+                crate::clock::normalize_ts(s)
+                    .ok_or_else(|| CairnError::invalid(format!("since {s:?} is not an RFC 3339 time")))?,
+            ),
+            None => None,
+        };
+        let project = filter.project.as_deref().map(|p| normalize_project(p).0);
+        let where_sql = "WHERE (?1 IS NULL OR r.judgment_status = ?1) AND (?2 IS NULL OR r.created_at >= ?2)
+             AND (?3 IS NULL OR a.project = ?3 OR b.project = ?3)";
+        let from = "FROM relations r LEFT JOIN observations a ON a.sync_id = r.source_id
+                    LEFT JOIN observations b ON b.sync_id = r.target_id";
+        let total: i64 = self.conn().query_row(
+            &format!("SELECT count(*) {from} {where_sql}"),
+            params![filter.status, since, project],
+            |r| r.get(0),
+        )?;
+        let mut stmt = self.conn().prepare(&format!(
+            "SELECT r.id, r.sync_id, r.relation, r.judgment_status, r.source_id,
+                    CASE WHEN a.deleted_at IS NULL THEN a.title END, r.target_id,
+                    CASE WHEN b.deleted_at IS NULL THEN b.title END, r.confidence, r.created_at, r.updated_at
+             {from} {where_sql} ORDER BY r.created_at DESC, r.id DESC LIMIT ?4 OFFSET ?5"
+        ))?;
+        let rows = stmt.query_map(params![filter.status, since, project, limit as i64, offset as i64], |r| {
+            Ok(RelationRow {
+                id: r.get(0)?,
+                sync_id: r.get(1)?,
+                relation: r.get(2)?,
+                judgment_status: r.get(3)?,
+                source_id: r.get(4)?,
+                source_title: r.get(5)?,
+                target_id: r.get(6)?,
+                target_title: r.get(7)?,
+                confidence: r.get(8)?,
+                created_at: r.get(9)?,
+                updated_at: r.get(10)?,
+            })
+        })?;
+        Ok(RelationPage { total, limit, offset, relations: rows.collect::<rusqlite::Result<_>>()? })
+    }
+
+    pub fn relation_stats(&self, project: Option<&str>) -> Result<RelationStats> {
+        let project = project.map(|p| normalize_project(p).0);
+        let mut stats = RelationStats { project: project.clone(), ..RelationStats::default() };
+        for (column, map) in [("relation", &mut stats.by_relation), ("judgment_status", &mut stats.by_judgment_status)]
+        {
+            let mut stmt = self.conn().prepare(&format!(
+                "SELECT r.{column}, count(*) FROM relations r
+                 LEFT JOIN observations a ON a.sync_id = r.source_id LEFT JOIN observations b ON b.sync_id = r.target_id
+                 WHERE ?1 IS NULL OR a.project = ?1 OR b.project = ?1 GROUP BY r.{column}"
+            ))?;
+            for row in stmt.query_map([&project], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+                let (k, v) = row?;
+                map.insert(k, v);
+            }
+        }
+        Ok(stats)
+    }
+
+    /// Look for relation candidates across a project's memories; with `apply`, record the pairs
+    /// not already related (up to `max_insert`).
+    pub fn scan_relations(&mut self, req: &ScanRequest) -> Result<ScanResult> {
+        let project = normalize_project(&req.project).0;
+        if project.is_empty() {
+            return Err(CairnError::empty("project"));
+        }
+        let max_insert = req.max_insert.unwrap_or(100);
+        let since = req.since.as_deref().and_then(crate::clock::normalize_ts);
+        let ids: Vec<i64> = {
+            let mut stmt = self.conn().prepare(
+                "SELECT id FROM observations WHERE project = ?1 AND deleted_at IS NULL AND (?2 IS NULL OR created_at >= ?2) ORDER BY id",
+            )?;
+            stmt.query_map(params![project, since], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+        };
+        let mut result = ScanResult { project, dry_run: !req.apply, ..ScanResult::default() };
+        for id in ids {
+            result.inspected += 1;
+            let source = self.get(id)?.sync_id;
+            for candidate in self.find_candidates(id, 10, false)? {
+                result.candidates_found += 1;
+                if self.related(&source, &candidate.sync_id)? {
+                    result.already_related += 1;
+                    continue;
+                }
+                if !req.apply {
+                    continue;
+                }
+                if result.inserted >= max_insert {
+                    result.capped = true;
+                    continue;
+                }
+                self.insert_pending(&source, &candidate.sync_id)?;
+                result.inserted += 1;
+            }
+        }
+        if result.capped {
+            result.warning = Some(format!("stopped inserting at max_insert={max_insert}; run again to continue"));
+        }
+        Ok(result)
+    }
+
+    fn related(&self, a: &str, b: &str) -> Result<bool> {
+        Ok(self.conn().query_row(
+            "SELECT EXISTS(SELECT 1 FROM relations WHERE (source_id = ?1 AND target_id = ?2) OR (source_id = ?2 AND target_id = ?1))",
+            params![a, b],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Lines to show under search results (engram §7.5), keyed by memory sync id.
+    pub fn relation_annotations(&self, sync_ids: &[String]) -> Result<HashMap<String, Vec<String>>> {
+        let mut notes: HashMap<String, Vec<String>> = HashMap::new();
+        if sync_ids.is_empty() {
+            return Ok(notes);
+        }
+        let placeholders = vec!["?"; sync_ids.len()].join(",");
+        let sql = format!(
+            "SELECT r.source_id, r.target_id, r.relation, r.judgment_status, a.id, a.title, a.deleted_at, b.id, b.title, b.deleted_at
+             FROM relations r LEFT JOIN observations a ON a.sync_id = r.source_id LEFT JOIN observations b ON b.sync_id = r.target_id
+             WHERE r.judgment_status != 'orphaned' AND (r.source_id IN ({placeholders}) OR r.target_id IN ({placeholders}))"
+        );
+        let mut stmt = self.conn().prepare(&sql)?;
+        let args: Vec<&String> = sync_ids.iter().chain(sync_ids.iter()).collect();
+        let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                side(r, 4)?,
+                side(r, 7)?,
+            ))
+        })?;
+        for row in rows {
+            let (source, target, relation, status, a, b) = row?;
+            let label = |s: &Option<(i64, String)>, sync_id: &str| match s {
+                Some((id, title)) => format!("#{id} ({title})"),
+                None => format!("{sync_id} (deleted)"),
+            };
+            let mut add = |key: &str, line: String| {
+                if sync_ids.iter().any(|s| s == key) {
+                    notes.entry(key.to_owned()).or_default().push(line);
+                }
+            };
+            match (status.as_str(), relation.as_str()) {
+                ("judged", "supersedes") => {
+                    add(&source, format!("supersedes: {}", label(&b, &target)));
+                    add(&target, format!("superseded_by: {}", label(&a, &source)));
+                }
+                ("judged", "conflicts_with") => add(&source, format!("conflicts: {}", label(&b, &target))),
+                ("pending", _) => {
+                    add(&source, format!("conflict: contested by {} (pending)", label(&b, &target)));
+                    add(&target, format!("conflict: contested by {} (pending)", label(&a, &source)));
+                }
+                _ => {}
+            }
+        }
+        Ok(notes)
+    }
+}
+
+/// How much two memories say the same: Dice coefficient of their word sets, title 60 %,
+/// content 40 %.
+pub fn similarity(a: &crate::model::Observation, b: &crate::model::Observation) -> f64 {
+    0.6 * dice(&stems(&a.title), &stems(&b.title)) + 0.4 * dice(&stems(&a.content), &stems(&b.content))
+}
+
+fn stems(text: &str) -> std::collections::HashSet<String> {
+    let terms = query::parse(text);
+    terms
+        .iter()
+        .filter_map(|t| match t {
+            query::Term::Word(w) | query::Term::Prefix(w) => Some(w.chars().take(6).collect::<String>()),
+            query::Term::Phrase(_) => None,
+        })
+        .take(200)
+        .collect()
+}
+
+fn dice(a: &std::collections::HashSet<String>, b: &std::collections::HashSet<String>) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 0.0;
+    }
+    2.0 * a.intersection(b).count() as f64 / (a.len() + b.len()) as f64
+}
+
+fn side(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<(i64, String)>> {
+    let id: Option<i64> = r.get(at)?;
+    let title: Option<String> = r.get(at + 1)?;
+    let deleted: Option<String> = r.get(at + 2)?;
+    Ok(match (id, title, deleted) {
+        (Some(id), Some(title), None) => Some((id, title)),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{obs, store_with_clock};
+
+    #[test]
+    fn near_duplicates_become_pending_candidates_noise_does_not() {
+        let (mut s, _) = store_with_clock();
+        let a = s.save(&obs("p", "Redis connection pool exhausted under load", "raised pool to 50")).unwrap();
+        s.save(&obs("p", "Unrelated: pool party planning", "bring snacks")).unwrap();
+        s.save(&obs("q", "Redis connection pool exhausted under load", "other project")).unwrap();
+        let b = s.save(&obs("p", "Redis connection pool exhausted during peak load", "pool to 80 now")).unwrap();
+        let found = s.find_candidates(b.id, CANDIDATE_LIMIT, true).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].id, a.id);
+        assert!(found[0].score >= CANDIDATE_MIN_SCORE && found[0].score <= 1.0);
+        let rel = s.get_relation_by_sync_id(&found[0].judgment_id).unwrap();
+        assert_eq!(rel.judgment_status, "pending");
+        let notes = s.relation_annotations(std::slice::from_ref(&a.sync_id)).unwrap();
+        assert!(notes[&a.sync_id][0].contains("pending"));
+    }
+
+    #[test]
+    fn judge_compare_list_stats() {
+        let (mut s, _) = store_with_clock();
+        let a = s.save(&obs("p", "Use Postgres 15", "pinned")).unwrap();
+        let b = s.save(&obs("p", "Use Postgres 16", "moved")).unwrap();
+        let c = s.save(&obs("q", "Elsewhere", "x")).unwrap();
+        let rel = s
+            .compare(&Comparison {
+                memory_id_a: b.id,
+                memory_id_b: a.id,
+                relation: "supersedes".into(),
+                confidence: 0.9,
+                reasoning: "newer".into(),
+                model: None,
+            })
+            .unwrap();
+        let again = s
+            .compare(&Comparison {
+                memory_id_a: a.id,
+                memory_id_b: b.id,
+                relation: "supersedes".into(),
+                confidence: 0.8,
+                reasoning: "still".into(),
+                model: None,
+            })
+            .unwrap();
+        assert_eq!(rel.sync_id, again.sync_id, "one relation per pair");
+        let notes = s.relation_annotations(&[a.sync_id.clone(), b.sync_id.clone()]).unwrap();
+        assert!(notes[&b.sync_id][0].starts_with("supersedes: #1"));
+        assert!(notes[&a.sync_id][0].starts_with("superseded_by: #2"));
+        let bad = Comparison {
+            memory_id_a: a.id,
+            memory_id_b: c.id,
+            relation: "related".into(),
+            confidence: 0.5,
+            reasoning: "x".into(),
+            model: None,
+        };
+        assert_eq!(s.compare(&bad).unwrap_err().code, ErrorCode::InvalidArgument);
+        let wrong = Judgment { judgment_id: rel.sync_id.clone(), relation: "maybe".into(), ..Default::default() };
+        assert_eq!(s.judge(&wrong).unwrap_err().code, ErrorCode::InvalidArgument);
+        let missing = Judgment { judgment_id: "nope".into(), relation: "related".into(), ..Default::default() };
+        assert_eq!(s.judge(&missing).unwrap_err().code, ErrorCode::RelationNotFound);
+        let page = s.list_relations(&RelationFilter { project: Some("p".into()), ..Default::default() }).unwrap();
+        assert_eq!(page.total, 1);
+        assert_eq!(page.relations[0].source_title.as_deref(), Some("Use Postgres 16"));
+        assert_eq!(s.relation_stats(Some("p")).unwrap().by_relation["supersedes"], 1);
+    }
+
+    #[test]
+    fn scan_dry_run_then_apply() {
+        let (mut s, _) = store_with_clock();
+        s.save(&obs("p", "Flaky login test on CI", "a")).unwrap();
+        s.save(&obs("p", "Flaky login test on CI again", "b")).unwrap();
+        let dry = s.scan_relations(&ScanRequest { project: "p".into(), ..Default::default() }).unwrap();
+        assert!(dry.dry_run && dry.candidates_found >= 1 && dry.inserted == 0);
+        let applied =
+            s.scan_relations(&ScanRequest { project: "p".into(), apply: true, ..Default::default() }).unwrap();
+        assert_eq!(applied.inserted, 1, "{applied:?}");
+        let again = s.scan_relations(&ScanRequest { project: "p".into(), apply: true, ..Default::default() }).unwrap();
+        assert_eq!(again.inserted, 0);
+    }
+}

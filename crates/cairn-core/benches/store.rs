@@ -119,6 +119,30 @@ const WORDS: &[&str] = &[
     "error",
     "warning",
 ];
+/// Project names as users have them: distinct words, not `project-01` (whose shared token
+/// "project" would be in every row's project column).
+const PROJECTS: &[&str] = &[
+    "ferrite",
+    "shopfront",
+    "ledgerd",
+    "tidepool",
+    "trailmate",
+    "atlas",
+    "beacon",
+    "cobalt",
+    "dynamo",
+    "ember",
+    "fjord",
+    "granite",
+    "harbor",
+    "iris",
+    "juniper",
+    "kestrel",
+    "lumen",
+    "meridian",
+    "nimbus",
+    "orchard",
+];
 const KINDS: &[&str] = &["decision", "architecture", "bugfix", "pattern", "config", "discovery", "learning"];
 const QUESTIONS: &[&str] = &[
     "how did we fix the flaky login test on ci",
@@ -211,7 +235,7 @@ fn memory(rng: &mut Rng, i: usize) -> NewObservation {
             rng.word()
         ),
         kind: Some(KINDS[rng.below(KINDS.len())].to_owned()),
-        project: Some(format!("project-{:02}", rng.below(20))),
+        project: Some(PROJECTS[rng.below(PROJECTS.len())].to_owned()),
         ..NewObservation::default()
     }
 }
@@ -262,51 +286,66 @@ fn main() {
     );
     report("save", save_times);
 
-    let run = |label: &str, make: &dyn Fn(&mut Rng) -> SearchQuery, rng: &mut Rng| {
-        let samples: Vec<Duration> = (0..queries)
-            .map(|_| {
-                let q = make(rng);
-                let t = Instant::now();
-                let hits = store.search(&q).expect("search");
-                std::hint::black_box(hits);
-                t.elapsed()
-            })
-            .collect();
-        report(label, samples);
-    };
-    run(
-        "search 1-3 words, project",
-        &|r: &mut Rng| SearchQuery {
-            project: Some(format!("project-{:02}", r.below(20))),
-            ..SearchQuery::new(r.query(1, 3))
-        },
-        &mut rng,
-    );
-    run(
-        "search 4-8 words, project",
-        &|r: &mut Rng| SearchQuery {
-            project: Some(format!("project-{:02}", r.below(20))),
-            ..SearchQuery::new(r.query(4, 5))
-        },
-        &mut rng,
-    );
-    run(
-        "search 1-3 words, all",
-        &|r: &mut Rng| SearchQuery { all_projects: true, ..SearchQuery::new(r.query(1, 3)) },
-        &mut rng,
-    );
-    run(
-        "search question, project",
-        &|r: &mut Rng| SearchQuery {
-            project: Some(format!("project-{:02}", r.below(20))),
-            ..SearchQuery::new(QUESTIONS[r.below(QUESTIONS.len())])
-        },
-        &mut rng,
-    );
+    // The same queries through FTS5 (what a one-shot CLI uses) and through the daemon's
+    // in-memory index, side by side.
+    let reader = Store::open(&path).expect("open reader");
+    let mut indexed = Store::open(&path).expect("open indexed reader");
+    let built = Instant::now();
+    let index = std::sync::Arc::new(cairn_core::search::index::SharedIndex::default());
+    index.set(indexed.build_index().expect("build index"));
+    indexed.attach_index(index);
+    println!("index built in {:.2} s", built.elapsed().as_secs_f64());
+    for (engine, store) in [("fts5", &reader), ("index", &indexed)] {
+        let mut rng = Rng(0xbeef);
+        let run = |label: &str, make: &dyn Fn(&mut Rng) -> SearchQuery, rng: &mut Rng| {
+            let label = format!("{engine}: {label}");
+            let label = label.as_str();
+            let samples: Vec<Duration> = (0..queries)
+                .map(|_| {
+                    let q = make(rng);
+                    let t = Instant::now();
+                    let hits = store.search(&q).expect("search");
+                    std::hint::black_box(hits);
+                    t.elapsed()
+                })
+                .collect();
+            report(label, samples);
+        };
+        run(
+            "search 1-3 words, project",
+            &|r: &mut Rng| SearchQuery {
+                project: Some(PROJECTS[r.below(PROJECTS.len())].to_owned()),
+                ..SearchQuery::new(r.query(1, 3))
+            },
+            &mut rng,
+        );
+        run(
+            "search 4-8 words, project",
+            &|r: &mut Rng| SearchQuery {
+                project: Some(PROJECTS[r.below(PROJECTS.len())].to_owned()),
+                ..SearchQuery::new(r.query(4, 5))
+            },
+            &mut rng,
+        );
+        run(
+            "search 1-3 words, all",
+            &|r: &mut Rng| SearchQuery { all_projects: true, ..SearchQuery::new(r.query(1, 3)) },
+            &mut rng,
+        );
+        run(
+            "search question, project",
+            &|r: &mut Rng| SearchQuery {
+                project: Some(PROJECTS[r.below(PROJECTS.len())].to_owned()),
+                ..SearchQuery::new(QUESTIONS[r.below(QUESTIONS.len())])
+            },
+            &mut rng,
+        );
+    }
 
     let ctx_samples: Vec<Duration> = (0..queries)
         .map(|i| {
-            let req = ContextRequest { project: Some(format!("project-{:02}", i % 20)), ..ContextRequest::default() };
+            let req =
+                ContextRequest { project: Some(PROJECTS[i % PROJECTS.len()].to_owned()), ..ContextRequest::default() };
             let t = Instant::now();
             std::hint::black_box(store.context(&req).expect("context"));
             t.elapsed()

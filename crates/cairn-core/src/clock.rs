@@ -23,6 +23,11 @@ impl Clock for SystemClock {
 
 pub type SharedClock = Arc<dyn Clock>;
 
+/// The current time as cairn stores it.
+pub fn now_ts() -> String {
+    format_ts(OffsetDateTime::now_utc())
+}
+
 /// Format a time as cairn stores it.
 pub fn format_ts(t: OffsetDateTime) -> String {
     t.to_offset(UtcOffset::UTC).format(FORMAT).unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".into())

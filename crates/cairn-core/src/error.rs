@@ -57,6 +57,10 @@ pub enum ErrorCode {
     Unauthorized,
     /// No such route.
     RouteNotFound,
+    /// A request body is not well-formed JSON.
+    InvalidJson,
+    /// The route exists but not with this HTTP method.
+    MethodNotAllowed,
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal,
 }
@@ -88,6 +92,8 @@ impl ErrorCode {
         Self::Forbidden,
         Self::Unauthorized,
         Self::RouteNotFound,
+        Self::InvalidJson,
+        Self::MethodNotAllowed,
         Self::Internal,
     ];
 
@@ -122,6 +128,8 @@ impl ErrorCode {
             Self::Forbidden => "forbidden",
             Self::Unauthorized => "unauthorized",
             Self::RouteNotFound => "route_not_found",
+            Self::InvalidJson => "invalid_json",
+            Self::MethodNotAllowed => "method_not_allowed",
             Self::Internal => "internal",
         }
     }
@@ -136,7 +144,8 @@ impl ErrorCode {
             | Self::InvalidImport
             | Self::EngramDbUnrecognized
             | Self::InvalidProjectConfig
-            | Self::InvalidConfig => 400,
+            | Self::InvalidConfig
+            | Self::InvalidJson => 400,
             Self::ObservationNotFound
             | Self::SessionNotFound
             | Self::PromptNotFound
@@ -145,6 +154,7 @@ impl ErrorCode {
             | Self::RouteNotFound => 404,
             Self::Unauthorized => 401,
             Self::Forbidden => 403,
+            Self::MethodNotAllowed => 405,
             Self::SessionHasObservations => 409,
             Self::ContentTooLarge | Self::PayloadTooLarge => 413,
             Self::DatabaseBusy | Self::DaemonUnavailable => 503,

@@ -266,7 +266,7 @@ pub fn execute(store: &mut Store, op: Op) -> Result<Value> {
         }
         Op::Relations(filter) => json(store.list_relations(&filter)?),
         Op::RelationStats { project } => json(store.relation_stats(project.as_deref())?),
-        Op::GetRelation { id } => json(store.get_relation(id)?),
+        Op::GetRelation { id } => json(store.relation_detail(id)?),
         Op::ScanRelations(req) => json(store.scan_relations(&req)?),
         Op::MigrateProject { old_project, new_project } => json(store.migrate_project(&old_project, &new_project)?),
         Op::MergeProjects { from, to } => json(store.merge_projects(&from, &to)?),

@@ -83,6 +83,16 @@ pub struct RelationRow {
     pub updated_at: String,
 }
 
+/// One relation with the titles of its two memories (`None` when a memory is gone or deleted),
+/// so a reader sees what it links without two more lookups.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationDetail {
+    #[serde(flatten)]
+    pub relation: Relation,
+    pub source_title: Option<String>,
+    pub target_title: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RelationFilter {
     #[serde(default)]
@@ -227,6 +237,21 @@ impl Store {
             .query_row(&format!("SELECT {RELATION_COLUMNS} FROM relations r WHERE r.id = ?1"), [id], Relation::from_row)
             .optional()?
             .ok_or_else(|| relation_not_found(&format!("#{id}")))
+    }
+
+    /// A relation and the titles of the memories it links.
+    pub fn relation_detail(&self, id: i64) -> Result<RelationDetail> {
+        let relation = self.get_relation(id)?;
+        let title = |sync_id: &str| -> Result<Option<String>> {
+            Ok(self
+                .conn()
+                .query_row("SELECT title FROM observations WHERE sync_id = ?1 AND deleted_at IS NULL", [sync_id], |r| {
+                    r.get(0)
+                })
+                .optional()?)
+        };
+        let (source_title, target_title) = (title(&relation.source_id)?, title(&relation.target_id)?);
+        Ok(RelationDetail { relation, source_title, target_title })
     }
 
     /// Record an agent's verdict on a pending (or earlier judged) relation.
@@ -537,6 +562,28 @@ mod tests {
         assert_eq!(rel.judgment_status, "pending");
         let notes = s.relation_annotations(std::slice::from_ref(&a.sync_id)).unwrap();
         assert!(notes[&a.sync_id][0].contains("pending"));
+    }
+
+    #[test]
+    fn relation_detail_names_both_memories() {
+        let (mut s, _) = store_with_clock();
+        let a = s.save(&obs("p", "Use Postgres 15", "pinned")).unwrap();
+        let b = s.save(&obs("p", "Use Postgres 16", "moved")).unwrap();
+        let comparison = Comparison {
+            memory_id_a: b.id,
+            memory_id_b: a.id,
+            relation: "supersedes".into(),
+            confidence: 0.9,
+            reasoning: "newer".into(),
+            model: None,
+        };
+        let rel = s.compare(&comparison).unwrap();
+        let detail = s.relation_detail(rel.id).unwrap();
+        assert_eq!(detail.source_title.as_deref(), Some("Use Postgres 16"));
+        assert_eq!(detail.target_title.as_deref(), Some("Use Postgres 15"));
+        s.delete(a.id, false).unwrap();
+        assert_eq!(s.relation_detail(rel.id).unwrap().target_title, None);
+        assert_eq!(s.relation_detail(999).unwrap_err().code, ErrorCode::RelationNotFound);
     }
 
     #[test]

@@ -2,16 +2,15 @@ use time::Duration;
 
 use crate::memory::NewObservation;
 use crate::search::{MatchKind, SearchQuery};
-use crate::testutil::{obs, store_with_clock};
+use crate::testutil::{engine_store, obs};
 use crate::text::Scope;
 
 fn titles(s: &crate::Store, q: &SearchQuery) -> Vec<String> {
     s.search(q).unwrap().hits.into_iter().map(|h| h.observation.title).collect()
 }
 
-#[test]
-fn natural_question_finds_memory_sharing_some_words() {
-    let (mut s, _) = store_with_clock();
+fn natural_question_finds_memory_sharing_some_words(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     s.save(&obs(
         "app",
         "Flaky login test on CI",
@@ -24,9 +23,8 @@ fn natural_question_finds_memory_sharing_some_words() {
     assert_eq!(titles(&s, &q).first().map(String::as_str), Some("Flaky login test on CI"));
 }
 
-#[test]
-fn stemming_more_and_rarer_matches_win() {
-    let (mut s, _) = store_with_clock();
+fn stemming_more_and_rarer_matches_win(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     s.save(&obs("p", "Caching notes", "we cache responses")).unwrap();
     s.save(&obs("p", "Cached responses for the pricing endpoint", "pricing endpoint responses are cached for 60s"))
         .unwrap();
@@ -35,35 +33,31 @@ fn stemming_more_and_rarer_matches_win() {
     assert_eq!(got.len(), 2, "porter stemming: caching ~ cache ~ cached");
 }
 
-#[test]
-fn title_matches_outweigh_content_matches() {
-    let (mut s, _) = store_with_clock();
+fn title_matches_outweigh_content_matches(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     s.save(&obs("p", "Notes", "something about migrations and more text here")).unwrap();
     s.save(&obs("p", "Migrations", "how we run them")).unwrap();
     assert_eq!(titles(&s, &SearchQuery::new("migrations"))[0], "Migrations");
 }
 
-#[test]
-fn ties_broken_by_recency() {
-    let (mut s, clock) = store_with_clock();
+fn ties_broken_by_recency(indexed: bool) {
+    let (mut s, clock) = engine_store(indexed);
     s.save(&obs("p", "Alpha", "deploy steps")).unwrap();
     clock.advance(Duration::minutes(1));
     s.save(&obs("p", "Beta", "deploy steps")).unwrap();
     assert_eq!(titles(&s, &SearchQuery::new("deploy")), vec!["Beta", "Alpha"]);
 }
 
-#[test]
-fn phrase_and_prefix() {
-    let (mut s, _) = store_with_clock();
+fn phrase_and_prefix(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     s.save(&obs("p", "A", "connection pool exhausted under load")).unwrap();
     s.save(&obs("p", "B", "pool of connection objects")).unwrap();
     assert_eq!(titles(&s, &SearchQuery::new("\"connection pool\"")), vec!["A"]);
     assert_eq!(titles(&s, &SearchQuery::new("exhaust*")), vec!["A"]);
 }
 
-#[test]
-fn exact_topic_key_first() {
-    let (mut s, _) = store_with_clock();
+fn exact_topic_key_first(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     let mut t = obs("p", "Auth architecture", "JWT in cookies");
     t.topic_key = Some("architecture/auth".into());
     s.save(&t).unwrap();
@@ -74,9 +68,8 @@ fn exact_topic_key_first() {
     assert_eq!(hits.iter().filter(|h| h.observation.title == "Auth architecture").count(), 1);
 }
 
-#[test]
-fn filters_project_type_scope_and_personal_follows_user() {
-    let (mut s, _) = store_with_clock();
+fn filters_project_type_scope_and_personal_follows_user(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     s.save(&obs("a", "tabs a", "indent with tabs")).unwrap();
     s.save(&obs("b", "tabs b", "indent with tabs")).unwrap();
     let mut personal = obs("b", "tabs personal", "I prefer tabs everywhere");
@@ -94,18 +87,16 @@ fn filters_project_type_scope_and_personal_follows_user() {
     assert_eq!(titles(&s, &scoped).len(), 2);
 }
 
-#[test]
-fn empty_elsewhere_says_so() {
-    let (mut s, _) = store_with_clock();
+fn empty_elsewhere_says_so(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     s.save(&obs("other", "kafka consumer lag", "lag")).unwrap();
     let res = s.search(&SearchQuery { project: Some("mine".into()), ..SearchQuery::new("kafka") }).unwrap();
     assert!(res.hits.is_empty());
     assert!(res.notices[0].contains("other projects"), "{:?}", res.notices);
 }
 
-#[test]
-fn bad_queries() {
-    let (mut s, _) = store_with_clock();
+fn bad_queries(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     s.save(&obs("p", "x", "y")).unwrap();
     assert_eq!(s.search(&SearchQuery::new("  ")).unwrap_err().code, crate::ErrorCode::EmptyField);
     let punct = s.search(&SearchQuery::new("?!?! ...")).unwrap();
@@ -116,9 +107,8 @@ fn bad_queries() {
     assert!(!syntax.hits.is_empty());
 }
 
-#[test]
-fn revised_topic_returns_latest_content_only() {
-    let (mut s, clock) = store_with_clock();
+fn revised_topic_returns_latest_content_only(indexed: bool) {
+    let (mut s, clock) = engine_store(indexed);
     let mut v1 = NewObservation {
         topic_key: Some("config/node".into()),
         ..obs("p", "Node version", "We use Node 18 everywhere")
@@ -133,9 +123,8 @@ fn revised_topic_returns_latest_content_only() {
     assert!(s.search(&SearchQuery::new("\"node 18 everywhere\"")).unwrap().hits.is_empty());
 }
 
-#[test]
-fn snippets_highlight_and_limit_caps() {
-    let (mut s, _) = store_with_clock();
+fn snippets_highlight_and_limit_caps(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     for i in 0..120 {
         s.save(&obs("p", &format!("memo {i}"), "shared token appears")).unwrap();
     }
@@ -145,9 +134,8 @@ fn snippets_highlight_and_limit_caps() {
     assert_eq!(s.search(&SearchQuery::new("token")).unwrap().hits.len(), 10);
 }
 
-#[test]
-fn prompt_search() {
-    let (mut s, _) = store_with_clock();
+fn prompt_search(indexed: bool) {
+    let (mut s, _) = engine_store(indexed);
     s.add_prompt(&crate::prompts::NewPrompt {
         content: "please refactor the billing module".into(),
         project: Some("p".into()),
@@ -157,3 +145,30 @@ fn prompt_search() {
     assert_eq!(s.search_prompts("billing refactoring", Some("p"), 5).unwrap().len(), 1);
     assert!(s.search_prompts("billing", Some("q"), 5).unwrap().is_empty());
 }
+
+/// Every search rule holds for both engines: FTS5 (CLI, no daemon) and the daemon's index.
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod fts5 {
+            $( #[test] fn $name() { super::$name(false) } )*
+        }
+        mod index {
+            $( #[test] fn $name() { super::$name(true) } )*
+        }
+    };
+}
+
+on_both_engines!(
+    natural_question_finds_memory_sharing_some_words,
+    stemming_more_and_rarer_matches_win,
+    title_matches_outweigh_content_matches,
+    ties_broken_by_recency,
+    phrase_and_prefix,
+    exact_topic_key_first,
+    filters_project_type_scope_and_personal_follows_user,
+    empty_elsewhere_says_so,
+    bad_queries,
+    revised_topic_returns_latest_content_only,
+    snippets_highlight_and_limit_caps,
+    prompt_search
+);

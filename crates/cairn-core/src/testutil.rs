@@ -40,3 +40,14 @@ pub fn obs(project: &str, title: &str, content: &str) -> NewObservation {
         ..NewObservation::default()
     }
 }
+
+/// A test store searched through the in-memory index (`indexed`) or FTS5.
+pub fn engine_store(indexed: bool) -> (Store, Arc<ManualClock>) {
+    let (mut store, clock) = store_with_clock();
+    if indexed {
+        let index = Arc::new(crate::search::index::SharedIndex::default());
+        index.set(store.build_index().unwrap());
+        store.attach_index(index);
+    }
+    (store, clock)
+}

@@ -3,9 +3,12 @@
 //! (WAL lets reads run beside the writer). Work runs on tokio's blocking pool.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use cairn_core::ops::{self, Op};
+use cairn_core::search::index::SharedIndex;
 use cairn_core::{CairnError, Result, Store};
 use serde_json::Value;
 
@@ -18,6 +21,12 @@ pub struct Db {
     readers: Mutex<Vec<Store>>,
     /// `None` for an in-memory store (tests), where everything goes through the writer.
     path: Option<PathBuf>,
+    /// When the store was opened, and milliseconds after that of the last operation: an
+    /// auto-started daemon leaves when nobody has used it for a while.
+    opened: Instant,
+    last_used_ms: AtomicU64,
+    /// In-memory search index shared by every connection (built in the background at open).
+    index: Arc<SharedIndex>,
 }
 
 impl std::fmt::Debug for Db {
@@ -27,15 +36,60 @@ impl std::fmt::Debug for Db {
 }
 
 impl Db {
-    /// Open the database file (migrating it once) for the daemon.
+    /// Open the database file (migrating it once) for the daemon, and start building the
+    /// search index; until it is ready, searches use FTS5.
     pub fn open(path: &Path) -> Result<Arc<Db>> {
         let writer = Store::open(path)?;
-        Ok(Arc::new(Db { writer: Mutex::new(writer), readers: Mutex::new(Vec::new()), path: Some(path.to_owned()) }))
+        let db = Arc::new(Db::new(writer, Some(path.to_owned())));
+        let index = Arc::clone(&db.index);
+        let path = path.to_owned();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            match Store::open(&path).and_then(|s| s.build_index()) {
+                Ok(built) => {
+                    tracing::info!(memories = built.len(), elapsed = ?started.elapsed(), "search index ready");
+                    index.set(built);
+                }
+                Err(e) => tracing::warn!(error = %e, "could not build the search index; using FTS5"),
+            }
+        });
+        Ok(db)
+    }
+
+    /// Whether the in-memory search index is built.
+    pub fn index_ready(&self) -> bool {
+        self.index.is_ready()
     }
 
     /// A private in-memory store (tests).
     pub fn in_memory() -> Result<Arc<Db>> {
-        Ok(Arc::new(Db { writer: Mutex::new(Store::open_in_memory()?), readers: Mutex::new(Vec::new()), path: None }))
+        Ok(Arc::new(Db::new(Store::open_in_memory()?, None)))
+    }
+
+    fn new(mut writer: Store, path: Option<PathBuf>) -> Db {
+        let index = Arc::new(SharedIndex::default());
+        if path.is_some() {
+            writer.attach_index(Arc::clone(&index));
+        }
+        Db {
+            index,
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+            path,
+            opened: Instant::now(),
+            last_used_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Time since the last operation.
+    pub fn idle_for(&self) -> Duration {
+        let now = self.opened.elapsed();
+        now.saturating_sub(Duration::from_millis(self.last_used_ms.load(Ordering::Relaxed)))
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_used_ms.store(ms, Ordering::Relaxed);
     }
 
     pub fn path(&self) -> Option<&Path> {
@@ -52,6 +106,7 @@ impl Db {
 
     /// Run an operation on the calling thread.
     pub fn execute_blocking(&self, op: Op) -> Result<Value> {
+        self.touch();
         if op.is_write() || self.path.is_none() {
             return ops::execute(&mut self.lock_writer(), op);
         }
@@ -76,7 +131,11 @@ impl Db {
         let pooled = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
         match pooled {
             Some(store) => Ok(store),
-            None => Store::open(self.path.as_deref().expect("readers only for file stores")),
+            None => {
+                let mut store = Store::open(self.path.as_deref().expect("readers only for file stores"))?;
+                store.attach_index(Arc::clone(&self.index));
+                Ok(store)
+            }
         }
     }
 

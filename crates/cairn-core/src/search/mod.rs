@@ -2,7 +2,9 @@
 //! exact topic_key hits first, hydrates memories and applies the shared filters. Lexical BM25
 //! is the engine today; semantic and hybrid engines plug in through [`SearchEngine`].
 
+pub mod index;
 pub mod query;
+pub mod snippet;
 
 use rusqlite::{OptionalExtension, params_from_iter, types::Value};
 use serde::{Deserialize, Serialize};
@@ -192,6 +194,48 @@ fn passes_filters(store: &Store, id: i64, query: &SearchQuery) -> Result<Option<
     Ok((project_ok && kind_ok && scope_ok).then_some(updated_at))
 }
 
+/// The daemon's in-memory BM25 index (see [`index`]); `None` from `candidates` means "not
+/// available" (no index attached, not built yet, or a phrase query) and FTS5 answers instead.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IndexEngine;
+
+impl IndexEngine {
+    fn try_candidates(store: &Store, query: &SearchQuery, limit: usize) -> Result<Option<Vec<Candidate>>> {
+        let Some(index) = store.index() else { return Ok(None) };
+        let terms = query::parse(&query.text);
+        if terms.iter().any(|t| matches!(t, query::Term::Phrase(_))) {
+            return Ok(None);
+        }
+        let filter = index::IndexFilter {
+            project: query.project.as_deref().filter(|_| !query.all_projects).map(|p| normalize_project(p).0),
+            kind: query.kind.as_deref().map(|k| k.trim().to_lowercase()),
+            scope: query.scope,
+        };
+        let Some(found) = index.search(store.conn(), &terms, &filter, limit)? else { return Ok(None) };
+        // Snippets are made when hits are hydrated (`Store::search_with`), from the row it
+        // reads anyway.
+        Ok(Some(
+            found
+                .into_iter()
+                .map(|(id, score)| Candidate { id, rank: -f64::from(score), snippet: String::new() })
+                .collect(),
+        ))
+    }
+}
+
+impl SearchEngine for IndexEngine {
+    fn name(&self) -> &'static str {
+        "index"
+    }
+
+    fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        match IndexEngine::try_candidates(store, query, limit)? {
+            Some(found) => Ok(found),
+            None => LexicalEngine.candidates(store, query, limit),
+        }
+    }
+}
+
 /// SQL filters shared by every engine: project (plus personal memories), type, scope.
 pub(crate) fn filter_clause(query: &SearchQuery) -> (String, Vec<Value>) {
     let mut sql = String::new();
@@ -212,9 +256,13 @@ pub(crate) fn filter_clause(query: &SearchQuery) -> (String, Vec<Value>) {
 }
 
 impl Store {
-    /// Search with the lexical engine.
+    /// Lexical search: through the in-memory index when this store has one, else FTS5.
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
-        self.search_with(&LexicalEngine, query)
+        if self.index().is_some() {
+            self.search_with(&IndexEngine, query)
+        } else {
+            self.search_with(&LexicalEngine, query)
+        }
     }
 
     /// Search with any engine: exact topic_key hits first, then the engine's ranking.
@@ -230,6 +278,7 @@ impl Store {
         }
         let mut hits = self.topic_hits(query, limit)?;
         let candidates = engine.candidates(self, query, limit + hits.len())?;
+        let matcher = snippet::Matcher::new(&query::parse(&query.text));
         for candidate in candidates {
             if hits.len() >= limit {
                 break;
@@ -238,11 +287,17 @@ impl Store {
                 continue;
             }
             let observation = self.get(candidate.id)?;
+            let snippet = if candidate.snippet.is_empty() {
+                let made = matcher.snippet(&observation.title, &observation.content);
+                if made.is_empty() { crate::text::preview(&observation.content, 160) } else { made }
+            } else {
+                candidate.snippet
+            };
             hits.push(SearchHit {
                 observation,
                 rank: candidate.rank,
                 score: -candidate.rank,
-                snippet: candidate.snippet,
+                snippet,
                 matched: MatchKind::Lexical,
             });
         }

@@ -7,7 +7,8 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::error::{CairnError, ErrorCode, Result};
 
 /// Migrations in order; index + 1 is the version each one produces.
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../migrations/0001_init.sql"), include_str!("../../migrations/0002_change_log.sql")];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

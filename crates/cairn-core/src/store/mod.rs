@@ -24,6 +24,8 @@ pub struct Store {
     conn: Connection,
     path: Option<PathBuf>,
     clock: SharedClock,
+    /// The daemon's in-memory search index, shared by its connections.
+    index: Option<Arc<crate::search::index::SharedIndex>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -53,7 +55,7 @@ impl Store {
             .map_err(|e| open_error(path, &e))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)).map_err(|e| open_error(path, &e))?;
-        Ok(Store { conn, path: Some(path.to_owned()), clock: Arc::new(SystemClock) })
+        Ok(Store { conn, path: Some(path.to_owned()), clock: Arc::new(SystemClock), index: None })
     }
 
     /// A private in-memory store (unit tests, benchmarks).
@@ -63,7 +65,7 @@ impl Store {
 
     fn init(conn: Connection, path: Option<PathBuf>) -> Result<Store> {
         apply_pragmas(&conn, path.as_deref())?;
-        let mut store = Store { conn, path, clock: Arc::new(SystemClock) };
+        let mut store = Store { conn, path, clock: Arc::new(SystemClock), index: None };
         migrate::run(&mut store.conn)?;
         Ok(store)
     }
@@ -71,6 +73,20 @@ impl Store {
     /// Replace the clock (tests move time to cross the dedupe window).
     pub fn set_clock(&mut self, clock: SharedClock) {
         self.clock = clock;
+    }
+
+    /// Search through a shared in-memory index (the daemon holds one).
+    pub fn attach_index(&mut self, index: Arc<crate::search::index::SharedIndex>) {
+        self.index = Some(index);
+    }
+
+    pub(crate) fn index(&self) -> Option<&crate::search::index::SharedIndex> {
+        self.index.as_deref()
+    }
+
+    /// Build an in-memory index of this store (consistent snapshot).
+    pub fn build_index(&self) -> Result<crate::search::index::MemoryIndex> {
+        crate::search::index::MemoryIndex::build(&self.conn)
     }
 
     pub fn path(&self) -> Option<&Path> {

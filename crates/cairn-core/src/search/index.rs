@@ -1,0 +1,534 @@
+//! An in-memory inverted index for lexical search, held by the daemon.
+//!
+//! FTS5 computes BM25 through a per-row callback for *every* matching row before sorting, so
+//! a query with a common word costs milliseconds per ten thousand memories. Here scoring is
+//! term-at-a-time over compact posting lists (a few nanoseconds a posting), with BM25F-style
+//! field weights matching the FTS5 configuration, so search stays under a millisecond at 100k
+//! memories and around ten at a million.
+//!
+//! The index follows the `observation_changes` log (migration 2), so writes from any process
+//! — the daemon, a CLI or an agent writing the file directly — are seen by the next search.
+//! Phrases need positions and stay with FTS5; so does any process that does not hold an index.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::RwLock;
+
+use rusqlite::{Connection, OptionalExtension};
+use rust_stemmers::{Algorithm, Stemmer};
+
+use crate::error::Result;
+use crate::search::query::Term;
+use crate::text::Scope;
+
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+/// Field weights: the same emphasis as the FTS5 `rank` configuration.
+const W_TITLE: f32 = 4.0;
+const W_CONTENT: f32 = 1.0;
+const W_TYPE: f32 = 0.5;
+const W_TOPIC: f32 = 2.0;
+const W_TOOL: f32 = 0.5;
+/// Most vocabulary entries one `prefix*` expands to.
+const MAX_PREFIX_EXPANSION: usize = 64;
+/// Longest token indexed: longer ones are hashes and base64, not words.
+const MAX_TOKEN_CHARS: usize = 48;
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    slot: u32,
+    /// Field-weighted term frequency.
+    tf: f32,
+}
+
+#[derive(Debug, Clone)]
+struct Doc {
+    id: i64,
+    project: u32,
+    kind: u32,
+    personal: bool,
+    /// Field-weighted length.
+    len: f32,
+    live: bool,
+    updated_at: Box<str>,
+}
+
+/// What a search may return.
+#[derive(Debug, Clone, Default)]
+pub struct IndexFilter {
+    /// Only this project (plus personal memories), when set.
+    pub project: Option<String>,
+    pub kind: Option<String>,
+    pub scope: Option<Scope>,
+}
+
+/// The index proper. Not synchronised: see [`SharedIndex`].
+pub struct MemoryIndex {
+    stemmer: Stemmer,
+    vocab: BTreeMap<Box<str>, u32>,
+    postings: Vec<Vec<Posting>>,
+    docs: Vec<Doc>,
+    slot_of: HashMap<i64, u32>,
+    names: HashMap<Box<str>, u32>,
+    live: u32,
+    dead: u32,
+    total_len: f64,
+    /// Last `observation_changes.seq` reflected.
+    applied_seq: i64,
+}
+
+impl std::fmt::Debug for MemoryIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryIndex")
+            .field("live", &self.live)
+            .field("terms", &self.vocab.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One row as the index needs it.
+struct Row {
+    id: i64,
+    title: String,
+    content: String,
+    kind: String,
+    project: String,
+    scope: String,
+    topic_key: Option<String>,
+    tool_name: Option<String>,
+    updated_at: String,
+}
+
+const ROW_SQL: &str =
+    "SELECT id, title, content, type, project, scope, topic_key, tool_name, updated_at FROM observations";
+
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        id: r.get(0)?,
+        title: r.get(1)?,
+        content: r.get(2)?,
+        kind: r.get(3)?,
+        project: r.get(4)?,
+        scope: r.get(5)?,
+        topic_key: r.get(6)?,
+        tool_name: r.get(7)?,
+        updated_at: r.get(8)?,
+    })
+}
+
+impl MemoryIndex {
+    fn empty() -> MemoryIndex {
+        MemoryIndex {
+            stemmer: Stemmer::create(Algorithm::English),
+            vocab: BTreeMap::new(),
+            postings: Vec::new(),
+            docs: Vec::new(),
+            slot_of: HashMap::new(),
+            names: HashMap::new(),
+            live: 0,
+            dead: 0,
+            total_len: 0.0,
+            applied_seq: 0,
+        }
+    }
+
+    /// Index every live memory, from one consistent snapshot of the database.
+    pub fn build(conn: &Connection) -> Result<MemoryIndex> {
+        let mut index = MemoryIndex::empty();
+        conn.execute_batch("BEGIN")?;
+        let built = (|| -> Result<()> {
+            index.applied_seq = max_seq(conn)?;
+            let mut stmt = conn.prepare(&format!("{ROW_SQL} WHERE deleted_at IS NULL ORDER BY id"))?;
+            let rows = stmt.query_map([], read_row)?;
+            for row in rows {
+                index.add(&row?);
+            }
+            Ok(())
+        })();
+        conn.execute_batch("COMMIT")?;
+        built?;
+        Ok(index)
+    }
+
+    pub fn len(&self) -> usize {
+        self.live as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    pub fn applied_seq(&self) -> i64 {
+        self.applied_seq
+    }
+
+    /// Apply the changes logged since the last call; rebuild when too far behind or too
+    /// fragmented.
+    pub fn catch_up(&mut self, conn: &Connection) -> Result<()> {
+        let oldest: Option<i64> = conn.query_row("SELECT min(seq) FROM observation_changes", [], |r| r.get(0))?;
+        if oldest.is_some_and(|oldest| oldest > self.applied_seq + 1) && self.applied_seq > 0 {
+            *self = MemoryIndex::build(conn)?;
+            return Ok(());
+        }
+        let mut stmt =
+            conn.prepare_cached("SELECT seq, observation_id FROM observation_changes WHERE seq > ?1 ORDER BY seq")?;
+        let changes: Vec<(i64, i64)> =
+            stmt.query_map([self.applied_seq], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+        let Some(&(last, _)) = changes.last() else { return Ok(()) };
+        let mut ids: Vec<i64> = changes.iter().map(|c| c.1).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut load = conn.prepare_cached(&format!("{ROW_SQL} WHERE id = ?1 AND deleted_at IS NULL"))?;
+        for id in ids {
+            self.remove(id);
+            if let Some(row) = load.query_row([id], read_row).optional()? {
+                self.add(&row);
+            }
+        }
+        self.applied_seq = last;
+        if self.dead > 10_000 && self.dead > self.live / 4 {
+            *self = MemoryIndex::build(conn)?;
+        }
+        Ok(())
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.names.get(name) {
+            return id;
+        }
+        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.insert(name.into(), id);
+        id
+    }
+
+    fn add(&mut self, row: &Row) {
+        let mut tf: HashMap<u32, f32> = HashMap::new();
+        let mut len = 0.0f32;
+        let fields: [(&str, f32); 5] = [
+            (&row.title, W_TITLE),
+            (&row.content, W_CONTENT),
+            (&row.kind, W_TYPE),
+            (row.topic_key.as_deref().unwrap_or_default(), W_TOPIC),
+            (row.tool_name.as_deref().unwrap_or_default(), W_TOOL),
+        ];
+        for (text, weight) in fields {
+            for token in tokenize(text) {
+                let stem = self.stem(&token);
+                let term = self.term_id(&stem);
+                *tf.entry(term).or_default() += weight;
+                len += weight;
+            }
+        }
+        let slot = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
+        for (term, weight) in tf {
+            self.postings[term as usize].push(Posting { slot, tf: weight });
+        }
+        let doc = Doc {
+            id: row.id,
+            project: self.intern(&row.project),
+            kind: self.intern(&row.kind),
+            personal: row.scope == Scope::Personal.as_str(),
+            len,
+            live: true,
+            updated_at: row.updated_at.as_str().into(),
+        };
+        self.docs.push(doc);
+        self.slot_of.insert(row.id, slot);
+        self.live += 1;
+        self.total_len += f64::from(len);
+    }
+
+    fn remove(&mut self, id: i64) {
+        if let Some(slot) = self.slot_of.remove(&id) {
+            let doc = &mut self.docs[slot as usize];
+            if doc.live {
+                doc.live = false;
+                self.live -= 1;
+                self.dead += 1;
+                self.total_len -= f64::from(doc.len);
+            }
+        }
+    }
+
+    fn stem(&self, token: &str) -> String {
+        self.stemmer.stem(token).into_owned()
+    }
+
+    fn term_id(&mut self, stem: &str) -> u32 {
+        if let Some(&id) = self.vocab.get(stem) {
+            return id;
+        }
+        let id = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
+        self.vocab.insert(stem.into(), id);
+        self.postings.push(Vec::new());
+        id
+    }
+
+    /// Term ids of a parsed query (phrases are not this index's job: the caller routes them
+    /// to FTS5).
+    fn query_terms(&self, terms: &[Term]) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for term in terms {
+            match term {
+                Term::Word(w) => {
+                    for token in tokenize(w) {
+                        if let Some(&id) = self.vocab.get(self.stem(&token).as_str()) {
+                            ids.push(id);
+                        }
+                    }
+                }
+                Term::Prefix(p) => {
+                    let prefix: String = tokenize(p).collect::<Vec<_>>().concat();
+                    let expanded = self
+                        .vocab
+                        .range::<str, _>((std::ops::Bound::Included(prefix.as_str()), std::ops::Bound::Unbounded))
+                        .take_while(|(k, _)| k.starts_with(prefix.as_str()))
+                        .take(MAX_PREFIX_EXPANSION)
+                        .map(|(_, &id)| id);
+                    ids.extend(expanded);
+                }
+                Term::Phrase(_) => {}
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The best `limit` memories for the query: (id, BM25 score), best first; ties go to the
+    /// more recently updated.
+    pub fn search(&self, terms: &[Term], filter: &IndexFilter, limit: usize) -> Vec<(i64, f32)> {
+        let ids = self.query_terms(terms);
+        if ids.is_empty() || self.live == 0 || limit == 0 {
+            return Vec::new();
+        }
+        let accept = self.acceptor(filter);
+        let n = self.live as f32;
+        let avg_len = (self.total_len / f64::from(self.live)).max(1.0) as f32;
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.reset(self.docs.len());
+            for &term in &ids {
+                let list = &self.postings[term as usize];
+                let df = list.len() as f32;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                for p in list {
+                    let doc = &self.docs[p.slot as usize];
+                    if !doc.live || !accept(doc) {
+                        continue;
+                    }
+                    let norm = K1 * (1.0 - B + B * doc.len / avg_len);
+                    scratch.add(p.slot, idf * p.tf * (K1 + 1.0) / (p.tf + norm));
+                }
+            }
+            self.top(&scratch, limit)
+        })
+    }
+
+    fn acceptor<'a>(&'a self, filter: &'a IndexFilter) -> impl Fn(&Doc) -> bool + 'a {
+        // A name the index never saw matches no memory (u32::MAX is never assigned).
+        let lookup = |name: &str| self.names.get(name).copied().unwrap_or(u32::MAX);
+        let project = filter.project.as_deref().map(lookup);
+        let kind = filter.kind.as_deref().map(lookup);
+        let scope = filter.scope;
+        move |doc: &Doc| {
+            project.is_none_or(|p| doc.project == p || doc.personal)
+                && kind.is_none_or(|k| doc.kind == k)
+                && scope.is_none_or(|s| doc.personal == (s == Scope::Personal))
+        }
+    }
+
+    fn top(&self, scratch: &Scratch, limit: usize) -> Vec<(i64, f32)> {
+        let mut best: Vec<(f32, u32)> = Vec::with_capacity(limit + 1);
+        for &slot in &scratch.touched {
+            let score = scratch.scores[slot as usize];
+            if best.len() == limit && !self.better(score, slot, best[limit - 1]) {
+                continue;
+            }
+            let at = best.partition_point(|&b| self.better(b.0, b.1, (score, slot)));
+            best.insert(at, (score, slot));
+            best.truncate(limit);
+        }
+        best.into_iter().map(|(score, slot)| (self.docs[slot as usize].id, score)).collect()
+    }
+
+    /// Higher score first; equal scores: newer update, then higher id.
+    fn better(&self, a_score: f32, a_slot: u32, b: (f32, u32)) -> bool {
+        if a_score != b.0 {
+            return a_score > b.0;
+        }
+        let (a, bd) = (&self.docs[a_slot as usize], &self.docs[b.1 as usize]);
+        (&a.updated_at, a.id) > (&bd.updated_at, bd.id)
+    }
+}
+
+/// Per-thread score accumulator, reused across searches (no allocation per query).
+#[derive(Default)]
+struct Scratch {
+    scores: Vec<f32>,
+    touched: Vec<u32>,
+}
+
+impl Scratch {
+    fn reset(&mut self, len: usize) {
+        for &slot in &self.touched {
+            self.scores[slot as usize] = 0.0;
+        }
+        self.touched.clear();
+        if self.scores.len() < len {
+            self.scores.resize(len, 0.0);
+        }
+    }
+
+    fn add(&mut self, slot: u32, score: f32) {
+        let cell = &mut self.scores[slot as usize];
+        if *cell == 0.0 {
+            self.touched.push(slot);
+        }
+        *cell += score;
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+fn max_seq(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("SELECT COALESCE(max(seq), 0) FROM observation_changes", [], |r| r.get(0))?)
+}
+
+/// Lowercased, accent-folded alphanumeric runs (what unicode61 with remove_diacritics does).
+pub fn tokenize(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty() && t.chars().count() <= MAX_TOKEN_CHARS)
+        .map(|t| t.chars().flat_map(char::to_lowercase).map(fold_accent).collect())
+}
+
+fn fold_accent(c: char) -> char {
+    match c {
+        'á' | 'à' | 'â' | 'ä' | 'ã' | 'å' => 'a',
+        'é' | 'è' | 'ê' | 'ë' => 'e',
+        'í' | 'ì' | 'î' | 'ï' => 'i',
+        'ó' | 'ò' | 'ô' | 'ö' | 'õ' => 'o',
+        'ú' | 'ù' | 'û' | 'ü' => 'u',
+        'ñ' => 'n',
+        'ç' => 'c',
+        other => other,
+    }
+}
+
+/// An index shared by a daemon's connections; empty until built.
+#[derive(Debug, Default)]
+pub struct SharedIndex {
+    inner: RwLock<Option<MemoryIndex>>,
+}
+
+impl SharedIndex {
+    pub fn set(&self, index: MemoryIndex) {
+        *self.inner.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(index);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.inner.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+
+    /// Bring the index up to date with the log (cheap when nothing changed), then search.
+    /// `None` while the index is not built yet.
+    pub fn search(
+        &self,
+        conn: &Connection,
+        terms: &[Term],
+        filter: &IndexFilter,
+        limit: usize,
+    ) -> Result<Option<Vec<(i64, f32)>>> {
+        let latest = max_seq(conn)?;
+        {
+            let guard = self.inner.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match guard.as_ref() {
+                None => return Ok(None),
+                Some(index) if index.applied_seq >= latest => return Ok(Some(index.search(terms, filter, limit))),
+                Some(_) => {}
+            }
+        }
+        let mut guard = self.inner.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(index) = guard.as_mut() else { return Ok(None) };
+        if index.applied_seq < latest {
+            index.catch_up(conn)?;
+        }
+        Ok(Some(index.search(terms, filter, limit)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::Store;
+    use crate::search::SearchQuery;
+    use crate::testutil::obs;
+
+    fn indexed_pair() -> (tempfile::TempDir, Store, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let mut daemon = Store::open(&path).unwrap();
+        let index = Arc::new(SharedIndex::default());
+        index.set(daemon.build_index().unwrap());
+        daemon.attach_index(index);
+        let other = Store::open(&path).unwrap();
+        (dir, daemon, other)
+    }
+
+    fn ids(store: &Store, text: &str) -> Vec<i64> {
+        store.search(&SearchQuery::new(text)).unwrap().hits.iter().map(|h| h.observation.id).collect()
+    }
+
+    #[test]
+    fn sees_writes_from_other_connections() {
+        let (_dir, daemon, mut other) = indexed_pair();
+        let a = other.save(&obs("p", "Kafka consumer lag", "rebalance storms")).unwrap();
+        assert_eq!(ids(&daemon, "kafka lag"), vec![a.id]);
+        other
+            .update(
+                a.id,
+                &crate::memory::ObservationPatch { content: Some("partition skew".into()), ..Default::default() },
+            )
+            .unwrap();
+        assert_eq!(ids(&daemon, "skew"), vec![a.id]);
+        assert!(ids(&daemon, "rebalance").is_empty(), "old content is gone from the index");
+        other.delete(a.id, false).unwrap();
+        assert!(ids(&daemon, "kafka").is_empty());
+    }
+
+    #[test]
+    fn rebuilds_when_the_log_was_trimmed_past_it() {
+        let (_dir, daemon, mut other) = indexed_pair();
+        other.save(&obs("p", "first", "alpha")).unwrap();
+        assert_eq!(ids(&daemon, "alpha").len(), 1);
+        other.save(&obs("p", "second", "beta")).unwrap();
+        other.conn().execute("DELETE FROM observation_changes", []).unwrap();
+        other.save(&obs("p", "third", "gamma")).unwrap();
+        assert_eq!(ids(&daemon, "beta").len(), 1, "missed change recovered by a rebuild");
+        assert_eq!(ids(&daemon, "gamma").len(), 1);
+    }
+
+    #[test]
+    fn accents_fold_and_prefixes_expand() {
+        let (_dir, daemon, mut other) = indexed_pair();
+        let a = other.save(&obs("p", "Configuración de caché", "la caché se invalida al desplegar")).unwrap();
+        assert_eq!(ids(&daemon, "configuracion cache"), vec![a.id]);
+        assert_eq!(ids(&daemon, "desple*"), vec![a.id]);
+    }
+
+    #[test]
+    fn unknown_project_matches_only_personal() {
+        let (_dir, daemon, mut other) = indexed_pair();
+        other.save(&obs("p", "tabs", "use tabs")).unwrap();
+        let mut pref = obs("q", "tabs personal", "tabs everywhere");
+        pref.scope = Some("personal".into());
+        let personal = other.save(&pref).unwrap();
+        let q = SearchQuery { project: Some("never-seen".into()), ..SearchQuery::new("tabs") };
+        let got: Vec<i64> = daemon.search(&q).unwrap().hits.iter().map(|h| h.observation.id).collect();
+        assert_eq!(got, vec![personal.id]);
+    }
+}

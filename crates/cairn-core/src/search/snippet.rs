@@ -1,0 +1,143 @@
+//! Snippets for index hits, made in Rust with the index's own tokenizer and stemmer: the
+//! window of a memory where the most query words meet, matches in `**bold**`. (FTS5's
+//! `snippet()` would re-tokenise every hit through SQL; this is a scan of one string.)
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+use crate::search::index::tokenize;
+use crate::search::query::Term;
+
+/// Tokens shown around the matches.
+const WINDOW: usize = 24;
+
+/// What the query looks for, stemmed like the index.
+pub struct Matcher {
+    stemmer: Stemmer,
+    stems: Vec<String>,
+    prefixes: Vec<String>,
+}
+
+impl Matcher {
+    pub fn new(terms: &[Term]) -> Matcher {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let mut stems = Vec::new();
+        let mut prefixes = Vec::new();
+        for term in terms {
+            match term {
+                Term::Word(w) | Term::Phrase(w) => stems.extend(tokenize(w).map(|t| stemmer.stem(&t).into_owned())),
+                Term::Prefix(p) => prefixes.extend(tokenize(p)),
+            }
+        }
+        Matcher { stemmer, stems, prefixes }
+    }
+
+    fn matches(&self, token: &str) -> bool {
+        let folded: String = tokenize(token).collect::<Vec<_>>().concat();
+        if self.prefixes.iter().any(|p| folded.starts_with(p.as_str())) {
+            return true;
+        }
+        // A word's stem starts with the word's first two letters in practice, so most tokens
+        // are ruled out without running the stemmer.
+        let head: String = folded.chars().take(2).collect();
+        self.stems.iter().any(|s| s.starts_with(&head)) && self.stems.iter().any(|s| *s == self.stemmer.stem(&folded))
+    }
+
+    /// The best passage of the content, else of the title; empty when neither matches.
+    pub fn snippet(&self, title: &str, content: &str) -> String {
+        self.best_window(content).or_else(|| self.best_window(title)).unwrap_or_default()
+    }
+
+    fn best_window(&self, text: &str) -> Option<String> {
+        let spans = token_spans(text);
+        let hits: Vec<bool> = spans.iter().map(|&(s, e)| self.matches(&text[s..e])).collect();
+        if !hits.iter().any(|h| *h) {
+            return None;
+        }
+        let start = best_start(&hits);
+        let end = (start + WINDOW).min(spans.len());
+        Some(render(text, &spans[start..end], &hits[start..end], start > 0, end < spans.len()))
+    }
+}
+
+/// Byte ranges of alphanumeric runs.
+fn token_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                spans.push((s, i));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        spans.push((s, text.len()));
+    }
+    spans
+}
+
+/// Start of the window with the most matches (sliding count), nudged to begin a little before
+/// the first match so it reads in context.
+fn best_start(hits: &[bool]) -> usize {
+    let window = WINDOW.min(hits.len());
+    let mut count = hits[..window].iter().filter(|h| **h).count();
+    let (mut best, mut best_count) = (0, count);
+    for start in 1..=hits.len() - window {
+        count += usize::from(hits[start + window - 1]);
+        count -= usize::from(hits[start - 1]);
+        if count > best_count {
+            (best, best_count) = (start, count);
+        }
+    }
+    let first_hit = (best..best + window).find(|&i| hits[i]).unwrap_or(best);
+    first_hit.saturating_sub(3).max(best).min(hits.len().saturating_sub(window))
+}
+
+fn render(text: &str, spans: &[(usize, usize)], hits: &[bool], cut_before: bool, cut_after: bool) -> String {
+    let mut out = String::new();
+    if cut_before {
+        out.push('…');
+    }
+    let mut cursor = spans[0].0;
+    for (&(s, e), &hit) in spans.iter().zip(hits) {
+        out.push_str(&text[cursor..s]);
+        if hit {
+            out.push_str("**");
+            out.push_str(&text[s..e]);
+            out.push_str("**");
+        } else {
+            out.push_str(&text[s..e]);
+        }
+        cursor = e;
+    }
+    if cut_after {
+        out.push('…');
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::query::parse;
+
+    #[test]
+    fn highlights_stemmed_matches_in_the_densest_window() {
+        let content =
+            format!("{} the login test was flaky because cookies expired {}", "filler ".repeat(40), "tail ".repeat(40));
+        let m = Matcher::new(&parse("flakiness of login tests"));
+        let s = m.snippet("Title", &content);
+        assert!(s.contains("**login** **test**"), "{s}");
+        assert!(s.starts_with('…') && s.ends_with('…'));
+    }
+
+    #[test]
+    fn falls_back_to_title_then_nothing() {
+        let m = Matcher::new(&parse("deploy*"));
+        assert_eq!(m.snippet("Deployment checklist", "nothing relevant"), "**Deployment** checklist");
+        assert_eq!(Matcher::new(&parse("zebra")).snippet("a", "b"), "");
+    }
+}

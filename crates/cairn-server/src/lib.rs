@@ -8,3 +8,5 @@
 pub mod backend;
 pub mod client;
 pub mod db;
+pub mod http;
+pub mod mcp;

@@ -99,6 +99,43 @@ pub enum Command {
         #[arg(long)]
         repair: bool,
     },
+    /// Run the daemon: the HTTP API (engram-compatible) and MCP over HTTP at /mcp, on loopback
+    Serve {
+        /// Port (engram's `serve [port]` form)
+        #[arg(value_name = "PORT")]
+        port_positional: Option<u16>,
+        /// Port [env: CAIRN_PORT; default: 7437]
+        #[arg(long)]
+        port: Option<u16>,
+        /// Address to listen on [env: CAIRN_BIND; default: 127.0.0.1]; beyond loopback a token is required
+        #[arg(long)]
+        bind: Option<String>,
+        /// Leave after this many seconds without a request
+        #[arg(long, value_name = "SECS")]
+        idle_exit: Option<u64>,
+        /// When the port is taken, listen on any free port (used by auto-start)
+        #[arg(long, hide = true)]
+        or_any_port: bool,
+    },
+    /// MCP server on stdio for one agent session (uses the daemon, starting it if needed)
+    Mcp {
+        /// Tools to offer: profiles agent, admin, all, router, and/or tool names, comma-separated
+        #[arg(long, default_value = "all")]
+        tools: String,
+    },
+    /// Sync memories between machines (not configured yet: a no-op, so engram's plugins can call it)
+    Sync {
+        #[arg(long)]
+        import: bool,
+        #[arg(long)]
+        status: bool,
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        cloud: bool,
+    },
+    /// Print the version
+    Version,
     /// Suggest a topic key for a memory
     SuggestTopic {
         #[arg(long = "type")]

@@ -1,6 +1,7 @@
 //! The `cairn` binary: parse, run, map errors to documented exit codes.
 
 mod cli;
+mod daemon;
 mod output;
 mod render;
 mod run;

@@ -110,11 +110,15 @@ impl Env {
 }
 
 pub fn run(cli: Cli) -> Result<()> {
-    let overrides = Overrides {
+    let mut overrides = Overrides {
         data_dir: cli.global.data_dir.clone(),
         project: cli.global.project.clone(),
         ..Overrides::default()
     };
+    if let Command::Serve { port_positional, port, bind, .. } = &cli.command {
+        overrides.port = port.or(*port_positional);
+        overrides.bind.clone_from(bind);
+    }
     let settings = Settings::load(&overrides)?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env = Env { settings, json: cli.global.json, cwd, engine: RefCell::new(None) };
@@ -123,6 +127,23 @@ pub fn run(cli: Cli) -> Result<()> {
 
 fn dispatch(env: &Env, command: Command) -> Result<()> {
     match command {
+        Command::Serve { idle_exit, or_any_port, .. } => crate::daemon::serve(
+            &env.settings,
+            crate::daemon::ServeArgs { idle_exit: idle_exit.map(Duration::from_secs), or_any_port },
+        ),
+        Command::Mcp { tools } => crate::daemon::mcp(&env.settings, &tools),
+        Command::Sync { import, status, .. } => {
+            let what = if import {
+                "nothing to import"
+            } else if status {
+                "status: not configured"
+            } else {
+                "nothing to do"
+            };
+            note(&format!("sync is not configured yet; {what}"));
+            Ok(())
+        }
+        Command::Version => out(&format!("cairn {}", cairn_core::VERSION)),
         Command::Save(args) => save(env, args),
         Command::Search(args) => search(env, args),
         Command::Get { id, revisions } => get(env, &id, revisions),

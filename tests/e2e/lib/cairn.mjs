@@ -1,7 +1,7 @@
 // Finding the cairn binary, probing what it supports, and giving each test its own data dir.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -99,7 +99,46 @@ export async function makeCairnSandbox({ projectName = 'cairn-e2e-project', git 
     XDG_STATE_HOME: path.join(home, '.local', 'state'),
     NO_COLOR: '1',
   };
-  return { root: tmp.path, dataDir, home, project, env, cleanup: tmp.cleanup };
+  const cleanup = () => {
+    // `cairn mcp` starts a daemon for its data dir when none runs, detached so it outlives
+    // the agent; a test's daemon must not outlive the test.
+    stopDaemon(dataDir);
+    tmp.cleanup();
+  };
+  return { root: tmp.path, dataDir, home, project, env, cleanup };
+}
+
+/** Stop the daemon recorded in `<dataDir>/daemon.json`, if any: SIGTERM, then SIGKILL. */
+export function stopDaemon(dataDir) {
+  let pid;
+  try {
+    pid = JSON.parse(readFileSync(path.join(dataDir, 'daemon.json'), 'utf8')).pid;
+  } catch {
+    return;
+  }
+  if (!Number.isInteger(pid) || pid <= 1) return;
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + 3_000;
+  while (alive() && Date.now() < deadline) spawnSync('sleep', ['0.05']);
+  if (alive()) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
 }
 
 /** `git init` + one empty commit, quietly; does nothing if git is missing. */

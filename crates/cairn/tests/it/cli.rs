@@ -25,15 +25,8 @@ impl Cairn {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
-        cmd.args(args)
-            .current_dir(self.workspace())
-            .env_remove("CAIRN_PROJECT")
-            .env_remove("CAIRN_PORT")
-            .env_remove("CAIRN_LOG")
-            .env("CAIRN_DATA_DIR", self.data_dir())
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null());
+        let mut cmd = crate::support::cairn();
+        cmd.args(args).current_dir(self.workspace()).env("CAIRN_DATA_DIR", self.data_dir()).stdin(Stdio::null());
         cmd
     }
 
@@ -305,7 +298,7 @@ fn project_detection_config_and_git() {
     assert_eq!((out["project"].as_str(), out["project_source"].as_str()), (Some("widget-app"), Some("git_remote")));
     std::fs::create_dir_all(ws.join("pkg/sub/.cairn")).unwrap();
     std::fs::write(ws.join("pkg/sub/.cairn/config.json"), r#"{"project_name":"Sub-Pkg"}"#).unwrap();
-    let nested = Command::new(env!("CARGO_BIN_EXE_cairn"))
+    let nested = crate::support::cairn()
         .args(["project", "--json"])
         .current_dir(ws.join("pkg/sub"))
         .env("CAIRN_DATA_DIR", c.data_dir())

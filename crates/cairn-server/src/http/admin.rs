@@ -1,0 +1,204 @@
+//! The daemon and the store as a whole: health, stats, export/import, doctor, projects, sync
+//! status, the operation RPC and the OpenAPI document.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
+use axum::{Extension, Json};
+use cairn_core::ops::Op;
+use cairn_core::store::SCHEMA_VERSION;
+use cairn_core::{CairnError, ErrorCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ApiJson, ApiQuery, body_bytes};
+use super::schema;
+use super::{ApiResult, AppState, nonempty, ok, run};
+
+/// How long `/health` waits for the store. Clients probe with a short timeout; a long import
+/// holding the writer must not make the daemon look dead.
+const HEALTH_STORE_WAIT: Duration = Duration::from_millis(250);
+
+/// Is the daemon up, and which data directory does it serve? Needs no token.
+#[utoipa::path(get, operation_id = "health", path = "/health", tag = "daemon", security(()),
+    responses((status = 200, description = "The daemon answers", body = schema::Health)))]
+pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
+    let db = Arc::clone(&state.db);
+    let probe = tokio::task::spawn_blocking(move || db.with_writer(|store| store.schema_version()));
+    let (schema_version, store) = match tokio::time::timeout(HEALTH_STORE_WAIT, probe).await {
+        Ok(Ok(Ok(version))) => (version, json!("ok")),
+        Ok(Ok(Err(e))) => (SCHEMA_VERSION, json!({ "code": e.code.as_str(), "message": e.message })),
+        Ok(Err(e)) => (SCHEMA_VERSION, json!({ "code": ErrorCode::Internal.as_str(), "message": e.to_string() })),
+        Err(_) => (SCHEMA_VERSION, json!("busy")),
+    };
+    let status = if store.is_object() { "degraded" } else { "ok" };
+    Json(json!({
+        "status": status,
+        "service": "cairn",
+        "version": state.config.version,
+        "schema_version": schema_version,
+        "data_dir": state.config.data_dir.as_ref().map(|d| d.display().to_string()),
+        "store": store,
+    }))
+}
+
+/// Counts of the store.
+#[utoipa::path(get, operation_id = "stats", path = "/stats", tag = "daemon",
+    responses((status = 200, description = "Counts and projects", body = schema::Stats)))]
+pub(super) async fn stats(State(state): State<AppState>) -> ApiResult {
+    Ok(ok(run(&state, Op::Stats).await?))
+}
+
+/// Every project with its counts.
+#[utoipa::path(get, operation_id = "list_projects", path = "/projects", tag = "projects",
+    responses((status = 200, description = "Projects, most recently active first", body = schema::ProjectList)))]
+pub(super) async fn projects(State(state): State<AppState>) -> ApiResult {
+    let stats = run(&state, Op::Stats).await?;
+    let projects = stats["by_project"].as_array().cloned().unwrap_or_default();
+    Ok(ok(json!({ "count": projects.len(), "projects": projects })))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CurrentProjectParams {
+    /// The directory to identify (default: the daemon's working directory).
+    cwd: Option<String>,
+}
+
+/// Which project a directory belongs to. Never an error status: failures are in `error_hint`.
+#[utoipa::path(get, operation_id = "current_project", path = "/project/current", tag = "projects",
+    params(CurrentProjectParams),
+    responses((status = 200, description = "The detection result", body = schema::ProjectDetection)))]
+pub(super) async fn current_project(ApiQuery(p): ApiQuery<CurrentProjectParams>) -> Json<Value> {
+    let dir = nonempty(p.cwd).map(PathBuf::from).or_else(|| std::env::current_dir().ok()).unwrap_or_default();
+    let cwd = dir.display().to_string();
+    // Detection may run git: off the async threads.
+    let detected = tokio::task::spawn_blocking(move || cairn_core::project::detect_project(&dir))
+        .await
+        .unwrap_or_else(|e| Err(CairnError::internal(format!("project detection failed: {e}"))));
+    let body = match detected.and_then(|d| serde_json::to_value(d).map_err(CairnError::from)) {
+        Ok(mut found) => {
+            found["available_projects"] = json!([]);
+            found
+        }
+        Err(e) => json!({
+            "project": "",
+            "project_source": "error",
+            "project_path": "",
+            "cwd": cwd,
+            "available_projects": [],
+            "error_hint": e.message,
+        }),
+    };
+    Json(body)
+}
+
+/// Rename a project everywhere.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct MigrateBody {
+    pub old_project: String,
+    pub new_project: String,
+}
+
+/// Move everything of one project into another (plugins call it when detection changes a name).
+#[utoipa::path(post, operation_id = "migrate_project", path = "/projects/migrate", tag = "projects",
+    request_body = MigrateBody,
+    responses(
+        (status = 200, description = "`migrated` with counts, or `skipped` with a reason",
+            body = schema::MigrateOutcome),
+        (status = 400, description = "A name is missing or empty", body = ErrorBody)))]
+pub(super) async fn migrate_project(State(state): State<AppState>, ApiJson(b): ApiJson<MigrateBody>) -> ApiResult {
+    Ok(ok(run(&state, Op::MigrateProject { old_project: b.old_project, new_project: b.new_project }).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExportParams {
+    /// Only this project (its sessions, memories, prompts, relations). Empty is an error.
+    project: Option<String>,
+}
+
+/// Everything in the store (soft-deleted memories included), as a file to download.
+#[utoipa::path(get, operation_id = "export", path = "/export", tag = "daemon", params(ExportParams),
+    responses(
+        (status = 200, description = "The export", body = schema::ExportData,
+            headers(("Content-Disposition" = String, description = "attachment; filename=cairn-export.json"))),
+        (status = 400, description = "Empty project parameter", body = ErrorBody)))]
+pub(super) async fn export(State(state): State<AppState>, ApiQuery(p): ApiQuery<ExportParams>) -> ApiResult {
+    if p.project.as_deref().is_some_and(|name| name.trim().is_empty()) {
+        return Err(CairnError::empty("project").with_hint("omit it to export every project").into());
+    }
+    let mut response = ok(run(&state, Op::Export { project: p.project }).await?);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment; filename=cairn-export.json"));
+    Ok(response)
+}
+
+/// Import an export file (cairn's or engram's). All or nothing; importing twice changes nothing.
+#[utoipa::path(post, operation_id = "import", path = "/import", tag = "daemon",
+    request_body(content = schema::ExportData,
+        description = "An export file (up to the import size limit, 50 MiB by default)"),
+    responses(
+        (status = 200, description = "What was imported", body = schema::ImportReport),
+        (status = 400, description = "Not UTF-8, not JSON, or not shaped like an export", body = ErrorBody),
+        (status = 413, description = "Larger than the import limit", body = ErrorBody)))]
+pub(super) async fn import(State(state): State<AppState>, req: Request) -> ApiResult {
+    let bytes = body_bytes(req, &state).await?;
+    let data = cairn_core::transfer::parse_import_value(&bytes)?;
+    Ok(ok(run(&state, Op::Import { data }).await?))
+}
+
+/// Checks of the data directory and database (read-only).
+#[utoipa::path(get, operation_id = "doctor", path = "/doctor", tag = "daemon",
+    responses((status = 200, description = "The report; `status` is the worst check", body = schema::DoctorReport)))]
+pub(super) async fn doctor(State(state): State<AppState>) -> ApiResult {
+    Ok(ok(run(&state, Op::Doctor).await?))
+}
+
+/// Sync status: sync is not available yet.
+#[utoipa::path(get, operation_id = "sync_status", path = "/sync/status", tag = "daemon",
+    responses((status = 200, description = "Sync is off", body = schema::SyncStatus)))]
+pub(super) async fn sync_status() -> ApiResult {
+    Ok(ok(json!({ "enabled": false, "message": "sync is not configured" })))
+}
+
+/// Run any operation.
+///
+/// The daemon RPC behind `cairn mcp` and the CLI: `{"op": NAME, "args": {...}}`. 200 with the
+/// operation's JSON result, or the error body with the code's status.
+#[utoipa::path(post, operation_id = "run_op", path = "/v1/op", tag = "daemon", request_body = schema::OpRequest,
+    responses(
+        (status = 200, description = "The operation's result", body = Value),
+        (status = 400, description = "Not an operation, or bad arguments", body = ErrorBody),
+        (status = 404, description = "What the operation names does not exist", body = ErrorBody),
+        (status = 409, description = "The operation conflicts with the store's state", body = ErrorBody),
+        (status = 413, description = "Larger than the import limit", body = ErrorBody)))]
+pub(super) async fn op(State(state): State<AppState>, ApiJson(value): ApiJson<Value>) -> ApiResult {
+    let op = Op::from_value(value)?;
+    Ok(ok(run(&state, op).await?))
+}
+
+/// This document.
+#[utoipa::path(get, operation_id = "openapi", path = "/openapi.json", tag = "daemon",
+    responses((status = 200, description = "The OpenAPI 3.1 description of this API", body = Value)))]
+pub(super) async fn openapi(Extension(doc): Extension<Arc<Value>>) -> Json<Value> {
+    Json(Value::clone(&doc))
+}
+
+/// Unknown route.
+pub(super) async fn no_route(req: Request) -> ApiError {
+    ApiError::new(ErrorCode::RouteNotFound, format!("no route {} {}", req.method(), req.uri().path()))
+        .with_hint("see /openapi.json for the routes")
+}
+
+/// Known route, wrong method (axum adds the `Allow` header).
+pub(super) async fn wrong_method(req: Request) -> ApiError {
+    ApiError::new(ErrorCode::MethodNotAllowed, format!("{} is not allowed on {}", req.method(), req.uri().path()))
+        .with_hint("the Allow header lists the methods of this route")
+}

@@ -1,0 +1,222 @@
+//! Relations between memories (engram §7): listing, stats, verdicts, retroactive scans. The
+//! sync-deferred queue does not exist yet, so its routes answer empty.
+
+use axum::extract::State;
+use cairn_core::ErrorCode;
+use cairn_core::ops::Op;
+use cairn_core::relations::{Comparison, Judgment, RelationFilter, ScanRequest};
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ApiJson, ApiQuery, PathId};
+use super::schema;
+use super::{ApiResult, AppState, nonempty, ok, run, with_fields};
+
+/// Listing sizes of the deferred queue (engram: default 50, at most 500).
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 500;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Relations touching this project's memories.
+    project: Option<String>,
+    /// `pending`, `judged` or `orphaned`.
+    status: Option<String>,
+    /// RFC 3339: created at or after.
+    since: Option<String>,
+    /// Default 50, at most 500.
+    limit: Option<usize>,
+    offset: Option<usize>,
+}
+
+/// Relations, newest first.
+#[utoipa::path(get, operation_id = "list_conflicts", path = "/conflicts", tag = "conflicts", params(ListParams),
+    responses(
+        (status = 200, description = "A page of relations", body = schema::RelationPage),
+        (status = 400, description = "`since` is not RFC 3339, or a bad parameter", body = ErrorBody)))]
+pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<ListParams>) -> ApiResult {
+    let filter = RelationFilter {
+        project: nonempty(p.project),
+        status: nonempty(p.status),
+        since: nonempty(p.since),
+        limit: p.limit,
+        offset: p.offset,
+    };
+    Ok(ok(run(&state, Op::Relations(filter)).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StatsParams {
+    /// Only relations touching this project's memories.
+    project: Option<String>,
+}
+
+/// Relation counts by verdict and by status.
+#[utoipa::path(get, operation_id = "conflict_stats", path = "/conflicts/stats", tag = "conflicts", params(StatsParams),
+    responses((status = 200, description = "Counts", body = schema::RelationStats)))]
+pub(super) async fn stats(State(state): State<AppState>, ApiQuery(p): ApiQuery<StatsParams>) -> ApiResult {
+    Ok(ok(run(&state, Op::RelationStats { project: nonempty(p.project) }).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeferredParams {
+    /// `deferred` or `dead` (engram's queue states).
+    #[allow(dead_code)]
+    status: Option<String>,
+    /// Default 50, at most 500.
+    limit: Option<usize>,
+    #[allow(dead_code)]
+    offset: Option<usize>,
+}
+
+/// Relations whose sync was deferred: always empty until sync exists.
+#[utoipa::path(get, operation_id = "deferred_conflicts", path = "/conflicts/deferred", tag = "conflicts",
+    params(DeferredParams),
+    responses((status = 200, description = "An empty page", body = schema::DeferredPage)))]
+pub(super) async fn deferred(ApiQuery(p): ApiQuery<DeferredParams>) -> ApiResult {
+    let limit = p.limit.filter(|l| *l > 0).unwrap_or(DEFAULT_PAGE).min(MAX_PAGE);
+    Ok(ok(json!({ "total": 0, "limit": limit, "rows": [] })))
+}
+
+/// Retry deferred relations: nothing to retry until sync exists.
+#[utoipa::path(post, operation_id = "replay_deferred_conflicts", path = "/conflicts/deferred/replay", tag = "conflicts",
+    responses((status = 200, description = "Zero counts", body = schema::ReplayResult)))]
+pub(super) async fn replay() -> ApiResult {
+    Ok(ok(json!({ "retried": 0, "succeeded": 0, "failed": 0, "dead": 0 })))
+}
+
+/// A retroactive scan of a project's memories for relation candidates.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ScanBody {
+    pub project: String,
+    /// RFC 3339: only memories created at or after.
+    pub since: Option<String>,
+    /// Record the pairs found (default: dry run).
+    pub apply: Option<bool>,
+    /// Most pairs recorded in one run (default 100).
+    pub max_insert: Option<usize>,
+    /// Judge pairs with an LLM: not available yet (400).
+    pub semantic: Option<bool>,
+    /// engram's LLM-scan tuning; accepted (old clients send it) and unused.
+    #[allow(dead_code)]
+    pub concurrency: Option<u32>,
+    #[allow(dead_code)]
+    pub timeout_per_call_seconds: Option<u32>,
+    #[allow(dead_code)]
+    pub max_semantic: Option<u32>,
+}
+
+/// Look for relation candidates across a project; with `apply`, record them as pending.
+#[utoipa::path(post, operation_id = "scan_conflicts", path = "/conflicts/scan", tag = "conflicts",
+    request_body = ScanBody,
+    responses(
+        (status = 200, description = "What the scan found (and recorded)", body = schema::ScanResult),
+        (status = 400, description = "Missing project, or `semantic: true`", body = ErrorBody)))]
+pub(super) async fn scan(State(state): State<AppState>, ApiJson(b): ApiJson<ScanBody>) -> ApiResult {
+    if b.semantic == Some(true) {
+        return Err(ApiError::new(ErrorCode::InvalidArgument, "semantic scan needs an LLM runner; not available yet")
+            .with_hint("run the lexical scan (semantic: false) and judge pairs with POST /conflicts/judge"));
+    }
+    let request = ScanRequest {
+        project: b.project,
+        since: nonempty(b.since),
+        apply: b.apply.unwrap_or(false),
+        max_insert: b.max_insert,
+    };
+    let result = run(&state, Op::ScanRelations(request)).await?;
+    let zero = || json!(0);
+    Ok(ok(with_fields(
+        result,
+        [("semantic_judged", zero()), ("semantic_skipped", zero()), ("semantic_errors", zero())],
+    )))
+}
+
+/// A verdict on a pending relation (re-judging overwrites).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct JudgeBody {
+    /// The relation's sync id (from a save's `candidates[].judgment_id`).
+    pub judgment_id: String,
+    /// related, compatible, scoped, conflicts_with, supersedes or not_conflict.
+    pub relation: String,
+    pub reason: Option<String>,
+    pub evidence: Option<String>,
+    /// 0..1.
+    pub confidence: Option<f64>,
+    pub session_id: Option<String>,
+}
+
+/// Record a verdict on a pending relation.
+#[utoipa::path(post, operation_id = "judge_conflict", path = "/conflicts/judge", tag = "conflicts",
+    request_body = JudgeBody,
+    responses(
+        (status = 200, description = "The judged relation", body = schema::Judged),
+        (status = 400, description = "Unknown verdict, confidence outside 0..1, or memories of different projects",
+            body = ErrorBody),
+        (status = 404, description = "No such relation", body = ErrorBody)))]
+pub(super) async fn judge(State(state): State<AppState>, ApiJson(b): ApiJson<JudgeBody>) -> ApiResult {
+    let judgment = Judgment {
+        judgment_id: b.judgment_id,
+        relation: b.relation,
+        reason: b.reason,
+        evidence: b.evidence,
+        confidence: b.confidence,
+        session_id: b.session_id,
+    };
+    Ok(ok(run(&state, Op::Judge(judgment)).await?))
+}
+
+/// A direct verdict between two memories.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CompareBody {
+    pub memory_id_a: i64,
+    pub memory_id_b: i64,
+    pub relation: String,
+    /// 0..1.
+    pub confidence: f64,
+    /// Why (a sentence).
+    pub reasoning: String,
+    pub model: Option<String>,
+}
+
+/// Record a verdict between two memories (one relation per pair, updated in place).
+#[utoipa::path(post, operation_id = "compare_memories", path = "/conflicts/compare", tag = "conflicts",
+    request_body = CompareBody,
+    responses(
+        (status = 200, description = "The relation", body = schema::Compared),
+        (status = 400, description = "Bad verdict, confidence, reasoning, or memories of different projects",
+            body = ErrorBody),
+        (status = 404, description = "No such memory", body = ErrorBody)))]
+pub(super) async fn compare(State(state): State<AppState>, ApiJson(b): ApiJson<CompareBody>) -> ApiResult {
+    let comparison = Comparison {
+        memory_id_a: b.memory_id_a,
+        memory_id_b: b.memory_id_b,
+        relation: b.relation,
+        confidence: b.confidence,
+        reasoning: b.reasoning,
+        model: b.model,
+    };
+    Ok(ok(run(&state, Op::Compare(comparison)).await?))
+}
+
+/// One relation, with the titles of both memories.
+#[utoipa::path(get, operation_id = "get_conflict", path = "/conflicts/{relation_id}", tag = "conflicts",
+    params(("relation_id" = i64, Path, description = "Relation id (positive integer)")),
+    responses(
+        (status = 200, description = "The relation", body = schema::RelationDetail),
+        (status = 400, description = "Bad id", body = ErrorBody),
+        (status = 404, description = "No such relation", body = ErrorBody)))]
+pub(super) async fn get_one(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
+    let detail = run(&state, Op::GetRelation { id }).await?;
+    // engram's names for the same facts.
+    let aliases = [
+        ("relation_id", json!(id)),
+        ("source_snippet", detail["source_title"].clone()),
+        ("target_snippet", detail["target_title"].clone()),
+    ];
+    Ok(ok(with_fields(detail, aliases)))
+}

@@ -1,0 +1,118 @@
+//! The OpenAPI 3.1 document. Paths and schemas come from the handlers' `#[utoipa::path]`
+//! attributes (registered together with the routes, so the two cannot drift); this module adds
+//! what every route shares: the error response, the refusals, the bearer scheme, and `/mcp`.
+
+use utoipa::OpenApi;
+use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, PathItem};
+use utoipa::openapi::response::{Response, ResponseBuilder};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{Components, Content, Ref, RefOr};
+
+use super::HttpConfig;
+use super::error::ErrorBody;
+
+/// Name of the shared error response in `components.responses`.
+const ERROR_RESPONSE: &str = "Error";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "cairn",
+        description = "Local HTTP API of `cairn serve`: persistent memory for AI coding agents. \
+            Compatible with engram's HTTP API (same paths and fields), plus cairn's routes.\n\n\
+            Every error answers with one body, `ErrorBody`: `{\"error\": {\"code\", \"message\", \"hint\"}, \
+            \"code\", \"detail\"}`, and the HTTP status of its code (see `ErrorCode`).\n\n\
+            The server answers loopback clients with a loopback `Host` only, refuses cross-site browser \
+            requests, and requires `Authorization: Bearer <token>` on every route but `/health` when \
+            a token is configured."
+    ),
+    components(schemas(ErrorBody)),
+    tags(
+        (name = "memories", description = "Save, read, change and search memories"),
+        (name = "sessions", description = "Agent sessions"),
+        (name = "prompts", description = "What users asked"),
+        (name = "conflicts", description = "Relations between memories: duplicates, contradictions, supersessions"),
+        (name = "projects", description = "Project identity and maintenance"),
+        (name = "daemon", description = "Health, stats, export/import, doctor, the operation RPC"),
+        (name = "mcp", description = "MCP over streamable HTTP (when enabled)"),
+    )
+)]
+struct BaseDoc;
+
+/// The document the routes are registered into.
+pub(super) fn base() -> utoipa::openapi::OpenApi {
+    BaseDoc::openapi()
+}
+
+/// Complete the document built from the routes.
+pub(super) fn finish(mut doc: utoipa::openapi::OpenApi, config: &HttpConfig) -> utoipa::openapi::OpenApi {
+    doc.info.version = config.version.clone();
+    doc.info.license = None;
+    if config.mcp.is_some() {
+        doc.paths.paths.insert("/mcp".into(), mcp_path());
+    }
+    let components = doc.components.get_or_insert_with(Components::new);
+    components.responses.insert(ERROR_RESPONSE.into(), RefOr::T(error_response()));
+    components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+    // Optional globally (`{}`): the token is only required when the daemon is given one.
+    doc.security = Some(vec![SecurityRequirement::default(), SecurityRequirement::new("bearer", Vec::<String>::new())]);
+    for (path, item) in &mut doc.paths.paths {
+        for op in operations(item) {
+            add_shared_responses(op, path == "/health");
+        }
+    }
+    doc
+}
+
+fn error_response() -> Response {
+    ResponseBuilder::new()
+        .description("An error from cairn's error table. The status is the code's; the body is always `ErrorBody`.")
+        .content("application/json", Content::new(Some(Ref::from_schema_name("ErrorBody"))))
+        .build()
+}
+
+/// Refusals can happen on any route; everything else a route may answer is in `default`.
+fn add_shared_responses(op: &mut Operation, open_route: bool) {
+    let shared = |description: &str| {
+        RefOr::T(
+            ResponseBuilder::new()
+                .description(description)
+                .content("application/json", Content::new(Some(Ref::from_schema_name("ErrorBody"))))
+                .build(),
+        )
+    };
+    let responses = &mut op.responses.responses;
+    responses.entry("403".into()).or_insert_with(|| {
+        shared(
+            "`forbidden`: the Host is not a loopback name, the peer is not local, or a browser request is cross-site",
+        )
+    });
+    if !open_route {
+        responses.entry("401".into()).or_insert_with(|| {
+            shared("`unauthorized`: the daemon has a token and the request lacks it (`WWW-Authenticate: Bearer`)")
+        });
+    }
+    responses.entry("default".into()).or_insert_with(|| RefOr::Ref(Ref::from_response_name(ERROR_RESPONSE)));
+}
+
+fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
+    [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete, &mut item.head, &mut item.options]
+        .into_iter()
+        .filter_map(Option::as_mut)
+}
+
+/// `/mcp` is served by the MCP router (JSON-RPC over streamable HTTP), not by these handlers.
+fn mcp_path() -> PathItem {
+    let operation = |summary: &str| -> Operation {
+        OperationBuilder::new()
+            .tag("mcp")
+            .summary(Some(summary))
+            .description(Some("MCP streamable HTTP transport (JSON-RPC 2.0); the same tools as `cairn mcp`."))
+            .response("200", ResponseBuilder::new().description("MCP response (JSON or an SSE stream)"))
+            .build()
+    };
+    let mut item = PathItem::new(HttpMethod::Post, operation("Send MCP messages"));
+    item.get = Some(operation("Open an MCP server-to-client stream"));
+    item.delete = Some(operation("End an MCP session"));
+    item
+}

@@ -1,0 +1,248 @@
+//! Who may talk to the daemon, and how much they may send. Applied to every route, the MCP
+//! endpoint and the unknown-route fallback alike.
+//!
+//! 1. Browsers: a request a web page made cross-site (`Sec-Fetch-Site: cross-site`, or an
+//!    `Origin` that is not a loopback origin, `null` included) is refused. A page on the
+//!    internet must not read or write memories through the user's browser.
+//! 2. DNS rebinding: the `Host` must name loopback (`localhost`, `*.localhost`, `127.0.0.0/8`,
+//!    `[::1]`, any port), and the peer must be a loopback address. A request carrying the
+//!    configured bearer token is exempt: it proves the caller was given the token, which a
+//!    rebinding page never is, and that is what makes a non-loopback bind usable.
+//! 3. Token: when one is configured, every route except `GET /health` requires
+//!    `Authorization: Bearer <token>`, compared in constant time.
+//! 4. Size: bodies over the route's limit get 413 before a handler runs.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use cairn_core::ErrorCode;
+use subtle::ConstantTimeEq;
+
+use super::error::ApiError;
+use super::extract::payload_too_large;
+use super::{AppState, HttpConfig};
+
+/// Routes whose bodies may be as large as an export file.
+const LARGE_BODY_ROUTES: &[&str] = &["/import", "/v1/op"];
+
+/// Whether an address is loopback (`127.0.0.0/8`, `::1`, or an IPv4-mapped loopback). The
+/// binary refuses to listen anywhere else without a token.
+pub fn is_loopback(addr: &IpAddr) -> bool {
+    match addr {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
+pub(super) async fn security(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match admit(&state.config, &req) {
+        Ok(()) => next.run(req).await,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+fn admit(config: &HttpConfig, req: &Request) -> Result<(), ApiError> {
+    refuse_cross_site(req.headers())?;
+    let authorized = config.token.as_deref().is_some_and(|token| bearer_matches(req.headers(), token));
+    if authorized {
+        return Ok(());
+    }
+    require_loopback_host(req)?;
+    require_loopback_peer(req)?;
+    if config.token.is_some() && !is_health_probe(req) {
+        let presented = req.headers().contains_key(header::AUTHORIZATION);
+        let message = if presented { "the bearer token is wrong" } else { "this daemon requires a bearer token" };
+        return Err(ApiError::new(ErrorCode::Unauthorized, message)
+            .with_hint("send `Authorization: Bearer <token>` with the daemon's CAIRN_HTTP_TOKEN")
+            .with_header(header::WWW_AUTHENTICATE, "Bearer"));
+    }
+    Ok(())
+}
+
+fn is_health_probe(req: &Request) -> bool {
+    req.uri().path() == "/health" && matches!(*req.method(), Method::GET | Method::HEAD)
+}
+
+fn refuse_cross_site(headers: &HeaderMap) -> Result<(), ApiError> {
+    let forbidden = |why: String| {
+        ApiError::new(ErrorCode::Forbidden, why)
+            .with_hint("cairn answers local tools only; web pages cannot call it from a browser")
+    };
+    for site in headers.get_all("sec-fetch-site") {
+        if site.as_bytes().eq_ignore_ascii_case(b"cross-site") {
+            return Err(forbidden("cross-site browser requests are refused".into()));
+        }
+    }
+    for origin in headers.get_all(header::ORIGIN) {
+        let text = origin.to_str().unwrap_or("<not text>");
+        if !origin_is_loopback(text) {
+            return Err(forbidden(format!("requests from origin {text:?} are refused")));
+        }
+    }
+    Ok(())
+}
+
+/// `http(s)://<loopback host>[:port]`; `null` (sandboxed frames, files) is not.
+fn origin_is_loopback(origin: &str) -> bool {
+    let Some((scheme, rest)) = origin.split_once("://") else { return false };
+    let scheme_ok = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
+    scheme_ok && !rest.contains(['/', '@', '?', '#']) && host_is_loopback(rest)
+}
+
+fn require_loopback_host(req: &Request) -> Result<(), ApiError> {
+    let host = match req.headers().get(header::HOST) {
+        Some(value) => value.to_str().ok(),
+        // HTTP/1.0 without Host, or an absolute-form request target.
+        None => req.uri().authority().map(|a| a.as_str()),
+    };
+    match host {
+        Some(h) if host_is_loopback(h) => Ok(()),
+        other => Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!("Host {:?} is not a loopback name", other.unwrap_or("<none>")),
+        )
+        .with_hint("call cairn as http://127.0.0.1:PORT or http://localhost:PORT")),
+    }
+}
+
+/// The peer is only known when the router runs under `serve` (`ConnectInfo`); in-process
+/// callers are local by construction.
+fn require_loopback_peer(req: &Request) -> Result<(), ApiError> {
+    match req.extensions().get::<ConnectInfo<SocketAddr>>() {
+        Some(ConnectInfo(peer)) if !is_loopback(&peer.ip()) => {
+            Err(ApiError::new(ErrorCode::Forbidden, format!("requests from {} need the bearer token", peer.ip())))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `name[:port]` where name is `localhost`, `*.localhost` or a loopback IP (`[::1]` bracketed).
+pub(super) fn host_is_loopback(host: &str) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((inside, after)) = rest.split_once(']') else { return false };
+        let port = match after {
+            "" => None,
+            _ => match after.strip_prefix(':') {
+                Some(port) => Some(port),
+                None => return false,
+            },
+        };
+        return port_ok(port) && inside.parse::<IpAddr>().is_ok_and(|ip| is_loopback(&ip));
+    }
+    let (name, port) = match host.split_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (host.as_str(), None),
+    };
+    port_ok(port)
+        && (name == "localhost"
+            || name.strip_suffix(".localhost").is_some_and(is_dns_label_run)
+            || name.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback()))
+}
+
+fn port_ok(port: Option<&str>) -> bool {
+    port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn is_dns_label_run(name: &str) -> bool {
+    !name.is_empty()
+        && name.split('.').all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+}
+
+/// `Authorization: Bearer <token>`, scheme case-insensitive, token compared in constant time.
+fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    headers.get_all(header::AUTHORIZATION).iter().any(|value| {
+        let Ok(text) = value.to_str() else { return false };
+        let Some((scheme, given)) = text.trim().split_once(' ') else { return false };
+        scheme.eq_ignore_ascii_case("bearer") && bool::from(given.trim().as_bytes().ct_eq(token.as_bytes()))
+    })
+}
+
+/// Cap the body: a declared length over the limit is refused before reading; a streamed one is
+/// cut off while reading (the extractors turn that into the same 413).
+pub(super) async fn limit_body(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let limit = if LARGE_BODY_ROUTES.contains(&req.uri().path()) {
+        state.config.import_max_body_bytes
+    } else {
+        state.config.max_body_bytes
+    };
+    let declared =
+        req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return payload_too_large().into_response();
+    }
+    let req = req.map(|body| Body::new(http_body_util::Limited::new(body, limit)));
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for ok in [
+            "localhost",
+            "LOCALHOST:7437",
+            "127.0.0.1",
+            "127.0.0.1:7437",
+            "127.1.2.3:80",
+            "[::1]",
+            "[::1]:7437",
+            "app.localhost:3000",
+            "[::ffff:127.0.0.1]:1",
+        ] {
+            assert!(host_is_loopback(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "evil.example",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+            "10.0.0.1:7437",
+            "[::2]",
+            "::1",
+            "localhost:",
+            "localhost:abc",
+            "[::1]x",
+            "0.0.0.0",
+            ".localhost",
+            "a..localhost",
+        ] {
+            assert!(!host_is_loopback(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn loopback_origins() {
+        assert!(origin_is_loopback("http://localhost:5173"));
+        assert!(origin_is_loopback("https://127.0.0.1"));
+        for bad in ["null", "http://evil.example", "file://", "http://localhost@evil.example", "ws://localhost"] {
+            assert!(!origin_is_loopback(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bearer_tokens() {
+        let mut headers = HeaderMap::new();
+        assert!(!bearer_matches(&headers, "s3cret"));
+        headers.insert(header::AUTHORIZATION, "bearer s3cret".parse().unwrap());
+        assert!(bearer_matches(&headers, "s3cret"));
+        assert!(!bearer_matches(&headers, "s3cre"));
+        headers.insert(header::AUTHORIZATION, "Basic s3cret".parse().unwrap());
+        assert!(!bearer_matches(&headers, "s3cret"));
+    }
+
+    #[test]
+    fn loopback_addresses() {
+        assert!(is_loopback(&"127.0.0.1".parse().unwrap()));
+        assert!(is_loopback(&"::1".parse().unwrap()));
+        assert!(is_loopback(&"::ffff:127.0.0.1".parse().unwrap()));
+        assert!(!is_loopback(&"0.0.0.0".parse().unwrap()));
+        assert!(!is_loopback(&"192.168.1.2".parse().unwrap()));
+    }
+}

@@ -1,0 +1,383 @@
+//! Memories: save, list, get, update, delete, pin, passive capture, search, timeline, context.
+
+use axum::extract::State;
+use axum::http::HeaderValue;
+use cairn_core::context::ContextRequest;
+use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
+use cairn_core::ops::{Op, SaveRequest};
+use cairn_core::passive::PassiveCapture;
+use cairn_core::search::SearchQuery;
+use cairn_core::{CairnError, ErrorCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ApiJson, ApiQuery, PathId, require_id};
+use super::schema;
+use super::{ApiResult, AppState, created, nonempty, ok, parse_scope, run, with_fields};
+
+/// A memory to save: engram's fields plus cairn's (`pinned`, `directory`, `find_candidates`).
+/// Unknown fields are ignored, so newer engram clients keep working.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SaveBody {
+    /// Short, searchable title (first line kept).
+    pub title: String,
+    pub content: String,
+    /// decision, architecture, bugfix, pattern, config, discovery, learning, preference... (default `manual`).
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Default: `manual-save-<project>` (created when missing).
+    pub session_id: Option<String>,
+    pub project: Option<String>,
+    /// `project` (default) or `personal`.
+    pub scope: Option<String>,
+    /// Saving again with the same key (project, scope) revises the memory.
+    pub topic_key: Option<String>,
+    pub tool_name: Option<String>,
+    pub pinned: Option<bool>,
+    /// Working directory, recorded on a session created for this save.
+    pub directory: Option<String>,
+    /// Also look for memories this one may duplicate or contradict.
+    pub find_candidates: Option<bool>,
+}
+
+impl From<SaveBody> for SaveRequest {
+    fn from(b: SaveBody) -> Self {
+        SaveRequest {
+            observation: NewObservation {
+                title: b.title,
+                content: b.content,
+                kind: b.kind,
+                session_id: b.session_id,
+                project: b.project,
+                scope: b.scope,
+                topic_key: b.topic_key,
+                tool_name: b.tool_name,
+                pinned: b.pinned.unwrap_or(false),
+                directory: b.directory,
+            },
+            find_candidates: b.find_candidates.unwrap_or(false),
+        }
+    }
+}
+
+/// Save a memory: create it, revise the memory with the same topic_key, or count a duplicate.
+#[utoipa::path(post, operation_id = "save_observation", path = "/observations", tag = "memories",
+    request_body = SaveBody,
+    responses(
+        (status = 201, description = "Saved; `action` says whether it was created, revised or a duplicate",
+            body = schema::SaveResult),
+        (status = 400, description = "Missing or empty title/content, or the session belongs to another project",
+            body = ErrorBody)))]
+pub(super) async fn save(State(state): State<AppState>, ApiJson(body): ApiJson<SaveBody>) -> ApiResult {
+    let saved = run(&state, Op::Save(body.into())).await?;
+    Ok(created(with_fields(saved, [("status", json!("saved"))])))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Only this project (empty: every project).
+    project: Option<String>,
+    /// `project` or `personal`.
+    scope: Option<String>,
+    /// Only this type.
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    /// Default 20, at most 500.
+    limit: Option<usize>,
+    offset: Option<usize>,
+    /// Only `created_at:desc` (newest first).
+    sort: Option<String>,
+}
+
+/// Live memories, newest first.
+#[utoipa::path(get, operation_id = "list_observations", path = "/observations", tag = "memories", params(ListParams),
+    responses(
+        (status = 200, description = "Memories, newest first (`[]` when none)", body = Vec<schema::Observation>),
+        (status = 400, description = "Bad parameter (sort other than created_at:desc, unknown scope)",
+            body = ErrorBody)))]
+pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<ListParams>) -> ApiResult {
+    if let Some(sort) = p.sort.as_deref().filter(|s| *s != "created_at:desc") {
+        return Err(ApiError::new(ErrorCode::InvalidArgument, format!("sort {sort:?} is not supported"))
+            .with_hint("use sort=created_at:desc or omit it"));
+    }
+    let filter = ListFilter {
+        project: nonempty(p.project),
+        scope: parse_scope(p.scope)?,
+        kind: nonempty(p.kind),
+        limit: p.limit.unwrap_or(0),
+        offset: p.offset.unwrap_or(0),
+    };
+    Ok(ok(run(&state, Op::List(filter)).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RecentParams {
+    /// Only this project (empty: every project).
+    project: Option<String>,
+    /// `project` or `personal`.
+    scope: Option<String>,
+    /// Default 20, at most 500.
+    limit: Option<usize>,
+}
+
+/// The most recent memories.
+#[utoipa::path(get, operation_id = "recent_observations", path = "/observations/recent", tag = "memories",
+    params(RecentParams),
+    responses(
+        (status = 200, description = "Memories, newest first (`[]` when none)", body = Vec<schema::Observation>),
+        (status = 400, description = "Bad parameter", body = ErrorBody)))]
+pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<RecentParams>) -> ApiResult {
+    let filter = ListFilter {
+        project: nonempty(p.project),
+        scope: parse_scope(p.scope)?,
+        limit: p.limit.unwrap_or(0),
+        ..ListFilter::default()
+    };
+    Ok(ok(run(&state, Op::List(filter)).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GetParams {
+    /// Include earlier versions.
+    revisions: Option<bool>,
+}
+
+/// One memory.
+#[utoipa::path(get, operation_id = "get_observation", path = "/observations/{id}", tag = "memories",
+    params(("id" = i64, Path, description = "Memory id (positive integer)"), GetParams),
+    responses(
+        (status = 200, description = "The memory", body = schema::ObservationDetail),
+        (status = 400, description = "Bad id", body = ErrorBody),
+        (status = 404, description = "No such memory, or it was deleted", body = ErrorBody)))]
+pub(super) async fn get_one(
+    State(state): State<AppState>,
+    PathId(id): PathId,
+    ApiQuery(p): ApiQuery<GetParams>,
+) -> ApiResult {
+    Ok(ok(run(&state, Op::Get { id, revisions: p.revisions.unwrap_or(false) }).await?))
+}
+
+/// Fields to change; omitted fields are kept. At least one is required.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PatchBody {
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub title: Option<String>,
+    pub content: Option<String>,
+    pub project: Option<String>,
+    pub scope: Option<String>,
+    /// `""` clears the key.
+    pub topic_key: Option<String>,
+    pub tool_name: Option<String>,
+}
+
+impl From<PatchBody> for ObservationPatch {
+    fn from(b: PatchBody) -> Self {
+        ObservationPatch {
+            kind: b.kind,
+            title: b.title,
+            content: b.content,
+            project: b.project,
+            scope: b.scope,
+            topic_key: b.topic_key,
+            tool_name: b.tool_name,
+        }
+    }
+}
+
+/// Change a memory (the replaced version is kept as a revision).
+#[utoipa::path(patch, operation_id = "update_observation", path = "/observations/{id}", tag = "memories",
+    request_body = PatchBody,
+    params(("id" = i64, Path, description = "Memory id (positive integer)")),
+    responses(
+        (status = 200, description = "The updated memory", body = schema::Observation),
+        (status = 400, description = "Bad id, bad JSON, or no field to change", body = ErrorBody),
+        (status = 404, description = "No such memory", body = ErrorBody)))]
+pub(super) async fn update(
+    State(state): State<AppState>,
+    PathId(id): PathId,
+    ApiJson(body): ApiJson<PatchBody>,
+) -> ApiResult {
+    Ok(ok(run(&state, Op::Update { id, patch: body.into() }).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteParams {
+    /// Erase the row for good (default: soft delete, hidden from every read).
+    #[serde(alias = "hard_delete")]
+    hard: Option<bool>,
+}
+
+/// Delete a memory.
+#[utoipa::path(delete, operation_id = "delete_observation", path = "/observations/{id}", tag = "memories",
+    params(("id" = i64, Path, description = "Memory id (positive integer)"), DeleteParams),
+    responses(
+        (status = 200, description = "Deleted", body = schema::ObservationDeleted),
+        (status = 400, description = "Bad id", body = ErrorBody),
+        (status = 404, description = "No such memory (or already soft-deleted)", body = ErrorBody)))]
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    PathId(id): PathId,
+    ApiQuery(p): ApiQuery<DeleteParams>,
+) -> ApiResult {
+    Ok(ok(run(&state, Op::Delete { id, hard: p.hard.unwrap_or(false) }).await?))
+}
+
+/// Pin a memory: pinned memories lead their project's context.
+#[utoipa::path(post, operation_id = "pin_observation", path = "/observations/{id}/pin", tag = "memories",
+    params(("id" = i64, Path, description = "Memory id (positive integer)")),
+    responses(
+        (status = 200, description = "The pinned memory", body = schema::Observation),
+        (status = 400, description = "Bad id", body = ErrorBody),
+        (status = 404, description = "No such memory", body = ErrorBody)))]
+pub(super) async fn pin(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
+    Ok(ok(run(&state, Op::Pin { id, pinned: true }).await?))
+}
+
+/// Unpin a memory.
+#[utoipa::path(post, operation_id = "unpin_observation", path = "/observations/{id}/unpin", tag = "memories",
+    params(("id" = i64, Path, description = "Memory id (positive integer)")),
+    responses(
+        (status = 200, description = "The unpinned memory", body = schema::Observation),
+        (status = 400, description = "Bad id", body = ErrorBody),
+        (status = 404, description = "No such memory", body = ErrorBody)))]
+pub(super) async fn unpin(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
+    Ok(ok(run(&state, Op::Pin { id, pinned: false }).await?))
+}
+
+/// An agent's final message, to mine for "Key Learnings".
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PassiveBody {
+    pub content: String,
+    pub session_id: Option<String>,
+    pub project: Option<String>,
+    /// Where the text came from (`subagent-stop`, `task-complete`...; default `mcp-passive`).
+    pub source: Option<String>,
+}
+
+/// Save the learnings listed under a "Key Learnings" heading, skipping known ones.
+#[utoipa::path(post, operation_id = "capture_passive", path = "/observations/passive", tag = "memories",
+    request_body = PassiveBody,
+    responses(
+        (status = 200, description = "What was found and saved", body = schema::PassiveOutcome),
+        (status = 400, description = "Empty content, or the session belongs to another project", body = ErrorBody)))]
+pub(super) async fn passive(State(state): State<AppState>, ApiJson(b): ApiJson<PassiveBody>) -> ApiResult {
+    let capture = PassiveCapture { content: b.content, session_id: b.session_id, project: b.project, source: b.source };
+    Ok(ok(run(&state, Op::CapturePassive(capture)).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SearchParams {
+    /// What to look for: words (any may match), `"phrases"`, `prefix*`, or an exact topic_key.
+    q: Option<String>,
+    /// Only this type.
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    /// This project's memories plus personal ones (empty: every project).
+    project: Option<String>,
+    /// `project` or `personal`.
+    scope: Option<String>,
+    /// Default 10, at most 100.
+    limit: Option<usize>,
+    /// Ignore `project` and search everything.
+    all_projects: Option<bool>,
+}
+
+/// Search memories.
+///
+/// The answer is an array (engram's shape); explanations of an empty or shaped answer come in
+/// `X-Cairn-Notice` headers.
+#[utoipa::path(get, operation_id = "search", path = "/search", tag = "memories", params(SearchParams),
+    responses(
+        (status = 200, description = "Hits, best first (`[]` when none)", body = Vec<schema::SearchHit>,
+            headers(("X-Cairn-Notice" = String,
+                description = "Why the answer is empty or was shaped by a rule (one header per notice)"))),
+        (status = 400, description = "Missing or empty q, or a bad parameter", body = ErrorBody)))]
+pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<SearchParams>) -> ApiResult {
+    let text = p
+        .q
+        .ok_or_else(|| CairnError::empty("query parameter q").with_hint("say what to look for: /search?q=auth+bug"))?;
+    let query = SearchQuery {
+        text,
+        project: nonempty(p.project),
+        all_projects: p.all_projects.unwrap_or(false),
+        kind: nonempty(p.kind),
+        scope: parse_scope(p.scope)?,
+        limit: p.limit.unwrap_or(0),
+    };
+    let found = run(&state, Op::Search(query)).await?;
+    let mut response = ok(Value::Array(annotated_hits(&found)));
+    for notice in found["notices"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        response.headers_mut().append("x-cairn-notice", header_text(notice));
+    }
+    Ok(response)
+}
+
+/// The hits, each with its relation notes (the core keys them by sync id).
+fn annotated_hits(found: &Value) -> Vec<Value> {
+    let hits = found["hits"].as_array().cloned().unwrap_or_default();
+    hits.into_iter()
+        .map(|hit| {
+            let notes = hit["sync_id"].as_str().and_then(|id| found["annotations"].get(id)).cloned();
+            with_fields(hit, [("annotations", notes.unwrap_or_else(|| json!([])))])
+        })
+        .collect()
+}
+
+/// Header values are visible ASCII; anything else (a project name in another script) is escaped.
+fn header_text(text: &str) -> HeaderValue {
+    let ascii: String = text
+        .chars()
+        .map(|c| if c.is_ascii_graphic() || c == ' ' { c.to_string() } else { c.escape_unicode().to_string() })
+        .collect();
+    HeaderValue::from_str(&ascii).unwrap_or_else(|_| HeaderValue::from_static("notice not representable"))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TimelineParams {
+    /// The memory to centre on (required).
+    observation_id: Option<i64>,
+    /// Memories before it in its session (default 5, at most 50).
+    before: Option<usize>,
+    /// Memories after it (default 5, at most 50).
+    after: Option<usize>,
+}
+
+/// What happened around a memory in its session.
+#[utoipa::path(get, operation_id = "timeline", path = "/timeline", tag = "memories", params(TimelineParams),
+    responses(
+        (status = 200, description = "The memory and its neighbours", body = schema::Timeline),
+        (status = 400, description = "Missing or bad observation_id", body = ErrorBody),
+        (status = 404, description = "No such memory", body = ErrorBody)))]
+pub(super) async fn timeline(State(state): State<AppState>, ApiQuery(p): ApiQuery<TimelineParams>) -> ApiResult {
+    let id = require_id("observation_id", p.observation_id)?;
+    Ok(ok(run(&state, Op::Timeline { id, before: p.before.unwrap_or(5), after: p.after.unwrap_or(5) }).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ContextParams {
+    /// The project (empty: every project).
+    project: Option<String>,
+    /// `project` or `personal` (memories only).
+    scope: Option<String>,
+}
+
+/// What an agent should know at the start of a session, as markdown.
+#[utoipa::path(get, operation_id = "context", path = "/context", tag = "memories", params(ContextParams),
+    responses(
+        (status = 200, description = "Markdown context and what went into it", body = schema::Context),
+        (status = 400, description = "Bad scope", body = ErrorBody)))]
+pub(super) async fn context(State(state): State<AppState>, ApiQuery(p): ApiQuery<ContextParams>) -> ApiResult {
+    let request =
+        ContextRequest { project: nonempty(p.project), scope: parse_scope(p.scope)?, ..ContextRequest::default() };
+    Ok(ok(run(&state, Op::Context(request)).await?))
+}

@@ -1,0 +1,208 @@
+//! The HTTP API of `cairn serve`: engram's routes (its plugins and scripts work unchanged, minus
+//! its quirks) plus cairn's own, the operation RPC the CLI and `cairn mcp` forward to, the
+//! OpenAPI document, and the MCP endpoint when one is given.
+//!
+//! Every handler parses its input, builds one [`Op`] (or calls one core function), runs it on
+//! the daemon's store and shapes the JSON. Rules live in cairn-core.
+//!
+//! - `error`: [`ErrorBody`], the one error body, for every failure of every route.
+//! - `extract`: extractors that turn bad input into that body with a stable code.
+//! - `guard`: Host / Origin / token checks and body limits, on every route including `/mcp`.
+//! - `docs`: the OpenAPI 3.1 document, generated from the handlers.
+//! - routes: `memories`, `sessions` (and prompts), `conflicts`, `admin`.
+
+mod admin;
+mod conflicts;
+mod docs;
+mod error;
+mod extract;
+mod guard;
+mod memories;
+mod schema;
+mod sessions;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json, Router, middleware};
+use cairn_core::ErrorCode;
+use cairn_core::ops::Op;
+use cairn_core::text::Scope;
+use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::db::Db;
+
+pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use guard::is_loopback;
+
+/// Default cap on a request body.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Default cap on an import (`POST /import`, and `POST /v1/op` which may carry one).
+pub const DEFAULT_IMPORT_MAX_BODY_BYTES: usize = 50 * 1024 * 1024;
+
+/// How the HTTP door is set up.
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// When set, every route but `GET /health` requires `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// The data directory served, reported by `/health` (clients check it is theirs).
+    pub data_dir: Option<PathBuf>,
+    /// Reported by `/health` and the OpenAPI document.
+    pub version: String,
+    pub max_body_bytes: usize,
+    pub import_max_body_bytes: usize,
+    /// The MCP endpoint, nested at `/mcp` behind the same security checks.
+    pub mcp: Option<Router>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            token: None,
+            data_dir: None,
+            version: cairn_core::VERSION.to_owned(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            import_max_body_bytes: DEFAULT_IMPORT_MAX_BODY_BYTES,
+            mcp: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("data_dir", &self.data_dir)
+            .field("version", &self.version)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("import_max_body_bytes", &self.import_max_body_bytes)
+            .field("mcp", &self.mcp.is_some())
+            .finish()
+    }
+}
+
+/// What every handler gets.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub db: Arc<Db>,
+    pub config: Arc<HttpConfig>,
+}
+
+/// Serve until `shutdown` resolves, then finish the requests in flight and return.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
+/// Every route, the fallbacks and the security layers.
+pub fn router(state: AppState) -> Router {
+    let (routes, doc) = api().split_for_parts();
+    let doc = docs::finish(doc, &state.config);
+    let doc = Arc::new(serde_json::to_value(&doc).unwrap_or(Value::Null));
+    let mut app = routes;
+    if let Some(mcp) = state.config.mcp.clone() {
+        app = app.nest_service("/mcp", mcp);
+    }
+    // Layers run outside-in from the last added: security first, then the size limit.
+    app.fallback(admin::no_route)
+        .method_not_allowed_fallback(admin::wrong_method)
+        .layer(DefaultBodyLimit::disable()) // `guard::limit_body` sets the limit per route
+        .layer(middleware::from_fn_with_state(state.clone(), guard::limit_body))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::security))
+        .layer(Extension(doc))
+        .with_state(state)
+}
+
+/// The routes with their documentation (one `routes!` per path).
+fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(docs::base())
+        .routes(routes!(admin::health))
+        .routes(routes!(sessions::create))
+        .routes(routes!(sessions::end))
+        .routes(routes!(sessions::recent))
+        .routes(routes!(sessions::get_one, sessions::delete))
+        .routes(routes!(memories::save, memories::list))
+        .routes(routes!(memories::recent))
+        .routes(routes!(memories::get_one, memories::update, memories::delete))
+        .routes(routes!(memories::pin))
+        .routes(routes!(memories::unpin))
+        .routes(routes!(memories::passive))
+        .routes(routes!(memories::search))
+        .routes(routes!(memories::timeline))
+        .routes(routes!(memories::context))
+        .routes(routes!(sessions::add_prompt))
+        .routes(routes!(sessions::recent_prompts))
+        .routes(routes!(sessions::search_prompts))
+        .routes(routes!(sessions::delete_prompt))
+        .routes(routes!(admin::export))
+        .routes(routes!(admin::import))
+        .routes(routes!(admin::stats))
+        .routes(routes!(admin::doctor))
+        .routes(routes!(admin::projects))
+        .routes(routes!(admin::current_project))
+        .routes(routes!(admin::migrate_project))
+        .routes(routes!(admin::sync_status))
+        .routes(routes!(conflicts::list))
+        .routes(routes!(conflicts::stats))
+        .routes(routes!(conflicts::deferred))
+        .routes(routes!(conflicts::replay))
+        .routes(routes!(conflicts::scan))
+        .routes(routes!(conflicts::judge))
+        .routes(routes!(conflicts::compare))
+        .routes(routes!(conflicts::get_one))
+        .routes(routes!(admin::op))
+        .routes(routes!(admin::openapi))
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+/// Run one operation on the daemon's store.
+async fn run(state: &AppState, op: Op) -> Result<Value, ApiError> {
+    state.db.execute(op).await.map_err(ApiError::from)
+}
+
+fn ok(value: Value) -> Response {
+    Json(value).into_response()
+}
+
+fn created(value: Value) -> Response {
+    (StatusCode::CREATED, Json(value)).into_response()
+}
+
+/// Add fields to an operation's result object (engram's `status`, aliases).
+fn with_fields<const N: usize>(mut value: Value, fields: [(&str, Value); N]) -> Value {
+    if let Some(object) = value.as_object_mut() {
+        for (key, field) in fields {
+            object.insert(key.to_owned(), field);
+        }
+    }
+    value
+}
+
+/// engram's clients send `project=` for "no project": an empty filter means no filter.
+fn nonempty(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.trim().is_empty())
+}
+
+/// A scope filter: `project` or `personal`; anything else is refused rather than matching
+/// nothing in silence.
+fn parse_scope(value: Option<String>) -> Result<Option<Scope>, ApiError> {
+    match nonempty(value).map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None => Ok(None),
+        Some("project") => Ok(Some(Scope::Project)),
+        Some("personal") => Ok(Some(Scope::Personal)),
+        Some(other) => Err(ApiError::new(ErrorCode::InvalidArgument, format!("scope {other:?} is not a scope"))
+            .with_hint("use scope=project or scope=personal, or omit it")),
+    }
+}

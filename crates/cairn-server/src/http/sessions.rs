@@ -1,0 +1,186 @@
+//! Sessions and prompts.
+
+use axum::extract::State;
+use cairn_core::ops::Op;
+use cairn_core::prompts::NewPrompt;
+use cairn_core::sessions::NewSession;
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::ErrorBody;
+use super::extract::{ApiJson, ApiQuery, OptionalJson, PathId, PathText};
+use super::schema;
+use super::{ApiResult, AppState, created, nonempty, ok, run, with_fields};
+
+/// A session to open. Opening a known id again only fills what it lacks (idempotent).
+/// Unknown fields (engram's `ownership_mode`) are ignored.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SessionBody {
+    /// The agent's own session id.
+    pub id: String,
+    pub project: Option<String>,
+    pub directory: Option<String>,
+    /// opencode, claude-code...
+    pub agent: Option<String>,
+    /// The parent session of a sub-agent.
+    pub parent_id: Option<String>,
+}
+
+/// Open a session (or fill in what a known one lacks).
+#[utoipa::path(post, operation_id = "create_session", path = "/sessions", tag = "sessions", request_body = SessionBody,
+    responses(
+        (status = 201, description = "The session, `status: created`", body = schema::SessionWithStatus),
+        (status = 400, description = "Missing, empty or malformed id", body = ErrorBody)))]
+pub(super) async fn create(State(state): State<AppState>, ApiJson(b): ApiJson<SessionBody>) -> ApiResult {
+    let new =
+        NewSession { id: b.id, project: b.project, directory: b.directory, agent: b.agent, parent_id: b.parent_id };
+    let session = run(&state, Op::StartSession(new)).await?;
+    Ok(created(with_fields(session, [("status", json!("created"))])))
+}
+
+/// How a session ended. The body may be empty.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct EndBody {
+    /// What was done (`<private>` parts are redacted).
+    pub summary: Option<String>,
+}
+
+/// End a session.
+#[utoipa::path(post, operation_id = "end_session", path = "/sessions/{id}/end", tag = "sessions",
+    request_body(content = Option<EndBody>),
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "The session, `status: completed`", body = schema::SessionWithStatus),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody)))]
+pub(super) async fn end(
+    State(state): State<AppState>,
+    PathText(id): PathText,
+    OptionalJson(b): OptionalJson<EndBody>,
+) -> ApiResult {
+    let session = run(&state, Op::EndSession { id, summary: b.summary }).await?;
+    Ok(ok(with_fields(session, [("status", json!("completed"))])))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RecentSessionsParams {
+    /// Only this project (empty: every project).
+    project: Option<String>,
+    /// Default 5, at most 500.
+    limit: Option<usize>,
+}
+
+/// Sessions by latest activity, with memory counts.
+#[utoipa::path(get, operation_id = "recent_sessions", path = "/sessions/recent", tag = "sessions",
+    params(RecentSessionsParams),
+    responses(
+        (status = 200, description = "Sessions, most recently active first (`[]` when none)",
+            body = Vec<schema::SessionSummary>),
+        (status = 400, description = "Bad parameter", body = ErrorBody)))]
+pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<RecentSessionsParams>) -> ApiResult {
+    Ok(ok(run(&state, Op::Sessions { project: nonempty(p.project), limit: p.limit.unwrap_or(5) }).await?))
+}
+
+/// One session.
+#[utoipa::path(get, operation_id = "get_session", path = "/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "The session", body = schema::Session),
+        (status = 404, description = "No such session", body = ErrorBody)))]
+pub(super) async fn get_one(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
+    Ok(ok(run(&state, Op::GetSession { id }).await?))
+}
+
+/// Delete a session and its prompts; refused while it has memories.
+#[utoipa::path(delete, operation_id = "delete_session", path = "/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "Deleted", body = schema::SessionDeleted),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "The session still has memories", body = ErrorBody)))]
+pub(super) async fn delete(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
+    Ok(ok(run(&state, Op::DeleteSession { id }).await?))
+}
+
+/// A user prompt to record.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct PromptBody {
+    pub content: String,
+    /// Default: `manual-save-<project>` (created when missing).
+    pub session_id: Option<String>,
+    pub project: Option<String>,
+    pub directory: Option<String>,
+}
+
+/// Record what the user asked (an identical prompt in the same session is kept once).
+#[utoipa::path(post, operation_id = "add_prompt", path = "/prompts", tag = "prompts", request_body = PromptBody,
+    responses(
+        (status = 201, description = "The prompt, `status: saved`", body = schema::PromptSaved),
+        (status = 400, description = "Missing or empty content", body = ErrorBody)))]
+pub(super) async fn add_prompt(State(state): State<AppState>, ApiJson(b): ApiJson<PromptBody>) -> ApiResult {
+    let new = NewPrompt { content: b.content, session_id: b.session_id, project: b.project, directory: b.directory };
+    let prompt = run(&state, Op::AddPrompt(new)).await?;
+    Ok(created(with_fields(prompt, [("status", json!("saved"))])))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RecentPromptsParams {
+    /// Only this project (empty: every project).
+    project: Option<String>,
+    /// Default 20, at most 500.
+    limit: Option<usize>,
+}
+
+/// The most recent prompts.
+#[utoipa::path(get, operation_id = "recent_prompts", path = "/prompts/recent", tag = "prompts",
+    params(RecentPromptsParams),
+    responses(
+        (status = 200, description = "Prompts, newest first (`[]` when none)", body = Vec<schema::Prompt>),
+        (status = 400, description = "Bad parameter", body = ErrorBody)))]
+pub(super) async fn recent_prompts(
+    State(state): State<AppState>,
+    ApiQuery(p): ApiQuery<RecentPromptsParams>,
+) -> ApiResult {
+    Ok(ok(run(&state, Op::RecentPrompts { project: nonempty(p.project), limit: p.limit.unwrap_or(20) }).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SearchPromptsParams {
+    /// What to look for (required).
+    q: Option<String>,
+    /// Only this project (empty: every project).
+    project: Option<String>,
+    /// Default 10, at most 100.
+    limit: Option<usize>,
+}
+
+/// Full-text search over prompts.
+#[utoipa::path(get, operation_id = "search_prompts", path = "/prompts/search", tag = "prompts",
+    params(SearchPromptsParams),
+    responses(
+        (status = 200, description = "Prompts, best first (`[]` when none)", body = Vec<schema::Prompt>),
+        (status = 400, description = "Missing or empty q", body = ErrorBody)))]
+pub(super) async fn search_prompts(
+    State(state): State<AppState>,
+    ApiQuery(p): ApiQuery<SearchPromptsParams>,
+) -> ApiResult {
+    // An absent q is the same mistake as an empty one; the core names it.
+    let op =
+        Op::SearchPrompts { query: p.q.unwrap_or_default(), project: nonempty(p.project), limit: p.limit.unwrap_or(0) };
+    Ok(ok(run(&state, op).await?))
+}
+
+/// Delete a prompt for good.
+#[utoipa::path(delete, operation_id = "delete_prompt", path = "/prompts/{id}", tag = "prompts",
+    params(("id" = i64, Path, description = "Prompt id (positive integer)")),
+    responses(
+        (status = 200, description = "Deleted", body = schema::PromptDeleted),
+        (status = 400, description = "Bad id", body = ErrorBody),
+        (status = 404, description = "No such prompt", body = ErrorBody)))]
+pub(super) async fn delete_prompt(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
+    Ok(ok(run(&state, Op::DeletePrompt { id }).await?))
+}

@@ -1,0 +1,234 @@
+//! The MCP server (engram §12): engram's 19 `mem_*` tools plus cairn's one-tool `memory`
+//! router, over stdio (`cairn mcp`) or streamable HTTP (`/mcp` in `cairn serve`).
+//!
+//! Tools are thin: parse arguments → build an [`Op`](cairn_core::ops::Op) → run it through the
+//! [`Backend`] (usually the daemon) → render text. Every failure, bad arguments included, is a
+//! tool result with `isError: true` and a stable error code, never a protocol error.
+//!
+//! - [`profile`]: which tools a server exposes.
+//! - `tools`: the tool list (names, descriptions, annotations); `handlers`: what each does.
+//! - `render`: human text; `reply`: envelopes and errors; `activity`: save reminders.
+
+mod activity;
+mod args;
+mod handlers;
+pub mod profile;
+mod render;
+mod reply;
+mod router_tool;
+mod tools;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use axum::http::request::Parts;
+use cairn_core::CairnError;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
+use tokio_util::sync::CancellationToken;
+
+pub use profile::{ADMIN_TOOLS, AGENT_TOOLS, ROUTER_TOOL, ToolSelection};
+
+use crate::backend::Backend;
+use activity::{Activity, Prompts};
+
+/// Header an HTTP client may send to name the project of its calls (the daemon's own working
+/// directory says nothing about the agent's).
+pub const PROJECT_HEADER: &str = "x-cairn-project";
+
+/// How a server is set up.
+#[derive(Debug, Clone)]
+pub struct McpOptions {
+    pub tools: ToolSelection,
+    /// `--project` / `CAIRN_PROJECT`: used when a call names no project.
+    pub project: Option<String>,
+    /// Where the project is detected from when nothing names it.
+    pub cwd: PathBuf,
+    /// Reported as the server's version.
+    pub version: String,
+}
+
+impl McpOptions {
+    /// Every tool, project detected from `cwd`.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        Self { tools: ToolSelection::default(), project: None, cwd: cwd.into(), version: cairn_core::VERSION.into() }
+    }
+}
+
+/// What one server instance keeps: one per stdio process, one per MCP-over-HTTP session.
+struct State {
+    backend: Backend,
+    opts: McpOptions,
+    activity: Mutex<Activity>,
+    prompts: Mutex<Prompts>,
+}
+
+/// Per-call facts from the transport, handed to tools as an rmcp extension.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallCtx {
+    /// The `X-Cairn-Project` header (HTTP only).
+    header_project: Option<String>,
+}
+
+/// The MCP server. Build it with [`CairnMcp::new`] and serve it over any rmcp transport.
+#[derive(Clone)]
+pub struct CairnMcp {
+    state: Arc<State>,
+    tool_router: ToolRouter<CairnMcp>,
+}
+
+impl std::fmt::Debug for CairnMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CairnMcp").field("tools", &self.state.opts.tools).finish_non_exhaustive()
+    }
+}
+
+impl CairnMcp {
+    pub fn new(backend: Backend, opts: McpOptions) -> Self {
+        let mut tool_router = Self::tool_router();
+        tool_router.map.retain(|name, _| opts.tools.contains(name));
+        for route in tool_router.map.values_mut() {
+            route.attr.input_schema = Arc::new(args::slim_schema(&route.attr.input_schema));
+        }
+        let state = State {
+            backend,
+            opts,
+            activity: Mutex::new(Activity::new(Instant::now())),
+            prompts: Mutex::new(Prompts::default()),
+        };
+        Self { state: Arc::new(state), tool_router }
+    }
+
+    fn activity(&self) -> MutexGuard<'_, Activity> {
+        self.state.activity.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn prompts(&self) -> MutexGuard<'_, Prompts> {
+        self.state.prompts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CairnMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cairn", self.state.opts.version.clone()).with_title("cairn memory"))
+            .with_instructions(instructions(&self.state.opts.tools))
+    }
+
+    /// rmcp answers an unknown tool with a protocol error; agents handle a readable tool
+    /// error better, and the call counts toward the activity the save reminder looks at.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if !self.tool_router.has_route(&request.name) {
+            let offered: Vec<String> = self.tool_router.list_all().into_iter().map(|t| t.name.into_owned()).collect();
+            let err = CairnError::invalid(format!("unknown tool {:?}", request.name))
+                .with_hint(format!("this server offers: {}", offered.join(", ")));
+            return Ok(reply::error(&err).into());
+        }
+        self.activity().record_call();
+        let header_project = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.headers.get(PROJECT_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned);
+        context.extensions.insert(CallCtx { header_project });
+        self.tool_router.call(ToolCallContext::new(self, request, context)).await
+    }
+}
+
+/// The memory protocol sent once per session. Short: it costs tokens in every session.
+fn instructions(tools: &ToolSelection) -> String {
+    let router_only = !tools.contains("mem_save") && tools.contains(ROUTER_TOOL);
+    if !tools.contains("mem_save") && !router_only {
+        return "cairn memory: maintenance tools. Memory calls never replace your reply to the user.".to_owned();
+    }
+    let name = |tool: &str, op: &str| {
+        if router_only { format!("memory {{op: \"{op}\"}}") } else { tool.to_owned() }
+    };
+    format!(
+        "cairn is your persistent memory across sessions.\n\
+         - Recall: when a task may touch earlier work (a past decision, a bug seen before, a convention), call \
+         {context} once, then {search} with a few keywords; {get} gives a memory's full text.\n\
+         - Save: right after a decision, bug fix, discovery, convention or user preference, call {save}: a short \
+         title and content as What / Why / Where / Learned. Reuse a stable topic_key (e.g. architecture/auth-model) \
+         so later saves revise the memory instead of piling up. If the save lists possible duplicates, judge them \
+         with {judge}.\n\
+         - Summary: only the main agent, once, when the session's work is done: {summary} (Goal, Discoveries, \
+         Accomplished, Next steps, Relevant files). Sub-agents never call it.\n\
+         - Memory calls never replace your reply: always answer the user in full; saving is a side task.\n\
+         - Never save secrets; wrap sensitive text in <private>...</private>.",
+        context = name("mem_context", "context"),
+        search = name("mem_search", "search"),
+        get = name("mem_get_observation", "get"),
+        save = name("mem_save", "save"),
+        judge = name("mem_judge", "judge"),
+        summary = name("mem_session_summary", "session_summary"),
+    )
+}
+
+/// Serve MCP on stdin/stdout until the client leaves or Ctrl-C. stdout carries JSON-RPC only:
+/// log through `tracing` (to stderr), never print.
+pub async fn serve_stdio(backend: Backend, opts: McpOptions) -> cairn_core::Result<()> {
+    let service = CairnMcp::new(backend, opts)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| CairnError::internal(format!("MCP handshake failed: {e}")))?;
+    let cancel = service.cancellation_token();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    let reason = service.waiting().await;
+    ctrl_c.abort();
+    tracing::debug!(?reason, "MCP stdio session ended");
+    reason.map(|_| ()).map_err(|e| CairnError::internal(format!("MCP server stopped: {e}")))
+}
+
+/// Streamable HTTP MCP as a router, for the daemon to mount with `.nest("/mcp", ...)`.
+/// Cancel `cancel` on shutdown: open SSE streams otherwise keep a graceful shutdown waiting.
+/// Calls may name their project with the `X-Cairn-Project` header. Hosts are limited to
+/// loopback names (rmcp's DNS-rebinding guard).
+pub fn http_router(backend: Backend, opts: McpOptions, cancel: CancellationToken) -> axum::Router {
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(cancel)
+        .with_sse_keep_alive(Some(std::time::Duration::from_secs(15)));
+    let service = StreamableHttpService::new(
+        move || Ok(CairnMcp::new(backend.clone(), opts.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new().route_service("/", service)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instructions_name_the_tools_of_the_profile() {
+        let all = instructions(&ToolSelection::default());
+        assert!(
+            all.contains("mem_search") && all.contains("never replace your reply") && all.contains("Sub-agents never")
+        );
+        let router = instructions(&ToolSelection::parse("router").unwrap());
+        assert!(router.contains("memory {op: \"save\"}") && !router.contains("mem_save"), "{router}");
+        assert!(all.len() < 1500, "instructions cost tokens in every session: {} bytes", all.len());
+        let admin = instructions(&ToolSelection::parse("admin").unwrap());
+        assert!(!admin.contains("mem_save"), "{admin}");
+    }
+}

@@ -1,0 +1,179 @@
+//! `cairn serve` (the daemon that owns the database) and `cairn mcp` (one per agent session,
+//! forwarding to the daemon). Both are thin: settings → cairn-server entry points.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use cairn_core::settings::{Autostart, Settings, ensure_data_dir};
+use cairn_core::{CairnError, ErrorCode};
+use cairn_server::backend::{Backend, ConnectOptions};
+use cairn_server::client::{DaemonClient, DaemonInfo};
+use cairn_server::db::Db;
+use cairn_server::http::{AppState, HttpConfig, is_loopback};
+use cairn_server::mcp::{McpOptions, ToolSelection};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::output::note;
+
+/// Options of `cairn serve` beyond the settings.
+pub struct ServeArgs {
+    /// Leave after this long without a request (auto-started daemons).
+    pub idle_exit: Option<Duration>,
+    /// When the port is taken, listen on any free port (daemon.json tells clients where).
+    pub or_any_port: bool,
+}
+
+pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
+    let data_dir = canonical_data_dir(settings)?;
+    let bind: IpAddr = settings.bind.value.parse().map_err(|_| {
+        CairnError::new(
+            ErrorCode::InvalidConfig,
+            format!("bind address {:?} is not an IP address", settings.bind.value),
+        )
+    })?;
+    if !is_loopback(&bind) && settings.http_token.value.is_none() {
+        return Err(CairnError::new(
+            ErrorCode::InvalidConfig,
+            format!("refusing to listen on {bind} without a token: anyone on the network could read your memories"),
+        )
+        .with_hint("set CAIRN_HTTP_TOKEN (clients send it as a bearer token), or bind 127.0.0.1")
+        .into());
+    }
+    if let Some(running) = DaemonClient::discover(&data_dir, settings.http_token.value.clone()) {
+        note(&format!("cairn is already serving {} at http://{}", data_dir.display(), running.addr));
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(run_daemon(settings, data_dir, bind, args))
+}
+
+async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: ServeArgs) -> Result<()> {
+    let db = Db::open(&data_dir.join(cairn_core::store::DB_FILE))?;
+    let listener = bind_listener(bind, settings.port.value, args.or_any_port).await?;
+    let addr = listener.local_addr()?;
+    let cancel = CancellationToken::new();
+    let mcp_options = McpOptions {
+        tools: ToolSelection::parse("all")?,
+        project: settings.project.value.clone(),
+        cwd: std::env::current_dir().unwrap_or_else(|_| data_dir.clone()),
+        version: cairn_core::VERSION.to_owned(),
+    };
+    let mcp = cairn_server::mcp::http_router(Backend::Local(Arc::clone(&db)), mcp_options, cancel.clone());
+    let config = HttpConfig {
+        token: settings.http_token.value.clone(),
+        data_dir: Some(data_dir.clone()),
+        version: cairn_core::VERSION.to_owned(),
+        mcp: Some(mcp),
+        ..HttpConfig::default()
+    };
+    let state = AppState { db: Arc::clone(&db), config: Arc::new(config) };
+    let info = DaemonInfo {
+        pid: std::process::id(),
+        addr,
+        data_dir: data_dir.clone(),
+        version: cairn_core::VERSION.to_owned(),
+        started_at: cairn_core::clock::now_ts(),
+    };
+    info.write()?;
+    note(&format!("cairn {} serving {} at http://{addr}", cairn_core::VERSION, data_dir.display()));
+    let shutdown = shutdown_signal(Arc::clone(&db), args.idle_exit, cancel.clone());
+    let served = cairn_server::http::serve(listener, state, shutdown).await;
+    DaemonInfo::remove_if_mine(&data_dir);
+    Ok(served?)
+}
+
+async fn bind_listener(bind: IpAddr, port: u16, or_any_port: bool) -> Result<TcpListener> {
+    match TcpListener::bind(SocketAddr::new(bind, port)).await {
+        Ok(listener) => Ok(listener),
+        Err(e) if or_any_port && e.kind() == std::io::ErrorKind::AddrInUse => {
+            Ok(TcpListener::bind(SocketAddr::new(bind, 0)).await?)
+        }
+        Err(e) => Err(CairnError::new(ErrorCode::InvalidConfig, format!("cannot listen on {bind}:{port}: {e}"))
+            .with_hint("another program uses the port: pass --port N or set CAIRN_PORT")
+            .into()),
+    }
+}
+
+/// Resolves on SIGINT, SIGTERM or (when set) after an idle period; cancels MCP streams too.
+async fn shutdown_signal(db: Arc<Db>, idle_exit: Option<Duration>, cancel: CancellationToken) {
+    let idle = async {
+        match idle_exit {
+            Some(limit) => loop {
+                tokio::time::sleep(Duration::from_secs(5).min(limit)).await;
+                if db.idle_for() >= limit {
+                    note("cairn: idle, leaving");
+                    break;
+                }
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = terminate() => {},
+        () = idle => {},
+    }
+    cancel.cancel();
+}
+
+async fn terminate() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+fn canonical_data_dir(settings: &Settings) -> Result<PathBuf> {
+    let dir = &settings.data_dir.value;
+    ensure_data_dir(dir)?;
+    Ok(dir.canonicalize().unwrap_or_else(|_| dir.clone()))
+}
+
+/// `cairn mcp`: an MCP server on stdio whose tools run in the daemon (found, or started), or
+/// on the database directly when no daemon can be had.
+pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
+    let data_dir = canonical_data_dir(settings)?;
+    let selection = ToolSelection::parse(tools)?;
+    let direct = std::env::var("CAIRN_DIRECT").is_ok_and(|v| v == "1");
+    let options = ConnectOptions {
+        db_path: data_dir.join(cairn_core::store::DB_FILE),
+        data_dir,
+        token: settings.http_token.value.clone(),
+        port: settings.port.value,
+        autostart: match settings.autostart.value {
+            Autostart::Never => None,
+            Autostart::Mcp | Autostart::All => Some(std::env::current_exe()?),
+        },
+        direct,
+    };
+    let mcp_options = McpOptions {
+        tools: selection,
+        project: settings.project.value.clone(),
+        cwd: std::env::current_dir()?,
+        version: cairn_core::VERSION.to_owned(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(async move {
+        let backend = Backend::deferred(options);
+        backend.warm_up();
+        cairn_server::mcp::serve_stdio(backend, mcp_options).await
+    })?;
+    Ok(())
+}

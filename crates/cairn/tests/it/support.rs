@@ -1,0 +1,170 @@
+//! Helpers shared by the binary's integration tests.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub fn cairn() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    for var in ["CAIRN_PROJECT", "CAIRN_PORT", "CAIRN_LOG", "CAIRN_HTTP_TOKEN", "CAIRN_DIRECT", "CAIRN_BIND"] {
+        cmd.env_remove(var);
+    }
+    // Tests never leave a daemon behind: each starts its own when it needs one.
+    cmd.env("CAIRN_AUTOSTART", "never").env("NO_COLOR", "1");
+    cmd
+}
+
+/// A `cairn serve` on a free port for `data_dir`, stopped on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Daemon {
+    pub fn start(data_dir: &Path) -> Daemon {
+        let child = cairn()
+            .args(["serve", "--port", "0"])
+            .env("CAIRN_DATA_DIR", data_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn cairn serve");
+        // From here the child is owned by `Daemon`, whose drop stops and reaps it.
+        let mut daemon = Daemon { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(addr) = recorded_addr(data_dir)
+                && http(addr, "GET", "/health", None).0 == 200
+            {
+                daemon.addr = addr;
+                return daemon;
+            }
+            assert!(Instant::now() < deadline, "daemon did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn recorded_addr(data_dir: &Path) -> Option<SocketAddr> {
+    let text = std::fs::read_to_string(data_dir.join("daemon.json")).ok()?;
+    let info: Value = serde_json::from_str(&text).ok()?;
+    info["addr"].as_str()?.parse().ok()
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        {
+            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`; status and JSON body.
+pub fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let Ok(mut stream) = TcpStream::connect(addr) else { return (0, Value::Null) };
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (0, Value::Null);
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return (0, Value::Null) };
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, serde_json::from_slice(&raw[split + 4..]).unwrap_or(Value::Null))
+}
+
+/// A `cairn mcp` child driven over stdio with newline-delimited JSON-RPC.
+pub struct McpChild {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl McpChild {
+    pub fn spawn(data_dir: &Path, cwd: &Path, extra_env: &[(&str, &str)]) -> McpChild {
+        let mut cmd = cairn();
+        cmd.args(["mcp", "--tools", "all"])
+            .current_dir(cwd)
+            .env("CAIRN_DATA_DIR", data_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn cairn mcp");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = McpChild { child, stdin, stdout, next_id: 1 };
+        let init = mcp.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "cairn-tests", "version": "0"}}),
+        );
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        mcp.notify("notifications/initialized");
+        mcp
+    }
+
+    fn notify(&mut self, method: &str) {
+        writeln!(self.stdin, "{}", json!({"jsonrpc": "2.0", "method": method})).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Send a request and wait for its response (skipping notifications).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        writeln!(self.stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.stdout.read_line(&mut line).unwrap_or(0) == 0 {
+                return json!({"error": "cairn mcp closed its stdout"});
+            }
+            let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
+            if msg["id"] == id {
+                return msg;
+            }
+        }
+    }
+
+    /// Call a tool; `Ok(result)` unless the result or the call is an error.
+    pub fn call(&mut self, tool: &str, arguments: Value) -> Result<Value, String> {
+        let msg = self.request("tools/call", json!({"name": tool, "arguments": arguments}));
+        match msg.get("result") {
+            Some(result) if result["isError"] != true => Ok(result.clone()),
+            Some(result) => Err(result.to_string()),
+            None => Err(msg.to_string()),
+        }
+    }
+}
+
+impl Drop for McpChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

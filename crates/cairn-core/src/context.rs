@@ -14,6 +14,8 @@ use crate::text::{Scope, normalize_project, preview};
 
 /// Default size of a context block: large enough to be useful, small next to a context window.
 pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
+/// Memory counts on session lines stop here ("100+").
+const SESSION_COUNT_CAP: usize = 100;
 /// Most personal memories shown in a project's context.
 const PERSONAL_LIMIT: usize = 10;
 
@@ -108,7 +110,7 @@ impl Store {
             })?,
             _ => Vec::new(),
         };
-        let sessions = self.recent_sessions(project.as_deref(), req.sessions)?;
+        let sessions = self.recent_sessions_counted(project.as_deref(), req.sessions, Some(SESSION_COUNT_CAP + 1))?;
         let prompts = self.recent_prompts(project.as_deref(), req.prompts)?;
         if pinned.is_empty() && recent.is_empty() && personal.is_empty() && sessions.is_empty() && prompts.is_empty() {
             return Ok(Context { project, budget_bytes: req.budget_bytes, ..Context::default() });
@@ -201,7 +203,12 @@ fn session_line(s: &crate::model::SessionSummary, show_project: bool) -> String 
         None => line.push_str(&format!(" `{}`", s.session.id)),
     }
     let noun = if s.observation_count == 1 { "memory" } else { "memories" };
-    line.push_str(&format!(" [{} {noun}]", s.observation_count));
+    let count = if s.observation_count > SESSION_COUNT_CAP as i64 {
+        format!("{SESSION_COUNT_CAP}+")
+    } else {
+        s.observation_count.to_string()
+    };
+    line.push_str(&format!(" [{count} {noun}]"));
     line
 }
 

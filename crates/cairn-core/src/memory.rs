@@ -1,7 +1,7 @@
 //! The memory model (engram §4, done right): save with topic revision and dedupe, partial
 //! update, soft and hard delete, pinning, reads that never show deleted memories.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use time::Duration;
 
@@ -364,7 +364,7 @@ fn normalize_kind(raw: Option<&str>) -> Result<String> {
 
 /// The project a save lands in: the explicit one, else the session's, else none. An explicit
 /// project that contradicts an existing session's project is refused rather than guessed.
-fn resolve_project(tx: &Transaction<'_>, session_id: Option<&str>, explicit: Option<&str>) -> Result<String> {
+fn resolve_project(tx: &Connection, session_id: Option<&str>, explicit: Option<&str>) -> Result<String> {
     let session_project: Option<String> = match session_id {
         Some(id) => tx.query_row("SELECT project FROM sessions WHERE id = ?1", [id], |r| r.get(0)).optional()?,
         None => None,
@@ -383,7 +383,7 @@ fn resolve_project(tx: &Transaction<'_>, session_id: Option<&str>, explicit: Opt
 
 /// On the first memory of a project, name an existing project it probably meant (engram #171:
 /// one repo ended up under five spellings).
-fn similar_project_warning(tx: &Transaction<'_>, project: &str) -> Result<Option<String>> {
+fn similar_project_warning(tx: &Connection, project: &str) -> Result<Option<String>> {
     if project.is_empty() {
         return Ok(None);
     }
@@ -431,7 +431,7 @@ fn similarity_rank(a: &str, b: &str) -> Option<usize> {
     (distance <= limit).then_some(2 + distance)
 }
 
-fn find_topic(tx: &Transaction<'_>, p: &Prepared, project: &str) -> Result<Option<i64>> {
+fn find_topic(tx: &Connection, p: &Prepared, project: &str) -> Result<Option<i64>> {
     let Some(key) = &p.topic_key else { return Ok(None) };
     Ok(tx
         .query_row(
@@ -445,7 +445,7 @@ fn find_topic(tx: &Transaction<'_>, p: &Prepared, project: &str) -> Result<Optio
 }
 
 /// A topic save with the very same title and content is a duplicate, not a new revision.
-fn revise_or_count(tx: &Transaction<'_>, id: i64, p: &Prepared, now: &str) -> Result<SaveAction> {
+fn revise_or_count(tx: &Connection, id: i64, p: &Prepared, now: &str) -> Result<SaveAction> {
     let current = tx.query_row(
         &format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.id = ?1"),
         [id],
@@ -465,7 +465,7 @@ fn revise_or_count(tx: &Transaction<'_>, id: i64, p: &Prepared, now: &str) -> Re
     Ok(SaveAction::Revised)
 }
 
-fn keep_revision(tx: &Transaction<'_>, current: &Observation, now: &str) -> Result<()> {
+fn keep_revision(tx: &Connection, current: &Observation, now: &str) -> Result<()> {
     tx.execute(
         "INSERT INTO observation_revisions (observation_id, revision, type, title, content, replaced_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -474,7 +474,7 @@ fn keep_revision(tx: &Transaction<'_>, current: &Observation, now: &str) -> Resu
     Ok(())
 }
 
-fn find_duplicate(tx: &Transaction<'_>, p: &Prepared, project: &str, window_start: &str) -> Result<Option<i64>> {
+fn find_duplicate(tx: &Connection, p: &Prepared, project: &str, window_start: &str) -> Result<Option<i64>> {
     Ok(tx
         .query_row(
             "SELECT id FROM observations
@@ -487,7 +487,7 @@ fn find_duplicate(tx: &Transaction<'_>, p: &Prepared, project: &str, window_star
         .optional()?)
 }
 
-fn bump_duplicate(tx: &Transaction<'_>, id: i64, now: &str) -> Result<()> {
+fn bump_duplicate(tx: &Connection, id: i64, now: &str) -> Result<()> {
     tx.execute(
         "UPDATE observations SET duplicate_count = duplicate_count + 1, last_seen_at = ?2, updated_at = ?2 WHERE id = ?1",
         params![id, now],
@@ -496,7 +496,7 @@ fn bump_duplicate(tx: &Transaction<'_>, id: i64, now: &str) -> Result<()> {
 }
 
 fn insert(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     p: &Prepared,
     ctx: &SaveContext<'_>,
     pinned: bool,

@@ -1,6 +1,6 @@
 //! Sessions: created on first use, ended with a (redacted) summary, listed by recent activity.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CairnError, ErrorCode, Result};
@@ -62,8 +62,25 @@ impl Store {
 
     /// Sessions ordered by their latest activity (newest memory or start), with memory counts.
     pub fn recent_sessions(&self, project: Option<&str>, limit: usize) -> Result<Vec<SessionSummary>> {
+        self.recent_sessions_counted(project, limit, None)
+    }
+
+    /// Like [`Store::recent_sessions`], counting each session's memories only up to `cap`
+    /// (a long-lived session has thousands; a context line only needs "100+").
+    pub(crate) fn recent_sessions_counted(
+        &self,
+        project: Option<&str>,
+        limit: usize,
+        cap: Option<usize>,
+    ) -> Result<Vec<SessionSummary>> {
         let project = project.map(|p| normalize_project(p).0);
         let filter = if project.is_some() { "WHERE s.project = ?1" } else { "WHERE ?1 IS NULL" };
+        let count = match cap {
+            Some(cap) => format!(
+                "(SELECT count(*) FROM (SELECT 1 FROM observations o WHERE o.session_id = s.id AND o.deleted_at IS NULL LIMIT {cap}))"
+            ),
+            None => "(SELECT count(*) FROM observations o WHERE o.session_id = s.id AND o.deleted_at IS NULL)".to_owned(),
+        };
         // Rank by activity first (an index seek per session), count memories only for the
         // sessions that make the page.
         let sql = format!(
@@ -73,9 +90,7 @@ impl Store {
                 FROM sessions s {filter}
                 ORDER BY activity DESC, s.id LIMIT ?2
              )
-             SELECT {SESSION_COLUMNS},
-                    (SELECT count(*) FROM observations o WHERE o.session_id = s.id AND o.deleted_at IS NULL),
-                    ranked.activity
+             SELECT {SESSION_COLUMNS}, {count}, ranked.activity
              FROM ranked JOIN sessions s ON s.id = ranked.id
              ORDER BY ranked.activity DESC, s.id"
         );
@@ -162,7 +177,7 @@ pub(crate) fn validate_session_id(id: &str) -> Result<()> {
 
 /// Insert the session if missing; otherwise fill empty fields. Runs inside the caller's
 /// transaction so a save and its session commit together.
-pub(crate) fn ensure_session(tx: &Transaction<'_>, new: &NewSession, now: &str) -> Result<()> {
+pub(crate) fn ensure_session(tx: &Connection, new: &NewSession, now: &str) -> Result<()> {
     let project = new.project.as_deref().map(|p| normalize_project(p).0).unwrap_or_default();
     let directory = new.directory.as_deref().map(|d| redact(d).0).unwrap_or_default();
     let agent = new.agent.clone().unwrap_or_default();

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::normalize_ts;
@@ -262,7 +262,7 @@ fn optional_timestamp(raw: Option<&str>, at: &str) -> Result<Option<String>> {
     }
 }
 
-fn import_sessions(tx: &Transaction<'_>, sessions: &[SessionRecord], report: &mut ImportReport) -> Result<()> {
+fn import_sessions(tx: &Connection, sessions: &[SessionRecord], report: &mut ImportReport) -> Result<()> {
     for (i, s) in sessions.iter().enumerate() {
         let at = format!("sessions[{i}]");
         if s.id.trim().is_empty() {
@@ -304,7 +304,7 @@ fn import_sessions(tx: &Transaction<'_>, sessions: &[SessionRecord], report: &mu
 
 /// Rows may name sessions the file does not carry (engram exports by project): recreate them
 /// as stubs rather than refuse the import.
-fn ensure_referenced_sessions(tx: &Transaction<'_>, data: &ImportData, now: &str) -> Result<()> {
+fn ensure_referenced_sessions(tx: &Connection, data: &ImportData, now: &str) -> Result<()> {
     let referenced = data
         .observations
         .iter()
@@ -330,7 +330,7 @@ fn derived_sync_id(prefix: &str, parts: &[&str]) -> String {
 }
 
 fn import_observations(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     rows: &[ObservationRecord],
     now: &str,
     report: &mut ImportReport,
@@ -411,7 +411,7 @@ fn clean_observation(o: &ObservationRecord, now: &str, at: &str) -> Result<Clean
     })
 }
 
-fn insert_observation(tx: &Transaction<'_>, wanted_id: Option<i64>, r: &CleanObservation) -> Result<()> {
+fn insert_observation(tx: &Connection, wanted_id: Option<i64>, r: &CleanObservation) -> Result<()> {
     // Keep the original local id when it is free, so `#id` references in memories still hold
     // after a restore.
     let id_free = match wanted_id {
@@ -450,7 +450,7 @@ fn insert_observation(tx: &Transaction<'_>, wanted_id: Option<i64>, r: &CleanObs
     Ok(())
 }
 
-fn update_observation(tx: &Transaction<'_>, id: i64, r: &CleanObservation) -> Result<()> {
+fn update_observation(tx: &Connection, id: i64, r: &CleanObservation) -> Result<()> {
     tx.execute(
         "UPDATE observations SET type = ?2, title = ?3, content = ?4, tool_name = ?5, project = ?6, scope = ?7,
             topic_key = ?8, normalized_hash = ?9, revision_count = max(revision_count, ?10),
@@ -479,7 +479,7 @@ fn update_observation(tx: &Transaction<'_>, id: i64, r: &CleanObservation) -> Re
     Ok(())
 }
 
-fn import_prompts(tx: &Transaction<'_>, rows: &[PromptRecord], now: &str, report: &mut ImportReport) -> Result<()> {
+fn import_prompts(tx: &Connection, rows: &[PromptRecord], now: &str, report: &mut ImportReport) -> Result<()> {
     for (i, p) in rows.iter().enumerate() {
         let at = format!("prompts[{i}]");
         if p.content.trim().is_empty() {
@@ -519,7 +519,7 @@ fn import_prompts(tx: &Transaction<'_>, rows: &[PromptRecord], now: &str, report
     Ok(())
 }
 
-fn import_relations(tx: &Transaction<'_>, rows: &[RelationRecord], now: &str, report: &mut ImportReport) -> Result<()> {
+fn import_relations(tx: &Connection, rows: &[RelationRecord], now: &str, report: &mut ImportReport) -> Result<()> {
     for (i, r) in rows.iter().enumerate() {
         let at = format!("relations[{i}]");
         if r.sync_id.trim().is_empty() || r.source_id.trim().is_empty() || r.target_id.trim().is_empty() {

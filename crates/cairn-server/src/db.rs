@@ -1,23 +1,45 @@
-//! The daemon's hold on the store: one writer connection (writes are serialised in-process,
-//! so agents never race each other for SQLite's lock) and a small pool of reader connections
-//! (WAL lets reads run beside the writer). Work runs on tokio's blocking pool.
+//! The daemon's hold on the store.
+//!
+//! - Writes go to one writer thread that owns the writer connection. It takes every write
+//!   queued at that moment and runs them as one transaction, each in its own savepoint, then
+//!   commits once and only then answers them all (group commit: under load, one WAL append
+//!   and one FTS segment for many saves, instead of one each; a failing write is rolled back
+//!   alone). Agents never race each other for SQLite's lock.
+//! - Reads use a small pool of reader connections (WAL lets them run beside the writer).
+//! - A background thread checkpoints the WAL, so no request pays for a checkpoint.
+//! - A shared in-memory search index is built in the background at open.
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_core::ops::{self, Op};
 use cairn_core::search::index::SharedIndex;
 use cairn_core::{CairnError, Result, Store};
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 /// Readers kept open: enough for 2 cores plus a request waiting on I/O.
 const MAX_IDLE_READERS: usize = 4;
+/// Most writes committed together.
+const MAX_BATCH: usize = 64;
+/// How often the WAL is checkpointed in the background.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
+
+type Reply = oneshot::Sender<Result<Value>>;
+
+enum Job {
+    Op(Op, Reply),
+    /// Work on the writer connection that is not an operation (health probes).
+    Call(Box<dyn FnOnce(&mut Store) + Send>),
+}
 
 /// Shared access to one store.
 pub struct Db {
-    writer: Mutex<Store>,
+    jobs: Mutex<mpsc::Sender<Job>>,
     readers: Mutex<Vec<Store>>,
     /// `None` for an in-memory store (tests), where everything goes through the writer.
     path: Option<PathBuf>,
@@ -27,6 +49,8 @@ pub struct Db {
     last_used_ms: AtomicU64,
     /// In-memory search index shared by every connection (built in the background at open).
     index: Arc<SharedIndex>,
+    /// Cleared on drop: background threads stop.
+    alive: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Db {
@@ -35,50 +59,59 @@ impl std::fmt::Debug for Db {
     }
 }
 
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.alive.store(false, Ordering::Release);
+    }
+}
+
 impl Db {
-    /// Open the database file (migrating it once) for the daemon, and start building the
-    /// search index; until it is ready, searches use FTS5.
+    /// Open the database file (migrating it once) for the daemon, start the writer and the
+    /// checkpointer, and start building the search index; until it is ready, searches use
+    /// FTS5.
     pub fn open(path: &Path) -> Result<Arc<Db>> {
-        let writer = Store::open(path)?;
-        let db = Arc::new(Db::new(writer, Some(path.to_owned())));
-        let index = Arc::clone(&db.index);
-        let path = path.to_owned();
-        std::thread::spawn(move || {
-            let started = Instant::now();
-            match Store::open(&path).and_then(|s| s.build_index()) {
-                Ok(built) => {
-                    tracing::info!(memories = built.len(), elapsed = ?started.elapsed(), "search index ready");
-                    index.set(built);
-                }
-                Err(e) => tracing::warn!(error = %e, "could not build the search index; using FTS5"),
-            }
-        });
-        Ok(db)
+        let mut writer = Store::open(path)?;
+        let index = Arc::new(SharedIndex::default());
+        writer.attach_index(Arc::clone(&index));
+        let alive = Arc::new(AtomicBool::new(true));
+        if start_checkpointer(path, Arc::clone(&alive)) {
+            // Only now that someone else checkpoints may the writer stop doing it inline.
+            writer.conn_pragma("wal_autocheckpoint", 0)?;
+        }
+        build_index_in_background(path, Arc::clone(&index));
+        Ok(Arc::new(Db::new(writer, Some(path.to_owned()), index, alive)))
+    }
+
+    /// A private in-memory store (tests).
+    pub fn in_memory() -> Result<Arc<Db>> {
+        let index = Arc::new(SharedIndex::default());
+        Ok(Arc::new(Db::new(Store::open_in_memory()?, None, index, Arc::new(AtomicBool::new(true)))))
+    }
+
+    fn new(writer: Store, path: Option<PathBuf>, index: Arc<SharedIndex>, alive: Arc<AtomicBool>) -> Db {
+        let (jobs, inbox) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("cairn-writer".into())
+            .spawn(move || writer_loop(writer, &inbox))
+            .expect("spawn the writer thread");
+        Db {
+            jobs: Mutex::new(jobs),
+            readers: Mutex::new(Vec::new()),
+            path,
+            opened: Instant::now(),
+            last_used_ms: AtomicU64::new(0),
+            index,
+            alive,
+        }
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
     /// Whether the in-memory search index is built.
     pub fn index_ready(&self) -> bool {
         self.index.is_ready()
-    }
-
-    /// A private in-memory store (tests).
-    pub fn in_memory() -> Result<Arc<Db>> {
-        Ok(Arc::new(Db::new(Store::open_in_memory()?, None)))
-    }
-
-    fn new(mut writer: Store, path: Option<PathBuf>) -> Db {
-        let index = Arc::new(SharedIndex::default());
-        if path.is_some() {
-            writer.attach_index(Arc::clone(&index));
-        }
-        Db {
-            index,
-            writer: Mutex::new(writer),
-            readers: Mutex::new(Vec::new()),
-            path,
-            opened: Instant::now(),
-            last_used_ms: AtomicU64::new(0),
-        }
     }
 
     /// Time since the last operation.
@@ -92,39 +125,54 @@ impl Db {
         self.last_used_ms.store(ms, Ordering::Relaxed);
     }
 
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-
-    /// Run an operation off the async runtime.
+    /// Run an operation: writes on the writer thread, reads on a pooled reader.
     pub async fn execute(self: &Arc<Self>, op: Op) -> Result<Value> {
+        self.touch();
+        if op.is_write() || self.path.is_none() {
+            let reply = self.submit(op)?;
+            return reply.await.map_err(|_| writer_gone())?;
+        }
         let db = Arc::clone(self);
-        tokio::task::spawn_blocking(move || db.execute_blocking(op))
+        tokio::task::spawn_blocking(move || db.read(op))
             .await
             .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
     }
 
-    /// Run an operation on the calling thread.
+    /// Run an operation on the calling thread (not from async code: it blocks).
     pub fn execute_blocking(&self, op: Op) -> Result<Value> {
         self.touch();
         if op.is_write() || self.path.is_none() {
-            return ops::execute(&mut self.lock_writer(), op);
+            return self.submit(op)?.blocking_recv().map_err(|_| writer_gone())?;
         }
+        self.read(op)
+    }
+
+    /// Run `f` on the writer connection, in turn with the writes (blocking).
+    pub fn with_writer<T: Send + 'static>(&self, f: impl FnOnce(&mut Store) -> Result<T> + Send + 'static) -> Result<T> {
+        let (tx, rx) = mpsc::channel();
+        let call = Box::new(move |store: &mut Store| {
+            let _ = tx.send(f(store));
+        });
+        self.send(Job::Call(call))?;
+        rx.recv().map_err(|_| writer_gone())?
+    }
+
+    fn submit(&self, op: Op) -> Result<oneshot::Receiver<Result<Value>>> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Job::Op(op, tx))?;
+        Ok(rx)
+    }
+
+    fn send(&self, job: Job) -> Result<()> {
+        let jobs = self.jobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        jobs.send(job).map_err(|_| writer_gone())
+    }
+
+    fn read(&self, op: Op) -> Result<Value> {
         let mut reader = self.take_reader()?;
         let result = ops::execute(&mut reader, op);
         self.return_reader(reader);
         result
-    }
-
-    /// Direct access to the writer, for work that is not an [`Op`] (health checks).
-    pub fn with_writer<T>(&self, f: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
-        f(&mut self.lock_writer())
-    }
-
-    fn lock_writer(&self) -> MutexGuard<'_, Store> {
-        // A panic while holding the lock leaves the connection itself intact (SQLite rolls
-        // back the open transaction), so keep serving.
-        self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn take_reader(&self) -> Result<Store> {
@@ -147,9 +195,98 @@ impl Db {
     }
 }
 
+fn writer_gone() -> CairnError {
+    CairnError::internal("the writer thread stopped")
+}
+
+/// Take the first job, then whatever else is already queued, and run them.
+fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>) {
+    while let Ok(first) = inbox.recv() {
+        let mut pending: Vec<(Op, Reply)> = Vec::new();
+        for job in std::iter::once(first).chain(std::iter::from_fn(|| inbox.try_recv().ok()).take(MAX_BATCH - 1)) {
+            match job {
+                Job::Op(op, reply) => pending.push((op, reply)),
+                Job::Call(f) => {
+                    // Keep order: queued writes land before the call sees the store.
+                    commit_group(&mut store, std::mem::take(&mut pending));
+                    f(&mut store);
+                }
+            }
+        }
+        commit_group(&mut store, pending);
+    }
+}
+
+fn commit_group(store: &mut Store, group: Vec<(Op, Reply)>) {
+    match group.len() {
+        0 => {}
+        1 => {
+            let (op, reply) = group.into_iter().next().expect("one job");
+            let _ = reply.send(run_guarded(store, op));
+        }
+        _ => {
+            let (ops, replies): (Vec<Op>, Vec<Reply>) = group.into_iter().unzip();
+            match store.batch(ops, run_guarded) {
+                Ok(results) => {
+                    for (reply, result) in replies.into_iter().zip(results) {
+                        let _ = reply.send(result);
+                    }
+                }
+                // Nothing of the group is durable: every caller hears so.
+                Err(e) => {
+                    for reply in replies {
+                        let _ = reply.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A bug in one operation must not take the writer (and every later write) down.
+fn run_guarded(store: &mut Store, op: Op) -> Result<Value> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| ops::execute(store, op)))
+        .unwrap_or_else(|_| Err(CairnError::internal("the operation panicked; nothing it wrote was kept")))
+}
+
+/// Checkpoint the WAL every [`CHECKPOINT_EVERY`] on a connection of its own (PASSIVE: never
+/// blocks readers or the writer). Returns false when it cannot run.
+fn start_checkpointer(path: &Path, alive: Arc<AtomicBool>) -> bool {
+    let Ok(store) = Store::open(path) else { return false };
+    std::thread::Builder::new()
+        .name("cairn-checkpoint".into())
+        .spawn(move || {
+            while alive.load(Ordering::Acquire) {
+                std::thread::sleep(CHECKPOINT_EVERY);
+                if let Err(e) = store.checkpoint_passive() {
+                    tracing::debug!(error = %e, "checkpoint skipped");
+                }
+            }
+        })
+        .is_ok()
+}
+
+fn build_index_in_background(path: &Path, index: Arc<SharedIndex>) {
+    let path = path.to_owned();
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        match Store::open(&path).and_then(|s| s.build_index()) {
+            Ok(built) => {
+                tracing::info!(memories = built.len(), elapsed = ?started.elapsed(), "search index ready");
+                index.set(built);
+            }
+            Err(e) => tracing::warn!(error = %e, "could not build the search index; using FTS5"),
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn save(title: String) -> Op {
+        Op::from_value(serde_json::json!({"op": "save", "args": {"title": title, "content": "c", "project": "p"}})).unwrap()
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_and_reads_all_land() {
@@ -160,10 +297,7 @@ mod tests {
             let db = Arc::clone(&db);
             tasks.push(tokio::spawn(async move {
                 for i in 0..25 {
-                    let save = Op::from_value(serde_json::json!({"op": "save", "args": {
-                        "title": format!("t{t}-{i}"), "content": format!("content {t} {i}"), "project": "p"}}))
-                    .unwrap();
-                    db.execute(save).await.unwrap();
+                    db.execute(save(format!("t{t}-{i}"))).await.unwrap();
                     db.execute(Op::Stats).await.unwrap();
                 }
             }));
@@ -173,5 +307,26 @@ mod tests {
         }
         let stats = db.execute(Op::Stats).await.unwrap();
         assert_eq!(stats["total_observations"], 200);
+    }
+
+    #[test]
+    fn a_failing_write_in_a_group_fails_alone() {
+        let mut store = Store::open_in_memory().unwrap();
+        let bad = Op::from_value(serde_json::json!({"op": "save", "args": {"title": "", "content": "c"}})).unwrap();
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..3).map(|_| oneshot::channel()).unzip();
+        let group: Vec<(Op, Reply)> = vec![save("a".into()), bad, save("b".into())].into_iter().zip(txs).collect();
+        commit_group(&mut store, group);
+        let results: Vec<Result<Value>> = rxs.into_iter().map(|rx| rx.blocking_recv().unwrap()).collect();
+        assert!(results[0].is_ok() && results[2].is_ok());
+        assert_eq!(results[1].as_ref().unwrap_err().code, cairn_core::ErrorCode::EmptyField);
+        assert_eq!(store.stats().unwrap().total_observations, 2);
+    }
+
+    #[test]
+    fn with_writer_runs_in_turn() {
+        let db = Db::in_memory().unwrap();
+        db.execute_blocking(save("x".into())).unwrap();
+        let count = db.with_writer(|s| Ok(s.stats()?.total_observations)).unwrap();
+        assert_eq!(count, 1);
     }
 }

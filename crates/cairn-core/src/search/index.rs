@@ -417,10 +417,15 @@ fn fold_accent(c: char) -> char {
     }
 }
 
+/// Changes applied inline before a search; a longer backlog (a bulk import, a busy direct
+/// writer) is rebuilt in the background with one scan while FTS5 answers.
+const INLINE_CATCH_UP: i64 = 256;
+
 /// An index shared by a daemon's connections; empty until built.
 #[derive(Debug, Default)]
 pub struct SharedIndex {
     inner: RwLock<Option<MemoryIndex>>,
+    rebuilding: std::sync::atomic::AtomicBool,
 }
 
 impl SharedIndex {
@@ -433,9 +438,10 @@ impl SharedIndex {
     }
 
     /// Bring the index up to date with the log (cheap when nothing changed), then search.
-    /// `None` while the index is not built yet.
+    /// `None` when the index cannot answer now (not built yet, or rebuilding after a large
+    /// backlog): the caller uses FTS5, which is always current.
     pub fn search(
-        &self,
+        self: &std::sync::Arc<Self>,
         conn: &Connection,
         terms: &[Term],
         filter: &IndexFilter,
@@ -447,6 +453,11 @@ impl SharedIndex {
             match guard.as_ref() {
                 None => return Ok(None),
                 Some(index) if index.applied_seq >= latest => return Ok(Some(index.search(terms, filter, limit))),
+                Some(index) if latest - index.applied_seq > INLINE_CATCH_UP => {
+                    drop(guard);
+                    self.rebuild_in_background(conn);
+                    return Ok(None);
+                }
                 Some(_) => {}
             }
         }
@@ -456,6 +467,29 @@ impl SharedIndex {
             index.catch_up(conn)?;
         }
         Ok(Some(index.search(terms, filter, limit)))
+    }
+
+    /// Rebuild from one scan on a connection of its own, then swap (at most one at a time).
+    fn rebuild_in_background(self: &std::sync::Arc<Self>, conn: &Connection) {
+        use std::sync::atomic::Ordering;
+        let Some(path) = conn.path().filter(|p| !p.is_empty()).map(str::to_owned) else { return };
+        if self.rebuilding.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let shared = std::sync::Arc::clone(self);
+        std::thread::spawn(move || {
+            let built = Connection::open(&path)
+                .map_err(crate::error::CairnError::from)
+                .and_then(|c| {
+                    c.busy_timeout(crate::store::BUSY_TIMEOUT)?;
+                    MemoryIndex::build(&c)
+                });
+            match built {
+                Ok(index) => shared.set(index),
+                Err(e) => tracing::warn!(error = %e, "search index rebuild failed; FTS5 keeps answering"),
+            }
+            shared.rebuilding.store(false, Ordering::Release);
+        });
     }
 }
 
@@ -530,5 +564,46 @@ mod tests {
         let q = SearchQuery { project: Some("never-seen".into()), ..SearchQuery::new("tabs") };
         let got: Vec<i64> = daemon.search(&q).unwrap().hits.iter().map(|h| h.observation.id).collect();
         assert_eq!(got, vec![personal.id]);
+    }
+}
+
+#[cfg(test)]
+mod backlog_tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::Store;
+    use crate::search::SearchQuery;
+    use crate::testutil::obs;
+
+    #[test]
+    fn a_large_backlog_is_answered_by_fts5_then_by_the_rebuilt_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let mut daemon = Store::open(&path).unwrap();
+        let index = Arc::new(SharedIndex::default());
+        index.set(daemon.build_index().unwrap());
+        daemon.attach_index(Arc::clone(&index));
+        let mut other = Store::open(&path).unwrap();
+        for i in 0..(INLINE_CATCH_UP + 50) {
+            other.save(&obs("p", &format!("bulk {i}"), "imported zanzibar notes")).unwrap();
+        }
+        // Too far behind to catch up inline: FTS5 answers, and still finds everything.
+        let hits = daemon.search(&SearchQuery { limit: 5, ..SearchQuery::new("zanzibar") }).unwrap().hits;
+        assert_eq!(hits.len(), 5);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while index.rebuilding.load(std::sync::atomic::Ordering::Acquire) || !caught_up(&index, &daemon) {
+            assert!(Instant::now() < deadline, "rebuild did not finish");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let terms = crate::search::query::parse("zanzibar");
+        let found = index.search(daemon.conn(), &terms, &IndexFilter::default(), 1000).unwrap().unwrap();
+        assert_eq!(found.len() as i64, INLINE_CATCH_UP + 50);
+    }
+
+    fn caught_up(index: &SharedIndex, store: &Store) -> bool {
+        let latest = max_seq(store.conn()).unwrap();
+        index.inner.read().unwrap().as_ref().is_some_and(|i| i.applied_seq >= latest)
     }
 }

@@ -75,13 +75,26 @@ impl Store {
         self.clock = clock;
     }
 
+    /// Set a pragma on this connection (daemon tuning such as `wal_autocheckpoint`).
+    pub fn conn_pragma(&self, name: &str, value: i64) -> Result<()> {
+        self.conn.pragma_update(None, name, value)?;
+        Ok(())
+    }
+
+    /// Copy what the WAL holds into the database without blocking anyone (a daemon runs
+    /// this in the background so no request pays for a checkpoint).
+    pub fn checkpoint_passive(&self) -> Result<()> {
+        self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+
     /// Search through a shared in-memory index (the daemon holds one).
     pub fn attach_index(&mut self, index: Arc<crate::search::index::SharedIndex>) {
         self.index = Some(index);
     }
 
-    pub(crate) fn index(&self) -> Option<&crate::search::index::SharedIndex> {
-        self.index.as_deref()
+    pub(crate) fn index(&self) -> Option<&Arc<crate::search::index::SharedIndex>> {
+        self.index.as_ref()
     }
 
     /// Build an in-memory index of this store (consistent snapshot).
@@ -105,14 +118,50 @@ impl Store {
         &self.conn
     }
 
-    /// Run `f` in an IMMEDIATE transaction: the write lock is taken up front, so two writers
-    /// never deadlock upgrading read locks (which SQLite reports as SQLITE_BUSY at once,
-    /// ignoring the busy timeout).
-    pub(crate) fn write<T>(&mut self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+    /// Run `f` atomically. On its own: an IMMEDIATE transaction (the write lock is taken up
+    /// front, so two writers never deadlock upgrading read locks, which SQLite reports as
+    /// SQLITE_BUSY at once, ignoring the busy timeout). Inside a batch ([`Store::batch`]): a
+    /// savepoint, committed with the batch.
+    pub(crate) fn write<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if !self.conn.is_autocommit() {
+            let sp = self.conn.savepoint()?;
+            let value = f(&sp)?;
+            sp.commit()?;
+            return Ok(value);
+        }
         let tx = rusqlite::Transaction::new(&mut self.conn, rusqlite::TransactionBehavior::Immediate)?;
         let value = f(&tx)?;
         tx.commit()?;
         Ok(value)
+    }
+
+    /// Group commit: run several jobs in one transaction, each in its own savepoint (a job
+    /// that fails is rolled back alone), and commit once. Results are only final when this
+    /// returns `Ok`: a failed commit fails every job.
+    pub fn batch<T>(&mut self, jobs: impl IntoIterator<Item = T>, mut run: impl FnMut(&mut Store, T) -> Result<serde_json::Value>) -> Result<Vec<Result<serde_json::Value>>> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        let mut results = Vec::new();
+        for job in jobs {
+            let outcome = (|| {
+                self.conn.execute_batch("SAVEPOINT job")?;
+                match run(self, job) {
+                    Ok(value) => {
+                        self.conn.execute_batch("RELEASE job")?;
+                        Ok(value)
+                    }
+                    Err(e) => {
+                        self.conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
+                        Err(e)
+                    }
+                }
+            })();
+            results.push(outcome);
+        }
+        if let Err(e) = self.conn.execute_batch("COMMIT") {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(e.into());
+        }
+        Ok(results)
     }
 
     /// The schema version recorded in the file.

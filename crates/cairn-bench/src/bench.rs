@@ -531,6 +531,25 @@ fn latency_phase(name: &str, ms: &[f64], errors: usize, unit: &'static str) -> P
     }
 }
 
+/// After a bulk load a server may index in the background (cairn reports `search_index:
+/// "building"` on /health); measure searches only once it is done. Servers that do not say
+/// are not waited for. Returns how long it took.
+fn wait_for_search_index(client: &mut Client, cap: Duration) -> Option<Duration> {
+    let began = Instant::now();
+    loop {
+        let state = client
+            .get("/health")
+            .ok()
+            .and_then(|r| r.json())
+            .and_then(|v| v.get("search_index").and_then(Value::as_str).map(str::to_owned));
+        match state.as_deref() {
+            Some("building") if began.elapsed() < cap => std::thread::sleep(Duration::from_millis(100)),
+            Some(_) => return Some(began.elapsed()),
+            None => return None,
+        }
+    }
+}
+
 fn load(cfg: &Config, w: &Workload, t: &mut Target) -> PhaseResult {
     let mut client = Client::new(t.base.clone(), cfg.timeout().max(Duration::from_secs(600)));
     let existing = store_size(&mut client).unwrap_or(0);
@@ -587,6 +606,7 @@ fn load(cfg: &Config, w: &Workload, t: &mut Target) -> PhaseResult {
         drop(rx);
     });
     let secs = began.elapsed().as_secs_f64();
+    let settled = wait_for_search_index(&mut client, cfg.timeout().max(Duration::from_secs(300)));
     let mut p = PhaseResult {
         name: "load".into(),
         ok: lat.len() - errors,
@@ -607,6 +627,9 @@ fn load(cfg: &Config, w: &Workload, t: &mut Target) -> PhaseResult {
         p.notes.push(format!("server reports {imported} observations imported of {loaded} sent"));
     }
     p.notes.extend(samples);
+    if let Some(waited) = settled {
+        p.notes.push(format!("then waited {:.1} s for the server's search index", waited.as_secs_f64()));
+    }
     p
 }
 

@@ -79,20 +79,16 @@ impl Store {
             Some(cap) => format!(
                 "(SELECT count(*) FROM (SELECT 1 FROM observations o WHERE o.session_id = s.id AND o.deleted_at IS NULL LIMIT {cap}))"
             ),
-            None => "(SELECT count(*) FROM observations o WHERE o.session_id = s.id AND o.deleted_at IS NULL)".to_owned(),
+            None => {
+                "(SELECT count(*) FROM observations o WHERE o.session_id = s.id AND o.deleted_at IS NULL)".to_owned()
+            }
         };
-        // Rank by activity first (an index seek per session), count memories only for the
-        // sessions that make the page.
+        // Walk the activity index for the page, count memories only for those sessions.
         let sql = format!(
-            "WITH ranked AS (
-                SELECT s.id, max(s.started_at, COALESCE((SELECT max(o.created_at) FROM observations o
-                    WHERE o.session_id = s.id AND o.deleted_at IS NULL), '')) AS activity
-                FROM sessions s {filter}
-                ORDER BY activity DESC, s.id LIMIT ?2
-             )
-             SELECT {SESSION_COLUMNS}, {count}, ranked.activity
-             FROM ranked JOIN sessions s ON s.id = ranked.id
-             ORDER BY ranked.activity DESC, s.id"
+            "SELECT {SESSION_COLUMNS}, {count}, COALESCE(s.last_activity_at, s.started_at)
+             FROM sessions s {filter}
+             ORDER BY s.last_activity_at DESC, s.id
+             LIMIT ?2"
         );
         let mut stmt = self.conn().prepare_cached(&sql)?;
         let rows = stmt.query_map(params![project, limit as i64], |row| {

@@ -66,6 +66,8 @@ pub struct IndexFilter {
 pub struct MemoryIndex {
     stemmer: Stemmer,
     vocab: BTreeMap<Box<str>, u32>,
+    /// Token → term id: text repeats its words (Zipf), so most tokens skip the stemmer.
+    token_terms: HashMap<Box<str>, u32>,
     postings: Vec<Vec<Posting>>,
     docs: Vec<Doc>,
     slot_of: HashMap<i64, u32>,
@@ -121,6 +123,7 @@ impl MemoryIndex {
         MemoryIndex {
             stemmer: Stemmer::create(Algorithm::English),
             vocab: BTreeMap::new(),
+            token_terms: HashMap::new(),
             postings: Vec::new(),
             docs: Vec::new(),
             slot_of: HashMap::new(),
@@ -213,8 +216,7 @@ impl MemoryIndex {
         ];
         for (text, weight) in fields {
             for token in tokenize(text) {
-                let stem = self.stem(&token);
-                let term = self.term_id(&stem);
+                let term = self.token_term(&token);
                 *tf.entry(term).or_default() += weight;
                 len += weight;
             }
@@ -248,6 +250,16 @@ impl MemoryIndex {
                 self.total_len -= f64::from(doc.len);
             }
         }
+    }
+
+    fn token_term(&mut self, token: &str) -> u32 {
+        if let Some(&term) = self.token_terms.get(token) {
+            return term;
+        }
+        let stem = self.stem(token);
+        let term = self.term_id(&stem);
+        self.token_terms.insert(token.into(), term);
+        term
     }
 
     fn stem(&self, token: &str) -> String {
@@ -421,6 +433,9 @@ fn fold_accent(c: char) -> char {
 /// writer) is rebuilt in the background with one scan while FTS5 answers.
 const INLINE_CATCH_UP: i64 = 256;
 
+/// Changes the follower applies in place; more (a bulk import) are cheaper as one rebuild.
+const FOLLOW_LIMIT: i64 = 20_000;
+
 /// An index shared by a daemon's connections; empty until built.
 #[derive(Debug, Default)]
 pub struct SharedIndex {
@@ -435,6 +450,43 @@ impl SharedIndex {
 
     pub fn is_ready(&self) -> bool {
         self.inner.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+
+    /// Built and not rebuilding.
+    pub fn is_current(&self) -> bool {
+        self.is_ready() && !self.rebuilding.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Apply logged changes now (the daemon calls this after its own commits, off the request
+    /// path). A backlog too large to apply quickly becomes a background rebuild.
+    pub fn follow(self: &std::sync::Arc<Self>, conn: &Connection) -> Result<()> {
+        let latest = max_seq(conn)?;
+        let behind = {
+            let guard = self.inner.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match guard.as_ref() {
+                None => return Ok(()),
+                Some(index) => latest - index.applied_seq,
+            }
+        };
+        if behind <= 0 {
+            return Ok(());
+        }
+        if behind > FOLLOW_LIMIT {
+            self.rebuild_in_background(conn);
+            return Ok(());
+        }
+        let mut guard = self.inner.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(index) = guard.as_mut() {
+            index.catch_up(conn)?;
+        }
+        Ok(())
+    }
+
+    /// Start a background rebuild now (after a bulk import), instead of at the next search.
+    pub fn refresh_in_background(self: &std::sync::Arc<Self>, db_path: &std::path::Path) {
+        if let Ok(conn) = Connection::open(db_path) {
+            self.rebuild_in_background(&conn);
+        }
     }
 
     /// Bring the index up to date with the log (cheap when nothing changed), then search.
@@ -478,12 +530,10 @@ impl SharedIndex {
         }
         let shared = std::sync::Arc::clone(self);
         std::thread::spawn(move || {
-            let built = Connection::open(&path)
-                .map_err(crate::error::CairnError::from)
-                .and_then(|c| {
-                    c.busy_timeout(crate::store::BUSY_TIMEOUT)?;
-                    MemoryIndex::build(&c)
-                });
+            let built = Connection::open(&path).map_err(crate::error::CairnError::from).and_then(|c| {
+                c.busy_timeout(crate::store::BUSY_TIMEOUT)?;
+                MemoryIndex::build(&c)
+            });
             match built {
                 Ok(index) => shared.set(index),
                 Err(e) => tracing::warn!(error = %e, "search index rebuild failed; FTS5 keeps answering"),

@@ -279,6 +279,7 @@ impl Store {
         let mut hits = self.topic_hits(query, limit)?;
         let candidates = engine.candidates(self, query, limit + hits.len())?;
         let matcher = snippet::Matcher::new(&query::parse(&query.text));
+        let mut rows = self.get_many(candidates.iter().map(|c| c.id))?;
         for candidate in candidates {
             if hits.len() >= limit {
                 break;
@@ -286,7 +287,7 @@ impl Store {
             if hits.iter().any(|h| h.observation.id == candidate.id) {
                 continue;
             }
-            let observation = self.get(candidate.id)?;
+            let Some(observation) = rows.remove(&candidate.id) else { continue };
             let snippet = if candidate.snippet.is_empty() {
                 let made = matcher.snippet(&observation.title, &observation.content);
                 if made.is_empty() { crate::text::preview(&observation.content, 160) } else { made }
@@ -306,6 +307,20 @@ impl Store {
         }
         results.hits = hits;
         Ok(results)
+    }
+
+    /// Live memories by id, in one query (hydrating a page of hits).
+    fn get_many(&self, ids: impl Iterator<Item = i64>) -> Result<std::collections::HashMap<i64, Observation>> {
+        let ids: Vec<i64> = ids.collect();
+        if ids.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        let placeholders = vec!["?"; ids.len()].join(",");
+        let mut stmt = self.conn().prepare(&format!(
+            "SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.deleted_at IS NULL AND o.id IN ({placeholders})"
+        ))?;
+        let rows = stmt.query_map(params_from_iter(ids), Observation::from_row)?;
+        rows.map(|r| r.map(|o| (o.id, o)).map_err(Into::into)).collect()
     }
 
     fn topic_hits(&self, query: &SearchQuery, limit: usize) -> Result<Vec<SearchHit>> {

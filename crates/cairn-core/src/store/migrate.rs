@@ -7,8 +7,11 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::error::{CairnError, ErrorCode, Result};
 
 /// Migrations in order; index + 1 is the version each one produces.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../migrations/0001_init.sql"), include_str!("../../migrations/0002_change_log.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/0001_init.sql"),
+    include_str!("../../migrations/0002_change_log.sql"),
+    include_str!("../../migrations/0003_session_activity.sql"),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -58,6 +61,25 @@ mod tests {
         let mut conn = Connection::open_in_memory().unwrap();
         run(&mut conn).unwrap();
         run(&mut conn).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn upgrading_a_store_with_data_backfills_session_activity() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch(MIGRATIONS[1]).unwrap();
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.execute_batch(
+            "INSERT INTO sessions (id, project, started_at) VALUES ('s', 'p', '2026-01-01T00:00:00.000Z');
+             INSERT INTO observations (sync_id, session_id, type, title, content, project, normalized_hash, created_at, updated_at)
+             VALUES ('x', 's', 'manual', 't', 'c', 'p', 'h', '2026-03-01T00:00:00.000Z', '2026-03-01T00:00:00.000Z');",
+        )
+        .unwrap();
+        run(&mut conn).unwrap();
+        let activity: String =
+            conn.query_row("SELECT last_activity_at FROM sessions WHERE id = 's'", [], |r| r.get(0)).unwrap();
+        assert_eq!(activity, "2026-03-01T00:00:00.000Z");
         assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
     }
 

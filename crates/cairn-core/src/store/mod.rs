@@ -75,6 +75,11 @@ impl Store {
         self.clock = clock;
     }
 
+    /// Apply the changes logged since `index` last looked (the daemon's index follower).
+    pub fn follow_index(&self, index: &Arc<crate::search::index::SharedIndex>) -> Result<()> {
+        index.follow(&self.conn)
+    }
+
     /// Set a pragma on this connection (daemon tuning such as `wal_autocheckpoint`).
     pub fn conn_pragma(&self, name: &str, value: i64) -> Result<()> {
         self.conn.pragma_update(None, name, value)?;
@@ -138,7 +143,11 @@ impl Store {
     /// Group commit: run several jobs in one transaction, each in its own savepoint (a job
     /// that fails is rolled back alone), and commit once. Results are only final when this
     /// returns `Ok`: a failed commit fails every job.
-    pub fn batch<T>(&mut self, jobs: impl IntoIterator<Item = T>, mut run: impl FnMut(&mut Store, T) -> Result<serde_json::Value>) -> Result<Vec<Result<serde_json::Value>>> {
+    pub fn batch<T>(
+        &mut self,
+        jobs: impl IntoIterator<Item = T>,
+        mut run: impl FnMut(&mut Store, T) -> Result<serde_json::Value>,
+    ) -> Result<Vec<Result<serde_json::Value>>> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         let mut results = Vec::new();
         for job in jobs {

@@ -44,6 +44,7 @@ pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
         "schema_version": schema_version,
         "data_dir": state.config.data_dir.as_ref().map(|d| d.display().to_string()),
         "store": store,
+        "search_index": state.db.index_state(),
     }))
 }
 

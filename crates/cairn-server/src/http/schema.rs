@@ -493,6 +493,9 @@ pub struct Health {
     pub data_dir: Option<String>,
     /// `ok`, `busy` (a long write holds the store), or `{code, message}`.
     pub store: Value,
+    /// `ready`, or `building` while the in-memory search index is built or rebuilt (searches
+    /// are then answered by FTS5: correct, slower). Wait for `ready` before measuring.
+    pub search_index: String,
 }
 
 /// Any operation of cairn as data (the daemon RPC used by `cairn mcp` and the CLI).

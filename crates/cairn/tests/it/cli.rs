@@ -131,7 +131,9 @@ fn json_outputs_are_stable() {
         insta::assert_json_snapshot!("save_json", save);
     });
     let stats = c.json(&["stats"]);
+    assert_eq!(stats["schema_version"], cairn_core::store::SCHEMA_VERSION);
     insta::assert_json_snapshot!("stats_json", stats, {
+        ".schema_version" => "[SCHEMA_VERSION]",
         ".by_project[].last_activity_at" => "[TIME]",
         ".db_path" => "[PATH]",
         ".db_bytes" => "[N]",

@@ -120,6 +120,19 @@ impl Scope {
             Scope::Personal => "personal",
         }
     }
+
+    /// A scope *filter*, the same for every door: blank means no filter; anything but
+    /// `project` or `personal` is refused. (Saves normalise leniently with [`Scope::parse`];
+    /// a filter that quietly became `project` would hide the memories asked for.)
+    pub fn parse_filter(raw: Option<&str>) -> Result<Option<Scope>> {
+        match raw.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("") => Ok(None),
+            Some("project") => Ok(Some(Scope::Project)),
+            Some("personal") => Ok(Some(Scope::Personal)),
+            Some(other) => Err(CairnError::invalid(format!("scope {other:?} is not a scope"))
+                .with_hint("use project or personal, or leave it out")),
+        }
+    }
 }
 
 /// Topic keys: trimmed, lowercase, whitespace runs → `-`, at most 120 bytes; empty → none.
@@ -217,6 +230,15 @@ mod tests {
         assert_eq!(normalize_topic_key("  Auth  Flow\tv2 ").as_deref(), Some("auth-flow-v2"));
         assert_eq!(normalize_topic_key("   "), None);
         assert_eq!(normalize_topic_key(&"k".repeat(300)).unwrap().len(), MAX_TOPIC_KEY_BYTES);
+    }
+
+    #[test]
+    fn scope_filters_are_strict_saves_lenient() {
+        assert_eq!(Scope::parse_filter(None).unwrap(), None);
+        assert_eq!(Scope::parse_filter(Some(" ")).unwrap(), None);
+        assert_eq!(Scope::parse_filter(Some("Personal")).unwrap(), Some(Scope::Personal));
+        assert_eq!(Scope::parse_filter(Some("team")).unwrap_err().code, ErrorCode::InvalidArgument);
+        assert_eq!(Scope::parse("team"), Scope::Project);
     }
 
     #[test]

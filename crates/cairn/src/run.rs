@@ -262,7 +262,7 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
         project,
         all_projects: args.all_projects,
         kind: args.kind,
-        scope: args.scope.as_deref().map(Scope::parse),
+        scope: Scope::parse_filter(args.scope.as_deref())?,
         limit: args.limit,
     };
     let response: SearchResponse = env.call(Op::Search(query))?;
@@ -317,7 +317,7 @@ fn context(env: &Env, args: ContextArgs) -> Result<()> {
     let project = if args.all_projects { None } else { Some(env.project()?.project) };
     let req = ContextRequest {
         project,
-        scope: args.scope.as_deref().map(Scope::parse),
+        scope: Scope::parse_filter(args.scope.as_deref())?,
         budget_bytes: args.budget.unwrap_or(env.settings.context_budget.value),
         ..ContextRequest::default()
     };

@@ -30,7 +30,6 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json, Router, middleware};
-use cairn_core::ErrorCode;
 use cairn_core::ops::Op;
 use cairn_core::text::Scope;
 use serde_json::Value;
@@ -195,14 +194,7 @@ fn nonempty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
 }
 
-/// A scope filter: `project` or `personal`; anything else is refused rather than matching
-/// nothing in silence.
+/// A scope filter (the rule is core's, shared with the CLI and MCP).
 fn parse_scope(value: Option<String>) -> Result<Option<Scope>, ApiError> {
-    match nonempty(value).map(|s| s.trim().to_ascii_lowercase()).as_deref() {
-        None => Ok(None),
-        Some("project") => Ok(Some(Scope::Project)),
-        Some("personal") => Ok(Some(Scope::Personal)),
-        Some(other) => Err(ApiError::new(ErrorCode::InvalidArgument, format!("scope {other:?} is not a scope"))
-            .with_hint("use scope=project or scope=personal, or omit it")),
-    }
+    Ok(Scope::parse_filter(value.as_deref())?)
 }

@@ -30,8 +30,9 @@ fn given(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
 }
 
-fn scope_of(value: Option<String>) -> Option<Scope> {
-    given(value).map(|s| Scope::parse(&s))
+/// A scope filter: core's rule, shared with HTTP and the CLI.
+fn scope_of(value: Option<String>) -> Result<Option<Scope>> {
+    Scope::parse_filter(value.as_deref())
 }
 
 impl CairnMcp {
@@ -165,7 +166,7 @@ impl CairnMcp {
             project: Some(scoped.project.clone()),
             all_projects,
             kind: given(a.kind),
-            scope: scope_of(a.scope),
+            scope: scope_of(a.scope)?,
             limit: a.limit.unwrap_or(0),
         };
         let resp: SearchResponse = self.call(Op::Search(query)).await?;
@@ -179,7 +180,7 @@ impl CairnMcp {
         let scoped = self.resolve(call, a.project.as_deref()).await?;
         let request = ContextRequest {
             project: Some(scoped.project.clone()),
-            scope: scope_of(a.scope),
+            scope: scope_of(a.scope)?,
             ..ContextRequest::default()
         };
         let ctx: Context = self.call(Op::Context(request)).await?;

@@ -158,6 +158,10 @@ fn errors_have_codes_and_exit_codes() {
     for (name, args) in cases {
         snap!(*name, transcript(&c.run(args)));
     }
+    // A scope filter is read by core's rule, the same as over HTTP and MCP.
+    let bad_scope = c.run(&["search", "keep", "--scope", "team"]);
+    assert_eq!(bad_scope.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&bad_scope.stderr).contains("invalid_argument"));
     let json_err = c.run(&["get", "42", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&json_err.stdout).unwrap();
     assert_eq!(v["error"]["code"], "observation_not_found");

@@ -88,9 +88,6 @@ impl Backend {
         serde_json::from_value(value).map_err(|e| CairnError::internal(format!("unexpected result shape: {e}")))
     }
 
-    pub fn is_remote(&self) -> bool {
-        matches!(self, Backend::Remote(_))
-    }
 }
 
 impl Deferred {

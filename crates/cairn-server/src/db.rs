@@ -127,11 +127,6 @@ impl Db {
         self.path.as_deref()
     }
 
-    /// Whether the in-memory search index is built.
-    pub fn index_ready(&self) -> bool {
-        self.index.is_ready()
-    }
-
     /// `ready`, or `building` while the search index is built or rebuilt (searches are then
     /// answered by FTS5: correct, slower).
     pub fn index_state(&self) -> &'static str {

@@ -87,7 +87,6 @@ impl Backend {
         let value = self.execute(op).await?;
         serde_json::from_value(value).map_err(|e| CairnError::internal(format!("unexpected result shape: {e}")))
     }
-
 }
 
 impl Deferred {

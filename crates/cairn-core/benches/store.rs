@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cairn_core::Store;
 use cairn_core::context::ContextRequest;
 use cairn_core::memory::NewObservation;
-use cairn_core::search::SearchQuery;
+use cairn_core::search::{SearchMode, SearchQuery};
 
 const WORDS: &[&str] = &[
     "auth",
@@ -353,4 +353,61 @@ fn main() {
         .collect();
     report("context, project", ctx_samples);
     println!("database size: {:.1} MiB", store.disk_bytes() as f64 / (1024.0 * 1024.0));
+    hybrid(&path, indexed, count, queries);
+}
+
+/// Query embedding + hybrid search with the real model over `count` vectors. Embedding 100k
+/// memories takes hours on 2 cores, so the stored vectors are random unit vectors: the scan
+/// and the fusion cost the same whatever the vectors say; the query is embedded for real.
+fn hybrid(path: &std::path::Path, mut indexed: Store, count: usize, queries: usize) {
+    let dir = std::env::var_os("CAIRN_TEST_MODEL_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/all-MiniLM-L6-v2")
+    });
+    let Ok(model) = cairn_embed::LocalModel::load(&dir) else {
+        println!("no model in {} (scripts/install-test-deps.sh model): hybrid search not measured", dir.display());
+        return;
+    };
+    let semantic = cairn_core::search::semantic::Semantic::new(std::sync::Arc::new(model));
+    let mut writer = Store::open(path).expect("open writer");
+    writer.attach_semantic(std::sync::Arc::clone(&semantic));
+    let mut rng = Rng(0xfeed);
+    let started = Instant::now();
+    loop {
+        let pending = writer.pending_embeddings(semantic.model_id(), 5_000).expect("pending");
+        if pending.is_empty() {
+            break;
+        }
+        let items: Vec<_> = pending
+            .into_iter()
+            .map(|p| {
+                let mut v: Vec<f32> = (0..384).map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0).collect();
+                cairn_embed::normalise(&mut v);
+                (p, v)
+            })
+            .collect();
+        writer.put_embeddings(semantic.model_id(), &items).expect("store vectors");
+    }
+    indexed.attach_semantic(std::sync::Arc::clone(&semantic));
+    let loaded = indexed.load_vectors().expect("load vectors");
+    println!("{loaded} random vectors stored and loaded in {:.2} s", started.elapsed().as_secs_f64());
+    assert_eq!(loaded, count);
+    let mut rng = Rng(0xbeef);
+    for (label, mode) in [("hybrid", SearchMode::Hybrid), ("semantic", SearchMode::Semantic)] {
+        let samples: Vec<Duration> = (0..queries)
+            .map(|_| {
+                let q = SearchQuery {
+                    project: Some(PROJECTS[rng.below(PROJECTS.len())].to_owned()),
+                    mode: Some(mode),
+                    ..SearchQuery::new(format!("{} {}", QUESTIONS[rng.below(QUESTIONS.len())], rng.query(1, 2)))
+                };
+                semantic.clear_query_cache();
+                let t = Instant::now();
+                let results = indexed.search(&q).expect("search");
+                assert_eq!(results.mode, mode);
+                std::hint::black_box(results);
+                t.elapsed()
+            })
+            .collect();
+        report(&format!("query embedding + {label} search, project"), samples);
+    }
 }

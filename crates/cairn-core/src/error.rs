@@ -61,6 +61,14 @@ pub enum ErrorCode {
     InvalidJson,
     /// The route exists but not with this HTTP method.
     MethodNotAllowed,
+    /// No embedding model is installed or configured where one is needed.
+    ModelMissing,
+    /// The embedding model's files are unreadable, truncated or of an unsupported kind.
+    ModelInvalid,
+    /// A downloaded or copied file does not have the expected sha256.
+    ChecksumMismatch,
+    /// The embedding endpoint is down, slow, or answered badly.
+    EmbedderUnavailable,
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal,
 }
@@ -94,6 +102,10 @@ impl ErrorCode {
         Self::RouteNotFound,
         Self::InvalidJson,
         Self::MethodNotAllowed,
+        Self::ModelMissing,
+        Self::ModelInvalid,
+        Self::ChecksumMismatch,
+        Self::EmbedderUnavailable,
         Self::Internal,
     ];
 
@@ -130,6 +142,10 @@ impl ErrorCode {
             Self::RouteNotFound => "route_not_found",
             Self::InvalidJson => "invalid_json",
             Self::MethodNotAllowed => "method_not_allowed",
+            Self::ModelMissing => "model_missing",
+            Self::ModelInvalid => "model_invalid",
+            Self::ChecksumMismatch => "checksum_mismatch",
+            Self::EmbedderUnavailable => "embedder_unavailable",
             Self::Internal => "internal",
         }
     }
@@ -157,7 +173,8 @@ impl ErrorCode {
             Self::MethodNotAllowed => 405,
             Self::SessionHasObservations => 409,
             Self::ContentTooLarge | Self::PayloadTooLarge => 413,
-            Self::DatabaseBusy | Self::DaemonUnavailable => 503,
+            Self::DatabaseBusy | Self::DaemonUnavailable | Self::EmbedderUnavailable | Self::ModelMissing => 503,
+            Self::ModelInvalid | Self::ChecksumMismatch => 500,
             Self::DatabaseCorrupt | Self::SchemaTooNew | Self::DataDirNotWritable | Self::Internal => 500,
         }
     }

@@ -43,6 +43,8 @@ mod privacy_tests;
 #[cfg(test)]
 mod search_tests;
 #[cfg(test)]
+mod semantic_tests;
+#[cfg(test)]
 mod testutil;
 #[cfg(test)]
 mod transfer_tests;

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::context::ContextRequest;
-use crate::error::{CairnError, Result};
+use crate::error::{CairnError, ErrorCode, Result};
 use crate::memory::{ListFilter, NewObservation, ObservationPatch, SaveOutcome};
 use crate::passive::PassiveCapture;
 use crate::prompts::NewPrompt;
@@ -132,6 +132,12 @@ pub enum Op {
     },
     /// Checks of the data dir and database.
     Doctor,
+    /// Queue every memory for (re-)embedding: `force` drops the stored vectors first. The
+    /// daemon's background indexer does the work; poll `stats.embeddings_pending`.
+    Reindex {
+        #[serde(default)]
+        force: bool,
+    },
 }
 
 fn yes() -> bool {
@@ -168,6 +174,9 @@ pub struct SearchResponse {
     pub notices: Vec<String>,
     /// Relation lines per memory sync id (supersedes, conflicts, pending review).
     pub annotations: std::collections::HashMap<String, Vec<String>>,
+    /// The ranking used (lexical, semantic, hybrid).
+    #[serde(default)]
+    pub mode: Option<crate::search::SearchMode>,
 }
 
 impl Op {
@@ -270,6 +279,7 @@ pub fn execute(store: &mut Store, op: Op) -> Result<Value> {
         Op::ScanRelations(req) => json(store.scan_relations(&req)?),
         Op::MigrateProject { old_project, new_project } => json(store.migrate_project(&old_project, &new_project)?),
         Op::MergeProjects { from, to } => json(store.merge_projects(&from, &to)?),
+        Op::Reindex { force } => json(reindex(store, force)?),
         Op::Doctor => {
             let dir = store.path().and_then(std::path::Path::parent).map(std::path::Path::to_owned);
             match dir {
@@ -303,11 +313,35 @@ fn save(store: &mut Store, req: &SaveRequest) -> Result<SaveResponse> {
     Ok(SaveResponse { outcome, candidates })
 }
 
+/// What `reindex` queued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReindexReport {
+    pub model: Option<String>,
+    /// Vectors dropped (with `force`).
+    pub cleared: usize,
+    /// Memories waiting for a vector now.
+    pub pending: i64,
+}
+
+fn reindex(store: &mut Store, force: bool) -> Result<ReindexReport> {
+    let Some(semantic) = store.semantic().cloned() else {
+        return Err(CairnError::new(ErrorCode::ModelMissing, "semantic search is off: there is no embedding model")
+            .with_hint("run `cairn model install`, or configure an endpoint (CAIRN_EMBEDDER=http)"));
+    };
+    let cleared =
+        if force { store.clear_embeddings(None)? } else { store.clear_embeddings(Some(semantic.model_id()))? };
+    if force {
+        semantic.forget_all();
+    }
+    let pending = store.count_pending_embeddings(semantic.model_id())?;
+    Ok(ReindexReport { model: Some(semantic.model_id().to_owned()), cleared, pending })
+}
+
 fn search(store: &Store, q: &SearchQuery) -> Result<SearchResponse> {
     let results = store.search(q)?;
     let ids: Vec<String> = results.hits.iter().map(|h| h.observation.sync_id.clone()).collect();
     let annotations = store.relation_annotations(&ids)?;
-    Ok(SearchResponse { hits: results.hits, notices: results.notices, annotations })
+    Ok(SearchResponse { hits: results.hits, notices: results.notices, annotations, mode: Some(results.mode) })
 }
 
 #[cfg(test)]

@@ -25,7 +25,51 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_CONTEXT_BUDGET", "size of a context block in bytes"),
     ("CAIRN_LOG", "log filter (e.g. info, cairn_core=debug)"),
     ("CAIRN_AUTOSTART", "who starts the daemon when none runs: mcp (default), all (CLI too), never"),
+    ("CAIRN_EMBEDDER", "semantic search model: local (default; files from `cairn model install`), http, none"),
+    ("CAIRN_MODEL_DIR", "directory of the local embedding model (default <data dir>/models/all-MiniLM-L6-v2)"),
+    ("CAIRN_EMBED_URL", "OpenAI-compatible API root for CAIRN_EMBEDDER=http (e.g. http://localhost:11434/v1)"),
+    ("CAIRN_EMBED_MODEL", "model name sent to the embedding endpoint"),
+    ("CAIRN_EMBED_API_KEY", "bearer key for the embedding endpoint"),
 ];
+
+/// Which model embeds memories for semantic search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbedderKind {
+    /// The local model in `model_dir` (when its files are there).
+    Local,
+    /// An OpenAI-compatible endpoint.
+    Http,
+    /// Lexical search only.
+    None,
+}
+
+impl std::str::FromStr for EmbedderKind {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "local" => Ok(EmbedderKind::Local),
+            "http" | "openai" | "remote" => Ok(EmbedderKind::Http),
+            "none" | "off" | "0" | "false" => Ok(EmbedderKind::None),
+            _ => Err(()),
+        }
+    }
+}
+
+/// Everything needed to build the embedder (passed to whoever opens the store).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbedderConfig {
+    pub kind: EmbedderKind,
+    pub model_dir: PathBuf,
+    pub url: Option<String>,
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+}
+
+/// Where `cairn model install` puts the default model.
+pub fn default_model_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("models").join("all-MiniLM-L6-v2")
+}
 
 /// Who starts the daemon when none is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +147,11 @@ struct FileConfig {
     context_budget: Option<usize>,
     log: Option<String>,
     autostart: Option<Autostart>,
+    embedder: Option<EmbedderKind>,
+    model_dir: Option<PathBuf>,
+    embed_url: Option<String>,
+    embed_model: Option<String>,
+    embed_api_key: Option<String>,
 }
 
 /// The effective configuration.
@@ -112,11 +161,19 @@ pub struct Settings {
     pub port: Setting<u16>,
     pub bind: Setting<String>,
     /// Never printed in full.
+    #[serde(serialize_with = "masked")]
     pub http_token: Setting<Option<String>>,
     pub project: Setting<Option<String>>,
     pub context_budget: Setting<usize>,
     pub log: Setting<String>,
     pub autostart: Setting<Autostart>,
+    pub embedder: Setting<EmbedderKind>,
+    pub model_dir: Setting<PathBuf>,
+    pub embed_url: Setting<Option<String>>,
+    pub embed_model: Setting<Option<String>>,
+    /// Never printed in full.
+    #[serde(serialize_with = "masked")]
+    pub embed_api_key: Setting<Option<String>>,
 }
 
 impl Settings {
@@ -141,6 +198,11 @@ impl Settings {
             context_budget: Setting::default(DEFAULT_BUDGET_BYTES),
             log: Setting::default("warn".to_owned()),
             autostart: Setting::default(Autostart::Mcp),
+            embedder: Setting::default(EmbedderKind::Local),
+            model_dir: Setting::default(default_model_dir(&data_dir.value)),
+            embed_url: Setting::default(None),
+            embed_model: Setting::default(None),
+            embed_api_key: Setting::default(None),
             data_dir,
         };
         s.apply_file(file);
@@ -169,6 +231,21 @@ impl Settings {
         if let Some(v) = file.autostart {
             self.autostart = Setting { value: v, source: Source::ConfigFile };
         }
+        if let Some(v) = file.embedder {
+            self.embedder = Setting { value: v, source: Source::ConfigFile };
+        }
+        if let Some(v) = file.model_dir {
+            self.model_dir = Setting { value: v, source: Source::ConfigFile };
+        }
+        for (value, setting) in [
+            (file.embed_url, &mut self.embed_url),
+            (file.embed_model, &mut self.embed_model),
+            (file.embed_api_key, &mut self.embed_api_key),
+        ] {
+            if let Some(v) = value {
+                *setting = Setting { value: Some(v), source: Source::ConfigFile };
+            }
+        }
     }
 
     fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
@@ -195,6 +272,21 @@ impl Settings {
         if let Some(v) = env("CAIRN_AUTOSTART") {
             self.autostart = Setting { value: parse_env("CAIRN_AUTOSTART", &v)?, source: from_env("CAIRN_AUTOSTART") };
         }
+        if let Some(v) = env("CAIRN_EMBEDDER") {
+            self.embedder = Setting { value: parse_env("CAIRN_EMBEDDER", &v)?, source: from_env("CAIRN_EMBEDDER") };
+        }
+        if let Some(v) = env("CAIRN_MODEL_DIR") {
+            self.model_dir = Setting { value: PathBuf::from(v), source: from_env("CAIRN_MODEL_DIR") };
+        }
+        for (name, setting) in [
+            ("CAIRN_EMBED_URL", &mut self.embed_url),
+            ("CAIRN_EMBED_MODEL", &mut self.embed_model),
+            ("CAIRN_EMBED_API_KEY", &mut self.embed_api_key),
+        ] {
+            if let Some(v) = env(name) {
+                *setting = Setting { value: Some(v), source: from_env(name) };
+            }
+        }
         Ok(())
     }
 
@@ -214,6 +306,39 @@ impl Settings {
     pub fn db_path(&self) -> PathBuf {
         self.data_dir.value.join(DB_FILE)
     }
+
+    pub fn embedder_config(&self) -> EmbedderConfig {
+        EmbedderConfig {
+            kind: self.embedder.value,
+            model_dir: self.model_dir.value.clone(),
+            url: self.embed_url.value.clone(),
+            model: self.embed_model.value.clone(),
+            api_key: self.embed_api_key.value.clone(),
+        }
+    }
+}
+
+/// A secret as `cairn config` shows it: whether it is set and its last four characters.
+pub fn mask_secret(secret: Option<&str>) -> String {
+    match secret {
+        Some(t) if t.chars().count() > 12 => {
+            let tail: String = t.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+            format!("set (…{tail})")
+        }
+        Some(_) => "set".to_owned(),
+        None => "not set".to_owned(),
+    }
+}
+
+fn masked<S: serde::Serializer>(
+    setting: &Setting<Option<String>>,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let mut s = serializer.serialize_struct("Setting", 2)?;
+    s.serialize_field("value", &setting.value.as_deref().map(|v| mask_secret(Some(v))))?;
+    s.serialize_field("source", &setting.source)?;
+    s.end()
 }
 
 fn parse_env<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T> {
@@ -245,8 +370,10 @@ fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
         }
     };
     toml::from_str(&text).map_err(|e| {
-        CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display()))
-            .with_hint("keys: port, bind, http_token, context_budget, log, autostart")
+        CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display())).with_hint(
+            "keys: port, bind, http_token, context_budget, log, autostart, embedder, model_dir, embed_url, \
+             embed_model, embed_api_key",
+        )
     })
 }
 

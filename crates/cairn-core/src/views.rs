@@ -57,6 +57,15 @@ pub struct Stats {
     pub db_path: Option<String>,
     /// Database plus WAL, in bytes.
     pub db_bytes: u64,
+    /// The model whose vectors semantic search uses (`None`: semantic search is off).
+    pub embedding_model: Option<String>,
+    /// Live memories still waiting for their vector (0 when semantic search is off: nothing
+    /// is queued). Poll until 0 to know background indexing has finished.
+    pub embeddings_pending: i64,
+    /// Stored vectors of the current model.
+    pub embeddings_stored: i64,
+    /// `ready`, or why semantic search is not answering.
+    pub semantic_search: String,
 }
 
 impl Store {
@@ -117,6 +126,21 @@ impl Store {
             schema_version: self.schema_version()?,
             db_path: self.path().map(|p| p.display().to_string()),
             db_bytes: self.disk_bytes(),
+            embedding_model: self.semantic().map(|s| s.model_id().to_owned()),
+            embeddings_pending: match self.semantic() {
+                Some(s) => self.count_pending_embeddings(s.model_id())?,
+                None => 0,
+            },
+            embeddings_stored: match self.semantic() {
+                Some(s) => {
+                    self.conn()
+                        .query_row("SELECT count(*) FROM embeddings WHERE model = ?1", [s.model_id()], |r| r.get(0))?
+                }
+                None => 0,
+            },
+            semantic_search: self
+                .semantic()
+                .map_or_else(|| "off (no embedding model: run `cairn model install`)".to_owned(), |s| s.status()),
         })
     }
 

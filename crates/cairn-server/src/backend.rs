@@ -1,7 +1,7 @@
 //! Where operations run: in this process (the daemon itself, or the fallback when no daemon
 //! can be reached) or forwarded to the daemon that owns the database.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +33,8 @@ pub struct ConnectOptions {
     pub autostart: Option<PathBuf>,
     /// Ignore any daemon and open the database directly.
     pub direct: bool,
+    /// Semantic search when the database is opened here (`None`: lexical only).
+    pub embedder: Option<cairn_core::settings::EmbedderConfig>,
 }
 
 #[derive(Debug)]
@@ -73,7 +75,7 @@ impl Backend {
                     // The daemon went away: carry on with the database file itself.
                     Err(e) if e.code == ErrorCode::DaemonUnavailable => {
                         tracing::warn!(error = %e, "daemon unavailable; opening the database directly");
-                        let db = open_local(&d.options.db_path)?;
+                        let db = open_local(&d.options)?;
                         Box::pin(Backend::Local(db).execute(op)).await
                     }
                     other => other,
@@ -120,9 +122,10 @@ pub fn connect(options: &ConnectOptions) -> Result<Backend> {
             tracing::warn!("could not start the daemon; opening the database directly");
         }
     }
-    Ok(Backend::Local(open_local(&options.db_path)?))
+    Ok(Backend::Local(open_local(options)?))
 }
 
-fn open_local(db_path: &Path) -> Result<Arc<Db>> {
-    Db::open(db_path)
+fn open_local(options: &ConnectOptions) -> Result<Arc<Db>> {
+    let semantic = options.embedder.as_ref().and_then(crate::embedder::semantic);
+    Db::open_with(&options.db_path, semantic)
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use cairn_core::ops::{self, Op};
 use cairn_core::search::index::SharedIndex;
+use cairn_core::search::semantic::{PendingText, Semantic};
 use cairn_core::{CairnError, Result, Store};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -30,6 +31,10 @@ const MAX_BATCH: usize = 64;
 const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 /// How often the WAL is checkpointed in the background.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
+/// Memories embedded per batch by the background indexer (about half a second of CPU).
+const EMBED_BATCH: usize = 16;
+/// How often the indexer looks for memories written by other processes.
+const EMBED_POLL: Duration = Duration::from_secs(5);
 
 type Reply = oneshot::Sender<Result<Value>>;
 
@@ -55,6 +60,8 @@ pub struct Db {
     last_used_ms: AtomicU64,
     /// In-memory search index shared by every connection (built in the background at open).
     index: Arc<SharedIndex>,
+    /// The embedding model and vectors, when semantic search is on.
+    semantic: Option<Arc<Semantic>>,
     /// Cleared on drop: background threads stop.
     alive: Arc<AtomicBool>,
 }
@@ -76,9 +83,18 @@ impl Db {
     /// checkpointer, and start building the search index; until it is ready, searches use
     /// FTS5.
     pub fn open(path: &Path) -> Result<Arc<Db>> {
+        Db::open_with(path, None)
+    }
+
+    /// Open with semantic search: vectors are loaded and missing ones computed in the
+    /// background (newest memories first), so a save never waits for its embedding.
+    pub fn open_with(path: &Path, semantic: Option<Arc<Semantic>>) -> Result<Arc<Db>> {
         let mut writer = Store::open(path)?;
         let index = Arc::new(SharedIndex::default());
         writer.attach_index(Arc::clone(&index));
+        if let Some(semantic) = &semantic {
+            writer.attach_semantic(Arc::clone(semantic));
+        }
         let alive = Arc::new(AtomicBool::new(true));
         // Checkpoints run on a background thread; a request never waits for one (at thousands
         // of saves a second, SQLite's inline auto-checkpoint was the p99).
@@ -89,14 +105,24 @@ impl Db {
         // grows; once it resets, give the disk back.
         writer.conn_pragma("journal_size_limit", WAL_SIZE_LIMIT)?;
         build_index_in_background(path, Arc::clone(&index));
-        let wake = start_follower(path, Arc::clone(&index), Arc::clone(&alive));
-        Ok(Arc::new(Db::new(writer, Some(path.to_owned()), index, alive, wake, Some(checkpointing))))
+        let mut wakes: Vec<Wake> = start_follower(path, Arc::clone(&index), Arc::clone(&alive)).into_iter().collect();
+        let (embed_wake, embed_woken) = mpsc::sync_channel::<()>(1);
+        if semantic.is_some() {
+            wakes.push(embed_wake);
+        }
+        let mut db = Db::new(writer, Some(path.to_owned()), index, alive, wakes, Some(checkpointing));
+        db.semantic.clone_from(&semantic);
+        let db = Arc::new(db);
+        if let Some(semantic) = semantic {
+            start_embedding(path, semantic, Arc::downgrade(&db), embed_woken);
+        }
+        Ok(db)
     }
 
     /// A private in-memory store (tests).
     pub fn in_memory() -> Result<Arc<Db>> {
         let index = Arc::new(SharedIndex::default());
-        Ok(Arc::new(Db::new(Store::open_in_memory()?, None, index, Arc::new(AtomicBool::new(true)), None, None)))
+        Ok(Arc::new(Db::new(Store::open_in_memory()?, None, index, Arc::new(AtomicBool::new(true)), Vec::new(), None)))
     }
 
     fn new(
@@ -104,13 +130,13 @@ impl Db {
         path: Option<PathBuf>,
         index: Arc<SharedIndex>,
         alive: Arc<AtomicBool>,
-        wake: Option<Wake>,
+        wakes: Vec<Wake>,
         checkpointing: Option<Arc<AtomicBool>>,
     ) -> Db {
         let (jobs, inbox) = mpsc::channel();
         std::thread::Builder::new()
             .name("cairn-writer".into())
-            .spawn(move || writer_loop(writer, &inbox, wake.as_ref(), checkpointing.as_deref()))
+            .spawn(move || writer_loop(writer, &inbox, &wakes, checkpointing.as_deref()))
             .expect("spawn the writer thread");
         Db {
             jobs: Mutex::new(jobs),
@@ -119,6 +145,7 @@ impl Db {
             opened: Instant::now(),
             last_used_ms: AtomicU64::new(0),
             index,
+            semantic: None,
             alive,
         }
     }
@@ -210,6 +237,9 @@ impl Db {
             None => {
                 let mut store = Store::open(self.path.as_deref().expect("readers only for file stores"))?;
                 store.attach_index(Arc::clone(&self.index));
+                if let Some(semantic) = &self.semantic {
+                    store.attach_semantic(Arc::clone(semantic));
+                }
                 Ok(store)
             }
         }
@@ -228,7 +258,7 @@ fn writer_gone() -> CairnError {
 }
 
 /// Take the first job, then whatever else is already queued, and run them.
-fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wake: Option<&Wake>, checkpointing: Option<&AtomicBool>) {
+fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], checkpointing: Option<&AtomicBool>) {
     let mut groups: u64 = 0;
     while let Ok(first) = inbox.recv() {
         let mut pending: Vec<(Op, Reply)> = Vec::new();
@@ -243,7 +273,7 @@ fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wake: Option<&Wake
             }
         }
         commit_group(&mut store, pending);
-        if let Some(wake) = wake {
+        for wake in wakes {
             let _ = wake.try_send(());
         }
         groups += 1;
@@ -322,6 +352,81 @@ fn start_checkpointer(path: &Path, alive: Arc<AtomicBool>, running: Arc<AtomicBo
     });
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "no background checkpoints; SQLite checkpoints inline");
+    }
+}
+
+/// The background indexer: load the stored vectors, wait for the model, then embed what is
+/// missing, newest first, a batch at a time, whenever a commit (or the poll) says there may be
+/// work. Vectors are written through the writer like any write; a memory whose text changed
+/// meanwhile is skipped and picked up again with its new text.
+fn start_embedding(path: &Path, semantic: Arc<Semantic>, db: std::sync::Weak<Db>, woken: mpsc::Receiver<()>) {
+    let path = path.to_owned();
+    let spawned = std::thread::Builder::new().name("cairn-embed".into()).spawn(move || {
+        let Ok(mut reader) = Store::open(&path) else { return };
+        reader.attach_semantic(Arc::clone(&semantic));
+        let started = Instant::now();
+        match reader.load_vectors() {
+            Ok(n) => tracing::info!(vectors = n, elapsed = ?started.elapsed(), model = semantic.model_id(), "semantic index ready"),
+            Err(e) => tracing::warn!(error = %e, "could not load stored vectors; they will be recomputed"),
+        }
+        let model = semantic.model_id().to_owned();
+        if let Some(db) = db.upgrade() {
+            let keep = model.clone();
+            if let Err(e) = db.with_writer(move |s| s.clear_embeddings(Some(&keep))) {
+                tracing::warn!(error = %e, "could not drop vectors of other models");
+            }
+        }
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let Some(embedder) = semantic.embedder().cloned() else {
+                if semantic.availability().is_err_and(|why| matches!(why, cairn_core::search::semantic::Unavailable::NoModel(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let pending = match reader.pending_embeddings(&model, EMBED_BATCH) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not list memories to embed");
+                    Vec::new()
+                }
+            };
+            if pending.is_empty() {
+                match woken.recv_timeout(EMBED_POLL) {
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    _ if db.strong_count() == 0 => return,
+                    _ => continue,
+                }
+            }
+            let texts: Vec<String> = pending.iter().map(PendingText::text).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let vectors = match embedder.embed(&refs) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "embedding failed; will retry");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(60));
+                    continue;
+                }
+            };
+            backoff = Duration::from_secs(1);
+            let Some(db) = db.upgrade() else { return };
+            let items: Vec<(PendingText, Vec<f32>)> = pending.into_iter().zip(vectors).collect();
+            let to_store = items.clone();
+            let model_for_write = model.clone();
+            match db.with_writer(move |s| s.put_embeddings(&model_for_write, &to_store)) {
+                Ok(stored) => {
+                    let fresh: Vec<(i64, Vec<f32>)> =
+                        items.into_iter().filter(|(p, _)| stored.contains(&p.id)).map(|(p, v)| (p.id, v)).collect();
+                    semantic.remember(&fresh);
+                }
+                Err(e) => tracing::warn!(error = %e, "could not store embeddings; will retry"),
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no background embedding; run `cairn reindex`");
     }
 }
 

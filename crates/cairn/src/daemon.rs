@@ -52,7 +52,8 @@ pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
 }
 
 async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: ServeArgs) -> Result<()> {
-    let db = Db::open(&data_dir.join(cairn_core::store::DB_FILE))?;
+    let semantic = cairn_server::embedder::semantic(&settings.embedder_config());
+    let db = Db::open_with(&data_dir.join(cairn_core::store::DB_FILE), semantic)?;
     let listener = bind_listener(bind, settings.port.value, args.or_any_port).await?;
     let addr = listener.local_addr()?;
     let cancel = CancellationToken::new();
@@ -162,6 +163,7 @@ pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
             Autostart::Mcp | Autostart::All => Some(std::env::current_exe()?),
         },
         direct,
+        embedder: Some(settings.embedder_config()),
     };
     let mcp_options = McpOptions {
         tools: selection,

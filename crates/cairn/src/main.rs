@@ -2,9 +2,11 @@
 
 mod cli;
 mod daemon;
+mod eval;
 mod output;
 mod render;
 mod run;
+mod semantic_cmd;
 
 use std::process::ExitCode;
 

@@ -156,6 +156,11 @@ pub fn stats(s: &Stats) -> String {
             let _ = writeln!(text, "  {kind:<24} {count}");
         }
     }
+    let _ = write!(text, "\nSemantic:  {}", s.semantic_search);
+    if let Some(model) = &s.embedding_model {
+        let _ = write!(text, " — {model}, {} vectors, {} pending", s.embeddings_stored, s.embeddings_pending);
+    }
+    text.push('\n');
     let _ = write!(
         text,
         "\nSchema:    v{}\nDatabase:  {} ({} bytes)",
@@ -187,11 +192,8 @@ pub fn project(p: &ProjectDetection) -> String {
 }
 
 pub fn settings(s: &Settings) -> String {
-    let token = match &s.http_token.value {
-        Some(t) if t.len() > 4 => format!("set (…{})", &t[t.len() - 4..]),
-        Some(_) => "set".to_owned(),
-        None => "not set".to_owned(),
-    };
+    let token = cairn_core::settings::mask_secret(s.http_token.value.as_deref());
+    let optional = |v: &Option<String>| v.clone().unwrap_or_else(|| "not set".into());
     let rows = [
         ("data_dir", s.data_dir.value.display().to_string(), s.data_dir.source.to_string()),
         ("port", s.port.value.to_string(), s.port.source.to_string()),
@@ -200,6 +202,15 @@ pub fn settings(s: &Settings) -> String {
         ("project", s.project.value.clone().unwrap_or_else(|| "(detected)".into()), s.project.source.to_string()),
         ("context_budget", s.context_budget.value.to_string(), s.context_budget.source.to_string()),
         ("log", s.log.value.clone(), s.log.source.to_string()),
+        ("embedder", format!("{:?}", s.embedder.value).to_lowercase(), s.embedder.source.to_string()),
+        ("model_dir", s.model_dir.value.display().to_string(), s.model_dir.source.to_string()),
+        ("embed_url", optional(&s.embed_url.value), s.embed_url.source.to_string()),
+        ("embed_model", optional(&s.embed_model.value), s.embed_model.source.to_string()),
+        (
+            "embed_api_key",
+            cairn_core::settings::mask_secret(s.embed_api_key.value.as_deref()),
+            s.embed_api_key.source.to_string(),
+        ),
     ];
     let mut text = String::new();
     for (name, value, source) in rows {

@@ -12,7 +12,7 @@ use cairn_core::memory::{NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, Revision, SessionSummary};
 use cairn_core::ops::{self, Op, SaveRequest, SaveResponse, SearchResponse};
 use cairn_core::project::{ProjectDetection, detect_project, explicit_project};
-use cairn_core::search::{SearchQuery, SearchResults};
+use cairn_core::search::{SearchMode, SearchQuery, SearchResults};
 use cairn_core::settings::{Autostart, Overrides, Settings, ensure_data_dir};
 use cairn_core::text::Scope;
 use cairn_core::transfer::{ExportData, ImportReport};
@@ -71,7 +71,12 @@ impl Env {
             *slot = Some(self.connect()?);
         }
         let result = match slot.as_mut().expect("engine set above") {
-            Engine::Local(store) => ops::execute(store, op),
+            Engine::Local(store) => {
+                if needs_semantic(&op) {
+                    self.attach_semantic(store);
+                }
+                ops::execute(store, op)
+            }
             Engine::Remote(client) => match client.execute(&op) {
                 // The daemon went away between two calls: carry on with the file itself.
                 Err(e) if e.code == ErrorCode::DaemonUnavailable => {
@@ -87,13 +92,48 @@ impl Env {
         Ok(result?)
     }
 
+    /// Without a daemon, load the model here for the commands that use it (a few hundred
+    /// milliseconds), and embed a few memories saved without a daemon so they can be found.
+    fn attach_semantic(&self, store: &mut Store) {
+        if store.semantic().is_some() {
+            return;
+        }
+        match cairn_server::embedder::semantic_now(&self.settings.embedder_config()) {
+            Ok(semantic) => {
+                store.attach_semantic(semantic);
+                if let Err(e) = store.load_vectors().and_then(|_| store.embed_pending(LOCAL_CATCH_UP)) {
+                    tracing::warn!(error = %e, "semantic search without a daemon: could not prepare vectors");
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "semantic search is off"),
+        }
+    }
+
+    /// Embed every pending memory in this process when no daemon runs (`cairn reindex`).
+    /// `None` when a daemon does the work.
+    pub(crate) fn embed_here(&self, progress: &mut dyn FnMut(usize, i64)) -> Result<Option<usize>> {
+        let mut slot = self.engine.borrow_mut();
+        let Some(Engine::Local(store)) = slot.as_mut() else { return Ok(None) };
+        self.attach_semantic(store);
+        let mut done = 0;
+        loop {
+            let n = store.embed_pending(32)?;
+            if n == 0 {
+                return Ok(Some(done));
+            }
+            done += n;
+            let model = store.semantic().map(|s| s.model_id().to_owned()).unwrap_or_default();
+            progress(done, store.count_pending_embeddings(&model)?);
+        }
+    }
+
     /// Run one operation and decode its result.
-    fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T> {
+    pub(crate) fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T> {
         Ok(serde_json::from_value(self.run(op)?)?)
     }
 
     /// The project: `--project` / `CAIRN_PROJECT`, else detected from the current directory.
-    fn project(&self) -> Result<ProjectDetection> {
+    pub(crate) fn project(&self) -> Result<ProjectDetection> {
         let detection = match &self.settings.project.value {
             Some(name) => explicit_project(name, &self.cwd)?,
             None => detect_project(&self.cwd)?,
@@ -104,7 +144,7 @@ impl Env {
         Ok(detection)
     }
 
-    fn emit<T: serde::Serialize>(&self, value: &T, human: impl FnOnce(&T) -> String) -> Result<()> {
+    pub(crate) fn emit<T: serde::Serialize>(&self, value: &T, human: impl FnOnce(&T) -> String) -> Result<()> {
         if self.json { json(value) } else { out(&human(value)) }
     }
 }
@@ -144,6 +184,10 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             Ok(())
         }
         Command::Version => out(&format!("cairn {}", cairn_core::VERSION)),
+        Command::Model { action } => crate::semantic_cmd::model(env, action),
+        Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),
+        Command::Conflicts { action } => crate::semantic_cmd::conflicts(env, action),
+        Command::Eval(args) => crate::eval::run(env, args),
         Command::Save(args) => save(env, args),
         Command::Search(args) => search(env, args),
         Command::Get { id, revisions } => get(env, &id, revisions),
@@ -185,8 +229,19 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
     }
 }
 
+/// Memories a CLI search without a daemon embeds first (saved since the daemon last ran).
+const LOCAL_CATCH_UP: usize = 64;
+
+fn needs_semantic(op: &Op) -> bool {
+    match op {
+        Op::Search(q) => q.mode != Some(SearchMode::Lexical),
+        Op::Reindex { .. } => true,
+        _ => false,
+    }
+}
+
 /// `12` or `#12`.
-fn parse_id(raw: &str) -> Result<i64> {
+pub(crate) fn parse_id(raw: &str) -> Result<i64> {
     raw.trim().trim_start_matches('#').parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(|| {
         CairnError::invalid(format!("{raw:?} is not a memory id")).with_hint("ids look like 12 or #12").into()
     })
@@ -264,9 +319,14 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
         kind: args.kind,
         scope: Scope::parse_filter(args.scope.as_deref())?,
         limit: args.limit,
+        mode: args.mode.as_deref().map(SearchMode::parse).transpose()?,
     };
     let response: SearchResponse = env.call(Op::Search(query))?;
-    let results = SearchResults { hits: response.hits, notices: response.notices };
+    let results = SearchResults {
+        hits: response.hits,
+        notices: response.notices,
+        mode: response.mode.unwrap_or(SearchMode::Lexical),
+    };
     if !env.json {
         for n in &results.notices {
             note(&format!("hint: {n}"));

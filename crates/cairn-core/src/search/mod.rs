@@ -1,9 +1,15 @@
 //! Search behind one interface: an engine returns ranked candidates, `Store::search` adds the
-//! exact topic_key hits first, hydrates memories and applies the shared filters. Lexical BM25
-//! is the engine today; semantic and hybrid engines plug in through [`SearchEngine`].
+//! exact topic_key hits first, hydrates memories and applies the shared filters.
+//!
+//! Engines: lexical BM25 (FTS5, or the daemon's in-memory index), semantic (nearest
+//! embeddings, see [`semantic`]) and hybrid, which fuses the two rankings by weighted
+//! reciprocal rank. Hybrid is the default whenever vectors exist; without a model, search is
+//! lexical and says so only when semantic search was asked for.
 
+pub mod fusion;
 pub mod index;
 pub mod query;
+pub mod semantic;
 pub mod snippet;
 
 use rusqlite::{OptionalExtension, params_from_iter, types::Value};
@@ -37,6 +43,49 @@ pub struct SearchQuery {
     /// Results wanted; `0` means [`DEFAULT_LIMIT`]; capped at [`MAX_LIMIT`].
     #[serde(default)]
     pub limit: usize,
+    /// How to rank; `None` = hybrid when vectors exist, else lexical.
+    #[serde(default)]
+    pub mode: Option<SearchMode>,
+}
+
+/// How a search ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// BM25 over words (always available).
+    Lexical,
+    /// Nearest embeddings only.
+    Semantic,
+    /// Both, fused by reciprocal rank.
+    Hybrid,
+}
+
+impl SearchMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Lexical => "lexical",
+            SearchMode::Semantic => "semantic",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+
+    /// Parse a door's `mode` parameter (`lexical`, `semantic`, `hybrid`).
+    pub fn parse(raw: &str) -> Result<SearchMode> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "lexical" | "keyword" | "bm25" => Ok(SearchMode::Lexical),
+            "semantic" | "vector" => Ok(SearchMode::Semantic),
+            "hybrid" => Ok(SearchMode::Hybrid),
+            _ => Err(CairnError::invalid(format!("unknown search mode {raw:?}"))
+                .with_hint("use lexical, semantic or hybrid")),
+        }
+    }
+}
+
+impl std::str::FromStr for SearchMode {
+    type Err = CairnError;
+    fn from_str(s: &str) -> Result<Self> {
+        SearchMode::parse(s)
+    }
 }
 
 impl SearchQuery {
@@ -57,6 +106,21 @@ pub enum MatchKind {
     TopicKey,
     /// Full-text (BM25) match.
     Lexical,
+    /// Close in meaning (embedding similarity) only.
+    Semantic,
+    /// Found by both rankings.
+    Hybrid,
+}
+
+/// The scores behind a hit's place.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct HitScores {
+    /// BM25 (higher is better), when the words matched.
+    pub lexical: Option<f64>,
+    /// Cosine similarity with the query, when semantic search ran.
+    pub semantic: Option<f32>,
+    /// The score the hit is ordered by.
+    pub fused: f64,
 }
 
 /// One result.
@@ -71,22 +135,42 @@ pub struct SearchHit {
     /// The best-matching passage with matches in `**bold**`.
     pub snippet: String,
     pub matched: MatchKind,
+    pub scores: HitScores,
 }
 
 /// A page of results plus anything the caller should be told.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchResults {
     pub hits: Vec<SearchHit>,
     /// Explanations when the answer is empty or was shaped by a rule.
     pub notices: Vec<String>,
+    /// The ranking actually used.
+    pub mode: SearchMode,
 }
 
-/// A candidate from an engine: the id, its engine score (higher better) and a snippet.
+impl Default for SearchResults {
+    fn default() -> Self {
+        SearchResults { hits: Vec::new(), notices: Vec::new(), mode: SearchMode::Lexical }
+    }
+}
+
+/// A candidate from an engine: the id, its engine rank (lower better), a snippet when the
+/// engine has one, and how it was found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub id: i64,
     pub rank: f64,
     pub snippet: String,
+    pub matched: MatchKind,
+    pub scores: HitScores,
+}
+
+impl Candidate {
+    /// A BM25 candidate (`rank` is FTS5's: negative, lower better).
+    pub fn lexical(id: i64, rank: f64, snippet: String) -> Candidate {
+        let scores = HitScores { lexical: Some(-rank), semantic: None, fused: -rank };
+        Candidate { id, rank, snippet, matched: MatchKind::Lexical, scores }
+    }
 }
 
 /// A ranking strategy. Implementations return candidates best first, already filtered.
@@ -131,7 +215,7 @@ impl SearchEngine for LexicalEngine {
                 kept.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.2.cmp(&a.2)).then_with(|| b.0.cmp(&a.0)));
                 return kept
                     .into_iter()
-                    .map(|(id, rank, _)| Ok(Candidate { id, rank, snippet: snippet(store, &terms, id)? }))
+                    .map(|(id, rank, _)| Ok(Candidate::lexical(id, rank, snippet(store, &terms, id)?)))
                     .collect();
             }
             fetch *= 4;
@@ -178,7 +262,7 @@ fn fts_filter(query: &SearchQuery) -> Option<String> {
 }
 
 /// The exact filter check of one row; returns its `updated_at` (for tie-breaks) when it passes.
-fn passes_filters(store: &Store, id: i64, query: &SearchQuery) -> Result<Option<String>> {
+pub(crate) fn passes_filters(store: &Store, id: i64, query: &SearchQuery) -> Result<Option<String>> {
     let mut stmt = store.conn().prepare_cached(
         "SELECT project, scope, type, updated_at FROM observations WHERE id = ?1 AND deleted_at IS NULL",
     )?;
@@ -215,10 +299,7 @@ impl IndexEngine {
         // Snippets are made when hits are hydrated (`Store::search_with`), from the row it
         // reads anyway.
         Ok(Some(
-            found
-                .into_iter()
-                .map(|(id, score)| Candidate { id, rank: -f64::from(score), snippet: String::new() })
-                .collect(),
+            found.into_iter().map(|(id, score)| Candidate::lexical(id, -f64::from(score), String::new())).collect(),
         ))
     }
 }
@@ -256,13 +337,41 @@ pub(crate) fn filter_clause(query: &SearchQuery) -> (String, Vec<Value>) {
 }
 
 impl Store {
-    /// Lexical search: through the in-memory index when this store has one, else FTS5.
+    /// Search in the query's mode (hybrid by default when vectors exist). Lexical runs
+    /// through the in-memory index when this store has one, else FTS5. When semantic search
+    /// was asked for but cannot answer, the results are lexical and a notice says why.
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
-        if self.index().is_some() {
-            self.search_with(&IndexEngine, query)
-        } else {
-            self.search_with(&LexicalEngine, query)
+        let lexical: &dyn SearchEngine = if self.index().is_some() { &IndexEngine } else { &LexicalEngine };
+        if query.text.trim().is_empty() || query.mode == Some(SearchMode::Lexical) {
+            return self.search_with(lexical, query);
         }
+        let vector = match self.query_vector(&query.text) {
+            Ok(vector) => vector,
+            Err(why) => {
+                let mut results = self.search_with(lexical, query)?;
+                if query.mode.is_some() {
+                    results.notices.push(format!("semantic search is unavailable ({why}); results are lexical"));
+                }
+                return Ok(results);
+            }
+        };
+        let mode = query.mode.unwrap_or(SearchMode::Hybrid);
+        let semantic = fusion::SemanticEngine { vector: &vector };
+        let mut results = match mode {
+            SearchMode::Semantic => self.search_with(&semantic, query)?,
+            _ => self.search_with(&fusion::HybridEngine { lexical, semantic }, query)?,
+        };
+        results.mode = mode;
+        Ok(results)
+    }
+
+    /// The query's embedding, or why semantic search cannot run.
+    fn query_vector(&self, text: &str) -> std::result::Result<std::sync::Arc<[f32]>, semantic::Unavailable> {
+        let semantic = self
+            .semantic()
+            .ok_or_else(|| semantic::Unavailable::NoModel("no embedding model (run `cairn model install`)".into()))?;
+        semantic.availability()?;
+        semantic.embed_query(text)
     }
 
     /// Search with any engine: exact topic_key hits first, then the engine's ranking.
@@ -299,7 +408,8 @@ impl Store {
                 rank: candidate.rank,
                 score: -candidate.rank,
                 snippet,
-                matched: MatchKind::Lexical,
+                matched: candidate.matched,
+                scores: candidate.scores,
             });
         }
         if hits.is_empty() {
@@ -344,6 +454,7 @@ impl Store {
                 rank: -1000.0,
                 score: 1000.0,
                 matched: MatchKind::TopicKey,
+                scores: HitScores { lexical: None, semantic: None, fused: 1000.0 },
             })
             .collect())
     }

@@ -11,6 +11,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_change_log.sql"),
     include_str!("../../migrations/0003_session_activity.sql"),
+    include_str!("../../migrations/0004_embeddings.sql"),
 ];
 
 /// The schema version this build writes.

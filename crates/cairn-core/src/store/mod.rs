@@ -26,6 +26,8 @@ pub struct Store {
     clock: SharedClock,
     /// The daemon's in-memory search index, shared by its connections.
     index: Option<Arc<crate::search::index::SharedIndex>>,
+    /// The embedding model and its vectors, when semantic search is configured.
+    semantic: Option<Arc<crate::search::semantic::Semantic>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -55,7 +57,7 @@ impl Store {
             .map_err(|e| open_error(path, &e))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)).map_err(|e| open_error(path, &e))?;
-        Ok(Store { conn, path: Some(path.to_owned()), clock: Arc::new(SystemClock), index: None })
+        Ok(Store { conn, path: Some(path.to_owned()), clock: Arc::new(SystemClock), index: None, semantic: None })
     }
 
     /// A private in-memory store (unit tests, benchmarks).
@@ -65,7 +67,7 @@ impl Store {
 
     fn init(conn: Connection, path: Option<PathBuf>) -> Result<Store> {
         apply_pragmas(&conn, path.as_deref())?;
-        let mut store = Store { conn, path, clock: Arc::new(SystemClock), index: None };
+        let mut store = Store { conn, path, clock: Arc::new(SystemClock), index: None, semantic: None };
         migrate::run(&mut store.conn)?;
         Ok(store)
     }
@@ -100,6 +102,15 @@ impl Store {
 
     pub(crate) fn index(&self) -> Option<&Arc<crate::search::index::SharedIndex>> {
         self.index.as_ref()
+    }
+
+    /// Search semantically too, with this model and its vectors.
+    pub fn attach_semantic(&mut self, semantic: Arc<crate::search::semantic::Semantic>) {
+        self.semantic = Some(semantic);
+    }
+
+    pub fn semantic(&self) -> Option<&Arc<crate::search::semantic::Semantic>> {
+        self.semantic.as_ref()
     }
 
     /// Build an in-memory index of this store (consistent snapshot).

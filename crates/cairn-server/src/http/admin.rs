@@ -162,6 +162,25 @@ pub(super) async fn doctor(State(state): State<AppState>) -> ApiResult {
     Ok(ok(run(&state, Op::Doctor).await?))
 }
 
+/// Queue memories for (re-)embedding; `force=true` drops every stored vector first.
+///
+/// Returns at once; the daemon embeds in the background. Poll `/stats` until
+/// `embeddings_pending` is 0.
+#[utoipa::path(post, operation_id = "reindex", path = "/reindex", tag = "daemon", params(ReindexParams),
+    responses(
+        (status = 200, description = "What was queued", body = schema::ReindexReport),
+        (status = 503, description = "No embedding model (semantic search is off)", body = ErrorBody)))]
+pub(super) async fn reindex(State(state): State<AppState>, ApiQuery(p): ApiQuery<ReindexParams>) -> ApiResult {
+    Ok(ok(run(&state, Op::Reindex { force: p.force.unwrap_or(false) }).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ReindexParams {
+    /// Drop every stored vector first.
+    force: Option<bool>,
+}
+
 /// Sync status: sync is not available yet.
 #[utoipa::path(get, operation_id = "sync_status", path = "/sync/status", tag = "daemon",
     responses((status = 200, description = "Sync is off", body = schema::SyncStatus)))]

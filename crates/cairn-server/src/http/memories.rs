@@ -6,7 +6,7 @@ use cairn_core::context::ContextRequest;
 use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
 use cairn_core::ops::{Op, SaveRequest};
 use cairn_core::passive::PassiveCapture;
-use cairn_core::search::SearchQuery;
+use cairn_core::search::{SearchMode, SearchQuery};
 use cairn_core::{CairnError, ErrorCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -288,6 +288,8 @@ pub struct SearchParams {
     limit: Option<usize>,
     /// Ignore `project` and search everything.
     all_projects: Option<bool>,
+    /// `lexical`, `semantic` or `hybrid` (default: hybrid when embeddings exist, else lexical).
+    mode: Option<String>,
 }
 
 /// Search memories.
@@ -311,6 +313,7 @@ pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<
         kind: nonempty(p.kind),
         scope: parse_scope(p.scope)?,
         limit: p.limit.unwrap_or(0),
+        mode: nonempty(p.mode).map(|m| SearchMode::parse(&m)).transpose()?,
     };
     let found = run(&state, Op::Search(query)).await?;
     let mut response = ok(Value::Array(annotated_hits(&found)));

@@ -148,6 +148,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::import))
         .routes(routes!(admin::stats))
         .routes(routes!(admin::doctor))
+        .routes(routes!(admin::reindex))
         .routes(routes!(admin::projects))
         .routes(routes!(admin::current_project))
         .routes(routes!(admin::migrate_project))

@@ -74,6 +74,8 @@ pub struct ObservationDetail {
 pub enum MatchKind {
     TopicKey,
     Lexical,
+    Semantic,
+    Hybrid,
 }
 
 /// A search result: the memory plus its ranking.
@@ -88,8 +90,20 @@ pub struct SearchHit {
     /// Best passage, matches in `**bold**`.
     pub snippet: String,
     pub matched: MatchKind,
+    pub scores: HitScores,
     /// Relation notes (supersedes, conflicts, pending review).
     pub annotations: Vec<String>,
+}
+
+/// The scores behind a hit's place.
+#[derive(Serialize, ToSchema)]
+pub struct HitScores {
+    /// BM25, higher is better (when the words matched).
+    pub lexical: Option<f64>,
+    /// Cosine similarity with the query (when semantic search ran).
+    pub semantic: Option<f32>,
+    /// What the hit is ordered by.
+    pub fused: f64,
 }
 
 /// What a save did.
@@ -280,6 +294,23 @@ pub struct Stats {
     pub schema_version: i64,
     pub db_path: Option<String>,
     pub db_bytes: u64,
+    /// The model whose vectors semantic search uses (`null`: semantic search is off).
+    pub embedding_model: Option<String>,
+    /// Live memories still waiting for their vector; poll until 0 after a bulk change.
+    pub embeddings_pending: i64,
+    pub embeddings_stored: i64,
+    /// `ready`, or why semantic search is not answering.
+    pub semantic_search: String,
+}
+
+/// What `/reindex` queued.
+#[derive(Serialize, ToSchema)]
+pub struct ReindexReport {
+    pub model: Option<String>,
+    /// Vectors dropped.
+    pub cleared: usize,
+    /// Memories waiting for a vector now.
+    pub pending: i64,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -137,6 +137,9 @@ pub struct SearchArgs {
     #[serde(default, deserialize_with = "opt_int")]
     #[schemars(with = "Option<u32>")]
     pub limit: Option<usize>,
+    /// lexical (exact words), semantic (meaning) or hybrid (both; the default when available).
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -13,7 +13,7 @@ use cairn_core::project::{detect_project, explicit_project};
 use cairn_core::projects::MigrateOutcome;
 use cairn_core::prompts::NewPrompt;
 use cairn_core::relations::{Comparison, Judgment};
-use cairn_core::search::SearchQuery;
+use cairn_core::search::{SearchMode, SearchQuery};
 use cairn_core::sessions::NewSession;
 use cairn_core::text::Scope;
 use cairn_core::views::{Stats, Timeline};
@@ -168,6 +168,7 @@ impl CairnMcp {
             kind: given(a.kind),
             scope: scope_of(a.scope)?,
             limit: a.limit.unwrap_or(0),
+            mode: given(a.mode).map(|m| SearchMode::parse(&m)).transpose()?,
         };
         let resp: SearchResponse = self.call(Op::Search(query)).await?;
         let label = if all_projects { "all projects".to_owned() } else { format!("project {}", scoped.project) };

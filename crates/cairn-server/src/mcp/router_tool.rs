@@ -11,7 +11,7 @@ use super::render;
 /// Every operation with its arguments (`*` = required) and, where not obvious, what it does.
 const OPS: &[(&str, &str)] = &[
     ("save", "title*, content*, type, topic_key, scope (project|personal), session_id, project"),
-    ("search", "query*, type, scope, limit, all_projects"),
+    ("search", "query*, type, scope, limit, all_projects, mode (lexical|semantic|hybrid)"),
     ("get", "id*, revisions"),
     ("update", "id*, title, content, type, scope, topic_key, project"),
     ("delete", "id*, hard"),
@@ -43,6 +43,7 @@ const OPS: &[(&str, &str)] = &[
     ("migrate_project", "old_project*, new_project*"),
     ("merge_projects", "from* (list), to*"),
     ("doctor", "-"),
+    ("reindex", "force — queue memories for (re-)embedding; poll stats.embeddings_pending"),
 ];
 
 /// Operations whose `project` defaults to the current one, as the mem_* tools do. Not

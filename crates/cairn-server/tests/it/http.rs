@@ -438,6 +438,14 @@ async fn search_answers_an_array_with_ranks_and_notices() {
     s.get("/search?q=x&limit=abc").await.expect_error(400, "invalid_argument");
     s.get("/search?q=x&limit=-1").await.expect_error(400, "invalid_argument");
     s.get("/search?q=x&all_projects=maybe").await.expect_error(400, "invalid_argument");
+    s.get("/search?q=x&mode=fuzzy").await.expect_error(400, "invalid_argument");
+    // Semantic search asked for without a model: lexical results, and a notice saying so.
+    let reply = s.get("/search?q=redis&mode=semantic").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.json().as_array().unwrap().len(), 2);
+    let notice = reply.headers.get("x-cairn-notice").expect("a notice").to_str().unwrap();
+    assert!(notice.contains("semantic search is unavailable"), "{notice}");
+    s.post("/reindex", &json!({})).await.expect_error(503, "model_missing");
     s.get("/search?q=x&scope=galaxy").await.expect_error(400, "invalid_argument");
 }
 
@@ -888,6 +896,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/conflicts/{relation_id}"),
     ("post", "/v1/op"),
     ("get", "/openapi.json"),
+    ("post", "/reindex"),
 ];
 
 fn documented_routes(doc: &Value) -> BTreeSet<(String, String)> {

@@ -275,6 +275,7 @@ async fn bad_calls_are_tool_errors_with_codes_and_the_server_keeps_working() {
     assert_eq!(mcp.err("mem_save", json!({"title": 5, "content": "c"})).await.0, "invalid_argument");
     assert_eq!(mcp.err("mem_save", json!({"title": " ", "content": "c"})).await.0, "empty_field");
     assert_eq!(mcp.err("mem_search", json!({"query": ""})).await.0, "empty_field");
+    assert_eq!(mcp.err("mem_search", json!({"query": "x", "mode": "fuzzy"})).await.0, "invalid_argument");
     assert_eq!(mcp.err("mem_update", json!({"id": 1})).await.0, "invalid_argument");
     assert_eq!(
         mcp.err("mem_save", json!({"title": "t", "content": "c", "project": "a/b"})).await.0,

@@ -3,4 +3,5 @@
 
 mod cli;
 mod concurrency;
+mod semantic;
 mod support;

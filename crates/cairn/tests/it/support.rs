@@ -168,3 +168,60 @@ impl Drop for McpChild {
         let _ = self.child.wait();
     }
 }
+
+/// The real embedding model's files for tests: `CAIRN_TEST_MODEL_DIR`, else
+/// `target/test-deps/all-MiniLM-L6-v2` (scripts/install-test-deps.sh). `None` (the test then
+/// checks only what needs no model) unless `CAIRN_REQUIRE_MODEL` is set, where it fails.
+pub fn model_dir() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("CAIRN_TEST_MODEL_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/all-MiniLM-L6-v2"));
+    if ["config.json", "tokenizer.json", "model.safetensors"].iter().all(|f| dir.join(f).is_file()) {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CAIRN_REQUIRE_MODEL").is_none(),
+        "CAIRN_REQUIRE_MODEL is set but there is no model in {} (run scripts/install-test-deps.sh)",
+        dir.display()
+    );
+    eprintln!("note: no model in {}; skipping the parts that need it", dir.display());
+    None
+}
+
+/// A static file server on loopback (`GET /<name>` → the file), for download tests.
+/// `corrupt` names a file served with one byte changed.
+pub fn serve_files(dir: std::path::PathBuf, corrupt: Option<&'static str>) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                if reader.read_line(&mut request_line).is_err() {
+                    return;
+                }
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                let name = request_line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
+                let Ok(mut body) = std::fs::read(dir.join(&name)) else {
+                    let _ =
+                        stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                    return;
+                };
+                if corrupt == Some(name.as_str()) && !body.is_empty() {
+                    body[0] ^= 0x20;
+                }
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+                let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(&body));
+            });
+        }
+    });
+    addr
+}

@@ -1,0 +1,556 @@
+//! Semantic search: memories' sentence embeddings, stored in SQLite (migration 4) and held in
+//! memory for a brute-force top-k scan.
+//!
+//! - Vectors are computed after a save returns (the daemon's background indexer, or
+//!   `cairn reindex`), newest memories first; [`Store::count_pending_embeddings`] says how many
+//!   are still missing. A memory whose text changes loses its vector at once (a trigger), so a
+//!   superseded revision is never what matches.
+//! - The in-memory copy is quantised to i8 with a scale per vector: a quarter of the memory
+//!   and bandwidth of f32, and a cosine error around 1e-3, far below what changes a ranking.
+//! - The model is behind [`Embedder`]; when it is missing or failing, search says so and stays
+//!   lexical. Nothing here ever fails a search.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+
+use cairn_embed::{EmbedError, Embedder};
+use rusqlite::{Connection, params};
+
+use crate::error::{CairnError, ErrorCode, Result};
+use crate::store::Store;
+
+/// Characters of a memory given to the model: MiniLM reads 256 tokens (about 1,200
+/// characters of English); endpoints with longer windows get a little more.
+const MAX_EMBED_CHARS: usize = 4_000;
+/// Query vectors remembered (agents repeat their searches).
+const QUERY_CACHE: usize = 512;
+/// After an embedder error, queries stay lexical this long before trying again, so a dead
+/// endpoint costs one timeout, not one per search.
+const PAUSE_AFTER_ERROR: Duration = Duration::from_secs(30);
+
+/// The text of a memory that is embedded.
+pub fn embed_text(title: &str, content: &str) -> String {
+    let mut text = String::with_capacity(title.len() + content.len().min(MAX_EMBED_CHARS) + 2);
+    text.push_str(title.trim());
+    text.push_str(".\n");
+    text.push_str(crate::text::cut_at_char_boundary(content, MAX_EMBED_CHARS));
+    text
+}
+
+/// A memory waiting for its vector, with the text it had when read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingText {
+    pub id: i64,
+    pub title: String,
+    pub content: String,
+}
+
+impl PendingText {
+    pub fn text(&self) -> String {
+        embed_text(&self.title, &self.content)
+    }
+}
+
+/// Vectors in memory, i8-quantised, one slot per memory.
+#[derive(Debug, Default)]
+pub struct VectorIndex {
+    dims: usize,
+    ids: Vec<i64>,
+    slot_of: HashMap<i64, usize>,
+    codes: Vec<i8>,
+    /// Per slot: the factor turning the i8 dot product back into a cosine; 0 = empty slot.
+    scales: Vec<f32>,
+    live: usize,
+}
+
+impl VectorIndex {
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// Add or replace the vector of memory `id`. Vectors of another length are refused.
+    pub fn upsert(&mut self, id: i64, vector: &[f32]) -> bool {
+        if vector.is_empty() || (self.dims != 0 && vector.len() != self.dims) {
+            return false;
+        }
+        self.dims = vector.len();
+        let (codes, scale) = quantise(vector);
+        match self.slot_of.get(&id) {
+            Some(&slot) => {
+                if self.scales[slot] == 0.0 {
+                    self.live += 1;
+                }
+                self.codes[slot * self.dims..(slot + 1) * self.dims].copy_from_slice(&codes);
+                self.scales[slot] = scale;
+            }
+            None => {
+                self.slot_of.insert(id, self.ids.len());
+                self.ids.push(id);
+                self.codes.extend_from_slice(&codes);
+                self.scales.push(scale);
+                self.live += 1;
+            }
+        }
+        true
+    }
+
+    pub fn remove(&mut self, id: i64) {
+        if let Some(&slot) = self.slot_of.get(&id)
+            && self.scales[slot] != 0.0
+        {
+            self.scales[slot] = 0.0;
+            self.live -= 1;
+        }
+    }
+
+    /// The `k` memories most similar to `query` (unit length), best first, with cosines.
+    pub fn top(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        if query.len() != self.dims || k == 0 || self.live == 0 {
+            return Vec::new();
+        }
+        let (q, q_scale) = quantise(query);
+        let mut scored: Vec<(f32, u32)> = Vec::with_capacity(self.live);
+        for (slot, codes) in self.codes.chunks_exact(self.dims).enumerate() {
+            let scale = self.scales[slot];
+            if scale != 0.0 {
+                scored.push((dot_i8(&q, codes) as f32 * scale * q_scale, slot as u32));
+            }
+        }
+        let k = k.min(scored.len());
+        if k < scored.len() {
+            scored.select_nth_unstable_by(k, |a, b| b.0.total_cmp(&a.0));
+            scored.truncate(k);
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.into_iter().map(|(score, slot)| (self.ids[slot as usize], score)).collect()
+    }
+}
+
+/// i8 codes of a vector and the scale that maps them back (`v ≈ code · scale`).
+fn quantise(v: &[f32]) -> (Vec<i8>, f32) {
+    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    if max == 0.0 {
+        return (vec![0; v.len()], f32::MIN_POSITIVE);
+    }
+    let scale = max / 127.0;
+    (v.iter().map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8).collect(), scale)
+}
+
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    // i16 products summed in 16 i32 lanes: the compiler turns this into pmaddwd.
+    let mut acc = [0i32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let tail: i32 = ca.remainder().iter().zip(cb.remainder()).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += i32::from(i16::from(x[i]) * i16::from(y[i]));
+        }
+    }
+    acc.iter().sum::<i32>() + tail
+}
+
+/// Why semantic search is not answering right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unavailable {
+    /// No model is configured or its files are missing.
+    NoModel(String),
+    /// The model is being loaded.
+    ModelLoading,
+    /// Vectors are being loaded into memory.
+    Loading,
+    /// No memory has a vector yet.
+    NothingIndexed,
+    /// The embedder failed recently.
+    Failing(String),
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unavailable::NoModel(why) => write!(f, "{why}"),
+            Unavailable::ModelLoading => f.write_str("the embedding model is loading"),
+            Unavailable::Loading => f.write_str("the semantic index is loading"),
+            Unavailable::NothingIndexed => f.write_str("no memory has an embedding yet (run `cairn reindex`)"),
+            Unavailable::Failing(why) => write!(f, "the embedder failed: {why}"),
+        }
+    }
+}
+
+/// An embedder with its vectors: what a store needs for semantic search. Shared by the
+/// daemon's connections and its background indexer. The model id is known at once (it names
+/// the vectors); the model itself may load later, in the background.
+pub struct Semantic {
+    model_id: String,
+    embedder: OnceLock<Arc<dyn Embedder>>,
+    load_error: Mutex<Option<String>>,
+    vectors: RwLock<Option<VectorIndex>>,
+    query_cache: Mutex<HashMap<String, Arc<[f32]>>>,
+    paused: Mutex<Option<(Instant, String)>>,
+}
+
+impl std::fmt::Debug for Semantic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semantic").field("model", &self.model_id).finish_non_exhaustive()
+    }
+}
+
+impl Semantic {
+    /// Semantic search with a model that is already loaded. Vectors are not: call
+    /// [`Semantic::load`] (the daemon does it in the background) before search uses them.
+    pub fn new(embedder: Arc<dyn Embedder>) -> Arc<Semantic> {
+        let semantic = Semantic::pending(embedder.model_id().to_owned());
+        let _ = semantic.embedder.set(embedder);
+        semantic
+    }
+
+    /// Semantic search whose model (`model_id`) is still loading: see
+    /// [`Semantic::set_embedder`] and [`Semantic::set_failed`].
+    pub fn pending(model_id: String) -> Arc<Semantic> {
+        Arc::new(Semantic {
+            model_id,
+            embedder: OnceLock::new(),
+            load_error: Mutex::new(None),
+            vectors: RwLock::new(None),
+            query_cache: Mutex::new(HashMap::new()),
+            paused: Mutex::new(None),
+        })
+    }
+
+    /// The model finished loading.
+    pub fn set_embedder(&self, embedder: Arc<dyn Embedder>) {
+        if embedder.model_id() != self.model_id {
+            tracing::warn!(expected = %self.model_id, loaded = embedder.model_id(), "the model loaded is not the one named");
+        }
+        let _ = self.embedder.set(embedder);
+    }
+
+    /// The model could not be loaded: search stays lexical and says why when asked.
+    pub fn set_failed(&self, why: String) {
+        *self.load_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(why);
+    }
+
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.get()
+    }
+
+    /// One line on the state of semantic search, for stats and doctor.
+    pub fn status(&self) -> String {
+        match self.availability() {
+            Ok(()) => "ready".to_owned(),
+            Err(why) => why.to_string(),
+        }
+    }
+
+    /// Read every vector of this model from the database into memory.
+    pub fn load(&self, conn: &Connection) -> Result<usize> {
+        let mut index = VectorIndex::default();
+        let mut stmt = conn.prepare("SELECT observation_id, vector FROM embeddings WHERE model = ?1")?;
+        let mut rows = stmt.query([self.model_id()])?;
+        while let Some(row) = rows.next()? {
+            let id: i64 = row.get(0)?;
+            let blob: Vec<u8> = row.get(1)?;
+            index.upsert(id, &decode(&blob));
+        }
+        let n = index.len();
+        *self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(index);
+        Ok(n)
+    }
+
+    pub fn is_loaded(&self) -> bool {
+        self.vectors.read().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+
+    /// Vectors in memory.
+    pub fn indexed(&self) -> usize {
+        self.vectors.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().map_or(0, VectorIndex::len)
+    }
+
+    /// Record freshly stored vectors (the indexer calls this after its commit).
+    pub fn remember(&self, stored: &[(i64, Vec<f32>)]) {
+        let mut guard = self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(index) = guard.as_mut() {
+            for (id, v) in stored {
+                index.upsert(*id, v);
+            }
+        }
+    }
+
+    /// Drop memories' vectors from memory (they were deleted or changed).
+    pub fn forget(&self, ids: &[i64]) {
+        let mut guard = self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(index) = guard.as_mut() {
+            ids.iter().for_each(|&id| index.remove(id));
+        }
+    }
+
+    /// Forget cached query vectors (benchmarks measure the model, not the cache).
+    pub fn clear_query_cache(&self) {
+        self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+    }
+
+    /// Drop every vector from memory (after `reindex --force` dropped them from the table).
+    pub fn forget_all(&self) {
+        let mut guard = self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_some() {
+            *guard = Some(VectorIndex::default());
+        }
+    }
+
+    /// Whether semantic search can answer now.
+    pub fn availability(&self) -> std::result::Result<(), Unavailable> {
+        if self.embedder.get().is_none() {
+            let error = self.load_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            return Err(error.map_or(Unavailable::ModelLoading, Unavailable::NoModel));
+        }
+        if let Some((until, why)) = self.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()
+            && Instant::now() < *until
+        {
+            return Err(Unavailable::Failing(why.clone()));
+        }
+        match self.vectors.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+            None => Err(Unavailable::Loading),
+            Some(index) if index.is_empty() => Err(Unavailable::NothingIndexed),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The query's vector (cached), or why there is none.
+    pub fn embed_query(&self, text: &str) -> std::result::Result<Arc<[f32]>, Unavailable> {
+        let key = text.trim();
+        if let Some(v) = self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key) {
+            return Ok(Arc::clone(v));
+        }
+        let truncated = crate::text::cut_at_char_boundary(key, MAX_EMBED_CHARS);
+        let Some(embedder) = self.embedder.get() else { return Err(Unavailable::ModelLoading) };
+        match embedder.embed(&[truncated]) {
+            Ok(mut vectors) if vectors.len() == 1 => {
+                let v: Arc<[f32]> = vectors.remove(0).into();
+                let mut cache = self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if cache.len() >= QUERY_CACHE {
+                    cache.clear();
+                }
+                cache.insert(key.to_owned(), Arc::clone(&v));
+                Ok(v)
+            }
+            Ok(_) => Err(self.pause("the embedder returned no vector".into())),
+            Err(e) => Err(self.pause(e.to_string())),
+        }
+    }
+
+    fn pause(&self, why: String) -> Unavailable {
+        tracing::warn!(error = %why, "semantic search paused after an embedder error; searching lexically");
+        *self.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((Instant::now() + PAUSE_AFTER_ERROR, why.clone()));
+        Unavailable::Failing(why)
+    }
+
+    /// Nearest memories to a query vector.
+    pub fn nearest(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        self.vectors
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map_or_else(Vec::new, |index| index.top(query, k))
+    }
+}
+
+pub(crate) fn encode(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+pub(crate) fn decode(blob: &[u8]) -> Vec<f32> {
+    blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// An embedder failure as a cairn error (for `cairn reindex` and `cairn model`).
+pub fn embed_error(err: &EmbedError) -> CairnError {
+    let (code, hint) = match err {
+        EmbedError::ModelMissing { .. } => (ErrorCode::ModelMissing, "run `cairn model install`"),
+        EmbedError::ModelInvalid(_) => (ErrorCode::ModelInvalid, "reinstall it: `cairn model install`"),
+        EmbedError::ChecksumMismatch { .. } => {
+            (ErrorCode::ChecksumMismatch, "the file is corrupt or not the expected one; download it again")
+        }
+        EmbedError::Endpoint(_) => {
+            (ErrorCode::EmbedderUnavailable, "check CAIRN_EMBED_URL and that the endpoint is running")
+        }
+        EmbedError::Dimension { .. } => (
+            ErrorCode::EmbedderUnavailable,
+            "the endpoint's model changed; set CAIRN_EMBED_MODEL or run `cairn reindex --force`",
+        ),
+        EmbedError::Io(_) => (ErrorCode::Internal, "check the model directory's permissions"),
+    };
+    CairnError::new(code, err.to_string()).with_hint(hint)
+}
+
+impl Store {
+    /// Memories of the current model still without a vector, newest first.
+    pub fn pending_embeddings(&self, model: &str, limit: usize) -> Result<Vec<PendingText>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT o.id, o.title, o.content FROM observations o
+             WHERE o.deleted_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.observation_id = o.id AND e.model = ?1)
+             ORDER BY o.id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![model, limit as i64], |r| {
+            Ok(PendingText { id: r.get(0)?, title: r.get(1)?, content: r.get(2)? })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// How many live memories have no vector of `model`.
+    pub fn count_pending_embeddings(&self, model: &str) -> Result<i64> {
+        Ok(self.conn().query_row(
+            "SELECT count(*) FROM observations o WHERE o.deleted_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.observation_id = o.id AND e.model = ?1)",
+            [model],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Store vectors computed from `PendingText`s. A memory whose text changed since it was
+    /// read (or that was deleted) is skipped: its vector would describe old text. Returns the
+    /// ids stored.
+    pub fn put_embeddings(&mut self, model: &str, items: &[(PendingText, Vec<f32>)]) -> Result<Vec<i64>> {
+        let now = self.now();
+        self.write(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "INSERT OR REPLACE INTO embeddings (observation_id, model, dims, vector, created_at)
+                 SELECT id, ?2, ?3, ?4, ?5 FROM observations
+                 WHERE id = ?1 AND deleted_at IS NULL AND title = ?6 AND content = ?7",
+            )?;
+            let mut stored = Vec::with_capacity(items.len());
+            for (pending, vector) in items {
+                let n = stmt.execute(params![
+                    pending.id,
+                    model,
+                    vector.len() as i64,
+                    encode(vector),
+                    now,
+                    pending.title,
+                    pending.content
+                ])?;
+                if n == 1 {
+                    stored.push(pending.id);
+                }
+            }
+            Ok(stored)
+        })
+    }
+
+    /// Drop vectors: all of them, or those of other models than `keep_model`.
+    pub fn clear_embeddings(&mut self, keep_model: Option<&str>) -> Result<usize> {
+        self.write(|conn| {
+            Ok(match keep_model {
+                Some(model) => conn.execute("DELETE FROM embeddings WHERE model != ?1", [model])?,
+                None => conn.execute("DELETE FROM embeddings", [])?,
+            })
+        })
+    }
+
+    /// Read the attached model's stored vectors into memory (the daemon does this once, in
+    /// the background). Returns how many.
+    pub fn load_vectors(&self) -> Result<usize> {
+        match self.semantic() {
+            Some(semantic) => semantic.load(self.conn()),
+            None => Ok(0),
+        }
+    }
+
+    /// Embed up to `limit` pending memories with the attached model, in this process (the
+    /// CLI's `reindex` when no daemon runs). Returns how many were stored.
+    pub fn embed_pending(&mut self, limit: usize) -> Result<usize> {
+        let Some(semantic) = self.semantic().cloned() else {
+            return Err(CairnError::new(ErrorCode::ModelMissing, "no embedding model is configured")
+                .with_hint("run `cairn model install`, or set CAIRN_EMBEDDER=http with CAIRN_EMBED_URL"));
+        };
+        let pending = self.pending_embeddings(semantic.model_id(), limit)?;
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        let texts: Vec<String> = pending.iter().map(PendingText::text).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let embedder = semantic.embedder().ok_or_else(|| {
+            CairnError::new(
+                ErrorCode::ModelMissing,
+                format!("the embedding model is not loaded: {}", semantic.status()),
+            )
+        })?;
+        let vectors = embedder.embed(&refs).map_err(|e| embed_error(&e))?;
+        let items: Vec<(PendingText, Vec<f32>)> = pending.into_iter().zip(vectors).collect();
+        let stored = self.put_embeddings(semantic.model_id(), &items)?;
+        let remembered: Vec<(i64, Vec<f32>)> =
+            items.into_iter().filter(|(p, _)| stored.contains(&p.id)).map(|(p, v)| (p.id, v)).collect();
+        semantic.remember(&remembered);
+        Ok(stored.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(v: &[f32]) -> Vec<f32> {
+        let mut v = v.to_vec();
+        cairn_embed::normalise(&mut v);
+        v
+    }
+
+    #[test]
+    fn quantised_scan_ranks_like_exact_cosine() {
+        let mut index = VectorIndex::default();
+        let docs = [unit(&[1.0, 0.0, 0.0, 0.2]), unit(&[0.7, 0.7, 0.0, 0.0]), unit(&[0.0, 0.0, 1.0, 0.0])];
+        for (i, d) in docs.iter().enumerate() {
+            assert!(index.upsert(i as i64 + 1, d));
+        }
+        let q = unit(&[0.9, 0.3, 0.0, 0.1]);
+        let top = index.top(&q, 3);
+        let ids: Vec<i64> = top.iter().map(|t| t.0).collect();
+        assert_eq!(ids, vec![1, 2, 3]);
+        for (id, score) in top {
+            let exact = cairn_embed::dot(&q, &docs[id as usize - 1]);
+            assert!((score - exact).abs() < 0.02, "{score} vs {exact}");
+        }
+    }
+
+    #[test]
+    fn removed_and_replaced_vectors() {
+        let mut index = VectorIndex::default();
+        index.upsert(1, &unit(&[1.0, 0.0]));
+        index.upsert(2, &unit(&[0.0, 1.0]));
+        index.remove(1);
+        assert_eq!(index.len(), 1);
+        assert_eq!(index.top(&unit(&[1.0, 0.0]), 5).iter().map(|t| t.0).collect::<Vec<_>>(), vec![2]);
+        index.upsert(1, &unit(&[1.0, 0.1]));
+        assert_eq!(index.top(&unit(&[1.0, 0.0]), 1)[0].0, 1);
+        assert!(!index.upsert(3, &[1.0, 0.0, 0.0]), "another length is refused");
+        assert!(index.top(&[1.0], 1).is_empty());
+    }
+
+    #[test]
+    fn i8_dot_matches_naive() {
+        let a: Vec<i8> = (0..37).map(|i| (i * 7 % 255 - 127) as i8).collect();
+        let b: Vec<i8> = (0..37).map(|i| (i * 13 % 255 - 127) as i8).collect();
+        let naive: i32 = a.iter().zip(&b).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum();
+        assert_eq!(dot_i8(&a, &b), naive);
+    }
+
+    #[test]
+    fn embed_text_is_bounded() {
+        let t = embed_text("Title", &"é".repeat(10_000));
+        assert!(t.len() <= MAX_EMBED_CHARS + 10);
+        assert!(t.starts_with("Title.\n"));
+    }
+}

@@ -1,0 +1,214 @@
+//! Semantic and hybrid search through `Store::search`, with a small concept embedder: words of
+//! one concept (car, automobile, vehicle) share a dimension, so "meaning" is known exactly and
+//! a test can tell semantic matches from lexical ones.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use cairn_embed::{EmbedError, Embedder};
+
+use crate::memory::{NewObservation, ObservationPatch};
+use crate::search::semantic::Semantic;
+use crate::search::{MatchKind, SearchMode, SearchQuery};
+use crate::testutil::{obs, store_with_clock};
+use crate::{ErrorCode, Store};
+
+const CONCEPTS: &[&[&str]] = &[
+    &["car", "automobile", "vehicle", "cars"],
+    &["database", "postgres", "sql", "db"],
+    &["crash", "panic", "segfault", "crashed"],
+    &["deploy", "release", "ship", "rollout"],
+    &["login", "signin", "authentication", "auth"],
+];
+
+#[derive(Default)]
+struct ConceptEmbedder {
+    calls: AtomicUsize,
+    failing: AtomicBool,
+}
+
+impl Embedder for ConceptEmbedder {
+    fn model_id(&self) -> &str {
+        "test:concepts"
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if self.failing.load(Ordering::Relaxed) {
+            return Err(EmbedError::Endpoint("connection refused".into()));
+        }
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0f32; CONCEPTS.len() + 1];
+                for word in t.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
+                    match CONCEPTS.iter().position(|c| c.contains(&word)) {
+                        Some(dim) => v[dim] += 1.0,
+                        None if !word.is_empty() => v[CONCEPTS.len()] += 0.05,
+                        None => {}
+                    }
+                }
+                cairn_embed::normalise(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+fn semantic_store() -> (Store, Arc<ConceptEmbedder>) {
+    let (mut store, _) = store_with_clock();
+    let embedder = Arc::new(ConceptEmbedder::default());
+    store.attach_semantic(Semantic::new(embedder.clone()));
+    store.load_vectors().unwrap();
+    (store, embedder)
+}
+
+fn embed_all(store: &mut Store) {
+    while store.embed_pending(8).unwrap() > 0 {}
+}
+
+fn search(store: &Store, text: &str, mode: Option<SearchMode>) -> crate::search::SearchResults {
+    store.search(&SearchQuery { mode, all_projects: true, ..SearchQuery::new(text) }).unwrap()
+}
+
+fn titles(results: &crate::search::SearchResults) -> Vec<&str> {
+    results.hits.iter().map(|h| h.observation.title.as_str()).collect()
+}
+
+#[test]
+fn semantic_search_finds_a_memory_sharing_no_word_with_the_query() {
+    let (mut s, _) = semantic_store();
+    s.save(&obs("p", "Automobile registry", "we keep one row per vehicle")).unwrap();
+    s.save(&obs("p", "Release checklist", "tag, ship, announce")).unwrap();
+    embed_all(&mut s);
+    let lexical = search(&s, "car", Some(SearchMode::Lexical));
+    assert!(lexical.hits.is_empty(), "no shared word: {:?}", titles(&lexical));
+    let semantic = search(&s, "car", Some(SearchMode::Semantic));
+    assert_eq!(titles(&semantic), vec!["Automobile registry"]);
+    assert_eq!(semantic.mode, SearchMode::Semantic);
+    assert_eq!(semantic.hits[0].matched, MatchKind::Semantic);
+    assert!(semantic.hits[0].scores.semantic.unwrap() > 0.9);
+    let hybrid = search(&s, "car", None);
+    assert_eq!(hybrid.mode, SearchMode::Hybrid, "hybrid is the default when vectors exist");
+    assert_eq!(titles(&hybrid), vec!["Automobile registry"]);
+}
+
+#[test]
+fn hybrid_ranks_a_memory_both_rankings_find_first_and_reports_both_scores() {
+    let (mut s, _) = semantic_store();
+    s.save(&obs("p", "Postgres failover", "the database crashed during failover")).unwrap();
+    s.save(&obs("p", "Crash notes", "the app panicked on start")).unwrap();
+    s.save(&obs("p", "Database sizing", "postgres needs 8 GB")).unwrap();
+    embed_all(&mut s);
+    let hybrid = search(&s, "database crash", None);
+    assert_eq!(hybrid.hits[0].observation.title, "Postgres failover");
+    let top = &hybrid.hits[0];
+    assert_eq!(top.matched, MatchKind::Hybrid);
+    assert!(top.scores.lexical.is_some() && top.scores.semantic.is_some());
+    assert!(hybrid.hits.windows(2).all(|w| w[0].scores.fused >= w[1].scores.fused));
+}
+
+#[test]
+fn without_a_model_search_is_lexical_and_says_so_only_when_asked() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("p", "Car parking", "level 2")).unwrap();
+    let quiet = search(&s, "car", None);
+    assert_eq!((quiet.mode, quiet.notices.len(), quiet.hits.len()), (SearchMode::Lexical, 0, 1));
+    let asked = search(&s, "car", Some(SearchMode::Hybrid));
+    assert_eq!(asked.mode, SearchMode::Lexical);
+    assert_eq!(asked.hits.len(), 1, "lexical results still come back");
+    assert!(asked.notices[0].contains("cairn model install"), "{:?}", asked.notices);
+    assert_eq!(s.stats().unwrap().embeddings_pending, 0);
+    assert!(s.stats().unwrap().semantic_search.starts_with("off"));
+}
+
+#[test]
+fn a_failing_embedder_falls_back_to_lexical_and_pauses() {
+    let (mut s, embedder) = semantic_store();
+    s.save(&obs("p", "Car parking", "level 2")).unwrap();
+    embed_all(&mut s);
+    embedder.failing.store(true, Ordering::Relaxed);
+    let first = search(&s, "parking car", Some(SearchMode::Hybrid));
+    assert_eq!(first.mode, SearchMode::Lexical);
+    assert_eq!(first.hits.len(), 1);
+    assert!(first.notices[0].contains("connection refused"), "{:?}", first.notices);
+    let calls = embedder.calls.load(Ordering::Relaxed);
+    let second = search(&s, "level", Some(SearchMode::Hybrid));
+    assert_eq!(second.mode, SearchMode::Lexical);
+    assert_eq!(embedder.calls.load(Ordering::Relaxed), calls, "paused: the dead embedder is not asked again");
+    s.save(&obs("p", "Another car", "level 3")).unwrap();
+    assert_eq!(s.embed_pending(8).unwrap_err().code, ErrorCode::EmbedderUnavailable);
+    assert_eq!(s.stats().unwrap().embeddings_pending, 1, "nothing is lost: it waits for the embedder");
+}
+
+#[test]
+fn a_revised_topic_ranks_by_its_current_text_only() {
+    let (mut s, _) = semantic_store();
+    let topic = |content: &str| NewObservation { topic_key: Some("infra/db".into()), ..obs("p", "Datastore", content) };
+    let first = s.save(&topic("we run postgres")).unwrap();
+    embed_all(&mut s);
+    assert_eq!(titles(&search(&s, "sql", Some(SearchMode::Semantic))), vec!["Datastore"]);
+    let revised = s.save(&topic("we moved everything to the automobile fleet service")).unwrap();
+    assert_eq!(revised.id, first.id);
+    assert_eq!(s.stats().unwrap().embeddings_pending, 1, "the old vector went with the old text");
+    embed_all(&mut s);
+    assert!(search(&s, "sql", Some(SearchMode::Semantic)).hits.is_empty(), "superseded text does not match");
+    let now = search(&s, "vehicle", Some(SearchMode::Semantic));
+    assert_eq!(titles(&now), vec!["Datastore"]);
+    assert!(now.hits[0].observation.content.contains("automobile"));
+}
+
+#[test]
+fn a_vector_computed_for_old_text_is_not_stored() {
+    let (mut s, embedder) = semantic_store();
+    let saved = s.save(&obs("p", "Car", "parking")).unwrap();
+    let pending = s.pending_embeddings("test:concepts", 10).unwrap();
+    let vectors = embedder.embed(&[pending[0].text().as_str()]).unwrap();
+    s.update(saved.id, &ObservationPatch { content: Some("database".into()), ..ObservationPatch::default() }).unwrap();
+    let stored = s.put_embeddings("test:concepts", &[(pending[0].clone(), vectors[0].clone())]).unwrap();
+    assert!(stored.is_empty());
+    assert_eq!(s.count_pending_embeddings("test:concepts").unwrap(), 1);
+}
+
+#[test]
+fn filters_apply_to_semantic_hits_and_deleted_memories_vanish() {
+    let (mut s, _) = semantic_store();
+    s.save(&obs("alpha", "Automobile A", "x")).unwrap();
+    let b = s.save(&obs("beta", "Automobile B", "y")).unwrap();
+    let c = s.save(&obs("beta", "Vehicle C", "z")).unwrap();
+    embed_all(&mut s);
+    let q = SearchQuery { project: Some("beta".into()), mode: Some(SearchMode::Semantic), ..SearchQuery::new("car") };
+    let mut got: Vec<i64> = s.search(&q).unwrap().hits.iter().map(|h| h.observation.id).collect();
+    got.sort_unstable();
+    assert_eq!(got, vec![b.id, c.id]);
+    s.delete(c.id, false).unwrap();
+    let after: Vec<i64> = s.search(&q).unwrap().hits.iter().map(|h| h.observation.id).collect();
+    assert_eq!(after, vec![b.id]);
+    assert_eq!(s.stats().unwrap().embeddings_stored, 2, "a deleted memory's vector is dropped");
+}
+
+#[test]
+fn reindex_force_drops_vectors_and_pending_counts_them_again() {
+    let (mut s, _) = semantic_store();
+    for i in 0..5 {
+        s.save(&obs("p", &format!("Car {i}"), "v")).unwrap();
+    }
+    assert_eq!(s.stats().unwrap().embeddings_pending, 5);
+    embed_all(&mut s);
+    let stats = s.stats().unwrap();
+    assert_eq!((stats.embeddings_pending, stats.embeddings_stored), (0, 5));
+    assert_eq!(stats.embedding_model.as_deref(), Some("test:concepts"));
+    let report = crate::ops::execute(&mut s, crate::ops::Op::Reindex { force: true }).unwrap();
+    assert_eq!((report["cleared"].as_u64(), report["pending"].as_i64()), (Some(5), Some(5)));
+    assert!(search(&s, "automobile", Some(SearchMode::Semantic)).notices[0].contains("no memory has an embedding"));
+}
+
+#[test]
+fn queries_of_only_punctuation_or_huge_size_do_not_fail() {
+    let (mut s, _) = semantic_store();
+    s.save(&obs("p", "Car", "x")).unwrap();
+    embed_all(&mut s);
+    assert!(search(&s, "?!…", None).hits.is_empty());
+    let huge = "automobile ".repeat(10_000);
+    assert_eq!(titles(&search(&s, &huge, None)), vec!["Car"]);
+}

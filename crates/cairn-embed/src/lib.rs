@@ -1,0 +1,74 @@
+//! Sentence embeddings for cairn.
+//!
+//! - [`Embedder`]: what search and the background indexer need from a model.
+//! - [`LocalModel`]: a BERT-family sentence model (default all-MiniLM-L6-v2) run on the CPU in
+//!   pure Rust: WordPiece tokenizer, encoder, mean pooling, L2 normalisation. No C++ runtime,
+//!   no download at run time; the files come from `cairn model install`.
+//! - [`http::HttpEmbedder`] (feature `remote`): any OpenAI-compatible `/embeddings` endpoint
+//!   (OpenAI, Ollama, LM Studio), for users who want another, e.g. multilingual, model.
+//! - [`install`]: the default model's files, fetched or copied, checked against their sha256.
+
+mod bert;
+pub mod install;
+mod local;
+mod safetensors;
+mod tokenizer;
+
+#[cfg(feature = "remote")]
+pub mod http;
+
+pub use local::{LocalModel, REQUIRED_FILES, is_model_dir, local_model_id, missing_file};
+pub use tokenizer::WordPiece;
+
+/// Turns texts into unit-length vectors (so a dot product is the cosine similarity).
+pub trait Embedder: Send + Sync {
+    /// Stable id stored next to each vector: a different id means the vectors must be
+    /// recomputed.
+    fn model_id(&self) -> &str;
+    /// One vector per text, in order, each L2-normalised.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Why an embedding could not be made. Callers fall back to lexical search.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EmbedError {
+    /// The model's files are not where they should be.
+    #[error("no embedding model in {dir}: {missing} is missing")]
+    ModelMissing { dir: String, missing: String },
+    /// A model file is there but unreadable, truncated or of an unsupported kind.
+    #[error("the embedding model is unusable: {0}")]
+    ModelInvalid(String),
+    /// A downloaded or copied file is not the file expected.
+    #[error("{file}: sha256 {actual}, expected {expected} (corrupt or a different file)")]
+    ChecksumMismatch { file: String, expected: String, actual: String },
+    /// The embedding endpoint is down, slow, or answered with an error.
+    #[error("embedding endpoint: {0}")]
+    Endpoint(String),
+    /// The endpoint's vectors do not have the length they had before.
+    #[error("the embedder returned vectors of {got} dimensions, expected {expected}")]
+    Dimension { expected: usize, got: usize },
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Scale a vector to unit length (a zero vector stays zero).
+pub fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// Dot product of two equal-length vectors (the cosine when both are unit length).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight independent sums: lets the compiler vectorise and keeps rounding stable.
+    let mut acc = [0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a8.remainder().iter().zip(b8.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in a8.zip(b8) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}

@@ -1,0 +1,123 @@
+//! A BERT-family sentence model read from a directory of Hugging Face files.
+
+use std::path::{Path, PathBuf};
+
+use crate::bert::{Bert, BertConfig};
+use crate::safetensors::Tensors;
+use crate::tokenizer::WordPiece;
+use crate::{EmbedError, Embedder};
+
+/// Files a model directory must hold.
+pub const REQUIRED_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+/// Tokens per text when the model directory does not say (sentence-transformers' default for
+/// MiniLM); longer texts are truncated.
+const DEFAULT_MAX_TOKENS: usize = 256;
+
+pub struct LocalModel {
+    id: String,
+    tokenizer: WordPiece,
+    bert: Bert,
+}
+
+impl std::fmt::Debug for LocalModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalModel").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl LocalModel {
+    /// Load the model in `dir`; says which file is missing or broken when it cannot.
+    pub fn load(dir: &Path) -> Result<LocalModel, EmbedError> {
+        let read = |name: &str| -> Result<Vec<u8>, EmbedError> {
+            let path = dir.join(name);
+            std::fs::read(&path).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    EmbedError::ModelMissing { dir: dir.display().to_string(), missing: name.to_owned() }
+                }
+                _ => EmbedError::Io(format!("cannot read {}: {e}", path.display())),
+            })
+        };
+        let config_bytes = read("config.json")?;
+        let config: BertConfig =
+            serde_json::from_slice(&config_bytes).map_err(|e| EmbedError::ModelInvalid(format!("config.json: {e}")))?;
+        let max_tokens = max_seq_length(dir).unwrap_or(DEFAULT_MAX_TOKENS).min(config.max_position_embeddings);
+        let tokenizer = WordPiece::from_tokenizer_json(&read("tokenizer.json")?, max_tokens)?;
+        if tokenizer.vocab_size() > config.vocab_size {
+            return Err(EmbedError::ModelInvalid(format!(
+                "tokenizer.json has {} tokens but config.json says vocab_size {}",
+                tokenizer.vocab_size(),
+                config.vocab_size
+            )));
+        }
+        let bert = Bert::load(config, &Tensors::parse(read("model.safetensors")?)?)?;
+        let id = model_id(dir, &config_bytes);
+        tracing::info!(model = %id, dir = %dir.display(), "embedding model loaded");
+        Ok(LocalModel { id, tokenizer, bert })
+    }
+
+    /// Vector length.
+    pub fn dims(&self) -> usize {
+        self.bert.hidden_size()
+    }
+
+    /// Token ids of a text (for tests and diagnostics).
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        self.tokenizer.encode(text)
+    }
+
+    pub fn embed_one(&self, text: &str) -> Vec<f32> {
+        let ids = self.tokenizer.encode(text);
+        debug_assert!(ids.len() <= self.bert.max_positions());
+        self.bert.embed(&ids)
+    }
+}
+
+impl Embedder for LocalModel {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|t| self.embed_one(t)).collect())
+    }
+}
+
+/// `sentence_bert_config.json`'s `max_seq_length`, when the directory has one.
+fn max_seq_length(dir: &Path) -> Option<usize> {
+    let bytes = std::fs::read(dir.join("sentence_bert_config.json")).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    value["max_seq_length"].as_u64().and_then(|n| usize::try_from(n).ok()).filter(|&n| n >= 2)
+}
+
+/// The id vectors are stored under: the installed model's name (from the manifest `cairn
+/// model install` writes), else the directory name plus a hash of its config, so pointing
+/// cairn at another model re-embeds.
+fn model_id(dir: &Path, config: &[u8]) -> String {
+    if let Some(manifest) = crate::install::Manifest::read(dir) {
+        return manifest.id;
+    }
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(config);
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    format!("local:{name}:{}", hex(&hash[..4]))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The id a model directory's vectors are stored under, without loading the weights.
+pub fn local_model_id(dir: &Path) -> String {
+    let config = std::fs::read(dir.join("config.json")).unwrap_or_default();
+    model_id(dir, &config)
+}
+
+/// Whether `dir` holds every file a model needs (a cheap check before loading).
+pub fn is_model_dir(dir: &Path) -> bool {
+    REQUIRED_FILES.iter().all(|f| dir.join(f).is_file())
+}
+
+/// The first missing file of a model directory.
+pub fn missing_file(dir: &Path) -> Option<PathBuf> {
+    REQUIRED_FILES.iter().map(|f| dir.join(f)).find(|p| !p.is_file())
+}

@@ -1,0 +1,94 @@
+//! Building the embedder the settings ask for. Loading a local model takes a few hundred
+//! milliseconds, so [`semantic`] names the model at once and loads it on a background thread:
+//! nothing waits for it, and search is lexical until it is there.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_core::search::semantic::{Semantic, embed_error};
+use cairn_core::settings::{EmbedderConfig, EmbedderKind};
+use cairn_core::{CairnError, ErrorCode, Result};
+use cairn_embed::{Embedder, LocalModel};
+
+/// How long one request to an embedding endpoint may take.
+const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Semantic search for these settings, its model loading in the background; `None` when it
+/// is switched off or cannot work (said once in the log, with what to do).
+pub fn semantic(config: &EmbedderConfig) -> Option<Arc<Semantic>> {
+    let model_id = match model_id(config) {
+        Ok(Some(id)) => id,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::warn!(error = %e.message, hint = e.hint.as_deref().unwrap_or(""), "semantic search is off; searching lexically");
+            return None;
+        }
+    };
+    let semantic = Semantic::pending(model_id);
+    let config = config.clone();
+    let loading = Arc::clone(&semantic);
+    let spawned = std::thread::Builder::new().name("cairn-model-load".into()).spawn(move || match build(&config) {
+        Ok(embedder) => loading.set_embedder(embedder),
+        Err(e) => {
+            tracing::warn!(error = %e.message, "the embedding model did not load; searching lexically");
+            loading.set_failed(e.message);
+        }
+    });
+    if let Err(e) = spawned {
+        semantic.set_failed(format!("cannot start the model loader: {e}"));
+    }
+    Some(semantic)
+}
+
+/// Semantic search with the model loaded now (the CLI without a daemon, `cairn eval`).
+pub fn semantic_now(config: &EmbedderConfig) -> Result<Arc<Semantic>> {
+    Ok(Semantic::new(build(config)?))
+}
+
+/// The id the configured model's vectors are stored under, without loading it.
+fn model_id(config: &EmbedderConfig) -> Result<Option<String>> {
+    match config.kind {
+        EmbedderKind::None => Ok(None),
+        EmbedderKind::Local => {
+            if let Some(missing) = cairn_embed::missing_file(&config.model_dir) {
+                return Err(CairnError::new(
+                    ErrorCode::ModelMissing,
+                    format!("no embedding model: {} is missing", missing.display()),
+                )
+                .with_hint("run `cairn model install` (or set CAIRN_EMBEDDER=none to silence this)"));
+            }
+            Ok(Some(cairn_embed::local_model_id(&config.model_dir)))
+        }
+        EmbedderKind::Http => Ok(Some(format!("http:{}", endpoint(config)?.1))),
+    }
+}
+
+/// Load the configured embedder (blocking).
+pub fn build(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>> {
+    match config.kind {
+        EmbedderKind::None => Err(CairnError::new(ErrorCode::ModelMissing, "semantic search is switched off")
+            .with_hint("unset CAIRN_EMBEDDER=none")),
+        EmbedderKind::Local => {
+            let model = LocalModel::load(&config.model_dir).map_err(|e| embed_error(&e))?;
+            Ok(Arc::new(model))
+        }
+        EmbedderKind::Http => {
+            let (url, model) = endpoint(config)?;
+            let embedder =
+                cairn_embed::http::HttpEmbedder::new(url, model, config.api_key.clone(), None, ENDPOINT_TIMEOUT);
+            Ok(Arc::new(embedder))
+        }
+    }
+}
+
+fn endpoint(config: &EmbedderConfig) -> Result<(&str, &str)> {
+    let url = config.url.as_deref().ok_or_else(|| {
+        CairnError::new(ErrorCode::InvalidConfig, "CAIRN_EMBEDDER=http needs CAIRN_EMBED_URL")
+            .with_hint("e.g. CAIRN_EMBED_URL=http://localhost:11434/v1 CAIRN_EMBED_MODEL=nomic-embed-text")
+    })?;
+    let model = config.model.as_deref().ok_or_else(|| {
+        CairnError::new(ErrorCode::InvalidConfig, "CAIRN_EMBEDDER=http needs CAIRN_EMBED_MODEL")
+            .with_hint("the model name the endpoint serves, e.g. nomic-embed-text or text-embedding-3-small")
+    })?;
+    Ok((url, model))
+}

@@ -1,0 +1,364 @@
+//! `cairn eval`: retrieval quality as numbers.
+//!
+//! Each data set is loaded into a private in-memory store through the same save path agents
+//! use, every memory is embedded with the configured model, the daemon's lexical engine is
+//! attached, and every question is searched in each mode. Reported per mode (and per
+//! category): recall@1/5/10 (share of the expected memories in the top k, averaged over
+//! questions), hit@k for LoCoMo (any evidence turn in the top k) and MRR (first expected hit).
+//!
+//! - `coding`: `eval/coding-memory.json`, memories of six projects plus personal ones;
+//!   revision questions only count the memory when it shows the expected, current text.
+//! - `locomo`: LoCoMo (`../shared/data/locomo/locomo10.json`), every turn a memory of its
+//!   conversation (a project per conversation), questions of categories 1–4, evidence turns
+//!   as the expected memories.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use cairn_core::memory::NewObservation;
+use cairn_core::search::index::SharedIndex;
+use cairn_core::search::{SearchMode, SearchQuery};
+use cairn_core::{CairnError, Store};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::EvalArgs;
+use crate::output::note;
+use crate::run::Env;
+
+const TOP_K: usize = 10;
+
+/// One question, ready to search.
+struct Question {
+    id: String,
+    category: String,
+    split: String,
+    text: String,
+    project: Option<String>,
+    /// Memory ids that answer it.
+    expected: Vec<i64>,
+    /// For revisions: text the hit must contain (the current version).
+    must_contain: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Scores {
+    pub questions: usize,
+    pub recall_at_1: f64,
+    pub recall_at_5: f64,
+    pub recall_at_10: f64,
+    pub hit_at_5: f64,
+    pub hit_at_10: f64,
+    pub mrr: f64,
+}
+
+#[derive(Default)]
+struct Tally {
+    n: usize,
+    recall: [f64; 3],
+    hit: [f64; 2],
+    rr: f64,
+}
+
+impl Tally {
+    fn add(&mut self, ranks: &[Option<usize>]) {
+        self.n += 1;
+        let expected = ranks.len().max(1) as f64;
+        for (slot, k) in [1, 5, 10].into_iter().enumerate() {
+            self.recall[slot] += ranks.iter().filter(|r| r.is_some_and(|r| r <= k)).count() as f64 / expected;
+        }
+        let first = ranks.iter().flatten().min().copied();
+        for (slot, k) in [5, 10].into_iter().enumerate() {
+            if first.is_some_and(|r| r <= k) {
+                self.hit[slot] += 1.0;
+            }
+        }
+        self.rr += first.map_or(0.0, |r| 1.0 / r as f64);
+    }
+
+    fn scores(&self) -> Scores {
+        let n = self.n.max(1) as f64;
+        let round = |x: f64| (x / n * 1000.0).round() / 1000.0;
+        Scores {
+            questions: self.n,
+            recall_at_1: round(self.recall[0]),
+            recall_at_5: round(self.recall[1]),
+            recall_at_10: round(self.recall[2]),
+            hit_at_5: round(self.hit[0]),
+            hit_at_10: round(self.hit[1]),
+            mrr: round(self.rr),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct SetReport {
+    pub set: String,
+    pub memories: usize,
+    pub model: Option<String>,
+    /// Mode → "all" or category → scores.
+    pub modes: BTreeMap<String, BTreeMap<String, Scores>>,
+    pub search_ms_p50: BTreeMap<String, f64>,
+    pub misses: Vec<String>,
+}
+
+pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
+    let semantic = match cairn_server::embedder::semantic_now(&env.settings.embedder_config()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            note(&format!("warning: {}; scoring lexical search only", e.message));
+            None
+        }
+    };
+    let modes: Vec<SearchMode> = args
+        .modes
+        .iter()
+        .map(|m| SearchMode::parse(m))
+        .collect::<cairn_core::Result<Vec<_>>>()?
+        .into_iter()
+        .filter(|m| semantic.is_some() || *m == SearchMode::Lexical)
+        .collect();
+    let mut reports = Vec::new();
+    for set in &args.sets {
+        let (store, questions) = match set.as_str() {
+            "coding" => load_coding(&args)?,
+            "locomo" => load_locomo(&args)?,
+            other => {
+                return Err(CairnError::invalid(format!("unknown eval set {other:?}"))
+                    .with_hint("use coding and/or locomo")
+                    .into());
+            }
+        };
+        let report = score_set(set, store, &questions, semantic.clone(), &modes, args.misses)?;
+        reports.push(report);
+    }
+    env.emit(&reports, |r| render(r))
+}
+
+fn score_set(
+    name: &str,
+    mut store: Store,
+    questions: &[Question],
+    semantic: Option<Arc<cairn_core::search::semantic::Semantic>>,
+    modes: &[SearchMode],
+    want_misses: bool,
+) -> Result<SetReport> {
+    let memories = store.stats()?.total_observations as usize;
+    let index = Arc::new(SharedIndex::default());
+    index.set(store.build_index()?);
+    store.attach_index(index);
+    let model = semantic.as_ref().map(|s| s.model_id().to_owned());
+    if let Some(semantic) = semantic {
+        // A fresh semantic state per set: vectors of one set never leak into another.
+        let fresh = cairn_core::search::semantic::Semantic::new(Arc::clone(semantic.embedder().expect("loaded")));
+        store.attach_semantic(fresh);
+        store.load_vectors()?;
+        let started = Instant::now();
+        let mut done = 0;
+        loop {
+            let n = store.embed_pending(64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+            if done % 1024 < 64 {
+                note(&format!("  {name}: embedded {done}/{memories} ({:.0?})", started.elapsed()));
+            }
+        }
+        note(&format!("  {name}: {done} memories embedded in {:.1?}", started.elapsed()));
+    }
+    let mut report = SetReport {
+        set: name.to_owned(),
+        memories,
+        model,
+        modes: BTreeMap::new(),
+        search_ms_p50: BTreeMap::new(),
+        misses: Vec::new(),
+    };
+    for &mode in modes {
+        if let Some(semantic) = store.semantic() {
+            semantic.clear_query_cache();
+        }
+        let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
+        let mut times = Vec::with_capacity(questions.len());
+        for q in questions {
+            let query = SearchQuery {
+                text: q.text.clone(),
+                all_projects: q.project.is_none(),
+                project: q.project.clone(),
+                limit: TOP_K,
+                mode: Some(mode),
+                ..SearchQuery::default()
+            };
+            let started = Instant::now();
+            let results = store.search(&query)?;
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+            let ranks: Vec<Option<usize>> = q
+                .expected
+                .iter()
+                .map(|id| {
+                    results.hits.iter().position(|h| {
+                        h.observation.id == *id
+                            && q.must_contain.as_deref().is_none_or(|t| h.observation.content.contains(t))
+                    })
+                })
+                .map(|p| p.map(|p| p + 1))
+                .collect();
+            if want_misses && ranks.iter().all(|r| r.is_none_or(|r| r > 5)) {
+                let top: Vec<String> = results.hits.iter().take(3).map(|h| h.observation.title.clone()).collect();
+                report.misses.push(format!("[{}] {} {:?} → {top:?}", mode.as_str(), q.id, q.text));
+            }
+            tallies.entry("all".into()).or_default().add(&ranks);
+            tallies.entry(q.category.clone()).or_default().add(&ranks);
+            tallies.entry(format!("split:{}", q.split)).or_default().add(&ranks);
+        }
+        times.sort_by(f64::total_cmp);
+        let p50 = times.get(times.len() / 2).copied().unwrap_or(0.0);
+        report.search_ms_p50.insert(mode.as_str().to_owned(), (p50 * 1000.0).round() / 1000.0);
+        report.modes.insert(mode.as_str().to_owned(), tallies.iter().map(|(k, t)| (k.clone(), t.scores())).collect());
+    }
+    Ok(report)
+}
+
+fn read_json(path: &std::path::Path) -> Result<Value> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("{} is not valid JSON", path.display()))
+}
+
+fn text(v: &Value, key: &str) -> String {
+    v[key].as_str().unwrap_or_default().to_owned()
+}
+
+fn load_coding(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
+    let doc = read_json(&args.coding_file)?;
+    let mut store = Store::open_in_memory()?;
+    let mut ids: HashMap<String, i64> = HashMap::new();
+    let mut memories: Vec<&Value> = doc["memories"].as_array().context("no memories")?.iter().collect();
+    memories.sort_by_key(|m| m["seq"].as_i64().unwrap_or(0));
+    for m in memories {
+        let saved = store.save(&NewObservation {
+            title: text(m, "title"),
+            content: text(m, "content"),
+            kind: m["type"].as_str().map(str::to_owned),
+            project: m["project"].as_str().map(str::to_owned),
+            scope: m["scope"].as_str().map(str::to_owned),
+            topic_key: m["topic_key"].as_str().map(str::to_owned),
+            ..NewObservation::default()
+        })?;
+        ids.insert(text(m, "key"), saved.id);
+    }
+    let questions = doc["questions"]
+        .as_array()
+        .context("no questions")?
+        .iter()
+        .filter(|q| args.split == "all" || q["split"].as_str() == Some(args.split.as_str()))
+        .map(|q| Question {
+            id: text(q, "id"),
+            category: text(q, "category"),
+            split: text(q, "split"),
+            text: text(q, "query"),
+            project: q["project"].as_str().map(str::to_owned),
+            expected: q["expected"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| k.as_str().and_then(|k| ids.get(k)).copied())
+                .collect(),
+            must_contain: q["expect_contains"].as_str().map(str::to_owned),
+        })
+        .collect();
+    Ok((store, questions))
+}
+
+fn load_locomo(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
+    let doc = read_json(&args.locomo_file)?;
+    let samples = doc.as_array().context("LoCoMo: expected an array of conversations")?;
+    let take = args.locomo_samples.unwrap_or(samples.len());
+    let mut store = Store::open_in_memory()?;
+    let mut questions = Vec::new();
+    for sample in samples.iter().take(take) {
+        let project = format!("locomo-{}", text(sample, "sample_id"));
+        let conversation = &sample["conversation"];
+        let mut turn_ids: HashMap<String, i64> = HashMap::new();
+        for session in 1.. {
+            let Some(turns) = conversation[format!("session_{session}")].as_array() else { break };
+            let date = text(conversation, &format!("session_{session}_date_time"));
+            let session_id = format!("{project}-s{session}");
+            for turn in turns {
+                let mut content = text(turn, "text");
+                if let Some(caption) = turn["blip_caption"].as_str() {
+                    let _ = write!(content, " [shares a photo: {caption}]");
+                }
+                // The speaker and the session's date label the turn; the turn is the content.
+                let title = format!("{} ({date})", text(turn, "speaker"));
+                let saved = store.save(&NewObservation {
+                    title,
+                    content,
+                    kind: Some("conversation".into()),
+                    project: Some(project.clone()),
+                    session_id: Some(session_id.clone()),
+                    ..NewObservation::default()
+                })?;
+                turn_ids.insert(text(turn, "dia_id"), saved.id);
+            }
+        }
+        for (n, qa) in sample["qa"].as_array().into_iter().flatten().enumerate() {
+            let category = qa["category"].as_i64().unwrap_or(0);
+            if !(1..=4).contains(&category) {
+                continue;
+            }
+            let expected: Vec<i64> = qa["evidence"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .flat_map(|e| e.split([';', ',', ' ']).map(str::trim).filter(|e| !e.is_empty()).collect::<Vec<_>>())
+                .filter_map(|e| turn_ids.get(e).copied())
+                .collect();
+            if expected.is_empty() {
+                continue;
+            }
+            questions.push(Question {
+                id: format!("{project}#{n}"),
+                category: format!("cat{category}"),
+                split: "all".into(),
+                text: text(qa, "question"),
+                project: Some(project.clone()),
+                expected,
+                must_contain: None,
+            });
+        }
+    }
+    Ok((store, questions))
+}
+
+fn render(reports: &[SetReport]) -> String {
+    let mut text = String::new();
+    for r in reports {
+        let _ = writeln!(text, "{} — {} memories, model {}", r.set, r.memories, r.model.as_deref().unwrap_or("none"));
+        let _ = writeln!(
+            text,
+            "  {:<9} {:<12} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6}",
+            "mode", "subset", "n", "R@1", "R@5", "R@10", "hit@10", "MRR"
+        );
+        for (mode, groups) in &r.modes {
+            for (group, s) in groups {
+                let _ = writeln!(
+                    text,
+                    "  {mode:<9} {group:<12} {:>5} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3}",
+                    s.questions, s.recall_at_1, s.recall_at_5, s.recall_at_10, s.hit_at_10, s.mrr
+                );
+            }
+        }
+        for (mode, ms) in &r.search_ms_p50 {
+            let _ = writeln!(text, "  search p50 {mode}: {ms:.2} ms");
+        }
+        for m in &r.misses {
+            let _ = writeln!(text, "  miss {m}");
+        }
+    }
+    text
+}

@@ -1,0 +1,177 @@
+//! Semantic search end to end with the real binary: installing the model (from a local copy,
+//! from a download server, a corrupt download), searching with and without it, `reindex`,
+//! the daemon's background indexing and `embeddings_pending`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Daemon, cairn, http, model_dir, serve_files};
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("work")).unwrap();
+        Env { dir }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = cairn();
+        cmd.args(args)
+            .current_dir(self.dir.path().join("work"))
+            .env("CAIRN_DATA_DIR", self.data())
+            .env("CAIRN_PROJECT", "demo")
+            .env_remove("CAIRN_MODEL_DIR")
+            .env_remove("CAIRN_EMBEDDER")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(&[args, &["--json"]].concat());
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn installed_model(&self) -> PathBuf {
+        self.data().join("models/all-MiniLM-L6-v2")
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn error_code(out: &Output) -> String {
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    value["error"]["code"].as_str().unwrap_or_default().to_owned()
+}
+
+const MEMORIES: &[(&str, &str)] = &[
+    ("Test runner", "Use cargo nextest to execute the whole suite; plain cargo test misses the e2e setup."),
+    ("Deploy window", "Production releases go out on Tuesdays after the 10:00 standup."),
+    ("Postgres pool", "Raised max_connections to 200 after the API ran out of handles under load."),
+];
+
+#[test]
+fn without_a_model_everything_stays_lexical_and_says_what_to_do() {
+    let env = Env::new();
+    env.json(&["save", "Car parking", "level 2 of the garage"]);
+    let status = env.json(&["model", "status"]);
+    assert_eq!(status["installed"], false);
+    assert!(status["semantic_search"].as_str().unwrap().contains("cairn model install"), "{status}");
+    let out = env.run(&["search", "parking", "--mode", "semantic"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Car parking"), "lexical results still come");
+    assert!(stderr(&out).contains("semantic search is unavailable"), "{}", stderr(&out));
+    let out = env.run(&["reindex", "--json"]);
+    assert_eq!(error_code(&out), "model_missing");
+    assert_eq!(out.status.code(), Some(6));
+    let empty = env.dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = env.run(&["model", "install", "--from", empty.to_str().unwrap(), "--json"]);
+    assert_eq!(error_code(&out), "model_missing");
+    assert!(!env.installed_model().exists());
+    let out = env.run(&["search", "parking", "--mode", "fuzzy"]);
+    assert_eq!(out.status.code(), Some(2), "clap rejects an unknown mode");
+}
+
+#[test]
+fn a_corrupt_download_installs_nothing() {
+    let Some(model) = model_dir() else { return };
+    let env = Env::new();
+    let server = serve_files(model, Some("config.json"));
+    let out = env.run(&["model", "install", "--url", &format!("http://{server}"), "--json"]);
+    assert_eq!(error_code(&out), "checksum_mismatch", "{}", stderr(&out));
+    assert!(!env.installed_model().exists(), "nothing half-installed");
+    let partial: Vec<_> = std::fs::read_dir(env.data().join("models")).unwrap().collect();
+    assert!(partial.is_empty(), "the staging directory is removed: {partial:?}");
+}
+
+#[test]
+fn download_then_semantic_search_and_reindex_without_a_daemon() {
+    let Some(model) = model_dir() else { return };
+    let env = Env::new();
+    let server = serve_files(model, None);
+    let installed = env.json(&["model", "install", "--url", &format!("http://{server}")]);
+    assert_eq!(installed["model"], "all-MiniLM-L6-v2");
+    assert_eq!(env.json(&["model", "status"])["verified"], true);
+    for (title, content) in MEMORIES {
+        env.json(&["save", title, content]);
+    }
+    // No word in common with the memory it should find.
+    let found = env.json(&["search", "how", "do", "I", "run", "tests?", "--mode", "semantic"]);
+    assert_eq!(found["hits"][0]["title"], "Test runner", "{found:#}");
+    assert_eq!(found["mode"], "semantic");
+    assert!(found["hits"][0]["scores"]["semantic"].as_f64().unwrap() > 0.3);
+    let stats = env.json(&["stats"]);
+    assert_eq!(stats["embeddings_pending"], 0, "a CLI search embeds what was saved without a daemon");
+    let reindexed = env.json(&["reindex", "--force"]);
+    assert_eq!(reindexed["embedded"], 3);
+    assert_eq!(reindexed["cleared"], 3);
+    let hybrid = env.json(&["search", "database", "connections", "exhausted"]);
+    assert_eq!(hybrid["mode"], "hybrid", "hybrid by default once vectors exist");
+    assert_eq!(hybrid["hits"][0]["title"], "Postgres pool");
+}
+
+#[test]
+fn the_daemon_embeds_in_the_background_and_reports_pending() {
+    let Some(model) = model_dir() else { return };
+    let env = Env::new();
+    let out = env.run(&["model", "install", "--from", model.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let daemon = Daemon::start(&env.data());
+    for (title, content) in MEMORIES {
+        let body = json!({"title": title, "content": content, "project": "demo", "session_id": "s1"});
+        assert_eq!(http(daemon.addr, "POST", "/observations", Some(&body)).0, 201);
+    }
+    let stats = wait_for_embeddings(daemon.addr);
+    assert_eq!(stats["embeddings_stored"], 3);
+    assert_eq!(stats["semantic_search"], "ready");
+    let (status, hits) =
+        http(daemon.addr, "GET", "/search?q=when%20do%20we%20ship%3F&project=demo&mode=semantic", None);
+    assert_eq!(status, 200);
+    assert_eq!(hits[0]["title"], "Deploy window", "{hits:#}");
+    assert_eq!(hits[0]["matched"], "semantic");
+    let (status, body) = http(daemon.addr, "GET", "/search?q=x&mode=fuzzy", None);
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("invalid_argument")));
+    // A revision drops the old vector; the indexer catches up.
+    let id = hits[0]["id"].as_i64().unwrap();
+    let patch = json!({"content": "Releases now go out every Thursday afternoon."});
+    assert_eq!(http(daemon.addr, "PATCH", &format!("/observations/{id}"), Some(&patch)).0, 200);
+    wait_for_embeddings(daemon.addr);
+    let (status, queued) = http(daemon.addr, "POST", "/reindex?force=true", None);
+    assert_eq!((status, queued["cleared"].as_i64()), (200, Some(3)));
+    assert_eq!(wait_for_embeddings(daemon.addr)["embeddings_stored"], 3);
+    // The CLI goes through the same daemon.
+    let found = env.json(&["search", "when", "do", "we", "ship?", "--mode", "semantic"]);
+    assert_eq!(found["hits"][0]["title"], "Deploy window");
+    drop(daemon);
+}
+
+fn wait_for_embeddings(addr: std::net::SocketAddr) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (status, stats) = http(addr, "GET", "/stats", None);
+        assert_eq!(status, 200);
+        if stats["embeddings_pending"] == 0 && stats["semantic_search"] == "ready" {
+            return stats;
+        }
+        assert!(Instant::now() < deadline, "embeddings still pending: {stats}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -30,6 +30,7 @@ const MEMORY: &str = "Fixed the flaky login test on CI: the session cookie expir
     assertion because the test clock ran on wall time. The test now freezes time with a fake clock and the retry \
     loop was removed from the helper. Root cause was a 30 second token lifetime set in the staging config.";
 
+/// A short query: 15 tokens with [CLS] and [SEP], despite the name (kept for comparisons).
 #[divan::bench]
 fn query_10_tokens(bencher: divan::Bencher) {
     let Some(m) = model() else { return };

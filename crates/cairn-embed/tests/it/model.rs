@@ -1,4 +1,4 @@
-//! The local model against an independent reference: `fixtures/reference.py` runs Hugging
+//! The local model against an independent reference: `tests/fixtures/reference.py` runs Hugging
 //! Face's `tokenizers` library and a float64 numpy BERT over the same files
 //! (`python reference.py MODEL_DIR sentences.json minilm-reference.json`).
 //!
@@ -36,7 +36,7 @@ fn model() -> Option<&'static LocalModel> {
 }
 
 fn reference() -> serde_json::Value {
-    serde_json::from_str(include_str!("fixtures/minilm-reference.json")).unwrap()
+    serde_json::from_str(include_str!("../fixtures/minilm-reference.json")).unwrap()
 }
 
 #[test]

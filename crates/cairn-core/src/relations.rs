@@ -421,10 +421,15 @@ impl Store {
             stmt.query_map(params![project, since], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
         };
         let mut result = ScanResult { project, dry_run: !req.apply, ..ScanResult::default() };
+        // Each pair once: A finds B and B finds A.
+        let mut seen_pairs = std::collections::HashSet::new();
         for id in ids {
             result.inspected += 1;
             let source = self.get(id)?.sync_id;
             for candidate in self.find_candidates(id, 10, false)? {
+                if !seen_pairs.insert((id.min(candidate.id), id.max(candidate.id))) {
+                    continue;
+                }
                 result.candidates_found += 1;
                 if self.related(&source, &candidate.sync_id)? {
                     result.already_related += 1;

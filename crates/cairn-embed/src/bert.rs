@@ -280,7 +280,7 @@ impl Epilogue<'_> {
 /// `C = A · B` (columns `0..B.outputs` of C's rows written, nothing else touched), with the
 /// epilogue applied.
 ///
-/// The one `unsafe` of the crate: calling the AVX2+FMA build of the kernel, which is sound on
+/// One of the crate's two `unsafe` calls (the other is in `scan.rs`): calling the AVX2+FMA build of the kernel, which is sound on
 /// a CPU that has both, and that is checked right before. (The kernel is its own function
 /// rather than inlined into a target-feature build of the whole forward pass: in that large
 /// function LLVM spilled the accumulators and split rows into half-width vectors, twice as

@@ -12,12 +12,14 @@ mod bert;
 pub mod install;
 mod local;
 mod safetensors;
+mod scan;
 mod tokenizer;
 
 #[cfg(feature = "remote")]
 pub mod http;
 
 pub use local::{LocalModel, REQUIRED_FILES, is_model_dir, local_model_id, missing_file};
+pub use scan::dot_i8_rows;
 pub use tokenizer::WordPiece;
 
 /// Turns texts into unit-length vectors (so a dot product is the cosine similarity).

@@ -362,6 +362,7 @@ fn start_checkpointer(path: &Path, alive: Arc<AtomicBool>, running: Arc<AtomicBo
 fn start_embedding(path: &Path, semantic: Arc<Semantic>, db: std::sync::Weak<Db>, woken: mpsc::Receiver<()>) {
     let path = path.to_owned();
     let spawned = std::thread::Builder::new().name("cairn-embed".into()).spawn(move || {
+        run_only_when_idle();
         let Ok(mut reader) = Store::open(&path) else { return };
         reader.attach_semantic(Arc::clone(&semantic));
         let started = Instant::now();
@@ -427,6 +428,23 @@ fn start_embedding(path: &Path, semantic: Arc<Semantic>, db: std::sync::Weak<Db>
     });
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "no background embedding; run `cairn reindex`");
+    }
+}
+
+/// Embedding is CPU-bound for seconds to hours: give this thread only CPU time nothing else
+/// wants (Linux `SCHED_IDLE`), so saves and searches never wait behind it.
+pub(crate) fn run_only_when_idle() {
+    #[cfg(target_os = "linux")]
+    {
+        use thread_priority::{NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy};
+        let policy = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+        if let Err(e) = thread_priority::set_thread_priority_and_policy(
+            thread_priority::thread_native_id(),
+            ThreadPriority::Min,
+            policy,
+        ) {
+            tracing::debug!(error = ?e, "could not lower the embedding thread's priority");
+        }
     }
 }
 

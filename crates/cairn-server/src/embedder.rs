@@ -27,11 +27,15 @@ pub fn semantic(config: &EmbedderConfig) -> Option<Arc<Semantic>> {
     let semantic = Semantic::pending(model_id);
     let config = config.clone();
     let loading = Arc::clone(&semantic);
-    let spawned = std::thread::Builder::new().name("cairn-model-load".into()).spawn(move || match build(&config) {
-        Ok(embedder) => loading.set_embedder(embedder),
-        Err(e) => {
-            tracing::warn!(error = %e.message, "the embedding model did not load; searching lexically");
-            loading.set_failed(e.message);
+    let spawned = std::thread::Builder::new().name("cairn-model-load".into()).spawn(move || {
+        // Loading reads and repacks ~90 MB: never at the expense of the first requests.
+        crate::db::run_only_when_idle();
+        match build(&config) {
+            Ok(embedder) => loading.set_embedder(embedder),
+            Err(e) => {
+                tracing::warn!(error = %e.message, "the embedding model did not load; searching lexically");
+                loading.set_failed(e.message);
+            }
         }
     });
     if let Err(e) = spawned {

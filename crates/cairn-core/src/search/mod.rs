@@ -412,7 +412,8 @@ impl Store {
                 scores: candidate.scores,
             });
         }
-        if hits.is_empty() {
+        // The notice counts word matches elsewhere: meaningless for a semantic-only search.
+        if hits.is_empty() && engine.name() != "semantic" {
             results.notices.extend(self.elsewhere_notice(query)?);
         }
         results.hits = hits;
@@ -464,7 +465,8 @@ impl Store {
     fn elsewhere_notice(&self, query: &SearchQuery) -> Result<Option<String>> {
         let Some(project) = query.project.as_deref().filter(|_| !query.all_projects) else { return Ok(None) };
         let unscoped = SearchQuery { project: None, all_projects: true, limit: MAX_LIMIT, ..query.clone() };
-        let elsewhere = LexicalEngine.candidates(self, &unscoped, MAX_LIMIT)?.len();
+        let lexical: &dyn SearchEngine = if self.index().is_some() { &IndexEngine } else { &LexicalEngine };
+        let elsewhere = lexical.candidates(self, &unscoped, MAX_LIMIT)?.len();
         Ok((elsewhere > 0).then(|| {
             let more = if elsewhere == MAX_LIMIT { "+" } else { "" };
             format!(

@@ -175,3 +175,29 @@ fn wait_for_embeddings(addr: std::net::SocketAddr) -> Value {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn conflicts_scan_list_show_stats() {
+    let env = Env::new();
+    env.json(&["save", "Redis connection pool exhausted under load", "raised the pool to 50"]);
+    env.json(&["save", "Redis connection pool exhausted during peak load", "raised the pool to 80"]);
+    env.json(&["save", "Unrelated lunch plans", "pizza on friday"]);
+    let dry = env.json(&["conflicts", "scan"]);
+    assert_eq!((dry["dry_run"].as_bool(), dry["candidates_found"].as_u64()), (Some(true), Some(1)), "{dry}");
+    assert_eq!(env.json(&["conflicts", "list"])["total"], 0, "a dry run records nothing");
+    let applied = env.json(&["conflicts", "scan", "--apply"]);
+    assert_eq!(applied["inserted"], 1, "{applied}");
+    let list = env.json(&["conflicts", "list", "--status", "pending"]);
+    assert_eq!(list["total"], 1, "{list}");
+    let row = &list["relations"][0];
+    assert!(row["source_title"].as_str().unwrap().starts_with("Redis connection pool"));
+    let id = row["id"].as_i64().unwrap().to_string();
+    let shown = env.json(&["conflicts", "show", &id]);
+    assert_eq!(shown["relation"], "pending");
+    let text = String::from_utf8(env.run(&["conflicts", "show", &id]).stdout).unwrap();
+    assert!(text.contains("Redis connection pool exhausted"), "{text}");
+    let stats = env.json(&["conflicts", "stats"]);
+    assert_eq!(stats["by_judgment_status"]["pending"], 1, "{stats}");
+    let out = env.run(&["conflicts", "show", "9999", "--json"]);
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(4), "relation_not_found"));
+}

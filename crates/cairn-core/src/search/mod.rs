@@ -342,7 +342,8 @@ impl Store {
     /// was asked for but cannot answer, the results are lexical and a notice says why.
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
         let lexical: &dyn SearchEngine = if self.index().is_some() { &IndexEngine } else { &LexicalEngine };
-        if query.text.trim().is_empty() || query.mode == Some(SearchMode::Lexical) {
+        let nothing_to_embed = query::parse(&query.text).is_empty();
+        if nothing_to_embed || query.mode == Some(SearchMode::Lexical) {
             return self.search_with(lexical, query);
         }
         let vector = match self.query_vector(&query.text) {

@@ -49,6 +49,9 @@ pub enum ErrorCode {
     InvalidConfig,
     /// The daemon could not be reached or answered badly.
     DaemonUnavailable,
+    /// A write reached the daemon, which then went away before answering: it may or may not
+    /// have been applied, so it is not retried (a retry could apply it twice).
+    OperationInterrupted,
     /// A request body exceeds the size limit.
     PayloadTooLarge,
     /// The request is refused: foreign Host or Origin, cross-site browser request.
@@ -96,6 +99,7 @@ impl ErrorCode {
         Self::DatabaseBusy,
         Self::InvalidConfig,
         Self::DaemonUnavailable,
+        Self::OperationInterrupted,
         Self::PayloadTooLarge,
         Self::Forbidden,
         Self::Unauthorized,
@@ -136,6 +140,7 @@ impl ErrorCode {
             Self::DatabaseBusy => "database_busy",
             Self::InvalidConfig => "invalid_config",
             Self::DaemonUnavailable => "daemon_unavailable",
+            Self::OperationInterrupted => "operation_interrupted",
             Self::PayloadTooLarge => "payload_too_large",
             Self::Forbidden => "forbidden",
             Self::Unauthorized => "unauthorized",
@@ -173,7 +178,11 @@ impl ErrorCode {
             Self::MethodNotAllowed => 405,
             Self::SessionHasObservations => 409,
             Self::ContentTooLarge | Self::PayloadTooLarge => 413,
-            Self::DatabaseBusy | Self::DaemonUnavailable | Self::EmbedderUnavailable | Self::ModelMissing => 503,
+            Self::DatabaseBusy
+            | Self::DaemonUnavailable
+            | Self::OperationInterrupted
+            | Self::EmbedderUnavailable
+            | Self::ModelMissing => 503,
             Self::ModelInvalid | Self::ChecksumMismatch => 500,
             Self::DatabaseCorrupt | Self::SchemaTooNew | Self::DataDirNotWritable | Self::Internal => 500,
         }

@@ -41,12 +41,15 @@ pub struct ConnectOptions {
 pub struct Deferred {
     options: ConnectOptions,
     cell: OnceCell<Backend>,
+    /// The database opened here once the daemon went away (opened once: opening starts
+    /// threads and builds a search index).
+    fallback: OnceCell<Arc<Db>>,
 }
 
 impl Backend {
     /// A backend that connects on first use; [`Backend::warm_up`] starts connecting now.
     pub fn deferred(options: ConnectOptions) -> Backend {
-        Backend::Deferred(Arc::new(Deferred { options, cell: OnceCell::new() }))
+        Backend::Deferred(Arc::new(Deferred { options, cell: OnceCell::new(), fallback: OnceCell::new() }))
     }
 
     /// Begin resolving a deferred backend in the background.
@@ -72,11 +75,17 @@ impl Backend {
                 let backend = d.resolve().await?;
                 let result = Box::pin(backend.execute(op.clone())).await;
                 match result {
-                    // The daemon went away: carry on with the database file itself.
+                    // The daemon went away (and surely did not run it): carry on with the
+                    // database file itself.
                     Err(e) if e.code == ErrorCode::DaemonUnavailable => {
-                        tracing::warn!(error = %e, "daemon unavailable; opening the database directly");
-                        let db = open_local(&d.options)?;
-                        Box::pin(Backend::Local(db).execute(op)).await
+                        let db = d
+                            .fallback
+                            .get_or_try_init(|| async {
+                                tracing::warn!(error = %e, "daemon unavailable; opening the database directly");
+                                open_local(&d.options)
+                            })
+                            .await?;
+                        Box::pin(Backend::Local(Arc::clone(db)).execute(op)).await
                     }
                     other => other,
                 }

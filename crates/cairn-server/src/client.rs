@@ -80,7 +80,7 @@ impl DaemonClient {
     }
 
     pub fn health(&self) -> Result<Value> {
-        let (status, body) = self.request("GET", "/health", None, PROBE_TIMEOUT)?;
+        let (status, body) = self.request("GET", "/health", None, PROBE_TIMEOUT).map_err(RequestError::into_inner)?;
         if status != 200 {
             return Err(unavailable(format!("health check answered {status}")));
         }
@@ -88,33 +88,78 @@ impl DaemonClient {
     }
 
     /// Run an operation in the daemon. Errors keep their code.
+    ///
+    /// `daemon_unavailable` means the operation surely did not run (no connection, or the
+    /// request was not fully sent): the caller may run it elsewhere. A write sent whole that
+    /// gets no answer (the daemon died, or timed out) fails with `operation_interrupted`
+    /// instead: it may have been committed, and running it again could apply it twice.
     pub fn execute(&self, op: &Op) -> Result<Value> {
         let body = serde_json::to_vec(op)?;
-        let (status, bytes) = self.request("POST", "/v1/op", Some(&body), OP_TIMEOUT)?;
-        let value: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| unavailable(format!("the daemon answered {status} with something that is not JSON: {e}")))?;
+        let interrupted = |e: CairnError| {
+            if !op.is_write() {
+                return e;
+            }
+            CairnError::new(
+                ErrorCode::OperationInterrupted,
+                format!("the daemon stopped answering while running `{}`: {}", op.name(), e.message),
+            )
+            .with_hint("it may or may not have been applied: check (cairn search, cairn get) before running it again")
+        };
+        let (status, bytes) = self.request("POST", "/v1/op", Some(&body), OP_TIMEOUT).map_err(|e| match e {
+            RequestError::NotSent(e) => e,
+            RequestError::NoAnswer(e) => interrupted(e),
+        })?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            interrupted(unavailable(format!("the daemon answered {status} with something that is not JSON: {e}")))
+        })?;
         if status == 200 {
             return Ok(value);
         }
         Err(error_from_body(&value, status))
     }
 
-    fn request(&self, method: &str, path: &str, body: Option<&[u8]>, timeout: Duration) -> Result<(u16, Vec<u8>)> {
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        timeout: Duration,
+    ) -> std::result::Result<(u16, Vec<u8>), RequestError> {
         let io = |e: std::io::Error| unavailable(format!("{}: {e}", self.addr));
-        let mut stream = TcpStream::connect_timeout(&self.addr, PROBE_TIMEOUT).map_err(io)?;
-        stream.set_read_timeout(Some(timeout)).map_err(io)?;
-        stream.set_write_timeout(Some(timeout)).map_err(io)?;
-        stream.set_nodelay(true).map_err(io)?;
+        let not_sent = |e: std::io::Error| RequestError::NotSent(io(e));
+        let mut stream = TcpStream::connect_timeout(&self.addr, PROBE_TIMEOUT).map_err(not_sent)?;
+        stream.set_read_timeout(Some(timeout)).map_err(not_sent)?;
+        stream.set_write_timeout(Some(timeout)).map_err(not_sent)?;
+        stream.set_nodelay(true).map_err(not_sent)?;
         let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
         if let Some(token) = &self.token {
             head.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
         let body = body.unwrap_or_default();
         head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()));
-        stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body)).map_err(io)?;
+        // Until the last byte is written the server cannot have acted on it (it waits for the
+        // whole body); after that, silence is ambiguous.
+        stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body)).map_err(not_sent)?;
         let mut response = Vec::new();
-        stream.read_to_end(&mut response).map_err(io)?;
-        parse_response(&response).ok_or_else(|| unavailable("malformed HTTP response".into()))
+        stream.read_to_end(&mut response).map_err(|e| RequestError::NoAnswer(io(e)))?;
+        parse_response(&response)
+            .ok_or_else(|| RequestError::NoAnswer(unavailable("no complete HTTP response (it went away?)".into())))
+    }
+}
+
+/// Why a request got no answer.
+enum RequestError {
+    /// It never reached the daemon whole.
+    NotSent(CairnError),
+    /// It was sent; the answer did not come.
+    NoAnswer(CairnError),
+}
+
+impl RequestError {
+    fn into_inner(self) -> CairnError {
+        match self {
+            RequestError::NotSent(e) | RequestError::NoAnswer(e) => e,
+        }
     }
 }
 
@@ -229,6 +274,51 @@ mod tests {
         let body = serde_json::json!({"error": {"code": "observation_not_found", "message": "nope", "hint": "h"}});
         let err = error_from_body(&body, 404);
         assert_eq!((err.code, err.hint.as_deref()), (ErrorCode::ObservationNotFound, Some("h")));
+    }
+
+    /// A daemon that reads each request whole, then dies without answering.
+    fn vanishing_daemon() -> SocketAddr {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Read the head and the Content-Length body, then drop the connection.
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    if let Some(split) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&seen[..split]).to_ascii_lowercase();
+                        let len = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if seen.len() >= split + 4 + len {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_write_sent_without_an_answer_is_interrupted_not_unavailable() {
+        let client = DaemonClient::new(vanishing_daemon(), None);
+        let save = Op::from_value(serde_json::json!({"op": "save", "args": {"title": "t", "content": "c"}})).unwrap();
+        // The caller must not run it again elsewhere: it may have been committed.
+        assert_eq!(client.execute(&save).unwrap_err().code, ErrorCode::OperationInterrupted);
+        // A read is safe to run elsewhere.
+        assert_eq!(client.execute(&Op::Stats).unwrap_err().code, ErrorCode::DaemonUnavailable);
+        // Nothing listening: nothing was sent, so a write may run elsewhere too.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        assert_eq!(DaemonClient::new(closed, None).execute(&save).unwrap_err().code, ErrorCode::DaemonUnavailable);
     }
 
     #[test]

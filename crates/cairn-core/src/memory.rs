@@ -64,6 +64,10 @@ pub struct SaveOutcome {
     pub action: SaveAction,
     pub project: String,
     pub session_id: String,
+    /// The title as stored (redacted, first line, within limits): what an answer may show.
+    pub title: String,
+    #[serde(rename = "type")]
+    pub kind: String,
     pub topic_key: Option<String>,
     /// A topic key to pass next time, when none was given (so the memory can be revised).
     pub suggested_topic_key: Option<String>,
@@ -174,6 +178,8 @@ impl Store {
                 action,
                 project: project.clone(),
                 session_id: session_id.clone(),
+                title: prepared.title.clone(),
+                kind: prepared.kind.clone(),
                 topic_key: prepared.topic_key.clone(),
                 suggested_topic_key: prepared
                     .topic_key
@@ -316,8 +322,10 @@ impl Store {
             args.push(kind.clone().into());
         }
         sql.push_str(" ORDER BY o.created_at DESC, o.id DESC LIMIT ? OFFSET ?");
-        args.push((filter.limit as i64).into());
-        args.push((filter.offset as i64).into());
+        // `as i64` would wrap a huge offset to a negative one, which SQLite reads as 0: the
+        // first page instead of an empty one.
+        args.push(i64::try_from(filter.limit).unwrap_or(i64::MAX).into());
+        args.push(i64::try_from(filter.offset).unwrap_or(i64::MAX).into());
         let mut stmt = self.conn().prepare_cached(&sql)?;
         let rows = stmt.query_map(rusqlite::params_from_iter(args), Observation::from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

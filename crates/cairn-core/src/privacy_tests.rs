@@ -38,7 +38,8 @@ proptest! {
         let mut store = Store::open(&dir.path().join("cairn.db")).unwrap();
         let private = format!("{prefix} {}", wrap(&secret, case));
         store.start_session(&NewSession {
-            id: "s1".into(), project: Some("p".into()), directory: Some(private.clone()), ..Default::default()
+            id: "s1".into(), project: Some("p".into()), directory: Some(private.clone()), agent: Some(private.clone()),
+            ..Default::default()
         }).unwrap();
         let saved = store.save(&NewObservation {
             title: private.clone(),
@@ -56,10 +57,11 @@ proptest! {
         store.add_prompt(&NewPrompt { content: private.clone(), session_id: Some("s1".into()), ..Default::default() }).unwrap();
         store.end_session("s1", Some(&private)).unwrap();
         let import = format!(
-            r#"{{"sessions":[{{"id":"s2","summary":{p:?},"directory":{p:?}}}],
+            r#"{{"sessions":[{{"id":"s2","summary":{p:?},"directory":{p:?},"agent":{p:?}}}],
                 "observations":[{{"session_id":"s2","title":{p:?},"content":{p:?},"topic_key":{p:?}}}],
                 "prompts":[{{"session_id":"s2","content":{p:?}}}],
-                "relations":[{{"sync_id":"r1","source_id":"a","target_id":"b","reason":{p:?},"evidence":{p:?}}}]}}"#,
+                "relations":[{{"sync_id":"r1","source_id":"a","target_id":"b","reason":{p:?},"evidence":{p:?},
+                    "marked_by_actor":{p:?},"marked_by_model":{p:?}}}]}}"#,
             p = private
         );
         store.import_bytes(import.as_bytes()).unwrap();

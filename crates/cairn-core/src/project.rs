@@ -13,7 +13,7 @@ use std::sync::{LazyLock, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CairnError, ErrorCode, Result};
-use crate::text::normalize_project;
+use crate::text::{normalize_project, redact};
 
 /// Where a project name came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,7 +60,13 @@ static CACHE: LazyLock<Mutex<HashMap<PathBuf, ProjectDetection>>> = LazyLock::ne
 /// Detect the project of `dir`, cached for the life of the process (engram spawned two git
 /// processes per MCP call).
 pub fn detect_project(dir: &Path) -> Result<ProjectDetection> {
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+    // A directory an agent sends is text it typed: `<private>` parts must not become the
+    // project name (stored with every memory) nor be echoed back as its path.
+    let dir = match redact(&dir.to_string_lossy()) {
+        (clean, true) => PathBuf::from(clean),
+        _ => dir.to_owned(),
+    };
+    let dir = dir.canonicalize().unwrap_or(dir);
     if let Some(hit) = CACHE.lock().ok().and_then(|c| c.get(&dir).cloned()) {
         return Ok(hit);
     }
@@ -212,6 +218,15 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn private_text_in_a_directory_never_names_the_project() {
+        for dir in ["/work/<private>acme-secret</private>", "/work/<private>acme-secret", "/w/<PRIVATE>\nacme-secret"] {
+            let found = detect_project(Path::new(dir)).unwrap();
+            let shown = serde_json::to_string(&found).unwrap();
+            assert!(!shown.contains("acme-secret"), "{dir:?} → {shown}");
+        }
+    }
 
     #[test]
     fn repo_names_from_urls() {

@@ -310,6 +310,7 @@ impl Store {
             .optional()?;
         let now = self.now();
         let reasoning = redact_opt(Some(&c.reasoning));
+        let model = redact_opt(c.model.as_deref());
         let sync_id = existing.unwrap_or_else(new_sync_id);
         self.write(|tx| {
             tx.execute(
@@ -319,7 +320,7 @@ impl Store {
                  ON CONFLICT(sync_id) DO UPDATE SET relation = excluded.relation, reason = excluded.reason,
                     confidence = excluded.confidence, judgment_status = 'judged', marked_by_actor = 'cairn',
                     marked_by_kind = 'system', marked_by_model = excluded.marked_by_model, updated_at = excluded.updated_at",
-                params![sync_id, a.sync_id, b.sync_id, c.relation, reasoning, c.confidence, c.model, now],
+                params![sync_id, a.sync_id, b.sync_id, c.relation, reasoning, c.confidence, model, now],
             )?;
             Ok(())
         })?;
@@ -345,7 +346,8 @@ impl Store {
     /// A page of relations, newest first.
     pub fn list_relations(&self, filter: &RelationFilter) -> Result<RelationPage> {
         let limit = filter.limit.unwrap_or(50).clamp(1, 500);
-        let offset = filter.offset.unwrap_or(0);
+        // Past i64::MAX there is nothing to skip to (and `as i64` would wrap to the first page).
+        let offset = filter.offset.unwrap_or(0).min(i64::MAX as usize);
         let since = match &filter.since {
             Some(s) => Some(
                 crate::clock::normalize_ts(s)
@@ -413,7 +415,15 @@ impl Store {
             return Err(CairnError::empty("project"));
         }
         let max_insert = req.max_insert.unwrap_or(100);
-        let since = req.since.as_deref().and_then(crate::clock::normalize_ts);
+        // A `since` that is not a time is refused: read as "no limit", an applied scan would
+        // pair up every memory of the project.
+        let since = match req.since.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            Some(s) => Some(
+                crate::clock::normalize_ts(s)
+                    .ok_or_else(|| CairnError::invalid(format!("since {s:?} is not an RFC 3339 time")))?,
+            ),
+            None => None,
+        };
         let ids: Vec<i64> = {
             let mut stmt = self.conn().prepare(
                 "SELECT id FROM observations WHERE project = ?1 AND deleted_at IS NULL AND (?2 IS NULL OR created_at >= ?2) ORDER BY id",
@@ -652,5 +662,16 @@ mod tests {
         assert_eq!(applied.inserted, 1, "{applied:?}");
         let again = s.scan_relations(&ScanRequest { project: "p".into(), apply: true, ..Default::default() }).unwrap();
         assert_eq!(again.inserted, 0);
+    }
+
+    /// Found by fuzzing the HTTP API: a `since` that is no time was read as "since ever".
+    #[test]
+    fn scan_refuses_a_since_that_is_not_a_time() {
+        let (mut s, _) = store_with_clock();
+        s.save(&obs("p", "Flaky login test on CI", "a")).unwrap();
+        let req = ScanRequest { project: "p".into(), since: Some("0".into()), apply: true, ..Default::default() };
+        assert_eq!(s.scan_relations(&req).unwrap_err().code, ErrorCode::InvalidArgument);
+        let blank = ScanRequest { project: "p".into(), since: Some(" ".into()), ..Default::default() };
+        assert!(s.scan_relations(&blank).is_ok(), "blank means no limit");
     }
 }

@@ -176,7 +176,7 @@ pub(crate) fn validate_session_id(id: &str) -> Result<()> {
 pub(crate) fn ensure_session(tx: &Connection, new: &NewSession, now: &str) -> Result<()> {
     let project = new.project.as_deref().map(|p| normalize_project(p).0).unwrap_or_default();
     let directory = new.directory.as_deref().map(|d| redact(d).0).unwrap_or_default();
-    let agent = new.agent.clone().unwrap_or_default();
+    let agent = new.agent.as_deref().map(|a| redact(a).0).unwrap_or_default();
     tx.execute(
         "INSERT INTO sessions (id, project, directory, agent, parent_id, started_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)

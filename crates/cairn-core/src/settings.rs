@@ -71,6 +71,23 @@ pub fn default_model_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("models").join("all-MiniLM-L6-v2")
 }
 
+/// The tracing filter for a log setting (`CAIRN_LOG`). The MCP library logs every message
+/// whole at `debug` (tool arguments: memory contents, `<private>` text included), so it stays
+/// at `info` unless the filter names it: `CAIRN_LOG=debug` never writes what agents sent.
+pub fn log_filter(raw: &str) -> String {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return "warn".to_owned();
+    }
+    let directives = || raw.split(',').map(str::trim);
+    if directives().any(|d| d.starts_with("rmcp")) {
+        return raw.to_owned();
+    }
+    let verbose_default =
+        directives().any(|d| !d.contains('=') && matches!(d.to_ascii_lowercase().as_str(), "debug" | "trace"));
+    if verbose_default { format!("{raw},rmcp=info") } else { raw.to_owned() }
+}
+
 /// Who starts the daemon when none is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -409,6 +426,16 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_logs_keep_mcp_messages_out() {
+        assert_eq!(log_filter("debug"), "debug,rmcp=info");
+        assert_eq!(log_filter(" TRACE "), "TRACE,rmcp=info");
+        assert_eq!(log_filter("info,cairn_server=debug"), "info,cairn_server=debug");
+        assert_eq!(log_filter("debug,rmcp=trace"), "debug,rmcp=trace", "named explicitly: the user asked");
+        assert_eq!(log_filter("warn"), "warn");
+        assert_eq!(log_filter(""), "warn");
+    }
 
     #[test]
     fn precedence_default_file_env_flag() {

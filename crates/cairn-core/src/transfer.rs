@@ -22,6 +22,15 @@ use crate::text::{
 /// Format version written in exports (engram's, so its tools read ours).
 pub const EXPORT_VERSION: &str = "0.1.0";
 
+/// The largest local id an import keeps. Beyond it the row gets a new id: ids past 2^53 are
+/// not exact in JavaScript clients, and an id of `i64::MAX` would leave SQLite's AUTOINCREMENT
+/// nothing to count up to, failing every later save with "database or disk is full".
+pub const MAX_KEPT_ID: i64 = (1 << 53) - 1;
+
+/// Revision and duplicate counts from a file are capped here: saves add one to them, and past
+/// `i64::MAX` SQLite turns the sum into a float that no later read of the row accepts.
+pub const MAX_COUNT: i64 = (1 << 53) - 1;
+
 /// Everything in the store, including soft-deleted memories (their deletion must travel too).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExportData {
@@ -286,7 +295,7 @@ fn import_sessions(tx: &Connection, sessions: &[SessionRecord], report: &mut Imp
                 s.id,
                 normalize_project(s.project.as_deref().unwrap_or_default()).0,
                 redact(s.directory.as_deref().unwrap_or_default()).0,
-                s.agent.as_deref().unwrap_or_default(),
+                redact(s.agent.as_deref().unwrap_or_default()).0,
                 s.parent_id,
                 started_at,
                 ended_at,
@@ -400,8 +409,8 @@ fn clean_observation(o: &ObservationRecord, now: &str, at: &str) -> Result<Clean
         project: normalize_project(o.project.as_deref().unwrap_or_default()).0,
         scope: Scope::parse(o.scope.as_deref().unwrap_or("project")),
         topic_key: o.topic_key.as_deref().and_then(|k| normalize_topic_key(&redact(k).0)),
-        revision_count: o.revision_count.unwrap_or(1).max(1),
-        duplicate_count: o.duplicate_count.unwrap_or(1).max(1),
+        revision_count: o.revision_count.unwrap_or(1).clamp(1, MAX_COUNT),
+        duplicate_count: o.duplicate_count.unwrap_or(1).clamp(1, MAX_COUNT),
         pinned: o.pinned.unwrap_or(false),
         last_seen_at: optional_timestamp(o.last_seen_at.as_deref(), at)?,
         updated_at: timestamp(o.updated_at.as_deref(), &created_at, at)?,
@@ -415,7 +424,7 @@ fn insert_observation(tx: &Connection, wanted_id: Option<i64>, r: &CleanObservat
     // Keep the original local id when it is free, so `#id` references in memories still hold
     // after a restore.
     let id_free = match wanted_id {
-        Some(id) if id > 0 => {
+        Some(id) if (1..=MAX_KEPT_ID).contains(&id) => {
             !tx.query_row("SELECT EXISTS(SELECT 1 FROM observations WHERE id = ?1)", [id], |x| x.get::<_, bool>(0))?
         }
         _ => false,
@@ -498,7 +507,7 @@ fn import_prompts(tx: &Connection, rows: &[PromptRecord], now: &str, report: &mu
             continue;
         }
         let id_free = match p.id {
-            Some(id) if id > 0 => {
+            Some(id) if (1..=MAX_KEPT_ID).contains(&id) => {
                 !tx.query_row("SELECT EXISTS(SELECT 1 FROM prompts WHERE id = ?1)", [id], |r| r.get::<_, bool>(0))?
             }
             _ => false,
@@ -552,9 +561,9 @@ fn import_relations(tx: &Connection, rows: &[RelationRecord], now: &str, report:
                 redact_opt(r.evidence.as_deref()),
                 r.confidence,
                 r.judgment_status.as_deref().unwrap_or("pending"),
-                r.marked_by_actor,
-                r.marked_by_kind,
-                r.marked_by_model,
+                redact_opt(r.marked_by_actor.as_deref()),
+                redact_opt(r.marked_by_kind.as_deref()),
+                redact_opt(r.marked_by_model.as_deref()),
                 r.session_id,
                 created_at,
                 updated_at

@@ -135,3 +135,50 @@ proptest! {
         prop_assert_eq!(comparable(t.export(None).unwrap()), comparable(exported));
     }
 }
+
+/// Found by fuzzing the HTTP API: a file carrying `id: i64::MAX` used to keep that id, and
+/// SQLite's AUTOINCREMENT then refused every later save ("database or disk is full").
+#[test]
+fn huge_ids_in_a_file_are_not_kept_and_saves_go_on() {
+    let (mut s, _) = store_with_clock();
+    let file = format!(
+        r#"{{"observations":[{{"id":{max},"session_id":"s","title":"t","content":"c"}}],
+            "prompts":[{{"id":{max},"session_id":"s","content":"p"}}]}}"#,
+        max = i64::MAX
+    );
+    s.import_bytes(file.as_bytes()).unwrap();
+    let kept = s.export(None).unwrap();
+    assert!(kept.observations.iter().all(|o| o.id <= crate::transfer::MAX_KEPT_ID));
+    assert!(kept.prompts.iter().all(|p| p.id <= crate::transfer::MAX_KEPT_ID));
+    s.save(&obs("p", "after", "a save after the import")).unwrap();
+    s.add_prompt(&NewPrompt { content: "a prompt after".into(), project: Some("p".into()), ..Default::default() })
+        .unwrap();
+    // An id within range is kept (restores keep `#id` references).
+    s.import_bytes(br#"{"observations":[{"id":4242,"session_id":"s","title":"t2","content":"c2"}]}"#).unwrap();
+    assert!(s.get(4242).is_ok());
+}
+
+#[test]
+fn an_offset_past_the_end_is_an_empty_page() {
+    let (mut s, _) = store_with_clock();
+    s.save(&obs("p", "one", "first")).unwrap();
+    let filter = crate::memory::ListFilter { limit: 10, offset: usize::MAX, ..Default::default() };
+    assert!(s.list(&filter).unwrap().is_empty(), "a huge offset wrapped to the first page");
+}
+
+/// Found by fuzzing the HTTP API: `revision_count: i64::MAX` from a file, then an update
+/// (+1) stored a float, and every later read of the row (get, timeline, export) failed.
+#[test]
+fn huge_counts_in_a_file_are_capped_and_updates_still_read_back() {
+    let (mut s, _) = store_with_clock();
+    let file = format!(
+        r#"{{"observations":[{{"session_id":"s","title":"t","content":"c","revision_count":{max},"duplicate_count":{max}}}]}}"#,
+        max = i64::MAX
+    );
+    s.import_bytes(file.as_bytes()).unwrap();
+    let id = s.export(None).unwrap().observations[0].id;
+    let patch = crate::memory::ObservationPatch { content: Some("edited".into()), ..Default::default() };
+    s.update(id, &patch).unwrap();
+    assert!(s.get(id).unwrap().revision_count <= crate::transfer::MAX_COUNT + 1);
+    s.export(None).unwrap();
+}

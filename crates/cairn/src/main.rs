@@ -27,7 +27,7 @@ fn main() -> ExitCode {
 }
 
 fn init_logging() {
-    let filter = std::env::var("CAIRN_LOG").unwrap_or_else(|_| "warn".into());
+    let filter = cairn_core::settings::log_filter(&std::env::var("CAIRN_LOG").unwrap_or_default());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)

@@ -13,7 +13,8 @@ use cairn_core::text::preview;
 use cairn_core::transfer::ImportReport;
 use cairn_core::views::{Stats, Timeline};
 
-pub fn saved(out: &SaveOutcome, title: &str, kind: &str) -> String {
+pub fn saved(out: &SaveOutcome) -> String {
+    let (title, kind) = (&out.title, &out.kind);
     let verb = match out.action {
         SaveAction::Created => "Memory saved",
         SaveAction::Revised => "Memory revised",

@@ -283,7 +283,7 @@ fn save(env: &Env, args: SaveArgs) -> Result<()> {
     };
     let detection = env.project()?;
     let new = NewObservation {
-        title: title.clone(),
+        title,
         content,
         kind: args.kind,
         session_id: args.session,
@@ -294,7 +294,6 @@ fn save(env: &Env, args: SaveArgs) -> Result<()> {
         pinned: args.pin,
         directory: Some(env.cwd.display().to_string()),
     };
-    let kind = new.kind.clone().unwrap_or_else(|| cairn_core::memory::DEFAULT_TYPE.to_owned()).trim().to_lowercase();
     let response: SaveResponse = env.call(Op::Save(SaveRequest { observation: new, find_candidates: false }))?;
     let outcome = response.outcome;
     for w in &outcome.warnings {
@@ -306,7 +305,7 @@ fn save(env: &Env, args: SaveArgs) -> Result<()> {
     if outcome.redacted {
         note("note: <private> content was redacted before saving");
     }
-    env.emit(&outcome, |o| render::saved(o, &title, &kind))
+    env.emit(&outcome, render::saved)
 }
 
 fn search(env: &Env, args: SearchArgs) -> Result<()> {

@@ -102,9 +102,8 @@ impl CairnMcp {
 
     pub(super) async fn save(&self, call: &CallCtx, a: SaveArgs) -> Result<CallToolResult> {
         let scoped = self.resolve(call, a.project.as_deref()).await?;
-        let kind = given(a.kind.clone()).map_or_else(|| "manual".to_owned(), |k| k.trim().to_lowercase());
         let observation = NewObservation {
-            title: a.title.clone(),
+            title: a.title,
             content: a.content,
             kind: given(a.kind),
             session_id: given(a.session_id),
@@ -139,7 +138,7 @@ impl CairnMcp {
         if !o.warnings.is_empty() {
             extra["warning"] = json!(o.warnings.join("; "));
         }
-        Ok(reply::envelope(Some(&scoped), render::save(&resp, &a.title, &kind), extra))
+        Ok(reply::envelope(Some(&scoped), render::save(&resp), extra))
     }
 
     /// Store the prompt last recorded for this project in the session the memory went to,

@@ -18,9 +18,9 @@ const SEARCH_PREVIEW: usize = 300;
 const MAX_PROJECTS_LISTED: usize = 10;
 
 /// `Memory saved: #12 "title" (decision)` and what the agent should know about the save.
-pub fn save(resp: &SaveResponse, title: &str, kind: &str) -> String {
+pub fn save(resp: &SaveResponse) -> String {
     let o = &resp.outcome;
-    let title = title.lines().next().unwrap_or_default().trim();
+    let (title, kind) = (&o.title, &o.kind);
     let mut out = match o.action {
         SaveAction::Created => format!("Memory saved: #{} {title:?} ({kind})", o.id),
         SaveAction::Revised => format!(
@@ -266,6 +266,8 @@ mod tests {
             action,
             project: "p".into(),
             session_id: "manual-save-p".into(),
+            title: "Deploy".into(),
+            kind: "decision".into(),
             topic_key: Some("decision/deploy".into()),
             suggested_topic_key: None,
             revision_count: 2,
@@ -279,11 +281,11 @@ mod tests {
     #[test]
     fn save_lines_per_action() {
         let resp = SaveResponse { outcome: outcome(SaveAction::Created), candidates: vec![] };
-        assert_eq!(save(&resp, "Deploy\nmore", "decision"), "Memory saved: #12 \"Deploy\" (decision)");
+        assert_eq!(save(&resp), "Memory saved: #12 \"Deploy\" (decision)");
         let resp = SaveResponse { outcome: outcome(SaveAction::Revised), candidates: vec![] };
-        assert!(save(&resp, "t", "decision").contains("revision 2 of topic decision/deploy"));
+        assert!(save(&resp).contains("revision 2 of topic decision/deploy"));
         let resp = SaveResponse { outcome: outcome(SaveAction::Duplicate), candidates: vec![] };
-        assert!(save(&resp, "t", "decision").contains("seen 3 times"));
+        assert!(save(&resp).contains("seen 3 times"));
     }
 
     #[test]
@@ -300,7 +302,7 @@ mod tests {
             judgment_id: "rel-1".into(),
             topic_key: None,
         };
-        let text = save(&SaveResponse { outcome: o, candidates: vec![candidate] }, "t", "decision");
+        let text = save(&SaveResponse { outcome: o, candidates: vec![candidate] });
         assert!(text.contains("Warning: w1") && text.contains("Suggested topic_key: decision/x"), "{text}");
         assert!(
             text.contains("#3 \"Old\" (decision, score 0.81) judgment_id=rel-1") && text.contains("mem_judge"),

@@ -102,7 +102,9 @@ pub(super) async fn current_project(ApiQuery(p): ApiQuery<CurrentProjectParams>)
 /// Rename a project everywhere.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct MigrateBody {
+    #[schema(pattern = r"\S")]
     pub old_project: String,
+    #[schema(pattern = r"\S")]
     pub new_project: String,
 }
 
@@ -121,6 +123,7 @@ pub(super) async fn migrate_project(State(state): State<AppState>, ApiJson(b): A
 #[into_params(parameter_in = Query)]
 pub struct ExportParams {
     /// Only this project (its sessions, memories, prompts, relations). Empty is an error.
+    #[param(pattern = r"\S")]
     project: Option<String>,
 }
 
@@ -143,7 +146,7 @@ pub(super) async fn export(State(state): State<AppState>, ApiQuery(p): ApiQuery<
 
 /// Import an export file (cairn's or engram's). All or nothing; importing twice changes nothing.
 #[utoipa::path(post, operation_id = "import", path = "/import", tag = "daemon",
-    request_body(content = schema::ExportData,
+    request_body(content = schema::ImportFile,
         description = "An export file (up to the import size limit, 50 MiB by default)"),
     responses(
         (status = 200, description = "What was imported", body = schema::ImportReport),

@@ -26,6 +26,7 @@ pub struct ListParams {
     /// `pending`, `judged` or `orphaned`.
     status: Option<String>,
     /// RFC 3339: created at or after.
+    #[param(schema_with = super::docs::date_time_or_empty)]
     since: Option<String>,
     /// Default 50, at most 500.
     limit: Option<usize>,
@@ -93,8 +94,10 @@ pub(super) async fn replay() -> ApiResult {
 /// A retroactive scan of a project's memories for relation candidates.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ScanBody {
+    #[schema(pattern = r"\S")]
     pub project: String,
     /// RFC 3339: only memories created at or after.
+    #[schema(schema_with = super::docs::date_time_or_empty)]
     pub since: Option<String>,
     /// Record the pairs found (default: dry run).
     pub apply: Option<bool>,
@@ -140,12 +143,15 @@ pub(super) async fn scan(State(state): State<AppState>, ApiJson(b): ApiJson<Scan
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct JudgeBody {
     /// The relation's sync id (from a save's `candidates[].judgment_id`).
+    #[schema(pattern = r"\S")]
     pub judgment_id: String,
     /// related, compatible, scoped, conflicts_with, supersedes or not_conflict.
+    #[schema(value_type = schema::Verdict)]
     pub relation: String,
     pub reason: Option<String>,
     pub evidence: Option<String>,
     /// 0..1.
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub confidence: Option<f64>,
     pub session_id: Option<String>,
 }
@@ -173,12 +179,17 @@ pub(super) async fn judge(State(state): State<AppState>, ApiJson(b): ApiJson<Jud
 /// A direct verdict between two memories.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CompareBody {
+    #[schema(minimum = 1)]
     pub memory_id_a: i64,
+    #[schema(minimum = 1)]
     pub memory_id_b: i64,
+    #[schema(value_type = schema::Verdict)]
     pub relation: String,
     /// 0..1.
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub confidence: f64,
     /// Why (a sentence).
+    #[schema(pattern = r"\S")]
     pub reasoning: String,
     pub model: Option<String>,
 }
@@ -205,7 +216,7 @@ pub(super) async fn compare(State(state): State<AppState>, ApiJson(b): ApiJson<C
 
 /// One relation, with the titles of both memories.
 #[utoipa::path(get, operation_id = "get_conflict", path = "/conflicts/{relation_id}", tag = "conflicts",
-    params(("relation_id" = i64, Path, description = "Relation id (positive integer)")),
+    params(("relation_id" = i64, Path, description = "Relation id (positive integer)", minimum = 1)),
     responses(
         (status = 200, description = "The relation", body = schema::RelationDetail),
         (status = 400, description = "Bad id", body = ErrorBody),

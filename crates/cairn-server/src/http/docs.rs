@@ -10,6 +10,7 @@ use utoipa::openapi::{Components, Content, Ref, RefOr};
 
 use super::HttpConfig;
 use super::error::ErrorBody;
+use super::schema;
 
 /// Name of the shared error response in `components.responses`.
 const ERROR_RESPONSE: &str = "Error";
@@ -26,7 +27,7 @@ const ERROR_RESPONSE: &str = "Error";
             requests, and requires `Authorization: Bearer <token>` on every route but `/health` when \
             a token is configured."
     ),
-    components(schemas(ErrorBody)),
+    components(schemas(ErrorBody, schema::Sort, schema::Verdict)),
     tags(
         (name = "memories", description = "Save, read, change and search memories"),
         (name = "sessions", description = "Agent sessions"),
@@ -62,6 +63,52 @@ pub(super) fn finish(mut doc: utoipa::openapi::OpenApi, config: &HttpConfig) -> 
         }
     }
     doc
+}
+
+/// Give every integer schema without a `maximum` the largest value its Rust type takes, so the
+/// document says which numbers the server can read (`limit=1e30` is refused as too large for
+/// a 64-bit integer, not because the schema allowed it).
+pub(super) fn bound_integers(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(object) => {
+            let is_integer = match object.get("type") {
+                Some(serde_json::Value::String(t)) => t == "integer",
+                Some(serde_json::Value::Array(types)) => types.iter().any(|t| t == "integer"),
+                _ => false,
+            };
+            if is_integer && !object.contains_key("maximum") {
+                let unsigned = object.get("minimum").and_then(serde_json::Value::as_f64).is_some_and(|m| m >= 0.0);
+                let max = match object.get("format").and_then(serde_json::Value::as_str) {
+                    Some("int32") if unsigned => serde_json::json!(u32::MAX),
+                    Some("int32") => serde_json::json!(i32::MAX),
+                    Some("uint32") => serde_json::json!(u32::MAX),
+                    Some("int64") => serde_json::json!(i64::MAX),
+                    _ if unsigned => serde_json::json!(u64::MAX),
+                    _ => serde_json::json!(i64::MAX),
+                };
+                object.insert("maximum".into(), max);
+            }
+            object.values_mut().for_each(bound_integers);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(bound_integers),
+        _ => {}
+    }
+}
+
+/// A scope filter: `project`, `personal`, or empty for none.
+pub(super) fn scope_filter() -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["project", "personal", ""])).into()
+}
+
+/// A timestamp filter: RFC 3339, or empty (or null) for no filter (engram's clients send `since=`).
+pub(super) fn date_time_or_empty() -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, OneOfBuilder, SchemaFormat, Type};
+    let date_time =
+        ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)));
+    let empty = ObjectBuilder::new().schema_type(Type::String).max_length(Some(0));
+    let null = ObjectBuilder::new().schema_type(Type::Null);
+    utoipa::openapi::Schema::OneOf(OneOfBuilder::new().item(date_time).item(empty).item(null).build())
 }
 
 fn error_response() -> Response {
@@ -101,7 +148,9 @@ fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
         .filter_map(Option::as_mut)
 }
 
-/// `/mcp` is served by the MCP router (JSON-RPC over streamable HTTP), not by these handlers.
+/// `/mcp` is served by the MCP router (JSON-RPC over streamable HTTP), not by these handlers:
+/// apart from cairn's own refusals (401, 403, 413: `ErrorBody`), its errors are the transport's,
+/// in plain text without a `Content-Type` (a missing `Accept`, session id or JSON-RPC body).
 fn mcp_path() -> PathItem {
     let operation = |summary: &str| -> Operation {
         OperationBuilder::new()
@@ -109,6 +158,11 @@ fn mcp_path() -> PathItem {
             .summary(Some(summary))
             .description(Some("MCP streamable HTTP transport (JSON-RPC 2.0); the same tools as `cairn mcp`."))
             .response("200", ResponseBuilder::new().description("MCP response (JSON or an SSE stream)"))
+            .response("202", ResponseBuilder::new().description("A notification or response was accepted"))
+            .response(
+                "default",
+                ResponseBuilder::new().description("The MCP transport refused the request (plain text)"),
+            )
             .build()
     };
     let mut item = PathItem::new(HttpMethod::Post, operation("Send MCP messages"));

@@ -36,8 +36,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// A JSON body every field of which is optional: an empty body means the defaults (engram's
-/// hooks end sessions with no body at all).
+/// A JSON body every field of which is optional: an empty body, or `null`, means the defaults
+/// (engram's hooks end sessions with no body at all).
 pub struct OptionalJson<T>(pub T);
 
 impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
@@ -48,7 +48,7 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self(T::default()));
         }
-        Ok(Self(parse_json(&bytes)?))
+        Ok(Self(parse_json::<Option<T>>(&bytes)?.unwrap_or_default()))
     }
 }
 

@@ -22,7 +22,9 @@ use super::{ApiResult, AppState, created, nonempty, ok, parse_scope, run, with_f
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SaveBody {
     /// Short, searchable title (first line kept).
+    #[schema(pattern = r"\S")]
     pub title: String,
+    #[schema(pattern = r"\S")]
     pub content: String,
     /// decision, architecture, bugfix, pattern, config, discovery, learning, preference... (default `manual`).
     #[serde(rename = "type")]
@@ -80,7 +82,8 @@ pub(super) async fn save(State(state): State<AppState>, ApiJson(body): ApiJson<S
 pub struct ListParams {
     /// Only this project (empty: every project).
     project: Option<String>,
-    /// `project` or `personal`.
+    /// `project` or `personal` (empty: both).
+    #[param(schema_with = super::docs::scope_filter)]
     scope: Option<String>,
     /// Only this type.
     #[serde(rename = "type")]
@@ -89,6 +92,7 @@ pub struct ListParams {
     limit: Option<usize>,
     offset: Option<usize>,
     /// Only `created_at:desc` (newest first).
+    #[param(value_type = Option<schema::Sort>, inline)]
     sort: Option<String>,
 }
 
@@ -118,7 +122,8 @@ pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<Li
 pub struct RecentParams {
     /// Only this project (empty: every project).
     project: Option<String>,
-    /// `project` or `personal`.
+    /// `project` or `personal` (empty: both).
+    #[param(schema_with = super::docs::scope_filter)]
     scope: Option<String>,
     /// Default 20, at most 500.
     limit: Option<usize>,
@@ -149,7 +154,7 @@ pub struct GetParams {
 
 /// One memory.
 #[utoipa::path(get, operation_id = "get_observation", path = "/observations/{id}", tag = "memories",
-    params(("id" = i64, Path, description = "Memory id (positive integer)"), GetParams),
+    params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1), GetParams),
     responses(
         (status = 200, description = "The memory", body = schema::ObservationDetail),
         (status = 400, description = "Bad id", body = ErrorBody),
@@ -164,10 +169,13 @@ pub(super) async fn get_one(
 
 /// Fields to change; omitted fields are kept. At least one is required.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(min_properties = 1)]
 pub struct PatchBody {
     #[serde(rename = "type")]
     pub kind: Option<String>,
+    #[schema(pattern = r"\S")]
     pub title: Option<String>,
+    #[schema(pattern = r"\S")]
     pub content: Option<String>,
     pub project: Option<String>,
     pub scope: Option<String>,
@@ -193,7 +201,7 @@ impl From<PatchBody> for ObservationPatch {
 /// Change a memory (the replaced version is kept as a revision).
 #[utoipa::path(patch, operation_id = "update_observation", path = "/observations/{id}", tag = "memories",
     request_body = PatchBody,
-    params(("id" = i64, Path, description = "Memory id (positive integer)")),
+    params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1)),
     responses(
         (status = 200, description = "The updated memory", body = schema::Observation),
         (status = 400, description = "Bad id, bad JSON, or no field to change", body = ErrorBody),
@@ -216,7 +224,7 @@ pub struct DeleteParams {
 
 /// Delete a memory.
 #[utoipa::path(delete, operation_id = "delete_observation", path = "/observations/{id}", tag = "memories",
-    params(("id" = i64, Path, description = "Memory id (positive integer)"), DeleteParams),
+    params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1), DeleteParams),
     responses(
         (status = 200, description = "Deleted", body = schema::ObservationDeleted),
         (status = 400, description = "Bad id", body = ErrorBody),
@@ -231,7 +239,7 @@ pub(super) async fn delete(
 
 /// Pin a memory: pinned memories lead their project's context.
 #[utoipa::path(post, operation_id = "pin_observation", path = "/observations/{id}/pin", tag = "memories",
-    params(("id" = i64, Path, description = "Memory id (positive integer)")),
+    params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1)),
     responses(
         (status = 200, description = "The pinned memory", body = schema::Observation),
         (status = 400, description = "Bad id", body = ErrorBody),
@@ -242,7 +250,7 @@ pub(super) async fn pin(State(state): State<AppState>, PathId(id): PathId) -> Ap
 
 /// Unpin a memory.
 #[utoipa::path(post, operation_id = "unpin_observation", path = "/observations/{id}/unpin", tag = "memories",
-    params(("id" = i64, Path, description = "Memory id (positive integer)")),
+    params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1)),
     responses(
         (status = 200, description = "The unpinned memory", body = schema::Observation),
         (status = 400, description = "Bad id", body = ErrorBody),
@@ -254,6 +262,7 @@ pub(super) async fn unpin(State(state): State<AppState>, PathId(id): PathId) -> 
 /// An agent's final message, to mine for "Key Learnings".
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PassiveBody {
+    #[schema(pattern = r"\S")]
     pub content: String,
     pub session_id: Option<String>,
     pub project: Option<String>,
@@ -276,13 +285,15 @@ pub(super) async fn passive(State(state): State<AppState>, ApiJson(b): ApiJson<P
 #[into_params(parameter_in = Query)]
 pub struct SearchParams {
     /// What to look for: words (any may match), `"phrases"`, `prefix*`, or an exact topic_key.
+    #[param(required = true, pattern = r"\S")]
     q: Option<String>,
     /// Only this type.
     #[serde(rename = "type")]
     kind: Option<String>,
     /// This project's memories plus personal ones (empty: every project).
     project: Option<String>,
-    /// `project` or `personal`.
+    /// `project` or `personal` (empty: both).
+    #[param(schema_with = super::docs::scope_filter)]
     scope: Option<String>,
     /// Default 10, at most 100.
     limit: Option<usize>,
@@ -347,6 +358,7 @@ fn header_text(text: &str) -> HeaderValue {
 #[into_params(parameter_in = Query)]
 pub struct TimelineParams {
     /// The memory to centre on (required).
+    #[param(required = true, minimum = 1)]
     observation_id: Option<i64>,
     /// Memories before it in its session (default 5, at most 50).
     before: Option<usize>,
@@ -370,7 +382,8 @@ pub(super) async fn timeline(State(state): State<AppState>, ApiQuery(p): ApiQuer
 pub struct ContextParams {
     /// The project (empty: every project).
     project: Option<String>,
-    /// `project` or `personal` (memories only).
+    /// `project` or `personal` (memories only; empty: both).
+    #[param(schema_with = super::docs::scope_filter)]
     scope: Option<String>,
 }
 

@@ -108,7 +108,9 @@ pub async fn serve(
 pub fn router(state: AppState) -> Router {
     let (routes, doc) = api().split_for_parts();
     let doc = docs::finish(doc, &state.config);
-    let doc = Arc::new(serde_json::to_value(&doc).unwrap_or(Value::Null));
+    let mut doc = serde_json::to_value(&doc).unwrap_or(Value::Null);
+    docs::bound_integers(&mut doc);
+    let doc = Arc::new(doc);
     let mut app = routes;
     if let Some(mcp) = state.config.mcp.clone() {
         app = app.nest_service("/mcp", mcp);
@@ -119,6 +121,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::disable()) // `guard::limit_body` sets the limit per route
         .layer(middleware::from_fn_with_state(state.clone(), guard::limit_body))
         .layer(middleware::from_fn_with_state(state.clone(), guard::security))
+        .layer(middleware::from_fn(access_log))
         .layer(Extension(doc))
         .with_state(state)
 }
@@ -166,6 +169,16 @@ fn api() -> OpenApiRouter<AppState> {
 }
 
 type ApiResult = Result<Response, ApiError>;
+
+/// One debug line per request: method, path, status, time. Never the query string or a body:
+/// they carry what agents save and search for (`<private>` text included).
+async fn access_log(req: axum::extract::Request, next: middleware::Next) -> Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let started = std::time::Instant::now();
+    let response = next.run(req).await;
+    tracing::debug!(%method, path, status = response.status().as_u16(), elapsed = ?started.elapsed(), "request");
+    response
+}
 
 /// Run one operation on the daemon's store.
 async fn run(state: &AppState, op: Op) -> Result<Value, ApiError> {

@@ -20,6 +20,25 @@ pub enum Scope {
     Personal,
 }
 
+/// The only sort order of a listing.
+#[derive(Serialize, ToSchema)]
+pub enum Sort {
+    #[serde(rename = "created_at:desc")]
+    CreatedAtDesc,
+}
+
+/// A verdict between two memories.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Related,
+    Compatible,
+    Scoped,
+    ConflictsWith,
+    Supersedes,
+    NotConflict,
+}
+
 /// A memory.
 #[derive(Serialize, ToSchema)]
 pub struct Observation {
@@ -141,6 +160,10 @@ pub struct SaveResult {
     pub action: SaveAction,
     pub project: String,
     pub session_id: String,
+    /// The title as stored (redacted, first line, within limits).
+    pub title: String,
+    #[serde(rename = "type")]
+    pub kind: String,
     pub topic_key: Option<String>,
     /// A key to pass next time so the memory can be revised instead of duplicated.
     pub suggested_topic_key: Option<String>,
@@ -380,6 +403,99 @@ pub struct ExportData {
     pub observations: Vec<Observation>,
     pub prompts: Vec<Prompt>,
     pub relations: Vec<Relation>,
+}
+
+/// An import file: cairn's export or engram's. Records need only the fields marked required;
+/// unknown fields are ignored; text fields are redacted and capped like saves. Timestamps are
+/// RFC 3339, or engram's `YYYY-MM-DD HH:MM:SS` (UTC); blank means absent.
+#[derive(Serialize, ToSchema)]
+pub struct ImportFile {
+    pub sessions: Option<Vec<ImportSession>>,
+    pub observations: Option<Vec<ImportObservation>>,
+    pub prompts: Option<Vec<ImportPrompt>>,
+    pub relations: Option<Vec<ImportRelation>>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ImportSession {
+    #[schema(pattern = r"\S")]
+    pub id: String,
+    pub project: Option<String>,
+    pub directory: Option<String>,
+    pub agent: Option<String>,
+    pub parent_id: Option<String>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub started_at: Option<String>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub ended_at: Option<String>,
+    pub summary: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ImportObservation {
+    pub id: Option<i64>,
+    pub sync_id: Option<String>,
+    #[schema(pattern = r"\S")]
+    pub session_id: String,
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    #[schema(pattern = r"\S")]
+    pub title: String,
+    #[schema(pattern = r"\S")]
+    pub content: String,
+    pub tool_name: Option<String>,
+    pub project: Option<String>,
+    pub scope: Option<String>,
+    pub topic_key: Option<String>,
+    pub revision_count: Option<i64>,
+    pub duplicate_count: Option<i64>,
+    pub pinned: Option<bool>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub last_seen_at: Option<String>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub created_at: Option<String>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub updated_at: Option<String>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub deleted_at: Option<String>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub review_after: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ImportPrompt {
+    pub id: Option<i64>,
+    pub sync_id: Option<String>,
+    #[schema(pattern = r"\S")]
+    pub session_id: String,
+    #[schema(pattern = r"\S")]
+    pub content: String,
+    pub project: Option<String>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub created_at: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ImportRelation {
+    #[schema(pattern = r"\S")]
+    pub sync_id: String,
+    #[schema(pattern = r"\S")]
+    pub source_id: String,
+    #[schema(pattern = r"\S")]
+    pub target_id: String,
+    pub relation: Option<String>,
+    pub reason: Option<String>,
+    pub evidence: Option<String>,
+    pub confidence: Option<f64>,
+    pub judgment_status: Option<String>,
+    pub marked_by_actor: Option<String>,
+    pub marked_by_kind: Option<String>,
+    pub marked_by_model: Option<String>,
+    pub session_id: Option<String>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub created_at: Option<String>,
+    #[schema(pattern = r"^(\s*|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?)$")]
+    pub updated_at: Option<String>,
 }
 
 /// What an import did. Importing the same file twice changes nothing.

@@ -18,6 +18,7 @@ use super::{ApiResult, AppState, created, nonempty, ok, run, with_fields};
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SessionBody {
     /// The agent's own session id.
+    #[schema(pattern = r"\S")]
     pub id: String,
     pub project: Option<String>,
     pub directory: Option<String>,
@@ -49,7 +50,7 @@ pub struct EndBody {
 /// End a session.
 #[utoipa::path(post, operation_id = "end_session", path = "/sessions/{id}/end", tag = "sessions",
     request_body(content = Option<EndBody>),
-    params(("id" = String, Path, description = "Session id")),
+    params(("id" = String, Path, description = "Session id", min_length = 1)),
     responses(
         (status = 200, description = "The session, `status: completed`", body = schema::SessionWithStatus),
         (status = 400, description = "Malformed body", body = ErrorBody),
@@ -85,7 +86,7 @@ pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<
 
 /// One session.
 #[utoipa::path(get, operation_id = "get_session", path = "/sessions/{id}", tag = "sessions",
-    params(("id" = String, Path, description = "Session id")),
+    params(("id" = String, Path, description = "Session id", min_length = 1)),
     responses(
         (status = 200, description = "The session", body = schema::Session),
         (status = 404, description = "No such session", body = ErrorBody)))]
@@ -95,7 +96,7 @@ pub(super) async fn get_one(State(state): State<AppState>, PathText(id): PathTex
 
 /// Delete a session and its prompts; refused while it has memories.
 #[utoipa::path(delete, operation_id = "delete_session", path = "/sessions/{id}", tag = "sessions",
-    params(("id" = String, Path, description = "Session id")),
+    params(("id" = String, Path, description = "Session id", min_length = 1)),
     responses(
         (status = 200, description = "Deleted", body = schema::SessionDeleted),
         (status = 404, description = "No such session", body = ErrorBody),
@@ -107,6 +108,7 @@ pub(super) async fn delete(State(state): State<AppState>, PathText(id): PathText
 /// A user prompt to record.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct PromptBody {
+    #[schema(pattern = r"\S")]
     pub content: String,
     /// Default: `manual-save-<project>` (created when missing).
     pub session_id: Option<String>,
@@ -151,6 +153,7 @@ pub(super) async fn recent_prompts(
 #[into_params(parameter_in = Query)]
 pub struct SearchPromptsParams {
     /// What to look for (required).
+    #[param(required = true, pattern = r"\S")]
     q: Option<String>,
     /// Only this project (empty: every project).
     project: Option<String>,
@@ -176,7 +179,7 @@ pub(super) async fn search_prompts(
 
 /// Delete a prompt for good.
 #[utoipa::path(delete, operation_id = "delete_prompt", path = "/prompts/{id}", tag = "prompts",
-    params(("id" = i64, Path, description = "Prompt id (positive integer)")),
+    params(("id" = i64, Path, description = "Prompt id (positive integer)", minimum = 1)),
     responses(
         (status = 200, description = "Deleted", body = schema::PromptDeleted),
         (status = 400, description = "Bad id", body = ErrorBody),

@@ -16,6 +16,7 @@ pub mod profile;
 mod render;
 mod reply;
 mod router_tool;
+mod stdio;
 mod tools;
 
 use std::path::PathBuf;
@@ -184,7 +185,7 @@ fn instructions(tools: &ToolSelection) -> String {
 /// log through `tracing` (to stderr), never print.
 pub async fn serve_stdio(backend: Backend, opts: McpOptions) -> cairn_core::Result<()> {
     let service = CairnMcp::new(backend, opts)
-        .serve(rmcp::transport::stdio())
+        .serve(stdio::guarded(tokio::io::stdin(), tokio::io::stdout()))
         .await
         .map_err(|e| CairnError::internal(format!("MCP handshake failed: {e}")))?;
     let cancel = service.cancellation_token();

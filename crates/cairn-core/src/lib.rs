@@ -37,6 +37,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[cfg(test)]
 mod context_tests;
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod memory_tests;
 #[cfg(test)]
 mod privacy_tests;

@@ -3,5 +3,9 @@
 
 mod cli;
 mod concurrency;
+mod crash;
+mod load;
+mod mcp_fuzz;
+mod privacy;
 mod semantic;
 mod support;

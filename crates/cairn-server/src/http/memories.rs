@@ -300,6 +300,7 @@ pub struct SearchParams {
     /// Ignore `project` and search everything.
     all_projects: Option<bool>,
     /// `lexical`, `semantic` or `hybrid` (default: hybrid when embeddings exist, else lexical).
+    #[param(schema_with = super::docs::search_mode)]
     mode: Option<String>,
 }
 

@@ -84,6 +84,10 @@ fn private_text_never_reaches_disk_logs_or_exports() {
             "content": "public content about the deploy pipeline"}),
         &mut answers,
     );
+    // Read it back before the update replaces it: the stored fields show their public parts.
+    let (status, stored) = http(addr, "GET", &format!("/observations/{http_id}"), None);
+    assert_eq!(status, 200, "{stored}");
+    answers.push(stored.to_string());
     post(
         "PATCH",
         &format!("/observations/{http_id}"),
@@ -153,6 +157,7 @@ fn private_text_never_reaches_disk_logs_or_exports() {
         &mut answers,
     );
     let mcp_id = structured_id(&saved);
+    tool("mem_get_observation", json!({"id": mcp_id}), &mut answers);
     tool(
         "mem_update",
         json!({"id": mcp_id, "title": s.field("mcp update title"), "content": s.field("mcp update content"),
@@ -201,6 +206,7 @@ fn private_text_never_reaches_disk_logs_or_exports() {
     let out = run(&["save", &title, &content, "--topic", &topic, "--json"], None);
     let cli_id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_i64().unwrap();
     outputs.push(("cli save".into(), out));
+    outputs.push(("cli get".into(), run(&["get", &cli_id.to_string(), "--json"], None)));
     let (title, stdin_content) = (s.field("cli stdin title"), s.field("cli stdin content"));
     outputs.push(("cli save -".into(), run(&["save", &title, "-"], Some(&stdin_content))));
     let (title, content) = (s.field("cli update title"), s.field("cli update content"));
@@ -249,7 +255,7 @@ fn private_text_never_reaches_disk_logs_or_exports() {
         places.iter().map(|(place, bytes)| (place.clone(), words_after(bytes, b"sec", 20))).collect();
     let mut stored_publics = words_after(&db_bytes, b"pub", 14);
     for (place, bytes) in &places {
-        if place.starts_with("the WAL") || place == "HTTP and MCP answers" || place == "cli export stdout" {
+        if place.starts_with("the WAL") || place == "HTTP and MCP answers" || place.starts_with("cli ") {
             stored_publics.extend(words_after(bytes, b"pub", 14));
         }
     }
@@ -260,8 +266,8 @@ fn private_text_never_reaches_disk_logs_or_exports() {
                 leaks.push(format!("{door}: {secret} found in {place}"));
             }
         }
-        // The public half got through: it is stored (exported, kept in a revision, or in the
-        // WAL), or it was stored and then replaced (an update) and the save's answer showed it.
+        // The public half got through: it is stored (the file, the WAL, the export), or it was
+        // read back from the store before an update replaced it.
         assert!(
             stored_publics.contains(public),
             "{door}: the public text {public} is not stored: the content did not get through"

@@ -275,7 +275,8 @@ impl Store {
                     redact_opt(j.reason.as_deref()),
                     redact_opt(j.evidence.as_deref()),
                     j.confidence,
-                    j.session_id,
+                    // A blank session id names no session.
+                    j.session_id.as_deref().filter(|s| !s.trim().is_empty()),
                     now
                 ],
             )?;
@@ -662,6 +663,33 @@ mod tests {
         assert_eq!(applied.inserted, 1, "{applied:?}");
         let again = s.scan_relations(&ScanRequest { project: "p".into(), apply: true, ..Default::default() }).unwrap();
         assert_eq!(again.inserted, 0);
+    }
+
+    /// Found by fuzzing the HTTP API: a blank session id was stored, and came back as one.
+    #[test]
+    fn a_blank_session_id_on_a_verdict_is_none() {
+        let (mut s, _) = store_with_clock();
+        let a = s.save(&obs("p", "Use Postgres 15", "pinned")).unwrap();
+        let b = s.save(&obs("p", "Use Postgres 16", "moved")).unwrap();
+        let rel = s
+            .compare(&Comparison {
+                memory_id_a: b.id,
+                memory_id_b: a.id,
+                relation: "related".into(),
+                confidence: 0.5,
+                reasoning: "same topic".into(),
+                model: None,
+            })
+            .unwrap();
+        let judged = s
+            .judge(&Judgment {
+                judgment_id: rel.sync_id.clone(),
+                relation: "supersedes".into(),
+                session_id: Some("  ".into()),
+                ..Judgment::default()
+            })
+            .unwrap();
+        assert_eq!(judged.session_id, None);
     }
 
     /// Found by fuzzing the HTTP API: a `since` that is no time was read as "since ever".

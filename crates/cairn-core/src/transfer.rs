@@ -564,7 +564,7 @@ fn import_relations(tx: &Connection, rows: &[RelationRecord], now: &str, report:
                 redact_opt(r.marked_by_actor.as_deref()),
                 redact_opt(r.marked_by_kind.as_deref()),
                 redact_opt(r.marked_by_model.as_deref()),
-                r.session_id,
+                r.session_id.as_deref().filter(|s| !s.trim().is_empty()),
                 created_at,
                 updated_at
             ],

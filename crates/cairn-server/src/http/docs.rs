@@ -78,7 +78,12 @@ pub(super) fn bound_integers(value: &mut serde_json::Value) {
             };
             if is_integer && !object.contains_key("maximum") {
                 let unsigned = object.get("minimum").and_then(serde_json::Value::as_f64).is_some_and(|m| m >= 0.0);
-                let max = match object.get("format").and_then(serde_json::Value::as_str) {
+                let format = object.get("format").and_then(serde_json::Value::as_str).map(str::to_owned);
+                if unsigned && format.as_deref() == Some("int32") {
+                    // utoipa calls u32 `int32`, whose range a client would read as i32's.
+                    object.insert("format".into(), serde_json::json!("uint32"));
+                }
+                let max = match format.as_deref() {
                     Some("int32") if unsigned => serde_json::json!(u32::MAX),
                     Some("int32") => serde_json::json!(i32::MAX),
                     Some("uint32") => serde_json::json!(u32::MAX),

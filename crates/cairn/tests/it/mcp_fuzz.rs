@@ -225,7 +225,7 @@ impl Server {
     fn wait_for(&mut self, ids: &HashSet<String>) -> Result<Vec<Value>, String> {
         let mut pending = ids.clone();
         let mut answers = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(10);
         while !pending.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
             let line = match self.lines.recv_timeout(left) {

@@ -212,3 +212,25 @@ fn queries_of_only_punctuation_or_huge_size_do_not_fail() {
     let huge = "automobile ".repeat(10_000);
     assert_eq!(titles(&search(&s, &huge, None)), vec!["Car"]);
 }
+
+struct ShortEmbedder;
+
+impl Embedder for ShortEmbedder {
+    fn model_id(&self) -> &str {
+        "test:short"
+    }
+
+    fn embed(&self, _texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(Vec::new())
+    }
+}
+
+#[test]
+fn an_embedder_that_answers_too_few_vectors_is_an_error_and_nothing_is_lost() {
+    let (mut s, _) = store_with_clock();
+    s.attach_semantic(Semantic::new(Arc::new(ShortEmbedder)));
+    s.load_vectors().unwrap();
+    s.save(&obs("p", "Car", "x")).unwrap();
+    assert_eq!(s.embed_pending(8).unwrap_err().code, ErrorCode::EmbedderUnavailable);
+    assert_eq!(s.count_pending_embeddings("test:short").unwrap(), 1);
+}

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use cairn_core::ops::{self, Op};
 use cairn_core::search::index::SharedIndex;
-use cairn_core::search::semantic::{PendingText, Semantic};
+use cairn_core::search::semantic::Semantic;
 use cairn_core::{CairnError, Result, Store};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -379,13 +379,14 @@ fn start_embedding(path: &Path, semantic: Arc<Semantic>, db: std::sync::Weak<Db>
         }
         let mut backoff = Duration::from_secs(1);
         loop {
-            let Some(embedder) = semantic.embedder().cloned() else {
+            if semantic.embedder().is_none() {
+                // Still loading, or failed to load (then there is nothing to do).
                 if semantic.availability().is_err_and(|why| matches!(why, cairn_core::search::semantic::Unavailable::NoModel(_))) {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
-            };
+            }
             let pending = match reader.pending_embeddings(&model, EMBED_BATCH) {
                 Ok(p) => p,
                 Err(e) => {
@@ -400,10 +401,8 @@ fn start_embedding(path: &Path, semantic: Arc<Semantic>, db: std::sync::Weak<Db>
                     _ => continue,
                 }
             }
-            let texts: Vec<String> = pending.iter().map(PendingText::text).collect();
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let vectors = match embedder.embed(&refs) {
-                Ok(v) => v,
+            let items = match semantic.embed_pending_texts(pending) {
+                Ok(items) => items,
                 Err(e) => {
                     tracing::warn!(error = %e, retry_in = ?backoff, "embedding failed; will retry");
                     std::thread::sleep(backoff);
@@ -413,16 +412,8 @@ fn start_embedding(path: &Path, semantic: Arc<Semantic>, db: std::sync::Weak<Db>
             };
             backoff = Duration::from_secs(1);
             let Some(db) = db.upgrade() else { return };
-            let items: Vec<(PendingText, Vec<f32>)> = pending.into_iter().zip(vectors).collect();
-            let to_store = items.clone();
-            let model_for_write = model.clone();
-            match db.with_writer(move |s| s.put_embeddings(&model_for_write, &to_store)) {
-                Ok(stored) => {
-                    let fresh: Vec<(i64, Vec<f32>)> =
-                        items.into_iter().filter(|(p, _)| stored.contains(&p.id)).map(|(p, v)| (p.id, v)).collect();
-                    semantic.remember(&fresh);
-                }
-                Err(e) => tracing::warn!(error = %e, "could not store embeddings; will retry"),
+            if let Err(e) = db.with_writer(move |s| s.store_embeddings(&items)) {
+                tracing::warn!(error = %e, "could not store embeddings; will retry");
             }
         }
     });

@@ -338,6 +338,23 @@ impl Semantic {
         }
     }
 
+    /// Vectors for memories waiting for one, paired with the text they were made from.
+    pub fn embed_pending_texts(&self, pending: Vec<PendingText>) -> Result<Vec<(PendingText, Vec<f32>)>> {
+        let embedder = self.embedder().ok_or_else(|| {
+            CairnError::new(ErrorCode::ModelMissing, format!("the embedding model is not loaded: {}", self.status()))
+        })?;
+        let texts: Vec<String> = pending.iter().map(PendingText::text).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = embedder.embed(&refs).map_err(|e| embed_error(&e))?;
+        if vectors.len() != pending.len() {
+            return Err(CairnError::new(
+                ErrorCode::EmbedderUnavailable,
+                format!("the embedder returned {} vectors for {} texts", vectors.len(), pending.len()),
+            ));
+        }
+        Ok(pending.into_iter().zip(vectors).collect())
+    }
+
     fn pause(&self, why: String) -> Unavailable {
         tracing::warn!(error = %why, "semantic search paused after an embedder error; searching lexically");
         *self.paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
@@ -468,20 +485,20 @@ impl Store {
         if pending.is_empty() {
             return Ok(0);
         }
-        let texts: Vec<String> = pending.iter().map(PendingText::text).collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let embedder = semantic.embedder().ok_or_else(|| {
-            CairnError::new(
-                ErrorCode::ModelMissing,
-                format!("the embedding model is not loaded: {}", semantic.status()),
-            )
-        })?;
-        let vectors = embedder.embed(&refs).map_err(|e| embed_error(&e))?;
-        let items: Vec<(PendingText, Vec<f32>)> = pending.into_iter().zip(vectors).collect();
-        let stored = self.put_embeddings(semantic.model_id(), &items)?;
-        let remembered: Vec<(i64, Vec<f32>)> =
-            items.into_iter().filter(|(p, _)| stored.contains(&p.id)).map(|(p, v)| (p.id, v)).collect();
-        semantic.remember(&remembered);
+        let items = semantic.embed_pending_texts(pending)?;
+        self.store_embeddings(&items)
+    }
+
+    /// Store vectors with the attached model's id and add the ones stored to its in-memory
+    /// index (the daemon's indexer embeds off the writer, then calls this on it).
+    pub fn store_embeddings(&mut self, items: &[(PendingText, Vec<f32>)]) -> Result<usize> {
+        let Some(semantic) = self.semantic().cloned() else {
+            return Err(CairnError::new(ErrorCode::ModelMissing, "no embedding model is configured"));
+        };
+        let stored = self.put_embeddings(semantic.model_id(), items)?;
+        let fresh: Vec<(i64, Vec<f32>)> =
+            items.iter().filter(|(p, _)| stored.contains(&p.id)).map(|(p, v)| (p.id, v.clone())).collect();
+        semantic.remember(&fresh);
         Ok(stored.len())
     }
 }

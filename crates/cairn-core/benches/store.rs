@@ -360,9 +360,7 @@ fn main() {
 /// memories takes hours on 2 cores, so the stored vectors are random unit vectors: the scan
 /// and the fusion cost the same whatever the vectors say; the query is embedded for real.
 fn hybrid(path: &std::path::Path, mut indexed: Store, count: usize, queries: usize) {
-    let dir = std::env::var_os("CAIRN_TEST_MODEL_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/all-MiniLM-L6-v2")
-    });
+    let dir = cairn_embed::install::test_model_dir();
     let Ok(model) = cairn_embed::LocalModel::load(&dir) else {
         println!("no model in {} (scripts/install-test-deps.sh model): hybrid search not measured", dir.display());
         return;

@@ -4,7 +4,6 @@
 //!
 //! `cargo bench -p cairn-embed --bench embed`
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use cairn_embed::{Embedder, LocalModel, dot};
@@ -15,14 +14,7 @@ fn main() {
 
 fn model() -> Option<&'static LocalModel> {
     static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            let dir = std::env::var_os("CAIRN_TEST_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|| {
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/all-MiniLM-L6-v2")
-            });
-            LocalModel::load(&dir).ok()
-        })
-        .as_ref()
+    MODEL.get_or_init(|| LocalModel::load(&cairn_embed::install::test_model_dir()).ok()).as_ref()
 }
 
 const QUERY: &str = "how did we fix the flaky login test on CI";

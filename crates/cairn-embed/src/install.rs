@@ -201,6 +201,15 @@ fn find_model_dir(spec: &ModelSpec, root: &Path, depth: usize) -> Option<PathBuf
     None
 }
 
+/// Where tests and benchmarks find the real model: `CAIRN_TEST_MODEL_DIR`, else the copy that
+/// `scripts/install-test-deps.sh model` unpacks into the workspace's target dir.
+#[doc(hidden)]
+pub fn test_model_dir() -> PathBuf {
+    std::env::var_os("CAIRN_TEST_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps").join(DEFAULT_MODEL.id))
+}
+
 /// Check an installed model's files against its manifest's checksums (`cairn doctor`).
 pub fn verify(dir: &Path) -> Result<Manifest, EmbedError> {
     let manifest = Manifest::read(dir)

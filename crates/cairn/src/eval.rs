@@ -17,11 +17,11 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use cairn_core::memory::NewObservation;
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::{SearchMode, SearchQuery};
-use cairn_core::{CairnError, Store};
+use cairn_core::{CairnError, ErrorCode, Store};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -224,8 +224,18 @@ fn score_set(
 }
 
 fn read_json(path: &std::path::Path) -> Result<Value> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("{} is not valid JSON", path.display()))
+    let bytes = std::fs::read(path).map_err(|e| {
+        CairnError::new(ErrorCode::FileNotFound, format!("cannot read {}: {e}", path.display()))
+            .with_hint("run from the repository root, or pass --coding-file / --locomo-file")
+    })?;
+    Ok(serde_json::from_slice(&bytes)
+        .map_err(|e| CairnError::invalid(format!("{} is not valid JSON: {e}", path.display())))?)
+}
+
+/// An eval file without the part it must have.
+fn shape(missing: &str) -> CairnError {
+    CairnError::invalid(format!("the eval file has no {missing}"))
+        .with_hint("eval/coding-memory.json or LoCoMo's locomo10.json")
 }
 
 fn text(v: &Value, key: &str) -> String {
@@ -236,7 +246,7 @@ fn load_coding(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
     let doc = read_json(&args.coding_file)?;
     let mut store = Store::open_in_memory()?;
     let mut ids: HashMap<String, i64> = HashMap::new();
-    let mut memories: Vec<&Value> = doc["memories"].as_array().context("no memories")?.iter().collect();
+    let mut memories: Vec<&Value> = doc["memories"].as_array().ok_or_else(|| shape("memories"))?.iter().collect();
     memories.sort_by_key(|m| m["seq"].as_i64().unwrap_or(0));
     for m in memories {
         let saved = store.save(&NewObservation {
@@ -252,7 +262,7 @@ fn load_coding(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
     }
     let questions = doc["questions"]
         .as_array()
-        .context("no questions")?
+        .ok_or_else(|| shape("questions"))?
         .iter()
         .filter(|q| args.split == "all" || q["split"].as_str() == Some(args.split.as_str()))
         .map(|q| Question {
@@ -275,7 +285,7 @@ fn load_coding(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
 
 fn load_locomo(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
     let doc = read_json(&args.locomo_file)?;
-    let samples = doc.as_array().context("LoCoMo: expected an array of conversations")?;
+    let samples = doc.as_array().ok_or_else(|| shape("an array of conversations"))?;
     let take = args.locomo_samples.unwrap_or(samples.len());
     let mut store = Store::open_in_memory()?;
     let mut questions = Vec::new();

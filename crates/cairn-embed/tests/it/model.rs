@@ -12,9 +12,7 @@ use std::sync::OnceLock;
 use cairn_embed::{Embedder, LocalModel, dot};
 
 fn model_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("CAIRN_TEST_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/all-MiniLM-L6-v2"));
+    let dir = cairn_embed::install::test_model_dir();
     if cairn_embed::is_model_dir(&dir) {
         return Some(dir);
     }

@@ -201,3 +201,19 @@ fn conflicts_scan_list_show_stats() {
     let out = env.run(&["conflicts", "show", "9999", "--json"]);
     assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(4), "relation_not_found"));
 }
+
+#[test]
+fn eval_scores_the_coding_set_and_refuses_bad_files() {
+    let env = Env::new();
+    let set = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/coding-memory.json");
+    let reports = env.json(&["eval", "--coding-file", set.to_str().unwrap(), "--modes", "lexical", "--split", "dev"]);
+    let lexical = &reports[0]["modes"]["lexical"]["all"];
+    assert_eq!(lexical["questions"], 53, "{lexical}");
+    assert!(lexical["recall_at_5"].as_f64().unwrap() > 0.8, "{lexical}");
+    let out = env.run(&["eval", "--coding-file", "/nonexistent.json", "--json"]);
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(4), "file_not_found"));
+    let bad = env.dir.path().join("bad.json");
+    std::fs::write(&bad, b"{\"memories\": 3}").unwrap();
+    let out = env.run(&["eval", "--coding-file", bad.to_str().unwrap(), "--json"]);
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
+}

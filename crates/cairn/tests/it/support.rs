@@ -269,9 +269,7 @@ impl Drop for McpChild {
 /// `target/test-deps/all-MiniLM-L6-v2` (scripts/install-test-deps.sh). `None` (the test then
 /// checks only what needs no model) unless `CAIRN_REQUIRE_MODEL` is set, where it fails.
 pub fn model_dir() -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("CAIRN_TEST_MODEL_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/all-MiniLM-L6-v2"));
+    let dir = cairn_embed::install::test_model_dir();
     if ["config.json", "tokenizer.json", "model.safetensors"].iter().all(|f| dir.join(f).is_file()) {
         return Some(dir);
     }

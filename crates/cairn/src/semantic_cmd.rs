@@ -283,14 +283,18 @@ fn render_relations(page: &RelationPage) -> String {
 }
 
 fn render_relation(r: &RelationDetail) -> String {
-    let value = serde_json::to_value(&r.relation).unwrap_or_default();
-    let field = |k: &str| value[k].as_str().map(str::to_owned).unwrap_or_else(|| value[k].to_string());
-    format!(
-        "relation {} ({})\n  {}\n  {}\n  verdict: {}",
-        field("relation"),
-        field("sync_id"),
+    let relation = &r.relation;
+    let mut text = format!(
+        "#{} {} ({})\n  {}\n  {}\n  verdict: {}",
+        relation.id,
+        relation.relation,
+        relation.sync_id,
         r.source_title.as_deref().unwrap_or("(memory gone)"),
         r.target_title.as_deref().unwrap_or("(memory gone)"),
-        field("judgment_status"),
-    )
+        relation.judgment_status,
+    );
+    if let Some(reason) = &relation.reason {
+        let _ = write!(text, "\n  reason: {reason}");
+    }
+    text
 }

@@ -167,11 +167,9 @@ impl Store {
             } else {
                 (insert(tx, &prepared, &ctx, new.pinned, review_after.as_deref())?, SaveAction::Created)
             };
-            let (sync_id, revision_count, duplicate_count) = tx.query_row(
-                "SELECT sync_id, revision_count, duplicate_count FROM observations WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )?;
+            let (sync_id, revision_count, duplicate_count) = tx
+                .prepare_cached("SELECT sync_id, revision_count, duplicate_count FROM observations WHERE id = ?1")?
+                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
             Ok(SaveOutcome {
                 id,
                 sync_id,
@@ -374,7 +372,9 @@ fn normalize_kind(raw: Option<&str>) -> Result<String> {
 /// project that contradicts an existing session's project is refused rather than guessed.
 fn resolve_project(tx: &Connection, session_id: Option<&str>, explicit: Option<&str>) -> Result<String> {
     let session_project: Option<String> = match session_id {
-        Some(id) => tx.query_row("SELECT project FROM sessions WHERE id = ?1", [id], |r| r.get(0)).optional()?,
+        Some(id) => {
+            tx.prepare_cached("SELECT project FROM sessions WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?
+        }
         None => None,
     };
     match (explicit, session_project) {
@@ -395,11 +395,9 @@ fn similar_project_warning(tx: &Connection, project: &str) -> Result<Option<Stri
     if project.is_empty() {
         return Ok(None);
     }
-    let exists: bool = tx.query_row(
-        "SELECT EXISTS(SELECT 1 FROM observations WHERE project = ?1 AND deleted_at IS NULL)",
-        [project],
-        |r| r.get(0),
-    )?;
+    let exists: bool = tx
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM observations WHERE project = ?1 AND deleted_at IS NULL)")?
+        .query_row([project], |r| r.get(0))?;
     if exists {
         return Ok(None);
     }
@@ -442,13 +440,12 @@ fn similarity_rank(a: &str, b: &str) -> Option<usize> {
 fn find_topic(tx: &Connection, p: &Prepared, project: &str) -> Result<Option<i64>> {
     let Some(key) = &p.topic_key else { return Ok(None) };
     Ok(tx
-        .query_row(
+        .prepare_cached(
             "SELECT id FROM observations
              WHERE topic_key = ?1 AND project = ?2 AND scope = ?3 AND deleted_at IS NULL
              ORDER BY updated_at DESC, id DESC LIMIT 1",
-            params![key, project, p.scope.as_str()],
-            |r| r.get(0),
-        )
+        )?
+        .query_row(params![key, project, p.scope.as_str()], |r| r.get(0))
         .optional()?)
 }
 
@@ -484,22 +481,21 @@ fn keep_revision(tx: &Connection, current: &Observation, now: &str) -> Result<()
 
 fn find_duplicate(tx: &Connection, p: &Prepared, project: &str, window_start: &str) -> Result<Option<i64>> {
     Ok(tx
-        .query_row(
+        .prepare_cached(
             "SELECT id FROM observations
              WHERE normalized_hash = ?1 AND project = ?2 AND scope = ?3 AND type = ?4 AND title = ?5
                AND created_at >= ?6 AND deleted_at IS NULL
              ORDER BY created_at DESC, id DESC LIMIT 1",
-            params![p.hash, project, p.scope.as_str(), p.kind, p.title, window_start],
-            |r| r.get(0),
-        )
+        )?
+        .query_row(params![p.hash, project, p.scope.as_str(), p.kind, p.title, window_start], |r| r.get(0))
         .optional()?)
 }
 
 fn bump_duplicate(tx: &Connection, id: i64, now: &str) -> Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE observations SET duplicate_count = duplicate_count + 1, last_seen_at = ?2, updated_at = ?2 WHERE id = ?1",
-        params![id, now],
-    )?;
+    )?
+    .execute(params![id, now])?;
     Ok(())
 }
 
@@ -510,26 +506,28 @@ fn insert(
     pinned: bool,
     review_after: Option<&str>,
 ) -> Result<i64> {
-    tx.execute(
+    // Cached: preparing this INSERT also compiles its triggers (FTS, change log, session
+    // activity), which cost more than the insert itself.
+    tx.prepare_cached(
         "INSERT INTO observations (sync_id, session_id, type, title, content, tool_name, project, scope,
             topic_key, normalized_hash, pinned, last_seen_at, created_at, updated_at, review_after)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?12, ?13)",
-        params![
-            new_sync_id(),
-            ctx.session_id,
-            p.kind,
-            p.title,
-            p.content,
-            p.tool_name,
-            ctx.project,
-            p.scope.as_str(),
-            p.topic_key,
-            p.hash,
-            pinned,
-            ctx.now,
-            review_after
-        ],
-    )?;
+    )?
+    .execute(params![
+        new_sync_id(),
+        ctx.session_id,
+        p.kind,
+        p.title,
+        p.content,
+        p.tool_name,
+        ctx.project,
+        p.scope.as_str(),
+        p.topic_key,
+        p.hash,
+        pinned,
+        ctx.now,
+        review_after
+    ])?;
     Ok(tx.last_insert_rowid())
 }
 

@@ -177,7 +177,23 @@ pub(crate) fn ensure_session(tx: &Connection, new: &NewSession, now: &str) -> Re
     let project = new.project.as_deref().map(|p| normalize_project(p).0).unwrap_or_default();
     let directory = new.directory.as_deref().map(|d| redact(d).0).unwrap_or_default();
     let agent = new.agent.as_deref().map(|a| redact(a).0).unwrap_or_default();
-    tx.execute(
+    // Nearly every save names a session that exists with nothing left to fill in: skip the
+    // upsert, which would rewrite the row and its index entries for no change.
+    let existing: Option<(String, String, String, Option<String>)> = tx
+        .prepare_cached("SELECT project, directory, agent, parent_id FROM sessions WHERE id = ?1")?
+        .query_row([&new.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    if let Some((had_project, had_directory, had_agent, had_parent)) = existing {
+        let fills = |had: &str, given: &str| had.is_empty() && !given.is_empty();
+        let changes = fills(&had_project, &project)
+            || fills(&had_directory, &directory)
+            || fills(&had_agent, &agent)
+            || (had_parent.is_none() && new.parent_id.is_some());
+        if !changes {
+            return Ok(());
+        }
+    }
+    tx.prepare_cached(
         "INSERT INTO sessions (id, project, directory, agent, parent_id, started_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT(id) DO UPDATE SET
@@ -185,8 +201,8 @@ pub(crate) fn ensure_session(tx: &Connection, new: &NewSession, now: &str) -> Re
             directory = CASE WHEN sessions.directory = '' THEN excluded.directory ELSE sessions.directory END,
             agent     = CASE WHEN sessions.agent = '' THEN excluded.agent ELSE sessions.agent END,
             parent_id = COALESCE(sessions.parent_id, excluded.parent_id)",
-        params![new.id, project, directory, agent, new.parent_id, now],
-    )?;
+    )?
+    .execute(params![new.id, project, directory, agent, new.parent_id, now])?;
     Ok(())
 }
 

@@ -101,6 +101,7 @@ impl Db {
         let checkpointing = Arc::new(AtomicBool::new(false));
         start_checkpointer(path, Arc::clone(&alive), Arc::clone(&checkpointing));
         writer.conn_pragma("wal_autocheckpoint", 0)?;
+        writer.tune_as_writer()?;
         // A long read (an index rebuild) keeps a checkpoint from resetting the WAL, which then
         // grows; once it resets, give the disk back.
         writer.conn_pragma("journal_size_limit", WAL_SIZE_LIMIT)?;

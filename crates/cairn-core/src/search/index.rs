@@ -168,7 +168,8 @@ impl MemoryIndex {
     /// Apply the changes logged since the last call; rebuild when too far behind or too
     /// fragmented.
     pub fn catch_up(&mut self, conn: &Connection) -> Result<()> {
-        let oldest: Option<i64> = conn.query_row("SELECT min(seq) FROM observation_changes", [], |r| r.get(0))?;
+        let oldest: Option<i64> =
+            conn.prepare_cached("SELECT min(seq) FROM observation_changes")?.query_row([], |r| r.get(0))?;
         if oldest.is_some_and(|oldest| oldest > self.applied_seq + 1) && self.applied_seq > 0 {
             *self = MemoryIndex::build(conn)?;
             return Ok(());
@@ -406,7 +407,8 @@ thread_local! {
 }
 
 fn max_seq(conn: &Connection) -> Result<i64> {
-    Ok(conn.query_row("SELECT COALESCE(max(seq), 0) FROM observation_changes", [], |r| r.get(0))?)
+    // Cached: the daemon asks after every commit and before every search.
+    Ok(conn.prepare_cached("SELECT COALESCE(max(seq), 0) FROM observation_changes")?.query_row([], |r| r.get(0))?)
 }
 
 /// Lowercased, accent-folded alphanumeric runs (what unicode61 with remove_diacritics does).

@@ -210,8 +210,8 @@ pub(super) async fn op(State(state): State<AppState>, ApiJson(value): ApiJson<Va
 /// This document.
 #[utoipa::path(get, operation_id = "openapi", path = "/openapi.json", tag = "daemon",
     responses((status = 200, description = "The OpenAPI 3.1 description of this API", body = Value)))]
-pub(super) async fn openapi(Extension(doc): Extension<Arc<Value>>) -> Json<Value> {
-    Json(Value::clone(&doc))
+pub(super) async fn openapi(Extension(doc): Extension<Arc<super::docs::ApiDoc>>) -> Json<Value> {
+    Json(doc.json().clone())
 }
 
 /// Unknown route.

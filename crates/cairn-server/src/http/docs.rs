@@ -46,6 +46,29 @@ pub(super) fn base() -> utoipa::openapi::OpenApi {
 }
 
 /// Complete the document built from the routes.
+/// The OpenAPI document, turned into JSON at its first request: a daemon's start (which
+/// agents wait for) does not pay for it.
+pub(crate) struct ApiDoc {
+    raw: utoipa::openapi::OpenApi,
+    config: std::sync::Arc<HttpConfig>,
+    json: std::sync::OnceLock<serde_json::Value>,
+}
+
+impl ApiDoc {
+    pub(super) fn new(raw: utoipa::openapi::OpenApi, config: std::sync::Arc<HttpConfig>) -> ApiDoc {
+        ApiDoc { raw, config, json: std::sync::OnceLock::new() }
+    }
+
+    pub(super) fn json(&self) -> &serde_json::Value {
+        self.json.get_or_init(|| {
+            let doc = finish(self.raw.clone(), &self.config);
+            let mut doc = serde_json::to_value(&doc).unwrap_or(serde_json::Value::Null);
+            bound_integers(&mut doc);
+            doc
+        })
+    }
+}
+
 pub(super) fn finish(mut doc: utoipa::openapi::OpenApi, config: &HttpConfig) -> utoipa::openapi::OpenApi {
     doc.info.version = config.version.clone();
     doc.info.license = None;

@@ -107,10 +107,7 @@ pub async fn serve(
 /// Every route, the fallbacks and the security layers.
 pub fn router(state: AppState) -> Router {
     let (routes, doc) = api().split_for_parts();
-    let doc = docs::finish(doc, &state.config);
-    let mut doc = serde_json::to_value(&doc).unwrap_or(Value::Null);
-    docs::bound_integers(&mut doc);
-    let doc = Arc::new(doc);
+    let doc = Arc::new(docs::ApiDoc::new(doc, Arc::clone(&state.config)));
     let mut app = routes;
     if let Some(mcp) = state.config.mcp.clone() {
         app = app.nest_service("/mcp", mcp);

@@ -62,6 +62,8 @@ struct Storm<'a> {
     model: Option<&'a Path>,
     /// Pause of each writer between writes (a storm the embedder can keep up with).
     pace: Duration,
+    /// Writes per writer and round, at most (a storm the embedder can finish in seconds).
+    max_writes: usize,
 }
 
 fn env_rounds(var: &str, default: usize) -> usize {
@@ -70,18 +72,25 @@ fn env_rounds(var: &str, default: usize) -> usize {
 
 #[test]
 fn sigkill_during_a_write_storm_loses_nothing() {
-    storm(&Storm { rounds: env_rounds("CAIRN_CRASH_ROUNDS", 20), model: None, pace: Duration::ZERO });
+    storm(&Storm {
+        rounds: env_rounds("CAIRN_CRASH_ROUNDS", 20),
+        model: None,
+        pace: Duration::ZERO,
+        max_writes: usize::MAX,
+    });
 }
 
-/// Kills land while the daemon embeds: the writers pause between writes so the background
-/// indexer (which only gets idle CPU) keeps up and is mid-batch at many kills.
+/// Kills land while the daemon embeds: each kill waits until the daemon has stored a vector
+/// of the storm's memories, while the writers (paused between writes, so the indexer, which
+/// only gets idle CPU, has some) leave more to embed.
 #[test]
 fn sigkill_while_embedding_keeps_vectors_exact() {
     let Some(model) = model_dir() else { return };
     storm(&Storm {
         rounds: env_rounds("CAIRN_CRASH_MODEL_ROUNDS", 3),
         model: Some(&model),
-        pace: Duration::from_millis(40),
+        pace: Duration::from_millis(60),
+        max_writes: 10,
     });
 }
 
@@ -145,8 +154,20 @@ fn storm(storm: &Storm<'_>) {
 
         let stop = Arc::new(AtomicBool::new(false));
         let round_seed = rng.next_u64();
-        let writers = spawn_writers(round, round_seed, addr, (&data, &work), memory_id, (storm.pace, to_delete), &stop);
+        let writers = spawn_writers(
+            round,
+            round_seed,
+            addr,
+            (&data, &work),
+            memory_id,
+            (storm.pace, storm.max_writes, to_delete),
+            &stop,
+        );
         std::thread::sleep(Duration::from_millis(rng.range(150, 1200)));
+        if model.is_some() {
+            wait_for_a_vector(&data, &round_titles(round), round);
+            std::thread::sleep(Duration::from_millis(rng.range(0, 300)));
+        }
         daemon.kill_hard();
         kills += 1;
         stop.store(true, Ordering::Relaxed);
@@ -268,7 +289,7 @@ fn spawn_writers(
     addr: std::net::SocketAddr,
     (data, work): (&Path, &Path),
     memory_id: i64,
-    (pace, to_delete): (Duration, Vec<(i64, String)>),
+    (pace, max_writes, to_delete): (Duration, usize, Vec<(i64, String)>),
     stop: &Arc<AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<RoundLog>> {
     let mut writers = Vec::new();
@@ -297,7 +318,7 @@ fn spawn_writers(
         writers.push(std::thread::spawn(move || {
             let mut log = RoundLog::default();
             let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) && i < max_writes {
                 if !pace.is_zero() {
                     std::thread::sleep(pace);
                 }
@@ -406,6 +427,34 @@ fn check_vectors(conn: &Connection, round: usize) {
     let torn: i64 =
         conn.query_row("SELECT count(*) FROM embeddings WHERE length(vector) != dims * 4", [], |r| r.get(0)).unwrap();
     assert_eq!(torn, 0, "round {round}: vectors cut short");
+}
+
+/// Titles of a round's memories start with this.
+fn round_titles(round: usize) -> String {
+    format!("crash r{round} ")
+}
+
+/// Wait until the daemon has stored a vector of one of this round's memories: it is then
+/// embedding, and a kill interrupts it (read from the file: the daemon is a WAL writer).
+fn wait_for_a_vector(data: &Path, title_prefix: &str, round: usize) {
+    let conn = Connection::open(data.join("cairn.db")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pattern = format!("{title_prefix}%");
+    loop {
+        let embedded: bool = conn
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM embeddings e JOIN observations o ON o.id = e.observation_id
+                 WHERE o.title LIKE ?1)",
+                [&pattern],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if embedded {
+            return;
+        }
+        assert!(Instant::now() < deadline, "round {round}: the daemon embedded none of the storm's memories");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// How many of these memories have a vector.

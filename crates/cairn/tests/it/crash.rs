@@ -14,7 +14,7 @@
 //! CAIRN_CRASH_ROUNDS (default 20) sets the number of kills; CAIRN_CRASH_SEED replays a run
 //! (the seed is printed). The storm of each round lasts 150–1200 ms.
 //!
-//! A second, shorter storm (CAIRN_CRASH_MODEL_ROUNDS, default 3) runs the daemon with the test
+//! A second, shorter storm (CAIRN_CRASH_MODEL_ROUNDS, default 2) runs the daemon with the test
 //! model, so it embeds in the background while it is killed, and adds deletes to the storm.
 //! Before each storm and at the end, once the restarted daemon reports no embedding pending,
 //! every live memory has exactly one whole vector of the current model, of its current text.
@@ -87,7 +87,7 @@ fn sigkill_during_a_write_storm_loses_nothing() {
 fn sigkill_while_embedding_keeps_vectors_exact() {
     let Some(model) = model_dir() else { return };
     storm(&Storm {
-        rounds: env_rounds("CAIRN_CRASH_MODEL_ROUNDS", 3),
+        rounds: env_rounds("CAIRN_CRASH_MODEL_ROUNDS", 2),
         model: Some(&model),
         pace: Duration::from_millis(60),
         max_writes: 10,

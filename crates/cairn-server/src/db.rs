@@ -27,8 +27,8 @@ use tokio::sync::oneshot;
 const MAX_IDLE_READERS: usize = 4;
 /// Most writes committed together.
 const MAX_BATCH: usize = 64;
-/// Bytes of WAL kept after a checkpoint resets it.
-const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+/// Bytes of WAL kept after a checkpoint resets it; above this, the checkpointer truncates it.
+const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
 /// How often the WAL is checkpointed in the background.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
 /// Memories embedded per batch by the background indexer (about half a second of CPU).
@@ -89,6 +89,10 @@ impl Db {
     /// Open with semantic search: vectors are loaded and missing ones computed in the
     /// background (newest memories first), so a save never waits for its embedding.
     pub fn open_with(path: &Path, semantic: Option<Arc<Semantic>>) -> Result<Arc<Db>> {
+        Db::open_tuned(path, semantic, WAL_SIZE_LIMIT)
+    }
+
+    fn open_tuned(path: &Path, semantic: Option<Arc<Semantic>>, wal_limit: u64) -> Result<Arc<Db>> {
         let mut writer = Store::open(path)?;
         let index = Arc::new(SharedIndex::default());
         writer.attach_index(Arc::clone(&index));
@@ -99,12 +103,11 @@ impl Db {
         // Checkpoints run on a background thread; a request never waits for one (at thousands
         // of saves a second, SQLite's inline auto-checkpoint was the p99).
         let checkpointing = Arc::new(AtomicBool::new(false));
-        start_checkpointer(path, Arc::clone(&alive), Arc::clone(&checkpointing));
+        start_checkpointer(path, wal_limit, Arc::clone(&alive), Arc::clone(&checkpointing));
         writer.conn_pragma("wal_autocheckpoint", 0)?;
         writer.tune_as_writer()?;
-        // A long read (an index rebuild) keeps a checkpoint from resetting the WAL, which then
-        // grows; once it resets, give the disk back.
-        writer.conn_pragma("journal_size_limit", WAL_SIZE_LIMIT)?;
+        // When this writer restarts the WAL from its start, it cuts the file back to this.
+        writer.conn_pragma("journal_size_limit", i64::try_from(wal_limit).unwrap_or(i64::MAX))?;
         build_index_in_background(path, Arc::clone(&index));
         let mut wakes: Vec<Wake> = start_follower(path, Arc::clone(&index), Arc::clone(&alive)).into_iter().collect();
         let (embed_wake, embed_woken) = mpsc::sync_channel::<()>(1);
@@ -337,16 +340,32 @@ fn run_guarded(store: &mut Store, op: Op) -> Result<Value> {
         .unwrap_or_else(|_| Err(CairnError::internal("the operation panicked; nothing it wrote was kept")))
 }
 
-/// Checkpoint the WAL every [`CHECKPOINT_EVERY`] on a connection of its own (PASSIVE: never
-/// blocks readers or the writer). Opened on its own thread: startup does not wait for it.
-fn start_checkpointer(path: &Path, alive: Arc<AtomicBool>, running: Arc<AtomicBool>) {
+/// Checkpoint the WAL every [`CHECKPOINT_EVERY`] on a connection of its own. Opened on its
+/// own thread: startup does not wait for it.
+///
+/// PASSIVE never blocks readers or the writer, but never makes the file smaller either: the
+/// WAL only shrinks when a writer restarts it from its start, which SQLite does only if the
+/// whole WAL was copied before that write began and nobody reads from it. Under a steady
+/// stream of writes (a bulk import) that moment rarely comes, and after the last write it
+/// never does: the file stays at its high-water mark (11.6 GiB for a 2.9 GiB database after
+/// loading a million memories). So once the file is larger than `wal_limit`, each turn is a
+/// TRUNCATE instead, attempted without waiting: when the writer lock is free and no reader
+/// is inside the WAL it copies the rest and empties the file; otherwise it degrades to
+/// PASSIVE and the next turn tries again.
+fn start_checkpointer(path: &Path, wal_limit: u64, alive: Arc<AtomicBool>, running: Arc<AtomicBool>) {
     let path = path.to_owned();
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    let wal = PathBuf::from(wal);
     let spawned = std::thread::Builder::new().name("cairn-checkpoint".into()).spawn(move || {
         let Ok(store) = Store::open(&path) else { return };
         running.store(true, Ordering::Release);
         while alive.load(Ordering::Acquire) {
             std::thread::sleep(CHECKPOINT_EVERY);
-            if let Err(e) = store.checkpoint_passive() {
+            let oversized = std::fs::metadata(&wal).is_ok_and(|m| m.len() > wal_limit);
+            let done =
+                if oversized { store.checkpoint_truncate_nowait().map(|_| ()) } else { store.checkpoint_passive() };
+            if let Err(e) = done {
                 tracing::debug!(error = %e, "checkpoint skipped");
             }
         }
@@ -482,6 +501,45 @@ mod tests {
         }
         let stats = db.execute(Op::Stats).await.unwrap();
         assert_eq!(stats["total_observations"], 200);
+    }
+
+    fn wal_bytes(db_path: &Path) -> u64 {
+        std::fs::metadata(db_path.with_extension("db-wal")).map_or(0, |m| m.len())
+    }
+
+    /// A long reader (what the index rebuild used to be) pins the WAL during a bulk import, so
+    /// it grows past the limit; once the reader is gone the WAL must shrink back although no
+    /// write follows. Passive checkpoints alone left it at its high-water mark for good.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_wal_shrinks_back_after_a_bulk_import_under_a_long_reader() {
+        const LIMIT: u64 = 256 * 1024;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let db = Db::open_tuned(&path, None, LIMIT).unwrap();
+        db.execute(save("first".into())).await.unwrap();
+        let reader = rusqlite::Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader.query_row("SELECT count(*) FROM observations", [], |r| r.get(0)).unwrap();
+        for batch in 0..2 {
+            let observations: Vec<Value> = (0..1000)
+                .map(|i| {
+                    serde_json::json!({"session_id": "bulk", "title": format!("bulk {batch} {i}"),
+                        "content": format!("imported memory {i} of batch {batch} about caches and queues"), "project": "p"})
+                })
+                .collect();
+            let data = serde_json::json!({"sessions": [], "observations": observations});
+            db.execute(Op::Import { data }).await.unwrap();
+        }
+        let grown = wal_bytes(&path);
+        assert!(grown > 4 * LIMIT, "the import should have grown the WAL: {grown} bytes");
+        reader.execute_batch("COMMIT").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while db.index_state() != "ready" || wal_bytes(&path) > LIMIT {
+            assert!(Instant::now() < deadline, "the WAL stays at {} bytes (limit {LIMIT})", wal_bytes(&path));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Nothing was lost on the way.
+        assert_eq!(db.execute(Op::Stats).await.unwrap()["total_observations"], 2001);
     }
 
     #[test]

@@ -135,21 +135,46 @@ impl MemoryIndex {
         }
     }
 
-    /// Index every live memory, from one consistent snapshot of the database.
+    /// Index every live memory.
+    ///
+    /// The rows are read [`BUILD_CHUNK`] at a time, each chunk in a short read transaction of
+    /// its own, never in one snapshot: at a million memories a scan takes tens of seconds, and
+    /// a read transaction that long pins the WAL (checkpoints cannot copy what was written
+    /// after it began, nor restart the WAL), which then grows with every write meanwhile.
+    /// Consistency comes from the change log instead: its last `seq` is read before the first
+    /// chunk, so every change a later chunk may or may not have seen is logged after it, and is
+    /// applied (again: by id, so applying twice is harmless) once the scan is done.
     pub fn build(conn: &Connection) -> Result<MemoryIndex> {
+        MemoryIndex::build_in_chunks(conn, BUILD_CHUNK, || {})
+    }
+
+    /// [`MemoryIndex::build`] with `between` called after each full chunk, outside any
+    /// transaction (tests write there).
+    fn build_in_chunks(conn: &Connection, chunk: usize, mut between: impl FnMut()) -> Result<MemoryIndex> {
         let mut index = MemoryIndex::empty();
-        conn.execute_batch("BEGIN")?;
-        let built = (|| -> Result<()> {
-            index.applied_seq = max_seq(conn)?;
-            let mut stmt = conn.prepare(&format!("{ROW_SQL} WHERE deleted_at IS NULL ORDER BY id"))?;
-            let rows = stmt.query_map([], read_row)?;
-            for row in rows {
-                index.add(&row?);
+        index.applied_seq = max_seq(conn)?;
+        let mut stmt = conn.prepare(&format!("{ROW_SQL} WHERE id > ?1 AND deleted_at IS NULL ORDER BY id LIMIT ?2"))?;
+        let mut after = 0i64;
+        loop {
+            // Collected, so the statement is reset (its read transaction ends) before the
+            // rows are tokenised.
+            let rows: Vec<Row> =
+                stmt.query_map(rusqlite::params![after, chunk as i64], read_row)?.collect::<rusqlite::Result<_>>()?;
+            let full = rows.len() == chunk;
+            for row in &rows {
+                index.add(row);
             }
-            Ok(())
-        })();
-        conn.execute_batch("COMMIT")?;
-        built?;
+            match rows.last() {
+                Some(last) if full => after = last.id,
+                _ => break,
+            }
+            between();
+        }
+        // A log trimmed past the start cannot say what the scan missed: leave `applied_seq`
+        // where it was, and the next catch-up sees the gap and builds again.
+        if !index.log_trimmed(conn)? {
+            index.apply_logged(conn)?;
+        }
         Ok(index)
     }
 
@@ -168,12 +193,26 @@ impl MemoryIndex {
     /// Apply the changes logged since the last call; rebuild when too far behind or too
     /// fragmented.
     pub fn catch_up(&mut self, conn: &Connection) -> Result<()> {
-        let oldest: Option<i64> =
-            conn.prepare_cached("SELECT min(seq) FROM observation_changes")?.query_row([], |r| r.get(0))?;
-        if oldest.is_some_and(|oldest| oldest > self.applied_seq + 1) && self.applied_seq > 0 {
+        if self.log_trimmed(conn)? && self.applied_seq > 0 {
             *self = MemoryIndex::build(conn)?;
             return Ok(());
         }
+        self.apply_logged(conn)?;
+        if self.dead > 10_000 && self.dead > self.live / 4 {
+            *self = MemoryIndex::build(conn)?;
+        }
+        Ok(())
+    }
+
+    /// Whether changes after `applied_seq` were already trimmed from the log.
+    fn log_trimmed(&self, conn: &Connection) -> Result<bool> {
+        let oldest: Option<i64> =
+            conn.prepare_cached("SELECT min(seq) FROM observation_changes")?.query_row([], |r| r.get(0))?;
+        Ok(oldest.is_some_and(|oldest| oldest > self.applied_seq + 1))
+    }
+
+    /// Re-read every memory changed since `applied_seq` (removed, then added if still live).
+    fn apply_logged(&mut self, conn: &Connection) -> Result<()> {
         let mut stmt =
             conn.prepare_cached("SELECT seq, observation_id FROM observation_changes WHERE seq > ?1 ORDER BY seq")?;
         let changes: Vec<(i64, i64)> =
@@ -190,9 +229,6 @@ impl MemoryIndex {
             }
         }
         self.applied_seq = last;
-        if self.dead > 10_000 && self.dead > self.live / 4 {
-            *self = MemoryIndex::build(conn)?;
-        }
         Ok(())
     }
 
@@ -431,6 +467,9 @@ fn fold_accent(c: char) -> char {
     }
 }
 
+/// Rows read per read transaction while building: a few milliseconds of reading each.
+const BUILD_CHUNK: usize = 2_000;
+
 /// Changes applied inline before a search; a longer backlog (a bulk import, a busy direct
 /// writer) is rebuilt in the background with one scan while FTS5 answers.
 const INLINE_CATCH_UP: i64 = 256;
@@ -652,6 +691,54 @@ mod backlog_tests {
         let terms = crate::search::query::parse("zanzibar");
         let found = index.search(daemon.conn(), &terms, &IndexFilter::default(), 1000).unwrap().unwrap();
         assert_eq!(found.len() as i64, INLINE_CATCH_UP + 50);
+    }
+
+    /// The rebuild reads in chunks, each in its own short read transaction: between chunks a
+    /// checkpoint copies everything written meanwhile (with one snapshot for the whole scan it
+    /// could copy nothing written after the scan began, and the WAL would grow), and writes
+    /// made during the scan, before or after the row's chunk, are all in the result.
+    #[test]
+    fn a_rebuild_in_chunks_does_not_pin_the_wal_and_misses_no_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let mut writer = Store::open(&path).unwrap();
+        writer.conn_pragma("wal_autocheckpoint", 0).unwrap();
+        let ids: Vec<i64> =
+            (0..50).map(|i| writer.save(&obs("p", &format!("row {i}"), "plain text")).unwrap().id).collect();
+        let checkpointer = Connection::open(&path).unwrap();
+        let builder = Connection::open(&path).unwrap();
+        let mut chunks = 0;
+        let index = MemoryIndex::build_in_chunks(&builder, 10, || {
+            chunks += 1;
+            if chunks == 1 {
+                // Already read, not yet read, and new.
+                let patch = crate::memory::ObservationPatch { content: Some("zebra".into()), ..Default::default() };
+                writer.update(ids[0], &patch).unwrap();
+                writer.delete(ids[45], true).unwrap();
+                writer.save(&obs("p", "late arrival", "okapi")).unwrap();
+            } else {
+                writer.save(&obs("p", &format!("during chunk {chunks}"), "plain text")).unwrap();
+            }
+            let (busy, log, copied): (i64, i64, i64) = checkpointer
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap();
+            assert_eq!((busy, copied), (0, log), "chunk {chunks}: the build holds a snapshot that pins the WAL");
+        })
+        .unwrap();
+        assert!(chunks >= 5, "{chunks} chunks");
+        let found = |text: &str| -> Vec<i64> {
+            index
+                .search(&crate::search::query::parse(text), &IndexFilter::default(), 100)
+                .into_iter()
+                .map(|h| h.0)
+                .collect()
+        };
+        assert_eq!(found("zebra"), vec![ids[0]]);
+        assert_eq!(found("okapi").len(), 1);
+        assert!(!found("plain").contains(&ids[0]), "the old text of an updated row is gone");
+        assert!(!found("plain").contains(&ids[45]), "a deleted row is gone");
+        assert_eq!(index.len(), 50 + chunks - 1, "every live row once: {index:?}");
+        assert_eq!(index.applied_seq(), max_seq(writer.conn()).unwrap());
     }
 
     fn caught_up(index: &SharedIndex, store: &Store) -> bool {

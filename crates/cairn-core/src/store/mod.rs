@@ -112,6 +112,17 @@ impl Store {
         Ok(())
     }
 
+    /// Copy the whole WAL into the database and truncate it to zero bytes, if that needs no
+    /// waiting: with the writer lock taken or a reader inside the WAL, it copies what it can
+    /// (as PASSIVE) and returns `false`. It holds the writer lock while it copies, so the
+    /// daemon runs it only to give back the disk of an oversized WAL.
+    pub fn checkpoint_truncate_nowait(&self) -> Result<bool> {
+        self.conn.busy_timeout(Duration::ZERO)?;
+        let busy = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0));
+        self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        Ok(busy? == 0)
+    }
+
     /// Search through a shared in-memory index (the daemon holds one).
     pub fn attach_index(&mut self, index: Arc<crate::search::index::SharedIndex>) {
         self.index = Some(index);

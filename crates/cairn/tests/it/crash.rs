@@ -13,6 +13,11 @@
 //!
 //! CAIRN_CRASH_ROUNDS (default 20) sets the number of kills; CAIRN_CRASH_SEED replays a run
 //! (the seed is printed). The storm of each round lasts 150–1200 ms.
+//!
+//! A second, shorter storm (CAIRN_CRASH_MODEL_ROUNDS, default 2) runs the daemon with the test
+//! model, so it embeds in the background while it is killed, and adds deletes to the storm.
+//! Before each storm and at the end, once the restarted daemon reports no embedding pending,
+//! every live memory has exactly one whole vector of the current model, of its current text.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -25,7 +30,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Rng, cairn, http, recorded};
+use crate::support::{Daemon, Rng, cairn, http, model_dir, recorded};
 
 const PROJECT: &str = "crash";
 
@@ -46,16 +51,63 @@ struct RoundLog {
     imports: Vec<Attempt>,
     /// Update attempts on the round's one updated memory, in order.
     updates: Vec<Attempt>,
+    /// Delete attempts (model storm only): the memory's title, and whether acknowledged.
+    deletes: Vec<(String, bool)>,
 }
 
-fn rounds() -> usize {
-    std::env::var("CAIRN_CRASH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20)
+/// The storm's settings.
+struct Storm<'a> {
+    rounds: usize,
+    /// The model directory: the daemon embeds in the background, and vectors are checked.
+    model: Option<&'a Path>,
+    /// Pause of each writer between writes (a storm the embedder can keep up with).
+    pace: Duration,
+    /// Writes per writer and round, at most (a storm the embedder can finish in seconds).
+    max_writes: usize,
+}
+
+fn env_rounds(var: &str, default: usize) -> usize {
+    std::env::var(var).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
 #[test]
 fn sigkill_during_a_write_storm_loses_nothing() {
+    storm(&Storm {
+        rounds: env_rounds("CAIRN_CRASH_ROUNDS", 20),
+        model: None,
+        pace: Duration::ZERO,
+        max_writes: usize::MAX,
+    });
+}
+
+/// Kills land while the daemon embeds: each kill waits until the daemon has stored a vector
+/// of the storm's memories, while the writers (paused between writes, so the indexer, which
+/// only gets idle CPU, has some) leave more to embed.
+#[test]
+fn sigkill_while_embedding_keeps_vectors_exact() {
+    let Some(model) = model_dir() else { return };
+    storm(&Storm {
+        rounds: env_rounds("CAIRN_CRASH_MODEL_ROUNDS", 2),
+        model: Some(&model),
+        pace: Duration::from_millis(60),
+        max_writes: 10,
+    });
+}
+
+fn storm(storm: &Storm<'_>) {
     let seed = Rng::seed_from_env("CAIRN_CRASH_SEED");
-    eprintln!("crash proof: CAIRN_CRASH_SEED={seed} CAIRN_CRASH_ROUNDS={}", rounds());
+    eprintln!(
+        "crash proof: CAIRN_CRASH_SEED={seed} rounds {} model {:?}",
+        storm.rounds,
+        storm.model.map(Path::display).map(|d| d.to_string())
+    );
+    let rounds = storm.rounds;
+    let model = storm.model.map(Model::load);
+    let model_env = storm.model.map(|m| m.to_str().expect("a UTF-8 model path").to_owned());
+    let mut daemon_env: Vec<(&str, &str)> = vec![("CAIRN_LOG", "info")];
+    if let Some(dir) = &model_env {
+        daemon_env.push(("CAIRN_MODEL_DIR", dir));
+    }
     let mut rng = Rng::new(seed);
     let tmp = tempfile::tempdir().unwrap();
     // cairn creates the data dir itself (0700), as for a user.
@@ -73,10 +125,12 @@ fn sigkill_during_a_write_storm_loses_nothing() {
     let mut updated: Option<(i64, HashSet<String>)> = None;
     let started = Instant::now();
     let (mut kills, mut total_acked, mut in_flight_landed) = (0, 0, 0);
+    // Model storm: vectors the killed daemon had stored for its round's memories.
+    let mut embedded_in_storms = 0;
 
-    for round in 0..rounds() {
+    for round in 0..rounds {
         let log = File::create(logs.join(format!("serve-{round}.log"))).unwrap();
-        let mut daemon = Daemon::start_with(&data, &[("CAIRN_LOG", "info")], Stdio::from(log));
+        let mut daemon = Daemon::start_with(&data, &daemon_env, Stdio::from(log));
         let addr = daemon.addr;
         assert_healthy(addr, round);
         check_searchable(addr, &to_search, &acked, round);
@@ -91,11 +145,29 @@ fn sigkill_during_a_write_storm_loses_nothing() {
             (body["id"].as_i64().unwrap(), HashSet::from(["version zero".to_owned()]))
         });
         let memory_id = *memory_id;
+        // After the updated memory exists, so that it is always among the vectors checked.
+        let mut to_delete = Vec::new();
+        if let Some(model) = &model {
+            model.check_all_embedded(addr, &data, &mut rng, round);
+            to_delete = pick_to_delete(&data, &acked, &mut rng);
+        }
 
         let stop = Arc::new(AtomicBool::new(false));
         let round_seed = rng.next_u64();
-        let writers = spawn_writers(round, round_seed, addr, &data, &work, memory_id, &stop);
+        let writers = spawn_writers(
+            round,
+            round_seed,
+            addr,
+            (&data, &work),
+            memory_id,
+            (storm.pace, storm.max_writes, to_delete),
+            &stop,
+        );
         std::thread::sleep(Duration::from_millis(rng.range(150, 1200)));
+        if model.is_some() {
+            wait_for_a_vector(&data, &round_titles(round), round);
+            std::thread::sleep(Duration::from_millis(rng.range(0, 300)));
+        }
         daemon.kill_hard();
         kills += 1;
         stop.store(true, Ordering::Relaxed);
@@ -105,6 +177,7 @@ fn sigkill_during_a_write_storm_loses_nothing() {
             log.saves.extend(part.saves);
             log.imports.extend(part.imports);
             log.updates.extend(part.updates);
+            log.deletes.extend(part.deletes);
         }
         assert!(recorded(&data).is_some(), "a killed daemon leaves its daemon.json behind (the restart must cope)");
 
@@ -112,6 +185,13 @@ fn sigkill_during_a_write_storm_loses_nothing() {
         let conn = Connection::open(data.join("cairn.db")).unwrap();
         check_integrity(&conn, round);
         let stored = stored_memories(&conn);
+        // A deleted memory is gone if the delete was acknowledged; one in flight may be either.
+        for (title, delete_acked) in &log.deletes {
+            assert!(!(*delete_acked && stored.contains_key(title)), "round {round}: deleted {title:?} is still there");
+            if !stored.contains_key(title) {
+                acked.remove(title);
+            }
+        }
         let mut round_acked = Vec::new();
         for attempt in log.saves.iter().chain(&log.imports) {
             for (title, content) in &attempt.memories {
@@ -157,7 +237,10 @@ fn sigkill_during_a_write_storm_loses_nothing() {
                 .unwrap_or_else(|| panic!("round {round} (seed {seed}): {title:?}, acknowledged earlier, is gone"));
             assert_eq!(content_stored, content);
         }
-        check_vectors(&conn, &acked);
+        check_vectors(&conn, round);
+        if model.is_some() {
+            embedded_in_storms += vectors_of(&conn, &round_acked);
+        }
         drop(conn);
         doctor_says_ok(&data, round);
 
@@ -176,9 +259,12 @@ fn sigkill_during_a_write_storm_loses_nothing() {
 
     // One last restart: healthy, and everything of the last round is found.
     let log = File::create(logs.join("serve-final.log")).unwrap();
-    let daemon = Daemon::start_with(&data, &[], Stdio::from(log));
-    assert_healthy(daemon.addr, rounds());
-    check_searchable(daemon.addr, &to_search, &acked, rounds());
+    let daemon = Daemon::start_with(&data, &daemon_env, Stdio::from(log));
+    assert_healthy(daemon.addr, rounds);
+    check_searchable(daemon.addr, &to_search, &acked, rounds);
+    if let Some(model) = &model {
+        model.check_all_embedded(daemon.addr, &data, &mut rng, rounds);
+    }
     drop(daemon);
     eprintln!(
         "crash proof: {kills} SIGKILLs in {:.1?}, {total_acked} acknowledged writes kept, \
@@ -186,21 +272,45 @@ fn sigkill_during_a_write_storm_loses_nothing() {
         started.elapsed(),
         acked.len()
     );
-    assert!(total_acked > rounds(), "the storm wrote too little to prove anything: {total_acked}");
+    assert!(total_acked > rounds, "the storm wrote too little to prove anything: {total_acked}");
+    if model.is_some() {
+        eprintln!("crash proof: {embedded_in_storms} vectors stored by daemons that were then killed");
+        // Otherwise no kill could have interrupted the indexer: the proof would be vacuous.
+        assert!(embedded_in_storms > 0, "the daemon never embedded during a storm");
+    }
 }
 
 /// Start the round's writers: three HTTP savers, one `POST /v1/op` saver (what the CLI and
-/// `cairn mcp` send), one CLI, one importer, one updater.
+/// `cairn mcp` send), one CLI, one importer and updater, and a deleter when `to_delete` names
+/// memories (id, title).
 fn spawn_writers(
     round: usize,
     seed: u64,
     addr: std::net::SocketAddr,
-    data: &Path,
-    work: &Path,
+    (data, work): (&Path, &Path),
     memory_id: i64,
+    (pace, max_writes, to_delete): (Duration, usize, Vec<(i64, String)>),
     stop: &Arc<AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<RoundLog>> {
     let mut writers = Vec::new();
+    if !to_delete.is_empty() {
+        let stop = Arc::clone(stop);
+        writers.push(std::thread::spawn(move || {
+            let mut log = RoundLog::default();
+            for (i, (id, title)) in to_delete.into_iter().enumerate() {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                // Soft and hard deletes: each must take the memory's vector with it.
+                let path = format!("/observations/{id}?hard={}", i % 2 == 0);
+                let (status, value) = http(addr, "DELETE", &path, None);
+                assert!(status == 200 || status == 0, "round {round}: delete {id}: {status} {value}");
+                log.deletes.push((title, status == 200));
+                std::thread::sleep(pace * 4);
+            }
+            log
+        }));
+    }
     for w in 0..6 {
         let stop = Arc::clone(stop);
         let (data, work) = (data.to_owned(), work.to_owned());
@@ -208,7 +318,10 @@ fn spawn_writers(
         writers.push(std::thread::spawn(move || {
             let mut log = RoundLog::default();
             let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) && i < max_writes {
+                if !pace.is_zero() {
+                    std::thread::sleep(pace);
+                }
                 let title = format!("crash r{round} w{w} n{i} {}", rng.word(12));
                 let content = format!("{} {} written by writer {w} in round {round}", rng.word(20), rng.word(8));
                 match w {
@@ -298,21 +411,10 @@ fn check_integrity(conn: &Connection, round: usize) {
     }
 }
 
-/// Vectors after a crash: none may outlive its memory, and each is whole (`dims` floats).
-///
-/// TODO(embeddings): run a round with the test model (`CAIRN_TEST_MODEL_DIR`, see
-/// `semantic.rs`) and check that every memory in `acked` gets exactly one vector of the
-/// current model once the restarted daemon's background indexer is done (`embeddings_pending`
-/// in `/stats` back to 0). Without a model, no vectors are computed and only the shape holds.
-fn check_vectors(conn: &Connection, acked: &HashMap<String, String>) {
-    let has_table: bool = conn
-        .query_row("SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'embeddings')", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    if !has_table {
-        return;
-    }
+/// Vectors after a crash, as the killed daemon left them: none may outlive its memory, and
+/// each is whole (`dims` floats). Without a model no vector is computed and only this holds;
+/// [`Model::check_all_embedded`] checks the rest once a restarted daemon has caught up.
+fn check_vectors(conn: &Connection, round: usize) {
     let orphans: i64 = conn
         .query_row(
             "SELECT count(*) FROM embeddings e WHERE NOT EXISTS
@@ -321,11 +423,137 @@ fn check_vectors(conn: &Connection, acked: &HashMap<String, String>) {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(orphans, 0, "vectors of memories that are gone");
+    assert_eq!(orphans, 0, "round {round}: vectors of memories that are gone");
     let torn: i64 =
         conn.query_row("SELECT count(*) FROM embeddings WHERE length(vector) != dims * 4", [], |r| r.get(0)).unwrap();
-    assert_eq!(torn, 0, "vectors cut short");
-    let _ = acked.len();
+    assert_eq!(torn, 0, "round {round}: vectors cut short");
+}
+
+/// Titles of a round's memories start with this.
+fn round_titles(round: usize) -> String {
+    format!("crash r{round} ")
+}
+
+/// Wait until the daemon has stored a vector of one of this round's memories: it is then
+/// embedding, and a kill interrupts it (read from the file: the daemon is a WAL writer).
+fn wait_for_a_vector(data: &Path, title_prefix: &str, round: usize) {
+    let conn = Connection::open(data.join("cairn.db")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pattern = format!("{title_prefix}%");
+    loop {
+        let embedded: bool = conn
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM embeddings e JOIN observations o ON o.id = e.observation_id
+                 WHERE o.title LIKE ?1)",
+                [&pattern],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if embedded {
+            return;
+        }
+        assert!(Instant::now() < deadline, "round {round}: the daemon embedded none of the storm's memories");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How many of these memories have a vector.
+fn vectors_of(conn: &Connection, titles: &[String]) -> usize {
+    let mut stmt = conn
+        .prepare(
+            "SELECT count(*) FROM observations o JOIN embeddings e ON e.observation_id = o.id
+             WHERE o.title = ?1 AND o.deleted_at IS NULL",
+        )
+        .unwrap();
+    titles.iter().map(|t| stmt.query_row([t], |r| r.get::<_, i64>(0)).unwrap() as usize).sum()
+}
+
+/// Up to 12 memories of earlier rounds for the storm to delete: (id, title).
+fn pick_to_delete(data: &Path, acked: &HashMap<String, String>, rng: &mut Rng) -> Vec<(i64, String)> {
+    let conn = Connection::open(data.join("cairn.db")).unwrap();
+    let mut titles: Vec<&String> = acked.keys().collect();
+    titles.sort();
+    let mut picked = Vec::new();
+    for _ in 0..12.min(titles.len()) {
+        let title = titles.swap_remove(rng.range(0, titles.len() as u64) as usize);
+        let id: i64 = conn
+            .query_row("SELECT id FROM observations WHERE title = ?1 AND deleted_at IS NULL", [title], |r| r.get(0))
+            .unwrap();
+        picked.push((id, title.clone()));
+    }
+    picked
+}
+
+/// The test model, loaded in this process to recompute vectors.
+struct Model {
+    id: String,
+    embedder: cairn_embed::LocalModel,
+}
+
+impl Model {
+    fn load(dir: &Path) -> Model {
+        let embedder = cairn_embed::LocalModel::load(dir).expect("load the test model");
+        Model { id: cairn_embed::local_model_id(dir), embedder }
+    }
+
+    /// Once the daemon reports nothing pending: every live memory has exactly one vector
+    /// (`observation_id` is the table's key), of the current model, whole; none outlives its
+    /// memory; and the vectors of the updated memory and of a sample of others are those of
+    /// their current text (recomputed here: a vector left from an earlier text differs).
+    fn check_all_embedded(&self, addr: std::net::SocketAddr, data: &Path, rng: &mut Rng, round: usize) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (status, stats) = http(addr, "GET", "/stats", None);
+            assert_eq!(status, 200, "round {round}: {stats}");
+            if stats["embeddings_pending"] == 0 && stats["semantic_search"] == "ready" {
+                assert_eq!(stats["embedding_model"].as_str(), Some(self.id.as_str()), "round {round}: {stats}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "round {round}: embeddings still pending: {stats}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let conn = Connection::open(data.join("cairn.db")).unwrap();
+        check_vectors(&conn, round);
+        let mut stmt = conn
+            .prepare(
+                "SELECT o.id, o.title, o.content, e.model, e.dims, e.vector FROM observations o
+                 LEFT JOIN embeddings e ON e.observation_id = o.id WHERE o.deleted_at IS NULL ORDER BY o.id",
+            )
+            .unwrap();
+        type Row = (i64, String, String, Option<String>, Option<i64>, Option<Vec<u8>>);
+        let rows: Vec<Row> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let dims = 384;
+        for (id, title, _, model, row_dims, vector) in &rows {
+            assert_eq!(
+                model.as_deref(),
+                Some(self.id.as_str()),
+                "round {round}: {title:?} ({id}) has no current vector"
+            );
+            assert_eq!(*row_dims, Some(dims), "round {round}: {title:?}");
+            assert_eq!(vector.as_ref().map(Vec::len), Some(dims as usize * 4), "round {round}: {title:?}");
+        }
+        // The updated memory (the one whose text changes under the indexer) and a sample.
+        let mut sample: Vec<&Row> = rows.iter().filter(|r| r.1 == "crash updated memory").collect();
+        assert_eq!(sample.len(), 1, "round {round}: the updated memory");
+        for _ in 0..8.min(rows.len()) {
+            sample.push(&rows[rng.range(0, rows.len() as u64) as usize]);
+        }
+        for (id, title, content, _, _, vector) in sample {
+            let text = cairn_core::search::semantic::embed_text(title, content);
+            let fresh = cairn_embed::Embedder::embed(&self.embedder, &[text.as_str()]).unwrap().remove(0);
+            let stored: Vec<f32> =
+                vector.as_deref().unwrap().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+            let cosine = cairn_embed::dot(&fresh, &stored);
+            assert!(
+                cosine > 0.999,
+                "round {round}: the vector of {title:?} ({id}) is not of its text {content:?}: cosine {cosine}"
+            );
+        }
+    }
 }
 
 fn doctor_says_ok(data: &Path, round: usize) {

@@ -483,7 +483,8 @@ impl Store {
              FROM relations r LEFT JOIN observations a ON a.sync_id = r.source_id LEFT JOIN observations b ON b.sync_id = r.target_id
              WHERE r.judgment_status != 'orphaned' AND (r.source_id IN ({placeholders}) OR r.target_id IN ({placeholders}))"
         );
-        let mut stmt = self.conn().prepare(&sql)?;
+        // Cached: a page of hits has the same length every time, so the same text.
+        let mut stmt = self.conn().prepare_cached(&sql)?;
         let args: Vec<&String> = sync_ids.iter().chain(sync_ids.iter()).collect();
         let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| {
             Ok((

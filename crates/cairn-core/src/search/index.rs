@@ -447,6 +447,16 @@ fn max_seq(conn: &Connection) -> Result<i64> {
     Ok(conn.prepare_cached("SELECT COALESCE(max(seq), 0) FROM observation_changes")?.query_row([], |r| r.get(0))?)
 }
 
+/// Fold one alphanumeric run into `out` the way [`tokenize`] folds it (empty when the run is
+/// too long to be indexed), without allocating per token.
+pub(crate) fn fold_token_into(token: &str, out: &mut String) {
+    out.clear();
+    if token.chars().count() > MAX_TOKEN_CHARS {
+        return;
+    }
+    out.extend(token.chars().flat_map(char::to_lowercase).map(fold_accent));
+}
+
 /// Lowercased, accent-folded alphanumeric runs (what unicode61 with remove_diacritics does).
 pub fn tokenize(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())

@@ -428,7 +428,8 @@ impl Store {
             return Ok(std::collections::HashMap::new());
         }
         let placeholders = vec!["?"; ids.len()].join(",");
-        let mut stmt = self.conn().prepare(&format!(
+        // Cached: a page of hits has the same length every time, so the same text.
+        let mut stmt = self.conn().prepare_cached(&format!(
             "SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.deleted_at IS NULL AND o.id IN ({placeholders})"
         ))?;
         let rows = stmt.query_map(params_from_iter(ids), Observation::from_row)?;

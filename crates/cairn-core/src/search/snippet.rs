@@ -2,9 +2,11 @@
 //! window of a memory where the most query words meet, matches in `**bold**`. (FTS5's
 //! `snippet()` would re-tokenise every hit through SQL; this is a scan of one string.)
 
+use std::collections::HashMap;
+
 use rust_stemmers::{Algorithm, Stemmer};
 
-use crate::search::index::tokenize;
+use crate::search::index::{fold_token_into, tokenize};
 use crate::search::query::Term;
 
 /// Tokens shown around the matches.
@@ -31,15 +33,24 @@ impl Matcher {
         Matcher { stemmer, stems, prefixes }
     }
 
-    fn matches(&self, token: &str) -> bool {
-        let folded: String = tokenize(token).collect::<Vec<_>>().concat();
+    /// Whether an alphanumeric run of the text matches; `folded` is scratch space.
+    fn matches(&self, token: &str, folded: &mut String) -> bool {
+        fold_token_into(token, folded);
+        if folded.is_empty() {
+            return false;
+        }
         if self.prefixes.iter().any(|p| folded.starts_with(p.as_str())) {
             return true;
         }
         // A word's stem starts with the word's first two letters in practice, so most tokens
         // are ruled out without running the stemmer.
-        let head: String = folded.chars().take(2).collect();
-        self.stems.iter().any(|s| s.starts_with(&head)) && self.stems.iter().any(|s| *s == self.stemmer.stem(&folded))
+        let head_len = folded.char_indices().nth(2).map_or(folded.len(), |(i, _)| i);
+        let head = &folded[..head_len];
+        if !self.stems.iter().any(|s| s.starts_with(head)) {
+            return false;
+        }
+        let stem = self.stemmer.stem(folded);
+        self.stems.iter().any(|s| *s == stem)
     }
 
     /// The best passage of the content, else of the title; empty when neither matches.
@@ -49,7 +60,13 @@ impl Matcher {
 
     fn best_window(&self, text: &str) -> Option<String> {
         let spans = token_spans(text);
-        let hits: Vec<bool> = spans.iter().map(|&(s, e)| self.matches(&text[s..e])).collect();
+        // Words repeat within a memory: decide each distinct one once.
+        let mut seen: HashMap<&str, bool> = HashMap::new();
+        let mut folded = String::new();
+        let hits: Vec<bool> = spans
+            .iter()
+            .map(|&(s, e)| *seen.entry(&text[s..e]).or_insert_with(|| self.matches(&text[s..e], &mut folded)))
+            .collect();
         if !hits.iter().any(|h| *h) {
             return None;
         }

@@ -2,8 +2,6 @@
 //! window of a memory where the most query words meet, matches in `**bold**`. (FTS5's
 //! `snippet()` would re-tokenise every hit through SQL; this is a scan of one string.)
 
-use std::collections::HashMap;
-
 use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::search::index::{fold_token_into, tokenize};
@@ -60,13 +58,8 @@ impl Matcher {
 
     fn best_window(&self, text: &str) -> Option<String> {
         let spans = token_spans(text);
-        // Words repeat within a memory: decide each distinct one once.
-        let mut seen: HashMap<&str, bool> = HashMap::new();
         let mut folded = String::new();
-        let hits: Vec<bool> = spans
-            .iter()
-            .map(|&(s, e)| *seen.entry(&text[s..e]).or_insert_with(|| self.matches(&text[s..e], &mut folded)))
-            .collect();
+        let hits: Vec<bool> = spans.iter().map(|&(s, e)| self.matches(&text[s..e], &mut folded)).collect();
         if !hits.iter().any(|h| *h) {
             return None;
         }

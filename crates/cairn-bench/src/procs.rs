@@ -189,13 +189,28 @@ pub fn data_env(cmd: &mut Command, data_dir: &Path) {
 
 /// Start `template` (`{port}` replaced) on a fresh data dir and wait for `GET /health` → 200.
 pub fn spawn_server(template: &str, label: &str, ready_timeout: Duration) -> Result<Server> {
+    let data_dir = fresh_dir(label)?;
+    spawn_server_in(template, label, data_dir, true, ready_timeout)
+}
+
+/// Start `template` on an existing data dir (a restart), which is left in place afterwards.
+pub fn spawn_server_on(template: &str, label: &str, data_dir: &Path, ready_timeout: Duration) -> Result<Server> {
+    spawn_server_in(template, label, data_dir.to_owned(), false, ready_timeout)
+}
+
+fn spawn_server_in(
+    template: &str,
+    label: &str,
+    data_dir: PathBuf,
+    remove_data_dir: bool,
+    ready_timeout: Duration,
+) -> Result<Server> {
     let words = split_command(template);
     if words.is_empty() {
         bail!("--spawn needs a command, e.g. \"target/release/cairn serve --port {{port}}\"");
     }
     let port = free_port()?;
     let words: Vec<String> = words.iter().map(|w| w.replace("{port}", &port.to_string())).collect();
-    let data_dir = fresh_dir(label)?;
     let log_dir = fresh_dir(&format!("{label}-log"))?;
     let log = log_dir.join("server.log");
     let log_file = fs::File::create(&log)?;
@@ -211,12 +226,15 @@ pub fn spawn_server(template: &str, label: &str, ready_timeout: Duration) -> Res
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let _ = fs::remove_dir_all(&data_dir);
+            if remove_data_dir {
+                let _ = fs::remove_dir_all(&data_dir);
+            }
             let _ = fs::remove_dir_all(&log_dir);
             bail!("cannot start {:?}: {e}", words[0]);
         }
     };
-    let guard = ChildGuard::register(child, vec![data_dir.clone(), log_dir]);
+    let cleanup = if remove_data_dir { vec![data_dir.clone(), log_dir] } else { vec![log_dir] };
+    let guard = ChildGuard::register(child, cleanup);
     let base = BaseUrl::loopback(port);
     loop {
         if let Some(status) = guard.try_wait() {
@@ -232,6 +250,14 @@ pub fn spawn_server(template: &str, label: &str, ready_timeout: Duration) -> Res
         std::thread::sleep(Duration::from_millis(2));
     }
     Ok(Server { guard, base, data_dir, log, ready_after: started.elapsed() })
+}
+
+impl Server {
+    /// SIGTERM, then wait for a clean exit (a restart then finds a checkpointed store).
+    pub fn stop_gracefully(self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.guard.pid.to_string()).status();
+        self.guard.finish(Duration::from_secs(10));
+    }
 }
 
 /// Last `n` lines of a file (for error messages).

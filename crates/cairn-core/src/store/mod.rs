@@ -20,8 +20,6 @@ pub const DB_FILE: &str = "cairn.db";
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 128;
-/// Bytes of the database file read through a memory map (see `apply_pragmas`).
-const MMAP_SIZE: i64 = 1 << 30;
 /// Page cache of the daemon's writer connection, in KiB (SQLite's default is 2 MB): the
 /// index pages every save updates stay in memory.
 const WRITER_CACHE_KIB: i64 = 16 * 1024;
@@ -240,10 +238,6 @@ fn apply_pragmas(conn: &Connection, path: Option<&Path>) -> Result<()> {
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::warn!(mode, "could not switch the database to WAL");
         }
-        // Read pages straight from the OS page cache instead of a pread() and a copy per page:
-        // at 100k memories a save touches a dozen index pages that a 2 MB cache rarely holds.
-        // The mapping is shared with every other process and costs no private memory.
-        conn.query_row(&format!("PRAGMA mmap_size={MMAP_SIZE}"), [], |_| Ok(())).optional()?;
     }
     conn.execute_batch(
         "PRAGMA synchronous=NORMAL;

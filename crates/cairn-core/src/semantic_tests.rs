@@ -234,3 +234,30 @@ fn an_embedder_that_answers_too_few_vectors_is_an_error_and_nothing_is_lost() {
     assert_eq!(s.embed_pending(8).unwrap_err().code, ErrorCode::EmbedderUnavailable);
     assert_eq!(s.count_pending_embeddings("test:short").unwrap(), 1);
 }
+
+fn in_session(session: &str, title: &str, content: &str) -> NewObservation {
+    NewObservation { session_id: Some(session.into()), ..obs("p", title, content) }
+}
+
+#[test]
+fn the_memory_saved_after_a_hit_in_its_session_is_found_as_context() {
+    let (mut s, _) = semantic_store();
+    // The reply shares no word and no concept with the question; only its place says it
+    // answers it.
+    s.save(&in_session("chat-1", "Tim", "how did the billing deploy go?")).unwrap();
+    let reply = s.save(&in_session("chat-1", "John", "smoothly, nobody noticed a thing")).unwrap();
+    s.save(&in_session("chat-2", "Ana", "lunch tomorrow at noon?")).unwrap();
+    // The same exchange saved without a session: neighbours in the catch-all session are
+    // not context.
+    s.save(&obs("q", "Notes", "how did the invoice deploy go?")).unwrap();
+    let unrelated = s.save(&obs("q", "Notes", "smoothly, nobody noticed a thing")).unwrap();
+    embed_all(&mut s);
+    let found = search(&s, "billing deploy", None);
+    let hit = found.hits.iter().find(|h| h.observation.id == reply.id).expect("the reply is found");
+    assert_eq!(hit.matched, MatchKind::Context);
+    assert_eq!(found.hits[0].observation.title, "Tim");
+    let found = search(&s, "invoice deploy", None);
+    assert!(found.hits.iter().all(|h| h.observation.id != unrelated.id), "no context without a session");
+    let found = search(&s, "billing deploy", Some(SearchMode::Lexical));
+    assert!(found.hits.iter().all(|h| h.observation.id != reply.id), "lexical search alone has no context");
+}

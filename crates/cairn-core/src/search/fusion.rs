@@ -140,7 +140,8 @@ pub(crate) fn session_neighbours(store: &Store, ids: &[i64]) -> Result<HashMap<i
               AND o.deleted_at IS NULL ORDER BY o.id LIMIT 1)
          FROM observations c WHERE c.id IN ({placeholders}) AND c.session_id NOT LIKE 'manual-save%'"
     );
-    let mut stmt = store.conn().prepare_cached(&sql)?;
+    // Not cached: the text changes with the number of ids and would evict hot statements.
+    let mut stmt = store.conn().prepare(&sql)?;
     let rows = stmt.query_map(rusqlite::params_from_iter(ids), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

@@ -124,10 +124,13 @@ impl SearchEngine for HybridEngine<'_> {
     }
 }
 
+/// Memory id → the memories saved right before and right after it in its session.
+pub(crate) type Neighbours = HashMap<i64, (Option<i64>, Option<i64>)>;
+
 /// The memories saved just before and just after each of `ids` in the same session (by id,
 /// which is save order), for session context. Memories saved without a session share their
 /// project's catch-all `manual-save-…` session: that is no context, so they have none.
-pub(crate) fn session_neighbours(store: &Store, ids: &[i64]) -> Result<HashMap<i64, (Option<i64>, Option<i64>)>> {
+pub(crate) fn session_neighbours(store: &Store, ids: &[i64]) -> Result<Neighbours> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
@@ -154,7 +157,7 @@ fn with_context(
     query: &SearchQuery,
     list: Vec<Candidate>,
     strength: impl Fn(&Candidate) -> f64,
-    neighbours: &HashMap<i64, (Option<i64>, Option<i64>)>,
+    neighbours: &Neighbours,
 ) -> Result<Vec<Candidate>> {
     let mut scored: HashMap<i64, (f64, Candidate)> = list.iter().map(|c| (c.id, (strength(c), c.clone()))).collect();
     for c in &list {

@@ -234,3 +234,56 @@ fn an_embedder_that_answers_too_few_vectors_is_an_error_and_nothing_is_lost() {
     assert_eq!(s.embed_pending(8).unwrap_err().code, ErrorCode::EmbedderUnavailable);
     assert_eq!(s.count_pending_embeddings("test:short").unwrap(), 1);
 }
+
+fn in_session(session: &str, title: &str, content: &str) -> NewObservation {
+    NewObservation { session_id: Some(session.into()), ..obs("p", title, content) }
+}
+
+#[test]
+fn the_memory_saved_after_a_hit_in_its_session_is_found_as_context() {
+    let (mut s, _) = semantic_store();
+    // The reply shares no word and no concept with the question; only its place says it
+    // answers it.
+    s.save(&in_session("chat-1", "Tim", "how did the billing deploy go?")).unwrap();
+    // Long enough to be embedded alone (a short one would carry the question in its vector).
+    let long_reply = "smoothly, nobody noticed a thing. ".repeat(10);
+    let reply = s.save(&in_session("chat-1", "John", &long_reply)).unwrap();
+    s.save(&in_session("chat-2", "Ana", "lunch tomorrow at noon?")).unwrap();
+    // The same exchange saved without a session: neighbours in the catch-all session are
+    // not context.
+    s.save(&obs("q", "Notes", "how did the invoice deploy go?")).unwrap();
+    let unrelated = s.save(&obs("q", "Notes", "smoothly, nobody noticed a thing")).unwrap();
+    embed_all(&mut s);
+    let found = search(&s, "billing deploy", None);
+    let hit = found.hits.iter().find(|h| h.observation.id == reply.id).expect("the reply is found");
+    assert_eq!(hit.matched, MatchKind::Context);
+    assert_eq!(found.hits[0].observation.title, "Tim");
+    let found = search(&s, "invoice deploy", None);
+    assert!(found.hits.iter().all(|h| h.observation.id != unrelated.id), "no context without a session");
+    let found = search(&s, "billing deploy", Some(SearchMode::Lexical));
+    assert!(found.hits.iter().all(|h| h.observation.id != reply.id), "lexical search alone has no context");
+}
+
+#[test]
+fn a_short_memory_in_a_session_is_embedded_with_the_one_before_it() {
+    let (mut s, _) = semantic_store();
+    s.save(&in_session("chat-1", "Tim", "did the release of the billing service go well?")).unwrap();
+    let reply = s.save(&in_session("chat-1", "John", "yes, nobody noticed a thing")).unwrap();
+    // Without a session the memory before is no context; a long memory stands on its own.
+    s.save(&obs("p", "Notes", "did the release of the invoice service go well?")).unwrap();
+    let alone = s.save(&obs("p", "Notes", "yes, nobody noticed a thing")).unwrap();
+    let long = "nobody noticed a thing ".repeat(20);
+    s.save(&in_session("chat-2", "Tim", "did the rollout go well?")).unwrap();
+    let long_reply = s.save(&in_session("chat-2", "John", &long)).unwrap();
+    let pending = s.pending_embeddings("test:concepts", 10).unwrap();
+    let context_of = |id| pending.iter().find(|p| p.id == id).map(|p| p.context.clone()).unwrap();
+    assert_eq!(context_of(reply.id), "did the release of the billing service go well?");
+    assert_eq!(context_of(alone.id), "");
+    assert_eq!(context_of(long_reply.id), "");
+    embed_all(&mut s);
+    // The reply shares no word with the query, but its vector carries what it answers.
+    let found = search(&s, "deploy", Some(SearchMode::Semantic));
+    let ids: Vec<i64> = found.hits.iter().map(|h| h.observation.id).collect();
+    assert!(ids.contains(&reply.id), "the short reply is found by meaning: {ids:?}");
+    assert!(!ids.contains(&alone.id) && !ids.contains(&long_reply.id));
+}

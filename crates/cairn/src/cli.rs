@@ -294,7 +294,7 @@ pub struct EvalArgs {
     /// The LoCoMo file
     #[arg(long, value_name = "FILE", default_value = "../shared/data/locomo/locomo10.json")]
     pub locomo_file: PathBuf,
-    /// Question split of the coding set: dev, test or all
+    /// Question split: dev, test or all (LoCoMo: conversations 0–4 dev, 5–9 test)
     #[arg(long, default_value = "all")]
     pub split: String,
     /// Modes to score, comma-separated

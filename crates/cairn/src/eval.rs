@@ -10,7 +10,10 @@
 //!   revision questions only count the memory when it shows the expected, current text.
 //! - `locomo`: LoCoMo (`../shared/data/locomo/locomo10.json`), every turn a memory of its
 //!   conversation (a project per conversation), questions of categories 1–4, evidence turns
-//!   as the expected memories.
+//!   as the expected memories. Splits: conversations 0–4 are `dev`, 5–9 `test`.
+//!
+//! Vectors are cached under `<data dir>/eval-vectors/` by model id and text, so a re-run does
+//! not embed again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -22,6 +25,7 @@ use cairn_core::memory::NewObservation;
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::{SearchMode, SearchQuery};
 use cairn_core::{CairnError, ErrorCode, Store};
+use cairn_embed::{EmbedError, Embedder};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -106,8 +110,11 @@ pub struct SetReport {
 }
 
 pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
-    let semantic = match cairn_server::embedder::semantic_now(&env.settings.embedder_config()) {
-        Ok(s) => Some(s),
+    let semantic = match cairn_server::embedder::build(&env.settings.embedder_config()) {
+        Ok(model) => {
+            let cache = CachedEmbedder::open(model, &env.settings.data_dir.value.join("eval-vectors"));
+            Some(cairn_core::search::semantic::Semantic::new(Arc::new(cache)))
+        }
         Err(e) => {
             note(&format!("warning: {}; scoring lexical search only", e.message));
             None
@@ -134,6 +141,10 @@ pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
         };
         let report = score_set(set, store, &questions, semantic.clone(), &modes, args.misses)?;
         reports.push(report);
+    }
+    if let Some(cache) = semantic.as_ref().and_then(|s| s.embedder().cloned()) {
+        // Only this module builds the embedder, so it is the cache: write what was new.
+        let _ = cache.embed(&[]);
     }
     env.emit(&reports, |r| render(r))
 }
@@ -223,6 +234,104 @@ fn score_set(
     Ok(report)
 }
 
+/// Vectors of every text eval embedded, on disk under the data dir, keyed by the model id and
+/// the text: a re-run scores in seconds instead of re-embedding ~6,000 LoCoMo turns. Only eval
+/// uses it (the engine stores memories' vectors in its database).
+struct CachedEmbedder {
+    model: Arc<dyn Embedder>,
+    path: std::path::PathBuf,
+    known: std::sync::Mutex<(HashMap<u64, Vec<f32>>, bool)>,
+}
+
+impl CachedEmbedder {
+    fn open(model: Arc<dyn Embedder>, dir: &std::path::Path) -> CachedEmbedder {
+        let name: String = model.model_id().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        let path = dir.join(format!("{name}.bin"));
+        let mut known = HashMap::new();
+        if let Ok(bytes) = std::fs::read(&path) {
+            let mut rest = bytes.as_slice();
+            while rest.len() >= 12 {
+                let key = u64::from_le_bytes(rest[..8].try_into().unwrap_or_default());
+                let dims = u32::from_le_bytes(rest[8..12].try_into().unwrap_or_default()) as usize;
+                let Some(body) = rest.get(12..12 + dims * 4) else { break };
+                let v = body.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+                known.insert(key, v);
+                rest = &rest[12 + dims * 4..];
+            }
+        }
+        CachedEmbedder { model, path, known: std::sync::Mutex::new((known, false)) }
+    }
+
+    fn key(&self, text: &str) -> u64 {
+        use std::hash::{Hash, Hasher};
+        // FNV-1a: stable across runs and Rust versions, unlike the std hasher.
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        self.model.model_id().hash(&mut h);
+        text.hash(&mut h);
+        h.finish()
+    }
+
+    fn save(&self, known: &HashMap<u64, Vec<f32>>) {
+        let mut out = Vec::new();
+        for (key, v) in known {
+            out.extend_from_slice(&key.to_le_bytes());
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+        }
+        let written = self.path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
+            let tmp = self.path.with_extension("tmp");
+            std::fs::write(&tmp, out)?;
+            std::fs::rename(tmp, &self.path)
+        });
+        if let Err(e) = written {
+            note(&format!("warning: cannot write the eval vector cache {}: {e}", self.path.display()));
+        }
+    }
+}
+
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+impl Embedder for CachedEmbedder {
+    fn model_id(&self) -> &str {
+        self.model.model_id()
+    }
+
+    /// An empty batch writes the cache file when something new was embedded.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut guard = self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if texts.is_empty() {
+            if guard.1 {
+                self.save(&guard.0);
+                guard.1 = false;
+            }
+            return Ok(Vec::new());
+        }
+        let keys: Vec<u64> = texts.iter().map(|t| self.key(t)).collect();
+        let missing: Vec<&str> =
+            texts.iter().zip(&keys).filter(|(_, k)| !guard.0.contains_key(k)).map(|(t, _)| *t).collect();
+        if !missing.is_empty() {
+            let fresh = self.model.embed(&missing)?;
+            for (text, v) in missing.iter().zip(fresh) {
+                let key = self.key(text);
+                guard.0.insert(key, v);
+            }
+            guard.1 = true;
+        }
+        Ok(keys.iter().map(|k| guard.0[k].clone()).collect())
+    }
+}
+
 fn read_json(path: &std::path::Path) -> Result<Value> {
     let bytes = std::fs::read(path).map_err(|e| {
         CairnError::new(ErrorCode::FileNotFound, format!("cannot read {}: {e}", path.display()))
@@ -289,7 +398,11 @@ fn load_locomo(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
     let take = args.locomo_samples.unwrap_or(samples.len());
     let mut store = Store::open_in_memory()?;
     let mut questions = Vec::new();
-    for sample in samples.iter().take(take) {
+    for (index, sample) in samples.iter().take(take).enumerate() {
+        // Conversations 0–4 are the dev half, 5–9 the test half (whole conversations, so no
+        // tuning ever sees a test conversation's questions).
+        // Every conversation's turns go in whatever the split; only its questions are chosen.
+        let split = if index < 5 { "dev" } else { "test" };
         let project = format!("locomo-{}", text(sample, "sample_id"));
         let conversation = &sample["conversation"];
         let mut turn_ids: HashMap<String, i64> = HashMap::new();
@@ -328,13 +441,13 @@ fn load_locomo(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
                 .flat_map(|e| e.split([';', ',', ' ']).map(str::trim).filter(|e| !e.is_empty()).collect::<Vec<_>>())
                 .filter_map(|e| turn_ids.get(e).copied())
                 .collect();
-            if expected.is_empty() {
+            if expected.is_empty() || (args.split != "all" && args.split != split) {
                 continue;
             }
             questions.push(Question {
                 id: format!("{project}#{n}"),
                 category: format!("cat{category}"),
-                split: "all".into(),
+                split: split.into(),
                 text: text(qa, "question"),
                 project: Some(project.clone()),
                 expected,

@@ -41,6 +41,25 @@ struct Posting {
     tf: f32,
 }
 
+/// Size of a collection for BM25: live memories and their summed field-weighted length.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stats {
+    docs: u32,
+    len: f64,
+}
+
+impl Stats {
+    fn add(&mut self, len: f32) {
+        self.docs += 1;
+        self.len += f64::from(len);
+    }
+
+    fn remove(&mut self, len: f32) {
+        self.docs = self.docs.saturating_sub(1);
+        self.len = (self.len - f64::from(len)).max(0.0);
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Doc {
     id: i64,
@@ -75,6 +94,10 @@ pub struct MemoryIndex {
     live: u32,
     dead: u32,
     total_len: f64,
+    /// Live memories and their total length per project (personal ones apart, in
+    /// `personal`): the collection a project-scoped search ranks against.
+    project_stats: HashMap<u32, Stats>,
+    personal: Stats,
     /// Last `observation_changes.seq` reflected.
     applied_seq: i64,
 }
@@ -131,6 +154,8 @@ impl MemoryIndex {
             live: 0,
             dead: 0,
             total_len: 0.0,
+            project_stats: HashMap::new(),
+            personal: Stats::default(),
             applied_seq: 0,
         }
     }
@@ -271,6 +296,7 @@ impl MemoryIndex {
             live: true,
             updated_at: row.updated_at.as_str().into(),
         };
+        self.stats_of(&doc).add(len);
         self.docs.push(doc);
         self.slot_of.insert(row.id, slot);
         self.live += 1;
@@ -282,11 +308,17 @@ impl MemoryIndex {
             let doc = &mut self.docs[slot as usize];
             if doc.live {
                 doc.live = false;
+                let doc = doc.clone();
                 self.live -= 1;
                 self.dead += 1;
                 self.total_len -= f64::from(doc.len);
+                self.stats_of(&doc).remove(doc.len);
             }
         }
+    }
+
+    fn stats_of(&mut self, doc: &Doc) -> &mut Stats {
+        if doc.personal { &mut self.personal } else { self.project_stats.entry(doc.project).or_default() }
     }
 
     fn token_term(&mut self, token: &str) -> u32 {
@@ -352,14 +384,41 @@ impl MemoryIndex {
             return Vec::new();
         }
         let accept = self.acceptor(filter);
-        let n = self.live as f32;
-        let avg_len = (self.total_len / f64::from(self.live)).max(1.0) as f32;
+        // A project-scoped search ranks against the memories it can return (the project plus
+        // personal ones): a word in half of this project's memories (a speaker's name, the
+        // project's own name) says little here however rare it is elsewhere.
+        let scoped = filter.project.as_deref().map(|p| self.names.get(p).copied().unwrap_or(u32::MAX));
+        let collection = match scoped {
+            Some(p) => {
+                let own = self.project_stats.get(&p).copied().unwrap_or_default();
+                Stats { docs: own.docs + self.personal.docs, len: own.len + self.personal.len }
+            }
+            None => Stats { docs: self.live, len: self.total_len },
+        };
+        if collection.docs == 0 {
+            return Vec::new();
+        }
+        let in_scope = |doc: &Doc| scoped.is_none_or(|p| doc.project == p || doc.personal);
+        let n = collection.docs as f32;
+        let avg_len = (collection.len / f64::from(collection.docs)).max(1.0) as f32;
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             scratch.reset(self.docs.len());
             for &term in &ids {
                 let list = &self.postings[term as usize];
-                let df = list.len() as f32;
+                let df = match scoped {
+                    Some(_) => list
+                        .iter()
+                        .filter(|p| {
+                            let doc = &self.docs[p.slot as usize];
+                            doc.live && in_scope(doc)
+                        })
+                        .count() as f32,
+                    None => list.len() as f32,
+                };
+                if df == 0.0 {
+                    continue;
+                }
                 let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
                 for p in list {
                     let doc = &self.docs[p.slot as usize];
@@ -653,6 +712,24 @@ mod tests {
         let a = other.save(&obs("p", "Configuración de caché", "la caché se invalida al desplegar")).unwrap();
         assert_eq!(ids(&daemon, "configuracion cache"), vec![a.id]);
         assert_eq!(ids(&daemon, "desple*"), vec![a.id]);
+    }
+
+    #[test]
+    fn a_project_scoped_search_weighs_words_by_that_projects_memories() {
+        let (_dir, daemon, mut other) = indexed_pair();
+        // In project p nearly every memory names alice and one mentions the zebra; elsewhere
+        // the zebra is everywhere and alice nowhere.
+        for i in 0..5 {
+            other.save(&obs("p", &format!("note {i}"), "alice said hello")).unwrap();
+        }
+        let zebra = other.save(&obs("p", "note z", "the zebra escaped")).unwrap();
+        for i in 0..20 {
+            other.save(&obs("q", &format!("zoo {i}"), "a zebra again")).unwrap();
+        }
+        let q = SearchQuery { project: Some("p".into()), ..SearchQuery::new("alice zebra") };
+        let got: Vec<i64> = daemon.search(&q).unwrap().hits.iter().map(|h| h.observation.id).collect();
+        assert_eq!(got[0], zebra.id, "in p, zebra is the rare word");
+        assert_eq!(got.len(), 6, "other projects stay out");
     }
 
     #[test]

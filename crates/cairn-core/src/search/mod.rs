@@ -110,6 +110,8 @@ pub enum MatchKind {
     Semantic,
     /// Found by both rankings.
     Hybrid,
+    /// Saved right next to a hit in the same session (hybrid search's session context).
+    Context,
 }
 
 /// The scores behind a hit's place.

@@ -95,6 +95,8 @@ pub enum MatchKind {
     Lexical,
     Semantic,
     Hybrid,
+    /// Saved right next to a hit in the same session.
+    Context,
 }
 
 /// A search result: the memory plus its ranking.

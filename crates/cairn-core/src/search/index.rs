@@ -398,35 +398,33 @@ impl MemoryIndex {
         if collection.docs == 0 {
             return Vec::new();
         }
-        let in_scope = |doc: &Doc| scoped.is_none_or(|p| doc.project == p || doc.personal);
         let n = collection.docs as f32;
         let avg_len = (collection.len / f64::from(collection.docs)).max(1.0) as f32;
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             scratch.reset(self.docs.len());
+            // One pass over each posting list: the term's weight per accepted memory first,
+            // then its IDF, which in a scoped search counts only those memories (the ones
+            // this search can return).
+            let mut matched: Vec<(u32, f32)> = Vec::new();
             for &term in &ids {
                 let list = &self.postings[term as usize];
-                let df = match scoped {
-                    Some(_) => list
-                        .iter()
-                        .filter(|p| {
-                            let doc = &self.docs[p.slot as usize];
-                            doc.live && in_scope(doc)
-                        })
-                        .count() as f32,
-                    None => list.len() as f32,
-                };
-                if df == 0.0 {
-                    continue;
-                }
-                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                matched.clear();
                 for p in list {
                     let doc = &self.docs[p.slot as usize];
                     if !doc.live || !accept(doc) {
                         continue;
                     }
                     let norm = K1 * (1.0 - B + B * doc.len / avg_len);
-                    scratch.add(p.slot, idf * p.tf * (K1 + 1.0) / (p.tf + norm));
+                    matched.push((p.slot, p.tf * (K1 + 1.0) / (p.tf + norm)));
+                }
+                if matched.is_empty() {
+                    continue;
+                }
+                let df = if scoped.is_some() { matched.len() } else { list.len() } as f32;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                for &(slot, weight) in &matched {
+                    scratch.add(slot, idf * weight);
                 }
             }
             self.top(&scratch, limit)

@@ -160,16 +160,21 @@ impl Store {
             warnings.extend(similar_project_warning(tx, &project)?);
             let ctx = SaveContext { project: &project, session_id: &session_id, now: &now };
             let (id, action) = if let Some(found) = find_topic(tx, &prepared, &project)? {
-                (found, revise_or_count(tx, found, &prepared, &now)?)
+                (Inserted::Existing(found), revise_or_count(tx, found, &prepared, &now)?)
             } else if let Some(found) = find_duplicate(tx, &prepared, &project, &window_start)? {
                 bump_duplicate(tx, found, &now)?;
-                (found, SaveAction::Duplicate)
+                (Inserted::Existing(found), SaveAction::Duplicate)
             } else {
                 (insert(tx, &prepared, &ctx, new.pinned, review_after.as_deref())?, SaveAction::Created)
             };
-            let (sync_id, revision_count, duplicate_count) = tx
-                .prepare_cached("SELECT sync_id, revision_count, duplicate_count FROM observations WHERE id = ?1")?
-                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            let (sync_id, revision_count, duplicate_count) = match &id {
+                // A new memory: its counters are zero and its sync id was just made.
+                Inserted::New { sync_id, .. } => (sync_id.clone(), 0, 0),
+                Inserted::Existing(id) => tx
+                    .prepare_cached("SELECT sync_id, revision_count, duplicate_count FROM observations WHERE id = ?1")?
+                    .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?,
+            };
+            let id = id.id();
             Ok(SaveOutcome {
                 id,
                 sync_id,
@@ -327,6 +332,20 @@ impl Store {
         let mut stmt = self.conn().prepare_cached(&sql)?;
         let rows = stmt.query_map(rusqlite::params_from_iter(args), Observation::from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+/// The memory a save landed on.
+enum Inserted {
+    New { id: i64, sync_id: String },
+    Existing(i64),
+}
+
+impl Inserted {
+    fn id(&self) -> i64 {
+        match self {
+            Inserted::New { id, .. } | Inserted::Existing(id) => *id,
+        }
     }
 }
 
@@ -505,7 +524,8 @@ fn insert(
     ctx: &SaveContext<'_>,
     pinned: bool,
     review_after: Option<&str>,
-) -> Result<i64> {
+) -> Result<Inserted> {
+    let sync_id = new_sync_id();
     // Cached: preparing this INSERT also compiles its triggers (FTS, change log, session
     // activity), which cost more than the insert itself.
     tx.prepare_cached(
@@ -514,7 +534,7 @@ fn insert(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?12, ?13)",
     )?
     .execute(params![
-        new_sync_id(),
+        sync_id,
         ctx.session_id,
         p.kind,
         p.title,
@@ -528,7 +548,7 @@ fn insert(
         ctx.now,
         review_after
     ])?;
-    Ok(tx.last_insert_rowid())
+    Ok(Inserted::New { id: tx.last_insert_rowid(), sync_id })
 }
 
 /// Decisions, policies and preferences age: after this they should be reviewed (engram §4.7).

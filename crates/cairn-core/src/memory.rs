@@ -168,8 +168,9 @@ impl Store {
                 (insert(tx, &prepared, &ctx, new.pinned, review_after.as_deref())?, SaveAction::Created)
             };
             let (sync_id, revision_count, duplicate_count) = match &id {
-                // A new memory: its counters are zero and its sync id was just made.
-                Inserted::New { sync_id, .. } => (sync_id.clone(), 0, 0),
+                // A new memory: its counters start at one (the schema's defaults, engram's
+                // convention) and its sync id was just made.
+                Inserted::New { sync_id, .. } => (sync_id.clone(), 1, 1),
                 Inserted::Existing(id) => tx
                     .prepare_cached("SELECT sync_id, revision_count, duplicate_count FROM observations WHERE id = ?1")?
                     .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?,

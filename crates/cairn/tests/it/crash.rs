@@ -323,7 +323,16 @@ fn spawn_writers(
                     std::thread::sleep(pace);
                 }
                 let title = format!("crash r{round} w{w} n{i} {}", rng.word(12));
-                let content = format!("{} {} written by writer {w} in round {round}", rng.word(20), rng.word(8));
+                // Longer than CONTEXT_MAX_CHARS: a short memory in a session is embedded with the
+                // one before it, and a deletion in the storm would change that neighbour, so
+                // its vector could not be checked against its own text alone (contextual
+                // vectors are checked in the core's semantic tests).
+                let content = format!(
+                    "{} {} written by writer {w} in round {round}. {}",
+                    rng.word(20),
+                    rng.word(8),
+                    "padding ".repeat(cairn_core::search::semantic::CONTEXT_MAX_CHARS as usize / 8 + 1)
+                );
                 match w {
                     0..=2 => {
                         let body = json!({"title": title, "content": content, "type": "bugfix", "project": PROJECT,

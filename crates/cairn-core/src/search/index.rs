@@ -508,17 +508,24 @@ fn max_seq(conn: &Connection) -> Result<i64> {
 /// too long to be indexed), without allocating per token.
 pub(crate) fn fold_token_into(token: &str, out: &mut String) {
     out.clear();
-    if token.chars().count() > MAX_TOKEN_CHARS {
-        return;
+    if is_indexable(token) {
+        out.extend(folded(token));
     }
-    out.extend(token.chars().flat_map(char::to_lowercase).map(fold_accent));
 }
 
 /// Lowercased, accent-folded alphanumeric runs (what unicode61 with remove_diacritics does).
 pub fn tokenize(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty() && t.chars().count() <= MAX_TOKEN_CHARS)
-        .map(|t| t.chars().flat_map(char::to_lowercase).map(fold_accent).collect())
+    text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty() && is_indexable(t)).map(|t| folded(t).collect())
+}
+
+/// Runs longer than this are not indexed (nor matched).
+fn is_indexable(token: &str) -> bool {
+    token.chars().count() <= MAX_TOKEN_CHARS
+}
+
+/// The characters of a run as the index stores them.
+fn folded(token: &str) -> impl Iterator<Item = char> + '_ {
+    token.chars().flat_map(char::to_lowercase).map(fold_accent)
 }
 
 fn fold_accent(c: char) -> char {

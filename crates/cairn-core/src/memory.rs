@@ -471,31 +471,29 @@ fn find_topic(tx: &Connection, p: &Prepared, project: &str) -> Result<Option<i64
 
 /// A topic save with the very same title and content is a duplicate, not a new revision.
 fn revise_or_count(tx: &Connection, id: i64, p: &Prepared, now: &str) -> Result<SaveAction> {
-    let current = tx.query_row(
-        &format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.id = ?1"),
-        [id],
-        Observation::from_row,
-    )?;
+    let current = tx
+        .prepare_cached(&format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.id = ?1"))?
+        .query_row([id], Observation::from_row)?;
     if normalized_hash(&current.content) == p.hash && current.title == p.title && current.kind == p.kind {
         bump_duplicate(tx, id, now)?;
         return Ok(SaveAction::Duplicate);
     }
     keep_revision(tx, &current, now)?;
-    tx.execute(
+    tx.prepare_cached(
         "UPDATE observations SET type = ?2, title = ?3, content = ?4, tool_name = ?5, normalized_hash = ?6,
             revision_count = revision_count + 1, last_seen_at = ?7, updated_at = ?7
          WHERE id = ?1",
-        params![id, p.kind, p.title, p.content, p.tool_name, p.hash, now],
-    )?;
+    )?
+    .execute(params![id, p.kind, p.title, p.content, p.tool_name, p.hash, now])?;
     Ok(SaveAction::Revised)
 }
 
 fn keep_revision(tx: &Connection, current: &Observation, now: &str) -> Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO observation_revisions (observation_id, revision, type, title, content, replaced_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![current.id, current.revision_count, current.kind, current.title, current.content, now],
-    )?;
+    )?
+    .execute(params![current.id, current.revision_count, current.kind, current.title, current.content, now])?;
     Ok(())
 }
 

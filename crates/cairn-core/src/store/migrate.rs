@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0002_change_log.sql"),
     include_str!("../../migrations/0003_session_activity.sql"),
     include_str!("../../migrations/0004_embeddings.sql"),
+    include_str!("../../migrations/0005_partial_topic_index.sql"),
 ];
 
 /// The schema version this build writes.

@@ -33,6 +33,8 @@ pub struct Store {
     index: Option<Arc<crate::search::index::SharedIndex>>,
     /// The embedding model and its vectors, when semantic search is configured.
     semantic: Option<Arc<crate::search::semantic::Semantic>>,
+    /// Inside [`Store::batch`]'s shared transaction, where writes take no savepoint.
+    grouped: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -62,7 +64,14 @@ impl Store {
             .map_err(|e| open_error(path, &e))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)).map_err(|e| open_error(path, &e))?;
-        Ok(Store { conn, path: Some(path.to_owned()), clock: Arc::new(SystemClock), index: None, semantic: None })
+        Ok(Store {
+            conn,
+            path: Some(path.to_owned()),
+            clock: Arc::new(SystemClock),
+            index: None,
+            semantic: None,
+            grouped: false,
+        })
     }
 
     /// A private in-memory store (unit tests, benchmarks).
@@ -75,7 +84,7 @@ impl Store {
         // rusqlite keeps 16 by default; the save path alone prepares about a dozen, and a
         // statement prepared again recompiles its triggers.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        let mut store = Store { conn, path, clock: Arc::new(SystemClock), index: None, semantic: None };
+        let mut store = Store { conn, path, clock: Arc::new(SystemClock), index: None, semantic: None, grouped: false };
         migrate::run(&mut store.conn)?;
         Ok(store)
     }
@@ -162,9 +171,12 @@ impl Store {
 
     /// Run `f` atomically. On its own: an IMMEDIATE transaction (the write lock is taken up
     /// front, so two writers never deadlock upgrading read locks, which SQLite reports as
-    /// SQLITE_BUSY at once, ignoring the busy timeout). Inside a batch ([`Store::batch`]): a
-    /// savepoint, committed with the batch.
+    /// SQLITE_BUSY at once, ignoring the busy timeout). Inside a batch ([`Store::batch`]):
+    /// straight in the batch's transaction. Inside any other transaction: a savepoint.
     pub(crate) fn write<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if self.grouped {
+            return f(&self.conn);
+        }
         if !self.conn.is_autocommit() {
             let sp = self.conn.savepoint()?;
             let value = f(&sp)?;
@@ -177,37 +189,79 @@ impl Store {
         Ok(value)
     }
 
-    /// Group commit: run several jobs in one transaction, each in its own savepoint (a job
-    /// that fails is rolled back alone), and commit once. Results are only final when this
-    /// returns `Ok`: a failed commit fails every job.
-    pub fn batch<T>(
+    /// Group commit: run several jobs in one transaction and commit once. Results are only
+    /// final when this returns `Ok`: a failed commit fails every job.
+    ///
+    /// Jobs take no savepoint of their own: FTS5 writes out its pending segment at every
+    /// savepoint, so savepoints would cost one index segment (and its merges) per job instead
+    /// of one per group. A job that fails without having changed a row (a rejected save)
+    /// simply fails. One that fails after changing rows cannot be undone alone: the whole
+    /// transaction is rolled back and every job runs again in a transaction of its own, so
+    /// each still succeeds or fails whole, on its own.
+    pub fn batch<T: Clone>(
         &mut self,
-        jobs: impl IntoIterator<Item = T>,
+        jobs: Vec<T>,
         mut run: impl FnMut(&mut Store, T) -> Result<serde_json::Value>,
     ) -> Result<Vec<Result<serde_json::Value>>> {
+        let grouped = self.in_one_transaction(|store| {
+            let results = store.run_grouped(&jobs, &mut run);
+            let keep = results.is_some();
+            (results, keep)
+        })?;
+        if let Some(results) = grouped {
+            return Ok(results);
+        }
+        Ok(jobs
+            .into_iter()
+            .map(|job| {
+                // Rolled back when it fails, whatever it wrote first.
+                self.in_one_transaction(|store| {
+                    let outcome = run(store, job);
+                    let keep = outcome.is_ok();
+                    (outcome, keep)
+                })
+                .and_then(|outcome| outcome)
+            })
+            .collect())
+    }
+
+    /// Run `f` in an IMMEDIATE transaction with no savepoints inside; commit when it says to
+    /// keep what it did, else roll back.
+    fn in_one_transaction<R>(&mut self, f: impl FnOnce(&mut Store) -> (R, bool)) -> Result<R> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
-        let mut results = Vec::new();
-        for job in jobs {
-            let outcome = (|| {
-                self.conn.execute_batch("SAVEPOINT job")?;
-                match run(self, job) {
-                    Ok(value) => {
-                        self.conn.execute_batch("RELEASE job")?;
-                        Ok(value)
-                    }
-                    Err(e) => {
-                        self.conn.execute_batch("ROLLBACK TO job; RELEASE job")?;
-                        Err(e)
-                    }
-                }
-            })();
-            results.push(outcome);
+        self.grouped = true;
+        let (value, keep) = f(self);
+        self.grouped = false;
+        if !keep {
+            self.conn.execute_batch("ROLLBACK")?;
+            return Ok(value);
         }
         if let Err(e) = self.conn.execute_batch("COMMIT") {
             let _ = self.conn.execute_batch("ROLLBACK");
             return Err(e.into());
         }
-        Ok(results)
+        Ok(value)
+    }
+
+    /// The jobs' results in one open transaction, or `None` when a failed job left changes
+    /// behind (the caller rolls back).
+    fn run_grouped<T: Clone>(
+        &mut self,
+        jobs: &[T],
+        run: &mut impl FnMut(&mut Store, T) -> Result<serde_json::Value>,
+    ) -> Option<Vec<Result<serde_json::Value>>> {
+        let mut results = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let changes_before = self.conn.total_changes();
+            let outcome = run(self, job.clone());
+            // A failed statement is undone by SQLite itself and not counted; only rows that
+            // earlier statements of this job changed would be left behind.
+            if outcome.is_err() && self.conn.total_changes() != changes_before {
+                return None;
+            }
+            results.push(outcome);
+        }
+        Some(results)
     }
 
     /// The schema version recorded in the file.
@@ -245,6 +299,19 @@ fn apply_pragmas(conn: &Connection, path: Option<&Path>) -> Result<()> {
          PRAGMA secure_delete=ON;
          PRAGMA temp_store=MEMORY;",
     )?;
+    keep_cached_plans(conn)?;
+    Ok(())
+}
+
+/// Plans that never depend on bound values, so a cached statement is compiled once.
+///
+/// Without this, SQLite marks any statement whose plan weighed a `col = ?` filter (most of
+/// ours with an ORDER BY) to be recompiled when that parameter is rebound, and
+/// `sqlite3_clear_bindings` (which rusqlite calls when a statement goes back to its cache)
+/// then expires it: every save re-parsed its duplicate and topic lookups, 11 % of the writer's
+/// CPU. We keep no `sqlite_stat4` samples, so value-dependent planning had nothing to gain.
+fn keep_cached_plans(conn: &Connection) -> Result<()> {
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     Ok(())
 }
 
@@ -282,3 +349,65 @@ fn restrict_permissions(path: &Path) {
 
 #[cfg(not(unix))]
 fn restrict_permissions(_path: &Path) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::StatementStatus;
+
+    /// A cached statement whose plan weighed a `col = ?` filter is compiled once, not again at
+    /// every use (SQLite would otherwise expire it whenever its bindings are cleared).
+    #[test]
+    fn cached_statements_are_not_recompiled_per_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cairn.db")).unwrap();
+        let sql = "SELECT id FROM observations WHERE project = ?1 AND type = ?2 AND deleted_at IS NULL
+                   ORDER BY created_at DESC LIMIT 1";
+        for project in ["alpha", "beta", "gamma"] {
+            let mut stmt = store.conn.prepare_cached(sql).unwrap();
+            let _ = stmt.query_row([project, "note"], |r| r.get::<_, i64>(0)).optional().unwrap();
+        }
+        let stmt = store.conn.prepare_cached(sql).unwrap();
+        assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0);
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    fn add_session(store: &mut Store, id: &str) -> Result<()> {
+        store.write(|conn| {
+            conn.execute("INSERT INTO sessions (id, started_at) VALUES (?1, '2026-11-22T00:00:00Z')", [id])?;
+            Ok(())
+        })
+    }
+
+    fn session_ids(store: &Store) -> Vec<String> {
+        let mut stmt = store.conn.prepare("SELECT id FROM sessions ORDER BY id").unwrap();
+        stmt.query_map([], |r| r.get(0)).unwrap().collect::<rusqlite::Result<_>>().unwrap()
+    }
+
+    /// Each job succeeds or fails on its own, whether it failed before or after writing.
+    #[test]
+    fn a_failing_job_leaves_nothing_and_takes_nothing_down() {
+        for fail_after_writing in [false, true] {
+            let mut store = Store::open_in_memory().unwrap();
+            let results = store
+                .batch(vec!["a", "b", "c"], |store, id| {
+                    if id == "b" && !fail_after_writing {
+                        return Err(CairnError::internal("rejected before writing"));
+                    }
+                    add_session(store, id)?;
+                    if id == "b" {
+                        return Err(CairnError::internal("failed after writing"));
+                    }
+                    Ok(serde_json::json!(id))
+                })
+                .unwrap();
+            assert_eq!(results.iter().map(Result::is_ok).collect::<Vec<_>>(), [true, false, true]);
+            assert_eq!(session_ids(&store), ["a", "c"], "fail_after_writing = {fail_after_writing}");
+            assert!(store.conn.is_autocommit(), "no transaction left open");
+        }
+    }
+}

@@ -510,7 +510,9 @@ impl Model {
     /// memory; and the vectors of the updated memory and of a sample of others are those of
     /// their current text (recomputed here: a vector left from an earlier text differs).
     fn check_all_embedded(&self, addr: std::net::SocketAddr, data: &Path, rng: &mut Rng, round: usize) {
-        let deadline = Instant::now() + Duration::from_secs(120);
+        // The embedder runs at idle priority: on a machine busy with other work it advances
+        // slowly but must keep advancing. Fail only when it stalls.
+        let mut last_progress = (Instant::now(), None);
         loop {
             let (status, stats) = http(addr, "GET", "/stats", None);
             assert_eq!(status, 200, "round {round}: {stats}");
@@ -518,7 +520,14 @@ impl Model {
                 assert_eq!(stats["embedding_model"].as_str(), Some(self.id.as_str()), "round {round}: {stats}");
                 break;
             }
-            assert!(Instant::now() < deadline, "round {round}: embeddings still pending: {stats}");
+            let pending = stats["embeddings_pending"].as_i64();
+            if pending != last_progress.1 {
+                last_progress = (Instant::now(), pending);
+            }
+            assert!(
+                last_progress.0.elapsed() < Duration::from_secs(120),
+                "round {round}: no embedding progress for 120 s: {stats}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         let conn = Connection::open(data.join("cairn.db")).unwrap();

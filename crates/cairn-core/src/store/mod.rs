@@ -20,9 +20,6 @@ pub const DB_FILE: &str = "cairn.db";
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 128;
-/// Page cache of the daemon's writer connection, in KiB (SQLite's default is 2 MB): the
-/// index pages every save updates stay in memory.
-const WRITER_CACHE_KIB: i64 = 16 * 1024;
 
 /// One connection to the store. Not `Sync`: a server holds it behind its own lock or thread.
 pub struct Store {
@@ -97,13 +94,6 @@ impl Store {
     /// Apply the changes logged since `index` last looked (the daemon's index follower).
     pub fn follow_index(&self, index: &Arc<crate::search::index::SharedIndex>) -> Result<()> {
         index.follow(&self.conn)
-    }
-
-    /// Tune this connection as the one long-lived writer of a daemon: a page cache large
-    /// enough for the pages every save touches.
-    pub fn tune_as_writer(&self) -> Result<()> {
-        self.conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
-        Ok(())
     }
 
     /// Set a pragma on this connection (daemon tuning such as `wal_autocheckpoint`).

@@ -1,12 +1,14 @@
 //! The daemon's hold on the store.
 //!
 //! - Writes go to one writer thread that owns the writer connection. It takes every write
-//!   queued at that moment and runs them as one transaction, each in its own savepoint, then
-//!   commits once and only then answers them all (group commit: under load, one WAL append
-//!   and one FTS segment for many saves, instead of one each; a failing write is rolled back
-//!   alone). Agents never race each other for SQLite's lock.
+//!   queued at that moment and runs them as one transaction (no savepoints: FTS5 would write
+//!   a segment at each), then commits once and only then answers them all (group commit:
+//!   under load, one WAL append and one FTS segment for many saves, instead of one each; a
+//!   write that fails still fails alone, see `Store::batch`). Agents never race each other
+//!   for SQLite's lock.
 //! - Reads use a small pool of reader connections (WAL lets them run beside the writer).
-//! - A background thread checkpoints the WAL, so no request pays for a checkpoint.
+//! - A background thread copies the WAL into the database; the writer copies the last few
+//!   frames itself every 200 ms, so the WAL restarts from its beginning.
 //! - A shared in-memory search index is built in the background at open.
 
 use std::panic::AssertUnwindSafe;

@@ -177,22 +177,8 @@ pub(crate) fn ensure_session(tx: &Connection, new: &NewSession, now: &str) -> Re
     let project = new.project.as_deref().map(|p| normalize_project(p).0).unwrap_or_default();
     let directory = new.directory.as_deref().map(|d| redact(d).0).unwrap_or_default();
     let agent = new.agent.as_deref().map(|a| redact(a).0).unwrap_or_default();
-    // Nearly every save names a session that exists with nothing left to fill in: skip the
-    // upsert, which would rewrite the row and its index entries for no change.
-    let existing: Option<(String, String, String, Option<String>)> = tx
-        .prepare_cached("SELECT project, directory, agent, parent_id FROM sessions WHERE id = ?1")?
-        .query_row([&new.id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .optional()?;
-    if let Some((had_project, had_directory, had_agent, had_parent)) = existing {
-        let fills = |had: &str, given: &str| had.is_empty() && !given.is_empty();
-        let changes = fills(&had_project, &project)
-            || fills(&had_directory, &directory)
-            || fills(&had_agent, &agent)
-            || (had_parent.is_none() && new.parent_id.is_some());
-        if !changes {
-            return Ok(());
-        }
-    }
+    // Nearly every save names a session that exists with nothing left to fill in: the WHERE
+    // leaves that row alone instead of rewriting it and its index entries for no change.
     tx.prepare_cached(
         "INSERT INTO sessions (id, project, directory, agent, parent_id, started_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -200,7 +186,11 @@ pub(crate) fn ensure_session(tx: &Connection, new: &NewSession, now: &str) -> Re
             project   = CASE WHEN sessions.project = '' THEN excluded.project ELSE sessions.project END,
             directory = CASE WHEN sessions.directory = '' THEN excluded.directory ELSE sessions.directory END,
             agent     = CASE WHEN sessions.agent = '' THEN excluded.agent ELSE sessions.agent END,
-            parent_id = COALESCE(sessions.parent_id, excluded.parent_id)",
+            parent_id = COALESCE(sessions.parent_id, excluded.parent_id)
+         WHERE (sessions.project = '' AND excluded.project != '')
+            OR (sessions.directory = '' AND excluded.directory != '')
+            OR (sessions.agent = '' AND excluded.agent != '')
+            OR (sessions.parent_id IS NULL AND excluded.parent_id IS NOT NULL)",
     )?
     .execute(params![new.id, project, directory, agent, new.parent_id, now])?;
     Ok(())
@@ -235,6 +225,31 @@ mod tests {
             .start_session(&NewSession { id: "s1".into(), project: Some("other".into()), ..Default::default() })
             .unwrap();
         assert_eq!(again.project, "cairn");
+    }
+
+    /// A session with nothing left to fill is not rewritten (a save names one every time).
+    #[test]
+    fn a_complete_session_is_left_untouched() {
+        let s = store();
+        // Rows inserted or updated, triggers included.
+        let writes = |session: NewSession| {
+            let before = s.conn().total_changes();
+            ensure_session(s.conn(), &session, "2026-11-22T00:00:00Z").unwrap();
+            s.conn().total_changes() > before
+        };
+        let full = || NewSession {
+            id: "s1".into(),
+            project: Some("cairn".into()),
+            directory: Some("/w".into()),
+            agent: Some("opencode".into()),
+            parent_id: Some("p0".into()),
+        };
+        assert!(writes(full()), "created");
+        assert!(!writes(NewSession { id: "s1".into(), ..Default::default() }), "nothing given");
+        assert!(!writes(full()), "everything already set");
+        assert!(writes(NewSession { id: "s2".into(), ..Default::default() }), "created blank");
+        let agent = NewSession { id: "s2".into(), agent: Some("codex".into()), ..Default::default() };
+        assert!(writes(agent), "a blank filled");
     }
 
     #[test]

@@ -104,14 +104,14 @@ impl Db {
             writer.attach_semantic(Arc::clone(semantic));
         }
         let alive = Arc::new(AtomicBool::new(true));
-        // Checkpoints run on a background thread; a request never waits for one (at thousands
-        // of saves a second, SQLite's inline auto-checkpoint was the p99).
-        let checkpointing = Arc::new(AtomicBool::new(false));
-        start_checkpointer(path, wal_limit, Arc::clone(&alive), Arc::clone(&checkpointing));
+        // Checkpoints run on a background thread, and the writer finishes one between groups
+        // now and then; a request never waits for SQLite's inline auto-checkpoint (at
+        // thousands of saves a second, it was the p99).
+        start_checkpointer(path, wal_limit, Arc::clone(&alive));
         writer.conn_pragma("wal_autocheckpoint", 0)?;
-        // The writer keeps SQLite's default 2 MB page cache: at every commit SQLite scans the
-        // whole page-cache hash table, and a 16 MB cache cost 5 % more CPU per save than it saved.
         // When this writer restarts the WAL from its start, it cuts the file back to this.
+        // (Its page cache stays SQLite's default 2 MB: at every commit SQLite scans the whole
+        // page-cache hash table, and a 16 MB cache cost 5 % more CPU per save than it saved.)
         writer.conn_pragma("journal_size_limit", i64::try_from(wal_limit).unwrap_or(i64::MAX))?;
         build_index_in_background(path, Arc::clone(&index));
         let mut wakes: Vec<Wake> = start_follower(path, Arc::clone(&index), Arc::clone(&alive)).into_iter().collect();
@@ -119,7 +119,7 @@ impl Db {
         if semantic.is_some() {
             wakes.push(embed_wake);
         }
-        let mut db = Db::new(writer, Some(path.to_owned()), index, alive, wakes, Some(checkpointing));
+        let mut db = Db::new(writer, Some(path.to_owned()), index, alive, wakes, Some(WAL_RESTART_EVERY));
         db.semantic.clone_from(&semantic);
         let db = Arc::new(db);
         if let Some(semantic) = semantic {
@@ -140,12 +140,12 @@ impl Db {
         index: Arc<SharedIndex>,
         alive: Arc<AtomicBool>,
         wakes: Vec<Wake>,
-        checkpointing: Option<Arc<AtomicBool>>,
+        restart_wal_every: Option<Duration>,
     ) -> Db {
         let (jobs, inbox) = mpsc::channel();
         std::thread::Builder::new()
             .name("cairn-writer".into())
-            .spawn(move || writer_loop(writer, &inbox, &wakes, checkpointing.as_deref()))
+            .spawn(move || writer_loop(writer, &inbox, &wakes, restart_wal_every))
             .expect("spawn the writer thread");
         Db {
             jobs: Mutex::new(jobs),
@@ -267,8 +267,7 @@ fn writer_gone() -> CairnError {
 }
 
 /// Take the first job, then whatever else is already queued, and run them.
-fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], checkpointing: Option<&AtomicBool>) {
-    let mut groups: u64 = 0;
+fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], restart_wal_every: Option<Duration>) {
     let mut last_restart = Instant::now();
     while let Ok(first) = inbox.recv() {
         let mut pending: Vec<(Op, Reply)> = Vec::new();
@@ -286,13 +285,7 @@ fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], ch
         for wake in wakes {
             let _ = wake.try_send(());
         }
-        groups += 1;
-        // Safety net: if the checkpointer could not start, checkpoint here now and then so
-        // the WAL cannot grow without bound.
-        if checkpointing.is_some_and(|c| !c.load(Ordering::Acquire)) && groups.is_multiple_of(500) {
-            let _ = store.checkpoint_passive();
-        }
-        if checkpointing.is_some() && last_restart.elapsed() >= WAL_RESTART_EVERY {
+        if restart_wal_every.is_some_and(|every| last_restart.elapsed() >= every) {
             let_the_wal_restart(&store);
             last_restart = Instant::now();
         }
@@ -308,7 +301,8 @@ fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], ch
 /// it), and every commit appends to fresh file pages, which the kernel allocates and the
 /// filesystem reserves: a fifth of the writer's CPU per save. Here, between two groups, no
 /// commit can interleave, so this copy is complete (and small: the checkpointer copied most
-/// of it already) unless a reader still holds an older snapshot.
+/// of it already) unless a reader still holds an older snapshot. It is also what keeps the
+/// WAL bounded if the background checkpointer could not start.
 fn let_the_wal_restart(store: &Store) {
     if let Err(e) = store.checkpoint_passive() {
         tracing::debug!(error = %e, "writer checkpoint skipped");
@@ -378,14 +372,13 @@ fn run_guarded(store: &mut Store, op: Op) -> Result<Value> {
 /// TRUNCATE instead, attempted without waiting: when the writer lock is free and no reader
 /// is inside the WAL it copies the rest and empties the file; otherwise it degrades to
 /// PASSIVE and the next turn tries again.
-fn start_checkpointer(path: &Path, wal_limit: u64, alive: Arc<AtomicBool>, running: Arc<AtomicBool>) {
+fn start_checkpointer(path: &Path, wal_limit: u64, alive: Arc<AtomicBool>) {
     let path = path.to_owned();
     let mut wal = path.clone().into_os_string();
     wal.push("-wal");
     let wal = PathBuf::from(wal);
     let spawned = std::thread::Builder::new().name("cairn-checkpoint".into()).spawn(move || {
         let Ok(store) = Store::open(&path) else { return };
-        running.store(true, Ordering::Release);
         while alive.load(Ordering::Acquire) {
             std::thread::sleep(CHECKPOINT_EVERY);
             let oversized = std::fs::metadata(&wal).is_ok_and(|m| m.len() > wal_limit);
@@ -397,7 +390,7 @@ fn start_checkpointer(path: &Path, wal_limit: u64, alive: Arc<AtomicBool>, runni
         }
     });
     if let Err(e) = spawned {
-        tracing::warn!(error = %e, "no background checkpoints; SQLite checkpoints inline");
+        tracing::warn!(error = %e, "no background checkpoints; the writer checkpoints alone");
     }
 }
 

@@ -45,7 +45,6 @@ pub(super) fn base() -> utoipa::openapi::OpenApi {
     BaseDoc::openapi()
 }
 
-/// Complete the document built from the routes.
 /// The OpenAPI document, turned into JSON at its first request: a daemon's start (which
 /// agents wait for) does not pay for it.
 pub(crate) struct ApiDoc {
@@ -69,7 +68,8 @@ impl ApiDoc {
     }
 }
 
-pub(super) fn finish(mut doc: utoipa::openapi::OpenApi, config: &HttpConfig) -> utoipa::openapi::OpenApi {
+/// Complete the document built from the routes.
+fn finish(mut doc: utoipa::openapi::OpenApi, config: &HttpConfig) -> utoipa::openapi::OpenApi {
     doc.info.version = config.version.clone();
     doc.info.license = None;
     if config.mcp.is_some() {
@@ -91,7 +91,7 @@ pub(super) fn finish(mut doc: utoipa::openapi::OpenApi, config: &HttpConfig) -> 
 /// Give every integer schema without a `maximum` the largest value its Rust type takes, so the
 /// document says which numbers the server can read (`limit=1e30` is refused as too large for
 /// a 64-bit integer, not because the schema allowed it).
-pub(super) fn bound_integers(value: &mut serde_json::Value) {
+fn bound_integers(value: &mut serde_json::Value) {
     match value {
         serde_json::Value::Object(object) => {
             let is_integer = match object.get("type") {

@@ -91,9 +91,9 @@ pub struct MemoryIndex {
     docs: Vec<Doc>,
     slot_of: HashMap<i64, u32>,
     names: HashMap<Box<str>, u32>,
-    live: u32,
+    /// Live memories and their total length.
+    all: Stats,
     dead: u32,
-    total_len: f64,
     /// Live memories and their total length per project (personal ones apart, in
     /// `personal`): the collection a project-scoped search ranks against.
     project_stats: HashMap<u32, Stats>,
@@ -105,7 +105,7 @@ pub struct MemoryIndex {
 impl std::fmt::Debug for MemoryIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryIndex")
-            .field("live", &self.live)
+            .field("live", &self.all.docs)
             .field("terms", &self.vocab.len())
             .finish_non_exhaustive()
     }
@@ -151,9 +151,8 @@ impl MemoryIndex {
             docs: Vec::new(),
             slot_of: HashMap::new(),
             names: HashMap::new(),
-            live: 0,
+            all: Stats::default(),
             dead: 0,
-            total_len: 0.0,
             project_stats: HashMap::new(),
             personal: Stats::default(),
             applied_seq: 0,
@@ -204,11 +203,11 @@ impl MemoryIndex {
     }
 
     pub fn len(&self) -> usize {
-        self.live as usize
+        self.all.docs as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.all.docs == 0
     }
 
     pub fn applied_seq(&self) -> i64 {
@@ -223,7 +222,7 @@ impl MemoryIndex {
             return Ok(());
         }
         self.apply_logged(conn)?;
-        if self.dead > 10_000 && self.dead > self.live / 4 {
+        if self.dead > 10_000 && self.dead > self.all.docs / 4 {
             *self = MemoryIndex::build(conn)?;
         }
         Ok(())
@@ -296,11 +295,10 @@ impl MemoryIndex {
             live: true,
             updated_at: row.updated_at.as_str().into(),
         };
-        self.stats_of(&doc).add(len);
+        self.all.add(len);
+        self.stats_of(doc.personal, doc.project).add(len);
         self.docs.push(doc);
         self.slot_of.insert(row.id, slot);
-        self.live += 1;
-        self.total_len += f64::from(len);
     }
 
     fn remove(&mut self, id: i64) {
@@ -308,17 +306,16 @@ impl MemoryIndex {
             let doc = &mut self.docs[slot as usize];
             if doc.live {
                 doc.live = false;
-                let doc = doc.clone();
-                self.live -= 1;
+                let (len, personal, project) = (doc.len, doc.personal, doc.project);
                 self.dead += 1;
-                self.total_len -= f64::from(doc.len);
-                self.stats_of(&doc).remove(doc.len);
+                self.all.remove(len);
+                self.stats_of(personal, project).remove(len);
             }
         }
     }
 
-    fn stats_of(&mut self, doc: &Doc) -> &mut Stats {
-        if doc.personal { &mut self.personal } else { self.project_stats.entry(doc.project).or_default() }
+    fn stats_of(&mut self, personal: bool, project: u32) -> &mut Stats {
+        if personal { &mut self.personal } else { self.project_stats.entry(project).or_default() }
     }
 
     fn token_term(&mut self, token: &str) -> u32 {
@@ -380,7 +377,7 @@ impl MemoryIndex {
     /// more recently updated.
     pub fn search(&self, terms: &[Term], filter: &IndexFilter, limit: usize) -> Vec<(i64, f32)> {
         let ids = self.query_terms(terms);
-        if ids.is_empty() || self.live == 0 || limit == 0 {
+        if ids.is_empty() || self.all.docs == 0 || limit == 0 {
             return Vec::new();
         }
         let accept = self.acceptor(filter);
@@ -393,7 +390,7 @@ impl MemoryIndex {
                 let own = self.project_stats.get(&p).copied().unwrap_or_default();
                 Stats { docs: own.docs + self.personal.docs, len: own.len + self.personal.len }
             }
-            None => Stats { docs: self.live, len: self.total_len },
+            None => self.all,
         };
         if collection.docs == 0 {
             return Vec::new();

@@ -36,7 +36,7 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// Whether a lowercased word is one of [`STOPWORDS`].
-pub(crate) fn is_stopword(word: &str) -> bool {
+fn is_stopword(word: &str) -> bool {
     STOPWORDS.contains(&word)
 }
 

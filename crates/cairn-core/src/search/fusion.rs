@@ -141,11 +141,15 @@ pub(crate) fn session_neighbours(store: &Store, ids: &[i64]) -> Result<Neighbour
               AND o.deleted_at IS NULL ORDER BY o.id DESC LIMIT 1),
            (SELECT o.id FROM observations o WHERE o.session_id = c.session_id AND o.id > c.id
               AND o.deleted_at IS NULL ORDER BY o.id LIMIT 1)
-         FROM observations c WHERE c.id IN ({placeholders}) AND c.session_id NOT LIKE 'manual-save%'"
+         FROM observations c WHERE c.id IN ({placeholders}) AND c.session_id NOT LIKE ?"
     );
     // Not cached: the text changes with the number of ids and would evict hot statements.
     let mut stmt = store.conn().prepare(&sql)?;
-    let rows = stmt.query_map(rusqlite::params_from_iter(ids), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
+    let args = ids
+        .iter()
+        .map(|&id| rusqlite::types::Value::Integer(id))
+        .chain([rusqlite::types::Value::Text(crate::sessions::catch_all_sessions_like())]);
+    let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

@@ -439,7 +439,7 @@ impl Store {
     pub fn pending_embeddings(&self, model: &str, limit: usize) -> Result<Vec<PendingText>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT o.id, o.title, o.content,
-               CASE WHEN length(o.content) <= ?3 AND o.session_id NOT LIKE 'manual-save%' THEN
+               CASE WHEN length(o.content) <= ?3 AND o.session_id NOT LIKE ?4 THEN
                  (SELECT p.content FROM observations p WHERE p.session_id = o.session_id AND p.id < o.id
                     AND p.deleted_at IS NULL ORDER BY p.id DESC LIMIT 1)
                END
@@ -448,7 +448,8 @@ impl Store {
                AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.observation_id = o.id AND e.model = ?1)
              ORDER BY o.id DESC LIMIT ?2",
         )?;
-        let rows = stmt.query_map(params![model, limit as i64, CONTEXT_MAX_CHARS], |r| {
+        let in_catch_all = crate::sessions::catch_all_sessions_like();
+        let rows = stmt.query_map(params![model, limit as i64, CONTEXT_MAX_CHARS, in_catch_all], |r| {
             Ok(PendingText {
                 id: r.get(0)?,
                 title: r.get(1)?,

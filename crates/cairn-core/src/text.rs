@@ -156,17 +156,7 @@ pub fn normalized_hash(content: &str) -> String {
         }
         collapsed.push_str(word);
     }
-    hex(&Sha256::digest(collapsed.to_lowercase().as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
+    cairn_embed::hex(&Sha256::digest(collapsed.to_lowercase().as_bytes()))
 }
 
 /// Cut `text` to `max` characters, appending `...` when cut (for previews).
@@ -277,7 +267,7 @@ mod tests {
         #[test]
         fn hash_matches_the_regex_definition(text in "[ \t\n\u{a0}\u{3000}aAΣσς É.]{0,40}") {
             let reference = WHITESPACE.replace_all(text.trim(), " ").to_lowercase();
-            proptest::prop_assert_eq!(normalized_hash(&text), hex(&Sha256::digest(reference.as_bytes())));
+            proptest::prop_assert_eq!(normalized_hash(&text), cairn_embed::hex(&Sha256::digest(reference.as_bytes())));
         }
     }
 

@@ -18,7 +18,7 @@ mod tokenizer;
 #[cfg(feature = "remote")]
 pub mod http;
 
-pub use local::{LocalModel, REQUIRED_FILES, is_model_dir, local_model_id, missing_file};
+pub use local::{LocalModel, REQUIRED_FILES, hex, is_model_dir, local_model_id, missing_file};
 pub use scan::dot_i8_rows;
 pub use tokenizer::WordPiece;
 

@@ -102,8 +102,16 @@ fn model_id(dir: &Path, config: &[u8]) -> String {
     format!("local:{name}:{}", hex(&hash[..4]))
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Lowercase hex of `bytes` (checksums, model ids; cairn-core's duplicate hash too, which
+/// runs on every save, hence no `format!` per byte).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// The id a model directory's vectors are stored under, without loading the weights.

@@ -110,16 +110,14 @@ pub struct SetReport {
 }
 
 pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
-    let semantic = match cairn_server::embedder::build(&env.settings.embedder_config()) {
-        Ok(model) => {
-            let cache = CachedEmbedder::open(model, &env.settings.data_dir.value.join("eval-vectors"));
-            Some(cairn_core::search::semantic::Semantic::new(Arc::new(cache)))
-        }
+    let cache = match cairn_server::embedder::build(&env.settings.embedder_config()) {
+        Ok(model) => Some(Arc::new(CachedEmbedder::open(model, &env.settings.data_dir.value.join("eval-vectors")))),
         Err(e) => {
             note(&format!("warning: {}; scoring lexical search only", e.message));
             None
         }
     };
+    let semantic = cache.clone().map(|c| cairn_core::search::semantic::Semantic::new(c as Arc<dyn Embedder>));
     let modes: Vec<SearchMode> = args
         .modes
         .iter()
@@ -142,9 +140,8 @@ pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
         let report = score_set(set, store, &questions, semantic.clone(), &modes, args.misses)?;
         reports.push(report);
     }
-    if let Some(cache) = semantic.as_ref().and_then(|s| s.embedder().cloned()) {
-        // Only this module builds the embedder, so it is the cache: write what was new.
-        let _ = cache.embed(&[]);
+    if let Some(cache) = &cache {
+        cache.flush();
     }
     env.emit(&reports, |r| render(r))
 }
@@ -240,26 +237,40 @@ fn score_set(
 struct CachedEmbedder {
     model: Arc<dyn Embedder>,
     path: std::path::PathBuf,
-    known: std::sync::Mutex<(HashMap<u64, Vec<f32>>, bool)>,
+    cache: std::sync::Mutex<VectorCache>,
 }
+
+#[derive(Default)]
+struct VectorCache {
+    vectors: HashMap<u64, Vec<f32>>,
+    /// Something was embedded since the file was read or written.
+    changed: bool,
+}
+
+/// One cache entry on disk: text key (u64), dimensions (u32), then the vector as stored.
+const ENTRY_HEADER: usize = 12;
 
 impl CachedEmbedder {
     fn open(model: Arc<dyn Embedder>, dir: &std::path::Path) -> CachedEmbedder {
         let name: String = model.model_id().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         let path = dir.join(format!("{name}.bin"));
-        let mut known = HashMap::new();
+        let mut vectors = HashMap::new();
         if let Ok(bytes) = std::fs::read(&path) {
             let mut rest = bytes.as_slice();
-            while rest.len() >= 12 {
-                let key = u64::from_le_bytes(rest[..8].try_into().unwrap_or_default());
-                let dims = u32::from_le_bytes(rest[8..12].try_into().unwrap_or_default()) as usize;
-                let Some(body) = rest.get(12..12 + dims * 4) else { break };
-                let v = body.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default())).collect();
-                known.insert(key, v);
-                rest = &rest[12 + dims * 4..];
+            // A truncated file keeps what it holds whole; the rest is embedded again.
+            while let Some((key, dims)) = rest.get(..ENTRY_HEADER).map(|h| {
+                (
+                    u64::from_le_bytes(h[..8].try_into().unwrap_or_default()),
+                    u32::from_le_bytes(h[8..].try_into().unwrap_or_default()) as usize,
+                )
+            }) {
+                let Some(body) = rest.get(ENTRY_HEADER..ENTRY_HEADER + dims * 4) else { break };
+                vectors.insert(key, cairn_core::search::semantic::decode(body));
+                rest = &rest[ENTRY_HEADER + body.len()..];
             }
         }
-        CachedEmbedder { model, path, known: std::sync::Mutex::new((known, false)) }
+        let cache = std::sync::Mutex::new(VectorCache { vectors, changed: false });
+        CachedEmbedder { model, path, cache }
     }
 
     fn key(&self, text: &str) -> u64 {
@@ -271,20 +282,26 @@ impl CachedEmbedder {
         h.finish()
     }
 
-    fn save(&self, known: &HashMap<u64, Vec<f32>>) {
+    /// Write the file when something new was embedded.
+    fn flush(&self) {
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !cache.changed {
+            return;
+        }
         let mut out = Vec::new();
-        for (key, v) in known {
+        for (key, v) in &cache.vectors {
             out.extend_from_slice(&key.to_le_bytes());
             out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-            v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+            out.extend_from_slice(&cairn_core::search::semantic::encode(v));
         }
         let written = self.path.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
             let tmp = self.path.with_extension("tmp");
             std::fs::write(&tmp, out)?;
             std::fs::rename(tmp, &self.path)
         });
-        if let Err(e) = written {
-            note(&format!("warning: cannot write the eval vector cache {}: {e}", self.path.display()));
+        match written {
+            Ok(()) => cache.changed = false,
+            Err(e) => note(&format!("warning: cannot write the eval vector cache {}: {e}", self.path.display())),
         }
     }
 }
@@ -307,28 +324,20 @@ impl Embedder for CachedEmbedder {
         self.model.model_id()
     }
 
-    /// An empty batch writes the cache file when something new was embedded.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut guard = self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if texts.is_empty() {
-            if guard.1 {
-                self.save(&guard.0);
-                guard.1 = false;
-            }
-            return Ok(Vec::new());
-        }
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let keys: Vec<u64> = texts.iter().map(|t| self.key(t)).collect();
         let missing: Vec<&str> =
-            texts.iter().zip(&keys).filter(|(_, k)| !guard.0.contains_key(k)).map(|(t, _)| *t).collect();
+            texts.iter().zip(&keys).filter(|(_, k)| !cache.vectors.contains_key(k)).map(|(t, _)| *t).collect();
         if !missing.is_empty() {
             let fresh = self.model.embed(&missing)?;
             for (text, v) in missing.iter().zip(fresh) {
                 let key = self.key(text);
-                guard.0.insert(key, v);
+                cache.vectors.insert(key, v);
             }
-            guard.1 = true;
+            cache.changed = true;
         }
-        Ok(keys.iter().map(|k| guard.0[k].clone()).collect())
+        Ok(keys.iter().map(|k| cache.vectors[k].clone()).collect())
     }
 }
 

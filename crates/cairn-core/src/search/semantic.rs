@@ -406,11 +406,13 @@ impl Semantic {
     }
 }
 
-pub(crate) fn encode(v: &[f32]) -> Vec<u8> {
+/// A vector as stored: f32 little-endian.
+pub fn encode(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-pub(crate) fn decode(blob: &[u8]) -> Vec<f32> {
+/// A stored vector back (a trailing partial value is dropped).
+pub fn decode(blob: &[u8]) -> Vec<f32> {
     blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 

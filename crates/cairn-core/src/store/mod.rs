@@ -61,14 +61,12 @@ impl Store {
             .map_err(|e| open_error(path, &e))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)).map_err(|e| open_error(path, &e))?;
-        Ok(Store {
-            conn,
-            path: Some(path.to_owned()),
-            clock: Arc::new(SystemClock),
-            index: None,
-            semantic: None,
-            grouped: false,
-        })
+        Ok(Store::bare(conn, Some(path.to_owned())))
+    }
+
+    /// A store on `conn` with nothing attached.
+    fn bare(conn: Connection, path: Option<PathBuf>) -> Store {
+        Store { conn, path, clock: Arc::new(SystemClock), index: None, semantic: None, grouped: false }
     }
 
     /// A private in-memory store (unit tests, benchmarks).
@@ -81,7 +79,7 @@ impl Store {
         // rusqlite keeps 16 by default; the save path alone prepares about a dozen, and a
         // statement prepared again recompiles its triggers.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        let mut store = Store { conn, path, clock: Arc::new(SystemClock), index: None, semantic: None, grouped: false };
+        let mut store = Store::bare(conn, path);
         migrate::run(&mut store.conn)?;
         Ok(store)
     }

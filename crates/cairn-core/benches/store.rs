@@ -408,4 +408,36 @@ fn hybrid(path: &std::path::Path, mut indexed: Store, count: usize, queries: usi
             .collect();
         report(&format!("query embedding + {label} search, project"), samples);
     }
+    rerank_cost(&indexed, &semantic, queries);
+}
+
+/// The ranking alone (query vector cached), fusion only and fusion + re-ranking, alternating
+/// query by query so both see the same machine.
+fn rerank_cost(indexed: &Store, semantic: &cairn_core::search::semantic::Semantic, queries: usize) {
+    use cairn_core::search::SearchEngine;
+    use cairn_core::search::fusion::{HybridEngine, SemanticEngine};
+    let mut rng = Rng(0xcafe);
+    let (mut fused, mut reranked) = (Vec::with_capacity(queries), Vec::with_capacity(queries));
+    for i in 0..queries {
+        let q = SearchQuery {
+            project: Some(PROJECTS[rng.below(PROJECTS.len())].to_owned()),
+            ..SearchQuery::new(format!("{} {}", QUESTIONS[rng.below(QUESTIONS.len())], rng.query(1, 2)))
+        };
+        let vector = semantic.embed_query(&q.text).expect("embed");
+        let engine =
+            HybridEngine { lexical: &cairn_core::search::IndexEngine, semantic: SemanticEngine { vector: &vector } };
+        // Which goes first alternates: the second of a pair finds the pages the first read.
+        for turn in [i % 2, 1 - i % 2] {
+            let t = Instant::now();
+            if turn == 0 {
+                std::hint::black_box(engine.fused(indexed, &q, 10).expect("fuse"));
+                fused.push(t.elapsed());
+            } else {
+                std::hint::black_box(engine.candidates(indexed, &q, 10).expect("rerank"));
+                reranked.push(t.elapsed());
+            }
+        }
+    }
+    report("hybrid ranking, fusion only (query vector cached)", fused);
+    report("hybrid ranking, fusion + re-ranking (query vector cached)", reranked);
 }

@@ -106,6 +106,10 @@ fn hybrid_ranks_a_memory_both_rankings_find_first_and_reports_both_scores() {
     assert_eq!(top.matched, MatchKind::Hybrid);
     assert!(top.scores.lexical.is_some() && top.scores.semantic.is_some());
     assert!(hybrid.hits.windows(2).all(|w| w[0].scores.fused >= w[1].scores.fused));
+    // The re-ranking model was fitted on another model's cosines: with this embedder the
+    // order and the scores are the fusion's (at most first place in both rankings).
+    let first_in_both = 2.0 / (crate::search::fusion::RRF_K + 1.0);
+    assert!((top.scores.fused - first_in_both).abs() < 1e-9, "{:?}", top.scores);
 }
 
 #[test]

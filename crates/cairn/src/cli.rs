@@ -306,4 +306,12 @@ pub struct EvalArgs {
     /// Print each missed question
     #[arg(long)]
     pub misses: bool,
+    /// Also write each question's lexical and semantic rankings (top 100, with scores) and
+    /// every memory's session and title to FILE as JSON lines, for studying the fusion offline
+    #[arg(long, value_name = "FILE")]
+    pub dump: Option<PathBuf>,
+    /// Fit hybrid search's re-ranking model on the questions of --split (use dev) and print
+    /// its weights as the Rust constants of `cairn-core/src/search/rerank.rs`
+    #[arg(long)]
+    pub fit_rerank: bool,
 }

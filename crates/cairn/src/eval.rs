@@ -23,7 +23,7 @@ use std::time::Instant;
 use anyhow::Result;
 use cairn_core::memory::NewObservation;
 use cairn_core::search::index::SharedIndex;
-use cairn_core::search::{SearchMode, SearchQuery};
+use cairn_core::search::{SearchMode, SearchQuery, rerank};
 use cairn_core::{CairnError, ErrorCode, Store};
 use cairn_embed::{EmbedError, Embedder};
 use serde::Serialize;
@@ -46,6 +46,20 @@ struct Question {
     expected: Vec<i64>,
     /// For revisions: text the hit must contain (the current version).
     must_contain: Option<String>,
+}
+
+impl Question {
+    /// The search this question makes: in its project, or in all when it names none.
+    fn query(&self, limit: usize, mode: Option<SearchMode>) -> SearchQuery {
+        SearchQuery {
+            text: self.text.clone(),
+            all_projects: self.project.is_none(),
+            project: self.project.clone(),
+            limit,
+            mode,
+            ..SearchQuery::default()
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -127,6 +141,7 @@ pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
         .filter(|m| semantic.is_some() || *m == SearchMode::Lexical)
         .collect();
     let mut reports = Vec::new();
+    let mut training = args.fit_rerank.then(Vec::new);
     for set in &args.sets {
         let (store, questions) = match set.as_str() {
             "coding" => load_coding(&args)?,
@@ -137,8 +152,12 @@ pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
                     .into());
             }
         };
-        let report = score_set(set, store, &questions, semantic.clone(), &modes, args.misses)?;
+        let outputs = Outputs { misses: args.misses, dump: args.dump.as_deref(), training: training.as_mut() };
+        let report = score_set(set, store, &questions, semantic.clone(), &modes, outputs)?;
         reports.push(report);
+    }
+    if let Some(rows) = training {
+        print_fitted_model(&rows);
     }
     if let Some(cache) = &cache {
         cache.flush();
@@ -152,7 +171,7 @@ fn score_set(
     questions: &[Question],
     semantic: Option<Arc<cairn_core::search::semantic::Semantic>>,
     modes: &[SearchMode],
-    want_misses: bool,
+    outputs: Outputs<'_>,
 ) -> Result<SetReport> {
     let memories = store.stats()?.total_observations as usize;
     let index = Arc::new(SharedIndex::default());
@@ -178,6 +197,12 @@ fn score_set(
         }
         note(&format!("  {name}: {done} memories embedded in {:.1?}", started.elapsed()));
     }
+    if let Some(path) = outputs.dump {
+        dump_rankings(path, name, &store, questions)?;
+    }
+    if let Some(rows) = outputs.training {
+        rows.extend(training_rows(&store, questions)?);
+    }
     let mut report = SetReport {
         set: name.to_owned(),
         memories,
@@ -193,14 +218,7 @@ fn score_set(
         let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
         let mut times = Vec::with_capacity(questions.len());
         for q in questions {
-            let query = SearchQuery {
-                text: q.text.clone(),
-                all_projects: q.project.is_none(),
-                project: q.project.clone(),
-                limit: TOP_K,
-                mode: Some(mode),
-                ..SearchQuery::default()
-            };
+            let query = q.query(TOP_K, Some(mode));
             let started = Instant::now();
             let results = store.search(&query)?;
             times.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -215,7 +233,7 @@ fn score_set(
                 })
                 .map(|p| p.map(|p| p + 1))
                 .collect();
-            if want_misses && ranks.iter().all(|r| r.is_none_or(|r| r > 5)) {
+            if outputs.misses && ranks.iter().all(|r| r.is_none_or(|r| r > 5)) {
                 let top: Vec<String> = results.hits.iter().take(3).map(|h| h.observation.title.clone()).collect();
                 report.misses.push(format!("[{}] {} {:?} → {top:?}", mode.as_str(), q.id, q.text));
             }
@@ -229,6 +247,90 @@ fn score_set(
         report.modes.insert(mode.as_str().to_owned(), tallies.iter().map(|(k, t)| (k.clone(), t.scores())).collect());
     }
     Ok(report)
+}
+
+/// What a run writes besides the scores.
+struct Outputs<'a> {
+    /// Print the questions whose expected memories are not in the top 5.
+    misses: bool,
+    /// `--dump`: the rankings, as JSON lines.
+    dump: Option<&'a std::path::Path>,
+    /// `--fit-rerank`: every question's pool with its features, labelled.
+    training: Option<&'a mut Vec<(rerank::Features, bool)>>,
+}
+
+/// Each question's hybrid pool, a candidate labelled true when it is an expected memory.
+fn training_rows(store: &Store, questions: &[Question]) -> Result<Vec<(rerank::Features, bool)>> {
+    let mut rows = Vec::new();
+    for q in questions {
+        for (id, features) in store.rerank_pool(&q.query(TOP_K, None))? {
+            rows.push((features, q.expected.contains(&id)));
+        }
+    }
+    Ok(rows)
+}
+
+/// Fit the re-ranking model and print it as the constants of `rerank.rs`.
+fn print_fitted_model(rows: &[(rerank::Features, bool)]) {
+    if rows.is_empty() {
+        note("--fit-rerank: nothing to fit (no model, or no question in the split)");
+        return;
+    }
+    let (weights, bias) = rerank::fit(rows, rerank::L2);
+    let positives = rows.iter().filter(|r| r.1).count();
+    let mut out = format!("// fitted on {} candidates ({positives} relevant), L2 {}\n", rows.len(), rerank::L2);
+    let _ = writeln!(out, "pub const WEIGHTS: Features = [");
+    for (name, w) in rerank::NAMES.iter().zip(weights) {
+        let _ = writeln!(out, "    {w:.4}, // {name}");
+    }
+    let _ = writeln!(out, "];\npub const BIAS: f64 = {bias:.4};");
+    note(&out);
+}
+
+/// Depth of each ranking written by `--dump`.
+const DUMP_DEPTH: usize = 100;
+
+/// Append the set's memories (id, session, title, content) and, per question, the lexical and
+/// semantic rankings with their scores to `path` as JSON lines: what a fusion needs, so
+/// variants of it can be scored without rebuilding cairn.
+fn dump_rankings(path: &std::path::Path, set: &str, store: &Store, questions: &[Question]) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?);
+    for memory in store.export(None)?.observations {
+        let line = serde_json::json!({
+            "set": set, "memory": memory.id, "session": memory.session_id, "project": memory.project,
+            "title": memory.title, "content": memory.content,
+        });
+        writeln!(out, "{line}")?;
+    }
+    for q in questions {
+        let mut line = serde_json::json!({
+            "set": set, "question": q.id, "category": q.category, "split": q.split, "text": q.text,
+            "expected": q.expected, "must_contain": q.must_contain,
+        });
+        for mode in [SearchMode::Lexical, SearchMode::Semantic] {
+            let query = q.query(DUMP_DEPTH, Some(mode));
+            let ranking: Vec<(i64, f64, bool)> = match store.search(&query) {
+                Ok(results) => results
+                    .hits
+                    .iter()
+                    .map(|h| {
+                        let score = match mode {
+                            SearchMode::Semantic => h.scores.semantic.map_or(0.0, f64::from),
+                            _ => h.scores.lexical.unwrap_or(h.score),
+                        };
+                        let current = q.must_contain.as_deref().is_none_or(|t| h.observation.content.contains(t));
+                        (h.observation.id, score, current)
+                    })
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            line[mode.as_str()] = serde_json::json!(ranking);
+        }
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 /// Vectors of every text eval embedded, on disk under the data dir, keyed by the model id and

@@ -15,6 +15,9 @@
 //! reported as [`MatchKind::Context`]. Memories saved without a session share their
 //! project's catch-all `manual-save-…` session, which is no context, so they take no part.
 //!
+//! The fused ranking's top is then re-ordered by a model that also sees the scores and the
+//! memories ([`rerank`]); a hit's `scores.fused` is that model's relevance, 0–1.
+//!
 //! The constants were chosen on the dev halves of `eval/coding-memory.json` (similarity floor
 //! 0.2: 0.3 lost Spanish questions) and of LoCoMo (conversations 0–4: K 10 instead of 60 with
 //! 50 candidates a ranking instead of 30, and the context shares, raised recall@10 from 0.69
@@ -23,7 +26,8 @@
 
 use std::collections::HashMap;
 
-use super::{Candidate, HitScores, MatchKind, SearchEngine, SearchQuery, passes_filters};
+use super::snippet::Matcher;
+use super::{Candidate, HitScores, MatchKind, SearchEngine, SearchQuery, passes_filters, query, rerank};
 use crate::error::Result;
 use crate::store::Store;
 
@@ -104,14 +108,59 @@ impl SearchEngine for HybridEngine<'_> {
         "hybrid"
     }
 
+    /// The fused pool, re-ordered by the [`rerank`] model; `scores.fused` is its relevance.
+    /// With another embedding model than the one it was fitted with, the fusion's order.
     fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        if !store.semantic().is_some_and(|s| rerank::fitted_for(s.model_id())) {
+            return self.fused(store, query, limit);
+        }
+        let mut scored: Vec<(f64, Candidate)> = self
+            .pool(store, query, limit)?
+            .into_iter()
+            .map(|(mut c, features)| {
+                let relevance = rerank::relevance(&features);
+                c.scores.fused = relevance;
+                c.rank = -relevance;
+                (relevance, c)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.id.cmp(&a.1.id)));
+        Ok(scored.into_iter().take(limit).map(|(_, c)| c).collect())
+    }
+}
+
+/// The fused ranking and what the re-ranking features are made of.
+struct Fusion {
+    /// The fused ranking's top, best first.
+    pool: Vec<Candidate>,
+    /// Places in each ranking (with session context).
+    lexical_places: HashMap<i64, usize>,
+    semantic_places: HashMap<i64, usize>,
+    /// BM25 of the lexical ranking's memories, and the best of them.
+    bm25: HashMap<i64, f64>,
+    best_bm25: f64,
+    neighbours: Neighbours,
+}
+
+impl HybridEngine<'_> {
+    /// The ranking before re-ranking: both rankings with session context, fused by RRF. For
+    /// benchmarks and studies; search uses [`HybridEngine::pool`].
+    pub fn fused(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        let mut pool = self.fusion(store, query, limit)?.pool;
+        pool.truncate(limit);
+        Ok(pool)
+    }
+
+    fn fusion(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Fusion> {
         let depth = (limit * DEPTH_PER_RESULT).max(MIN_DEPTH);
         let lexical = self.lexical.candidates(store, query, depth)?;
         let semantic = self.semantic.candidates(store, query, depth)?;
+        let bm25: HashMap<i64, f64> = lexical.iter().filter_map(|c| Some((c.id, c.scores.lexical?))).collect();
+        let best_bm25 = bm25.values().copied().fold(0.0, f64::max);
         let mut ids: Vec<i64> = lexical.iter().chain(&semantic).map(|c| c.id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let neighbours = session_neighbours(store, &ids)?;
+        let mut neighbours = session_neighbours(store, &ids)?;
         let lexical = with_context(store, query, lexical, |c| c.scores.lexical.unwrap_or(0.0), &neighbours)?;
         let semantic = with_context(
             store,
@@ -120,8 +169,76 @@ impl SearchEngine for HybridEngine<'_> {
             |c| c.scores.semantic.map_or(0.0, |s| (f64::from(s) - CONTEXT_FLOOR).max(0.0)),
             &neighbours,
         )?;
-        Ok(fuse(lexical, semantic, limit))
+        let places = |list: &[Candidate]| -> HashMap<i64, usize> {
+            list.iter().enumerate().map(|(place, c)| (c.id, place)).collect()
+        };
+        let (lexical_places, semantic_places) = (places(&lexical), places(&semantic));
+        let pool = fuse(lexical, semantic, limit.max(rerank::POOL));
+        // Candidates only session context brought in have not had their neighbours looked up.
+        let context_only: Vec<i64> = pool.iter().map(|c| c.id).filter(|id| ids.binary_search(id).is_err()).collect();
+        neighbours.extend(session_neighbours(store, &context_only)?);
+        Ok(Fusion { pool, lexical_places, semantic_places, bm25, best_bm25, neighbours })
     }
+
+    /// The top of the fused ranking (at least [`rerank::POOL`], `limit` when larger), in fused
+    /// order, each candidate with its [`rerank::Features`].
+    pub fn pool(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<(Candidate, rerank::Features)>> {
+        let Fusion { pool, lexical_places, semantic_places, bm25, best_bm25, neighbours } =
+            self.fusion(store, query, limit)?;
+        let mut wanted: Vec<i64> = pool.iter().map(|c| c.id).collect();
+        for c in &pool {
+            if let Some(&(prev, next)) = neighbours.get(&c.id) {
+                wanted.extend(prev.into_iter().chain(next));
+            }
+        }
+        let cosines = store.semantic().map(|s| s.similarities(self.semantic.vector, &wanted)).unwrap_or_default();
+        let shapes = titles_and_lengths(store, &pool.iter().map(|c| c.id).collect::<Vec<_>>())?;
+        let matcher = Matcher::new(&query::parse(&query.text));
+        let relative_bm25 = |id: Option<i64>| {
+            id.and_then(|id| bm25.get(&id)).map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 })
+        };
+        let cosine = |id: Option<i64>| id.and_then(|id| cosines.get(&id)).map_or(0.0, |&c| f64::from(c));
+        let by_place =
+            |places: &HashMap<i64, usize>, id| places.get(&id).map_or(0.0, |&p| 1.0 / (RRF_K + p as f64 + 1.0));
+        Ok(pool
+            .into_iter()
+            .enumerate()
+            .map(|(place, c)| {
+                let (prev, next) = neighbours.get(&c.id).copied().unwrap_or((None, None));
+                let (title_match, length) =
+                    shapes.get(&c.id).map_or((false, 0), |(title, length)| (matcher.matches_any(title), *length));
+                let features = [
+                    1.0 / (RRF_K + place as f64 + 1.0),
+                    by_place(&lexical_places, c.id),
+                    by_place(&semantic_places, c.id),
+                    relative_bm25(Some(c.id)),
+                    cosine(Some(c.id)),
+                    cosine(prev),
+                    cosine(next),
+                    relative_bm25(prev),
+                    relative_bm25(next),
+                    f64::from(u8::from(title_match)),
+                    (1.0 + length as f64).ln(),
+                    f64::from(u8::from(neighbours.contains_key(&c.id))),
+                ];
+                (c, features)
+            })
+            .collect())
+    }
+}
+
+/// Title and content length (characters) of live memories.
+fn titles_and_lengths(store: &Store, ids: &[i64]) -> Result<HashMap<i64, (String, i64)>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let placeholders = vec!["?"; ids.len()].join(",");
+    // Cached: the pool has the same size for every search of one limit, so the same text.
+    let mut stmt = store.conn().prepare_cached(&format!(
+        "SELECT id, title, length(content) FROM observations WHERE deleted_at IS NULL AND id IN ({placeholders})"
+    ))?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(ids), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// Memory id → the memories saved right before and right after it in its session.

@@ -9,6 +9,7 @@
 pub mod fusion;
 pub mod index;
 pub mod query;
+pub mod rerank;
 pub mod semantic;
 pub mod snippet;
 
@@ -121,7 +122,8 @@ pub struct HitScores {
     pub lexical: Option<f64>,
     /// Cosine similarity with the query, when semantic search ran.
     pub semantic: Option<f32>,
-    /// The score the hit is ordered by.
+    /// What the hit is ordered by: in hybrid search the re-ranking model's relevance (0–1),
+    /// otherwise BM25 or the cosine (topic-key hits: 1000).
     pub fused: f64,
 }
 
@@ -366,6 +368,19 @@ impl Store {
         };
         results.mode = mode;
         Ok(results)
+    }
+
+    /// The hybrid pool of a query, in fused order, with each candidate's re-ranking features:
+    /// what `cairn eval --fit-rerank` fits the [`rerank`] model on. Empty when the query has no
+    /// words or semantic search cannot run.
+    pub fn rerank_pool(&self, query: &SearchQuery) -> Result<Vec<(i64, rerank::Features)>> {
+        if query::parse(&query.text).is_empty() {
+            return Ok(Vec::new());
+        }
+        let Ok(vector) = self.query_vector(&query.text) else { return Ok(Vec::new()) };
+        let lexical: &dyn SearchEngine = if self.index().is_some() { &IndexEngine } else { &LexicalEngine };
+        let hybrid = fusion::HybridEngine { lexical, semantic: fusion::SemanticEngine { vector: &vector } };
+        Ok(hybrid.pool(self, query, query.effective_limit())?.into_iter().map(|(c, f)| (c.id, f)).collect())
     }
 
     /// The query's embedding, or why semantic search cannot run.

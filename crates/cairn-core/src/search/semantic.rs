@@ -170,6 +170,30 @@ impl VectorIndex {
     }
 }
 
+impl VectorIndex {
+    /// Cosines of `query` (unit length) with the vectors of `ids`; ids without a vector are
+    /// left out. For re-ranking a few candidates, not for scanning.
+    pub fn similarities(&self, query: &[f32], ids: &[i64]) -> HashMap<i64, f32> {
+        let mut out = HashMap::with_capacity(ids.len());
+        if query.len() != self.dims || self.live == 0 {
+            return out;
+        }
+        let (q, q_scale) = quantise(query);
+        let mut dot = Vec::with_capacity(1);
+        for &id in ids {
+            let Some(&slot) = self.slot_of.get(&id) else { continue };
+            let scale = self.scales[slot];
+            if scale == 0.0 {
+                continue;
+            }
+            dot.clear();
+            cairn_embed::dot_i8_rows(&q, &self.codes[slot * self.dims..(slot + 1) * self.dims], &mut dot);
+            out.insert(id, dot[0] as f32 * scale * q_scale);
+        }
+        out
+    }
+}
+
 /// i8 codes of a vector and the scale that maps them back (`v ≈ code · scale`).
 fn quantise(v: &[f32]) -> (Vec<i8>, f32) {
     let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
@@ -396,6 +420,16 @@ impl Semantic {
         Unavailable::Failing(why)
     }
 
+    /// Cosines of a query vector with the vectors of some memories (see
+    /// [`VectorIndex::similarities`]).
+    pub fn similarities(&self, query: &[f32], ids: &[i64]) -> HashMap<i64, f32> {
+        self.vectors
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map_or_else(HashMap::new, |index| index.similarities(query, ids))
+    }
+
     /// Nearest memories to a query vector.
     pub fn nearest(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
         self.vectors
@@ -575,6 +609,24 @@ mod tests {
             let exact = cairn_embed::dot(&q, &docs[id as usize - 1]);
             assert!((score - exact).abs() < 0.02, "{score} vs {exact}");
         }
+    }
+
+    #[test]
+    fn similarities_of_chosen_memories_equal_the_scan() {
+        let mut index = VectorIndex::default();
+        let docs = [unit(&[1.0, 0.0, 0.0, 0.2]), unit(&[0.7, 0.7, 0.0, 0.0]), unit(&[0.0, 0.0, 1.0, 0.0])];
+        for (i, d) in docs.iter().enumerate() {
+            index.upsert(i as i64 + 1, d);
+        }
+        index.remove(3);
+        let q = unit(&[0.9, 0.3, 0.0, 0.1]);
+        let scanned: HashMap<i64, f32> = index.top(&q, 3).into_iter().collect();
+        let chosen = index.similarities(&q, &[2, 1, 3, 42]);
+        assert_eq!(chosen.len(), 2, "a removed memory and an unknown id have no similarity");
+        for (id, cosine) in chosen {
+            assert_eq!(cosine, scanned[&id]);
+        }
+        assert!(index.similarities(&[1.0, 0.0], &[1]).is_empty(), "a query of another length matches nothing");
     }
 
     #[test]

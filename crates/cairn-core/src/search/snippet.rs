@@ -51,6 +51,12 @@ impl Matcher {
         self.stems.iter().any(|s| *s == stem)
     }
 
+    /// Whether any word of the text matches the query.
+    pub fn matches_any(&self, text: &str) -> bool {
+        let mut folded = String::new();
+        token_spans(text).iter().any(|&(s, e)| self.matches(&text[s..e], &mut folded))
+    }
+
     /// The best passage of the content, else of the title; empty when neither matches.
     pub fn snippet(&self, title: &str, content: &str) -> String {
         self.best_window(content).or_else(|| self.best_window(title)).unwrap_or_default()
@@ -149,5 +155,13 @@ mod tests {
         let m = Matcher::new(&parse("deploy*"));
         assert_eq!(m.snippet("Deployment checklist", "nothing relevant"), "**Deployment** checklist");
         assert_eq!(Matcher::new(&parse("zebra")).snippet("a", "b"), "");
+    }
+
+    #[test]
+    fn matches_any_word_stemmed() {
+        let m = Matcher::new(&parse("what did Caroline paint"));
+        assert!(m.matches_any("Caroline (1:56 pm on 8 May, 2023)"));
+        assert!(m.matches_any("Painting lessons"));
+        assert!(!m.matches_any("Melanie (1:56 pm on 8 May, 2023)"), "stopwords of the question match nothing");
     }
 }

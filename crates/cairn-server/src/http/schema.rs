@@ -123,7 +123,8 @@ pub struct HitScores {
     pub lexical: Option<f64>,
     /// Cosine similarity with the query (when semantic search ran).
     pub semantic: Option<f32>,
-    /// What the hit is ordered by.
+    /// What the hit is ordered by: in hybrid search the re-ranking model's relevance (0–1),
+    /// otherwise BM25 or the cosine (topic-key hits: 1000).
     pub fused: f64,
 }
 

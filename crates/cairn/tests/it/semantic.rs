@@ -217,3 +217,62 @@ fn eval_scores_the_coding_set_and_refuses_bad_files() {
     let out = env.run(&["eval", "--coding-file", bad.to_str().unwrap(), "--json"]);
     assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
 }
+
+#[test]
+fn eval_fits_the_rerank_model_and_hybrid_search_uses_it() {
+    let Some(model) = model_dir() else { return };
+    let env = Env::new();
+    let out = env.run(&["model", "install", "--from", model.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // One project of the coding set: a debug build embeds a memory in about a second.
+    let full: Value = serde_json::from_slice(
+        &std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/coding-memory.json")).unwrap(),
+    )
+    .unwrap();
+    let in_project = |v: &Value| v["project"] == "ferrite";
+    let memories: Vec<&Value> = full["memories"].as_array().unwrap().iter().filter(|m| in_project(m)).collect();
+    let keys: Vec<&Value> = memories.iter().map(|m| &m["key"]).collect();
+    let questions: Vec<Value> = full["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| in_project(q) && q["expected"].as_array().unwrap().iter().all(|k| keys.contains(&k)))
+        .map(|q| {
+            let mut q = q.clone();
+            q["split"] = json!("dev");
+            q
+        })
+        .collect();
+    let set = env.dir.path().join("ferrite.json");
+    std::fs::write(&set, json!({"memories": memories, "questions": questions}).to_string()).unwrap();
+    let args = ["eval", "--coding-file", set.to_str().unwrap(), "--modes", "hybrid", "--split", "dev", "--fit-rerank"];
+    let out = env.run(&[&args[..], &["--json"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hybrid = &reports[0]["modes"]["hybrid"]["all"];
+    assert!(hybrid["recall_at_5"].as_f64().unwrap() >= 0.9, "{hybrid}");
+    // The fitted constants, one line per feature, ready to paste into rerank.rs.
+    let printed = stderr(&out);
+    let weights: Vec<f64> = printed
+        .lines()
+        .skip_while(|l| !l.starts_with("pub const WEIGHTS"))
+        .skip(1)
+        .take_while(|l| !l.starts_with(']'))
+        .map(|l| l.trim().split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(weights.len(), 12, "{printed}");
+    assert!(weights[0] > 0.0, "a better place in the fusion means more relevant: {printed}");
+    assert!(printed.contains("pub const BIAS: f64 = "), "{printed}");
+    // Search hits carry the model's relevance, 0–1, best first.
+    env.json(&["save", "Postgres pool", "database connections exhausted under load; pool raised to 50"]);
+    env.json(&["save", "Deploy window", "we ship on Tuesdays after the standup"]);
+    let found = env.json(&["search", "why did the db run out of connections", "--mode", "hybrid"]);
+    let hits = found["hits"].as_array().unwrap();
+    assert_eq!(hits[0]["title"], "Postgres pool", "{found:#}");
+    let fused: Vec<f64> = hits.iter().map(|h| h["scores"]["fused"].as_f64().unwrap()).collect();
+    assert!(fused.iter().all(|f| (0.0..=1.0).contains(f)), "{fused:?}");
+    assert!(fused.windows(2).all(|w| w[0] >= w[1]), "{fused:?}");
+    // The fusion alone tops out at 2 / (K + 1) = 0.18; the model's relevance of a clear
+    // answer is far above it, so this is the re-ranked order.
+    assert!(fused[0] > 0.3, "{fused:?}");
+}

@@ -192,7 +192,7 @@ impl HybridEngine<'_> {
             }
         }
         let cosines = store.semantic().map(|s| s.similarities(self.semantic.vector, &wanted)).unwrap_or_default();
-        let shapes = titles_and_lengths(store, &pool.iter().map(|c| c.id).collect::<Vec<_>>())?;
+        let texts = texts(store, &pool.iter().map(|c| c.id).collect::<Vec<_>>())?;
         let matcher = Matcher::new(&query::parse(&query.text));
         let relative_bm25 = |id: Option<i64>| {
             id.and_then(|id| bm25.get(&id)).map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 })
@@ -205,8 +205,11 @@ impl HybridEngine<'_> {
             .enumerate()
             .map(|(place, c)| {
                 let (prev, next) = neighbours.get(&c.id).copied().unwrap_or((None, None));
-                let (title_match, length) =
-                    shapes.get(&c.id).map_or((false, 0), |(title, length)| (matcher.matches_any(title), *length));
+                let (title_match, length, coverage) = texts.get(&c.id).map_or((false, 0, 0.0), |t| {
+                    // Only the lexical ranking's memories: the others hold few of the words.
+                    let coverage = if bm25.contains_key(&c.id) { matcher.coverage(&[&t.title, &t.head]) } else { 0.0 };
+                    (matcher.matches_any(&t.title), t.length, coverage)
+                });
                 let features = [
                     1.0 / (RRF_K + place as f64 + 1.0),
                     by_place(&lexical_places, c.id),
@@ -220,6 +223,8 @@ impl HybridEngine<'_> {
                     f64::from(u8::from(title_match)),
                     (1.0 + length as f64).ln(),
                     f64::from(u8::from(neighbours.contains_key(&c.id))),
+                    coverage,
+                    relative_bm25(Some(c.id)) * coverage,
                 ];
                 (c, features)
             })
@@ -227,17 +232,34 @@ impl HybridEngine<'_> {
     }
 }
 
-/// Title and content length (characters) of live memories.
-fn titles_and_lengths(store: &Store, ids: &[i64]) -> Result<HashMap<i64, (String, i64)>> {
+/// Characters of a memory's content searched for the query's words when re-ranking: enough
+/// for most memories, and a pool holding a 4 MiB memory costs no more than one holding a
+/// note.
+const COVERAGE_CHARS: i64 = 2_000;
+
+/// What re-ranking reads of a candidate.
+struct Text {
+    title: String,
+    /// The first [`COVERAGE_CHARS`] of the content.
+    head: String,
+    /// Characters of the whole content.
+    length: i64,
+}
+
+/// Title, start and length of the content of live memories.
+fn texts(store: &Store, ids: &[i64]) -> Result<HashMap<i64, Text>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
     let placeholders = vec!["?"; ids.len()].join(",");
     // Cached: the pool has the same size for every search of one limit, so the same text.
     let mut stmt = store.conn().prepare_cached(&format!(
-        "SELECT id, title, length(content) FROM observations WHERE deleted_at IS NULL AND id IN ({placeholders})"
+        "SELECT id, title, substr(content, 1, {COVERAGE_CHARS}), length(content) FROM observations
+         WHERE deleted_at IS NULL AND id IN ({placeholders})"
     ))?;
-    let rows = stmt.query_map(rusqlite::params_from_iter(ids), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(ids), |r| {
+        Ok((r.get(0)?, Text { title: r.get(1)?, head: r.get(2)?, length: r.get(3)? }))
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

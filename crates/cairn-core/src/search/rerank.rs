@@ -1,23 +1,24 @@
 //! The second stage of hybrid search: the fused pool re-ordered by a linear model.
 //!
 //! Reciprocal rank fusion only sees places. The places throw away what the scores and the
-//! memories themselves say: how far behind the best BM25 hit a memory is, the cosine of a
-//! memory that only session context brought in, whether the memory saved right before it
-//! matched the words, whether its title names what the question names (a person, a
-//! project), and how much it holds (a three-word reply rarely answers anything). A logistic
-//! regression over those [`NAMES`], fitted on the dev halves of both evaluation sets
-//! (`cairn eval --sets coding,locomo --split dev --fit-rerank`), orders the top [`POOL`] of
-//! the fusion. On the test halves, never used for fitting: LoCoMo recall@10 0.721 → 0.772 and
-//! recall@1 0.293 → 0.394; the coding set's recall@5 0.938 → 0.934 (half a question) and
-//! recall@1 0.769 → 0.800 (docs/BENCHMARKS.md).
+//! memories themselves say: how far behind the best BM25 hit a memory is and how many of the
+//! question's words it holds, the cosine of a memory that only session context brought in,
+//! whether the memory saved right before it matched the words, whether its title names what
+//! the question names (a person, a project), and how much it holds (a three-word reply
+//! rarely answers anything). A logistic regression over those [`NAMES`], fitted on the dev
+//! halves of both evaluation sets (`cairn eval --sets coding,locomo --split dev
+//! --fit-rerank`), orders the top [`POOL`] of the fusion. On the test halves, never used for
+//! fitting: LoCoMo recall@10 0.721 → 0.767 and recall@1 0.293 → 0.409; the coding set's
+//! recall@5 0.938 → 0.946 and recall@1 0.769 → 0.784 (docs/BENCHMARKS.md).
 //!
 //! Tried on the same split without gain: gradient-boosted trees (better on dev, worse on
 //! test), a pairwise objective, squares and products of the features, session-level
 //! features, and the memories two places away in the session (+0.003).
 //!
-//! The model is a dot product over twelve numbers per candidate; gathering them costs two
-//! indexed queries (titles and lengths, neighbours of the memories only context found) and
-//! 40 dot products with the query vector.
+//! The model is a dot product over fourteen numbers per candidate; gathering them costs two
+//! indexed queries (the candidates' titles and the start of their contents, the neighbours of
+//! the memories only context found), a pass over the lexical ones for the query's words, and 40 dot products with
+//! the query vector.
 
 /// The embedding model the weights were fitted with. Cosines live on a scale of their own in
 /// every model (another model may put unrelated text at 0.5), so with any other model hybrid
@@ -37,7 +38,7 @@ pub const POOL: usize = 40;
 pub type Features = [f64; FEATURES];
 
 /// How many features there are.
-pub const FEATURES: usize = 12;
+pub const FEATURES: usize = 14;
 
 /// What each feature is.
 pub const NAMES: [&str; FEATURES] = [
@@ -61,25 +62,33 @@ pub const NAMES: [&str; FEATURES] = [
     "log_length",
     // 1 when the memory was saved in a session (not its project's catch-all).
     "in_session",
+    // Share of the query's words in the memory's title and content (its first 2,000
+    // characters; 0 outside the lexical ranking), and the relative BM25 times that share: the
+    // best BM25 of a question in other words may match one of its words only, and should not
+    // count like a memory that has them all.
+    "coverage",
+    "bm25_coverage",
 ];
 
 /// Weights of [`NAMES`], fitted by `cairn eval --sets coding,locomo --split dev --fit-rerank`.
 pub const WEIGHTS: Features = [
-    7.8489,  // fused_place
-    2.7032,  // lexical_place
-    10.6943, // semantic_place
-    2.7901,  // bm25
-    3.4284,  // cosine
-    -0.5049, // cosine_prev
-    0.6355,  // cosine_next
-    1.2970,  // bm25_prev
-    0.4480,  // bm25_next
-    1.5831,  // title_match
-    0.9158,  // log_length
-    -0.9866, // in_session
+    7.0138,  // fused_place
+    3.1446,  // lexical_place
+    9.7840,  // semantic_place
+    1.3886,  // bm25
+    3.1000,  // cosine
+    -0.4218, // cosine_prev
+    0.8248,  // cosine_next
+    1.3196,  // bm25_prev
+    0.4911,  // bm25_next
+    1.6131,  // title_match
+    0.9287,  // log_length
+    -1.1399, // in_session
+    -2.6526, // coverage
+    4.8409,  // bm25_coverage
 ];
 /// The model's intercept.
-pub const BIAS: f64 = -9.3836;
+pub const BIAS: f64 = -8.7985;
 /// L2 penalty the weights were fitted with (on the weights, not the intercept).
 pub const L2: f64 = 3.0;
 

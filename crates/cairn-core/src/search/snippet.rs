@@ -40,11 +40,7 @@ impl Matcher {
         if self.prefixes.iter().any(|p| folded.starts_with(p.as_str())) {
             return true;
         }
-        // A word's stem starts with the word's first two letters in practice, so most tokens
-        // are ruled out without running the stemmer.
-        let head_len = folded.char_indices().nth(2).map_or(folded.len(), |(i, _)| i);
-        let head = &folded[..head_len];
-        if !self.stems.iter().any(|s| s.starts_with(head)) {
+        if !self.could_be_a_stem(folded) {
             return false;
         }
         let stem = self.stemmer.stem(folded);
@@ -55,6 +51,72 @@ impl Matcher {
     pub fn matches_any(&self, text: &str) -> bool {
         let mut folded = String::new();
         token_spans(text).iter().any(|&(s, e)| self.matches(&text[s..e], &mut folded))
+    }
+
+    /// Share of the query's words (stems and prefixes) found in the texts, 0–1 (0 for a
+    /// query without words).
+    pub fn coverage(&self, texts: &[&str]) -> f64 {
+        let wanted = self.stems.len() + self.prefixes.len();
+        if wanted == 0 {
+            return 0.0;
+        }
+        let mut found = vec![false; wanted];
+        let mut folded = String::new();
+        let mut count = 0;
+        for text in texts {
+            for &(s, e) in &token_spans(text) {
+                if let Some(which) = self.which(&text[s..e], &mut folded)
+                    && !std::mem::replace(&mut found[which], true)
+                {
+                    count += 1;
+                    if count == wanted {
+                        return 1.0;
+                    }
+                }
+            }
+        }
+        count as f64 / wanted as f64
+    }
+
+    /// Which query word (index into stems, then prefixes) a token of the text matches.
+    fn which(&self, token: &str, folded: &mut String) -> Option<usize> {
+        // Most words of a text start like no query word; an ASCII word folds to its lowercase,
+        // so that is known before folding and stemming it.
+        if token.is_ascii() && !self.could_start(token.as_bytes()) {
+            return None;
+        }
+        fold_token_into(token, folded);
+        if folded.is_empty() {
+            return None;
+        }
+        if let Some(p) = self.prefixes.iter().position(|p| folded.starts_with(p.as_str())) {
+            return Some(self.stems.len() + p);
+        }
+        if !self.could_be_a_stem(folded) {
+            return None;
+        }
+        let stem = self.stemmer.stem(folded);
+        self.stems.iter().position(|s| *s == stem)
+    }
+
+    /// Whether an ASCII word could match: it starts with a prefix term, or with a stem but
+    /// its last letter (stemming cuts a suffix and at most rewrites the last letter of what
+    /// remains: "studies" and "study" → "studi").
+    fn could_start(&self, token: &[u8]) -> bool {
+        let starts = |head: &[u8]| token.len() >= head.len() && token[..head.len()].eq_ignore_ascii_case(head);
+        self.prefixes.iter().any(|p| starts(p.as_bytes()))
+            || self.stems.iter().any(|s| {
+                let s = s.as_bytes();
+                starts(&s[..s.len().saturating_sub(1).max(2).min(s.len())])
+            })
+    }
+
+    /// A word's stem starts with the word's first two letters in practice, so most tokens
+    /// are ruled out without running the stemmer.
+    fn could_be_a_stem(&self, folded: &str) -> bool {
+        let head_len = folded.char_indices().nth(2).map_or(folded.len(), |(i, _)| i);
+        let head = &folded[..head_len];
+        self.stems.iter().any(|s| s.starts_with(head))
     }
 
     /// The best passage of the content, else of the title; empty when neither matches.
@@ -155,6 +217,17 @@ mod tests {
         let m = Matcher::new(&parse("deploy*"));
         assert_eq!(m.snippet("Deployment checklist", "nothing relevant"), "**Deployment** checklist");
         assert_eq!(Matcher::new(&parse("zebra")).snippet("a", "b"), "");
+    }
+
+    #[test]
+    fn coverage_counts_each_query_word_once() {
+        let m = Matcher::new(&parse("flaky login tests deploy*"));
+        assert_eq!(m.coverage(&["Login", "the login test was flaky; login again"]), 0.75);
+        assert_eq!(m.coverage(&["deployment of the login test, flaky"]), 1.0);
+        assert_eq!(m.coverage(&["nothing here"]), 0.0);
+        let m = Matcher::new(&parse("study flakiness"));
+        assert_eq!(m.coverage(&["STUDIES of Flaky tests"]), 1.0, "case and suffixes do not matter");
+        assert_eq!(Matcher::new(&[]).coverage(&["login"]), 0.0);
     }
 
     #[test]

@@ -260,7 +260,7 @@ fn eval_fits_the_rerank_model_and_hybrid_search_uses_it() {
         .take_while(|l| !l.starts_with(']'))
         .map(|l| l.trim().split(',').next().unwrap().parse().unwrap())
         .collect();
-    assert_eq!(weights.len(), 12, "{printed}");
+    assert_eq!(weights.len(), cairn_core::search::rerank::FEATURES, "{printed}");
     assert!(weights[0] > 0.0, "a better place in the fusion means more relevant: {printed}");
     assert!(printed.contains("pub const BIAS: f64 = "), "{printed}");
     // Search hits carry the model's relevance, 0–1, best first.

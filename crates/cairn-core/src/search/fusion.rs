@@ -183,52 +183,87 @@ impl HybridEngine<'_> {
     /// The top of the fused ranking (at least [`rerank::POOL`], `limit` when larger), in fused
     /// order, each candidate with its [`rerank::Features`].
     pub fn pool(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<(Candidate, rerank::Features)>> {
-        let Fusion { pool, lexical_places, semantic_places, bm25, best_bm25, neighbours } =
-            self.fusion(store, query, limit)?;
-        let mut wanted: Vec<i64> = pool.iter().map(|c| c.id).collect();
-        for c in &pool {
-            if let Some(&(prev, next)) = neighbours.get(&c.id) {
-                wanted.extend(prev.into_iter().chain(next));
-            }
-        }
-        let cosines = store.semantic().map(|s| s.similarities(self.semantic.vector, &wanted)).unwrap_or_default();
-        let texts = texts(store, &pool.iter().map(|c| c.id).collect::<Vec<_>>())?;
-        let matcher = Matcher::new(&query::parse(&query.text));
-        let relative_bm25 = |id: Option<i64>| {
-            id.and_then(|id| bm25.get(&id)).map_or(0.0, |s| if best_bm25 > 0.0 { s / best_bm25 } else { 0.0 })
-        };
-        let cosine = |id: Option<i64>| id.and_then(|id| cosines.get(&id)).map_or(0.0, |&c| f64::from(c));
-        let by_place =
-            |places: &HashMap<i64, usize>, id| places.get(&id).map_or(0.0, |&p| 1.0 / (RRF_K + p as f64 + 1.0));
+        let mut fusion = self.fusion(store, query, limit)?;
+        let read = Read::gather(store, &fusion, self.semantic.vector, query)?;
+        let pool = std::mem::take(&mut fusion.pool);
         Ok(pool
             .into_iter()
             .enumerate()
             .map(|(place, c)| {
-                let (prev, next) = neighbours.get(&c.id).copied().unwrap_or((None, None));
-                let (title_match, length, coverage) = texts.get(&c.id).map_or((false, 0, 0.0), |t| {
-                    // Only the lexical ranking's memories: the others hold few of the words.
-                    let coverage = if bm25.contains_key(&c.id) { matcher.coverage(&[&t.title, &t.head]) } else { 0.0 };
-                    (matcher.matches_any(&t.title), t.length, coverage)
-                });
-                let features = [
-                    1.0 / (RRF_K + place as f64 + 1.0),
-                    by_place(&lexical_places, c.id),
-                    by_place(&semantic_places, c.id),
-                    relative_bm25(Some(c.id)),
-                    cosine(Some(c.id)),
-                    cosine(prev),
-                    cosine(next),
-                    relative_bm25(prev),
-                    relative_bm25(next),
-                    f64::from(u8::from(title_match)),
-                    (1.0 + length as f64).ln(),
-                    f64::from(u8::from(neighbours.contains_key(&c.id))),
-                    coverage,
-                    relative_bm25(Some(c.id)) * coverage,
-                ];
+                let features = fusion.features(place, c.id, &read);
                 (c, features)
             })
             .collect())
+    }
+}
+
+impl Fusion {
+    /// BM25 over the best BM25 of the lexical ranking; 0 outside it.
+    fn relative_bm25(&self, id: Option<i64>) -> f64 {
+        match id.and_then(|id| self.bm25.get(&id)) {
+            Some(s) if self.best_bm25 > 0.0 => s / self.best_bm25,
+            _ => 0.0,
+        }
+    }
+
+    /// The features of the candidate at `place` of the pool, in [`rerank::NAMES`] order.
+    fn features(&self, place: usize, id: i64, read: &Read) -> rerank::Features {
+        let by_place = |places: &HashMap<i64, usize>| places.get(&id).map_or(0.0, |&p| reciprocal_place(p));
+        let (prev, next) = self.neighbours.get(&id).copied().unwrap_or((None, None));
+        let (title_match, length, coverage) = read.texts.get(&id).map_or((false, 0, 0.0), |t| {
+            // Only the lexical ranking's memories: the others hold few of the words.
+            let coverage = if self.bm25.contains_key(&id) { read.matcher.coverage(&[&t.title, &t.head]) } else { 0.0 };
+            (read.matcher.matches_any(&t.title), t.length, coverage)
+        });
+        let bm25 = self.relative_bm25(Some(id));
+        [
+            reciprocal_place(place),
+            by_place(&self.lexical_places),
+            by_place(&self.semantic_places),
+            bm25,
+            read.cosine(Some(id)),
+            read.cosine(prev),
+            read.cosine(next),
+            self.relative_bm25(prev),
+            self.relative_bm25(next),
+            f64::from(u8::from(title_match)),
+            (1.0 + length as f64).ln(),
+            f64::from(u8::from(self.neighbours.contains_key(&id))),
+            coverage,
+            bm25 * coverage,
+        ]
+    }
+}
+
+/// 1 / (K + place), the share a place earns in RRF.
+fn reciprocal_place(place: usize) -> f64 {
+    1.0 / (RRF_K + place as f64 + 1.0)
+}
+
+/// What re-ranking reads besides the fusion: cosines of the pool and of its neighbours, the
+/// pool's texts, and the query's words.
+struct Read {
+    cosines: HashMap<i64, f32>,
+    texts: HashMap<i64, Text>,
+    matcher: Matcher,
+}
+
+impl Read {
+    fn gather(store: &Store, fusion: &Fusion, vector: &[f32], query: &SearchQuery) -> Result<Read> {
+        let ids: Vec<i64> = fusion.pool.iter().map(|c| c.id).collect();
+        let mut wanted = ids.clone();
+        for id in &ids {
+            if let Some(&(prev, next)) = fusion.neighbours.get(id) {
+                wanted.extend(prev.into_iter().chain(next));
+            }
+        }
+        let cosines = store.semantic().map(|s| s.similarities(vector, &wanted)).unwrap_or_default();
+        Ok(Read { cosines, texts: texts(store, &ids)?, matcher: Matcher::new(&query::parse(&query.text)) })
+    }
+
+    /// Cosine with the query; 0 without a vector.
+    fn cosine(&self, id: Option<i64>) -> f64 {
+        id.and_then(|id| self.cosines.get(&id)).map_or(0.0, |&c| f64::from(c))
     }
 }
 
@@ -251,15 +286,14 @@ fn texts(store: &Store, ids: &[i64]) -> Result<HashMap<i64, Text>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let placeholders = vec!["?"; ids.len()].join(",");
-    // Cached: the pool has the same size for every search of one limit, so the same text.
+    // The ids as one JSON array: one statement text whatever their number, so it stays cached.
+    let ids = serde_json::to_string(ids).unwrap_or_default();
     let mut stmt = store.conn().prepare_cached(&format!(
         "SELECT id, title, substr(content, 1, {COVERAGE_CHARS}), length(content) FROM observations
-         WHERE deleted_at IS NULL AND id IN ({placeholders})"
+         WHERE deleted_at IS NULL AND id IN (SELECT value FROM json_each(?1))"
     ))?;
-    let rows = stmt.query_map(rusqlite::params_from_iter(ids), |r| {
-        Ok((r.get(0)?, Text { title: r.get(1)?, head: r.get(2)?, length: r.get(3)? }))
-    })?;
+    let rows =
+        stmt.query_map([ids], |r| Ok((r.get(0)?, Text { title: r.get(1)?, head: r.get(2)?, length: r.get(3)? })))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

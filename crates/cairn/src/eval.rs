@@ -142,6 +142,7 @@ pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
         .collect();
     let mut reports = Vec::new();
     let mut training = args.fit_rerank.then(Vec::new);
+    let mut dump = args.dump.as_deref().map(Dump::create).transpose()?;
     for set in &args.sets {
         let (store, questions) = match set.as_str() {
             "coding" => load_coding(&args)?,
@@ -152,9 +153,12 @@ pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
                     .into());
             }
         };
-        let outputs = Outputs { misses: args.misses, dump: args.dump.as_deref(), training: training.as_mut() };
+        let outputs = Outputs { misses: args.misses, dump: dump.as_mut(), training: training.as_mut() };
         let report = score_set(set, store, &questions, semantic.clone(), &modes, outputs)?;
         reports.push(report);
+    }
+    if let Some(dump) = dump {
+        dump.finish()?;
     }
     if let Some(rows) = training {
         print_fitted_model(&rows);
@@ -197,8 +201,8 @@ fn score_set(
         }
         note(&format!("  {name}: {done} memories embedded in {:.1?}", started.elapsed()));
     }
-    if let Some(path) = outputs.dump {
-        dump_rankings(path, name, &store, questions)?;
+    if let Some(dump) = outputs.dump {
+        dump.rankings(name, &store, questions)?;
     }
     if let Some(rows) = outputs.training {
         rows.extend(training_rows(&store, questions)?);
@@ -254,7 +258,7 @@ struct Outputs<'a> {
     /// Print the questions whose expected memories are not in the top 5.
     misses: bool,
     /// `--dump`: the rankings, as JSON lines.
-    dump: Option<&'a std::path::Path>,
+    dump: Option<&'a mut Dump>,
     /// `--fit-rerank`: every question's pool with its features, labelled.
     training: Option<&'a mut Vec<(rerank::Features, bool)>>,
 }
@@ -290,29 +294,49 @@ fn print_fitted_model(rows: &[(rerank::Features, bool)]) {
 /// Depth of each ranking written by `--dump`.
 const DUMP_DEPTH: usize = 100;
 
-/// Append the set's memories (id, session, title, content) and, per question, the lexical and
-/// semantic rankings with their scores to `path` as JSON lines: what a fusion needs, so
-/// variants of it can be scored without rebuilding cairn.
-fn dump_rankings(path: &std::path::Path, set: &str, store: &Store, questions: &[Question]) -> Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::BufWriter::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?);
-    for memory in store.export(None)?.observations {
-        let line = serde_json::json!({
-            "set": set, "memory": memory.id, "session": memory.session_id, "project": memory.project,
-            "title": memory.title, "content": memory.content,
-        });
-        writeln!(out, "{line}")?;
+/// The `--dump` file: created (or emptied) when the run starts, one JSON line per memory and
+/// per question of every set.
+struct Dump {
+    path: std::path::PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+}
+
+impl Dump {
+    fn create(path: &std::path::Path) -> Result<Dump> {
+        let file = std::fs::File::create(path).map_err(|e| Dump::error(path, &e))?;
+        Ok(Dump { path: path.to_owned(), out: std::io::BufWriter::new(file) })
     }
-    for q in questions {
-        let mut line = serde_json::json!({
-            "set": set, "question": q.id, "category": q.category, "split": q.split, "text": q.text,
-            "expected": q.expected, "must_contain": q.must_contain,
-        });
-        for mode in [SearchMode::Lexical, SearchMode::Semantic] {
-            let query = q.query(DUMP_DEPTH, Some(mode));
-            let ranking: Vec<(i64, f64, bool)> = match store.search(&query) {
-                Ok(results) => results
-                    .hits
+
+    fn error(path: &std::path::Path, e: &std::io::Error) -> CairnError {
+        CairnError::new(ErrorCode::InvalidArgument, format!("cannot write {}: {e}", path.display()))
+            .with_hint("give --dump a file in a writable directory")
+    }
+
+    fn line(&mut self, value: &Value) -> Result<()> {
+        use std::io::Write as _;
+        writeln!(self.out, "{value}").map_err(|e| Dump::error(&self.path, &e).into())
+    }
+
+    /// The set's memories (id, session, title, content) and, per question, the lexical and
+    /// semantic rankings with their scores: what a fusion needs, so variants of it can be
+    /// scored without rebuilding cairn.
+    fn rankings(&mut self, set: &str, store: &Store, questions: &[Question]) -> Result<()> {
+        for memory in store.export(None)?.observations {
+            self.line(&serde_json::json!({
+                "set": set, "memory": memory.id, "session": memory.session_id, "project": memory.project,
+                "title": memory.title, "content": memory.content,
+            }))?;
+        }
+        for q in questions {
+            let mut line = serde_json::json!({
+                "set": set, "question": q.id, "category": q.category, "split": q.split, "text": q.text,
+                "expected": q.expected, "must_contain": q.must_contain,
+            });
+            for mode in [SearchMode::Lexical, SearchMode::Semantic] {
+                let results = store.search(&q.query(DUMP_DEPTH, Some(mode)))?;
+                // Without a model a semantic search answers lexically: that is no semantic ranking.
+                let hits = if results.mode == mode { results.hits.as_slice() } else { &[] };
+                let ranking: Vec<(i64, f64, bool)> = hits
                     .iter()
                     .map(|h| {
                         let score = match mode {
@@ -322,15 +346,18 @@ fn dump_rankings(path: &std::path::Path, set: &str, store: &Store, questions: &[
                         let current = q.must_contain.as_deref().is_none_or(|t| h.observation.content.contains(t));
                         (h.observation.id, score, current)
                     })
-                    .collect(),
-                Err(_) => Vec::new(),
-            };
-            line[mode.as_str()] = serde_json::json!(ranking);
+                    .collect();
+                line[mode.as_str()] = serde_json::json!(ranking);
+            }
+            self.line(&line)?;
         }
-        writeln!(out, "{line}")?;
+        Ok(())
     }
-    out.flush()?;
-    Ok(())
+
+    fn finish(mut self) -> Result<()> {
+        use std::io::Write as _;
+        self.out.flush().map_err(|e| Dump::error(&self.path, &e).into())
+    }
 }
 
 /// Vectors of every text eval embedded, on disk under the data dir, keyed by the model id and

@@ -210,6 +210,21 @@ fn eval_scores_the_coding_set_and_refuses_bad_files() {
     let lexical = &reports[0]["modes"]["lexical"]["all"];
     assert_eq!(lexical["questions"], 53, "{lexical}");
     assert!(lexical["recall_at_5"].as_f64().unwrap() > 0.8, "{lexical}");
+    // --dump: a line per memory and per question; without a model, no semantic ranking.
+    let dump = env.dir.path().join("rankings.jsonl");
+    let args = ["eval", "--coding-file", set.to_str().unwrap(), "--modes", "lexical", "--split", "dev", "--dump"];
+    env.json(&[&args[..], &[dump.to_str().unwrap()]].concat());
+    env.json(&[&args[..], &[dump.to_str().unwrap()]].concat());
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&dump).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let questions: Vec<&Value> = lines.iter().filter(|l| l.get("question").is_some()).collect();
+    assert_eq!(questions.len(), 53, "a second run replaces the file");
+    assert!(lines.iter().filter(|l| l.get("memory").is_some()).count() > 100);
+    let first = questions[0];
+    assert!(!first["lexical"].as_array().unwrap().is_empty(), "{first}");
+    assert_eq!(first["semantic"], json!([]), "{first}");
+    let out = env.run(&[&args[..], &["/nonexistent/dir/rankings.jsonl", "--json"]].concat());
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
     let out = env.run(&["eval", "--coding-file", "/nonexistent.json", "--json"]);
     assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(4), "file_not_found"));
     let bad = env.dir.path().join("bad.json");

@@ -33,18 +33,7 @@ impl Matcher {
 
     /// Whether an alphanumeric run of the text matches; `folded` is scratch space.
     fn matches(&self, token: &str, folded: &mut String) -> bool {
-        fold_token_into(token, folded);
-        if folded.is_empty() {
-            return false;
-        }
-        if self.prefixes.iter().any(|p| folded.starts_with(p.as_str())) {
-            return true;
-        }
-        if !self.could_be_a_stem(folded) {
-            return false;
-        }
-        let stem = self.stemmer.stem(folded);
-        self.stems.iter().any(|s| *s == stem)
+        self.which(token, folded).is_some()
     }
 
     /// Whether any word of the text matches the query.
@@ -78,7 +67,8 @@ impl Matcher {
         count as f64 / wanted as f64
     }
 
-    /// Which query word (index into stems, then prefixes) a token of the text matches.
+    /// Which query word (index into stems, then prefixes) a token of the text matches;
+    /// `folded` is scratch space.
     fn which(&self, token: &str, folded: &mut String) -> Option<usize> {
         // Most words of a text start like no query word; an ASCII word folds to its lowercase,
         // so that is known before folding and stemming it.

@@ -168,9 +168,7 @@ impl VectorIndex {
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.into_iter().map(|(score, slot)| (self.ids[slot as usize], score)).collect()
     }
-}
 
-impl VectorIndex {
     /// Cosines of `query` (unit length) with the vectors of `ids`; ids without a vector are
     /// left out. For re-ranking a few candidates, not for scanning.
     pub fn similarities(&self, query: &[f32], ids: &[i64]) -> HashMap<i64, f32> {

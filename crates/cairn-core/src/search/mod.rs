@@ -345,7 +345,7 @@ impl Store {
     /// through the in-memory index when this store has one, else FTS5. When semantic search
     /// was asked for but cannot answer, the results are lexical and a notice says why.
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
-        let lexical: &dyn SearchEngine = if self.index().is_some() { &IndexEngine } else { &LexicalEngine };
+        let lexical = self.lexical_engine();
         let nothing_to_embed = query::parse(&query.text).is_empty();
         if nothing_to_embed || query.mode == Some(SearchMode::Lexical) {
             return self.search_with(lexical, query);
@@ -378,9 +378,14 @@ impl Store {
             return Ok(Vec::new());
         }
         let Ok(vector) = self.query_vector(&query.text) else { return Ok(Vec::new()) };
-        let lexical: &dyn SearchEngine = if self.index().is_some() { &IndexEngine } else { &LexicalEngine };
+        let lexical = self.lexical_engine();
         let hybrid = fusion::HybridEngine { lexical, semantic: fusion::SemanticEngine { vector: &vector } };
         Ok(hybrid.pool(self, query, query.effective_limit())?.into_iter().map(|(c, f)| (c.id, f)).collect())
+    }
+
+    /// The lexical engine of this store: the in-memory index when it has one, else FTS5.
+    fn lexical_engine(&self) -> &'static dyn SearchEngine {
+        if self.index().is_some() { &IndexEngine } else { &LexicalEngine }
     }
 
     /// The query's embedding, or why semantic search cannot run.
@@ -484,7 +489,7 @@ impl Store {
     fn elsewhere_notice(&self, query: &SearchQuery) -> Result<Option<String>> {
         let Some(project) = query.project.as_deref().filter(|_| !query.all_projects) else { return Ok(None) };
         let unscoped = SearchQuery { project: None, all_projects: true, limit: MAX_LIMIT, ..query.clone() };
-        let lexical: &dyn SearchEngine = if self.index().is_some() { &IndexEngine } else { &LexicalEngine };
+        let lexical = self.lexical_engine();
         let elsewhere = lexical.candidates(self, &unscoped, MAX_LIMIT)?.len();
         Ok((elsewhere > 0).then(|| {
             let more = if elsewhere == MAX_LIMIT { "+" } else { "" };

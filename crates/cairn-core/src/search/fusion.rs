@@ -139,6 +139,8 @@ struct Fusion {
     /// BM25 of the lexical ranking's memories, and the best of them.
     bm25: HashMap<i64, f64>,
     best_bm25: f64,
+    /// The memories either ranking found (sorted), whose neighbours were looked up.
+    ranked: Vec<i64>,
     neighbours: Neighbours,
 }
 
@@ -160,7 +162,7 @@ impl HybridEngine<'_> {
         let mut ids: Vec<i64> = lexical.iter().chain(&semantic).map(|c| c.id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut neighbours = session_neighbours(store, &ids)?;
+        let neighbours = session_neighbours(store, &ids)?;
         let lexical = with_context(store, query, lexical, |c| c.scores.lexical.unwrap_or(0.0), &neighbours)?;
         let semantic = with_context(
             store,
@@ -174,16 +176,18 @@ impl HybridEngine<'_> {
         };
         let (lexical_places, semantic_places) = (places(&lexical), places(&semantic));
         let pool = fuse(lexical, semantic, limit.max(rerank::POOL));
-        // Candidates only session context brought in have not had their neighbours looked up.
-        let context_only: Vec<i64> = pool.iter().map(|c| c.id).filter(|id| ids.binary_search(id).is_err()).collect();
-        neighbours.extend(session_neighbours(store, &context_only)?);
-        Ok(Fusion { pool, lexical_places, semantic_places, bm25, best_bm25, neighbours })
+        Ok(Fusion { pool, lexical_places, semantic_places, bm25, best_bm25, ranked: ids, neighbours })
     }
 
     /// The top of the fused ranking (at least [`rerank::POOL`], `limit` when larger), in fused
     /// order, each candidate with its [`rerank::Features`].
     pub fn pool(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<(Candidate, rerank::Features)>> {
         let mut fusion = self.fusion(store, query, limit)?;
+        // Memories only session context brought into the pool have not had their neighbours
+        // looked up.
+        let context_only: Vec<i64> =
+            fusion.pool.iter().map(|c| c.id).filter(|id| fusion.ranked.binary_search(id).is_err()).collect();
+        fusion.neighbours.extend(session_neighbours(store, &context_only)?);
         let read = Read::gather(store, &fusion, self.semantic.vector, query)?;
         let pool = std::mem::take(&mut fusion.pool);
         Ok(pool

@@ -47,6 +47,16 @@ impl Env {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// A fresh environment with the test model installed; `None` when the model files are
+    /// not on this machine.
+    fn with_model() -> Option<Env> {
+        let model = model_dir()?;
+        let env = Env::new();
+        let out = env.run(&["model", "install", "--from", model.to_str().unwrap(), "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        Some(env)
+    }
+
     fn installed_model(&self) -> PathBuf {
         self.data().join("models/all-MiniLM-L6-v2")
     }
@@ -130,10 +140,7 @@ fn download_then_semantic_search_and_reindex_without_a_daemon() {
 
 #[test]
 fn the_daemon_embeds_in_the_background_and_reports_pending() {
-    let Some(model) = model_dir() else { return };
-    let env = Env::new();
-    let out = env.run(&["model", "install", "--from", model.to_str().unwrap(), "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let Some(env) = Env::with_model() else { return };
     let daemon = Daemon::start(&env.data());
     for (title, content) in MEMORIES {
         let body = json!({"title": title, "content": content, "project": "demo", "session_id": "s1"});
@@ -235,10 +242,7 @@ fn eval_scores_the_coding_set_and_refuses_bad_files() {
 
 #[test]
 fn eval_fits_the_rerank_model_and_hybrid_search_uses_it() {
-    let Some(model) = model_dir() else { return };
-    let env = Env::new();
-    let out = env.run(&["model", "install", "--from", model.to_str().unwrap(), "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let Some(env) = Env::with_model() else { return };
     // One project of the coding set: a debug build embeds a memory in about a second.
     let full: Value = serde_json::from_slice(
         &std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/coding-memory.json")).unwrap(),

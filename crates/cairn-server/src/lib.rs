@@ -1,13 +1,8 @@
-//! cairn-server: the daemon (`cairn serve`) and the MCP server (`cairn mcp`), thin doors over
-//! cairn-core.
-//!
-//! - [`db`]: the daemon's hold on the store (one writer, pooled readers).
-//! - [`client`]: finding, starting and calling the daemon of a data dir.
-//! - [`backend`]: run an operation here or in the daemon.
+//! cairn-server: the daemon's doors, thin over cairn-core: the HTTP API ([`http`], engram's
+//! routes plus cairn's) and the MCP server ([`mcp`], over stdio or streamable HTTP). The
+//! runtime they run on is cairn-engine's `Engine`; they reach it through cairn-client's
+//! `Client` (MCP) or hold the daemon's engine (HTTP). This crate starts no thread and opens
+//! no database of its own.
 
-pub mod backend;
-pub mod client;
-pub mod db;
-pub mod embedder;
 pub mod http;
 pub mod mcp;

@@ -7,17 +7,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use cairn_core::settings::{Autostart, Settings, ensure_data_dir};
+use cairn_client::{Client, ConnectOptions, DaemonClient, DaemonInfo, Role, canonical_data_dir};
+use cairn_core::settings::Settings;
 use cairn_core::{CairnError, ErrorCode};
-use cairn_server::backend::{Backend, ConnectOptions};
-use cairn_server::client::{DaemonClient, DaemonInfo};
-use cairn_server::db::Db;
+use cairn_engine::Engine;
 use cairn_server::http::{AppState, HttpConfig, is_loopback};
 use cairn_server::mcp::{McpOptions, ToolSelection};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::output::note;
+
+/// How long a stopping daemon waits for its background work (an embedding batch, the index
+/// build) before it leaves anyway.
+const ENGINE_STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// Options of `cairn serve` beyond the settings.
 pub struct ServeArgs {
@@ -52,8 +55,8 @@ pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
 }
 
 async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: ServeArgs) -> Result<()> {
-    let semantic = cairn_server::embedder::semantic(&settings.embedder_config());
-    let db = Db::open_with(&data_dir.join(cairn_core::store::DB_FILE), semantic)?;
+    let semantic = cairn_engine::embedder::semantic(&settings.embedder_config());
+    let engine = Engine::open_with(&data_dir.join(cairn_core::store::DB_FILE), semantic)?;
     let listener = bind_listener(bind, settings.port.value, args.or_any_port).await?;
     let addr = listener.local_addr()?;
     let cancel = CancellationToken::new();
@@ -63,7 +66,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         cwd: std::env::current_dir().unwrap_or_else(|_| data_dir.clone()),
         version: cairn_core::VERSION.to_owned(),
     };
-    let mcp = cairn_server::mcp::http_router(Backend::Local(Arc::clone(&db)), mcp_options, cancel.clone());
+    let mcp = cairn_server::mcp::http_router(Client::in_process(Arc::clone(&engine)), mcp_options, cancel.clone());
     let config = HttpConfig {
         token: settings.http_token.value.clone(),
         data_dir: Some(data_dir.clone()),
@@ -71,7 +74,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         mcp: Some(mcp),
         ..HttpConfig::default()
     };
-    let state = AppState { db: Arc::clone(&db), config: Arc::new(config) };
+    let state = AppState { db: Arc::clone(&engine), config: Arc::new(config) };
     let info = DaemonInfo {
         pid: std::process::id(),
         addr,
@@ -81,9 +84,12 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     };
     info.write()?;
     note(&format!("cairn {} serving {} at http://{addr}", cairn_core::VERSION, data_dir.display()));
-    let shutdown = shutdown_signal(Arc::clone(&db), args.idle_exit, cancel.clone());
+    let shutdown = shutdown_signal(Arc::clone(&engine), args.idle_exit, cancel.clone());
     let served = cairn_server::http::serve(listener, state, shutdown).await;
+    // Clients stop finding this daemon first, then the writer commits what was queued.
     DaemonInfo::remove_if_mine(&data_dir);
+    let stopping = Arc::clone(&engine);
+    tokio::task::spawn_blocking(move || stopping.stop(ENGINE_STOP_WAIT)).await?;
     Ok(served?)
 }
 
@@ -100,7 +106,7 @@ async fn bind_listener(bind: IpAddr, port: u16, or_any_port: bool) -> Result<Tcp
 }
 
 /// Resolves on SIGINT, SIGTERM or (when set) after an idle period; cancels MCP streams too.
-async fn shutdown_signal(db: Arc<Db>, idle_exit: Option<Duration>, cancel: CancellationToken) {
+async fn shutdown_signal(db: Arc<Engine>, idle_exit: Option<Duration>, cancel: CancellationToken) {
     let idle = async {
         match idle_exit {
             Some(limit) => loop {
@@ -141,30 +147,11 @@ async fn terminate() {
     }
 }
 
-fn canonical_data_dir(settings: &Settings) -> Result<PathBuf> {
-    let dir = &settings.data_dir.value;
-    ensure_data_dir(dir)?;
-    Ok(dir.canonicalize().unwrap_or_else(|_| dir.clone()))
-}
-
 /// `cairn mcp`: an MCP server on stdio whose tools run in the daemon (found, or started), or
 /// on the database directly when no daemon can be had.
 pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
-    let data_dir = canonical_data_dir(settings)?;
     let selection = ToolSelection::parse(tools)?;
-    let direct = std::env::var("CAIRN_DIRECT").is_ok_and(|v| v == "1");
-    let options = ConnectOptions {
-        db_path: data_dir.join(cairn_core::store::DB_FILE),
-        data_dir,
-        token: settings.http_token.value.clone(),
-        port: settings.port.value,
-        autostart: match settings.autostart.value {
-            Autostart::Never => None,
-            Autostart::Mcp | Autostart::All => Some(std::env::current_exe()?),
-        },
-        direct,
-        embedder: Some(settings.embedder_config()),
-    };
+    let options = ConnectOptions::from_settings(settings, Role::Mcp)?;
     let mcp_options = McpOptions {
         tools: selection,
         project: settings.project.value.clone(),
@@ -173,9 +160,9 @@ pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {
-        let backend = Backend::deferred(options);
-        backend.warm_up();
-        cairn_server::mcp::serve_stdio(backend, mcp_options).await
+        let client = Client::new(options);
+        client.warm_up();
+        cairn_server::mcp::serve_stdio(client, mcp_options).await
     })?;
     Ok(())
 }

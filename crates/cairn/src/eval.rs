@@ -124,7 +124,7 @@ pub struct SetReport {
 }
 
 pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
-    let cache = match cairn_server::embedder::build(&env.settings.embedder_config()) {
+    let cache = match cairn_engine::embedder::build(&env.settings.embedder_config()) {
         Ok(model) => Some(Arc::new(CachedEmbedder::open(model, &env.settings.data_dir.value.join("eval-vectors")))),
         Err(e) => {
             note(&format!("warning: {}; scoring lexical search only", e.message));

@@ -1,24 +1,24 @@
 //! One function per command: parse what the CLI gave, call the core, render.
 
-use std::cell::RefCell;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock as OnceCell;
 use std::time::Duration;
 
 use anyhow::Result;
+use cairn_client::{Client, ConnectOptions, Role};
 use cairn_core::context::{Context, ContextRequest};
 use cairn_core::memory::{NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, Revision, SessionSummary};
-use cairn_core::ops::{self, Op, SaveRequest, SaveResponse, SearchResponse};
+use cairn_core::ops::{Op, SaveRequest, SaveResponse, SearchResponse};
 use cairn_core::project::{ProjectDetection, detect_project, explicit_project};
 use cairn_core::search::{SearchMode, SearchQuery, SearchResults};
-use cairn_core::settings::{Autostart, Overrides, Settings, ensure_data_dir};
+use cairn_core::settings::{Overrides, Settings, ensure_data_dir};
 use cairn_core::text::Scope;
 use cairn_core::transfer::{ExportData, ImportReport};
 use cairn_core::views::{Stats, Timeline};
 use cairn_core::{CairnError, ErrorCode, Store, doctor, topic};
-use cairn_server::client::{DaemonClient, autostart};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -26,18 +26,13 @@ use crate::cli::{Cli, Command, ContextArgs, SaveArgs, SearchArgs, UpdateArgs};
 use crate::output::{json, note, out};
 use crate::render;
 
-/// Where this invocation's operations run: the daemon of the data dir, or the store itself.
-enum Engine {
-    Local(Box<Store>),
-    Remote(DaemonClient),
-}
-
 /// Shared state of one invocation.
 pub struct Env {
     pub settings: Settings,
     pub json: bool,
     cwd: PathBuf,
-    engine: RefCell<Option<Engine>>,
+    /// Made on the first operation: `serve`, `mcp` and `config` never need one.
+    client: OnceCell<Client>,
 }
 
 impl Env {
@@ -46,90 +41,24 @@ impl Env {
         Ok(Store::open(&self.settings.db_path())?)
     }
 
-    /// The running daemon of this data dir if there is one (started first when configured),
-    /// else the database directly.
-    fn connect(&self) -> Result<Engine> {
-        let dir = &self.settings.data_dir.value;
-        ensure_data_dir(dir)?;
-        let token = self.settings.http_token.value.clone();
-        if let Some(client) = DaemonClient::discover(dir, token.clone()) {
-            return Ok(Engine::Remote(client));
+    /// The one client of this invocation: the daemon of the data dir, else the file.
+    pub(crate) fn client(&self) -> Result<&Client> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
         }
-        if self.settings.autostart.value == Autostart::All {
-            let exe = std::env::current_exe()?;
-            if let Some(client) = autostart(&exe, dir, self.settings.port.value, token, Duration::from_secs(3)) {
-                return Ok(Engine::Remote(client));
-            }
-        }
-        Ok(Engine::Local(Box::new(Store::open(&self.settings.db_path())?)))
+        let options = ConnectOptions::from_settings(&self.settings, Role::Cli)?;
+        Ok(self.client.get_or_init(|| Client::new(options)))
     }
 
-    /// Run one operation.
-    fn run(&self, op: Op) -> Result<Value> {
-        let mut slot = self.engine.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(self.connect()?);
-        }
-        let result = match slot.as_mut().expect("engine set above") {
-            Engine::Local(store) => {
-                if needs_semantic(&op) {
-                    self.attach_semantic(store);
-                }
-                ops::execute(store, op)
-            }
-            Engine::Remote(client) => match client.execute(&op) {
-                // The daemon went away between two calls: carry on with the file itself.
-                Err(e) if e.code == ErrorCode::DaemonUnavailable => {
-                    tracing::warn!(error = %e, "daemon unavailable; opening the database directly");
-                    let mut store = Store::open(&self.settings.db_path())?;
-                    let result = ops::execute(&mut store, op);
-                    *slot = Some(Engine::Local(Box::new(store)));
-                    result
-                }
-                other => other,
-            },
-        };
-        Ok(result?)
-    }
-
-    /// Without a daemon, load the model here for the commands that use it (a few hundred
-    /// milliseconds), and embed a few memories saved without a daemon so they can be found.
-    fn attach_semantic(&self, store: &mut Store) {
-        if store.semantic().is_some() {
-            return;
-        }
-        match cairn_server::embedder::semantic_now(&self.settings.embedder_config()) {
-            Ok(semantic) => {
-                store.attach_semantic(semantic);
-                if let Err(e) = store.load_vectors().and_then(|_| store.embed_pending(LOCAL_CATCH_UP)) {
-                    tracing::warn!(error = %e, "semantic search without a daemon: could not prepare vectors");
-                }
-            }
-            Err(e) => tracing::debug!(error = %e, "semantic search is off"),
-        }
+    /// Run one operation and decode its result.
+    pub(crate) fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T> {
+        Ok(self.client()?.call(op)?)
     }
 
     /// Embed every pending memory in this process when no daemon runs (`cairn reindex`).
     /// `None` when a daemon does the work.
     pub(crate) fn embed_here(&self, progress: &mut dyn FnMut(usize, i64)) -> Result<Option<usize>> {
-        let mut slot = self.engine.borrow_mut();
-        let Some(Engine::Local(store)) = slot.as_mut() else { return Ok(None) };
-        self.attach_semantic(store);
-        let mut done = 0;
-        loop {
-            let n = store.embed_pending(32)?;
-            if n == 0 {
-                return Ok(Some(done));
-            }
-            done += n;
-            let model = store.semantic().map(|s| s.model_id().to_owned()).unwrap_or_default();
-            progress(done, store.count_pending_embeddings(&model)?);
-        }
-    }
-
-    /// Run one operation and decode its result.
-    pub(crate) fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T> {
-        Ok(serde_json::from_value(self.run(op)?)?)
+        Ok(self.client()?.embed_here(progress)?)
     }
 
     /// The project: `--project` / `CAIRN_PROJECT`, else detected from the current directory.
@@ -161,7 +90,7 @@ pub fn run(cli: Cli) -> Result<()> {
     }
     let settings = Settings::load(&overrides)?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let env = Env { settings, json: cli.global.json, cwd, engine: RefCell::new(None) };
+    let env = Env { settings, json: cli.global.json, cwd, client: OnceCell::new() };
     dispatch(&env, cli.command)
 }
 
@@ -226,17 +155,6 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             let key = topic::suggest_topic_key(kind.as_deref(), &title, &content);
             env.emit(&serde_json::json!({ "topic_key": key }), |_| key.clone())
         }
-    }
-}
-
-/// Memories a CLI search without a daemon embeds first (saved since the daemon last ran).
-const LOCAL_CATCH_UP: usize = 64;
-
-fn needs_semantic(op: &Op) -> bool {
-    match op {
-        Op::Search(q) => q.mode != Some(SearchMode::Lexical),
-        Op::Reindex { .. } => true,
-        _ => false,
     }
 }
 
@@ -336,7 +254,7 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
 
 fn get(env: &Env, raw: &str, with_revisions: bool) -> Result<()> {
     let id = parse_id(raw)?;
-    let value = env.run(Op::Get { id, revisions: with_revisions })?;
+    let value: Value = env.call(Op::Get { id, revisions: with_revisions })?;
     if env.json {
         return json(&value);
     }
@@ -363,7 +281,7 @@ fn update(env: &Env, args: UpdateArgs) -> Result<()> {
 
 fn delete(env: &Env, raw: &str, hard: bool) -> Result<()> {
     let id = parse_id(raw)?;
-    let value = env.run(Op::Delete { id, hard })?;
+    let value: Value = env.call(Op::Delete { id, hard })?;
     env.emit(&value, |_| format!("Memory #{id} {}", if hard { "permanently deleted" } else { "deleted" }))
 }
 

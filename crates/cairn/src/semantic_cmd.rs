@@ -33,15 +33,11 @@ fn install_model(env: &Env, from: Option<std::path::PathBuf>, url: Option<String
         std::fs::create_dir_all(parent)?;
     }
     let mut progress = ProgressLine::default();
-    let result = match &from {
-        Some(dir) => install::install_from_dir(&DEFAULT_MODEL, dir, &dest, &mut |f, d, t| progress.show(f, d, t)),
-        None => {
-            let base = url.as_deref().unwrap_or(DEFAULT_MODEL.url);
-            note(&format!("downloading {} from {base}", DEFAULT_MODEL.id));
-            install::install_from_url(&DEFAULT_MODEL, base, &dest, &mut |f, d, t| progress.show(f, d, t))
-        }
+    let manifest = match &from {
+        Some(dir) => install::install_from_dir(&DEFAULT_MODEL, dir, &dest, &mut |f, d, t| progress.show(f, d, t))
+            .map_err(|e| embed_error(&e))?,
+        None => download(url.as_deref(), &dest, &mut progress)?,
     };
-    let manifest = result.map_err(|e| embed_error(&e))?;
     note(&format!(
         "installed {} in {} (checksums verified); restart a running daemon to use it, then `cairn reindex`",
         manifest.id,
@@ -64,6 +60,24 @@ fn install_model(env: &Env, from: Option<std::path::PathBuf>, url: Option<String
 }
 
 /// A progress line on stderr: each file at every tenth of its size.
+#[cfg(feature = "remote")]
+fn download(url: Option<&str>, dest: &std::path::Path, progress: &mut ProgressLine) -> Result<install::Manifest> {
+    let base = url.unwrap_or(DEFAULT_MODEL.url);
+    note(&format!("downloading {} from {base}", DEFAULT_MODEL.id));
+    Ok(install::install_from_url(&DEFAULT_MODEL, base, dest, &mut |f, d, t| progress.show(f, d, t))
+        .map_err(|e| embed_error(&e))?)
+}
+
+#[cfg(not(feature = "remote"))]
+fn download(_url: Option<&str>, _dest: &std::path::Path, _progress: &mut ProgressLine) -> Result<install::Manifest> {
+    Err(cairn_core::CairnError::new(
+        cairn_core::ErrorCode::InvalidArgument,
+        "this cairn was built without downloads (the `remote` feature)",
+    )
+    .with_hint("copy the model from a local directory: cairn model install --from DIR")
+    .into())
+}
+
 #[derive(Default)]
 struct ProgressLine {
     file: String,

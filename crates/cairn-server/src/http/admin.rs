@@ -36,7 +36,8 @@ pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
         Ok(Err(e)) => (SCHEMA_VERSION, json!({ "code": ErrorCode::Internal.as_str(), "message": e.to_string() })),
         Err(_) => (SCHEMA_VERSION, json!("busy")),
     };
-    let status = if store.is_object() { "degraded" } else { "ok" };
+    // A background worker that died (the writer, the checkpointer) is as bad as a failed store.
+    let status = if store.is_object() || state.db.degraded() { "degraded" } else { "ok" };
     Json(json!({
         "status": status,
         "service": "cairn",
@@ -45,6 +46,7 @@ pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
         "data_dir": state.config.data_dir.as_ref().map(|d| d.display().to_string()),
         "store": store,
         "search_index": state.db.index_state(),
+        "workers": state.db.workers(),
     }))
 }
 

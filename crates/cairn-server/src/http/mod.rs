@@ -36,7 +36,7 @@ use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::db::Db;
+use cairn_engine::Engine;
 
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use guard::is_loopback;
@@ -90,7 +90,7 @@ impl std::fmt::Debug for HttpConfig {
 /// What every handler gets.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub db: Arc<Db>,
+    pub db: Arc<Engine>,
     pub config: Arc<HttpConfig>,
 }
 

@@ -633,7 +633,7 @@ pub struct ReplayResult {
 /// The daemon is up. `data_dir` lets a client check it is the daemon of its own store.
 #[derive(Serialize, ToSchema)]
 pub struct Health {
-    /// `ok`, or `degraded` when the store failed its check.
+    /// `ok`, or `degraded` when the store failed its check or a background worker died.
     pub status: String,
     /// Always `cairn`.
     pub service: String,
@@ -646,6 +646,20 @@ pub struct Health {
     /// `ready`, or `building` while the in-memory search index is built or rebuilt (searches
     /// are then answered by FTS5: correct, slower). Wait for `ready` before measuring.
     pub search_index: String,
+    /// The engine's background threads (writer, checkpointer, index follower and builder,
+    /// embedder) and their state.
+    pub workers: Vec<Worker>,
+}
+
+/// One background thread of the engine.
+#[derive(Serialize, ToSchema)]
+pub struct Worker {
+    /// Thread name, e.g. `cairn-writer`.
+    pub name: String,
+    /// `running`; `done` (one-off work that finished, or any worker after a stop); `dead` (it
+    /// panicked, or a loop ended by itself).
+    #[schema(pattern = "^(running|done|dead)$")]
+    pub state: String,
 }
 
 /// Any operation of cairn as data (the daemon RPC used by `cairn mcp` and the CLI).

@@ -45,7 +45,7 @@ impl CairnMcp {
     }
 
     async fn call<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T> {
-        self.state.backend.call(op).await
+        self.state.backend.call_async(op).await
     }
 
     /// The project of a call: the tool's `project` argument, else the `X-Cairn-Project`
@@ -151,7 +151,7 @@ impl CairnMcp {
             project: Some(saved.project.clone()),
             directory: Some(self.cwd_text()),
         };
-        match self.state.backend.execute(Op::AddPrompt(prompt)).await {
+        match self.state.backend.execute_async(Op::AddPrompt(prompt)).await {
             Ok(_) => self.prompts().mark_stored(&saved.project, &saved.session_id),
             Err(e) => tracing::warn!(error = %e, "could not attach the current prompt to the save"),
         }
@@ -300,7 +300,7 @@ impl CairnMcp {
 
     pub(super) async fn delete(&self, a: DeleteArgs) -> Result<CallToolResult> {
         let hard = a.hard_delete.unwrap_or(false);
-        self.state.backend.execute(Op::Delete { id: a.id, hard }).await?;
+        self.state.backend.execute_async(Op::Delete { id: a.id, hard }).await?;
         let how = if hard { "permanently deleted" } else { "soft-deleted" };
         Ok(reply::text(format!("Memory #{} {how}", a.id)))
     }
@@ -375,7 +375,7 @@ impl CairnMcp {
             confidence: a.confidence,
             session_id: given(a.session_id),
         };
-        let result: Value = self.state.backend.execute(Op::Judge(judgment)).await?;
+        let result: Value = self.state.backend.execute_async(Op::Judge(judgment)).await?;
         Ok(reply::json_text(&result))
     }
 
@@ -388,7 +388,7 @@ impl CairnMcp {
             reasoning: a.reasoning,
             model: given(a.model),
         };
-        let result: Value = self.state.backend.execute(Op::Compare(comparison)).await?;
+        let result: Value = self.state.backend.execute_async(Op::Compare(comparison)).await?;
         Ok(reply::json_text(&result))
     }
 
@@ -402,7 +402,7 @@ impl CairnMcp {
         };
         let op = router_tool::build_op(&a.op, a.args, project.as_deref())?;
         let saves = matches!(op, Op::Save(_) | Op::SessionSummary { .. } | Op::CapturePassive(_));
-        let result = self.state.backend.execute(op.clone()).await?;
+        let result = self.state.backend.execute_async(op.clone()).await?;
         if saves {
             self.activity().record_save(Instant::now());
         }

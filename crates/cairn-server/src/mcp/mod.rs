@@ -2,7 +2,7 @@
 //! router, over stdio (`cairn mcp`) or streamable HTTP (`/mcp` in `cairn serve`).
 //!
 //! Tools are thin: parse arguments → build an [`Op`](cairn_core::ops::Op) → run it through the
-//! [`Backend`] (usually the daemon) → render text. Every failure, bad arguments included, is a
+//! [`Client`](cairn_client::Client) (usually the daemon) → render text. Every failure, bad arguments included, is a
 //! tool result with `isError: true` and a stable error code, never a protocol error.
 //!
 //! - [`profile`]: which tools a server exposes.
@@ -37,8 +37,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use profile::{ADMIN_TOOLS, AGENT_TOOLS, ROUTER_TOOL, ToolSelection};
 
-use crate::backend::Backend;
 use activity::{Activity, Prompts};
+use cairn_client::Client;
 
 /// Header an HTTP client may send to name the project of its calls (the daemon's own working
 /// directory says nothing about the agent's).
@@ -65,7 +65,7 @@ impl McpOptions {
 
 /// What one server instance keeps: one per stdio process, one per MCP-over-HTTP session.
 struct State {
-    backend: Backend,
+    backend: Client,
     opts: McpOptions,
     activity: Mutex<Activity>,
     prompts: Mutex<Prompts>,
@@ -92,7 +92,7 @@ impl std::fmt::Debug for CairnMcp {
 }
 
 impl CairnMcp {
-    pub fn new(backend: Backend, opts: McpOptions) -> Self {
+    pub fn new(backend: Client, opts: McpOptions) -> Self {
         let mut tool_router = Self::tool_router();
         tool_router.map.retain(|name, _| opts.tools.contains(name));
         for route in tool_router.map.values_mut() {
@@ -183,7 +183,7 @@ fn instructions(tools: &ToolSelection) -> String {
 
 /// Serve MCP on stdin/stdout until the client leaves or Ctrl-C. stdout carries JSON-RPC only:
 /// log through `tracing` (to stderr), never print.
-pub async fn serve_stdio(backend: Backend, opts: McpOptions) -> cairn_core::Result<()> {
+pub async fn serve_stdio(backend: Client, opts: McpOptions) -> cairn_core::Result<()> {
     let service = CairnMcp::new(backend, opts)
         .serve(stdio::guarded(tokio::io::stdin(), tokio::io::stdout()))
         .await
@@ -204,7 +204,7 @@ pub async fn serve_stdio(backend: Backend, opts: McpOptions) -> cairn_core::Resu
 /// Cancel `cancel` on shutdown: open SSE streams otherwise keep a graceful shutdown waiting.
 /// Calls may name their project with the `X-Cairn-Project` header. Hosts are limited to
 /// loopback names (rmcp's DNS-rebinding guard).
-pub fn http_router(backend: Backend, opts: McpOptions, cancel: CancellationToken) -> axum::Router {
+pub fn http_router(backend: Client, opts: McpOptions, cancel: CancellationToken) -> axum::Router {
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(cancel)
         .with_sse_keep_alive(Some(std::time::Duration::from_secs(15)));

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Request};
+use cairn_client::DaemonClient;
 use cairn_core::ErrorCode;
 use cairn_core::ops::Op;
-use cairn_server::client::DaemonClient;
-use cairn_server::db::Db;
+use cairn_engine::Engine;
 use cairn_server::http::{AppState, HttpConfig, serve};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -88,7 +88,7 @@ async fn start() -> Server {
 
 async fn start_with(tweak: impl FnOnce(&mut HttpConfig)) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(&dir.path().join("cairn.db")).unwrap();
+    let db = Engine::open(&dir.path().join("cairn.db")).unwrap();
     let mut config = HttpConfig {
         data_dir: Some(dir.path().to_owned()),
         version: "9.9.9-test".into(),
@@ -1187,7 +1187,7 @@ async fn graceful_shutdown_finishes_requests_in_flight() {
     let response = String::from_utf8_lossy(&out);
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");
     tokio::time::timeout(TIMEOUT, task.unwrap()).await.expect("serve returned").unwrap().unwrap();
-    let db = Db::open(&db_path).unwrap();
+    let db = Engine::open(&db_path).unwrap();
     assert_eq!(db.execute(Op::Stats).await.unwrap()["total_observations"], 1);
     drop(dir);
 }

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use cairn_server::backend::Backend;
-use cairn_server::client::DaemonClient;
-use cairn_server::db::Db;
+use cairn_client::Client;
+use cairn_client::DaemonClient;
+use cairn_engine::Engine;
 use cairn_server::mcp::{ADMIN_TOOLS, AGENT_TOOLS, CairnMcp, McpOptions, ToolSelection};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
@@ -19,7 +19,7 @@ struct Mcp {
 }
 
 /// A server on a fresh in-memory store, project `it-proj` unless `project` says otherwise.
-async fn start_with(tools: &str, project: Option<&str>, backend: Backend) -> Mcp {
+async fn start_with(tools: &str, project: Option<&str>, backend: Client) -> Mcp {
     let dir = tempfile::tempdir().unwrap();
     let mut opts = McpOptions::new(dir.path());
     opts.tools = ToolSelection::parse(tools).unwrap();
@@ -37,7 +37,7 @@ async fn start_with(tools: &str, project: Option<&str>, backend: Backend) -> Mcp
 }
 
 async fn start(tools: &str) -> Mcp {
-    start_with(tools, Some("it-proj"), Backend::Local(Db::in_memory().unwrap())).await
+    start_with(tools, Some("it-proj"), Client::in_process(Engine::in_memory().unwrap())).await
 }
 
 impl Mcp {
@@ -391,7 +391,7 @@ async fn project_comes_from_the_working_directory_when_nothing_names_it() {
     let mut opts = McpOptions::new(&repo);
     opts.tools = ToolSelection::parse("agent").unwrap();
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = CairnMcp::new(Backend::Local(Db::in_memory().unwrap()), opts);
+    let server = CairnMcp::new(Client::in_process(Engine::in_memory().unwrap()), opts);
     tokio::spawn(async move {
         if let Ok(running) = server.serve(server_io).await {
             let _ = running.waiting().await;
@@ -420,7 +420,7 @@ async fn daemon_down_is_a_tool_error_and_current_project_still_answers() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap()
     };
-    let mcp = start_with("all", Some("it-proj"), Backend::Remote(DaemonClient::new(addr, None))).await;
+    let mcp = start_with("all", Some("it-proj"), Client::of_daemon(DaemonClient::new(addr, None))).await;
     assert_eq!(mcp.err("mem_search", json!({"query": "x"})).await.0, "daemon_unavailable");
     assert_eq!(mcp.err("mem_save", json!({"title": "t", "content": "c"})).await.0, "daemon_unavailable");
     let current = mcp.ok_json("mem_current_project", json!({})).await;
@@ -439,7 +439,7 @@ async fn streamable_http_with_project_header() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let mut opts = McpOptions::new(dir.path());
     opts.project = Some("process-proj".into());
-    let backend = Backend::Local(Db::in_memory().unwrap());
+    let backend = cairn_client::Client::in_process(Engine::in_memory().unwrap());
     let app = axum::Router::new().nest("/mcp", cairn_server::mcp::http_router(backend, opts, cancel.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

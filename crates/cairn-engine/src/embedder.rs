@@ -3,6 +3,7 @@
 //! nothing waits for it, and search is lexical until it is there.
 
 use std::sync::Arc;
+#[cfg(feature = "remote")]
 use std::time::Duration;
 
 use cairn_core::search::semantic::{Semantic, embed_error};
@@ -11,6 +12,7 @@ use cairn_core::{CairnError, ErrorCode, Result};
 use cairn_embed::{Embedder, LocalModel};
 
 /// How long one request to an embedding endpoint may take.
+#[cfg(feature = "remote")]
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Semantic search for these settings, its model loading in the background; `None` when it
@@ -29,7 +31,7 @@ pub fn semantic(config: &EmbedderConfig) -> Option<Arc<Semantic>> {
     let loading = Arc::clone(&semantic);
     let spawned = std::thread::Builder::new().name("cairn-model-load".into()).spawn(move || {
         // Loading reads and repacks ~90 MB: never at the expense of the first requests.
-        crate::db::run_only_when_idle();
+        crate::workers::run_only_when_idle();
         match build(&config) {
             Ok(embedder) => loading.set_embedder(embedder),
             Err(e) => {
@@ -76,13 +78,22 @@ pub fn build(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>> {
             let model = LocalModel::load(&config.model_dir).map_err(|e| embed_error(&e))?;
             Ok(Arc::new(model))
         }
-        EmbedderKind::Http => {
-            let (url, model) = endpoint(config)?;
-            let embedder =
-                cairn_embed::http::HttpEmbedder::new(url, model, config.api_key.clone(), None, ENDPOINT_TIMEOUT);
-            Ok(Arc::new(embedder))
-        }
+        EmbedderKind::Http => http_embedder(config),
     }
+}
+
+#[cfg(feature = "remote")]
+fn http_embedder(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>> {
+    let (url, model) = endpoint(config)?;
+    let embedder = cairn_embed::http::HttpEmbedder::new(url, model, config.api_key.clone(), None, ENDPOINT_TIMEOUT);
+    Ok(Arc::new(embedder))
+}
+
+#[cfg(not(feature = "remote"))]
+fn http_embedder(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>> {
+    endpoint(config)?;
+    Err(CairnError::new(ErrorCode::InvalidConfig, "this cairn was built without the HTTP embedder")
+        .with_hint("rebuild with the `remote` feature (on by default), or set CAIRN_EMBEDDER=local"))
 }
 
 fn endpoint(config: &EmbedderConfig) -> Result<(&str, &str)> {

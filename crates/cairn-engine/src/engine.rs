@@ -1,4 +1,4 @@
-//! The daemon's hold on the store.
+//! The engine: the daemon's hold on the store, and the threads that keep it fast.
 //!
 //! - Writes go to one writer thread that owns the writer connection. It takes every write
 //!   queued at that moment and runs them as one transaction (no savepoints: FTS5 would write
@@ -13,7 +13,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,9 +21,11 @@ use std::time::{Duration, Instant};
 use cairn_core::ops::{self, Op};
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::semantic::Semantic;
-use cairn_core::{CairnError, Result, Store};
+use cairn_core::{CairnError, ErrorCode, Result, Store};
 use serde_json::Value;
 use tokio::sync::oneshot;
+
+use crate::workers::{Alive, WorkerState, Workers};
 
 /// Readers kept open: enough for 2 cores plus a request waiting on I/O.
 const MAX_IDLE_READERS: usize = 4;
@@ -53,8 +55,10 @@ enum Job {
 }
 
 /// Shared access to one store.
-pub struct Db {
-    jobs: Mutex<mpsc::Sender<Job>>,
+pub struct Engine {
+    /// The writer's queue; `None` once the engine stopped (the writer then drains what was
+    /// queued and ends).
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
     readers: Mutex<Vec<Store>>,
     /// `None` for an in-memory store (tests), where everything goes through the writer.
     path: Option<PathBuf>,
@@ -66,97 +70,132 @@ pub struct Db {
     index: Arc<SharedIndex>,
     /// The embedding model and vectors, when semantic search is on.
     semantic: Option<Arc<Semantic>>,
-    /// Cleared on drop: background threads stop.
-    alive: Arc<AtomicBool>,
+    /// The background threads: writer, checkpointer, index follower and builder, embedder.
+    workers: Workers,
 }
 
-impl std::fmt::Debug for Db {
+impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Db").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("Engine").field("path", &self.path).finish_non_exhaustive()
     }
 }
 
-impl Drop for Db {
+impl Drop for Engine {
     fn drop(&mut self) {
-        self.alive.store(false, Ordering::Release);
+        // Without waiting: a dropped engine's threads end by themselves.
+        self.close_queue();
+        self.workers.stop(Duration::ZERO);
     }
 }
 
-impl Db {
+impl Engine {
     /// Open the database file (migrating it once) for the daemon, start the writer and the
     /// checkpointer, and start building the search index; until it is ready, searches use
     /// FTS5.
-    pub fn open(path: &Path) -> Result<Arc<Db>> {
-        Db::open_with(path, None)
+    pub fn open(path: &Path) -> Result<Arc<Engine>> {
+        Engine::open_with(path, None)
     }
 
     /// Open with semantic search: vectors are loaded and missing ones computed in the
     /// background (newest memories first), so a save never waits for its embedding.
-    pub fn open_with(path: &Path, semantic: Option<Arc<Semantic>>) -> Result<Arc<Db>> {
-        Db::open_tuned(path, semantic, WAL_SIZE_LIMIT)
+    pub fn open_with(path: &Path, semantic: Option<Arc<Semantic>>) -> Result<Arc<Engine>> {
+        Engine::open_tuned(path, semantic, WAL_SIZE_LIMIT)
     }
 
-    fn open_tuned(path: &Path, semantic: Option<Arc<Semantic>>, wal_limit: u64) -> Result<Arc<Db>> {
+    fn open_tuned(path: &Path, semantic: Option<Arc<Semantic>>, wal_limit: u64) -> Result<Arc<Engine>> {
         let mut writer = Store::open(path)?;
         let index = Arc::new(SharedIndex::default());
         writer.attach_index(Arc::clone(&index));
         if let Some(semantic) = &semantic {
             writer.attach_semantic(Arc::clone(semantic));
         }
-        let alive = Arc::new(AtomicBool::new(true));
+        let workers = Workers::new();
         // Checkpoints run on a background thread, and the writer finishes one between groups
         // now and then; a request never waits for SQLite's inline auto-checkpoint (at
         // thousands of saves a second, it was the p99).
-        start_checkpointer(path, wal_limit, Arc::clone(&alive));
+        start_checkpointer(&workers, path, wal_limit);
         writer.conn_pragma("wal_autocheckpoint", 0)?;
         // When this writer restarts the WAL from its start, it cuts the file back to this.
         // (Its page cache stays SQLite's default 2 MB: at every commit SQLite scans the whole
         // page-cache hash table, and a 16 MB cache cost 5 % more CPU per save than it saved.)
         writer.conn_pragma("journal_size_limit", i64::try_from(wal_limit).unwrap_or(i64::MAX))?;
-        build_index_in_background(path, Arc::clone(&index));
-        let mut wakes: Vec<Wake> = start_follower(path, Arc::clone(&index), Arc::clone(&alive)).into_iter().collect();
+        build_index_in_background(&workers, path, Arc::clone(&index));
+        let mut wakes: Vec<Wake> = start_follower(&workers, path, Arc::clone(&index)).into_iter().collect();
         let (embed_wake, embed_woken) = mpsc::sync_channel::<()>(1);
         if semantic.is_some() {
             wakes.push(embed_wake);
         }
-        let mut db = Db::new(writer, Some(path.to_owned()), index, alive, wakes, Some(WAL_RESTART_EVERY));
-        db.semantic.clone_from(&semantic);
-        let db = Arc::new(db);
+        let mut engine = Engine::new(writer, Some(path.to_owned()), index, workers, wakes, Some(WAL_RESTART_EVERY))?;
+        engine.semantic.clone_from(&semantic);
+        let engine = Arc::new(engine);
         if let Some(semantic) = semantic {
-            start_embedding(path, semantic, Arc::downgrade(&db), embed_woken);
+            start_embedding(&engine, path, semantic, embed_woken);
         }
-        Ok(db)
+        Ok(engine)
     }
 
     /// A private in-memory store (tests).
-    pub fn in_memory() -> Result<Arc<Db>> {
+    pub fn in_memory() -> Result<Arc<Engine>> {
         let index = Arc::new(SharedIndex::default());
-        Ok(Arc::new(Db::new(Store::open_in_memory()?, None, index, Arc::new(AtomicBool::new(true)), Vec::new(), None)))
+        Ok(Arc::new(Engine::new(Store::open_in_memory()?, None, index, Workers::new(), Vec::new(), None)?))
     }
 
     fn new(
         writer: Store,
         path: Option<PathBuf>,
         index: Arc<SharedIndex>,
-        alive: Arc<AtomicBool>,
+        workers: Workers,
         wakes: Vec<Wake>,
         restart_wal_every: Option<Duration>,
-    ) -> Db {
+    ) -> Result<Engine> {
         let (jobs, inbox) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("cairn-writer".into())
-            .spawn(move || writer_loop(writer, &inbox, &wakes, restart_wal_every))
-            .expect("spawn the writer thread");
-        Db {
-            jobs: Mutex::new(jobs),
+        let writing =
+            workers.spawn_loop("cairn-writer", move || writer_loop(writer, &inbox, &wakes, restart_wal_every));
+        if !writing {
+            return Err(CairnError::internal("cannot start the writer thread"));
+        }
+        Ok(Engine {
+            jobs: Mutex::new(Some(jobs)),
             readers: Mutex::new(Vec::new()),
             path,
             opened: Instant::now(),
             last_used_ms: AtomicU64::new(0),
             index,
             semantic: None,
-            alive,
+            workers,
+        })
+    }
+
+    /// Stop gracefully: refuse new work, let the writer commit what was queued, stop every
+    /// worker (waiting up to `wait`), then fold the WAL into the database so the next start
+    /// (or a copy of the file) finds everything in one place.
+    pub fn stop(&self, wait: Duration) {
+        self.close_queue();
+        let left = self.workers.stop(wait);
+        if !left.is_empty() {
+            tracing::warn!(workers = ?left, "background work still running at stop; it ends with the process");
         }
+        self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        if let Some(path) = &self.path
+            && !left.contains(&"cairn-writer")
+            && let Err(e) = Store::open(path).and_then(|s| s.checkpoint_truncate_nowait().map(|_| ()))
+        {
+            tracing::debug!(error = %e, "final checkpoint skipped");
+        }
+    }
+
+    fn close_queue(&self) {
+        self.jobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    }
+
+    /// Every background worker and whether it runs.
+    pub fn workers(&self) -> Vec<WorkerState> {
+        self.workers.states()
+    }
+
+    /// A worker loop ended by itself (the daemon is degraded: say so in `/health`).
+    pub fn degraded(&self) -> bool {
+        self.workers.any_dead()
     }
 
     pub fn path(&self) -> Option<&Path> {
@@ -229,7 +268,7 @@ impl Db {
 
     fn send(&self, job: Job) -> Result<()> {
         let jobs = self.jobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        jobs.send(job).map_err(|_| writer_gone())
+        jobs.as_ref().ok_or_else(stopped)?.send(job).map_err(|_| writer_gone())
     }
 
     fn read(&self, op: Op) -> Result<Value> {
@@ -264,6 +303,11 @@ impl Db {
 
 fn writer_gone() -> CairnError {
     CairnError::internal("the writer thread stopped")
+}
+
+fn stopped() -> CairnError {
+    CairnError::new(ErrorCode::DaemonUnavailable, "cairn is stopping")
+        .with_hint("nothing was written; run it again in a moment")
 }
 
 /// Take the first job, then whatever else is already queued, and run them.
@@ -311,21 +355,19 @@ fn let_the_wal_restart(store: &Store) {
 
 /// Keep the search index current with the daemon's own writes, right after they commit and
 /// off the request path (searches then rarely find a backlog to apply).
-fn start_follower(path: &Path, index: Arc<SharedIndex>, alive: Arc<AtomicBool>) -> Option<Wake> {
+fn start_follower(workers: &Workers, path: &Path, index: Arc<SharedIndex>) -> Option<Wake> {
     let path = path.to_owned();
     let (wake, woken) = mpsc::sync_channel::<()>(1);
-    std::thread::Builder::new()
-        .name("cairn-index".into())
-        .spawn(move || {
-            let Ok(store) = Store::open(&path) else { return };
-            while woken.recv().is_ok() && alive.load(Ordering::Acquire) {
-                if let Err(e) = store.follow_index(&index) {
-                    tracing::warn!(error = %e, "search index follow failed; searches catch up themselves");
-                }
+    let alive = workers.alive();
+    let started = workers.spawn_loop("cairn-index", move || {
+        let Ok(store) = Store::open(&path) else { return };
+        while woken.recv().is_ok() && alive.get() {
+            if let Err(e) = store.follow_index(&index) {
+                tracing::warn!(error = %e, "search index follow failed; searches catch up themselves");
             }
-        })
-        .ok()?;
-    Some(wake)
+        }
+    });
+    started.then_some(wake)
 }
 
 fn commit_group(store: &mut Store, group: Vec<(Op, Reply)>) {
@@ -372,14 +414,15 @@ fn run_guarded(store: &mut Store, op: Op) -> Result<Value> {
 /// TRUNCATE instead, attempted without waiting: when the writer lock is free and no reader
 /// is inside the WAL it copies the rest and empties the file; otherwise it degrades to
 /// PASSIVE and the next turn tries again.
-fn start_checkpointer(path: &Path, wal_limit: u64, alive: Arc<AtomicBool>) {
+fn start_checkpointer(workers: &Workers, path: &Path, wal_limit: u64) {
     let path = path.to_owned();
     let mut wal = path.clone().into_os_string();
     wal.push("-wal");
     let wal = PathBuf::from(wal);
-    let spawned = std::thread::Builder::new().name("cairn-checkpoint".into()).spawn(move || {
+    let alive = workers.alive();
+    workers.spawn_loop("cairn-checkpoint", move || {
         let Ok(store) = Store::open(&path) else { return };
-        while alive.load(Ordering::Acquire) {
+        while alive.get() {
             std::thread::sleep(CHECKPOINT_EVERY);
             let oversized = std::fs::metadata(&wal).is_ok_and(|m| m.len() > wal_limit);
             let done =
@@ -389,98 +432,91 @@ fn start_checkpointer(path: &Path, wal_limit: u64, alive: Arc<AtomicBool>) {
             }
         }
     });
-    if let Err(e) = spawned {
-        tracing::warn!(error = %e, "no background checkpoints; the writer checkpoints alone");
-    }
 }
 
 /// The background indexer: load the stored vectors, wait for the model, then embed what is
 /// missing, newest first, a batch at a time, whenever a commit (or the poll) says there may be
 /// work. Vectors are written through the writer like any write; a memory whose text changed
 /// meanwhile is skipped and picked up again with its new text.
-fn start_embedding(path: &Path, semantic: Arc<Semantic>, db: std::sync::Weak<Db>, woken: mpsc::Receiver<()>) {
+fn start_embedding(engine: &Arc<Engine>, path: &Path, semantic: Arc<Semantic>, woken: mpsc::Receiver<()>) {
     let path = path.to_owned();
-    let spawned = std::thread::Builder::new().name("cairn-embed".into()).spawn(move || {
-        run_only_when_idle();
-        let Ok(mut reader) = Store::open(&path) else { return };
-        reader.attach_semantic(Arc::clone(&semantic));
-        let started = Instant::now();
-        match reader.load_vectors() {
-            Ok(n) => tracing::info!(vectors = n, elapsed = ?started.elapsed(), model = semantic.model_id(), "semantic index ready"),
-            Err(e) => tracing::warn!(error = %e, "could not load stored vectors; they will be recomputed"),
+    let db = Arc::downgrade(engine);
+    let alive = engine.workers.alive();
+    // It ends by itself when the model failed to load: nothing to do then (a task, not a loop).
+    engine.workers.spawn_task("cairn-embed", move || embed_loop(&path, &semantic, &db, &woken, &alive));
+}
+
+fn embed_loop(
+    path: &Path,
+    semantic: &Arc<Semantic>,
+    db: &std::sync::Weak<Engine>,
+    woken: &mpsc::Receiver<()>,
+    alive: &Alive,
+) {
+    crate::workers::run_only_when_idle();
+    let Ok(mut reader) = Store::open(path) else { return };
+    reader.attach_semantic(Arc::clone(semantic));
+    let started = Instant::now();
+    match reader.load_vectors() {
+        Ok(n) => {
+            tracing::info!(vectors = n, elapsed = ?started.elapsed(), model = semantic.model_id(), "semantic index ready")
         }
-        let model = semantic.model_id().to_owned();
-        if let Some(db) = db.upgrade() {
-            let keep = model.clone();
-            if let Err(e) = db.with_writer(move |s| s.clear_embeddings(Some(&keep))) {
-                tracing::warn!(error = %e, "could not drop vectors of other models");
+        Err(e) => tracing::warn!(error = %e, "could not load stored vectors; they will be recomputed"),
+    }
+    let model = semantic.model_id().to_owned();
+    if let Some(db) = db.upgrade() {
+        let keep = model.clone();
+        if let Err(e) = db.with_writer(move |s| s.clear_embeddings(Some(&keep))) {
+            tracing::warn!(error = %e, "could not drop vectors of other models");
+        }
+    }
+    let mut backoff = Duration::from_secs(1);
+    while alive.get() {
+        if semantic.embedder().is_none() {
+            // Still loading, or failed to load (then there is nothing to do).
+            if semantic
+                .availability()
+                .is_err_and(|why| matches!(why, cairn_core::search::semantic::Unavailable::NoModel(_)))
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        let pending = match reader.pending_embeddings(&model, EMBED_BATCH) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list memories to embed");
+                Vec::new()
+            }
+        };
+        if pending.is_empty() {
+            match woken.recv_timeout(EMBED_POLL) {
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                _ if db.strong_count() == 0 => return,
+                _ => continue,
             }
         }
-        let mut backoff = Duration::from_secs(1);
-        loop {
-            if semantic.embedder().is_none() {
-                // Still loading, or failed to load (then there is nothing to do).
-                if semantic.availability().is_err_and(|why| matches!(why, cairn_core::search::semantic::Unavailable::NoModel(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+        let items = match semantic.embed_pending_texts(pending) {
+            Ok(items) => items,
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?backoff, "embedding failed; will retry");
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_secs(60));
                 continue;
             }
-            let pending = match reader.pending_embeddings(&model, EMBED_BATCH) {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not list memories to embed");
-                    Vec::new()
-                }
-            };
-            if pending.is_empty() {
-                match woken.recv_timeout(EMBED_POLL) {
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                    _ if db.strong_count() == 0 => return,
-                    _ => continue,
-                }
-            }
-            let items = match semantic.embed_pending_texts(pending) {
-                Ok(items) => items,
-                Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "embedding failed; will retry");
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(Duration::from_secs(60));
-                    continue;
-                }
-            };
-            backoff = Duration::from_secs(1);
-            let Some(db) = db.upgrade() else { return };
-            if let Err(e) = db.with_writer(move |s| s.store_embeddings(&items)) {
-                tracing::warn!(error = %e, "could not store embeddings; will retry");
-            }
-        }
-    });
-    if let Err(e) = spawned {
-        tracing::warn!(error = %e, "no background embedding; run `cairn reindex`");
-    }
-}
-
-/// Embedding is CPU-bound for seconds to hours: give this thread only CPU time nothing else
-/// wants (Linux `SCHED_IDLE`), so saves and searches never wait behind it.
-pub(crate) fn run_only_when_idle() {
-    #[cfg(target_os = "linux")]
-    {
-        use thread_priority::{NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy};
-        let policy = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
-        if let Err(e) = thread_priority::set_thread_priority_and_policy(
-            thread_priority::thread_native_id(),
-            ThreadPriority::Min,
-            policy,
-        ) {
-            tracing::debug!(error = ?e, "could not lower the embedding thread's priority");
+        };
+        backoff = Duration::from_secs(1);
+        let Some(db) = db.upgrade() else { return };
+        if let Err(e) = db.with_writer(move |s| s.store_embeddings(&items)) {
+            tracing::warn!(error = %e, "could not store embeddings; will retry");
         }
     }
 }
 
-fn build_index_in_background(path: &Path, index: Arc<SharedIndex>) {
+fn build_index_in_background(workers: &Workers, path: &Path, index: Arc<SharedIndex>) {
     let path = path.to_owned();
-    std::thread::spawn(move || {
+    workers.spawn_task("cairn-index-build", move || {
         let started = Instant::now();
         match Store::open(&path).and_then(|s| s.build_index()) {
             Ok(built) => {
@@ -504,7 +540,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_and_reads_all_land() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(&dir.path().join("cairn.db")).unwrap();
+        let db = Engine::open(&dir.path().join("cairn.db")).unwrap();
         let mut tasks = Vec::new();
         for t in 0..8 {
             let db = Arc::clone(&db);
@@ -534,7 +570,7 @@ mod tests {
         const LIMIT: u64 = 256 * 1024;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cairn.db");
-        let db = Db::open_tuned(&path, None, LIMIT).unwrap();
+        let db = Engine::open_tuned(&path, None, LIMIT).unwrap();
         db.execute(save("first".into())).await.unwrap();
         let reader = rusqlite::Connection::open(&path).unwrap();
         reader.execute_batch("BEGIN").unwrap();
@@ -576,7 +612,7 @@ mod tests {
 
     #[test]
     fn with_writer_runs_in_turn() {
-        let db = Db::in_memory().unwrap();
+        let db = Engine::in_memory().unwrap();
         db.execute_blocking(save("x".into())).unwrap();
         let count = db.with_writer(|s| Ok(s.stats()?.total_observations)).unwrap();
         assert_eq!(count, 1);

@@ -1,0 +1,368 @@
+//! [`Client`]: how any cairn process (the CLI, `cairn mcp`, a hook, the daemon's own doors)
+//! runs an operation. It goes to the daemon of the data dir when one runs (starting one when
+//! this kind of process may), and otherwise to the database file in this process: a plain
+//! connection for a one-shot command, the whole [`Engine`] for a long-lived one.
+//!
+//! Connecting is lazy, so `cairn mcp` can answer `initialize` at once while it finds or
+//! starts the daemon ([`Client::warm_up`]).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use cairn_core::ops::{self, Op};
+use cairn_core::search::SearchMode;
+use cairn_core::settings::{Autostart, EmbedderConfig, Settings, ensure_data_dir};
+use cairn_core::{CairnError, ErrorCode, Result, Store};
+use cairn_engine::Engine;
+use serde_json::Value;
+
+use crate::daemon::{DaemonClient, autostart};
+
+/// How long a process waits for the daemon it started to answer.
+const AUTOSTART_WAIT: Duration = Duration::from_secs(3);
+/// Memories a one-shot search without a daemon embeds first (saved since the daemon last ran).
+const LOCAL_CATCH_UP: usize = 64;
+
+/// What kind of process is asking: it decides whether it may start the daemon and what it
+/// opens when it works on the file itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// One command, then exit: starts the daemon only with `CAIRN_AUTOSTART=all`; without a
+    /// daemon, one connection and no background threads.
+    Cli,
+    /// `cairn mcp`, one per agent session: starts the daemon (unless `never`); without one,
+    /// the whole engine, since it lives as long as the session.
+    Mcp,
+    /// `cairn hook …` and plugins: a short process on the agent's critical path that starts
+    /// the daemon (unless `never`) so the next event finds it warm.
+    Hook,
+}
+
+/// What to open when working on the file itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalKind {
+    /// One connection; the embedding model loaded only for an operation that needs it.
+    Store,
+    /// The whole runtime: writer, readers, search index, background embedding.
+    Engine,
+}
+
+/// How to reach the store of a data dir: its daemon, a daemon started for it, or the file.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub data_dir: PathBuf,
+    pub db_path: PathBuf,
+    pub token: Option<String>,
+    pub port: u16,
+    /// Start a daemon when none runs (with this executable).
+    pub autostart: Option<PathBuf>,
+    /// Ignore any daemon and open the database directly.
+    pub direct: bool,
+    /// What is opened here when there is no daemon.
+    pub local: LocalKind,
+    /// Semantic search when the database is opened here (`None`: lexical only).
+    pub embedder: Option<EmbedderConfig>,
+}
+
+impl ConnectOptions {
+    /// The one reading of the settings every process uses: `CAIRN_AUTOSTART=never` and
+    /// `CAIRN_DIRECT=1` keep this process on the database file (no daemon is looked for);
+    /// `mcp` (the default) lets agent-session processes start the daemon, `all` the CLI too.
+    pub fn from_settings(settings: &Settings, role: Role) -> Result<ConnectOptions> {
+        let data_dir = canonical_data_dir(settings)?;
+        let autostart_policy = settings.autostart.value;
+        let direct = direct_requested(settings) || autostart_policy == Autostart::Never;
+        let may_start = match role {
+            Role::Cli => autostart_policy == Autostart::All,
+            Role::Mcp | Role::Hook => autostart_policy != Autostart::Never,
+        };
+        let autostart = if may_start && !direct { Some(current_exe()?) } else { None };
+        Ok(ConnectOptions {
+            db_path: data_dir.join(cairn_core::store::DB_FILE),
+            data_dir,
+            token: settings.http_token.value.clone(),
+            port: settings.port.value,
+            autostart,
+            direct,
+            local: if role == Role::Mcp { LocalKind::Engine } else { LocalKind::Store },
+            embedder: Some(settings.embedder_config()),
+        })
+    }
+}
+
+// TODO(merge): settings.direct once settings.rs declares CAIRN_DIRECT.
+fn direct_requested(_settings: &Settings) -> bool {
+    std::env::var("CAIRN_DIRECT").is_ok_and(|v| v == "1")
+}
+
+/// The data dir as the daemon records it (absolute, symlinks resolved), created if missing.
+pub fn canonical_data_dir(settings: &Settings) -> Result<PathBuf> {
+    let dir = &settings.data_dir.value;
+    ensure_data_dir(dir)?;
+    Ok(dir.canonicalize().unwrap_or_else(|_| dir.clone()))
+}
+
+fn current_exe() -> Result<PathBuf> {
+    std::env::current_exe().map_err(|e| CairnError::internal(format!("cannot find the cairn executable: {e}")))
+}
+
+/// Where operations go once connected. Cheap to clone: calls run outside any lock.
+#[derive(Clone)]
+enum Target {
+    Daemon(DaemonClient),
+    Engine(Arc<Engine>),
+    Store(Arc<LocalStore>),
+}
+
+/// One connection of this process, and the model configuration to load when an operation
+/// needs it.
+struct LocalStore {
+    store: Mutex<Store>,
+    embedder: Option<EmbedderConfig>,
+}
+
+impl LocalStore {
+    fn run(&self, op: Op) -> Result<Value> {
+        let mut store = lock(&self.store);
+        if needs_semantic(&op) {
+            attach_semantic(&mut store, self.embedder.as_ref());
+        }
+        ops::execute(&mut store, op)
+    }
+}
+
+/// Runs operations for one process. Clone it freely: clones share the connection.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// `None` for a client made around an engine or a daemon (nothing to connect).
+    options: Option<ConnectOptions>,
+    target: Mutex<Option<Target>>,
+    /// The file opened here after the daemon went away (opened once).
+    fallback: Mutex<Option<Target>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("connected_to", &self.connected_to()).finish()
+    }
+}
+
+impl Client {
+    /// A client that connects on first use.
+    pub fn new(options: ConnectOptions) -> Client {
+        Client::with(Some(options), None)
+    }
+
+    /// A client of an engine in this process (the daemon's own doors, tests).
+    pub fn in_process(engine: Arc<Engine>) -> Client {
+        Client::with(None, Some(Target::Engine(engine)))
+    }
+
+    /// A client of a known daemon (tests, tools).
+    pub fn of_daemon(daemon: DaemonClient) -> Client {
+        Client::with(None, Some(Target::Daemon(daemon)))
+    }
+
+    fn with(options: Option<ConnectOptions>, target: Option<Target>) -> Client {
+        Client { inner: Arc::new(Inner { options, target: Mutex::new(target), fallback: Mutex::new(None) }) }
+    }
+
+    /// Start connecting now, on a thread of its own (the first call then finds it done).
+    pub fn warm_up(&self) {
+        let client = self.clone();
+        let spawned = std::thread::Builder::new().name("cairn-connect".into()).spawn(move || {
+            if let Err(e) = client.target() {
+                tracing::warn!(error = %e, "could not reach the store yet");
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::debug!(error = %e, "connecting on first use instead");
+        }
+    }
+
+    /// `daemon <addr>`, `engine`, `file` or `not connected`: for logs and `cairn doctor`.
+    pub fn connected_to(&self) -> String {
+        match lock(&self.inner.target).as_ref() {
+            Some(Target::Daemon(d)) => format!("daemon {}", d.addr),
+            Some(Target::Engine(_)) => "engine".into(),
+            Some(Target::Store(_)) => "file".into(),
+            None => "not connected".into(),
+        }
+    }
+
+    /// Run an operation, blocking the calling thread (not from async code: use
+    /// [`Client::execute_async`]).
+    pub fn execute(&self, op: Op) -> Result<Value> {
+        let target = self.target()?;
+        match run_blocking(&target, op.clone()) {
+            Err(e) if e.code == ErrorCode::DaemonUnavailable && matches!(target, Target::Daemon(_)) => {
+                // The daemon went away (and surely did not run it): a restarted one, or the file.
+                let elsewhere = self.after_daemon_loss(&e)?;
+                run_blocking(&elsewhere, op)
+            }
+            other => other,
+        }
+    }
+
+    /// Run an operation from async code: an engine in this process runs it on its own
+    /// threads; anything else runs on tokio's blocking pool.
+    pub async fn execute_async(&self, op: Op) -> Result<Value> {
+        let connected = lock(&self.inner.target).clone();
+        if let Some(Target::Engine(engine)) = connected {
+            return engine.execute(op).await;
+        }
+        let client = self.clone();
+        tokio::task::spawn_blocking(move || client.execute(op))
+            .await
+            .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
+    }
+
+    /// Run an operation and decode its result.
+    pub fn call<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T> {
+        decode(self.execute(op)?)
+    }
+
+    /// [`Client::call`] from async code.
+    pub async fn call_async<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T> {
+        decode(self.execute_async(op).await?)
+    }
+
+    /// Embed every pending memory in this process when it works on the file with one
+    /// connection (`cairn reindex` without a daemon). `None` when a daemon or an engine does
+    /// that work in the background.
+    pub fn embed_here(&self, progress: &mut dyn FnMut(usize, i64)) -> Result<Option<usize>> {
+        let Target::Store(local) = self.target()? else { return Ok(None) };
+        let mut store = lock(&local.store);
+        attach_semantic(&mut store, local.embedder.as_ref());
+        let mut done = 0;
+        loop {
+            let n = store.embed_pending(32)?;
+            if n == 0 {
+                return Ok(Some(done));
+            }
+            done += n;
+            let model = store.semantic().map(|s| s.model_id().to_owned()).unwrap_or_default();
+            progress(done, store.count_pending_embeddings(&model)?);
+        }
+    }
+
+    fn target(&self) -> Result<Target> {
+        let mut slot = lock(&self.inner.target);
+        if let Some(target) = slot.as_ref() {
+            return Ok(target.clone());
+        }
+        let options = self.inner.options.as_ref().ok_or_else(|| CairnError::internal("client without a target"))?;
+        let target = connect(options)?;
+        *slot = Some(target.clone());
+        Ok(target)
+    }
+
+    /// A daemon that stopped answering may have been restarted (on another port, even): look
+    /// again, then fall back to the file, opened once.
+    fn after_daemon_loss(&self, cause: &CairnError) -> Result<Target> {
+        let Some(options) = self.inner.options.as_ref() else { return Err(cause.clone()) };
+        if let Some(daemon) = DaemonClient::discover(&options.data_dir, options.token.clone())
+            && Some(daemon.addr) != self.daemon_addr()
+        {
+            tracing::info!(addr = %daemon.addr, "the daemon moved; following it");
+            let target = Target::Daemon(daemon);
+            *lock(&self.inner.target) = Some(target.clone());
+            return Ok(target);
+        }
+        let mut fallback = lock(&self.inner.fallback);
+        if let Some(target) = fallback.as_ref() {
+            return Ok(target.clone());
+        }
+        tracing::warn!(error = %cause, "daemon unavailable; opening the database directly");
+        let target = open_local(options)?;
+        *fallback = Some(target.clone());
+        Ok(target)
+    }
+
+    fn daemon_addr(&self) -> Option<std::net::SocketAddr> {
+        match lock(&self.inner.target).as_ref() {
+            Some(Target::Daemon(d)) => Some(d.addr),
+            _ => None,
+        }
+    }
+}
+
+/// Find the daemon of the data dir, start one if allowed, else open the database here.
+fn connect(options: &ConnectOptions) -> Result<Target> {
+    if !options.direct {
+        if let Some(daemon) = DaemonClient::discover(&options.data_dir, options.token.clone()) {
+            tracing::debug!(addr = %daemon.addr, "using the running daemon");
+            return Ok(Target::Daemon(daemon));
+        }
+        if let Some(exe) = &options.autostart {
+            if let Some(daemon) = autostart(exe, &options.data_dir, options.port, options.token.clone(), AUTOSTART_WAIT)
+            {
+                tracing::debug!(addr = %daemon.addr, "started a daemon");
+                return Ok(Target::Daemon(daemon));
+            }
+            tracing::warn!("could not start the daemon; opening the database directly");
+        }
+    }
+    open_local(options)
+}
+
+fn open_local(options: &ConnectOptions) -> Result<Target> {
+    ensure_data_dir(&options.data_dir)?;
+    match options.local {
+        LocalKind::Engine => {
+            let semantic = options.embedder.as_ref().and_then(cairn_engine::embedder::semantic);
+            Ok(Target::Engine(Engine::open_with(&options.db_path, semantic)?))
+        }
+        LocalKind::Store => Ok(Target::Store(Arc::new(LocalStore {
+            store: Mutex::new(Store::open(&options.db_path)?),
+            embedder: options.embedder.clone(),
+        }))),
+    }
+}
+
+fn run_blocking(target: &Target, op: Op) -> Result<Value> {
+    match target {
+        Target::Daemon(daemon) => daemon.execute(&op),
+        Target::Engine(engine) => engine.execute_blocking(op),
+        Target::Store(local) => local.run(op),
+    }
+}
+
+fn needs_semantic(op: &Op) -> bool {
+    match op {
+        Op::Search(q) => q.mode != Some(SearchMode::Lexical),
+        Op::Reindex { .. } => true,
+        _ => false,
+    }
+}
+
+/// Load the model here for an operation that uses it (a few hundred milliseconds), and embed
+/// a few memories saved without a daemon so they can be found.
+fn attach_semantic(store: &mut Store, config: Option<&EmbedderConfig>) {
+    let Some(config) = config else { return };
+    if store.semantic().is_some() {
+        return;
+    }
+    match cairn_engine::embedder::semantic_now(config) {
+        Ok(semantic) => {
+            store.attach_semantic(semantic);
+            if let Err(e) = store.load_vectors().and_then(|_| store.embed_pending(LOCAL_CATCH_UP)) {
+                tracing::warn!(error = %e, "semantic search without a daemon: could not prepare vectors");
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, "semantic search is off"),
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(value: Value) -> Result<T> {
+    serde_json::from_value(value).map_err(|e| CairnError::internal(format!("unexpected result shape: {e}")))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

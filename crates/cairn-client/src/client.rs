@@ -66,13 +66,14 @@ pub struct ConnectOptions {
 }
 
 impl ConnectOptions {
-    /// The one reading of the settings every process uses: `CAIRN_AUTOSTART=never` and
-    /// `CAIRN_DIRECT=1` keep this process on the database file (no daemon is looked for);
-    /// `mcp` (the default) lets agent-session processes start the daemon, `all` the CLI too.
+    /// The one reading of the settings every process uses. `CAIRN_AUTOSTART` says who may
+    /// *start* a daemon: `mcp` (the default) the agent-session processes (`cairn mcp`,
+    /// hooks), `all` the CLI too, `never` nobody (a running daemon is still used).
+    /// `CAIRN_DIRECT=1` keeps this process on the database file even when a daemon runs.
     pub fn from_settings(settings: &Settings, role: Role) -> Result<ConnectOptions> {
         let data_dir = canonical_data_dir(settings)?;
         let autostart_policy = settings.autostart.value;
-        let direct = direct_requested(settings) || autostart_policy == Autostart::Never;
+        let direct = direct_requested(settings);
         let may_start = match role {
             Role::Cli => autostart_policy == Autostart::All,
             Role::Mcp | Role::Hook => autostart_policy != Autostart::Never,
@@ -262,13 +263,20 @@ impl Client {
         Ok(target)
     }
 
-    /// A daemon that stopped answering may have been restarted (on another port, even): look
-    /// again, then fall back to the file, opened once.
+    /// A daemon that stopped answering may have been restarted (on another port, even), or
+    /// have left after its idle time: look again, start one if this process may, and only
+    /// then fall back to the file (opened once).
     fn after_daemon_loss(&self, cause: &CairnError) -> Result<Target> {
         let Some(options) = self.inner.options.as_ref() else { return Err(cause.clone()) };
-        if let Some(daemon) = DaemonClient::discover(&options.data_dir, options.token.clone())
-            && Some(daemon.addr) != self.daemon_addr()
-        {
+        let lost = self.daemon_addr();
+        let found = DaemonClient::discover(&options.data_dir, options.token.clone()).filter(|d| Some(d.addr) != lost);
+        // Start one at most once: after a failed start this process stays on the file.
+        let may_start = lock(&self.inner.fallback).is_none();
+        let restarted = found.or_else(|| {
+            let exe = options.autostart.as_ref().filter(|_| may_start)?;
+            autostart(exe, &options.data_dir, options.port, options.token.clone(), AUTOSTART_WAIT)
+        });
+        if let Some(daemon) = restarted {
             tracing::info!(addr = %daemon.addr, "the daemon moved; following it");
             let target = Target::Daemon(daemon);
             *lock(&self.inner.target) = Some(target.clone());
@@ -313,6 +321,8 @@ fn connect(options: &ConnectOptions) -> Result<Target> {
 
 fn open_local(options: &ConnectOptions) -> Result<Target> {
     ensure_data_dir(&options.data_dir)?;
+    // Tests read this line to prove a process really worked on the file itself.
+    tracing::debug!(db = %options.db_path.display(), kind = ?options.local, "opened the database file in this process");
     match options.local {
         LocalKind::Engine => {
             let semantic = options.embedder.as_ref().and_then(cairn_engine::embedder::semantic);

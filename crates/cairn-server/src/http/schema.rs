@@ -219,6 +219,22 @@ pub struct SessionWithStatus {
     pub status: String,
 }
 
+/// The answer to ending a session. For a session cairn never heard of, only `id` and `status`
+/// (as engram answers: a host ending a session it failed to register must not see an error).
+#[derive(Serialize, ToSchema)]
+pub struct EndedSession {
+    pub id: String,
+    /// Always `completed`.
+    pub status: String,
+    pub project: Option<String>,
+    pub directory: Option<String>,
+    pub agent: Option<String>,
+    pub parent_id: Option<String>,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub summary: Option<String>,
+}
+
 /// A session in a listing.
 #[derive(Serialize, ToSchema)]
 pub struct SessionSummary {

@@ -214,6 +214,15 @@ async fn health_names_the_data_dir_and_version() {
     // Built in the background at open: either state is right at this moment.
     assert!(matches!(health["search_index"].as_str(), Some("ready" | "building")), "{health}");
     stable["search_index"] = json!("[ready|building]");
+    // Every worker of the engine, none dead; the index build may or may not be done yet.
+    let workers = health["workers"].as_array().expect("workers");
+    for w in workers {
+        let expected: &[&str] = if w["name"] == "cairn-index-build" { &["running", "done"] } else { &["running"] };
+        assert!(expected.contains(&w["state"].as_str().unwrap_or_default()), "{w}");
+    }
+    let mut names: Vec<&str> = workers.iter().filter_map(|w| w["name"].as_str()).collect();
+    names.sort_unstable();
+    stable["workers"] = json!(names);
     insta::assert_json_snapshot!("health", stable);
     // The daemon client accepts it as the daemon of its data dir.
     let client = DaemonClient::new(s.addr, None);
@@ -281,8 +290,9 @@ async fn session_lifecycle() {
     assert_eq!(ended["status"], "completed");
     let ended = s.post("/sessions/s-1/end", &json!({"summary": "did it <private>pw</private>"})).await.expect(200);
     assert_eq!(ended["summary"], "did it [REDACTED]");
-    // engram said 200 for unknown ids; cairn says 404.
-    s.post("/sessions/ghost/end", &json!({})).await.expect_error(404, "session_not_found");
+    // An unknown id: engram's answer (200, `{id, status}`), and nothing is created.
+    let ghost = s.post("/sessions/ghost/end", &json!({})).await.expect(200);
+    assert_eq!(ghost, json!({"id": "ghost", "status": "completed"}));
     s.post_raw("/sessions/s-1/end", b"{oops").await.expect_error(400, "invalid_json");
 
     s.get("/sessions/ghost").await.expect_error(404, "session_not_found");

@@ -2,6 +2,9 @@
 //! separate processes — most through the daemon, some straight to SQLite beside it — for a
 //! sustained period. Every acknowledged write must be stored; no write may fail.
 //!
+//! Each CLI write checks, from the client's own debug line, that it went where it should: the
+//! daemon, or (CAIRN_DIRECT=1) the file.
+//!
 //! Duration: CAIRN_CONCURRENCY_SECS (default 60).
 
 use std::collections::HashSet;
@@ -81,9 +84,20 @@ fn eight_writers_for_a_minute_lose_nothing() {
                 if w == 2 {
                     cmd.env("CAIRN_DIRECT", "1");
                 }
+                // The client says where it went: prove the direct writer never used the daemon
+                // and the others always did.
+                cmd.env("CAIRN_LOG", "warn,cairn_client=debug");
                 let out = cmd.output().unwrap();
-                let result =
-                    if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) };
+                let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+                let went_direct = stderr.contains("opened the database file in this process");
+                let used_daemon = stderr.contains("using the running daemon");
+                let result = if !out.status.success() {
+                    Err(stderr)
+                } else if (w == 2) != went_direct || (w == 2) == used_daemon {
+                    Err(format!("CLI writer {w} went the wrong way (direct {went_direct}, daemon {used_daemon}): {stderr}"))
+                } else {
+                    Ok(())
+                };
                 record(&tally, title, result);
                 i += 1;
             }

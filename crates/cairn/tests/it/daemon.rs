@@ -1,0 +1,92 @@
+//! Finding the daemon: every cairn process uses the one its data dir records, wherever it
+//! listens, and follows it when it comes back elsewhere.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::{Daemon, McpChild, cairn, http, recorded};
+
+/// Stops the daemon a test had started for it by `cairn mcp` (not a child of the test).
+struct Autostarted<'a>(&'a Path);
+
+impl Drop for Autostarted<'_> {
+    fn drop(&mut self) {
+        if let Some((pid, _)) = recorded(self.0) {
+            let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while recorded(self.0).is_some_and(|(p, _)| p == pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+fn wait_for_record(data: &Path) -> (u32, std::net::SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(found) = recorded(data)
+            && http(found.1, "GET", "/health", None).0 == 200
+        {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "no daemon recorded in {}", data.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Where a CLI call went, from the client's own debug line.
+fn cli_search(data: &Path, work: &Path, query: &str) -> (String, String) {
+    let out = cairn()
+        .args(["search", query])
+        .current_dir(work)
+        .env("CAIRN_DATA_DIR", data)
+        .env("CAIRN_LOG", "warn,cairn_client=debug")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_daemon_that_had_to_take_another_port_is_found_and_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, work) = (tmp.path().join("data"), tmp.path().join("repo"));
+    std::fs::create_dir_all(&work).unwrap();
+    // Someone else (engram, say) holds the configured port.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let log = tmp.path().join("mcp.log");
+    let stderr = Stdio::from(std::fs::File::create(&log).unwrap());
+    let env = [("CAIRN_AUTOSTART", "mcp"), ("CAIRN_PORT", port.as_str()), ("CAIRN_LOG", "warn,cairn_client=debug")];
+    let mut mcp = McpChild::spawn_with(&data, &work, &env, stderr);
+    let _cleanup = Autostarted(&data);
+    mcp.call("mem_save", json!({"title": "Ports", "content": "the daemon moved to a free port"})).unwrap();
+    let (first_pid, addr) = wait_for_record(&data);
+    assert_ne!(addr.port().to_string(), port, "it cannot have the taken port");
+
+    // A CLI process (which may not start one) uses it, and sees the memory.
+    let (stdout, stderr) = cli_search(&data, &work, "ports");
+    assert!(stderr.contains("using the running daemon"), "{stderr}");
+    assert!(stdout.contains("Ports"), "{stdout}");
+    // So does a second agent session.
+    let mut other = McpChild::spawn(&data, &work, &[("CAIRN_AUTOSTART", "never")]);
+    let found = other.call("mem_search", json!({"query": "free port"})).unwrap();
+    assert!(found.to_string().contains("Ports"), "{found}");
+
+    // The daemon goes; another comes back on yet another port: the first session follows it
+    // instead of opening the file itself.
+    drop(_cleanup);
+    let restarted = Daemon::start(&data);
+    assert_ne!(restarted.addr, addr);
+    mcp.call("mem_save", json!({"title": "Moved", "content": "saved through the new daemon"})).unwrap();
+    let (pid, _) = recorded(&data).unwrap();
+    assert_eq!(pid, restarted.child.id());
+    assert_ne!(pid, first_pid);
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("the daemon moved; following it"), "{log}");
+    assert!(!log.contains("opened the database file in this process"), "{log}");
+    drop(taken);
+}

@@ -84,7 +84,7 @@ pub struct Bert {
 }
 
 impl Bert {
-    pub fn load(config: BertConfig, tensors: &Tensors) -> Result<Bert, EmbedError> {
+    pub fn load(config: BertConfig, tensors: &Tensors<'_>) -> Result<Bert, EmbedError> {
         let h = config.hidden_size;
         if h == 0 || config.num_attention_heads == 0 || !h.is_multiple_of(config.num_attention_heads) {
             return Err(EmbedError::ModelInvalid(format!(

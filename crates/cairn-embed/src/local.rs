@@ -49,7 +49,7 @@ impl LocalModel {
                 config.vocab_size
             )));
         }
-        let bert = Bert::load(config, &Tensors::parse(read("model.safetensors")?)?)?;
+        let bert = Bert::load(config, &Tensors::parse(&read("model.safetensors")?)?)?;
         let id = model_id(dir, &config_bytes);
         tracing::info!(model = %id, dir = %dir.display(), "embedding model loaded");
         Ok(LocalModel { id, tokenizer, bert })

@@ -147,7 +147,7 @@ impl Bert {
         let ids = &ids[..ids.len().min(self.config.max_position_embeddings)];
         let n = ids.len();
         if n == 0 {
-            return vec![0.0; h]; // nothing to pool (the tokenizer always gives [CLS] [SEP])
+            return vec![0.0; h]; // nothing to pool (BERT's tokenizer always gives [CLS] [SEP])
         }
         let mut x = vec![0f32; n * h];
         for (i, &id) in ids.iter().enumerate() {

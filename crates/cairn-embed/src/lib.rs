@@ -6,7 +6,7 @@
 //!   the model's `tokenizer.json` and weights; the encoder, mean pooling and L2 normalisation
 //!   are this crate's. No C or C++ library, no download at run time; the files come from
 //!   `cairn model install`.
-//! - [`http::HttpEmbedder`] (feature `remote`): any OpenAI-compatible `/embeddings` endpoint
+//! - `http::HttpEmbedder` (feature `remote`): any OpenAI-compatible `/embeddings` endpoint
 //!   (OpenAI, Ollama, LM Studio), for users who want another, e.g. multilingual, model.
 //! - [`install`]: the default model's files, fetched or copied, checked against their sha256.
 

@@ -1,5 +1,5 @@
-//! Embedding costs: one short query, one memory-sized text, one maximum-length text, a scan
-//! over stored vectors. Needs the model (`CAIRN_TEST_MODEL_DIR` or
+//! Embedding costs: one short query, one memory-sized text, one maximum-length text, the
+//! tokenizer alone, a scan over stored vectors. Needs the model (`CAIRN_TEST_MODEL_DIR` or
 //! `target/test-deps/all-MiniLM-L6-v2`); without it only the dot-product benchmark runs.
 //!
 //! `cargo bench -p cairn-embed --bench embed`
@@ -40,8 +40,22 @@ fn memory_60_tokens(bencher: divan::Bencher) {
 fn long_256_tokens(bencher: divan::Bencher) {
     let Some(m) = model() else { return };
     let text = MEMORY.repeat(5);
-    assert_eq!(m.tokenize(&text).len(), 256);
+    assert_eq!(m.tokenize(&text).unwrap().len(), 256);
     bencher.bench(|| m.embed(&[divan::black_box(text.as_str())]).unwrap());
+}
+
+/// The tokenizer alone, on the texts above and on one far past the model's length (a pasted
+/// log: every word of it is tokenized before the truncation).
+#[divan::bench(args = ["query", "memory", "long", "huge"])]
+fn tokenize(bencher: divan::Bencher, text: &str) {
+    let Some(m) = model() else { return };
+    let text = match text {
+        "query" => QUERY.to_owned(),
+        "memory" => MEMORY.to_owned(),
+        "long" => MEMORY.repeat(5),
+        _ => MEMORY.repeat(100),
+    };
+    bencher.counter(divan::counter::BytesCount::of_str(&text)).bench(|| m.tokenize(divan::black_box(&text)).unwrap());
 }
 
 #[divan::bench(args = [10_000, 100_000])]

@@ -84,7 +84,7 @@ pub struct Bert {
 }
 
 impl Bert {
-    pub fn load(config: BertConfig, tensors: &Tensors) -> Result<Bert, EmbedError> {
+    pub fn load(config: BertConfig, tensors: &Tensors<'_>) -> Result<Bert, EmbedError> {
         let h = config.hidden_size;
         if h == 0 || config.num_attention_heads == 0 || !h.is_multiple_of(config.num_attention_heads) {
             return Err(EmbedError::ModelInvalid(format!(
@@ -147,7 +147,7 @@ impl Bert {
         let ids = &ids[..ids.len().min(self.config.max_position_embeddings)];
         let n = ids.len();
         if n == 0 {
-            return vec![0.0; h]; // nothing to pool (the tokenizer always gives [CLS] [SEP])
+            return vec![0.0; h]; // nothing to pool (BERT's tokenizer always gives [CLS] [SEP])
         }
         let mut x = vec![0f32; n * h];
         for (i, &id) in ids.iter().enumerate() {

@@ -2,9 +2,11 @@
 //!
 //! - [`Embedder`]: what search and the background indexer need from a model.
 //! - [`LocalModel`]: a BERT-family sentence model (default all-MiniLM-L6-v2) run on the CPU in
-//!   pure Rust: WordPiece tokenizer, encoder, mean pooling, L2 normalisation. No C++ runtime,
-//!   no download at run time; the files come from `cairn model install`.
-//! - [`http::HttpEmbedder`] (feature `remote`): any OpenAI-compatible `/embeddings` endpoint
+//!   pure Rust: Hugging Face's `tokenizers` (pure-Rust build) and `safetensors` crates read
+//!   the model's `tokenizer.json` and weights; the encoder, mean pooling and L2 normalisation
+//!   are this crate's. No C or C++ library, no download at run time; the files come from
+//!   `cairn model install`.
+//! - `http::HttpEmbedder` (feature `remote`): any OpenAI-compatible `/embeddings` endpoint
 //!   (OpenAI, Ollama, LM Studio), for users who want another, e.g. multilingual, model.
 //! - [`install`]: the default model's files, fetched or copied, checked against their sha256.
 
@@ -20,7 +22,6 @@ pub mod http;
 
 pub use local::{LocalModel, REQUIRED_FILES, hex, is_model_dir, local_model_id, missing_file};
 pub use scan::dot_i8_rows;
-pub use tokenizer::WordPiece;
 
 /// Turns texts into unit-length vectors (so a dot product is the cosine similarity).
 pub trait Embedder: Send + Sync {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bert::{Bert, BertConfig};
 use crate::safetensors::Tensors;
-use crate::tokenizer::WordPiece;
+use crate::tokenizer::TextTokenizer;
 use crate::{EmbedError, Embedder};
 
 /// Files a model directory must hold.
@@ -15,7 +15,7 @@ const DEFAULT_MAX_TOKENS: usize = 256;
 
 pub struct LocalModel {
     id: String,
-    tokenizer: WordPiece,
+    tokenizer: TextTokenizer,
     bert: Bert,
 }
 
@@ -41,7 +41,7 @@ impl LocalModel {
         let config: BertConfig =
             serde_json::from_slice(&config_bytes).map_err(|e| EmbedError::ModelInvalid(format!("config.json: {e}")))?;
         let max_tokens = max_seq_length(dir).unwrap_or(DEFAULT_MAX_TOKENS).min(config.max_position_embeddings);
-        let tokenizer = WordPiece::from_tokenizer_json(&read("tokenizer.json")?, max_tokens)?;
+        let tokenizer = TextTokenizer::from_tokenizer_json(&read("tokenizer.json")?, max_tokens)?;
         if tokenizer.vocab_size() > config.vocab_size {
             return Err(EmbedError::ModelInvalid(format!(
                 "tokenizer.json has {} tokens but config.json says vocab_size {}",
@@ -49,7 +49,7 @@ impl LocalModel {
                 config.vocab_size
             )));
         }
-        let bert = Bert::load(config, &Tensors::parse(read("model.safetensors")?)?)?;
+        let bert = Bert::load(config, &Tensors::parse(&read("model.safetensors")?)?)?;
         let id = model_id(dir, &config_bytes);
         tracing::info!(model = %id, dir = %dir.display(), "embedding model loaded");
         Ok(LocalModel { id, tokenizer, bert })
@@ -60,15 +60,16 @@ impl LocalModel {
         self.bert.hidden_size()
     }
 
-    /// Token ids of a text (for tests and diagnostics).
-    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+    /// Token ids of a text, special tokens included, truncated to the model's sequence length
+    /// (for tests and diagnostics).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         self.tokenizer.encode(text)
     }
 
-    pub fn embed_one(&self, text: &str) -> Vec<f32> {
-        let ids = self.tokenizer.encode(text);
+    pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let ids = self.tokenizer.encode(text)?;
         debug_assert!(ids.len() <= self.bert.max_positions());
-        self.bert.embed(&ids)
+        Ok(self.bert.embed(&ids))
     }
 }
 
@@ -78,7 +79,7 @@ impl Embedder for LocalModel {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts.iter().map(|t| self.embed_one(t)).collect())
+        texts.iter().map(|t| self.embed_one(t)).collect()
     }
 }
 

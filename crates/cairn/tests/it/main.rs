@@ -4,6 +4,7 @@
 mod cli;
 mod concurrency;
 mod crash;
+mod daemon;
 mod load;
 mod mcp_fuzz;
 mod privacy;

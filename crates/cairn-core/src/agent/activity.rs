@@ -278,6 +278,8 @@ fn clean_event(event: &ActivityEvent) -> Result<ActivityEvent> {
             ActivityEvent::Prompt { content, stored_in: stored_in.clone() }
         }
         ActivityEvent::ContextInjected { fingerprint } => {
+            // A hash, normally; but whatever an agent sends is kept only redacted.
+            let fingerprint = &redact(fingerprint).0;
             require("fingerprint", fingerprint)?;
             if fingerprint.len() > MAX_FINGERPRINT_BYTES || fingerprint.chars().any(char::is_control) {
                 return Err(CairnError::invalid(format!(
@@ -285,7 +287,7 @@ fn clean_event(event: &ActivityEvent) -> Result<ActivityEvent> {
                 ))
                 .with_hint("send a hash of the injected context"));
             }
-            event.clone()
+            ActivityEvent::ContextInjected { fingerprint: fingerprint.clone() }
         }
         ActivityEvent::Save { saved_session_id: Some(id), .. } => {
             validate_session_id(id)?;

@@ -37,6 +37,8 @@ pub enum ErrorCode {
     EngramDbUnrecognized,
     /// A project config file (`.cairn/config.json`) is malformed.
     InvalidProjectConfig,
+    /// The working directory holds several repositories and nothing names the project.
+    AmbiguousProject,
     /// The database file is not a database, or fails its integrity check.
     DatabaseCorrupt,
     /// The database was written by a newer cairn.
@@ -110,6 +112,7 @@ impl ErrorCode {
         Self::ModelInvalid,
         Self::ChecksumMismatch,
         Self::EmbedderUnavailable,
+        Self::AmbiguousProject,
         Self::Internal,
     ];
 
@@ -151,6 +154,7 @@ impl ErrorCode {
             Self::ModelInvalid => "model_invalid",
             Self::ChecksumMismatch => "checksum_mismatch",
             Self::EmbedderUnavailable => "embedder_unavailable",
+            Self::AmbiguousProject => "ambiguous_project",
             Self::Internal => "internal",
         }
     }
@@ -165,6 +169,7 @@ impl ErrorCode {
             | Self::InvalidImport
             | Self::EngramDbUnrecognized
             | Self::InvalidProjectConfig
+            | Self::AmbiguousProject
             | Self::InvalidConfig
             | Self::InvalidJson => 400,
             Self::ObservationNotFound

@@ -1,12 +1,14 @@
 //! cairn-core: every rule of cairn. The doors (CLI, HTTP, MCP, hooks, plugins) parse input,
 //! call one function here and render its result; none of them talks to SQLite.
 //!
-//! Map: [`store`] (SQLite, migrations) · [`memory`] (save / revise / dedupe / update / delete)
+//! Map: [`agent`] (the agent protocol: project resolution, current project, session activity)
+//! · [`store`] (SQLite, migrations) · [`memory`] (save / revise / dedupe / update / delete)
 //! · [`sessions`] · [`prompts`] · [`search`] (engines, lexical BM25) · [`context`] · [`views`]
 //! (timeline, stats) · [`transfer`] (export / import / engram import) · [`project`] (identity)
 //! · [`topic`] · [`text`] (redaction, limits, normalisation) · [`settings`] · [`doctor`] ·
 //! [`error`] (the one error table).
 
+pub mod agent;
 pub mod clock;
 pub mod context;
 pub mod doctor;

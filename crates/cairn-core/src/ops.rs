@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::agent::ActivityRecord;
 use crate::context::ContextRequest;
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::memory::{ListFilter, NewObservation, ObservationPatch, SaveOutcome};
@@ -132,6 +133,14 @@ pub enum Op {
     },
     /// Checks of the data dir and database.
     Doctor,
+    /// A session's activity: counts, reminders, the pending prompt (`crate::agent::activity`).
+    SessionActivity {
+        session_id: String,
+    },
+    /// Record what happened in a session: `{session_id, project?, event: tool_call | save |
+    /// prompt | context_injected | reminder_sent, ...}`; answers the activity after it and,
+    /// where relevant, the reminder due now or the prompt attached to a save.
+    RecordActivity(ActivityRecord),
     /// Queue every memory for (re-)embedding: `force` drops the stored vectors first. The
     /// daemon's background indexer does the work; poll `stats.embeddings_pending`.
     Reindex {
@@ -200,6 +209,7 @@ impl Op {
                 | Op::RelationStats { .. }
                 | Op::GetRelation { .. }
                 | Op::Doctor
+                | Op::SessionActivity { .. }
         )
     }
 
@@ -245,7 +255,12 @@ pub fn execute(store: &mut Store, op: Op) -> Result<Value> {
         Op::SessionSummary { content, session_id, project } => {
             json(store.save_session_summary(session_id.as_deref(), project.as_deref(), &content)?)
         }
-        Op::EndSession { id, summary } => json(store.end_session(&id, summary.as_deref())?),
+        Op::EndSession { id, summary } => {
+            let ended = store.end_session(&id, summary.as_deref())?;
+            // The next session under this id counts from zero (engram clears its counters).
+            store.clear_activity(&id)?;
+            json(ended)
+        }
         Op::GetSession { id } => json(store.get_session(&id)?),
         Op::DeleteSession { id } => {
             store.delete_session(&id)?;
@@ -280,6 +295,8 @@ pub fn execute(store: &mut Store, op: Op) -> Result<Value> {
         Op::MigrateProject { old_project, new_project } => json(store.migrate_project(&old_project, &new_project)?),
         Op::MergeProjects { from, to } => json(store.merge_projects(&from, &to)?),
         Op::Reindex { force } => json(reindex(store, force)?),
+        Op::SessionActivity { session_id } => json(store.session_activity(&session_id)?),
+        Op::RecordActivity(record) => json(store.record_activity(&record)?),
         Op::Doctor => {
             let dir = store.path().and_then(std::path::Path::parent).map(std::path::Path::to_owned);
             match dir {

@@ -3,7 +3,10 @@
 //!
 //! Order: `.cairn/config.json` (or engram's `.engram/config.json`) in the directory or a parent
 //! up to the repository root → the git remote `origin`'s repository name → the git root's
-//! basename (a worktree resolves to its main repository) → the directory's basename.
+//! basename (a worktree resolves to its main repository) → the one repository directly inside
+//! the directory (engram's `git_child`; two or more are `ambiguous`, with the candidates listed)
+//! → the directory's basename. Which of a call's hints wins over detection is
+//! [`crate::agent::resolve_project`]'s rule.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,25 +22,40 @@ use crate::text::{normalize_project, redact};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProjectSource {
+    /// The call's own `project` argument.
+    ExplicitOverride,
+    /// The project of the session the call belongs to.
+    Session,
+    /// The `X-Cairn-Project` header of an HTTP call.
+    RequestHeader,
     /// `--project` or `CAIRN_PROJECT`.
-    Explicit,
+    ProcessOverride,
     /// `.cairn/config.json`.
     Config,
     /// `.engram/config.json` (users coming from engram).
     EngramConfig,
     GitRemote,
     GitRoot,
+    /// The only repository directly inside the directory.
+    GitChild,
+    /// Several repositories inside the directory: no project (see `available_projects`).
+    Ambiguous,
     DirBasename,
 }
 
 impl ProjectSource {
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Explicit => "explicit",
+            Self::ExplicitOverride => "explicit_override",
+            Self::Session => "session",
+            Self::RequestHeader => "request_header",
+            Self::ProcessOverride => "process_override",
             Self::Config => "config",
             Self::EngramConfig => "engram_config",
             Self::GitRemote => "git_remote",
             Self::GitRoot => "git_root",
+            Self::GitChild => "git_child",
+            Self::Ambiguous => "ambiguous",
             Self::DirBasename => "dir_basename",
         }
     }
@@ -53,6 +71,9 @@ pub struct ProjectDetection {
     pub cwd: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// The candidates when detection is ambiguous (engram §11), else empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub available_projects: Vec<String>,
 }
 
 static CACHE: LazyLock<Mutex<HashMap<PathBuf, ProjectDetection>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
@@ -77,16 +98,18 @@ pub fn detect_project(dir: &Path) -> Result<ProjectDetection> {
     Ok(detection)
 }
 
-/// An explicit name (flag or environment), normalised.
-pub fn explicit_project(name: &str, cwd: &Path) -> Result<ProjectDetection> {
+/// A name given by the caller (argument, header, flag or environment), normalised; `source`
+/// says which.
+pub fn explicit_project(name: &str, cwd: &Path, source: ProjectSource) -> Result<ProjectDetection> {
     let (project, changed) = normalize_project(name);
     validate_name(&project, "the project name")?;
     Ok(ProjectDetection {
         warning: changed.then(|| format!("project name normalized from {name:?} to {project:?}")),
         project,
-        project_source: ProjectSource::Explicit,
+        project_source: source,
         project_path: String::new(),
         cwd: cwd.display().to_string(),
+        available_projects: Vec::new(),
     })
 }
 
@@ -95,7 +118,14 @@ fn detect_uncached(dir: &Path) -> Result<ProjectDetection> {
     let cwd = dir.display().to_string();
     let stop_at = git.as_ref().map(|g| g.toplevel.clone());
     if let Some((project, source, path)) = config_name(dir, stop_at.as_deref())? {
-        return Ok(ProjectDetection { project, project_source: source, project_path: path, cwd, warning: None });
+        return Ok(ProjectDetection {
+            project,
+            project_source: source,
+            project_path: path,
+            cwd,
+            warning: None,
+            available_projects: Vec::new(),
+        });
     }
     if let Some(git) = git {
         if let Some(name) = git.remote_url.as_deref().and_then(repo_name_from_url) {
@@ -106,6 +136,7 @@ fn detect_uncached(dir: &Path) -> Result<ProjectDetection> {
                 project_path: git.main_root.display().to_string(),
                 cwd,
                 warning: None,
+                available_projects: Vec::new(),
             });
         }
         let name = basename(&git.main_root);
@@ -115,7 +146,11 @@ fn detect_uncached(dir: &Path) -> Result<ProjectDetection> {
             project_path: git.main_root.display().to_string(),
             cwd,
             warning: None,
+            available_projects: Vec::new(),
         });
+    }
+    if let Some(found) = child_repositories(dir, cwd.clone()) {
+        return Ok(found);
     }
     let name = basename(dir);
     Ok(ProjectDetection {
@@ -124,7 +159,53 @@ fn detect_uncached(dir: &Path) -> Result<ProjectDetection> {
         project_path: cwd.clone(),
         cwd,
         warning: None,
+        available_projects: Vec::new(),
     })
+}
+
+/// Directories never taken for a project's repository.
+const NOISE_DIRS: &[&str] =
+    &["node_modules", "vendor", ".venv", "__pycache__", "target", "dist", "build", ".idea", ".vscode"];
+/// How many child directories are looked into: a home directory must not cost a long scan.
+const CHILD_SCAN_LIMIT: usize = 20;
+
+/// engram's rows 4 and 5: outside any repository, one repository directly inside `dir` names
+/// the project (with a warning); two or more make detection ambiguous, listing them (the scan
+/// stops at the second).
+fn child_repositories(dir: &Path, cwd: String) -> Option<ProjectDetection> {
+    let mut children: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = basename(p);
+            !name.starts_with('.') && !NOISE_DIRS.contains(&name.as_str())
+        })
+        .collect();
+    children.sort();
+    let repos: Vec<PathBuf> =
+        children.into_iter().take(CHILD_SCAN_LIMIT).filter(|p| p.join(".git").exists()).take(2).collect();
+    let names: Vec<String> = repos.iter().map(|p| normalize_project(&basename(p)).0).collect();
+    match repos.as_slice() {
+        [] => None,
+        [only] => Some(ProjectDetection {
+            warning: Some(format!("{} is not a repository; using the only repository inside it, {:?}", cwd, names[0])),
+            project: names[0].clone(),
+            project_source: ProjectSource::GitChild,
+            project_path: only.display().to_string(),
+            cwd,
+            available_projects: Vec::new(),
+        }),
+        _ => Some(ProjectDetection {
+            project: String::new(),
+            project_source: ProjectSource::Ambiguous,
+            project_path: String::new(),
+            warning: Some(format!("{cwd} holds several repositories; name the project")),
+            cwd,
+            available_projects: names,
+        }),
+    }
 }
 
 fn basename(path: &Path) -> String {
@@ -247,6 +328,22 @@ mod tests {
         std::fs::write(dir.join(".cairn/config.json"), r#"{"project_name": "Real-Name"}"#).unwrap();
         let found = detect_uncached(&dir).unwrap();
         assert_eq!((found.project.as_str(), found.project_source), ("real-name", ProjectSource::Config));
+    }
+
+    #[test]
+    fn repositories_inside_a_plain_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("work");
+        for sub in ["node_modules/x/.git", "Alpha/.git", ".hidden/.git", "notes"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        let found = detect_uncached(&dir).unwrap();
+        assert_eq!((found.project.as_str(), found.project_source), ("alpha", ProjectSource::GitChild));
+        assert!(found.warning.is_some() && found.available_projects.is_empty());
+        std::fs::create_dir_all(dir.join("beta/.git")).unwrap();
+        let found = detect_uncached(&dir).unwrap();
+        assert_eq!((found.project.as_str(), found.project_source), ("", ProjectSource::Ambiguous));
+        assert_eq!(found.available_projects, ["alpha", "beta"]);
     }
 
     #[test]

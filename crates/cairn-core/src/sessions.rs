@@ -126,6 +126,8 @@ impl Store {
                 .with_hint("delete its memories first (cairn delete --hard), or keep the session"));
             }
             tx.execute("DELETE FROM prompts WHERE session_id = ?1", [id])?;
+            // Its activity holds the text of its last prompt.
+            tx.execute("DELETE FROM agent_activity WHERE session_id = ?1", [id])?;
             tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
             Ok(())
         })

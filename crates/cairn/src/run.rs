@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::Result;
 use cairn_client::{Client, ConnectOptions, Role};
+use cairn_core::agent::{ProjectHints, resolve_project};
 use cairn_core::context::{Context, ContextRequest};
 use cairn_core::memory::{NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, Revision, SessionSummary};
 use cairn_core::ops::{Op, SaveRequest, SaveResponse, SearchResponse};
-use cairn_core::project::{ProjectDetection, detect_project, explicit_project};
+use cairn_core::project::ProjectDetection;
 use cairn_core::search::{SearchMode, SearchQuery, SearchResults};
 use cairn_core::settings::{Overrides, Settings, ensure_data_dir};
 use cairn_core::text::Scope;
@@ -61,12 +62,15 @@ impl Env {
         Ok(self.client()?.embed_here(progress)?)
     }
 
-    /// The project: `--project` / `CAIRN_PROJECT`, else detected from the current directory.
+    /// The project: `--project` / `CAIRN_PROJECT`, else detected from the current directory
+    /// (core's one resolution rule; the CLI has no session or header).
     pub(crate) fn project(&self) -> Result<ProjectDetection> {
-        let detection = match &self.settings.project.value {
-            Some(name) => explicit_project(name, &self.cwd)?,
-            None => detect_project(&self.cwd)?,
+        let hints = ProjectHints {
+            process: self.settings.project.value.clone(),
+            process_cwd: self.cwd.clone(),
+            ..ProjectHints::default()
         };
+        let detection = resolve_project(&hints, |_| Ok(None))?;
         if let Some(w) = &detection.warning {
             note(&format!("warning: {w}"));
         }

@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0003_session_activity.sql"),
     include_str!("../../migrations/0004_embeddings.sql"),
     include_str!("../../migrations/0005_partial_topic_index.sql"),
+    include_str!("../../migrations/0006_agent_activity.sql"),
 ];
 
 /// The schema version this build writes.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::{Extension, Json};
+use cairn_core::agent::ProjectHints;
 use cairn_core::ops::Op;
 use cairn_core::store::SCHEMA_VERSION;
 use cairn_core::{CairnError, ErrorCode};
@@ -18,7 +19,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, body_bytes};
 use super::schema;
-use super::{ApiResult, AppState, nonempty, ok, run};
+use super::{ApiResult, AppState, given, ok, run};
 
 /// How long `/health` waits for the store. Clients probe with a short timeout; a long import
 /// holding the writer must not make the daemon look dead.
@@ -73,32 +74,29 @@ pub struct CurrentProjectParams {
     cwd: Option<String>,
 }
 
-/// Which project a directory belongs to. Never an error status: failures are in `error_hint`.
+/// Which project a directory belongs to. Never an error status: problems are in `error_code`.
+///
+/// core's current-project view, the same JSON as MCP's `mem_current_project`; the candidates
+/// are listed when the directory holds several repositories.
 #[utoipa::path(get, operation_id = "current_project", path = "/project/current", tag = "projects",
     params(CurrentProjectParams),
     responses((status = 200, description = "The detection result", body = schema::ProjectDetection)))]
 pub(super) async fn current_project(ApiQuery(p): ApiQuery<CurrentProjectParams>) -> Json<Value> {
-    let dir = nonempty(p.cwd).map(PathBuf::from).or_else(|| std::env::current_dir().ok()).unwrap_or_default();
-    let cwd = dir.display().to_string();
-    // Detection may run git: off the async threads.
-    let detected = tokio::task::spawn_blocking(move || cairn_core::project::detect_project(&dir))
-        .await
-        .unwrap_or_else(|e| Err(CairnError::internal(format!("project detection failed: {e}"))));
-    let body = match detected.and_then(|d| serde_json::to_value(d).map_err(CairnError::from)) {
-        Ok(mut found) => {
-            found["available_projects"] = json!([]);
-            found
-        }
-        Err(e) => json!({
-            "project": "",
-            "project_source": "error",
-            "project_path": "",
-            "cwd": cwd,
-            "available_projects": [],
-            "error_hint": e.message,
-        }),
+    let hints = ProjectHints {
+        dir: given(p.cwd).map(PathBuf::from),
+        process_cwd: std::env::current_dir().unwrap_or_default(),
+        ..ProjectHints::default()
     };
-    Json(body)
+    let cwd = hints.detection_dir().display().to_string();
+    // Detection may run git: off the async threads.
+    let view = tokio::task::spawn_blocking(move || cairn_core::agent::current_project(&hints, |_| Ok(None))).await;
+    Json(match view {
+        Ok(view) => json!(view),
+        Err(e) => json!({
+            "project": "", "project_source": "error", "project_path": "", "cwd": cwd, "available_projects": [],
+            "error_code": ErrorCode::Internal.as_str(), "error_hint": format!("project detection failed: {e}"),
+        }),
+    })
 }
 
 /// Rename a project everywhere.

@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, PathId};
 use super::schema;
-use super::{ApiResult, AppState, nonempty, ok, run, with_fields};
+use super::{ApiResult, AppState, given, ok, run, with_fields};
 
 /// Listing sizes of the deferred queue (engram: default 50, at most 500).
 const DEFAULT_PAGE: usize = 50;
@@ -40,9 +40,9 @@ pub struct ListParams {
         (status = 400, description = "`since` is not RFC 3339, or a bad parameter", body = ErrorBody)))]
 pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<ListParams>) -> ApiResult {
     let filter = RelationFilter {
-        project: nonempty(p.project),
-        status: nonempty(p.status),
-        since: nonempty(p.since),
+        project: given(p.project),
+        status: given(p.status),
+        since: given(p.since),
         limit: p.limit,
         offset: p.offset,
     };
@@ -60,7 +60,7 @@ pub struct StatsParams {
 #[utoipa::path(get, operation_id = "conflict_stats", path = "/conflicts/stats", tag = "conflicts", params(StatsParams),
     responses((status = 200, description = "Counts", body = schema::RelationStats)))]
 pub(super) async fn stats(State(state): State<AppState>, ApiQuery(p): ApiQuery<StatsParams>) -> ApiResult {
-    Ok(ok(run(&state, Op::RelationStats { project: nonempty(p.project) }).await?))
+    Ok(ok(run(&state, Op::RelationStats { project: given(p.project) }).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -127,7 +127,7 @@ pub(super) async fn scan(State(state): State<AppState>, ApiJson(b): ApiJson<Scan
     }
     let request = ScanRequest {
         project: b.project,
-        since: nonempty(b.since),
+        since: given(b.since),
         apply: b.apply.unwrap_or(false),
         max_insert: b.max_insert,
     };

@@ -7,6 +7,7 @@ use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
 use cairn_core::ops::{Op, SaveRequest};
 use cairn_core::passive::PassiveCapture;
 use cairn_core::search::{SearchMode, SearchQuery};
+use cairn_core::text::Scope;
 use cairn_core::{CairnError, ErrorCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -15,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, PathId, require_id};
 use super::schema;
-use super::{ApiResult, AppState, created, nonempty, ok, parse_scope, run, with_fields};
+use super::{ApiResult, AppState, created, given, ok, run, with_fields};
 
 /// A memory to save: engram's fields plus cairn's (`pinned`, `directory`, `find_candidates`).
 /// Unknown fields are ignored, so newer engram clients keep working.
@@ -108,9 +109,9 @@ pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<Li
             .with_hint("use sort=created_at:desc or omit it"));
     }
     let filter = ListFilter {
-        project: nonempty(p.project),
-        scope: parse_scope(p.scope)?,
-        kind: nonempty(p.kind),
+        project: given(p.project),
+        scope: Scope::parse_filter(p.scope.as_deref())?,
+        kind: given(p.kind),
         limit: p.limit.unwrap_or(0),
         offset: p.offset.unwrap_or(0),
     };
@@ -137,8 +138,8 @@ pub struct RecentParams {
         (status = 400, description = "Bad parameter", body = ErrorBody)))]
 pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<RecentParams>) -> ApiResult {
     let filter = ListFilter {
-        project: nonempty(p.project),
-        scope: parse_scope(p.scope)?,
+        project: given(p.project),
+        scope: Scope::parse_filter(p.scope.as_deref())?,
         limit: p.limit.unwrap_or(0),
         ..ListFilter::default()
     };
@@ -320,12 +321,12 @@ pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<
         .ok_or_else(|| CairnError::empty("query parameter q").with_hint("say what to look for: /search?q=auth+bug"))?;
     let query = SearchQuery {
         text,
-        project: nonempty(p.project),
+        project: given(p.project),
         all_projects: p.all_projects.unwrap_or(false),
-        kind: nonempty(p.kind),
-        scope: parse_scope(p.scope)?,
+        kind: given(p.kind),
+        scope: Scope::parse_filter(p.scope.as_deref())?,
         limit: p.limit.unwrap_or(0),
-        mode: nonempty(p.mode).map(|m| SearchMode::parse(&m)).transpose()?,
+        mode: given(p.mode).map(|m| SearchMode::parse(&m)).transpose()?,
     };
     let found = run(&state, Op::Search(query)).await?;
     let mut response = ok(Value::Array(annotated_hits(&found)));
@@ -394,7 +395,10 @@ pub struct ContextParams {
         (status = 200, description = "Markdown context and what went into it", body = schema::Context),
         (status = 400, description = "Bad scope", body = ErrorBody)))]
 pub(super) async fn context(State(state): State<AppState>, ApiQuery(p): ApiQuery<ContextParams>) -> ApiResult {
-    let request =
-        ContextRequest { project: nonempty(p.project), scope: parse_scope(p.scope)?, ..ContextRequest::default() };
+    let request = ContextRequest {
+        project: given(p.project),
+        scope: Scope::parse_filter(p.scope.as_deref())?,
+        ..ContextRequest::default()
+    };
     Ok(ok(run(&state, Op::Context(request)).await?))
 }

@@ -30,8 +30,10 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json, Router, middleware};
+// engram's clients send `project=` for "no project": an empty filter means no filter (core's
+// blank-means-absent rule, the same in every door).
+use cairn_core::agent::given;
 use cairn_core::ops::Op;
-use cairn_core::text::Scope;
 use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -131,6 +133,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(sessions::end))
         .routes(routes!(sessions::recent))
         .routes(routes!(sessions::get_one, sessions::delete))
+        .routes(routes!(sessions::activity, sessions::record_activity))
         .routes(routes!(memories::save, memories::list))
         .routes(routes!(memories::recent))
         .routes(routes!(memories::get_one, memories::update, memories::delete))
@@ -198,14 +201,4 @@ fn with_fields<const N: usize>(mut value: Value, fields: [(&str, Value); N]) -> 
         }
     }
     value
-}
-
-/// engram's clients send `project=` for "no project": an empty filter means no filter.
-fn nonempty(value: Option<String>) -> Option<String> {
-    value.filter(|v| !v.trim().is_empty())
-}
-
-/// A scope filter (the rule is core's, shared with the CLI and MCP).
-fn parse_scope(value: Option<String>) -> Result<Option<Scope>, ApiError> {
-    Ok(Scope::parse_filter(value.as_deref())?)
 }

@@ -368,14 +368,90 @@ pub struct ProjectList {
 pub struct ProjectDetection {
     /// Empty when detection failed.
     pub project: String,
-    /// `config`, `engram_config`, `git_remote`, `git_root`, `dir_basename`, or `error`.
+    /// `config`, `engram_config`, `git_remote`, `git_root`, `git_child`, `dir_basename`,
+    /// `ambiguous`, or `error`.
     pub project_source: String,
     pub project_path: String,
     pub cwd: String,
     pub warning: Option<String>,
-    /// Always empty: cairn resolves one project per directory (engram field).
+    /// The repositories to choose from when the directory holds several, else empty.
     pub available_projects: Vec<String>,
+    /// Why there is no project: `ambiguous_project`, `invalid_project_config`...
+    pub error_code: Option<String>,
     pub error_hint: Option<String>,
+}
+
+/// The last prompt recorded in a session, waiting to be attached to the next save.
+#[derive(Serialize, ToSchema)]
+pub struct PendingPrompt {
+    pub content: String,
+    pub project: String,
+    /// The session it is already stored in.
+    pub stored_in: Option<String>,
+}
+
+/// What an agent did in a session.
+#[derive(Serialize, ToSchema)]
+pub struct SessionActivity {
+    pub session_id: String,
+    /// The session's project (empty when it has none).
+    pub project: String,
+    /// When counting started (the first event, or the restart after two quiet hours).
+    pub started_at: String,
+    pub updated_at: String,
+    pub tool_calls: i64,
+    pub saves: i64,
+    pub last_save_at: Option<String>,
+    pub reminders: i64,
+    pub last_reminder_at: Option<String>,
+    pub pending_prompt: Option<PendingPrompt>,
+    pub context_fingerprint: Option<String>,
+}
+
+/// A session's activity after an event.
+#[derive(Serialize, ToSchema)]
+pub struct ActivityUpdate {
+    pub activity: SessionActivity,
+    /// The save reminder due now (`tool_call` with `remind`).
+    pub reminder: Option<String>,
+    /// The prompt a `save` attached to the saved session.
+    pub attached_prompt_id: Option<i64>,
+    /// Whether `context_injected` saw a fingerprint other than the previous one.
+    pub context_changed: Option<bool>,
+}
+
+/// One event of a session. `project` opens an unknown session with that project (as a save
+/// would); without it an unknown session is `session_not_found`.
+#[derive(ToSchema)]
+#[allow(dead_code)] // documentation only: the route reads core's own type
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ActivityBody {
+    /// The agent called a tool; with `remind`, the answer carries the save reminder when due.
+    ToolCall { project: Option<String>, remind: Option<bool> },
+    /// A memory was saved (into `saved_session_id`, default this session); the pending prompt
+    /// is attached there unless `attach_prompt` is false.
+    Save {
+        project: Option<String>,
+        #[schema(max_length = 256)]
+        saved_session_id: Option<String>,
+        attach_prompt: Option<bool>,
+    },
+    /// The user typed a prompt (redacted before it is kept), already stored in `stored_in`.
+    Prompt {
+        project: Option<String>,
+        #[schema(pattern = r"\S")]
+        content: String,
+        #[schema(max_length = 256)]
+        stored_in: Option<String>,
+    },
+    /// A context block was injected; `fingerprint` is a hash of it.
+    ContextInjected {
+        project: Option<String>,
+        #[schema(pattern = r"\S", max_length = 128)]
+        fingerprint: String,
+    },
+    /// The caller showed a save reminder itself.
+    ReminderSent { project: Option<String> },
 }
 
 #[derive(Serialize, ToSchema)]

@@ -2,6 +2,7 @@
 
 use axum::extract::State;
 use cairn_core::ErrorCode;
+use cairn_core::agent::{ActivityEvent, ActivityRecord};
 use cairn_core::ops::Op;
 use cairn_core::prompts::NewPrompt;
 use cairn_core::sessions::NewSession;
@@ -12,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::ErrorBody;
 use super::extract::{ApiJson, ApiQuery, OptionalJson, PathId, PathText};
 use super::schema;
-use super::{ApiResult, AppState, created, nonempty, ok, run, with_fields};
+use super::{ApiResult, AppState, created, given, ok, run, with_fields};
 
 /// A session to open. Opening a known id again only fills what it lacks (idempotent).
 /// Unknown fields (engram's `ownership_mode`) are ignored.
@@ -88,7 +89,7 @@ pub struct RecentSessionsParams {
             body = Vec<schema::SessionSummary>),
         (status = 400, description = "Bad parameter", body = ErrorBody)))]
 pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<RecentSessionsParams>) -> ApiResult {
-    Ok(ok(run(&state, Op::Sessions { project: nonempty(p.project), limit: p.limit.unwrap_or(5) }).await?))
+    Ok(ok(run(&state, Op::Sessions { project: given(p.project), limit: p.limit.unwrap_or(5) }).await?))
 }
 
 /// One session.
@@ -110,6 +111,46 @@ pub(super) async fn get_one(State(state): State<AppState>, PathText(id): PathTex
         (status = 409, description = "The session still has memories", body = ErrorBody)))]
 pub(super) async fn delete(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
     Ok(ok(run(&state, Op::DeleteSession { id }).await?))
+}
+
+/// A session's activity: tool calls, saves, reminders sent, the pending prompt.
+#[utoipa::path(get, operation_id = "session_activity", path = "/sessions/{id}/activity", tag = "sessions",
+    params(("id" = String, Path, description = "Session id", min_length = 1)),
+    responses(
+        (status = 200, description = "The activity (zero counts for a session with none yet)",
+            body = schema::SessionActivity),
+        (status = 404, description = "No such session", body = ErrorBody)))]
+pub(super) async fn activity(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
+    Ok(ok(run(&state, Op::SessionActivity { session_id: id }).await?))
+}
+
+/// An event of a session, as core reads it (`event` names the kind).
+#[derive(Debug, Deserialize)]
+pub struct ActivityBody {
+    #[serde(default)]
+    project: Option<String>,
+    #[serde(flatten)]
+    event: ActivityEvent,
+}
+
+/// Record what happened in a session (a tool call, a save, a prompt, a context injection).
+///
+/// Answers the activity after it, the save reminder due now (`tool_call` with `remind`) and the
+/// prompt a `save` attached.
+#[utoipa::path(post, operation_id = "record_activity", path = "/sessions/{id}/activity", tag = "sessions",
+    request_body = schema::ActivityBody,
+    params(("id" = String, Path, description = "Session id", min_length = 1)),
+    responses(
+        (status = 200, description = "The activity after the event", body = schema::ActivityUpdate),
+        (status = 400, description = "Unknown event, missing or malformed field", body = ErrorBody),
+        (status = 404, description = "No such session, and no project to open it with", body = ErrorBody)))]
+pub(super) async fn record_activity(
+    State(state): State<AppState>,
+    PathText(id): PathText,
+    ApiJson(b): ApiJson<ActivityBody>,
+) -> ApiResult {
+    let record = ActivityRecord { session_id: id, project: given(b.project), event: b.event };
+    Ok(ok(run(&state, Op::RecordActivity(record)).await?))
 }
 
 /// A user prompt to record.
@@ -153,7 +194,7 @@ pub(super) async fn recent_prompts(
     State(state): State<AppState>,
     ApiQuery(p): ApiQuery<RecentPromptsParams>,
 ) -> ApiResult {
-    Ok(ok(run(&state, Op::RecentPrompts { project: nonempty(p.project), limit: p.limit.unwrap_or(20) }).await?))
+    Ok(ok(run(&state, Op::RecentPrompts { project: given(p.project), limit: p.limit.unwrap_or(20) }).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -180,7 +221,7 @@ pub(super) async fn search_prompts(
 ) -> ApiResult {
     // An absent q is the same mistake as an empty one; the core names it.
     let op =
-        Op::SearchPrompts { query: p.q.unwrap_or_default(), project: nonempty(p.project), limit: p.limit.unwrap_or(0) };
+        Op::SearchPrompts { query: p.q.unwrap_or_default(), project: given(p.project), limit: p.limit.unwrap_or(0) };
     Ok(ok(run(&state, op).await?))
 }
 

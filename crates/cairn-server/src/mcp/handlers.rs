@@ -2,38 +2,36 @@
 //! render. No rule of cairn lives here; those are in cairn-core.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
+use cairn_core::agent::{
+    self, ActivityEvent, ActivityRecord, ActivityUpdate, ProjectHints, SAVE_FINDS_CANDIDATES, given,
+};
 use cairn_core::context::{Context, ContextRequest};
-use cairn_core::memory::{NewObservation, ObservationPatch, SaveAction, SaveOutcome};
+use cairn_core::memory::{NewObservation, ObservationPatch, SaveAction};
 use cairn_core::model::{Observation, Prompt, Session};
 use cairn_core::ops::{Op, SaveRequest, SaveResponse, SearchResponse};
 use cairn_core::passive::{PassiveCapture, PassiveOutcome};
-use cairn_core::project::{detect_project, explicit_project};
+use cairn_core::project::ProjectDetection;
 use cairn_core::projects::MigrateOutcome;
 use cairn_core::prompts::NewPrompt;
 use cairn_core::relations::{Comparison, Judgment};
 use cairn_core::search::{SearchMode, SearchQuery};
-use cairn_core::sessions::NewSession;
+use cairn_core::sessions::{NewSession, default_session_id};
 use cairn_core::text::Scope;
 use cairn_core::views::{Stats, Timeline};
 use cairn_core::{CairnError, Result};
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
 
 use super::args::*;
 use super::reply::{self, Scoped};
 use super::{CairnMcp, CallCtx, render, router_tool};
 
-/// `Some` only for a value with something in it: agents often send `""` for "not set".
-fn given(value: Option<String>) -> Option<String> {
-    value.filter(|v| !v.trim().is_empty())
-}
-
-/// A scope filter: core's rule, shared with HTTP and the CLI.
-fn scope_of(value: Option<String>) -> Result<Option<Scope>> {
-    Scope::parse_filter(value.as_deref())
-}
+/// Tools whose answer carries the save reminder when one is due.
+const REMINDING_TOOLS: &[&str] = &["mem_search", "mem_context"];
+/// Tools that open the session they name when it is unknown (as their write will): their call
+/// may open it first. Others naming an unknown session are not counted rather than open it.
+const OPENING_TOOLS: &[&str] = &["mem_save", "mem_save_prompt", "mem_capture_passive", "mem_session_summary"];
 
 impl CairnMcp {
     fn cwd(&self) -> &Path {
@@ -48,54 +46,98 @@ impl CairnMcp {
         self.state.backend.call_async(op).await
     }
 
-    /// The project of a call: the tool's `project` argument, else the `X-Cairn-Project`
-    /// header, else `--project` / `CAIRN_PROJECT`, else detection from the working directory.
+    /// What a call says about its project, for core's one resolution rule.
+    fn hints(&self, call: &CallCtx, explicit: Option<&str>, dir: Option<&Path>) -> ProjectHints {
+        ProjectHints {
+            explicit: explicit.map(str::to_owned),
+            session_id: call.session.as_ref().map(|(id, _)| id.clone()),
+            header: call.header_project.clone(),
+            process: self.state.opts.project.clone(),
+            dir: dir.map(Path::to_owned),
+            process_cwd: self.cwd().to_owned(),
+        }
+    }
+
+    /// The project of a call (`cairn_core::agent::resolve_project`).
     async fn resolve(&self, call: &CallCtx, explicit: Option<&str>) -> Result<Scoped> {
         self.resolve_in(call, explicit, None).await
     }
 
     /// [`Self::resolve`], detecting from `dir` instead of the working directory.
     async fn resolve_in(&self, call: &CallCtx, explicit: Option<&str>, dir: Option<&Path>) -> Result<Scoped> {
-        let named = [
-            (explicit, "explicit_override"),
-            (call.header_project.as_deref(), "request_header"),
-            (self.state.opts.project.as_deref(), "process_override"),
-        ];
-        for (name, source) in named {
-            if let Some(name) = name.filter(|n| !n.trim().is_empty()) {
-                let found = explicit_project(name, self.cwd()).map_err(|e| {
-                    CairnError::invalid(e.message)
-                        .with_hint("a project is a plain name: no slashes, no control characters")
-                })?;
-                return Ok(Scoped {
-                    project: found.project,
-                    source: source.into(),
-                    path: String::new(),
-                    warning: found.warning,
-                });
+        let hints = self.hints(call, explicit, dir);
+        let session_project = call.session.as_ref().and_then(|(_, p)| p.clone());
+        let found = match agent::named_project(&hints, |_| Ok(session_project))? {
+            Some(named) => named,
+            // Detection may run git (once per directory per process): keep it off the async workers.
+            None => tokio::task::spawn_blocking(move || agent::detected_project(&hints))
+                .await
+                .map_err(|e| CairnError::internal(format!("project detection failed: {e}")))??,
+        };
+        Ok(scoped(found))
+    }
+
+    /// Count the call in its session's activity (see the module doc for which session), and
+    /// keep what the tool needs from it. Best effort: activity never fails a call.
+    pub(super) async fn record_call(&self, request: &CallToolRequestParams, call: &mut CallCtx) {
+        let arg = |key: &str| {
+            let value = request.arguments.as_ref().and_then(|a| a.get(key)).and_then(Value::as_str);
+            agent::given_str(value).map(str::to_owned)
+        };
+        // mem_session_start opens the session later calls count in, mem_session_end clears it:
+        // neither is counted.
+        if matches!(request.name.as_ref(), "mem_session_start" | "mem_session_end") {
+            return;
+        }
+        let named = arg("session_id");
+        let opened = self.opened_session().clone();
+        call.session = match (&named, &opened) {
+            (Some(id), _) => Some((id.clone(), None)),
+            (None, Some((id, project))) => Some((id.clone(), Some(project.clone()))),
+            (None, None) => None,
+        };
+        // The project an unknown session is opened with, and the default session's name.
+        let base = self.resolve(&CallCtx { session: None, ..call.clone() }, arg("project").as_deref()).await.ok();
+        let session_id = match (&call.session, &base) {
+            (Some((id, _)), _) => id.clone(),
+            (None, Some(base)) => default_session_id(&base.project),
+            (None, None) => return,
+        };
+        let remind = REMINDING_TOOLS.contains(&request.name.as_ref());
+        let may_open = call.session.is_none() || OPENING_TOOLS.contains(&request.name.as_ref());
+        let record = ActivityRecord {
+            session_id: session_id.clone(),
+            project: base.map(|b| b.project).filter(|_| may_open),
+            event: ActivityEvent::ToolCall { remind },
+        };
+        let Some(update) = self.record_activity(record).await else { return };
+        if let Some((_, project)) = call.session.as_mut() {
+            *project = Some(update.activity.project.clone()).filter(|p| !p.is_empty());
+        }
+        call.activity_session = Some(session_id);
+        call.reminder = update.reminder;
+    }
+
+    /// Record an event in the call's session. Best effort, like [`Self::record_call`].
+    async fn record(&self, call: &CallCtx, event: ActivityEvent) -> Option<ActivityUpdate> {
+        let session_id = call.activity_session.clone()?;
+        self.record_activity(ActivityRecord { session_id, project: None, event }).await
+    }
+
+    async fn record_activity(&self, record: ActivityRecord) -> Option<ActivityUpdate> {
+        match self.call::<ActivityUpdate>(Op::RecordActivity(record)).await {
+            Ok(update) => Some(update),
+            Err(e) => {
+                tracing::debug!(error = %e, "session activity not recorded");
+                None
             }
         }
-        let dir: PathBuf = dir.unwrap_or(self.cwd()).to_owned();
-        // Detection may run git (once per directory per process): keep it off the async workers.
-        let found = tokio::task::spawn_blocking(move || detect_project(&dir))
-            .await
-            .map_err(|e| CairnError::internal(format!("project detection failed: {e}")))??;
-        Ok(Scoped {
-            project: found.project,
-            source: found.project_source.as_str().into(),
-            path: found.project_path,
-            warning: found.warning,
-        })
     }
 
-    fn nudge(&self) -> Option<String> {
-        self.activity().nudge(Instant::now())
-    }
-
-    fn with_nudge(&self, mut text: String) -> String {
-        if let Some(nudge) = self.nudge() {
+    fn with_nudge(call: &CallCtx, mut text: String) -> String {
+        if let Some(nudge) = &call.reminder {
             text.push_str("\n\n");
-            text.push_str(&nudge);
+            text.push_str(nudge);
         }
         text
     }
@@ -113,12 +155,15 @@ impl CairnMcp {
             directory: Some(self.cwd_text()),
             ..NewObservation::default()
         };
-        let resp: SaveResponse = self.call(Op::Save(SaveRequest { observation, find_candidates: true })).await?;
-        self.activity().record_save(Instant::now());
-        if a.capture_prompt.unwrap_or(true) {
-            self.attach_prompt(&resp.outcome).await;
-        }
+        let request = SaveRequest { observation, find_candidates: SAVE_FINDS_CANDIDATES };
+        let resp: SaveResponse = self.call(Op::Save(request)).await?;
         let o = &resp.outcome;
+        // The prompt the user typed last goes with the memory, into the session it went to.
+        let saved = ActivityEvent::Save {
+            saved_session_id: Some(o.session_id.clone()),
+            attach_prompt: a.capture_prompt.unwrap_or(true),
+        };
+        self.record(call, saved).await;
         let mut extra = json!({
             "id": o.id,
             "sync_id": o.sync_id,
@@ -141,22 +186,6 @@ impl CairnMcp {
         Ok(reply::envelope(Some(&scoped), render::save(&resp), extra))
     }
 
-    /// Store the prompt last recorded for this project in the session the memory went to,
-    /// once. Best effort: a failure here never fails the save.
-    async fn attach_prompt(&self, saved: &SaveOutcome) {
-        let Some(content) = self.prompts().pending_for(&saved.project, &saved.session_id) else { return };
-        let prompt = NewPrompt {
-            content,
-            session_id: Some(saved.session_id.clone()),
-            project: Some(saved.project.clone()),
-            directory: Some(self.cwd_text()),
-        };
-        match self.state.backend.execute_async(Op::AddPrompt(prompt)).await {
-            Ok(_) => self.prompts().mark_stored(&saved.project, &saved.session_id),
-            Err(e) => tracing::warn!(error = %e, "could not attach the current prompt to the save"),
-        }
-    }
-
     pub(super) async fn search(&self, call: &CallCtx, a: SearchArgs) -> Result<CallToolResult> {
         let scoped = self.resolve(call, a.project.as_deref()).await?;
         let all_projects = a.all_projects.unwrap_or(false);
@@ -165,13 +194,13 @@ impl CairnMcp {
             project: Some(scoped.project.clone()),
             all_projects,
             kind: given(a.kind),
-            scope: scope_of(a.scope)?,
+            scope: Scope::parse_filter(a.scope.as_deref())?,
             limit: a.limit.unwrap_or(0),
             mode: given(a.mode).map(|m| SearchMode::parse(&m)).transpose()?,
         };
         let resp: SearchResponse = self.call(Op::Search(query)).await?;
         let label = if all_projects { "all projects".to_owned() } else { format!("project {}", scoped.project) };
-        let text = self.with_nudge(render::search(&a.query, &label, &resp));
+        let text = Self::with_nudge(call, render::search(&a.query, &label, &resp));
         let ids: Vec<i64> = resp.hits.iter().map(|h| h.observation.id).collect();
         Ok(reply::envelope(Some(&scoped), text, json!({ "count": ids.len(), "ids": ids })))
     }
@@ -180,13 +209,13 @@ impl CairnMcp {
         let scoped = self.resolve(call, a.project.as_deref()).await?;
         let request = ContextRequest {
             project: Some(scoped.project.clone()),
-            scope: scope_of(a.scope)?,
+            scope: Scope::parse_filter(a.scope.as_deref())?,
             ..ContextRequest::default()
         };
         let ctx: Context = self.call(Op::Context(request)).await?;
         // The store-wide line shows that other projects exist even when this one is empty.
         let stats: Option<Stats> = self.call(Op::Stats).await.ok();
-        let text = self.with_nudge(render::context(&ctx, stats.as_ref()));
+        let text = Self::with_nudge(call, render::context(&ctx, stats.as_ref()));
         Ok(reply::envelope(Some(&scoped), text, json!({ "memory_ids": ctx.memory_ids, "truncated": ctx.truncated })))
     }
 
@@ -197,14 +226,15 @@ impl CairnMcp {
             session_id: given(a.session_id),
             project: Some(scoped.project.clone()),
         };
-        let saved: SaveOutcome = self.call(op).await?;
-        let line = {
-            let mut activity = self.activity();
-            activity.record_save(Instant::now());
-            activity.summary_line()
-        };
+        let saved: cairn_core::memory::SaveOutcome = self.call(op).await?;
+        let event = ActivityEvent::Save { saved_session_id: Some(saved.session_id.clone()), attach_prompt: false };
+        let activity = self.record(call, event).await;
         let verb = if saved.action == SaveAction::Created { "saved" } else { "updated" };
-        let text = format!("Session summary {verb}: #{} (session {}).\n{line}", saved.id, saved.session_id);
+        let mut text = format!("Session summary {verb}: #{} (session {}).", saved.id, saved.session_id);
+        if let Some(update) = activity {
+            text.push('\n');
+            text.push_str(&update.activity.summary_line());
+        }
         Ok(reply::envelope(
             Some(&scoped),
             text,
@@ -223,6 +253,7 @@ impl CairnMcp {
             parent_id: given(a.parent_session_id),
         };
         let session: Session = self.call(Op::StartSession(new)).await?;
+        *self.opened_session() = Some((session.id.clone(), session.project.clone()));
         let mut text = format!("Session started: {} (project {})", session.id, session.project);
         if let Some(parent) = &session.parent_id {
             text.push_str(&format!(", sub-session of {parent}"));
@@ -231,8 +262,13 @@ impl CairnMcp {
     }
 
     pub(super) async fn session_end(&self, a: SessionEndArgs) -> Result<CallToolResult> {
+        // Ending a session also clears its activity (core's rule).
         let session: Session = self.call(Op::EndSession { id: a.id, summary: given(a.summary) }).await?;
-        self.activity().reset(Instant::now());
+        let mut opened = self.opened_session();
+        if opened.as_ref().is_some_and(|(id, _)| *id == session.id) {
+            *opened = None;
+        }
+        drop(opened);
         let text = format!("Session ended: {}", session.id);
         Ok(reply::envelope(None, text, json!({ "session_id": session.id, "project": session.project })))
     }
@@ -263,7 +299,7 @@ impl CairnMcp {
         };
         let outcome: PassiveOutcome = self.call(Op::CapturePassive(capture)).await?;
         if outcome.saved > 0 {
-            self.activity().record_save(Instant::now());
+            self.record(call, ActivityEvent::Save { saved_session_id: None, attach_prompt: false }).await;
         }
         Ok(reply::envelope(Some(&scoped), render::passive(&outcome), json!(outcome)))
     }
@@ -277,7 +313,10 @@ impl CairnMcp {
             directory: Some(self.cwd_text()),
         };
         let prompt: Prompt = self.call(Op::AddPrompt(new)).await?;
-        self.prompts().remember(&prompt.project, &prompt.content, &prompt.session_id);
+        // Kept as the session's pending prompt, attached to the next save that lands elsewhere.
+        let typed =
+            ActivityEvent::Prompt { content: prompt.content.clone(), stored_in: Some(prompt.session_id.clone()) };
+        self.record(call, typed).await;
         let text = format!("Prompt saved: #{} (session {})", prompt.id, prompt.session_id);
         Ok(reply::envelope(Some(&scoped), text, json!({ "id": prompt.id, "session_id": prompt.session_id })))
     }
@@ -324,32 +363,18 @@ impl CairnMcp {
         Ok(reply::text(render::merge(&outcomes, &to)))
     }
 
-    /// Detection as JSON, with the problem described instead of raised: an agent asks this
-    /// precisely when something about the project looks wrong.
+    /// core's current-project view (`cairn_core::agent::current_project`), the same JSON as
+    /// `GET /project/current` for the same directory.
     pub(super) async fn current_project(&self, call: &CallCtx) -> CallToolResult {
-        let mut body = match self.resolve(call, None).await {
-            Ok(s) => json!({
-                "project": s.project,
-                "project_source": s.source,
-                "project_path": s.path,
-                "cwd": self.cwd_text(),
-                "warning": s.warning,
-            }),
-            Err(e) => json!({
-                "project": "",
-                "project_source": "error",
-                "project_path": "",
-                "cwd": self.cwd_text(),
-                "error_code": e.code.as_str(),
-                "error_hint": match &e.hint { Some(h) => format!("{}; {h}", e.message), None => e.message.clone() },
-            }),
-        };
-        let projects = self.call::<Stats>(Op::Stats).await.map(|s| s.projects).unwrap_or_default();
-        body["available_projects"] = json!(projects);
-        if let Some(fields) = body.as_object_mut().filter(|o| o["warning"].is_null()) {
-            fields.remove("warning");
+        let hints = self.hints(call, None, None);
+        let session_project = call.session.as_ref().and_then(|(_, p)| p.clone());
+        let view = tokio::task::spawn_blocking(move || agent::current_project(&hints, |_| Ok(session_project)))
+            .await
+            .map_err(|e| CairnError::internal(format!("project detection failed: {e}")));
+        match view {
+            Ok(view) => reply::json_text(&json!(view)),
+            Err(e) => reply::error(&e),
         }
-        reply::json_text(&body)
     }
 
     pub(super) async fn doctor(&self, a: DoctorArgs) -> Result<CallToolResult> {
@@ -404,8 +429,17 @@ impl CairnMcp {
         let saves = matches!(op, Op::Save(_) | Op::SessionSummary { .. } | Op::CapturePassive(_));
         let result = self.state.backend.execute_async(op.clone()).await?;
         if saves {
-            self.activity().record_save(Instant::now());
+            self.record(call, ActivityEvent::Save { saved_session_id: None, attach_prompt: false }).await;
         }
         Ok(reply::text(router_tool::render_result(&op, &result)))
+    }
+}
+
+fn scoped(found: ProjectDetection) -> Scoped {
+    Scoped {
+        project: found.project,
+        source: found.project_source.as_str().into(),
+        path: found.project_path,
+        warning: found.warning,
     }
 }

@@ -7,9 +7,14 @@
 //!
 //! - [`profile`]: which tools a server exposes.
 //! - `tools`: the tool list (names, descriptions, annotations); `handlers`: what each does.
-//! - `render`: human text; `reply`: envelopes and errors; `activity`: save reminders.
+//! - `render`: human text; `reply`: envelopes and errors.
+//!
+//! Each call's activity (tool calls, saves, the pending prompt, save reminders) is kept per
+//! session by cairn-core (`cairn_core::agent::activity`, through the backend, so hooks and the
+//! HTTP API of the same session see it). The session of a call: its `session_id` argument,
+//! else the session this server instance opened with
+//! `mem_session_start`, else `manual-save-<project>`, the session its saves go to by default.
 
-mod activity;
 mod args;
 mod handlers;
 pub mod profile;
@@ -21,7 +26,6 @@ mod tools;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 use axum::http::request::Parts;
 use cairn_core::CairnError;
@@ -37,7 +41,6 @@ use tokio_util::sync::CancellationToken;
 
 pub use profile::{ADMIN_TOOLS, AGENT_TOOLS, ROUTER_TOOL, ToolSelection};
 
-use activity::{Activity, Prompts};
 use cairn_client::Client;
 
 /// Header an HTTP client may send to name the project of its calls (the daemon's own working
@@ -67,8 +70,8 @@ impl McpOptions {
 struct State {
     backend: Client,
     opts: McpOptions,
-    activity: Mutex<Activity>,
-    prompts: Mutex<Prompts>,
+    /// The session opened with `mem_session_start` (id, project): later calls belong to it.
+    session: Mutex<Option<(String, String)>>,
 }
 
 /// Per-call facts from the transport, handed to tools as an rmcp extension.
@@ -76,6 +79,14 @@ struct State {
 pub(crate) struct CallCtx {
     /// The `X-Cairn-Project` header (HTTP only).
     header_project: Option<String>,
+    /// The session whose activity this call counts in (see the module doc); `None` when the
+    /// call could not be recorded.
+    activity_session: Option<String>,
+    /// The session the call names or this server opened, with its project: it outranks the
+    /// header and `--project` (`cairn_core::agent::resolve_project`).
+    session: Option<(String, Option<String>)>,
+    /// The save reminder due now, for the tools that show one.
+    reminder: Option<String>,
 }
 
 /// The MCP server. Build it with [`CairnMcp::new`] and serve it over any rmcp transport.
@@ -98,21 +109,12 @@ impl CairnMcp {
         for route in tool_router.map.values_mut() {
             route.attr.input_schema = Arc::new(args::slim_schema(&route.attr.input_schema));
         }
-        let state = State {
-            backend,
-            opts,
-            activity: Mutex::new(Activity::new(Instant::now())),
-            prompts: Mutex::new(Prompts::default()),
-        };
+        let state = State { backend, opts, session: Mutex::new(None) };
         Self { state: Arc::new(state), tool_router }
     }
 
-    fn activity(&self) -> MutexGuard<'_, Activity> {
-        self.state.activity.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn prompts(&self) -> MutexGuard<'_, Prompts> {
-        self.state.prompts.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn opened_session(&self) -> MutexGuard<'_, Option<(String, String)>> {
+        self.state.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -137,7 +139,6 @@ impl ServerHandler for CairnMcp {
                 .with_hint(format!("this server offers: {}", offered.join(", ")));
             return Ok(reply::error(&err).into());
         }
-        self.activity().record_call();
         let header_project = context
             .extensions
             .get::<Parts>()
@@ -146,7 +147,9 @@ impl ServerHandler for CairnMcp {
             .map(str::trim)
             .filter(|v| !v.is_empty())
             .map(str::to_owned);
-        context.extensions.insert(CallCtx { header_project });
+        let mut call = CallCtx { header_project, ..CallCtx::default() };
+        self.record_call(&request, &mut call).await;
+        context.extensions.insert(call);
         self.tool_router.call(ToolCallContext::new(self, request, context)).await
     }
 }

@@ -44,6 +44,12 @@ const OPS: &[(&str, &str)] = &[
     ("merge_projects", "from* (list), to*"),
     ("doctor", "-"),
     ("reindex", "force — queue memories for (re-)embedding; poll stats.embeddings_pending"),
+    ("session_activity", "session_id* — tool calls, saves, reminders, pending prompt"),
+    (
+        "record_activity",
+        "session_id*, event* (tool_call|save|prompt|context_injected|reminder_sent), project, remind, \
+         saved_session_id, attach_prompt, content, stored_in, fingerprint",
+    ),
 ];
 
 /// Operations whose `project` defaults to the current one, as the mem_* tools do. Not
@@ -91,7 +97,7 @@ pub fn build_op(name: &str, mut args: Map<String, Value>, project: Option<&str>)
         args.insert("project".into(), Value::String(project.to_owned()));
     }
     if name == "save" && !args.contains_key("find_candidates") {
-        args.insert("find_candidates".into(), Value::Bool(true));
+        args.insert("find_candidates".into(), Value::Bool(cairn_core::agent::SAVE_FINDS_CANDIDATES));
     }
     let empty = args.is_empty();
     let with_args = serde_json::json!({"op": name, "args": args});

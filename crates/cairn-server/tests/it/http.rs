@@ -254,7 +254,20 @@ async fn current_project_is_detected_and_never_an_error_status() {
     std::fs::write(repo.join(".cairn/config.json"), r#"{"project_name": "Real-Name"}"#).unwrap();
     let found = s.get(&format!("/project/current?cwd={}", repo.display())).await.expect(200);
     assert_eq!((found["project"].as_str(), found["project_source"].as_str()), (Some("real-name"), Some("config")));
-    assert_eq!(found["available_projects"], json!([]));
+    // Candidates are listed only when the directory is ambiguous (engram §11), never the store's projects.
+    s.save(json!({"title": "t", "content": "c", "project": "elsewhere"})).await;
+    assert_eq!(
+        s.get(&format!("/project/current?cwd={}", repo.display())).await.expect(200)["available_projects"],
+        json!([])
+    );
+    let multi = s.dir.path().join("multi");
+    for sub in ["api/.git", "web/.git"] {
+        std::fs::create_dir_all(multi.join(sub)).unwrap();
+    }
+    let ambiguous = s.get(&format!("/project/current?cwd={}", multi.display())).await.expect(200);
+    assert_eq!((ambiguous["project"].as_str(), ambiguous["project_source"].as_str()), (Some(""), Some("ambiguous")));
+    assert_eq!(ambiguous["available_projects"], json!(["api", "web"]));
+    assert_eq!(ambiguous["error_code"], "ambiguous_project");
 
     let broken = s.dir.path().join("broken");
     std::fs::create_dir_all(broken.join(".cairn")).unwrap();
@@ -262,6 +275,7 @@ async fn current_project_is_detected_and_never_an_error_status() {
     let failed = s.get(&format!("/project/current?cwd={}", broken.display())).await.expect(200);
     assert_eq!((failed["project"].as_str(), failed["project_source"].as_str()), (Some(""), Some("error")));
     assert!(failed["error_hint"].as_str().unwrap().contains("not valid JSON"), "{failed}");
+    assert_eq!(failed["error_code"], "invalid_project_config");
     // Without cwd: the daemon's own directory.
     assert!(s.get("/project/current").await.expect(200)["project"].is_string());
 }
@@ -688,6 +702,19 @@ async fn malformed_input_is_refused_with_stable_codes_and_changes_nothing() {
             "session_project_mismatch",
         ),
         ("POST", "/sessions", Some(b"{\"id\": 7}"), 400, "invalid_argument"),
+        ("GET", "/sessions/ghost/activity", None, 404, "session_not_found"),
+        ("POST", "/sessions/ghost/activity", Some(br#"{"event": "tool_call"}"#), 404, "session_not_found"),
+        ("POST", "/sessions/s-1/activity", Some(br#"{"event": "nap"}"#), 400, "invalid_argument"),
+        ("POST", "/sessions/s-1/activity", Some(br#"{"remind": true}"#), 400, "invalid_argument"),
+        ("POST", "/sessions/s-1/activity", Some(b"{\"event\": "), 400, "invalid_json"),
+        ("POST", "/sessions/s-1/activity", Some(br#"{"event": "prompt", "content": " "}"#), 400, "empty_field"),
+        (
+            "POST",
+            "/sessions/s-1/activity",
+            Some(br#"{"event": "save", "saved_session_id": "a\nb"}"#),
+            400,
+            "invalid_argument",
+        ),
         ("POST", "/prompts", Some(b"{}"), 400, "invalid_argument"),
         ("POST", "/conflicts/judge", Some(br#"{"judgment_id": [], "relation": "related"}"#), 400, "invalid_argument"),
         (
@@ -872,6 +899,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/sessions/recent"),
     ("get", "/sessions/{id}"),
     ("delete", "/sessions/{id}"),
+    ("get", "/sessions/{id}/activity"),
+    ("post", "/sessions/{id}/activity"),
     ("post", "/observations"),
     ("get", "/observations"),
     ("get", "/observations/recent"),
@@ -1076,6 +1105,7 @@ async fn responses_match_their_documented_schemas() {
         ("/export", "/export"),
         ("/sessions/recent", "/sessions/recent"),
         ("/sessions/s", "/sessions/{id}"),
+        ("/sessions/s/activity", "/sessions/{id}/activity"),
         ("/prompts/recent", "/prompts/recent"),
         ("/prompts/search?q=redis", "/prompts/search"),
         ("/conflicts", "/conflicts"),
@@ -1094,6 +1124,8 @@ async fn responses_match_their_documented_schemas() {
             "/observations/passive",
             json!({"content": "## Key Learnings\n- Redis pools need a ceiling under load", "project": "p"}),
         ),
+        ("/sessions/s/activity", json!({"event": "prompt", "content": "why is redis slow", "stored_in": "s"})),
+        ("/sessions/s/activity", json!({"event": "tool_call", "remind": true})),
         ("/sessions/s/end", json!({"summary": "done"})),
         ("/conflicts/judge", json!({"judgment_id": b["candidates"][0]["judgment_id"], "relation": "supersedes"})),
         (

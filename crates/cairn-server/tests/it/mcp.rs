@@ -515,3 +515,133 @@ async fn streamable_http_with_project_header() {
     cancel.cancel();
     tokio::time::timeout(Duration::from_secs(10), server).await.expect("shutdown after cancel").unwrap();
 }
+
+/// A minimal HTTP client for the daemon's API next to an MCP server.
+struct Http {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Http {
+    /// The HTTP API on port 0 over its own runtime (`Db`) on the store file at `db`.
+    async fn start(db: &std::path::Path) -> Http {
+        let state = cairn_server::http::AppState {
+            db: Engine::open(db).unwrap(),
+            config: std::sync::Arc::new(cairn_server::http::HttpConfig::default()),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(cairn_server::http::serve(listener, state, async {
+            let _ = stopped.await;
+        }));
+        Http { addr, stop: Some(stop) }
+    }
+
+    async fn send(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        use http_body_util::{BodyExt, Full};
+        use hyper::body::Bytes;
+        let client: hyper_util::client::legacy::Client<_, Full<Bytes>> =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(format!("http://{}{path}", self.addr))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.map(|b| b.to_string()).unwrap_or_default())))
+            .unwrap();
+        let res = tokio::time::timeout(Duration::from_secs(10), client.request(req)).await.unwrap().unwrap();
+        let status = res.status().as_u16();
+        let bytes = res.into_body().collect().await.unwrap().to_bytes();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    async fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, value) = self.send(method, path, body).await;
+        assert!((200..300).contains(&status), "{method} {path}: {status} {value}");
+        value
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// A session's activity lives in the store, not in one process: counts and the pending prompt
+/// written over HTTP (as a hook would) are what the MCP server of that session sees.
+#[tokio::test]
+async fn session_activity_written_over_http_is_seen_over_mcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cairn.db");
+    let http = Http::start(&db).await;
+    // The MCP server has a runtime of its own on the same file, as a second process would.
+    let mcp = start_with("all", Some("it-proj"), Client::in_process(Engine::open(&db).unwrap())).await;
+
+    http.ok("POST", "/sessions", Some(json!({"id": "agent-1", "project": "it-proj"}))).await;
+    for _ in 0..6 {
+        http.ok("POST", "/sessions/agent-1/activity", Some(json!({"event": "tool_call"}))).await;
+    }
+    let prompt = json!({"event": "prompt", "content": "fix the flaky login test <private>tok-123</private>"});
+    let recorded = http.ok("POST", "/sessions/agent-1/activity", Some(prompt)).await;
+    assert_eq!(recorded["activity"]["pending_prompt"]["content"], "fix the flaky login test [REDACTED]");
+
+    // A save over MCP in that session attaches the prompt typed there and counts in its activity.
+    mcp.save(
+        "Login test was flaky",
+        "What: a race in the fixture. Fix: await the server.",
+        json!({"session_id": "agent-1"}),
+    )
+    .await;
+    let prompts = http.ok("GET", "/prompts/recent?project=it-proj", None).await;
+    let attached: Vec<(&str, &str)> = prompts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["session_id"].as_str().unwrap(), p["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(attached, [("agent-1", "fix the flaky login test [REDACTED]")]);
+    let activity = http.ok("GET", "/sessions/agent-1/activity", None).await;
+    assert_eq!((activity["tool_calls"].as_i64(), activity["saves"].as_i64()), (Some(7), Some(1)), "{activity}");
+    assert_eq!(activity["pending_prompt"]["stored_in"], "agent-1");
+
+    // The summary's activity line adds up both processes' calls.
+    let summary = mcp
+        .ok_json("mem_session_summary", json!({"content": "Goal: fix the login test.", "session_id": "agent-1"}))
+        .await;
+    assert!(summary["result"].as_str().unwrap().contains("Session activity: 8 tool calls, 2 saves."), "{summary}");
+}
+
+/// HTTP's `GET /project/current?cwd=D` and MCP's `mem_current_project` in D are one view.
+#[tokio::test]
+async fn http_and_mcp_answer_the_same_current_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let http = Http::start(&dir.path().join("cairn.db")).await;
+    let plain = dir.path().join("Plain_Dir");
+    let multi = dir.path().join("multi");
+    std::fs::create_dir_all(&plain).unwrap();
+    for sub in ["api/.git", "web/.git"] {
+        std::fs::create_dir_all(multi.join(sub)).unwrap();
+    }
+    for cwd in [&plain, &multi] {
+        let mut opts = McpOptions::new(cwd);
+        opts.tools = ToolSelection::parse("agent").unwrap();
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = CairnMcp::new(Client::in_process(Engine::in_memory().unwrap()), opts);
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let mcp = Mcp { client: ().serve(client_io).await.unwrap(), _dir: tempfile::tempdir().unwrap() };
+        let over_mcp = mcp.ok_json("mem_current_project", json!({})).await;
+        let over_http = http.ok("GET", &format!("/project/current?cwd={}", cwd.display()), None).await;
+        assert_eq!(over_mcp, over_http);
+        if cwd == &multi {
+            assert_eq!(over_mcp["available_projects"], json!(["api", "web"]));
+            assert_eq!(over_mcp["error_code"], "ambiguous_project");
+        }
+    }
+}

@@ -94,7 +94,9 @@ fn eight_writers_for_a_minute_lose_nothing() {
                 let result = if !out.status.success() {
                     Err(stderr)
                 } else if (w == 2) != went_direct || (w == 2) == used_daemon {
-                    Err(format!("CLI writer {w} went the wrong way (direct {went_direct}, daemon {used_daemon}): {stderr}"))
+                    Err(format!(
+                        "CLI writer {w} went the wrong way (direct {went_direct}, daemon {used_daemon}): {stderr}"
+                    ))
                 } else {
                     Ok(())
                 };

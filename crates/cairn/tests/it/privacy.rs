@@ -1,6 +1,7 @@
 //! Privacy proof (never leak): one scripted session whose every text field carries
 //! `<private>…</private>` text with a unique marker, through every door — HTTP (memories,
-//! updates, prompts, session summaries, passive capture, relations, import), MCP over stdio
+//! updates, prompts, a session's pending prompt, session summaries, passive capture, relations,
+//! import), MCP over stdio
 //! (`cairn mcp`, forwarding to the daemon) and the CLI (arguments, stdin, import of a file
 //! and of stdin) — with every process logging at debug level. Then no marker may appear in
 //! the database, its WAL (read while the daemon runs, before any checkpoint could empty it),
@@ -103,6 +104,13 @@ fn private_text_never_reaches_disk_logs_or_exports() {
             "directory": s.field("http prompt directory")}),
         &mut answers,
     );
+    // A session's pending prompt and context fingerprint (kept in its activity row).
+    for body in [
+        json!({"event": "prompt", "content": s.field("http activity pending prompt")}),
+        json!({"event": "context_injected", "fingerprint": s.field("http activity fingerprint")}),
+    ] {
+        post("POST", "/sessions/priv-http-prompt/activity", body, &mut answers);
+    }
     let learning = s.field("http passive learning");
     post(
         "POST",

@@ -1,0 +1,418 @@
+//! What an agent did in a session (engram §12.4, kept per session instead of per process):
+//! tool calls and saves for a gentle save reminder, the last prompt recorded (attached to later
+//! saves), and the fingerprint of the last context injected.
+//!
+//! Kept in the store (`agent_activity`, one row per session id) so a short-lived hook process,
+//! an MCP server and the HTTP API of one session see the same counts, across a daemon's idle
+//! exit and in direct mode. Each event is one transaction: a primary-key read of the row and
+//! its session, then one upsert. Times come from the store's clock.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+use time::{Duration, OffsetDateTime};
+
+use crate::clock::{format_ts, parse_ts};
+use crate::error::{CairnError, Result};
+use crate::prompts::NewPrompt;
+use crate::sessions::{NewSession, ensure_session, session_not_found, validate_session_id};
+use crate::store::Store;
+use crate::text::{MAX_CONTENT_BYTES, fit_content, normalize_project, redact, require};
+
+/// Quiet period before the first reminder, and between reminders.
+pub const NUDGE_AFTER: Duration = Duration::minutes(10);
+/// Calls that count as "working" even before any save.
+const BUSY_CALLS: i64 = 5;
+/// A session quiet for this long starts its counts over: the catch-all `manual-save-<project>`
+/// session is reused for days, and "nothing saved for 1,400 min" helps nobody.
+pub const IDLE_RESTART: Duration = Duration::hours(2);
+/// Longest context fingerprint kept (a hash; anything longer is a mistake).
+const MAX_FINGERPRINT_BYTES: usize = 128;
+
+/// One thing that happened in a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ActivityEvent {
+    /// The agent called a tool. With `remind`, the answer carries the save reminder when one
+    /// is due, and counts it as sent.
+    ToolCall {
+        #[serde(default)]
+        remind: bool,
+    },
+    /// A memory was saved; `saved_session_id` is where it went (default: this session). A
+    /// pending prompt of the same project not yet stored there is attached to it, unless
+    /// `attach_prompt` is false.
+    Save {
+        #[serde(default)]
+        saved_session_id: Option<String>,
+        #[serde(default = "yes")]
+        attach_prompt: bool,
+    },
+    /// The user typed a prompt (redacted before it is kept). `stored_in`: the session it is
+    /// already stored in, if any.
+    Prompt {
+        content: String,
+        #[serde(default)]
+        stored_in: Option<String>,
+    },
+    /// A context block was injected; `fingerprint` (a hash of it) lets the next injection
+    /// skip an identical block.
+    ContextInjected { fingerprint: String },
+    /// A reminder was shown by the caller itself (after reading the activity).
+    ReminderSent,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// An event for a session. When the session is unknown, `project` creates it (as a save
+/// does); without one an unknown session is `session_not_found`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityRecord {
+    pub session_id: String,
+    #[serde(default)]
+    pub project: Option<String>,
+    #[serde(flatten)]
+    pub event: ActivityEvent,
+}
+
+/// The last prompt recorded, waiting to be attached to the next save.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingPrompt {
+    pub content: String,
+    pub project: String,
+    /// The session it is already stored in (none: not stored yet).
+    pub stored_in: Option<String>,
+}
+
+/// A session's activity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionActivity {
+    pub session_id: String,
+    /// The session's project ("" when it has none).
+    pub project: String,
+    /// When counting started (the first event, or the restart after a long quiet spell).
+    pub started_at: String,
+    pub updated_at: String,
+    pub tool_calls: i64,
+    pub saves: i64,
+    pub last_save_at: Option<String>,
+    pub reminders: i64,
+    pub last_reminder_at: Option<String>,
+    pub pending_prompt: Option<PendingPrompt>,
+    pub context_fingerprint: Option<String>,
+}
+
+/// The answer to an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityUpdate {
+    pub activity: SessionActivity,
+    /// The save reminder due now (asked for with `tool_call` + `remind`).
+    pub reminder: Option<String>,
+    /// The prompt a `save` attached to the saved session.
+    pub attached_prompt_id: Option<i64>,
+    /// Whether `context_injected` saw a fingerprint other than the previous one.
+    pub context_changed: Option<bool>,
+}
+
+impl SessionActivity {
+    /// Activity starting now, nothing counted.
+    pub fn fresh(session_id: &str, project: &str, now: OffsetDateTime) -> Self {
+        let now = format_ts(now);
+        Self {
+            session_id: session_id.to_owned(),
+            project: project.to_owned(),
+            started_at: now.clone(),
+            updated_at: now,
+            tool_calls: 0,
+            saves: 0,
+            last_save_at: None,
+            reminders: 0,
+            last_reminder_at: None,
+            pending_prompt: None,
+            context_fingerprint: None,
+        }
+    }
+
+    /// Counts start over after [`IDLE_RESTART`] without events (the pending prompt and the
+    /// context fingerprint stay: they are about content, not time).
+    fn restart_if_idle(&mut self, now: OffsetDateTime) {
+        if minutes_since(&self.updated_at, now).is_some_and(|quiet| quiet >= IDLE_RESTART) {
+            let fresh = Self::fresh(&self.session_id, &self.project, now);
+            *self = Self {
+                pending_prompt: self.pending_prompt.take(),
+                context_fingerprint: self.context_fingerprint.take(),
+                ..fresh
+            };
+        }
+    }
+
+    /// The save reminder due at `now`, if any: the agent has been working (a save, or more
+    /// than [`BUSY_CALLS`] calls) for at least [`NUDGE_AFTER`], nothing was saved for as long,
+    /// and no reminder was sent within as long. Worded as a side note so it never displaces the
+    /// answer to the user (engram #584).
+    pub fn reminder_due(&self, now: OffsetDateTime) -> Option<String> {
+        let working = self.saves > 0 || self.tool_calls > BUSY_CALLS;
+        let since_start = minutes_since(&self.started_at, now)?;
+        let quiet = self.last_save_at.as_deref().map_or(Some(since_start), |t| minutes_since(t, now))?;
+        let recently_reminded =
+            self.last_reminder_at.as_deref().and_then(|t| minutes_since(t, now)).is_some_and(|d| d < NUDGE_AFTER);
+        if since_start < NUDGE_AFTER || !working || quiet < NUDGE_AFTER || recently_reminded {
+            return None;
+        }
+        Some(format!(
+            "(side note: nothing saved to memory for {} min. If this work produced a decision, fix or \
+             discovery worth keeping, call mem_save after answering the user. No action needed otherwise.)",
+            quiet.whole_minutes()
+        ))
+    }
+
+    fn reminder_sent(&mut self, now: OffsetDateTime) {
+        self.reminders += 1;
+        self.last_reminder_at = Some(format_ts(now));
+    }
+
+    /// The line appended to a session summary.
+    pub fn summary_line(&self) -> String {
+        let mut line = format!("Session activity: {} tool calls, {} saves.", self.tool_calls, self.saves);
+        if self.saves == 0 && self.tool_calls > BUSY_CALLS {
+            line.push_str(
+                " No memories were saved in this session; save any decision or fix worth keeping with mem_save.",
+            );
+        }
+        line
+    }
+
+    /// The pending prompt to attach to a save of `project` that went to `saved_session`: one
+    /// of that project not stored there yet.
+    fn prompt_for_save(&self, project: &str, saved_session: &str) -> Option<&PendingPrompt> {
+        self.pending_prompt.as_ref().filter(|p| p.project == project && p.stored_in.as_deref() != Some(saved_session))
+    }
+}
+
+fn minutes_since(ts: &str, now: OffsetDateTime) -> Option<Duration> {
+    parse_ts(ts).map(|t| now - t)
+}
+
+impl Store {
+    /// A session's activity: what was recorded, or nothing counted yet for a known session.
+    pub fn session_activity(&self, session_id: &str) -> Result<SessionActivity> {
+        let project = session_project_of(self.conn(), session_id)?;
+        match (read_activity(self.conn(), session_id)?, project) {
+            (Some(mut activity), project) => {
+                activity.project = project.unwrap_or_default();
+                Ok(activity)
+            }
+            (None, Some(project)) => Ok(SessionActivity::fresh(session_id, &project, self.clock().now())),
+            (None, None) => Err(session_not_found(session_id)),
+        }
+    }
+
+    /// The project a session is registered with, if the session exists and has one.
+    pub fn session_project(&self, session_id: &str) -> Result<Option<String>> {
+        Ok(session_project_of(self.conn(), session_id)?.filter(|p| !p.is_empty()))
+    }
+
+    /// Record one event of a session and answer the activity after it.
+    pub fn record_activity(&mut self, record: &ActivityRecord) -> Result<ActivityUpdate> {
+        validate_session_id(&record.session_id)?;
+        let event = clean_event(&record.event)?;
+        let now = self.clock().now();
+        // The prompt goes in first, in its own write: storing it twice is harmless (a session
+        // keeps identical prompts once), losing it to a failed activity write is not.
+        let attached_prompt_id = match &event {
+            ActivityEvent::Save { saved_session_id, attach_prompt: true } => {
+                self.attach_pending_prompt(record, saved_session_id.as_deref())?
+            }
+            _ => None,
+        };
+        self.write(|tx| {
+            let mut activity = load_or_start(tx, record, now)?;
+            let mut update = ActivityUpdate {
+                activity: activity.clone(),
+                reminder: None,
+                attached_prompt_id,
+                context_changed: None,
+            };
+            apply(&mut activity, &event, now, &mut update);
+            write_activity(tx, &activity)?;
+            update.activity = activity;
+            Ok(update)
+        })
+    }
+
+    /// A session ended: its next activity starts from zero.
+    pub fn clear_activity(&mut self, session_id: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.prepare_cached("DELETE FROM agent_activity WHERE session_id = ?1")?.execute([session_id])?;
+            Ok(())
+        })
+    }
+
+    /// Store the session's pending prompt in the session a save went to, when it is of the
+    /// save's project and not stored there yet.
+    fn attach_pending_prompt(&mut self, record: &ActivityRecord, saved_session: Option<&str>) -> Result<Option<i64>> {
+        let Some(activity) = read_activity(self.conn(), &record.session_id)? else { return Ok(None) };
+        let project = session_project_of(self.conn(), &record.session_id)?.unwrap_or_default();
+        let saved = saved_session.unwrap_or(&record.session_id);
+        let Some(prompt) = activity.prompt_for_save(&project, saved) else { return Ok(None) };
+        let stored = self.add_prompt(&NewPrompt {
+            content: prompt.content.clone(),
+            session_id: Some(saved.to_owned()),
+            project: Some(prompt.project.clone()),
+            directory: None,
+        })?;
+        Ok(Some(stored.id))
+    }
+}
+
+/// Redact and bound what the caller typed before anything is kept.
+fn clean_event(event: &ActivityEvent) -> Result<ActivityEvent> {
+    Ok(match event {
+        ActivityEvent::Prompt { content, stored_in } => {
+            require("content", content)?;
+            let content = fit_content("content", &redact(content).0, MAX_CONTENT_BYTES)?.text;
+            if let Some(id) = stored_in {
+                validate_session_id(id)?;
+            }
+            ActivityEvent::Prompt { content, stored_in: stored_in.clone() }
+        }
+        ActivityEvent::ContextInjected { fingerprint } => {
+            // A hash, normally; but whatever an agent sends is kept only redacted.
+            let fingerprint = &redact(fingerprint).0;
+            require("fingerprint", fingerprint)?;
+            if fingerprint.len() > MAX_FINGERPRINT_BYTES || fingerprint.chars().any(char::is_control) {
+                return Err(CairnError::invalid(format!(
+                    "fingerprint must be at most {MAX_FINGERPRINT_BYTES} bytes with no control characters"
+                ))
+                .with_hint("send a hash of the injected context"));
+            }
+            ActivityEvent::ContextInjected { fingerprint: fingerprint.clone() }
+        }
+        ActivityEvent::Save { saved_session_id: Some(id), .. } => {
+            validate_session_id(id)?;
+            event.clone()
+        }
+        other => other.clone(),
+    })
+}
+
+/// The row to update: the stored one (restarted when idle), or a fresh one for a known session,
+/// or for a new session named with a project (created here, as a save would).
+fn load_or_start(tx: &Connection, record: &ActivityRecord, now: OffsetDateTime) -> Result<SessionActivity> {
+    let id = &record.session_id;
+    let project = match session_project_of(tx, id)? {
+        Some(project) => project,
+        None => {
+            let Some(project) = record.project.as_deref().filter(|p| !p.trim().is_empty()) else {
+                return Err(session_not_found(id)
+                    .with_hint("open it first (POST /sessions), or send a project to open it with"));
+            };
+            let session = NewSession { id: id.clone(), project: Some(project.to_owned()), ..NewSession::default() };
+            ensure_session(tx, &session, &format_ts(now))?;
+            normalize_project(project).0
+        }
+    };
+    let mut activity = read_activity(tx, id)?.unwrap_or_else(|| SessionActivity::fresh(id, &project, now));
+    activity.project = project;
+    activity.restart_if_idle(now);
+    Ok(activity)
+}
+
+/// Apply an event to the activity, and fill what the answer reports about it.
+fn apply(a: &mut SessionActivity, event: &ActivityEvent, now: OffsetDateTime, update: &mut ActivityUpdate) {
+    a.updated_at = format_ts(now);
+    match event {
+        ActivityEvent::ToolCall { remind } => {
+            a.tool_calls += 1;
+            if *remind {
+                update.reminder = a.reminder_due(now);
+                if update.reminder.is_some() {
+                    a.reminder_sent(now);
+                }
+            }
+        }
+        ActivityEvent::Save { saved_session_id, .. } => {
+            a.saves += 1;
+            a.last_save_at = Some(format_ts(now));
+            if update.attached_prompt_id.is_some()
+                && let Some(prompt) = a.pending_prompt.as_mut()
+            {
+                prompt.stored_in = Some(saved_session_id.clone().unwrap_or_else(|| a.session_id.clone()));
+            }
+        }
+        ActivityEvent::Prompt { content, stored_in } => {
+            a.pending_prompt = Some(PendingPrompt {
+                content: content.clone(),
+                project: a.project.clone(),
+                stored_in: stored_in.clone(),
+            });
+        }
+        ActivityEvent::ContextInjected { fingerprint } => {
+            update.context_changed = Some(a.context_fingerprint.as_deref() != Some(fingerprint.as_str()));
+            a.context_fingerprint = Some(fingerprint.clone());
+        }
+        ActivityEvent::ReminderSent => a.reminder_sent(now),
+    }
+}
+
+fn session_project_of(conn: &Connection, id: &str) -> Result<Option<String>> {
+    Ok(conn.prepare_cached("SELECT project FROM sessions WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?)
+}
+
+const ACTIVITY_COLUMNS: &str = "session_id, started_at, updated_at, tool_calls, saves, last_save_at, reminders, \
+     last_reminder_at, pending_prompt, pending_prompt_project, pending_prompt_session, context_fingerprint";
+
+fn read_activity(conn: &Connection, id: &str) -> Result<Option<SessionActivity>> {
+    let sql = format!("SELECT {ACTIVITY_COLUMNS} FROM agent_activity WHERE session_id = ?1");
+    Ok(conn.prepare_cached(&sql)?.query_row([id], activity_from_row).optional()?)
+}
+
+fn activity_from_row(r: &Row<'_>) -> rusqlite::Result<SessionActivity> {
+    let prompt: Option<String> = r.get(8)?;
+    Ok(SessionActivity {
+        session_id: r.get(0)?,
+        project: String::new(),
+        started_at: r.get(1)?,
+        updated_at: r.get(2)?,
+        tool_calls: r.get(3)?,
+        saves: r.get(4)?,
+        last_save_at: r.get(5)?,
+        reminders: r.get(6)?,
+        last_reminder_at: r.get(7)?,
+        pending_prompt: match prompt {
+            Some(content) => Some(PendingPrompt { content, project: r.get(9)?, stored_in: r.get(10)? }),
+            None => None,
+        },
+        context_fingerprint: r.get(11)?,
+    })
+}
+
+fn write_activity(tx: &Connection, a: &SessionActivity) -> Result<()> {
+    let prompt = a.pending_prompt.as_ref();
+    let sql = format!(
+        "INSERT INTO agent_activity ({ACTIVITY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+         ON CONFLICT(session_id) DO UPDATE SET
+            started_at = excluded.started_at, updated_at = excluded.updated_at,
+            tool_calls = excluded.tool_calls, saves = excluded.saves, last_save_at = excluded.last_save_at,
+            reminders = excluded.reminders, last_reminder_at = excluded.last_reminder_at,
+            pending_prompt = excluded.pending_prompt, pending_prompt_project = excluded.pending_prompt_project,
+            pending_prompt_session = excluded.pending_prompt_session,
+            context_fingerprint = excluded.context_fingerprint"
+    );
+    tx.prepare_cached(&sql)?.execute(params![
+        a.session_id,
+        a.started_at,
+        a.updated_at,
+        a.tool_calls,
+        a.saves,
+        a.last_save_at,
+        a.reminders,
+        a.last_reminder_at,
+        prompt.map(|p| &p.content),
+        prompt.map(|p| &p.project),
+        prompt.and_then(|p| p.stored_in.as_ref()),
+        a.context_fingerprint,
+    ])?;
+    Ok(())
+}

@@ -1,0 +1,226 @@
+use std::path::PathBuf;
+
+use time::Duration;
+
+use super::*;
+use crate::agent::activity::IDLE_RESTART;
+use crate::ops::{Op, execute};
+use crate::project::ProjectSource;
+use crate::testutil::store_with_clock;
+
+fn plain_dir(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    (tmp, dir)
+}
+
+fn no_session(_: &str) -> Result<Option<String>> {
+    panic!("no session to look up")
+}
+
+#[test]
+fn blank_means_absent() {
+    assert_eq!(given(Some("  ".into())), None);
+    assert_eq!(given(Some(" x ".into())).as_deref(), Some(" x "));
+    assert_eq!(given_str(Some("")), None);
+}
+
+#[test]
+fn resolution_order_argument_session_header_process_detection() {
+    let (_tmp, dir) = plain_dir("From_Dir");
+    let mut hints = ProjectHints {
+        explicit: Some("Arg".into()),
+        session_id: Some("s1".into()),
+        header: Some("hdr".into()),
+        process: Some("proc".into()),
+        dir: Some(dir.clone()),
+        process_cwd: PathBuf::from("/nowhere"),
+    };
+    let session = |_: &str| Ok(Some("sess".to_owned()));
+    let source = |h: &ProjectHints| {
+        let found = resolve_project(h, session).unwrap();
+        (found.project, found.project_source)
+    };
+    assert_eq!(source(&hints), ("arg".into(), ProjectSource::ExplicitOverride));
+    hints.explicit = Some(" ".into());
+    assert_eq!(source(&hints), ("sess".into(), ProjectSource::Session));
+    hints.session_id = None;
+    assert_eq!(source(&hints), ("hdr".into(), ProjectSource::RequestHeader));
+    hints.header = Some(String::new());
+    assert_eq!(source(&hints), ("proc".into(), ProjectSource::ProcessOverride));
+    hints.process = None;
+    assert_eq!(source(&hints), ("from_dir".into(), ProjectSource::DirBasename));
+    // A session registered without a project says nothing: the next hint decides.
+    hints.session_id = Some("s2".into());
+    hints.header = Some("hdr".into());
+    let found = resolve_project(&hints, |_| Ok(Some(String::new()))).unwrap();
+    assert_eq!(found.project_source, ProjectSource::RequestHeader);
+    // The caller's directory first, the process's only without one.
+    let (_tmp2, cwd) = plain_dir("Process_Dir");
+    let bare = ProjectHints { process_cwd: cwd, ..ProjectHints::default() };
+    assert_eq!(resolve_project(&bare, no_session).unwrap().project, "process_dir");
+}
+
+#[test]
+fn bad_names_and_ambiguous_directories_are_errors_with_codes() {
+    let hints = ProjectHints { explicit: Some("a/b".into()), ..ProjectHints::default() };
+    assert_eq!(resolve_project(&hints, no_session).unwrap_err().code, ErrorCode::InvalidArgument);
+    let (_tmp, dir) = plain_dir("work");
+    for repo in ["api/.git", "web/.git"] {
+        std::fs::create_dir_all(dir.join(repo)).unwrap();
+    }
+    let hints = ProjectHints { dir: Some(dir), ..ProjectHints::default() };
+    let err = resolve_project(&hints, no_session).unwrap_err();
+    assert_eq!(err.code, ErrorCode::AmbiguousProject);
+    assert!(err.message.contains("api, web"), "{}", err.message);
+}
+
+#[test]
+fn current_project_lists_candidates_only_when_ambiguous() {
+    let (_tmp, dir) = plain_dir("work");
+    let hints = ProjectHints { dir: Some(dir.clone()), ..ProjectHints::default() };
+    let plain = current_project(&hints, no_session);
+    assert_eq!((plain.project.as_str(), plain.project_source.as_str()), ("work", "dir_basename"));
+    assert!(plain.available_projects.is_empty() && plain.error_code.is_none());
+    // Another directory: detection is cached per directory for the life of the process.
+    let (_tmp2, multi) = plain_dir("multi");
+    for repo in ["api/.git", "web/.git"] {
+        std::fs::create_dir_all(multi.join(repo)).unwrap();
+    }
+    let hints = ProjectHints { dir: Some(multi), ..ProjectHints::default() };
+    let view = current_project(&hints, no_session);
+    assert_eq!((view.project.as_str(), view.project_source.as_str()), ("", "ambiguous"));
+    assert_eq!(view.available_projects, ["api", "web"]);
+    assert_eq!(view.error_code.as_deref(), Some("ambiguous_project"));
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["available_projects"], serde_json::json!(["api", "web"]));
+    // A name outranks the ambiguity.
+    let named = ProjectHints { process: Some("api".into()), ..hints };
+    let view = current_project(&named, no_session);
+    assert_eq!((view.project.as_str(), view.project_source.as_str()), ("api", "process_override"));
+    let broken = ProjectHints { explicit: Some("a/b".into()), ..ProjectHints::default() };
+    let view = current_project(&broken, no_session);
+    assert_eq!((view.project_source.as_str(), view.error_code.as_deref()), ("error", Some("invalid_argument")));
+}
+
+fn record(session: &str, event: ActivityEvent) -> ActivityRecord {
+    ActivityRecord { session_id: session.into(), project: Some("p".into()), event }
+}
+
+const CALL: ActivityEvent = ActivityEvent::ToolCall { remind: false };
+const REMIND: ActivityEvent = ActivityEvent::ToolCall { remind: true };
+
+#[test]
+fn no_reminder_while_fresh_idle_or_recently_saved() {
+    let (mut s, clock) = store_with_clock();
+    s.record_activity(&record("s", ActivityEvent::ReminderSent)).unwrap();
+    s.clear_activity("s").unwrap();
+    clock.advance(Duration::minutes(5));
+    assert_eq!(s.record_activity(&record("s", REMIND)).unwrap().reminder, None, "too early");
+    clock.advance(Duration::minutes(25));
+    assert_eq!(s.record_activity(&record("s", REMIND)).unwrap().reminder, None, "idle: two calls, no saves");
+    s.record_activity(&record("s", ActivityEvent::Save { saved_session_id: None, attach_prompt: true })).unwrap();
+    clock.advance(Duration::minutes(5));
+    assert_eq!(s.record_activity(&record("s", REMIND)).unwrap().reminder, None, "saved 5 minutes ago");
+}
+
+#[test]
+fn reminds_once_per_period_when_working_without_saving() {
+    let (mut s, clock) = store_with_clock();
+    for _ in 0..6 {
+        s.record_activity(&record("s", CALL)).unwrap();
+    }
+    clock.advance(Duration::minutes(12));
+    let update = s.record_activity(&record("s", REMIND)).unwrap();
+    let text = update.reminder.expect("due");
+    assert!(text.contains("12 min") && text.contains("after answering the user"), "{text}");
+    assert_eq!((update.activity.tool_calls, update.activity.reminders), (7, 1));
+    clock.advance(Duration::minutes(3));
+    assert_eq!(s.record_activity(&record("s", REMIND)).unwrap().reminder, None, "not again so soon");
+    clock.advance(Duration::minutes(8));
+    assert!(s.record_activity(&record("s", REMIND)).unwrap().reminder.is_some());
+    // Ending the session starts the next one from zero.
+    execute(&mut s, Op::EndSession { id: "s".into(), summary: None }).unwrap();
+    let fresh = s.session_activity("s").unwrap();
+    assert_eq!((fresh.tool_calls, fresh.saves, fresh.reminders), (0, 0, 0));
+    assert!(!fresh.summary_line().contains("No memories"));
+}
+
+#[test]
+fn a_long_quiet_spell_restarts_the_counts_but_keeps_the_prompt() {
+    let (mut s, clock) = store_with_clock();
+    for _ in 0..6 {
+        s.record_activity(&record("s", CALL)).unwrap();
+    }
+    assert!(s.session_activity("s").unwrap().summary_line().contains("No memories"));
+    s.record_activity(&record("s", ActivityEvent::Prompt { content: "fix it".into(), stored_in: None })).unwrap();
+    clock.advance(IDLE_RESTART + Duration::minutes(1));
+    let after = s.record_activity(&record("s", REMIND)).unwrap();
+    assert_eq!((after.activity.tool_calls, after.reminder), (1, None));
+    assert_eq!(after.activity.pending_prompt.unwrap().content, "fix it");
+}
+
+#[test]
+fn unknown_sessions_need_a_project_and_bad_events_are_refused() {
+    let (mut s, _clock) = store_with_clock();
+    let ghost = ActivityRecord { session_id: "ghost".into(), project: None, event: CALL };
+    assert_eq!(s.record_activity(&ghost).unwrap_err().code, ErrorCode::SessionNotFound);
+    assert_eq!(s.session_activity("ghost").unwrap_err().code, ErrorCode::SessionNotFound);
+    let created = s.record_activity(&ActivityRecord { project: Some("My-Proj".into()), ..ghost }).unwrap();
+    assert_eq!((created.activity.project.as_str(), created.activity.tool_calls), ("my-proj", 1));
+    assert_eq!(s.get_session("ghost").unwrap().project, "my-proj");
+    let blank = record("s", ActivityEvent::Prompt { content: " ".into(), stored_in: None });
+    assert_eq!(s.record_activity(&blank).unwrap_err().code, ErrorCode::EmptyField);
+    let long = record("s", ActivityEvent::ContextInjected { fingerprint: "x".repeat(200) });
+    assert_eq!(s.record_activity(&long).unwrap_err().code, ErrorCode::InvalidArgument);
+    let bad = Op::from_value(serde_json::json!({"op": "record_activity", "args": {"session_id": "s", "event": "nap"}}));
+    assert_eq!(bad.unwrap_err().code, ErrorCode::InvalidArgument);
+}
+
+#[test]
+fn a_pending_prompt_is_redacted_and_attached_once_to_the_saved_session() {
+    let (mut s, _clock) = store_with_clock();
+    let prompt =
+        ActivityEvent::Prompt { content: "fix login <private>hunter2</private>".into(), stored_in: Some("s".into()) };
+    let kept = s.record_activity(&record("s", prompt)).unwrap().activity.pending_prompt.unwrap();
+    assert_eq!(kept.content, "fix login [REDACTED]");
+    // Saved in the session it is already stored in: nothing to attach.
+    let same =
+        s.record_activity(&record("s", ActivityEvent::Save { saved_session_id: None, attach_prompt: true })).unwrap();
+    assert_eq!(same.attached_prompt_id, None);
+    // Saved elsewhere: attached there, once.
+    let save = || record("s", ActivityEvent::Save { saved_session_id: Some("other".into()), attach_prompt: true });
+    let attached = s.record_activity(&save()).unwrap();
+    let id = attached.attached_prompt_id.expect("attached");
+    let stored = s.get_prompt(id).unwrap();
+    assert_eq!((stored.session_id.as_str(), stored.content.as_str()), ("other", "fix login [REDACTED]"));
+    assert_eq!(s.record_activity(&save()).unwrap().attached_prompt_id, None);
+    assert_eq!(attached.activity.saves, 2);
+}
+
+#[test]
+fn context_fingerprints_report_a_change() {
+    let (mut s, _clock) = store_with_clock();
+    let inject = |f: &str| record("s", ActivityEvent::ContextInjected { fingerprint: f.into() });
+    assert_eq!(s.record_activity(&inject("h1")).unwrap().context_changed, Some(true));
+    assert_eq!(s.record_activity(&inject("h1")).unwrap().context_changed, Some(false));
+    let changed = s.record_activity(&inject("h2")).unwrap();
+    assert_eq!((changed.context_changed, changed.activity.context_fingerprint.as_deref()), (Some(true), Some("h2")));
+}
+
+#[test]
+fn activity_ops_round_trip_as_op_args() {
+    let (mut s, _clock) = store_with_clock();
+    let op = Op::from_value(serde_json::json!({"op": "record_activity",
+        "args": {"session_id": "s", "project": "p", "event": "tool_call", "remind": true}}))
+    .unwrap();
+    assert!(op.is_write());
+    assert_eq!(execute(&mut s, op).unwrap()["activity"]["tool_calls"], 1);
+    let read = Op::SessionActivity { session_id: "s".into() };
+    assert!(!read.is_write());
+    assert_eq!(execute(&mut s, read).unwrap()["project"], "p");
+    // Deleting the session deletes its activity (it holds prompt text).
+    execute(&mut s, Op::DeleteSession { id: "s".into() }).unwrap();
+    assert_eq!(s.session_activity("s").unwrap_err().code, ErrorCode::SessionNotFound);
+}

@@ -2,7 +2,6 @@
 
 mod cli;
 mod daemon;
-mod eval;
 mod output;
 mod render;
 mod run;

@@ -187,7 +187,6 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Model { action } => crate::semantic_cmd::model(env, action),
         Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),
         Command::Conflicts { action } => crate::semantic_cmd::conflicts(env, action),
-        Command::Eval(args) => crate::eval::run(env, args),
         Command::Save(args) => save(env, args),
         Command::Search(args) => search(env, args),
         Command::Get { id, revisions } => get(env, &id, revisions),

@@ -62,6 +62,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         project: settings.project.value.clone(),
         cwd: std::env::current_dir().unwrap_or_else(|_| data_dir.clone()),
         version: cairn_core::VERSION.to_owned(),
+        context_budget: settings.context_budget.value,
     };
     let mcp = cairn_server::mcp::http_router(Backend::Local(Arc::clone(&db)), mcp_options, cancel.clone());
     let config = HttpConfig {
@@ -69,6 +70,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         data_dir: Some(data_dir.clone()),
         version: cairn_core::VERSION.to_owned(),
         mcp: Some(mcp),
+        context_budget: settings.context_budget.value,
         ..HttpConfig::default()
     };
     let state = AppState { db: Arc::clone(&db), config: Arc::new(config) };
@@ -152,7 +154,6 @@ fn canonical_data_dir(settings: &Settings) -> Result<PathBuf> {
 pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
     let data_dir = canonical_data_dir(settings)?;
     let selection = ToolSelection::parse(tools)?;
-    let direct = std::env::var("CAIRN_DIRECT").is_ok_and(|v| v == "1");
     let options = ConnectOptions {
         db_path: data_dir.join(cairn_core::store::DB_FILE),
         data_dir,
@@ -162,7 +163,7 @@ pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
             Autostart::Never => None,
             Autostart::Mcp | Autostart::All => Some(std::env::current_exe()?),
         },
-        direct,
+        direct: settings.direct.value,
         embedder: Some(settings.embedder_config()),
     };
     let mcp_options = McpOptions {
@@ -170,6 +171,7 @@ pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
         project: settings.project.value.clone(),
         cwd: std::env::current_dir()?,
         version: cairn_core::VERSION.to_owned(),
+        context_budget: settings.context_budget.value,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {

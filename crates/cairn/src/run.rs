@@ -160,6 +160,7 @@ pub fn run(cli: Cli) -> Result<()> {
         overrides.bind.clone_from(bind);
     }
     let settings = Settings::load(&overrides)?;
+    crate::init_logging(&settings.log.value);
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env = Env { settings, json: cli.global.json, cwd, engine: RefCell::new(None) };
     dispatch(&env, cli.command)

@@ -394,7 +394,11 @@ pub struct ContextParams {
         (status = 200, description = "Markdown context and what went into it", body = schema::Context),
         (status = 400, description = "Bad scope", body = ErrorBody)))]
 pub(super) async fn context(State(state): State<AppState>, ApiQuery(p): ApiQuery<ContextParams>) -> ApiResult {
-    let request =
-        ContextRequest { project: nonempty(p.project), scope: parse_scope(p.scope)?, ..ContextRequest::default() };
+    let request = ContextRequest {
+        project: nonempty(p.project),
+        scope: parse_scope(p.scope)?,
+        budget_bytes: state.config.context_budget,
+        ..ContextRequest::default()
+    };
     Ok(ok(run(&state, Op::Context(request)).await?))
 }

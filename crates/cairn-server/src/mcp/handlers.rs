@@ -181,6 +181,7 @@ impl CairnMcp {
         let request = ContextRequest {
             project: Some(scoped.project.clone()),
             scope: scope_of(a.scope)?,
+            budget_bytes: self.state.opts.context_budget,
             ..ContextRequest::default()
         };
         let ctx: Context = self.call(Op::Context(request)).await?;

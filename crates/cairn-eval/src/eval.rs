@@ -9,9 +9,9 @@
 //! - `coding`: `eval/coding-memory.json`, memories of six projects plus personal ones;
 //!   revision questions only count the memory when it shows the expected, current text.
 //! - `locomo`: LoCoMo's `locomo10.json` (not in the repository: `--locomo FILE` or
-//!   `CAIRN_LOCOMO`), every turn a memory of its
-//!   conversation (a project per conversation), questions of categories 1–4, evidence turns
-//!   as the expected memories. Splits: conversations 0–4 are `dev`, 5–9 `test`.
+//!   `CAIRN_LOCOMO`), every turn a memory of its conversation (a project per conversation),
+//!   questions of categories 1–4, evidence turns as the expected memories. Splits:
+//!   conversations 0–4 are `dev`, 5–9 `test`.
 //!
 //! Vectors are cached under `<data dir>/eval-vectors/` by model id and text, so a re-run does
 //! not embed again.

@@ -73,7 +73,7 @@ impl ConnectOptions {
     pub fn from_settings(settings: &Settings, role: Role) -> Result<ConnectOptions> {
         let data_dir = canonical_data_dir(settings)?;
         let autostart_policy = settings.autostart.value;
-        let direct = direct_requested(settings);
+        let direct = settings.direct.value;
         let may_start = match role {
             Role::Cli => autostart_policy == Autostart::All,
             Role::Mcp | Role::Hook => autostart_policy != Autostart::Never,
@@ -90,11 +90,6 @@ impl ConnectOptions {
             embedder: Some(settings.embedder_config()),
         })
     }
-}
-
-// TODO(merge): settings.direct once settings.rs declares CAIRN_DIRECT.
-fn direct_requested(_settings: &Settings) -> bool {
-    std::env::var("CAIRN_DIRECT").is_ok_and(|v| v == "1")
 }
 
 /// The data dir as the daemon records it (absolute, symlinks resolved), created if missing.

@@ -134,6 +134,48 @@ struct Prepared {
 impl Store {
     /// Save a memory: revise the topic it names, count a duplicate, or create it.
     pub fn save(&mut self, new: &NewObservation) -> Result<SaveOutcome> {
+        self.save_then(new, |_, _| Ok(()))
+    }
+
+    /// Save an agent's end-of-session summary: a `session_summary` memory keyed by the session
+    /// (so a repeated summary revises it instead of piling up: engram #710), also set as the
+    /// session's summary for context. One transaction: both are written, or neither.
+    pub fn save_session_summary(
+        &mut self,
+        session_id: Option<&str>,
+        project: Option<&str>,
+        content: &str,
+    ) -> Result<SaveOutcome> {
+        require("content", content)?;
+        let project_name = project.map(|p| normalize_project(p).0).unwrap_or_default();
+        let session_id = session_id.map_or_else(|| default_session_id(&project_name), str::to_owned);
+        let title = if project_name.is_empty() {
+            format!("Session summary ({session_id})")
+        } else {
+            format!("Session summary: {project_name} ({session_id})")
+        };
+        let new = NewObservation {
+            title,
+            content: content.to_owned(),
+            kind: Some("session_summary".into()),
+            session_id: Some(session_id.clone()),
+            project: project.map(str::to_owned),
+            topic_key: Some(format!("session/{session_id}")),
+            ..NewObservation::default()
+        };
+        let summary = redact(content).0;
+        self.save_then(&new, |tx, _| {
+            tx.execute("UPDATE sessions SET summary = ?2 WHERE id = ?1", params![session_id, summary])?;
+            Ok(())
+        })
+    }
+
+    /// [`Store::save`], then `then` in the same transaction (rolled back together).
+    fn save_then(
+        &mut self,
+        new: &NewObservation,
+        then: impl FnOnce(&Connection, &SaveOutcome) -> Result<()>,
+    ) -> Result<SaveOutcome> {
         let prepared = prepare(new)?;
         let mut warnings = Vec::new();
         let explicit_project = new.project.as_deref().map(|raw| {
@@ -176,7 +218,7 @@ impl Store {
                     .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?,
             };
             let id = id.id();
-            Ok(SaveOutcome {
+            let outcome = SaveOutcome {
                 id,
                 sync_id,
                 action,
@@ -194,20 +236,15 @@ impl Store {
                 truncated_from: prepared.truncated_from,
                 redacted: prepared.redacted,
                 warnings: std::mem::take(&mut warnings),
-            })
+            };
+            then(tx, &outcome)?;
+            Ok(outcome)
         })
     }
 
     /// A live (not deleted) memory.
     pub fn get(&self, id: i64) -> Result<Observation> {
-        self.conn()
-            .query_row(
-                &format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.id = ?1 AND o.deleted_at IS NULL"),
-                [id],
-                Observation::from_row,
-            )
-            .optional()?
-            .ok_or_else(|| CairnError::observation_not_found(id))
+        live(self.conn(), id)
     }
 
     /// Earlier versions of a memory, oldest first.
@@ -235,10 +272,12 @@ impl Store {
             return Err(CairnError::invalid("nothing to update: give at least one field")
                 .with_hint("fields: type, title, content, project, scope, topic_key, tool_name"));
         }
-        let current = self.get(id)?;
-        let next = apply_patch(&current, patch)?;
         let now = self.now();
         self.write(|tx| {
+            // Read inside the write transaction: read before it, another process's update
+            // committed in between would be overwritten and missing from the revisions.
+            let current = live(tx, id)?;
+            let next = apply_patch(&current, patch)?;
             keep_revision(tx, &current, &now)?;
             tx.execute(
                 "UPDATE observations SET type = ?2, title = ?3, content = ?4, project = ?5, scope = ?6,
@@ -258,9 +297,8 @@ impl Store {
                     now
                 ],
             )?;
-            Ok(())
-        })?;
-        self.get(id)
+            live(tx, id)
+        })
     }
 
     /// Soft delete (hidden from every read) or hard delete (row gone; relations orphaned).
@@ -334,6 +372,17 @@ impl Store {
         let rows = stmt.query_map(rusqlite::params_from_iter(args), Observation::from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+}
+
+/// A live (not deleted) memory, read on `conn` (inside a write: in its transaction).
+fn live(conn: &Connection, id: i64) -> Result<Observation> {
+    conn.query_row(
+        &format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.id = ?1 AND o.deleted_at IS NULL"),
+        [id],
+        Observation::from_row,
+    )
+    .optional()?
+    .ok_or_else(|| CairnError::observation_not_found(id))
 }
 
 /// The memory a save landed on.

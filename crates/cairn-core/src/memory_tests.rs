@@ -190,3 +190,68 @@ fn pin_and_decay_types() {
     assert!(s.set_pinned(out.id, true).unwrap().pinned);
     assert!(!s.set_pinned(out.id, false).unwrap().pinned);
 }
+
+/// Two processes on one file: while another connection holds the write lock having changed
+/// the content, an update of the title waits for it, then starts from what it committed.
+/// Reading the memory before taking the lock (as `update` once did) writes the stale content
+/// back and leaves the other version out of the revisions.
+#[test]
+fn update_reads_the_memory_inside_its_write_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cairn.db");
+    let mut a = crate::Store::open(&path).unwrap();
+    let id = a.save(&obs("p", "Deploy window", "Tuesdays")).unwrap().id;
+    let (locked, wait_locked) = std::sync::mpsc::channel();
+    let other = std::thread::spawn(move || {
+        let mut b = crate::Store::open(&path).unwrap();
+        b.write(|tx| {
+            tx.execute(
+                "INSERT INTO observation_revisions (observation_id, revision, type, title, content, replaced_at)
+                 SELECT id, revision_count, type, title, content, updated_at FROM observations WHERE id = ?1",
+                [id],
+            )?;
+            tx.execute(
+                "UPDATE observations SET content = 'Thursdays', revision_count = revision_count + 1 WHERE id = ?1",
+                [id],
+            )?;
+            locked.send(()).unwrap();
+            // Long enough for the other update to have read (if it reads first) and be waiting.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            Ok(())
+        })
+        .unwrap();
+    });
+    wait_locked.recv().unwrap();
+    let updated = a.update(id, &ObservationPatch { title: Some("Release window".into()), ..Default::default() });
+    other.join().unwrap();
+    let updated = updated.unwrap();
+    assert_eq!((updated.title.as_str(), updated.content.as_str()), ("Release window", "Thursdays"));
+    assert_eq!(updated.revision_count, 3);
+    let history: Vec<(String, String)> = a.revisions(id).unwrap().into_iter().map(|r| (r.title, r.content)).collect();
+    assert_eq!(
+        history,
+        [("Deploy window".into(), "Tuesdays".into()), ("Deploy window".into(), "Thursdays".into())],
+        "every version is in the history once"
+    );
+}
+
+#[test]
+fn a_session_summary_is_written_whole_or_not_at_all() {
+    let (mut s, _) = store_with_clock();
+    s.save_session_summary(Some("s1"), Some("p"), "Goal: fix auth").unwrap();
+    // The second step (the session row) fails: the memory's revision is rolled back with it.
+    s.conn()
+        .execute_batch(
+            "CREATE TEMP TRIGGER refuse_summary BEFORE UPDATE OF summary ON sessions
+             BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        .unwrap();
+    assert!(s.save_session_summary(Some("s1"), Some("p"), "Goal: fix auth. Done: token refresh").is_err());
+    assert!(s.save_session_summary(Some("s2"), Some("p"), "Goal: new session").is_err());
+    let memories = s.list(&ListFilter { limit: 10, ..ListFilter::default() }).unwrap();
+    let contents: Vec<&str> = memories.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(contents, ["Goal: fix auth"], "no memory of a summary whose session row failed");
+    assert_eq!(memories[0].revision_count, 1);
+    assert!(s.get_session("s2").is_err(), "nor its session");
+    assert_eq!(s.get_session("s1").unwrap().summary.as_deref(), Some("Goal: fix auth"));
+}

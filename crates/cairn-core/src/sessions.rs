@@ -134,42 +134,6 @@ impl Store {
     }
 }
 
-impl Store {
-    /// Save an agent's end-of-session summary: a `session_summary` memory keyed by the session
-    /// (so a repeated summary revises it instead of piling up: engram #710), also set as the
-    /// session's summary for context.
-    pub fn save_session_summary(
-        &mut self,
-        session_id: Option<&str>,
-        project: Option<&str>,
-        content: &str,
-    ) -> Result<crate::memory::SaveOutcome> {
-        require("content", content)?;
-        let project_name = project.map(|p| normalize_project(p).0).unwrap_or_default();
-        let session_id = session_id.map_or_else(|| default_session_id(&project_name), str::to_owned);
-        let title = if project_name.is_empty() {
-            format!("Session summary ({session_id})")
-        } else {
-            format!("Session summary: {project_name} ({session_id})")
-        };
-        let outcome = self.save(&crate::memory::NewObservation {
-            title,
-            content: content.to_owned(),
-            kind: Some("session_summary".into()),
-            session_id: Some(session_id.clone()),
-            project: project.map(str::to_owned),
-            topic_key: Some(format!("session/{session_id}")),
-            ..crate::memory::NewObservation::default()
-        })?;
-        let summary = redact(content).0;
-        self.write(|tx| {
-            tx.execute("UPDATE sessions SET summary = ?2 WHERE id = ?1", params![session_id, summary])?;
-            Ok(())
-        })?;
-        Ok(outcome)
-    }
-}
-
 pub(crate) fn session_not_found(id: &str) -> CairnError {
     CairnError::new(ErrorCode::SessionNotFound, format!("session {id:?} not found"))
         .with_hint("start it first (POST /sessions or mem_session_start), or omit the session id")

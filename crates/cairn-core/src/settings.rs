@@ -19,12 +19,14 @@ pub const CONFIG_FILE: &str = "config.toml";
 pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_DATA_DIR", "data directory (database, config.toml)"),
     ("CAIRN_PORT", "HTTP port of `cairn serve`"),
+    ("ENGRAM_PORT", "HTTP port when CAIRN_PORT is unset (engram's plugins start `serve` and call this port)"),
     ("CAIRN_BIND", "address `cairn serve` binds"),
     ("CAIRN_HTTP_TOKEN", "bearer token required by the HTTP API (mandatory beyond loopback)"),
     ("CAIRN_PROJECT", "project name, overriding detection"),
     ("CAIRN_CONTEXT_BUDGET", "size of a context block in bytes"),
     ("CAIRN_LOG", "log filter (e.g. info, cairn_core=debug)"),
     ("CAIRN_AUTOSTART", "who starts the daemon when none runs: mcp (default), all (CLI too), never"),
+    ("CAIRN_DIRECT", "1: never use a daemon, open the database file directly"),
     ("CAIRN_EMBEDDER", "semantic search model: local (default; files from `cairn model install`), http, none"),
     ("CAIRN_MODEL_DIR", "directory of the local embedding model (default <data dir>/models/all-MiniLM-L6-v2)"),
     ("CAIRN_EMBED_URL", "OpenAI-compatible API root for CAIRN_EMBEDDER=http (e.g. http://localhost:11434/v1)"),
@@ -71,7 +73,7 @@ pub fn default_model_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("models").join("all-MiniLM-L6-v2")
 }
 
-/// The tracing filter for a log setting (`CAIRN_LOG`). The MCP library logs every message
+/// The tracing filter for the log setting (`log` in config.toml, `CAIRN_LOG`). The MCP library logs every message
 /// whole at `debug` (tool arguments: memory contents, `<private>` text included), so it stays
 /// at `info` unless the filter names it: `CAIRN_LOG=debug` never writes what agents sent.
 pub fn log_filter(raw: &str) -> String {
@@ -164,6 +166,7 @@ struct FileConfig {
     context_budget: Option<usize>,
     log: Option<String>,
     autostart: Option<Autostart>,
+    direct: Option<bool>,
     embedder: Option<EmbedderKind>,
     model_dir: Option<PathBuf>,
     embed_url: Option<String>,
@@ -182,8 +185,11 @@ pub struct Settings {
     pub http_token: Setting<Option<String>>,
     pub project: Setting<Option<String>>,
     pub context_budget: Setting<usize>,
+    /// The tracing filter's directives (see [`log_filter`]).
     pub log: Setting<String>,
     pub autostart: Setting<Autostart>,
+    /// Never use a daemon: every process opens the database file itself.
+    pub direct: Setting<bool>,
     pub embedder: Setting<EmbedderKind>,
     pub model_dir: Setting<PathBuf>,
     pub embed_url: Setting<Option<String>>,
@@ -215,6 +221,7 @@ impl Settings {
             context_budget: Setting::default(DEFAULT_BUDGET_BYTES),
             log: Setting::default("warn".to_owned()),
             autostart: Setting::default(Autostart::Mcp),
+            direct: Setting::default(false),
             embedder: Setting::default(EmbedderKind::Local),
             model_dir: Setting::default(default_model_dir(&data_dir.value)),
             embed_url: Setting::default(None),
@@ -248,6 +255,9 @@ impl Settings {
         if let Some(v) = file.autostart {
             self.autostart = Setting { value: v, source: Source::ConfigFile };
         }
+        if let Some(v) = file.direct {
+            self.direct = Setting { value: v, source: Source::ConfigFile };
+        }
         if let Some(v) = file.embedder {
             self.embedder = Setting { value: v, source: Source::ConfigFile };
         }
@@ -267,8 +277,10 @@ impl Settings {
 
     fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
         let from_env = |name: &str| Source::Env(name.to_owned());
-        if let Some(v) = env("CAIRN_PORT") {
-            self.port = Setting { value: parse_env("CAIRN_PORT", &v)?, source: from_env("CAIRN_PORT") };
+        // engram's OpenCode plugin starts `$ENGRAM_BIN serve` with no port, then calls
+        // ENGRAM_PORT: honoured when cairn's own variable is unset (and only then read).
+        if let Some((name, v)) = ["CAIRN_PORT", "ENGRAM_PORT"].into_iter().find_map(|name| Some((name, env(name)?))) {
+            self.port = Setting { value: parse_env(name, &v)?, source: from_env(name) };
         }
         if let Some(v) = env("CAIRN_BIND") {
             self.bind = Setting { value: v, source: from_env("CAIRN_BIND") };
@@ -288,6 +300,10 @@ impl Settings {
         }
         if let Some(v) = env("CAIRN_AUTOSTART") {
             self.autostart = Setting { value: parse_env("CAIRN_AUTOSTART", &v)?, source: from_env("CAIRN_AUTOSTART") };
+        }
+        if let Some(v) = env("CAIRN_DIRECT") {
+            let value = parse_env::<Switch>("CAIRN_DIRECT", &v)?.0;
+            self.direct = Setting { value, source: from_env("CAIRN_DIRECT") };
         }
         if let Some(v) = env("CAIRN_EMBEDDER") {
             self.embedder = Setting { value: parse_env("CAIRN_EMBEDDER", &v)?, source: from_env("CAIRN_EMBEDDER") };
@@ -358,6 +374,20 @@ fn masked<S: serde::Serializer>(
     s.end()
 }
 
+/// An on/off environment variable: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off`.
+struct Switch(bool);
+
+impl std::str::FromStr for Switch {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(Switch(true)),
+            "0" | "false" | "no" | "off" => Ok(Switch(false)),
+            _ => Err(()),
+        }
+    }
+}
+
 fn parse_env<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T> {
     raw.trim().parse().map_err(|_| {
         CairnError::new(ErrorCode::InvalidConfig, format!("{name}={raw:?} is not a valid value"))
@@ -388,8 +418,8 @@ fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
     };
     toml::from_str(&text).map_err(|e| {
         CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display())).with_hint(
-            "keys: port, bind, http_token, context_budget, log, autostart, embedder, model_dir, embed_url, \
-             embed_model, embed_api_key",
+            "keys: port, bind, http_token, context_budget, log, autostart, direct, embedder, model_dir, \
+             embed_url, embed_model, embed_api_key",
         )
     })
 }
@@ -453,6 +483,42 @@ mod tests {
         assert_eq!(s.context_budget.source, Source::Default);
         let flags = Overrides { port: Some(1234), ..Overrides::default() };
         assert_eq!(Settings::load_with(&flags, &env).unwrap().port.source, Source::Flag);
+    }
+
+    #[test]
+    fn engram_port_is_the_port_unless_cairn_port_says() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join(CONFIG_FILE), "port = 8000\n").unwrap();
+        let dir = tmp.path().display().to_string();
+        let with = |cairn_port: Option<&str>| {
+            let dir = dir.clone();
+            let cairn_port = cairn_port.map(str::to_owned);
+            move |name: &str| match name {
+                "CAIRN_DATA_DIR" => Some(dir.clone()),
+                "ENGRAM_PORT" => Some("7555".into()),
+                "CAIRN_PORT" => cairn_port.clone(),
+                _ => None,
+            }
+        };
+        let s = Settings::load_with(&Overrides::default(), &with(None)).unwrap();
+        assert_eq!((s.port.value, &s.port.source), (7555, &Source::Env("ENGRAM_PORT".into())));
+        let s = Settings::load_with(&Overrides::default(), &with(Some("9000"))).unwrap();
+        assert_eq!((s.port.value, &s.port.source), (9000, &Source::Env("CAIRN_PORT".into())));
+    }
+
+    #[test]
+    fn direct_comes_from_the_file_or_cairn_direct() {
+        let tmp = tempfile::tempdir().unwrap();
+        let flags = Overrides { data_dir: Some(tmp.path().into()), ..Overrides::default() };
+        let s = Settings::load_with(&flags, &|_| None).unwrap();
+        assert_eq!((s.direct.value, &s.direct.source), (false, &Source::Default));
+        std::fs::write(tmp.path().join(CONFIG_FILE), "direct = true\n").unwrap();
+        assert_eq!(Settings::load_with(&flags, &|_| None).unwrap().direct.source, Source::ConfigFile);
+        let off = |name: &str| (name == "CAIRN_DIRECT").then(|| "0".to_owned());
+        let s = Settings::load_with(&flags, &off).unwrap();
+        assert_eq!((s.direct.value, &s.direct.source), (false, &Source::Env("CAIRN_DIRECT".into())));
+        let bad = |name: &str| (name == "CAIRN_DIRECT").then(|| "sometimes".to_owned());
+        assert_eq!(Settings::load_with(&flags, &bad).unwrap_err().code, ErrorCode::InvalidConfig);
     }
 
     #[test]

@@ -150,8 +150,6 @@ pub enum Command {
         #[command(subcommand)]
         action: ConflictsAction,
     },
-    /// Score retrieval quality: recall@k and MRR of lexical, semantic and hybrid search
-    Eval(EvalArgs),
     /// Print the version
     Version,
     /// Suggest a topic key for a memory
@@ -281,37 +279,4 @@ pub enum ConflictsAction {
         #[arg(long)]
         max: Option<usize>,
     },
-}
-
-#[derive(Debug, Args)]
-pub struct EvalArgs {
-    /// Data sets: coding (eval/coding-memory.json), locomo (../shared/data/locomo)
-    #[arg(long, value_delimiter = ',', default_value = "coding")]
-    pub sets: Vec<String>,
-    /// The coding-memory set file
-    #[arg(long, value_name = "FILE", default_value = "eval/coding-memory.json")]
-    pub coding_file: PathBuf,
-    /// The LoCoMo file
-    #[arg(long, value_name = "FILE", default_value = "../shared/data/locomo/locomo10.json")]
-    pub locomo_file: PathBuf,
-    /// Question split: dev, test or all (LoCoMo: conversations 0–4 dev, 5–9 test)
-    #[arg(long, default_value = "all")]
-    pub split: String,
-    /// Modes to score, comma-separated
-    #[arg(long, value_delimiter = ',', default_value = "lexical,semantic,hybrid")]
-    pub modes: Vec<String>,
-    /// Only the first N LoCoMo conversations (each is one store)
-    #[arg(long)]
-    pub locomo_samples: Option<usize>,
-    /// Print each missed question
-    #[arg(long)]
-    pub misses: bool,
-    /// Also write each question's lexical and semantic rankings (top 100, with scores) and
-    /// every memory's session and title to FILE as JSON lines, for studying the fusion offline
-    #[arg(long, value_name = "FILE")]
-    pub dump: Option<PathBuf>,
-    /// Fit hybrid search's re-ranking model on the questions of --split (use dev) and print
-    /// its weights as the Rust constants of `cairn-core/src/search/rerank.rs`
-    #[arg(long)]
-    pub fit_rerank: bool,
 }

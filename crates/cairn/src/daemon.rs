@@ -65,6 +65,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         project: settings.project.value.clone(),
         cwd: std::env::current_dir().unwrap_or_else(|_| data_dir.clone()),
         version: cairn_core::VERSION.to_owned(),
+        context_budget: settings.context_budget.value,
     };
     let mcp = cairn_server::mcp::http_router(Client::in_process(Arc::clone(&engine)), mcp_options, cancel.clone());
     let config = HttpConfig {
@@ -72,6 +73,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         data_dir: Some(data_dir.clone()),
         version: cairn_core::VERSION.to_owned(),
         mcp: Some(mcp),
+        context_budget: settings.context_budget.value,
         ..HttpConfig::default()
     };
     let state = AppState { db: Arc::clone(&engine), config: Arc::new(config) };
@@ -157,6 +159,7 @@ pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
         project: settings.project.value.clone(),
         cwd: std::env::current_dir()?,
         version: cairn_core::VERSION.to_owned(),
+        context_budget: settings.context_budget.value,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {

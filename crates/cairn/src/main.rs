@@ -2,7 +2,6 @@
 
 mod cli;
 mod daemon;
-mod eval;
 mod output;
 mod render;
 mod run;
@@ -23,7 +22,6 @@ use clap::Parser;
 /// 4 not found · 5 conflict · 6 store unavailable.
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    init_logging();
     let json = cli.global.json;
     match run::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -32,8 +30,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
-    let filter = cairn_core::settings::log_filter(&std::env::var("CAIRN_LOG").unwrap_or_default());
+/// Log to stderr with the `log` setting (defaults < config.toml < `CAIRN_LOG`): called once
+/// the settings are loaded, so config.toml's `log` applies too.
+pub(crate) fn init_logging(log: &str) {
+    let filter = cairn_core::settings::log_filter(log);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)

@@ -203,6 +203,8 @@ pub fn settings(s: &Settings) -> String {
         ("project", s.project.value.clone().unwrap_or_else(|| "(detected)".into()), s.project.source.to_string()),
         ("context_budget", s.context_budget.value.to_string(), s.context_budget.source.to_string()),
         ("log", s.log.value.clone(), s.log.source.to_string()),
+        ("autostart", format!("{:?}", s.autostart.value).to_lowercase(), s.autostart.source.to_string()),
+        ("direct", s.direct.value.to_string(), s.direct.source.to_string()),
         ("embedder", format!("{:?}", s.embedder.value).to_lowercase(), s.embedder.source.to_string()),
         ("model_dir", s.model_dir.value.display().to_string(), s.model_dir.source.to_string()),
         ("embed_url", optional(&s.embed_url.value), s.embed_url.source.to_string()),

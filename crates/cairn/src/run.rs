@@ -93,6 +93,7 @@ pub fn run(cli: Cli) -> Result<()> {
         overrides.bind.clone_from(bind);
     }
     let settings = Settings::load(&overrides)?;
+    crate::init_logging(&settings.log.value);
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env = Env { settings, json: cli.global.json, cwd, client: OnceCell::new() };
     dispatch(&env, cli.command)
@@ -120,7 +121,6 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Model { action } => crate::semantic_cmd::model(env, action),
         Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),
         Command::Conflicts { action } => crate::semantic_cmd::conflicts(env, action),
-        Command::Eval(args) => crate::eval::run(env, args),
         Command::Save(args) => save(env, args),
         Command::Search(args) => search(env, args),
         Command::Get { id, revisions } => get(env, &id, revisions),

@@ -371,8 +371,8 @@ impl Store {
     }
 
     /// The hybrid pool of a query, in fused order, with each candidate's re-ranking features:
-    /// what `cairn eval --fit-rerank` fits the [`rerank`] model on. Empty when the query has no
-    /// words or semantic search cannot run.
+    /// what `cairn-eval --fit-rerank` (crates/cairn-eval) fits the [`rerank`] model on. Empty
+    /// when the query has no words or semantic search cannot run.
     pub fn rerank_pool(&self, query: &SearchQuery) -> Result<Vec<(i64, rerank::Features)>> {
         if query::parse(&query.text).is_empty() {
             return Ok(Vec::new());

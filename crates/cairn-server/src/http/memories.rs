@@ -398,6 +398,7 @@ pub(super) async fn context(State(state): State<AppState>, ApiQuery(p): ApiQuery
     let request = ContextRequest {
         project: given(p.project),
         scope: Scope::parse_filter(p.scope.as_deref())?,
+        budget_bytes: state.config.context_budget,
         ..ContextRequest::default()
     };
     Ok(ok(run(&state, Op::Context(request)).await?))

@@ -61,6 +61,8 @@ pub struct HttpConfig {
     pub import_max_body_bytes: usize,
     /// The MCP endpoint, nested at `/mcp` behind the same security checks.
     pub mcp: Option<Router>,
+    /// `context_budget` / `CAIRN_CONTEXT_BUDGET`: bytes of a `GET /context` block.
+    pub context_budget: usize,
 }
 
 impl Default for HttpConfig {
@@ -72,6 +74,7 @@ impl Default for HttpConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             import_max_body_bytes: DEFAULT_IMPORT_MAX_BODY_BYTES,
             mcp: None,
+            context_budget: cairn_core::context::DEFAULT_BUDGET_BYTES,
         }
     }
 }
@@ -85,6 +88,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("import_max_body_bytes", &self.import_max_body_bytes)
             .field("mcp", &self.mcp.is_some())
+            .field("context_budget", &self.context_budget)
             .finish()
     }
 }

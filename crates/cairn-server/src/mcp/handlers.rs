@@ -210,6 +210,7 @@ impl CairnMcp {
         let request = ContextRequest {
             project: Some(scoped.project.clone()),
             scope: Scope::parse_filter(a.scope.as_deref())?,
+            budget_bytes: self.state.opts.context_budget,
             ..ContextRequest::default()
         };
         let ctx: Context = self.call(Op::Context(request)).await?;

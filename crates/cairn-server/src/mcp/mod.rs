@@ -57,12 +57,20 @@ pub struct McpOptions {
     pub cwd: PathBuf,
     /// Reported as the server's version.
     pub version: String,
+    /// `context_budget` / `CAIRN_CONTEXT_BUDGET`: bytes of a `mem_context` block.
+    pub context_budget: usize,
 }
 
 impl McpOptions {
     /// Every tool, project detected from `cwd`.
     pub fn new(cwd: impl Into<PathBuf>) -> Self {
-        Self { tools: ToolSelection::default(), project: None, cwd: cwd.into(), version: cairn_core::VERSION.into() }
+        Self {
+            tools: ToolSelection::default(),
+            project: None,
+            cwd: cwd.into(),
+            version: cairn_core::VERSION.into(),
+            context_budget: cairn_core::context::DEFAULT_BUDGET_BYTES,
+        }
     }
 }
 

@@ -396,3 +396,76 @@ fn sessions_pin_delete_timeline() {
     assert_eq!(sessions[0]["id"], "s-1");
     assert_eq!(sessions[0]["observation_count"], 3);
 }
+
+/// `log` in config.toml is the log filter (under `CAIRN_LOG`), as `cairn config` shows it.
+#[test]
+fn config_file_log_setting_is_applied() {
+    let c = Cairn::new();
+    let search = |env: &[(&str, &str)]| {
+        // Without a daemon or a model, a search says at debug level that semantic search is off.
+        let mut cmd = c.cmd(&["search", "anything"]);
+        cmd.env("HOME", c.dir.path()).env_remove("CAIRN_EMBEDDER").env_remove("CAIRN_MODEL_DIR");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stderr).unwrap()
+    };
+    c.ok(&["save", "x", "y"]);
+    assert!(!search(&[]).contains("DEBUG"), "the default is warn");
+    std::fs::write(c.data_dir().join("config.toml"), "log = \"debug\"\n").unwrap();
+    let logged = search(&[]);
+    assert!(logged.contains("DEBUG") && logged.contains("semantic search is off"), "{logged}");
+    assert!(!search(&[("CAIRN_LOG", "warn")]).contains("DEBUG"), "CAIRN_LOG wins over the file");
+    let cfg = c.json(&["config"]);
+    assert_eq!(
+        (cfg["log"]["value"].as_str(), cfg["log"]["source"]["kind"].as_str()),
+        (Some("debug"), Some("config_file"))
+    );
+}
+
+/// engram's OpenCode plugin starts `serve` with no port and calls `ENGRAM_PORT`.
+#[test]
+fn serve_listens_on_engram_port_when_cairn_port_is_unset() {
+    let c = Cairn::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let env = |cmd: &mut Command| {
+        cmd.env("HOME", c.dir.path()).env("ENGRAM_PORT", port.to_string());
+    };
+    let mut config = c.cmd(&["config", "--json"]);
+    env(&mut config);
+    let cfg: serde_json::Value = serde_json::from_slice(&config.output().unwrap().stdout).unwrap();
+    assert_eq!(cfg["port"]["value"], port);
+    assert_eq!(cfg["port"]["source"], serde_json::json!({"kind": "env", "name": "ENGRAM_PORT"}));
+    let mut serve = c.cmd(&["serve"]);
+    env(&mut serve);
+    let child = serve.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    // Stopped (SIGTERM, then reaped) when dropped, even if an assertion fails.
+    let mut daemon = crate::support::Daemon { child, addr };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while crate::support::http(addr, "GET", "/health", None).0 != 200 {
+        assert!(daemon.child.try_wait().unwrap().is_none(), "cairn serve exited");
+        assert!(std::time::Instant::now() < deadline, "nothing answered on ENGRAM_PORT {port}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(crate::support::recorded(&c.data_dir()).map(|(_, a)| a.port()), Some(port));
+    drop(daemon);
+}
+
+/// `context_budget` in config.toml sizes the daemon's context blocks too, not only `cairn context`.
+#[test]
+fn context_budget_setting_reaches_the_daemon() {
+    let c = Cairn::new();
+    std::fs::create_dir_all(c.data_dir()).unwrap();
+    std::fs::write(c.data_dir().join("config.toml"), "context_budget = 300\n").unwrap();
+    for i in 0..5 {
+        c.ok(&["save", &format!("note {i}"), &"a fairly long memory body ".repeat(10), "--project", "demo"]);
+    }
+    assert_eq!(c.json(&["context", "--project", "demo"])["budget_bytes"], 300);
+    let daemon = crate::support::Daemon::start(&c.data_dir());
+    let (status, body) = crate::support::http(daemon.addr, "GET", "/context?project=demo", None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["budget_bytes"].as_u64(), body["truncated"].as_bool()), (Some(300), Some(true)), "{body}");
+}

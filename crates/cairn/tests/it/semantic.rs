@@ -209,79 +209,11 @@ fn conflicts_scan_list_show_stats() {
     assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(4), "relation_not_found"));
 }
 
+/// The fitted re-ranking model (`cairn-eval --fit-rerank`, tested in crates/cairn-eval) is
+/// what orders hybrid search with the model it was fitted on.
 #[test]
-fn eval_scores_the_coding_set_and_refuses_bad_files() {
-    let env = Env::new();
-    let set = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/coding-memory.json");
-    let reports = env.json(&["eval", "--coding-file", set.to_str().unwrap(), "--modes", "lexical", "--split", "dev"]);
-    let lexical = &reports[0]["modes"]["lexical"]["all"];
-    assert_eq!(lexical["questions"], 53, "{lexical}");
-    assert!(lexical["recall_at_5"].as_f64().unwrap() > 0.8, "{lexical}");
-    // --dump: a line per memory and per question; without a model, no semantic ranking.
-    let dump = env.dir.path().join("rankings.jsonl");
-    let args = ["eval", "--coding-file", set.to_str().unwrap(), "--modes", "lexical", "--split", "dev", "--dump"];
-    env.json(&[&args[..], &[dump.to_str().unwrap()]].concat());
-    env.json(&[&args[..], &[dump.to_str().unwrap()]].concat());
-    let lines: Vec<Value> =
-        std::fs::read_to_string(&dump).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let questions: Vec<&Value> = lines.iter().filter(|l| l.get("question").is_some()).collect();
-    assert_eq!(questions.len(), 53, "a second run replaces the file");
-    assert!(lines.iter().filter(|l| l.get("memory").is_some()).count() > 100);
-    let first = questions[0];
-    assert!(!first["lexical"].as_array().unwrap().is_empty(), "{first}");
-    assert_eq!(first["semantic"], json!([]), "{first}");
-    let out = env.run(&[&args[..], &["/nonexistent/dir/rankings.jsonl", "--json"]].concat());
-    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
-    let out = env.run(&["eval", "--coding-file", "/nonexistent.json", "--json"]);
-    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(4), "file_not_found"));
-    let bad = env.dir.path().join("bad.json");
-    std::fs::write(&bad, b"{\"memories\": 3}").unwrap();
-    let out = env.run(&["eval", "--coding-file", bad.to_str().unwrap(), "--json"]);
-    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
-}
-
-#[test]
-fn eval_fits_the_rerank_model_and_hybrid_search_uses_it() {
+fn hybrid_search_hits_carry_the_rerank_models_relevance() {
     let Some(env) = Env::with_model() else { return };
-    // One project of the coding set: a debug build embeds a memory in about a second.
-    let full: Value = serde_json::from_slice(
-        &std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/coding-memory.json")).unwrap(),
-    )
-    .unwrap();
-    let in_project = |v: &Value| v["project"] == "ferrite";
-    let memories: Vec<&Value> = full["memories"].as_array().unwrap().iter().filter(|m| in_project(m)).collect();
-    let keys: Vec<&Value> = memories.iter().map(|m| &m["key"]).collect();
-    let questions: Vec<Value> = full["questions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|q| in_project(q) && q["expected"].as_array().unwrap().iter().all(|k| keys.contains(&k)))
-        .map(|q| {
-            let mut q = q.clone();
-            q["split"] = json!("dev");
-            q
-        })
-        .collect();
-    let set = env.dir.path().join("ferrite.json");
-    std::fs::write(&set, json!({"memories": memories, "questions": questions}).to_string()).unwrap();
-    let args = ["eval", "--coding-file", set.to_str().unwrap(), "--modes", "hybrid", "--split", "dev", "--fit-rerank"];
-    let out = env.run(&[&args[..], &["--json"]].concat());
-    assert!(out.status.success(), "{}", stderr(&out));
-    let reports: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let hybrid = &reports[0]["modes"]["hybrid"]["all"];
-    assert!(hybrid["recall_at_5"].as_f64().unwrap() >= 0.9, "{hybrid}");
-    // The fitted constants, one line per feature, ready to paste into rerank.rs.
-    let printed = stderr(&out);
-    let weights: Vec<f64> = printed
-        .lines()
-        .skip_while(|l| !l.starts_with("pub const WEIGHTS"))
-        .skip(1)
-        .take_while(|l| !l.starts_with(']'))
-        .map(|l| l.trim().split(',').next().unwrap().parse().unwrap())
-        .collect();
-    assert_eq!(weights.len(), cairn_core::search::rerank::FEATURES, "{printed}");
-    assert!(weights[0] > 0.0, "a better place in the fusion means more relevant: {printed}");
-    assert!(printed.contains("pub const BIAS: f64 = "), "{printed}");
     // Search hits carry the model's relevance, 0–1, best first.
     env.json(&["save", "Postgres pool", "database connections exhausted under load; pool raised to 50"]);
     env.json(&["save", "Deploy window", "we ship on Tuesdays after the standup"]);

@@ -1,4 +1,4 @@
-//! `cairn eval`: retrieval quality as numbers.
+//! Retrieval quality as numbers.
 //!
 //! Each data set is loaded into a private in-memory store through the same save path agents
 //! use, every memory is embedded with the configured model, the daemon's lexical engine is
@@ -8,9 +8,10 @@
 //!
 //! - `coding`: `eval/coding-memory.json`, memories of six projects plus personal ones;
 //!   revision questions only count the memory when it shows the expected, current text.
-//! - `locomo`: LoCoMo (`../shared/data/locomo/locomo10.json`), every turn a memory of its
-//!   conversation (a project per conversation), questions of categories 1–4, evidence turns
-//!   as the expected memories. Splits: conversations 0–4 are `dev`, 5–9 `test`.
+//! - `locomo`: LoCoMo's `locomo10.json` (not in the repository: `--locomo FILE` or
+//!   `CAIRN_LOCOMO`), every turn a memory of its conversation (a project per conversation),
+//!   questions of categories 1–4, evidence turns as the expected memories. Splits:
+//!   conversations 0–4 are `dev`, 5–9 `test`.
 //!
 //! Vectors are cached under `<data dir>/eval-vectors/` by model id and text, so a re-run does
 //! not embed again.
@@ -24,14 +25,13 @@ use anyhow::Result;
 use cairn_core::memory::NewObservation;
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::{SearchMode, SearchQuery, rerank};
+use cairn_core::settings::{Overrides, Settings};
 use cairn_core::{CairnError, ErrorCode, Store};
 use cairn_embed::{EmbedError, Embedder};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cli::EvalArgs;
-use crate::output::note;
-use crate::run::Env;
+use crate::{EvalArgs, emit, fit, note};
 
 const TOP_K: usize = 10;
 
@@ -123,9 +123,16 @@ pub struct SetReport {
     pub misses: Vec<String>,
 }
 
-pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
-    let cache = match cairn_engine::embedder::build(&env.settings.embedder_config()) {
-        Ok(model) => Some(Arc::new(CachedEmbedder::open(model, &env.settings.data_dir.value.join("eval-vectors")))),
+pub fn run(args: EvalArgs) -> Result<()> {
+    // The same settings as `cairn` (config.toml, CAIRN_* variables) choose the model.
+    let settings = Settings::load(&Overrides { data_dir: args.data_dir.clone(), ..Overrides::default() })?;
+    if args.sets.iter().any(|s| s == "locomo") && args.locomo_file.is_none() {
+        return Err(CairnError::invalid("the locomo set needs LoCoMo's locomo10.json, which is not in the repository")
+            .with_hint("pass --locomo FILE (or set CAIRN_LOCOMO=FILE)")
+            .into());
+    }
+    let cache = match cairn_engine::embedder::build(&settings.embedder_config()) {
+        Ok(model) => Some(Arc::new(CachedEmbedder::open(model, &settings.data_dir.value.join("eval-vectors")))),
         Err(e) => {
             note(&format!("warning: {}; scoring lexical search only", e.message));
             None
@@ -166,7 +173,7 @@ pub fn run(env: &Env, args: EvalArgs) -> Result<()> {
     if let Some(cache) = &cache {
         cache.flush();
     }
-    env.emit(&reports, |r| render(r))
+    emit(args.json, &reports, |r| render(r))
 }
 
 fn score_set(
@@ -280,9 +287,9 @@ fn print_fitted_model(rows: &[(rerank::Features, bool)]) {
         note("--fit-rerank: nothing to fit (no model, or no question in the split)");
         return;
     }
-    let (weights, bias) = rerank::fit(rows, rerank::L2);
+    let (weights, bias) = fit::fit(rows, fit::L2);
     let positives = rows.iter().filter(|r| r.1).count();
-    let mut out = format!("// fitted on {} candidates ({positives} relevant), L2 {}\n", rows.len(), rerank::L2);
+    let mut out = format!("// fitted on {} candidates ({positives} relevant), L2 {}\n", rows.len(), fit::L2);
     let _ = writeln!(out, "pub const WEIGHTS: Features = [");
     for (name, w) in rerank::NAMES.iter().zip(weights) {
         let _ = writeln!(out, "    {w:.4}, // {name}");
@@ -473,7 +480,7 @@ impl Embedder for CachedEmbedder {
 fn read_json(path: &std::path::Path) -> Result<Value> {
     let bytes = std::fs::read(path).map_err(|e| {
         CairnError::new(ErrorCode::FileNotFound, format!("cannot read {}: {e}", path.display()))
-            .with_hint("run from the repository root, or pass --coding-file / --locomo-file")
+            .with_hint("run from the repository root, or pass --coding-file / --locomo")
     })?;
     Ok(serde_json::from_slice(&bytes)
         .map_err(|e| CairnError::invalid(format!("{} is not valid JSON: {e}", path.display())))?)
@@ -531,7 +538,8 @@ fn load_coding(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
 }
 
 fn load_locomo(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
-    let doc = read_json(&args.locomo_file)?;
+    let path = args.locomo_file.as_deref().ok_or_else(|| CairnError::invalid("no LoCoMo file"))?;
+    let doc = read_json(path)?;
     let samples = doc.as_array().ok_or_else(|| shape("an array of conversations"))?;
     let take = args.locomo_samples.unwrap_or(samples.len());
     let mut store = Store::open_in_memory()?;

@@ -1,0 +1,99 @@
+//! `cairn-eval`: retrieval quality of cairn's search as numbers, and the fitting of hybrid
+//! search's re-ranking model. A developer tool (not shipped in the `cairn` binary): run it
+//! from the repository root with `cargo run --release -p cairn-eval -- --help`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod eval;
+mod fit;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use cairn_core::CairnError;
+use clap::Parser;
+
+/// Score retrieval quality: recall@k and MRR of lexical, semantic and hybrid search on the
+/// coding-memory set (`eval/coding-memory.json`) and LoCoMo.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cairn-eval",
+    version,
+    after_help = "Example: cargo run --release -p cairn-eval -- --sets coding,locomo --locomo locomo10.json --split dev"
+)]
+pub struct EvalArgs {
+    /// Data directory: its settings choose the embedding model (as for `cairn`), and vectors
+    /// are cached under <DIR>/eval-vectors [env: CAIRN_DATA_DIR]
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Data sets: coding (eval/coding-memory.json), locomo (needs --locomo)
+    #[arg(long, value_delimiter = ',', default_value = "coding")]
+    pub sets: Vec<String>,
+    /// The coding-memory set file
+    #[arg(long, value_name = "FILE", default_value = "eval/coding-memory.json")]
+    pub coding_file: PathBuf,
+    /// LoCoMo's locomo10.json (not in the repository; required by --sets locomo)
+    #[arg(long = "locomo", alias = "locomo-file", value_name = "FILE", env = "CAIRN_LOCOMO")]
+    pub locomo_file: Option<PathBuf>,
+    /// Question split: dev, test or all (LoCoMo: conversations 0–4 dev, 5–9 test)
+    #[arg(long, default_value = "all")]
+    pub split: String,
+    /// Modes to score, comma-separated
+    #[arg(long, value_delimiter = ',', default_value = "lexical,semantic,hybrid")]
+    pub modes: Vec<String>,
+    /// Only the first N LoCoMo conversations (each is one store)
+    #[arg(long)]
+    pub locomo_samples: Option<usize>,
+    /// Print each missed question
+    #[arg(long)]
+    pub misses: bool,
+    /// Also write each question's lexical and semantic rankings (top 100, with scores) and
+    /// every memory's session and title to FILE as JSON lines, for studying the fusion offline
+    #[arg(long, value_name = "FILE")]
+    pub dump: Option<PathBuf>,
+    /// Fit hybrid search's re-ranking model on the questions of --split (use dev) and print
+    /// its weights as the Rust constants of `cairn-core/src/search/rerank.rs`
+    #[arg(long)]
+    pub fit_rerank: bool,
+}
+
+/// Exit codes as `cairn`'s (README "Exit codes"): 3 invalid input, 4 not found, …
+fn main() -> ExitCode {
+    let args = EvalArgs::parse();
+    let json = args.json;
+    match eval::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => report(&err, json),
+    }
+}
+
+fn report(err: &anyhow::Error, json: bool) -> ExitCode {
+    let (code, message, hint, exit) = match err.downcast_ref::<CairnError>() {
+        Some(e) => (e.code.as_str(), e.message.clone(), e.hint.clone(), e.code.exit_code()),
+        None => ("internal", format!("{err:#}"), None, 1),
+    };
+    if json {
+        println!("{}", serde_json::json!({ "error": { "code": code, "message": message, "hint": hint } }));
+    }
+    note(&format!("error[{code}]: {message}"));
+    if let Some(hint) = hint {
+        note(&format!("hint: {hint}"));
+    }
+    ExitCode::from(u8::try_from(exit).unwrap_or(1))
+}
+
+/// A line for people on stderr (progress, warnings, the fitted model).
+pub fn note(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
+/// The result on stdout: JSON, or text for people.
+pub fn emit<T: serde::Serialize>(json: bool, value: &T, human: impl FnOnce(&T) -> String) -> anyhow::Result<()> {
+    let text = if json { serde_json::to_string_pretty(value)? } else { human(value) };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", text.trim_end())?;
+    Ok(stdout.flush()?)
+}

@@ -1,0 +1,159 @@
+//! `cairn-eval` end to end: the real binary on the coding set (lexical without a model), its
+//! errors, and the fitting of the re-ranking model with the test model.
+#![allow(clippy::print_stderr)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env { dir: tempfile::tempdir().unwrap() }
+    }
+
+    /// `cairn-eval` in a fresh data dir; no model unless `with_model` gives one.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn-eval"));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("HOME", self.dir.path())
+            .env("CAIRN_DATA_DIR", self.dir.path().join("data"))
+            .env("CAIRN_AUTOSTART", "never")
+            .env_remove("CAIRN_MODEL_DIR")
+            .env_remove("CAIRN_EMBEDDER")
+            .env_remove("CAIRN_LOCOMO")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.run(&[args, &["--json"]].concat());
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn error_code(out: &Output) -> String {
+    let value: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    value["error"]["code"].as_str().unwrap_or_default().to_owned()
+}
+
+fn coding_set() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/coding-memory.json")
+}
+
+/// The test model (`scripts/install-test-deps.sh model`), or `None` to skip the parts that
+/// need it; never `None` under `CAIRN_REQUIRE_MODEL` (CI), where a missing model fails.
+fn model_dir() -> Option<PathBuf> {
+    let dir = cairn_embed::install::test_model_dir();
+    if ["config.json", "tokenizer.json", "model.safetensors"].iter().all(|f| dir.join(f).is_file()) {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CAIRN_REQUIRE_MODEL").is_none(),
+        "CAIRN_REQUIRE_MODEL is set but there is no model in {} (run scripts/install-test-deps.sh model)",
+        dir.display()
+    );
+    eprintln!("note: no model in {}; skipping the parts that need it", dir.display());
+    None
+}
+
+#[test]
+fn scores_the_coding_set_and_refuses_bad_files() {
+    let env = Env::new();
+    let set = coding_set();
+    let reports = env.json(&["--coding-file", set.to_str().unwrap(), "--modes", "lexical", "--split", "dev"]);
+    let lexical = &reports[0]["modes"]["lexical"]["all"];
+    assert_eq!(lexical["questions"], 53, "{lexical}");
+    assert!(lexical["recall_at_5"].as_f64().unwrap() > 0.8, "{lexical}");
+    // --dump: a line per memory and per question; without a model, no semantic ranking.
+    let dump = env.dir.path().join("rankings.jsonl");
+    let args = ["--coding-file", set.to_str().unwrap(), "--modes", "lexical", "--split", "dev", "--dump"];
+    env.json(&[&args[..], &[dump.to_str().unwrap()]].concat());
+    env.json(&[&args[..], &[dump.to_str().unwrap()]].concat());
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&dump).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let questions: Vec<&Value> = lines.iter().filter(|l| l.get("question").is_some()).collect();
+    assert_eq!(questions.len(), 53, "a second run replaces the file");
+    assert!(lines.iter().filter(|l| l.get("memory").is_some()).count() > 100);
+    let first = questions[0];
+    assert!(!first["lexical"].as_array().unwrap().is_empty(), "{first}");
+    assert_eq!(first["semantic"], json!([]), "{first}");
+    let out = env.run(&[&args[..], &["/nonexistent/dir/rankings.jsonl", "--json"]].concat());
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
+    let out = env.run(&["--coding-file", "/nonexistent.json", "--json"]);
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(4), "file_not_found"));
+    let bad = env.dir.path().join("bad.json");
+    std::fs::write(&bad, b"{\"memories\": 3}").unwrap();
+    let out = env.run(&["--coding-file", bad.to_str().unwrap(), "--json"]);
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
+}
+
+#[test]
+fn locomo_needs_its_file_named() {
+    let env = Env::new();
+    let out = env.run(&["--sets", "coding,locomo", "--json"]);
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
+    assert!(stderr(&out).contains("--locomo FILE"), "{}", stderr(&out));
+    // CAIRN_LOCOMO names it too: a missing file is then the error.
+    let out =
+        env.cmd(&["--sets", "locomo", "--json"]).env("CAIRN_LOCOMO", "/nonexistent/locomo10.json").output().unwrap();
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(4), "file_not_found"));
+}
+
+#[test]
+fn fits_the_rerank_model() {
+    let Some(model) = model_dir() else { return };
+    let env = Env::new();
+    // One project of the coding set: a debug build embeds a memory in about a second.
+    let full: Value = serde_json::from_slice(&std::fs::read(coding_set()).unwrap()).unwrap();
+    let in_project = |v: &Value| v["project"] == "ferrite";
+    let memories: Vec<&Value> = full["memories"].as_array().unwrap().iter().filter(|m| in_project(m)).collect();
+    let keys: Vec<&Value> = memories.iter().map(|m| &m["key"]).collect();
+    let questions: Vec<Value> = full["questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| in_project(q) && q["expected"].as_array().unwrap().iter().all(|k| keys.contains(&k)))
+        .map(|q| {
+            let mut q = q.clone();
+            q["split"] = json!("dev");
+            q
+        })
+        .collect();
+    let set = env.dir.path().join("ferrite.json");
+    std::fs::write(&set, json!({"memories": memories, "questions": questions}).to_string()).unwrap();
+    let args =
+        ["--coding-file", set.to_str().unwrap(), "--modes", "hybrid", "--split", "dev", "--fit-rerank", "--json"];
+    let out = env.cmd(&args).env("CAIRN_MODEL_DIR", &model).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(reports[0]["model"].as_str().unwrap().contains("all-MiniLM-L6-v2"), "{reports}");
+    let hybrid = &reports[0]["modes"]["hybrid"]["all"];
+    assert!(hybrid["recall_at_5"].as_f64().unwrap() >= 0.9, "{hybrid}");
+    // The fitted constants, one line per feature, ready to paste into rerank.rs.
+    let printed = stderr(&out);
+    let weights: Vec<f64> = printed
+        .lines()
+        .skip_while(|l| !l.starts_with("pub const WEIGHTS"))
+        .skip(1)
+        .take_while(|l| !l.starts_with(']'))
+        .map(|l| l.trim().split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(weights.len(), cairn_core::search::rerank::FEATURES, "{printed}");
+    assert!(weights[0] > 0.0, "a better place in the fusion means more relevant: {printed}");
+    assert!(printed.contains("pub const BIAS: f64 = "), "{printed}");
+}

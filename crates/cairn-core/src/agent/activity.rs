@@ -29,8 +29,12 @@ pub const IDLE_RESTART: Duration = Duration::hours(2);
 const MAX_FINGERPRINT_BYTES: usize = 128;
 
 /// One thing that happened in a session.
+///
+/// `event` must be the name as a string: serde's internally tagged enums also take a
+/// variant's index (`"event": 0` would be a tool call), which no caller means; see the
+/// `Deserialize` impl below.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+#[serde(tag = "event", rename_all = "snake_case", remote = "Self")]
 pub enum ActivityEvent {
     /// The agent called a tool. With `remind`, the answer carries the save reminder when one
     /// is due, and counts it as sent.
@@ -63,6 +67,26 @@ pub enum ActivityEvent {
 
 fn yes() -> bool {
     true
+}
+
+/// The event names, for errors.
+const EVENT_NAMES: &str = "tool_call, save, prompt, context_injected, reminder_sent";
+
+impl<'de> Deserialize<'de> for ActivityEvent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(deserializer)?;
+        if !value.get("event").is_some_and(serde_json::Value::is_string) {
+            return Err(D::Error::custom(format!("`event` must be one of: {EVENT_NAMES}")));
+        }
+        ActivityEvent::deserialize(value).map_err(D::Error::custom)
+    }
+}
+
+impl Serialize for ActivityEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        ActivityEvent::serialize(self, serializer)
+    }
 }
 
 /// An event for a session. When the session is unknown, `project` creates it (as a save

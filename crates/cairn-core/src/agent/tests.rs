@@ -176,6 +176,16 @@ fn unknown_sessions_need_a_project_and_bad_events_are_refused() {
     assert_eq!(s.record_activity(&long).unwrap_err().code, ErrorCode::InvalidArgument);
     let bad = Op::from_value(serde_json::json!({"op": "record_activity", "args": {"session_id": "s", "event": "nap"}}));
     assert_eq!(bad.unwrap_err().code, ErrorCode::InvalidArgument);
+    // serde would take a variant's index for the tag: `0` is no event name (found by
+    // schemathesis).
+    for event in [serde_json::json!(0), serde_json::json!(null), serde_json::json!(["tool_call"])] {
+        let args = serde_json::json!({"session_id": "s", "event": event});
+        let bad = Op::from_value(serde_json::json!({"op": "record_activity", "args": args}));
+        assert_eq!(bad.unwrap_err().code, ErrorCode::InvalidArgument, "{event}");
+    }
+    let good = serde_json::json!({"op": "record_activity", "args": {"session_id": "s", "event": "tool_call"}});
+    let op = Op::from_value(good.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&op).unwrap()["args"]["event"], "tool_call");
 }
 
 #[test]

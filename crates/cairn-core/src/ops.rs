@@ -517,6 +517,32 @@ mod tests {
         assert_eq!(required, ["session_id", "event"]);
     }
 
+    /// The daemon client replays a lost read but never a lost write: the reads are exactly these.
+    #[test]
+    fn the_reads_are_exactly_the_ones_safe_to_replay() {
+        let reads: Vec<&str> = CATALOGUE.iter().filter(|spec| !spec.writes).map(|spec| spec.name).collect();
+        let expected = [
+            "search",
+            "get",
+            "list",
+            "context",
+            "timeline",
+            "sessions",
+            "get_session",
+            "recent_prompts",
+            "search_prompts",
+            "stats",
+            "export",
+            "suggest_topic_key",
+            "relations",
+            "relation_stats",
+            "get_relation",
+            "doctor",
+            "session_activity",
+        ];
+        assert_eq!(reads, expected);
+    }
+
     #[test]
     fn typed_results_serialise_to_the_same_json() {
         let mut s = Store::open_in_memory().unwrap();

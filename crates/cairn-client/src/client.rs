@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cairn_core::ops::{self, Op};
+use cairn_core::ops::{self, Op, OpOutput};
 use cairn_core::search::SearchMode;
 use cairn_core::settings::{Autostart, EmbedderConfig, Settings, ensure_data_dir};
 use cairn_core::{CairnError, ErrorCode, Result, Store};
@@ -124,7 +124,7 @@ impl LocalStore {
         if needs_semantic(&op) {
             attach_semantic(&mut store, self.embedder.as_ref());
         }
-        ops::execute(&mut store, op)
+        ops::execute_value(&mut store, op)
     }
 }
 
@@ -218,7 +218,14 @@ impl Client {
             .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
     }
 
-    /// Run an operation and decode its result.
+    /// Run an operation; its typed result (the [`OpOutput`] variant named like the op).
+    pub fn run(&self, op: Op) -> Result<OpOutput> {
+        let kind = op.kind();
+        OpOutput::from_value(kind, self.execute(op)?)
+    }
+
+    /// Run an operation and decode its result as `T`: the type its catalogue row names
+    /// (`op.spec().output`, e.g. `SaveResponse` for `save`).
     pub fn call<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T> {
         decode(self.execute(op)?)
     }

@@ -2,14 +2,23 @@
 //! against a store. Doors build an [`Op`] and render the JSON it returns; the daemon accepts
 //! them over loopback so `cairn mcp` and the CLI can forward instead of opening the database;
 //! the MCP router tool exposes them as one `memory` tool.
+//!
+//! What each operation is called, whether it writes, its arguments and its result type are
+//! listed once, in [`CATALOGUE`] (`ops/catalogue.rs`); `execute` answers an [`OpOutput`].
+
+mod catalogue;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+pub use catalogue::{CATALOGUE, OpKind, OpOutput, OpSpec};
 
 use crate::agent::ActivityRecord;
 use crate::context::ContextRequest;
+use crate::doctor::{CheckStatus, DoctorReport};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::memory::{ListFilter, NewObservation, ObservationPatch, SaveOutcome};
+use crate::model::{Observation, Relation, Revision};
 use crate::passive::PassiveCapture;
 use crate::prompts::NewPrompt;
 use crate::relations::{CANDIDATE_LIMIT, Candidate, Comparison, Judgment, RelationFilter, ScanRequest};
@@ -18,6 +27,7 @@ use crate::sessions::NewSession;
 use crate::store::Store;
 
 /// One operation. Names and argument fields are a stable contract (router tool, daemon RPC).
+/// A new variant needs its row in [`CATALOGUE`] (`ops/catalogue.rs`), or nothing compiles.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", content = "args", rename_all = "snake_case")]
 pub enum Op {
@@ -189,33 +199,20 @@ pub struct SearchResponse {
 }
 
 impl Op {
-    /// Whether the operation writes (the daemon sends writes to its one writer connection).
+    /// Whether the operation writes (the daemon sends writes to its one writer connection,
+    /// and the client never replays a write whose answer was lost).
     pub fn is_write(&self) -> bool {
-        !matches!(
-            self,
-            Op::Search(_)
-                | Op::Get { .. }
-                | Op::List(_)
-                | Op::Context(_)
-                | Op::Timeline { .. }
-                | Op::Sessions { .. }
-                | Op::GetSession { .. }
-                | Op::RecentPrompts { .. }
-                | Op::SearchPrompts { .. }
-                | Op::Stats
-                | Op::Export { .. }
-                | Op::SuggestTopicKey { .. }
-                | Op::Relations(_)
-                | Op::RelationStats { .. }
-                | Op::GetRelation { .. }
-                | Op::Doctor
-                | Op::SessionActivity { .. }
-        )
+        self.spec().writes
     }
 
-    /// The operation's name (`save`, `search`...).
-    pub fn name(&self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v["op"].as_str().map(str::to_owned)).unwrap_or_default()
+    /// The operation's name (`save`, `search`...): its `op` tag.
+    pub fn name(&self) -> &'static str {
+        self.spec().name
+    }
+
+    /// This operation's catalogue row.
+    pub fn spec(&self) -> &'static OpSpec {
+        self.kind().spec()
     }
 
     /// Parse `{"op": ..., "args": ...}` with an error that names what is wrong.
@@ -229,86 +226,148 @@ impl Op {
     }
 }
 
-/// Run an operation; its result as JSON.
-pub fn execute(store: &mut Store, op: Op) -> Result<Value> {
+/// Run an operation; its typed result.
+pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
     Ok(match op {
-        Op::Save(req) => json(save(store, &req)?),
-        Op::Search(q) => json(search(store, &q)?),
-        Op::Get { id, revisions } => {
-            let mut value = json(store.get(id)?);
-            if revisions {
-                value["revisions"] = json(store.revisions(id)?);
-            }
-            value
-        }
-        Op::Update { id, patch } => json(store.update(id, &patch)?),
+        Op::Save(req) => OpOutput::Save(save(store, &req)?),
+        Op::Search(q) => OpOutput::Search(search(store, &q)?),
+        Op::Get { id, revisions } => OpOutput::Get(get(store, id, revisions)?),
+        Op::Update { id, patch } => OpOutput::Update(store.update(id, &patch)?),
         Op::Delete { id, hard } => {
             store.delete(id, hard)?;
-            json!({ "id": id, "status": "deleted", "hard_delete": hard })
+            OpOutput::Delete(DeleteResponse { id, status: DELETED.into(), hard_delete: hard })
         }
-        Op::Pin { id, pinned } => json(store.set_pinned(id, pinned)?),
-        Op::List(filter) => json(store.list(&ListFilter { limit: clamp(filter.limit, 20), ..filter })?),
-        Op::Context(req) => json(store.context(&req)?),
-        Op::Timeline { id, before, after } => json(store.timeline(id, before.min(50), after.min(50))?),
-        Op::Sessions { project, limit } => json(store.recent_sessions(project.as_deref(), clamp(limit, 5))?),
-        Op::StartSession(new) => json(store.start_session(&new)?),
+        Op::Pin { id, pinned } => OpOutput::Pin(store.set_pinned(id, pinned)?),
+        Op::List(filter) => OpOutput::List(store.list(&ListFilter { limit: clamp(filter.limit, 20), ..filter })?),
+        Op::Context(req) => OpOutput::Context(store.context(&req)?),
+        Op::Timeline { id, before, after } => OpOutput::Timeline(store.timeline(id, before.min(50), after.min(50))?),
+        Op::Sessions { project, limit } => {
+            OpOutput::Sessions(store.recent_sessions(project.as_deref(), clamp(limit, 5))?)
+        }
+        Op::StartSession(new) => OpOutput::StartSession(store.start_session(&new)?),
         Op::SessionSummary { content, session_id, project } => {
-            json(store.save_session_summary(session_id.as_deref(), project.as_deref(), &content)?)
+            OpOutput::SessionSummary(store.save_session_summary(session_id.as_deref(), project.as_deref(), &content)?)
         }
         Op::EndSession { id, summary } => {
             let ended = store.end_session(&id, summary.as_deref())?;
             // The next session under this id counts from zero (engram clears its counters).
             store.clear_activity(&id)?;
-            json(ended)
+            OpOutput::EndSession(ended)
         }
-        Op::GetSession { id } => json(store.get_session(&id)?),
+        Op::GetSession { id } => OpOutput::GetSession(store.get_session(&id)?),
         Op::DeleteSession { id } => {
             store.delete_session(&id)?;
-            json!({ "id": id, "status": "deleted" })
+            OpOutput::DeleteSession(Deleted { id, status: DELETED.into() })
         }
-        Op::AddPrompt(new) => json(store.add_prompt(&new)?),
-        Op::RecentPrompts { project, limit } => json(store.recent_prompts(project.as_deref(), clamp(limit, 20))?),
-        Op::SearchPrompts { query, project, limit } => json(store.search_prompts(&query, project.as_deref(), limit)?),
+        Op::AddPrompt(new) => OpOutput::AddPrompt(store.add_prompt(&new)?),
+        Op::RecentPrompts { project, limit } => {
+            OpOutput::RecentPrompts(store.recent_prompts(project.as_deref(), clamp(limit, 20))?)
+        }
+        Op::SearchPrompts { query, project, limit } => {
+            OpOutput::SearchPrompts(store.search_prompts(&query, project.as_deref(), limit)?)
+        }
         Op::DeletePrompt { id } => {
             store.delete_prompt(id)?;
-            json!({ "id": id, "status": "deleted" })
+            OpOutput::DeletePrompt(Deleted { id, status: DELETED.into() })
         }
-        Op::Stats => json(store.stats()?),
-        Op::Export { project } => json(store.export(project.as_deref())?),
-        Op::Import { data } => json(store.import_bytes(&serde_json::to_vec(&data)?)?),
-        Op::CapturePassive(capture) => json(store.capture_passive(&capture)?),
+        Op::Stats => OpOutput::Stats(store.stats()?),
+        Op::Export { project } => OpOutput::Export(store.export(project.as_deref())?),
+        Op::Import { data } => OpOutput::Import(store.import_bytes(&serde_json::to_vec(&data)?)?),
+        Op::CapturePassive(capture) => OpOutput::CapturePassive(store.capture_passive(&capture)?),
         Op::SuggestTopicKey { kind, title, content } => {
-            if title.trim().is_empty() && content.trim().is_empty() {
-                return Err(CairnError::empty("title or content"));
-            }
-            json!({ "topic_key": crate::topic::suggest_topic_key(kind.as_deref(), &title, &content) })
+            OpOutput::SuggestTopicKey(suggest_topic_key(kind.as_deref(), &title, &content)?)
         }
-        Op::Judge(j) => json!({ "relation": store.judge(&j)? }),
+        Op::Judge(j) => OpOutput::Judge(JudgeResponse { relation: store.judge(&j)? }),
         Op::Compare(c) => {
             let relation = store.compare(&c)?;
-            json!({ "sync_id": relation.sync_id, "relation": relation })
+            OpOutput::Compare(CompareResponse { sync_id: relation.sync_id.clone(), relation })
         }
-        Op::Relations(filter) => json(store.list_relations(&filter)?),
-        Op::RelationStats { project } => json(store.relation_stats(project.as_deref())?),
-        Op::GetRelation { id } => json(store.relation_detail(id)?),
-        Op::ScanRelations(req) => json(store.scan_relations(&req)?),
-        Op::MigrateProject { old_project, new_project } => json(store.migrate_project(&old_project, &new_project)?),
-        Op::MergeProjects { from, to } => json(store.merge_projects(&from, &to)?),
-        Op::Reindex { force } => json(reindex(store, force)?),
-        Op::SessionActivity { session_id } => json(store.session_activity(&session_id)?),
-        Op::RecordActivity(record) => json(store.record_activity(&record)?),
-        Op::Doctor => {
-            let dir = store.path().and_then(std::path::Path::parent).map(std::path::Path::to_owned);
-            match dir {
-                Some(dir) => json(crate::doctor::run(&dir)),
-                None => json!({ "status": "ok", "checks": [] }),
-            }
+        Op::Relations(filter) => OpOutput::Relations(store.list_relations(&filter)?),
+        Op::RelationStats { project } => OpOutput::RelationStats(store.relation_stats(project.as_deref())?),
+        Op::GetRelation { id } => OpOutput::GetRelation(store.relation_detail(id)?),
+        Op::ScanRelations(req) => OpOutput::ScanRelations(store.scan_relations(&req)?),
+        Op::MigrateProject { old_project, new_project } => {
+            OpOutput::MigrateProject(store.migrate_project(&old_project, &new_project)?)
         }
+        Op::MergeProjects { from, to } => OpOutput::MergeProjects(store.merge_projects(&from, &to)?),
+        Op::Reindex { force } => OpOutput::Reindex(reindex(store, force)?),
+        Op::SessionActivity { session_id } => OpOutput::SessionActivity(store.session_activity(&session_id)?),
+        Op::RecordActivity(record) => OpOutput::RecordActivity(store.record_activity(&record)?),
+        Op::Doctor => OpOutput::Doctor(doctor(store)),
     })
 }
 
-fn json<T: Serialize>(value: T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
+/// Run an operation; its result as the JSON the doors send.
+pub fn execute_value(store: &mut Store, op: Op) -> Result<Value> {
+    execute(store, op)?.into_value()
+}
+
+const DELETED: &str = "deleted";
+
+/// The answer to `delete`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteResponse {
+    pub id: i64,
+    /// Always `deleted`.
+    pub status: String,
+    pub hard_delete: bool,
+}
+
+/// The answer to `delete_session` (`Deleted<String>`) and `delete_prompt` (`Deleted<i64>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deleted<Id> {
+    pub id: Id,
+    /// Always `deleted`.
+    pub status: String,
+}
+
+/// The answer to `get`: the memory, and its revisions when they were asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GetResponse {
+    #[serde(flatten)]
+    pub observation: Observation,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revisions: Option<Vec<Revision>>,
+}
+
+/// The answer to `suggest_topic_key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicKeySuggestion {
+    pub topic_key: String,
+}
+
+/// The answer to `judge`: the relation as decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeResponse {
+    pub relation: Relation,
+}
+
+/// The answer to `compare`: the recorded relation, and its sync id up front.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareResponse {
+    pub sync_id: String,
+    pub relation: Relation,
+}
+
+fn get(store: &Store, id: i64, revisions: bool) -> Result<GetResponse> {
+    let observation = store.get(id)?;
+    let revisions = if revisions { Some(store.revisions(id)?) } else { None };
+    Ok(GetResponse { observation, revisions })
+}
+
+fn suggest_topic_key(kind: Option<&str>, title: &str, content: &str) -> Result<TopicKeySuggestion> {
+    if title.trim().is_empty() && content.trim().is_empty() {
+        return Err(CairnError::empty("title or content"));
+    }
+    Ok(TopicKeySuggestion { topic_key: crate::topic::suggest_topic_key(kind, title, content) })
+}
+
+/// The checks of the store's data dir; an in-memory store has none to run.
+fn doctor(store: &Store) -> DoctorReport {
+    match store.path().and_then(std::path::Path::parent) {
+        Some(dir) => crate::doctor::run(dir),
+        None => DoctorReport { status: CheckStatus::Ok, checks: Vec::new() },
+    }
 }
 
 /// Listing sizes: a default for 0, at most 500.
@@ -363,6 +422,8 @@ fn search(store: &Store, q: &SearchQuery) -> Result<SearchResponse> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -372,14 +433,13 @@ mod tests {
             Op::from_value(json!({"op": "save", "args": {"title": "t", "content": "c", "project": "p"}})).unwrap();
         assert!(save.is_write());
         assert_eq!(save.name(), "save");
-        let saved = execute(&mut s, save).unwrap();
+        let saved = execute_value(&mut s, save).unwrap();
         assert_eq!(saved["id"], 1);
-        let found =
-            execute(&mut s, Op::from_value(json!({"op": "search", "args": {"query": "t", "project": "p"}})).unwrap())
-                .unwrap();
+        let search = Op::from_value(json!({"op": "search", "args": {"query": "t", "project": "p"}})).unwrap();
+        let found = execute_value(&mut s, search).unwrap();
         assert_eq!(found["hits"][0]["id"], 1);
         let patched = Op::from_value(json!({"op": "update", "args": {"id": 1, "title": "new"}})).unwrap();
-        assert_eq!(execute(&mut s, patched).unwrap()["title"], "new");
+        assert_eq!(execute_value(&mut s, patched).unwrap()["title"], "new");
         assert!(!Op::Stats.is_write());
     }
 
@@ -389,5 +449,123 @@ mod tests {
         assert!(err.message.contains("\"save\""), "{}", err.message);
         assert!(Op::from_value(json!({"op": "frobnicate"})).is_err());
         assert!(Op::from_value(json!([])).is_err());
+    }
+
+    /// The smallest arguments each operation accepts (`None`: it takes no `args` at all).
+    /// A `match`, so a new operation needs an example here too.
+    fn minimal_args(kind: OpKind) -> Option<Value> {
+        use OpKind as K;
+        Some(match kind {
+            K::Save => json!({"title": "t", "content": "c"}),
+            K::Search | K::SearchPrompts => json!({"query": "q"}),
+            K::Get | K::Update | K::Delete | K::Pin | K::Timeline | K::DeletePrompt | K::GetRelation => {
+                json!({"id": 1})
+            }
+            K::StartSession | K::EndSession | K::GetSession | K::DeleteSession => json!({"id": "s"}),
+            K::SessionSummary | K::AddPrompt | K::CapturePassive => json!({"content": "c"}),
+            K::List
+            | K::Context
+            | K::Sessions
+            | K::RecentPrompts
+            | K::Export
+            | K::SuggestTopicKey
+            | K::Relations
+            | K::RelationStats
+            | K::Reindex => json!({}),
+            K::Import => json!({"data": {}}),
+            K::Judge => json!({"judgment_id": "j", "relation": "related"}),
+            K::Compare => json!({
+                "memory_id_a": 1, "memory_id_b": 2, "relation": "related", "confidence": 0.5, "reasoning": "r"
+            }),
+            K::ScanRelations => json!({"project": "p"}),
+            K::MigrateProject => json!({"old_project": "a", "new_project": "b"}),
+            K::MergeProjects => json!({"from": ["a"], "to": "b"}),
+            K::SessionActivity => json!({"session_id": "s"}),
+            K::RecordActivity => json!({"session_id": "s", "event": "tool_call"}),
+            K::Stats | K::Doctor => return None,
+        })
+    }
+
+    #[test]
+    fn every_catalogue_name_is_the_serde_tag_of_its_op() {
+        for spec in CATALOGUE {
+            let args = minimal_args(spec.kind);
+            for required in spec.required_args() {
+                let given = args.as_ref().and_then(|a| a.get(required));
+                assert!(given.is_some(), "{}: the hint's required {required:?} is not in the example", spec.name);
+            }
+            let request = match args {
+                Some(args) => json!({"op": spec.name, "args": args}),
+                None => json!({"op": spec.name}),
+            };
+            let op = Op::from_value(request).unwrap_or_else(|e| panic!("{}: {}", spec.name, e.message));
+            assert_eq!(op.kind(), spec.kind, "{}", spec.name);
+            assert_eq!(op.name(), spec.name);
+            assert_eq!(serde_json::to_value(&op).unwrap()["op"], spec.name);
+        }
+    }
+
+    #[test]
+    fn the_catalogue_has_one_row_per_kind_in_order() {
+        for (i, spec) in CATALOGUE.iter().enumerate() {
+            assert_eq!(spec.kind as usize, i, "{}", spec.name);
+            assert_eq!(OpSpec::named(spec.name), Some(spec));
+            assert!(!spec.about.is_empty() && !spec.args.is_empty(), "{}", spec.name);
+        }
+        assert_eq!(OpSpec::named("frobnicate"), None);
+        let required: Vec<_> = OpKind::RecordActivity.spec().required_args().collect();
+        assert_eq!(required, ["session_id", "event"]);
+    }
+
+    /// The daemon client replays a lost read but never a lost write: the reads are exactly these.
+    #[test]
+    fn the_reads_are_exactly_the_ones_safe_to_replay() {
+        let reads: Vec<&str> = CATALOGUE.iter().filter(|spec| !spec.writes).map(|spec| spec.name).collect();
+        let expected = [
+            "search",
+            "get",
+            "list",
+            "context",
+            "timeline",
+            "sessions",
+            "get_session",
+            "recent_prompts",
+            "search_prompts",
+            "stats",
+            "export",
+            "suggest_topic_key",
+            "relations",
+            "relation_stats",
+            "get_relation",
+            "doctor",
+            "session_activity",
+        ];
+        assert_eq!(reads, expected);
+    }
+
+    #[test]
+    fn typed_results_serialise_to_the_same_json() {
+        let mut s = Store::open_in_memory().unwrap();
+        let save = Op::Save(SaveRequest {
+            observation: NewObservation { title: "t".into(), content: "c".into(), ..Default::default() },
+            find_candidates: false,
+        });
+        let saved = execute(&mut s, save).unwrap();
+        assert_eq!(saved.kind(), OpKind::Save);
+        let decoded = OpOutput::from_value(OpKind::Save, saved.clone().into_value().unwrap()).unwrap();
+        assert_eq!(decoded, saved);
+        let OpOutput::Save(saved) = saved else { panic!("not a save") };
+        let id = saved.outcome.id;
+        let plain = execute_value(&mut s, Op::Get { id, revisions: false }).unwrap();
+        assert!(plain.get("revisions").is_none() && plain["id"] == id);
+        let with_revisions = execute_value(&mut s, Op::Get { id, revisions: true }).unwrap();
+        assert!(with_revisions["revisions"].is_array());
+        let key = Op::SuggestTopicKey { kind: None, title: "Auth bug".into(), content: String::new() };
+        assert!(execute_value(&mut s, key).unwrap()["topic_key"].is_string());
+        assert_eq!(execute_value(&mut s, Op::Doctor).unwrap(), json!({"status": "ok", "checks": []}));
+        assert_eq!(
+            execute_value(&mut s, Op::Delete { id, hard: false }).unwrap(),
+            json!({"id": id, "status": "deleted", "hard_delete": false})
+        );
     }
 }

@@ -273,7 +273,7 @@ impl Engine {
 
     fn read(&self, op: Op) -> Result<Value> {
         let mut reader = self.take_reader()?;
-        let result = ops::execute(&mut reader, op);
+        let result = ops::execute_value(&mut reader, op);
         self.return_reader(reader);
         result
     }
@@ -398,7 +398,7 @@ fn commit_group(store: &mut Store, group: Vec<(Op, Reply)>) {
 
 /// A bug in one operation must not take the writer (and every later write) down.
 fn run_guarded(store: &mut Store, op: Op) -> Result<Value> {
-    std::panic::catch_unwind(AssertUnwindSafe(|| ops::execute(store, op)))
+    std::panic::catch_unwind(AssertUnwindSafe(|| ops::execute_value(store, op)))
         .unwrap_or_else(|_| Err(CairnError::internal("the operation panicked; nothing it wrote was kept")))
 }
 

@@ -3,8 +3,8 @@
 //! when the engine stops.
 //!
 //! A worker's loop ends on its own signal (the writer when its queue closes, the index
-//! follower and the embedder when the writer's wake-ups stop) or on [`Workers::is_alive`]
-//! turning false (the checkpointer), so stopping is: close the queue, clear the flag, join.
+//! follower and the embedder when the writer's wake-ups stop) or on [`Workers::alive`]
+//! flag turning false (the checkpointer), so stopping is: close the queue, clear the flag, join.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -23,7 +23,7 @@ use clap::Parser;
 )]
 pub struct EvalArgs {
     /// Data directory: its settings choose the embedding model (as for `cairn`), and vectors
-    /// are cached under <DIR>/eval-vectors [env: CAIRN_DATA_DIR]
+    /// are cached under `<DIR>/eval-vectors` [env: CAIRN_DATA_DIR]
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// Print JSON instead of text

@@ -176,7 +176,7 @@ pub struct SaveArgs {
     /// Topic key: saving again with the same key revises the memory
     #[arg(long, alias = "topic-key")]
     pub topic: Option<String>,
-    /// Session id [default: manual-save-<project>]
+    /// Session id (default: `manual-save-<project>`)
     #[arg(long)]
     pub session: Option<String>,
     /// Pin the memory

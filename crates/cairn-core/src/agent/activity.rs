@@ -172,7 +172,7 @@ impl SessionActivity {
     }
 
     /// The save reminder due at `now`, if any: the agent has been working (a save, or more
-    /// than [`BUSY_CALLS`] calls) for at least [`NUDGE_AFTER`], nothing was saved for as long,
+    /// than `BUSY_CALLS` calls) for at least [`NUDGE_AFTER`], nothing was saved for as long,
     /// and no reminder was sent within as long. Worded as a side note so it never displaces the
     /// answer to the user (engram #584).
     pub fn reminder_due(&self, now: OffsetDateTime) -> Option<String> {

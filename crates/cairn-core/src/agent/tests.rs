@@ -4,7 +4,7 @@ use time::Duration;
 
 use super::*;
 use crate::agent::activity::IDLE_RESTART;
-use crate::ops::{Op, execute};
+use crate::ops::{Op, execute_value as execute};
 use crate::project::ProjectSource;
 use crate::testutil::store_with_clock;
 

@@ -161,7 +161,7 @@ impl MemoryIndex {
 
     /// Index every live memory.
     ///
-    /// The rows are read [`BUILD_CHUNK`] at a time, each chunk in a short read transaction of
+    /// The rows are read `BUILD_CHUNK` at a time, each chunk in a short read transaction of
     /// its own, never in one snapshot: at a million memories a scan takes tens of seconds, and
     /// a read transaction that long pins the WAL (checkpoints cannot copy what was written
     /// after it began, nor restart the WAL), which then grows with every write meanwhile.

@@ -229,3 +229,19 @@ fn mcp_path() -> PathItem {
     item.delete = Some(operation("End an MCP session"));
     item
 }
+
+#[cfg(test)]
+mod tests {
+    use cairn_core::ops::CATALOGUE;
+
+    /// `OpRequest`'s doc lists the operations by hand: it must name the catalogue's, in order.
+    #[test]
+    fn the_op_request_schema_names_every_op() {
+        let schema = serde_json::to_value(<super::schema::OpRequest as utoipa::PartialSchema>::schema());
+        let op = &schema.unwrap()["properties"]["op"]["description"];
+        let names = op.as_str().and_then(|d| d.strip_prefix("Operation name:")).expect("OpRequest.op is described");
+        let listed: Vec<&str> = names.split(',').map(|name| name.trim().trim_end_matches('.')).collect();
+        let catalogue: Vec<&str> = CATALOGUE.iter().map(|spec| spec.name).collect();
+        assert_eq!(listed, catalogue);
+    }
+}

@@ -755,13 +755,16 @@ pub struct Worker {
 }
 
 /// Any operation of cairn as data (the daemon RPC used by `cairn mcp` and the CLI).
+/// The names below are `cairn_core::ops::CATALOGUE`'s, in its order (a doc comment cannot be
+/// generated; a test in `docs.rs` holds them equal).
 #[derive(Serialize, ToSchema)]
 pub struct OpRequest {
     /// Operation name: save, search, get, update, delete, pin, list, context, timeline,
     /// sessions, start_session, session_summary, end_session, get_session, delete_session,
     /// add_prompt, recent_prompts, search_prompts, delete_prompt, stats, export, import,
     /// capture_passive, suggest_topic_key, judge, compare, relations, relation_stats,
-    /// get_relation, scan_relations, migrate_project, merge_projects, doctor.
+    /// get_relation, scan_relations, migrate_project, merge_projects, doctor, reindex,
+    /// session_activity, record_activity.
     pub op: String,
     /// The operation's arguments (omit for operations without any).
     pub args: Option<Value>,

@@ -2,7 +2,7 @@
 //! router, over stdio (`cairn mcp`) or streamable HTTP (`/mcp` in `cairn serve`).
 //!
 //! Tools are thin: parse arguments → build an [`Op`](cairn_core::ops::Op) → run it through the
-//! [`Client`](cairn_client::Client) (usually the daemon) → render text. Every failure, bad arguments included, is a
+//! [`Client`] (usually the daemon) → render text. Every failure, bad arguments included, is a
 //! tool result with `isError: true` and a stable error code, never a protocol error.
 //!
 //! - [`profile`]: which tools a server exposes.

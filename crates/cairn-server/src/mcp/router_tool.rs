@@ -1,72 +1,12 @@
 //! The `memory` router tool: `{op, args}` runs any [`Op`], so a prompt carries one schema
 //! instead of nineteen (open-memory's router pattern, seed 004). The description is the
-//! manual: one line per operation.
+//! manual: one line per operation, from the catalogue in `cairn_core::ops`.
 
 use cairn_core::CairnError;
-use cairn_core::ops::{Op, SearchResponse};
+use cairn_core::ops::{CATALOGUE, Op, OpSpec, SearchResponse};
 use serde_json::{Map, Value};
 
 use super::render;
-
-/// Every operation with its arguments (`*` = required) and, where not obvious, what it does.
-const OPS: &[(&str, &str)] = &[
-    ("save", "title*, content*, type, topic_key, scope (project|personal), session_id, project"),
-    ("search", "query*, type, scope, limit, all_projects, mode (lexical|semantic|hybrid)"),
-    ("get", "id*, revisions"),
-    ("update", "id*, title, content, type, scope, topic_key, project"),
-    ("delete", "id*, hard"),
-    ("pin", "id*, pinned"),
-    ("list", "project, scope, kind, limit, offset"),
-    ("context", "project, scope — recent sessions, memories, prompts"),
-    ("timeline", "id*, before, after"),
-    ("sessions", "project, limit"),
-    ("start_session", "id*, project, directory, agent, parent_id"),
-    ("session_summary", "content*, session_id — once, at the end, main agent only"),
-    ("end_session", "id*, summary"),
-    ("get_session", "id*"),
-    ("delete_session", "id*"),
-    ("add_prompt", "content*, session_id"),
-    ("recent_prompts", "project, limit"),
-    ("search_prompts", "query*, project, limit"),
-    ("delete_prompt", "id*"),
-    ("stats", "-"),
-    ("export", "project"),
-    ("import", "data*"),
-    ("capture_passive", "content*, session_id, source — saves a '## Key Learnings' list"),
-    ("suggest_topic_key", "type, title, content"),
-    ("judge", "judgment_id*, relation*, reason, evidence, confidence"),
-    ("compare", "memory_id_a*, memory_id_b*, relation*, confidence*, reasoning*, model"),
-    ("relations", "project, status, since, limit, offset"),
-    ("relation_stats", "project"),
-    ("get_relation", "id*"),
-    ("scan_relations", "project*, since, apply, max_insert"),
-    ("migrate_project", "old_project*, new_project*"),
-    ("merge_projects", "from* (list), to*"),
-    ("doctor", "-"),
-    ("reindex", "force — queue memories for (re-)embedding; poll stats.embeddings_pending"),
-    ("session_activity", "session_id* — tool calls, saves, reminders, pending prompt"),
-    (
-        "record_activity",
-        "session_id*, event* (tool_call|save|prompt|context_injected|reminder_sent), project, remind, \
-         saved_session_id, attach_prompt, content, stored_in, fingerprint",
-    ),
-];
-
-/// Operations whose `project` defaults to the current one, as the mem_* tools do. Not
-/// `update` (a project there moves the memory) nor the store-wide admin listings.
-const PROJECT_DEFAULTED: &[&str] = &[
-    "save",
-    "search",
-    "context",
-    "session_summary",
-    "start_session",
-    "add_prompt",
-    "capture_passive",
-    "list",
-    "sessions",
-    "recent_prompts",
-    "search_prompts",
-];
 
 /// The tool's description.
 pub fn description() -> String {
@@ -75,15 +15,16 @@ pub fn description() -> String {
          current one. Save decisions, fixes and discoveries (What/Why/Where/Learned, stable topic_key); \
          search before work that may touch earlier decisions. Ops (args, * = required):",
     );
-    for (name, args) in OPS {
-        out.push_str(&format!("\n{name}: {args}"));
+    for spec in CATALOGUE {
+        out.push_str(&format!("\n{}: {}", spec.name, spec.args));
     }
     out
 }
 
-/// Whether the operation will take the current project (it defaults one and names none).
+/// Whether the operation will take the current project (it defaults one and names none), as
+/// the mem_* tools do.
 pub fn wants_current_project(name: &str, args: &Map<String, Value>) -> bool {
-    PROJECT_DEFAULTED.contains(&name.trim()) && project_absent(args)
+    OpSpec::named(name.trim()).is_some_and(|spec| spec.project_defaulted) && project_absent(args)
 }
 
 fn project_absent(args: &Map<String, Value>) -> bool {
@@ -107,11 +48,11 @@ pub fn build_op(name: &str, mut args: Map<String, Value>, project: Option<&str>)
         other => other,
     }
     .map_err(|e| {
-        if OPS.iter().any(|(n, _)| *n == name) {
+        if OpSpec::named(name).is_some() {
             e
         } else {
             CairnError::invalid(format!("unknown op {name:?}"))
-                .with_hint(format!("ops: {}", OPS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")))
+                .with_hint(format!("ops: {}", CATALOGUE.iter().map(|spec| spec.name).collect::<Vec<_>>().join(", ")))
         }
     })
 }
@@ -146,18 +87,35 @@ mod tests {
         v.as_object().cloned().unwrap()
     }
 
-    /// The op list is complete: serde names every variant when an unknown one is asked for.
+    /// Every operation of the catalogue has its line, and each line parses back to it.
     #[test]
     fn description_lists_every_op() {
-        let err = serde_json::from_value::<Op>(json!({"op": "zzz"})).unwrap_err().to_string();
-        let listed = err.split("expected one of").nth(1).expect("serde lists the variants");
-        let variants: Vec<&str> =
-            listed.split(',').map(|s| s.trim().trim_matches('`')).filter(|s| !s.is_empty()).collect();
-        assert!(variants.len() > 20, "{err}");
         let text = description();
-        for v in variants {
-            assert!(text.contains(&format!("\n{v}: ")), "op {v} missing from the router description");
+        for spec in CATALOGUE {
+            assert!(text.contains(&format!("\n{}: {}", spec.name, spec.args)), "op {} missing", spec.name);
         }
+        let listed: Vec<&str> = text.lines().skip(1).filter_map(|line| line.split(": ").next()).collect();
+        assert_eq!(listed.len(), CATALOGUE.len());
+        assert!(listed.iter().all(|name| OpSpec::named(name).is_some()));
+    }
+
+    #[test]
+    fn the_mem_tools_project_defaults_are_kept() {
+        let defaulted: Vec<&str> = CATALOGUE.iter().filter(|s| s.project_defaulted).map(|s| s.name).collect();
+        let expected = [
+            "save",
+            "search",
+            "list",
+            "context",
+            "sessions",
+            "start_session",
+            "session_summary",
+            "add_prompt",
+            "recent_prompts",
+            "search_prompts",
+            "capture_passive",
+        ];
+        assert_eq!(defaulted, expected);
     }
 
     #[test]

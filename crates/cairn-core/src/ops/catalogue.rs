@@ -1,0 +1,325 @@
+//! The catalogue of operations: one row per [`Op`] variant with its name, whether it writes,
+//! its argument hint, whether `project` defaults to the caller's, a one-line description and
+//! its result type. Everything that lists operations (the `memory` router tool, replay safety
+//! in the daemon client, the docs) reads this table, so an operation is added in one place.
+//!
+//! The `catalogue!` macro turns the rows into [`OpKind`], [`CATALOGUE`], [`Op::kind`] and
+//! [`OpOutput`]. `Op::kind` matches every variant, so a variant without a row does not compile.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{
+    CompareResponse, DeleteResponse, Deleted, GetResponse, JudgeResponse, Op, ReindexReport, SaveResponse,
+    SearchResponse, TopicKeySuggestion,
+};
+use crate::agent::{ActivityUpdate, SessionActivity};
+use crate::context::Context;
+use crate::doctor::DoctorReport;
+use crate::memory::SaveOutcome;
+use crate::model::{Observation, Prompt, Session, SessionSummary};
+use crate::passive::PassiveOutcome;
+use crate::projects::MigrateOutcome;
+use crate::relations::{RelationDetail, RelationPage, RelationStats, ScanResult};
+use crate::transfer::{ExportData, ImportReport};
+use crate::views::{Stats, Timeline};
+
+/// What the catalogue knows about one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpSpec {
+    pub kind: OpKind,
+    /// The `op` tag on the wire (`save`, `search`...).
+    pub name: &'static str,
+    /// Whether it writes: the daemon sends writes to its one writer connection, and a write
+    /// whose answer was lost is not replayed.
+    pub writes: bool,
+    /// Whether a door fills `project` with the caller's current project when none is given.
+    /// Not `update` (a project there moves the memory) nor the store-wide admin listings.
+    pub project_defaulted: bool,
+    /// Its arguments as the router tool shows them (`*` = required), sometimes with a note.
+    pub args: &'static str,
+    /// What it does, in one line.
+    pub about: &'static str,
+    /// The Rust type of its result (the [`OpOutput`] variant of the same name holds it).
+    pub output: &'static str,
+}
+
+impl OpSpec {
+    /// The catalogue row named `name`, if any.
+    pub fn named(name: &str) -> Option<&'static OpSpec> {
+        CATALOGUE.iter().find(|spec| spec.name == name)
+    }
+
+    /// The argument names marked required (`*`) in [`OpSpec::args`].
+    pub fn required_args(&self) -> impl Iterator<Item = &'static str> {
+        self.args.split(',').filter_map(|part| part.split_whitespace().next()?.strip_suffix('*'))
+    }
+}
+
+macro_rules! catalogue {
+    ($(
+        $kind:ident -> $output:ty {
+            name: $name:literal,
+            writes: $writes:literal,
+            project_defaulted: $project_defaulted:literal,
+            args: $args:literal,
+            about: $about:literal $(,)?
+        }
+    )*) => {
+        /// Which operation an [`Op`] is, without its arguments.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum OpKind {
+            $(#[doc = $about] $kind,)*
+        }
+
+        /// Every operation, in the order the router tool lists them.
+        pub const CATALOGUE: &[OpSpec] = &[$(
+            OpSpec {
+                kind: OpKind::$kind,
+                name: $name,
+                writes: $writes,
+                project_defaulted: $project_defaulted,
+                args: $args,
+                about: $about,
+                output: stringify!($output),
+            },
+        )*];
+
+        impl Op {
+            /// Which operation this is.
+            pub fn kind(&self) -> OpKind {
+                match self {
+                    $(Op::$kind { .. } => OpKind::$kind,)*
+                }
+            }
+        }
+
+        /// The typed result of an operation: one variant per [`Op`] variant, of the same name.
+        /// It serialises untagged, as the bare result: the JSON every door sends.
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[serde(untagged)]
+        #[allow(
+            clippy::large_enum_variant,
+            reason = "one per operation, moved once into the reply: boxing buys nothing"
+        )]
+        pub enum OpOutput {
+            $(#[doc = concat!("The result of `", $name, "`.")] $kind($output),)*
+        }
+
+        impl OpOutput {
+            /// Which operation produced it.
+            pub fn kind(&self) -> OpKind {
+                match self {
+                    $(OpOutput::$kind(_) => OpKind::$kind,)*
+                }
+            }
+
+            /// Decode the JSON answer to an operation of this kind (untagged JSON alone
+            /// cannot say which operation it answers).
+            pub fn from_value(kind: OpKind, value: Value) -> crate::Result<OpOutput> {
+                Ok(match kind {
+                    $(OpKind::$kind => OpOutput::$kind(serde_json::from_value(value)?),)*
+                })
+            }
+        }
+    };
+}
+
+catalogue! {
+    Save -> SaveResponse {
+        name: "save", writes: true, project_defaulted: true,
+        args: "title*, content*, type, topic_key, scope (project|personal), session_id, project",
+        about: "Save a memory, or revise the one with the same topic_key.",
+    }
+    Search -> SearchResponse {
+        name: "search", writes: false, project_defaulted: true,
+        args: "query*, type, scope, limit, all_projects, mode (lexical|semantic|hybrid)",
+        about: "Search memories, with relation notes on the hits.",
+    }
+    Get -> GetResponse {
+        name: "get", writes: false, project_defaulted: false,
+        args: "id*, revisions",
+        about: "One memory, optionally with its earlier revisions.",
+    }
+    Update -> Observation {
+        name: "update", writes: true, project_defaulted: false,
+        args: "id*, title, content, type, scope, topic_key, project",
+        about: "Change fields of a memory (a project moves it).",
+    }
+    Delete -> DeleteResponse {
+        name: "delete", writes: true, project_defaulted: false,
+        args: "id*, hard",
+        about: "Delete a memory: soft by default, for good with `hard`.",
+    }
+    Pin -> Observation {
+        name: "pin", writes: true, project_defaulted: false,
+        args: "id*, pinned",
+        about: "Pin or unpin a memory (pinned ones lead the context).",
+    }
+    List -> Vec<Observation> {
+        name: "list", writes: false, project_defaulted: true,
+        args: "project, scope, kind, limit, offset",
+        about: "List memories, newest first.",
+    }
+    Context -> Context {
+        name: "context", writes: false, project_defaulted: true,
+        args: "project, scope — recent sessions, memories, prompts",
+        about: "What to know at the start of a session: recent sessions, memories, prompts.",
+    }
+    Timeline -> Timeline {
+        name: "timeline", writes: false, project_defaulted: false,
+        args: "id*, before, after",
+        about: "The memories saved around one memory.",
+    }
+    Sessions -> Vec<SessionSummary> {
+        name: "sessions", writes: false, project_defaulted: true,
+        args: "project, limit",
+        about: "Recent sessions.",
+    }
+    StartSession -> Session {
+        name: "start_session", writes: true, project_defaulted: true,
+        args: "id*, project, directory, agent, parent_id",
+        about: "Register a session.",
+    }
+    SessionSummary -> SaveOutcome {
+        name: "session_summary", writes: true, project_defaulted: true,
+        args: "content*, session_id — once, at the end, main agent only",
+        about: "Save the end-of-session summary (a repeated one revises it).",
+    }
+    EndSession -> Session {
+        name: "end_session", writes: true, project_defaulted: false,
+        args: "id*, summary",
+        about: "End a session, clearing its activity counters.",
+    }
+    GetSession -> Session {
+        name: "get_session", writes: false, project_defaulted: false,
+        args: "id*",
+        about: "One session.",
+    }
+    DeleteSession -> Deleted<String> {
+        name: "delete_session", writes: true, project_defaulted: false,
+        args: "id*",
+        about: "Delete a session with its prompts and activity.",
+    }
+    AddPrompt -> Prompt {
+        name: "add_prompt", writes: true, project_defaulted: true,
+        args: "content*, session_id",
+        about: "Record a user prompt.",
+    }
+    RecentPrompts -> Vec<Prompt> {
+        name: "recent_prompts", writes: false, project_defaulted: true,
+        args: "project, limit",
+        about: "Recent user prompts.",
+    }
+    SearchPrompts -> Vec<Prompt> {
+        name: "search_prompts", writes: false, project_defaulted: true,
+        args: "query*, project, limit",
+        about: "Search user prompts.",
+    }
+    DeletePrompt -> Deleted<i64> {
+        name: "delete_prompt", writes: true, project_defaulted: false,
+        args: "id*",
+        about: "Delete a user prompt.",
+    }
+    Stats -> Stats {
+        name: "stats", writes: false, project_defaulted: false,
+        args: "-",
+        about: "Counts of memories, sessions, prompts and pending embeddings.",
+    }
+    Export -> ExportData {
+        name: "export", writes: false, project_defaulted: false,
+        args: "project",
+        about: "Everything (or one project) as engram-compatible JSON.",
+    }
+    Import -> ImportReport {
+        name: "import", writes: true, project_defaulted: false,
+        args: "data*",
+        about: "Load an export; what is already there is skipped.",
+    }
+    CapturePassive -> PassiveOutcome {
+        name: "capture_passive", writes: true, project_defaulted: true,
+        args: "content*, session_id, source — saves a '## Key Learnings' list",
+        about: "Save each item of a '## Key Learnings' list as a memory.",
+    }
+    SuggestTopicKey -> TopicKeySuggestion {
+        name: "suggest_topic_key", writes: false, project_defaulted: false,
+        args: "type, title, content",
+        about: "A stable topic_key for a memory about to be saved.",
+    }
+    Judge -> JudgeResponse {
+        name: "judge", writes: true, project_defaulted: false,
+        args: "judgment_id*, relation*, reason, evidence, confidence",
+        about: "Decide a pending relation between two memories.",
+    }
+    Compare -> CompareResponse {
+        name: "compare", writes: true, project_defaulted: false,
+        args: "memory_id_a*, memory_id_b*, relation*, confidence*, reasoning*, model",
+        about: "Record an agent's verdict on how two memories relate.",
+    }
+    Relations -> RelationPage {
+        name: "relations", writes: false, project_defaulted: false,
+        args: "project, status, since, limit, offset",
+        about: "List relations between memories.",
+    }
+    RelationStats -> RelationStats {
+        name: "relation_stats", writes: false, project_defaulted: false,
+        args: "project",
+        about: "Counts of relations by kind and status.",
+    }
+    GetRelation -> RelationDetail {
+        name: "get_relation", writes: false, project_defaulted: false,
+        args: "id*",
+        about: "One relation with both memories.",
+    }
+    ScanRelations -> ScanResult {
+        name: "scan_relations", writes: true, project_defaulted: false,
+        args: "project*, since, apply, max_insert",
+        about: "Look for memories that may duplicate or contradict each other.",
+    }
+    MigrateProject -> MigrateOutcome {
+        name: "migrate_project", writes: true, project_defaulted: false,
+        args: "old_project*, new_project*",
+        about: "Rename a project everywhere.",
+    }
+    MergeProjects -> Vec<MigrateOutcome> {
+        name: "merge_projects", writes: true, project_defaulted: false,
+        args: "from* (list), to*",
+        about: "Fold several projects into one.",
+    }
+    Doctor -> DoctorReport {
+        name: "doctor", writes: false, project_defaulted: false,
+        args: "-",
+        about: "Checks of the data dir and database.",
+    }
+    Reindex -> ReindexReport {
+        name: "reindex", writes: true, project_defaulted: false,
+        args: "force — queue memories for (re-)embedding; poll stats.embeddings_pending",
+        about: "Queue every memory for (re-)embedding; `force` drops the stored vectors first.",
+    }
+    SessionActivity -> SessionActivity {
+        name: "session_activity", writes: false, project_defaulted: false,
+        args: "session_id* — tool calls, saves, reminders, pending prompt",
+        about: "A session's activity: counts, reminders, the pending prompt.",
+    }
+    RecordActivity -> ActivityUpdate {
+        name: "record_activity", writes: true, project_defaulted: false,
+        args: "session_id*, event* (tool_call|save|prompt|context_injected|reminder_sent), project, remind, \
+               saved_session_id, attach_prompt, content, stored_in, fingerprint",
+        about: "Record a session event; answers the activity and any reminder or attached prompt due.",
+    }
+}
+
+impl OpKind {
+    /// This operation's catalogue row.
+    pub fn spec(self) -> &'static OpSpec {
+        // The table is generated in variant order, so the discriminant indexes it.
+        &CATALOGUE[self as usize]
+    }
+}
+
+impl OpOutput {
+    /// The result as the JSON the doors send.
+    pub fn into_value(self) -> crate::Result<Value> {
+        Ok(serde_json::to_value(self)?)
+    }
+}

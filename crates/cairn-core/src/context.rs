@@ -40,11 +40,14 @@ impl Default for ContextRequest {
 
 /// The assembled context and what went into it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Context {
     /// Markdown; empty when there is nothing to say.
     pub context: String,
     pub project: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub bytes: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub budget_bytes: usize,
     /// Memory ids included, in order.
     pub memory_ids: Vec<i64>,

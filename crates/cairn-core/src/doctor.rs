@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::{DB_FILE, SCHEMA_VERSION, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum CheckStatus {
     Ok,
@@ -15,6 +16,7 @@ pub enum CheckStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = DoctorCheck))]
 pub struct Check {
     pub id: String,
     pub status: CheckStatus,
@@ -24,6 +26,7 @@ pub struct Check {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DoctorReport {
     /// The worst status of any check.
     pub status: CheckStatus,

@@ -7,6 +7,10 @@
 //! (timeline, stats) · [`transfer`] (export / import / engram import) · [`project`] (identity)
 //! · [`topic`] · [`text`] (redaction, limits, normalisation) · [`settings`] · [`doctor`] ·
 //! [`error`] (the one error table).
+//!
+//! Feature `openapi`: the result types derive `utoipa::ToSchema`, so the daemon's OpenAPI
+//! document is the served types themselves. Most `usize` counts are documented as `u64` (the
+//! same JSON integer, with the `int64` format the document always gave them).
 
 pub mod agent;
 pub mod clock;

@@ -46,6 +46,7 @@ pub struct NewObservation {
 
 /// What a save did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SaveAction {
     /// A new memory.
@@ -56,9 +57,11 @@ pub enum SaveAction {
     Duplicate,
 }
 
-/// The result of [`Store::save`].
+/// The result of a save (`Store::save`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SaveOutcome {
+    /// The id of the created, revised or deduplicated memory.
     pub id: i64,
     pub sync_id: String,
     pub action: SaveAction,
@@ -74,6 +77,7 @@ pub struct SaveOutcome {
     pub revision_count: i64,
     pub duplicate_count: i64,
     /// Original content length in bytes when it was cut to the limit.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
     pub truncated_from: Option<usize>,
     /// Whether `<private>` content was removed.
     pub redacted: bool,

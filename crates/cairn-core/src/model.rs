@@ -6,8 +6,11 @@ use crate::text::Scope;
 
 /// A memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Observation {
+    /// Local id, shown as `#id`.
     pub id: i64,
+    /// Global id (UUID v7).
     pub sync_id: String,
     pub session_id: String,
     #[serde(rename = "type")]
@@ -16,23 +19,31 @@ pub struct Observation {
     pub content: String,
     #[serde(default)]
     pub tool_name: Option<String>,
+    /// Empty when the memory belongs to no project.
     #[serde(default)]
+    // Always served: `default` is only for reading older or foreign records.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub project: String,
     pub scope: Scope,
     #[serde(default)]
     pub topic_key: Option<String>,
     #[serde(default = "one")]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub revision_count: i64,
     #[serde(default = "one")]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub duplicate_count: i64,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub pinned: bool,
     #[serde(default)]
     pub last_seen_at: Option<String>,
+    /// RFC 3339 UTC.
     pub created_at: String,
     pub updated_at: String,
     #[serde(default)]
     pub deleted_at: Option<String>,
+    /// When a decision, policy or preference should be reviewed.
     #[serde(default)]
     pub review_after: Option<String>,
 }
@@ -74,13 +85,18 @@ impl Observation {
 
 /// A coding session of one agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Session {
     pub id: String,
     #[serde(default)]
+    // Always served: `default` is only for reading older or foreign records.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub project: String,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub directory: String,
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub agent: String,
     #[serde(default)]
     pub parent_id: Option<String>,
@@ -111,6 +127,7 @@ impl Session {
 
 /// A session with its memory count, for listings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionSummary {
     #[serde(flatten)]
     pub session: Session,
@@ -121,12 +138,15 @@ pub struct SessionSummary {
 
 /// What a user asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Prompt {
     pub id: i64,
     pub sync_id: String,
     pub session_id: String,
     pub content: String,
     #[serde(default)]
+    // Always served: `default` is only for reading older or foreign records.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub project: String,
     pub created_at: String,
 }
@@ -148,11 +168,13 @@ impl Prompt {
 
 /// A verdict between two memories (by their sync ids).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Relation {
     pub id: i64,
     pub sync_id: String,
     pub source_id: String,
     pub target_id: String,
+    /// `pending` or a verdict: related, compatible, scoped, conflicts_with, supersedes, not_conflict.
     pub relation: String,
     #[serde(default)]
     pub reason: Option<String>,
@@ -160,6 +182,7 @@ pub struct Relation {
     pub evidence: Option<String>,
     #[serde(default)]
     pub confidence: Option<f64>,
+    /// `pending`, `judged` or `orphaned`.
     pub judgment_status: String,
     #[serde(default)]
     pub marked_by_actor: Option<String>,
@@ -201,6 +224,7 @@ impl Relation {
 
 /// An earlier version of a memory, kept when a topic save or an update replaced it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Revision {
     pub revision: i64,
     #[serde(rename = "type")]

@@ -180,9 +180,11 @@ pub struct SaveRequest {
 
 /// The answer to a save.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SaveResponse {
     #[serde(flatten)]
     pub outcome: SaveOutcome,
+    /// Look-alikes, when `find_candidates` was set.
     pub candidates: Vec<Candidate>,
 }
 
@@ -391,6 +393,7 @@ fn save(store: &mut Store, req: &SaveRequest) -> Result<SaveResponse> {
 
 /// What `reindex` queued.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReindexReport {
     pub model: Option<String>,
     /// Vectors dropped (with `force`).

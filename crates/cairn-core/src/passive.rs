@@ -37,10 +37,15 @@ pub struct PassiveCapture {
     pub source: Option<String>,
 }
 
+/// What passive capture found and saved.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PassiveOutcome {
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub extracted: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub saved: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub duplicates: usize,
     pub ids: Vec<i64>,
 }

@@ -9,13 +9,17 @@ use crate::store::Store;
 use crate::text::normalize_project;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MigrateOutcome {
     /// `migrated` or `skipped`.
     pub status: String,
     pub old_project: String,
     pub new_project: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub observations: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub sessions: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub prompts: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -27,6 +27,7 @@ pub const CANDIDATE_LIMIT: usize = 3;
 
 /// A memory that may duplicate or contradict the one just saved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Candidate {
     pub id: i64,
     pub sync_id: String,
@@ -69,6 +70,7 @@ pub struct Comparison {
 
 /// A relation with both memories' titles, for listings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RelationRow {
     pub id: i64,
     pub sync_id: String,
@@ -86,6 +88,8 @@ pub struct RelationRow {
 /// One relation with the titles of its two memories (`None` when a memory is gone or deleted),
 /// so a reader sees what it links without two more lookups.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// `TitledRelation`: the daemon's `RelationDetail` adds engram's names for the same facts.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = TitledRelation))]
 pub struct RelationDetail {
     #[serde(flatten)]
     pub relation: Relation,
@@ -109,14 +113,18 @@ pub struct RelationFilter {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RelationPage {
     pub total: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub limit: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub offset: usize,
     pub relations: Vec<RelationRow>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RelationStats {
     pub project: Option<String>,
     pub by_relation: std::collections::BTreeMap<String, i64>,
@@ -137,12 +145,19 @@ pub struct ScanRequest {
     pub max_insert: Option<usize>,
 }
 
+/// A retroactive relation scan.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+// `ScanCounts`: the daemon's `ScanResult` adds engram's LLM-scan counters.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = ScanCounts))]
 pub struct ScanResult {
     pub project: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub inspected: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub candidates_found: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub already_related: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub inserted: usize,
     pub capped: bool,
     pub dry_run: bool,

@@ -103,6 +103,7 @@ pub fn normalize_project(raw: &str) -> (String, bool) {
 
 /// Memory scope: `personal` (follows the user across projects) or `project` (everything else).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     Project,

@@ -33,6 +33,7 @@ pub const MAX_COUNT: i64 = (1 << 53) - 1;
 
 /// Everything in the store, including soft-deleted memories (their deletion must travel too).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExportData {
     pub version: String,
     pub generator: String,
@@ -43,16 +44,23 @@ pub struct ExportData {
     pub relations: Vec<Relation>,
 }
 
-/// What an import did.
+/// What an import did. Importing the same file twice changes nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ImportReport {
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub sessions_imported: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub observations_imported: usize,
     /// Existing memories replaced by a newer version from the file.
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub observations_updated: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub prompts_imported: usize,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub relations_imported: usize,
     /// Records already present (same sync_id, not newer): importing twice changes nothing.
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub skipped: usize,
 }
 

@@ -10,6 +10,7 @@ use crate::store::Store;
 
 /// A memory in a timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TimelineEntry {
     #[serde(flatten)]
     pub observation: Observation,
@@ -18,6 +19,7 @@ pub struct TimelineEntry {
 
 /// What happened around a memory in its session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Timeline {
     pub focus: TimelineEntry,
     /// Oldest first.
@@ -31,6 +33,7 @@ pub struct Timeline {
 
 /// Counts per project.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProjectStats {
     pub project: String,
     pub observations: i64,
@@ -41,6 +44,7 @@ pub struct ProjectStats {
 
 /// The shape of the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Stats {
     pub total_sessions: i64,
     /// Live memories.

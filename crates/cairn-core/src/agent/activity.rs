@@ -102,6 +102,7 @@ pub struct ActivityRecord {
 
 /// The last prompt recorded, waiting to be attached to the next save.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PendingPrompt {
     pub content: String,
     pub project: String,
@@ -111,6 +112,7 @@ pub struct PendingPrompt {
 
 /// A session's activity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionActivity {
     pub session_id: String,
     /// The session's project ("" when it has none).
@@ -129,6 +131,7 @@ pub struct SessionActivity {
 
 /// The answer to an event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActivityUpdate {
     pub activity: SessionActivity,
     /// The save reminder due now (asked for with `tool_call` + `remind`).

@@ -136,6 +136,7 @@ fn ambiguous(found: &ProjectDetection) -> CairnError {
 /// `GET /project/current`): never an error, the problem is described instead, since an agent
 /// asks precisely when something about the project looks wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CurrentProject {
     /// Empty when there is none (ambiguous directory, broken config).
     pub project: String,

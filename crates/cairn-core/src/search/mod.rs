@@ -101,6 +101,7 @@ impl SearchQuery {
 
 /// How a hit was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MatchKind {
     /// The query is this memory's topic_key.
@@ -117,6 +118,7 @@ pub enum MatchKind {
 
 /// The scores behind a hit's place.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HitScores {
     /// BM25 (higher is better), when the words matched.
     pub lexical: Option<f64>,
@@ -129,6 +131,8 @@ pub struct HitScores {
 
 /// One result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// `RankedHit`: the daemon's `SearchHit` adds the relation notes.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = RankedHit))]
 pub struct SearchHit {
     #[serde(flatten)]
     pub observation: Observation,

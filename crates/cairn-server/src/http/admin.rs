@@ -53,7 +53,7 @@ pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
 
 /// Counts of the store.
 #[utoipa::path(get, operation_id = "stats", path = "/stats", tag = "daemon",
-    responses((status = 200, description = "Counts and projects", body = schema::Stats)))]
+    responses((status = 200, description = "Counts and projects", body = cairn_core::views::Stats)))]
 pub(super) async fn stats(State(state): State<AppState>) -> ApiResult {
     Ok(ok(run(&state, Op::Stats).await?))
 }
@@ -80,7 +80,7 @@ pub struct CurrentProjectParams {
 /// are listed when the directory holds several repositories.
 #[utoipa::path(get, operation_id = "current_project", path = "/project/current", tag = "projects",
     params(CurrentProjectParams),
-    responses((status = 200, description = "The detection result", body = schema::ProjectDetection)))]
+    responses((status = 200, description = "The detection result", body = cairn_core::agent::CurrentProject)))]
 pub(super) async fn current_project(ApiQuery(p): ApiQuery<CurrentProjectParams>) -> Json<Value> {
     let hints = ProjectHints {
         dir: given(p.cwd).map(PathBuf::from),
@@ -113,7 +113,7 @@ pub struct MigrateBody {
     request_body = MigrateBody,
     responses(
         (status = 200, description = "`migrated` with counts, or `skipped` with a reason",
-            body = schema::MigrateOutcome),
+            body = cairn_core::projects::MigrateOutcome),
         (status = 400, description = "A name is missing or empty", body = ErrorBody)))]
 pub(super) async fn migrate_project(State(state): State<AppState>, ApiJson(b): ApiJson<MigrateBody>) -> ApiResult {
     Ok(ok(run(&state, Op::MigrateProject { old_project: b.old_project, new_project: b.new_project }).await?))
@@ -130,7 +130,7 @@ pub struct ExportParams {
 /// Everything in the store (soft-deleted memories included), as a file to download.
 #[utoipa::path(get, operation_id = "export", path = "/export", tag = "daemon", params(ExportParams),
     responses(
-        (status = 200, description = "The export", body = schema::ExportData,
+        (status = 200, description = "The export", body = cairn_core::transfer::ExportData,
             headers(("Content-Disposition" = String, description = "attachment; filename=cairn-export.json"))),
         (status = 400, description = "Empty project parameter", body = ErrorBody)))]
 pub(super) async fn export(State(state): State<AppState>, ApiQuery(p): ApiQuery<ExportParams>) -> ApiResult {
@@ -149,7 +149,7 @@ pub(super) async fn export(State(state): State<AppState>, ApiQuery(p): ApiQuery<
     request_body(content = schema::ImportFile,
         description = "An export file (up to the import size limit, 50 MiB by default)"),
     responses(
-        (status = 200, description = "What was imported", body = schema::ImportReport),
+        (status = 200, description = "What was imported", body = cairn_core::transfer::ImportReport),
         (status = 400, description = "Not UTF-8, not JSON, or not shaped like an export", body = ErrorBody),
         (status = 413, description = "Larger than the import limit", body = ErrorBody)))]
 pub(super) async fn import(State(state): State<AppState>, req: Request) -> ApiResult {
@@ -160,7 +160,7 @@ pub(super) async fn import(State(state): State<AppState>, req: Request) -> ApiRe
 
 /// Checks of the data directory and database (read-only).
 #[utoipa::path(get, operation_id = "doctor", path = "/doctor", tag = "daemon",
-    responses((status = 200, description = "The report; `status` is the worst check", body = schema::DoctorReport)))]
+    responses((status = 200, description = "The report; `status` is the worst check", body = cairn_core::doctor::DoctorReport)))]
 pub(super) async fn doctor(State(state): State<AppState>) -> ApiResult {
     Ok(ok(run(&state, Op::Doctor).await?))
 }
@@ -171,7 +171,7 @@ pub(super) async fn doctor(State(state): State<AppState>) -> ApiResult {
 /// `embeddings_pending` is 0.
 #[utoipa::path(post, operation_id = "reindex", path = "/reindex", tag = "daemon", params(ReindexParams),
     responses(
-        (status = 200, description = "What was queued", body = schema::ReindexReport),
+        (status = 200, description = "What was queued", body = cairn_core::ops::ReindexReport),
         (status = 503, description = "No embedding model (semantic search is off)", body = ErrorBody)))]
 pub(super) async fn reindex(State(state): State<AppState>, ApiQuery(p): ApiQuery<ReindexParams>) -> ApiResult {
     Ok(ok(run(&state, Op::Reindex { force: p.force.unwrap_or(false) }).await?))

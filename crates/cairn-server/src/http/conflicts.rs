@@ -36,7 +36,7 @@ pub struct ListParams {
 /// Relations, newest first.
 #[utoipa::path(get, operation_id = "list_conflicts", path = "/conflicts", tag = "conflicts", params(ListParams),
     responses(
-        (status = 200, description = "A page of relations", body = schema::RelationPage),
+        (status = 200, description = "A page of relations", body = cairn_core::relations::RelationPage),
         (status = 400, description = "`since` is not RFC 3339, or a bad parameter", body = ErrorBody)))]
 pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<ListParams>) -> ApiResult {
     let filter = RelationFilter {
@@ -58,7 +58,7 @@ pub struct StatsParams {
 
 /// Relation counts by verdict and by status.
 #[utoipa::path(get, operation_id = "conflict_stats", path = "/conflicts/stats", tag = "conflicts", params(StatsParams),
-    responses((status = 200, description = "Counts", body = schema::RelationStats)))]
+    responses((status = 200, description = "Counts", body = cairn_core::relations::RelationStats)))]
 pub(super) async fn stats(State(state): State<AppState>, ApiQuery(p): ApiQuery<StatsParams>) -> ApiResult {
     Ok(ok(run(&state, Op::RelationStats { project: given(p.project) }).await?))
 }

@@ -100,7 +100,7 @@ pub struct ListParams {
 /// Live memories, newest first.
 #[utoipa::path(get, operation_id = "list_observations", path = "/observations", tag = "memories", params(ListParams),
     responses(
-        (status = 200, description = "Memories, newest first (`[]` when none)", body = Vec<schema::Observation>),
+        (status = 200, description = "Memories, newest first (`[]` when none)", body = Vec<cairn_core::model::Observation>),
         (status = 400, description = "Bad parameter (sort other than created_at:desc, unknown scope)",
             body = ErrorBody)))]
 pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<ListParams>) -> ApiResult {
@@ -134,7 +134,7 @@ pub struct RecentParams {
 #[utoipa::path(get, operation_id = "recent_observations", path = "/observations/recent", tag = "memories",
     params(RecentParams),
     responses(
-        (status = 200, description = "Memories, newest first (`[]` when none)", body = Vec<schema::Observation>),
+        (status = 200, description = "Memories, newest first (`[]` when none)", body = Vec<cairn_core::model::Observation>),
         (status = 400, description = "Bad parameter", body = ErrorBody)))]
 pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<RecentParams>) -> ApiResult {
     let filter = ListFilter {
@@ -204,7 +204,7 @@ impl From<PatchBody> for ObservationPatch {
     request_body = PatchBody,
     params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1)),
     responses(
-        (status = 200, description = "The updated memory", body = schema::Observation),
+        (status = 200, description = "The updated memory", body = cairn_core::model::Observation),
         (status = 400, description = "Bad id, bad JSON, or no field to change", body = ErrorBody),
         (status = 404, description = "No such memory", body = ErrorBody)))]
 pub(super) async fn update(
@@ -242,7 +242,7 @@ pub(super) async fn delete(
 #[utoipa::path(post, operation_id = "pin_observation", path = "/observations/{id}/pin", tag = "memories",
     params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1)),
     responses(
-        (status = 200, description = "The pinned memory", body = schema::Observation),
+        (status = 200, description = "The pinned memory", body = cairn_core::model::Observation),
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such memory", body = ErrorBody)))]
 pub(super) async fn pin(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
@@ -253,7 +253,7 @@ pub(super) async fn pin(State(state): State<AppState>, PathId(id): PathId) -> Ap
 #[utoipa::path(post, operation_id = "unpin_observation", path = "/observations/{id}/unpin", tag = "memories",
     params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1)),
     responses(
-        (status = 200, description = "The unpinned memory", body = schema::Observation),
+        (status = 200, description = "The unpinned memory", body = cairn_core::model::Observation),
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such memory", body = ErrorBody)))]
 pub(super) async fn unpin(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
@@ -275,7 +275,7 @@ pub struct PassiveBody {
 #[utoipa::path(post, operation_id = "capture_passive", path = "/observations/passive", tag = "memories",
     request_body = PassiveBody,
     responses(
-        (status = 200, description = "What was found and saved", body = schema::PassiveOutcome),
+        (status = 200, description = "What was found and saved", body = cairn_core::passive::PassiveOutcome),
         (status = 400, description = "Empty content, or the session belongs to another project", body = ErrorBody)))]
 pub(super) async fn passive(State(state): State<AppState>, ApiJson(b): ApiJson<PassiveBody>) -> ApiResult {
     let capture = PassiveCapture { content: b.content, session_id: b.session_id, project: b.project, source: b.source };
@@ -371,7 +371,7 @@ pub struct TimelineParams {
 /// What happened around a memory in its session.
 #[utoipa::path(get, operation_id = "timeline", path = "/timeline", tag = "memories", params(TimelineParams),
     responses(
-        (status = 200, description = "The memory and its neighbours", body = schema::Timeline),
+        (status = 200, description = "The memory and its neighbours", body = cairn_core::views::Timeline),
         (status = 400, description = "Missing or bad observation_id", body = ErrorBody),
         (status = 404, description = "No such memory", body = ErrorBody)))]
 pub(super) async fn timeline(State(state): State<AppState>, ApiQuery(p): ApiQuery<TimelineParams>) -> ApiResult {
@@ -392,7 +392,7 @@ pub struct ContextParams {
 /// What an agent should know at the start of a session, as markdown.
 #[utoipa::path(get, operation_id = "context", path = "/context", tag = "memories", params(ContextParams),
     responses(
-        (status = 200, description = "Markdown context and what went into it", body = schema::Context),
+        (status = 200, description = "Markdown context and what went into it", body = cairn_core::context::Context),
         (status = 400, description = "Bad scope", body = ErrorBody)))]
 pub(super) async fn context(State(state): State<AppState>, ApiQuery(p): ApiQuery<ContextParams>) -> ApiResult {
     let request = ContextRequest {

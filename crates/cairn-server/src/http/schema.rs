@@ -1,24 +1,20 @@
-//! Response shapes, for the OpenAPI document only. Handlers return the JSON the core
-//! operations produce; these structs describe it (cairn-core's types stay free of OpenAPI
-//! derives). The integration tests check real responses against these schemas, key by key, so
-//! a field added in the core and forgotten here fails a test.
+//! The HTTP-only shapes of the OpenAPI document: what the routes add around the core's answers
+//! (a `status` field, engram's aliases, the relation notes of a hit, fixed zero counters), the
+//! request bodies read as loose JSON (an import file, an activity event with its `project`),
+//! enums the core keeps as strings (`Sort`, `Verdict`), and the daemon's own answers (health,
+//! sync, the op envelope). Everything else is the core's own result type, whose schema is
+//! derived behind cairn-core's `openapi` feature, so the document cannot drift from what is
+//! served. The integration tests check real responses against these schemas, key by key.
 
 // Never constructed: they exist for their derived schemas.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-
+use cairn_core::model::{Observation, Prompt, Relation, Revision, Session};
+use cairn_core::ops::SaveResponse;
+use cairn_core::views::ProjectStats;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
-
-/// `project` (the default) or `personal` (follows the user across projects).
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    Project,
-    Personal,
-}
 
 /// The only sort order of a listing.
 #[derive(Serialize, ToSchema)]
@@ -39,46 +35,6 @@ pub enum Verdict {
     NotConflict,
 }
 
-/// A memory.
-#[derive(Serialize, ToSchema)]
-pub struct Observation {
-    /// Local id, shown as `#id`.
-    pub id: i64,
-    /// Global id (UUID v7).
-    pub sync_id: String,
-    pub session_id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub title: String,
-    pub content: String,
-    pub tool_name: Option<String>,
-    /// Empty when the memory belongs to no project.
-    pub project: String,
-    pub scope: Scope,
-    pub topic_key: Option<String>,
-    pub revision_count: i64,
-    pub duplicate_count: i64,
-    pub pinned: bool,
-    pub last_seen_at: Option<String>,
-    /// RFC 3339 UTC.
-    pub created_at: String,
-    pub updated_at: String,
-    pub deleted_at: Option<String>,
-    /// When a decision, policy or preference should be reviewed.
-    pub review_after: Option<String>,
-}
-
-/// An earlier version of a memory.
-#[derive(Serialize, ToSchema)]
-pub struct Revision {
-    pub revision: i64,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub title: String,
-    pub content: String,
-    pub replaced_at: String,
-}
-
 /// A memory, with its earlier versions when asked (`?revisions=true`).
 #[derive(Serialize, ToSchema)]
 pub struct ObservationDetail {
@@ -87,98 +43,22 @@ pub struct ObservationDetail {
     pub revisions: Option<Vec<Revision>>,
 }
 
-/// How a search hit was found.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum MatchKind {
-    TopicKey,
-    Lexical,
-    Semantic,
-    Hybrid,
-    /// Saved right next to a hit in the same session.
-    Context,
-}
-
 /// A search result: the memory plus its ranking.
 #[derive(Serialize, ToSchema)]
 pub struct SearchHit {
     #[serde(flatten)]
-    pub observation: Observation,
-    /// engram-compatible BM25 rank: more negative is better (topic_key hits: -1000).
-    pub rank: f64,
-    /// Higher is better.
-    pub score: f64,
-    /// Best passage, matches in `**bold**`.
-    pub snippet: String,
-    pub matched: MatchKind,
-    pub scores: HitScores,
+    pub hit: cairn_core::search::SearchHit,
     /// Relation notes (supersedes, conflicts, pending review).
     pub annotations: Vec<String>,
-}
-
-/// The scores behind a hit's place.
-#[derive(Serialize, ToSchema)]
-pub struct HitScores {
-    /// BM25, higher is better (when the words matched).
-    pub lexical: Option<f64>,
-    /// Cosine similarity with the query (when semantic search ran).
-    pub semantic: Option<f32>,
-    /// What the hit is ordered by: in hybrid search the re-ranking model's relevance (0–1),
-    /// otherwise BM25 or the cosine (topic-key hits: 1000).
-    pub fused: f64,
-}
-
-/// What a save did.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SaveAction {
-    Created,
-    Revised,
-    Duplicate,
-}
-
-/// A memory that may duplicate or contradict the one just saved.
-#[derive(Serialize, ToSchema)]
-pub struct Candidate {
-    pub id: i64,
-    pub sync_id: String,
-    pub title: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// 0..1.
-    pub score: f64,
-    /// The pending relation to judge (`POST /conflicts/judge`).
-    pub judgment_id: String,
-    pub topic_key: Option<String>,
 }
 
 /// The answer to `POST /observations`.
 #[derive(Serialize, ToSchema)]
 pub struct SaveResult {
-    /// The id of the created, revised or deduplicated memory.
-    pub id: i64,
+    #[serde(flatten)]
+    pub saved: SaveResponse,
     /// Always `saved`.
     pub status: String,
-    pub sync_id: String,
-    pub action: SaveAction,
-    pub project: String,
-    pub session_id: String,
-    /// The title as stored (redacted, first line, within limits).
-    pub title: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub topic_key: Option<String>,
-    /// A key to pass next time so the memory can be revised instead of duplicated.
-    pub suggested_topic_key: Option<String>,
-    pub revision_count: i64,
-    pub duplicate_count: i64,
-    /// Original content length in bytes when it was cut to the limit.
-    pub truncated_from: Option<u64>,
-    /// Whether `<private>` content was removed.
-    pub redacted: bool,
-    pub warnings: Vec<String>,
-    /// Look-alikes, when `find_candidates` was set.
-    pub candidates: Vec<Candidate>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -187,28 +67,6 @@ pub struct ObservationDeleted {
     /// Always `deleted`.
     pub status: String,
     pub hard_delete: bool,
-}
-
-/// What passive capture found and saved.
-#[derive(Serialize, ToSchema)]
-pub struct PassiveOutcome {
-    pub extracted: u64,
-    pub saved: u64,
-    pub duplicates: u64,
-    pub ids: Vec<i64>,
-}
-
-/// A coding session.
-#[derive(Serialize, ToSchema)]
-pub struct Session {
-    pub id: String,
-    pub project: String,
-    pub directory: String,
-    pub agent: String,
-    pub parent_id: Option<String>,
-    pub started_at: String,
-    pub ended_at: Option<String>,
-    pub summary: Option<String>,
 }
 
 /// A session after a write, with what happened (`created`, `completed`).
@@ -235,31 +93,11 @@ pub struct EndedSession {
     pub summary: Option<String>,
 }
 
-/// A session in a listing.
-#[derive(Serialize, ToSchema)]
-pub struct SessionSummary {
-    #[serde(flatten)]
-    pub session: Session,
-    pub observation_count: i64,
-    pub last_activity_at: String,
-}
-
 #[derive(Serialize, ToSchema)]
 pub struct SessionDeleted {
     pub id: String,
     /// Always `deleted`.
     pub status: String,
-}
-
-/// What a user asked.
-#[derive(Serialize, ToSchema)]
-pub struct Prompt {
-    pub id: i64,
-    pub sync_id: String,
-    pub session_id: String,
-    pub content: String,
-    pub project: String,
-    pub created_at: String,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -278,146 +116,10 @@ pub struct PromptDeleted {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct TimelineEntry {
-    #[serde(flatten)]
-    pub observation: Observation,
-    pub is_focus: bool,
-}
-
-/// The memories around one memory in its session.
-#[derive(Serialize, ToSchema)]
-pub struct Timeline {
-    pub focus: TimelineEntry,
-    /// Oldest first.
-    pub before: Vec<TimelineEntry>,
-    /// Oldest first.
-    pub after: Vec<TimelineEntry>,
-    pub session_info: Option<Session>,
-    pub total_in_range: i64,
-}
-
-/// Context for an agent, as markdown within a byte budget.
-#[derive(Serialize, ToSchema)]
-pub struct Context {
-    /// Markdown; empty when there is nothing to say.
-    pub context: String,
-    pub project: Option<String>,
-    pub bytes: u64,
-    pub budget_bytes: u64,
-    pub memory_ids: Vec<i64>,
-    pub session_ids: Vec<String>,
-    pub prompt_ids: Vec<i64>,
-    /// Whether items were left out to respect the budget.
-    pub truncated: bool,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct ProjectStats {
-    pub project: String,
-    pub observations: i64,
-    pub sessions: i64,
-    pub prompts: i64,
-    pub last_activity_at: Option<String>,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct Stats {
-    pub total_sessions: i64,
-    /// Live memories.
-    pub total_observations: i64,
-    pub total_prompts: i64,
-    pub total_relations: i64,
-    pub deleted_observations: i64,
-    pub pinned_observations: i64,
-    /// Project names, most recently active first.
-    pub projects: Vec<String>,
-    pub by_project: Vec<ProjectStats>,
-    pub by_type: BTreeMap<String, i64>,
-    pub schema_version: i64,
-    pub db_path: Option<String>,
-    pub db_bytes: u64,
-    /// The model whose vectors semantic search uses (`null`: semantic search is off).
-    pub embedding_model: Option<String>,
-    /// Live memories still waiting for their vector; poll until 0 after a bulk change.
-    pub embeddings_pending: i64,
-    pub embeddings_stored: i64,
-    /// `ready`, or why semantic search is not answering.
-    pub semantic_search: String,
-}
-
-/// What `/reindex` queued.
-#[derive(Serialize, ToSchema)]
-pub struct ReindexReport {
-    pub model: Option<String>,
-    /// Vectors dropped.
-    pub cleared: usize,
-    /// Memories waiting for a vector now.
-    pub pending: i64,
-}
-
-#[derive(Serialize, ToSchema)]
 pub struct ProjectList {
     /// Most recently active first.
     pub projects: Vec<ProjectStats>,
     pub count: u64,
-}
-
-/// Which project a directory belongs to. Failures are reported in `error_hint`, never as an
-/// error status.
-#[derive(Serialize, ToSchema)]
-pub struct ProjectDetection {
-    /// Empty when detection failed.
-    pub project: String,
-    /// `config`, `engram_config`, `git_remote`, `git_root`, `git_child`, `dir_basename`,
-    /// `ambiguous`, or `error`.
-    pub project_source: String,
-    pub project_path: String,
-    pub cwd: String,
-    pub warning: Option<String>,
-    /// The repositories to choose from when the directory holds several, else empty.
-    pub available_projects: Vec<String>,
-    /// Why there is no project: `ambiguous_project`, `invalid_project_config`...
-    pub error_code: Option<String>,
-    pub error_hint: Option<String>,
-}
-
-/// The last prompt recorded in a session, waiting to be attached to the next save.
-#[derive(Serialize, ToSchema)]
-pub struct PendingPrompt {
-    pub content: String,
-    pub project: String,
-    /// The session it is already stored in.
-    pub stored_in: Option<String>,
-}
-
-/// What an agent did in a session.
-#[derive(Serialize, ToSchema)]
-pub struct SessionActivity {
-    pub session_id: String,
-    /// The session's project (empty when it has none).
-    pub project: String,
-    /// When counting started (the first event, or the restart after two quiet hours).
-    pub started_at: String,
-    pub updated_at: String,
-    pub tool_calls: i64,
-    pub saves: i64,
-    pub last_save_at: Option<String>,
-    pub reminders: i64,
-    pub last_reminder_at: Option<String>,
-    pub pending_prompt: Option<PendingPrompt>,
-    pub context_fingerprint: Option<String>,
-}
-
-/// A session's activity after an event.
-#[derive(Serialize, ToSchema)]
-pub struct ActivityUpdate {
-    pub activity: SessionActivity,
-    /// The save reminder due now (`tool_call` with `remind`).
-    pub reminder: Option<String>,
-    /// The prompt a `save` attached to the saved session.
-    pub attached_prompt_id: Option<i64>,
-    /// Whether `context_injected` saw a fingerprint other than the previous one.
-    pub context_changed: Option<bool>,
 }
 
 /// One event of a session. `project` opens an unknown session with that project (as a save
@@ -452,52 +154,6 @@ pub enum ActivityBody {
     },
     /// The caller showed a save reminder itself.
     ReminderSent { project: Option<String> },
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct MigrateOutcome {
-    /// `migrated` or `skipped`.
-    pub status: String,
-    pub old_project: String,
-    pub new_project: String,
-    pub observations: u64,
-    pub sessions: u64,
-    pub prompts: u64,
-    pub reason: Option<String>,
-}
-
-/// A verdict between two memories (by sync id).
-#[derive(Serialize, ToSchema)]
-pub struct Relation {
-    pub id: i64,
-    pub sync_id: String,
-    pub source_id: String,
-    pub target_id: String,
-    /// `pending` or a verdict: related, compatible, scoped, conflicts_with, supersedes, not_conflict.
-    pub relation: String,
-    pub reason: Option<String>,
-    pub evidence: Option<String>,
-    pub confidence: Option<f64>,
-    /// `pending`, `judged` or `orphaned`.
-    pub judgment_status: String,
-    pub marked_by_actor: Option<String>,
-    pub marked_by_kind: Option<String>,
-    pub marked_by_model: Option<String>,
-    pub session_id: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-/// Everything in the store (or one project), soft-deleted memories included.
-#[derive(Serialize, ToSchema)]
-pub struct ExportData {
-    pub version: String,
-    pub generator: String,
-    pub exported_at: String,
-    pub sessions: Vec<Session>,
-    pub observations: Vec<Observation>,
-    pub prompts: Vec<Prompt>,
-    pub relations: Vec<Relation>,
 }
 
 /// An import file: cairn's export or engram's. Records need only the fields marked required;
@@ -593,77 +249,10 @@ pub struct ImportRelation {
     pub updated_at: Option<String>,
 }
 
-/// What an import did. Importing the same file twice changes nothing.
-#[derive(Serialize, ToSchema)]
-pub struct ImportReport {
-    pub sessions_imported: u64,
-    pub observations_imported: u64,
-    pub observations_updated: u64,
-    pub prompts_imported: u64,
-    pub relations_imported: u64,
-    pub skipped: u64,
-}
-
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckStatus {
-    Ok,
-    Warning,
-    Error,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct DoctorCheck {
-    pub id: String,
-    pub status: CheckStatus,
-    pub message: String,
-    pub hint: Option<String>,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct DoctorReport {
-    /// The worst status of any check.
-    pub status: CheckStatus,
-    pub checks: Vec<DoctorCheck>,
-}
-
 #[derive(Serialize, ToSchema)]
 pub struct SyncStatus {
     pub enabled: bool,
     pub message: String,
-}
-
-/// A relation in a listing, with both memories' titles.
-#[derive(Serialize, ToSchema)]
-pub struct RelationRow {
-    pub id: i64,
-    pub sync_id: String,
-    pub relation: String,
-    pub judgment_status: String,
-    pub source_id: String,
-    pub source_title: Option<String>,
-    pub target_id: String,
-    pub target_title: Option<String>,
-    pub confidence: Option<f64>,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct RelationPage {
-    pub total: i64,
-    pub limit: u64,
-    pub offset: u64,
-    pub relations: Vec<RelationRow>,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct RelationStats {
-    pub project: Option<String>,
-    pub by_relation: BTreeMap<String, i64>,
-    pub by_judgment_status: BTreeMap<String, i64>,
-    pub deferred: i64,
-    pub dead: i64,
 }
 
 /// One relation. `relation_id`, `source_snippet` and `target_snippet` are engram's names for
@@ -672,9 +261,7 @@ pub struct RelationStats {
 pub struct RelationDetail {
     pub relation_id: i64,
     #[serde(flatten)]
-    pub relation: Relation,
-    pub source_title: Option<String>,
-    pub target_title: Option<String>,
+    pub detail: cairn_core::relations::RelationDetail,
     pub source_snippet: Option<String>,
     pub target_snippet: Option<String>,
 }
@@ -693,14 +280,8 @@ pub struct Compared {
 /// A retroactive relation scan. `semantic_*` are engram's LLM-scan counters (always 0).
 #[derive(Serialize, ToSchema)]
 pub struct ScanResult {
-    pub project: String,
-    pub inspected: u64,
-    pub candidates_found: u64,
-    pub already_related: u64,
-    pub inserted: u64,
-    pub capped: bool,
-    pub dry_run: bool,
-    pub warning: Option<String>,
+    #[serde(flatten)]
+    pub scan: cairn_core::relations::ScanResult,
     pub semantic_judged: u64,
     pub semantic_skipped: u64,
     pub semantic_errors: u64,

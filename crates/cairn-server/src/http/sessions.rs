@@ -86,7 +86,7 @@ pub struct RecentSessionsParams {
     params(RecentSessionsParams),
     responses(
         (status = 200, description = "Sessions, most recently active first (`[]` when none)",
-            body = Vec<schema::SessionSummary>),
+            body = Vec<cairn_core::model::SessionSummary>),
         (status = 400, description = "Bad parameter", body = ErrorBody)))]
 pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<RecentSessionsParams>) -> ApiResult {
     Ok(ok(run(&state, Op::Sessions { project: given(p.project), limit: p.limit.unwrap_or(5) }).await?))
@@ -96,7 +96,7 @@ pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<
 #[utoipa::path(get, operation_id = "get_session", path = "/sessions/{id}", tag = "sessions",
     params(("id" = String, Path, description = "Session id", min_length = 1)),
     responses(
-        (status = 200, description = "The session", body = schema::Session),
+        (status = 200, description = "The session", body = cairn_core::model::Session),
         (status = 404, description = "No such session", body = ErrorBody)))]
 pub(super) async fn get_one(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
     Ok(ok(run(&state, Op::GetSession { id }).await?))
@@ -118,7 +118,7 @@ pub(super) async fn delete(State(state): State<AppState>, PathText(id): PathText
     params(("id" = String, Path, description = "Session id", min_length = 1)),
     responses(
         (status = 200, description = "The activity (zero counts for a session with none yet)",
-            body = schema::SessionActivity),
+            body = cairn_core::agent::activity::SessionActivity),
         (status = 404, description = "No such session", body = ErrorBody)))]
 pub(super) async fn activity(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
     Ok(ok(run(&state, Op::SessionActivity { session_id: id }).await?))
@@ -141,7 +141,7 @@ pub struct ActivityBody {
     request_body = schema::ActivityBody,
     params(("id" = String, Path, description = "Session id", min_length = 1)),
     responses(
-        (status = 200, description = "The activity after the event", body = schema::ActivityUpdate),
+        (status = 200, description = "The activity after the event", body = cairn_core::agent::activity::ActivityUpdate),
         (status = 400, description = "Unknown event, missing or malformed field", body = ErrorBody),
         (status = 404, description = "No such session, and no project to open it with", body = ErrorBody)))]
 pub(super) async fn record_activity(
@@ -188,7 +188,7 @@ pub struct RecentPromptsParams {
 #[utoipa::path(get, operation_id = "recent_prompts", path = "/prompts/recent", tag = "prompts",
     params(RecentPromptsParams),
     responses(
-        (status = 200, description = "Prompts, newest first (`[]` when none)", body = Vec<schema::Prompt>),
+        (status = 200, description = "Prompts, newest first (`[]` when none)", body = Vec<cairn_core::model::Prompt>),
         (status = 400, description = "Bad parameter", body = ErrorBody)))]
 pub(super) async fn recent_prompts(
     State(state): State<AppState>,
@@ -213,7 +213,7 @@ pub struct SearchPromptsParams {
 #[utoipa::path(get, operation_id = "search_prompts", path = "/prompts/search", tag = "prompts",
     params(SearchPromptsParams),
     responses(
-        (status = 200, description = "Prompts, best first (`[]` when none)", body = Vec<schema::Prompt>),
+        (status = 200, description = "Prompts, best first (`[]` when none)", body = Vec<cairn_core::model::Prompt>),
         (status = 400, description = "Missing or empty q", body = ErrorBody)))]
 pub(super) async fn search_prompts(
     State(state): State<AppState>,

@@ -1009,6 +1009,23 @@ fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     }
 }
 
+/// Gather the properties and required keys of `allOf` parts into `merged`, through nested
+/// `allOf`s (a flattened core type may itself flatten another).
+fn merge_all_of(doc: &Value, parts: &[Value], merged: &mut Value) {
+    for part in parts {
+        let part = resolve(doc, part);
+        if let Some(nested) = part["allOf"].as_array() {
+            merge_all_of(doc, nested, merged);
+        }
+        for (k, v) in part["properties"].as_object().into_iter().flatten() {
+            merged["properties"][k] = v.clone();
+        }
+        for r in part["required"].as_array().into_iter().flatten() {
+            merged["required"].as_array_mut().unwrap().push(r.clone());
+        }
+    }
+}
+
 /// Check a JSON value against a documented schema: types, and for objects that every required
 /// key is there and no undocumented key is.
 fn check_shape(doc: &Value, schema: &Value, value: &Value, at: &str) {
@@ -1024,15 +1041,7 @@ fn check_shape(doc: &Value, schema: &Value, value: &Value, at: &str) {
     }
     if let Some(parts) = schema["allOf"].as_array() {
         let mut merged = json!({"type": "object", "properties": {}, "required": []});
-        for part in parts {
-            let part = resolve(doc, part);
-            for (k, v) in part["properties"].as_object().into_iter().flatten() {
-                merged["properties"][k] = v.clone();
-            }
-            for r in part["required"].as_array().into_iter().flatten() {
-                merged["required"].as_array_mut().unwrap().push(r.clone());
-            }
-        }
+        merge_all_of(doc, parts, &mut merged);
         return check_shape(doc, &merged, value, at);
     }
     let types: Vec<&str> = match &schema["type"] {

@@ -1,4 +1,4 @@
-// The MCP tool contract cairn honours (engram-compatible; /work/shared/reference/engram-spec.md
+// The MCP tool contract cairn honours (engram-compatible; the shared reference engram-spec.md
 // §12.1): tool names per `--tools` profile.
 
 export const AGENT_TOOLS = Object.freeze([

@@ -59,7 +59,7 @@ fn coding_set() -> PathBuf {
 /// need it; never `None` under `CAIRN_REQUIRE_MODEL` (CI), where a missing model fails.
 fn model_dir() -> Option<PathBuf> {
     let dir = cairn_embed::install::test_model_dir();
-    if ["config.json", "tokenizer.json", "model.safetensors"].iter().all(|f| dir.join(f).is_file()) {
+    if cairn_embed::missing_file(&dir).is_none() {
         return Some(dir);
     }
     assert!(

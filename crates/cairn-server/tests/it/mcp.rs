@@ -25,6 +25,11 @@ async fn start_with(tools: &str, project: Option<&str>, backend: Client) -> Mcp 
     opts.tools = ToolSelection::parse(tools).unwrap();
     opts.project = project.map(str::to_owned);
     opts.version = "9.9.9-test".into();
+    connect(opts, backend, dir).await
+}
+
+/// A server with these options, reached by an rmcp client over an in-process duplex.
+async fn connect(opts: McpOptions, backend: Client, dir: tempfile::TempDir) -> Mcp {
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     let server = CairnMcp::new(backend, opts);
     tokio::spawn(async move {
@@ -34,6 +39,13 @@ async fn start_with(tools: &str, project: Option<&str>, backend: Client) -> Mcp 
     });
     let client = ().serve(client_io).await.expect("initialize");
     Mcp { client, _dir: dir }
+}
+
+/// An agent-profile server on a fresh in-memory store whose working directory is `cwd`.
+async fn start_in(cwd: &std::path::Path) -> Mcp {
+    let mut opts = McpOptions::new(cwd);
+    opts.tools = ToolSelection::parse("agent").unwrap();
+    connect(opts, Client::in_process(Engine::in_memory().unwrap()), tempfile::tempdir().unwrap()).await
 }
 
 async fn start(tools: &str) -> Mcp {
@@ -388,16 +400,7 @@ async fn project_comes_from_the_working_directory_when_nothing_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("My_Repo");
     std::fs::create_dir_all(&repo).unwrap();
-    let mut opts = McpOptions::new(&repo);
-    opts.tools = ToolSelection::parse("agent").unwrap();
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = CairnMcp::new(Client::in_process(Engine::in_memory().unwrap()), opts);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
-    let mcp = Mcp { client: ().serve(client_io).await.unwrap(), _dir: tempfile::tempdir().unwrap() };
+    let mcp = start_in(&repo).await;
     let current = mcp.ok_json("mem_current_project", json!({})).await;
     assert_eq!(
         (current["project"].as_str(), current["project_source"].as_str()),
@@ -626,16 +629,7 @@ async fn http_and_mcp_answer_the_same_current_project() {
         std::fs::create_dir_all(multi.join(sub)).unwrap();
     }
     for cwd in [&plain, &multi] {
-        let mut opts = McpOptions::new(cwd);
-        opts.tools = ToolSelection::parse("agent").unwrap();
-        let (server_io, client_io) = tokio::io::duplex(1 << 16);
-        let server = CairnMcp::new(Client::in_process(Engine::in_memory().unwrap()), opts);
-        tokio::spawn(async move {
-            if let Ok(running) = server.serve(server_io).await {
-                let _ = running.waiting().await;
-            }
-        });
-        let mcp = Mcp { client: ().serve(client_io).await.unwrap(), _dir: tempfile::tempdir().unwrap() };
+        let mcp = start_in(cwd).await;
         let over_mcp = mcp.ok_json("mem_current_project", json!({})).await;
         let over_http = http.ok("GET", &format!("/project/current?cwd={}", cwd.display()), None).await;
         assert_eq!(over_mcp, over_http);

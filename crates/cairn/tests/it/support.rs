@@ -272,7 +272,7 @@ impl Drop for McpChild {
 /// checks only what needs no model) unless `CAIRN_REQUIRE_MODEL` is set, where it fails.
 pub fn model_dir() -> Option<std::path::PathBuf> {
     let dir = cairn_embed::install::test_model_dir();
-    if ["config.json", "tokenizer.json", "model.safetensors"].iter().all(|f| dir.join(f).is_file()) {
+    if cairn_embed::missing_file(&dir).is_none() {
         return Some(dir);
     }
     assert!(

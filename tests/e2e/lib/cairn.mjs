@@ -1,7 +1,7 @@
 // Finding the cairn binary, probing what it supports, and giving each test its own data dir.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -108,16 +108,20 @@ export async function makeCairnSandbox({ projectName = 'cairn-e2e-project', git 
   return { root: tmp.path, dataDir, home, project, env, cleanup };
 }
 
-/** Stop the daemon recorded in `<dataDir>/daemon.json`, if any: SIGTERM, then SIGKILL. */
+/**
+ * Stop every cairn process serving `dataDir`: the one in `<dataDir>/daemon.json`, and any
+ * still starting (spawned by `cairn mcp` a moment ago, so not yet recorded) found by its
+ * `--data-dir` argument in /proc. SIGTERM, then SIGKILL after 3 s.
+ */
 export function stopDaemon(dataDir) {
-  let pid;
+  const pids = new Set(daemonPidsFor(dataDir));
   try {
-    pid = JSON.parse(readFileSync(path.join(dataDir, 'daemon.json'), 'utf8')).pid;
+    const pid = JSON.parse(readFileSync(path.join(dataDir, 'daemon.json'), 'utf8')).pid;
+    if (Number.isInteger(pid) && pid > 1) pids.add(pid);
   } catch {
-    return;
+    // no daemon recorded
   }
-  if (!Number.isInteger(pid) || pid <= 1) return;
-  const alive = () => {
+  const alive = (pid) => {
     try {
       process.kill(pid, 0);
       return true;
@@ -125,20 +129,40 @@ export function stopDaemon(dataDir) {
       return false;
     }
   };
-  try {
-    process.kill(pid, 'SIGTERM');
-  } catch {
-    return;
-  }
-  const deadline = Date.now() + 3_000;
-  while (alive() && Date.now() < deadline) spawnSync('sleep', ['0.05']);
-  if (alive()) {
+  const signal = (pid, sig) => {
     try {
-      process.kill(pid, 'SIGKILL');
+      process.kill(pid, sig);
     } catch {
       // gone
     }
+  };
+  for (const pid of pids) signal(pid, 'SIGTERM');
+  const deadline = Date.now() + 3_000;
+  while ([...pids].some(alive) && Date.now() < deadline) spawnSync('sleep', ['0.05']);
+  for (const pid of pids) if (alive(pid)) signal(pid, 'SIGKILL');
+}
+
+/** Pids of `cairn serve --data-dir <dataDir>` processes (Linux /proc; empty elsewhere). */
+function daemonPidsFor(dataDir) {
+  let entries;
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
   }
+  const pids = [];
+  for (const name of entries) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    let argv;
+    try {
+      argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue;
+    }
+    const at = argv.indexOf('--data-dir');
+    if (argv.includes('serve') && at >= 0 && argv[at + 1] === dataDir) pids.push(Number(name));
+  }
+  return pids;
 }
 
 /** `git init` + one empty commit, quietly; does nothing if git is missing. */

@@ -13,7 +13,7 @@ export function makeTempDir(prefix = 'cairn-e2e-') {
         process.stderr.write(`# kept ${dir} (CAIRN_E2E_KEEP=1)\n`);
         return;
       }
-      rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+      rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     },
   };
 }

@@ -12,6 +12,8 @@ use crate::model::{OBSERVATION_COLUMNS, Observation};
 use crate::store::Store;
 use crate::text::{Scope, normalize_project, preview};
 
+mod memory_block;
+
 /// Default size of a context block: large enough to be useful, small next to a context window.
 pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
 /// Memory counts on session lines stop here ("100+").
@@ -19,8 +21,20 @@ const SESSION_COUNT_CAP: usize = 100;
 /// Most personal memories shown in a project's context.
 const PERSONAL_LIMIT: usize = 10;
 
+/// How the context reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextLayout {
+    /// Pinned, personal, recent sessions, memories, prompts (`## Memory from previous sessions`).
+    #[default]
+    Recent,
+    /// The `[MEMORY]` block a plugin injects (host-integration M1): typed sections, the last
+    /// session, the user's preferences and what is relevant to `query`.
+    MemoryBlock,
+}
+
 /// What context to build.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ContextRequest {
     /// `None`: every project.
@@ -30,11 +44,36 @@ pub struct ContextRequest {
     pub sessions: usize,
     pub prompts: usize,
     pub memories: usize,
+    /// Sub-agent sessions (with a parent) are left out of the recent sessions unless this is set.
+    pub include_children: bool,
+    pub layout: ContextLayout,
+    /// `memory_block`: what the user is asking about, for the relevant section.
+    pub query: Option<String>,
+    /// `memory_block`: least relevance (0–1) of a relevant memory; default from the settings
+    /// (`inject.similarity_threshold`).
+    pub similarity_threshold: Option<f64>,
+    /// `memory_block`: most relevant memories (default `inject.max_relevant`).
+    pub max_relevant: Option<usize>,
+    /// `memory_block`: most user preferences (default `inject.max_profile`; 0 leaves them out).
+    pub max_profile: Option<usize>,
 }
 
 impl Default for ContextRequest {
     fn default() -> Self {
-        Self { project: None, scope: None, budget_bytes: DEFAULT_BUDGET_BYTES, sessions: 5, prompts: 10, memories: 20 }
+        Self {
+            project: None,
+            scope: None,
+            budget_bytes: DEFAULT_BUDGET_BYTES,
+            sessions: 5,
+            prompts: 10,
+            memories: 20,
+            include_children: false,
+            layout: ContextLayout::Recent,
+            query: None,
+            similarity_threshold: None,
+            max_relevant: None,
+            max_profile: None,
+        }
     }
 }
 
@@ -95,6 +134,9 @@ impl Budgeted {
 impl Store {
     /// Build the context block for a project (or all projects).
     pub fn context(&self, req: &ContextRequest) -> Result<Context> {
+        if req.layout == ContextLayout::MemoryBlock {
+            return self.memory_block(req);
+        }
         let project = req.project.as_deref().map(|p| normalize_project(p).0);
         let pinned = self.pinned(project.as_deref(), req.scope, req.memories)?;
         let recent = self.list(&ListFilter {
@@ -113,7 +155,12 @@ impl Store {
             })?,
             _ => Vec::new(),
         };
-        let sessions = self.recent_sessions_counted(project.as_deref(), req.sessions, Some(SESSION_COUNT_CAP + 1))?;
+        let sessions = self.recent_sessions_counted(
+            project.as_deref(),
+            req.sessions,
+            Some(SESSION_COUNT_CAP + 1),
+            req.include_children,
+        )?;
         let prompts = self.recent_prompts(project.as_deref(), req.prompts)?;
         if pinned.is_empty() && recent.is_empty() && personal.is_empty() && sessions.is_empty() && prompts.is_empty() {
             return Ok(Context { project, budget_bytes: req.budget_bytes, ..Context::default() });

@@ -64,3 +64,89 @@ fn personal_memories_follow_the_user() {
     assert!(ctx.context.contains("Prefers small commits"));
     assert_eq!(ctx.context.matches("Prefers small commits").count(), 1);
 }
+
+mod memory_block {
+    use time::Duration;
+
+    use crate::agent::CompactionSave;
+    use crate::context::{ContextLayout, ContextRequest};
+    use crate::memory::NewObservation;
+    use crate::testutil::{obs, store_with_clock};
+
+    fn typed(project: &str, kind: &str, title: &str, content: &str) -> NewObservation {
+        NewObservation { kind: Some(kind.into()), ..obs(project, title, content) }
+    }
+
+    fn block(query: Option<&str>) -> ContextRequest {
+        ContextRequest {
+            project: Some("shop".into()),
+            layout: ContextLayout::MemoryBlock,
+            query: query.map(str::to_owned),
+            similarity_threshold: Some(0.3),
+            max_relevant: Some(5),
+            max_profile: Some(5),
+            ..ContextRequest::default()
+        }
+    }
+
+    /// A store with one memory for each section (and a compaction summary newer than the
+    /// session summary: it is the "Last Session").
+    fn filled() -> crate::Store {
+        let (mut s, clock) = store_with_clock();
+        let step = |s: &mut crate::Store, new: NewObservation| {
+            clock.advance(Duration::days(1));
+            s.save(&new).unwrap().id
+        };
+        step(&mut s, typed("shop", "project-brief", "Shop", "An online shop for bicycle parts"));
+        step(&mut s, typed("shop", "architecture", "Hexagonal core", "Ports and adapters around the order domain"));
+        step(&mut s, typed("shop", "config", "Postgres pool", "Pool size 20, statement timeout 5s"));
+        step(&mut s, typed("shop", "progress", "Checkout", "Payments done, refunds in progress"));
+        step(
+            &mut s,
+            typed("shop", "bugfix", "Stripe webhook retries", "Webhooks retried twice: made the handler idempotent"),
+        );
+        step(&mut s, typed("shop", "decision", "Use Stripe for payments", "Chosen over Adyen for the API"));
+        let mut pref = typed("elsewhere", "preference", "Small commits", "The user wants small focused commits");
+        pref.scope = Some("user".into());
+        step(&mut s, pref);
+        s.save_session_summary(Some("s-old"), Some("shop"), "## Goal\nold session").unwrap();
+        clock.advance(Duration::days(1));
+        let compaction = CompactionSave {
+            session_id: "s-new".into(),
+            project: Some("shop".into()),
+            summary: "## Goal\nRefunds through Stripe\n## Accomplished\nWebhook handler".into(),
+            ..CompactionSave::default()
+        };
+        s.save_compaction(&compaction).unwrap();
+        s
+    }
+
+    #[test]
+    fn sections_in_order_with_relevant_hits() {
+        let s = filled();
+        let ctx = s.context(&block(Some("stripe webhook"))).unwrap();
+        insta::assert_snapshot!(ctx.context);
+        let ids: std::collections::HashSet<_> = ctx.memory_ids.iter().collect();
+        assert_eq!(ids.len(), ctx.memory_ids.len(), "no memory twice");
+        assert!(!ctx.context.contains("old session"), "only the newest summary");
+        assert_eq!(ctx.bytes, ctx.context.len());
+    }
+
+    #[test]
+    fn empty_sections_omitted_and_budget_kept() {
+        let (s, _) = store_with_clock();
+        assert_eq!(s.context(&block(Some("anything"))).unwrap().context, "", "nothing to say: no header");
+        let s = filled();
+        let no_query = s.context(&block(None)).unwrap().context;
+        assert!(!no_query.contains("## Relevant") && no_query.starts_with("[MEMORY]\n"));
+        for budget in [10, 120, 400] {
+            let small = s.context(&ContextRequest { budget_bytes: budget, ..block(Some("stripe")) }).unwrap();
+            assert!(small.context.len() <= budget && small.truncated, "{budget}: {}", small.context.len());
+        }
+        let strict = s.context(&ContextRequest { similarity_threshold: Some(1.0), ..block(Some("stripe webhook")) });
+        let strict = strict.unwrap().context;
+        assert_eq!(strict.matches("## Relevant").count(), 1, "only the best hit (100%) passes:\n{strict}");
+        let bad = s.context(&ContextRequest { similarity_threshold: Some(1.5), ..block(Some("x")) }).unwrap_err();
+        assert_eq!(bad.code, crate::ErrorCode::InvalidArgument);
+    }
+}

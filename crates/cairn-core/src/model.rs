@@ -105,10 +105,13 @@ pub struct Session {
     pub ended_at: Option<String>,
     #[serde(default)]
     pub summary: Option<String>,
+    /// The host's name for the session (OpenCode titles), when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 pub(crate) const SESSION_COLUMNS: &str =
-    "s.id, s.project, s.directory, s.agent, s.parent_id, s.started_at, s.ended_at, s.summary";
+    "s.id, s.project, s.directory, s.agent, s.parent_id, s.started_at, s.ended_at, s.summary, s.title";
 
 impl Session {
     pub(crate) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Session> {
@@ -121,6 +124,7 @@ impl Session {
             started_at: row.get(5)?,
             ended_at: row.get(6)?,
             summary: row.get(7)?,
+            title: row.get(8)?,
         })
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 pub use catalogue::{CATALOGUE, OpKind, OpOutput, OpSpec};
 
-use crate::agent::ActivityRecord;
+use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, UserPrompt};
 use crate::context::ContextRequest;
 use crate::doctor::{CheckStatus, DoctorReport};
 use crate::error::{CairnError, ErrorCode, Result};
@@ -67,6 +67,9 @@ pub enum Op {
         project: Option<String>,
         #[serde(default = "five")]
         limit: usize,
+        /// Sub-agent sessions (with a parent) too.
+        #[serde(default)]
+        include_children: bool,
     },
     StartSession(NewSession),
     SessionSummary {
@@ -157,6 +160,21 @@ pub enum Op {
         #[serde(default)]
         force: bool,
     },
+    /// The Memory Protocol or another agent-facing text (`crate::agent::protocol`).
+    Protocol(ProtocolRequest),
+    /// A user's message, from a host plugin: one round trip per prompt.
+    UserPrompt(UserPrompt),
+    /// The summary a host wrote when it compacted a session (one memory per session).
+    SaveCompaction(CompactionSave),
+    /// The user's profile: personal memories and the project's preferences.
+    Profile {
+        #[serde(default)]
+        project: Option<String>,
+        #[serde(default = "five")]
+        limit: usize,
+    },
+    /// The plugin-facing settings (never a secret).
+    PluginConfig,
 }
 
 fn yes() -> bool {
@@ -218,8 +236,15 @@ impl Op {
     }
 
     /// Parse `{"op": ..., "args": ...}` with an error that names what is wrong.
-    pub fn from_value(value: Value) -> Result<Op> {
+    /// Operations without arguments (`stats`, `plugin_config`) also take `"args": {}` or
+    /// `null`, which generic clients send for "no arguments".
+    pub fn from_value(mut value: Value) -> Result<Op> {
         let name = value.get("op").and_then(Value::as_str).map(str::to_owned);
+        let takes_none = name.as_deref().and_then(OpSpec::named).is_some_and(|spec| spec.args == "-");
+        let empty = |args: &Value| args.is_null() || args.as_object().is_some_and(serde_json::Map::is_empty);
+        if takes_none && value.get("args").is_some_and(empty) {
+            value.as_object_mut().map(|o| o.remove("args"));
+        }
         serde_json::from_value(value).map_err(|e| {
             let what = name.map_or_else(|| "the operation".to_owned(), |n| format!("arguments of {n:?}"));
             CairnError::invalid(format!("{what}: {e}"))
@@ -243,8 +268,8 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::List(filter) => OpOutput::List(store.list(&ListFilter { limit: clamp(filter.limit, 20), ..filter })?),
         Op::Context(req) => OpOutput::Context(store.context(&req)?),
         Op::Timeline { id, before, after } => OpOutput::Timeline(store.timeline(id, before.min(50), after.min(50))?),
-        Op::Sessions { project, limit } => {
-            OpOutput::Sessions(store.recent_sessions(project.as_deref(), clamp(limit, 5))?)
+        Op::Sessions { project, limit, include_children } => {
+            OpOutput::Sessions(store.recent_sessions(project.as_deref(), clamp(limit, 5), include_children)?)
         }
         Op::StartSession(new) => OpOutput::StartSession(store.start_session(&new)?),
         Op::SessionSummary { content, session_id, project } => {
@@ -296,6 +321,14 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::SessionActivity { session_id } => OpOutput::SessionActivity(store.session_activity(&session_id)?),
         Op::RecordActivity(record) => OpOutput::RecordActivity(store.record_activity(&record)?),
         Op::Doctor => OpOutput::Doctor(doctor(store)),
+        Op::Protocol(req) => OpOutput::Protocol(crate::agent::protocol(req)),
+        Op::UserPrompt(prompt) => {
+            let patterns = crate::settings::plugin::current().triggers.keyword_patterns;
+            OpOutput::UserPrompt(store.user_prompt(&prompt, &patterns)?)
+        }
+        Op::SaveCompaction(summary) => OpOutput::SaveCompaction(store.save_compaction(&summary)?),
+        Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
+        Op::PluginConfig => OpOutput::PluginConfig(crate::settings::plugin::current()),
     })
 }
 
@@ -484,8 +517,11 @@ mod tests {
             K::MigrateProject => json!({"old_project": "a", "new_project": "b"}),
             K::MergeProjects => json!({"from": ["a"], "to": "b"}),
             K::SessionActivity => json!({"session_id": "s"}),
+            K::Protocol | K::Profile => json!({}),
+            K::UserPrompt => json!({"session_id": "s", "content": "c"}),
+            K::SaveCompaction => json!({"session_id": "s", "summary": "c"}),
             K::RecordActivity => json!({"session_id": "s", "event": "tool_call"}),
-            K::Stats | K::Doctor => return None,
+            K::Stats | K::Doctor | K::PluginConfig => return None,
         })
     }
 
@@ -542,6 +578,9 @@ mod tests {
             "get_relation",
             "doctor",
             "session_activity",
+            "protocol",
+            "profile",
+            "plugin_config",
         ];
         assert_eq!(reads, expected);
     }

@@ -291,3 +291,32 @@ fn a_short_memory_in_a_session_is_embedded_with_the_one_before_it() {
     assert!(ids.contains(&reply.id), "the short reply is found by meaning: {ids:?}");
     assert!(!ids.contains(&alone.id) && !ids.contains(&long_reply.id));
 }
+
+/// `min_score` cuts on the cosine (semantic), the re-ranker's relevance (hybrid) and BM25
+/// relative to the best hit (lexical).
+#[test]
+fn min_score_applies_to_the_score_of_each_mode() {
+    let (mut s, _) = semantic_store();
+    s.save(&obs("p", "Postgres failover", "the database crashed during failover")).unwrap();
+    s.save(&obs("p", "Crash notes", "the app panicked on start, a database crash")).unwrap();
+    s.save(&obs("p", "Release checklist", "tag, ship, announce")).unwrap();
+    embed_all(&mut s);
+    let with = |mode, min| {
+        let q = SearchQuery { min_score: min, mode, project: Some("p".into()), ..SearchQuery::new("database crash") };
+        s.search(&q).unwrap()
+    };
+    for mode in [Some(SearchMode::Lexical), Some(SearchMode::Semantic), None] {
+        let all = with(mode, None);
+        assert!(all.hits.len() >= 2, "{mode:?}");
+        let best = crate::search::best_lexical(&all.hits);
+        let scores: Vec<f64> = all.hits.iter().map(|h| crate::search::relevance(h, all.mode, best)).collect();
+        for cut in [scores[0], (scores[0] + scores[scores.len() - 1]) / 2.0, (scores[0] + 0.01).min(1.0)] {
+            let expected = scores.iter().filter(|&&x| x >= cut).count();
+            let kept = with(mode, Some(cut));
+            assert_eq!(kept.hits.len(), expected, "{mode:?} at {cut}: {scores:?}");
+        }
+    }
+    assert_eq!(with(Some(SearchMode::Lexical), Some(1.0)).hits.len(), 1, "only the best lexical hit is 100 %");
+    let q = SearchQuery { min_score: Some(-0.1), ..SearchQuery::new("x") };
+    assert_eq!(s.search(&q).unwrap_err().code, crate::ErrorCode::InvalidArgument);
+}

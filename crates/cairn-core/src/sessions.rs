@@ -20,6 +20,9 @@ pub struct NewSession {
     pub agent: Option<String>,
     #[serde(default)]
     pub parent_id: Option<String>,
+    /// The host's name for the session; a later start with a title renames it.
+    #[serde(default)]
+    pub title: Option<String>,
 }
 
 /// The session a memory lands in when its caller names none: `manual-save-<project>`
@@ -72,8 +75,15 @@ impl Store {
     }
 
     /// Sessions ordered by their latest activity (newest memory or start), with memory counts.
-    pub fn recent_sessions(&self, project: Option<&str>, limit: usize) -> Result<Vec<SessionSummary>> {
-        self.recent_sessions_counted(project, limit, None)
+    /// Sub-agent sessions (with a `parent_id`) are left out unless `include_children`: they
+    /// are steps of their parent's work, and would crowd the list.
+    pub fn recent_sessions(
+        &self,
+        project: Option<&str>,
+        limit: usize,
+        include_children: bool,
+    ) -> Result<Vec<SessionSummary>> {
+        self.recent_sessions_counted(project, limit, None, include_children)
     }
 
     /// Like [`Store::recent_sessions`], counting each session's memories only up to `cap`
@@ -83,9 +93,13 @@ impl Store {
         project: Option<&str>,
         limit: usize,
         cap: Option<usize>,
+        include_children: bool,
     ) -> Result<Vec<SessionSummary>> {
         let project = project.map(|p| normalize_project(p).0);
-        let filter = if project.is_some() { "WHERE s.project = ?1" } else { "WHERE ?1 IS NULL" };
+        let mut filter = if project.is_some() { "WHERE s.project = ?1" } else { "WHERE ?1 IS NULL" }.to_owned();
+        if !include_children {
+            filter.push_str(" AND s.parent_id IS NULL");
+        }
         let count = match cap {
             Some(cap) => format!(
                 "(SELECT count(*) FROM (SELECT 1 FROM observations o WHERE o.session_id = s.id AND o.deleted_at IS NULL LIMIT {cap}))"
@@ -105,8 +119,8 @@ impl Store {
         let rows = stmt.query_map(params![project, limit as i64], |row| {
             Ok(SessionSummary {
                 session: Session::from_row(row)?,
-                observation_count: row.get(8)?,
-                last_activity_at: row.get(9)?,
+                observation_count: row.get(9)?,
+                last_activity_at: row.get(10)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -154,22 +168,26 @@ pub(crate) fn ensure_session(tx: &Connection, new: &NewSession, now: &str) -> Re
     let project = new.project.as_deref().map(|p| normalize_project(p).0).unwrap_or_default();
     let directory = new.directory.as_deref().map(|d| redact(d).0).unwrap_or_default();
     let agent = new.agent.as_deref().map(|a| redact(a).0).unwrap_or_default();
+    let title = new.title.as_deref().map(|t| redact(t.trim()).0).filter(|t| !t.is_empty());
     // Nearly every save names a session that exists with nothing left to fill in: the WHERE
     // leaves that row alone instead of rewriting it and its index entries for no change.
+    // A title is the one field a later call replaces (hosts rename sessions).
     tx.prepare_cached(
-        "INSERT INTO sessions (id, project, directory, agent, parent_id, started_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+        "INSERT INTO sessions (id, project, directory, agent, parent_id, started_at, title)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT(id) DO UPDATE SET
             project   = CASE WHEN sessions.project = '' THEN excluded.project ELSE sessions.project END,
             directory = CASE WHEN sessions.directory = '' THEN excluded.directory ELSE sessions.directory END,
             agent     = CASE WHEN sessions.agent = '' THEN excluded.agent ELSE sessions.agent END,
-            parent_id = COALESCE(sessions.parent_id, excluded.parent_id)
+            parent_id = COALESCE(sessions.parent_id, excluded.parent_id),
+            title     = COALESCE(excluded.title, sessions.title)
          WHERE (sessions.project = '' AND excluded.project != '')
             OR (sessions.directory = '' AND excluded.directory != '')
             OR (sessions.agent = '' AND excluded.agent != '')
-            OR (sessions.parent_id IS NULL AND excluded.parent_id IS NOT NULL)",
+            OR (sessions.parent_id IS NULL AND excluded.parent_id IS NOT NULL)
+            OR (excluded.title IS NOT NULL AND excluded.title IS NOT sessions.title)",
     )?
-    .execute(params![new.id, project, directory, agent, new.parent_id, now])?;
+    .execute(params![new.id, project, directory, agent, new.parent_id, now, title])?;
     Ok(())
 }
 
@@ -192,6 +210,7 @@ mod tests {
                 directory: Some("/w".into()),
                 agent: Some("opencode".into()),
                 parent_id: Some("p0".into()),
+                title: None,
             })
             .unwrap();
         assert_eq!(got.project, "cairn");
@@ -220,6 +239,7 @@ mod tests {
             directory: Some("/w".into()),
             agent: Some("opencode".into()),
             parent_id: Some("p0".into()),
+            title: Some("Fix the build".into()),
         };
         assert!(writes(full()), "created");
         assert!(!writes(NewSession { id: "s1".into(), ..Default::default() }), "nothing given");
@@ -227,6 +247,39 @@ mod tests {
         assert!(writes(NewSession { id: "s2".into(), ..Default::default() }), "created blank");
         let agent = NewSession { id: "s2".into(), agent: Some("codex".into()), ..Default::default() };
         assert!(writes(agent), "a blank filled");
+        let renamed = NewSession { id: "s1".into(), title: Some("Fix the tests".into()), ..Default::default() };
+        assert!(writes(renamed), "a new title replaces the old one");
+    }
+
+    #[test]
+    fn titles_are_kept_and_renamed_children_listed_on_request() {
+        let mut s = store();
+        let titled = |id: &str, title: Option<&str>, parent: Option<&str>| NewSession {
+            id: id.into(),
+            project: Some("p".into()),
+            title: title.map(str::to_owned),
+            parent_id: parent.map(str::to_owned),
+            ..Default::default()
+        };
+        assert_eq!(
+            s.start_session(&titled("main", Some("Auth <private>x</private>"), None)).unwrap().title.as_deref(),
+            Some("Auth [REDACTED]")
+        );
+        assert_eq!(
+            s.start_session(&titled("main", None, None)).unwrap().title.as_deref(),
+            Some("Auth [REDACTED]"),
+            "kept"
+        );
+        assert_eq!(
+            s.start_session(&titled("main", Some("Auth flow"), None)).unwrap().title.as_deref(),
+            Some("Auth flow")
+        );
+        s.start_session(&titled("child", None, Some("main"))).unwrap();
+        let ids = |children| {
+            s.recent_sessions(Some("p"), 10, children).unwrap().into_iter().map(|x| x.session.id).collect::<Vec<_>>()
+        };
+        assert_eq!(ids(false), ["main"]);
+        assert_eq!(ids(true).len(), 2);
     }
 
     #[test]

@@ -10,6 +10,10 @@ use crate::context::DEFAULT_BUDGET_BYTES;
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::store::DB_FILE;
 
+pub mod plugin;
+
+pub use plugin::{PLUGIN_KEYS, PluginConfig, PluginSettings};
+
 /// Default HTTP port: engram's, so engram's plugins can point at cairn unchanged.
 pub const DEFAULT_PORT: u16 = 7437;
 pub const DEFAULT_BIND: &str = "127.0.0.1";
@@ -172,10 +176,15 @@ struct FileConfig {
     embed_url: Option<String>,
     embed_model: Option<String>,
     embed_api_key: Option<String>,
+    // The plugin tables, checked key by key in `plugin.rs`.
+    inject: Option<serde_json::Map<String, serde_json::Value>>,
+    triggers: Option<serde_json::Map<String, serde_json::Value>>,
+    compaction: Option<serde_json::Map<String, serde_json::Value>>,
+    context_meter: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// The effective configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     pub data_dir: Setting<PathBuf>,
     pub port: Setting<u16>,
@@ -197,12 +206,17 @@ pub struct Settings {
     /// Never printed in full.
     #[serde(serialize_with = "masked")]
     pub embed_api_key: Setting<Option<String>>,
+    /// `[inject]`, `[triggers]`, `[compaction]`, `[context_meter]`: what plugins are told.
+    pub plugin: PluginSettings,
 }
 
 impl Settings {
-    /// Resolve settings from flags, the process environment and the config file.
+    /// Resolve settings from flags, the process environment and the config file, and make
+    /// their plugin part the process's ([`plugin::install`]).
     pub fn load(overrides: &Overrides) -> Result<Settings> {
-        Self::load_with(overrides, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        let settings = Self::load_with(overrides, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()))?;
+        plugin::install(settings.plugin.config.clone());
+        Ok(settings)
     }
 
     /// Same, with an injectable environment (tests).
@@ -212,8 +226,15 @@ impl Settings {
             (None, Some(dir)) => Setting { value: PathBuf::from(dir), source: Source::Env("CAIRN_DATA_DIR".into()) },
             (None, None) => Setting::default(default_data_dir()?),
         };
-        let file = read_config_file(&data_dir.value)?;
+        let mut file = read_config_file(&data_dir.value)?;
+        let plugin_file = plugin::PluginFile {
+            inject: file.inject.take(),
+            triggers: file.triggers.take(),
+            compaction: file.compaction.take(),
+            context_meter: file.context_meter.take(),
+        };
         let mut s = Settings {
+            plugin: PluginSettings::load(plugin_file, env)?,
             port: Setting::default(DEFAULT_PORT),
             bind: Setting::default(DEFAULT_BIND.to_owned()),
             http_token: Setting::default(None),
@@ -419,7 +440,8 @@ fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
     toml::from_str(&text).map_err(|e| {
         CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display())).with_hint(
             "keys: port, bind, http_token, context_budget, log, autostart, direct, embedder, model_dir, \
-             embed_url, embed_model, embed_api_key",
+             embed_url, embed_model, embed_api_key, and the tables [inject], [triggers], [compaction], \
+             [context_meter]",
         )
     })
 }

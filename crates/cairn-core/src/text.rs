@@ -107,12 +107,19 @@ pub fn normalize_project(raw: &str) -> (String, bool) {
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     Project,
+    #[serde(alias = "user", alias = "global")]
     Personal,
 }
 
 impl Scope {
+    /// Lenient (saves): `personal` and its aliases `user` and `global` (opencode-memory's and
+    /// mem0's names for it), anything else is `project`.
     pub fn parse(raw: &str) -> Scope {
-        if raw.trim().eq_ignore_ascii_case("personal") { Scope::Personal } else { Scope::Project }
+        if Self::is_personal(raw) { Scope::Personal } else { Scope::Project }
+    }
+
+    fn is_personal(raw: &str) -> bool {
+        matches!(raw.trim().to_ascii_lowercase().as_str(), "personal" | "user" | "global")
     }
 
     pub fn as_str(self) -> &'static str {
@@ -129,11 +136,50 @@ impl Scope {
         match raw.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
             None | Some("") => Ok(None),
             Some("project") => Ok(Some(Scope::Project)),
-            Some("personal") => Ok(Some(Scope::Personal)),
+            Some(personal) if Self::is_personal(personal) => Ok(Some(Scope::Personal)),
             Some(other) => Err(CairnError::invalid(format!("scope {other:?} is not a scope"))
-                .with_hint("use project or personal, or leave it out")),
+                .with_hint("use project or personal (alias user, global), or leave it out")),
         }
     }
+}
+
+/// Fenced code blocks (``` or ~~~, an unclosed one runs to the end) and inline code spans:
+/// a prompt that pastes code saying "remember" is not asking to remember anything.
+static FENCED_CODE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?s)(```|~~~).*?(```|~~~|\z)").expect("valid regex"));
+static INLINE_CODE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`[^`\n]*`").expect("valid regex"));
+/// The built-in memory triggers (host-integration M2), whole words only.
+static MEMORY_TRIGGERS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(remember|memorize|memorise|save this|note this|keep in mind|don['’]?t forget|learn this|store this|recuerda|recordar|no olvides)\b",
+    )
+    .expect("valid regex")
+});
+
+/// Whether a user's message asks the agent to remember something (M2): fenced and inline code
+/// removed, then the built-in list or one of `extra_patterns` (case-insensitive regexes; a
+/// bad one is skipped, settings refuse them at load) on word boundaries.
+///
+/// Whole words only: "remembered", "remembering" and "memorized" narrate, they do not ask.
+/// "do you remember ..." (any "you remember") asks to *recall*, which the Memory Protocol's
+/// SEARCH rule covers, so it does not trigger a save either.
+pub fn memory_trigger(text: &str, extra_patterns: &[String]) -> bool {
+    let without_fences = FENCED_CODE.replace_all(text, " ");
+    let prose = INLINE_CODE.replace_all(&without_fences, " ");
+    let built_in = MEMORY_TRIGGERS.find_iter(&prose).any(|m| !asks_to_recall(&prose[..m.start()], m.as_str()));
+    built_in
+        || extra_patterns.iter().any(|pattern| match regex::RegexBuilder::new(pattern).case_insensitive(true).build() {
+            Ok(re) => re.is_match(&prose),
+            Err(e) => {
+                tracing::warn!(pattern, error = %e, "skipping a bad memory trigger pattern");
+                false
+            }
+        })
+}
+
+/// "... you remember" is a question about the past, not a request to save.
+fn asks_to_recall(before: &str, word: &str) -> bool {
+    word.eq_ignore_ascii_case("remember") && before.trim_end().to_lowercase().ends_with("you")
 }
 
 /// Topic keys: trimmed, lowercase, whitespace runs → `-`, at most 120 bytes; empty → none.
@@ -248,6 +294,10 @@ mod tests {
         assert_eq!(Scope::parse_filter(Some("Personal")).unwrap(), Some(Scope::Personal));
         assert_eq!(Scope::parse_filter(Some("team")).unwrap_err().code, ErrorCode::InvalidArgument);
         assert_eq!(Scope::parse("team"), Scope::Project);
+        for alias in ["user", " Global ", "USER"] {
+            assert_eq!(Scope::parse(alias), Scope::Personal, "{alias}");
+            assert_eq!(Scope::parse_filter(Some(alias)).unwrap(), Some(Scope::Personal), "{alias}");
+        }
     }
 
     #[test]
@@ -276,5 +326,48 @@ mod tests {
     fn levenshtein_basics() {
         assert_eq!(levenshtein("kitten", "sitting"), 3);
         assert_eq!(levenshtein("", "abc"), 3);
+    }
+
+    #[test]
+    fn memory_triggers_match_whole_words_outside_code() {
+        let none: &[String] = &[];
+        for yes in [
+            "remember that we use pnpm",
+            "Please REMEMBER: tabs, not spaces",
+            "memorize this port number",
+            "save this for later",
+            "note this down",
+            "keep in mind the API is v2",
+            "don't forget the migration",
+            "don’t forget the migration",
+            "dont forget",
+            "learn this pattern",
+            "store this config",
+            "recuerda que usamos pnpm",
+            "hay que recordar esto",
+            "no olvides el puerto",
+            "ok.\n```\ncode\n```\nremember the flag",
+        ] {
+            assert!(memory_trigger(yes, none), "{yes:?}");
+        }
+        for no in [
+            "I remembered to run the tests",
+            "remembering things is hard",
+            "the memorized value",
+            "do you remember what we decided?",
+            "you remember the port?",
+            "fix the `remember_me` cookie",
+            "see `remember this`",
+            "```rust\n// remember to free\n```",
+            "~~~\nsave this\n",
+            "notes on the design",
+            "restore this backup",
+            "",
+        ] {
+            assert!(!memory_trigger(no, none), "{no:?}");
+        }
+        let extra = vec!["merk dir".to_owned(), "(".to_owned()];
+        assert!(memory_trigger("Bitte merk dir das", &extra));
+        assert!(!memory_trigger("nothing here", &extra), "a bad pattern is skipped");
     }
 }

@@ -70,6 +70,9 @@ pub enum Command {
         /// Sessions of every project
         #[arg(long)]
         all_projects: bool,
+        /// Sub-agent sessions too
+        #[arg(long)]
+        include_children: bool,
     },
     /// Counts and sizes of the store
     Stats,
@@ -161,6 +164,22 @@ pub enum Command {
         #[arg(long, default_value = "")]
         content: String,
     },
+    /// Print the Memory Protocol (or another text cairn shows agents) for a host
+    Protocol(ProtocolArgs),
+}
+
+/// `cairn protocol`: the same text as op `protocol` and `GET /protocol`.
+#[derive(Debug, Args)]
+pub struct ProtocolArgs {
+    /// mcp, opencode, claude-code, codex or gemini
+    #[arg(long, default_value = "mcp")]
+    pub host: String,
+    /// The MCP tool profile: agent, admin, all or router
+    #[arg(long, default_value = "agent")]
+    pub tools: String,
+    /// memory (the protocol), compaction_note, continuity or trigger
+    #[arg(long, default_value = "memory")]
+    pub part: String,
 }
 
 #[derive(Debug, Args)]
@@ -200,6 +219,10 @@ pub struct SearchArgs {
     /// lexical (words), semantic (meaning) or hybrid (both; default when embeddings exist)
     #[arg(long, value_parser = ["lexical", "semantic", "hybrid"])]
     pub mode: Option<String>,
+    /// Least relevance 0-1: the cosine (semantic), the re-ranker's relevance (hybrid), BM25
+    /// relative to the best hit (lexical)
+    #[arg(long)]
+    pub min_score: Option<f64>,
 }
 
 #[derive(Debug, Args)]

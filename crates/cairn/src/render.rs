@@ -8,7 +8,7 @@ use cairn_core::memory::{SaveAction, SaveOutcome};
 use cairn_core::model::{Observation, Revision, SessionSummary};
 use cairn_core::project::ProjectDetection;
 use cairn_core::search::SearchResults;
-use cairn_core::settings::{ENV_VARS, Settings};
+use cairn_core::settings::{ENV_VARS, PLUGIN_KEYS, PluginSettings, Settings};
 use cairn_core::text::preview;
 use cairn_core::transfer::ImportReport;
 use cairn_core::views::{Stats, Timeline};
@@ -219,9 +219,26 @@ pub fn settings(s: &Settings) -> String {
     for (name, value, source) in rows {
         let _ = writeln!(text, "{name:<15} {value:<40} ({source})");
     }
+    text.push_str(&plugin_settings(&s.plugin));
     text.push_str("\nEnvironment variables:\n");
     for (name, what) in ENV_VARS {
-        let _ = writeln!(text, "  {name:<22} {what}");
+        let _ = writeln!(text, "  {name:<29} {what}");
+    }
+    for (_, name, what) in PLUGIN_KEYS {
+        let _ = writeln!(text, "  {name:<29} {what}");
+    }
+    text
+}
+
+/// The plugin tables of `cairn config`, one `section.key` per line, as config.toml spells them.
+fn plugin_settings(plugin: &PluginSettings) -> String {
+    let tree = serde_json::to_value(&plugin.config).unwrap_or_default();
+    let mut text = String::from("\nPlugin settings ([inject], [triggers], [compaction], [context_meter]):\n");
+    for (key, _, _) in PLUGIN_KEYS {
+        let (section, name) = key.split_once('.').unwrap_or((key, ""));
+        let value = tree[section][name].to_string();
+        let source = plugin.sources.get(*key).map_or_else(|| "default".to_owned(), ToString::to_string);
+        let _ = writeln!(text, "{key:<28} {value:<27} ({source})");
     }
     text
 }

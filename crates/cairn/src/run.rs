@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use cairn_client::{Client, ConnectOptions, Role};
-use cairn_core::agent::{ProjectHints, resolve_project};
+use cairn_core::agent::{ProjectHints, ProtocolRequest, resolve_project};
 use cairn_core::context::{Context, ContextRequest};
 use cairn_core::memory::{NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, Revision, SessionSummary};
@@ -133,9 +133,9 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             let timeline: Timeline = env.call(Op::Timeline { id: parse_id(&id)?, before, after })?;
             env.emit(&timeline, render::timeline)
         }
-        Command::Sessions { limit, all_projects } => {
+        Command::Sessions { limit, all_projects, include_children } => {
             let project = if all_projects { None } else { Some(env.project()?.project) };
-            let list: Vec<SessionSummary> = env.call(Op::Sessions { project, limit })?;
+            let list: Vec<SessionSummary> = env.call(Op::Sessions { project, limit, include_children })?;
             env.emit(&list, |l| render::sessions(l))
         }
         Command::Stats => {
@@ -158,6 +158,12 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             }
             let key = topic::suggest_topic_key(kind.as_deref(), &title, &content);
             env.emit(&serde_json::json!({ "topic_key": key }), |_| key.clone())
+        }
+        Command::Protocol(args) => {
+            // Text only: no store, no daemon.
+            let request = ProtocolRequest::parse(Some(&args.host), Some(&args.tools), Some(&args.part))?;
+            let text = cairn_core::agent::protocol(request);
+            env.emit(&text, |t| t.text.clone())
         }
     }
 }
@@ -241,6 +247,7 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
         scope: Scope::parse_filter(args.scope.as_deref())?,
         limit: args.limit,
         mode: args.mode.as_deref().map(SearchMode::parse).transpose()?,
+        min_score: args.min_score,
     };
     let response: SearchResponse = env.call(Op::Search(query))?;
     let results = SearchResults {

@@ -293,6 +293,103 @@ impl Store {
     }
 }
 
+/// Prompts this short (in characters, trimmed) are not stored: "yes", "go on" say nothing later.
+pub const MIN_PROMPT_CHARS: usize = 10;
+/// Longest prompt stored by `user_prompt`, in characters (pasted logs make poor memories).
+pub const MAX_PROMPT_CHARS: usize = 2_000;
+
+/// One user message, as a host plugin reports it (op `user_prompt`): one round trip per prompt.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserPrompt {
+    pub session_id: String,
+    /// Used to create the session when it is unknown.
+    #[serde(default)]
+    pub project: Option<String>,
+    pub content: String,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub directory: Option<String>,
+}
+
+/// The answer to `user_prompt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct UserPromptOutcome {
+    /// The stored prompt (none: too short to keep).
+    pub prompt_id: Option<i64>,
+    /// Whether this is the session's first `user_prompt` (kept in the store, so a restarted
+    /// plugin does not inject its first-message block twice).
+    pub first_prompt: bool,
+    /// Whether the message asks to remember something ([`crate::text::memory_trigger`]).
+    pub memory_trigger: bool,
+}
+
+impl Store {
+    /// A user's message: ensure the session, store the prompt (redacted, trimmed, cut to
+    /// [`MAX_PROMPT_CHARS`]; shorter than [`MIN_PROMPT_CHARS`] is not stored), make it the
+    /// session's pending prompt, count it, and say whether it was the first and a trigger.
+    pub fn user_prompt(&mut self, prompt: &UserPrompt, keyword_patterns: &[String]) -> Result<UserPromptOutcome> {
+        validate_session_id(&prompt.session_id)?;
+        require("content", &prompt.content)?;
+        let content = redact(&prompt.content).0;
+        let trimmed = content.trim();
+        let memory_trigger = crate::text::memory_trigger(trimmed, keyword_patterns);
+        self.start_session(&NewSession {
+            id: prompt.session_id.clone(),
+            project: prompt.project.clone().filter(|p| !p.trim().is_empty()),
+            directory: prompt.directory.clone(),
+            agent: prompt.agent.clone(),
+            ..NewSession::default()
+        })?;
+        let kept: Option<String> =
+            (trimmed.chars().count() > MIN_PROMPT_CHARS).then(|| trimmed.chars().take(MAX_PROMPT_CHARS).collect());
+        let prompt_id = match &kept {
+            Some(text) => Some(
+                self.add_prompt(&NewPrompt {
+                    content: text.clone(),
+                    session_id: Some(prompt.session_id.clone()),
+                    project: None,
+                    directory: None,
+                })?
+                .id,
+            ),
+            None => None,
+        };
+        let now = self.clock().now();
+        let record = ActivityRecord {
+            session_id: prompt.session_id.clone(),
+            project: None,
+            event: ActivityEvent::Prompt { content: kept.clone().unwrap_or_default(), stored_in: None },
+        };
+        let first_prompt = self.write(|tx| {
+            let mut activity = load_or_start(tx, &record, now)?;
+            let seen: i64 = tx
+                .prepare_cached("SELECT user_prompts FROM agent_activity WHERE session_id = ?1")?
+                .query_row([&record.session_id], |r| r.get(0))
+                .optional()?
+                .unwrap_or(0);
+            if let Some(text) = &kept {
+                let stored =
+                    ActivityEvent::Prompt { content: text.clone(), stored_in: Some(record.session_id.clone()) };
+                let mut ignored = ActivityUpdate {
+                    activity: activity.clone(),
+                    reminder: None,
+                    attached_prompt_id: None,
+                    context_changed: None,
+                };
+                apply(&mut activity, &stored, now, &mut ignored);
+            }
+            write_activity(tx, &activity)?;
+            tx.prepare_cached("UPDATE agent_activity SET user_prompts = user_prompts + 1 WHERE session_id = ?1")?
+                .execute([&record.session_id])?;
+            Ok(seen == 0)
+        })?;
+        Ok(UserPromptOutcome { prompt_id, first_prompt, memory_trigger })
+    }
+}
+
 /// Redact and bound what the caller typed before anything is kept.
 fn clean_event(event: &ActivityEvent) -> Result<ActivityEvent> {
     Ok(match event {

@@ -2,9 +2,12 @@
 //! when an agent calls. Which project a call works in ([`resolve_project`]), what "the current
 //! project" says ([`current_project`]), the small input rules ([`given`],
 //! [`SAVE_FINDS_CANDIDATES`]), and each session's activity with its save reminders
-//! ([`activity`]).
+//! ([`activity`]), the texts put in front of agents ([`protocol`]) and what host plugins store
+//! for them ([`host`]: compaction summaries, the user's profile).
 
 pub mod activity;
+pub mod host;
+pub mod protocol;
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +16,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::project::{ProjectDetection, ProjectSource, detect_project, explicit_project};
 
-pub use activity::{ActivityEvent, ActivityRecord, ActivityUpdate, PendingPrompt, SessionActivity};
+pub use activity::{
+    ActivityEvent, ActivityRecord, ActivityUpdate, PendingPrompt, SessionActivity, UserPrompt, UserPromptOutcome,
+};
+pub use host::{COMPACTION_SUMMARY, CompactionSave, CompactionTrigger};
+pub use protocol::{ProtocolRequest, ProtocolText, protocol};
 
 /// `Some` only for a value with something in it: agents and engram's clients send `""` (or
 /// `project=`) for "not set".

@@ -234,3 +234,97 @@ fn activity_ops_round_trip_as_op_args() {
     execute(&mut s, Op::DeleteSession { id: "s".into() }).unwrap();
     assert_eq!(s.session_activity("s").unwrap_err().code, ErrorCode::SessionNotFound);
 }
+
+#[test]
+fn user_prompt_creates_the_session_stores_and_counts_once() {
+    let (mut s, _clock) = store_with_clock();
+    let first = execute(
+        &mut s,
+        Op::from_value(serde_json::json!({"op": "user_prompt", "args": {
+            "session_id": "oc-1", "project": "Shop", "agent": "build", "directory": "/w",
+            "content": "  remember that we deploy with <private>token=1</private> fly.io  "
+        }}))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(first["first_prompt"], true);
+    assert_eq!(first["memory_trigger"], true);
+    let id = first["prompt_id"].as_i64().unwrap();
+    let stored = s.get_prompt(id).unwrap();
+    assert_eq!(stored.content, "remember that we deploy with [REDACTED] fly.io");
+    let session = s.get_session("oc-1").unwrap();
+    assert_eq!((session.project.as_str(), session.agent.as_str()), ("shop", "build"));
+    let pending = s.session_activity("oc-1").unwrap().pending_prompt.unwrap();
+    assert_eq!((pending.content.as_str(), pending.stored_in.as_deref()), (stored.content.as_str(), Some("oc-1")));
+
+    // The same prompt again (a plugin retried): stored once, no longer the first.
+    let prompt = UserPrompt {
+        session_id: "oc-1".into(),
+        content: "remember that we deploy with <private>token=1</private> fly.io".into(),
+        ..UserPrompt::default()
+    };
+    let again = s.user_prompt(&prompt, &[]).unwrap();
+    assert_eq!((again.prompt_id, again.first_prompt), (Some(id), false));
+
+    // Short ones are counted but not stored; a long one is cut.
+    let short = s.user_prompt(&UserPrompt { content: "yes please".into(), ..prompt.clone() }, &[]).unwrap();
+    assert_eq!((short.prompt_id, short.first_prompt, short.memory_trigger), (None, false, false));
+    let long = s.user_prompt(&UserPrompt { content: "é".repeat(3_000), ..prompt.clone() }, &[]).unwrap();
+    let long = s.get_prompt(long.prompt_id.unwrap()).unwrap();
+    assert_eq!(long.content.chars().count(), activity::MAX_PROMPT_CHARS);
+
+    // Ending the session starts the count over (a new session under the same id).
+    s.end_session("oc-1", None).unwrap();
+    s.clear_activity("oc-1").unwrap();
+    assert!(s.user_prompt(&prompt, &[]).unwrap().first_prompt);
+}
+
+#[test]
+fn user_prompt_bad_input_and_configured_triggers() {
+    let (mut s, _clock) = store_with_clock();
+    let ok = UserPrompt { session_id: "s".into(), content: "bitte merk dir das".into(), ..UserPrompt::default() };
+    assert!(!s.user_prompt(&ok, &[]).unwrap().memory_trigger);
+    assert!(s.user_prompt(&ok, &["merk dir".to_owned()]).unwrap().memory_trigger);
+    let empty = UserPrompt { content: "  ".into(), ..ok.clone() };
+    assert_eq!(s.user_prompt(&empty, &[]).unwrap_err().code, ErrorCode::EmptyField);
+    let bad_id = UserPrompt { session_id: "a b\n".into(), ..ok.clone() };
+    assert!(s.user_prompt(&bad_id, &[]).is_err());
+    let missing = Op::from_value(serde_json::json!({"op": "user_prompt", "args": {"session_id": "s"}})).unwrap_err();
+    assert_eq!(missing.code, ErrorCode::InvalidArgument);
+    let unknown = serde_json::json!({"op": "user_prompt", "args": {"session_id": "s", "content": "x", "colour": 1}});
+    assert_eq!(Op::from_value(unknown).unwrap_err().code, ErrorCode::InvalidArgument);
+}
+
+#[test]
+fn new_ops_answer_their_contract_shapes() {
+    let (mut s, _clock) = store_with_clock();
+    let run = |s: &mut crate::Store, op: serde_json::Value| execute(s, Op::from_value(op).unwrap());
+    let text = run(&mut s, serde_json::json!({"op": "protocol", "args": {"host": "opencode"}})).unwrap();
+    assert_eq!((text["host"].as_str(), text["part"].as_str()), (Some("opencode"), Some("memory")));
+    assert!(text["text"].as_str().unwrap().contains("cairn_mem_save"));
+    let bad = Op::from_value(serde_json::json!({"op": "protocol", "args": {"host": "vim"}})).unwrap_err();
+    assert_eq!(bad.code, ErrorCode::InvalidArgument);
+    for config in [serde_json::json!({"op": "plugin_config"}), serde_json::json!({"op": "plugin_config", "args": {}})] {
+        let c = run(&mut s, config).unwrap();
+        assert_eq!(c["inject"]["mode"], "first_message");
+        assert_eq!(c["compaction"]["min_percent"], 50);
+        assert_eq!(c["context_meter"]["default_limit"], 200_000);
+        assert!(c.get("http_token").is_none());
+    }
+    let mut pref = crate::testutil::obs("p", "tabs", "tabs over spaces");
+    pref.scope = Some("user".into());
+    let saved = s.save(&pref).unwrap();
+    assert_eq!(s.get(saved.id).unwrap().scope, crate::text::Scope::Personal, "user is personal");
+    let profile = run(&mut s, serde_json::json!({"op": "profile", "args": {"project": "q"}})).unwrap();
+    assert_eq!(profile[0]["id"], saved.id);
+    let compaction =
+        run(&mut s, serde_json::json!({"op": "save_compaction", "args": {"session_id": "s", "summary": "## Goal\nx", "trigger": "manual"}}))
+            .unwrap();
+    assert_eq!(
+        (compaction["type"].as_str(), compaction["action"].as_str()),
+        (Some("compaction_summary"), Some("created"))
+    );
+    let bad_trigger =
+        serde_json::json!({"op": "save_compaction", "args": {"session_id": "s", "summary": "x", "trigger": "now"}});
+    assert_eq!(Op::from_value(bad_trigger).unwrap_err().code, ErrorCode::InvalidArgument);
+}

@@ -13,7 +13,7 @@ use super::{
     CompareResponse, DeleteResponse, Deleted, GetResponse, JudgeResponse, Op, ReindexReport, SaveResponse,
     SearchResponse, TopicKeySuggestion,
 };
-use crate::agent::{ActivityUpdate, SessionActivity};
+use crate::agent::{ActivityUpdate, ProtocolText, SessionActivity, UserPromptOutcome};
 use crate::context::Context;
 use crate::doctor::DoctorReport;
 use crate::memory::SaveOutcome;
@@ -21,6 +21,7 @@ use crate::model::{Observation, Prompt, Session, SessionSummary};
 use crate::passive::PassiveOutcome;
 use crate::projects::MigrateOutcome;
 use crate::relations::{RelationDetail, RelationPage, RelationStats, ScanResult};
+use crate::settings::PluginConfig;
 use crate::transfer::{ExportData, ImportReport};
 use crate::views::{Stats, Timeline};
 
@@ -133,7 +134,7 @@ catalogue! {
     }
     Search -> SearchResponse {
         name: "search", writes: false, project_defaulted: true,
-        args: "query*, type, scope, limit, all_projects, mode (lexical|semantic|hybrid)",
+        args: "query*, type, scope, limit, all_projects, mode (lexical|semantic|hybrid), min_score (0-1)",
         about: "Search memories, with relation notes on the hits.",
     }
     Get -> GetResponse {
@@ -163,7 +164,8 @@ catalogue! {
     }
     Context -> Context {
         name: "context", writes: false, project_defaulted: true,
-        args: "project, scope — recent sessions, memories, prompts",
+        args: "project, scope, include_children, layout (recent|memory_block), query, similarity_threshold, \
+               max_relevant, max_profile",
         about: "What to know at the start of a session: recent sessions, memories, prompts.",
     }
     Timeline -> Timeline {
@@ -173,12 +175,12 @@ catalogue! {
     }
     Sessions -> Vec<SessionSummary> {
         name: "sessions", writes: false, project_defaulted: true,
-        args: "project, limit",
-        about: "Recent sessions.",
+        args: "project, limit, include_children",
+        about: "Recent sessions (sub-agent sessions only with include_children).",
     }
     StartSession -> Session {
         name: "start_session", writes: true, project_defaulted: true,
-        args: "id*, project, directory, agent, parent_id",
+        args: "id*, project, directory, agent, parent_id, title",
         about: "Register a session.",
     }
     SessionSummary -> SaveOutcome {
@@ -306,6 +308,32 @@ catalogue! {
         args: "session_id*, event* (tool_call|save|prompt|context_injected|reminder_sent), project, remind, \
                saved_session_id, attach_prompt, content, stored_in, fingerprint",
         about: "Record a session event; answers the activity and any reminder or attached prompt due.",
+    }
+    Protocol -> ProtocolText {
+        name: "protocol", writes: false, project_defaulted: false,
+        args: "host (mcp|opencode|claude-code|codex|gemini), tools (agent|admin|all|router), \
+               part (memory|compaction_note|continuity|trigger)",
+        about: "The Memory Protocol, or another text cairn shows agents.",
+    }
+    UserPrompt -> UserPromptOutcome {
+        name: "user_prompt", writes: true, project_defaulted: true,
+        args: "session_id*, content*, project, agent, directory",
+        about: "A user's message: stores it, says whether it is the session's first and asks to remember.",
+    }
+    SaveCompaction -> SaveOutcome {
+        name: "save_compaction", writes: true, project_defaulted: true,
+        args: "session_id*, summary*, project, trigger (auto|manual), overflow",
+        about: "Store the summary of a compacted session (one per session, revised).",
+    }
+    Profile -> Vec<Observation> {
+        name: "profile", writes: false, project_defaulted: true,
+        args: "project, limit",
+        about: "The user's profile: personal memories and the project's preferences.",
+    }
+    PluginConfig -> PluginConfig {
+        name: "plugin_config", writes: false, project_defaulted: false,
+        args: "-",
+        about: "The settings host plugins follow ([inject], [triggers], [compaction], [context_meter]).",
     }
 }
 

@@ -27,7 +27,7 @@ pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 100;
 
 /// What to search for and where.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SearchQuery {
     #[serde(alias = "query", alias = "q")]
     pub text: String,
@@ -47,6 +47,44 @@ pub struct SearchQuery {
     /// How to rank; `None` = hybrid when vectors exist, else lexical.
     #[serde(default)]
     pub mode: Option<SearchMode>,
+    /// Least [`relevance`] (0–1) a hit needs: the cosine in semantic mode, the re-ranker's
+    /// relevance in hybrid mode, BM25 relative to the best hit in lexical mode. Topic-key hits
+    /// always pass. Hits below it are dropped, so fewer than `limit` may come back.
+    #[serde(default)]
+    pub min_score: Option<f64>,
+}
+
+/// How relevant a hit is, 0–1, in the terms of the ranking that found it (see
+/// [`SearchQuery::min_score`]); `best_lexical` is the best BM25 of the page (lexical mode).
+pub fn relevance(hit: &SearchHit, mode: SearchMode, best_lexical: f64) -> f64 {
+    if hit.matched == MatchKind::TopicKey {
+        return 1.0;
+    }
+    match mode {
+        SearchMode::Semantic => hit.scores.semantic.map_or(0.0, f64::from),
+        SearchMode::Hybrid => hit.scores.fused,
+        SearchMode::Lexical => match hit.scores.lexical {
+            Some(score) if best_lexical > 0.0 => score / best_lexical,
+            _ => 0.0,
+        },
+    }
+    .clamp(0.0, 1.0)
+}
+
+/// The best BM25 among the hits (the scale of lexical [`relevance`]).
+pub fn best_lexical(hits: &[SearchHit]) -> f64 {
+    hits.iter().filter(|h| h.matched != MatchKind::TopicKey).filter_map(|h| h.scores.lexical).fold(0.0, f64::max)
+}
+
+/// Check a `min_score` argument: a number from 0 to 1.
+pub fn check_min_score(min_score: Option<f64>) -> Result<()> {
+    match min_score {
+        Some(m) if !(0.0..=1.0).contains(&m) => {
+            Err(CairnError::invalid(format!("min_score {m} is not between 0 and 1"))
+                .with_hint("min_score is a relevance from 0 to 1, e.g. 0.3"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// How a search ranks.
@@ -349,6 +387,22 @@ impl Store {
     /// through the in-memory index when this store has one, else FTS5. When semantic search
     /// was asked for but cannot answer, the results are lexical and a notice says why.
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
+        check_min_score(query.min_score)?;
+        let mut results = self.search_ranked(query)?;
+        if let Some(min) = query.min_score {
+            let best = best_lexical(&results.hits);
+            let before = results.hits.len();
+            let mode = results.mode;
+            results.hits.retain(|hit| relevance(hit, mode, best) >= min);
+            if results.hits.is_empty() && before > 0 {
+                results.notices.push(format!("{before} hits were below min_score {min}"));
+            }
+        }
+        Ok(results)
+    }
+
+    /// [`Store::search`] before `min_score`.
+    fn search_ranked(&self, query: &SearchQuery) -> Result<SearchResults> {
         let lexical = self.lexical_engine();
         let nothing_to_embed = query::parse(&query.text).is_empty();
         if nothing_to_embed || query.mode == Some(SearchMode::Lexical) {

@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0004_embeddings.sql"),
     include_str!("../../migrations/0005_partial_topic_index.sql"),
     include_str!("../../migrations/0006_agent_activity.sql"),
+    include_str!("../../migrations/0007_session_title_and_prompts.sql"),
 ];
 
 /// The schema version this build writes.

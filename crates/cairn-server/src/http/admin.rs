@@ -184,6 +184,42 @@ pub(super) struct ReindexParams {
     force: Option<bool>,
 }
 
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct ProtocolParams {
+    /// The host that shows the text (default `mcp`).
+    #[param(schema_with = super::docs::protocol_host)]
+    host: Option<String>,
+    /// The MCP tool profile the agent has (default `agent`).
+    #[param(schema_with = super::docs::protocol_tools)]
+    tools: Option<String>,
+    /// Which text (default `memory`, the Memory Protocol).
+    #[param(schema_with = super::docs::protocol_part)]
+    part: Option<String>,
+}
+
+/// The Memory Protocol, or another text cairn shows agents.
+///
+/// What plugins and `setup` inject; for `host=mcp` the MCP server's `instructions`.
+#[utoipa::path(get, operation_id = "protocol", path = "/protocol", tag = "daemon", params(ProtocolParams),
+    responses(
+        (status = 200, description = "The text", body = cairn_core::agent::ProtocolText),
+        (status = 400, description = "Unknown host, tools or part", body = ErrorBody)))]
+pub(super) async fn protocol(State(state): State<AppState>, ApiQuery(p): ApiQuery<ProtocolParams>) -> ApiResult {
+    let request = cairn_core::agent::ProtocolRequest::parse(p.host.as_deref(), p.tools.as_deref(), p.part.as_deref())?;
+    Ok(ok(run(&state, Op::Protocol(request)).await?))
+}
+
+/// The settings host plugins follow.
+///
+/// `[inject]`, `[triggers]`, `[compaction]` and `[context_meter]` of config.toml (or their
+/// `CAIRN_*` variables). No secret is ever in it.
+#[utoipa::path(get, operation_id = "plugin_config", path = "/config", tag = "daemon",
+    responses((status = 200, description = "The plugin settings", body = cairn_core::settings::PluginConfig)))]
+pub(super) async fn plugin_config(State(state): State<AppState>) -> ApiResult {
+    Ok(ok(run(&state, Op::PluginConfig).await?))
+}
+
 /// Sync status: sync is not available yet.
 #[utoipa::path(get, operation_id = "sync_status", path = "/sync/status", tag = "daemon",
     responses((status = 200, description = "Sync is off", body = schema::SyncStatus)))]

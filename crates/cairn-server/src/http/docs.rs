@@ -148,7 +148,10 @@ fn keyword(words: &[&str], description: &str) -> utoipa::openapi::Schema {
 
 /// A scope filter: `project` or `personal` (any case); blank means none.
 pub(super) fn scope_filter() -> utoipa::openapi::Schema {
-    keyword(&["project", "personal"], "`project` or `personal` (any case); blank: no filter")
+    keyword(
+        &["project", "personal", "user", "global"],
+        "`project` or `personal` (aliases `user`, `global`; any case); blank: no filter",
+    )
 }
 
 /// A search mode: `lexical` (`keyword`, `bm25`), `semantic` (`vector`), `hybrid`; blank means
@@ -158,6 +161,21 @@ pub(super) fn search_mode() -> utoipa::openapi::Schema {
         &["lexical", "keyword", "bm25", "semantic", "vector", "hybrid"],
         "`lexical`, `semantic` or `hybrid` (any case); blank: the default",
     )
+}
+
+/// A host of `GET /protocol`.
+pub(super) fn protocol_host() -> utoipa::openapi::Schema {
+    keyword(&["mcp", "opencode", "claude-code", "codex", "gemini"], "the host (any case); blank: mcp")
+}
+
+/// A tool profile of `GET /protocol`.
+pub(super) fn protocol_tools() -> utoipa::openapi::Schema {
+    keyword(&["agent", "admin", "all", "router"], "the MCP tool profile (any case); blank: agent")
+}
+
+/// A part of `GET /protocol`.
+pub(super) fn protocol_part() -> utoipa::openapi::Schema {
+    keyword(&["memory", "compaction_note", "continuity", "trigger"], "which text (any case); blank: memory")
 }
 
 /// A timestamp filter: RFC 3339, or empty (or null) for no filter (engram's clients send `since=`).

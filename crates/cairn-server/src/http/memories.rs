@@ -303,6 +303,10 @@ pub struct SearchParams {
     /// `lexical`, `semantic` or `hybrid` (default: hybrid when embeddings exist, else lexical).
     #[param(schema_with = super::docs::search_mode)]
     mode: Option<String>,
+    /// Least relevance (0–1) of a hit: the cosine (semantic), the re-ranker's relevance
+    /// (hybrid), BM25 relative to the best hit (lexical).
+    #[param(minimum = 0, maximum = 1)]
+    min_score: Option<f64>,
 }
 
 /// Search memories.
@@ -327,6 +331,7 @@ pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<
         scope: Scope::parse_filter(p.scope.as_deref())?,
         limit: p.limit.unwrap_or(0),
         mode: given(p.mode).map(|m| SearchMode::parse(&m)).transpose()?,
+        min_score: p.min_score,
     };
     let found = run(&state, Op::Search(query)).await?;
     let mut response = ok(Value::Array(annotated_hits(&found)));

@@ -160,6 +160,8 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::current_project))
         .routes(routes!(admin::migrate_project))
         .routes(routes!(admin::sync_status))
+        .routes(routes!(admin::protocol))
+        .routes(routes!(admin::plugin_config))
         .routes(routes!(conflicts::list))
         .routes(routes!(conflicts::stats))
         .routes(routes!(conflicts::deferred))

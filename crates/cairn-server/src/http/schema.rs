@@ -345,7 +345,8 @@ pub struct OpRequest {
     /// add_prompt, recent_prompts, search_prompts, delete_prompt, stats, export, import,
     /// capture_passive, suggest_topic_key, judge, compare, relations, relation_stats,
     /// get_relation, scan_relations, migrate_project, merge_projects, doctor, reindex,
-    /// session_activity, record_activity.
+    /// session_activity, record_activity, protocol, user_prompt, save_compaction, profile,
+    /// plugin_config.
     pub op: String,
     /// The operation's arguments (omit for operations without any).
     pub args: Option<Value>,

@@ -28,6 +28,8 @@ pub struct SessionBody {
     pub agent: Option<String>,
     /// The parent session of a sub-agent.
     pub parent_id: Option<String>,
+    /// The host's name for the session; a later call with a title renames it.
+    pub title: Option<String>,
 }
 
 /// Open a session (or fill in what a known one lacks).
@@ -36,8 +38,14 @@ pub struct SessionBody {
         (status = 201, description = "The session, `status: created`", body = schema::SessionWithStatus),
         (status = 400, description = "Missing, empty or malformed id", body = ErrorBody)))]
 pub(super) async fn create(State(state): State<AppState>, ApiJson(b): ApiJson<SessionBody>) -> ApiResult {
-    let new =
-        NewSession { id: b.id, project: b.project, directory: b.directory, agent: b.agent, parent_id: b.parent_id };
+    let new = NewSession {
+        id: b.id,
+        project: b.project,
+        directory: b.directory,
+        agent: b.agent,
+        parent_id: b.parent_id,
+        title: given(b.title),
+    };
     let session = run(&state, Op::StartSession(new)).await?;
     Ok(created(with_fields(session, [("status", json!("created"))])))
 }
@@ -79,6 +87,8 @@ pub struct RecentSessionsParams {
     project: Option<String>,
     /// Default 5, at most 500.
     limit: Option<usize>,
+    /// Sub-agent sessions (with a parent) too (default false).
+    include_children: Option<bool>,
 }
 
 /// Sessions by latest activity, with memory counts.
@@ -89,7 +99,12 @@ pub struct RecentSessionsParams {
             body = Vec<cairn_core::model::SessionSummary>),
         (status = 400, description = "Bad parameter", body = ErrorBody)))]
 pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<RecentSessionsParams>) -> ApiResult {
-    Ok(ok(run(&state, Op::Sessions { project: given(p.project), limit: p.limit.unwrap_or(5) }).await?))
+    let op = Op::Sessions {
+        project: given(p.project),
+        limit: p.limit.unwrap_or(5),
+        include_children: p.include_children.unwrap_or(false),
+    };
+    Ok(ok(run(&state, op).await?))
 }
 
 /// One session.

@@ -140,6 +140,9 @@ pub struct SearchArgs {
     /// lexical (exact words), semantic (meaning) or hybrid (both; the default when available).
     #[serde(default)]
     pub mode: Option<String>,
+    /// Least relevance 0-1 (cosine, re-ranker relevance, or BM25 relative to the best hit).
+    #[serde(default)]
+    pub min_score: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -180,6 +183,9 @@ pub struct SessionStartArgs {
     /// The parent session, for a sub-agent.
     #[serde(default)]
     pub parent_session_id: Option<String>,
+    /// The session's title (a later call renames it).
+    #[serde(default)]
+    pub title: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -197,6 +197,7 @@ impl CairnMcp {
             scope: Scope::parse_filter(a.scope.as_deref())?,
             limit: a.limit.unwrap_or(0),
             mode: given(a.mode).map(|m| SearchMode::parse(&m)).transpose()?,
+            min_score: a.min_score,
         };
         let resp: SearchResponse = self.call(Op::Search(query)).await?;
         let label = if all_projects { "all projects".to_owned() } else { format!("project {}", scoped.project) };
@@ -252,6 +253,7 @@ impl CairnMcp {
             directory: Some(directory.map_or_else(|| self.cwd_text(), |d| d.display().to_string())),
             agent: given(a.agent),
             parent_id: given(a.parent_session_id),
+            title: given(a.title),
         };
         let session: Session = self.call(Op::StartSession(new)).await?;
         *self.opened_session() = Some((session.id.clone(), session.project.clone()));

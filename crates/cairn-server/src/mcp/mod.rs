@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::http::request::Parts;
 use cairn_core::CairnError;
+use cairn_core::agent::protocol::{Host, Part, ProtocolRequest};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, Implementation, ServerCapabilities, ServerConfig};
@@ -164,32 +165,7 @@ impl ServerHandler for CairnMcp {
 
 /// The memory protocol sent once per session. Short: it costs tokens in every session.
 fn instructions(tools: &ToolSelection) -> String {
-    let router_only = !tools.contains("mem_save") && tools.contains(ROUTER_TOOL);
-    if !tools.contains("mem_save") && !router_only {
-        return "cairn memory: maintenance tools. Memory calls never replace your reply to the user.".to_owned();
-    }
-    let name = |tool: &str, op: &str| {
-        if router_only { format!("memory {{op: \"{op}\"}}") } else { tool.to_owned() }
-    };
-    format!(
-        "cairn is your persistent memory across sessions.\n\
-         - Recall: when a task may touch earlier work (a past decision, a bug seen before, a convention), call \
-         {context} once, then {search} with a few keywords; {get} gives a memory's full text.\n\
-         - Save: right after a decision, bug fix, discovery, convention or user preference, call {save}: a short \
-         title and content as What / Why / Where / Learned. Reuse a stable topic_key (e.g. architecture/auth-model) \
-         so later saves revise the memory instead of piling up. If the save lists possible duplicates, judge them \
-         with {judge}.\n\
-         - Summary: only the main agent, once, when the session's work is done: {summary} (Goal, Discoveries, \
-         Accomplished, Next steps, Relevant files). Sub-agents never call it.\n\
-         - Memory calls never replace your reply: always answer the user in full; saving is a side task.\n\
-         - Never save secrets; wrap sensitive text in <private>...</private>.",
-        context = name("mem_context", "context"),
-        search = name("mem_search", "search"),
-        get = name("mem_get_observation", "get"),
-        save = name("mem_save", "save"),
-        judge = name("mem_judge", "judge"),
-        summary = name("mem_session_summary", "session_summary"),
-    )
+    cairn_core::agent::protocol(ProtocolRequest { host: Host::Mcp, tools: tools.profile(), part: Part::Memory }).text
 }
 
 /// Serve MCP on stdin/stdout until the client leaves or Ctrl-C. stdout carries JSON-RPC only:
@@ -230,9 +206,24 @@ pub fn http_router(backend: Client, opts: McpOptions, cancel: CancellationToken)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_core::agent::protocol::ToolProfile;
 
     #[test]
-    fn instructions_name_the_tools_of_the_profile() {
+    fn instructions_are_the_protocol_of_the_profile() {
+        for (spec, profile) in [
+            ("", ToolProfile::All),
+            ("all", ToolProfile::All),
+            ("agent", ToolProfile::Agent),
+            ("agent,mem_stats", ToolProfile::Agent),
+            ("router", ToolProfile::Router),
+            ("admin", ToolProfile::Admin),
+        ] {
+            let tools = ToolSelection::parse(spec).unwrap();
+            assert_eq!(tools.profile(), profile, "{spec:?}");
+            let expected =
+                cairn_core::agent::protocol(ProtocolRequest { host: Host::Mcp, tools: profile, part: Part::Memory });
+            assert_eq!(instructions(&tools), expected.text, "{spec:?}");
+        }
         let all = instructions(&ToolSelection::default());
         assert!(
             all.contains("mem_search") && all.contains("never replace your reply") && all.contains("Sub-agents never")
@@ -240,7 +231,5 @@ mod tests {
         let router = instructions(&ToolSelection::parse("router").unwrap());
         assert!(router.contains("memory {op: \"save\"}") && !router.contains("mem_save"), "{router}");
         assert!(all.len() < 1500, "instructions cost tokens in every session: {} bytes", all.len());
-        let admin = instructions(&ToolSelection::parse("admin").unwrap());
-        assert!(!admin.contains("mem_save"), "{admin}");
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use cairn_core::CairnError;
+use cairn_core::agent::protocol::ToolProfile;
 
 /// The tools an agent needs day to day.
 pub const AGENT_TOOLS: &[&str] = &[
@@ -83,6 +84,18 @@ impl ToolSelection {
 
     pub fn contains(&self, name: &str) -> bool {
         self.names.contains(name)
+    }
+
+    /// The profile the Memory Protocol is written for: the agent's tools when `mem_save` is
+    /// there (`all` when every engram tool is), the router when only it can save, else admin.
+    pub fn profile(&self) -> ToolProfile {
+        if self.contains("mem_save") {
+            if *self == Self::default() { ToolProfile::All } else { ToolProfile::Agent }
+        } else if self.contains(ROUTER_TOOL) {
+            ToolProfile::Router
+        } else {
+            ToolProfile::Admin
+        }
     }
 
     /// Tool names, sorted.

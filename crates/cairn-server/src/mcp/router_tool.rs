@@ -114,6 +114,9 @@ mod tests {
             "recent_prompts",
             "search_prompts",
             "capture_passive",
+            "user_prompt",
+            "save_compaction",
+            "profile",
         ];
         assert_eq!(defaulted, expected);
     }

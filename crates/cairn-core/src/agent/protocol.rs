@@ -1,0 +1,300 @@
+//! The Memory Protocol and the other texts cairn puts in front of agents (host-integration B4):
+//! one source for the MCP `instructions`, the OpenCode plugin's system injection, the Claude
+//! Code skill and the files `setup` writes. Served by op `protocol`, `cairn protocol` and
+//! `GET /protocol`.
+//!
+//! The texts name the MCP tools (`mem_save`...); a host that shows them under other names gets
+//! one line saying so, not a second copy of every sentence. They are sent with every request
+//! an agent makes, so every word costs: keep them short.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CairnError, Result};
+
+/// The host that shows the text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum Host {
+    /// Any MCP client (the server's `instructions`).
+    #[default]
+    Mcp,
+    Opencode,
+    ClaudeCode,
+    Codex,
+    Gemini,
+}
+
+/// The MCP tool profile the agent has (`cairn mcp --tools=...`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ToolProfile {
+    #[default]
+    Agent,
+    Admin,
+    All,
+    /// The one `memory` tool taking `{op, args}`.
+    Router,
+}
+
+/// Which text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum Part {
+    /// The Memory Protocol (when to save, search, close; after compaction).
+    #[default]
+    Memory,
+    /// Pushed into a compaction's context (E10): the summary is stored by cairn.
+    CompactionNote,
+    /// The self-continuity compaction prompt (O5).
+    Continuity,
+    /// Added to a user message that asks to remember something (M2).
+    Trigger,
+}
+
+/// The arguments of op `protocol`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProtocolRequest {
+    pub host: Host,
+    pub tools: ToolProfile,
+    pub part: Part,
+}
+
+/// The answer to `protocol`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProtocolText {
+    pub host: Host,
+    pub tools: ToolProfile,
+    pub part: Part,
+    pub text: String,
+}
+
+/// Parse one of the names `serde` accepts for `T`, as a clear `invalid_argument`.
+fn parse_name<T: serde::de::DeserializeOwned>(what: &str, raw: &str, names: &str) -> Result<T> {
+    serde_json::from_value(serde_json::Value::String(raw.trim().to_ascii_lowercase()))
+        .map_err(|_| CairnError::invalid(format!("{what} {raw:?} is not known")).with_hint(format!("use {names}")))
+}
+
+impl ProtocolRequest {
+    /// From the strings a CLI flag or a query parameter gives (absent or blank: the default).
+    pub fn parse(host: Option<&str>, tools: Option<&str>, part: Option<&str>) -> Result<ProtocolRequest> {
+        let given = |v: Option<&str>| v.filter(|v| !v.trim().is_empty()).map(str::to_owned);
+        Ok(ProtocolRequest {
+            host: match given(host) {
+                Some(h) => parse_name("host", &h, "mcp, opencode, claude-code, codex or gemini")?,
+                None => Host::default(),
+            },
+            tools: match given(tools) {
+                Some(t) => parse_name("tools", &t, "agent, admin, all or router")?,
+                None => ToolProfile::default(),
+            },
+            part: match given(part) {
+                Some(p) => parse_name("part", &p, "memory, compaction_note, continuity or trigger")?,
+                None => Part::default(),
+            },
+        })
+    }
+}
+
+/// The text asked for.
+pub fn protocol(req: ProtocolRequest) -> ProtocolText {
+    let text = match req.part {
+        Part::Memory => memory_protocol(req.host, req.tools),
+        Part::CompactionNote => compaction_note(req.tools),
+        Part::Continuity => CONTINUITY.to_owned(),
+        Part::Trigger => trigger_note(req.tools),
+    };
+    ProtocolText { host: req.host, tools: req.tools, part: req.part, text }
+}
+
+/// How the agent calls operation `op` (MCP tool `tool`) with this profile.
+fn call(tools: ToolProfile, tool: &str, op: &str) -> String {
+    if tools == ToolProfile::Router { format!("memory {{op: \"{op}\"}}") } else { tool.to_owned() }
+}
+
+/// Whether the host stores compaction summaries and `## Key Learnings` itself (a cairn plugin
+/// or hooks run there); elsewhere the agent has to.
+fn host_captures(host: Host) -> bool {
+    matches!(host, Host::Opencode | Host::ClaudeCode)
+}
+
+/// The one line about how the host names the MCP tools, if it renames them.
+fn tool_names_note(host: Host, tools: ToolProfile) -> Option<&'static str> {
+    match (host, tools) {
+        (Host::Opencode, ToolProfile::Router) => Some("OpenCode shows the tool as cairn_memory."),
+        (Host::Opencode, _) => Some("OpenCode shows these tools as cairn_mem_save, cairn_mem_search..."),
+        (Host::ClaudeCode, ToolProfile::Router) => Some("Claude Code shows the tool as mcp__cairn__memory."),
+        (Host::ClaudeCode, _) => Some("Claude Code shows these tools as mcp__cairn__mem_save..."),
+        _ => None,
+    }
+}
+
+fn memory_protocol(host: Host, tools: ToolProfile) -> String {
+    if tools == ToolProfile::Admin {
+        return "cairn memory: maintenance tools. Memory calls never replace your reply to the user.".to_owned();
+    }
+    let c = |tool: &str, op: &str| call(tools, tool, op);
+    let (context, search, save) = (c("mem_context", "context"), c("mem_search", "search"), c("mem_save", "save"));
+    let mut lines = vec!["cairn is your persistent memory across sessions.".to_owned()];
+    lines.extend(tool_names_note(host, tools).map(str::to_owned));
+    lines.push(format!(
+        "- SAVE right after a decision, bug fix, discovery, config change, convention or user preference: {save} \
+         with a short title and content as What / Why / Where / Learned. Reuse a stable topic_key (e.g. \
+         architecture/auth-model) so later saves revise the memory. Judge listed duplicates with {judge}.",
+        judge = c("mem_judge", "judge"),
+    ));
+    lines.push(format!(
+        "- SEARCH when the user says \"remember\", \"recordar\", \"what did we...\", and before work that may \
+         touch a past decision or bug: {context} once, then {search} with a few keywords; {get} for full text.",
+        get = c("mem_get_observation", "get"),
+    ));
+    lines.push(format!(
+        "- SESSION CLOSE: only the main agent, once, when the work is done: {summary} (Goal, Instructions, \
+         Discoveries, Accomplished, Next Steps, Relevant Files). Sub-agents never call it.",
+        summary = c("mem_session_summary", "session_summary"),
+    ));
+    lines.push(if host_captures(host) {
+        format!("- AFTER COMPACTION: the summary is stored automatically; call {context}, then {search} for specifics.")
+    } else {
+        format!("- AFTER COMPACTION: call {context} first, then {search} for specifics.")
+    });
+    lines.push(if host_captures(host) {
+        "- You may end a reply with a \"## Key Learnings:\" list; cairn saves its items.".to_owned()
+    } else {
+        format!(
+            "- You may end a reply with a \"## Key Learnings:\" list and pass it to {}.",
+            c("mem_capture_passive", "capture_passive")
+        )
+    });
+    lines
+        .push("- Memory calls never replace your reply: always answer the user in full; saving is a side task.".into());
+    lines.push("- Never save secrets; wrap sensitive text in <private>...</private>.".into());
+    lines.join("\n")
+}
+
+fn compaction_note(tools: ToolProfile) -> String {
+    format!(
+        "The summary of this compaction is stored in cairn automatically; after compaction, call {} to recover \
+         the project's memory, then {} for specifics. No need to save the summary yourself.",
+        call(tools, "mem_context", "context"),
+        call(tools, "mem_search", "search"),
+    )
+}
+
+fn trigger_note(tools: ToolProfile) -> String {
+    format!(
+        "[MEMORY TRIGGER DETECTED] The user asked you to remember something. Save it now with {} — then answer \
+         the user in full.",
+        call(tools, "mem_save", "save")
+    )
+}
+
+/// O5: the compaction prompt written for the agent that will continue the session.
+const CONTINUITY: &str = "You are compacting your own session to free context space. You will continue this \
+session after compaction with this summary as your starting context. Write what you need to pick the work up \
+without asking again: the current task and progress, the files in work, key decisions and why, next steps, \
+context that would be hard to rediscover, and any active debugging or partial edits.
+
+Use this template:
+
+## Goal
+What the user wants, in their terms.
+
+## Instructions
+The plan and spec details the user gave; constraints and preferences.
+
+## Discoveries
+What you learned about the code, the problem or the environment.
+
+## Accomplished
+Done; in progress; left to do.
+
+## Relevant files / directories
+Paths, with what each is for and what changed.
+
+## Notes
+Patterns, gotchas, tool quirks, environment details.
+
+You are summarizing for yourself, not another agent.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(host: Host, tools: ToolProfile, part: Part) -> String {
+        protocol(ProtocolRequest { host, tools, part }).text
+    }
+
+    #[test]
+    fn the_memory_protocol_covers_every_rule_and_stays_small() {
+        for host in [Host::Mcp, Host::Opencode, Host::ClaudeCode, Host::Codex, Host::Gemini] {
+            let t = text(host, ToolProfile::Agent, Part::Memory);
+            for needed in [
+                "SAVE",
+                "SEARCH",
+                "\"remember\"",
+                "\"recordar\"",
+                "what did we",
+                "SESSION CLOSE: only the main agent",
+                "AFTER COMPACTION",
+                "mem_context",
+                "## Key Learnings:",
+                "never replace your reply",
+            ] {
+                assert!(t.contains(needed), "{host:?} lacks {needed:?}:\n{t}");
+            }
+            assert!(t.len() < 1500, "sent with every request: {} bytes for {host:?}", t.len());
+        }
+        let opencode = text(Host::Opencode, ToolProfile::Agent, Part::Memory);
+        assert!(opencode.contains("stored automatically") && opencode.matches("cairn_mem_").count() == 2);
+        assert!(!text(Host::Mcp, ToolProfile::Agent, Part::Memory).contains("cairn_mem_"));
+    }
+
+    #[test]
+    fn router_and_admin_profiles_name_their_tools() {
+        let router = text(Host::Mcp, ToolProfile::Router, Part::Memory);
+        assert!(router.contains("memory {op: \"save\"}") && !router.contains("mem_save"), "{router}");
+        let admin = text(Host::Mcp, ToolProfile::Admin, Part::Memory);
+        assert!(!admin.contains("mem_save") && admin.contains("never replace"), "{admin}");
+        assert!(text(Host::Mcp, ToolProfile::Router, Part::Trigger).contains("memory {op: \"save\"}"));
+    }
+
+    #[test]
+    fn the_other_parts() {
+        let trigger = text(Host::Opencode, ToolProfile::Agent, Part::Trigger);
+        assert_eq!(
+            trigger,
+            "[MEMORY TRIGGER DETECTED] The user asked you to remember something. Save it now with mem_save — then \
+             answer the user in full."
+        );
+        let note = text(Host::Opencode, ToolProfile::Agent, Part::CompactionNote);
+        assert!(
+            note.starts_with("The summary of this compaction is stored in cairn automatically")
+                && note.contains("mem_context")
+        );
+        let continuity = text(Host::Opencode, ToolProfile::Agent, Part::Continuity);
+        assert!(continuity.starts_with("You are compacting your own session"));
+        assert!(continuity.ends_with("You are summarizing for yourself, not another agent."));
+        for section in
+            ["## Goal", "## Instructions", "## Discoveries", "## Accomplished", "## Relevant files", "## Notes"]
+        {
+            assert!(continuity.contains(section), "{section}");
+        }
+    }
+
+    #[test]
+    fn names_parse_from_flags_and_json() {
+        let req = ProtocolRequest::parse(Some("Claude-Code"), Some("router"), Some("trigger")).unwrap();
+        assert_eq!((req.host, req.tools, req.part), (Host::ClaudeCode, ToolProfile::Router, Part::Trigger));
+        assert_eq!(ProtocolRequest::parse(None, Some(" "), None).unwrap(), ProtocolRequest::default());
+        let err = ProtocolRequest::parse(Some("vim"), None, None).unwrap_err();
+        assert_eq!(err.code, crate::ErrorCode::InvalidArgument);
+        assert!(err.hint.as_deref().is_some_and(|h| h.contains("opencode")));
+        let json: ProtocolRequest = serde_json::from_str(r#"{"host":"opencode","part":"compaction_note"}"#).unwrap();
+        assert_eq!((json.host, json.tools, json.part), (Host::Opencode, ToolProfile::Agent, Part::CompactionNote));
+    }
+}

@@ -936,6 +936,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/op"),
     ("get", "/openapi.json"),
     ("post", "/reindex"),
+    ("get", "/protocol"),
+    ("get", "/config"),
 ];
 
 fn documented_routes(doc: &Value) -> BTreeSet<(String, String)> {
@@ -1242,3 +1244,6 @@ async fn graceful_shutdown_finishes_requests_in_flight() {
     assert_eq!(db.execute(Op::Stats).await.unwrap()["total_observations"], 1);
     drop(dir);
 }
+
+/// The ops and routes host plugins call (issue 13).
+mod plugin;

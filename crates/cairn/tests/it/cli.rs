@@ -469,3 +469,47 @@ fn context_budget_setting_reaches_the_daemon() {
     assert_eq!(status, 200, "{body}");
     assert_eq!((body["budget_bytes"].as_u64(), body["truncated"].as_bool()), (Some(300), Some(true)), "{body}");
 }
+
+/// `cairn config` shows the plugin tables with where each value came from (a file, a variable).
+#[test]
+fn config_shows_the_plugin_settings() {
+    let c = Cairn::new();
+    std::fs::create_dir_all(c.data_dir()).unwrap();
+    std::fs::write(c.data_dir().join("config.toml"), "[inject]\nmode = \"system\"\n[compaction]\nauto_at = 0.8\n")
+        .unwrap();
+    let out = c.cmd(&["config"]).env("CAIRN_SIMILARITY_THRESHOLD", "0.4").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let plugin = &text[text.find("Plugin settings").unwrap()..text.find("Environment variables").unwrap()];
+    snap!("config_plugin_settings", plugin);
+    let cfg = c.json(&["config"]);
+    assert_eq!(cfg["plugin"]["config"]["inject"]["mode"], "system");
+    assert_eq!(cfg["plugin"]["sources"]["compaction.auto_at"]["kind"], "config_file");
+    std::fs::write(c.data_dir().join("config.toml"), "[inject]\nsimilarity_threshold = 3\n").unwrap();
+    let bad = c.run(&["config"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid_config"), "a bad value is a config error");
+}
+
+/// `cairn protocol` prints the same text as op `protocol` (and the MCP instructions for mcp).
+#[test]
+fn protocol_prints_the_text_of_each_host_and_part() {
+    let c = Cairn::new();
+    let opencode = c.ok(&["protocol", "--host", "opencode"]);
+    assert!(opencode.contains("cairn_mem_save") && opencode.contains("AFTER COMPACTION"), "{opencode}");
+    let request =
+        cairn_core::agent::ProtocolRequest { host: cairn_core::agent::protocol::Host::Opencode, ..Default::default() };
+    assert_eq!(opencode.trim_end(), cairn_core::agent::protocol(request).text);
+    let json = c.json(&["protocol", "--part", "continuity", "--tools", "router"]);
+    assert!(json["text"].as_str().unwrap().ends_with("not another agent."));
+    snap!("protocol_bad_host", transcript(&c.run(&["protocol", "--host", "vim"])));
+}
+
+#[test]
+fn search_min_score_keeps_the_best() {
+    let c = Cairn::new();
+    c.ok(&["save", "auth tokens", "auth tokens rotate hourly"]);
+    c.ok(&["save", "billing", "auth mentioned once"]);
+    let hits = |args: &[&str]| c.json(args)["hits"].as_array().map(Vec::len);
+    assert_eq!(hits(&["search", "auth", "tokens"]), Some(2));
+    assert_eq!(hits(&["search", "auth", "tokens", "--min-score", "1"]), Some(1));
+    assert_eq!(c.run(&["search", "auth", "--min-score", "2"]).status.code(), Some(3));
+}

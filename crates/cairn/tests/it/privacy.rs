@@ -133,6 +133,28 @@ fn private_text_never_reaches_disk_logs_or_exports() {
             "content": s.field("http rpc session summary")}}),
         &mut answers,
     );
+    // What a host plugin sends (issue 13): user prompts, compaction summaries, session titles.
+    post(
+        "POST",
+        "/v1/op",
+        json!({"op": "user_prompt", "args": {"session_id": "priv-http-plugin", "project": "privacy",
+            "content": s.field("http plugin user prompt"), "agent": s.field("http plugin agent"),
+            "directory": s.field("http plugin directory")}}),
+        &mut answers,
+    );
+    post(
+        "POST",
+        "/v1/op",
+        json!({"op": "save_compaction", "args": {"session_id": "priv-http-plugin", "project": "privacy",
+            "summary": s.field("http plugin compaction summary")}}),
+        &mut answers,
+    );
+    post(
+        "POST",
+        "/sessions",
+        json!({"id": "priv-http-plugin", "title": s.field("http plugin session title")}),
+        &mut answers,
+    );
     post("POST", "/sessions/priv-http/end", json!({"summary": s.field("http session end summary")}), &mut answers);
     let import = import_file(&mut s, "http import", "priv-http-import");
     post("POST", "/import", import, &mut answers);

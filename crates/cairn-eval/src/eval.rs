@@ -339,7 +339,9 @@ impl Dump {
                 "set": set, "question": q.id, "category": q.category, "split": q.split, "text": q.text,
                 "expected": q.expected, "must_contain": q.must_contain,
             });
-            for mode in [SearchMode::Lexical, SearchMode::Semantic] {
+            // Hybrid carries the re-ranker's relevance: what `min_score` and the `[MEMORY]`
+            // block's `similarity_threshold` cut on (docs/BENCHMARKS.md "Similarity threshold").
+            for mode in [SearchMode::Lexical, SearchMode::Semantic, SearchMode::Hybrid] {
                 let results = store.search(&q.query(DUMP_DEPTH, Some(mode)))?;
                 // Without a model a semantic search answers lexically: that is no semantic ranking.
                 let hits = if results.mode == mode { results.hits.as_slice() } else { &[] };
@@ -348,7 +350,8 @@ impl Dump {
                     .map(|h| {
                         let score = match mode {
                             SearchMode::Semantic => h.scores.semantic.map_or(0.0, f64::from),
-                            _ => h.scores.lexical.unwrap_or(h.score),
+                            SearchMode::Hybrid => h.scores.fused,
+                            SearchMode::Lexical => h.scores.lexical.unwrap_or(h.score),
                         };
                         let current = q.must_contain.as_deref().is_none_or(|t| h.observation.content.contains(t));
                         (h.observation.id, score, current)

@@ -92,6 +92,7 @@ fn scores_the_coding_set_and_refuses_bad_files() {
     let first = questions[0];
     assert!(!first["lexical"].as_array().unwrap().is_empty(), "{first}");
     assert_eq!(first["semantic"], json!([]), "{first}");
+    assert_eq!(first["hybrid"], json!([]), "{first}");
     let out = env.run(&[&args[..], &["/nonexistent/dir/rankings.jsonl", "--json"]].concat());
     assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
     let out = env.run(&["--coding-file", "/nonexistent.json", "--json"]);

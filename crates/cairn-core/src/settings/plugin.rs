@@ -16,7 +16,7 @@ use crate::error::{CairnError, ErrorCode, Result};
 
 /// Default similarity threshold of the `[MEMORY]` block's relevant section (hybrid re-ranker
 /// relevance, 0–1). Measured on the coding eval set: see docs/BENCHMARKS.md "Similarity threshold".
-pub const DEFAULT_SIMILARITY_THRESHOLD: f64 = 0.3;
+pub const DEFAULT_SIMILARITY_THRESHOLD: f64 = 0.4;
 
 /// Which agents get the Memory Protocol: all (`true`), none (`false`) or those named.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -320,3 +320,25 @@ fn min_score_applies_to_the_score_of_each_mode() {
     let q = SearchQuery { min_score: Some(-0.1), ..SearchQuery::new("x") };
     assert_eq!(s.search(&q).unwrap_err().code, crate::ErrorCode::InvalidArgument);
 }
+
+/// The `[MEMORY]` block's relevant section uses hybrid search: a memory that shares no word
+/// with the user's message is found, shown with its relevance as a percentage.
+#[test]
+fn memory_block_finds_relevant_memories_by_meaning() {
+    let (mut s, _) = semantic_store();
+    s.save(&obs("p", "Automobile registry", "we keep one row per vehicle")).unwrap();
+    s.save(&obs("p", "Release checklist", "tag, ship, announce")).unwrap();
+    embed_all(&mut s);
+    let req = crate::context::ContextRequest {
+        project: Some("p".into()),
+        layout: crate::context::ContextLayout::MemoryBlock,
+        query: Some("car".into()),
+        similarity_threshold: Some(0.0),
+        max_profile: Some(0),
+        ..Default::default()
+    };
+    let block = s.context(&req).unwrap().context;
+    let line = block.lines().find(|l| l.contains("Automobile registry")).unwrap_or_else(|| panic!("{block}"));
+    assert!(line.starts_with("- [") && line.contains("%, "), "{line}");
+    assert!(!block.contains("Release checklist"), "no shared meaning: {block}");
+}

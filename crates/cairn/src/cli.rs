@@ -253,6 +253,15 @@ pub struct ContextArgs {
     /// Context across every project
     #[arg(long)]
     pub all_projects: bool,
+    /// The [MEMORY] block a host plugin injects (default budget: inject.budget_bytes)
+    #[arg(long)]
+    pub memory_block: bool,
+    /// With --memory-block: what the user asks, for its "Relevant to Current Task" section
+    #[arg(long, requires = "memory_block")]
+    pub query: Option<String>,
+    /// With --memory-block: least relevance 0-1 of a relevant memory [default: inject.similarity_threshold]
+    #[arg(long, requires = "memory_block")]
+    pub similarity_threshold: Option<f64>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Result;
 use cairn_client::{Client, ConnectOptions, Role};
 use cairn_core::agent::{ProjectHints, ProtocolRequest, resolve_project};
-use cairn_core::context::{Context, ContextRequest};
+use cairn_core::context::{Context, ContextLayout, ContextRequest};
 use cairn_core::memory::{NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, Revision, SessionSummary};
 use cairn_core::ops::{Op, SaveRequest, SaveResponse, SearchResponse};
@@ -303,10 +303,18 @@ fn pin(env: &Env, raw: &str, pinned: bool) -> Result<()> {
 
 fn context(env: &Env, args: ContextArgs) -> Result<()> {
     let project = if args.all_projects { None } else { Some(env.project()?.project) };
+    let (layout, default_budget) = if args.memory_block {
+        (ContextLayout::MemoryBlock, env.settings.plugin.config.inject.budget_bytes)
+    } else {
+        (ContextLayout::Recent, env.settings.context_budget.value)
+    };
     let req = ContextRequest {
         project,
         scope: Scope::parse_filter(args.scope.as_deref())?,
-        budget_bytes: args.budget.unwrap_or(env.settings.context_budget.value),
+        budget_bytes: args.budget.unwrap_or(default_budget),
+        layout,
+        query: args.query,
+        similarity_threshold: args.similarity_threshold,
         ..ContextRequest::default()
     };
     let ctx: Context = env.call(Op::Context(req))?;

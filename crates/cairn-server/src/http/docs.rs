@@ -163,6 +163,11 @@ pub(super) fn search_mode() -> utoipa::openapi::Schema {
     )
 }
 
+/// A layout of `GET /context`.
+pub(super) fn context_layout() -> utoipa::openapi::Schema {
+    keyword(&["recent", "memory_block"], "`recent` or `memory_block` (any case); blank: recent")
+}
+
 /// A host of `GET /protocol`.
 pub(super) fn protocol_host() -> utoipa::openapi::Schema {
     keyword(&["mcp", "opencode", "claude-code", "codex", "gemini"], "the host (any case); blank: mcp")

@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::http::HeaderValue;
-use cairn_core::context::ContextRequest;
+use cairn_core::context::{ContextLayout, ContextRequest};
 use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
 use cairn_core::ops::{Op, SaveRequest};
 use cairn_core::passive::PassiveCapture;
@@ -392,18 +392,40 @@ pub struct ContextParams {
     /// `project` or `personal` (memories only; empty: both).
     #[param(schema_with = super::docs::scope_filter)]
     scope: Option<String>,
+    /// `recent` (default) or `memory_block`: the `[MEMORY]` block a host plugin injects.
+    #[param(schema_with = super::docs::context_layout)]
+    layout: Option<String>,
+    /// `memory_block`: what the user asks, for the "Relevant to Current Task" section.
+    query: Option<String>,
+    /// `memory_block`: least relevance (0–1) of a relevant memory (default from the settings).
+    #[param(minimum = 0, maximum = 1)]
+    similarity_threshold: Option<f64>,
+    /// Sub-agent sessions too (default false).
+    include_children: Option<bool>,
 }
 
 /// What an agent should know at the start of a session, as markdown.
 #[utoipa::path(get, operation_id = "context", path = "/context", tag = "memories", params(ContextParams),
     responses(
         (status = 200, description = "Markdown context and what went into it", body = cairn_core::context::Context),
-        (status = 400, description = "Bad scope", body = ErrorBody)))]
+        (status = 400, description = "Bad scope, layout or similarity_threshold", body = ErrorBody)))]
 pub(super) async fn context(State(state): State<AppState>, ApiQuery(p): ApiQuery<ContextParams>) -> ApiResult {
     let request = ContextRequest {
         project: given(p.project),
         scope: Scope::parse_filter(p.scope.as_deref())?,
         budget_bytes: state.config.context_budget,
+        layout: match given(p.layout).map(|l| l.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("recent") => ContextLayout::Recent,
+            Some("memory_block") => ContextLayout::MemoryBlock,
+            Some(other) => {
+                return Err(CairnError::invalid(format!("layout {other:?} is not known"))
+                    .with_hint("use recent or memory_block")
+                    .into());
+            }
+        },
+        query: given(p.query),
+        similarity_threshold: p.similarity_threshold,
+        include_children: p.include_children.unwrap_or(false),
         ..ContextRequest::default()
     };
     Ok(ok(run(&state, Op::Context(request)).await?))

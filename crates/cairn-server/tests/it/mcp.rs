@@ -134,6 +134,12 @@ async fn tools_carry_schemas_annotations_and_server_info() {
     assert_eq!((server.name.as_str(), server.version.as_str()), ("cairn", "9.9.9-test"));
     let instructions = info.instructions.clone().unwrap_or_default();
     assert!(instructions.contains("never replace your reply"), "{instructions}");
+    // The handshake's instructions are the Memory Protocol of op `protocol` (one source, B4).
+    let protocol = cairn_core::agent::protocol(cairn_core::agent::ProtocolRequest {
+        tools: cairn_core::agent::protocol::ToolProfile::Agent,
+        ..Default::default()
+    });
+    assert_eq!(instructions, protocol.text);
     let tools = mcp.client.list_all_tools().await.unwrap();
     assert_eq!(tools.len(), 20);
     for tool in &tools {

@@ -503,6 +503,19 @@ fn protocol_prints_the_text_of_each_host_and_part() {
     snap!("protocol_bad_host", transcript(&c.run(&["protocol", "--host", "vim"])));
 }
 
+/// `cairn context --memory-block` prints the plugin's `[MEMORY]` block.
+#[test]
+fn context_memory_block() {
+    let c = Cairn::new();
+    c.ok(&["save", "Hexagonal core", "ports and adapters", "--type", "architecture"]);
+    c.ok(&["save", "Stripe webhooks", "retried twice, handler made idempotent", "--type", "bugfix"]);
+    let block = c.ok(&["context", "--memory-block", "--query", "stripe webhook", "--similarity-threshold", "0.5"]);
+    assert!(block.starts_with("[MEMORY]\n"), "{block}");
+    assert!(block.contains("## Architecture\n- Hexagonal core: ports and adapters"), "{block}");
+    assert!(block.contains("## Relevant to Current Task\n- [100%, "), "{block}");
+    assert_eq!(c.run(&["context", "--query", "x"]).status.code(), Some(2), "--query needs --memory-block");
+}
+
 #[test]
 fn search_min_score_keeps_the_best() {
     let c = Cairn::new();

@@ -85,6 +85,11 @@ async fn memory_block_and_compaction_summary() {
         .await
         .expect_error(400, "invalid_argument");
     op(&s, "context", json!({"layout": "sideways"})).await.expect_error(400, "invalid_argument");
+    // GET /context takes the same block.
+    let got = s.get("/context?project=shop&layout=Memory_Block&query=stripe%20webhook&similarity_threshold=0.1").await;
+    assert!(got.expect(200)["context"].as_str().unwrap().starts_with("[MEMORY]\n"));
+    s.get("/context?layout=sideways").await.expect_error(400, "invalid_argument");
+    s.get("/context?layout=memory_block&similarity_threshold=3").await.expect_error(400, "invalid_argument");
 }
 
 #[tokio::test]

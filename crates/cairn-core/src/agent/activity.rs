@@ -299,8 +299,8 @@ pub const MIN_PROMPT_CHARS: usize = 10;
 pub const MAX_PROMPT_CHARS: usize = 2_000;
 
 /// One user message, as a host plugin reports it (op `user_prompt`): one round trip per prompt.
+/// Unknown fields are ignored, as for every op (a newer plugin may send more).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct UserPrompt {
     pub session_id: String,
     /// Used to create the session when it is unknown.

@@ -29,7 +29,6 @@ pub enum CompactionTrigger {
 
 /// The arguments of `save_compaction`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CompactionSave {
     pub session_id: String,
     #[serde(default)]

@@ -56,7 +56,7 @@ pub enum Part {
 
 /// The arguments of op `protocol`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct ProtocolRequest {
     pub host: Host,
     pub tools: ToolProfile,

@@ -310,6 +310,8 @@ fn min_score_applies_to_the_score_of_each_mode() {
         assert!(all.hits.len() >= 2, "{mode:?}");
         let best = crate::search::best_lexical(&all.hits);
         let scores: Vec<f64> = all.hits.iter().map(|h| crate::search::relevance(h, all.mode, best)).collect();
+        let carried: Vec<f64> = all.hits.iter().map(|h| h.relevance).collect();
+        assert_eq!(carried, scores, "{mode:?}: each hit carries its relevance");
         for cut in [scores[0], (scores[0] + scores[scores.len() - 1]) / 2.0, (scores[0] + 0.01).min(1.0)] {
             let expected = scores.iter().filter(|&&x| x >= cut).count();
             let kept = with(mode, Some(cut));

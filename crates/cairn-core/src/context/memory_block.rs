@@ -12,7 +12,7 @@ use super::{Budgeted, Context, ContextRequest};
 use crate::agent::COMPACTION_SUMMARY;
 use crate::error::Result;
 use crate::model::{OBSERVATION_COLUMNS, Observation};
-use crate::search::{SearchQuery, best_lexical, check_min_score, relevance};
+use crate::search::{SearchQuery, check_min_score};
 use crate::store::Store;
 use crate::text::{normalize_project, preview};
 
@@ -120,16 +120,9 @@ impl Store {
             limit,
             ..SearchQuery::default()
         };
+        let q = SearchQuery { min_score: Some(threshold), ..q };
         let results = self.search(&q)?;
-        let best = best_lexical(&results.hits);
-        Ok(results
-            .hits
-            .iter()
-            .filter_map(|hit| {
-                let score = relevance(hit, results.mode, best);
-                (score >= threshold).then(|| (hit.observation.id, relevant_line(hit, score)))
-            })
-            .collect())
+        Ok(results.hits.iter().map(|hit| (hit.observation.id, relevant_line(hit, hit.relevance))).collect())
     }
 }
 

@@ -182,6 +182,10 @@ pub struct SearchHit {
     pub snippet: String,
     pub matched: MatchKind,
     pub scores: HitScores,
+    /// How relevant the hit is, 0–1, in the terms of the ranking that found it (see
+    /// [`relevance`]): what `min_score` cuts on, shown as a percentage by plugins.
+    #[serde(default)]
+    pub relevance: f64,
 }
 
 /// A page of results plus anything the caller should be told.
@@ -389,11 +393,14 @@ impl Store {
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
         check_min_score(query.min_score)?;
         let mut results = self.search_ranked(query)?;
+        let best = best_lexical(&results.hits);
+        let mode = results.mode;
+        for hit in &mut results.hits {
+            hit.relevance = relevance(hit, mode, best);
+        }
         if let Some(min) = query.min_score {
-            let best = best_lexical(&results.hits);
             let before = results.hits.len();
-            let mode = results.mode;
-            results.hits.retain(|hit| relevance(hit, mode, best) >= min);
+            results.hits.retain(|hit| hit.relevance >= min);
             if results.hits.is_empty() && before > 0 {
                 results.notices.push(format!("{before} hits were below min_score {min}"));
             }
@@ -491,6 +498,8 @@ impl Store {
                 snippet,
                 matched: candidate.matched,
                 scores: candidate.scores,
+                // Set by `Store::search` once the whole page (and its best BM25) is known.
+                relevance: 0.0,
             });
         }
         // The notice counts word matches elsewhere: meaningless for a semantic-only search.
@@ -538,6 +547,7 @@ impl Store {
                 score: 1000.0,
                 matched: MatchKind::TopicKey,
                 scores: HitScores { lexical: None, semantic: None, fused: 1000.0 },
+                relevance: 1.0,
             })
             .collect())
     }

@@ -116,6 +116,11 @@ pub enum Command {
         /// When the port is taken, listen on any free port (used by auto-start)
         #[arg(long, hide = true)]
         or_any_port: bool,
+        /// Start the daemon as a process of its own and return at once (used by auto-start:
+        /// the daemon must not be a child of the `cairn mcp` that started it, or a host that
+        /// stops its MCP servers' process trees, as OpenCode does, stops the daemon too)
+        #[arg(long, hide = true)]
+        detach: bool,
     },
     /// MCP server on stdio for one agent session (uses the daemon, starting it if needed)
     Mcp {

@@ -101,6 +101,7 @@ pub fn run(cli: Cli) -> Result<()> {
 
 fn dispatch(env: &Env, command: Command) -> Result<()> {
     match command {
+        Command::Serve { detach: true, .. } => crate::daemon::detach(),
         Command::Serve { idle_exit, or_any_port, .. } => crate::daemon::serve(
             &env.settings,
             crate::daemon::ServeArgs { idle_exit: idle_exit.map(Duration::from_secs), or_any_port },

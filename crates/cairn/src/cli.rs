@@ -155,6 +155,9 @@ pub enum Command {
         #[command(subcommand)]
         action: ConflictsAction,
     },
+    /// Connect an agent to cairn: install its plugin and register the MCP server (idempotent;
+    /// every edited file is backed up first)
+    Setup(SetupArgs),
     /// Print the version
     Version,
     /// Suggest a topic key for a memory
@@ -166,6 +169,35 @@ pub enum Command {
         #[arg(long, default_value = "")]
         content: String,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// The agent host to set up
+    #[arg(value_enum)]
+    pub agent: SetupAgent,
+    /// Show what would change, change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Remove what setup added (the plugin file, the MCP entry) and nothing else
+    #[arg(long)]
+    pub uninstall: bool,
+    /// Disable engram's plugin and MCP server in the host, so sessions are not captured twice
+    #[arg(long)]
+    pub disable_engram: bool,
+    /// Import engram's memories (~/.engram/engram.db) when it has any
+    #[arg(long)]
+    pub import_engram: bool,
+    /// Answer yes to every question (disable engram, import its memories)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// Hosts `cairn setup` knows.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SetupAgent {
+    /// OpenCode: the cairn plugin in ~/.config/opencode/plugins, `mcp.cairn` in opencode.json(c)
+    Opencode,
 }
 
 #[derive(Debug, Args)]

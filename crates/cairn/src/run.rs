@@ -37,7 +37,7 @@ pub struct Env {
 }
 
 impl Env {
-    fn open_store(&self) -> Result<Store> {
+    pub(crate) fn open_store(&self) -> Result<Store> {
         ensure_data_dir(&self.settings.data_dir.value)?;
         Ok(Store::open(&self.settings.db_path())?)
     }
@@ -118,6 +118,7 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             note(&format!("sync is not configured yet; {what}"));
             Ok(())
         }
+        Command::Setup(args) => crate::setup::run(env, args),
         Command::Version => out(&format!("cairn {}", cairn_core::VERSION)),
         Command::Model { action } => crate::semantic_cmd::model(env, action),
         Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),

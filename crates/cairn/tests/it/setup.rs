@@ -255,3 +255,26 @@ fn an_unwritable_plugin_dir_fails_before_anything_changes() {
     assert!(stderr.contains("error[data_dir_not_writable]: cannot write"), "{stderr}");
     assert_eq!(home.tree(), before);
 }
+
+#[test]
+fn engram_memories_are_imported_only_when_asked() {
+    let home = Home::new();
+    let db = home.root.join(".engram/engram.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    crate::cli::make_engram_db(&db);
+    let (_, stderr) = home.ok(&[]);
+    assert!(stderr.contains("cairn import-engram"), "{stderr}");
+    assert!(!home.root.join("cairn-data/cairn.db").exists(), "nothing imported unasked");
+
+    let (stdout, _) = home.ok(&["--import-engram", "--json"]);
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["engram_import"]["observations_imported"], 2, "{report}");
+    let step = report["steps"].as_array().unwrap().iter().find(|s| s["item"] == "engram import").unwrap();
+    assert_eq!(step["status"], "imported");
+    let found = cairn()
+        .args(["search", "websocket reconnect", "--all-projects"])
+        .env("CAIRN_DATA_DIR", home.root.join("cairn-data"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&found.stdout).contains("Websocket reconnect loop"));
+}

@@ -164,6 +164,16 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
         cairn_step = cairn_step.detail("a remote entry (cairn's HTTP /mcp): left as it is");
     }
     plan.steps.push(cairn_step);
+    if !o.uninstall
+        && let Some(entry) = mcp.as_ref().and_then(|m| m.object_value("cairn"))
+        && jsonc::value(&entry, "enabled") == Some(Value::Bool(false))
+    {
+        // the user switched it off: respected, but said
+        plan.warnings.push(format!(
+            "mcp.cairn is switched off (\"enabled\": false) in {}: OpenCode will not start it",
+            config.display()
+        ));
+    }
 
     // 3. engram's OpenCode pieces: both would capture every session a second time and offer
     // a second set of memory tools.

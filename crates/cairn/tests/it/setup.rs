@@ -278,3 +278,14 @@ fn engram_memories_are_imported_only_when_asked() {
         .unwrap();
     assert!(String::from_utf8_lossy(&found.stdout).contains("Websocket reconnect loop"));
 }
+
+#[test]
+fn a_cairn_entry_switched_off_by_the_user_stays_off_with_a_warning() {
+    let home = Home::new();
+    let path = home.oc().join("opencode.json");
+    let config = serde_json::json!({"mcp": {"cairn": {"type": "local", "command": [bin(), "mcp"], "enabled": false}}});
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    let (_, stderr) = home.ok(&[]);
+    assert!(stderr.contains("mcp.cairn is switched off"), "{stderr}");
+    assert_eq!(read_json(&path), config);
+}

@@ -5,6 +5,8 @@
 
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
 import { ADMIN_TOOLS, AGENT_TOOLS } from './lib/contract.mjs';
@@ -84,6 +86,23 @@ describe('OpenCode + cairn mcp', { skip, timeout: 420_000 }, () => {
     const result = mock.toolResults.find((t) => t.name === 'cairn_mem_save');
     assert.ok(result, `the model never saw the mem_save result\n${dump(r)}`);
     assert.ok(result.text.length > 0);
+  });
+
+  test('the daemon `cairn mcp` started outlives `opencode run`', { timeout: 30_000 }, async () => {
+    // OpenCode stops its MCP servers when a run ends; the daemon the first `cairn mcp`
+    // started must not go with them (run 2 would otherwise pay a cold start, and any
+    // capture still in flight would be lost).
+    const info = JSON.parse(readFileSync(path.join(cairn.dataDir, 'daemon.json'), 'utf8'));
+    assert.ok(Number.isInteger(info.pid), `daemon.json has no pid: ${JSON.stringify(info)}`);
+    let alive = true;
+    try {
+      process.kill(info.pid, 0);
+    } catch {
+      alive = false;
+    }
+    assert.ok(alive, `the daemon (pid ${info.pid}) died with opencode run`);
+    const res = await fetch(`http://${info.addr}/health`, { signal: AbortSignal.timeout(5_000) });
+    assert.equal(res.status, 200, `the daemon at ${info.addr} does not answer /health`);
   });
 
   test('run 2: a new process finds it with cairn_mem_search', { timeout: 200_000 }, async () => {

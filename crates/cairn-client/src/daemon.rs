@@ -228,13 +228,24 @@ pub fn autostart(
         .arg("--idle-exit")
         .arg("1800")
         .arg("--or-any-port")
+        // through a short-lived intermediate process (`cairn serve --detach`), so the daemon is
+        // not a child of this process: a host that stops its MCP server's whole process tree
+        // (OpenCode does) must not stop the daemon other sessions share
+        .arg("--detach")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log.map_or_else(Stdio::null, Stdio::from));
-    detach(&mut cmd);
-    if let Err(e) = cmd.spawn() {
-        tracing::warn!(error = %e, "could not start the cairn daemon");
-        return None;
+    own_process_group(&mut cmd);
+    match cmd.spawn().and_then(|mut hop| hop.wait()) {
+        Ok(status) if status.success() => {}
+        Ok(status) => {
+            tracing::warn!(%status, "could not start the cairn daemon");
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not start the cairn daemon");
+            return None;
+        }
     }
     let deadline = Instant::now() + wait;
     while Instant::now() < deadline {
@@ -246,15 +257,16 @@ pub fn autostart(
     None
 }
 
+/// Put the process `cmd` starts in a process group of its own.
 #[cfg(unix)]
-fn detach(cmd: &mut Command) {
+pub fn own_process_group(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // Its own process group: a Ctrl-C aimed at the agent does not take the daemon down mid-write.
     cmd.process_group(0);
 }
 
 #[cfg(not(unix))]
-fn detach(_cmd: &mut Command) {}
+pub fn own_process_group(_cmd: &mut Command) {}
 
 #[cfg(test)]
 mod tests {

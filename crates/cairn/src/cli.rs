@@ -119,6 +119,11 @@ pub enum Command {
         /// When the port is taken, listen on any free port (used by auto-start)
         #[arg(long, hide = true)]
         or_any_port: bool,
+        /// Start the daemon as a process of its own and return at once (used by auto-start:
+        /// the daemon must not be a child of the `cairn mcp` that started it, or a host that
+        /// stops its MCP servers' process trees, as OpenCode does, stops the daemon too)
+        #[arg(long, hide = true)]
+        detach: bool,
     },
     /// MCP server on stdio for one agent session (uses the daemon, starting it if needed)
     Mcp {
@@ -153,6 +158,9 @@ pub enum Command {
         #[command(subcommand)]
         action: ConflictsAction,
     },
+    /// Connect an agent to cairn: install its plugin and register the MCP server (idempotent;
+    /// every edited file is backed up first)
+    Setup(SetupArgs),
     /// Print the version
     Version,
     /// Suggest a topic key for a memory
@@ -180,6 +188,35 @@ pub struct ProtocolArgs {
     /// memory (the protocol), compaction_note, continuity or trigger
     #[arg(long, default_value = "memory")]
     pub part: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// The agent host to set up
+    #[arg(value_enum)]
+    pub agent: SetupAgent,
+    /// Show what would change, change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Remove what setup added (the plugin file, the MCP entry) and nothing else
+    #[arg(long)]
+    pub uninstall: bool,
+    /// Disable engram's plugin and MCP server in the host, so sessions are not captured twice
+    #[arg(long)]
+    pub disable_engram: bool,
+    /// Import engram's memories (~/.engram/engram.db) when it has any
+    #[arg(long)]
+    pub import_engram: bool,
+    /// Answer yes to every question (disable engram, import its memories)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// Hosts `cairn setup` knows.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SetupAgent {
+    /// OpenCode: the cairn plugin in ~/.config/opencode/plugins, `mcp.cairn` in opencode.json(c)
+    Opencode,
 }
 
 #[derive(Debug, Args)]

@@ -30,6 +30,23 @@ pub struct ServeArgs {
     pub or_any_port: bool,
 }
 
+/// `cairn serve --detach`: start `cairn serve` with the same arguments (less `--detach`) in
+/// a process group of its own, and leave at once. The daemon is then an orphan, adopted by
+/// init (or the nearest subreaper), so it is in no one's process tree: OpenCode stops an MCP
+/// server by SIGTERMing every descendant it finds with `pgrep -P` (seen with strace on
+/// OpenCode 1.18.33), which took the daemon `cairn mcp` had started down with each
+/// `opencode run`. The caller waits for this process, so no zombie is left either.
+pub fn detach() -> Result<()> {
+    let exe = std::env::current_exe()?;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).filter(|a| a != "--detach").collect();
+    let mut cmd = std::process::Command::new(exe);
+    // stdio are inherited: the auto-start set them (stdin and stdout null, stderr the log)
+    cmd.args(args);
+    cairn_client::daemon::own_process_group(&mut cmd);
+    cmd.spawn()?;
+    Ok(())
+}
+
 pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
     let data_dir = canonical_data_dir(settings)?;
     let bind: IpAddr = settings.bind.value.parse().map_err(|_| {

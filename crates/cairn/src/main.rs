@@ -6,6 +6,7 @@ mod output;
 mod render;
 mod run;
 mod semantic_cmd;
+mod setup;
 
 use std::process::ExitCode;
 

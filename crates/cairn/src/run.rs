@@ -37,7 +37,7 @@ pub struct Env {
 }
 
 impl Env {
-    fn open_store(&self) -> Result<Store> {
+    pub(crate) fn open_store(&self) -> Result<Store> {
         ensure_data_dir(&self.settings.data_dir.value)?;
         Ok(Store::open(&self.settings.db_path())?)
     }
@@ -101,6 +101,7 @@ pub fn run(cli: Cli) -> Result<()> {
 
 fn dispatch(env: &Env, command: Command) -> Result<()> {
     match command {
+        Command::Serve { detach: true, .. } => crate::daemon::detach(),
         Command::Serve { idle_exit, or_any_port, .. } => crate::daemon::serve(
             &env.settings,
             crate::daemon::ServeArgs { idle_exit: idle_exit.map(Duration::from_secs), or_any_port },
@@ -117,6 +118,7 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             note(&format!("sync is not configured yet; {what}"));
             Ok(())
         }
+        Command::Setup(args) => crate::setup::run(env, args),
         Command::Version => out(&format!("cairn {}", cairn_core::VERSION)),
         Command::Model { action } => crate::semantic_cmd::model(env, action),
         Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),

@@ -253,7 +253,7 @@ fn import_engram_database() {
     assert_eq!(c.json(&["stats"])["total_observations"], 2);
 }
 
-fn make_engram_db(path: &Path) {
+pub(crate) fn make_engram_db(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
         "CREATE TABLE sessions (id TEXT PRIMARY KEY, project TEXT NOT NULL, directory TEXT NOT NULL,

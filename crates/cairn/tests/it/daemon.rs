@@ -90,3 +90,40 @@ fn a_daemon_that_had_to_take_another_port_is_found_and_followed() {
     assert!(!log.contains("opened the database file in this process"), "{log}");
     drop(taken);
 }
+
+/// What OpenCode does to stop an MCP server (strace of OpenCode 1.18.33): find every
+/// descendant with `pgrep -P`, SIGTERM them, then the server. The daemon `cairn mcp` started
+/// must survive it, since other sessions share it.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_daemon_outlives_the_mcp_process_tree_that_started_it() {
+    fn descendants(pid: u32) -> Vec<u32> {
+        let out = Command::new("pgrep").args(["-P", &pid.to_string()]).output().expect("pgrep");
+        let children: Vec<u32> =
+            String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect();
+        children.iter().flat_map(|&c| std::iter::once(c).chain(descendants(c))).collect()
+    }
+    fn alive(pid: u32) -> bool {
+        Command::new("kill").args(["-0", &pid.to_string()]).status().is_ok_and(|s| s.success())
+    }
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, work) = (tmp.path().join("data"), tmp.path().join("repo"));
+    std::fs::create_dir_all(&work).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let mut mcp = McpChild::spawn(&data, &work, &[("CAIRN_AUTOSTART", "mcp"), ("CAIRN_PORT", port.as_str())]);
+    let _cleanup = Autostarted(&data);
+    mcp.call("mem_save", json!({"title": "Survivor", "content": "the daemon outlives its agent"})).unwrap();
+    let (daemon_pid, addr) = wait_for_record(&data);
+
+    let tree = descendants(mcp.pid());
+    assert!(!tree.contains(&daemon_pid), "the daemon (pid {daemon_pid}) is in the MCP server's process tree {tree:?}");
+    for pid in tree.iter().chain([&mcp.pid()]) {
+        let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    }
+    drop(mcp);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(alive(daemon_pid), "the daemon died with the MCP server");
+    assert_eq!(http(addr, "GET", "/health", None).0, 200);
+    assert_eq!(recorded(&data).map(|(p, _)| p), Some(daemon_pid));
+}

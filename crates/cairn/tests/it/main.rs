@@ -9,4 +9,5 @@ mod load;
 mod mcp_fuzz;
 mod privacy;
 mod semantic;
+mod setup;
 mod support;

@@ -200,6 +200,10 @@ impl McpChild {
         mcp
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Write raw bytes to its stdin (fuzzing the JSON-RPC framing).
     pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         let stdin = self.stdin.as_mut().ok_or(std::io::ErrorKind::BrokenPipe)?;

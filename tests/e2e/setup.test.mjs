@@ -1,0 +1,91 @@
+// `cairn setup opencode` as the real OpenCode sees it: after setup into a sandbox HOME,
+// OpenCode's resolved config lists the installed plugin file (from its global plugin dir) and
+// the cairn MCP server, which connects; engram's plugin, once disabled, is no longer loaded;
+// `--uninstall` takes both away again. What the plugin does is tested with the plugin itself.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { OPENCODE_MISSING, createOpenCodeSandbox, findOpenCodeBin } from './lib/opencode.mjs';
+
+const probe = probeCairnSubcommand('setup');
+const skip = probe.ok ? false : `cairn setup unavailable: ${probe.reason}`;
+
+test('cairn setup is available', { skip }, () => {});
+
+describe('cairn setup opencode + real OpenCode', { skip, timeout: 300_000 }, () => {
+  let cairn;
+  let oc;
+  let configDir;
+
+  before(async () => {
+    assert.ok(findOpenCodeBin(), OPENCODE_MISSING);
+    cairn = await makeCairnSandbox({ git: false });
+    oc = createOpenCodeSandbox({
+      // no model is called: `debug config` and `mcp list` only
+      mock: { baseURL: 'http://127.0.0.1:9/v1' },
+      // what `cairn mcp` started by OpenCode inherits: the sandbox's data dir and port
+      env: { CAIRN_DATA_DIR: cairn.dataDir, CAIRN_PORT: cairn.env.CAIRN_PORT },
+    });
+    configDir = path.dirname(oc.configPath);
+  });
+  after(() => {
+    oc?.cleanup();
+    cairn?.cleanup();
+  });
+
+  const setup = (...args) => {
+    const r = spawnSync(probe.bin, ['setup', 'opencode', ...args], { env: oc.env, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 0, `cairn setup opencode ${args.join(' ')} failed:\n${r.stdout}\n${r.stderr}`);
+    return r;
+  };
+  const opencode = (...args) => {
+    const r = spawnSync(oc.bin, args, { cwd: oc.project, env: oc.env, encoding: 'utf8', timeout: 120_000 });
+    assert.equal(r.status, 0, `opencode ${args.join(' ')} failed:\n${r.stdout}\n${r.stderr}`);
+    return r.stdout;
+  };
+  /** OpenCode's resolved config (`opencode debug config` prints it as JSON). */
+  const resolvedConfig = () => {
+    const out = opencode('debug', 'config');
+    return JSON.parse(out.slice(out.indexOf('{')));
+  };
+  const pluginUrl = (...parts) => pathToFileURL(path.join(configDir, ...parts)).href;
+
+  test('OpenCode loads the installed plugin and connects the cairn MCP server', async () => {
+    mkdirSync(path.join(configDir, 'plugins'), { recursive: true });
+    writeFileSync(path.join(configDir, 'plugins', 'engram.ts'), 'export const Engram = async () => ({});\n');
+    assert.ok(resolvedConfig().plugin.includes(pluginUrl('plugins', 'engram.ts')), 'the engram stand-in is loaded before setup');
+
+    const r = setup('--disable-engram');
+    const plugin = readFileSync(path.join(configDir, 'plugins', 'cairn.ts'), 'utf8');
+    assert.ok(plugin.includes(`const BAKED_CAIRN_BIN: string | null = ${JSON.stringify(probe.bin)};`), `binary not baked in:\n${r.stdout}`);
+
+    const config = resolvedConfig();
+    assert.ok(config.plugin.includes(pluginUrl('plugins', 'cairn.ts')), `plugin not loaded: ${JSON.stringify(config.plugin)}`);
+    assert.ok(!config.plugin.some((p) => p.includes('engram')), `engram still loaded: ${JSON.stringify(config.plugin)}`);
+    assert.equal(config.mcp.cairn.type, 'local');
+    assert.deepEqual(config.mcp.cairn.command, [probe.bin, 'mcp', '--tools=agent']);
+    assert.equal(config.mcp.cairn.enabled, true);
+    // the sandbox's own settings are still there
+    assert.equal(config.model, oc.config.model);
+
+    const list = opencode('mcp', 'list');
+    assert.match(list, /cairn\s+\S*\s*connected/, `cairn not connected:\n${list}`);
+  });
+
+  test('a second setup changes nothing; --uninstall takes cairn out of OpenCode', () => {
+    const again = setup('--json');
+    assert.equal(JSON.parse(again.stdout).changed, false, again.stdout);
+
+    setup('--uninstall');
+    assert.ok(!existsSync(path.join(configDir, 'plugins', 'cairn.ts')));
+    const config = resolvedConfig();
+    assert.ok(!config.plugin?.some((p) => p.includes('cairn.ts')), `plugin still loaded: ${JSON.stringify(config.plugin)}`);
+    assert.equal(config.mcp?.cairn, undefined);
+    assert.equal(config.model, oc.config.model);
+  });
+});

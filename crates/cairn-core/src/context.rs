@@ -134,6 +134,9 @@ impl Budgeted {
 impl Store {
     /// Build the context block for a project (or all projects).
     pub fn context(&self, req: &ContextRequest) -> Result<Context> {
+        // Checked for every layout: a threshold the recent layout ignores is still a mistake
+        // the caller should hear about.
+        crate::search::check_min_score(req.similarity_threshold)?;
         if req.layout == ContextLayout::MemoryBlock {
             return self.memory_block(req);
         }

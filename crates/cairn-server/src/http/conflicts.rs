@@ -42,7 +42,8 @@ pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<Li
     let filter = RelationFilter {
         project: given(p.project),
         status: given(p.status),
-        since: given(p.since),
+        // Only an empty `since` means "no limit"; a blank one is a bad time, which core refuses.
+        since: p.since.filter(|s| !s.is_empty()),
         limit: p.limit,
         offset: p.offset,
     };

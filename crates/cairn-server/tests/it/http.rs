@@ -626,6 +626,9 @@ async fn conflicts_routes() {
         json!({"retried": 0, "succeeded": 0, "failed": 0, "dead": 0})
     );
     s.get("/conflicts?since=yesterday").await.expect_error(400, "invalid_argument");
+    // Found by fuzzing: a blank `since` is no time either (an empty one means "no limit").
+    s.get("/conflicts?since=+").await.expect_error(400, "invalid_argument");
+    s.get("/conflicts?since=").await.expect(200);
     s.get("/conflicts/abc").await.expect_error(400, "invalid_argument");
     s.get("/conflicts/999").await.expect_error(404, "relation_not_found");
 }

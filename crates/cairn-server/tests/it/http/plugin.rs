@@ -90,6 +90,8 @@ async fn memory_block_and_compaction_summary() {
     assert!(got.expect(200)["context"].as_str().unwrap().starts_with("[MEMORY]\n"));
     s.get("/context?layout=sideways").await.expect_error(400, "invalid_argument");
     s.get("/context?layout=memory_block&similarity_threshold=3").await.expect_error(400, "invalid_argument");
+    // Found by fuzzing: the recent layout ignores the threshold, but a bad one is still refused.
+    s.get("/context?similarity_threshold=-1").await.expect_error(400, "invalid_argument");
 }
 
 #[tokio::test]

@@ -313,6 +313,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     seenPrompt?: boolean;
     block?: string;
     blockInSystem?: boolean;
+    blockPending?: Promise<void>;
     used?: number;
     providerID?: string;
     modelID?: string;
@@ -557,11 +558,20 @@ const server = async (ctx: Dict, options?: Dict) => {
         if (s.sub) return;
         // the context comes back: the block (with the summary as "Last Session") goes into the
         // system prompt of the session's next requests
-        const block = await within(memoryBlock(), CALL_TIMEOUT).catch(() => null);
-        if (block) {
-          s.block = block;
-          s.blockInSystem = true;
-        }
+        // (events are not awaited: the next request's system transform waits for it, capped)
+        const pending = memoryBlock()
+          .then((block) => {
+            if (block) {
+              s.block = block;
+              s.blockInSystem = true;
+            }
+          })
+          .catch((e: any) => log("warn", `cairn: context after compaction failed: ${e?.message ?? e}`))
+          .finally(() => {
+            if (s.blockPending === pending) s.blockPending = undefined;
+          });
+        s.blockPending = pending;
+        await pending;
       }
     }),
 
@@ -688,6 +698,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         const protocol = peek("memory") ?? (await within(warm("memory"), HOOK_WAIT)) ?? null;
         if (protocol && !joined.includes(protocol)) add.push(protocol);
       }
+      if (s.blockPending) await within(s.blockPending, HOOK_WAIT);
       if (s.blockInSystem && s.block && !joined.includes(s.block)) add.push(s.block);
       const meter = meterLine(s);
       if (meter) add.push(meter);

@@ -181,7 +181,7 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     let stored = null;
     for (let i = 0; i < 40 && !stored; i++) {
       const found = await op('search', { query: 'MOCK-SUMMARY', limit: 10 });
-      stored = (found.body?.results ?? found.body?.memories ?? found.body ?? []).find?.((m) => m.type === 'compaction_summary') ?? null;
+      stored = (found.body?.hits ?? []).find((m) => m.type === 'compaction_summary') ?? null;
       if (!stored) await new Promise((res) => setTimeout(res, 100));
     }
     assert.ok(stored, `no compaction_summary memory for ${sid} (needs the save_compaction op)`);

@@ -633,16 +633,18 @@ const server = async (ctx: Dict, options?: Dict) => {
       const r = await within(work, HOOK_WAIT);
       if (!r) return;
       const messageID = output?.message?.id ?? input.messageID;
-      const make = (t: string, n: number) => ({
-        id: partId(parts, n),
+      // after the user's own text: OpenCode's title request sends the message's parts too, and
+      // the title should come from what the user typed
+      const make = (t: string) => ({
+        id: partId(),
         sessionID: id,
         messageID,
         type: "text",
         text: t,
         synthetic: true,
       });
-      if (r.block) parts.unshift(make(r.block, 0));
-      if (r.trigger) parts.push(make(r.trigger, 1));
+      if (r.block) parts.push(make(r.block));
+      if (r.trigger) parts.push(make(r.trigger));
     }),
 
     "tool.execute.after": guard("tool.execute.after", async (input: Dict, output: Dict) => {
@@ -769,16 +771,13 @@ const server = async (ctx: Dict, options?: Dict) => {
   return hooks;
 };
 
-/** An id for a part we add, in OpenCode's `prt_` form, ordered next to the message's parts. */
-function partId(parts: Json[], n: number): string {
-  const first = parts.find((p) => typeof p?.id === "string" && p.id.startsWith("prt_"))?.id as string | undefined;
-  const rand = Math.random().toString(36).slice(2, 10).padEnd(8, "0");
-  if (first && n === 0) {
-    // sorts right before the user's text: same time prefix, a lower tail
-    return `${first.slice(0, 16)}${"0".repeat(Math.max(0, first.length - 16 - 8))}${rand}`.slice(0, first.length);
-  }
-  const hex = (Date.now() * 0x1000).toString(16).padStart(12, "0").slice(-12);
-  return `prt_${hex}${rand}zz`;
+/** An id for a part we add, in OpenCode's ascending `prt_` form: after the message's own parts. */
+let partSeq = 0;
+function partId(): string {
+  const hex = (Date.now() * 0x1000 + (partSeq++ % 0x1000)).toString(16).padStart(12, "0").slice(-12);
+  let rand = "";
+  for (let i = 0; i < 14; i++) rand += "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"[Math.floor(Math.random() * 62)];
+  return `prt_${hex}${rand}`;
 }
 
 export default { id: "cairn", server };

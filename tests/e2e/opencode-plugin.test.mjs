@@ -167,6 +167,10 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     const user = first.messages.filter((m) => m.role === 'user').map(textOf).join('\n');
     assert.match(user, /\[MEMORY\]/, `no [MEMORY] block in the first request\n${dump('memory')}`);
     assert.match(user, /quokka-release|Release tags are cut by CI/);
+    // the block follows what the user typed, so the title request starts with the user's words
+    const title = during('memory').find((q) => q.kind === 'title');
+    assert.ok(title, 'no title request');
+    assert.match(title.lastUserText, /^"?how are release tags made here\?/);
   });
 
   test('a forced compaction: context in the summariser request, the summary stored, context back after', async () => {

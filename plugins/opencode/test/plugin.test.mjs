@@ -64,14 +64,15 @@ describe('chat.message (E6, M1, M2, E14)', () => {
     assert.equal(ctx[0].body.args.layout, 'memory_block');
     assert.match(ctx[0].body.args.query, /plain prompt/);
     assert.equal(output.parts.length, before + 1);
-    const block = output.parts[0];
+    const block = output.parts[1];
     assert.equal(block.type, 'text');
     assert.equal(block.synthetic, true);
     assert.match(block.text, /^\[MEMORY\]/);
     assert.equal(block.sessionID, input.sessionID);
     assert.equal(block.messageID, output.message.id);
     assert.match(block.id, /^prt_/);
-    assert.ok(block.id < output.parts[1].id, 'the block sorts before the user text');
+    assert.ok(block.id > output.parts[0].id, 'the block sorts after the user text (OpenCode orders parts by id)');
+    assert.equal(block.id.length, output.parts[0].id.length);
   });
 
   test('no block when the daemon says it is not the first prompt; the trigger note when it says so', async () => {
@@ -81,6 +82,7 @@ describe('chat.message (E6, M1, M2, E14)', () => {
     assert.equal(daemon.ops('user_prompt').length, 1);
     assert.equal(output.parts.length, 2);
     assert.equal(output.parts[1].text, TRIGGER);
+    assert.ok(output.parts[1].id > output.parts[0].id);
     assert.equal(output.parts[1].synthetic, true);
     assert.ok(!output.parts.some((p) => /^\[MEMORY\]/.test(p.text)));
   });
@@ -145,7 +147,7 @@ describe('chat.message (E6, M1, M2, E14)', () => {
     await hooks['chat.message'](input, output);
     await waitFor(() => daemon.ops('add_prompt').length === 1, 2000, 'add_prompt');
     assert.ok(daemon.posts('/sessions').some((r) => r.body.id === input.sessionID));
-    assert.match(output.parts[0].text, /^\[MEMORY\]\n## Memory/);
+    assert.match(output.parts[1].text, /^\[MEMORY\]\n## Memory/);
   });
 });
 

@@ -518,6 +518,7 @@ const server = async (ctx: Dict, options?: Dict) => {
       } else if (type === "message.updated") {
         const info = p.info ?? {};
         if (!info.id || !info.sessionID) return;
+        if (messages.size > 2000) messages.delete(messages.keys().next().value as string);
         messages.set(info.id, { sessionID: info.sessionID, role: info.role, summary: info.summary === true, agent: info.agent, mode: info.mode });
         if (info.role !== "assistant") return;
         const s = session(info.sessionID);
@@ -645,6 +646,17 @@ const server = async (ctx: Dict, options?: Dict) => {
       });
       if (r.block) parts.push(make(r.block));
       if (r.trigger) parts.push(make(r.trigger));
+    }),
+
+    // B1: cairn's MCP tools that take a session get OpenCode's, so saves land in the real
+    // session instead of cairn's per-project default one
+    "tool.execute.before": guard("tool.execute.before", async (input: Dict, output: Dict) => {
+      const tool = String(input?.tool ?? "");
+      const args = output?.args;
+      if (!input?.sessionID || !args || typeof args !== "object" || Array.isArray(args)) return;
+      if (/^cairn_mem_(save|session_summary|capture_passive|save_prompt)$/.test(tool) && !args.session_id) {
+        args.session_id = input.sessionID;
+      }
     }),
 
     "tool.execute.after": guard("tool.execute.after", async (input: Dict, output: Dict) => {

@@ -40,7 +40,7 @@ describe('module shape', () => {
     const { hooks } = await setup();
     assert.deepEqual(Object.keys(hooks.tool), ['memory_compact']);
     assert.deepEqual(hooks.tool.memory_compact.args.force, { type: 'boolean', description: hooks.tool.memory_compact.args.force.description });
-    for (const h of ['event', 'chat.message', 'tool.execute.after', 'experimental.text.complete', 'experimental.chat.system.transform', 'experimental.session.compacting']) {
+    for (const h of ['event', 'chat.message', 'tool.execute.before', 'tool.execute.after', 'experimental.text.complete', 'experimental.chat.system.transform', 'experimental.session.compacting']) {
       assert.equal(typeof hooks[h], 'function', h);
     }
   });
@@ -257,6 +257,29 @@ describe('experimental.chat.system.transform (E9, O4)', () => {
 });
 
 describe('tools (E7, E8)', () => {
+  test("cairn's MCP saves get the OpenCode session id (tool.execute.before)", async () => {
+    const { hooks } = await setup();
+    const before = calls('task', 'tool.execute.before')[0];
+    const save = hookArgs(before);
+    save[0].tool = 'cairn_mem_save';
+    save[1].args = { title: 't', content: 'c' };
+    await hooks['tool.execute.before'](...save);
+    assert.equal(save[1].args.session_id, before.input.sessionID);
+    const own = hookArgs(before);
+    own[0].tool = 'cairn_mem_save';
+    own[1].args = { title: 't', content: 'c', session_id: 'mine' };
+    await hooks['tool.execute.before'](...own);
+    assert.equal(own[1].args.session_id, 'mine', 'an explicit session is kept');
+    const other = hookArgs(before);
+    await hooks['tool.execute.before'](...other);
+    assert.equal(other[1].args.session_id, undefined, 'other tools are left alone');
+    const search = hookArgs(before);
+    search[0].tool = 'cairn_mem_search';
+    search[1].args = { query: 'x' };
+    await hooks['tool.execute.before'](...search);
+    assert.equal(search[1].args.session_id, undefined, 'mem_search takes no session');
+  });
+
   test('a host tool call is counted; cairn tools are not; Task output goes to passive capture', async () => {
     const { hooks, daemon } = await setup();
     await replayEvents(hooks, 'task');

@@ -314,6 +314,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     block?: string;
     blockInSystem?: boolean;
     blockPending?: Promise<void>;
+    lastPrompt?: string;
     used?: number;
     providerID?: string;
     modelID?: string;
@@ -382,17 +383,32 @@ const server = async (ctx: Dict, options?: Dict) => {
   }
 
   // ---- memory block (M1) ----------------------------------------------------------------------
-  async function memoryBlock(query?: string): Promise<string | null> {
+  /**
+   * The [MEMORY] block for `query` (a prompt). With `orRecent`, an empty block (nothing relevant,
+   * no structured sections) falls back to the recent-context layout, as E10 pushes it.
+   */
+  async function memoryBlock(query?: string, orRecent = false): Promise<string | null> {
     const args: Dict = { project: await projectOrUndefined(), layout: "memory_block", budget_bytes: config.inject?.budget_bytes ?? 6000 };
-    if (query) args.query = query;
+    // a prompt, not search syntax: `opencode run` quotes the message, and a quoted query is a
+    // phrase search that finds nothing
+    const q = (query ?? "").replace(/["*]/g, " ").replace(/\s+/g, " ").trim().slice(0, 500);
+    if (q) args.query = q;
     for (const k of ["similarity_threshold", "max_relevant"]) if (config.inject?.[k] !== undefined) args[k] = config.inject[k];
     if (config.inject?.profile === false) args.max_profile = 0;
     const r = await op("context", args);
     const text = typeof r?.context === "string" ? r.context.trim() : "";
-    if (!text) return null;
-    if (text.startsWith("[MEMORY]")) return text.replace(/^\[MEMORY\]\s*/, "").trim() ? text : null;
+    if (text.startsWith("[MEMORY]")) {
+      if (text.replace(/^\[MEMORY\]\s*/, "").trim()) return text;
+      return orRecent ? recentBlock(args.project) : null;
+    }
+    if (!text) return orRecent ? recentBlock(args.project) : null;
     // an older daemon ignores `layout`: its recent-context text, only when it holds memories
     return Array.isArray(r?.memory_ids) && r.memory_ids.length > 0 ? `[MEMORY]\n${text}` : null;
+  }
+  async function recentBlock(project?: string): Promise<string | null> {
+    const r = await op("context", { project, budget_bytes: config.inject?.budget_bytes ?? 6000 });
+    const text = typeof r?.context === "string" ? r.context.trim() : "";
+    return text && Array.isArray(r?.memory_ids) && r.memory_ids.length > 0 ? `[MEMORY]\n${text}` : null;
   }
 
   // ---- context meter (O4) ---------------------------------------------------------------------
@@ -560,7 +576,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         // the context comes back: the block (with the summary as "Last Session") goes into the
         // system prompt of the session's next requests
         // (events are not awaited: the next request's system transform waits for it, capped)
-        const pending = memoryBlock()
+        const pending = memoryBlock(s.lastPrompt, true)
           .then((block) => {
             if (block) {
               s.block = block;
@@ -597,6 +613,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         .join("\n");
       if (!text.trim() && typeof output?.message?.summary?.body === "string") text = output.message.summary.body;
       text = stripPrivate(text.slice(0, MAX_PROMPT_CHARS)).trim();
+      if (text) s.lastPrompt = text;
 
       const work = (async () => {
         if (await isSubAgent(id)) {
@@ -733,7 +750,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         register(s);
         const mode = config.compaction?.mode ?? "context";
         const [block, note, continuity] = await Promise.all([
-          memoryBlock().catch(() => null),
+          memoryBlock(s.lastPrompt, true).catch(() => null),
           mode === "context" ? (peek("compaction_note") ?? warm("compaction_note")) : null,
           mode === "continuity" ? (peek("continuity") ?? warm("continuity")) : null,
         ]);

@@ -63,6 +63,7 @@ describe('chat.message (E6, M1, M2, E14)', () => {
     const ctx = daemon.ops('context');
     assert.equal(ctx[0].body.args.layout, 'memory_block');
     assert.match(ctx[0].body.args.query, /plain prompt/);
+    assert.ok(!ctx[0].body.args.query.includes('"'), 'opencode run quotes the message; the query is plain words');
     assert.equal(output.parts.length, before + 1);
     const block = output.parts[1];
     assert.equal(block.type, 'text');
@@ -338,6 +339,12 @@ describe('compaction (E10, E11, O5, O3)', () => {
     assert.equal(a.overflow, false);
     assert.match(a.summary, /MOCK-SUMMARY of earlier work/);
     assert.match(a.session_id, /^ses_/);
+  });
+
+  test('nothing relevant for the block: the compaction gets the recent context instead', async () => {
+    const { daemon, compacting } = await compactRun('overflow', { context: (a) => (a.layout === 'memory_block' ? { context: '[MEMORY]\n', memory_ids: [] } : { context: '## Memory from previous sessions\n- #1 x', memory_ids: [1] }) });
+    assert.match(compacting.context[0], /^\[MEMORY\]\n## Memory from previous sessions/);
+    assert.ok(daemon.ops('context').some((r) => r.body.args.layout === undefined));
   });
 
   test('manual compaction is recorded as manual; continuity mode sets the prompt', async () => {

@@ -154,7 +154,10 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     const saved = mock.toolResults.find((t) => t.name === 'cairn_mem_save');
     assert.ok(saved, `the model did not save\n${dump('remember')}`);
     const found = await op('search', { query: 'pnpm deploy', limit: 5 });
-    assert.match(JSON.stringify(found.body), /We deploy with pnpm/);
+    const hit = (found.body?.hits ?? []).find((h) => h.title === 'We deploy with pnpm');
+    assert.ok(hit, JSON.stringify(found.body).slice(0, 500));
+    // the plugin gave the MCP save OpenCode's session (tool.execute.before)
+    assert.equal(hit.session_id, sessionOf(runs.remember.result));
   });
 
   test("a new session's first request carries a [MEMORY] block with an earlier memory", async () => {

@@ -315,6 +315,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     blockInSystem?: boolean;
     blockPending?: Promise<void>;
     lastPrompt?: string;
+    summarySaved?: boolean;
     used?: number;
     providerID?: string;
     modelID?: string;
@@ -478,6 +479,7 @@ const server = async (ctx: Dict, options?: Dict) => {
   async function saveSummary(s: Session, messageID: string, text: string) {
     if (s.savedSummaries.has(messageID) || !text.trim()) return;
     s.savedSummaries.add(messageID);
+    s.summarySaved = true;
     await background(`saving the compaction summary of ${s.id}`, async () =>
       op("save_compaction", {
         session_id: s.id,
@@ -570,6 +572,18 @@ const server = async (ctx: Dict, options?: Dict) => {
         if (!id) return;
         const s = session(id);
         s.compacting = false;
+        // E11 backstop: no summary text came through experimental.text.complete (another
+        // plugin replaced it, or the hook order changed): read it from OpenCode
+        if (s.summarySaved === false && !s.sub) {
+          s.summarySaved = undefined;
+          void background(`reading the compaction summary of ${id}`, async () => {
+            const r = await within<Json>(Promise.resolve(client?.session?.messages?.({ path: { id } })), CALL_TIMEOUT);
+            const list: Json[] = Array.isArray(r?.data) ? r.data : [];
+            const last = [...list].reverse().find((m) => m?.info?.role === "assistant" && m?.info?.summary === true);
+            const text = (last?.parts ?? []).filter((p: Json) => p?.type === "text" && typeof p.text === "string").map((p: Json) => p.text).join("\n");
+            if (last?.info?.id && text.trim()) await saveSummary(s, last.info.id, text);
+          });
+        }
         s.compactionTrigger = undefined;
         s.used = undefined; // the next step reports the new size
         if (s.sub) return;
@@ -745,6 +759,7 @@ const server = async (ctx: Dict, options?: Dict) => {
       if (!id || !output) return;
       const s = session(id);
       s.compacting = true;
+      s.summarySaved = false;
       const work = (async () => {
         if (await isSubAgent(id)) return null;
         register(s);

@@ -341,6 +341,24 @@ describe('compaction (E10, E11, O5, O3)', () => {
     assert.match(a.session_id, /^ses_/);
   });
 
+  test('no text.complete for the summary: it is read from OpenCode after session.compacted', async () => {
+    const text = calls('overflow', 'experimental.text.complete').find((c) => /MOCK-SUMMARY/.test(c.output.text));
+    const client = fakeClient();
+    client.session.messages = async ({ path: p }) => ({
+      data: [
+        { info: { id: 'msg_user', role: 'user', sessionID: p.id }, parts: [{ type: 'text', text: 'hi' }] },
+        { info: { id: text.input.messageID, role: 'assistant', summary: true, sessionID: p.id }, parts: [{ type: 'text', text: text.output.text }] },
+      ],
+    });
+    const { hooks, daemon } = await setup({ client });
+    for (const c of [...calls('overflow', 'event'), ...calls('overflow', 'experimental.session.compacting')].sort((a, b) => a.t - b.t)) {
+      if (c.hook === 'event') await hooks.event(structuredClone(c.input));
+      else await hooks[c.hook](...hookArgs(c));
+    }
+    await waitFor(() => daemon.ops('save_compaction').length === 1, 2000, 'save_compaction');
+    assert.match(daemon.ops('save_compaction')[0].body.args.summary, /MOCK-SUMMARY of earlier work/);
+  });
+
   test('nothing relevant for the block: the compaction gets the recent context instead', async () => {
     const { daemon, compacting } = await compactRun('overflow', { context: (a) => (a.layout === 'memory_block' ? { context: '[MEMORY]\n', memory_ids: [] } : { context: '## Memory from previous sessions\n- #1 x', memory_ids: [1] }) });
     assert.match(compacting.context[0], /^\[MEMORY\]\n## Memory from previous sessions/);

@@ -15,7 +15,7 @@ async function setup({ answers, delayMs, client = fakeClient(), url, options = {
   const daemon = url ? null : await fakeDaemon({ answers, delayMs });
   if (daemon) open.push(daemon);
   const hooks = await plugin.server(
-    { client, directory: '/work/demo', worktree: '/work/demo', project: { id: 'x' } },
+    { client, directory: '/nonexistent/demo-project', worktree: '/nonexistent/demo-project', project: { id: 'x' } },
     { url: url ?? daemon.url, autostart: false, env: { CAIRN_HTTP_TOKEN: '' }, ...options },
   );
   // let the start-up fetches (config, project, protocol texts) land

@@ -634,6 +634,8 @@ const server = async (ctx: Dict, options?: Dict) => {
           register(s);
           return null;
         }
+        // nothing typed (only files, say): nothing to store or to search with
+        if (!text) return null;
         const firstHere = !s.seenPrompt;
         s.seenPrompt = true;
         const proj = await projectOrUndefined();

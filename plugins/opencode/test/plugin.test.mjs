@@ -112,6 +112,10 @@ describe('chat.message (E6, M1, M2, E14)', () => {
     output.parts = [{ type: 'text', text: 'x'.repeat(5_000_000) }, null, { type: 'file' }, { type: 'text', text: 42 }, { type: 'text', synthetic: true, text: 'injected' }];
     await hooks['chat.message'](input, output);
     assert.equal(daemon.ops('user_prompt')[0].body.args.content.length, 2000);
+    const files = hookArgs(mainChat('plain'));
+    files[1].parts = [{ type: 'file', mime: 'image/png', url: 'data:,' }];
+    await hooks['chat.message'](...files);
+    assert.equal(daemon.ops('user_prompt').length, 1, 'no prompt op for a message without text');
     await hooks['chat.message'](input, { message: null, parts: 'not an array' });
     await hooks['chat.message']({}, {});
   });

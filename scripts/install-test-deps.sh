@@ -80,9 +80,10 @@ verify_node_deps() {
   bin="$(cd "$E2E_DIR" && node --input-type=module -e '
     await import("@modelcontextprotocol/sdk/client/index.js");
     await import("@modelcontextprotocol/sdk/server/index.js");
+    await import("tsx/esm/api"); // lets Node import the OpenCode plugin (TypeScript) in tests
     const { findOpenCodeBin } = await import("./lib/opencode.mjs");
     console.log(findOpenCodeBin() ?? "");
-  ')" || { log "node: cannot import @modelcontextprotocol/sdk"; return 1; }
+  ')" || { log "node: cannot import @modelcontextprotocol/sdk or tsx"; return 1; }
   [[ -n "$bin" && -x "$bin" ]] || { log "node: no OpenCode binary under tests/e2e/node_modules"; return 1; }
   # `--version` needs no network and no config; keep whatever it writes out of the real HOME
   scratch="$(mktemp -d)"

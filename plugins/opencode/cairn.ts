@@ -1,11 +1,829 @@
-// PLACEHOLDER (branch setup13): the real plugin comes from the PLUGIN helper's branch
-// (plugin13); take that file when merging. This stand-in exists only so `cairn setup opencode`
-// builds and its tests run: it is a valid OpenCode plugin that does nothing but carries the
-// one line `cairn setup` rewrites.
+// cairn's OpenCode plugin: sessions, prompts, memory at the first message, the memory protocol,
+// compaction that loses nothing, and a context meter, all through cairn's daemon.
+//
+// Thin on purpose: every decision that needs the store is an HTTP call to the daemon
+// (`POST /v1/op {op, args}` and a few engram routes). Every call has a timeout and fails open:
+// OpenCode keeps working, with one `client.app.log` line. Install with `cairn setup opencode`,
+// or copy this one file into `~/.config/opencode/plugins/`.
+//
+// The host is OpenCode's V1 plugin API (checked against opencode-ai 1.18.33). Only the default
+// export below may exist at runtime: OpenCode's loader rejects modules with other exports.
+
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
 
 const BAKED_CAIRN_BIN: string | null = null; // cairn setup writes the binary's path here
 
-export const CairnPlaceholder = async () => {
-  void BAKED_CAIRN_BIN;
-  return {};
+type Json = any;
+type Dict = Record<string, Json>;
+
+/** Time limits (ms). Awaited hooks wait at most `hook`; the request goes on in the background. */
+const HEALTH_TIMEOUT = 500;
+const CALL_TIMEOUT = 2000;
+const HOOK_WAIT = 300;
+const COMPACTING_WAIT = 1000;
+const DAEMON_JSON_WAIT = 2000;
+/** What OpenCode's `opencode run` prompt is cut to before it leaves the process. */
+const MAX_PROMPT_CHARS = 2000;
+/** Task output and turn text sent for "## Key Learnings" capture. */
+const MAX_PASSIVE_CHARS = 20000;
+const SUBAGENT_WAIT = 50;
+
+/** plugin_config defaults: the contract's, used until (or when) the daemon answers. */
+const DEFAULT_CONFIG = {
+  inject: { protocol: true as boolean | string[], mode: "first_message", budget_bytes: 6000, profile: true } as Dict,
+  triggers: { keyword_patterns: [] as string[] },
+  compaction: { mode: "context", auto_at: null as number | null, min_percent: 50 },
+  context_meter: { enabled: true, yellow: 70, red: 85, critical: 92, default_limit: 200000 },
 };
+
+/** Tools of cairn itself: not counted as host tool calls (E7). */
+function isCairnTool(tool: string): boolean {
+  const t = tool.toLowerCase();
+  return t.startsWith("cairn_") || t.startsWith("mem_") || t.startsWith("history_") || t === "memory" || t === "memory_compact";
+}
+
+/** `<private>…</private>` → `[REDACTED]`; case-insensitive, multi-line, an unclosed tag to the end (E14). */
+function stripPrivate(text: string): string {
+  return text.replace(/<private>[\s\S]*?<\/private>/gi, "[REDACTED]").replace(/<private>[\s\S]*$/i, "[REDACTED]");
+}
+
+/** Every string inside a request body, stripped. */
+function redactDeep(v: Json): Json {
+  if (typeof v === "string") return stripPrivate(v);
+  if (Array.isArray(v)) return v.map(redactDeep);
+  if (v && typeof v === "object") {
+    const out: Dict = {};
+    for (const [k, x] of Object.entries(v)) out[k] = redactDeep(x);
+    return out;
+  }
+  return v;
+}
+
+/** Resolve with `p`'s value, or `undefined` after `ms` (p goes on). Never rejects. */
+function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), ms);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(undefined);
+      },
+    );
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** An error of the daemon: HTTP status and cairn's error code. */
+class CallError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+  ) {
+    super(message);
+  }
+}
+
+const server = async (ctx: Dict, options?: Dict) => {
+  const env: Dict = { ...process.env, ...(options?.env ?? {}) };
+  const client = ctx?.client;
+  const directory: string = ctx?.directory ?? ctx?.worktree ?? process.cwd();
+
+  // ---- logging: one line per distinct problem, never throws ---------------------------------
+  const logged = new Map<string, number>();
+  function log(level: "info" | "warn" | "error", message: string) {
+    const last = logged.get(message);
+    if (last !== undefined && Date.now() - last < 60_000) return;
+    logged.set(message, Date.now());
+    try {
+      const p = client?.app?.log?.({ body: { service: "cairn", level, message } });
+      if (p && typeof p.catch === "function") p.catch(() => {});
+    } catch {
+      // nowhere left to say it
+    }
+  }
+
+  // ---- the daemon (E1) ----------------------------------------------------------------------
+  const dataDir = (): string =>
+    env.CAIRN_DATA_DIR || join(env.XDG_DATA_HOME || join(env.HOME || homedir(), ".local", "share"), "cairn");
+  const fallbackUrl = () => `http://127.0.0.1:${env.CAIRN_PORT || env.ENGRAM_PORT || 7437}`;
+  function daemonJsonUrl(): string | null {
+    try {
+      const info = JSON.parse(readFileSync(join(dataDir(), "daemon.json"), "utf8"));
+      return typeof info?.addr === "string" && info.addr ? `http://${info.addr}` : null;
+    } catch {
+      return null;
+    }
+  }
+  const configuredUrl = (): string | null => (options?.url || env.CAIRN_URL || null)?.replace(/\/+$/, "") ?? null;
+  const headers = (): Dict => {
+    const h: Dict = { "content-type": "application/json" };
+    if (env.CAIRN_HTTP_TOKEN) h.authorization = `Bearer ${env.CAIRN_HTTP_TOKEN}`;
+    return h;
+  };
+
+  async function healthy(url: string): Promise<boolean> {
+    try {
+      const res = await fetch(`${url}/health`, { headers: headers(), signal: AbortSignal.timeout(HEALTH_TIMEOUT) });
+      return res.ok;
+    } catch {
+      return false;
+    }
+  }
+
+  function spawnDaemon(): boolean {
+    const bin = options?.bin || BAKED_CAIRN_BIN || env.CAIRN_BIN || env.ENGRAM_BIN || "cairn";
+    try {
+      // detached and unref'd: the daemon outlives OpenCode (and idles out after 30 min)
+      const child = spawn(bin, ["serve", "--idle-exit", "1800", "--or-any-port"], {
+        detached: true,
+        stdio: "ignore",
+        env: env as NodeJS.ProcessEnv,
+        cwd: directory,
+      });
+      child.on("error", (e: Error) => log("warn", `cairn: could not start the daemon (${bin}): ${e.message}`));
+      child.unref();
+      return true;
+    } catch (e: any) {
+      log("warn", `cairn: could not start the daemon (${bin}): ${e?.message ?? e}`);
+      return false;
+    }
+  }
+
+  let daemon: Promise<string | null> | null = null;
+  let daemonCheckedAt = 0;
+  async function findOrStart(): Promise<string | null> {
+    const fixed = configuredUrl();
+    if (fixed) return (await healthy(fixed)) ? fixed : null;
+    const known = daemonJsonUrl() ?? fallbackUrl();
+    if (await healthy(known)) return known;
+    if (options?.autostart === false || env.CAIRN_AUTOSTART === "never") return null;
+    if (!spawnDaemon()) return null;
+    const deadline = Date.now() + DAEMON_JSON_WAIT;
+    while (Date.now() < deadline) {
+      await sleep(50);
+      const url = daemonJsonUrl();
+      if (url && (await healthy(url))) return url;
+    }
+    log("warn", `cairn: the daemon did not come up within ${DAEMON_JSON_WAIT} ms (data dir ${dataDir()})`);
+    return null;
+  }
+  /** The daemon's URL, found (or started) once; a failure is retried after 10 s. */
+  function daemonUrl(): Promise<string | null> {
+    if (daemon && !(daemonCheckedAt && Date.now() - daemonCheckedAt > 10_000)) return daemon;
+    daemonCheckedAt = 0;
+    daemon = findOrStart().then((url) => {
+      if (!url) daemonCheckedAt = Date.now();
+      return url;
+    });
+    return daemon;
+  }
+  function daemonLost() {
+    daemon = null;
+  }
+
+  /** One HTTP call; rejects with CallError on an error status or a network failure. */
+  async function call(method: "GET" | "POST", path: string, body?: Json, timeout = CALL_TIMEOUT): Promise<Json> {
+    const url = await daemonUrl();
+    if (!url) throw new CallError("no cairn daemon", 0, "unavailable");
+    let res: Response;
+    try {
+      res = await fetch(url + path, {
+        method,
+        headers: headers(),
+        body: body === undefined ? undefined : JSON.stringify(redactDeep(body)),
+        signal: AbortSignal.timeout(timeout),
+      });
+    } catch (e: any) {
+      daemonLost();
+      throw new CallError(`${method} ${path}: ${e?.name === "TimeoutError" ? `no answer within ${timeout} ms` : (e?.message ?? e)}`, 0, "unavailable");
+    }
+    const text = await res.text();
+    let json: Json = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      json = null;
+    }
+    if (!res.ok) {
+      const err = json?.error ?? {};
+      throw new CallError(`${method} ${path}: ${res.status} ${err.code ?? ""} ${err.message ?? text.slice(0, 200)}`, res.status, err.code ?? "");
+    }
+    return json;
+  }
+  const op = (name: string, args: Dict, timeout?: number) => call("POST", "/v1/op", { op: name, args }, timeout);
+  /** Whether the daemon does not know this op (an older cairn): 400 invalid_argument "unknown variant". */
+  const unknownOp = (e: any) => e instanceof CallError && e.status === 400 && /unknown variant|unknown op/i.test(e.message);
+
+  /** Run `f` without waiting; a failure becomes one log line. */
+  function background(what: string, f: () => Promise<Json>): Promise<Json> {
+    const p = Promise.resolve()
+      .then(f)
+      .catch((e: any) => {
+        log("warn", `cairn: ${what} failed: ${e?.message ?? e}`);
+        return undefined;
+      });
+    return p;
+  }
+
+  // ---- cached daemon facts ------------------------------------------------------------------
+  /** Memoise a successful answer; a failure is asked again next time. */
+  function cached<T>(f: () => Promise<T>): () => Promise<T> {
+    let p: Promise<T> | null = null;
+    return () => {
+      if (!p) {
+        p = f();
+        p.catch(() => {
+          p = null;
+        });
+      }
+      return p;
+    };
+  }
+  const project = cached(async (): Promise<string | undefined> => {
+    if (options?.project || env.CAIRN_PROJECT) return options?.project || env.CAIRN_PROJECT;
+    const r = await call("GET", `/project/current?cwd=${encodeURIComponent(directory)}`);
+    if (!r?.project) throw new Error("no project detected");
+    return r.project as string;
+  });
+  const projectOrUndefined = async () => within(project(), CALL_TIMEOUT);
+  let config: Dict = DEFAULT_CONFIG;
+  const loadConfig = cached(async () => {
+    try {
+      const c = await op("plugin_config", {});
+      config = {
+        inject: { ...DEFAULT_CONFIG.inject, ...(c?.inject ?? {}) },
+        triggers: { ...DEFAULT_CONFIG.triggers, ...(c?.triggers ?? {}) },
+        compaction: { ...DEFAULT_CONFIG.compaction, ...(c?.compaction ?? {}) },
+        context_meter: { ...DEFAULT_CONFIG.context_meter, ...(c?.context_meter ?? {}) },
+      };
+    } catch (e) {
+      if (!unknownOp(e)) throw e;
+      log("info", "cairn: the daemon has no plugin_config op (older cairn); using the defaults");
+    }
+    return config;
+  });
+  const texts = new Map<string, () => Promise<string | null>>();
+  /** B4 protocol text of one part, from the daemon (one source for every host), cached. */
+  function protocolText(part: "memory" | "compaction_note" | "continuity" | "trigger"): Promise<string | null> {
+    let f = texts.get(part);
+    if (!f) {
+      f = cached(async () => {
+        try {
+          const r = await op("protocol", { host: "opencode", tools: "agent", part });
+          return typeof r?.text === "string" && r.text.trim() ? (r.text as string) : null;
+        } catch (e) {
+          if (unknownOp(e)) {
+            log("info", "cairn: the daemon has no protocol op (older cairn); no protocol is injected");
+            return null;
+          }
+          throw e;
+        }
+      });
+      texts.set(part, f);
+    }
+    return f().catch(() => null);
+  }
+  const known: Dict = {};
+  const peek = (part: string): string | null => known[part] ?? null;
+  async function warm(part: "memory" | "compaction_note" | "continuity" | "trigger") {
+    const t = await protocolText(part);
+    if (t) known[part] = t;
+    return t;
+  }
+
+  // ---- per-session state (one plugin instance per directory, many sessions) ---------------
+  type Session = {
+    id: string;
+    parentID?: string;
+    sub: boolean;
+    title?: string;
+    sentTitle?: string;
+    registered?: Promise<Json>;
+    agent?: string;
+    model?: { providerID: string; modelID: string };
+    seenPrompt?: boolean;
+    block?: string;
+    blockInSystem?: boolean;
+    blockPending?: Promise<void>;
+    lastPrompt?: string;
+    summarySaved?: boolean;
+    used?: number;
+    providerID?: string;
+    modelID?: string;
+    compacting?: boolean;
+    compactionTrigger?: "auto" | "manual";
+    compactionOverflow?: boolean;
+    savedSummaries: Set<string>;
+    passiveDone: Set<string>;
+  };
+  const sessions = new Map<string, Session>();
+  const messages = new Map<string, { sessionID: string; role?: string; summary?: boolean; agent?: string; mode?: string }>();
+  const textOf = new Map<string, string>();
+  function session(id: string): Session {
+    let s = sessions.get(id);
+    if (!s) {
+      s = { id, sub: false, savedSummaries: new Set(), passiveDone: new Set() };
+      sessions.set(id, s);
+    }
+    return s;
+  }
+  const infoSeen = new Set<string>();
+  function learnInfo(info: Dict) {
+    if (!info?.id) return;
+    const s = session(info.id);
+    infoSeen.add(info.id);
+    if (info.parentID) s.parentID = info.parentID;
+    if (info.parentID || (typeof info.title === "string" && info.title.endsWith(" subagent)"))) s.sub = true;
+    if (typeof info.title === "string") s.title = info.title;
+  }
+  /** Whether the session is a sub-agent (E5): from its events, else asked of OpenCode. */
+  async function isSubAgent(id: string): Promise<boolean> {
+    if (!infoSeen.has(id)) {
+      await sleep(SUBAGENT_WAIT);
+      if (!infoSeen.has(id)) {
+        const r = await within<Json>(Promise.resolve(client?.session?.get?.({ path: { id } })), HOOK_WAIT);
+        if (r?.data) learnInfo(r.data);
+        else infoSeen.add(id); // unknown: treat as a main session, do not ask again
+      }
+    }
+    return session(id).sub;
+  }
+
+  /** E4: open (or update) the session in cairn; idempotent, memoised per session. */
+  function register(s: Session): Promise<Json> {
+    if (!s.registered || (s.title && s.title !== s.sentTitle)) {
+      const title = s.title;
+      s.sentTitle = title;
+      s.registered = background(`registering session ${s.id}`, async () =>
+        call("POST", "/sessions", {
+          id: s.id,
+          project: await projectOrUndefined(),
+          directory,
+          agent: "opencode",
+          parent_id: s.parentID,
+          title,
+        }),
+      );
+    }
+    return s.registered;
+  }
+
+  function agentWantsProtocol(agent?: string): boolean {
+    const p = config.inject?.protocol;
+    if (Array.isArray(p)) return agent ? p.includes(agent) : true;
+    return p !== false;
+  }
+
+  // ---- memory block (M1) ----------------------------------------------------------------------
+  /**
+   * The [MEMORY] block for `query` (a prompt). With `orRecent`, an empty block (nothing relevant,
+   * no structured sections) falls back to the recent-context layout, as E10 pushes it.
+   */
+  async function memoryBlock(query?: string, orRecent = false): Promise<string | null> {
+    const args: Dict = { project: await projectOrUndefined(), layout: "memory_block", budget_bytes: config.inject?.budget_bytes ?? 6000 };
+    // a prompt, not search syntax: `opencode run` quotes the message, and a quoted query is a
+    // phrase search that finds nothing
+    const q = (query ?? "").replace(/["*]/g, " ").replace(/\s+/g, " ").trim().slice(0, 500);
+    if (q) args.query = q;
+    for (const k of ["similarity_threshold", "max_relevant"]) if (config.inject?.[k] !== undefined) args[k] = config.inject[k];
+    if (config.inject?.profile === false) args.max_profile = 0;
+    const r = await op("context", args);
+    const text = typeof r?.context === "string" ? r.context.trim() : "";
+    if (text.startsWith("[MEMORY]")) {
+      if (text.replace(/^\[MEMORY\]\s*/, "").trim()) return text;
+      return orRecent ? recentBlock(args.project) : null;
+    }
+    if (!text) return orRecent ? recentBlock(args.project) : null;
+    // an older daemon ignores `layout`: its recent-context text, only when it holds memories
+    return Array.isArray(r?.memory_ids) && r.memory_ids.length > 0 ? `[MEMORY]\n${text}` : null;
+  }
+  async function recentBlock(project?: string): Promise<string | null> {
+    const r = await op("context", { project, budget_bytes: config.inject?.budget_bytes ?? 6000 });
+    const text = typeof r?.context === "string" ? r.context.trim() : "";
+    return text && Array.isArray(r?.memory_ids) && r.memory_ids.length > 0 ? `[MEMORY]\n${text}` : null;
+  }
+
+  // ---- context meter (O4) ---------------------------------------------------------------------
+  const limits = new Map<string, { context: number; output: number; input?: number }>();
+  const providerConfig = cached(async () => {
+    const r = await within<Json>(Promise.resolve(client?.config?.get?.()), CALL_TIMEOUT);
+    return (r?.data?.provider ?? {}) as Dict;
+  });
+  function learnLimit(providerID?: string, modelID?: string, limit?: Dict) {
+    if (!providerID || !modelID || !limit) return;
+    const context = Number(limit.context);
+    if (Number.isFinite(context) && context > 0) {
+      limits.set(`${providerID}/${modelID}`, { context, output: Number(limit.output) || 0, input: Number(limit.input) || undefined });
+    }
+  }
+  function limitOf(s: Session): { limit: number; known: boolean } {
+    const l = s.providerID && s.modelID ? limits.get(`${s.providerID}/${s.modelID}`) : undefined;
+    if (l) return { limit: l.context, known: true };
+    if (s.providerID && s.modelID) {
+      // from OpenCode's provider config, asked once in the background
+      providerConfig()
+        .then((p) => learnLimit(s.providerID, s.modelID, p?.[s.providerID!]?.models?.[s.modelID!]?.limit))
+        .catch(() => {});
+    }
+    return { limit: Number(config.context_meter?.default_limit) || 200000, known: false };
+  }
+  function usage(s: Session): { percent: number; used: number; limit: number } | null {
+    if (!s.used) return null;
+    const { limit } = limitOf(s);
+    return { percent: Math.round((s.used * 100) / limit), used: s.used, limit };
+  }
+  function meterLine(s: Session): string | null {
+    const m = config.context_meter ?? {};
+    if (m.enabled === false) return null;
+    const u = usage(s);
+    if (!u) return null;
+    const fmt = (n: number) => n.toLocaleString("en-US");
+    const status = u.percent >= m.critical ? "critical" : u.percent >= m.red ? "red" : u.percent >= m.yellow ? "yellow" : "green";
+    const icon = { green: "🟢", yellow: "🟡", red: "🔴", critical: "⛔" }[status];
+    let line = `${icon} Context: ${u.percent}% used (${fmt(u.used)} / ${fmt(u.limit)} tokens, ${s.providerID}/${s.modelID})`;
+    if (status !== "green") line += ` — at the next natural break, call memory_compact to compact this session (its summary is kept in cairn).`;
+    return line;
+  }
+
+  // ---- compaction -------------------------------------------------------------------------------
+  function scheduleCompaction(s: Session, trigger: "auto" | "manual"): boolean {
+    if (s.compacting) return false;
+    const model = s.model ?? (s.providerID && s.modelID ? { providerID: s.providerID, modelID: s.modelID } : undefined);
+    if (!model) return false;
+    s.compacting = true;
+    s.compactionTrigger = trigger;
+    // not awaited: compaction cannot start while the tool or hook that asks for it runs
+    setTimeout(() => {
+      Promise.resolve()
+        .then(() => client.session.summarize({ path: { id: s.id }, body: { providerID: model.providerID, modelID: model.modelID } }))
+        .then((r: Json) => {
+          if (r?.error) throw new Error(JSON.stringify(r.error).slice(0, 200));
+        })
+        .catch((e: any) => {
+          s.compacting = false;
+          log("warn", `cairn: compaction of ${s.id} failed: ${e?.message ?? e}`);
+        });
+    }, 0);
+    return true;
+  }
+
+  async function saveSummary(s: Session, messageID: string, text: string) {
+    if (s.savedSummaries.has(messageID) || !text.trim()) return;
+    s.savedSummaries.add(messageID);
+    s.summarySaved = true;
+    await background(`saving the compaction summary of ${s.id}`, async () =>
+      op("save_compaction", {
+        session_id: s.id,
+        project: await projectOrUndefined(),
+        summary: text,
+        trigger: s.compactionTrigger ?? "auto",
+        overflow: Boolean(s.compactionOverflow),
+      }),
+    );
+  }
+
+  async function passive(s: Session, content: string, source: string) {
+    await background(`passive capture (${source})`, async () => {
+      await register(s);
+      return call("POST", "/observations/passive", {
+        session_id: s.id,
+        project: await projectOrUndefined(),
+        content: content.slice(0, MAX_PASSIVE_CHARS),
+        source,
+      });
+    });
+  }
+
+  // ---- start-up: nothing awaited (client calls here would deadlock `opencode run`) -----------
+  daemonUrl()
+    .then((url) => {
+      if (!url) return;
+      loadConfig().catch(() => {});
+      project().catch(() => {});
+      for (const p of ["memory", "trigger", "compaction_note", "continuity"] as const) warm(p).catch(() => {});
+    })
+    .catch(() => {});
+
+  // ---- hooks ----------------------------------------------------------------------------------
+  const guard =
+    <A extends any[]>(name: string, f: (...a: A) => Promise<void> | void) =>
+    async (...a: A): Promise<void> => {
+      try {
+        await f(...a);
+      } catch (e: any) {
+        log("error", `cairn: ${name} hook failed: ${e?.message ?? e}`);
+      }
+    };
+
+  const hooks: Dict = {
+    event: guard("event", async ({ event }: Dict) => {
+      const type: string = event?.type ?? "";
+      const p: Dict = event?.properties ?? {};
+      if (type === "session.created" || type === "session.updated") {
+        learnInfo(p.info);
+        if (p.info?.id) register(session(p.info.id));
+      } else if (type === "session.deleted") {
+        if (p.info?.id) sessions.delete(p.info.id);
+      } else if (type === "message.updated") {
+        const info = p.info ?? {};
+        if (!info.id || !info.sessionID) return;
+        if (messages.size > 2000) messages.delete(messages.keys().next().value as string);
+        messages.set(info.id, { sessionID: info.sessionID, role: info.role, summary: info.summary === true, agent: info.agent, mode: info.mode });
+        if (info.role !== "assistant") return;
+        const s = session(info.sessionID);
+        s.providerID = info.providerID ?? s.providerID;
+        s.modelID = info.modelID ?? s.modelID;
+        const t = info.tokens;
+        if (t && info.summary !== true) {
+          const used = Number(t.total) || (Number(t.input) || 0) + (Number(t.output) || 0) + (Number(t.cache?.read) || 0) + (Number(t.cache?.write) || 0);
+          if (used > 0) s.used = used;
+        }
+        const done = info.finish && info.finish !== "tool-calls" && info.time?.completed;
+        if (done && info.summary !== true && !s.sub) {
+          // M9: compaction at a threshold, off unless configured
+          const autoAt = Number(config.compaction?.auto_at);
+          const u = usage(s);
+          if (autoAt > 0 && u && u.percent / 100 >= autoAt) scheduleCompaction(s, "auto");
+          // E8: the finished turn's "## Key Learnings"
+          const text = textOf.get(info.id);
+          if (text && /^#{1,6}\s*key learnings/im.test(text) && !s.passiveDone.has(info.id)) {
+            s.passiveDone.add(info.id);
+            await passive(s, text, "turn-complete");
+          }
+        }
+      } else if (type === "message.part.updated") {
+        const part = p.part ?? {};
+        if (part.type === "compaction" && part.sessionID) {
+          const s = session(part.sessionID);
+          s.compactionTrigger = s.compacting ? (s.compactionTrigger ?? "manual") : part.auto === false ? "manual" : "auto";
+          s.compactionOverflow = Boolean(part.overflow);
+        }
+      } else if (type === "session.compacted") {
+        const id = p.sessionID;
+        if (!id) return;
+        const s = session(id);
+        s.compacting = false;
+        // E11 backstop: no summary text came through experimental.text.complete (another
+        // plugin replaced it, or the hook order changed): read it from OpenCode
+        if (s.summarySaved === false && !s.sub) {
+          s.summarySaved = undefined;
+          void background(`reading the compaction summary of ${id}`, async () => {
+            const r = await within<Json>(Promise.resolve(client?.session?.messages?.({ path: { id } })), CALL_TIMEOUT);
+            const list: Json[] = Array.isArray(r?.data) ? r.data : [];
+            const last = [...list].reverse().find((m) => m?.info?.role === "assistant" && m?.info?.summary === true);
+            const text = (last?.parts ?? []).filter((p: Json) => p?.type === "text" && typeof p.text === "string").map((p: Json) => p.text).join("\n");
+            if (last?.info?.id && text.trim()) await saveSummary(s, last.info.id, text);
+          });
+        }
+        s.compactionTrigger = undefined;
+        s.used = undefined; // the next step reports the new size
+        if (s.sub) return;
+        // the context comes back: the block (with the summary as "Last Session") goes into the
+        // system prompt of the session's next requests
+        // (events are not awaited: the next request's system transform waits for it, capped)
+        const pending = memoryBlock(s.lastPrompt, true)
+          .then((block) => {
+            if (block) {
+              s.block = block;
+              s.blockInSystem = true;
+            }
+          })
+          .catch((e: any) => log("warn", `cairn: context after compaction failed: ${e?.message ?? e}`))
+          .finally(() => {
+            if (s.blockPending === pending) s.blockPending = undefined;
+          });
+        s.blockPending = pending;
+        await pending;
+      }
+    }),
+
+    "chat.message": guard("chat.message", async (input: Dict, output: Dict) => {
+      const id: string | undefined = input?.sessionID;
+      if (!id) return;
+      const s = session(id);
+      // 1.18.33: a main session's chat.message input is only {sessionID}; the agent and the
+      // model are on the message (a sub-agent's input carries them too)
+      const agent = input.agent ?? output?.message?.agent;
+      const model = input.model ?? output?.message?.model;
+      if (agent) s.agent = agent;
+      if (model?.providerID && model?.modelID) {
+        s.model = { providerID: model.providerID, modelID: model.modelID };
+        s.providerID ??= s.model.providerID;
+        s.modelID ??= s.model.modelID;
+      }
+      const parts: Json[] = Array.isArray(output?.parts) ? output.parts : [];
+      let text = parts
+        .filter((p) => p && p.type === "text" && !p.synthetic && typeof p.text === "string")
+        .map((p) => p.text)
+        .join("\n");
+      if (!text.trim() && typeof output?.message?.summary?.body === "string") text = output.message.summary.body;
+      text = stripPrivate(text.slice(0, MAX_PROMPT_CHARS)).trim();
+      if (text) s.lastPrompt = text;
+
+      const work = (async () => {
+        if (await isSubAgent(id)) {
+          register(s);
+          return null;
+        }
+        // nothing typed (only files, say): nothing to store or to search with
+        if (!text) return null;
+        const firstHere = !s.seenPrompt;
+        s.seenPrompt = true;
+        const proj = await projectOrUndefined();
+        const wantBlock = firstHere && config.inject?.mode !== "system" ? memoryBlock(text || undefined).catch(() => null) : null;
+        const wantBlockSystem = firstHere && config.inject?.mode === "system" ? memoryBlock(text || undefined).catch(() => null) : null;
+        let answer: Dict | null = null;
+        try {
+          answer = await op("user_prompt", { session_id: id, project: proj, content: text, agent, directory });
+        } catch (e) {
+          if (!unknownOp(e)) throw e;
+          // an older daemon: register the session and store the prompt the engram way
+          log("info", "cairn: the daemon has no user_prompt op (older cairn); storing prompts with add_prompt");
+          await register(s);
+          if (text.length > 10) await op("add_prompt", { session_id: id, project: proj, content: text });
+          answer = { first_prompt: firstHere, memory_trigger: false, legacy: true };
+        }
+        const block = answer?.first_prompt ? await (wantBlock ?? Promise.resolve(null)) : null;
+        if (wantBlockSystem) {
+          const b = await wantBlockSystem;
+          if (b) {
+            s.block = b;
+            s.blockInSystem = true;
+          }
+        }
+        const trigger = answer?.memory_trigger ? (peek("trigger") ?? (await warm("trigger"))) : null;
+        return { block, trigger };
+      })();
+      work.catch((e: any) => log("warn", `cairn: prompt capture failed: ${e?.message ?? e}`));
+      const r = await within(work, HOOK_WAIT);
+      if (!r) return;
+      const messageID = output?.message?.id ?? input.messageID;
+      // after the user's own text: OpenCode's title request sends the message's parts too, and
+      // the title should come from what the user typed
+      const make = (t: string) => ({
+        id: partId(),
+        sessionID: id,
+        messageID,
+        type: "text",
+        text: t,
+        synthetic: true,
+      });
+      if (r.block) parts.push(make(r.block));
+      if (r.trigger) parts.push(make(r.trigger));
+    }),
+
+    // B1: cairn's MCP tools that take a session get OpenCode's, so saves land in the real
+    // session instead of cairn's per-project default one
+    "tool.execute.before": guard("tool.execute.before", async (input: Dict, output: Dict) => {
+      const tool = String(input?.tool ?? "");
+      const args = output?.args;
+      if (!input?.sessionID || !args || typeof args !== "object" || Array.isArray(args)) return;
+      if (/^cairn_mem_(save|session_summary|capture_passive|save_prompt)$/.test(tool) && !args.session_id) {
+        args.session_id = input.sessionID;
+      }
+    }),
+
+    "tool.execute.after": guard("tool.execute.after", async (input: Dict, output: Dict) => {
+      const id: string | undefined = input?.sessionID;
+      const tool: string = String(input?.tool ?? "");
+      if (!id || !tool) return;
+      const s = session(id);
+      // fire-and-forget: nothing here delays the agent
+      void (async () => {
+        if (await isSubAgent(id)) return;
+        if (!isCairnTool(tool)) {
+          background("counting a tool call", async () => {
+            await register(s);
+            return op("record_activity", { session_id: id, project: await projectOrUndefined(), event: "tool_call" });
+          });
+        }
+        const out = output?.output;
+        if (tool.toLowerCase() === "task" && typeof out === "string" && out.trim().length > 50) await passive(s, out, "task-complete");
+      })();
+    }),
+
+    "experimental.text.complete": guard("experimental.text.complete", async (input: Dict, output: Dict) => {
+      const text = output?.text;
+      if (typeof text !== "string" || !input?.messageID) return;
+      const prev = textOf.get(input.messageID);
+      textOf.set(input.messageID, prev ? `${prev}\n${text}` : text);
+      if (textOf.size > 200) textOf.delete(textOf.keys().next().value as string);
+      let m = messages.get(input.messageID);
+      if (!m) {
+        await sleep(SUBAGENT_WAIT);
+        m = messages.get(input.messageID);
+      }
+      const id = input.sessionID ?? m?.sessionID;
+      if (!id) return;
+      const isSummary = m?.summary === true || m?.mode === "compaction" || m?.agent === "compaction";
+      // E11: the compaction summary, stored by cairn (not awaited: the host stores the text)
+      if (isSummary && !session(id).sub) void saveSummary(session(id), input.messageID, textOf.get(input.messageID) ?? text);
+    }),
+
+    "experimental.chat.system.transform": guard("experimental.chat.system.transform", async (input: Dict, output: Dict) => {
+      const id: string | undefined = input?.sessionID;
+      const system: Json[] = output?.system;
+      if (!id || !Array.isArray(system)) return;
+      const joined = system.join("\n");
+      // the title generator and the summariser need neither the protocol nor the meter
+      if (/You are a title generator|context summarization agent/i.test(joined.slice(0, 400))) return;
+      if (input.model?.providerID && input.model?.id) learnLimit(input.model.providerID, input.model.id, input.model.limit);
+      const s = session(id);
+      const sub = await within(isSubAgent(id), HOOK_WAIT);
+      if (sub) return;
+      const add: string[] = [];
+      if (agentWantsProtocol(s.agent)) {
+        const protocol = peek("memory") ?? (await within(warm("memory"), HOOK_WAIT)) ?? null;
+        if (protocol && !joined.includes(protocol)) add.push(protocol);
+      }
+      if (s.blockPending) await within(s.blockPending, HOOK_WAIT);
+      if (s.blockInSystem && s.block && !joined.includes(s.block)) add.push(s.block);
+      const meter = meterLine(s);
+      if (meter) add.push(meter);
+      if (add.length === 0) return;
+      const extra = add.join("\n\n");
+      // appended to the LAST entry, never a new one (some chat templates take one system block)
+      if (system.length === 0) system.push(extra);
+      else system[system.length - 1] = `${system[system.length - 1]}\n\n${extra}`;
+    }),
+
+    "experimental.session.compacting": guard("experimental.session.compacting", async (input: Dict, output: Dict) => {
+      const id: string | undefined = input?.sessionID;
+      if (!id || !output) return;
+      const s = session(id);
+      s.compacting = true;
+      s.summarySaved = false;
+      const work = (async () => {
+        if (await isSubAgent(id)) return null;
+        register(s);
+        const mode = config.compaction?.mode ?? "context";
+        const [block, note, continuity] = await Promise.all([
+          memoryBlock(s.lastPrompt, true).catch(() => null),
+          mode === "context" ? (peek("compaction_note") ?? warm("compaction_note")) : null,
+          mode === "continuity" ? (peek("continuity") ?? warm("continuity")) : null,
+        ]);
+        return { block, note, continuity, mode, proj: await projectOrUndefined() };
+      })();
+      const r = await within(work, COMPACTING_WAIT);
+      if (!r) return;
+      if (!Array.isArray(output.context)) output.context = [];
+      if (r.block) output.context.push(r.block);
+      if (r.mode === "engram") {
+        output.context.push(
+          `CRITICAL INSTRUCTION FOR COMPACTED SUMMARY: the summary must tell the next agent that its FIRST ACTION REQUIRED is to call mem_session_summary with the content of this compacted summary. Use project: '${r.proj ?? ""}'.`,
+        );
+      } else if (r.note) output.context.push(r.note);
+      if (r.continuity) output.prompt = r.continuity;
+    }),
+
+    tool: {
+      memory_compact: {
+        description:
+          "Compact this session now (summarise the conversation so far and continue from the summary), at a natural break: after a task is done, before starting an unrelated one. The summary is kept in cairn. Refused while the context is below the configured minimum unless force is true.",
+        args: {
+          force: { type: "boolean", description: "compact even though the context is below the minimum (default false)" },
+        },
+        async execute(args: Dict, context: Dict) {
+          try {
+            const id: string | undefined = context?.sessionID;
+            if (!id) return "memory_compact: no session";
+            const s = session(id);
+            const u = usage(s);
+            const min = Number(config.compaction?.min_percent ?? 50);
+            const at = u ? `${u.percent}% (${u.used.toLocaleString("en-US")} / ${u.limit.toLocaleString("en-US")} tokens)` : "an unknown level";
+            if (!args?.force && (!u || u.percent < min)) {
+              return `Not compacting: the context is at ${at}, below the ${min}% minimum; there is little to gain. Pass force: true to compact anyway.`;
+            }
+            if (s.compacting) return "A compaction of this session is already under way.";
+            if (!scheduleCompaction(s, "manual")) return "memory_compact: the session's model is not known yet; try again after the next message.";
+            return `Compaction scheduled at ${at}. It starts when this turn's tool calls end; the summary is stored in cairn.`;
+          } catch (e: any) {
+            log("error", `cairn: memory_compact failed: ${e?.message ?? e}`);
+            return "memory_compact failed; see OpenCode's log.";
+          }
+        },
+      },
+    },
+  };
+  return hooks;
+};
+
+/** An id for a part we add, in OpenCode's ascending `prt_` form: after the message's own parts. */
+let partSeq = 0;
+function partId(): string {
+  const hex = (Date.now() * 0x1000 + (partSeq++ % 0x1000)).toString(16).padStart(12, "0").slice(-12);
+  let rand = "";
+  for (let i = 0; i < 14; i++) rand += "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"[Math.floor(Math.random() * 62)];
+  return `prt_${hex}${rand}`;
+}
+
+export default { id: "cairn", server };

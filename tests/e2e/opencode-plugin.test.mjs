@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
 import { callTool, startMockModel, textOf } from './lib/mock-model.mjs';
 import { OPENCODE_MISSING, createOpenCodeSandbox, describeRun, findOpenCodeBin, parseJsonEvents } from './lib/opencode.mjs';
-import { installCairnPlugin } from './lib/plugin.mjs';
+import { installWithSetup } from './lib/plugin.mjs';
 
 const probe = probeCairnSubcommand('mcp');
 const skip = probe.ok ? false : `cairn mcp unavailable: ${probe.reason}`;
@@ -97,12 +97,12 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     });
     cairn = await makeCairnSandbox({ git: false });
     const env = { CAIRN_DATA_DIR: cairn.dataDir, CAIRN_PORT: cairn.env.CAIRN_PORT, NO_COLOR: '1', RUST_BACKTRACE: '1' };
-    oc = createOpenCodeSandbox({
-      mock,
-      env,
-      mcp: { cairn: { type: 'local', command: [probe.bin, 'mcp', '--tools=agent'], environment: env } },
-    });
-    installCairnPlugin({ configHome: oc.env.XDG_CONFIG_HOME, bin: probe.bin });
+    // OpenCode's own config (the mock provider) only; cairn is wired in by `cairn setup opencode`
+    // exactly as a user does it: the plugin with this binary baked in, and `mcp.cairn`. The MCP
+    // server inherits CAIRN_DATA_DIR/CAIRN_PORT from OpenCode's environment.
+    oc = createOpenCodeSandbox({ mock, env });
+    const setup = installWithSetup({ bin: probe.bin, env: oc.env });
+    assert.deepEqual(setup.installed.sort(), ['mcp.cairn', 'plugin'], `setup did not install both:\n${setup.output}`);
   });
   after(async () => {
     await mock?.close();

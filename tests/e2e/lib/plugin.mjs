@@ -1,24 +1,18 @@
-// Installing cairn's OpenCode plugin into a sandbox the way `cairn setup opencode` does: the
-// single file plugins/opencode/cairn.ts into OpenCode's global plugin dir
-// (<XDG_CONFIG_HOME>/opencode/plugins/, auto-discovered by opencode 1.18.33), with the cairn
-// binary's path baked into its one BAKED_CAIRN_BIN line.
-// (Once `cairn setup opencode` exists, this helper is replaced by running it.)
+// Wiring cairn into a sandboxed OpenCode the way a user does: `cairn setup opencode`, which
+// writes plugins/opencode/cairn.ts (with the binary's path baked in) into OpenCode's global
+// plugin dir and registers `mcp.cairn` in its global config.
 
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
-import { REPO_ROOT } from './cairn.mjs';
+import { spawnSync } from 'node:child_process';
 
-export const PLUGIN_SOURCE = path.join(REPO_ROOT, 'plugins', 'opencode', 'cairn.ts');
-const BAKED_LINE = 'const BAKED_CAIRN_BIN: string | null = null; // cairn setup writes the binary\'s path here';
-
-/** Write the plugin into `<configHome>/opencode/plugins/cairn.ts` with `bin` baked in. */
-export function installCairnPlugin({ configHome, bin }) {
-  const source = readFileSync(PLUGIN_SOURCE, 'utf8');
-  if (source.split(BAKED_LINE).length !== 2) throw new Error(`${PLUGIN_SOURCE}: the BAKED_CAIRN_BIN line must appear exactly once`);
-  const baked = source.replace(BAKED_LINE, `const BAKED_CAIRN_BIN: string | null = ${JSON.stringify(bin)};`);
-  const dir = path.join(configHome, 'opencode', 'plugins');
-  mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, 'cairn.ts');
-  writeFileSync(file, baked);
-  return file;
+/**
+ * Run `cairn setup opencode --json` with the sandbox's HOME/XDG dirs. Returns
+ * `{ installed: [item...], result, output }`; throws with setup's output when it fails.
+ */
+export function installWithSetup({ bin, env }) {
+  const r = spawnSync(bin, ['setup', 'opencode', '--json'], { env, encoding: 'utf8', timeout: 60_000 });
+  const output = `${r.stdout ?? ''}${r.stderr ?? ''}`;
+  if (r.error || r.status !== 0) throw new Error(`cairn setup opencode failed (${r.error?.message ?? r.status}):\n${output}`);
+  const result = JSON.parse(r.stdout);
+  const installed = result.steps.filter((s) => s.status === 'created' || s.status === 'updated').map((s) => s.item);
+  return { installed, result, output };
 }

@@ -133,6 +133,15 @@ mod memory_block {
     }
 
     #[test]
+    fn the_query_is_plain_words_not_search_syntax() {
+        // `opencode run "fix the stripe webhook"` arrives quoted; as a phrase it would match
+        // nothing, as words it finds the webhook fix.
+        let s = filled();
+        let quoted = s.context(&block(Some("\"fix the stripe webhook*\""))).unwrap().context;
+        assert!(quoted.contains("## Relevant") && quoted.contains("Stripe webhook retries"), "{quoted}");
+    }
+
+    #[test]
     fn empty_sections_omitted_and_budget_kept() {
         let (s, _) = store_with_clock();
         assert_eq!(s.context(&block(Some("anything"))).unwrap().context, "", "nothing to say: no header");

@@ -110,6 +110,9 @@ impl Store {
 
     /// The hits for `query` at or above `threshold`, as `- [72%, 2026-02-21] title: snippet`.
     fn relevant(&self, query: &str, project: Option<&str>, threshold: f64, limit: usize) -> Result<Vec<(i64, String)>> {
+        // The query is what the user typed, not search syntax.
+        let query = crate::search::query::plain_words(query);
+        let query = query.as_str();
         if limit == 0 || crate::search::query::parse(query).is_empty() {
             return Ok(Vec::new());
         }

@@ -40,6 +40,12 @@ fn is_stopword(word: &str) -> bool {
     STOPWORDS.contains(&word)
 }
 
+/// A user's message as a query of plain words: quotes and `*` are prose there, not search
+/// syntax. (`opencode run "fix the build"` arrives quoted; read as a phrase it matches nothing.)
+pub fn plain_words(text: &str) -> String {
+    text.replace(['"', '*'], " ")
+}
+
 /// Parse a query: `"phrases"`, `prefix*` and plain words; stopwords dropped when other words
 /// remain; duplicates removed; capped at [`MAX_TERMS`].
 pub fn parse(text: &str) -> Vec<Term> {

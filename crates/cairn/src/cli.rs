@@ -1,4 +1,8 @@
 //! Command-line definitions. Parsing only: every command maps to one core call in `run.rs`.
+//!
+//! Doc comments here are clap's help text, read by people in a terminal, not rustdoc: a
+//! bracketed word like `[MEMORY]` is literal text there, not an intra-doc link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! when an agent calls. Which project a call works in ([`resolve_project`]), what "the current
 //! project" says ([`current_project`]), the small input rules ([`given`],
 //! [`SAVE_FINDS_CANDIDATES`]), and each session's activity with its save reminders
-//! ([`activity`]), the texts put in front of agents ([`protocol`]) and what host plugins store
+//! ([`activity`]), the texts put in front of agents ([`mod@protocol`]) and what host plugins store
 //! for them ([`host`]: compaction summaries, the user's profile).
 
 pub mod activity;

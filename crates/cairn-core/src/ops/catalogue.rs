@@ -333,7 +333,7 @@ catalogue! {
     PluginConfig -> PluginConfig {
         name: "plugin_config", writes: false, project_defaulted: false,
         args: "-",
-        about: "The settings host plugins follow ([inject], [triggers], [compaction], [context_meter]).",
+        about: "The settings host plugins follow (the inject, triggers, compaction and context_meter tables).",
     }
 }
 

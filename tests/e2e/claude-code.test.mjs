@@ -5,7 +5,8 @@
 //
 // Run 1 registers a session with its prompt, saves the reply's `## Key Learnings` at Stop and
 // ends the session at SessionEnd; run 2's first model request carries run 1's memory and the
-// Memory Protocol exactly once.
+// Memory Protocol exactly once; run 3 (with `cairn mcp` connected) calls mem_save, and the
+// PreToolUse hook puts the memory in the real Claude Code session.
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -51,6 +52,7 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
   const token = `otterdeploy${randomUUID().slice(0, 8)}`;
   const firstSession = randomUUID();
   const secondSession = randomUUID();
+  const thirdSession = randomUUID();
   let mock;
   let cairn;
   let env;
@@ -58,7 +60,10 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
 
   before(async () => {
     mock = await startAnthropicMock({
-      rules: [{ when: (r) => r.userText.includes('E2E-FIRST'), reply: { text: `Noted.\n\n## Key Learnings:\n1. Deploys are tagged with the marker ${token} by CI\n` } }],
+      rules: [
+        { when: (r) => r.userText.includes('E2E-FIRST'), reply: { text: `Noted.\n\n## Key Learnings:\n1. Deploys are tagged with the marker ${token} by CI\n` } },
+        { when: (r) => r.userText.includes('E2E-SAVE'), reply: { tool: 'mcp__cairn__mem_save', input: { title: `Release train ${token}`, content: 'Releases leave every Tuesday.', type: 'decision' } } },
+      ],
     });
     cairn = await makeCairnSandbox({ projectName: 'cc-e2e-project' });
     project = realpathSync(cairn.project); // Claude Code keys its projects by the real path
@@ -149,5 +154,22 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
     const sessions = cairnJson(['sessions', '--all-projects']);
     assert.ok(sessions.find((s) => s.id === secondSession)?.ended_at, JSON.stringify(sessions));
     assert.deepEqual(mock.connects, [], 'Claude Code tried to reach the internet');
+  });
+
+  test("run 3: cairn's MCP tools get the real session id from PreToolUse", async () => {
+    const mcpConfig = path.join(cairn.root, 'mcp.json');
+    writeFileSync(mcpConfig, JSON.stringify({ mcpServers: { cairn: { type: 'stdio', command: probe.bin, args: ['mcp', '--tools=agent'] } } }));
+    const before = mock.messages().length;
+    const r = await runClaude(['E2E-SAVE the release train', '--session-id', thirdSession, '--mcp-config', mcpConfig, '--allowedTools', 'mcp__cairn']);
+    assert.equal(r.code, 0, dump(r));
+    const asked = mock.messages().slice(before);
+    assert.ok(asked.some((q) => JSON.stringify(q.body).includes('"tool_result"')), `mem_save never ran\n${dump(r)}`);
+    const found = cairnJson(['search', `Release train ${token}`, '--project', 'cc-e2e-project']);
+    const hit = found.hits.find((h) => h.title === `Release train ${token}`);
+    assert.ok(hit, `mem_save did not store the memory: ${JSON.stringify(found)}\n${dump(r)}`);
+    const memory = cairnJson(['get', String(hit.id)]);
+    assert.equal(memory.session_id, thirdSession, `the save went to ${memory.session_id}, not the Claude Code session`);
+    // Known: with the MCP server connected the protocol is there twice (the server's MCP
+    // `instructions` and SessionStart's context); see CHANGELOG.
   });
 });

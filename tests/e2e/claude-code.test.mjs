@@ -6,7 +6,9 @@
 // Run 1 registers a session with its prompt, saves the reply's `## Key Learnings` at Stop and
 // ends the session at SessionEnd; run 2's first model request carries run 1's memory and the
 // Memory Protocol exactly once; run 3 (with `cairn mcp` connected) calls mem_save, and the
-// PreToolUse hook puts the memory in the real Claude Code session.
+// PreToolUse hook puts the memory in the real Claude Code session; run 4 installs the plugin
+// from this repository's marketplace (`claude plugin marketplace add` + `install`) with `cairn`
+// on PATH and checks its hooks, MCP tools and PreToolUse matcher work as shipped.
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -53,6 +55,7 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
   const firstSession = randomUUID();
   const secondSession = randomUUID();
   const thirdSession = randomUUID();
+  const pluginSession = randomUUID();
   let mock;
   let cairn;
   let env;
@@ -62,6 +65,7 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
     mock = await startAnthropicMock({
       rules: [
         { when: (r) => r.userText.includes('E2E-FIRST'), reply: { text: `Noted.\n\n## Key Learnings:\n1. Deploys are tagged with the marker ${token} by CI\n` } },
+        { when: (r) => r.userText.includes('E2E-PLUGIN'), reply: { tool: 'mcp__plugin_cairn_cairn__mem_save', input: { title: `Plugin note ${token}`, content: 'Saved through the installed plugin.', type: 'discovery' } } },
         { when: (r) => r.userText.includes('E2E-SAVE'), reply: { tool: 'mcp__cairn__mem_save', input: { title: `Release train ${token}`, content: 'Releases leave every Tuesday.', type: 'decision' } } },
       ],
     });
@@ -99,9 +103,9 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
   });
 
   /** One `claude -p` run in the project; resolves with its exit code and output. */
-  function runClaude(args) {
+  function runClaude(args, runEnv = env) {
     return new Promise((resolve) => {
-      const child = spawn(claude.bin, ['-p', ...args, '--model', 'claude-mock-1'], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(claude.bin, ['-p', ...args, '--model', 'claude-mock-1'], { cwd: project, env: runEnv, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d) => (stdout += d));
@@ -171,5 +175,31 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
     assert.equal(memory.session_id, thirdSession, `the save went to ${memory.session_id}, not the Claude Code session`);
     // Known: with the MCP server connected the protocol is there twice (the server's MCP
     // `instructions` and SessionStart's context); see CHANGELOG.
+  });
+
+  test('run 4: the plugin installed from this repository\'s marketplace works as shipped', async () => {
+    // A Claude Code home with no hooks of its own, and `cairn` on PATH as the plugin expects.
+    const config = path.join(cairn.root, 'plugin-home', '.claude');
+    mkdirSync(config, { recursive: true });
+    writeFileSync(path.join(config, '.claude.json'), JSON.stringify({ hasCompletedOnboarding: true }));
+    const pluginEnv = { ...env, CLAUDE_CONFIG_DIR: config, PATH: `${path.dirname(probe.bin)}${path.delimiter}${env.PATH}` };
+    const cli = (args) => spawnSync(claude.bin, args, { cwd: project, env: pluginEnv, encoding: 'utf8', timeout: 60_000 });
+    for (const args of [['plugin', 'marketplace', 'add', REPO_ROOT], ['plugin', 'install', 'cairn@cairn']]) {
+      const r = cli(args);
+      assert.equal(r.status, 0, `claude ${args.join(' ')}: ${r.stdout}${r.stderr}`);
+    }
+    const before = mock.messages().length;
+    const r = await runClaude(['E2E-PLUGIN note it', '--session-id', pluginSession, '--allowedTools', 'mcp__plugin_cairn_cairn'], pluginEnv);
+    assert.equal(r.code, 0, dump(r));
+    const first = mock.messages().slice(before).find((q) => (q.body?.tools ?? []).length > 0);
+    const body = JSON.stringify(first?.body ?? {});
+    assert.ok(body.includes('mcp__plugin_cairn_cairn__mem_save'), `the plugin's MCP tools were not offered\n${dump(r)}`);
+    assert.ok(body.includes(`Deploys are tagged with the marker ${token}`), `no cairn context from the plugin's SessionStart\n${dump(r)}`);
+    const found = cairnJson(['search', `Plugin note ${token}`, '--project', 'cc-e2e-project']);
+    const hit = found.hits.find((h) => h.title === `Plugin note ${token}`);
+    assert.ok(hit, `the plugin's mem_save did not store the memory: ${JSON.stringify(found)}\n${dump(r)}`);
+    assert.equal(cairnJson(['get', String(hit.id)]).session_id, pluginSession);
+    const session = cairnJson(['sessions', '--all-projects']).find((s) => s.id === pluginSession);
+    assert.ok(session?.ended_at, `the plugin's SessionEnd did not end the session: ${JSON.stringify(session)}`);
   });
 });

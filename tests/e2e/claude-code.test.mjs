@@ -8,7 +8,8 @@
 // Memory Protocol exactly once; run 3 (with `cairn mcp` connected) calls mem_save, and the
 // PreToolUse hook puts the memory in the real Claude Code session; run 4 installs the plugin
 // from this repository's marketplace (`claude plugin marketplace add` + `install`) with `cairn`
-// on PATH and checks its hooks, MCP tools and PreToolUse matcher work as shipped.
+// on PATH and checks its hooks, MCP tools and PreToolUse matcher work as shipped; run 5 runs
+// `/compact`: the summary is stored and the next request has the context back, protocol once.
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -16,7 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { startAnthropicMock } from './lib/anthropic-mock.mjs';
+import { isCompactionRequest, startAnthropicMock } from './lib/anthropic-mock.mjs';
 import { REPO_ROOT, makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
 
 const PROTOCOL_LEAD = 'cairn is your persistent memory across sessions.';
@@ -64,6 +65,7 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
   before(async () => {
     mock = await startAnthropicMock({
       rules: [
+        { beforeToolResults: true, when: isCompactionRequest, reply: { text: `<analysis>short</analysis>\n<summary>MOCK-SUMMARY of the deploy work (${token}).</summary>` } },
         { when: (r) => r.userText.includes('E2E-FIRST'), reply: { text: `Noted.\n\n## Key Learnings:\n1. Deploys are tagged with the marker ${token} by CI\n` } },
         { when: (r) => r.userText.includes('E2E-PLUGIN'), reply: { tool: 'mcp__plugin_cairn_cairn__mem_save', input: { title: `Plugin note ${token}`, content: 'Saved through the installed plugin.', type: 'discovery' } } },
         { when: (r) => r.userText.includes('E2E-SAVE'), reply: { tool: 'mcp__cairn__mem_save', input: { title: `Release train ${token}`, content: 'Releases leave every Tuesday.', type: 'decision' } } },
@@ -201,5 +203,26 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
     assert.equal(cairnJson(['get', String(hit.id)]).session_id, pluginSession);
     const session = cairnJson(['sessions', '--all-projects']).find((s) => s.id === pluginSession);
     assert.ok(session?.ended_at, `the plugin's SessionEnd did not end the session: ${JSON.stringify(session)}`);
+  });
+
+  test('run 5: /compact stores the summary and the next request has the context back', async () => {
+    const compact = await runClaude(['/compact keep the deploy facts', '--resume', firstSession]);
+    assert.equal(compact.code, 0, dump(compact));
+    const found = cairnJson(['search', 'MOCK-SUMMARY', '--project', 'cc-e2e-project']);
+    const hit = found.hits.find((h) => h.type === 'compaction_summary');
+    assert.ok(hit, `PostCompact did not store the summary: ${JSON.stringify(found)}\n${dump(compact)}`);
+    const memory = cairnJson(['get', String(hit.id)]);
+    assert.equal(memory.session_id, firstSession);
+    assert.ok(memory.content.includes(`MOCK-SUMMARY of the deploy work (${token})`), memory.content);
+    const before = mock.messages().length;
+    const next = await runClaude(['E2E-AFTER what now?', '--resume', firstSession]);
+    assert.equal(next.code, 0, dump(next));
+    const first = mock.messages().slice(before).find((q) => (q.body?.tools ?? []).length > 0);
+    const body = JSON.stringify(first?.body ?? {});
+    assert.ok(body.includes('The summary of this compaction is stored in cairn automatically'), `no context after compaction\n${body.slice(0, 3000)}`);
+    assert.ok(body.includes(`Deploys are tagged with the marker ${token}`), `the memory is not back after compaction\n${body.slice(0, 3000)}`);
+    // The resume that follows replays the compact injection and adds no second copy.
+    const lead = JSON.stringify(PROTOCOL_LEAD).slice(1, -1);
+    assert.equal(body.split(lead).length - 1, 1, `the protocol is not there exactly once after compaction\n${body.slice(0, 3000)}`);
   });
 });

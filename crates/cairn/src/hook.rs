@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, anyhow, bail};
 use cairn_client::{Client, ConnectOptions, Role};
 use cairn_core::agent::hooks::{
-    AGENT, FAIL_OPEN, HookEvent, HookInput, StartKind, clean, context_answer, context_meter, fingerprint,
-    inject_at_start, is_cairn_tool, last_assistant_text, transcript_usage, updated_input_answer, with_session_id,
+    AGENT, FAIL_OPEN, HookEvent, HookInput, StartInjection, StartKind, clean, context_answer, context_meter,
+    fingerprint, is_cairn_tool, last_assistant_text, start_injection, transcript_usage, updated_input_answer,
+    with_session_id,
 };
 use cairn_core::agent::protocol::{Host, Part, ToolProfile};
 use cairn_core::agent::{
@@ -191,9 +192,9 @@ impl Hook {
         }
     }
 
-    /// E18/E19: register the session, then the protocol and the project's context, except on
-    /// a resume whose context is already in the conversation. After a compaction the text
-    /// also says the summary is stored.
+    /// E18/E19: register the session, then the protocol and the project's context. A resume
+    /// sends only what changed since the last injection (the transcript replays that one);
+    /// after a compaction everything comes back, with the note that the summary is stored.
     fn session_start(&self) -> Result<String> {
         let project = self.project()?;
         let _: Value = self.call(Op::StartSession(NewSession {
@@ -204,22 +205,30 @@ impl Hook {
             ..NewSession::default()
         }))?;
         let kind = StartKind::of(self.input.source.as_deref());
+        let injected_before = kind == StartKind::Resume
+            && self
+                .call::<SessionActivity>(Op::SessionActivity { session_id: self.session.clone() })?
+                .context_fingerprint
+                .is_some();
         let protocol = self.protocol(Part::Memory);
         let note = if kind == StartKind::Compact { self.protocol(Part::CompactionNote) } else { String::new() };
         // The protocol and the note come first and whole; the context gets what is left.
         let room = cairn_core::agent::hooks::MAX_CONTEXT_CHARS.saturating_sub(protocol.len() + note.len() + 100);
         let budget = room.min(self.settings.plugin.config.inject.budget_bytes);
         let context = self.context(&project, ContextLayout::Recent, None, budget)?;
-        let parts = [protocol, context, note];
-        let print = fingerprint(&parts.join("\u{0}"));
+        // The note is left out of the fingerprint: a resume after a compaction replays the
+        // compact injection, and the same protocol and context again would be a second copy.
+        let print = fingerprint(&[protocol.as_str(), context.as_str()].join("\u{0}"));
         let update: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
             session_id: self.session.clone(),
             project: Some(project),
             event: ActivityEvent::ContextInjected { fingerprint: print },
         }))?;
-        if !inject_at_start(kind, update.context_changed.unwrap_or(true)) {
-            return Ok(FAIL_OPEN.to_owned());
-        }
+        let parts = match start_injection(kind, injected_before, update.context_changed.unwrap_or(true)) {
+            StartInjection::Everything => vec![protocol, context, note],
+            StartInjection::ContextOnly => vec![context],
+            StartInjection::Nothing => return Ok(FAIL_OPEN.to_owned()),
+        };
         Ok(context_answer(HookEvent::SessionStart, &parts))
     }
 
@@ -328,8 +337,26 @@ impl Hook {
     }
 
     /// E22: the session ends here, not at every Stop; an unknown session is registered first
-    /// (its end would be `session_not_found`).
+    /// (its end would be `session_not_found`). Ending restarts the session's counts, but
+    /// `claude --resume` continues the same session and replays what was injected, so the
+    /// fingerprint of the last injection is kept.
     fn session_end(&self) -> Result<String> {
+        let injected = self
+            .call::<SessionActivity>(Op::SessionActivity { session_id: self.session.clone() })
+            .ok()
+            .and_then(|a| a.context_fingerprint);
+        self.end_session()?;
+        if let Some(fingerprint) = injected {
+            let _: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
+                session_id: self.session.clone(),
+                project: None,
+                event: ActivityEvent::ContextInjected { fingerprint },
+            }))?;
+        }
+        Ok(FAIL_OPEN.to_owned())
+    }
+
+    fn end_session(&self) -> Result<()> {
         let end = || self.call::<Value>(Op::EndSession { id: self.session.clone(), summary: None });
         match end() {
             Err(e)
@@ -348,6 +375,6 @@ impl Hook {
                 other?;
             }
         }
-        Ok(FAIL_OPEN.to_owned())
+        Ok(())
     }
 }

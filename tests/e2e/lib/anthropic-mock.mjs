@@ -5,8 +5,9 @@
 // here, every outbound HTTPS attempt arrives as a `CONNECT`, which is refused and counted (the
 // test then proves nothing left the machine). Every request body is kept for assertions.
 //
-// Rules: `{ when(request) -> bool, reply: { text } | { tool, input } }`, first match wins; a
-// request answering a tool call gets `MOCK-DONE`, anything else `MOCK-OK`.
+// Rules: `{ when(request) -> bool, reply: { text } | { tool, input }, beforeToolResults? }`,
+// first match wins; a request answering a tool call gets `MOCK-DONE`, anything else `MOCK-OK`.
+// `isCompactionRequest` recognises Claude Code's request for a compaction summary.
 
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -33,6 +34,17 @@ export function lastUserText(body) {
   return '';
 }
 
+/**
+ * Whether this is Claude Code asking for a compaction summary: its prompt is in one of the last
+ * user messages (hook context may follow it as messages of its own).
+ */
+export function isCompactionRequest(request) {
+  const messages = Array.isArray(request.body?.messages) ? request.body.messages : [];
+  return messages
+    .slice(-3)
+    .some((m) => m?.role === 'user' && /create a detailed summary of the conversation/i.test(JSON.stringify(m.content ?? '')));
+}
+
 /** Whether the last user message carries a tool result (the model's call came back). */
 function answersToolCall(body) {
   const last = Array.isArray(body?.messages) ? body.messages.at(-1) : null;
@@ -40,8 +52,12 @@ function answersToolCall(body) {
 }
 
 function decide(request, rules) {
+  // Claude Code's compaction prompt can share a user message with a tool result: rules marked
+  // `beforeToolResults` (the summary) are checked first.
+  const early = rules.find((r) => r.beforeToolResults && r.when(request));
+  if (early) return early.reply;
   if (answersToolCall(request.body)) return { text: 'MOCK-DONE' };
-  const rule = rules.find((r) => r.when(request));
+  const rule = rules.find((r) => !r.beforeToolResults && r.when(request));
   return rule ? rule.reply : { text: 'MOCK-OK' };
 }
 

@@ -154,10 +154,26 @@ impl StartKind {
     }
 }
 
-/// Whether a SessionStart injects its context: always, except a resume whose context is the
-/// one already in the conversation (`changed` is what `context_injected` answered).
-pub fn inject_at_start(kind: StartKind, changed: bool) -> bool {
-    kind != StartKind::Resume || changed
+/// What a SessionStart injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartInjection {
+    /// The protocol, the context (and after a compaction the note).
+    Everything,
+    /// A resume whose context changed: the protocol is still in the replayed conversation.
+    ContextOnly,
+    /// A resume with the same context as the last injection, which Claude Code replays.
+    Nothing,
+}
+
+/// What a SessionStart of `kind` injects, given whether this session had an injection before
+/// and whether the context differs from it.
+pub fn start_injection(kind: StartKind, injected_before: bool, changed: bool) -> StartInjection {
+    match kind {
+        StartKind::Resume if !injected_before => StartInjection::Everything,
+        StartKind::Resume if changed => StartInjection::ContextOnly,
+        StartKind::Resume => StartInjection::Nothing,
+        StartKind::Fresh | StartKind::Compact => StartInjection::Everything,
+    }
 }
 
 /// A short, stable hash of an injected text (what `context_injected` keeps).
@@ -375,11 +391,14 @@ mod tests {
 
     #[test]
     fn resume_injects_only_a_changed_context() {
-        assert!(inject_at_start(StartKind::of(Some("startup")), false));
-        assert!(inject_at_start(StartKind::of(None), false));
-        assert!(inject_at_start(StartKind::of(Some("compact")), false));
-        assert!(!inject_at_start(StartKind::of(Some("resume")), false));
-        assert!(inject_at_start(StartKind::of(Some("resume")), true));
+        use StartInjection::*;
+        assert_eq!(start_injection(StartKind::of(Some("startup")), true, false), Everything);
+        assert_eq!(start_injection(StartKind::of(None), false, false), Everything);
+        assert_eq!(start_injection(StartKind::of(Some("clear")), true, false), Everything);
+        assert_eq!(start_injection(StartKind::of(Some("compact")), true, false), Everything);
+        assert_eq!(start_injection(StartKind::of(Some("resume")), true, false), Nothing);
+        assert_eq!(start_injection(StartKind::of(Some("resume")), true, true), ContextOnly);
+        assert_eq!(start_injection(StartKind::of(Some("resume")), false, true), Everything);
         assert_eq!(fingerprint("a"), fingerprint("a"));
         assert_ne!(fingerprint("a"), fingerprint("b"));
         assert_eq!(fingerprint("a").len(), 32);

@@ -159,6 +159,15 @@ fn state_lives_in_the_store_across_hook_processes() {
     s.ok("SessionEnd", sid, json!({"reason": "prompt_input_exit"}));
     let sessions = s.cli(&["sessions", "--all-projects"]);
     assert!(sessions[0]["ended_at"].is_string(), "{sessions}");
+    // `claude --resume` after the end: the replayed injection is not sent again.
+    let last = s.ok("SessionStart", sid, json!({"source": "compact"}));
+    s.ok("SessionEnd", sid, json!({"reason": "other"}));
+    assert_eq!(s.ok("SessionStart", sid, json!({"source": "resume"})), json!({}), "after {last}");
+    // A resume after new memories: only the context, the protocol is in the replayed transcript.
+    s.cli(&["save", "Refund window", "Refunds are accepted for 30 days", "--project", "shop-api"]);
+    let resumed = s.ok("SessionStart", sid, json!({"source": "resume"}));
+    let text = context_of(&resumed);
+    assert!(text.contains("Refund window") && !text.contains("persistent memory"), "{resumed}");
 }
 
 #[test]

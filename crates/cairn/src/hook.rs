@@ -60,7 +60,10 @@ pub fn run(event: &str, overrides: Overrides) -> Result<()> {
         Err(e) => Err(anyhow!("cannot start the hook's thread: {e}")),
         Ok(_) => match rx.recv_timeout(deadline.saturating_sub(started.elapsed())) {
             Ok(result) => result,
-            Err(_) => Err(anyhow!("no answer within {} ms; the store is slow or starting", deadline.as_millis())),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                Err(anyhow!("no answer within {} ms; the store is slow or starting", deadline.as_millis()))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(anyhow!("the hook's work stopped without an answer")),
         },
     };
     match answer {

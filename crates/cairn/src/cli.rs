@@ -178,6 +178,14 @@ pub enum Command {
     },
     /// Print the Memory Protocol (or another text cairn shows agents) for a host
     Protocol(ProtocolArgs),
+    /// Run one Claude Code hook: the hook's JSON on stdin, Claude Code's answer on stdout;
+    /// always exits 0 within 1.5 s
+    Hook {
+        /// SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, SubagentStart,
+        /// SubagentStop, Stop, PreCompact, PostCompact or SessionEnd (or session-start...)
+        #[arg(default_value = "")]
+        event: String,
+    },
 }
 
 /// `cairn protocol`: the same text as op `protocol` and `GET /protocol`.

@@ -2,6 +2,7 @@
 
 mod cli;
 mod daemon;
+mod hook;
 mod output;
 mod render;
 mod run;

@@ -88,6 +88,10 @@ pub fn run(cli: Cli) -> Result<()> {
         project: cli.global.project.clone(),
         ..Overrides::default()
     };
+    // A hook answers even when the settings do not load: it runs before anything can fail.
+    if let Command::Hook { event } = &cli.command {
+        return crate::hook::run(event, overrides);
+    }
     if let Command::Serve { port_positional, port, bind, .. } = &cli.command {
         overrides.port = port.or(*port_positional);
         overrides.bind.clone_from(bind);
@@ -167,6 +171,11 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             let text = cairn_core::agent::protocol(request);
             env.emit(&text, |t| t.text.clone())
         }
+        // Run before the settings load (see `run`); here only for completeness.
+        Command::Hook { event } => crate::hook::run(
+            &event,
+            Overrides { data_dir: Some(env.settings.data_dir.value.clone()), ..Overrides::default() },
+        ),
     }
 }
 

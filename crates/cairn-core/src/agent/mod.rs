@@ -3,9 +3,11 @@
 //! project" says ([`current_project`]), the small input rules ([`given`],
 //! [`SAVE_FINDS_CANDIDATES`]), and each session's activity with its save reminders
 //! ([`activity`]), the texts put in front of agents ([`mod@protocol`]) and what host plugins store
-//! for them ([`host`]: compaction summaries, the user's profile).
+//! for them ([`host`]: compaction summaries, the user's profile), and the rules of Claude Code's
+//! hooks ([`hooks`]).
 
 pub mod activity;
+pub mod hooks;
 pub mod host;
 pub mod protocol;
 

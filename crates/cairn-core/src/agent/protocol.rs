@@ -127,8 +127,15 @@ fn tool_names_note(host: Host, tools: ToolProfile) -> Option<&'static str> {
     match (host, tools) {
         (Host::Opencode, ToolProfile::Router) => Some("OpenCode shows the tool as cairn_memory."),
         (Host::Opencode, _) => Some("OpenCode shows these tools as cairn_mem_save, cairn_mem_search..."),
-        (Host::ClaudeCode, ToolProfile::Router) => Some("Claude Code shows the tool as mcp__cairn__memory."),
-        (Host::ClaudeCode, _) => Some("Claude Code shows these tools as mcp__cairn__mem_save..."),
+        // Claude Code (2.1.3xx) defers MCP tools behind ToolSearch: the model sees only their names.
+        (Host::ClaudeCode, ToolProfile::Router) => Some(
+            "Claude Code shows the tool as mcp__cairn__memory (mcp__plugin_cairn_cairn__memory from the plugin); \
+             if it is deferred, load it with ToolSearch first.",
+        ),
+        (Host::ClaudeCode, _) => Some(
+            "Claude Code shows these tools as mcp__cairn__mem_save... (mcp__plugin_cairn_cairn__mem_save... from \
+             the plugin); if they are deferred, load them with ToolSearch first.",
+        ),
         _ => None,
     }
 }

@@ -5,6 +5,7 @@ mod cli;
 mod concurrency;
 mod crash;
 mod daemon;
+mod hook;
 mod load;
 mod mcp_fuzz;
 mod privacy;

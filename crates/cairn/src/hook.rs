@@ -1,0 +1,383 @@
+//! `cairn hook <event>`: one Claude Code hook. Reads the hook's JSON on stdin, runs the ops
+//! the rules of `cairn_core::agent::hooks` name through the one client (the daemon, started
+//! if needed, else the file), and prints Claude Code's answer.
+//!
+//! A hook sits on the agent's critical path, so it never fails and never waits long: the work
+//! runs on a thread, and at the deadline the main thread prints the fail-open answer (`{}`)
+//! and exits 0 whatever the thread is doing. Problems are one line on stderr.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use cairn_client::{Client, ConnectOptions, Role};
+use cairn_core::agent::hooks::{
+    AGENT, FAIL_OPEN, HookEvent, HookInput, StartInjection, StartKind, clean, context_answer, context_meter,
+    fingerprint, is_cairn_tool, last_assistant_text, start_injection, transcript_usage, updated_input_answer,
+    with_session_id,
+};
+use cairn_core::agent::protocol::{Host, Part, ToolProfile};
+use cairn_core::agent::{
+    ActivityEvent, ActivityRecord, ActivityUpdate, CompactionSave, CompactionTrigger, ProjectHints, ProtocolRequest,
+    SessionActivity, UserPrompt, UserPromptOutcome, protocol, resolve_project,
+};
+use cairn_core::clock::{Clock, SystemClock};
+use cairn_core::context::{Context, ContextLayout, ContextRequest};
+use cairn_core::ops::Op;
+use cairn_core::sessions::NewSession;
+use cairn_core::settings::plugin::ProtocolAgents;
+use cairn_core::settings::{Overrides, Settings};
+use cairn_core::{ErrorCode, passive};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::output::{note, out};
+
+/// The whole budget of a hook, from start to answer. Claude Code gives SessionEnd 1.5 s in
+/// all, process start included, so that one gets less.
+const DEADLINE: Duration = Duration::from_millis(1_400);
+const SESSION_END_DEADLINE: Duration = Duration::from_millis(1_000);
+/// Most stdin read: a hook payload is a few KB (a PostToolUse with a big tool output more).
+const MAX_STDIN: u64 = 16 * 1024 * 1024;
+/// Tail of a transcript read for the last answer: records are small, tool results are not.
+const TRANSCRIPT_TAIL: u64 = 512 * 1024;
+
+/// Run the hook for `event` and print its answer. Never an error: the exit code is 0.
+pub fn run(event: &str, overrides: Overrides) -> Result<()> {
+    let started = Instant::now();
+    let Some(event) = HookEvent::parse(event) else {
+        note(&format!("cairn hook: unknown event {event:?} (answered {FAIL_OPEN})"));
+        return print(FAIL_OPEN);
+    };
+    let deadline = if event == HookEvent::SessionEnd { SESSION_END_DEADLINE } else { DEADLINE };
+    let (tx, rx) = mpsc::channel();
+    let spawned = std::thread::Builder::new().name("cairn-hook".into()).spawn(move || {
+        let _ = tx.send(answer(event, &overrides));
+    });
+    let answer = match spawned {
+        Err(e) => Err(anyhow!("cannot start the hook's thread: {e}")),
+        Ok(_) => match rx.recv_timeout(deadline.saturating_sub(started.elapsed())) {
+            Ok(result) => result,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                Err(anyhow!("no answer within {} ms; the store is slow or starting", deadline.as_millis()))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(anyhow!("the hook's work stopped without an answer")),
+        },
+    };
+    match answer {
+        Ok(text) => print(&text),
+        Err(e) => {
+            note(&format!("cairn hook {}: {e:#} (answered {FAIL_OPEN})", event.name()));
+            print(FAIL_OPEN)
+        }
+    }
+}
+
+/// Print the answer; a reader that went away is not the hook's problem.
+fn print(text: &str) -> Result<()> {
+    let _ = out(text);
+    Ok(())
+}
+
+fn answer(event: HookEvent, overrides: &Overrides) -> Result<String> {
+    let payload = read_payload()?;
+    let input = HookInput::from_value(&payload);
+    let session = input.session_id.clone().context("the payload has no session_id")?;
+    // PreToolUse is on every cairn tool call: it needs nothing from the store.
+    if event == HookEvent::PreToolUse {
+        let tool = input.tool_name.as_deref().unwrap_or("");
+        return Ok(with_session_id(tool, input.tool_input.as_ref(), &session)
+            .map_or_else(|| FAIL_OPEN.to_owned(), |updated| updated_input_answer(&updated)));
+    }
+    let settings = Settings::load(overrides)?;
+    crate::init_logging(&settings.log.value);
+    let client = Client::new(ConnectOptions::from_settings(&settings, Role::Hook)?);
+    let hook = Hook { input, session, settings, client };
+    match event {
+        HookEvent::SessionStart => hook.session_start(),
+        HookEvent::UserPromptSubmit => hook.user_prompt_submit(),
+        HookEvent::PostToolUse => hook.post_tool_use(),
+        HookEvent::SubagentStart => Ok(context_answer(event, &[hook.protocol(Part::Memory)])),
+        HookEvent::SubagentStop => hook.capture(true),
+        HookEvent::Stop => hook.capture(false),
+        HookEvent::PostCompact => hook.post_compact(),
+        HookEvent::SessionEnd => hook.session_end(),
+        HookEvent::PreToolUse | HookEvent::PreCompact => Ok(FAIL_OPEN.to_owned()),
+    }
+}
+
+fn read_payload() -> Result<Value> {
+    let mut raw = Vec::new();
+    std::io::stdin().take(MAX_STDIN).read_to_end(&mut raw).context("cannot read stdin")?;
+    if raw.iter().all(u8::is_ascii_whitespace) {
+        bail!("stdin is empty: expected the hook's JSON");
+    }
+    let value: Value = serde_json::from_slice(&raw).map_err(|e| anyhow!("stdin is not the hook's JSON: {e}"))?;
+    if !value.is_object() {
+        bail!("stdin is not a JSON object");
+    }
+    Ok(value)
+}
+
+struct Hook {
+    input: HookInput,
+    session: String,
+    settings: Settings,
+    client: Client,
+}
+
+impl Hook {
+    fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T> {
+        Ok(self.client.call(op)?)
+    }
+
+    fn cwd(&self) -> Option<String> {
+        self.input.cwd.clone()
+    }
+
+    /// The project of the directory Claude Code runs in (`CAIRN_PROJECT` wins).
+    fn project(&self) -> Result<String> {
+        let hints = ProjectHints {
+            process: self.settings.project.value.clone(),
+            dir: self.input.cwd.as_ref().map(PathBuf::from),
+            process_cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            ..ProjectHints::default()
+        };
+        Ok(resolve_project(&hints, |_| Ok(None))?.project)
+    }
+
+    /// A text of the one protocol source, for Claude Code with the agent tools; empty when
+    /// `[inject] protocol` leaves Claude Code out.
+    fn protocol(&self, part: Part) -> String {
+        let wanted = match &self.settings.plugin.config.inject.protocol {
+            ProtocolAgents::All(on) => *on,
+            ProtocolAgents::Named(agents) => agents.iter().any(|a| a == AGENT),
+        };
+        if part == Part::Memory && !wanted {
+            return String::new();
+        }
+        protocol(ProtocolRequest { host: Host::ClaudeCode, tools: ToolProfile::Agent, part }).text
+    }
+
+    fn context(&self, project: &str, layout: ContextLayout, query: Option<String>, budget: usize) -> Result<String> {
+        let req = ContextRequest {
+            project: Some(project.to_owned()),
+            budget_bytes: budget,
+            layout,
+            query,
+            ..ContextRequest::default()
+        };
+        let ctx: Context = self.call(Op::Context(req))?;
+        // A heading over nothing is noise in every request of the session.
+        let empty = ctx.memory_ids.is_empty() && ctx.session_ids.is_empty() && ctx.prompt_ids.is_empty();
+        Ok(if empty { String::new() } else { ctx.context })
+    }
+
+    /// The transcript's last 512 KB (`None` when there is none to read).
+    fn transcript_tail(&self, path: Option<&str>) -> Option<String> {
+        let path = path?;
+        let read = || -> std::io::Result<String> {
+            let mut file = std::fs::File::open(path)?;
+            let len = file.metadata()?.len();
+            file.seek(SeekFrom::Start(len.saturating_sub(TRANSCRIPT_TAIL)))?;
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)?;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        };
+        match read() {
+            Ok(text) => Some(text),
+            Err(e) => {
+                note(&format!("cairn hook: cannot read the transcript {path}: {e}"));
+                None
+            }
+        }
+    }
+
+    /// E18/E19: register the session, then the protocol and the project's context. A resume
+    /// sends only what changed since the last injection (the transcript replays that one);
+    /// after a compaction everything comes back, with the note that the summary is stored.
+    fn session_start(&self) -> Result<String> {
+        let project = self.project()?;
+        let _: Value = self.call(Op::StartSession(NewSession {
+            id: self.session.clone(),
+            project: Some(project.clone()),
+            directory: self.cwd(),
+            agent: Some(AGENT.to_owned()),
+            ..NewSession::default()
+        }))?;
+        let kind = StartKind::of(self.input.source.as_deref());
+        let injected_before = kind == StartKind::Resume
+            && self
+                .call::<SessionActivity>(Op::SessionActivity { session_id: self.session.clone() })?
+                .context_fingerprint
+                .is_some();
+        let protocol = self.protocol(Part::Memory);
+        let note = if kind == StartKind::Compact { self.protocol(Part::CompactionNote) } else { String::new() };
+        // The protocol and the note come first and whole; the context gets what is left.
+        let room = cairn_core::agent::hooks::MAX_CONTEXT_CHARS.saturating_sub(protocol.len() + note.len() + 100);
+        let budget = room.min(self.settings.plugin.config.inject.budget_bytes);
+        let context = self.context(&project, ContextLayout::Recent, None, budget)?;
+        // The note is left out of the fingerprint: a resume after a compaction replays the
+        // compact injection, and the same protocol and context again would be a second copy.
+        let print = fingerprint(&[protocol.as_str(), context.as_str()].join("\u{0}"));
+        let update: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
+            session_id: self.session.clone(),
+            project: Some(project),
+            event: ActivityEvent::ContextInjected { fingerprint: print },
+        }))?;
+        let parts = match start_injection(kind, injected_before, update.context_changed.unwrap_or(true)) {
+            StartInjection::Everything => vec![protocol, context, note],
+            StartInjection::ContextOnly => vec![context],
+            StartInjection::Nothing => return Ok(FAIL_OPEN.to_owned()),
+        };
+        Ok(context_answer(HookEvent::SessionStart, &parts))
+    }
+
+    /// E20: store the prompt; the first one gets the `[MEMORY]` block for it, a "remember …"
+    /// the trigger note, a later one the save reminder when due; and the context meter.
+    fn user_prompt_submit(&self) -> Result<String> {
+        let prompt = clean(self.input.prompt.as_deref().context("UserPromptSubmit without a prompt")?);
+        let project = self.project()?;
+        let outcome: UserPromptOutcome = self.call(Op::UserPrompt(UserPrompt {
+            session_id: self.session.clone(),
+            project: Some(project.clone()),
+            content: prompt.clone(),
+            agent: Some(AGENT.to_owned()),
+            directory: self.cwd(),
+        }))?;
+        let mut parts = Vec::new();
+        if outcome.first_prompt {
+            let budget = self.settings.plugin.config.inject.budget_bytes;
+            parts.push(self.context(&project, ContextLayout::MemoryBlock, Some(prompt), budget)?);
+        }
+        if outcome.memory_trigger {
+            parts.push(self.protocol(Part::Trigger));
+        }
+        if !outcome.first_prompt {
+            parts.extend(self.reminder()?);
+        }
+        parts.extend(self.meter());
+        Ok(context_answer(HookEvent::UserPromptSubmit, &parts))
+    }
+
+    /// The save reminder due now, counted as sent.
+    fn reminder(&self) -> Result<Option<String>> {
+        let activity: SessionActivity = self.call(Op::SessionActivity { session_id: self.session.clone() })?;
+        let Some(reminder) = activity.reminder_due(SystemClock.now()) else { return Ok(None) };
+        let _: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
+            session_id: self.session.clone(),
+            project: None,
+            event: ActivityEvent::ReminderSent,
+        }))?;
+        Ok(Some(reminder))
+    }
+
+    /// O4: the meter line from the transcript's last answer, when the window is filling up.
+    fn meter(&self) -> Option<String> {
+        let settings = &self.settings.plugin.config.context_meter;
+        let tail = self.transcript_tail(self.input.transcript_path.as_deref())?;
+        context_meter(&transcript_usage(&tail, settings.default_limit)?, settings)
+    }
+
+    /// E7: count the agent's tool calls (cairn's own are counted by its MCP server).
+    fn post_tool_use(&self) -> Result<String> {
+        if self.input.tool_name.as_deref().is_none_or(is_cairn_tool) {
+            return Ok(FAIL_OPEN.to_owned());
+        }
+        let _: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
+            session_id: self.session.clone(),
+            project: Some(self.project()?),
+            event: ActivityEvent::ToolCall { remind: false },
+        }))?;
+        Ok(FAIL_OPEN.to_owned())
+    }
+
+    /// E21/E22: the `## Key Learnings` of a finished sub-agent or turn, saved by passive
+    /// capture. Nothing to capture means no round trip at all.
+    fn capture(&self, subagent: bool) -> Result<String> {
+        let transcript = if subagent { &self.input.agent_transcript_path } else { &self.input.transcript_path };
+        let text = match &self.input.last_assistant_message {
+            Some(text) => text.clone(),
+            None => match self.transcript_tail(transcript.as_deref()).as_deref().and_then(last_assistant_text) {
+                Some(text) => text,
+                None => return Ok(FAIL_OPEN.to_owned()),
+            },
+        };
+        let text = clean(&text);
+        if passive::extract_learnings(&text).is_empty() {
+            return Ok(FAIL_OPEN.to_owned());
+        }
+        let source = if subagent { "subagent-stop" } else { "turn-complete" };
+        let _: Value = self.call(Op::CapturePassive(passive::PassiveCapture {
+            content: text,
+            session_id: Some(self.session.clone()),
+            project: Some(self.project()?),
+            source: Some(source.to_owned()),
+        }))?;
+        Ok(FAIL_OPEN.to_owned())
+    }
+
+    /// E11: the summary Claude Code wrote, stored as the session's compaction summary.
+    fn post_compact(&self) -> Result<String> {
+        let Some(summary) = self.input.compact_summary.as_deref() else {
+            bail!("PostCompact without a compact_summary");
+        };
+        let trigger = if self.input.trigger.as_deref() == Some("manual") {
+            CompactionTrigger::Manual
+        } else {
+            CompactionTrigger::Auto
+        };
+        let _: Value = self.call(Op::SaveCompaction(CompactionSave {
+            session_id: self.session.clone(),
+            project: Some(self.project()?),
+            summary: clean(summary),
+            trigger,
+            overflow: false,
+        }))?;
+        Ok(FAIL_OPEN.to_owned())
+    }
+
+    /// E22: the session ends here, not at every Stop; an unknown session is registered first
+    /// (its end would be `session_not_found`). Ending restarts the session's counts, but
+    /// `claude --resume` continues the same session and replays what was injected, so the
+    /// fingerprint of the last injection is kept.
+    fn session_end(&self) -> Result<String> {
+        let injected = self
+            .call::<SessionActivity>(Op::SessionActivity { session_id: self.session.clone() })
+            .ok()
+            .and_then(|a| a.context_fingerprint);
+        self.end_session()?;
+        if let Some(fingerprint) = injected {
+            let _: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
+                session_id: self.session.clone(),
+                project: None,
+                event: ActivityEvent::ContextInjected { fingerprint },
+            }))?;
+        }
+        Ok(FAIL_OPEN.to_owned())
+    }
+
+    fn end_session(&self) -> Result<()> {
+        let end = || self.call::<Value>(Op::EndSession { id: self.session.clone(), summary: None });
+        match end() {
+            Err(e)
+                if e.downcast_ref::<cairn_core::CairnError>().is_some_and(|e| e.code == ErrorCode::SessionNotFound) =>
+            {
+                let _: Value = self.call(Op::StartSession(NewSession {
+                    id: self.session.clone(),
+                    project: Some(self.project()?),
+                    directory: self.cwd(),
+                    agent: Some(AGENT.to_owned()),
+                    ..NewSession::default()
+                }))?;
+                end()?;
+            }
+            other => {
+                other?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -164,7 +164,7 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
 
   test("run 3: cairn's MCP tools get the real session id from PreToolUse", async () => {
     const mcpConfig = path.join(cairn.root, 'mcp.json');
-    writeFileSync(mcpConfig, JSON.stringify({ mcpServers: { cairn: { type: 'stdio', command: probe.bin, args: ['mcp', '--tools=agent'] } } }));
+    writeFileSync(mcpConfig, JSON.stringify({ mcpServers: { cairn: { type: 'stdio', command: probe.bin, args: ['mcp', '--tools=agent', '--host=claude-code'] } } }));
     const before = mock.messages().length;
     const r = await runClaude(['E2E-SAVE the release train', '--session-id', thirdSession, '--mcp-config', mcpConfig, '--allowedTools', 'mcp__cairn']);
     assert.equal(r.code, 0, dump(r));
@@ -175,8 +175,12 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
     assert.ok(hit, `mem_save did not store the memory: ${JSON.stringify(found)}\n${dump(r)}`);
     const memory = cairnJson(['get', String(hit.id)]);
     assert.equal(memory.session_id, thirdSession, `the save went to ${memory.session_id}, not the Claude Code session`);
-    // Known: with the MCP server connected the protocol is there twice (the server's MCP
-    // `instructions` and SessionStart's context); see CHANGELOG.
+    // With the server connected the protocol is still there once: `--host=claude-code` makes the
+    // server's MCP `instructions` one line, since SessionStart's context carries the protocol.
+    const lead = JSON.stringify(PROTOCOL_LEAD).slice(1, -1);
+    const first = asked.find((q) => (q.body?.tools ?? []).length > 0);
+    const body = JSON.stringify(first?.body ?? {});
+    assert.equal(body.split(lead).length - 1, 1, `the protocol is not there exactly once with cairn mcp connected\n${body.slice(0, 4000)}`);
   });
 
   test('run 4: the plugin installed from this repository\'s marketplace works as shipped', async () => {
@@ -197,6 +201,8 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
     const body = JSON.stringify(first?.body ?? {});
     assert.ok(body.includes('mcp__plugin_cairn_cairn__mem_save'), `the plugin's MCP tools were not offered\n${dump(r)}`);
     assert.ok(body.includes(`Deploys are tagged with the marker ${token}`), `no cairn context from the plugin's SessionStart\n${dump(r)}`);
+    const lead = JSON.stringify(PROTOCOL_LEAD).slice(1, -1);
+    assert.equal(body.split(lead).length - 1, 1, `the plugin gives the protocol more than once\n${body.slice(0, 4000)}`);
     const found = cairnJson(['search', `Plugin note ${token}`, '--project', 'cc-e2e-project']);
     const hit = found.hits.find((h) => h.title === `Plugin note ${token}`);
     assert.ok(hit, `the plugin's mem_save did not store the memory: ${JSON.stringify(found)}\n${dump(r)}`);

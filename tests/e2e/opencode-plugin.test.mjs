@@ -69,6 +69,7 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     protocol = r.status === 200 ? r.body.text : '';
     return protocol;
   }
+  const PROTOCOL_FIRST_LINE = 'cairn is your persistent memory across sessions.';
   const count = (hay, needle) => (needle ? hay.split(needle).length - 1 : 0);
 
   before(async () => {
@@ -142,6 +143,9 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     for (const q of cs) {
       assert.equal(q.messages.filter((m) => m.role === 'system').length, 1, 'one system message');
       assert.equal(count(q.system, text), 1, `protocol count in request #${q.seq}`);
+      // nor a second copy through `cairn mcp`'s instructions (OpenCode shows MCP instructions
+      // in the system prompt): every protocol text starts with this line
+      assert.equal(count(q.system, PROTOCOL_FIRST_LINE), 1, `protocol copies in request #${q.seq}:\n${q.system}`);
     }
     const title = during('plain').find((q) => q.kind === 'title');
     assert.equal(count(title?.system ?? '', text), 0, 'the title request gets no protocol');

@@ -68,7 +68,7 @@ describe('cairn setup opencode + real OpenCode', { skip, timeout: 300_000 }, () 
     assert.ok(config.plugin.includes(pluginUrl('plugins', 'cairn.ts')), `plugin not loaded: ${JSON.stringify(config.plugin)}`);
     assert.ok(!config.plugin.some((p) => p.includes('engram')), `engram still loaded: ${JSON.stringify(config.plugin)}`);
     assert.equal(config.mcp.cairn.type, 'local');
-    assert.deepEqual(config.mcp.cairn.command, [probe.bin, 'mcp', '--tools=agent']);
+    assert.deepEqual(config.mcp.cairn.command, [probe.bin, 'mcp', '--tools=agent', '--host=opencode']);
     assert.equal(config.mcp.cairn.enabled, true);
     // the sandbox's own settings are still there
     assert.equal(config.model, oc.config.model);

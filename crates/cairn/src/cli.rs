@@ -134,6 +134,10 @@ pub enum Command {
         /// Tools to offer: profiles agent, admin, all, router, and/or tool names, comma-separated
         #[arg(long, default_value = "all")]
         tools: String,
+        /// The agent host this server runs for (opencode, claude-code...): where cairn's plugin or
+        /// hooks already give the agent the Memory Protocol, the server's instructions are one line
+        #[arg(long)]
+        host: Option<String>,
     },
     /// Sync memories between machines (not configured yet: a no-op, so engram's plugins can call it)
     Sync {

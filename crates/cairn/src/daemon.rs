@@ -83,6 +83,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         cwd: std::env::current_dir().unwrap_or_else(|_| data_dir.clone()),
         version: cairn_core::VERSION.to_owned(),
         context_budget: settings.context_budget.value,
+        host: None,
     };
     let mcp = cairn_server::mcp::http_router(Client::in_process(Arc::clone(&engine)), mcp_options, cancel.clone());
     let config = HttpConfig {
@@ -168,8 +169,9 @@ async fn terminate() {
 
 /// `cairn mcp`: an MCP server on stdio whose tools run in the daemon (found, or started), or
 /// on the database directly when no daemon can be had.
-pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
+pub fn mcp(settings: &Settings, tools: &str, host: Option<&str>) -> Result<()> {
     let selection = ToolSelection::parse(tools)?;
+    let host = host.map(cairn_core::agent::protocol::Host::parse).transpose()?;
     let options = ConnectOptions::from_settings(settings, Role::Mcp)?;
     let mcp_options = McpOptions {
         tools: selection,
@@ -177,6 +179,7 @@ pub fn mcp(settings: &Settings, tools: &str) -> Result<()> {
         cwd: std::env::current_dir()?,
         version: cairn_core::VERSION.to_owned(),
         context_budget: settings.context_budget.value,
+        host,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {

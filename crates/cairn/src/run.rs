@@ -110,7 +110,7 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             &env.settings,
             crate::daemon::ServeArgs { idle_exit: idle_exit.map(Duration::from_secs), or_any_port },
         ),
-        Command::Mcp { tools } => crate::daemon::mcp(&env.settings, &tools),
+        Command::Mcp { tools, host } => crate::daemon::mcp(&env.settings, &tools, host.as_deref()),
         Command::Sync { import, status, .. } => {
             let what = if import {
                 "nothing to import"

@@ -22,7 +22,7 @@ pub use activity::{
     ActivityEvent, ActivityRecord, ActivityUpdate, PendingPrompt, SessionActivity, UserPrompt, UserPromptOutcome,
 };
 pub use host::{COMPACTION_SUMMARY, CompactionSave, CompactionTrigger};
-pub use protocol::{ProtocolRequest, ProtocolText, protocol};
+pub use protocol::{ProtocolRequest, ProtocolText, mcp_instructions, protocol};
 
 /// `Some` only for a value with something in it: agents and engram's clients send `""` (or
 /// `project=`) for "not set".

@@ -85,7 +85,7 @@ impl ProtocolRequest {
         let given = |v: Option<&str>| v.filter(|v| !v.trim().is_empty()).map(str::to_owned);
         Ok(ProtocolRequest {
             host: match given(host) {
-                Some(h) => parse_name("host", &h, "mcp, opencode, claude-code, codex or gemini")?,
+                Some(h) => Host::parse(&h)?,
                 None => Host::default(),
             },
             tools: match given(tools) {
@@ -109,6 +109,29 @@ pub fn protocol(req: ProtocolRequest) -> ProtocolText {
         Part::Trigger => trigger_note(req.tools),
     };
     ProtocolText { host: req.host, tools: req.tools, part: req.part, text }
+}
+
+/// The `instructions` of an MCP server started for `host` (`cairn mcp --host ...`). Where a
+/// cairn plugin or hooks run (OpenCode, Claude Code) they put the protocol in front of the
+/// agent already, and the host also shows MCP instructions, so the server says one line instead
+/// of a second copy. Anywhere else the server's instructions are the protocol.
+pub fn mcp_instructions(host: Option<Host>, tools: ToolProfile) -> String {
+    match host {
+        Some(host) if host_captures(host) && tools != ToolProfile::Admin => format!(
+            "cairn: your memory across sessions ({}, {}, {}). When to use it: the Memory Protocol in your context.",
+            call(tools, "mem_save", "save"),
+            call(tools, "mem_search", "search"),
+            call(tools, "mem_context", "context"),
+        ),
+        _ => memory_protocol(Host::Mcp, tools),
+    }
+}
+
+impl Host {
+    /// A host name as `cairn mcp --host` and `cairn protocol --host` take it.
+    pub fn parse(raw: &str) -> Result<Host> {
+        parse_name("host", raw, "mcp, opencode, claude-code, codex or gemini")
+    }
 }
 
 /// How the agent calls operation `op` (MCP tool `tool`) with this profile.

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::http::request::Parts;
 use cairn_core::CairnError;
-use cairn_core::agent::protocol::{Host, Part, ProtocolRequest};
+use cairn_core::agent::protocol::Host;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, Implementation, ServerCapabilities, ServerConfig};
@@ -60,6 +60,9 @@ pub struct McpOptions {
     pub version: String,
     /// `context_budget` / `CAIRN_CONTEXT_BUDGET`: bytes of a `mem_context` block.
     pub context_budget: usize,
+    /// `cairn mcp --host`: the agent host this server was started for. Where cairn's plugin or
+    /// hooks already give the agent the protocol, the instructions are one line, not a copy.
+    pub host: Option<Host>,
 }
 
 impl McpOptions {
@@ -71,6 +74,7 @@ impl McpOptions {
             cwd: cwd.into(),
             version: cairn_core::VERSION.into(),
             context_budget: cairn_core::context::DEFAULT_BUDGET_BYTES,
+            host: None,
         }
     }
 }
@@ -132,7 +136,7 @@ impl ServerHandler for CairnMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("cairn", self.state.opts.version.clone()).with_title("cairn memory"))
-            .with_instructions(instructions(&self.state.opts.tools))
+            .with_instructions(instructions(&self.state.opts.tools, self.state.opts.host))
     }
 
     /// rmcp answers an unknown tool with a protocol error; agents handle a readable tool
@@ -163,9 +167,10 @@ impl ServerHandler for CairnMcp {
     }
 }
 
-/// The memory protocol sent once per session. Short: it costs tokens in every session.
-fn instructions(tools: &ToolSelection) -> String {
-    cairn_core::agent::protocol(ProtocolRequest { host: Host::Mcp, tools: tools.profile(), part: Part::Memory }).text
+/// The memory protocol sent once per session (one line where the host's cairn plugin gives it
+/// already). Short: it costs tokens in every session.
+fn instructions(tools: &ToolSelection, host: Option<Host>) -> String {
+    cairn_core::agent::mcp_instructions(host, tools.profile())
 }
 
 /// Serve MCP on stdin/stdout until the client leaves or Ctrl-C. stdout carries JSON-RPC only:
@@ -206,7 +211,7 @@ pub fn http_router(backend: Client, opts: McpOptions, cancel: CancellationToken)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cairn_core::agent::protocol::ToolProfile;
+    use cairn_core::agent::protocol::{Part, ProtocolRequest, ToolProfile};
 
     #[test]
     fn instructions_are_the_protocol_of_the_profile() {
@@ -222,14 +227,32 @@ mod tests {
             assert_eq!(tools.profile(), profile, "{spec:?}");
             let expected =
                 cairn_core::agent::protocol(ProtocolRequest { host: Host::Mcp, tools: profile, part: Part::Memory });
-            assert_eq!(instructions(&tools), expected.text, "{spec:?}");
+            assert_eq!(instructions(&tools, None), expected.text, "{spec:?}");
         }
-        let all = instructions(&ToolSelection::default());
+        let all = instructions(&ToolSelection::default(), None);
         assert!(
             all.contains("mem_search") && all.contains("never replace your reply") && all.contains("Sub-agents never")
         );
-        let router = instructions(&ToolSelection::parse("router").unwrap());
+        let router = instructions(&ToolSelection::parse("router").unwrap(), None);
         assert!(router.contains("memory {op: \"save\"}") && !router.contains("mem_save"), "{router}");
         assert!(all.len() < 1500, "instructions cost tokens in every session: {} bytes", all.len());
+    }
+
+    /// A host whose cairn plugin or hooks inject the protocol gets one line from the server, so
+    /// the agent does not read the protocol twice; other hosts get the protocol.
+    #[test]
+    fn a_host_with_a_cairn_plugin_gets_one_line() {
+        let agent = ToolSelection::parse("agent").unwrap();
+        let full = instructions(&agent, None);
+        for host in [Host::Opencode, Host::ClaudeCode] {
+            let line = instructions(&agent, Some(host));
+            assert!(!line.contains('\n') && line.contains("mem_save") && line.len() < 200, "{host:?}: {line}");
+            assert!(!line.contains("cairn is your persistent memory"), "no second copy: {line}");
+        }
+        for host in [Host::Mcp, Host::Codex, Host::Gemini] {
+            assert_eq!(instructions(&agent, Some(host)), full, "{host:?}");
+        }
+        let router = instructions(&ToolSelection::parse("router").unwrap(), Some(Host::Opencode));
+        assert!(router.contains("memory {op: \"save\"}"), "{router}");
     }
 }

@@ -49,7 +49,10 @@ const fn occurrences(haystack: &[u8], needle: &[u8]) -> usize {
 /// The file name of cairn's plugin in the plugin directory.
 const PLUGIN_FILE: &str = "cairn.ts";
 /// What the MCP entry runs after the binary.
-const MCP_ARGS: [&str; 2] = ["mcp", "--tools=agent"];
+/// `--host=opencode`: the plugin gives the agent the Memory Protocol, so the MCP server's
+/// instructions are one line instead of a second copy (OpenCode shows both).
+const MCP_ARGS: [&str; 3] = ["mcp", "--tools=agent", HOST_ARG];
+const HOST_ARG: &str = "--host=opencode";
 
 /// The plugin source with `binary` baked in (as a JSON string, which is a TS string literal).
 pub fn plugin_source(template: &str, binary: &str) -> Option<String> {
@@ -234,10 +237,19 @@ fn register_cairn(config: &Path, mcp: &CstObject, bin: &str) -> Result<Status> {
         Some(Value::Array(items)) if !items.is_empty() => items,
         _ => std::iter::once(bin).chain(MCP_ARGS).map(Value::from).collect(),
     };
-    if args[0].as_str() == Some(bin) && entry.get("command").is_some() {
+    // An entry from an older setup runs `cairn mcp` without `--host`: add it (only to our own
+    // `cairn mcp` command line).
+    let switched_off = jsonc::value(&entry, "enabled").and_then(|v| v.as_bool()) == Some(false);
+    let needs_host = !switched_off
+        && args.get(1).and_then(Value::as_str) == Some("mcp")
+        && !args.iter().filter_map(Value::as_str).any(|a| a == "--host" || a.starts_with("--host="));
+    if args[0].as_str() == Some(bin) && entry.get("command").is_some() && !needs_host {
         return Ok(Status::Unchanged);
     }
     args[0] = Value::from(bin);
+    if needs_host {
+        args.push(Value::from(HOST_ARG));
+    }
     let input = CstInputValue::Array(args.iter().map(to_input).collect());
     match entry.get("command") {
         Some(c) => c.set_value(input),

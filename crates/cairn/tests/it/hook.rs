@@ -290,5 +290,5 @@ fn the_plugin_runs_cairn_hook_and_its_skill_is_the_protocol() {
         }
     }
     let mcp: Value = serde_json::from_str(&std::fs::read_to_string(root.join(".mcp.json")).unwrap()).unwrap();
-    assert_eq!(mcp["mcpServers"]["cairn"]["args"], json!(["mcp", "--tools=agent"]));
+    assert_eq!(mcp["mcpServers"]["cairn"]["args"], json!(["mcp", "--tools=agent", "--host=claude-code"]));
 }

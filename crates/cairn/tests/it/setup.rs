@@ -118,7 +118,7 @@ fn fresh_install_writes_plugin_and_mcp_entry_then_changes_nothing() {
     let config = read_json(&home.oc().join("opencode.json"));
     assert_eq!(
         config["mcp"]["cairn"],
-        serde_json::json!({"type": "local", "command": [bin(), "mcp", "--tools=agent"], "enabled": true})
+        serde_json::json!({"type": "local", "command": [bin(), "mcp", "--tools=agent", "--host=opencode"], "enabled": true})
     );
 
     // Idempotent: the same files, no backup, and it says so.
@@ -173,9 +173,28 @@ fn a_stale_binary_path_is_updated_keeping_the_rest_of_the_entry() {
         report["steps"].as_array().unwrap().iter().map(|s| (s["item"].clone(), s["status"].clone())).collect();
     assert_eq!(statuses, [("plugin".into(), "updated".into()), ("mcp.cairn".into(), "updated".into())]);
     let entry = &read_json(&path)["mcp"]["cairn"];
-    assert_eq!(entry["command"], serde_json::json!([bin(), "mcp", "--tools=all"]));
+    // The user's arguments stay; `--host=opencode` joins them (one protocol copy, not two).
+    assert_eq!(entry["command"], serde_json::json!([bin(), "mcp", "--tools=all", "--host=opencode"]));
     assert_eq!(entry["environment"], serde_json::json!({"CAIRN_PROJECT": "x"}));
     assert_eq!(home.backups().len(), 2, "both files were backed up");
+}
+
+#[test]
+fn an_entry_from_an_older_setup_gains_the_host_flag_once() {
+    let home = Home::new();
+    let path = home.oc().join("opencode.json");
+    let config = serde_json::json!({"mcp": {"cairn": {"type": "local", "command": [bin(), "mcp", "--tools=agent"], "enabled": true}}});
+    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    home.ok(&[]);
+    let entry = &read_json(&path)["mcp"]["cairn"];
+    assert_eq!(entry["command"], serde_json::json!([bin(), "mcp", "--tools=agent", "--host=opencode"]));
+    let (stdout, _) = home.ok(&[]);
+    assert!(stdout.contains("Nothing to change"), "{stdout}");
+    // A user's own `--host` choice is theirs.
+    let config = serde_json::json!({"mcp": {"cairn": {"type": "local", "command": [bin(), "mcp", "--host", "mcp"]}}});
+    std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+    home.ok(&[]);
+    assert_eq!(read_json(&path)["mcp"]["cairn"]["command"], serde_json::json!([bin(), "mcp", "--host", "mcp"]));
 }
 
 #[test]

@@ -533,6 +533,17 @@ const server = async (ctx: Dict, options?: Dict) => {
         if (p.info?.id) register(session(p.info.id));
       } else if (type === "session.deleted") {
         if (p.info?.id) sessions.delete(p.info.id);
+      } else if (type === "session.idle") {
+        // The agent stopped: the session is ended as of now (engram's plugin never ended one).
+        // OpenCode sessions go on when the user writes again, so the activity is kept: the next
+        // prompt is not a session's first.
+        const id = p.sessionID;
+        if (!id) return;
+        const s = session(id);
+        void background(`ending session ${id}`, async () => {
+          await register(s);
+          return op("end_session", { id, keep_activity: true });
+        });
       } else if (type === "message.updated") {
         const info = p.info ?? {};
         if (!info.id || !info.sessionID) return;

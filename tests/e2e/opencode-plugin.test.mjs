@@ -130,6 +130,8 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     const s = await op('get_session', { id: sid });
     assert.equal(s.status, 200, `session ${sid} not in cairn: ${JSON.stringify(s.body)}`);
     assert.equal(s.body.agent ?? s.body.session?.agent, 'opencode');
+    // the run ended with session.idle: the session is ended in cairn (engram's plugin never did)
+    assert.ok(s.body.ended_at ?? s.body.session?.ended_at, `session ${sid} not ended: ${JSON.stringify(s.body)}`);
     const prompts = await op('recent_prompts', { project: s.body.project ?? s.body.session?.project, limit: 20 });
     assert.equal(prompts.status, 200);
     assert.match(JSON.stringify(prompts.body), /please explain the layout of this repository/);

@@ -83,6 +83,11 @@ pub enum Op {
         id: String,
         #[serde(default)]
         summary: Option<String>,
+        /// Keep the activity (first prompt, last injection, counts): a host whose sessions go on
+        /// after they stop (OpenCode ends one at each idle) must not see the next prompt as a
+        /// session's first.
+        #[serde(default)]
+        keep_activity: bool,
     },
     GetSession {
         id: String,
@@ -275,10 +280,13 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::SessionSummary { content, session_id, project } => {
             OpOutput::SessionSummary(store.save_session_summary(session_id.as_deref(), project.as_deref(), &content)?)
         }
-        Op::EndSession { id, summary } => {
+        Op::EndSession { id, summary, keep_activity } => {
             let ended = store.end_session(&id, summary.as_deref())?;
-            // The next session under this id counts from zero (engram clears its counters).
-            store.clear_activity(&id)?;
+            // The next session under this id counts from zero (engram clears its counters),
+            // unless the host goes on with this one.
+            if !keep_activity {
+                store.clear_activity(&id)?;
+            }
             OpOutput::EndSession(ended)
         }
         Op::GetSession { id } => OpOutput::GetSession(store.get_session(&id)?),

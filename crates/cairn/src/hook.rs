@@ -360,7 +360,8 @@ impl Hook {
     }
 
     fn end_session(&self) -> Result<()> {
-        let end = || self.call::<Value>(Op::EndSession { id: self.session.clone(), summary: None });
+        let end =
+            || self.call::<Value>(Op::EndSession { id: self.session.clone(), summary: None, keep_activity: false });
         match end() {
             Err(e)
                 if e.downcast_ref::<cairn_core::CairnError>().is_some_and(|e| e.code == ErrorCode::SessionNotFound) =>

@@ -302,6 +302,18 @@ describe('tools (E7, E8)', () => {
     assert.match(p.content, /<task_result>/);
   });
 
+  test('session.idle ends the session in cairn, keeping its activity (the next prompt is not a first)', async () => {
+    const { hooks, daemon } = await setup();
+    await replayEvents(hooks, 'plain');
+    const idle = events('plain').find((e) => e.event.type === 'session.idle');
+    assert.ok(idle, 'the recorded run has a session.idle');
+    await waitFor(() => daemon.ops('end_session').length >= 1, 2000, 'end_session');
+    const ends = daemon.ops('end_session');
+    assert.deepEqual(ends.at(-1).body.args, { id: idle.event.properties.sessionID, keep_activity: true });
+    // registered before it is ended, so the end never meets an unknown session
+    assert.ok(daemon.posts('/sessions').length >= 1);
+  });
+
   test("a finished turn's Key Learnings go to passive capture once", async () => {
     const { hooks, daemon } = await setup();
     const text = calls('learn', 'experimental.text.complete')[0];

@@ -140,8 +140,13 @@ fn reminds_once_per_period_when_working_without_saving() {
     assert_eq!(s.record_activity(&record("s", REMIND)).unwrap().reminder, None, "not again so soon");
     clock.advance(Duration::minutes(8));
     assert!(s.record_activity(&record("s", REMIND)).unwrap().reminder.is_some());
+    // Ending it with keep_activity (OpenCode's idle) keeps the counts, and the session is ended.
+    let ended = execute(&mut s, Op::EndSession { id: "s".into(), summary: None, keep_activity: true }).unwrap();
+    assert!(ended["ended_at"].is_string(), "{ended}");
+    let kept = s.session_activity("s").unwrap();
+    assert_eq!((kept.tool_calls, kept.reminders), (7, 2));
     // Ending the session starts the next one from zero.
-    execute(&mut s, Op::EndSession { id: "s".into(), summary: None }).unwrap();
+    execute(&mut s, Op::EndSession { id: "s".into(), summary: None, keep_activity: false }).unwrap();
     let fresh = s.session_activity("s").unwrap();
     assert_eq!((fresh.tool_calls, fresh.saves, fresh.reminders), (0, 0, 0));
     assert!(!fresh.summary_line().contains("No memories"));

@@ -190,8 +190,8 @@ catalogue! {
     }
     EndSession -> Session {
         name: "end_session", writes: true, project_defaulted: false,
-        args: "id*, summary",
-        about: "End a session, clearing its activity counters.",
+        args: "id*, summary, keep_activity",
+        about: "End a session, clearing its activity counters (unless keep_activity).",
     }
     GetSession -> Session {
         name: "get_session", writes: false, project_defaulted: false,

@@ -266,7 +266,8 @@ impl CairnMcp {
 
     pub(super) async fn session_end(&self, a: SessionEndArgs) -> Result<CallToolResult> {
         // Ending a session also clears its activity (core's rule).
-        let session: Session = self.call(Op::EndSession { id: a.id, summary: given(a.summary) }).await?;
+        let session: Session =
+            self.call(Op::EndSession { id: a.id, summary: given(a.summary), keep_activity: false }).await?;
         let mut opened = self.opened_session();
         if opened.as_ref().is_some_and(|(id, _)| *id == session.id) {
             *opened = None;

@@ -223,6 +223,10 @@ pub struct SetupArgs {
     /// Import engram's memories (~/.engram/engram.db) when it has any
     #[arg(long)]
     pub import_engram: bool,
+    /// claude-code: let it use cairn's MCP tools without asking (`mcp__cairn__*` in
+    /// `permissions.allow`)
+    #[arg(long)]
+    pub permissions: bool,
     /// Answer yes to every question (disable engram, import its memories)
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -233,6 +237,9 @@ pub struct SetupArgs {
 pub enum SetupAgent {
     /// OpenCode: the cairn plugin in ~/.config/opencode/plugins, `mcp.cairn` in opencode.json(c)
     Opencode,
+    /// Claude Code: cairn's hooks in ~/.claude/settings.json, `mcpServers.cairn` in ~/.claude.json
+    /// (both under $CLAUDE_CONFIG_DIR when set)
+    ClaudeCode,
 }
 
 #[derive(Debug, Args)]

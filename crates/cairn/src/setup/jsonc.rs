@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 use cairn_core::{CairnError, ErrorCode};
 use jsonc_parser::ParseOptions;
-use jsonc_parser::cst::{CstObject, CstRootNode};
+use jsonc_parser::cst::{CstInputValue, CstObject, CstRootNode};
 
 const BOM: &str = "\u{feff}";
 
@@ -61,6 +61,34 @@ pub fn object_prop(path: &Path, obj: &CstObject, name: &str, what: &str) -> Resu
 /// `obj[name]` as plain JSON.
 pub fn value(obj: &CstObject, name: &str) -> Option<serde_json::Value> {
     obj.get(name)?.value()?.to_serde_value()
+}
+
+/// Plain JSON as a CST value to insert.
+pub fn to_input(v: &serde_json::Value) -> CstInputValue {
+    use serde_json::Value;
+    match v {
+        Value::Null => CstInputValue::Null,
+        Value::Bool(b) => CstInputValue::Bool(*b),
+        Value::Number(n) => CstInputValue::Number(n.to_string()),
+        Value::String(s) => CstInputValue::String(s.clone()),
+        Value::Array(a) => CstInputValue::Array(a.iter().map(to_input).collect()),
+        Value::Object(o) => CstInputValue::Object(o.iter().map(|(k, v)| (k.clone(), to_input(v))).collect()),
+    }
+}
+
+/// Like [`to_input`], with object keys in `order` first (in that order), then the rest:
+/// serde_json's objects are sorted, a host's documented layout is not.
+pub fn to_input_ordered(v: &serde_json::Value, order: &[&str]) -> CstInputValue {
+    use serde_json::Value;
+    match v {
+        Value::Array(a) => CstInputValue::Array(a.iter().map(|v| to_input_ordered(v, order)).collect()),
+        Value::Object(o) => {
+            let mut props: Vec<(&String, &Value)> = o.iter().collect();
+            props.sort_by_key(|(k, _)| order.iter().position(|o| o == k).unwrap_or(order.len()));
+            CstInputValue::Object(props.into_iter().map(|(k, v)| (k.clone(), to_input_ordered(v, order))).collect())
+        }
+        other => to_input(other),
+    }
 }
 
 pub fn invalid(path: &Path, what: String, hint: &str) -> anyhow::Error {

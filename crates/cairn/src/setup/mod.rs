@@ -7,9 +7,10 @@
 //! changed; each file that is edited or removed is copied to `<file>.cairn-backup-<time>`
 //! first. A run that finds everything in place changes nothing and says so.
 //!
-//! One module per host: `opencode.rs` now; claude-code, codex and gemini-cli (issue 14) add
-//! theirs and a [`crate::cli::SetupAgent`] variant.
+//! One module per host (`opencode.rs`, `claude_code.rs`), each with a
+//! [`crate::cli::SetupAgent`] variant and a `wiring` function for `cairn doctor`.
 
+pub mod claude_code;
 pub mod jsonc;
 pub mod opencode;
 
@@ -135,8 +136,46 @@ pub struct Report {
     pub binary: PathBuf,
     pub steps: Vec<Step>,
     pub warnings: Vec<String>,
+    /// With `--dry-run`: a unified diff of each config file that would be edited.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub diffs: Vec<FileDiff>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engram_import: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FileDiff {
+    pub path: PathBuf,
+    pub diff: String,
+}
+
+/// A new file longer than this (a plugin's source) is not shown in full.
+const NEW_FILE_LINES: usize = 60;
+
+/// The unified diff of each file the plan writes: edits, and new config files, in full.
+fn diffs(plan: &Plan) -> Vec<FileDiff> {
+    plan.ops
+        .iter()
+        .filter_map(|op| match op {
+            FileOp::Write { path, contents } => {
+                let new = String::from_utf8_lossy(contents);
+                let old = std::fs::read(path).ok();
+                let diff = if old.is_none() && new.lines().count() > NEW_FILE_LINES {
+                    format!("new file (not shown: over {NEW_FILE_LINES} lines)\n")
+                } else {
+                    let old = String::from_utf8_lossy(old.as_deref().unwrap_or_default());
+                    let name = path.display().to_string();
+                    similar::TextDiff::from_lines(&old, &new)
+                        .unified_diff()
+                        .context_radius(3)
+                        .header(if old.is_empty() { "/dev/null" } else { &name }, &name)
+                        .to_string()
+                };
+                Some(FileDiff { path: path.clone(), diff })
+            }
+            FileOp::Remove { .. } | FileOp::Rename { .. } => None,
+        })
+        .collect()
 }
 
 /// How questions are answered: flags first, then the user when stdin is a terminal.
@@ -198,6 +237,88 @@ pub fn path_str(path: &Path) -> Result<&str> {
     })
 }
 
+/// Read a config file setup may edit: `None` when absent. A file setup could not replace
+/// in place (a symlink, which a rename would turn into a plain file; a read-only file) or
+/// cannot read is refused before anything is planned.
+pub fn read_config(path: &Path) -> Result<Option<String>> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(jsonc::invalid(path, format!("cannot be read: {e}"), "check its permissions")),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(jsonc::invalid(
+            path,
+            "is a symbolic link".into(),
+            "setup replaces files whole and would turn the link into a copy: edit the file it points to by hand, or run setup with the link replaced by the file",
+        ));
+    }
+    if !meta.is_file() {
+        return Err(jsonc::invalid(path, "is not a file".into(), "move it away and run again"));
+    }
+    if meta.permissions().readonly() {
+        return Err(CairnError::new(ErrorCode::DataDirNotWritable, format!("{} is read-only", path.display()))
+            .with_hint("make it writable (chmod u+w) and run again; nothing was changed")
+            .into());
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| jsonc::invalid(path, format!("cannot be read: {e}"), "check its permissions"))?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| jsonc::invalid(path, "is not UTF-8".into(), "fix the file (or move it away) and run again"))
+}
+
+/// How one host is wired to cairn, for `cairn doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wiring {
+    pub agent: &'static str,
+    /// The cairn binaries the host's config runs (MCP server, hooks, plugin).
+    pub binaries: Vec<String>,
+    /// Those that do not exist any more.
+    pub stale: Vec<String>,
+    /// Whether one of them is the binary running now.
+    pub current: bool,
+}
+
+impl Wiring {
+    pub fn from_paths(agent: &'static str, mut binaries: Vec<String>, running: &Path) -> Wiring {
+        binaries.sort();
+        binaries.dedup();
+        let stale = binaries.iter().filter(|b| !Path::new(b).is_file()).cloned().collect();
+        let current = binaries.iter().any(|b| std::fs::canonicalize(b).is_ok_and(|p| p == running));
+        Wiring { agent, binaries, stale, current }
+    }
+
+    /// The doctor check: ok when wired to binaries that exist, a warning for a stale path.
+    pub fn check(&self) -> cairn_core::doctor::Check {
+        use cairn_core::doctor::{Check, CheckStatus};
+        let id = format!("setup.{}", self.agent);
+        let (status, message, hint) = if self.binaries.is_empty() {
+            (
+                CheckStatus::Ok,
+                "installed, not connected to cairn".to_string(),
+                Some(format!("cairn setup {}", self.agent)),
+            )
+        } else if !self.stale.is_empty() {
+            (
+                CheckStatus::Warning,
+                format!("runs a cairn that is not there any more: {}", self.stale.join(", ")),
+                Some(format!("cairn setup {} (points it at this binary)", self.agent)),
+            )
+        } else {
+            let which = if self.current { "this binary" } else { "another binary" };
+            (CheckStatus::Ok, format!("connected ({which}: {})", self.binaries.join(", ")), None)
+        };
+        Check { id, status, message, hint }
+    }
+}
+
+/// The wiring of every host installed in this HOME.
+pub fn wirings() -> Vec<Wiring> {
+    let Ok(binary) = current_binary() else { return Vec::new() };
+    [claude_code::wiring(&binary), opencode::wiring(&binary)].into_iter().flatten().collect()
+}
+
 /// `cairn setup <agent>`.
 pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
     let binary = current_binary()?;
@@ -207,8 +328,12 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
     };
     let (agent, mut plan) = match args.agent {
         SetupAgent::Opencode => ("opencode", opencode::plan(&opencode::Options::from_env(&args, &binary)?, &answers)?),
+        SetupAgent::ClaudeCode => {
+            ("claude-code", claude_code::plan(&claude_code::Options::from_env(&args, &binary)?, &answers)?)
+        }
     };
     let changed = plan.steps.iter().any(|s| s.status.changes());
+    let diffs = if args.dry_run { diffs(&plan) } else { Vec::new() };
     if !args.dry_run {
         apply(&mut plan)?;
     }
@@ -227,6 +352,7 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
         binary,
         steps: plan.steps,
         warnings: plan.warnings,
+        diffs,
         engram_import,
     };
     for w in &report.warnings {
@@ -252,14 +378,21 @@ pub fn render(report: &Report) -> String {
             out.push_str(&format!("                backup: {}\n", backup.display()));
         }
     }
+    for d in &report.diffs {
+        out.push_str(&format!("\n{}:\n{}", d.path.display(), d.diff));
+    }
+    let (host, what) = match report.agent {
+        "claude-code" => ("Claude Code", "the hooks and the MCP server"),
+        _ => ("OpenCode", "the plugin and the MCP server"),
+    };
     if !report.changed {
         out.push_str("Nothing to change: everything is already in place.\n");
     } else if report.dry_run {
         out.push_str("Run again without --dry-run to apply.\n");
     } else if report.action == "install" {
-        out.push_str("Restart OpenCode to load the plugin and the MCP server.\n");
+        out.push_str(&format!("Restart {host} to load {what}.\n"));
     } else {
-        out.push_str("Restart OpenCode to unload cairn.\n");
+        out.push_str(&format!("Restart {host} to unload cairn.\n"));
     }
     out
 }

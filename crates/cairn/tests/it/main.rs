@@ -11,4 +11,5 @@ mod mcp_fuzz;
 mod privacy;
 mod semantic;
 mod setup;
+mod setup_claude;
 mod support;

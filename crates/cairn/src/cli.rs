@@ -240,6 +240,9 @@ pub enum SetupAgent {
     /// Claude Code: cairn's hooks in ~/.claude/settings.json, `mcpServers.cairn` in ~/.claude.json
     /// (both under $CLAUDE_CONFIG_DIR when set)
     ClaudeCode,
+    /// Codex: `[mcp_servers.cairn]` and `experimental_compact_prompt_file` in
+    /// ~/.codex/config.toml ($CODEX_HOME)
+    Codex,
 }
 
 #[derive(Debug, Args)]

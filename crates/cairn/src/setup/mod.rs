@@ -7,10 +7,11 @@
 //! changed; each file that is edited or removed is copied to `<file>.cairn-backup-<time>`
 //! first. A run that finds everything in place changes nothing and says so.
 //!
-//! One module per host (`opencode.rs`, `claude_code.rs`), each with a
+//! One module per host (`opencode.rs`, `claude_code.rs`, `codex.rs`), each with a
 //! [`crate::cli::SetupAgent`] variant and a `wiring` function for `cairn doctor`.
 
 pub mod claude_code;
+pub mod codex;
 pub mod jsonc;
 pub mod opencode;
 
@@ -316,7 +317,7 @@ impl Wiring {
 /// The wiring of every host installed in this HOME.
 pub fn wirings() -> Vec<Wiring> {
     let Ok(binary) = current_binary() else { return Vec::new() };
-    [claude_code::wiring(&binary), opencode::wiring(&binary)].into_iter().flatten().collect()
+    [claude_code::wiring(&binary), codex::wiring(&binary), opencode::wiring(&binary)].into_iter().flatten().collect()
 }
 
 /// `cairn setup <agent>`.
@@ -331,6 +332,7 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
         SetupAgent::ClaudeCode => {
             ("claude-code", claude_code::plan(&claude_code::Options::from_env(&args, &binary)?, &answers)?)
         }
+        SetupAgent::Codex => ("codex", codex::plan(&codex::Options::from_env(&args, &binary)?, &answers)?),
     };
     let changed = plan.steps.iter().any(|s| s.status.changes());
     let diffs = if args.dry_run { diffs(&plan) } else { Vec::new() };
@@ -383,6 +385,7 @@ pub fn render(report: &Report) -> String {
     }
     let (host, what) = match report.agent {
         "claude-code" => ("Claude Code", "the hooks and the MCP server"),
+        "codex" => ("Codex", "the MCP server and the compaction prompt"),
         _ => ("OpenCode", "the plugin and the MCP server"),
     };
     if !report.changed {

@@ -12,4 +12,5 @@ mod privacy;
 mod semantic;
 mod setup;
 mod setup_claude;
+mod setup_codex;
 mod support;

@@ -243,6 +243,11 @@ pub enum SetupAgent {
     /// Codex: `[mcp_servers.cairn]` and `experimental_compact_prompt_file` in
     /// ~/.codex/config.toml ($CODEX_HOME)
     Codex,
+    /// Gemini CLI: `mcpServers.cairn` in ~/.gemini/settings.json, the protocol in a marked
+    /// block of ~/.gemini/GEMINI.md
+    Gemini,
+    /// Cursor: `mcpServers.cairn` in ~/.cursor/mcp.json
+    Cursor,
 }
 
 #[derive(Debug, Args)]

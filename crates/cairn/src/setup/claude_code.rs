@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use cairn_core::{CairnError, ErrorCode};
-use jsonc_parser::cst::{CstArray, CstInputValue, CstNode, CstObject};
+use jsonc_parser::cst::{CstArray, CstNode, CstObject};
 use serde_json::Value;
 
-use super::jsonc::{self, Doc};
-use super::{Answers, FileOp, Plan, Status, Step, path_str, read_config};
+use super::jsonc::{self, Config, Doc, drop_if_empty};
+use super::{Answers, Plan, Status, Step, path_str};
 use crate::cli::SetupArgs;
 
 /// The plugin's hooks (`plugins/claude-code/hooks/hooks.json`), embedded so the events,
@@ -24,8 +24,7 @@ use crate::cli::SetupArgs;
 const HOOKS_JSON: &str = include_str!("../../../../plugins/claude-code/hooks/hooks.json");
 
 /// What the MCP entry runs after the binary (as the plugin's `.mcp.json`).
-const MCP_ARGS: [&str; 3] = ["mcp", "--tools=agent", HOST_ARG];
-const HOST_ARG: &str = "--host=claude-code";
+const MCP_ARGS: [&str; 3] = ["mcp", "--tools=agent", "--host=claude-code"];
 
 /// The key order of hooks.json (and of Claude Code's documentation).
 const HOOK_KEYS: &[&str] = &["matcher", "hooks", "type", "command", "timeout", "async"];
@@ -140,45 +139,6 @@ fn is_engram_group(group: &Value) -> bool {
     })
 }
 
-/// A parsed JSON config, or the text it starts from when the file is not there.
-struct Config {
-    path: PathBuf,
-    before: Option<String>,
-    doc: Doc,
-}
-
-impl Config {
-    fn open(path: PathBuf) -> Result<Config> {
-        let before = read_config(&path)?;
-        let doc = Doc::parse(&path, before.as_deref().unwrap_or("{}\n"))?;
-        doc.root_object(&path)?;
-        Ok(Config { path, before, doc })
-    }
-
-    fn root(&self) -> CstObject {
-        self.doc.root_object(&self.path).expect("checked in open")
-    }
-
-    /// The write that makes the file what was planned, if it changed. A file that held only
-    /// what setup added (it created the file) is removed by uninstall, not left as `{}`.
-    fn op(&self) -> Option<FileOp> {
-        let after = self.doc.text();
-        match &self.before {
-            Some(before) if *before == after => None,
-            Some(before)
-                if self.root().properties().is_empty()
-                    && Doc::parse(&self.path, before)
-                        .is_ok_and(|d| d.root_object(&self.path).is_ok_and(|r| !r.properties().is_empty())) =>
-            {
-                Some(FileOp::Remove { path: self.path.clone() })
-            }
-            Some(_) => Some(FileOp::Write { path: self.path.clone(), contents: after.into_bytes() }),
-            None if self.root().properties().is_empty() => None,
-            None => Some(FileOp::Write { path: self.path.clone(), contents: after.into_bytes() }),
-        }
-    }
-}
-
 /// `obj[name]` as an array: `None` when absent, an error when it is something else.
 fn array_prop(path: &Path, obj: &CstObject, name: &str, what: &str) -> Result<Option<CstArray>> {
     let Some(prop) = obj.get(name) else { return Ok(None) };
@@ -194,16 +154,6 @@ fn array_prop(path: &Path, obj: &CstObject, name: &str, what: &str) -> Result<Op
 
 fn prop_names(obj: &CstObject) -> Vec<String> {
     obj.properties().iter().filter_map(|p| p.name()?.decoded_value().ok()).collect()
-}
-
-/// Remove `obj[name]` when it is an empty object or array (setup emptied it).
-fn drop_if_empty(obj: &CstObject, name: &str) {
-    if let Some(prop) = obj.get(name)
-        && matches!(prop.value().and_then(|v| v.to_serde_value()), Some(Value::Object(m)) if m.is_empty())
-            | matches!(prop.value().and_then(|v| v.to_serde_value()), Some(Value::Array(a)) if a.is_empty())
-    {
-        prop.remove();
-    }
 }
 
 /// Everything `cairn setup claude-code` would do.
@@ -261,7 +211,7 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
         }
     } else {
         let servers = servers.clone().unwrap_or_else(|| state.root().object_value_or_set("mcpServers"));
-        register_cairn(&state.path, &servers, bin)?
+        super::register_mcp_servers_entry(&state.path, &servers, bin, &MCP_ARGS, Some("stdio"))?
     };
     plan.steps.push(Step::new("mcp.cairn", status, Some(&state.path)));
 
@@ -365,66 +315,6 @@ fn permissions(o: &Options, settings: &Config, answers: &Answers) -> Result<Opti
     let allow = allow.unwrap_or_else(|| perms.array_value_or_set("allow"));
     allow.append(ALLOW_RULE.into());
     Ok(Some(Status::Created))
-}
-
-/// Add `mcpServers.cairn`, or point an existing stdio entry at this binary (keeping its other
-/// arguments and fields).
-fn register_cairn(path: &Path, servers: &CstObject, bin: &str) -> Result<Status> {
-    let Some(prop) = servers.get("cairn") else {
-        servers.append(
-            "cairn",
-            CstInputValue::Object(vec![
-                ("type".into(), "stdio".into()),
-                ("command".into(), bin.into()),
-                ("args".into(), CstInputValue::Array(MCP_ARGS.iter().map(|a| (*a).into()).collect())),
-            ]),
-        );
-        return Ok(Status::Created);
-    };
-    let Some(entry) = prop.object_value() else {
-        return Err(jsonc::invalid(
-            path,
-            "has `mcpServers.cairn` but it is not an object".into(),
-            "fix it by hand (or delete it) and run again; the file was not changed",
-        ));
-    };
-    // an HTTP entry (cairn's daemon at /mcp) is the user's choice
-    if jsonc::value(&entry, "type").as_ref().and_then(Value::as_str).is_some_and(|t| t != "stdio") {
-        return Ok(Status::Unchanged);
-    }
-    let mut status = Status::Unchanged;
-    if jsonc::value(&entry, "command").as_ref().and_then(Value::as_str) != Some(bin) {
-        match entry.get("command") {
-            Some(c) => c.set_value(bin.into()),
-            None => {
-                entry.append("command", bin.into());
-            }
-        }
-        status = Status::Updated;
-    }
-    let args = jsonc::value(&entry, "args");
-    let wanted = match &args {
-        Some(Value::Array(items)) => {
-            let items: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
-            let has_host = items.iter().any(|a| *a == "--host" || a.starts_with("--host="));
-            (items.first() == Some(&"mcp") && !has_host).then(|| {
-                let mut v: Vec<Value> = args.as_ref().and_then(Value::as_array).cloned().unwrap_or_default();
-                v.push(HOST_ARG.into());
-                Value::Array(v)
-            })
-        }
-        _ => Some(MCP_ARGS.iter().map(|a| Value::from(*a)).collect()),
-    };
-    if let Some(wanted) = wanted {
-        match entry.get("args") {
-            Some(a) => a.set_value(jsonc::to_input(&wanted)),
-            None => {
-                entry.append("args", jsonc::to_input(&wanted));
-            }
-        }
-        status = Status::Updated;
-    }
-    Ok(status)
 }
 
 /// engram's MCP server, plugin and hooks: turned off when asked, else a warning that says how.

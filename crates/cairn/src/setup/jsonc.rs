@@ -47,6 +47,57 @@ impl Doc {
     }
 }
 
+use std::path::PathBuf;
+
+/// A parsed JSON config, or the text it starts from when the file is not there.
+pub struct Config {
+    pub path: PathBuf,
+    before: Option<String>,
+    doc: Doc,
+}
+
+impl Config {
+    pub fn open(path: PathBuf) -> Result<Config> {
+        let before = super::read_config(&path)?;
+        let doc = Doc::parse(&path, before.as_deref().unwrap_or("{}\n"))?;
+        doc.root_object(&path)?;
+        Ok(Config { path, before, doc })
+    }
+
+    pub fn root(&self) -> CstObject {
+        self.doc.root_object(&self.path).expect("checked in open")
+    }
+
+    /// The write that makes the file what was planned, if it changed. A file that held only
+    /// what setup added (it created the file) is removed by uninstall, not left as `{}`.
+    pub fn op(&self) -> Option<super::FileOp> {
+        let after = self.doc.text();
+        match &self.before {
+            Some(before) if *before == after => None,
+            Some(before)
+                if self.root().properties().is_empty()
+                    && Doc::parse(&self.path, before)
+                        .is_ok_and(|d| d.root_object(&self.path).is_ok_and(|r| !r.properties().is_empty())) =>
+            {
+                Some(super::FileOp::Remove { path: self.path.clone() })
+            }
+            Some(_) => Some(super::FileOp::Write { path: self.path.clone(), contents: after.into_bytes() }),
+            None if self.root().properties().is_empty() => None,
+            None => Some(super::FileOp::Write { path: self.path.clone(), contents: after.into_bytes() }),
+        }
+    }
+}
+
+/// Remove `obj[name]` when it is an empty object or array (setup emptied it).
+pub fn drop_if_empty(obj: &CstObject, name: &str) {
+    if let Some(prop) = obj.get(name)
+        && matches!(prop.value().and_then(|v| v.to_serde_value()), Some(serde_json::Value::Object(m)) if m.is_empty())
+            | matches!(prop.value().and_then(|v| v.to_serde_value()), Some(serde_json::Value::Array(a)) if a.is_empty())
+    {
+        prop.remove();
+    }
+}
+
 const FIX: &str = "fix the file by hand (or move it away) and run again; it was not changed";
 
 /// `obj[name]` as an object: `None` when absent, an error when it is something else.

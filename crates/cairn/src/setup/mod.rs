@@ -7,12 +7,15 @@
 //! changed; each file that is edited or removed is copied to `<file>.cairn-backup-<time>`
 //! first. A run that finds everything in place changes nothing and says so.
 //!
-//! One module per host (`opencode.rs`, `claude_code.rs`, `codex.rs`), each with a
+//! One module per host (`opencode.rs`, `claude_code.rs`, `codex.rs`; `gemini.rs` does Gemini
+//! CLI and Cursor), each with a
 //! [`crate::cli::SetupAgent`] variant and a `wiring` function for `cairn doctor`.
 
 pub mod claude_code;
 pub mod codex;
+pub mod gemini;
 pub mod jsonc;
+pub mod mdblock;
 pub mod opencode;
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -238,6 +241,78 @@ pub fn path_str(path: &Path) -> Result<&str> {
     })
 }
 
+/// Add `servers.cairn` = `{type?, command: bin, args}` (the `mcpServers` shape of Claude
+/// Code, Gemini CLI and Cursor), or point an existing local entry at this binary, keeping the
+/// user's other arguments and fields (an entry of cairn's `cairn mcp` without `--host` gains
+/// the last of `args`). An entry with a `url` (cairn's daemon over HTTP) is left alone.
+pub fn register_mcp_servers_entry(
+    path: &Path,
+    servers: &jsonc_parser::cst::CstObject,
+    bin: &str,
+    args: &[&str],
+    kind: Option<&str>,
+) -> Result<Status> {
+    use jsonc_parser::cst::CstInputValue;
+    use serde_json::Value;
+    let args_input = || CstInputValue::Array(args.iter().map(|a| (*a).into()).collect());
+    let Some(prop) = servers.get("cairn") else {
+        let mut fields: Vec<(String, CstInputValue)> = Vec::new();
+        if let Some(kind) = kind {
+            fields.push(("type".into(), kind.into()));
+        }
+        fields.push(("command".into(), bin.into()));
+        fields.push(("args".into(), args_input()));
+        servers.append("cairn", CstInputValue::Object(fields));
+        return Ok(Status::Created);
+    };
+    let Some(entry) = prop.object_value() else {
+        return Err(jsonc::invalid(
+            path,
+            "has `mcpServers.cairn` but it is not an object".into(),
+            "fix it by hand (or delete it) and run again; the file was not changed",
+        ));
+    };
+    if entry.get("url").is_some()
+        || entry.get("httpUrl").is_some()
+        || jsonc::value(&entry, "type").as_ref().and_then(Value::as_str).is_some_and(|t| t != "stdio")
+    {
+        return Ok(Status::Unchanged);
+    }
+    let mut status = Status::Unchanged;
+    if jsonc::value(&entry, "command").as_ref().and_then(Value::as_str) != Some(bin) {
+        match entry.get("command") {
+            Some(c) => c.set_value(bin.into()),
+            None => {
+                entry.append("command", bin.into());
+            }
+        }
+        status = Status::Updated;
+    }
+    let current = jsonc::value(&entry, "args");
+    let wanted = match &current {
+        Some(Value::Array(items)) => {
+            let strs: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            let has_host = strs.iter().any(|a| *a == "--host" || a.starts_with("--host="));
+            (strs.first() == Some(&"mcp") && !has_host).then(|| {
+                let mut v = items.clone();
+                v.extend(args.last().map(|a| Value::from(*a)));
+                Value::Array(v)
+            })
+        }
+        _ => Some(args.iter().map(|a| Value::from(*a)).collect()),
+    };
+    if let Some(wanted) = wanted {
+        match entry.get("args") {
+            Some(a) => a.set_value(jsonc::to_input(&wanted)),
+            None => {
+                entry.append("args", jsonc::to_input(&wanted));
+            }
+        }
+        status = Status::Updated;
+    }
+    Ok(status)
+}
+
 /// Read a config file setup may edit: `None` when absent. A file setup could not replace
 /// in place (a symlink, which a rename would turn into a plain file; a read-only file) or
 /// cannot read is refused before anything is planned.
@@ -317,7 +392,16 @@ impl Wiring {
 /// The wiring of every host installed in this HOME.
 pub fn wirings() -> Vec<Wiring> {
     let Ok(binary) = current_binary() else { return Vec::new() };
-    [claude_code::wiring(&binary), codex::wiring(&binary), opencode::wiring(&binary)].into_iter().flatten().collect()
+    [
+        claude_code::wiring(&binary),
+        codex::wiring(&binary),
+        gemini::wiring(gemini::Host::Gemini, &binary),
+        gemini::wiring(gemini::Host::Cursor, &binary),
+        opencode::wiring(&binary),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// `cairn setup <agent>`.
@@ -333,6 +417,11 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
             ("claude-code", claude_code::plan(&claude_code::Options::from_env(&args, &binary)?, &answers)?)
         }
         SetupAgent::Codex => ("codex", codex::plan(&codex::Options::from_env(&args, &binary)?, &answers)?),
+        SetupAgent::Gemini | SetupAgent::Cursor => {
+            let host =
+                if matches!(args.agent, SetupAgent::Gemini) { gemini::Host::Gemini } else { gemini::Host::Cursor };
+            (host.name(), gemini::plan(&gemini::Options::from_env(host, &args, &binary)?, &answers)?)
+        }
     };
     let changed = plan.steps.iter().any(|s| s.status.changes());
     let diffs = if args.dry_run { diffs(&plan) } else { Vec::new() };
@@ -386,6 +475,8 @@ pub fn render(report: &Report) -> String {
     let (host, what) = match report.agent {
         "claude-code" => ("Claude Code", "the hooks and the MCP server"),
         "codex" => ("Codex", "the MCP server and the compaction prompt"),
+        "gemini" => ("Gemini CLI", "the MCP server and GEMINI.md"),
+        "cursor" => ("Cursor", "the MCP server"),
         _ => ("OpenCode", "the plugin and the MCP server"),
     };
     if !report.changed {

@@ -13,4 +13,5 @@ mod semantic;
 mod setup;
 mod setup_claude;
 mod setup_codex;
+mod setup_gemini;
 mod support;

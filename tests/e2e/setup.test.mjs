@@ -2,6 +2,9 @@
 // OpenCode's resolved config lists the installed plugin file (from its global plugin dir) and
 // the cairn MCP server, which connects; engram's plugin, once disabled, is no longer loaded;
 // `--uninstall` takes both away again. What the plugin does is tested with the plugin itself.
+// `cairn setup claude-code` as the real Claude Code CLI sees it: `claude mcp list` / `get` under
+// a sandbox HOME and CLAUDE_CONFIG_DIR list cairn at user scope, connected, and no more after
+// `--uninstall`.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -9,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { REPO_ROOT, makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
 import { OPENCODE_MISSING, createOpenCodeSandbox, findOpenCodeBin } from './lib/opencode.mjs';
 
 const probe = probeCairnSubcommand('setup');
@@ -87,5 +90,48 @@ describe('cairn setup opencode + real OpenCode', { skip, timeout: 300_000 }, () 
     assert.ok(!config.plugin?.some((p) => p.includes('cairn.ts')), `plugin still loaded: ${JSON.stringify(config.plugin)}`);
     assert.equal(config.mcp?.cairn, undefined);
     assert.equal(config.model, oc.config.model);
+  });
+});
+
+/** Claude Code's binary from this harness's npm install (as claude-code.test.mjs finds it). */
+function findClaude() {
+  const bin = process.env.CLAUDE_BIN ?? path.join(REPO_ROOT, 'tests', 'e2e', 'node_modules', '.bin', 'claude');
+  if (!existsSync(bin)) return { bin: null, reason: `no Claude Code at ${bin}: run scripts/install-test-deps.sh node` };
+  return { bin };
+}
+const claude = findClaude();
+const skipClaude = skip || (!claude.bin && claude.reason);
+
+describe('cairn setup claude-code + real Claude Code', { skip: skipClaude, timeout: 300_000 }, () => {
+  let cairn;
+  let env;
+
+  before(async () => {
+    cairn = await makeCairnSandbox({ git: false });
+    const configDir = path.join(cairn.home, '.claude-config');
+    mkdirSync(configDir, { recursive: true });
+    env = { ...process.env, ...cairn.env, CLAUDE_CONFIG_DIR: configDir, DISABLE_AUTOUPDATER: '1' };
+  });
+  after(() => cairn?.cleanup());
+
+  const run = (bin, args) => {
+    const r = spawnSync(bin, args, { cwd: cairn.project, env, encoding: 'utf8', timeout: 120_000 });
+    assert.equal(r.status, 0, `${path.basename(bin)} ${args.join(' ')} failed:\n${r.stdout}\n${r.stderr}`);
+    return r.stdout;
+  };
+
+  test('claude mcp sees cairn at user scope, connected; uninstall takes it away', () => {
+    run(probe.bin, ['setup', 'claude-code']);
+    const list = run(claude.bin, ['mcp', 'list']);
+    assert.match(list, /cairn: .*mcp --tools=agent --host=claude-code - . Connected/, list);
+    const get = run(claude.bin, ['mcp', 'get', 'cairn']);
+    assert.match(get, /Scope: User config/, get);
+    assert.ok(get.includes(`Command: ${probe.bin}`), get);
+
+    const again = JSON.parse(run(probe.bin, ['setup', 'claude-code', '--json']));
+    assert.equal(again.changed, false, JSON.stringify(again));
+
+    run(probe.bin, ['setup', 'claude-code', '--uninstall']);
+    assert.doesNotMatch(run(claude.bin, ['mcp', 'list']), /cairn/);
   });
 });

@@ -103,13 +103,7 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
     // Read and edit the config first: a config that cannot be parsed stops the run before
     // anything is planned for the other files.
     let config = config_path(&o.config_dir);
-    let before = match std::fs::read(&config) {
-        Ok(bytes) => Some(String::from_utf8(bytes).map_err(|_| {
-            jsonc::invalid(&config, "is not UTF-8".into(), "fix the file (or move it away) and run again")
-        })?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(jsonc::invalid(&config, format!("cannot be read: {e}"), "check its permissions")),
-    };
+    let before = super::read_config(&config)?;
     let doc = match &before {
         Some(text) => Doc::parse(&config, text)?,
         None => Doc::parse(&config, "{\n  \"$schema\": \"https://opencode.ai/config.json\"\n}\n")?,

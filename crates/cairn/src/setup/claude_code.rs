@@ -192,6 +192,19 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
         install_hooks(&settings.path, &hooks, bin)?
     };
     plan.steps.push(Step::new("hooks", status, Some(&settings.path)));
+    // cairn's plugin runs the same hooks: both at once would run every hook twice
+    if !o.uninstall
+        && let Some(enabled) = settings_root.object_value("enabledPlugins")
+    {
+        for name in prop_names(&enabled).into_iter().filter(|n| n.starts_with("cairn@")) {
+            if jsonc::value(&enabled, &name) == Some(Value::Bool(true)) {
+                plan.warnings.push(format!(
+                    "cairn's Claude Code plugin ({name}) is enabled too: every hook would run twice; keep one: \
+                     `claude plugin disable {name}`, or `cairn setup claude-code --uninstall`"
+                ));
+            }
+        }
+    }
 
     // 2. permissions
     let allow_status = permissions(o, &settings, answers)?;

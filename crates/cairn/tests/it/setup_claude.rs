@@ -389,6 +389,16 @@ fn a_home_without_claude_code_gets_a_clear_error_and_nothing_is_created() {
 }
 
 #[test]
+fn the_cairn_plugin_enabled_too_is_warned_about() {
+    let home = Home::new();
+    std::fs::write(home.settings(), r#"{"enabledPlugins": {"cairn@cairn": true}}"#).unwrap();
+    let (_, stderr) = home.ok(&[]);
+    assert!(stderr.contains("cairn's Claude Code plugin (cairn@cairn) is enabled too"), "{stderr}");
+    assert!(stderr.contains("claude plugin disable cairn@cairn"), "{stderr}");
+    assert_eq!(read_json(&home.settings())["enabledPlugins"], json!({"cairn@cairn": true}), "left to the user");
+}
+
+#[test]
 fn claude_config_dir_holds_both_files_when_set() {
     let home = Home::bare();
     let dir = home.root.join("claude-cfg");

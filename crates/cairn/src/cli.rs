@@ -227,6 +227,10 @@ pub struct SetupArgs {
     /// `permissions.allow`)
     #[arg(long)]
     pub permissions: bool,
+    /// claude-code: print the commands that install cairn's Claude Code plugin instead (it
+    /// finds `cairn` on PATH); changes nothing
+    #[arg(long)]
+    pub plugin: bool,
     /// Answer yes to every question (disable engram, import its memories)
     #[arg(long, short = 'y')]
     pub yes: bool,

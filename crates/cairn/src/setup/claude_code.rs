@@ -412,6 +412,34 @@ fn engram(o: &Options, settings: &Config, state: &Config, answers: &Answers, pla
     Ok(())
 }
 
+/// `--plugin`: nothing changes; the steps are the commands that install cairn's plugin (they
+/// need the network, so setup only prints them), and a warning when setup's own hooks are in
+/// place too.
+pub fn plugin_plan(config_dir: &Path) -> Plan {
+    let mut plan = Plan::default();
+    for command in [
+        "claude plugin marketplace add <path or owner/repo of cairn's repository>",
+        "claude plugin install cairn@cairn",
+    ] {
+        plan.steps.push(Step::new("plugin", Status::Skipped, None).detail(format!("run: {command}")));
+    }
+    let settings = config_dir.join("settings.json");
+    let has_hooks = std::fs::read_to_string(&settings)
+        .ok()
+        .and_then(|t| Doc::parse(&settings, &t).ok()?.root.to_serde_value())
+        .and_then(|v| v.get("hooks")?.as_object().cloned())
+        .is_some_and(|h| h.values().filter_map(Value::as_array).flatten().any(is_cairn_group));
+    if has_hooks {
+        plan.warnings.push(format!(
+            "cairn's hooks from `cairn setup claude-code` are in {}: with the plugin too every hook would run twice; \
+             remove them with `cairn setup claude-code --uninstall`",
+            settings.display()
+        ));
+    }
+    plan.warnings.push("the plugin runs `cairn` from PATH: put the binary on it".into());
+    plan
+}
+
 /// How Claude Code is wired to cairn, for `cairn doctor`.
 pub fn wiring(binary: &Path) -> Option<super::Wiring> {
     let (config_dir, state_file) = paths().ok()?;

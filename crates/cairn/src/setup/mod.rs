@@ -411,8 +411,12 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
         yes: args.yes,
         interactive: !args.dry_run && !env.json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
     };
+    if args.plugin && !matches!(args.agent, SetupAgent::ClaudeCode) {
+        return Err(CairnError::new(ErrorCode::InvalidArgument, "--plugin is for claude-code only").into());
+    }
     let (agent, mut plan) = match args.agent {
         SetupAgent::Opencode => ("opencode", opencode::plan(&opencode::Options::from_env(&args, &binary)?, &answers)?),
+        SetupAgent::ClaudeCode if args.plugin => ("claude-code", claude_code::plugin_plan(&claude_code::paths()?.0)),
         SetupAgent::ClaudeCode => {
             ("claude-code", claude_code::plan(&claude_code::Options::from_env(&args, &binary)?, &answers)?)
         }
@@ -437,7 +441,13 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
     }
     let report = Report {
         agent,
-        action: if args.uninstall { "uninstall" } else { "install" },
+        action: if args.plugin {
+            "plugin"
+        } else if args.uninstall {
+            "uninstall"
+        } else {
+            "install"
+        },
         dry_run: args.dry_run,
         changed,
         binary,
@@ -455,6 +465,15 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
 /// The human summary: one line per step, then what to do next.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
+    if report.action == "plugin" {
+        out.push_str(&format!("cairn setup {} --plugin: nothing is changed; install the plugin with\n", report.agent));
+        for step in &report.steps {
+            if let Some(command) = step.detail.as_deref().and_then(|d| d.strip_prefix("run: ")) {
+                out.push_str(&format!("  {command}\n"));
+            }
+        }
+        return out;
+    }
     let uninstall = if report.action == "uninstall" { " --uninstall" } else { "" };
     let dry = if report.dry_run { " (dry run: nothing is changed)" } else { "" };
     out.push_str(&format!("cairn setup {}{uninstall}{dry}\n", report.agent));

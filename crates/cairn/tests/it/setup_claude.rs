@@ -399,6 +399,19 @@ fn the_cairn_plugin_enabled_too_is_warned_about() {
 }
 
 #[test]
+fn plugin_mode_prints_the_commands_and_changes_nothing() {
+    let home = Home::new();
+    home.ok(&[]);
+    let before = home.tree();
+    let (stdout, stderr) = home.ok(&["--plugin"]);
+    snapshot!(home, "setup_claude_plugin", stdout);
+    assert!(stderr.contains("with the plugin too every hook would run twice"), "{stderr}");
+    assert_eq!(home.tree(), before);
+    let out = home.command(&["setup", "codex", "--plugin"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+}
+
+#[test]
 fn claude_config_dir_holds_both_files_when_set() {
     let home = Home::bare();
     let dir = home.root.join("claude-cfg");

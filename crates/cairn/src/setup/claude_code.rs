@@ -278,15 +278,17 @@ fn remove_cairn_hooks(path: &Path, hooks: Option<&CstObject>) -> Result<Status> 
     let mut removed = false;
     for event in prop_names(hooks) {
         let Some(array) = array_prop(path, hooks, &event, &format!("hooks.{event}"))? else { continue };
-        for node in array.elements() {
-            if node.to_serde_value().is_some_and(|v| is_cairn_group(&v)) {
-                node.remove();
-                removed = true;
-            }
+        let ours: Vec<CstNode> =
+            array.elements().into_iter().filter(|e| e.to_serde_value().is_some_and(|v| is_cairn_group(&v))).collect();
+        if ours.is_empty() {
+            continue;
         }
-        if removed {
-            drop_if_empty(hooks, &event);
+        for node in ours {
+            node.remove();
         }
+        removed = true;
+        // (an event the user left empty themselves stays)
+        drop_if_empty(hooks, &event);
     }
     Ok(if removed { Status::Removed } else { Status::Absent })
 }

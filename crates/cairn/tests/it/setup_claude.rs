@@ -389,6 +389,19 @@ fn a_home_without_claude_code_gets_a_clear_error_and_nothing_is_created() {
 }
 
 #[test]
+fn uninstall_leaves_the_users_own_empty_events() {
+    let home = Home::new();
+    let text = "{\"hooks\":{\"Notification\":[],\"Stop\":[]},\"model\":\"opus\"}";
+    std::fs::write(home.settings(), text).unwrap();
+    home.ok(&[]);
+    assert_eq!(read_json(&home.settings())["hooks"]["Notification"], json!([]));
+    home.ok(&["--uninstall"]);
+    // An empty event of the user's stays; one that cairn's group went into goes with it (setup
+    // keeps no record of what was there, and an empty event means nothing to Claude Code).
+    assert_eq!(read_json(&home.settings()), json!({"hooks": {"Notification": []}, "model": "opus"}));
+}
+
+#[test]
 fn the_cairn_plugin_enabled_too_is_warned_about() {
     let home = Home::new();
     std::fs::write(home.settings(), r#"{"enabledPlugins": {"cairn@cairn": true}}"#).unwrap();

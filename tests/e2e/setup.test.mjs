@@ -2,14 +2,19 @@
 // OpenCode's resolved config lists the installed plugin file (from its global plugin dir) and
 // the cairn MCP server, which connects; engram's plugin, once disabled, is no longer loaded;
 // `--uninstall` takes both away again. What the plugin does is tested with the plugin itself.
+// `cairn setup claude-code` as the real Claude Code CLI sees it: `claude mcp list` / `get` under
+// a sandbox HOME and CLAUDE_CONFIG_DIR list cairn at user scope, connected, and no more after
+// `--uninstall`.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { startAnthropicMock } from './lib/anthropic-mock.mjs';
+import { REPO_ROOT, makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
 import { OPENCODE_MISSING, createOpenCodeSandbox, findOpenCodeBin } from './lib/opencode.mjs';
 
 const probe = probeCairnSubcommand('setup');
@@ -87,5 +92,105 @@ describe('cairn setup opencode + real OpenCode', { skip, timeout: 300_000 }, () 
     assert.ok(!config.plugin?.some((p) => p.includes('cairn.ts')), `plugin still loaded: ${JSON.stringify(config.plugin)}`);
     assert.equal(config.mcp?.cairn, undefined);
     assert.equal(config.model, oc.config.model);
+  });
+});
+
+/** Claude Code's binary from this harness's npm install (as claude-code.test.mjs finds it). */
+function findClaude() {
+  const bin = process.env.CLAUDE_BIN ?? path.join(REPO_ROOT, 'tests', 'e2e', 'node_modules', '.bin', 'claude');
+  if (!existsSync(bin)) return { bin: null, reason: `no Claude Code at ${bin}: run scripts/install-test-deps.sh node` };
+  return { bin };
+}
+const claude = findClaude();
+const skipClaude = skip || (!claude.bin && claude.reason);
+
+describe('cairn setup claude-code + real Claude Code', { skip: skipClaude, timeout: 300_000 }, () => {
+  const token = `setupdeploy${randomUUID().slice(0, 8)}`;
+  const sessionId = randomUUID();
+  let cairn;
+  let env;
+  let mock;
+  let project;
+
+  before(async () => {
+    mock = await startAnthropicMock({
+      rules: [{ when: (r) => r.userText.includes('E2E-SETUP'), reply: { tool: 'mcp__cairn__mem_save', input: { title: `Setup note ${token}`, content: 'Saved through cairn setup claude-code.', type: 'discovery' } } }],
+    });
+    cairn = await makeCairnSandbox({ projectName: 'cc-setup-project' });
+    project = realpathSync(cairn.project);
+    const configDir = path.join(cairn.home, '.claude-config');
+    const tmp = path.join(cairn.root, 'tmp');
+    mkdirSync(configDir, { recursive: true });
+    mkdirSync(tmp, { recursive: true });
+    writeFileSync(path.join(configDir, '.claude.json'), JSON.stringify({ hasCompletedOnboarding: true }));
+    // An allowlist, as in claude-code.test.mjs: nothing of the developer's shell or ~/.claude.
+    env = {
+      PATH: process.env.PATH,
+      ...cairn.env,
+      CLAUDE_CONFIG_DIR: configDir,
+      CLAUDE_CODE_TMPDIR: tmp,
+      TMPDIR: tmp,
+      ANTHROPIC_BASE_URL: mock.url,
+      ANTHROPIC_API_KEY: 'sk-ant-mock-key',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      DISABLE_TELEMETRY: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_ERROR_REPORTING: '1',
+      HTTPS_PROXY: mock.url,
+      HTTP_PROXY: mock.url,
+      NO_PROXY: '127.0.0.1,localhost',
+      no_proxy: '127.0.0.1,localhost',
+    };
+  });
+  after(async () => {
+    await mock?.close();
+    cairn?.cleanup();
+  });
+
+  const run = (bin, args) => {
+    const r = spawnSync(bin, args, { cwd: project, env, encoding: 'utf8', timeout: 120_000 });
+    assert.equal(r.status, 0, `${path.basename(bin)} ${args.join(' ')} failed:\n${r.stdout}\n${r.stderr}`);
+    return r.stdout;
+  };
+  const cairnJson = (args) => JSON.parse(run(probe.bin, [...args, '--json']));
+
+  test('claude mcp sees cairn at user scope, connected', () => {
+    run(probe.bin, ['setup', 'claude-code', '--permissions']);
+    const list = run(claude.bin, ['mcp', 'list']);
+    assert.match(list, /cairn: .*mcp --tools=agent --host=claude-code - . Connected/, list);
+    const get = run(claude.bin, ['mcp', 'get', 'cairn']);
+    assert.match(get, /Scope: User config/, get);
+    assert.ok(get.includes(`Command: ${probe.bin}`), get);
+    assert.equal(cairnJson(['setup', 'claude-code']).changed, false);
+  });
+
+  test("a session runs setup's hooks and, allowed by its permission rule, cairn's tool", async () => {
+    const r = await new Promise((resolve) => {
+      const child = spawn(claude.bin, ['-p', `E2E-SETUP note the ${token}`, '--session-id', sessionId, '--model', 'claude-mock-1'], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (out += d));
+      const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, out });
+      });
+    });
+    const dump = `exit ${r.code}\n${r.out}\n--- mock\n${mock.requests.map((q) => `${q.seq} ${q.path} ${q.userText.slice(0, 80)}`).join('\n')}`;
+    assert.equal(r.code, 0, dump);
+    // SessionStart registered the session, SessionEnd ended it
+    const session = cairnJson(['sessions', '--all-projects']).find((s) => s.id === sessionId);
+    assert.ok(session?.ended_at, `session not registered and ended by the hooks: ${JSON.stringify(session)}\n${dump}`);
+    // the tool ran without a prompt (mcp__cairn__* allowed) and PreToolUse gave it the session
+    const found = cairnJson(['search', `Setup note ${token}`, '--project', 'cc-setup-project']);
+    const hit = found.hits.find((h) => h.title === `Setup note ${token}`);
+    assert.ok(hit, `mem_save did not store the memory: ${JSON.stringify(found)}\n${dump}`);
+    assert.equal(hit.session_id, sessionId, JSON.stringify(hit));
+    assert.deepEqual(mock.connects, [], 'Claude Code tried to reach the internet');
+  });
+
+  test('--uninstall takes cairn out of Claude Code', () => {
+    run(probe.bin, ['setup', 'claude-code', '--uninstall']);
+    assert.doesNotMatch(run(claude.bin, ['mcp', 'list']), /cairn/);
   });
 });

@@ -223,6 +223,14 @@ pub struct SetupArgs {
     /// Import engram's memories (~/.engram/engram.db) when it has any
     #[arg(long)]
     pub import_engram: bool,
+    /// claude-code: let it use cairn's MCP tools without asking (`mcp__cairn__*` in
+    /// `permissions.allow`)
+    #[arg(long)]
+    pub permissions: bool,
+    /// claude-code: print the commands that install cairn's Claude Code plugin instead (it
+    /// finds `cairn` on PATH); changes nothing
+    #[arg(long)]
+    pub plugin: bool,
     /// Answer yes to every question (disable engram, import its memories)
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -233,6 +241,17 @@ pub struct SetupArgs {
 pub enum SetupAgent {
     /// OpenCode: the cairn plugin in ~/.config/opencode/plugins, `mcp.cairn` in opencode.json(c)
     Opencode,
+    /// Claude Code: cairn's hooks in ~/.claude/settings.json, `mcpServers.cairn` in ~/.claude.json
+    /// (both under $CLAUDE_CONFIG_DIR when set)
+    ClaudeCode,
+    /// Codex: `[mcp_servers.cairn]` and `experimental_compact_prompt_file` in
+    /// ~/.codex/config.toml ($CODEX_HOME)
+    Codex,
+    /// Gemini CLI: `mcpServers.cairn` in ~/.gemini/settings.json, the protocol in a marked
+    /// block of ~/.gemini/GEMINI.md
+    Gemini,
+    /// Cursor: `mcpServers.cairn` in ~/.cursor/mcp.json
+    Cursor,
 }
 
 #[derive(Debug, Args)]

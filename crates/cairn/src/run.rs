@@ -386,7 +386,14 @@ fn doctor_cmd(env: &Env, repair: bool) -> Result<()> {
         store.rebuild_fts()?;
         note("rebuilt the full-text indexes");
     }
-    let report = doctor::run(dir);
+    let mut report = doctor::run(dir);
+    for wiring in crate::setup::wirings() {
+        let check = wiring.check();
+        if check.status == doctor::CheckStatus::Warning && report.status == doctor::CheckStatus::Ok {
+            report.status = doctor::CheckStatus::Warning;
+        }
+        report.checks.push(check);
+    }
     env.emit(&report, render::doctor)?;
     if report.status == doctor::CheckStatus::Error {
         return Err(CairnError::new(ErrorCode::DatabaseCorrupt, "doctor found errors").into());

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 use cairn_core::{CairnError, ErrorCode};
 use jsonc_parser::ParseOptions;
-use jsonc_parser::cst::{CstObject, CstRootNode};
+use jsonc_parser::cst::{CstInputValue, CstObject, CstRootNode};
 
 const BOM: &str = "\u{feff}";
 
@@ -47,6 +47,57 @@ impl Doc {
     }
 }
 
+use std::path::PathBuf;
+
+/// A parsed JSON config, or the text it starts from when the file is not there.
+pub struct Config {
+    pub path: PathBuf,
+    before: Option<String>,
+    doc: Doc,
+}
+
+impl Config {
+    pub fn open(path: PathBuf) -> Result<Config> {
+        let before = super::read_config(&path)?;
+        let doc = Doc::parse(&path, before.as_deref().unwrap_or("{}\n"))?;
+        doc.root_object(&path)?;
+        Ok(Config { path, before, doc })
+    }
+
+    pub fn root(&self) -> CstObject {
+        self.doc.root_object(&self.path).expect("checked in open")
+    }
+
+    /// The write that makes the file what was planned, if it changed. A file that held only
+    /// what setup added (it created the file) is removed by uninstall, not left as `{}`.
+    pub fn op(&self) -> Option<super::FileOp> {
+        let after = self.doc.text();
+        match &self.before {
+            Some(before) if *before == after => None,
+            Some(before)
+                if self.root().properties().is_empty()
+                    && Doc::parse(&self.path, before)
+                        .is_ok_and(|d| d.root_object(&self.path).is_ok_and(|r| !r.properties().is_empty())) =>
+            {
+                Some(super::FileOp::Remove { path: self.path.clone() })
+            }
+            Some(_) => Some(super::FileOp::Write { path: self.path.clone(), contents: after.into_bytes() }),
+            None if self.root().properties().is_empty() => None,
+            None => Some(super::FileOp::Write { path: self.path.clone(), contents: after.into_bytes() }),
+        }
+    }
+}
+
+/// Remove `obj[name]` when it is an empty object or array (setup emptied it).
+pub fn drop_if_empty(obj: &CstObject, name: &str) {
+    if let Some(prop) = obj.get(name)
+        && matches!(prop.value().and_then(|v| v.to_serde_value()), Some(serde_json::Value::Object(m)) if m.is_empty())
+            | matches!(prop.value().and_then(|v| v.to_serde_value()), Some(serde_json::Value::Array(a)) if a.is_empty())
+    {
+        prop.remove();
+    }
+}
+
 const FIX: &str = "fix the file by hand (or move it away) and run again; it was not changed";
 
 /// `obj[name]` as an object: `None` when absent, an error when it is something else.
@@ -61,6 +112,34 @@ pub fn object_prop(path: &Path, obj: &CstObject, name: &str, what: &str) -> Resu
 /// `obj[name]` as plain JSON.
 pub fn value(obj: &CstObject, name: &str) -> Option<serde_json::Value> {
     obj.get(name)?.value()?.to_serde_value()
+}
+
+/// Plain JSON as a CST value to insert.
+pub fn to_input(v: &serde_json::Value) -> CstInputValue {
+    use serde_json::Value;
+    match v {
+        Value::Null => CstInputValue::Null,
+        Value::Bool(b) => CstInputValue::Bool(*b),
+        Value::Number(n) => CstInputValue::Number(n.to_string()),
+        Value::String(s) => CstInputValue::String(s.clone()),
+        Value::Array(a) => CstInputValue::Array(a.iter().map(to_input).collect()),
+        Value::Object(o) => CstInputValue::Object(o.iter().map(|(k, v)| (k.clone(), to_input(v))).collect()),
+    }
+}
+
+/// Like [`to_input`], with object keys in `order` first (in that order), then the rest:
+/// serde_json's objects are sorted, a host's documented layout is not.
+pub fn to_input_ordered(v: &serde_json::Value, order: &[&str]) -> CstInputValue {
+    use serde_json::Value;
+    match v {
+        Value::Array(a) => CstInputValue::Array(a.iter().map(|v| to_input_ordered(v, order)).collect()),
+        Value::Object(o) => {
+            let mut props: Vec<(&String, &Value)> = o.iter().collect();
+            props.sort_by_key(|(k, _)| order.iter().position(|o| o == k).unwrap_or(order.len()));
+            CstInputValue::Object(props.into_iter().map(|(k, v)| (k.clone(), to_input_ordered(v, order))).collect())
+        }
+        other => to_input(other),
+    }
 }
 
 pub fn invalid(path: &Path, what: String, hint: &str) -> anyhow::Error {

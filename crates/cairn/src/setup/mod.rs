@@ -7,10 +7,15 @@
 //! changed; each file that is edited or removed is copied to `<file>.cairn-backup-<time>`
 //! first. A run that finds everything in place changes nothing and says so.
 //!
-//! One module per host: `opencode.rs` now; claude-code, codex and gemini-cli (issue 14) add
-//! theirs and a [`crate::cli::SetupAgent`] variant.
+//! One module per host (`opencode.rs`, `claude_code.rs`, `codex.rs`; `gemini.rs` does Gemini
+//! CLI and Cursor), each with a
+//! [`crate::cli::SetupAgent`] variant and a `wiring` function for `cairn doctor`.
 
+pub mod claude_code;
+pub mod codex;
+pub mod gemini;
 pub mod jsonc;
+pub mod mdblock;
 pub mod opencode;
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -135,8 +140,46 @@ pub struct Report {
     pub binary: PathBuf,
     pub steps: Vec<Step>,
     pub warnings: Vec<String>,
+    /// With `--dry-run`: a unified diff of each config file that would be edited.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub diffs: Vec<FileDiff>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engram_import: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FileDiff {
+    pub path: PathBuf,
+    pub diff: String,
+}
+
+/// A new file longer than this (a plugin's source) is not shown in full.
+const NEW_FILE_LINES: usize = 60;
+
+/// The unified diff of each file the plan writes: edits, and new config files, in full.
+fn diffs(plan: &Plan) -> Vec<FileDiff> {
+    plan.ops
+        .iter()
+        .filter_map(|op| match op {
+            FileOp::Write { path, contents } => {
+                let new = String::from_utf8_lossy(contents);
+                let old = std::fs::read(path).ok();
+                let diff = if old.is_none() && new.lines().count() > NEW_FILE_LINES {
+                    format!("new file (not shown: over {NEW_FILE_LINES} lines)\n")
+                } else {
+                    let old = String::from_utf8_lossy(old.as_deref().unwrap_or_default());
+                    let name = path.display().to_string();
+                    similar::TextDiff::from_lines(&old, &new)
+                        .unified_diff()
+                        .context_radius(3)
+                        .header(if old.is_empty() { "/dev/null" } else { &name }, &name)
+                        .to_string()
+                };
+                Some(FileDiff { path: path.clone(), diff })
+            }
+            FileOp::Remove { .. } | FileOp::Rename { .. } => None,
+        })
+        .collect()
 }
 
 /// How questions are answered: flags first, then the user when stdin is a terminal.
@@ -198,6 +241,169 @@ pub fn path_str(path: &Path) -> Result<&str> {
     })
 }
 
+/// Add `servers.cairn` = `{type?, command: bin, args}` (the `mcpServers` shape of Claude
+/// Code, Gemini CLI and Cursor), or point an existing local entry at this binary, keeping the
+/// user's other arguments and fields (an entry of cairn's `cairn mcp` without `--host` gains
+/// the last of `args`). An entry with a `url` (cairn's daemon over HTTP) is left alone.
+pub fn register_mcp_servers_entry(
+    path: &Path,
+    servers: &jsonc_parser::cst::CstObject,
+    bin: &str,
+    args: &[&str],
+    kind: Option<&str>,
+) -> Result<Status> {
+    use jsonc_parser::cst::CstInputValue;
+    use serde_json::Value;
+    let args_input = || CstInputValue::Array(args.iter().map(|a| (*a).into()).collect());
+    let Some(prop) = servers.get("cairn") else {
+        let mut fields: Vec<(String, CstInputValue)> = Vec::new();
+        if let Some(kind) = kind {
+            fields.push(("type".into(), kind.into()));
+        }
+        fields.push(("command".into(), bin.into()));
+        fields.push(("args".into(), args_input()));
+        servers.append("cairn", CstInputValue::Object(fields));
+        return Ok(Status::Created);
+    };
+    let Some(entry) = prop.object_value() else {
+        return Err(jsonc::invalid(
+            path,
+            "has `mcpServers.cairn` but it is not an object".into(),
+            "fix it by hand (or delete it) and run again; the file was not changed",
+        ));
+    };
+    if entry.get("url").is_some()
+        || entry.get("httpUrl").is_some()
+        || jsonc::value(&entry, "type").as_ref().and_then(Value::as_str).is_some_and(|t| t != "stdio")
+    {
+        return Ok(Status::Unchanged);
+    }
+    let mut status = Status::Unchanged;
+    if jsonc::value(&entry, "command").as_ref().and_then(Value::as_str) != Some(bin) {
+        match entry.get("command") {
+            Some(c) => c.set_value(bin.into()),
+            None => {
+                entry.append("command", bin.into());
+            }
+        }
+        status = Status::Updated;
+    }
+    let current = jsonc::value(&entry, "args");
+    let wanted = match &current {
+        Some(Value::Array(items)) => {
+            let strs: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+            let has_host = strs.iter().any(|a| *a == "--host" || a.starts_with("--host="));
+            (strs.first() == Some(&"mcp") && !has_host).then(|| {
+                let mut v = items.clone();
+                v.extend(args.last().map(|a| Value::from(*a)));
+                Value::Array(v)
+            })
+        }
+        _ => Some(args.iter().map(|a| Value::from(*a)).collect()),
+    };
+    if let Some(wanted) = wanted {
+        match entry.get("args") {
+            Some(a) => a.set_value(jsonc::to_input(&wanted)),
+            None => {
+                entry.append("args", jsonc::to_input(&wanted));
+            }
+        }
+        status = Status::Updated;
+    }
+    Ok(status)
+}
+
+/// Read a config file setup may edit: `None` when absent. A file setup could not replace
+/// in place (a symlink, which a rename would turn into a plain file; a read-only file) or
+/// cannot read is refused before anything is planned.
+pub fn read_config(path: &Path) -> Result<Option<String>> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(jsonc::invalid(path, format!("cannot be read: {e}"), "check its permissions")),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(jsonc::invalid(
+            path,
+            "is a symbolic link".into(),
+            "setup replaces files whole and would turn the link into a copy: edit the file it points to by hand, or run setup with the link replaced by the file",
+        ));
+    }
+    if !meta.is_file() {
+        return Err(jsonc::invalid(path, "is not a file".into(), "move it away and run again"));
+    }
+    if meta.permissions().readonly() {
+        return Err(CairnError::new(ErrorCode::DataDirNotWritable, format!("{} is read-only", path.display()))
+            .with_hint("make it writable (chmod u+w) and run again; nothing was changed")
+            .into());
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| jsonc::invalid(path, format!("cannot be read: {e}"), "check its permissions"))?;
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| jsonc::invalid(path, "is not UTF-8".into(), "fix the file (or move it away) and run again"))
+}
+
+/// How one host is wired to cairn, for `cairn doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wiring {
+    pub agent: &'static str,
+    /// The cairn binaries the host's config runs (MCP server, hooks, plugin).
+    pub binaries: Vec<String>,
+    /// Those that do not exist any more.
+    pub stale: Vec<String>,
+    /// Whether one of them is the binary running now.
+    pub current: bool,
+}
+
+impl Wiring {
+    pub fn from_paths(agent: &'static str, mut binaries: Vec<String>, running: &Path) -> Wiring {
+        binaries.sort();
+        binaries.dedup();
+        let stale = binaries.iter().filter(|b| !Path::new(b).is_file()).cloned().collect();
+        let current = binaries.iter().any(|b| std::fs::canonicalize(b).is_ok_and(|p| p == running));
+        Wiring { agent, binaries, stale, current }
+    }
+
+    /// The doctor check: ok when wired to binaries that exist, a warning for a stale path.
+    pub fn check(&self) -> cairn_core::doctor::Check {
+        use cairn_core::doctor::{Check, CheckStatus};
+        let id = format!("setup.{}", self.agent);
+        let (status, message, hint) = if self.binaries.is_empty() {
+            (
+                CheckStatus::Ok,
+                "installed, not connected to cairn".to_string(),
+                Some(format!("cairn setup {}", self.agent)),
+            )
+        } else if !self.stale.is_empty() {
+            (
+                CheckStatus::Warning,
+                format!("runs a cairn that is not there any more: {}", self.stale.join(", ")),
+                Some(format!("cairn setup {} (points it at this binary)", self.agent)),
+            )
+        } else {
+            let which = if self.current { "this binary" } else { "another binary" };
+            (CheckStatus::Ok, format!("connected ({which}: {})", self.binaries.join(", ")), None)
+        };
+        Check { id, status, message, hint }
+    }
+}
+
+/// The wiring of every host installed in this HOME.
+pub fn wirings() -> Vec<Wiring> {
+    let Ok(binary) = current_binary() else { return Vec::new() };
+    [
+        claude_code::wiring(&binary),
+        codex::wiring(&binary),
+        gemini::wiring(gemini::Host::Gemini, &binary),
+        gemini::wiring(gemini::Host::Cursor, &binary),
+        opencode::wiring(&binary),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// `cairn setup <agent>`.
 pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
     let binary = current_binary()?;
@@ -205,10 +411,24 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
         yes: args.yes,
         interactive: !args.dry_run && !env.json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
     };
+    if args.plugin && !matches!(args.agent, SetupAgent::ClaudeCode) {
+        return Err(CairnError::new(ErrorCode::InvalidArgument, "--plugin is for claude-code only").into());
+    }
     let (agent, mut plan) = match args.agent {
         SetupAgent::Opencode => ("opencode", opencode::plan(&opencode::Options::from_env(&args, &binary)?, &answers)?),
+        SetupAgent::ClaudeCode if args.plugin => ("claude-code", claude_code::plugin_plan(&claude_code::paths()?.0)),
+        SetupAgent::ClaudeCode => {
+            ("claude-code", claude_code::plan(&claude_code::Options::from_env(&args, &binary)?, &answers)?)
+        }
+        SetupAgent::Codex => ("codex", codex::plan(&codex::Options::from_env(&args, &binary)?, &answers)?),
+        SetupAgent::Gemini | SetupAgent::Cursor => {
+            let host =
+                if matches!(args.agent, SetupAgent::Gemini) { gemini::Host::Gemini } else { gemini::Host::Cursor };
+            (host.name(), gemini::plan(&gemini::Options::from_env(host, &args, &binary)?, &answers)?)
+        }
     };
     let changed = plan.steps.iter().any(|s| s.status.changes());
+    let diffs = if args.dry_run { diffs(&plan) } else { Vec::new() };
     if !args.dry_run {
         apply(&mut plan)?;
     }
@@ -221,12 +441,19 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
     }
     let report = Report {
         agent,
-        action: if args.uninstall { "uninstall" } else { "install" },
+        action: if args.plugin {
+            "plugin"
+        } else if args.uninstall {
+            "uninstall"
+        } else {
+            "install"
+        },
         dry_run: args.dry_run,
         changed,
         binary,
         steps: plan.steps,
         warnings: plan.warnings,
+        diffs,
         engram_import,
     };
     for w in &report.warnings {
@@ -238,6 +465,15 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
 /// The human summary: one line per step, then what to do next.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
+    if report.action == "plugin" {
+        out.push_str(&format!("cairn setup {} --plugin: nothing is changed; install the plugin with\n", report.agent));
+        for step in &report.steps {
+            if let Some(command) = step.detail.as_deref().and_then(|d| d.strip_prefix("run: ")) {
+                out.push_str(&format!("  {command}\n"));
+            }
+        }
+        return out;
+    }
     let uninstall = if report.action == "uninstall" { " --uninstall" } else { "" };
     let dry = if report.dry_run { " (dry run: nothing is changed)" } else { "" };
     out.push_str(&format!("cairn setup {}{uninstall}{dry}\n", report.agent));
@@ -252,14 +488,24 @@ pub fn render(report: &Report) -> String {
             out.push_str(&format!("                backup: {}\n", backup.display()));
         }
     }
+    for d in &report.diffs {
+        out.push_str(&format!("\n{}:\n{}", d.path.display(), d.diff));
+    }
+    let (host, what) = match report.agent {
+        "claude-code" => ("Claude Code", "the hooks and the MCP server"),
+        "codex" => ("Codex", "the MCP server and the compaction prompt"),
+        "gemini" => ("Gemini CLI", "the MCP server and GEMINI.md"),
+        "cursor" => ("Cursor", "the MCP server"),
+        _ => ("OpenCode", "the plugin and the MCP server"),
+    };
     if !report.changed {
         out.push_str("Nothing to change: everything is already in place.\n");
     } else if report.dry_run {
         out.push_str("Run again without --dry-run to apply.\n");
     } else if report.action == "install" {
-        out.push_str("Restart OpenCode to load the plugin and the MCP server.\n");
+        out.push_str(&format!("Restart {host} to load {what}.\n"));
     } else {
-        out.push_str("Restart OpenCode to unload cairn.\n");
+        out.push_str(&format!("Restart {host} to unload cairn.\n"));
     }
     out
 }

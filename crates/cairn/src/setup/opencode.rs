@@ -103,13 +103,7 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
     // Read and edit the config first: a config that cannot be parsed stops the run before
     // anything is planned for the other files.
     let config = config_path(&o.config_dir);
-    let before = match std::fs::read(&config) {
-        Ok(bytes) => Some(String::from_utf8(bytes).map_err(|_| {
-            jsonc::invalid(&config, "is not UTF-8".into(), "fix the file (or move it away) and run again")
-        })?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(jsonc::invalid(&config, format!("cannot be read: {e}"), "check its permissions")),
-    };
+    let before = super::read_config(&config)?;
     let doc = match &before {
         Some(text) => Doc::parse(&config, text)?,
         None => Doc::parse(&config, "{\n  \"$schema\": \"https://opencode.ai/config.json\"\n}\n")?,
@@ -250,7 +244,7 @@ fn register_cairn(config: &Path, mcp: &CstObject, bin: &str) -> Result<Status> {
     if needs_host {
         args.push(Value::from(HOST_ARG));
     }
-    let input = CstInputValue::Array(args.iter().map(to_input).collect());
+    let input = CstInputValue::Array(args.iter().map(jsonc::to_input).collect());
     match entry.get("command") {
         Some(c) => c.set_value(input),
         None => {
@@ -258,17 +252,6 @@ fn register_cairn(config: &Path, mcp: &CstObject, bin: &str) -> Result<Status> {
         }
     }
     Ok(Status::Updated)
-}
-
-fn to_input(v: &Value) -> CstInputValue {
-    match v {
-        Value::Null => CstInputValue::Null,
-        Value::Bool(b) => CstInputValue::Bool(*b),
-        Value::Number(n) => CstInputValue::Number(n.to_string()),
-        Value::String(s) => CstInputValue::String(s.clone()),
-        Value::Array(a) => CstInputValue::Array(a.iter().map(to_input).collect()),
-        Value::Object(o) => CstInputValue::Object(o.iter().map(|(k, v)| (k.clone(), to_input(v))).collect()),
-    }
 }
 
 /// engram's plugin files and `mcp.engram`: disabled when asked, else a warning that says how.
@@ -328,6 +311,29 @@ fn engram(o: &Options, config: &Path, mcp: Option<&CstObject>, answers: &Answers
                 .into(),
         );
     }
+}
+
+/// How OpenCode is wired to cairn, for `cairn doctor`: the binary in `mcp.cairn` and the one
+/// baked into the plugin.
+pub fn wiring(binary: &Path) -> Option<super::Wiring> {
+    let dir = super::config_home().ok()?.join("opencode");
+    if !dir.is_dir() {
+        return None;
+    }
+    let path = config_path(&dir);
+    let config =
+        std::fs::read_to_string(&path).ok().and_then(|text| Doc::parse(&path, &text).ok()?.root.to_serde_value());
+    let mcp = config
+        .and_then(|c| {
+            (c["mcp"]["cairn"]["type"] != "remote").then(|| c["mcp"]["cairn"]["command"][0].as_str().map(String::from))
+        })
+        .flatten();
+    let plugin = std::fs::read_to_string(dir.join("plugins").join(PLUGIN_FILE)).ok().and_then(|text| {
+        let line = text.lines().find(|l| l.starts_with("const BAKED_CAIRN_BIN"))?;
+        let quoted = line.split_once("= ")?.1.split_once(';')?.0;
+        serde_json::from_str::<String>(quoted).ok()
+    });
+    Some(super::Wiring::from_paths("opencode", [mcp, plugin].into_iter().flatten().collect(), binary))
 }
 
 #[cfg(test)]

@@ -369,7 +369,16 @@ fn broken_pipe_exits_zero() {
 fn doctor_config_and_suggest_topic() {
     let c = Cairn::new();
     c.ok(&["save", "x", "y"]);
-    assert_eq!(c.json(&["doctor"])["status"], "ok");
+    // (HOME without agent configs: doctor also reports how each installed agent is wired)
+    let doctor = c
+        .cmd(&["doctor", "--json"])
+        .env("HOME", c.workspace())
+        .env("XDG_CONFIG_HOME", c.workspace())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .output()
+        .unwrap();
+    let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(doctor["status"], "ok", "{doctor}");
     let cfg = c.json(&["config"]);
     assert_eq!(cfg["port"]["value"], 7437);
     assert_eq!(cfg["data_dir"]["source"]["kind"], "env");

@@ -575,7 +575,16 @@ impl Model {
 }
 
 fn doctor_says_ok(data: &Path, round: usize) {
-    let out = cairn().args(["doctor", "--json"]).env("CAIRN_DATA_DIR", data).output().unwrap();
+    // HOME without agent configs: `setup.<agent>` checks are about the machine, not the store
+    let out = cairn()
+        .args(["doctor", "--json"])
+        .env("CAIRN_DATA_DIR", data)
+        .env("HOME", data)
+        .env("XDG_CONFIG_HOME", data)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .output()
+        .unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!("round {round}: doctor --json is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
     });

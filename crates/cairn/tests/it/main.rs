@@ -11,4 +11,7 @@ mod mcp_fuzz;
 mod privacy;
 mod semantic;
 mod setup;
+mod setup_claude;
+mod setup_codex;
+mod setup_gemini;
 mod support;

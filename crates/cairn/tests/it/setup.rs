@@ -308,3 +308,38 @@ fn a_cairn_entry_switched_off_by_the_user_stays_off_with_a_warning() {
     assert!(stderr.contains("mcp.cairn is switched off"), "{stderr}");
     assert_eq!(read_json(&path), config);
 }
+
+#[test]
+fn doctor_reports_opencode_wiring_and_a_stale_binary() {
+    let home = Home::new();
+    let doctor = |home: &Home| -> Value {
+        let out = cairn()
+            .args(["doctor", "--json"])
+            .env("HOME", &home.root)
+            .env("XDG_CONFIG_HOME", home.root.join(".config"))
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("CODEX_HOME")
+            .env("CAIRN_DATA_DIR", home.root.join("cairn-data"))
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["checks"].as_array().unwrap().iter().find(|c| c["id"] == "setup.opencode").unwrap().clone()
+    };
+    let check = doctor(&home);
+    assert_eq!(
+        (check["status"].as_str(), check["message"].as_str()),
+        (Some("ok"), Some("installed, not connected to cairn"))
+    );
+    home.ok(&[]);
+    let check = doctor(&home);
+    assert_eq!(check["status"], "ok", "{check}");
+    assert!(check["message"].as_str().unwrap().starts_with("connected (this binary"), "{check}");
+    // the plugin still bakes in a binary that is gone
+    let plugin = home.oc().join("plugins/cairn.ts");
+    let text = std::fs::read_to_string(&plugin).unwrap();
+    let quoted = serde_json::to_string(bin().to_str().unwrap()).unwrap();
+    std::fs::write(&plugin, text.replace(&quoted, "\"/gone/cairn\"")).unwrap();
+    let check = doctor(&home);
+    assert_eq!(check["status"], "warning", "{check}");
+    assert!(check["message"].as_str().unwrap().contains("/gone/cairn"), "{check}");
+}

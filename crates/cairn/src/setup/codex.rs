@@ -1,0 +1,281 @@
+//! `cairn setup codex` (host-integration E35): `[mcp_servers.cairn]` in Codex's
+//! `config.toml` and cairn's compaction prompt as `experimental_compact_prompt_file`, edited
+//! with toml_edit so comments and layout stay.
+//!
+//! Host facts (Codex config reference, developers.openai.com/codex): the user config is
+//! `$CODEX_HOME/config.toml` (`~/.codex/config.toml`); a stdio server is `[mcp_servers.<name>]`
+//! with `command`, `args` (`enabled = false` turns one off); Codex reads an MCP server's
+//! `instructions` at initialization, so `cairn mcp --host=codex` (the whole Memory Protocol in
+//! its instructions) is how the protocol reaches the agent. `model_instructions_file` is not
+//! used: it *replaces* Codex's built-in instructions (engram's setup sets it; setup here
+//! removes engram's with `--disable-engram`). `experimental_compact_prompt_file` replaces the
+//! compaction prompt, which is what cairn's continuity text is for.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use cairn_core::agent::ProtocolRequest;
+use cairn_core::{CairnError, ErrorCode};
+use toml_edit::{Array, DocumentMut, Item, Table, value};
+
+use super::{Answers, FileOp, Plan, Status, Step, path_str, read_config};
+use crate::cli::SetupArgs;
+
+const MCP_ARGS: [&str; 3] = ["mcp", "--tools=agent", "--host=codex"];
+/// The compaction prompt setup writes beside `config.toml`.
+pub const COMPACT_FILE: &str = "cairn-compact-prompt.md";
+const COMPACT_KEY: &str = "experimental_compact_prompt_file";
+
+pub struct Options {
+    pub binary: PathBuf,
+    /// `$CODEX_HOME`, else `~/.codex`.
+    pub codex_home: PathBuf,
+    pub uninstall: bool,
+    pub disable_engram: bool,
+}
+
+impl Options {
+    pub fn from_env(args: &SetupArgs, binary: &Path) -> Result<Options> {
+        Ok(Options {
+            binary: binary.to_path_buf(),
+            codex_home: codex_home()?,
+            uninstall: args.uninstall,
+            disable_engram: args.disable_engram,
+        })
+    }
+}
+
+pub fn codex_home() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("CODEX_HOME").map(PathBuf::from)
+        && dir.is_absolute()
+    {
+        return Ok(dir);
+    }
+    Ok(super::home_dir()?.join(".codex"))
+}
+
+/// The compaction prompt: `cairn protocol --host codex --part continuity`.
+pub fn compact_prompt() -> String {
+    let req = ProtocolRequest::parse(Some("codex"), Some("agent"), Some("continuity")).expect("known names");
+    let mut text = cairn_core::agent::protocol(req).text;
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+fn invalid(path: &Path, what: &str) -> anyhow::Error {
+    super::jsonc::invalid(path, what.into(), "fix the file by hand (or move it away) and run again; it was not changed")
+}
+
+/// Everything `cairn setup codex` would do.
+pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
+    let mut plan = Plan::default();
+    let bin = path_str(&o.binary)?;
+    if !o.uninstall && !o.codex_home.is_dir() {
+        return Err(CairnError::new(
+            ErrorCode::FileNotFound,
+            format!("Codex is not set up here: {} does not exist", o.codex_home.display()),
+        )
+        .with_hint("install Codex and start it once (it creates it), or set CODEX_HOME")
+        .into());
+    }
+    let config = o.codex_home.join("config.toml");
+    let before = read_config(&config)?;
+    let mut doc: DocumentMut = before
+        .as_deref()
+        .unwrap_or("")
+        .parse()
+        .map_err(|e: toml_edit::TomlError| invalid(&config, &format!("is not valid TOML: {}", e.message())))?;
+    let compact = o.codex_home.join(COMPACT_FILE);
+    let compact_str = path_str(&compact)?.to_string();
+
+    // 1. [mcp_servers.cairn]
+    let servers_ok = match doc.get("mcp_servers") {
+        None => true,
+        Some(item) => item.is_table_like(),
+    };
+    if !servers_ok {
+        return Err(invalid(&config, "has `mcp_servers` but it is not a table"));
+    }
+    let status = if o.uninstall {
+        let servers = doc.get_mut("mcp_servers").and_then(Item::as_table_like_mut);
+        match servers.and_then(|s| s.remove("cairn")) {
+            Some(_) => {
+                if doc.get("mcp_servers").and_then(Item::as_table_like).is_some_and(|t| t.is_empty()) {
+                    doc.remove("mcp_servers");
+                }
+                Status::Removed
+            }
+            None => Status::Absent,
+        }
+    } else {
+        register_cairn(&config, &mut doc, bin)?
+    };
+    plan.steps.push(Step::new("mcp.cairn", status, Some(&config)));
+
+    // 2. engram's server and instructions: before the compaction prompt, which may be engram's
+    if !o.uninstall {
+        engram(o, &config, &mut doc, answers, &mut plan);
+    }
+
+    // 3. the compaction prompt and its key
+    let current_key = doc.get(COMPACT_KEY).map(|i| i.as_str().map(String::from));
+    let prompt = compact_prompt();
+    let on_disk = std::fs::read_to_string(&compact).ok();
+    if o.uninstall {
+        if current_key == Some(Some(compact_str.clone())) {
+            doc.remove(COMPACT_KEY);
+        }
+        match on_disk {
+            Some(_) => {
+                plan.steps.push(Step::new("compact prompt", Status::Removed, Some(&compact)));
+                plan.ops.push(FileOp::Remove { path: compact.clone() });
+            }
+            None => plan.steps.push(Step::new("compact prompt", Status::Absent, Some(&compact))),
+        }
+    } else {
+        match &current_key {
+            Some(Some(p)) if *p != compact_str => {
+                plan.steps.push(
+                    Step::new("compact prompt", Status::Skipped, Some(&config))
+                        .detail(format!("{COMPACT_KEY} is already set (to {p}): left as it is")),
+                );
+            }
+            Some(None) => return Err(invalid(&config, &format!("has `{COMPACT_KEY}` but it is not a string"))),
+            _ => {
+                let status = match &on_disk {
+                    None => Status::Created,
+                    Some(t) if *t == prompt => Status::Unchanged,
+                    Some(_) => Status::Updated,
+                };
+                if status != Status::Unchanged {
+                    plan.ops.push(FileOp::Write { path: compact.clone(), contents: prompt.into_bytes() });
+                }
+                let status = if current_key.is_none() {
+                    // a top-level key goes before the first table, where toml_edit puts it
+                    doc.insert(COMPACT_KEY, value(compact_str.as_str()));
+                    if status == Status::Unchanged { Status::Updated } else { status }
+                } else {
+                    status
+                };
+                plan.steps.push(Step::new("compact prompt", status, Some(&compact)).detail(COMPACT_KEY));
+            }
+        }
+    }
+
+    let after = doc.to_string();
+    match &before {
+        Some(b) if *b == after => {}
+        Some(_) if after.trim().is_empty() && o.uninstall => plan.ops.push(FileOp::Remove { path: config }),
+        Some(_) => plan.ops.push(FileOp::Write { path: config, contents: after.into_bytes() }),
+        None if after.trim().is_empty() => {}
+        None => plan.ops.push(FileOp::Write { path: config, contents: after.into_bytes() }),
+    }
+    // the config names the prompt file: write the file first
+    plan.ops.sort_by_key(|op| matches!(op, FileOp::Write { path, .. } if path.ends_with("config.toml")));
+    Ok(plan)
+}
+
+fn wanted_args() -> Array {
+    MCP_ARGS.iter().copied().collect()
+}
+
+/// Add `[mcp_servers.cairn]`, or point an existing stdio entry at this binary (keeping the
+/// user's other keys and arguments).
+fn register_cairn(config: &Path, doc: &mut DocumentMut, bin: &str) -> Result<Status> {
+    if doc.get("mcp_servers").is_none() {
+        let mut servers = Table::new();
+        servers.set_implicit(true);
+        doc.insert("mcp_servers", Item::Table(servers));
+    }
+    let servers = doc["mcp_servers"].as_table_like_mut().expect("checked to be a table");
+    let Some(entry) = servers.get_mut("cairn") else {
+        let mut table = Table::new();
+        table.insert("command", value(bin));
+        table.insert("args", value(wanted_args()));
+        servers.insert("cairn", Item::Table(table));
+        return Ok(Status::Created);
+    };
+    let Some(entry) = entry.as_table_like_mut() else {
+        return Err(invalid(config, "has `mcp_servers.cairn` but it is not a table"));
+    };
+    if entry.contains_key("url") {
+        // cairn's daemon over HTTP: the user's choice
+        return Ok(Status::Unchanged);
+    }
+    let mut status = Status::Unchanged;
+    if entry.get("command").and_then(Item::as_str) != Some(bin) {
+        entry.insert("command", value(bin));
+        status = Status::Updated;
+    }
+    match entry.get_mut("args").and_then(Item::as_array_mut) {
+        Some(args) => {
+            let strs: Vec<&str> = args.iter().filter_map(|v| v.as_str()).collect();
+            if strs.first() == Some(&"mcp") && !strs.iter().any(|a| *a == "--host" || a.starts_with("--host=")) {
+                args.push("--host=codex");
+                status = Status::Updated;
+            }
+        }
+        None => {
+            entry.insert("args", value(wanted_args()));
+            status = Status::Updated;
+        }
+    }
+    Ok(status)
+}
+
+/// engram's `[mcp_servers.engram]` (turned off with `enabled = false`) and its
+/// `model_instructions_file` / compaction prompt (removed: they replace Codex's own).
+fn engram(o: &Options, config: &Path, doc: &mut DocumentMut, answers: &Answers, plan: &mut Plan) {
+    let server_on = doc
+        .get("mcp_servers")
+        .and_then(|s| s.get("engram"))
+        .and_then(Item::as_table_like)
+        .map(|t| t.get("enabled").and_then(Item::as_bool).unwrap_or(true));
+    let engram_keys: Vec<&str> = ["model_instructions_file", COMPACT_KEY]
+        .into_iter()
+        .filter(|k| doc.get(k).and_then(Item::as_str).is_some_and(|p| p.contains("engram")))
+        .collect();
+    if server_on != Some(true) && engram_keys.is_empty() {
+        if server_on == Some(false) {
+            plan.steps.push(Step::new("mcp.engram", Status::AlreadyDisabled, Some(config)));
+        }
+        return;
+    }
+    let disable = answers.ask(
+        o.disable_engram,
+        "engram is set up in Codex too: disable its MCP server and instructions so sessions are not captured twice?",
+    );
+    let status = if disable { Status::Disabled } else { Status::Found };
+    if server_on == Some(true) {
+        plan.steps.push(Step::new("mcp.engram", status, Some(config)).detail("enabled = false"));
+        if disable && let Some(t) = doc["mcp_servers"]["engram"].as_table_like_mut() {
+            t.insert("enabled", value(false));
+        }
+    }
+    for key in engram_keys {
+        plan.steps.push(Step::new("engram instructions", status, Some(config)).detail(key));
+        if disable {
+            doc.remove(key);
+        }
+    }
+    if !disable {
+        plan.warnings.push(
+            "engram is still active in Codex: two memory servers, and its model_instructions_file replaces Codex's own instructions; \
+             run `cairn setup codex --disable-engram`"
+                .into(),
+        );
+    }
+}
+
+/// How Codex is wired to cairn, for `cairn doctor`.
+pub fn wiring(binary: &Path) -> Option<super::Wiring> {
+    let home = codex_home().ok()?;
+    if !home.is_dir() {
+        return None;
+    }
+    let doc: Option<DocumentMut> = std::fs::read_to_string(home.join("config.toml")).ok().and_then(|t| t.parse().ok());
+    let command = doc.and_then(|d| d.get("mcp_servers")?.get("cairn")?.get("command")?.as_str().map(String::from));
+    Some(super::Wiring::from_paths("codex", command.into_iter().collect(), binary))
+}

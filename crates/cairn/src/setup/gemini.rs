@@ -1,0 +1,165 @@
+//! `cairn setup gemini` (Gemini CLI; host-integration E35) and `cairn setup cursor`: cairn's MCP
+//! server in the host's global `mcpServers` (JSON with comments, edited in place) and the
+//! Memory Protocol where the host reads global instructions.
+//!
+//! Host facts (geminicli.com docs: configuration, GEMINI.md): user settings are
+//! `~/.gemini/settings.json`, a stdio server is `mcpServers.<name>` `{command, args}`; the
+//! global context file `~/.gemini/GEMINI.md` is added to every prompt (setup keeps its text in
+//! a marked block there; `system.md` through `GEMINI_SYSTEM_MD` would *replace* the system
+//! prompt, so it is not used). Cursor: the global `~/.cursor/mcp.json` holds `mcpServers`;
+//! Cursor has no global rules file (rules are per project, `.cursor/rules/*.mdc`, or set in
+//! its settings UI), so the protocol reaches it as the MCP server's instructions.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use cairn_core::agent::ProtocolRequest;
+use cairn_core::{CairnError, ErrorCode};
+
+use super::jsonc::{self, Config, drop_if_empty};
+use super::{Answers, Plan, Status, Step, mdblock, path_str};
+
+/// One host of this shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    Gemini,
+    Cursor,
+}
+
+impl Host {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Gemini => "gemini",
+            Self::Cursor => "cursor",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Self::Gemini => "Gemini CLI",
+            Self::Cursor => "Cursor",
+        }
+    }
+
+    fn dir(self, home: &Path) -> PathBuf {
+        match self {
+            Self::Gemini => home.join(".gemini"),
+            Self::Cursor => home.join(".cursor"),
+        }
+    }
+
+    fn config(self, dir: &Path) -> PathBuf {
+        match self {
+            Self::Gemini => dir.join("settings.json"),
+            Self::Cursor => dir.join("mcp.json"),
+        }
+    }
+
+    fn args(self) -> [&'static str; 3] {
+        match self {
+            // (`--host=gemini` and `--host=mcp` give the whole protocol as instructions)
+            Self::Gemini => ["mcp", "--tools=agent", "--host=gemini"],
+            Self::Cursor => ["mcp", "--tools=agent", "--host=mcp"],
+        }
+    }
+}
+
+pub struct Options {
+    pub host: Host,
+    pub binary: PathBuf,
+    /// `~/.gemini` or `~/.cursor`.
+    pub dir: PathBuf,
+    pub uninstall: bool,
+    pub disable_engram: bool,
+}
+
+impl Options {
+    pub fn from_env(host: Host, args: &crate::cli::SetupArgs, binary: &Path) -> Result<Options> {
+        Ok(Options {
+            host,
+            binary: binary.to_path_buf(),
+            dir: host.dir(&super::home_dir()?),
+            uninstall: args.uninstall,
+            disable_engram: args.disable_engram,
+        })
+    }
+}
+
+/// The Memory Protocol as `cairn protocol --host gemini` prints it.
+pub fn protocol_text() -> String {
+    let req = ProtocolRequest::parse(Some("gemini"), Some("agent"), Some("memory")).expect("known names");
+    cairn_core::agent::protocol(req).text
+}
+
+/// Everything `cairn setup gemini|cursor` would do.
+pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
+    let mut plan = Plan::default();
+    let bin = path_str(&o.binary)?;
+    if !o.uninstall && !o.dir.is_dir() {
+        return Err(CairnError::new(
+            ErrorCode::FileNotFound,
+            format!("{} is not set up here: {} does not exist", o.host.title(), o.dir.display()),
+        )
+        .with_hint(format!("install {} and start it once (it creates it)", o.host.title()))
+        .into());
+    }
+    let config = Config::open(o.host.config(&o.dir))?;
+    let root = config.root();
+    let servers = jsonc::object_prop(&config.path, &root, "mcpServers", "mcpServers")?;
+    let status = if o.uninstall {
+        match servers.as_ref().and_then(|s| s.get("cairn")) {
+            Some(prop) => {
+                prop.remove();
+                drop_if_empty(&root, "mcpServers");
+                Status::Removed
+            }
+            None => Status::Absent,
+        }
+    } else {
+        let servers = servers.clone().unwrap_or_else(|| root.object_value_or_set("mcpServers"));
+        super::register_mcp_servers_entry(&config.path, &servers, bin, &o.host.args(), None)?
+    };
+    plan.steps.push(Step::new("mcp.cairn", status, Some(&config.path)));
+
+    if !o.uninstall
+        && let Some(servers) = &servers
+        && let Some(engram) = servers.get("engram")
+    {
+        let disable = answers.ask(
+            o.disable_engram,
+            &format!("engram is set up in {} too: remove its MCP server so the agent has one memory?", o.host.title()),
+        );
+        if disable {
+            engram.remove();
+            plan.steps.push(
+                Step::new("mcp.engram", Status::Disabled, Some(&config.path)).detail("removed (the backup keeps it)"),
+            );
+        } else {
+            plan.steps.push(Step::new("mcp.engram", Status::Found, Some(&config.path)));
+            plan.warnings.push(format!(
+                "engram is still set up in {}: the agent is offered two memories; run `cairn setup {} --disable-engram`",
+                o.host.title(),
+                o.host.name()
+            ));
+        }
+    }
+    plan.ops.extend(config.op());
+
+    if o.host == Host::Gemini {
+        mdblock::plan(&mut plan, "GEMINI.md", &o.dir.join("GEMINI.md"), &protocol_text(), o.uninstall)?;
+    }
+    Ok(plan)
+}
+
+/// How the host is wired to cairn, for `cairn doctor`.
+pub fn wiring(host: Host, binary: &Path) -> Option<super::Wiring> {
+    let dir = host.dir(&super::home_dir().ok()?);
+    if !dir.is_dir() {
+        return None;
+    }
+    let path = host.config(&dir);
+    let value =
+        std::fs::read_to_string(&path).ok().and_then(|t| jsonc::Doc::parse(&path, &t).ok()?.root.to_serde_value());
+    let command = value.and_then(|v| v["mcpServers"]["cairn"]["command"].as_str().map(String::from));
+    Some(super::Wiring::from_paths(host.name(), command.into_iter().collect(), binary))
+}

@@ -144,7 +144,7 @@ fn reminds_once_per_period_when_working_without_saving() {
     let ended = execute(&mut s, Op::EndSession { id: "s".into(), summary: None, keep_activity: true }).unwrap();
     assert!(ended["ended_at"].is_string(), "{ended}");
     let kept = s.session_activity("s").unwrap();
-    assert_eq!((kept.tool_calls, kept.reminders), (7, 2));
+    assert_eq!((kept.tool_calls, kept.reminders), (9, 2));
     // Ending the session starts the next one from zero.
     execute(&mut s, Op::EndSession { id: "s".into(), summary: None, keep_activity: false }).unwrap();
     let fresh = s.session_activity("s").unwrap();

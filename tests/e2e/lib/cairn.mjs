@@ -142,7 +142,10 @@ export function stopDaemon(dataDir) {
   for (const pid of pids) if (alive(pid)) signal(pid, 'SIGKILL');
 }
 
-/** Pids of `cairn serve --data-dir <dataDir>` processes (Linux /proc; empty elsewhere). */
+/**
+ * Pids of `cairn serve` processes for `dataDir` (Linux /proc; empty elsewhere): named by
+ * `--data-dir`, or, as the OpenCode plugin starts them, by `CAIRN_DATA_DIR` in their environment.
+ */
 function daemonPidsFor(dataDir) {
   let entries;
   try {
@@ -159,10 +162,22 @@ function daemonPidsFor(dataDir) {
     } catch {
       continue;
     }
+    if (!argv.includes('serve')) continue;
     const at = argv.indexOf('--data-dir');
-    if (argv.includes('serve') && at >= 0 && argv[at + 1] === dataDir) pids.push(Number(name));
+    if ((at >= 0 && argv[at + 1] === dataDir) || envDataDir(name) === dataDir) pids.push(Number(name));
   }
   return pids;
+}
+
+/** `CAIRN_DATA_DIR` in the environment of process `pid`, if readable. */
+function envDataDir(pid) {
+  try {
+    const vars = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    const found = vars.find((v) => v.startsWith('CAIRN_DATA_DIR='));
+    return found ? found.slice('CAIRN_DATA_DIR='.length) : null;
+  } catch {
+    return null;
+  }
 }
 
 /** `git init` + one empty commit, quietly; does nothing if git is missing. */

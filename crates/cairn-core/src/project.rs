@@ -302,7 +302,11 @@ mod tests {
 
     #[test]
     fn private_text_in_a_directory_never_names_the_project() {
-        for dir in ["/work/<private>acme-secret</private>", "/work/<private>acme-secret", "/w/<PRIVATE>\nacme-secret"] {
+        for dir in [
+            "/nonexistent/<private>acme-secret</private>",
+            "/nonexistent/<private>acme-secret",
+            "/w/<PRIVATE>\nacme-secret",
+        ] {
             let found = detect_project(Path::new(dir)).unwrap();
             let shown = serde_json::to_string(&found).unwrap();
             assert!(!shown.contains("acme-secret"), "{dir:?} → {shown}");

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod context;
 pub mod doctor;
 pub mod error;
+pub mod history;
 pub mod memory;
 pub mod model;
 pub mod ops;

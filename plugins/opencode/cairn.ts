@@ -37,7 +37,9 @@ const DEFAULT_CONFIG = {
   triggers: { keyword_patterns: [] as string[] },
   compaction: { mode: "context", auto_at: null as number | null, min_percent: 50 },
   context_meter: { enabled: true, yellow: 70, red: 85, critical: 92, default_limit: 200000 },
+  history: { upstream_history: { enable: true, disable_for_agents: [] as string[] }, context_charting: { enable: true } } as Dict,
 };
+type TextPart = "memory" | "compaction_note" | "continuity" | "trigger" | "history" | "chart_prompt";
 
 /** Tools of cairn itself: not counted as host tool calls (E7). */
 function isCairnTool(tool: string): boolean {
@@ -264,6 +266,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         triggers: { ...DEFAULT_CONFIG.triggers, ...(c?.triggers ?? {}) },
         compaction: { ...DEFAULT_CONFIG.compaction, ...(c?.compaction ?? {}) },
         context_meter: { ...DEFAULT_CONFIG.context_meter, ...(c?.context_meter ?? {}) },
+        history: { ...DEFAULT_CONFIG.history, ...(c?.history ?? {}) },
       };
     } catch (e) {
       if (!unknownOp(e)) throw e;
@@ -273,7 +276,7 @@ const server = async (ctx: Dict, options?: Dict) => {
   });
   const texts = new Map<string, () => Promise<string | null>>();
   /** B4 protocol text of one part, from the daemon (one source for every host), cached. */
-  function protocolText(part: "memory" | "compaction_note" | "continuity" | "trigger"): Promise<string | null> {
+  function protocolText(part: TextPart): Promise<string | null> {
     let f = texts.get(part);
     if (!f) {
       f = cached(async () => {
@@ -292,9 +295,40 @@ const server = async (ctx: Dict, options?: Dict) => {
     }
     return f().catch(() => null);
   }
+  const upstreamTexts = new Map<string, Promise<string | null>>();
+  /** H7: the sub-agent's note naming its parent session, from the daemon, cached per parent. */
+  function upstreamText(parentID: string): Promise<string | null> {
+    let p = upstreamTexts.get(parentID);
+    if (!p) {
+      p = op("protocol", { host: "opencode", tools: "agent", part: "upstream", session_id: parentID })
+        .then((r: Json) => (typeof r?.text === "string" && r.text.trim() ? (r.text as string) : null))
+        .catch(() => {
+          upstreamTexts.delete(parentID);
+          return null;
+        });
+      upstreamTexts.set(parentID, p);
+    }
+    return p;
+  }
+  function wantsUpstream(s: Session): boolean {
+    const u = config.history?.upstream_history ?? {};
+    if (u.enable === false) return false;
+    const off = Array.isArray(u.disable_for_agents) ? u.disable_for_agents : [];
+    return !(s.agent && off.includes(s.agent));
+  }
+  /** B3: have the daemon read what OpenCode stored of this session since the last read. */
+  function pokeHistory(id: string): Promise<Json> {
+    return op("history_ingest", { host: "opencode", session_id: id });
+  }
+  /** H6: the chart of the session (its turns before the latest compaction), or null. */
+  async function chartOf(id: string): Promise<string | null> {
+    await pokeHistory(id).catch(() => null);
+    const r = await op("history_chart", { session_id: id });
+    return typeof r?.chart === "string" && r.chart.trim() ? (r.chart as string) : null;
+  }
   const known: Dict = {};
   const peek = (part: string): string | null => known[part] ?? null;
-  async function warm(part: "memory" | "compaction_note" | "continuity" | "trigger") {
+  async function warm(part: TextPart) {
     const t = await protocolText(part);
     if (t) known[part] = t;
     return t;
@@ -322,6 +356,8 @@ const server = async (ctx: Dict, options?: Dict) => {
     compacting?: boolean;
     compactionTrigger?: "auto" | "manual";
     compactionOverflow?: boolean;
+    /** H6: the chart made when the compaction began; set while the summary is awaited. */
+    chart?: string;
     savedSummaries: Set<string>;
     passiveDone: Set<string>;
   };
@@ -509,7 +545,7 @@ const server = async (ctx: Dict, options?: Dict) => {
       if (!url) return;
       loadConfig().catch(() => {});
       project().catch(() => {});
-      for (const p of ["memory", "trigger", "compaction_note", "continuity"] as const) warm(p).catch(() => {});
+      for (const p of ["memory", "trigger", "compaction_note", "continuity", "history", "chart_prompt"] as const) warm(p).catch(() => {});
     })
     .catch(() => {});
 
@@ -544,6 +580,7 @@ const server = async (ctx: Dict, options?: Dict) => {
           await register(s);
           return op("end_session", { id, keep_activity: true });
         });
+        void background(`reading the history of ${id}`, () => pokeHistory(id));
       } else if (type === "message.updated") {
         const info = p.info ?? {};
         if (!info.id || !info.sessionID) return;
@@ -583,6 +620,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         if (!id) return;
         const s = session(id);
         s.compacting = false;
+        s.chart = undefined;
         // E11 backstop: no summary text came through experimental.text.complete (another
         // plugin replaced it, or the hook order changed): read it from OpenCode
         if (s.summarySaved === false && !s.sub) {
@@ -672,7 +710,10 @@ const server = async (ctx: Dict, options?: Dict) => {
           }
         }
         const trigger = answer?.memory_trigger ? (peek("trigger") ?? (await warm("trigger"))) : null;
-        return { block, trigger };
+        // H8: when and how to pull the conversation history, once per session, kept in the
+        // conversation (not in every request's system prompt)
+        const history = answer?.first_prompt && !answer?.legacy ? (peek("history") ?? (await warm("history"))) : null;
+        return { block, trigger, history };
       })();
       work.catch((e: any) => log("warn", `cairn: prompt capture failed: ${e?.message ?? e}`));
       const r = await within(work, HOOK_WAIT);
@@ -689,6 +730,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         synthetic: true,
       });
       if (r.block) parts.push(make(r.block));
+      if (r.history) parts.push(make(r.history));
       if (r.trigger) parts.push(make(r.trigger));
     }),
 
@@ -700,6 +742,12 @@ const server = async (ctx: Dict, options?: Dict) => {
       if (!input?.sessionID || !args || typeof args !== "object" || Array.isArray(args)) return;
       if (/^cairn_mem_(save|session_summary|capture_passive|save_prompt)$/.test(tool) && !args.session_id) {
         args.session_id = input.sessionID;
+      }
+      // H10: the history tools see the caller's own session only up to its latest compaction;
+      // a call without a session reads the caller's
+      if (/^cairn_history_/.test(tool)) {
+        args.caller_session_id = input.sessionID;
+        if (tool !== "cairn_history_sessions" && tool !== "cairn_history_search" && !args.session_id) args.session_id = input.sessionID;
       }
     }),
 
@@ -736,8 +784,17 @@ const server = async (ctx: Dict, options?: Dict) => {
       const id = input.sessionID ?? m?.sessionID;
       if (!id) return;
       const isSummary = m?.summary === true || m?.mode === "compaction" || m?.agent === "compaction";
+      const s = session(id);
+      if (isSummary && s.chart) {
+        // H6 step 2: the stored summary is the chart made at step 1 (the turns before this
+        // compaction do not change). It is not saved as a memory: the history holds everything
+        // it points to.
+        output.text = s.chart;
+        s.summarySaved = undefined;
+        return;
+      }
       // E11: the compaction summary, stored by cairn (not awaited: the host stores the text)
-      if (isSummary && !session(id).sub) void saveSummary(session(id), input.messageID, textOf.get(input.messageID) ?? text);
+      if (isSummary && !s.sub) void saveSummary(s, input.messageID, textOf.get(input.messageID) ?? text);
     }),
 
     "experimental.chat.system.transform": guard("experimental.chat.system.transform", async (input: Dict, output: Dict) => {
@@ -750,7 +807,14 @@ const server = async (ctx: Dict, options?: Dict) => {
       if (input.model?.providerID && input.model?.id) learnLimit(input.model.providerID, input.model.id, input.model.limit);
       const s = session(id);
       const sub = await within(isSubAgent(id), HOOK_WAIT);
-      if (sub) return;
+      if (sub) {
+        // H7: a sub-agent is told where its parent's history is
+        if (s.parentID && wantsUpstream(s)) {
+          const note = await within(upstreamText(s.parentID), HOOK_WAIT);
+          if (note && !joined.includes(note)) system[system.length - 1] = `${system[system.length - 1] ?? ""}\n\n${note}`;
+        }
+        return;
+      }
       const add: string[] = [];
       if (agentWantsProtocol(s.agent)) {
         const protocol = peek("memory") ?? (await within(warm("memory"), HOOK_WAIT)) ?? null;
@@ -776,7 +840,15 @@ const server = async (ctx: Dict, options?: Dict) => {
       const work = (async () => {
         if (await isSubAgent(id)) return null;
         register(s);
-        const mode = config.compaction?.mode ?? "context";
+        let mode = config.compaction?.mode ?? "context";
+        if (mode === "chart") {
+          // H6 step 1: chart now (the turns before this compaction are all stored); only then
+          // is the summariser asked for next to nothing. No chart: the context mode's summary.
+          const chart = config.history?.context_charting?.enable === false ? null : await chartOf(id).catch(() => null);
+          const prompt = chart ? (peek("chart_prompt") ?? (await warm("chart_prompt"))) : null;
+          if (chart && prompt) return { chart, prompt, mode, proj: undefined, block: null, note: null, continuity: null };
+          mode = "context";
+        }
         const [block, note, continuity] = await Promise.all([
           memoryBlock(s.lastPrompt, true).catch(() => null),
           mode === "context" ? (peek("compaction_note") ?? warm("compaction_note")) : null,
@@ -784,8 +856,13 @@ const server = async (ctx: Dict, options?: Dict) => {
         ]);
         return { block, note, continuity, mode, proj: await projectOrUndefined() };
       })();
-      const r = await within(work, COMPACTING_WAIT);
+      const r: Dict | null = (await within(work, COMPACTING_WAIT)) ?? null;
       if (!r) return;
+      if (r.chart) {
+        s.chart = r.chart;
+        output.prompt = r.prompt;
+        return;
+      }
       if (!Array.isArray(output.context)) output.context = [];
       if (r.block) output.context.push(r.block);
       if (r.mode === "engram") {

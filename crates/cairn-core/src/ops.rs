@@ -329,7 +329,7 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::SessionActivity { session_id } => OpOutput::SessionActivity(store.session_activity(&session_id)?),
         Op::RecordActivity(record) => OpOutput::RecordActivity(store.record_activity(&record)?),
         Op::Doctor => OpOutput::Doctor(doctor(store)),
-        Op::Protocol(req) => OpOutput::Protocol(crate::agent::protocol(req)),
+        Op::Protocol(req) => OpOutput::Protocol(crate::agent::protocol::protocol_checked(req)?),
         Op::UserPrompt(prompt) => {
             let patterns = crate::settings::plugin::current().triggers.keyword_patterns;
             OpOutput::UserPrompt(store.user_prompt(&prompt, &patterns)?)

@@ -201,9 +201,12 @@ pub struct ProtocolArgs {
     /// The MCP tool profile: agent, admin, all or router
     #[arg(long, default_value = "agent")]
     pub tools: String,
-    /// memory (the protocol), compaction_note, continuity or trigger
+    /// memory (the protocol), compaction_note, continuity, trigger, history, upstream or chart_prompt
     #[arg(long, default_value = "memory")]
     pub part: String,
+    /// For `--part upstream`: the parent session's id
+    #[arg(long)]
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -158,7 +158,7 @@ impl Hook {
         if part == Part::Memory && !wanted {
             return String::new();
         }
-        protocol(ProtocolRequest { host: Host::ClaudeCode, tools: ToolProfile::Agent, part }).text
+        protocol(ProtocolRequest { host: Host::ClaudeCode, tools: ToolProfile::Agent, part, session_id: None }).text
     }
 
     fn context(&self, project: &str, layout: ContextLayout, query: Option<String>, budget: usize) -> Result<String> {

@@ -167,8 +167,9 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         }
         Command::Protocol(args) => {
             // Text only: no store, no daemon.
-            let request = ProtocolRequest::parse(Some(&args.host), Some(&args.tools), Some(&args.part))?;
-            let text = cairn_core::agent::protocol(request);
+            let mut request = ProtocolRequest::parse(Some(&args.host), Some(&args.tools), Some(&args.part))?;
+            request.session_id = args.session;
+            let text = cairn_core::agent::protocol::protocol_checked(request)?;
             env.emit(&text, |t| t.text.clone())
         }
         // Run before the settings load (see `run`); here only for completeness.

@@ -29,6 +29,9 @@ export const PROTOCOL = 'MEMORY-PROTOCOL: save decisions with cairn_mem_save.';
 export const TRIGGER = '[MEMORY TRIGGER DETECTED] The user asked you to remember something. Save it now with mem_save — then answer the user in full.';
 export const NOTE = 'The summary of this compaction is stored in cairn automatically; after compaction, call mem_context.';
 export const CONTINUITY = 'You are compacting your own session. You are summarizing for yourself, not another agent.';
+export const HISTORY = '## Session History\ncairn keeps the full conversation history. Search first: history_search.';
+export const CHART_PROMPT = 'Do not think. Do not summarize. Return exactly the following text and nothing else:\n# Summary\nChart unavailable.';
+export const upstream = (parent) => `**Upstream session ID: ${parent}**\nYou are a sub-agent.`;
 
 /**
  * A fake daemon on 127.0.0.1:0. `answers[op]` is a JSON value, a function of args, or
@@ -38,7 +41,11 @@ export const CONTINUITY = 'You are compacting your own session. You are summariz
 export async function fakeDaemon({ answers = {}, delayMs = 0, health = true } = {}) {
   const requests = [];
   const defaults = {
-    protocol: (a) => ({ host: a.host, part: a.part, text: { memory: PROTOCOL, trigger: TRIGGER, compaction_note: NOTE, continuity: CONTINUITY }[a.part ?? 'memory'] }),
+    protocol: (a) => ({
+      host: a.host,
+      part: a.part,
+      text: { memory: PROTOCOL, trigger: TRIGGER, compaction_note: NOTE, continuity: CONTINUITY, history: HISTORY, chart_prompt: CHART_PROMPT, upstream: upstream(a.session_id) }[a.part ?? 'memory'],
+    }),
     plugin_config: {},
     user_prompt: { prompt_id: 1, first_prompt: true, memory_trigger: false },
     context: (a) => ({ context: a.layout === 'memory_block' ? '[MEMORY]\n## Project Brief\n- cairn is a memory engine' : '## recent', memory_ids: [1] }),

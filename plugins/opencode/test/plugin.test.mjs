@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import plugin from '../cairn.ts';
-import { CONTINUITY, NOTE, PROTOCOL, TRIGGER, calls, events, fakeClient, fakeDaemon, hookArgs, sleep, waitFor } from './helpers.mjs';
+import { CHART_PROMPT, CONTINUITY, HISTORY, NOTE, PROTOCOL, TRIGGER, calls, upstream, events, fakeClient, fakeDaemon, hookArgs, sleep, waitFor } from './helpers.mjs';
 
 const open = [];
 afterEach(async () => {
@@ -64,7 +64,10 @@ describe('chat.message (E6, M1, M2, E14)', () => {
     assert.equal(ctx[0].body.args.layout, 'memory_block');
     assert.match(ctx[0].body.args.query, /plain prompt/);
     assert.ok(!ctx[0].body.args.query.includes('"'), 'opencode run quotes the message; the query is plain words');
-    assert.equal(output.parts.length, before + 1);
+    assert.equal(output.parts.length, before + 2, 'the [MEMORY] block and the history guidance (H8, once)');
+    assert.equal(output.parts[2].text, HISTORY);
+    assert.equal(output.parts[2].synthetic, true);
+    assert.ok(output.parts[2].id > output.parts[1].id);
     const block = output.parts[1];
     assert.equal(block.type, 'text');
     assert.equal(block.synthetic, true);
@@ -222,16 +225,37 @@ describe('experimental.chat.system.transform (E9, O4)', () => {
     assert.ok(two.system[1].startsWith('b\n\n'));
   });
 
-  test('title and summariser requests, and sub-agents, get nothing', async () => {
+  test('title and summariser requests get nothing; a sub-agent only its upstream session (H7)', async () => {
     const { hooks } = await setup();
     await replayEvents(hooks, 'task');
     const title = hookArgs(systemCalls('plain')[0]);
     const compaction = hookArgs(calls('compact-tool', 'experimental.chat.system.transform', (c) => /summarization/.test(c.output.system[0]))[0]);
-    const child = hookArgs(calls('task', 'experimental.chat.system.transform').find((c) => c.input.sessionID !== mainChat('task').input.sessionID));
-    for (const [input, output] of [title, compaction, child]) {
+    for (const [input, output] of [title, compaction]) {
       const before = JSON.stringify(output.system);
       await hooks['experimental.chat.system.transform'](input, output);
       assert.equal(JSON.stringify(output.system), before);
+    }
+    const parent = mainChat('task').input.sessionID;
+    const [input, output] = hookArgs(calls('task', 'experimental.chat.system.transform').find((c) => c.input.sessionID !== parent));
+    const before = [...output.system];
+    await hooks['experimental.chat.system.transform'](input, output);
+    assert.equal(output.system.length, before.length, 'appended to the last entry, never a new one');
+    assert.ok(output.system.at(-1).endsWith(`\n\n${upstream(parent)}`), output.system.at(-1).slice(-200));
+    assert.ok(!output.system.join('\n').includes(PROTOCOL), 'no memory protocol for a sub-agent');
+    await hooks['experimental.chat.system.transform'](input, output);
+    assert.equal(output.system.join('\n').split('Upstream session ID').length, 2, 'only once');
+  });
+
+  test('upstream history can be turned off, for all or per agent', async () => {
+    for (const history of [{ upstream_history: { enable: false } }, { upstream_history: { enable: true, disable_for_agents: ['general'] } }]) {
+      const { hooks } = await setup({ answers: { plugin_config: { history } } });
+      await replayEvents(hooks, 'task');
+      const child = calls('task', 'chat.message').find((c) => c.input.agent === 'general');
+      await hooks['chat.message'](...hookArgs(child));
+      const [input, output] = hookArgs(calls('task', 'experimental.chat.system.transform').find((c) => c.input.sessionID === child.input.sessionID));
+      const before = JSON.stringify(output.system);
+      await hooks['experimental.chat.system.transform'](input, output);
+      assert.equal(JSON.stringify(output.system), before, JSON.stringify(history));
     }
   });
 
@@ -283,6 +307,27 @@ describe('tools (E7, E8)', () => {
     search[1].args = { query: 'x' };
     await hooks['tool.execute.before'](...search);
     assert.equal(search[1].args.session_id, undefined, 'mem_search takes no session');
+  });
+
+  test('history tools learn the caller (H10); a browse without a session reads the caller\'s', async () => {
+    const { hooks } = await setup();
+    const before = calls('task', 'tool.execute.before')[0];
+    const me = before.input.sessionID;
+    const browse = hookArgs(before);
+    browse[0].tool = 'cairn_history_browse_turns';
+    browse[1].args = { num_before: 3 };
+    await hooks['tool.execute.before'](...browse);
+    assert.deepEqual(browse[1].args, { num_before: 3, caller_session_id: me, session_id: me });
+    const other = hookArgs(before);
+    other[0].tool = 'cairn_history_pull_message';
+    other[1].args = { session_id: 'ses_other', message_id: 'msg_1' };
+    await hooks['tool.execute.before'](...other);
+    assert.deepEqual(other[1].args, { session_id: 'ses_other', message_id: 'msg_1', caller_session_id: me });
+    const search = hookArgs(before);
+    search[0].tool = 'cairn_history_search';
+    search[1].args = { query: 'retry' };
+    await hooks['tool.execute.before'](...search);
+    assert.deepEqual(search[1].args, { query: 'retry', caller_session_id: me }, 'a search without a session spans the project');
   });
 
   test('a host tool call is counted; cairn tools are not; Task output goes to passive capture', async () => {
@@ -339,7 +384,11 @@ describe('compaction (E10, E11, O5, O3)', () => {
         const [i, o] = hookArgs(c);
         await ctx.hooks[c.hook](i, o);
         ctx.compacting = o;
-      } else await ctx.hooks[c.hook](...hookArgs(c));
+      } else {
+        const args = hookArgs(c);
+        await ctx.hooks[c.hook](...args);
+        (ctx.completed ??= []).push(args[1]);
+      }
     }
     return ctx;
   }
@@ -387,6 +436,38 @@ describe('compaction (E10, E11, O5, O3)', () => {
     assert.ok(!compacting.context.includes(NOTE));
     await waitFor(() => daemon.ops('save_compaction').length === 1, 2000, 'save_compaction');
     assert.equal(daemon.ops('save_compaction')[0].body.args.trigger, 'manual');
+  });
+
+  test('chart mode (H6): the summariser is asked for next to nothing; the stored summary is the chart', async () => {
+    const chart = '# Summary\nI lost context from my prior conversation. CHART-OF-SESSION';
+    const ctx = await compactRun('overflow', {
+      plugin_config: { compaction: { mode: 'chart' } },
+      history_ingest: { sources: 1 },
+      history_chart: (a) => ({ session_id: a.session_id, chart }),
+    });
+    const { daemon, compacting } = ctx;
+    assert.equal(compacting.prompt, CHART_PROMPT);
+    assert.ok(!(compacting.context ?? []).includes(NOTE));
+    const sid = daemon.ops('history_chart')[0].body.args.session_id;
+    assert.match(sid, /^ses_/);
+    const poke = daemon.ops('history_ingest')[0].body.args;
+    assert.deepEqual(poke, { host: 'opencode', session_id: sid }, 'the session is read before it is charted');
+    // step 2: the summary's text is replaced by the chart, which is not saved as a memory
+    assert.ok(ctx.completed.some((o) => o.text === chart), 'the summary is the chart');
+    assert.ok(!ctx.completed.some((o) => /MOCK-SUMMARY/.test(o.text)), 'no summary text is left');
+    await sleep(50);
+    assert.equal(daemon.ops('save_compaction').length, 0, 'a chart is not saved as a memory');
+  });
+
+  test('chart mode without a chart (no history yet): the context mode\'s summary', async () => {
+    const { daemon, compacting } = await compactRun('overflow', {
+      plugin_config: { compaction: { mode: 'chart' } },
+      history_ingest: { sources: 0 },
+      history_chart: { status: 404, body: { error: { code: 'history_session_not_found', message: 'no such session' } } },
+    });
+    assert.equal(compacting.prompt, undefined);
+    assert.equal(compacting.context[1], NOTE);
+    await waitFor(() => daemon.ops('save_compaction').length === 1, 2000, 'save_compaction');
   });
 
   test('after session.compacted the memory block comes back in the system prompt', async () => {

@@ -202,12 +202,28 @@ pub fn with_session_id(tool_name: &str, tool_input: Option<&Value>, session_id: 
         return None;
     }
     let mut input = tool_input.filter(|v| v.is_object()).cloned().unwrap_or_else(|| json!({}));
+    if short.starts_with("history_") {
+        return with_caller(short, input, session_id);
+    }
     let current = input.get("session_id").and_then(Value::as_str);
     if current == Some(session_id) {
         return None;
     }
     input["session_id"] = Value::String(session_id.to_owned());
     Some(input)
+}
+
+/// The history tools' `session_id` names the conversation to read, so the caller goes in
+/// `caller_session_id` (H10: its own session is visible only up to its latest compaction), and
+/// a browse or pull without a session reads the caller's. A search without one spans the project.
+fn with_caller(short: &str, mut input: Value, session_id: &str) -> Option<Value> {
+    let before = input.clone();
+    input["caller_session_id"] = Value::String(session_id.to_owned());
+    let spans_many = matches!(short, "history_search" | "history_sessions");
+    if !spans_many && input.get("session_id").and_then(Value::as_str).is_none_or(|s| s.trim().is_empty()) {
+        input["session_id"] = Value::String(session_id.to_owned());
+    }
+    (input != before).then_some(input)
 }
 
 /// Cut a text to [`MAX_CONTEXT_CHARS`] characters, saying so at the end.
@@ -374,6 +390,22 @@ mod tests {
         assert_eq!(with_session_id("mcp__cairn__mem_session_start", None, "real"), None);
         assert_eq!(with_session_id("Bash", Some(&input), "real"), None);
         assert_eq!(with_session_id("mcp__cairnish__x", None, "real"), None);
+    }
+
+    #[test]
+    fn history_tools_get_the_caller_not_a_new_target() {
+        let other = json!({"session_id": "ses_other", "message_id": "m1"});
+        let updated = with_session_id("mcp__cairn__history_pull_message", Some(&other), "me").unwrap();
+        assert_eq!(updated, json!({"session_id": "ses_other", "message_id": "m1", "caller_session_id": "me"}));
+        let bare = with_session_id("mcp__plugin_cairn_cairn__history_browse_turns", Some(&json!({})), "me").unwrap();
+        assert_eq!(bare, json!({"session_id": "me", "caller_session_id": "me"}));
+        let search = with_session_id("mcp__cairn__history_search", Some(&json!({"query": "x"})), "me").unwrap();
+        assert_eq!(
+            search,
+            json!({"query": "x", "caller_session_id": "me"}),
+            "a search without a session spans the project"
+        );
+        assert_eq!(with_session_id("mcp__cairn__history_search", Some(&search), "me"), None, "already right");
     }
 
     #[test]

@@ -52,15 +52,26 @@ pub enum Part {
     Continuity,
     /// Added to a user message that asks to remember something (M2).
     Trigger,
+    /// H8: when and how to pull from the conversation history (the "## Session History" block).
+    History,
+    /// H7: told to a sub-agent: its parent's session id and how to pull the parent's history
+    /// (the parent's id is the request's `session_id`).
+    Upstream,
+    /// H6 step 1: the compaction prompt of `compaction.mode = "chart"`. The summariser's answer
+    /// is thrown away (the plugin puts the chart in its place), so it is asked for next to nothing.
+    ChartPrompt,
 }
 
 /// The arguments of op `protocol`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ProtocolRequest {
     pub host: Host,
     pub tools: ToolProfile,
     pub part: Part,
+    /// For `upstream`: the parent session's id, written into the text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// The answer to `protocol`.
@@ -93,20 +104,37 @@ impl ProtocolRequest {
                 None => ToolProfile::default(),
             },
             part: match given(part) {
-                Some(p) => parse_name("part", &p, "memory, compaction_note, continuity or trigger")?,
+                Some(p) => parse_name(
+                    "part",
+                    &p,
+                    "memory, compaction_note, continuity, trigger, history, upstream or chart_prompt",
+                )?,
                 None => Part::default(),
             },
+            session_id: None,
         })
     }
 }
 
-/// The text asked for.
+/// The text asked for. `upstream` without a `session_id` is refused.
+pub fn protocol_checked(req: ProtocolRequest) -> Result<ProtocolText> {
+    if req.part == Part::Upstream && req.session_id.as_deref().is_none_or(|s| s.trim().is_empty()) {
+        return Err(CairnError::invalid("part upstream needs the parent's session_id")
+            .with_hint("pass session_id: the id of the session that started the sub-agent"));
+    }
+    Ok(protocol(req))
+}
+
+/// The text asked for (`upstream` without a parent names none).
 pub fn protocol(req: ProtocolRequest) -> ProtocolText {
     let text = match req.part {
         Part::Memory => memory_protocol(req.host, req.tools),
         Part::CompactionNote => compaction_note(req.tools),
         Part::Continuity => CONTINUITY.to_owned(),
         Part::Trigger => trigger_note(req.tools),
+        Part::History => history_guidance(req.host, req.tools),
+        Part::Upstream => upstream_note(req.host, req.tools, req.session_id.as_deref().unwrap_or("unknown")),
+        Part::ChartPrompt => CHART_PROMPT.to_owned(),
     };
     ProtocolText { host: req.host, tools: req.tools, part: req.part, text }
 }
@@ -149,15 +177,18 @@ fn host_captures(host: Host) -> bool {
 fn tool_names_note(host: Host, tools: ToolProfile) -> Option<&'static str> {
     match (host, tools) {
         (Host::Opencode, ToolProfile::Router) => Some("OpenCode shows the tool as cairn_memory."),
-        (Host::Opencode, _) => Some("OpenCode shows these tools as cairn_mem_save, cairn_mem_search..."),
+        (Host::Opencode, _) => {
+            Some("OpenCode shows these tools as cairn_mem_save, cairn_mem_search, cairn_history_search...")
+        }
         // Claude Code (2.1.3xx) defers MCP tools behind ToolSearch: the model sees only their names.
         (Host::ClaudeCode, ToolProfile::Router) => Some(
             "Claude Code shows the tool as mcp__cairn__memory (mcp__plugin_cairn_cairn__memory from the plugin); \
              if it is deferred, load it with ToolSearch first.",
         ),
         (Host::ClaudeCode, _) => Some(
-            "Claude Code shows these tools as mcp__cairn__mem_save... (mcp__plugin_cairn_cairn__mem_save... from \
-             the plugin); if they are deferred, load them with ToolSearch first.",
+            "Claude Code shows these tools as mcp__cairn__mem_save, mcp__cairn__history_search... \
+             (mcp__plugin_cairn_cairn__mem_save... from the plugin); if they are deferred, load them with ToolSearch \
+             first.",
         ),
         _ => None,
     }
@@ -203,7 +234,75 @@ fn memory_protocol(host: Host, tools: ToolProfile) -> String {
     lines
         .push("- Memory calls never replace your reply: always answer the user in full; saving is a side task.".into());
     lines.push("- Never save secrets; wrap sensitive text in <private>...</private>.".into());
+    // Claude Code shows this text once per session (SessionStart, the skill): the history
+    // guidance rides along. The OpenCode plugin sends it once, in the first message.
+    if host == Host::ClaudeCode {
+        lines.push(String::new());
+        lines.push(history_guidance(host, tools));
+    }
     lines.join("\n")
+}
+
+/// H8: when to pull from the conversation history, and how, in few words.
+fn history_guidance(host: Host, tools: ToolProfile) -> String {
+    if tools == ToolProfile::Admin {
+        return "cairn keeps every conversation; the history tools are in the agent profile.".to_owned();
+    }
+    let c = |tool: &str| call(tools, tool, tool);
+    let whose = if host_captures(host) { "this session's and every earlier one's" } else { "earlier sessions'" };
+    [
+        "## Session History".to_owned(),
+        format!(
+            "cairn keeps the full conversation history ({whose}, OpenCode and Claude Code), word for word. Pull \
+             from it instead of guessing when you went in a wrong direction, lack context you once had (after a \
+             compaction), or a detail (a path, an error, a number, the user's exact words) lacks substance."
+        ),
+        format!(
+            "- Search first: {search} {{query, session_id?}} (keywords, or a tool name such as bash); then {pull} \
+             {{session_id, message_id}} on a hit, and {part} {{…, part_id}} for one output in full (page with offset).",
+            search = c("history_search"),
+            pull = c("history_pull_message"),
+            part = c("history_pull_part"),
+        ),
+        format!(
+            "- Browse: {turns} {{session_id, num_before: 5}} outlines the last turns; {messages} {{session_id, \
+             message_id, num_before, num_after}} shows the messages around one. {sessions} {{query}} finds other \
+             sessions; every tool takes any session id.",
+            turns = c("history_browse_turns"),
+            messages = c("history_browse_messages"),
+            sessions = c("history_sessions"),
+        ),
+        "- Keep windows small, make independent calls in parallel, and verify critical details in full: previews \
+         omit qualifiers."
+            .to_owned(),
+    ]
+    .join("\n")
+}
+
+/// H7: a sub-agent learns where its parent's history is and how to use it before acting.
+fn upstream_note(host: Host, tools: ToolProfile, parent: &str) -> String {
+    let c = |tool: &str| call(tools, tool, tool);
+    let _ = host;
+    [
+        format!("**Upstream session ID: {parent}**"),
+        "You are a sub-agent. The session that started you keeps its full conversation in cairn; pull what the task \
+         leaves out instead of guessing:"
+            .to_owned(),
+        "| need | how |".to_owned(),
+        "|---|---|".to_owned(),
+        format!(
+            "| the task's background | {search} {{session_id: \"{parent}\", query: <the task's keywords>}}, then {pull} \
+             on the hits |",
+            search = c("history_search"),
+            pull = c("history_pull_message"),
+        ),
+        format!("| the plan agreed there | {turns} {{session_id: \"{parent}\", num_before: 3}} |", turns = c("history_browse_turns")),
+        format!(
+            "| the user's exact constraints | {pull} on the user's message: quote it verbatim before acting |",
+            pull = c("history_pull_message"),
+        ),
+    ]
+    .join("\n")
 }
 
 fn compaction_note(tools: ToolProfile) -> String {
@@ -222,6 +321,12 @@ fn trigger_note(tools: ToolProfile) -> String {
         call(tools, "mem_save", "save")
     )
 }
+
+/// H6: what the summariser is asked for when the chart replaces its answer; also the summary
+/// that stays if the chart cannot be made at the last moment.
+const CHART_PROMPT: &str = "Do not think. Do not summarize. Return exactly the following text and nothing else:
+# Summary
+Chart unavailable. Use history_browse_turns for prior context.";
 
 /// O5: the compaction prompt written for the agent that will continue the session.
 const CONTINUITY: &str = "You are compacting your own session to free context space. You will continue this \
@@ -256,7 +361,7 @@ mod tests {
     use super::*;
 
     fn text(host: Host, tools: ToolProfile, part: Part) -> String {
-        protocol(ProtocolRequest { host, tools, part }).text
+        protocol(ProtocolRequest { host, tools, part, session_id: None }).text
     }
 
     #[test]
@@ -277,7 +382,9 @@ mod tests {
             ] {
                 assert!(t.contains(needed), "{host:?} lacks {needed:?}:\n{t}");
             }
-            assert!(t.len() < 1500, "sent with every request: {} bytes for {host:?}", t.len());
+            // Claude Code's is sent once per session and carries the history guidance too.
+            let most = if host == Host::ClaudeCode { 2800 } else { 1500 };
+            assert!(t.len() < most, "sent with every request: {} bytes for {host:?}", t.len());
         }
         let opencode = text(Host::Opencode, ToolProfile::Agent, Part::Memory);
         assert!(opencode.contains("stored automatically") && opencode.matches("cairn_mem_").count() == 2);
@@ -314,6 +421,38 @@ mod tests {
         {
             assert!(continuity.contains(section), "{section}");
         }
+    }
+
+    #[test]
+    fn history_guidance_upstream_and_the_chart_prompt() {
+        let history = text(Host::Opencode, ToolProfile::Agent, Part::History);
+        assert!(history.starts_with("## Session History"));
+        for tool in
+            ["history_search", "history_pull_message", "history_pull_part", "history_browse_turns", "history_sessions"]
+        {
+            assert!(history.contains(tool), "{tool}");
+        }
+        assert!(text(Host::Mcp, ToolProfile::Router, Part::History).contains("memory {op: \"history_search\"}"));
+        // Claude Code reads the protocol once per session: the guidance is in it (and SKILL.md)
+        assert!(
+            text(Host::ClaudeCode, ToolProfile::Agent, Part::Memory)
+                .ends_with(&history_guidance(Host::ClaudeCode, ToolProfile::Agent))
+        );
+        assert!(!text(Host::Opencode, ToolProfile::Agent, Part::Memory).contains("## Session History"));
+
+        let req = |session_id: Option<&str>| ProtocolRequest {
+            part: Part::Upstream,
+            session_id: session_id.map(str::to_owned),
+            ..ProtocolRequest::default()
+        };
+        let up = protocol_checked(req(Some("ses_parent"))).unwrap().text;
+        assert!(up.starts_with("**Upstream session ID: ses_parent**"), "{up}");
+        assert!(up.contains("session_id: \"ses_parent\"") && up.contains("history_browse_turns"));
+        for missing in [None, Some(" ")] {
+            assert_eq!(protocol_checked(req(missing)).unwrap_err().code, crate::ErrorCode::InvalidArgument);
+        }
+        let chart = text(Host::Opencode, ToolProfile::Agent, Part::ChartPrompt);
+        assert!(chart.starts_with("Do not think. Do not summarize.") && chart.contains("history_browse_turns"));
     }
 
     #[test]

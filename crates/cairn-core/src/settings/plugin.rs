@@ -49,6 +49,10 @@ pub enum CompactionMode {
     Engram,
     /// Replace the compaction prompt with the self-continuity one (O5).
     Continuity,
+    /// The summary is a chart of the conversation history (H6): recent turns and messages as
+    /// previews, and how to page and pull the rest. Falls back to `context` when the history
+    /// of the session cannot be charted.
+    Chart,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,7 +146,7 @@ pub const PLUGIN_KEYS: &[(&str, &str, &str)] = &[
     ("inject.profile", "CAIRN_INJECT_PROFILE", "whether the block has the user's preferences"),
     ("inject.max_profile", "CAIRN_INJECT_MAX_PROFILE", "most preferences in the block"),
     ("triggers.keyword_patterns", "CAIRN_TRIGGER_PATTERNS", "extra memory-trigger regexes, comma-separated"),
-    ("compaction.mode", "CAIRN_COMPACTION_MODE", "on compaction: context, engram or continuity"),
+    ("compaction.mode", "CAIRN_COMPACTION_MODE", "on compaction: context, engram, continuity or chart"),
     ("compaction.auto_at", "CAIRN_COMPACTION_AUTO_AT", "compact at this fraction of the window (off: never)"),
     ("compaction.min_percent", "CAIRN_COMPACTION_MIN_PERCENT", "never compact below this percentage"),
     ("context_meter.enabled", "CAIRN_CONTEXT_METER", "show the context meter line"),

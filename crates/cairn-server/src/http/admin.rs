@@ -196,6 +196,8 @@ pub(super) struct ProtocolParams {
     /// Which text (default `memory`, the Memory Protocol).
     #[param(schema_with = super::docs::protocol_part)]
     part: Option<String>,
+    /// For `part=upstream`: the parent session's id.
+    session_id: Option<String>,
 }
 
 /// The Memory Protocol, or another text cairn shows agents.
@@ -204,9 +206,11 @@ pub(super) struct ProtocolParams {
 #[utoipa::path(get, operation_id = "protocol", path = "/protocol", tag = "daemon", params(ProtocolParams),
     responses(
         (status = 200, description = "The text", body = cairn_core::agent::ProtocolText),
-        (status = 400, description = "Unknown host, tools or part", body = ErrorBody)))]
+        (status = 400, description = "Unknown host, tools or part; upstream without session_id", body = ErrorBody)))]
 pub(super) async fn protocol(State(state): State<AppState>, ApiQuery(p): ApiQuery<ProtocolParams>) -> ApiResult {
-    let request = cairn_core::agent::ProtocolRequest::parse(p.host.as_deref(), p.tools.as_deref(), p.part.as_deref())?;
+    let mut request =
+        cairn_core::agent::ProtocolRequest::parse(p.host.as_deref(), p.tools.as_deref(), p.part.as_deref())?;
+    request.session_id = p.session_id.filter(|s| !s.trim().is_empty());
     Ok(ok(run(&state, Op::Protocol(request)).await?))
 }
 

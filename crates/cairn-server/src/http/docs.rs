@@ -180,7 +180,10 @@ pub(super) fn protocol_tools() -> utoipa::openapi::Schema {
 
 /// A part of `GET /protocol`.
 pub(super) fn protocol_part() -> utoipa::openapi::Schema {
-    keyword(&["memory", "compaction_note", "continuity", "trigger"], "which text (any case); blank: memory")
+    keyword(
+        &["memory", "compaction_note", "continuity", "trigger", "history", "upstream", "chart_prompt"],
+        "which text (any case); blank: memory",
+    )
 }
 
 /// A timestamp filter: RFC 3339, or empty (or null) for no filter (engram's clients send `since=`).

@@ -225,8 +225,12 @@ mod tests {
         ] {
             let tools = ToolSelection::parse(spec).unwrap();
             assert_eq!(tools.profile(), profile, "{spec:?}");
-            let expected =
-                cairn_core::agent::protocol(ProtocolRequest { host: Host::Mcp, tools: profile, part: Part::Memory });
+            let expected = cairn_core::agent::protocol(ProtocolRequest {
+                host: Host::Mcp,
+                tools: profile,
+                part: Part::Memory,
+                session_id: None,
+            });
             assert_eq!(instructions(&tools, None), expected.text, "{spec:?}");
         }
         let all = instructions(&ToolSelection::default(), None);

@@ -86,7 +86,9 @@ function describe(body, meta) {
 
   let kind = 'chat';
   if (lastRole === 'tool') kind = 'tool-result';
-  else if (toolNames.length === 0 && /anchored summary/i.test(lastText)) kind = 'compaction';
+  // OpenCode's own summary prompt, or a plugin's replacement (cairn's chart mode asks for a
+  // fixed text, cairn's continuity mode for a self-summary)
+  else if (toolNames.length === 0 && /anchored summary|Do not summarize|compacting your own session/i.test(lastText)) kind = 'compaction';
   else if (toolNames.length === 0 && /title/i.test(system)) kind = 'title';
 
   // For a tool result: which call it answers, and the name of the tool that was called.

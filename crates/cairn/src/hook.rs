@@ -340,28 +340,17 @@ impl Hook {
     }
 
     /// E22: the session ends here, not at every Stop; an unknown session is registered first
-    /// (its end would be `session_not_found`). Ending restarts the session's counts, but
-    /// `claude --resume` continues the same session and replays what was injected, so the
-    /// fingerprint of the last injection is kept.
+    /// (its end would be `session_not_found`). Its activity is kept: `claude --resume` goes on
+    /// with the same session id, and its next prompt is not a first one (no second `[MEMORY]`
+    /// block) while the transcript replays what was injected.
     fn session_end(&self) -> Result<String> {
-        let injected = self
-            .call::<SessionActivity>(Op::SessionActivity { session_id: self.session.clone() })
-            .ok()
-            .and_then(|a| a.context_fingerprint);
         self.end_session()?;
-        if let Some(fingerprint) = injected {
-            let _: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
-                session_id: self.session.clone(),
-                project: None,
-                event: ActivityEvent::ContextInjected { fingerprint },
-            }))?;
-        }
         Ok(FAIL_OPEN.to_owned())
     }
 
     fn end_session(&self) -> Result<()> {
         let end =
-            || self.call::<Value>(Op::EndSession { id: self.session.clone(), summary: None, keep_activity: false });
+            || self.call::<Value>(Op::EndSession { id: self.session.clone(), summary: None, keep_activity: true });
         match end() {
             Err(e)
                 if e.downcast_ref::<cairn_core::CairnError>().is_some_and(|e| e.code == ErrorCode::SessionNotFound) =>

@@ -163,6 +163,9 @@ fn state_lives_in_the_store_across_hook_processes() {
     let last = s.ok("SessionStart", sid, json!({"source": "compact"}));
     s.ok("SessionEnd", sid, json!({"reason": "other"}));
     assert_eq!(s.ok("SessionStart", sid, json!({"source": "resume"})), json!({}), "after {last}");
+    // ... nor is the first prompt's [MEMORY] block: the resumed session's prompt is not a first.
+    let again = s.ok("UserPromptSubmit", sid, json!({"prompt": "how do payments retry in the checkout service?"}));
+    assert!(!again.to_string().contains("[MEMORY]"), "{again}");
     // A resume after new memories: only the context, the protocol is in the replayed transcript.
     s.cli(&["save", "Refund window", "Refunds are accepted for 30 days", "--project", "shop-api"]);
     let resumed = s.ok("SessionStart", sid, json!({"source": "resume"}));

@@ -74,6 +74,12 @@ pub enum ErrorCode {
     ChecksumMismatch,
     /// The embedding endpoint is down, slow, or answered badly.
     EmbedderUnavailable,
+    /// A host's conversation storage is locked by the host past the reader's wait (history).
+    HistorySourceLocked,
+    /// A host's conversation storage has a shape cairn does not know (a newer schema).
+    HistorySourceUnsupported,
+    /// A host's conversation file or database cannot be read (missing, permissions).
+    HistorySourceUnreadable,
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal,
 }
@@ -113,6 +119,9 @@ impl ErrorCode {
         Self::ChecksumMismatch,
         Self::EmbedderUnavailable,
         Self::AmbiguousProject,
+        Self::HistorySourceLocked,
+        Self::HistorySourceUnsupported,
+        Self::HistorySourceUnreadable,
         Self::Internal,
     ];
 
@@ -155,6 +164,9 @@ impl ErrorCode {
             Self::ChecksumMismatch => "checksum_mismatch",
             Self::EmbedderUnavailable => "embedder_unavailable",
             Self::AmbiguousProject => "ambiguous_project",
+            Self::HistorySourceLocked => "history_source_locked",
+            Self::HistorySourceUnsupported => "history_source_unsupported",
+            Self::HistorySourceUnreadable => "history_source_unreadable",
             Self::Internal => "internal",
         }
     }
@@ -187,7 +199,9 @@ impl ErrorCode {
             | Self::DaemonUnavailable
             | Self::OperationInterrupted
             | Self::EmbedderUnavailable
+            | Self::HistorySourceLocked
             | Self::ModelMissing => 503,
+            Self::HistorySourceUnsupported | Self::HistorySourceUnreadable => 422,
             Self::ModelInvalid | Self::ChecksumMismatch => 500,
             Self::DatabaseCorrupt | Self::SchemaTooNew | Self::DataDirNotWritable | Self::Internal => 500,
         }

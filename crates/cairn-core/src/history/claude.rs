@@ -151,8 +151,7 @@ pub(crate) fn read_file_limited(
     };
     let mut next = Cursor { offset: start, size, mtime_ms, watermark: None };
     if start == size {
-        let mut batch = IngestBatch::default();
-        batch.skipped = skips.into_vec();
+        let batch = IngestBatch { skipped: skips.into_vec(), ..IngestBatch::default() };
         return Ok((batch, next, false));
     }
     let chunk = read_chunk(&mut file, start, size, max_bytes).map_err(|e| unreadable(path, &e))?;
@@ -168,12 +167,9 @@ pub(crate) fn read_file_limited(
         None => {
             // No whole line in the chunk: either a partial last line (wait for it) or one line
             // longer than the chunk (read it alone, or skip it when it is absurdly long).
-            match long_line(&mut file, (start, size), max_line, &mut reader, &mut skips)
+            long_line(&mut file, (start, size), max_line, &mut reader, &mut skips)
                 .map_err(|e| unreadable(path, &e))?
-            {
-                Some(len) => len,
-                None => 0,
-            }
+                .unwrap_or_default()
         }
     };
     next.offset = start + consumed;
@@ -395,11 +391,9 @@ impl TranscriptReader {
             created_at: String::new(),
             updated_at: String::new(),
         });
-        if session.directory.is_none() {
-            if let Some(cwd) = record.cwd.as_deref() {
-                session.directory = Some(cwd.to_owned());
-                session.project = project_of(cwd);
-            }
+        if let (None, Some(cwd)) = (&session.directory, record.cwd.as_deref()) {
+            session.directory = Some(cwd.to_owned());
+            session.project = project_of(cwd);
         }
         if session.agent.is_none() {
             session.agent = record.agent_type.as_deref().map(str::to_owned);
@@ -667,4 +661,4 @@ fn trim_cr(line: &[u8]) -> &[u8] {
 
 #[cfg(test)]
 #[path = "claude_tests.rs"]
-mod tests;
+pub(crate) mod tests;

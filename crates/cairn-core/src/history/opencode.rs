@@ -177,11 +177,44 @@ fn open(db: &Path) -> Result<Connection> {
         ));
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-    let conn = Connection::open_with_flags(db, flags).map_err(|e| classify(db, e))?;
+    let conn = if quiescent_wal(db) {
+        Connection::open_with_flags(immutable_uri(db), flags)
+    } else {
+        Connection::open_with_flags(db, flags)
+    }
+    .map_err(|e| classify(db, e))?;
     conn.busy_timeout(BUSY_WAIT).map_err(|e| classify(db, e))?;
     conn.pragma_update(None, "query_only", true).map_err(|e| classify(db, e))?;
     check_schema(&conn, db)?;
     Ok(conn)
+}
+
+/// A WAL database with no `-wal` file has no connection open on it (every connection to a WAL
+/// database keeps that file). Opening it normally, even read-only, would create `-wal` and
+/// `-shm` files beside the host's database and leave them there; opened `immutable`, SQLite
+/// touches nothing. A rollback-journal database is opened normally (reading it creates no
+/// file, and its locks are what tell a reader the host is writing).
+fn quiescent_wal(db: &Path) -> bool {
+    let mut header = [0u8; 20];
+    let is_wal = std::fs::File::open(db).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header)).is_ok()
+        && header.starts_with(b"SQLite format 3\0")
+        && header[18] == 2;
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    is_wal && !Path::new(&wal).exists()
+}
+
+/// `file:<path>?immutable=1`, the path percent-encoded where a URI needs it.
+fn immutable_uri(db: &Path) -> String {
+    let mut uri = String::from("file:");
+    for b in db.to_string_lossy().bytes() {
+        match b {
+            b'?' | b'#' | b'%' | 0x80.. => uri.push_str(&format!("%{b:02X}")),
+            _ => uri.push(b as char),
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
 }
 
 fn check_schema(conn: &Connection, db: &Path) -> Result<()> {
@@ -286,15 +319,13 @@ fn changed_rows(
     }
     args.push((limit as i64).into());
     let mut stmt = conn.prepare(&sql)?;
-    let rows = stmt.query_map(params_from_iter(args), map_row)?.collect();
-    rows
+    stmt.query_map(params_from_iter(args), map_row)?.collect()
 }
 
 fn session_rows(conn: &Connection, table: &str, session_id: &str) -> rusqlite::Result<Vec<Row>> {
     let sql = format!("SELECT {} FROM {table} WHERE session_id = ?1 ORDER BY time_created, id", row_columns(table));
     let mut stmt = conn.prepare(&sql)?;
-    let rows = stmt.query_map([session_id], map_row)?.collect();
-    rows
+    stmt.query_map([session_id], map_row)?.collect()
 }
 
 fn advance(mark: &mut Mark, rows: &[Row]) {
@@ -637,4 +668,4 @@ fn ms_ts(ms: i64) -> String {
 
 #[cfg(test)]
 #[path = "opencode_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -2,3 +2,10 @@
 //! strictly read-only from the hosts' own storage into one model and kept in `history.db`.
 
 pub mod model;
+pub mod query;
+pub mod store;
+
+pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
+
+#[cfg(test)]
+mod tests;

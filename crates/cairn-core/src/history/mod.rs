@@ -5,7 +5,13 @@ pub mod claude;
 pub mod ingest;
 pub mod model;
 pub mod opencode;
+pub mod query;
+pub mod store;
 mod text;
+
+pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
 
 #[cfg(test)]
 mod test_sink;
+#[cfg(test)]
+mod tests;

@@ -206,6 +206,9 @@ pub enum Op {
     HistoryStats,
     /// Erase one session from the history archive.
     HistoryForget(SessionRef),
+    /// Read the hosts' conversation storage now: one file, one session, or (no argument)
+    /// everything (`crate::history::ingest`).
+    HistoryIngest(crate::history::ingest::PokeRequest),
 }
 
 fn yes() -> bool {
@@ -385,6 +388,9 @@ fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::HistoryChildren(req) => OpOutput::HistoryChildren(q::children(db, &req.session_id)?),
         Op::HistoryStats => OpOutput::HistoryStats(q::stats(db)?),
         Op::HistoryForget(req) => OpOutput::HistoryForget(q::forget(db, &req.session_id)?),
+        Op::HistoryIngest(req) => {
+            OpOutput::HistoryIngest(crate::history::ingest::poke(db, &crate::history::ingest::process_env, &req)?)
+        }
         other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })
 }
@@ -588,6 +594,7 @@ mod tests {
             K::HistoryPullMessage => json!({"session_id": "s", "message_id": "m"}),
             K::HistoryPullPart => json!({"session_id": "s", "message_id": "m", "part_id": "p"}),
             K::HistorySearch => json!({"query": "q"}),
+            K::HistoryIngest => json!({}),
             K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats => return None,
         })
     }
@@ -661,6 +668,8 @@ mod tests {
             "history_children",
             "history_stats",
             "history_forget",
+            // writes history.db only, from the hosts' files; replaying it reads nothing new
+            "history_ingest",
         ];
         assert_eq!(reads, expected);
     }

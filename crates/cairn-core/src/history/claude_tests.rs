@@ -245,7 +245,7 @@ fn unreadable_and_badly_named_files_are_refused_with_a_code() {
     )
     .unwrap();
     assert_eq!(report.errors.len(), 1);
-    assert_eq!(report.errors[0].1, "history_source_unreadable");
+    assert_eq!(report.errors[0].code, "history_source_unreadable");
     assert_eq!(sink.errors.len(), 1);
 }
 

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::model::{Cursor, HistoryHost, IngestBatch};
+pub use super::store::SourceRef;
+use super::store::{ApplyOutcome, HistoryDb};
 use super::{claude, opencode};
 use crate::error::{CairnError, Result};
 
@@ -21,14 +23,6 @@ pub const CHUNK_ROWS: usize = 5_000;
 /// A chunk whose cursor moved under it is retried this many times before the source is left
 /// for the next scan (two ingesters racing forever would otherwise spin).
 const MAX_STALE_RETRIES: u32 = 5;
-
-/// One source the store keeps a cursor for: a transcript's absolute path, or an OpenCode
-/// database's path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceRef {
-    pub key: String,
-    pub host: HistoryHost,
-}
 
 /// Whether [`HistorySink::apply`] stored the chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +43,29 @@ pub trait HistorySink {
         next: &Cursor,
     ) -> Result<SinkOutcome>;
     fn record_error(&mut self, source: &SourceRef, code: &str, message: &str) -> Result<()>;
+}
+
+impl HistorySink for HistoryDb {
+    fn cursor(&self, source_key: &str) -> Result<Option<Cursor>> {
+        HistoryDb::cursor(self, source_key)
+    }
+
+    fn apply(
+        &mut self,
+        source: &SourceRef,
+        expected: Option<&Cursor>,
+        batch: &IngestBatch,
+        next: &Cursor,
+    ) -> Result<SinkOutcome> {
+        Ok(match HistoryDb::apply(self, source, expected, batch, next)? {
+            ApplyOutcome::Applied(_) => SinkOutcome::Applied,
+            ApplyOutcome::Stale => SinkOutcome::Stale,
+        })
+    }
+
+    fn record_error(&mut self, source: &SourceRef, code: &str, message: &str) -> Result<()> {
+        HistoryDb::record_error(self, source, code, message)
+    }
 }
 
 /// Progress of a scan, reported after every chunk.
@@ -77,8 +94,17 @@ pub struct ScanReport {
     pub bytes: u64,
     /// Lines or rows skipped, by reason.
     pub skipped: BTreeMap<String, u64>,
-    /// Sources that failed, with the error code (`history_source_locked`, …).
-    pub errors: Vec<(String, String)>,
+    /// Sources that failed this time.
+    pub errors: Vec<SourceError>,
+}
+
+/// A source a scan could not read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SourceError {
+    pub source: String,
+    /// An error code: `history_source_locked`, `history_source_unsupported`, `history_source_unreadable`.
+    pub code: String,
 }
 
 impl ScanReport {
@@ -107,9 +133,12 @@ impl ScanReport {
 /// What to read now. All empty: a full scan.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PokeRequest {
+    #[serde(default)]
     pub host: Option<HistoryHost>,
     /// A transcript file (Claude Code) or a database (OpenCode).
+    #[serde(default)]
     pub path: Option<PathBuf>,
+    #[serde(default, alias = "sessionId")]
     pub session_id: Option<String>,
 }
 
@@ -282,7 +311,7 @@ fn drive(
             Ok(chunk) => chunk,
             Err(err) => {
                 db.record_error(source, err.code.as_str(), &err.message)?;
-                report.errors.push((source.key.clone(), err.code.as_str().to_owned()));
+                report.errors.push(SourceError { source: source.key.clone(), code: err.code.as_str().to_owned() });
                 return Ok(());
             }
         };

@@ -16,6 +16,7 @@ use super::{
 use crate::agent::{ActivityUpdate, ProtocolText, SessionActivity, UserPromptOutcome};
 use crate::context::Context;
 use crate::doctor::DoctorReport;
+use crate::history::ingest::ScanReport;
 use crate::history::query::{
     Chart, Compactions, Forgotten, HistoryStats, MessagesPage, PulledMessage, PulledPart, SearchResults,
     SessionListing, TurnsPage,
@@ -393,6 +394,11 @@ catalogue! {
         name: "history_forget", writes: false, project_defaulted: false,
         args: "session_id* — erases it from the history archive (not its sub-agents)",
         about: "Erase one session from the history archive.",
+    }
+    HistoryIngest -> ScanReport {
+        name: "history_ingest", writes: false, project_defaulted: false,
+        args: "host (opencode|claude-code), path (a transcript or database), session_id — none: every source",
+        about: "Read the hosts' conversation storage now: one file or session (a poke), or everything.",
     }
 }
 

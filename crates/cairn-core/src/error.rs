@@ -74,6 +74,22 @@ pub enum ErrorCode {
     ChecksumMismatch,
     /// The embedding endpoint is down, slow, or answered badly.
     EmbedderUnavailable,
+    /// No conversation-history session with that id.
+    HistorySessionNotFound,
+    /// A turn number outside the session's (visible) turns; the hint gives the range.
+    TurnOutOfRange,
+    /// No message with that id in the session.
+    MessageNotFound,
+    /// The message exists but is hidden from the caller (its own session after compaction).
+    MessageNotVisible,
+    /// No part with that id in the message, or one without content to pull (image, file).
+    PartNotFound,
+    /// A host's history database stayed locked by the running host.
+    HistorySourceLocked,
+    /// A host's history storage has a shape (schema version) cairn does not know.
+    HistorySourceUnsupported,
+    /// A host's history file is missing or cannot be read.
+    HistorySourceUnreadable,
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal,
 }
@@ -113,6 +129,14 @@ impl ErrorCode {
         Self::ChecksumMismatch,
         Self::EmbedderUnavailable,
         Self::AmbiguousProject,
+        Self::HistorySessionNotFound,
+        Self::TurnOutOfRange,
+        Self::MessageNotFound,
+        Self::MessageNotVisible,
+        Self::PartNotFound,
+        Self::HistorySourceLocked,
+        Self::HistorySourceUnsupported,
+        Self::HistorySourceUnreadable,
         Self::Internal,
     ];
 
@@ -155,6 +179,14 @@ impl ErrorCode {
             Self::ChecksumMismatch => "checksum_mismatch",
             Self::EmbedderUnavailable => "embedder_unavailable",
             Self::AmbiguousProject => "ambiguous_project",
+            Self::HistorySessionNotFound => "history_session_not_found",
+            Self::TurnOutOfRange => "turn_out_of_range",
+            Self::MessageNotFound => "message_not_found",
+            Self::MessageNotVisible => "message_not_visible",
+            Self::PartNotFound => "part_not_found",
+            Self::HistorySourceLocked => "history_source_locked",
+            Self::HistorySourceUnsupported => "history_source_unsupported",
+            Self::HistorySourceUnreadable => "history_source_unreadable",
             Self::Internal => "internal",
         }
     }
@@ -177,7 +209,13 @@ impl ErrorCode {
             | Self::PromptNotFound
             | Self::RelationNotFound
             | Self::FileNotFound
-            | Self::RouteNotFound => 404,
+            | Self::RouteNotFound
+            | Self::HistorySessionNotFound
+            | Self::TurnOutOfRange
+            | Self::MessageNotFound
+            | Self::MessageNotVisible
+            | Self::PartNotFound => 404,
+            Self::HistorySourceUnsupported | Self::HistorySourceUnreadable => 422,
             Self::Unauthorized => 401,
             Self::Forbidden => 403,
             Self::MethodNotAllowed => 405,
@@ -187,7 +225,8 @@ impl ErrorCode {
             | Self::DaemonUnavailable
             | Self::OperationInterrupted
             | Self::EmbedderUnavailable
-            | Self::ModelMissing => 503,
+            | Self::ModelMissing
+            | Self::HistorySourceLocked => 503,
             Self::ModelInvalid | Self::ChecksumMismatch => 500,
             Self::DatabaseCorrupt | Self::SchemaTooNew | Self::DataDirNotWritable | Self::Internal => 500,
         }
@@ -196,7 +235,7 @@ impl ErrorCode {
     /// The CLI exit code (documented in README "Exit codes").
     pub fn exit_code(self) -> i32 {
         match self.http_status() {
-            400 | 401 | 403 | 413 => 3,
+            400 | 401 | 403 | 413 | 422 => 3,
             404 => 4,
             409 => 5,
             503 => 6,

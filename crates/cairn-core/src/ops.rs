@@ -17,6 +17,10 @@ use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, UserPrompt};
 use crate::context::ContextRequest;
 use crate::doctor::{CheckStatus, DoctorReport};
 use crate::error::{CairnError, ErrorCode, Result};
+use crate::history::query::{
+    CompactionsRequest, MessageRequest, MessagesRequest, PartRequest, SearchRequest as HistorySearchRequest,
+    SessionRef, SessionsRequest, TurnsRequest,
+};
 use crate::memory::{ListFilter, NewObservation, ObservationPatch, SaveOutcome};
 use crate::model::{Observation, Relation, Revision};
 use crate::passive::PassiveCapture;
@@ -180,6 +184,31 @@ pub enum Op {
     },
     /// The plugin-facing settings (never a secret).
     PluginConfig,
+    /// Conversation-history sessions of every host, newest first (H9).
+    HistorySessions(SessionsRequest),
+    /// Turn previews of one session (H1).
+    HistoryBrowseTurns(TurnsRequest),
+    /// A window of message previews (H2).
+    HistoryBrowseMessages(MessagesRequest),
+    /// One message's parts, long ones cut (H3).
+    HistoryPullMessage(MessageRequest),
+    /// One part in full, paged (H4).
+    HistoryPullPart(PartRequest),
+    /// Search the history's parts (H5).
+    HistorySearch(HistorySearchRequest),
+    /// The navigation chart left at a compaction (H6).
+    HistoryChart(SessionRef),
+    /// A session's compactions (O2).
+    HistoryCompactions(CompactionsRequest),
+    /// A session's sub-agent sessions (O2).
+    HistoryChildren(SessionRef),
+    /// What the history archive holds, per host.
+    HistoryStats,
+    /// Erase one session from the history archive.
+    HistoryForget(SessionRef),
+    /// Read the hosts' conversation storage now: one file, one session, or (no argument)
+    /// everything (`crate::history::ingest`).
+    HistoryIngest(crate::history::ingest::PokeRequest),
 }
 
 fn yes() -> bool {
@@ -337,6 +366,32 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::SaveCompaction(summary) => OpOutput::SaveCompaction(store.save_compaction(&summary)?),
         Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
         Op::PluginConfig => OpOutput::PluginConfig(crate::settings::plugin::current()),
+        history_op => history(store, history_op)?,
+    })
+}
+
+/// The history ops: reads and the one erase of `history.db` (through [`Store::history`], not
+/// the memory store's writer), with the process's `[history]` settings.
+fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
+    use crate::history::query as q;
+    let cfg = crate::settings::history::current();
+    let db = store.history()?;
+    Ok(match op {
+        Op::HistorySessions(req) => OpOutput::HistorySessions(q::sessions(db, &req)?),
+        Op::HistoryBrowseTurns(req) => OpOutput::HistoryBrowseTurns(q::browse_turns(db, &req, &cfg)?),
+        Op::HistoryBrowseMessages(req) => OpOutput::HistoryBrowseMessages(q::browse_messages(db, &req, &cfg)?),
+        Op::HistoryPullMessage(req) => OpOutput::HistoryPullMessage(q::pull_message(db, &req, &cfg)?),
+        Op::HistoryPullPart(req) => OpOutput::HistoryPullPart(q::pull_part(db, &req)?),
+        Op::HistorySearch(req) => OpOutput::HistorySearch(q::search(db, &req, &cfg)?),
+        Op::HistoryChart(req) => OpOutput::HistoryChart(q::chart(db, &req.session_id, &cfg)?),
+        Op::HistoryCompactions(req) => OpOutput::HistoryCompactions(q::compactions(db, &req)?),
+        Op::HistoryChildren(req) => OpOutput::HistoryChildren(q::children(db, &req.session_id)?),
+        Op::HistoryStats => OpOutput::HistoryStats(q::stats(db)?),
+        Op::HistoryForget(req) => OpOutput::HistoryForget(q::forget(db, &req.session_id)?),
+        Op::HistoryIngest(req) => {
+            OpOutput::HistoryIngest(crate::history::ingest::poke(db, &crate::history::ingest::process_env, &req)?)
+        }
+        other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })
 }
 
@@ -529,7 +584,18 @@ mod tests {
             K::UserPrompt => json!({"session_id": "s", "content": "c"}),
             K::SaveCompaction => json!({"session_id": "s", "summary": "c"}),
             K::RecordActivity => json!({"session_id": "s", "event": "tool_call"}),
-            K::Stats | K::Doctor | K::PluginConfig => return None,
+            K::HistorySessions => json!({}),
+            K::HistoryBrowseTurns
+            | K::HistoryBrowseMessages
+            | K::HistoryChart
+            | K::HistoryCompactions
+            | K::HistoryChildren
+            | K::HistoryForget => json!({"session_id": "s"}),
+            K::HistoryPullMessage => json!({"session_id": "s", "message_id": "m"}),
+            K::HistoryPullPart => json!({"session_id": "s", "message_id": "m", "part_id": "p"}),
+            K::HistorySearch => json!({"query": "q"}),
+            K::HistoryIngest => json!({}),
+            K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats => return None,
         })
     }
 
@@ -589,6 +655,21 @@ mod tests {
             "protocol",
             "profile",
             "plugin_config",
+            // history.db is written through `Store::history`, never the memory store's writer;
+            // a replayed `history_forget` answers history_session_not_found, changing nothing.
+            "history_sessions",
+            "history_browse_turns",
+            "history_browse_messages",
+            "history_pull_message",
+            "history_pull_part",
+            "history_search",
+            "history_chart",
+            "history_compactions",
+            "history_children",
+            "history_stats",
+            "history_forget",
+            // writes history.db only, from the hosts' files; replaying it reads nothing new
+            "history_ingest",
         ];
         assert_eq!(reads, expected);
     }

@@ -10,8 +10,10 @@ use crate::context::DEFAULT_BUDGET_BYTES;
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::store::DB_FILE;
 
+pub mod history;
 pub mod plugin;
 
+pub use history::{HISTORY_ENV_KEYS, HistorySettings, HistorySettingsLoaded};
 pub use plugin::{PLUGIN_KEYS, PluginConfig, PluginSettings};
 
 /// Default HTTP port: engram's, so engram's plugins can point at cairn unchanged.
@@ -181,6 +183,8 @@ struct FileConfig {
     triggers: Option<serde_json::Map<String, serde_json::Value>>,
     compaction: Option<serde_json::Map<String, serde_json::Value>>,
     context_meter: Option<serde_json::Map<String, serde_json::Value>>,
+    // `[history]`, checked in `history.rs`.
+    history: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// The effective configuration.
@@ -208,6 +212,8 @@ pub struct Settings {
     pub embed_api_key: Setting<Option<String>>,
     /// `[inject]`, `[triggers]`, `[compaction]`, `[context_meter]`: what plugins are told.
     pub plugin: PluginSettings,
+    /// `[history]`: the conversation-history tools and scans.
+    pub history: HistorySettingsLoaded,
 }
 
 impl Settings {
@@ -216,6 +222,7 @@ impl Settings {
     pub fn load(overrides: &Overrides) -> Result<Settings> {
         let settings = Self::load_with(overrides, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()))?;
         plugin::install(settings.plugin.config.clone());
+        history::install(settings.history.config.clone());
         Ok(settings)
     }
 
@@ -235,6 +242,7 @@ impl Settings {
         };
         let mut s = Settings {
             plugin: PluginSettings::load(plugin_file, env)?,
+            history: HistorySettingsLoaded::load(file.history.take(), env)?,
             port: Setting::default(DEFAULT_PORT),
             bind: Setting::default(DEFAULT_BIND.to_owned()),
             http_token: Setting::default(None),

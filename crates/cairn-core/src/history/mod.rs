@@ -1,4 +1,17 @@
 //! The conversation-history archive (B3): every OpenCode and Claude Code session, read
 //! strictly read-only from the hosts' own storage into one model and kept in `history.db`.
 
+pub mod claude;
+pub mod ingest;
 pub mod model;
+pub mod opencode;
+pub mod query;
+pub mod store;
+mod text;
+
+pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
+
+#[cfg(test)]
+mod test_sink;
+#[cfg(test)]
+mod tests;

@@ -16,6 +16,11 @@ use super::{
 use crate::agent::{ActivityUpdate, ProtocolText, SessionActivity, UserPromptOutcome};
 use crate::context::Context;
 use crate::doctor::DoctorReport;
+use crate::history::ingest::ScanReport;
+use crate::history::query::{
+    Chart, Compactions, Forgotten, HistoryStats, MessagesPage, PulledMessage, PulledPart, SearchResults,
+    SessionListing, TurnsPage,
+};
 use crate::memory::SaveOutcome;
 use crate::model::{Observation, Prompt, Session, SessionSummary};
 use crate::passive::PassiveOutcome;
@@ -334,6 +339,66 @@ catalogue! {
         name: "plugin_config", writes: false, project_defaulted: false,
         args: "-",
         about: "The settings host plugins follow (the inject, triggers, compaction and context_meter tables).",
+    }
+    HistorySessions -> Vec<SessionListing> {
+        name: "history_sessions", writes: false, project_defaulted: false,
+        args: "project, query, host (opencode|claude-code), limit, include_children",
+        about: "Conversation-history sessions of every host and project, newest first.",
+    }
+    HistoryBrowseTurns -> TurnsPage {
+        name: "history_browse_turns", writes: false, project_defaulted: false,
+        args: "session_id*, turn_number, num_before, num_after, caller_session_id",
+        about: "Turn previews of a session (default: the newest visible turn).",
+    }
+    HistoryBrowseMessages -> MessagesPage {
+        name: "history_browse_messages", writes: false, project_defaulted: false,
+        args: "session_id*, message_id, num_before, num_after, caller_session_id",
+        about: "Message previews around a message (default: the latest visible), with ids to page on.",
+    }
+    HistoryPullMessage -> PulledMessage {
+        name: "history_pull_message", writes: false, project_defaulted: false,
+        args: "session_id*, message_id*, caller_session_id",
+        about: "One message's parts, long ones cut with a part_id to pull in full.",
+    }
+    HistoryPullPart -> PulledPart {
+        name: "history_pull_part", writes: false, project_defaulted: false,
+        args: "session_id*, message_id*, part_id*, offset, max_chars (1-100000), caller_session_id",
+        about: "One part of a message in full, a page at a time (next_offset).",
+    }
+    HistorySearch -> SearchResults {
+        name: "history_search", writes: false, project_defaulted: true,
+        args: "query*, session_id, project, literal, type (text|tool|reasoning), caller_session_id",
+        about: "Search conversation history (one session, or the project's newest first).",
+    }
+    HistoryChart -> Chart {
+        name: "history_chart", writes: false, project_defaulted: false,
+        args: "session_id*",
+        about: "The navigation chart of a session before its latest compaction.",
+    }
+    HistoryCompactions -> Compactions {
+        name: "history_compactions", writes: false, project_defaulted: false,
+        args: "session_id*, read (1-based)",
+        about: "A session's compactions with summary previews; `read` gives one summary in full.",
+    }
+    HistoryChildren -> Vec<SessionListing> {
+        name: "history_children", writes: false, project_defaulted: false,
+        args: "session_id*",
+        about: "A session's sub-agent sessions.",
+    }
+    HistoryStats -> HistoryStats {
+        name: "history_stats", writes: false, project_defaulted: false,
+        args: "-",
+        about: "What the history archive holds per host: sessions, messages, bytes, skips, errors.",
+    }
+    HistoryForget -> Forgotten {
+        name: "history_forget", writes: false, project_defaulted: false,
+        args: "session_id* — erases it from the history archive (not its sub-agents)",
+        about: "Erase one session from the history archive.",
+    }
+    HistoryIngest -> ScanReport {
+        name: "history_ingest", writes: false, project_defaulted: false,
+        args: "host (opencode|claude-code), path (a transcript or database), session_id — none: every source",
+        about: "Read the hosts' conversation storage now: one file or session (a poke), or everything.",
     }
 }
 

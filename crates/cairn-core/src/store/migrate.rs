@@ -21,17 +21,23 @@ const MIGRATIONS: &[&str] = &[
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub(super) fn run(conn: &mut Connection) -> Result<()> {
+    run_list(conn, MIGRATIONS)
+}
+
+/// Bring a database up to the last of `migrations` (the memory store's, or `history.db`'s).
+pub(crate) fn run_list(conn: &mut Connection, migrations: &[&str]) -> Result<()> {
+    let latest = migrations.len() as i64;
     // Fast path: an up-to-date database costs one pragma read, no lock.
     let current = user_version(conn)?;
-    check_not_newer(current)?;
-    if current == SCHEMA_VERSION {
+    check_not_newer(current, latest)?;
+    if current == latest {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut version = user_version(&tx)?;
-    check_not_newer(version)?;
-    while version < SCHEMA_VERSION {
-        let sql = MIGRATIONS[usize::try_from(version).unwrap_or(0)];
+    check_not_newer(version, latest)?;
+    while version < latest {
+        let sql = migrations[usize::try_from(version).unwrap_or(0)];
         tx.execute_batch(sql).map_err(|e| CairnError::internal(format!("migration {} failed: {e}", version + 1)))?;
         version += 1;
         tx.pragma_update(None, "user_version", version)?;
@@ -45,11 +51,11 @@ fn user_version(conn: &Connection) -> Result<i64> {
     Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
 }
 
-fn check_not_newer(version: i64) -> Result<()> {
-    if version > SCHEMA_VERSION {
+fn check_not_newer(version: i64, latest: i64) -> Result<()> {
+    if version > latest {
         return Err(CairnError::new(
             ErrorCode::SchemaTooNew,
-            format!("the database has schema version {version}; this cairn knows up to {SCHEMA_VERSION}"),
+            format!("the database has schema version {version}; this cairn knows up to {latest}"),
         )
         .with_hint("upgrade cairn; nothing was changed"));
     }

@@ -1,7 +1,7 @@
 //! The SQLite store: opening, pragmas, migrations. Domain operations live in their own modules
 //! as `impl Store` blocks (memory, sessions, prompts, search, context, transfer...).
 
-mod migrate;
+pub(crate) mod migrate;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +32,8 @@ pub struct Store {
     semantic: Option<Arc<crate::search::semantic::Semantic>>,
     /// Inside [`Store::batch`]'s shared transaction, where writes take no savepoint.
     grouped: bool,
+    /// The conversation-history archive, opened at first use ([`Store::history`]).
+    history: Option<crate::history::store::HistoryDb>,
 }
 
 impl std::fmt::Debug for Store {
@@ -66,7 +68,7 @@ impl Store {
 
     /// A store on `conn` with nothing attached.
     fn bare(conn: Connection, path: Option<PathBuf>) -> Store {
-        Store { conn, path, clock: Arc::new(SystemClock), index: None, semantic: None, grouped: false }
+        Store { conn, path, clock: Arc::new(SystemClock), index: None, semantic: None, grouped: false, history: None }
     }
 
     /// A private in-memory store (unit tests, benchmarks).
@@ -143,6 +145,20 @@ impl Store {
 
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
+    }
+
+    /// The conversation-history archive: `history.db` beside this store's file (in memory for
+    /// an in-memory store), opened and migrated at first use. A separate file so a gigabyte of
+    /// transcripts neither bloats the memory store nor queues behind its writer.
+    pub fn history(&mut self) -> Result<&mut crate::history::store::HistoryDb> {
+        if self.history.is_none() {
+            let db = match self.path.as_deref().and_then(Path::parent) {
+                Some(dir) => crate::history::store::HistoryDb::open(&dir.join(crate::history::store::HISTORY_DB_FILE))?,
+                None => crate::history::store::HistoryDb::open_in_memory()?,
+            };
+            self.history = Some(db);
+        }
+        Ok(self.history.as_mut().expect("opened above"))
     }
 
     pub(crate) fn now(&self) -> String {

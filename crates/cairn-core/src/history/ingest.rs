@@ -1,0 +1,337 @@
+//! The ingest driver: every source of every host read in chunks, each chunk applied in its own
+//! transaction together with the source's cursor (compare-and-swap: when another ingester moved
+//! the cursor first, the chunk is dropped and the source re-read from the new cursor).
+//!
+//! `scan` walks everything (the daemon's periodic catch-up and the first backfill); `poke` reads
+//! one file or one OpenCode session right now (a hook or the plugin says something changed).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{Cursor, HistoryHost, IngestBatch};
+pub use super::store::SourceRef;
+use super::store::{ApplyOutcome, HistoryDb};
+use super::{claude, opencode};
+use crate::error::{CairnError, Result};
+
+/// Bytes of JSONL per chunk (one transaction each).
+pub const CHUNK_BYTES: usize = 4 * 1024 * 1024;
+/// OpenCode rows per table per chunk.
+pub const CHUNK_ROWS: usize = 5_000;
+/// A chunk whose cursor moved under it is retried this many times before the source is left
+/// for the next scan (two ingesters racing forever would otherwise spin).
+const MAX_STALE_RETRIES: u32 = 5;
+
+/// Whether [`HistorySink::apply`] stored the chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkOutcome {
+    Applied,
+    /// The stored cursor was not the expected one: nothing written.
+    Stale,
+}
+
+/// What the driver needs of the history store (`HistoryDb` implements it; tests use a map).
+pub trait HistorySink {
+    fn cursor(&self, source_key: &str) -> Result<Option<Cursor>>;
+    fn apply(
+        &mut self,
+        source: &SourceRef,
+        expected: Option<&Cursor>,
+        batch: &IngestBatch,
+        next: &Cursor,
+    ) -> Result<SinkOutcome>;
+    fn record_error(&mut self, source: &SourceRef, code: &str, message: &str) -> Result<()>;
+}
+
+impl HistorySink for HistoryDb {
+    fn cursor(&self, source_key: &str) -> Result<Option<Cursor>> {
+        HistoryDb::cursor(self, source_key)
+    }
+
+    fn apply(
+        &mut self,
+        source: &SourceRef,
+        expected: Option<&Cursor>,
+        batch: &IngestBatch,
+        next: &Cursor,
+    ) -> Result<SinkOutcome> {
+        Ok(match HistoryDb::apply(self, source, expected, batch, next)? {
+            ApplyOutcome::Applied(_) => SinkOutcome::Applied,
+            ApplyOutcome::Stale => SinkOutcome::Stale,
+        })
+    }
+
+    fn record_error(&mut self, source: &SourceRef, code: &str, message: &str) -> Result<()> {
+        HistoryDb::record_error(self, source, code, message)
+    }
+}
+
+/// Progress of a scan, reported after every chunk.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The source being read.
+    pub source: String,
+    pub sources_done: u64,
+    pub sources_total: u64,
+    /// Bytes of transcripts read so far and in all (OpenCode databases count as their size
+    /// once done).
+    pub bytes_done: u64,
+    pub bytes_total: u64,
+}
+
+/// What a scan or poke did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ScanReport {
+    /// Sources looked at.
+    pub sources: u64,
+    pub sessions: u64,
+    pub messages: u64,
+    pub parts: u64,
+    /// Bytes of transcripts read.
+    pub bytes: u64,
+    /// Lines or rows skipped, by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// Sources that failed this time.
+    pub errors: Vec<SourceError>,
+}
+
+/// A source a scan could not read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SourceError {
+    pub source: String,
+    /// An error code: `history_source_locked`, `history_source_unsupported`, `history_source_unreadable`.
+    pub code: String,
+}
+
+impl ScanReport {
+    fn add_batch(&mut self, batch: &IngestBatch) {
+        self.sessions += batch.sessions.len() as u64;
+        self.messages += batch.messages.len() as u64;
+        self.parts += batch.parts.len() as u64;
+        for (reason, n) in &batch.skipped {
+            *self.skipped.entry(reason.clone()).or_default() += n;
+        }
+    }
+
+    fn merge(&mut self, other: ScanReport) {
+        self.sources += other.sources;
+        self.sessions += other.sessions;
+        self.messages += other.messages;
+        self.parts += other.parts;
+        self.bytes += other.bytes;
+        for (reason, n) in other.skipped {
+            *self.skipped.entry(reason).or_default() += n;
+        }
+        self.errors.extend(other.errors);
+    }
+}
+
+/// What to read now. All empty: a full scan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PokeRequest {
+    #[serde(default)]
+    pub host: Option<HistoryHost>,
+    /// A transcript file (Claude Code) or a database (OpenCode).
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    #[serde(default, alias = "sessionId")]
+    pub session_id: Option<String>,
+}
+
+/// The process environment, read in one place (settings' shape: a function of the name).
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Read every source of every host. Never fails as a whole for one bad source: its error is
+/// recorded on the source and listed in the report.
+pub fn scan(
+    db: &mut dyn HistorySink,
+    env: &dyn Fn(&str) -> Option<String>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<ScanReport> {
+    scan_until(db, env, progress, &|| false)
+}
+
+/// [`scan`] that stops between two chunks once `stop()` says so (daemon shutdown).
+pub fn scan_until(
+    db: &mut dyn HistorySink,
+    env: &dyn Fn(&str) -> Option<String>,
+    progress: &mut dyn FnMut(Progress),
+    stop: &dyn Fn() -> bool,
+) -> Result<ScanReport> {
+    let databases = opencode::locate(env);
+    let transcripts = claude::locate(env).map(|p| claude::transcripts(&p)).unwrap_or_default();
+    let mut tally = Progress {
+        sources_total: (databases.len() + transcripts.len()) as u64,
+        bytes_total: databases.iter().chain(&transcripts).map(|p| file_size(p)).sum(),
+        ..Progress::default()
+    };
+    let mut report = ScanReport::default();
+    for path in &databases {
+        if stop() {
+            break;
+        }
+        tally.source = path.display().to_string();
+        report.merge(ingest_database(db, path, stop)?);
+        tally.sources_done += 1;
+        tally.bytes_done += file_size(path);
+        progress(tally.clone());
+    }
+    for path in &transcripts {
+        if stop() {
+            break;
+        }
+        tally.source = path.display().to_string();
+        let before = tally.bytes_done;
+        let one = ingest_transcript(db, path, stop, &mut |read| {
+            tally.bytes_done = before + read;
+            progress(tally.clone());
+        })?;
+        report.merge(one);
+        tally.sources_done += 1;
+        tally.bytes_done = before + file_size(path);
+        progress(tally.clone());
+    }
+    Ok(report)
+}
+
+/// Read what one request names, now.
+pub fn poke(
+    db: &mut dyn HistorySink,
+    env: &dyn Fn(&str) -> Option<String>,
+    request: &PokeRequest,
+) -> Result<ScanReport> {
+    let never = || false;
+    match (request.host, &request.path, &request.session_id) {
+        (_, Some(path), _) if is_database(path) => ingest_database(db, path, &never),
+        (_, Some(path), _) => ingest_transcript(db, path, &never, &mut |_| {}),
+        (Some(HistoryHost::ClaudeCode), None, Some(session)) => {
+            let path = find_transcript(env, session)?;
+            ingest_transcript(db, &path, &never, &mut |_| {})
+        }
+        // One OpenCode session: the incremental read of the databases holds exactly what is new
+        // in it (and in any other session), which is cheaper than re-reading the session.
+        (Some(HistoryHost::OpenCode), None, _) => {
+            let mut report = ScanReport::default();
+            for path in opencode::locate(env) {
+                report.merge(ingest_database(db, &path, &never)?);
+            }
+            Ok(report)
+        }
+        (None, None, Some(session)) => match find_transcript(env, session) {
+            Ok(path) => ingest_transcript(db, &path, &never, &mut |_| {}),
+            Err(_) => poke(db, env, &PokeRequest { host: Some(HistoryHost::OpenCode), ..request.clone() }),
+        },
+        _ => scan(db, env, &mut |_| {}),
+    }
+}
+
+fn is_database(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "db")
+}
+
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// `projects/*/<session>.jsonl`, or a sub-agent's `projects/*/*/subagents/<agent-id>.jsonl`.
+fn find_transcript(env: &dyn Fn(&str) -> Option<String>, session: &str) -> Result<PathBuf> {
+    if !super::text::valid_id(session) {
+        return Err(CairnError::invalid(format!("not a session id: {session:?}")));
+    }
+    let projects = claude::locate(env).ok_or_else(|| CairnError::invalid("no Claude Code config dir (HOME unset)"))?;
+    let name = format!("{session}.jsonl");
+    claude::transcripts(&projects).into_iter().find(|p| p.file_name().is_some_and(|n| n == name.as_str())).ok_or_else(
+        || {
+            CairnError::new(
+                crate::ErrorCode::HistorySourceUnreadable,
+                format!("no Claude Code transcript for session {session}"),
+            )
+        },
+    )
+}
+
+/// Tail one transcript to its end, chunk by chunk. `read` gets the bytes read so far.
+fn ingest_transcript(
+    db: &mut dyn HistorySink,
+    path: &Path,
+    stop: &dyn Fn() -> bool,
+    read: &mut dyn FnMut(u64),
+) -> Result<ScanReport> {
+    let source = SourceRef { key: path.display().to_string(), host: HistoryHost::ClaudeCode };
+    let mut report = ScanReport { sources: 1, ..ScanReport::default() };
+    if unchanged_since_cursor(db, &source, path)? {
+        return Ok(report);
+    }
+    drive(db, &source, &mut report, stop, &mut |cursor| claude::read_file(path, cursor, CHUNK_BYTES), &mut |r, b| {
+        r.bytes += b;
+        read(r.bytes);
+    })?;
+    Ok(report)
+}
+
+/// A transcript whose size and mtime are what the cursor saw, all read: nothing to do, and no
+/// need to open it (a backfill of thousands of idle files costs a `stat` each).
+fn unchanged_since_cursor(db: &dyn HistorySink, source: &SourceRef, path: &Path) -> Result<bool> {
+    let Some(cursor) = db.cursor(&source.key)? else { return Ok(false) };
+    let Ok(meta) = std::fs::metadata(path) else { return Ok(false) };
+    Ok(cursor.offset == meta.len() && cursor.size == meta.len() && cursor.mtime_ms == claude::mtime_ms(&meta))
+}
+
+fn ingest_database(db: &mut dyn HistorySink, path: &Path, stop: &dyn Fn() -> bool) -> Result<ScanReport> {
+    let source = SourceRef { key: path.display().to_string(), host: HistoryHost::OpenCode };
+    let mut report = ScanReport { sources: 1, ..ScanReport::default() };
+    drive(db, &source, &mut report, stop, &mut |cursor| opencode::read(path, cursor, CHUNK_ROWS), &mut |_, _| {})?;
+    Ok(report)
+}
+
+type ReadChunk<'a> = dyn FnMut(&Cursor) -> Result<(IngestBatch, Cursor, bool)> + 'a;
+
+/// Read → apply(compare-and-swap) → repeat while the reader says more. A reader error is
+/// recorded on the source and reported, not returned: one locked database must not stop a
+/// scan. Store errors are returned.
+fn drive(
+    db: &mut dyn HistorySink,
+    source: &SourceRef,
+    report: &mut ScanReport,
+    stop: &dyn Fn() -> bool,
+    read: &mut ReadChunk,
+    on_bytes: &mut dyn FnMut(&mut ScanReport, u64),
+) -> Result<()> {
+    let mut stale = 0;
+    loop {
+        let expected = db.cursor(&source.key)?;
+        let from = expected.clone().unwrap_or_default();
+        let (batch, next, more) = match read(&from) {
+            Ok(chunk) => chunk,
+            Err(err) => {
+                db.record_error(source, err.code.as_str(), &err.message)?;
+                report.errors.push(SourceError { source: source.key.clone(), code: err.code.as_str().to_owned() });
+                return Ok(());
+            }
+        };
+        if expected.as_ref() != Some(&next) || !batch.is_empty() || !batch.skipped.is_empty() {
+            if db.apply(source, expected.as_ref(), &batch, &next)? == SinkOutcome::Stale {
+                stale += 1;
+                if stale > MAX_STALE_RETRIES {
+                    return Ok(());
+                }
+                continue;
+            }
+            report.add_batch(&batch);
+            on_bytes(report, next.offset.saturating_sub(if next.offset < from.offset { 0 } else { from.offset }));
+        }
+        if !more || stop() {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "ingest_tests.rs"]
+mod tests;

@@ -1,0 +1,590 @@
+//! `history.db`: the archive's own SQLite file beside the memory store, its migrations, and the
+//! write API the readers' driver (`ingest.rs`) uses: [`HistoryDb::cursor`], [`HistoryDb::apply`]
+//! (one IMMEDIATE transaction per batch, compare-and-swap on the source's cursor),
+//! [`HistoryDb::forget_session`] and [`HistoryDb::record_error`].
+//!
+//! Speed matters here (a first run backfills a gigabyte of transcripts): every statement is
+//! `prepare_cached`, rows are upserted without a SELECT first, and a part whose content did
+//! not change is neither rewritten nor re-indexed.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::model::{
+    Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolResult,
+    ToolStatus,
+};
+use crate::clock::now_ts;
+use crate::error::{CairnError, Result};
+
+/// File name of the archive inside the data dir.
+pub const HISTORY_DB_FILE: &str = "history.db";
+/// The index holds at most this much of one part (the whole is stored): a 5 MB tool output
+/// is found by its start, and does not cost 5 MB of postings.
+pub const INDEXED_BYTES: usize = 32 * 1024;
+const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+const STATEMENT_CACHE: usize = 64;
+
+const MIGRATIONS: &[&str] = &[include_str!("../../migrations/history/0001_init.sql")];
+
+/// One source a reader reads: a JSONL file (its absolute path), or an OpenCode database's
+/// session (`path#session`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceRef {
+    pub key: String,
+    pub host: HistoryHost,
+}
+
+/// What [`HistoryDb::apply`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    Applied(ApplyCounts),
+    /// The stored cursor was not the one the batch was read from: another ingester got there
+    /// first. Nothing was written; re-read the cursor and read again.
+    Stale,
+}
+
+/// Rows a batch wrote (unchanged rows are not counted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplyCounts {
+    pub sessions: u64,
+    pub messages: u64,
+    pub parts: u64,
+    pub results: u64,
+}
+
+/// The archive. Not `Sync`: each of the daemon's connections opens its own.
+pub struct HistoryDb {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for HistoryDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryDb").finish_non_exhaustive()
+    }
+}
+
+impl HistoryDb {
+    /// Open (creating if needed) the archive at `path` and bring its schema up to date.
+    pub fn open(path: &Path) -> Result<HistoryDb> {
+        let conn = Connection::open(path)
+            .map_err(|e| CairnError::from(e).with_hint("check that the data dir is writable (cairn doctor)"))?;
+        Self::init(conn, true)
+    }
+
+    /// A private in-memory archive (the in-memory store's, unit tests).
+    pub fn open_in_memory() -> Result<HistoryDb> {
+        Self::init(Connection::open_in_memory()?, false)
+    }
+
+    fn init(mut conn: Connection, on_disk: bool) -> Result<HistoryDb> {
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        if on_disk {
+            conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
+        }
+        // secure_delete FAST: a forgotten session's pages are zeroed when that costs no extra
+        // I/O, without the full cost of ON on every FTS segment merge of a large ingest.
+        conn.execute_batch(
+            "PRAGMA synchronous=NORMAL;
+             PRAGMA temp_store=MEMORY;
+             PRAGMA secure_delete=FAST;",
+        )?;
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        crate::store::migrate::run_list(&mut conn, MIGRATIONS)?;
+        Ok(HistoryDb { conn })
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Where the reader of `source_key` stopped, if it ever stored a batch.
+    pub fn cursor(&self, source_key: &str) -> Result<Option<Cursor>> {
+        read_cursor(&self.conn, source_key)
+    }
+
+    /// Apply one reader batch and advance the source's cursor from `expected` to `next`, in
+    /// one IMMEDIATE transaction; [`ApplyOutcome::Stale`] (and nothing written) when the
+    /// stored cursor is not `expected`.
+    pub fn apply(
+        &mut self,
+        source: &SourceRef,
+        expected: Option<&Cursor>,
+        batch: &IngestBatch,
+        next: &Cursor,
+    ) -> Result<ApplyOutcome> {
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        if read_cursor(&tx, &source.key)?.as_ref() != expected {
+            return Ok(ApplyOutcome::Stale);
+        }
+        let forgotten = forgotten_sessions(&tx)?;
+        let kept = |session_id: &str| !forgotten.contains(session_id);
+        let mut counts = ApplyCounts::default();
+        let mut skipped: HashMap<&str, u64> = batch.skipped.iter().map(|(r, n)| (r.as_str(), *n)).collect();
+        for session in batch.sessions.iter().filter(|s| kept(&s.id)) {
+            upsert_session(&tx, session)?;
+            counts.sessions += 1;
+        }
+        ensure_sessions_of(&tx, source.host, batch.messages.iter().filter(|m| kept(&m.session_id)))?;
+        let mut renumber_from: HashMap<&str, (i64, &str)> = HashMap::new();
+        for message in batch.messages.iter().filter(|m| kept(&m.session_id)) {
+            if upsert_message(&tx, message)? {
+                let from = renumber_from.entry(&message.session_id).or_insert((message.seq, &message.id));
+                *from = (*from).min((message.seq, &message.id));
+            }
+            counts.messages += 1;
+        }
+        for part in batch.parts.iter().filter(|p| kept(&p.session_id)) {
+            if upsert_part(&tx, part)? {
+                counts.parts += 1;
+            }
+        }
+        for result in batch.results.iter().filter(|r| kept(&r.session_id)) {
+            if apply_result(&tx, result)? {
+                counts.results += 1;
+            } else {
+                *skipped.entry("orphan_tool_result").or_default() += 1;
+            }
+        }
+        for (session_id, (seq, id)) in renumber_from {
+            number_turns(&tx, session_id, seq, id)?;
+        }
+        let forgotten_rows = batch.messages.iter().filter(|m| !kept(&m.session_id)).count() as u64;
+        if forgotten_rows > 0 {
+            *skipped.entry("forgotten_session").or_default() += forgotten_rows;
+        }
+        record_skips(&tx, source, &skipped)?;
+        store_cursor(&tx, source, next, &counts)?;
+        tx.commit()?;
+        Ok(ApplyOutcome::Applied(counts))
+    }
+
+    /// Erase one session: its messages, parts and index rows (not its children, which are
+    /// sessions of their own), and remember it so a later scan of a host file that still
+    /// holds it does not bring it back. Answers the rows removed (0: there was no such session).
+    pub fn forget_session(&mut self, id: &str) -> Result<u64> {
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
+        let rowids: Vec<(i64, String)> = {
+            let mut stmt = tx.prepare_cached("SELECT rowid, kind FROM history_parts WHERE session_id = ?1")?;
+            stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?
+        };
+        for (rowid, kind) in &rowids {
+            if indexed_kind(parse_kind(kind)).is_some() {
+                tx.prepare_cached("DELETE FROM history_fts WHERE rowid = ?1")?.execute([rowid])?;
+            }
+        }
+        let parts = tx.execute("DELETE FROM history_parts WHERE session_id = ?1", [id])?;
+        let messages = tx.execute("DELETE FROM history_messages WHERE session_id = ?1", [id])?;
+        let sessions = tx.execute("DELETE FROM history_sessions WHERE id = ?1", [id])?;
+        let removed = (parts + messages + sessions) as u64;
+        if removed > 0 {
+            tx.execute(
+                "INSERT INTO history_forgotten (session_id, forgotten_at) VALUES (?1, ?2)
+                 ON CONFLICT(session_id) DO UPDATE SET forgotten_at = excluded.forgotten_at",
+                params![id, now_ts()],
+            )?;
+        }
+        tx.commit()?;
+        Ok(removed)
+    }
+
+    /// Note that reading `source` failed (`code` is an error code name): `history_stats`
+    /// counts it until the source's next successful batch.
+    pub fn record_error(&mut self, source: &SourceRef, code: &str, message: &str) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO history_sources (key, host, cursor, last_error_code, last_error, error_at, updated_at)
+                 VALUES (?1, ?2, 'null', ?3, ?4, ?5, ?5)
+                 ON CONFLICT(key) DO UPDATE SET last_error_code = excluded.last_error_code,
+                     last_error = excluded.last_error, error_at = excluded.error_at",
+            )?
+            .execute(params![source.key, source.host.as_str(), code, message, now_ts()])?;
+        Ok(())
+    }
+}
+
+fn read_cursor(conn: &Connection, key: &str) -> Result<Option<Cursor>> {
+    let raw: Option<String> = conn
+        .prepare_cached("SELECT cursor FROM history_sources WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()?;
+    match raw {
+        None => Ok(None),
+        Some(text) => Ok(serde_json::from_str(&text)?),
+    }
+}
+
+fn forgotten_sessions(conn: &Connection) -> Result<HashSet<String>> {
+    let mut stmt = conn.prepare_cached("SELECT session_id FROM history_forgotten")?;
+    Ok(stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Non-null fields win; the session spans the earliest start and latest update seen.
+fn upsert_session(conn: &Connection, s: &HistorySession) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO history_sessions (id, host, project, directory, parent_id, title, agent, model, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT(id) DO UPDATE SET host = excluded.host,
+             project = COALESCE(excluded.project, project), directory = COALESCE(excluded.directory, directory),
+             parent_id = COALESCE(excluded.parent_id, parent_id), title = COALESCE(excluded.title, title),
+             agent = COALESCE(excluded.agent, agent), model = COALESCE(excluded.model, model),
+             created_at = min(created_at, excluded.created_at), updated_at = max(updated_at, excluded.updated_at)",
+    )?
+    .execute(params![
+        s.id,
+        s.host.as_str(),
+        s.project,
+        s.directory,
+        s.parent_id,
+        s.title,
+        s.agent,
+        s.model,
+        s.created_at,
+        s.updated_at
+    ])?;
+    Ok(())
+}
+
+/// A message whose session row the batch did not carry (an incremental read of new messages
+/// only) still gets one, and every session's `updated_at` follows its newest message.
+fn ensure_sessions_of<'a>(
+    conn: &Connection,
+    host: HistoryHost,
+    messages: impl Iterator<Item = &'a HistoryMessage>,
+) -> Result<()> {
+    let mut spans: HashMap<&str, (&str, &str)> = HashMap::new();
+    for m in messages {
+        let span = spans.entry(&m.session_id).or_insert((&m.created_at, &m.created_at));
+        span.0 = span.0.min(&m.created_at);
+        span.1 = span.1.max(&m.created_at);
+    }
+    for (id, (first, last)) in spans {
+        conn.prepare_cached(
+            "INSERT INTO history_sessions (id, host, created_at, updated_at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(id) DO UPDATE SET created_at = min(created_at, excluded.created_at),
+                 updated_at = max(updated_at, excluded.updated_at)",
+        )?
+        .execute(params![id, host.as_str(), first, last])?;
+    }
+    Ok(())
+}
+
+/// Upsert one message; `true` when its turn number must be (re)computed: a new message, or
+/// one whose order or turn-opening flags changed (the update clears its number then).
+fn upsert_message(conn: &Connection, m: &HistoryMessage) -> Result<bool> {
+    let tokens = m.tokens.as_ref().map(serde_json::Value::to_string);
+    let turn: Option<i64> = conn
+        .prepare_cached(
+            "INSERT INTO history_messages (session_id, id, role, seq, summary, compaction, synthetic, finish, tokens,
+                 model, agent, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT(session_id, id) DO UPDATE SET
+                 turn_number = CASE WHEN role IS excluded.role AND seq IS excluded.seq AND summary IS excluded.summary
+                     AND compaction IS excluded.compaction AND synthetic IS excluded.synthetic
+                     THEN turn_number END,
+                 role = excluded.role, seq = excluded.seq, summary = excluded.summary,
+                 compaction = excluded.compaction, synthetic = excluded.synthetic,
+                 finish = COALESCE(excluded.finish, finish), tokens = COALESCE(excluded.tokens, tokens),
+                 model = COALESCE(excluded.model, model), agent = COALESCE(excluded.agent, agent),
+                 created_at = excluded.created_at
+             RETURNING turn_number",
+        )?
+        .query_row(
+            params![
+                m.session_id,
+                m.id,
+                role_str(m.role),
+                m.seq,
+                m.summary,
+                m.compaction,
+                m.synthetic,
+                m.finish,
+                tokens,
+                m.model,
+                m.agent,
+                m.created_at
+            ],
+            |r| r.get(0),
+        )?;
+    Ok(turn.is_none())
+}
+
+/// Number the session's turns from the message at (`seq`, `id`) on: each message that opens a
+/// turn starts the next number, the others carry the current one (0 before the first turn).
+/// Messages before that point keep their numbers, so an append renumbers only what is new.
+fn number_turns(conn: &Connection, session_id: &str, seq: i64, id: &str) -> Result<()> {
+    let mut turn: i64 = conn
+        .prepare_cached(
+            "SELECT turn_number FROM history_messages WHERE session_id = ?1 AND (seq, id) < (?2, ?3)
+             ORDER BY seq DESC, id DESC LIMIT 1",
+        )?
+        .query_row(params![session_id, seq, id], |r| r.get::<_, Option<i64>>(0))
+        .optional()?
+        .flatten()
+        .unwrap_or(0);
+    let rows: Vec<(i64, bool, Option<i64>)> = {
+        let mut stmt = conn.prepare_cached(
+            "SELECT rowid, role = 'user' AND summary = 0 AND compaction = 0 AND synthetic = 0, turn_number
+             FROM history_messages WHERE session_id = ?1 AND (seq, id) >= (?2, ?3) ORDER BY seq, id",
+        )?;
+        stmt.query_map(params![session_id, seq, id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    for (rowid, opens_turn, stored) in rows {
+        if opens_turn {
+            turn += 1;
+        }
+        if stored != Some(turn) {
+            conn.prepare_cached("UPDATE history_messages SET turn_number = ?2 WHERE rowid = ?1")?
+                .execute(params![rowid, turn])?;
+        }
+    }
+    Ok(())
+}
+
+/// Upsert one part and keep the index in step; `true` when it was new or changed. An update
+/// without output keeps the output (and status) a result already gave it: a transcript read
+/// again from its start must not undo a tool's completion.
+fn upsert_part(conn: &Connection, p: &HistoryPart) -> Result<bool> {
+    let written: Option<(i64, i64)> = conn
+        .prepare_cached(
+            "INSERT INTO history_parts (session_id, message_id, id, idx, kind, text, tool, call_id, status, input,
+                 output, mime, path, pruned)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+             ON CONFLICT(session_id, id) DO UPDATE SET
+                 message_id = excluded.message_id, idx = excluded.idx, kind = excluded.kind, text = excluded.text,
+                 tool = excluded.tool, call_id = excluded.call_id,
+                 status = CASE WHEN excluded.output IS NULL AND output IS NOT NULL THEN status ELSE excluded.status END,
+                 input = excluded.input, output = COALESCE(excluded.output, output), mime = excluded.mime,
+                 path = excluded.path, pruned = excluded.pruned, version = version + 1
+             WHERE message_id IS NOT excluded.message_id OR idx IS NOT excluded.idx OR kind IS NOT excluded.kind
+                 OR text IS NOT excluded.text OR tool IS NOT excluded.tool OR call_id IS NOT excluded.call_id
+                 OR input IS NOT excluded.input OR mime IS NOT excluded.mime OR path IS NOT excluded.path
+                 OR pruned IS NOT excluded.pruned
+                 OR (excluded.output IS NOT NULL AND (output IS NOT excluded.output OR status IS NOT excluded.status))
+                 OR (output IS NULL AND status IS NOT excluded.status)
+             RETURNING rowid, version",
+        )?
+        .query_row(
+            params![
+                p.session_id,
+                p.message_id,
+                p.id,
+                p.idx,
+                kind_str(p.kind),
+                p.text,
+                p.tool,
+                p.call_id,
+                p.status.map(status_str),
+                p.input,
+                p.output,
+                p.mime,
+                p.path,
+                p.pruned
+            ],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((rowid, version)) = written else { return Ok(false) };
+    if version > 0 {
+        unindex(conn, rowid)?;
+        // The stored row may keep an earlier output: index what is stored.
+        reindex_stored(conn, rowid)?;
+    } else {
+        index(
+            conn,
+            rowid,
+            &p.session_id,
+            p.kind,
+            p.tool.as_deref(),
+            p.text.as_deref(),
+            p.input.as_deref(),
+            p.output.as_deref(),
+        )?;
+    }
+    Ok(true)
+}
+
+/// Give a tool call its result; `false` when the session has no call with that id.
+fn apply_result(conn: &Connection, r: &ToolResult) -> Result<bool> {
+    let status = if r.is_error { ToolStatus::Error } else { ToolStatus::Completed };
+    let rowids: Vec<i64> = {
+        let mut stmt = conn.prepare_cached(
+            "UPDATE history_parts SET status = ?3, output = ?4, version = version + 1
+             WHERE session_id = ?1 AND call_id = ?2 AND (status IS NOT ?3 OR output IS NOT ?4)
+             RETURNING rowid",
+        )?;
+        stmt.query_map(params![r.session_id, r.call_id, status_str(status), r.output], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    if rowids.is_empty() {
+        // Already applied (a batch read again), or no such call.
+        let known: bool = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM history_parts WHERE session_id = ?1 AND call_id = ?2)")?
+            .query_row(params![r.session_id, r.call_id], |row| row.get(0))?;
+        return Ok(known);
+    }
+    for rowid in rowids {
+        unindex(conn, rowid)?;
+        reindex_stored(conn, rowid)?;
+    }
+    Ok(true)
+}
+
+fn reindex_stored(conn: &Connection, rowid: i64) -> Result<()> {
+    type Row = (String, String, Option<String>, Option<String>, Option<String>, Option<String>);
+    let (session, kind, tool, text, input, output): Row = conn
+        .prepare_cached("SELECT session_id, kind, tool, text, input, output FROM history_parts WHERE rowid = ?1")?
+        .query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;
+    index(
+        conn,
+        rowid,
+        &session,
+        parse_kind(&kind),
+        tool.as_deref(),
+        text.as_deref(),
+        input.as_deref(),
+        output.as_deref(),
+    )
+}
+
+#[allow(clippy::too_many_arguments, reason = "one part's indexed fields, spelled out")]
+fn index(
+    conn: &Connection,
+    rowid: i64,
+    session_id: &str,
+    kind: PartKind,
+    tool: Option<&str>,
+    text: Option<&str>,
+    input: Option<&str>,
+    output: Option<&str>,
+) -> Result<()> {
+    let Some(fts_kind) = indexed_kind(kind) else { return Ok(()) };
+    let body = indexed_body(kind, tool, text, input, output);
+    if body.is_empty() {
+        return Ok(());
+    }
+    conn.prepare_cached("INSERT INTO history_fts (rowid, body, kind, session) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![rowid, body, fts_kind, session_id])?;
+    Ok(())
+}
+
+fn unindex(conn: &Connection, rowid: i64) -> Result<()> {
+    conn.prepare_cached("DELETE FROM history_fts WHERE rowid = ?1")?.execute([rowid])?;
+    Ok(())
+}
+
+/// The searchable type of a part kind (`history_search`'s `type`), or `None` when not indexed.
+pub(crate) fn indexed_kind(kind: PartKind) -> Option<&'static str> {
+    match kind {
+        PartKind::Text | PartKind::Subtask => Some("text"),
+        PartKind::Reasoning => Some("reasoning"),
+        PartKind::Tool => Some("tool"),
+        PartKind::File | PartKind::Image | PartKind::Compaction => None,
+    }
+}
+
+/// What the index holds of a part: its text, or a tool's name, input and output; at most
+/// [`INDEXED_BYTES`].
+fn indexed_body(
+    kind: PartKind,
+    tool: Option<&str>,
+    text: Option<&str>,
+    input: Option<&str>,
+    output: Option<&str>,
+) -> String {
+    let mut body = String::new();
+    let mut push = |piece: Option<&str>| {
+        let Some(piece) = piece.filter(|p| !p.is_empty()) else { return };
+        let room = INDEXED_BYTES.saturating_sub(body.len() + 1);
+        if room == 0 {
+            return;
+        }
+        if !body.is_empty() {
+            body.push('\n');
+        }
+        body.push_str(crate::text::cut_at_char_boundary(piece, room));
+    };
+    if kind == PartKind::Tool {
+        push(tool);
+        push(input);
+        push(output);
+    } else {
+        push(text);
+    }
+    body
+}
+
+fn record_skips(conn: &Connection, source: &SourceRef, skipped: &HashMap<&str, u64>) -> Result<()> {
+    for (reason, count) in skipped.iter().filter(|(_, n)| **n > 0) {
+        conn.prepare_cached(
+            "INSERT INTO history_skips (source, host, reason, count) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(source, reason) DO UPDATE SET count = count + excluded.count",
+        )?
+        .execute(params![source.key, source.host.as_str(), reason, *count as i64])?;
+    }
+    Ok(())
+}
+
+fn store_cursor(conn: &Connection, source: &SourceRef, next: &Cursor, counts: &ApplyCounts) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO history_sources (key, host, cursor, batches, messages, parts, updated_at)
+         VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6)
+         ON CONFLICT(key) DO UPDATE SET cursor = excluded.cursor, batches = batches + 1,
+             messages = messages + excluded.messages, parts = parts + excluded.parts,
+             last_error_code = NULL, last_error = NULL, error_at = NULL, updated_at = excluded.updated_at",
+    )?
+    .execute(params![
+        source.key,
+        source.host.as_str(),
+        serde_json::to_string(next)?,
+        counts.messages as i64,
+        counts.parts as i64,
+        now_ts()
+    ])?;
+    Ok(())
+}
+
+pub(crate) fn role_str(role: HistoryRole) -> &'static str {
+    match role {
+        HistoryRole::User => "user",
+        HistoryRole::Assistant => "assistant",
+    }
+}
+
+pub(crate) fn kind_str(kind: PartKind) -> &'static str {
+    match kind {
+        PartKind::Text => "text",
+        PartKind::Reasoning => "reasoning",
+        PartKind::Tool => "tool",
+        PartKind::File => "file",
+        PartKind::Image => "image",
+        PartKind::Subtask => "subtask",
+        PartKind::Compaction => "compaction",
+    }
+}
+
+pub(crate) fn parse_kind(raw: &str) -> PartKind {
+    match raw {
+        "reasoning" => PartKind::Reasoning,
+        "tool" => PartKind::Tool,
+        "file" => PartKind::File,
+        "image" => PartKind::Image,
+        "subtask" => PartKind::Subtask,
+        "compaction" => PartKind::Compaction,
+        _ => PartKind::Text,
+    }
+}
+
+pub(crate) fn status_str(status: ToolStatus) -> &'static str {
+    match status {
+        ToolStatus::Pending => "pending",
+        ToolStatus::Running => "running",
+        ToolStatus::Completed => "completed",
+        ToolStatus::Error => "error",
+    }
+}

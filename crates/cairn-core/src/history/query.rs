@@ -915,12 +915,12 @@ pub fn pull_message(db: &HistoryDb, req: &MessageRequest, cfg: &HistorySettings)
     let lengths = &cfg.pull_message;
     let sections = parts
         .iter()
-        .filter_map(|part| {
+        .map(|part| {
             let cut_text = |text: &str, max: usize| {
                 let (content, cut) = cut_chars(text, max);
                 (content, cut.then(|| part.id.clone()))
             };
-            Some(match part.kind {
+            match part.kind {
                 PartKind::Text | PartKind::Subtask | PartKind::Compaction => {
                     let text = part.text.as_deref().unwrap_or("");
                     let text = match part.kind {
@@ -938,7 +938,7 @@ pub fn pull_message(db: &HistoryDb, req: &MessageRequest, cfg: &HistorySettings)
                 PartKind::Tool => tool_section(part, cfg),
                 PartKind::Image => Section::Image { mime: part.mime.clone() },
                 PartKind::File => Section::File { path: part.path.clone(), mime: part.mime.clone() },
-            })
+            }
         })
         .collect();
     Ok(PulledMessage {
@@ -1545,99 +1545,77 @@ pub fn compactions(db: &HistoryDb, req: &CompactionsRequest) -> Result<Compactio
 /// Per host: what the archive holds, what the readers skipped, which sources fail.
 pub fn stats(db: &HistoryDb) -> Result<HistoryStats> {
     let conn = db.conn();
-    let mut hosts: Vec<HostHistoryStats> = [HistoryHost::OpenCode, HistoryHost::ClaudeCode]
+    // Both hosts always, so an empty archive says so per host.
+    let mut hosts: BTreeMap<String, HostHistoryStats> = [HistoryHost::OpenCode, HistoryHost::ClaudeCode]
         .into_iter()
-        .map(|h| HostHistoryStats {
-            host: h.as_str().to_owned(),
-            sessions: 0,
-            messages: 0,
-            parts: 0,
-            bytes: 0,
-            oldest: None,
-            newest: None,
-            skipped: BTreeMap::new(),
-            errors: 0,
-        })
+        .map(|h| (h.as_str().to_owned(), empty_host_stats(h.as_str())))
         .collect();
-    let mut host_of = |name: &str| -> usize {
-        match hosts.iter().position(|h| h.host == name) {
-            Some(i) => i,
-            None => {
-                hosts.push(HostHistoryStats {
-                    host: name.to_owned(),
-                    sessions: 0,
-                    messages: 0,
-                    parts: 0,
-                    bytes: 0,
-                    oldest: None,
-                    newest: None,
-                    skipped: BTreeMap::new(),
-                    errors: 0,
-                });
-                hosts.len() - 1
-            }
-        }
-    };
-    type Row = (String, i64, Option<String>, Option<String>);
-    let sessions: Vec<Row> = collect(
+    type SessionRow = (String, i64, Option<String>, Option<String>);
+    let sessions: Vec<SessionRow> = collect(
         conn,
         "SELECT host, count(*), min(created_at), max(updated_at) FROM history_sessions GROUP BY host",
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )?;
+    for (name, count, oldest, newest) in sessions {
+        let h = host_entry(&mut hosts, name);
+        (h.sessions, h.oldest, h.newest) = (count as u64, oldest, newest);
+    }
     let messages: Vec<(String, i64)> = collect(
         conn,
         "SELECT s.host, count(*) FROM history_messages m JOIN history_sessions s ON s.id = m.session_id GROUP BY s.host",
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
+    for (name, count) in messages {
+        host_entry(&mut hosts, name).messages = count as u64;
+    }
     let parts: Vec<(String, i64, i64)> = collect(
         conn,
-        "SELECT s.host, count(*), coalesce(sum(length(p.text) + 0), 0) + coalesce(sum(length(p.input)), 0)
+        "SELECT s.host, count(*), coalesce(sum(length(p.text)), 0) + coalesce(sum(length(p.input)), 0)
              + coalesce(sum(length(p.output)), 0)
          FROM history_parts p JOIN history_sessions s ON s.id = p.session_id GROUP BY s.host",
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
+    for (name, count, bytes) in parts {
+        let h = host_entry(&mut hosts, name);
+        (h.parts, h.bytes) = (count as u64, bytes as u64);
+    }
     let skips: Vec<(String, String, i64)> =
         collect(conn, "SELECT host, reason, sum(count) FROM history_skips GROUP BY host, reason", |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?;
+    for (name, reason, count) in skips {
+        host_entry(&mut hosts, name).skipped.insert(reason, count as u64);
+    }
     let errors: Vec<(String, i64)> = collect(
         conn,
         "SELECT host, count(*) FROM history_sources WHERE last_error_code IS NOT NULL GROUP BY host",
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let mut fill: Vec<(usize, Box<dyn FnOnce(&mut HostHistoryStats)>)> = Vec::new();
-    for (host, count, oldest, newest) in sessions {
-        fill.push((
-            host_of(&host),
-            Box::new(move |h| {
-                h.sessions = count as u64;
-                h.oldest = oldest;
-                h.newest = newest;
-            }),
-        ));
+    for (name, count) in errors {
+        host_entry(&mut hosts, name).errors = count as u64;
     }
-    for (host, count) in messages {
-        fill.push((host_of(&host), Box::new(move |h| h.messages = count as u64)));
-    }
-    for (host, count, bytes) in parts {
-        fill.push((
-            host_of(&host),
-            Box::new(move |h| {
-                h.parts = count as u64;
-                h.bytes = bytes as u64;
-            }),
-        ));
-    }
-    for (host, reason, count) in skips {
-        fill.push((host_of(&host), Box::new(move |h| *h.skipped.entry(reason).or_default() += count as u64)));
-    }
-    for (host, count) in errors {
-        fill.push((host_of(&host), Box::new(move |h| h.errors = count as u64)));
-    }
-    for (i, apply) in fill {
-        apply(&mut hosts[i]);
-    }
+    // OpenCode first, then Claude Code, then anything else by name.
+    let mut hosts: Vec<HostHistoryStats> = hosts.into_values().collect();
+    hosts.sort_by_key(|h| (HistoryHost::parse(&h.host).map_or(2, |h| h as u8), h.host.clone()));
     Ok(HistoryStats { hosts })
+}
+
+fn host_entry(hosts: &mut BTreeMap<String, HostHistoryStats>, name: String) -> &mut HostHistoryStats {
+    hosts.entry(name.clone()).or_insert_with(|| empty_host_stats(&name))
+}
+
+fn empty_host_stats(host: &str) -> HostHistoryStats {
+    HostHistoryStats {
+        host: host.to_owned(),
+        sessions: 0,
+        messages: 0,
+        parts: 0,
+        bytes: 0,
+        oldest: None,
+        newest: None,
+        skipped: BTreeMap::new(),
+        errors: 0,
+    }
 }
 
 fn collect<T>(

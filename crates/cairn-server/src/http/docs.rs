@@ -34,6 +34,7 @@ const ERROR_RESPONSE: &str = "Error";
         (name = "prompts", description = "What users asked"),
         (name = "conflicts", description = "Relations between memories: duplicates, contradictions, supersessions"),
         (name = "projects", description = "Project identity and maintenance"),
+        (name = "history", description = "Conversation history of OpenCode and Claude Code sessions"),
         (name = "daemon", description = "Health, stats, export/import, doctor, the operation RPC"),
         (name = "mcp", description = "MCP over streamable HTTP (when enabled)"),
     )

@@ -17,6 +17,7 @@ mod docs;
 mod error;
 mod extract;
 mod guard;
+mod history;
 mod memories;
 mod schema;
 mod sessions;
@@ -170,6 +171,17 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(conflicts::judge))
         .routes(routes!(conflicts::compare))
         .routes(routes!(conflicts::get_one))
+        .routes(routes!(history::sessions))
+        .routes(routes!(history::turns))
+        .routes(routes!(history::messages))
+        .routes(routes!(history::message))
+        .routes(routes!(history::part))
+        .routes(routes!(history::search))
+        .routes(routes!(history::chart))
+        .routes(routes!(history::compactions))
+        .routes(routes!(history::children))
+        .routes(routes!(history::stats))
+        .routes(routes!(history::forget))
         .routes(routes!(admin::op))
         .routes(routes!(admin::openapi))
 }

@@ -7,6 +7,7 @@ use cairn_core::agent::{
     self, ActivityEvent, ActivityRecord, ActivityUpdate, ProjectHints, SAVE_FINDS_CANDIDATES, given,
 };
 use cairn_core::context::{Context, ContextRequest};
+use cairn_core::history::query as history;
 use cairn_core::memory::{NewObservation, ObservationPatch, SaveAction};
 use cairn_core::model::{Observation, Prompt, Session};
 use cairn_core::ops::{Op, SaveRequest, SaveResponse, SearchResponse};
@@ -419,6 +420,85 @@ impl CairnMcp {
         };
         let result: Value = self.state.backend.execute_async(Op::Compare(comparison)).await?;
         Ok(reply::json_text(&result))
+    }
+
+    /// A history tool: one op, its JSON answer pretty-printed (the layout H1–H5 specify).
+    async fn history_json(&self, op: Op) -> Result<CallToolResult> {
+        let value: Value = self.state.backend.execute_async(op).await?;
+        let text = serde_json::to_string_pretty(&value).map_err(|e| CairnError::internal(e.to_string()))?;
+        Ok(reply::text(text))
+    }
+
+    pub(super) async fn history_sessions_op(&self, a: HistorySessionsArgs) -> Result<CallToolResult> {
+        let req = history::SessionsRequest {
+            project: given(a.project),
+            query: given(a.query),
+            host: given(a.host),
+            limit: a.limit.unwrap_or(10),
+            include_children: a.include_children,
+        };
+        self.history_json(Op::HistorySessions(req)).await
+    }
+
+    pub(super) async fn history_browse_turns_op(&self, a: HistoryTurnsArgs) -> Result<CallToolResult> {
+        let req = history::TurnsRequest {
+            session_id: a.session_id,
+            turn_number: a.turn_number,
+            num_before: a.num_before.unwrap_or(0),
+            num_after: a.num_after.unwrap_or(0),
+            caller_session_id: given(a.caller_session_id),
+        };
+        self.history_json(Op::HistoryBrowseTurns(req)).await
+    }
+
+    pub(super) async fn history_browse_messages_op(&self, a: HistoryMessagesArgs) -> Result<CallToolResult> {
+        let req = history::MessagesRequest {
+            session_id: a.session_id,
+            message_id: given(a.message_id),
+            num_before: a.num_before.unwrap_or(0),
+            num_after: a.num_after.unwrap_or(0),
+            caller_session_id: given(a.caller_session_id),
+        };
+        self.history_json(Op::HistoryBrowseMessages(req)).await
+    }
+
+    pub(super) async fn history_pull_message_op(&self, a: HistoryMessageArgs) -> Result<CallToolResult> {
+        let req = history::MessageRequest {
+            session_id: a.session_id,
+            message_id: a.message_id,
+            caller_session_id: given(a.caller_session_id),
+        };
+        self.history_json(Op::HistoryPullMessage(req)).await
+    }
+
+    pub(super) async fn history_pull_part_op(&self, a: HistoryPartArgs) -> Result<CallToolResult> {
+        let req = history::PartRequest {
+            session_id: a.session_id,
+            message_id: a.message_id,
+            part_id: a.part_id,
+            offset: a.offset.unwrap_or(0),
+            max_chars: a.max_chars.unwrap_or(20_000),
+            caller_session_id: given(a.caller_session_id),
+        };
+        self.history_json(Op::HistoryPullPart(req)).await
+    }
+
+    /// Without a session, the search covers the caller's project.
+    pub(super) async fn history_search_op(&self, call: &CallCtx, a: HistorySearchArgs) -> Result<CallToolResult> {
+        let session_id = given(a.session_id);
+        let project = match (&session_id, given(a.project)) {
+            (None, None) => Some(self.resolve(call, None).await?.project),
+            (_, project) => project,
+        };
+        let req = history::SearchRequest {
+            query: a.query,
+            session_id,
+            project,
+            literal: a.literal,
+            kinds: given(a.kinds),
+            caller_session_id: given(a.caller_session_id),
+        };
+        self.history_json(Op::HistorySearch(req)).await
     }
 
     /// The `memory` router tool: any operation by name.

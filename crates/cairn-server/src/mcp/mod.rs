@@ -40,7 +40,7 @@ use rmcp::transport::streamable_http_server::{
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 use tokio_util::sync::CancellationToken;
 
-pub use profile::{ADMIN_TOOLS, AGENT_TOOLS, ROUTER_TOOL, ToolSelection};
+pub use profile::{ADMIN_TOOLS, AGENT_TOOLS, HISTORY_TOOLS, ROUTER_TOOL, ToolSelection};
 
 use cairn_client::Client;
 

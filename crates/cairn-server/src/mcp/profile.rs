@@ -29,6 +29,17 @@ pub const AGENT_TOOLS: &[&str] = &[
 /// Maintenance tools, kept out of agents' prompts by default.
 pub const ADMIN_TOOLS: &[&str] = &["mem_delete", "mem_stats", "mem_timeline", "mem_merge_projects"];
 
+/// Conversation-history tools (host-integration H1–H5, H9): the `history` profile, part of
+/// `agent` and `all`.
+pub const HISTORY_TOOLS: &[&str] = &[
+    "history_sessions",
+    "history_browse_turns",
+    "history_browse_messages",
+    "history_pull_message",
+    "history_pull_part",
+    "history_search",
+];
+
 /// The single tool of the `router` profile.
 pub const ROUTER_TOOL: &str = "memory";
 
@@ -39,9 +50,9 @@ pub struct ToolSelection {
 }
 
 impl Default for ToolSelection {
-    /// `all`: the 19 engram tools (not the router).
+    /// `all`: the 19 engram tools and the history tools (not the router).
     fn default() -> Self {
-        Self { names: AGENT_TOOLS.iter().chain(ADMIN_TOOLS).copied().collect() }
+        Self { names: AGENT_TOOLS.iter().chain(ADMIN_TOOLS).chain(HISTORY_TOOLS).copied().collect() }
     }
 }
 
@@ -55,8 +66,9 @@ impl ToolSelection {
             let item_lc = item.to_ascii_lowercase();
             match item_lc.as_str() {
                 "all" => names.extend(Self::default().names),
-                "agent" => names.extend(AGENT_TOOLS),
+                "agent" => names.extend(AGENT_TOOLS.iter().chain(HISTORY_TOOLS)),
                 "admin" => names.extend(ADMIN_TOOLS),
+                "history" => names.extend(HISTORY_TOOLS),
                 "router" | ROUTER_TOOL => {
                     names.insert(ROUTER_TOOL);
                 }
@@ -71,8 +83,8 @@ impl ToolSelection {
         if !unknown.is_empty() {
             return Err(CairnError::invalid(format!("unknown tool or profile: {}", unknown.join(", "))).with_hint(
                 format!(
-                    "use profiles agent, admin, all, router, or tool names: {}",
-                    AGENT_TOOLS.iter().chain(ADMIN_TOOLS).copied().collect::<Vec<_>>().join(", ")
+                    "use profiles agent, admin, history, all, router, or tool names: {}",
+                    AGENT_TOOLS.iter().chain(ADMIN_TOOLS).chain(HISTORY_TOOLS).copied().collect::<Vec<_>>().join(", ")
                 ),
             ));
         }
@@ -113,7 +125,7 @@ impl ToolSelection {
 }
 
 fn known_tool(name: &str) -> Option<&'static str> {
-    AGENT_TOOLS.iter().chain(ADMIN_TOOLS).copied().find(|t| *t == name)
+    AGENT_TOOLS.iter().chain(ADMIN_TOOLS).chain(HISTORY_TOOLS).copied().find(|t| *t == name)
 }
 
 #[cfg(test)]
@@ -122,9 +134,10 @@ mod tests {
 
     #[test]
     fn profiles_have_engrams_sizes() {
-        assert_eq!(ToolSelection::parse("agent").unwrap().len(), 15);
+        assert_eq!(ToolSelection::parse("agent").unwrap().len(), 15 + 6);
         assert_eq!(ToolSelection::parse("admin").unwrap().len(), 4);
-        assert_eq!(ToolSelection::parse("all").unwrap().len(), 19);
+        assert_eq!(ToolSelection::parse("history").unwrap().len(), 6);
+        assert_eq!(ToolSelection::parse("all").unwrap().len(), 19 + 6);
         assert_eq!(ToolSelection::parse("").unwrap(), ToolSelection::default());
         assert_eq!(ToolSelection::parse("router").unwrap().names().collect::<Vec<_>>(), vec!["memory"]);
     }
@@ -132,7 +145,7 @@ mod tests {
     #[test]
     fn lists_combine_profiles_and_names() {
         let sel = ToolSelection::parse(" agent , mem_stats,router").unwrap();
-        assert_eq!(sel.len(), 17);
+        assert_eq!(sel.len(), 17 + 6);
         assert!(sel.contains("mem_stats") && sel.contains("memory") && !sel.contains("mem_delete"));
     }
 

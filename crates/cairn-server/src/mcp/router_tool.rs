@@ -73,6 +73,8 @@ pub fn render_result(op: &Op, result: &Value) -> String {
         }
         Op::Timeline { .. } => serde_json::from_value(result.clone()).ok().map(|t| render::timeline(&t)),
         Op::Stats => serde_json::from_value(result.clone()).ok().map(|s| render::stats(&s)),
+        // The chart is text for the agent to read, not JSON to parse.
+        Op::HistoryChart(_) => result["chart"].as_str().map(str::to_owned),
         _ => None,
     };
     rendered.unwrap_or_else(|| result.to_string())
@@ -117,6 +119,7 @@ mod tests {
             "user_prompt",
             "save_compaction",
             "profile",
+            "history_search",
         ];
         assert_eq!(defaulted, expected);
     }

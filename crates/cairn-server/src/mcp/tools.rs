@@ -358,6 +358,103 @@ impl CairnMcp {
         run(args, |a| self.merge_projects(a)).await
     }
 
+    /// Conversation-history sessions of OpenCode and Claude Code, newest first, with ids for the
+    /// other history_* tools. Filter by project, host or words of the title.
+    #[tool(
+        name = "history_sessions",
+        annotations(
+            title = "History sessions",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn history_sessions(&self, Parameters(args): Parameters<Args<HistorySessionsArgs>>) -> CallToolResult {
+        run(args, |a| self.history_sessions_op(a)).await
+    }
+
+    /// Turn previews of a session (user intent, assistant tools, files modified), around
+    /// turn_number (default the newest). Pass caller_session_id = your own session id.
+    #[tool(
+        name = "history_browse_turns",
+        annotations(
+            title = "Browse history turns",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn history_browse_turns(&self, Parameters(args): Parameters<Args<HistoryTurnsArgs>>) -> CallToolResult {
+        run(args, |a| self.history_browse_turns_op(a)).await
+    }
+
+    /// Message previews around message_id (default the latest), with before/after ids to page on.
+    #[tool(
+        name = "history_browse_messages",
+        annotations(
+            title = "Browse history messages",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn history_browse_messages(&self, Parameters(args): Parameters<Args<HistoryMessagesArgs>>) -> CallToolResult {
+        run(args, |a| self.history_browse_messages_op(a)).await
+    }
+
+    /// One message's parts; long ones are cut and carry a part_id for history_pull_part.
+    #[tool(
+        name = "history_pull_message",
+        annotations(
+            title = "Pull a history message",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn history_pull_message(&self, Parameters(args): Parameters<Args<HistoryMessageArgs>>) -> CallToolResult {
+        run(args, |a| self.history_pull_message_op(a)).await
+    }
+
+    /// One part of a message in full, a page at a time: follow next_offset.
+    #[tool(
+        name = "history_pull_part",
+        annotations(
+            title = "Pull a history part",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn history_pull_part(&self, Parameters(args): Parameters<Args<HistoryPartArgs>>) -> CallToolResult {
+        run(args, |a| self.history_pull_part_op(a)).await
+    }
+
+    /// Search past conversations (one session, else this project's newest first) by keywords or
+    /// a tool name; literal=true for an exact substring. Answers message and part ids to pull.
+    #[tool(
+        name = "history_search",
+        annotations(
+            title = "Search history",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn history_search(
+        &self,
+        Parameters(args): Parameters<Args<HistorySearchArgs>>,
+        Extension(call): Extension<CallCtx>,
+    ) -> CallToolResult {
+        run(args, |a| self.history_search_op(&call, a)).await
+    }
+
     #[tool(
         name = "memory",
         description = router_tool::description(),

@@ -941,6 +941,17 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/reindex"),
     ("get", "/protocol"),
     ("get", "/config"),
+    ("get", "/history/sessions"),
+    ("get", "/history/turns"),
+    ("get", "/history/messages"),
+    ("get", "/history/message"),
+    ("get", "/history/part"),
+    ("get", "/history/search"),
+    ("get", "/history/chart"),
+    ("get", "/history/compactions"),
+    ("get", "/history/children"),
+    ("get", "/history/stats"),
+    ("delete", "/history/sessions/{id}"),
 ];
 
 fn documented_routes(doc: &Value) -> BTreeSet<(String, String)> {
@@ -1250,3 +1261,139 @@ async fn graceful_shutdown_finishes_requests_in_flight() {
 
 /// The ops and routes host plugins call (issue 13).
 mod plugin;
+
+// ---------------------------------------------------------------------------------------------
+// Conversation history
+
+/// A session with two turns, a compaction and a third turn, written straight into the
+/// daemon's history.db (the readers that fill it are tested in cairn-core).
+fn seed_history(dir: &std::path::Path) {
+    use cairn_core::history::model::*;
+    use cairn_core::history::{HistoryDb, SourceRef};
+    let message = |id: &str, role: HistoryRole, seq: i64| HistoryMessage {
+        id: id.into(),
+        session_id: "ses_h".into(),
+        role,
+        seq,
+        created_at: format!("2026-03-01T10:00:{:02}.000Z", seq),
+        summary: false,
+        compaction: false,
+        synthetic: false,
+        finish: None,
+        tokens: None,
+        model: None,
+        agent: None,
+    };
+    let text = |m: &HistoryMessage, body: &str| HistoryPart {
+        id: format!("{}:0", m.id),
+        message_id: m.id.clone(),
+        session_id: m.session_id.clone(),
+        idx: 0,
+        kind: PartKind::Text,
+        text: Some(body.into()),
+        tool: None,
+        call_id: None,
+        status: None,
+        input: None,
+        output: None,
+        mime: None,
+        path: None,
+        pruned: false,
+    };
+    let u1 = message("m1", HistoryRole::User, 1);
+    let a1 = message("m2", HistoryRole::Assistant, 2);
+    let u2 = message("m3", HistoryRole::User, 3);
+    let c = HistoryMessage { compaction: true, ..message("m4", HistoryRole::User, 4) };
+    let sm = HistoryMessage { summary: true, ..message("m5", HistoryRole::Assistant, 5) };
+    let u3 = message("m6", HistoryRole::User, 6);
+    let parts = vec![
+        text(&u1, "Plan the cache eviction"),
+        text(&a1, &format!("LRU it is. {}", "z".repeat(3000))),
+        text(&u2, "Write the eviction test"),
+        text(&sm, "Summary: cache eviction planned"),
+        text(&u3, "Ship it"),
+    ];
+    let session = HistorySession {
+        id: "ses_h".into(),
+        host: HistoryHost::OpenCode,
+        project: Some("alpha".into()),
+        directory: None,
+        parent_id: None,
+        title: Some("Cache".into()),
+        agent: None,
+        model: None,
+        created_at: "2026-03-01T10:00:00.000Z".into(),
+        updated_at: "2026-03-01T10:00:06.000Z".into(),
+    };
+    let batch =
+        IngestBatch { sessions: vec![session], messages: vec![u1, a1, u2, c, sm, u3], parts, ..Default::default() };
+    let mut db = HistoryDb::open(&dir.join("history.db")).unwrap();
+    let source = SourceRef { key: "opencode.db#ses_h".into(), host: HistoryHost::OpenCode };
+    db.apply(&source, None, &batch, &Cursor::default()).unwrap();
+}
+
+#[tokio::test]
+async fn history_routes_browse_pull_search_and_forget() {
+    let s = start().await;
+    seed_history(s.dir.path());
+    let sessions = s.get("/history/sessions").await.expect(200);
+    assert_eq!(sessions[0]["session_id"], "ses_h");
+    assert_eq!(sessions[0]["messages"], 6);
+    let turns = s.get("/history/turns?session_id=ses_h&num_before=5").await.expect(200);
+    assert_eq!(turns["turns"].as_array().unwrap().len(), 3);
+    // X-Cairn-Session names the caller: its own session ends at its latest compaction.
+    let own =
+        s.call("GET", "/history/turns?session_id=ses_h&num_before=5", None, &[("x-cairn-session", "ses_h")]).await;
+    assert_eq!(own.expect(200)["turns"].as_array().unwrap().len(), 2);
+    s.call("GET", "/history/message?session_id=ses_h&message_id=m6", None, &[("x-cairn-session", "ses_h")])
+        .await
+        .expect_error(404, "message_not_visible");
+    let window = s.get("/history/messages?session_id=ses_h&message_id=m2&num_before=1").await.expect(200);
+    assert_eq!(window["before_message_id"], Value::Null);
+    assert_eq!(window["after_message_id"], "m3");
+    let pulled = s.get("/history/message?session_id=ses_h&message_id=m2").await.expect(200);
+    assert_eq!(pulled["sections"][0]["part_id"], "m2:0");
+    let page = s.get("/history/part?session_id=ses_h&message_id=m2&part_id=m2:0&max_chars=1000").await.expect(200);
+    assert_eq!((page["next_offset"].as_u64(), page["total_chars"].as_u64()), (Some(1000), Some(3011)));
+    let found = s.get("/history/search?query=eviction&session_id=ses_h").await.expect(200);
+    assert!(found["messages"].as_array().unwrap().len() >= 2, "{found}");
+    let chart = s.get("/history/chart?session_id=ses_h").await.expect(200);
+    assert!(chart["chart"].as_str().unwrap().starts_with("I lost context"));
+    let compactions = s.get("/history/compactions?session_id=ses_h&read=1").await.expect(200);
+    assert_eq!(compactions["summary"], "Summary: cache eviction planned");
+    assert_eq!(s.get("/history/children?session_id=ses_h").await.expect(200), json!([]));
+    let stats = s.get("/history/stats").await.expect(200);
+    assert_eq!(stats["hosts"][0]["sessions"], 1);
+    assert_eq!(s.delete("/history/sessions/ses_h").await.expect(200)["status"], "forgotten");
+    s.delete("/history/sessions/ses_h").await.expect_error(404, "history_session_not_found");
+}
+
+#[tokio::test]
+async fn history_routes_refuse_bad_input_with_stable_codes() {
+    let s = start().await;
+    seed_history(s.dir.path());
+    let table: &[(&str, u16, &str)] = &[
+        ("/history/turns", 400, "invalid_argument"),
+        ("/history/turns?session_id=ses_nope", 404, "history_session_not_found"),
+        ("/history/turns?session_id=..%2Fetc", 400, "invalid_argument"),
+        ("/history/turns?session_id=ses_h&turn_number=9", 404, "turn_out_of_range"),
+        ("/history/turns?session_id=ses_h&num_before=-1", 400, "invalid_argument"),
+        ("/history/messages?session_id=ses_h&message_id=nope", 404, "message_not_found"),
+        ("/history/message?session_id=ses_h", 400, "invalid_argument"),
+        ("/history/message?session_id=ses_h&message_id=a%2Fb", 400, "invalid_argument"),
+        ("/history/part?session_id=ses_h&message_id=m2&part_id=nope", 404, "part_not_found"),
+        ("/history/part?session_id=ses_h&message_id=m2&part_id=m2:0&max_chars=100000000", 400, "invalid_argument"),
+        ("/history/part?session_id=ses_h&message_id=m2&part_id=m2:0&offset=999999", 400, "invalid_argument"),
+        ("/history/search", 400, "invalid_argument"),
+        ("/history/search?query=%20", 400, "empty_field"),
+        ("/history/search?query=x&type=pictures", 400, "invalid_argument"),
+        ("/history/search?query=x&literal=maybe", 400, "invalid_argument"),
+        ("/history/sessions?host=vim", 400, "invalid_argument"),
+        ("/history/chart?session_id=ses_nope", 404, "history_session_not_found"),
+        ("/history/compactions?session_id=ses_h&read=7", 400, "invalid_argument"),
+    ];
+    for (path, status, code) in table {
+        let reply = s.get(path).await;
+        assert_eq!((reply.status, reply.code().as_str()), (*status, *code), "{path}");
+    }
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use cairn_client::Client;
 use cairn_client::DaemonClient;
 use cairn_engine::Engine;
-use cairn_server::mcp::{ADMIN_TOOLS, AGENT_TOOLS, CairnMcp, McpOptions, ToolSelection};
+use cairn_server::mcp::{ADMIN_TOOLS, AGENT_TOOLS, CairnMcp, HISTORY_TOOLS, McpOptions, ToolSelection};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
@@ -111,10 +111,12 @@ fn sorted(names: &[&str]) -> Vec<String> {
 
 #[tokio::test]
 async fn tool_lists_per_profile() {
-    let all: Vec<&str> = AGENT_TOOLS.iter().chain(ADMIN_TOOLS).copied().collect();
+    let all: Vec<&str> = AGENT_TOOLS.iter().chain(ADMIN_TOOLS).chain(HISTORY_TOOLS).copied().collect();
+    let agent: Vec<&str> = AGENT_TOOLS.iter().chain(HISTORY_TOOLS).copied().collect();
     for (spec, expected) in [
-        ("agent", AGENT_TOOLS.to_vec()),
+        ("agent", agent),
         ("admin", ADMIN_TOOLS.to_vec()),
+        ("history", HISTORY_TOOLS.to_vec()),
         ("all", all.clone()),
         ("", all.clone()),
         ("router", vec!["memory"]),
@@ -123,7 +125,7 @@ async fn tool_lists_per_profile() {
         let mcp = start(spec).await;
         assert_eq!(mcp.tool_names().await, sorted(&expected), "profile {spec:?}");
     }
-    assert_eq!((AGENT_TOOLS.len(), ADMIN_TOOLS.len(), all.len()), (15, 4, 19));
+    assert_eq!((AGENT_TOOLS.len(), ADMIN_TOOLS.len(), HISTORY_TOOLS.len(), all.len()), (15, 4, 6, 25));
 }
 
 #[tokio::test]
@@ -141,7 +143,7 @@ async fn tools_carry_schemas_annotations_and_server_info() {
     });
     assert_eq!(instructions, protocol.text);
     let tools = mcp.client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 20);
+    assert_eq!(tools.len(), 19 + 6 + 1, "the engram tools, the history tools, the router");
     for tool in &tools {
         let name = &tool.name;
         assert_eq!(tool.input_schema.get("type"), Some(&json!("object")), "{name}");
@@ -644,4 +646,27 @@ async fn http_and_mcp_answer_the_same_current_project() {
             assert_eq!(over_mcp["error_code"], "ambiguous_project");
         }
     }
+}
+
+/// The history tools answer pretty-printed JSON, and their failures carry the stable codes.
+#[tokio::test]
+async fn history_tools_answer_json_and_typed_errors() {
+    let mcp = start("history").await;
+    let sessions = mcp.ok("history_sessions", json!({})).await;
+    assert_eq!(serde_json::from_str::<Value>(&sessions).unwrap(), json!([]));
+    let (code, body) = mcp.err("history_browse_turns", json!({"session_id": "ses_nope"})).await;
+    assert_eq!(code, "history_session_not_found", "{body}");
+    let (code, _) = mcp.err("history_pull_message", json!({"session_id": "../etc", "message_id": "m"})).await;
+    assert_eq!(code, "invalid_argument");
+    let (code, _) = mcp
+        .err(
+            "history_pull_part",
+            json!({"session_id": "s", "message_id": "m", "part_id": "p", "max_chars": 10_000_000}),
+        )
+        .await;
+    assert_eq!(code, "invalid_argument");
+    let found = mcp.ok_json("history_search", json!({"query": "anything"})).await;
+    assert_eq!(found, json!({"messages": []}));
+    let (code, _) = mcp.err("history_search", json!({"query": "x", "type": "images"})).await;
+    assert_eq!(code, "invalid_argument");
 }

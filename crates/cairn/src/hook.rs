@@ -25,9 +25,12 @@ use cairn_core::agent::{
 };
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::context::{Context, ContextLayout, ContextRequest};
+use cairn_core::history::ingest::PokeRequest;
+use cairn_core::history::model::HistoryHost;
+use cairn_core::history::query::{Chart, SessionRef};
 use cairn_core::ops::Op;
 use cairn_core::sessions::NewSession;
-use cairn_core::settings::plugin::ProtocolAgents;
+use cairn_core::settings::plugin::{CompactionMode, ProtocolAgents};
 use cairn_core::settings::{Overrides, Settings};
 use cairn_core::{ErrorCode, passive};
 use serde::de::DeserializeOwned;
@@ -99,12 +102,23 @@ fn answer(event: HookEvent, overrides: &Overrides) -> Result<String> {
         HookEvent::SessionStart => hook.session_start(),
         HookEvent::UserPromptSubmit => hook.user_prompt_submit(),
         HookEvent::PostToolUse => hook.post_tool_use(),
-        HookEvent::SubagentStart => Ok(context_answer(event, &[hook.protocol(Part::Memory)])),
-        HookEvent::SubagentStop => hook.capture(true),
-        HookEvent::Stop => hook.capture(false),
+        HookEvent::SubagentStart => hook.subagent_start(),
+        HookEvent::SubagentStop => {
+            hook.archive(hook.input.agent_transcript_path.as_deref());
+            hook.capture(true)
+        }
+        HookEvent::Stop => {
+            hook.archive(hook.input.transcript_path.as_deref());
+            hook.capture(false)
+        }
         HookEvent::PostCompact => hook.post_compact(),
         HookEvent::SessionEnd => hook.session_end(),
-        HookEvent::PreToolUse | HookEvent::PreCompact => Ok(FAIL_OPEN.to_owned()),
+        // Claude Code writes the compact boundary next: archive everything before it first.
+        HookEvent::PreCompact => {
+            hook.archive(hook.input.transcript_path.as_deref());
+            Ok(FAIL_OPEN.to_owned())
+        }
+        HookEvent::PreToolUse => Ok(FAIL_OPEN.to_owned()),
     }
 }
 
@@ -214,7 +228,12 @@ impl Hook {
                 .context_fingerprint
                 .is_some();
         let protocol = self.protocol(Part::Memory);
-        let note = if kind == StartKind::Compact { self.protocol(Part::CompactionNote) } else { String::new() };
+        let mut note = if kind == StartKind::Compact { self.protocol(Part::CompactionNote) } else { String::new() };
+        if kind == StartKind::Compact
+            && let Some(chart) = self.chart(protocol.len() + note.len())
+        {
+            note = format!("{note}\n\n{chart}");
+        }
         // The protocol and the note come first and whole; the context gets what is left.
         let room = cairn_core::agent::hooks::MAX_CONTEXT_CHARS.saturating_sub(protocol.len() + note.len() + 100);
         let budget = room.min(self.settings.plugin.config.inject.budget_bytes);
@@ -339,12 +358,73 @@ impl Hook {
         Ok(FAIL_OPEN.to_owned())
     }
 
+    /// B3: have the daemon read what is new in a transcript into the history archive (Claude
+    /// Code deletes transcripts after 30 days). A failure costs nothing but a log line: the
+    /// daemon's periodic scan reads the file later.
+    fn archive(&self, transcript: Option<&str>) {
+        let Some(path) = transcript else { return };
+        let poke = PokeRequest {
+            host: Some(HistoryHost::ClaudeCode),
+            path: Some(PathBuf::from(path)),
+            session_id: None,
+        };
+        if let Err(e) = self.call::<Value>(Op::HistoryIngest(poke)) {
+            note(&format!("cairn hook: archiving {path} failed: {e:#}"));
+        }
+    }
+
+    /// H6 on Claude Code: the summary cannot be replaced, so the chart of the turns before the
+    /// compaction comes with the context, when `compaction.mode` is `chart` and it fits beside
+    /// the `used` characters.
+    fn chart(&self, used: usize) -> Option<String> {
+        let charting = &self.settings.history.config.context_charting;
+        if self.settings.plugin.config.compaction.mode != CompactionMode::Chart || !charting.enable {
+            return None;
+        }
+        self.archive(self.input.transcript_path.as_deref());
+        let chart = match self.call::<Chart>(Op::HistoryChart(SessionRef { session_id: self.session.clone() })) {
+            Ok(chart) => chart.chart,
+            Err(e) => {
+                note(&format!("cairn hook: no chart of {}: {e:#}", self.session));
+                return None;
+            }
+        };
+        let room = cairn_core::agent::hooks::MAX_CONTEXT_CHARS.saturating_sub(used + 200);
+        if chart.len() > room {
+            note(&format!("cairn hook: the chart of {} ({} chars) does not fit in {room}", self.session, chart.len()));
+            return None;
+        }
+        Some(chart)
+    }
+
+    /// H7: a sub-agent gets the protocol, and its parent's session id with how to pull the
+    /// parent's history (unless `[history] upstream_history` says otherwise for it).
+    fn subagent_start(&self) -> Result<String> {
+        let mut parts = vec![self.protocol(Part::Memory)];
+        let upstream = &self.settings.history.config.upstream_history;
+        let agent_off =
+            self.input.agent_type.as_ref().is_some_and(|agent| upstream.disable_for_agents.iter().any(|a| a == agent));
+        if upstream.enable && !agent_off {
+            parts.push(
+                protocol(ProtocolRequest {
+                    host: Host::ClaudeCode,
+                    tools: ToolProfile::Agent,
+                    part: Part::Upstream,
+                    session_id: Some(self.session.clone()),
+                })
+                .text,
+            );
+        }
+        Ok(context_answer(HookEvent::SubagentStart, &parts))
+    }
+
     /// E22: the session ends here, not at every Stop; an unknown session is registered first
     /// (its end would be `session_not_found`). Its activity is kept: `claude --resume` goes on
     /// with the same session id, and its next prompt is not a first one (no second `[MEMORY]`
     /// block) while the transcript replays what was injected.
     fn session_end(&self) -> Result<String> {
         self.end_session()?;
+        self.archive(self.input.transcript_path.as_deref());
         Ok(FAIL_OPEN.to_owned())
     }
 

@@ -35,7 +35,7 @@ const SUBAGENT_WAIT = 50;
 const DEFAULT_CONFIG = {
   inject: { protocol: true as boolean | string[], mode: "first_message", budget_bytes: 6000, profile: true } as Dict,
   triggers: { keyword_patterns: [] as string[] },
-  compaction: { mode: "context", auto_at: null as number | null, min_percent: 50 },
+  compaction: { mode: "chart", auto_at: null as number | null, min_percent: 50 },
   context_meter: { enabled: true, yellow: 70, red: 85, critical: 92, default_limit: 200000 },
   history: { upstream_history: { enable: true, disable_for_agents: [] as string[] }, context_charting: { enable: true } } as Dict,
 };
@@ -840,7 +840,7 @@ const server = async (ctx: Dict, options?: Dict) => {
       const work = (async () => {
         if (await isSubAgent(id)) return null;
         register(s);
-        let mode = config.compaction?.mode ?? "context";
+        let mode = config.compaction?.mode ?? "chart";
         if (mode === "chart") {
           // H6 step 1: chart now (the turns before this compaction are all stored); only then
           // is the summariser asked for next to nothing. No chart: the context mode's summary.

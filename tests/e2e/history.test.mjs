@@ -1,7 +1,7 @@
 // Conversation history in real OpenCode (issue 15): cairn's plugin in chart mode, the daemon
 // reading OpenCode's own database (read-only), and the history tools over MCP.
 //
-// One session: two turns, then a forced compaction (the mock reports a 200k-token prompt).
+// The default compaction mode (chart). One session: two turns, then a forced compaction (the mock reports a 200k-token prompt).
 // The stored summary must be cairn's chart of the turns before it, and the model's next
 // request calls cairn_history_browse_turns and gets those turns back, word for word.
 
@@ -55,7 +55,7 @@ describe('OpenCode history: charting and pull-based retrieval', { skip, timeout:
       ],
     });
     cairn = await makeCairnSandbox({ git: false });
-    const env = { CAIRN_DATA_DIR: cairn.dataDir, CAIRN_PORT: cairn.env.CAIRN_PORT, CAIRN_COMPACTION_MODE: 'chart', NO_COLOR: '1', RUST_BACKTRACE: '1' };
+    const env = { CAIRN_DATA_DIR: cairn.dataDir, CAIRN_PORT: cairn.env.CAIRN_PORT, NO_COLOR: '1', RUST_BACKTRACE: '1' };
     oc = createOpenCodeSandbox({ mock, env });
     const setup = installWithSetup({ bin: probe.bin, env: oc.env });
     assert.deepEqual(setup.installed.sort(), ['mcp.cairn', 'plugin'], `setup did not install both:\n${setup.output}`);

@@ -97,7 +97,8 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
       ],
     });
     cairn = await makeCairnSandbox({ git: false });
-    const env = { CAIRN_DATA_DIR: cairn.dataDir, CAIRN_PORT: cairn.env.CAIRN_PORT, NO_COLOR: '1', RUST_BACKTRACE: '1' };
+    // the summary-as-memory compaction (E10/E11); the chart mode (the default) is history.test.mjs
+    const env = { CAIRN_DATA_DIR: cairn.dataDir, CAIRN_PORT: cairn.env.CAIRN_PORT, CAIRN_COMPACTION_MODE: 'context', NO_COLOR: '1', RUST_BACKTRACE: '1' };
     // OpenCode's own config (the mock provider) only; cairn is wired in by `cairn setup opencode`
     // exactly as a user does it: the plugin with this binary baked in, and `mcp.cairn`. The MCP
     // server inherits CAIRN_DATA_DIR/CAIRN_PORT from OpenCode's environment.

@@ -16,6 +16,7 @@ use crate::error::{CairnError, ErrorCode, Result};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpstreamHistory {
     pub enable: bool,
     pub disable_for_agents: Vec<String>,
@@ -23,6 +24,7 @@ pub struct UpstreamHistory {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextCharting {
     pub enable: bool,
     /// Turns the chart previews (`history_browse_turns` `num_before`).

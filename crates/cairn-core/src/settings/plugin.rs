@@ -43,15 +43,16 @@ pub enum InjectMode {
 #[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum CompactionMode {
-    /// Push cairn's context and the `compaction_note` (default).
+    /// Push cairn's context and the `compaction_note`; the summary is stored as a memory.
     Context,
     /// engram's "FIRST ACTION REQUIRED" wording.
     Engram,
     /// Replace the compaction prompt with the self-continuity one (O5).
     Continuity,
-    /// The summary is a chart of the conversation history (H6): recent turns and messages as
-    /// previews, and how to page and pull the rest. Falls back to `context` when the history
-    /// of the session cannot be charted.
+    /// The summary is a chart of the conversation history (H6, the default): recent turns and
+    /// messages as previews, and how to page and pull the rest. Falls back to `context` when
+    /// the history of the session cannot be charted (Claude Code: the chart comes with the
+    /// context after the compaction, its own summary cannot be replaced).
     Chart,
 }
 
@@ -109,6 +110,25 @@ pub struct PluginConfig {
     pub triggers: TriggerSettings,
     pub compaction: CompactionSettings,
     pub context_meter: ContextMeterSettings,
+    /// What a host plugin needs of `[history]` (H7, H6); filled in from those settings when
+    /// served, never read from the plugin tables.
+    #[serde(default, skip_deserializing)]
+    pub history: PluginHistory,
+}
+
+/// The `[history]` keys a host plugin follows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PluginHistory {
+    pub upstream_history: super::history::UpstreamHistory,
+    pub context_charting: super::history::ContextCharting,
+}
+
+impl Default for PluginHistory {
+    fn default() -> Self {
+        let history = super::history::HistorySettings::default();
+        PluginHistory { upstream_history: history.upstream_history, context_charting: history.context_charting }
+    }
 }
 
 impl Default for PluginConfig {
@@ -124,7 +144,7 @@ impl Default for PluginConfig {
                 max_profile: 5,
             },
             triggers: TriggerSettings { keyword_patterns: Vec::new() },
-            compaction: CompactionSettings { mode: CompactionMode::Context, auto_at: None, min_percent: 50 },
+            compaction: CompactionSettings { mode: CompactionMode::Chart, auto_at: None, min_percent: 50 },
             context_meter: ContextMeterSettings {
                 enabled: true,
                 yellow: 70,
@@ -132,6 +152,7 @@ impl Default for PluginConfig {
                 critical: 92,
                 default_limit: 200_000,
             },
+            history: PluginHistory::default(),
         }
     }
 }
@@ -207,6 +228,10 @@ impl PluginSettings {
             tree[section][name] = env_value(key, &tree[section][name], &raw);
             settings.sources.insert((*key).to_owned(), Source::Env((*var).to_owned()));
         }
+        // `history` is served from `[history]`, not read here
+        if let Some(tree) = tree.as_object_mut() {
+            tree.remove("history");
+        }
         settings.config = serde_json::from_value(tree).map_err(|e| bad_config(format!("plugin settings: {e}")))?;
         validate(&settings.config)?;
         Ok(settings)
@@ -276,7 +301,11 @@ pub fn install(config: PluginConfig) {
 
 /// The process's plugin settings (defaults when none were loaded, as in unit tests).
 pub fn current() -> PluginConfig {
-    INSTALLED.get().cloned().unwrap_or_default()
+    let history = super::history::current();
+    PluginConfig {
+        history: PluginHistory { upstream_history: history.upstream_history, context_charting: history.context_charting },
+        ..INSTALLED.get().cloned().unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

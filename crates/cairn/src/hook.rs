@@ -363,11 +363,8 @@ impl Hook {
     /// daemon's periodic scan reads the file later.
     fn archive(&self, transcript: Option<&str>) {
         let Some(path) = transcript else { return };
-        let poke = PokeRequest {
-            host: Some(HistoryHost::ClaudeCode),
-            path: Some(PathBuf::from(path)),
-            session_id: None,
-        };
+        let poke =
+            PokeRequest { host: Some(HistoryHost::ClaudeCode), path: Some(PathBuf::from(path)), session_id: None };
         if let Err(e) = self.call::<Value>(Op::HistoryIngest(poke)) {
             note(&format!("cairn hook: archiving {path} failed: {e:#}"));
         }
@@ -384,6 +381,13 @@ impl Hook {
         self.archive(self.input.transcript_path.as_deref());
         let chart = match self.call::<Chart>(Op::HistoryChart(SessionRef { session_id: self.session.clone() })) {
             Ok(chart) => chart.chart,
+            // nothing archived of this session (no transcript yet): no chart, nothing to say
+            Err(e)
+                if e.downcast_ref::<cairn_core::CairnError>()
+                    .is_some_and(|e| e.code == ErrorCode::HistorySessionNotFound) =>
+            {
+                return None;
+            }
             Err(e) => {
                 note(&format!("cairn hook: no chart of {}: {e:#}", self.session));
                 return None;

@@ -303,7 +303,10 @@ pub fn install(config: PluginConfig) {
 pub fn current() -> PluginConfig {
     let history = super::history::current();
     PluginConfig {
-        history: PluginHistory { upstream_history: history.upstream_history, context_charting: history.context_charting },
+        history: PluginHistory {
+            upstream_history: history.upstream_history,
+            context_charting: history.context_charting,
+        },
         ..INSTALLED.get().cloned().unwrap_or_default()
     }
 }

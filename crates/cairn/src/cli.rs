@@ -162,6 +162,11 @@ pub enum Command {
         force: bool,
     },
     /// Possible duplicates and contradictions between memories, and their verdicts
+    /// Conversation history of OpenCode and Claude Code sessions
+    History {
+        #[command(subcommand)]
+        action: HistoryAction,
+    },
     Conflicts {
         #[command(subcommand)]
         action: ConflictsAction,
@@ -352,6 +357,94 @@ pub enum ModelAction {
     },
     /// Is a model installed, intact and in use?
     Status,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HistoryAction {
+    /// Sessions of every host, newest first
+    Sessions {
+        #[arg(long)]
+        project: Option<String>,
+        /// Words of the title, directory or id
+        #[arg(long)]
+        query: Option<String>,
+        /// opencode or claude-code
+        #[arg(long)]
+        host: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Sub-agent sessions too
+        #[arg(long)]
+        include_children: bool,
+    },
+    /// Turn previews of a session (default: the newest turn)
+    Turns {
+        session: String,
+        /// The turn to center on
+        #[arg(long)]
+        turn: Option<i64>,
+        #[arg(long, default_value_t = 0)]
+        before: usize,
+        #[arg(long, default_value_t = 0)]
+        after: usize,
+        /// Show the session as its own agent sees it (before its latest compaction)
+        #[arg(long)]
+        own: bool,
+    },
+    /// Message previews around a message (default: the latest)
+    Messages {
+        session: String,
+        #[arg(long)]
+        message: Option<String>,
+        #[arg(long, default_value_t = 0)]
+        before: usize,
+        #[arg(long, default_value_t = 0)]
+        after: usize,
+        #[arg(long)]
+        own: bool,
+    },
+    /// One message's parts, long ones cut
+    Message { session: String, message: String },
+    /// One part of a message in full (a page at a time)
+    Part {
+        session: String,
+        message: String,
+        part: String,
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        #[arg(long, default_value_t = 20_000)]
+        max_chars: usize,
+    },
+    /// Search the history (one session, or every session of a project, or all)
+    Search {
+        /// Words to look for
+        #[arg(required = true)]
+        query: Vec<String>,
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long)]
+        project: Option<String>,
+        /// Case-insensitive substring instead of ranked words
+        #[arg(long)]
+        literal: bool,
+        /// text, tool, reasoning, |-separated [default: text|tool]
+        #[arg(long = "type")]
+        kinds: Option<String>,
+    },
+    /// The navigation chart of a session before its latest compaction
+    Chart { session: String },
+    /// A session's compactions (--read N: that summary in full)
+    Compactions {
+        session: String,
+        #[arg(long)]
+        read: Option<usize>,
+    },
+    /// A session's sub-agent sessions
+    Children { session: String },
+    /// What the archive holds, per host
+    Stats,
+    /// Erase one session from the archive (not its sub-agents)
+    Forget { session: String },
 }
 
 #[derive(Debug, Subcommand)]

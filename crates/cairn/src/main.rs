@@ -2,6 +2,7 @@
 
 mod cli;
 mod daemon;
+mod history_cmd;
 mod hook;
 mod output;
 mod render;

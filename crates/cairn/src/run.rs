@@ -127,6 +127,7 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Model { action } => crate::semantic_cmd::model(env, action),
         Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),
         Command::Conflicts { action } => crate::semantic_cmd::conflicts(env, action),
+        Command::History { action } => crate::history_cmd::history(env, action),
         Command::Save(args) => save(env, args),
         Command::Search(args) => search(env, args),
         Command::Get { id, revisions } => get(env, &id, revisions),

@@ -588,7 +588,7 @@ pub fn sessions(db: &HistoryDb, req: &SessionsRequest) -> Result<Vec<SessionList
                    OR lower(s.id) LIKE ?{n})"
         ));
     }
-    sql.push_str(&format!(" ORDER BY s.updated_at DESC LIMIT {}", clamp(req.limit, 10)));
+    sql.push_str(&format!(" ORDER BY s.updated_at DESC, s.id LIMIT {}", clamp(req.limit, 10)));
     listing(db.conn(), &sql, values)
 }
 

@@ -535,3 +535,123 @@ fn search_min_score_keeps_the_best() {
     assert_eq!(hits(&["search", "auth", "tokens", "--min-score", "1"]), Some(1));
     assert_eq!(c.run(&["search", "auth", "--min-score", "2"]).status.code(), Some(3));
 }
+
+/// A Claude-Code-shaped session (a tool call and its result, a compaction, a turn after it)
+/// and a sub-agent child, written straight into the data dir's history.db.
+fn seed_history(data_dir: &Path) {
+    use cairn_core::history::model::*;
+    use cairn_core::history::{HistoryDb, SourceRef};
+    const S: &str = "0b7e5c1d-1111-4222-8333-444455556666";
+    let message = |session: &str, id: &str, role: HistoryRole, seq: i64| HistoryMessage {
+        id: id.into(),
+        session_id: session.into(),
+        role,
+        seq,
+        created_at: format!("2026-03-01T10:00:{seq:02}.000Z"),
+        summary: false,
+        compaction: false,
+        synthetic: false,
+        finish: None,
+        tokens: None,
+        model: None,
+        agent: None,
+    };
+    let part = |m: &HistoryMessage, idx: i64, kind: PartKind| HistoryPart {
+        id: format!("{}:{idx}", m.id),
+        message_id: m.id.clone(),
+        session_id: m.session_id.clone(),
+        idx,
+        kind,
+        text: None,
+        tool: None,
+        call_id: None,
+        status: None,
+        input: None,
+        output: None,
+        mime: None,
+        path: None,
+        pruned: false,
+    };
+    let text = |m: &HistoryMessage, idx: i64, body: &str| HistoryPart {
+        text: Some(body.into()),
+        ..part(m, idx, PartKind::Text)
+    };
+    let session = |id: &str, parent: Option<&str>, title: &str| HistorySession {
+        id: id.into(),
+        host: HistoryHost::ClaudeCode,
+        project: Some("shop".into()),
+        directory: Some("/work/shop".into()),
+        parent_id: parent.map(Into::into),
+        title: Some(title.into()),
+        agent: None,
+        model: None,
+        created_at: "2026-03-01T10:00:00.000Z".into(),
+        updated_at: "2026-03-01T10:00:09.000Z".into(),
+    };
+    let u1 = message(S, "u1", HistoryRole::User, 1);
+    let a1 = message(S, "a1", HistoryRole::Assistant, 2);
+    let boundary = HistoryMessage { compaction: true, ..message(S, "b1", HistoryRole::User, 3) };
+    let summary = HistoryMessage { summary: true, ..message(S, "s1", HistoryRole::User, 4) };
+    let u2 = message(S, "u2", HistoryRole::User, 5);
+    let k1 = message("agent-a1b2", "k1", HistoryRole::User, 6);
+    let parts = vec![
+        text(&u1, 0, "Why does checkout fail with a 502?"),
+        text(&a1, 0, &format!("The payment proxy times out. {}", "Details follow. ".repeat(40))),
+        HistoryPart {
+            tool: Some("Bash".into()),
+            call_id: Some("toolu_1".into()),
+            status: Some(ToolStatus::Running),
+            input: Some(r#"{"command":"curl -s localhost:8080/health"}"#.into()),
+            ..part(&a1, 1, PartKind::Tool)
+        },
+        text(&summary, 0, "Summary: the payment proxy timeout causes the 502"),
+        text(&u2, 0, "Raise the proxy timeout"),
+        text(&k1, 0, "Find the proxy config"),
+    ];
+    let batch = IngestBatch {
+        sessions: vec![session(S, None, "Checkout 502"), session("agent-a1b2", Some(S), "Find config")],
+        messages: vec![u1, a1, boundary, summary, u2, k1],
+        parts,
+        results: vec![ToolResult {
+            session_id: S.into(),
+            call_id: "toolu_1".into(),
+            output: "upstream timeout".into(),
+            is_error: false,
+        }],
+        skipped: vec![("bad_json_line".into(), 1)],
+    };
+    std::fs::create_dir_all(data_dir).unwrap();
+    let mut db = HistoryDb::open(&data_dir.join("history.db")).unwrap();
+    let source = SourceRef { key: "projects/shop/s.jsonl".into(), host: HistoryHost::ClaudeCode };
+    db.apply(&source, None, &batch, &Cursor::default()).unwrap();
+}
+
+/// `cairn history …`: every command's text, `--json` where a script reads it, and bad input.
+#[test]
+fn history_commands() {
+    const S: &str = "0b7e5c1d-1111-4222-8333-444455556666";
+    let c = Cairn::new();
+    seed_history(&c.data_dir());
+    snap!("history_sessions", transcript(&c.run(&["history", "sessions", "--include-children"])));
+    snap!("history_turns", transcript(&c.run(&["history", "turns", S, "--before", "5"])));
+    snap!("history_turns_own", transcript(&c.run(&["history", "turns", S, "--before", "5", "--own"])));
+    snap!(
+        "history_messages",
+        transcript(&c.run(&["history", "messages", S, "--message", "a1", "--before", "1", "--after", "1"]))
+    );
+    snap!("history_message", transcript(&c.run(&["history", "message", S, "a1"])));
+    snap!("history_part_page", transcript(&c.run(&["history", "part", S, "a1", "a1:0", "--max-chars", "60"])));
+    snap!("history_search", transcript(&c.run(&["history", "search", "proxy", "timeout", "--session", S])));
+    snap!("history_chart", transcript(&c.run(&["history", "chart", S])));
+    snap!("history_compactions", transcript(&c.run(&["history", "compactions", S])));
+    snap!("history_children", transcript(&c.run(&["history", "children", S])));
+    snap!("history_stats", transcript(&c.run(&["history", "stats"])));
+    let json = c.json(&["history", "message", S, "a1"]);
+    assert_eq!(json["sections"][1]["status"], "completed");
+    assert_eq!(json["sections"][1]["content"], "upstream timeout");
+    snap!("history_unknown_session", transcript(&c.run(&["history", "turns", "ses_nope"])));
+    snap!("history_path_id", transcript(&c.run(&["history", "message", S, "../etc/passwd"])));
+    snap!("history_offset_past_end", transcript(&c.run(&["history", "part", S, "a1", "a1:0", "--offset", "99999"])));
+    snap!("history_forget", transcript(&c.run(&["history", "forget", S])));
+    assert_eq!(c.run(&["history", "forget", S]).status.code(), Some(4));
+}

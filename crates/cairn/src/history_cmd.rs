@@ -1,0 +1,256 @@
+//! `cairn history …`: the conversation-history archive. Each command is one op; `--json`
+//! prints its answer as the other doors send it, text is a short rendering for people.
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+use cairn_core::history::query::{
+    Chart, Compactions, CompactionsRequest, Forgotten, HistoryStats, MessageRequest, MessagesPage, MessagesRequest,
+    PartRequest, PulledMessage, PulledPart, SearchRequest, SearchResults, Section, SessionListing, SessionRef,
+    SessionsRequest, ToolSummary, TurnsPage, TurnsRequest,
+};
+use cairn_core::ops::Op;
+
+use crate::cli::HistoryAction;
+use crate::output::note;
+use crate::run::Env;
+
+pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
+    match action {
+        HistoryAction::Sessions { project, query, host, limit, include_children } => {
+            let req = SessionsRequest { project, query, host, limit, include_children };
+            let sessions: Vec<SessionListing> = env.call(Op::HistorySessions(req))?;
+            env.emit(&sessions, |s| sessions_text(s))
+        }
+        HistoryAction::Turns { session, turn, before, after, own } => {
+            let caller_session_id = own.then(|| session.clone());
+            let req = TurnsRequest {
+                session_id: session,
+                turn_number: turn,
+                num_before: before,
+                num_after: after,
+                caller_session_id,
+            };
+            let page: TurnsPage = env.call(Op::HistoryBrowseTurns(req))?;
+            env.emit(&page, turns_text)
+        }
+        HistoryAction::Messages { session, message, before, after, own } => {
+            let caller_session_id = own.then(|| session.clone());
+            let req = MessagesRequest {
+                session_id: session,
+                message_id: message,
+                num_before: before,
+                num_after: after,
+                caller_session_id,
+            };
+            let page: MessagesPage = env.call(Op::HistoryBrowseMessages(req))?;
+            env.emit(&page, messages_text)
+        }
+        HistoryAction::Message { session, message } => {
+            let req = MessageRequest { session_id: session, message_id: message, caller_session_id: None };
+            let pulled: PulledMessage = env.call(Op::HistoryPullMessage(req))?;
+            env.emit(&pulled, message_text)
+        }
+        HistoryAction::Part { session, message, part, offset, max_chars } => {
+            let req = PartRequest {
+                session_id: session,
+                message_id: message,
+                part_id: part,
+                offset,
+                max_chars,
+                caller_session_id: None,
+            };
+            let page: PulledPart = env.call(Op::HistoryPullPart(req))?;
+            if let (Some(next), false) = (page.next_offset, env.json) {
+                note(&format!("{} of {} chars; more with --offset {next}", next - page.offset, page.total_chars));
+            }
+            env.emit(&page, |p| p.content.clone())
+        }
+        HistoryAction::Search { query, session, project, literal, kinds } => {
+            let req = SearchRequest {
+                query: query.join(" "),
+                session_id: session,
+                project,
+                literal,
+                kinds,
+                caller_session_id: None,
+            };
+            let results: SearchResults = env.call(Op::HistorySearch(req))?;
+            env.emit(&results, search_text)
+        }
+        HistoryAction::Chart { session } => {
+            let chart: Chart = env.call(Op::HistoryChart(SessionRef { session_id: session }))?;
+            env.emit(&chart, |c| c.chart.trim_end().to_owned())
+        }
+        HistoryAction::Compactions { session, read } => {
+            let list: Compactions =
+                env.call(Op::HistoryCompactions(CompactionsRequest { session_id: session, read }))?;
+            env.emit(&list, compactions_text)
+        }
+        HistoryAction::Children { session } => {
+            let children: Vec<SessionListing> = env.call(Op::HistoryChildren(SessionRef { session_id: session }))?;
+            env.emit(&children, |s| sessions_text(s))
+        }
+        HistoryAction::Stats => {
+            let stats: HistoryStats = env.call(Op::HistoryStats)?;
+            env.emit(&stats, stats_text)
+        }
+        HistoryAction::Forget { session } => {
+            let gone: Forgotten = env.call(Op::HistoryForget(SessionRef { session_id: session }))?;
+            env.emit(&gone, |g| format!("Forgot session {} ({} rows erased).", g.session_id, g.removed))
+        }
+    }
+}
+
+fn sessions_text(sessions: &[SessionListing]) -> String {
+    if sessions.is_empty() {
+        return "No sessions in the history archive.".to_owned();
+    }
+    let mut out = String::new();
+    for s in sessions {
+        let _ = write!(out, "{}  {}  {}  {} messages", s.session_id, s.host, s.updated, s.messages);
+        if let Some(title) = &s.title {
+            let _ = write!(out, "  {title:?}");
+        }
+        if let Some(project) = &s.project {
+            let _ = write!(out, "  [{project}]");
+        }
+        if let Some(parent) = &s.parent_id {
+            let _ = write!(out, "  (child of {parent})");
+        }
+        out.push('\n');
+    }
+    out.trim_end().to_owned()
+}
+
+fn tools_line(tool: &ToolSummary) -> String {
+    format!("{} ({})", tool.calls.join(", "), tool.outcome)
+}
+
+fn turns_text(page: &TurnsPage) -> String {
+    if page.turns.is_empty() {
+        return "No turns.".to_owned();
+    }
+    let mut out = String::new();
+    for t in &page.turns {
+        let user = t.user.preview.as_deref().unwrap_or("-");
+        let _ = writeln!(out, "Turn {} [{}] user: {user}", t.turn_number, t.user.message_id);
+        if let Some(attachments) = &t.user.attachment {
+            let _ = writeln!(out, "  attached: {}", attachments.join(", "));
+        }
+        let assistant = t.assistant.preview.as_deref().unwrap_or("-");
+        let _ = writeln!(out, "  assistant ({} messages): {assistant}", t.assistant.total_messages);
+        if let Some(tool) = &t.assistant.tool {
+            let _ = writeln!(out, "  tools: {}", tools_line(tool));
+        }
+        if let Some(files) = &t.assistant.modified {
+            let _ = writeln!(out, "  modified: {}", files.join(", "));
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+fn messages_text(page: &MessagesPage) -> String {
+    let mut out = String::new();
+    if let Some(before) = &page.before_message_id {
+        let _ = writeln!(out, "(earlier: --message {before})");
+    }
+    for m in &page.messages {
+        let _ = writeln!(out, "[turn {}] {} {}: {}", m.turn_number, m.role, m.message_id, m.preview);
+        if let Some(tool) = &m.tool {
+            let _ = writeln!(out, "  tools: {}", tools_line(tool));
+        }
+    }
+    if let Some(after) = &page.after_message_id {
+        let _ = writeln!(out, "(later: --message {after})");
+    }
+    if out.is_empty() { "No messages.".to_owned() } else { out.trim_end().to_owned() }
+}
+
+fn message_text(m: &PulledMessage) -> String {
+    let mut out = format!("{} {} (turn {}, {})\n", m.role, m.message_id, m.turn_number, m.time);
+    for section in &m.sections {
+        let (head, body, part_id) = match section {
+            Section::Text { content, part_id } => ("text".to_owned(), Some(content.clone()), part_id),
+            Section::Reasoning { content, part_id } => ("reasoning".to_owned(), Some(content.clone()), part_id),
+            Section::Tool { tool, status, input, content, part_id } => {
+                let input = input.as_ref().map(|i| format!(" {i}")).unwrap_or_default();
+                (format!("tool {tool} [{status}]{input}"), content.clone(), part_id)
+            }
+            Section::Image { mime } => (format!("image {}", mime.as_deref().unwrap_or("")), None, &None),
+            Section::File { path, mime } => {
+                (format!("file {} {}", path.as_deref().unwrap_or(""), mime.as_deref().unwrap_or("")), None, &None)
+            }
+        };
+        let _ = writeln!(
+            out,
+            "--- {}{}",
+            head.trim_end(),
+            part_id.as_ref().map(|p| format!(" (part {p})")).unwrap_or_default()
+        );
+        if let Some(body) = body {
+            let _ = writeln!(out, "{body}");
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+fn search_text(results: &SearchResults) -> String {
+    if results.messages.is_empty() {
+        return "No matches.".to_owned();
+    }
+    let mut out = String::new();
+    for m in &results.messages {
+        let _ = writeln!(out, "{} {} ({}, turn {})", m.session_id, m.message_id, m.role, m.turn_number);
+        for hit in &m.hits {
+            let what = match &hit.tool_name {
+                Some(tool) => format!("{} {tool}", hit.kind),
+                None => hit.kind.clone(),
+            };
+            for snippet in &hit.snippets {
+                let _ = writeln!(out, "  [{what}, part {}] {snippet}", hit.part_id);
+            }
+        }
+        if let Some(more) = m.remain_hits {
+            let _ = writeln!(out, "  … {more} more hits in this message");
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+fn compactions_text(list: &Compactions) -> String {
+    if let Some(summary) = &list.summary {
+        return summary.trim_end().to_owned();
+    }
+    if list.compactions.is_empty() {
+        return format!("Session {} has no compactions.", list.session_id);
+    }
+    let mut out = String::new();
+    for c in &list.compactions {
+        let _ = writeln!(out, "{}. {}  {}", c.index, c.time, c.preview);
+    }
+    out.trim_end().to_owned()
+}
+
+fn stats_text(stats: &HistoryStats) -> String {
+    let mut out = String::new();
+    for h in &stats.hosts {
+        let _ = write!(
+            out,
+            "{}: {} sessions, {} messages, {} parts, {} chars",
+            h.host, h.sessions, h.messages, h.parts, h.bytes
+        );
+        if let (Some(oldest), Some(newest)) = (&h.oldest, &h.newest) {
+            let _ = write!(out, ", {oldest} .. {newest}");
+        }
+        if !h.skipped.is_empty() {
+            let skipped: Vec<String> = h.skipped.iter().map(|(reason, n)| format!("{reason} {n}")).collect();
+            let _ = write!(out, "; skipped: {}", skipped.join(", "));
+        }
+        if h.errors > 0 {
+            let _ = write!(out, "; {} sources failing", h.errors);
+        }
+        out.push('\n');
+    }
+    out.trim_end().to_owned()
+}

@@ -389,7 +389,9 @@ fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::HistoryStats => OpOutput::HistoryStats(q::stats(db)?),
         Op::HistoryForget(req) => OpOutput::HistoryForget(q::forget(db, &req.session_id)?),
         Op::HistoryIngest(req) => {
-            OpOutput::HistoryIngest(crate::history::ingest::poke(db, &crate::history::ingest::process_env, &req)?)
+            use crate::history::ingest::{check_host_source, poke, process_env};
+            check_host_source(&process_env, &req)?;
+            OpOutput::HistoryIngest(poke(db, &process_env, &req)?)
         }
         other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })

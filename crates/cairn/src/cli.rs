@@ -445,6 +445,20 @@ pub enum HistoryAction {
     Stats,
     /// Erase one session from the archive (not its sub-agents)
     Forget { session: String },
+    /// Read the hosts' conversations into the archive now: every source (the first run
+    /// backfills all that OpenCode and Claude Code still keep), or one transcript or session.
+    /// Runs in this process, with a progress bar on a terminal; the daemon scans on its own too.
+    Ingest {
+        /// opencode or claude-code: only this host's sources
+        #[arg(long)]
+        host: Option<String>,
+        /// One Claude Code transcript (.jsonl) or one OpenCode database
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// One session (its host's sources are read incrementally)
+        #[arg(long)]
+        session: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -2,14 +2,20 @@
 //! prints its answer as the other doors send it, text is a short rendering for people.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
 use anyhow::Result;
+use cairn_core::history::ingest::{PokeRequest, Progress, ScanReport, poke, process_env, scan};
+use cairn_core::history::model::HistoryHost;
 use cairn_core::history::query::{
     Chart, Compactions, CompactionsRequest, Forgotten, HistoryStats, MessageRequest, MessagesPage, MessagesRequest,
     PartRequest, PulledMessage, PulledPart, SearchRequest, SearchResults, Section, SessionListing, SessionRef,
     SessionsRequest, ToolSummary, TurnsPage, TurnsRequest,
 };
+use cairn_core::history::store::{HISTORY_DB_FILE, HistoryDb};
 use cairn_core::ops::Op;
+use cairn_core::settings::ensure_data_dir;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::HistoryAction;
 use crate::output::note;
@@ -95,6 +101,7 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
             let stats: HistoryStats = env.call(Op::HistoryStats)?;
             env.emit(&stats, stats_text)
         }
+        HistoryAction::Ingest { host, path, session } => ingest(env, host, path, session),
         HistoryAction::Forget { session } => {
             let gone: Forgotten = env.call(Op::HistoryForget(SessionRef { session_id: session }))?;
             env.emit(&gone, |g| format!("Forgot session {} ({} rows erased).", g.session_id, g.removed))
@@ -253,4 +260,59 @@ fn stats_text(stats: &HistoryStats) -> String {
         out.push('\n');
     }
     out.trim_end().to_owned()
+}
+
+/// `cairn history ingest`: the readers run here, writing `history.db` beside the store. A
+/// daemon's own scan may run at the same time: each source's cursor is compared and swapped
+/// with the rows it covers, so neither reads a thing twice.
+fn ingest(env: &Env, host: Option<String>, path: Option<PathBuf>, session: Option<String>) -> Result<()> {
+    let host = host.map(|h| HistoryHost::parse(&h).ok_or_else(|| bad_host(&h))).transpose()?;
+    ensure_data_dir(&env.settings.data_dir.value)?;
+    let mut db = HistoryDb::open(&env.settings.data_dir.value.join(HISTORY_DB_FILE))?;
+    let report = if host.is_some() || path.is_some() || session.is_some() {
+        poke(&mut db, &process_env, &PokeRequest { host, path, session_id: session })?
+    } else {
+        let bar = progress_bar();
+        let report = scan(&mut db, &process_env, &mut |p: Progress| {
+            bar.set_length(p.bytes_total.max(1));
+            bar.set_position(p.bytes_done);
+            bar.set_message(format!("{}/{} {}", p.sources_done, p.sources_total, short_source(&p.source)));
+        });
+        bar.finish_and_clear();
+        report?
+    };
+    env.emit(&report, report_text)
+}
+
+fn bad_host(raw: &str) -> cairn_core::CairnError {
+    cairn_core::CairnError::invalid(format!("host {raw:?} is not known")).with_hint("use opencode or claude-code")
+}
+
+/// A bar on stderr when it is a terminal; hidden otherwise (scripts and tests see only stdout).
+fn progress_bar() -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} {bytes_per_sec} {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// The last two components of a source path: enough to see which transcript is being read.
+fn short_source(source: &str) -> String {
+    let parts: Vec<&str> = source.rsplit('/').take(2).collect();
+    parts.into_iter().rev().collect::<Vec<_>>().join("/")
+}
+
+fn report_text(r: &ScanReport) -> String {
+    let mut lines = vec![format!(
+        "Read {} source(s): {} session(s), {} message(s), {} part(s), {} bytes.",
+        r.sources, r.sessions, r.messages, r.parts, r.bytes
+    )];
+    for (reason, n) in &r.skipped {
+        lines.push(format!("  skipped {n} ({reason})"));
+    }
+    for e in &r.errors {
+        lines.push(format!("  {}: {}", e.source, e.code));
+    }
+    lines.join("\n")
 }

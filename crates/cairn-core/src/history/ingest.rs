@@ -132,11 +132,13 @@ impl ScanReport {
 
 /// What to read now. All empty: a full scan.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PokeRequest {
     #[serde(default)]
     pub host: Option<HistoryHost>,
     /// A transcript file (Claude Code) or a database (OpenCode).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub path: Option<PathBuf>,
     #[serde(default, alias = "sessionId")]
     pub session_id: Option<String>,
@@ -229,6 +231,28 @@ pub fn poke(
         },
         _ => scan(db, env, &mut |_| {}),
     }
+}
+
+/// A poke that came through a door (HTTP, MCP, a hook) names a host's own transcript or
+/// database, nothing else: the daemon reads files no client could otherwise read, and the
+/// archive then serves them. (`cairn history ingest --path` in the user's own process may read
+/// any file.)
+pub fn check_host_source(env: &dyn Fn(&str) -> Option<String>, request: &PokeRequest) -> Result<()> {
+    if let Some(session) = request.session_id.as_deref().filter(|s| !super::text::valid_id(s)) {
+        return Err(CairnError::invalid(format!("not a session id: {session:?}")));
+    }
+    let Some(path) = &request.path else { return Ok(()) };
+    let refuse = || {
+        CairnError::invalid(format!("{} is not a host's transcript or database", path.display())).with_hint(
+            "give a Claude Code transcript under <CLAUDE_CONFIG_DIR or ~/.claude>/projects, or an OpenCode database",
+        )
+    };
+    let real = path.canonicalize().map_err(|_| refuse())?;
+    let under_claude = claude::locate(env)
+        .and_then(|root| root.canonicalize().ok())
+        .is_some_and(|root| real.starts_with(root) && real.extension().is_some_and(|e| e == "jsonl"));
+    let an_opencode_db = opencode::locate(env).iter().filter_map(|db| db.canonicalize().ok()).any(|db| db == real);
+    if under_claude || an_opencode_db { Ok(()) } else { Err(refuse()) }
 }
 
 fn is_database(path: &Path) -> bool {

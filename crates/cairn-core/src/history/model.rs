@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// Which host wrote a conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum HistoryHost {
     #[serde(rename = "opencode")]
     OpenCode,

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::error::ErrorBody;
-use super::extract::{ApiQuery, PathText};
+use super::extract::{ApiQuery, OptionalJson, PathText};
 use super::{ApiResult, AppState, given, ok, run};
 
 /// The header naming the caller's own session.
@@ -310,4 +310,20 @@ pub(super) async fn stats(State(state): State<AppState>) -> ApiResult {
         (status = 404, description = "No such session", body = ErrorBody)))]
 pub(super) async fn forget(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
     Ok(ok(run(&state, Op::HistoryForget(SessionRef { session_id: id })).await?))
+}
+
+/// Read the hosts' conversations into the archive now (the daemon also scans on its own).
+///
+/// No body, or `{}`: every source. `path`: one Claude Code transcript (under the Claude Code
+/// config dir) or one OpenCode database; `session_id` (with `host`): one session.
+#[utoipa::path(post, operation_id = "history_ingest", path = "/history/ingest", tag = "history",
+    request_body(content = Option<cairn_core::history::ingest::PokeRequest>, description = "What to read; empty: everything"),
+    responses(
+        (status = 200, description = "What was read", body = cairn_core::history::ingest::ScanReport),
+        (status = 400, description = "Not a host's transcript or database, or a bad id", body = ErrorBody)))]
+pub(super) async fn ingest(
+    State(state): State<AppState>,
+    OptionalJson(b): OptionalJson<cairn_core::history::ingest::PokeRequest>,
+) -> ApiResult {
+    Ok(ok(run(&state, Op::HistoryIngest(b)).await?))
 }

@@ -182,6 +182,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(history::children))
         .routes(routes!(history::stats))
         .routes(routes!(history::forget))
+        .routes(routes!(history::ingest))
         .routes(routes!(admin::op))
         .routes(routes!(admin::openapi))
 }

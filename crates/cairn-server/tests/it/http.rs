@@ -951,6 +951,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/history/compactions"),
     ("get", "/history/children"),
     ("get", "/history/stats"),
+    ("post", "/history/ingest"),
     ("delete", "/history/sessions/{id}"),
 ];
 
@@ -1395,5 +1396,18 @@ async fn history_routes_refuse_bad_input_with_stable_codes() {
     for (path, status, code) in table {
         let reply = s.get(path).await;
         assert_eq!((reply.status, reply.code().as_str()), (*status, *code), "{path}");
+    }
+    // A poke names a host's own transcript or database: never another file the daemon could read.
+    let secret = s.dir.path().join("secret.jsonl");
+    std::fs::write(&secret, "{\"type\":\"user\"}\n").unwrap();
+    let ingest: &[(Value, u16, &str)] = &[
+        (json!({"path": secret}), 400, "invalid_argument"),
+        (json!({"path": "/nonexistent/x.jsonl"}), 400, "invalid_argument"),
+        (json!({"host": "vim"}), 400, "invalid_argument"),
+        (json!({"session_id": "../etc/passwd"}), 400, "invalid_argument"),
+    ];
+    for (body, status, code) in ingest {
+        let reply = s.post("/history/ingest", body).await;
+        assert_eq!((reply.status, reply.code().as_str()), (*status, *code), "{body}");
     }
 }

@@ -14,26 +14,16 @@
 // saves them into the parent session, and the parent's turn still finishes.
 
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { isCompactionRequest, startAnthropicMock, subagentToolName } from './lib/anthropic-mock.mjs';
-import { REPO_ROOT, makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { REPO_ROOT, probeCairnSubcommand } from './lib/cairn.mjs';
+import { findClaudeBin, makeClaudeSandbox, runClaude as runClaudeCli } from './lib/claude.mjs';
 
 const PROTOCOL_LEAD = 'cairn is your persistent memory across sessions.';
-
-/** Claude Code: `$CLAUDE_BIN`, else the npm package's binary (not the 500-byte stub). */
-function findClaudeBin(env = process.env) {
-  const bin = env.CLAUDE_BIN ?? path.join(REPO_ROOT, 'tests', 'e2e', 'node_modules', '.bin', 'claude');
-  if (!existsSync(bin)) return { bin: null, reason: `no Claude Code at ${bin}: run scripts/install-test-deps.sh node` };
-  const r = spawnSync(bin, ['--version'], { encoding: 'utf8', timeout: 30_000 });
-  if (r.status !== 0 || !/Claude Code/.test(r.stdout)) {
-    return { bin: null, reason: `${bin} --version failed (${r.status}): ${r.stdout}${r.stderr}`.trim() };
-  }
-  return { bin, version: r.stdout.trim() };
-}
 
 /** The plugin's hooks.json with `cairn` replaced by the binary under test. */
 function pluginHooks(cairnBin) {
@@ -61,6 +51,7 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
   const pluginSession = randomUUID();
   const subagentSession = randomUUID();
   let mock;
+  let sandbox;
   let cairn;
   let env;
   let project;
@@ -81,54 +72,16 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
         { when: (r) => r.userText.includes('E2E-SAVE'), reply: { tool: 'mcp__cairn__mem_save', input: { title: `Release train ${token}`, content: 'Releases leave every Tuesday.', type: 'decision' } } },
       ],
     });
-    cairn = await makeCairnSandbox({ projectName: 'cc-e2e-project' });
-    project = realpathSync(cairn.project); // Claude Code keys its projects by the real path
-    const config = path.join(cairn.home, '.claude');
-    const tmp = path.join(cairn.root, 'tmp');
-    mkdirSync(config, { recursive: true });
-    mkdirSync(tmp, { recursive: true });
-    writeFileSync(path.join(config, 'settings.json'), JSON.stringify({ hooks: pluginHooks(probe.bin) }, null, 1));
-    writeFileSync(path.join(config, '.claude.json'), JSON.stringify({ hasCompletedOnboarding: true }));
-    // An allowlist: nothing of the developer's shell (API keys, CAIRN_*, a real ~/.claude).
-    env = {
-      PATH: process.env.PATH,
-      ...cairn.env,
-      CLAUDE_CONFIG_DIR: config,
-      CLAUDE_CODE_TMPDIR: tmp,
-      TMPDIR: tmp,
-      ANTHROPIC_BASE_URL: mock.url,
-      ANTHROPIC_API_KEY: 'sk-ant-mock-key',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      DISABLE_TELEMETRY: '1',
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_ERROR_REPORTING: '1',
-      DISABLE_AUTO_COMPACT: '1',
-      HTTPS_PROXY: mock.url,
-      HTTP_PROXY: mock.url,
-      NO_PROXY: '127.0.0.1,localhost',
-      no_proxy: '127.0.0.1,localhost',
-    };
+    sandbox = await makeClaudeSandbox({ mock, projectName: 'cc-e2e-project', settings: { hooks: pluginHooks(probe.bin) } });
+    ({ cairn, env, project } = sandbox);
   });
   after(async () => {
     await mock?.close();
-    cairn?.cleanup();
+    sandbox?.cleanup();
   });
 
   /** One `claude -p` run in the project; resolves with its exit code and output. */
-  function runClaude(args, runEnv = env) {
-    return new Promise((resolve) => {
-      const child = spawn(claude.bin, ['-p', ...args, '--model', 'claude-mock-1'], { cwd: project, env: runEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr });
-      });
-    });
-  }
+  const runClaude = (args, runEnv = env) => runClaudeCli(claude.bin, ['-p', ...args, '--model', 'claude-mock-1'], { cwd: project, env: runEnv });
 
   function cairnJson(args) {
     const r = spawnSync(probe.bin, [...args, '--json'], { env: { ...env, CAIRN_AUTOSTART: 'never' }, encoding: 'utf8' });

@@ -9,29 +9,21 @@
 // PreToolUse hook puts the memory in the real Claude Code session; run 4 installs the plugin
 // from this repository's marketplace (`claude plugin marketplace add` + `install`) with `cairn`
 // on PATH and checks its hooks, MCP tools and PreToolUse matcher work as shipped; run 5 runs
-// `/compact`: the summary is stored and the next request has the context back, protocol once.
+// `/compact`: the summary is stored and the next request has the context back, protocol once;
+// run 6 has the model start a sub-agent whose answer ends in `## Key Learnings`: SubagentStop
+// saves them into the parent session, and the parent's turn still finishes.
 
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { isCompactionRequest, startAnthropicMock } from './lib/anthropic-mock.mjs';
-import { REPO_ROOT, makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { isCompactionRequest, startAnthropicMock, subagentToolName } from './lib/anthropic-mock.mjs';
+import { REPO_ROOT, probeCairnSubcommand } from './lib/cairn.mjs';
+import { findClaudeBin, makeClaudeSandbox, runClaude as runClaudeCli } from './lib/claude.mjs';
 
 const PROTOCOL_LEAD = 'cairn is your persistent memory across sessions.';
-
-/** Claude Code: `$CLAUDE_BIN`, else the npm package's binary (not the 500-byte stub). */
-function findClaudeBin(env = process.env) {
-  const bin = env.CLAUDE_BIN ?? path.join(REPO_ROOT, 'tests', 'e2e', 'node_modules', '.bin', 'claude');
-  if (!existsSync(bin)) return { bin: null, reason: `no Claude Code at ${bin}: run scripts/install-test-deps.sh node` };
-  const r = spawnSync(bin, ['--version'], { encoding: 'utf8', timeout: 30_000 });
-  if (r.status !== 0 || !/Claude Code/.test(r.stdout)) {
-    return { bin: null, reason: `${bin} --version failed (${r.status}): ${r.stdout}${r.stderr}`.trim() };
-  }
-  return { bin, version: r.stdout.trim() };
-}
 
 /** The plugin's hooks.json with `cairn` replaced by the binary under test. */
 function pluginHooks(cairnBin) {
@@ -57,7 +49,9 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
   const secondSession = randomUUID();
   const thirdSession = randomUUID();
   const pluginSession = randomUUID();
+  const subagentSession = randomUUID();
   let mock;
+  let sandbox;
   let cairn;
   let env;
   let project;
@@ -68,57 +62,26 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
         { beforeToolResults: true, when: isCompactionRequest, reply: { text: `<analysis>short</analysis>\n<summary>MOCK-SUMMARY of the deploy work (${token}).</summary>` } },
         { when: (r) => r.userText.includes('E2E-FIRST'), reply: { text: `Noted.\n\n## Key Learnings:\n1. Deploys are tagged with the marker ${token} by CI\n` } },
         { when: (r) => r.userText.includes('E2E-PLUGIN'), reply: { tool: 'mcp__plugin_cairn_cairn__mem_save', input: { title: `Plugin note ${token}`, content: 'Saved through the installed plugin.', type: 'discovery' } } },
+        // The sub-agent's own request: its first user message is the prompt the main agent gave.
+        { when: (r) => r.userText.includes('E2E-SUBTASK'), reply: { text: `Looked into it.\n\n## Key Learnings:\n1. Staging deploys are gated by the flag ${token}-canary\n` } },
+        {
+          when: (r) => r.userText.includes('E2E-DELEGATE') && !r.subagent,
+          // In the foreground, so the sub-agent's answer is this turn's tool result.
+          reply: (r) => ({ tool: subagentToolName(r.body) ?? 'Agent', input: { description: 'Check staging deploys', prompt: 'E2E-SUBTASK find how staging deploys are gated', subagent_type: 'general-purpose', run_in_background: false } }),
+        },
         { when: (r) => r.userText.includes('E2E-SAVE'), reply: { tool: 'mcp__cairn__mem_save', input: { title: `Release train ${token}`, content: 'Releases leave every Tuesday.', type: 'decision' } } },
       ],
     });
-    cairn = await makeCairnSandbox({ projectName: 'cc-e2e-project' });
-    project = realpathSync(cairn.project); // Claude Code keys its projects by the real path
-    const config = path.join(cairn.home, '.claude');
-    const tmp = path.join(cairn.root, 'tmp');
-    mkdirSync(config, { recursive: true });
-    mkdirSync(tmp, { recursive: true });
-    writeFileSync(path.join(config, 'settings.json'), JSON.stringify({ hooks: pluginHooks(probe.bin) }, null, 1));
-    writeFileSync(path.join(config, '.claude.json'), JSON.stringify({ hasCompletedOnboarding: true }));
-    // An allowlist: nothing of the developer's shell (API keys, CAIRN_*, a real ~/.claude).
-    env = {
-      PATH: process.env.PATH,
-      ...cairn.env,
-      CLAUDE_CONFIG_DIR: config,
-      CLAUDE_CODE_TMPDIR: tmp,
-      TMPDIR: tmp,
-      ANTHROPIC_BASE_URL: mock.url,
-      ANTHROPIC_API_KEY: 'sk-ant-mock-key',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      DISABLE_TELEMETRY: '1',
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_ERROR_REPORTING: '1',
-      DISABLE_AUTO_COMPACT: '1',
-      HTTPS_PROXY: mock.url,
-      HTTP_PROXY: mock.url,
-      NO_PROXY: '127.0.0.1,localhost',
-      no_proxy: '127.0.0.1,localhost',
-    };
+    sandbox = await makeClaudeSandbox({ mock, projectName: 'cc-e2e-project', settings: { hooks: pluginHooks(probe.bin) } });
+    ({ cairn, env, project } = sandbox);
   });
   after(async () => {
     await mock?.close();
-    cairn?.cleanup();
+    sandbox?.cleanup();
   });
 
   /** One `claude -p` run in the project; resolves with its exit code and output. */
-  function runClaude(args, runEnv = env) {
-    return new Promise((resolve) => {
-      const child = spawn(claude.bin, ['-p', ...args, '--model', 'claude-mock-1'], { cwd: project, env: runEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr });
-      });
-    });
-  }
+  const runClaude = (args, runEnv = env) => runClaudeCli(claude.bin, ['-p', ...args, '--model', 'claude-mock-1'], { cwd: project, env: runEnv });
 
   function cairnJson(args) {
     const r = spawnSync(probe.bin, [...args, '--json'], { env: { ...env, CAIRN_AUTOSTART: 'never' }, encoding: 'utf8' });
@@ -230,5 +193,33 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
     // The resume that follows replays the compact injection and adds no second copy.
     const lead = JSON.stringify(PROTOCOL_LEAD).slice(1, -1);
     assert.equal(body.split(lead).length - 1, 1, `the protocol is not there exactly once after compaction\n${body.slice(0, 3000)}`);
+  });
+  test("run 6: a sub-agent's Key Learnings are saved into the parent session (SubagentStop)", async () => {
+    const before = mock.messages().length;
+    const r = await runClaude(['--session-id', subagentSession, 'E2E-DELEGATE check how staging deploys are gated']);
+    assert.equal(r.code, 0, dump(r));
+    // The main session finished its turn: the mock's answer to the sub-agent's result.
+    assert.match(r.stdout, /MOCK-DONE/, dump(r));
+    const asked = mock.messages().slice(before);
+    const main = asked.find((q) => q.userText.includes('E2E-DELEGATE'));
+    assert.ok(subagentToolName(main?.body), `no sub-agent tool offered: ${JSON.stringify((main?.body?.tools ?? []).map((t) => t.name))}`);
+    const sub = asked.find((q) => q.userText.includes('E2E-SUBTASK'));
+    assert.ok(sub, `the sub-agent never asked the model\n${dump(r)}`);
+    assert.ok(sub.subagent, 'the sub-agent request is not marked as one (cc_is_subagent): the mock cannot tell it apart');
+    // SubagentStart gave the sub-agent the protocol (its additionalContext reaches the sub-agent).
+    const lead = JSON.stringify(PROTOCOL_LEAD).slice(1, -1);
+    assert.ok(JSON.stringify(sub.body).includes(lead), `SubagentStart's protocol is not in the sub-agent's request\n${JSON.stringify(sub.body).slice(0, 3000)}`);
+    // The learning came from the sub-agent only: the main agent's last answer has none, so
+    // Stop saves nothing, and SubagentStop's `last_assistant_message` is the sub-agent's.
+    const found = cairnJson(['search', `${token}-canary`, '--project', 'cc-e2e-project']);
+    const hit = found.hits.find((h) => h.content.includes(`Staging deploys are gated by the flag ${token}-canary`));
+    assert.ok(hit, `the sub-agent's Key Learnings were not saved: ${JSON.stringify(found)}\n${dump(r)}`);
+    const memory = cairnJson(['get', String(hit.id)]);
+    assert.equal(memory.session_id, subagentSession, `the learning went to ${memory.session_id}, not the parent session`);
+    assert.equal(memory.project, 'cc-e2e-project');
+    assert.equal(memory.tool_name, 'subagent-stop', JSON.stringify(memory));
+    const session = cairnJson(['sessions', '--all-projects']).find((s) => s.id === subagentSession);
+    assert.ok(session?.ended_at, `the parent session was not ended at SessionEnd: ${JSON.stringify(session)}`);
+    assert.deepEqual(mock.connects, [], 'Claude Code tried to reach the internet');
   });
 });

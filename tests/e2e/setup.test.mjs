@@ -7,14 +7,15 @@
 // `--uninstall`.
 
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { startAnthropicMock } from './lib/anthropic-mock.mjs';
-import { REPO_ROOT, makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { findClaudeBin, makeClaudeSandbox, runClaude } from './lib/claude.mjs';
 import { OPENCODE_MISSING, createOpenCodeSandbox, findOpenCodeBin } from './lib/opencode.mjs';
 
 const probe = probeCairnSubcommand('setup');
@@ -95,19 +96,13 @@ describe('cairn setup opencode + real OpenCode', { skip, timeout: 300_000 }, () 
   });
 });
 
-/** Claude Code's binary from this harness's npm install (as claude-code.test.mjs finds it). */
-function findClaude() {
-  const bin = process.env.CLAUDE_BIN ?? path.join(REPO_ROOT, 'tests', 'e2e', 'node_modules', '.bin', 'claude');
-  if (!existsSync(bin)) return { bin: null, reason: `no Claude Code at ${bin}: run scripts/install-test-deps.sh node` };
-  return { bin };
-}
-const claude = findClaude();
+const claude = findClaudeBin();
 const skipClaude = skip || (!claude.bin && claude.reason);
 
 describe('cairn setup claude-code + real Claude Code', { skip: skipClaude, timeout: 300_000 }, () => {
   const token = `setupdeploy${randomUUID().slice(0, 8)}`;
   const sessionId = randomUUID();
-  let cairn;
+  let sandbox;
   let env;
   let mock;
   let project;
@@ -116,35 +111,13 @@ describe('cairn setup claude-code + real Claude Code', { skip: skipClaude, timeo
     mock = await startAnthropicMock({
       rules: [{ when: (r) => r.userText.includes('E2E-SETUP'), reply: { tool: 'mcp__cairn__mem_save', input: { title: `Setup note ${token}`, content: 'Saved through cairn setup claude-code.', type: 'discovery' } } }],
     });
-    cairn = await makeCairnSandbox({ projectName: 'cc-setup-project' });
-    project = realpathSync(cairn.project);
-    const configDir = path.join(cairn.home, '.claude-config');
-    const tmp = path.join(cairn.root, 'tmp');
-    mkdirSync(configDir, { recursive: true });
-    mkdirSync(tmp, { recursive: true });
-    writeFileSync(path.join(configDir, '.claude.json'), JSON.stringify({ hasCompletedOnboarding: true }));
-    // An allowlist, as in claude-code.test.mjs: nothing of the developer's shell or ~/.claude.
-    env = {
-      PATH: process.env.PATH,
-      ...cairn.env,
-      CLAUDE_CONFIG_DIR: configDir,
-      CLAUDE_CODE_TMPDIR: tmp,
-      TMPDIR: tmp,
-      ANTHROPIC_BASE_URL: mock.url,
-      ANTHROPIC_API_KEY: 'sk-ant-mock-key',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      DISABLE_TELEMETRY: '1',
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_ERROR_REPORTING: '1',
-      HTTPS_PROXY: mock.url,
-      HTTP_PROXY: mock.url,
-      NO_PROXY: '127.0.0.1,localhost',
-      no_proxy: '127.0.0.1,localhost',
-    };
+    // CLAUDE_CONFIG_DIR is not ~/.claude, so setup must follow it.
+    sandbox = await makeClaudeSandbox({ mock, projectName: 'cc-setup-project', configDirName: '.claude-config' });
+    ({ env, project } = sandbox);
   });
   after(async () => {
     await mock?.close();
-    cairn?.cleanup();
+    sandbox?.cleanup();
   });
 
   const run = (bin, args) => {
@@ -165,18 +138,8 @@ describe('cairn setup claude-code + real Claude Code', { skip: skipClaude, timeo
   });
 
   test("a session runs setup's hooks and, allowed by its permission rule, cairn's tool", async () => {
-    const r = await new Promise((resolve) => {
-      const child = spawn(claude.bin, ['-p', `E2E-SETUP note the ${token}`, '--session-id', sessionId, '--model', 'claude-mock-1'], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      child.stdout.on('data', (d) => (out += d));
-      child.stderr.on('data', (d) => (out += d));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, out });
-      });
-    });
-    const dump = `exit ${r.code}\n${r.out}\n--- mock\n${mock.requests.map((q) => `${q.seq} ${q.path} ${q.userText.slice(0, 80)}`).join('\n')}`;
+    const r = await runClaude(claude.bin, ['-p', `E2E-SETUP note the ${token}`, '--session-id', sessionId, '--model', 'claude-mock-1'], { cwd: project, env });
+    const dump = `exit ${r.code}\n${r.stdout}\n${r.stderr}\n--- mock\n${mock.requests.map((q) => `${q.seq} ${q.path} ${q.userText.slice(0, 80)}`).join('\n')}`;
     assert.equal(r.code, 0, dump);
     // SessionStart registered the session, SessionEnd ended it
     const session = cairnJson(['sessions', '--all-projects']).find((s) => s.id === sessionId);

@@ -5,9 +5,11 @@
 // here, every outbound HTTPS attempt arrives as a `CONNECT`, which is refused and counted (the
 // test then proves nothing left the machine). Every request body is kept for assertions.
 //
-// Rules: `{ when(request) -> bool, reply: { text } | { tool, input }, beforeToolResults? }`,
-// first match wins; a request answering a tool call gets `MOCK-DONE`, anything else `MOCK-OK`.
-// `isCompactionRequest` recognises Claude Code's request for a compaction summary.
+// Rules: `{ when(request) -> bool, reply: { text } | { tool, input } | (request) -> reply,
+// beforeToolResults? }`, first match wins; a request answering a tool call gets `MOCK-DONE`,
+// anything else `MOCK-OK`. `isCompactionRequest` recognises Claude Code's request for a
+// compaction summary; `subagentToolName` names the tool that starts a sub-agent in the tools a
+// request offers, and `request.subagent` says whether a sub-agent sent the request.
 
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -45,6 +47,23 @@ export function isCompactionRequest(request) {
     .some((m) => m?.role === 'user' && /create a detailed summary of the conversation/i.test(JSON.stringify(m.content ?? '')));
 }
 
+/**
+ * The tool that starts a sub-agent among those a request offers: `Agent` in Claude Code 2.1.x
+ * (`Task` before), input `{ description, prompt, subagent_type, run_in_background }`.
+ */
+export function subagentToolName(body) {
+  const names = (Array.isArray(body?.tools) ? body.tools : []).map((t) => t?.name);
+  return ['Agent', 'Task'].find((n) => names.includes(n)) ?? null;
+}
+
+/**
+ * Whether a sub-agent sent this request: Claude Code 2.1.330 marks its requests in the
+ * system prompt's first block (`x-anthropic-billing-header: …; cc_is_subagent=true;`).
+ */
+export function isSubagentRequest(body) {
+  return JSON.stringify(body?.system ?? '').includes('cc_is_subagent=true');
+}
+
 /** Whether the last user message carries a tool result (the model's call came back). */
 function answersToolCall(body) {
   const last = Array.isArray(body?.messages) ? body.messages.at(-1) : null;
@@ -54,11 +73,12 @@ function answersToolCall(body) {
 function decide(request, rules) {
   // Claude Code's compaction prompt can share a user message with a tool result: rules marked
   // `beforeToolResults` (the summary) are checked first.
+  const replyOf = (rule) => (typeof rule.reply === 'function' ? rule.reply(request) : rule.reply);
   const early = rules.find((r) => r.beforeToolResults && r.when(request));
-  if (early) return early.reply;
+  if (early) return replyOf(early);
   if (answersToolCall(request.body)) return { text: 'MOCK-DONE' };
   const rule = rules.find((r) => !r.beforeToolResults && r.when(request));
-  return rule ? rule.reply : { text: 'MOCK-OK' };
+  return rule ? replyOf(rule) : { text: 'MOCK-OK' };
 }
 
 function messageOf(reply, model) {
@@ -97,7 +117,7 @@ function* sseEvents(message) {
 
 /**
  * Start the mock. Returns `{ url, port, requests, connects, close(), messages() }`:
- * `requests` are `{ seq, method, path, body, userText }`; `messages()` the `/v1/messages` ones.
+ * `requests` are `{ seq, method, path, body, userText, subagent }`; `messages()` the `/v1/messages` ones.
  */
 export async function startAnthropicMock({ rules = [] } = {}) {
   const requests = [];
@@ -113,7 +133,7 @@ export async function startAnthropicMock({ rules = [] } = {}) {
         body = null;
       }
       const route = (req.url ?? '').split('?')[0].replace(/\/$/, '');
-      const request = { seq: requests.length, method: req.method, path: req.url, body, userText: lastUserText(body) };
+      const request = { seq: requests.length, method: req.method, path: req.url, body, userText: lastUserText(body), subagent: isSubagentRequest(body) };
       requests.push(request);
       const json = (status, obj) => {
         res.writeHead(status, { 'content-type': 'application/json' });

@@ -2,114 +2,33 @@
 //! and that it can be undone.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::support::cairn;
+use crate::support::{TempHome, home_snapshot as snapshot, read_json, setup_bin as bin};
 
-struct Home {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
+/// OpenCode's config dir in a HOME.
+trait OpenCodeHome {
+    fn oc(&self) -> PathBuf;
+    /// Every file under OpenCode's config dir.
+    fn oc_tree(&self) -> BTreeMap<PathBuf, Vec<u8>>;
 }
 
-impl Home {
-    fn new() -> Home {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        std::fs::create_dir_all(root.join(".config/opencode")).unwrap();
-        Home { _tmp: tmp, root }
-    }
-
+impl OpenCodeHome for TempHome {
     fn oc(&self) -> PathBuf {
         self.root.join(".config/opencode")
     }
 
-    fn setup(&self, args: &[&str]) -> Output {
-        cairn()
-            .arg("setup")
-            .arg("opencode")
-            .args(args)
-            .env("HOME", &self.root)
-            .env("XDG_CONFIG_HOME", self.root.join(".config"))
-            .env("CAIRN_DATA_DIR", self.root.join("cairn-data"))
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+    fn oc_tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        self.tree_under(&self.oc())
     }
-
-    fn ok(&self, args: &[&str]) -> (String, String) {
-        let out = self.setup(args);
-        let (stdout, stderr) =
-            (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-        assert!(out.status.success(), "cairn setup opencode {args:?} failed\n{stdout}\n{stderr}");
-        (stdout, stderr)
-    }
-
-    /// Every file under HOME (but cairn's data dir) with its bytes.
-    fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    walk(&path, base, out);
-                } else {
-                    out.insert(path.strip_prefix(base).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.oc(), &self.root, &mut out);
-        out
-    }
-
-    fn backups(&self) -> Vec<PathBuf> {
-        self.tree().into_keys().filter(|p| p.to_string_lossy().contains(".cairn-backup-")).collect()
-    }
-
-    fn filters(&self) -> Vec<(String, String)> {
-        vec![
-            (regex_escape(&bin().to_string_lossy()), "[CAIRN]".into()),
-            (regex_escape(&self.root.to_string_lossy()), "[HOME]".into()),
-            (r"cairn-backup-[0-9]{8}T[0-9]{6}Z(-[0-9]+)?".into(), "cairn-backup-[TIME]".into()),
-        ]
-    }
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars().fold(String::new(), |mut out, c| {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-        out
-    })
-}
-
-/// The binary as setup writes it: absolute, symlinks resolved.
-fn bin() -> PathBuf {
-    std::fs::canonicalize(env!("CARGO_BIN_EXE_cairn")).unwrap()
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-macro_rules! snapshot {
-    ($home:expr, $name:expr, $value:expr) => {
-        let filters = $home.filters();
-        let filters: Vec<(&str, &str)> = filters.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        insta::with_settings!({filters => filters}, {
-            insta::assert_snapshot!($name, $value);
-        });
-    };
 }
 
 #[test]
 fn fresh_install_writes_plugin_and_mcp_entry_then_changes_nothing() {
-    let home = Home::new();
-    let (stdout, _) = home.ok(&[]);
+    let home = TempHome::new(&[".config/opencode"]);
+    let (stdout, _) = home.ok("opencode", &[]);
     snapshot!(home, "setup_opencode_fresh", stdout);
 
     let plugin = std::fs::read_to_string(home.oc().join("plugins/cairn.ts")).unwrap();
@@ -122,12 +41,12 @@ fn fresh_install_writes_plugin_and_mcp_entry_then_changes_nothing() {
     );
 
     // Idempotent: the same files, no backup, and it says so.
-    let before = home.tree();
-    let (stdout, _) = home.ok(&["--json"]);
+    let before = home.oc_tree();
+    let (stdout, _) = home.ok("opencode", &["--json"]);
     snapshot!(home, "setup_opencode_again_json", stdout);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["changed"], false);
-    assert_eq!(home.tree(), before);
+    assert_eq!(home.oc_tree(), before);
     assert!(home.backups().is_empty());
 }
 
@@ -135,10 +54,10 @@ const JSONC: &str = "\u{feff}// my OpenCode config\n{\n\t\"$schema\": \"https://
 
 #[test]
 fn jsonc_keeps_bom_comments_and_layout_and_uninstall_restores_it() {
-    let home = Home::new();
+    let home = TempHome::new(&[".config/opencode"]);
     let path = home.oc().join("opencode.jsonc");
     std::fs::write(&path, JSONC).unwrap();
-    home.ok(&[]);
+    home.ok("opencode", &[]);
     let after = std::fs::read_to_string(&path).unwrap();
     assert!(!home.oc().join("opencode.json").exists(), "the .jsonc is the file to edit");
     // Everything before the new entry and after it is the user's text, byte for byte.
@@ -151,23 +70,23 @@ fn jsonc_keeps_bom_comments_and_layout_and_uninstall_restores_it() {
     assert_eq!(backups.len(), 1, "{backups:?}");
     assert_eq!(std::fs::read_to_string(home.root.join(&backups[0])).unwrap(), JSONC);
 
-    let (stdout, _) = home.ok(&["--uninstall"]);
+    let (stdout, _) = home.ok("opencode", &["--uninstall"]);
     snapshot!(home, "setup_opencode_uninstall", stdout);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), JSONC, "uninstall restores the file");
     assert!(!home.oc().join("plugins/cairn.ts").exists());
-    let (stdout, _) = home.ok(&["--uninstall"]);
+    let (stdout, _) = home.ok("opencode", &["--uninstall"]);
     assert!(stdout.contains("Nothing to change"), "{stdout}");
 }
 
 #[test]
 fn a_stale_binary_path_is_updated_keeping_the_rest_of_the_entry() {
-    let home = Home::new();
+    let home = TempHome::new(&[".config/opencode"]);
     let path = home.oc().join("opencode.json");
     let config = serde_json::json!({"mcp": {"cairn": {"type": "local", "command": ["/old/cairn", "mcp", "--tools=all"], "environment": {"CAIRN_PROJECT": "x"}}}});
     std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
     std::fs::create_dir_all(home.oc().join("plugins")).unwrap();
     std::fs::write(home.oc().join("plugins/cairn.ts"), "// old\nconst BAKED_CAIRN_BIN = \"/old/cairn\";\n").unwrap();
-    let (stdout, _) = home.ok(&["--json"]);
+    let (stdout, _) = home.ok("opencode", &["--json"]);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     let statuses: Vec<_> =
         report["steps"].as_array().unwrap().iter().map(|s| (s["item"].clone(), s["status"].clone())).collect();
@@ -181,25 +100,25 @@ fn a_stale_binary_path_is_updated_keeping_the_rest_of_the_entry() {
 
 #[test]
 fn an_entry_from_an_older_setup_gains_the_host_flag_once() {
-    let home = Home::new();
+    let home = TempHome::new(&[".config/opencode"]);
     let path = home.oc().join("opencode.json");
     let config = serde_json::json!({"mcp": {"cairn": {"type": "local", "command": [bin(), "mcp", "--tools=agent"], "enabled": true}}});
     std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
-    home.ok(&[]);
+    home.ok("opencode", &[]);
     let entry = &read_json(&path)["mcp"]["cairn"];
     assert_eq!(entry["command"], serde_json::json!([bin(), "mcp", "--tools=agent", "--host=opencode"]));
-    let (stdout, _) = home.ok(&[]);
+    let (stdout, _) = home.ok("opencode", &[]);
     assert!(stdout.contains("Nothing to change"), "{stdout}");
     // A user's own `--host` choice is theirs.
     let config = serde_json::json!({"mcp": {"cairn": {"type": "local", "command": [bin(), "mcp", "--host", "mcp"]}}});
     std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
-    home.ok(&[]);
+    home.ok("opencode", &[]);
     assert_eq!(read_json(&path)["mcp"]["cairn"]["command"], serde_json::json!([bin(), "mcp", "--host", "mcp"]));
 }
 
 #[test]
 fn engram_is_reported_and_disabled_only_when_asked() {
-    let home = Home::new();
+    let home = TempHome::new(&[".config/opencode"]);
     let path = home.oc().join("opencode.json");
     let config = serde_json::json!({"mcp": {"engram": {"type": "local", "command": ["engram", "mcp"]}}});
     std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
@@ -207,36 +126,36 @@ fn engram_is_reported_and_disabled_only_when_asked() {
     std::fs::write(home.oc().join("plugins/engram.ts"), "export const Engram = async () => ({});\n").unwrap();
 
     // Without the flag (and no terminal to ask): a warning with the command, engram untouched.
-    let (_, stderr) = home.ok(&[]);
+    let (_, stderr) = home.ok("opencode", &[]);
     assert!(stderr.contains("cairn setup opencode --disable-engram"), "{stderr}");
     assert!(home.oc().join("plugins/engram.ts").exists());
     assert_eq!(read_json(&path)["mcp"]["engram"].get("enabled"), None);
 
-    let (stdout, _) = home.ok(&["--disable-engram"]);
+    let (stdout, _) = home.ok("opencode", &["--disable-engram"]);
     snapshot!(home, "setup_opencode_disable_engram", stdout);
     assert!(!home.oc().join("plugins/engram.ts").exists());
     assert!(home.oc().join("plugins/engram.ts.disabled").exists());
     let config = read_json(&path);
     assert_eq!(config["mcp"]["engram"]["enabled"], false);
     assert_eq!(config["mcp"]["cairn"]["enabled"], true);
-    let (_, stderr) = home.ok(&[]);
+    let (_, stderr) = home.ok("opencode", &[]);
     assert!(!stderr.contains("disable-engram"), "{stderr}");
 }
 
 #[test]
 fn dry_run_touches_nothing() {
-    let home = Home::new();
-    let fresh = home.tree();
-    let (stdout, _) = home.ok(&["--dry-run"]);
+    let home = TempHome::new(&[".config/opencode"]);
+    let fresh = home.oc_tree();
+    let (stdout, _) = home.ok("opencode", &["--dry-run"]);
     snapshot!(home, "setup_opencode_dry_run", stdout);
-    assert_eq!(home.tree(), fresh);
+    assert_eq!(home.oc_tree(), fresh);
 
     std::fs::write(home.oc().join("opencode.jsonc"), JSONC).unwrap();
-    let before = home.tree();
-    let (stdout, _) = home.ok(&["--dry-run", "--json", "--disable-engram"]);
+    let before = home.oc_tree();
+    let (stdout, _) = home.ok("opencode", &["--dry-run", "--json", "--disable-engram"]);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!((report["dry_run"].clone(), report["changed"].clone()), (Value::Bool(true), Value::Bool(true)));
-    assert_eq!(home.tree(), before);
+    assert_eq!(home.oc_tree(), before);
     assert!(!home.root.join("cairn-data").exists());
 }
 
@@ -248,80 +167,68 @@ fn bad_configs_are_refused_with_a_code_and_left_untouched() {
         ("opencode.json", "[]"),
         ("opencode.json", "{\"mcp\": {\"cairn\": \"cairn mcp\"}}"),
     ] {
-        let home = Home::new();
+        let home = TempHome::new(&[".config/opencode"]);
         let path = home.oc().join(name);
         std::fs::write(&path, text).unwrap();
-        let before = home.tree();
-        let out = home.setup(&["--json"]);
+        let before = home.oc_tree();
+        let out = home.setup("opencode", &["--json"]);
         assert_eq!(out.status.code(), Some(3), "{text}: {out:?}");
         let err: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(err["error"]["code"], "invalid_config", "{text}: {err}");
         assert!(err["error"]["message"].as_str().unwrap().contains(&*path.to_string_lossy()), "{err}");
-        assert_eq!(home.tree(), before, "{text}: nothing may change");
+        assert_eq!(home.oc_tree(), before, "{text}: nothing may change");
     }
 }
 
 #[test]
 fn an_unwritable_plugin_dir_fails_before_anything_changes() {
-    let home = Home::new();
+    let home = TempHome::new(&[".config/opencode"]);
     // `plugins` is a file, so no directory can be made there (root ignores permission bits).
     std::fs::write(home.oc().join("plugins"), "").unwrap();
     std::fs::write(home.oc().join("opencode.jsonc"), JSONC).unwrap();
-    let before = home.tree();
-    let out = home.setup(&[]);
+    let before = home.oc_tree();
+    let out = home.setup("opencode", &[]);
     assert_eq!(out.status.code(), Some(6), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("error[data_dir_not_writable]: cannot write"), "{stderr}");
-    assert_eq!(home.tree(), before);
+    assert_eq!(home.oc_tree(), before);
 }
 
 #[test]
 fn engram_memories_are_imported_only_when_asked() {
-    let home = Home::new();
+    let home = TempHome::new(&[".config/opencode"]);
     let db = home.root.join(".engram/engram.db");
     std::fs::create_dir_all(db.parent().unwrap()).unwrap();
     crate::cli::make_engram_db(&db);
-    let (_, stderr) = home.ok(&[]);
+    let (_, stderr) = home.ok("opencode", &[]);
     assert!(stderr.contains("cairn import-engram"), "{stderr}");
     assert!(!home.root.join("cairn-data/cairn.db").exists(), "nothing imported unasked");
 
-    let (stdout, _) = home.ok(&["--import-engram", "--json"]);
+    let (stdout, _) = home.ok("opencode", &["--import-engram", "--json"]);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["engram_import"]["observations_imported"], 2, "{report}");
     let step = report["steps"].as_array().unwrap().iter().find(|s| s["item"] == "engram import").unwrap();
     assert_eq!(step["status"], "imported");
-    let found = cairn()
-        .args(["search", "websocket reconnect", "--all-projects"])
-        .env("CAIRN_DATA_DIR", home.root.join("cairn-data"))
-        .output()
-        .unwrap();
+    let found = home.command(&["search", "websocket reconnect", "--all-projects"]).output().unwrap();
     assert!(String::from_utf8_lossy(&found.stdout).contains("Websocket reconnect loop"));
 }
 
 #[test]
 fn a_cairn_entry_switched_off_by_the_user_stays_off_with_a_warning() {
-    let home = Home::new();
+    let home = TempHome::new(&[".config/opencode"]);
     let path = home.oc().join("opencode.json");
     let config = serde_json::json!({"mcp": {"cairn": {"type": "local", "command": [bin(), "mcp"], "enabled": false}}});
     std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
-    let (_, stderr) = home.ok(&[]);
+    let (_, stderr) = home.ok("opencode", &[]);
     assert!(stderr.contains("mcp.cairn is switched off"), "{stderr}");
     assert_eq!(read_json(&path), config);
 }
 
 #[test]
 fn doctor_reports_opencode_wiring_and_a_stale_binary() {
-    let home = Home::new();
-    let doctor = |home: &Home| -> Value {
-        let out = cairn()
-            .args(["doctor", "--json"])
-            .env("HOME", &home.root)
-            .env("XDG_CONFIG_HOME", home.root.join(".config"))
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env_remove("CODEX_HOME")
-            .env("CAIRN_DATA_DIR", home.root.join("cairn-data"))
-            .output()
-            .unwrap();
+    let home = TempHome::new(&[".config/opencode"]);
+    let doctor = |home: &TempHome| -> Value {
+        let out = home.command(&["doctor", "--json"]).output().unwrap();
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         report["checks"].as_array().unwrap().iter().find(|c| c["id"] == "setup.opencode").unwrap().clone()
     };
@@ -330,7 +237,7 @@ fn doctor_reports_opencode_wiring_and_a_stale_binary() {
         (check["status"].as_str(), check["message"].as_str()),
         (Some("ok"), Some("installed, not connected to cairn"))
     );
-    home.ok(&[]);
+    home.ok("opencode", &[]);
     let check = doctor(&home);
     assert_eq!(check["status"], "ok", "{check}");
     assert!(check["message"].as_str().unwrap().starts_with("connected (this binary"), "{check}");

@@ -1,33 +1,19 @@
 //! `cairn setup claude-code` against a temp HOME: hooks in `~/.claude/settings.json`, the MCP
 //! server in `~/.claude.json`, what it leaves alone, and that uninstall restores the files.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::support::cairn;
+use crate::support::{TempHome, home_snapshot as snapshot, read_json, setup_bin as bin};
 
-struct Home {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
+/// Claude Code's files in a HOME.
+trait ClaudeHome {
+    fn settings(&self) -> PathBuf;
+    fn state(&self) -> PathBuf;
 }
 
-impl Home {
-    /// A HOME where Claude Code ran once (it made `~/.claude`).
-    fn new() -> Home {
-        let home = Home::bare();
-        std::fs::create_dir_all(home.root.join(".claude")).unwrap();
-        home
-    }
-
-    fn bare() -> Home {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        Home { _tmp: tmp, root }
-    }
-
+impl ClaudeHome for TempHome {
     fn settings(&self) -> PathBuf {
         self.root.join(".claude/settings.json")
     }
@@ -35,86 +21,6 @@ impl Home {
     fn state(&self) -> PathBuf {
         self.root.join(".claude.json")
     }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = cairn();
-        cmd.args(args)
-            .env("HOME", &self.root)
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env("XDG_CONFIG_HOME", self.root.join(".config"))
-            .env("CAIRN_DATA_DIR", self.root.join("cairn-data"))
-            .stdin(Stdio::null());
-        cmd
-    }
-
-    fn setup(&self, args: &[&str]) -> Output {
-        self.command(&[&["setup", "claude-code"], args].concat()).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> (String, String) {
-        let out = self.setup(args);
-        let (stdout, stderr) =
-            (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-        assert!(out.status.success(), "cairn setup claude-code {args:?} failed\n{stdout}\n{stderr}");
-        (stdout, stderr)
-    }
-
-    /// Every file under HOME (but cairn's data dir) with its bytes.
-    fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.ends_with("cairn-data") {
-                    continue;
-                }
-                if path.is_symlink() {
-                    out.insert(path.strip_prefix(base).unwrap().to_path_buf(), b"-> link".to_vec());
-                } else if path.is_dir() {
-                    walk(&path, base, out);
-                } else {
-                    out.insert(path.strip_prefix(base).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.root, &self.root, &mut out);
-        out
-    }
-
-    /// The tree without setup's backups.
-    fn tree_without_backups(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        self.tree().into_iter().filter(|(p, _)| !p.to_string_lossy().contains(".cairn-backup-")).collect()
-    }
-
-    fn backups(&self) -> Vec<PathBuf> {
-        self.tree().into_keys().filter(|p| p.to_string_lossy().contains(".cairn-backup-")).collect()
-    }
-
-    fn filters(&self) -> Vec<(String, String)> {
-        vec![
-            (regex_escape(&bin().to_string_lossy()), "[CAIRN]".into()),
-            (regex_escape(&self.root.to_string_lossy()), "[HOME]".into()),
-            (r"cairn-backup-[0-9]{8}T[0-9]{6}Z(-[0-9]+)?".into(), "cairn-backup-[TIME]".into()),
-        ]
-    }
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars().fold(String::new(), |mut out, c| {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-        out
-    })
-}
-
-fn bin() -> PathBuf {
-    std::fs::canonicalize(env!("CARGO_BIN_EXE_cairn")).unwrap()
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// What `cairn setup claude-code` writes: the plugin's hooks with the absolute binary.
@@ -124,21 +30,11 @@ fn expected_hooks() -> Value {
     serde_json::from_str(&text.replace("\"cairn hook ", &format!("\"{} hook ", bin().display()))).unwrap()
 }
 
-macro_rules! snapshot {
-    ($home:expr, $name:expr, $value:expr) => {
-        let filters = $home.filters();
-        let filters: Vec<(&str, &str)> = filters.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        insta::with_settings!({filters => filters}, {
-            insta::assert_snapshot!($name, $value);
-        });
-    };
-}
-
 #[test]
 fn fresh_install_writes_hooks_and_user_mcp_then_changes_nothing_and_uninstall_removes_it_all() {
-    let home = Home::new();
+    let home = TempHome::new(&[".claude"]);
     let empty = home.tree();
-    let (stdout, _) = home.ok(&[]);
+    let (stdout, _) = home.ok("claude-code", &[]);
     snapshot!(home, "setup_claude_fresh", stdout);
 
     let settings = read_json(&home.settings());
@@ -151,14 +47,14 @@ fn fresh_install_writes_hooks_and_user_mcp_then_changes_nothing_and_uninstall_re
 
     // Idempotent: the same files, no backup, and it says so.
     let before = home.tree();
-    let (stdout, _) = home.ok(&["--json"]);
+    let (stdout, _) = home.ok("claude-code", &["--json"]);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["changed"], false, "{report}");
     assert_eq!(home.tree(), before);
     assert!(home.backups().is_empty());
 
     // Files setup created are gone again after uninstall (their backups stay).
-    let (stdout, _) = home.ok(&["--uninstall"]);
+    let (stdout, _) = home.ok("claude-code", &["--uninstall"]);
     snapshot!(home, "setup_claude_uninstall_fresh", stdout);
     assert_eq!(home.tree_without_backups(), empty);
     assert_eq!(home.backups().len(), 2);
@@ -194,10 +90,10 @@ const STATE: &str = r#"{
 
 #[test]
 fn comments_and_other_settings_are_kept_and_uninstall_restores_both_files_byte_for_byte() {
-    let home = Home::new();
+    let home = TempHome::new(&[".claude"]);
     std::fs::write(home.settings(), SETTINGS).unwrap();
     std::fs::write(home.state(), STATE).unwrap();
-    home.ok(&["--permissions"]);
+    home.ok("claude-code", &["--permissions"]);
 
     let after = std::fs::read_to_string(home.settings()).unwrap();
     assert!(after.starts_with("{\n  // my Claude Code settings\n  \"model\": \"opus\","), "{after}");
@@ -226,24 +122,24 @@ fn comments_and_other_settings_are_kept_and_uninstall_restores_both_files_byte_f
         assert_eq!(std::fs::read_to_string(home.root.join(b)).unwrap(), original, "{b:?}");
     }
 
-    let (stdout, _) = home.ok(&["--uninstall"]);
+    let (stdout, _) = home.ok("claude-code", &["--uninstall"]);
     snapshot!(home, "setup_claude_uninstall", stdout);
     assert_eq!(std::fs::read_to_string(home.settings()).unwrap(), SETTINGS);
     assert_eq!(std::fs::read_to_string(home.state()).unwrap(), STATE);
-    let (stdout, _) = home.ok(&["--uninstall"]);
+    let (stdout, _) = home.ok("claude-code", &["--uninstall"]);
     assert!(stdout.contains("Nothing to change"), "{stdout}");
 }
 
 #[test]
 fn dry_run_shows_the_diff_and_touches_nothing() {
-    let home = Home::new();
+    let home = TempHome::new(&[".claude"]);
     std::fs::write(home.settings(), SETTINGS).unwrap();
     std::fs::write(home.state(), STATE).unwrap();
     let before = home.tree();
-    let (stdout, _) = home.ok(&["--dry-run", "--permissions"]);
+    let (stdout, _) = home.ok("claude-code", &["--dry-run", "--permissions"]);
     snapshot!(home, "setup_claude_dry_run", stdout);
     assert_eq!(home.tree(), before);
-    let (stdout, _) = home.ok(&["--dry-run", "--json"]);
+    let (stdout, _) = home.ok("claude-code", &["--dry-run", "--json"]);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!((report["dry_run"].clone(), report["changed"].clone()), (Value::Bool(true), Value::Bool(true)));
     let diffs = report["diffs"].as_array().unwrap();
@@ -255,7 +151,7 @@ fn dry_run_shows_the_diff_and_touches_nothing() {
 
 #[test]
 fn a_stale_binary_is_repointed_without_duplicating_hooks_and_doctor_sees_it() {
-    let home = Home::new();
+    let home = TempHome::new(&[".claude"]);
     let stale_group = json!({"hooks": [{"type": "command", "command": "/old/bin/cairn hook Stop", "timeout": 5}]});
     std::fs::write(home.settings(), serde_json::to_string_pretty(&json!({"hooks": {"Stop": [stale_group]}})).unwrap())
         .unwrap();
@@ -272,7 +168,7 @@ fn a_stale_binary_is_repointed_without_duplicating_hooks_and_doctor_sees_it() {
     assert_eq!(check["status"], "warning", "{check}");
     assert!(check["message"].as_str().unwrap().contains("/old/bin/cairn"), "{check}");
 
-    let (stdout, _) = home.ok(&["--json"]);
+    let (stdout, _) = home.ok("claude-code", &["--json"]);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     let statuses: Vec<_> =
         report["steps"].as_array().unwrap().iter().map(|s| (s["item"].clone(), s["status"].clone())).collect();
@@ -292,7 +188,7 @@ fn a_stale_binary_is_repointed_without_duplicating_hooks_and_doctor_sees_it() {
 
 #[test]
 fn engram_is_reported_and_disabled_only_when_asked() {
-    let home = Home::new();
+    let home = TempHome::new(&[".claude"]);
     let settings = json!({
         "enabledPlugins": {"engram@engram": true},
         "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "bash ~/.engram/hooks/session-start.sh"}]}]}
@@ -307,19 +203,19 @@ fn engram_is_reported_and_disabled_only_when_asked() {
     )
     .unwrap();
 
-    let (_, stderr) = home.ok(&[]);
+    let (_, stderr) = home.ok("claude-code", &[]);
     assert!(stderr.contains("cairn setup claude-code --disable-engram"), "{stderr}");
     assert_eq!(read_json(&home.state())["mcpServers"]["engram"]["command"], "engram");
     assert_eq!(read_json(&home.settings())["enabledPlugins"]["engram@engram"], true);
 
-    let (stdout, _) = home.ok(&["--disable-engram"]);
+    let (stdout, _) = home.ok("claude-code", &["--disable-engram"]);
     snapshot!(home, "setup_claude_disable_engram", stdout);
     let settings = read_json(&home.settings());
     assert_eq!(settings["enabledPlugins"]["engram@engram"], false);
     assert_eq!(settings["hooks"], expected_hooks(), "engram's hook gone, cairn's in place");
     let state = read_json(&home.state());
     assert_eq!(state["mcpServers"].as_object().unwrap().keys().collect::<Vec<_>>(), ["cairn"]);
-    let (_, stderr) = home.ok(&[]);
+    let (_, stderr) = home.ok("claude-code", &[]);
     assert!(!stderr.contains("disable-engram"), "{stderr}");
 }
 
@@ -334,11 +230,11 @@ fn bad_configs_are_refused_with_a_code_and_left_untouched() {
         ("state", "{\"mcpServers\": [1]}", "invalid_config"),
         ("state", "{\"mcpServers\": {\"cairn\": \"cairn mcp\"}}", "invalid_config"),
     ] {
-        let home = Home::new();
+        let home = TempHome::new(&[".claude"]);
         let path = if file == "settings" { home.settings() } else { home.state() };
         std::fs::write(&path, text).unwrap();
         let before = home.tree();
-        let out = home.setup(&["--json", "--permissions"]);
+        let out = home.setup("claude-code", &["--json", "--permissions"]);
         assert_eq!(out.status.code(), Some(3), "{text}: {out:?}");
         let err: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(err["error"]["code"], code, "{text}: {err}");
@@ -349,25 +245,25 @@ fn bad_configs_are_refused_with_a_code_and_left_untouched() {
 
 #[test]
 fn symlinked_and_read_only_configs_are_refused_and_left_untouched() {
-    let home = Home::new();
+    let home = TempHome::new(&[".claude"]);
     let real = home.root.join("dotfiles/settings.json");
     std::fs::create_dir_all(real.parent().unwrap()).unwrap();
     std::fs::write(&real, SETTINGS).unwrap();
     std::os::unix::fs::symlink(&real, home.settings()).unwrap();
     let before = home.tree();
-    let out = home.setup(&["--json"]);
+    let out = home.setup("claude-code", &["--json"]);
     let err: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(err["error"]["code"], "invalid_config", "{err}");
     assert!(err["error"]["message"].as_str().unwrap().contains("symbolic link"), "{err}");
     assert_eq!(home.tree(), before);
 
-    let home = Home::new();
+    let home = TempHome::new(&[".claude"]);
     std::fs::write(home.state(), STATE).unwrap();
     let mut perms = std::fs::metadata(home.state()).unwrap().permissions();
     perms.set_readonly(true);
     std::fs::set_permissions(home.state(), perms).unwrap();
     let before = home.tree();
-    let out = home.setup(&["--json"]);
+    let out = home.setup("claude-code", &["--json"]);
     assert_eq!(out.status.code(), Some(6), "{out:?}");
     let err: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(err["error"]["code"], "data_dir_not_writable", "{err}");
@@ -376,26 +272,26 @@ fn symlinked_and_read_only_configs_are_refused_and_left_untouched() {
 
 #[test]
 fn a_home_without_claude_code_gets_a_clear_error_and_nothing_is_created() {
-    let home = Home::bare();
-    let out = home.setup(&[]);
+    let home = TempHome::new(&[]);
+    let out = home.setup("claude-code", &[]);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("error[file_not_found]: Claude Code is not set up here"), "{stderr}");
     assert!(home.tree().is_empty());
     // nothing to undo is not an error
-    let (stdout, _) = home.ok(&["--uninstall"]);
+    let (stdout, _) = home.ok("claude-code", &["--uninstall"]);
     assert!(stdout.contains("Nothing to change"), "{stdout}");
     assert!(home.tree().is_empty());
 }
 
 #[test]
 fn uninstall_leaves_the_users_own_empty_events() {
-    let home = Home::new();
+    let home = TempHome::new(&[".claude"]);
     let text = "{\"hooks\":{\"Notification\":[],\"Stop\":[]},\"model\":\"opus\"}";
     std::fs::write(home.settings(), text).unwrap();
-    home.ok(&[]);
+    home.ok("claude-code", &[]);
     assert_eq!(read_json(&home.settings())["hooks"]["Notification"], json!([]));
-    home.ok(&["--uninstall"]);
+    home.ok("claude-code", &["--uninstall"]);
     // An empty event of the user's stays; one that cairn's group went into goes with it (setup
     // keeps no record of what was there, and an empty event means nothing to Claude Code).
     assert_eq!(read_json(&home.settings()), json!({"hooks": {"Notification": []}, "model": "opus"}));
@@ -403,9 +299,9 @@ fn uninstall_leaves_the_users_own_empty_events() {
 
 #[test]
 fn the_cairn_plugin_enabled_too_is_warned_about() {
-    let home = Home::new();
+    let home = TempHome::new(&[".claude"]);
     std::fs::write(home.settings(), r#"{"enabledPlugins": {"cairn@cairn": true}}"#).unwrap();
-    let (_, stderr) = home.ok(&[]);
+    let (_, stderr) = home.ok("claude-code", &[]);
     assert!(stderr.contains("cairn's Claude Code plugin (cairn@cairn) is enabled too"), "{stderr}");
     assert!(stderr.contains("claude plugin disable cairn@cairn"), "{stderr}");
     assert_eq!(read_json(&home.settings())["enabledPlugins"], json!({"cairn@cairn": true}), "left to the user");
@@ -413,10 +309,10 @@ fn the_cairn_plugin_enabled_too_is_warned_about() {
 
 #[test]
 fn plugin_mode_prints_the_commands_and_changes_nothing() {
-    let home = Home::new();
-    home.ok(&[]);
+    let home = TempHome::new(&[".claude"]);
+    home.ok("claude-code", &[]);
     let before = home.tree();
-    let (stdout, stderr) = home.ok(&["--plugin"]);
+    let (stdout, stderr) = home.ok("claude-code", &["--plugin"]);
     snapshot!(home, "setup_claude_plugin", stdout);
     assert!(stderr.contains("with the plugin too every hook would run twice"), "{stderr}");
     assert_eq!(home.tree(), before);
@@ -426,7 +322,7 @@ fn plugin_mode_prints_the_commands_and_changes_nothing() {
 
 #[test]
 fn claude_config_dir_holds_both_files_when_set() {
-    let home = Home::bare();
+    let home = TempHome::new(&[]);
     let dir = home.root.join("claude-cfg");
     std::fs::create_dir_all(&dir).unwrap();
     let out = home.command(&["setup", "claude-code"]).env("CLAUDE_CONFIG_DIR", &dir).output().unwrap();

@@ -1,110 +1,21 @@
 //! `cairn setup codex` against a temp HOME: `[mcp_servers.cairn]` and the compaction prompt in
 //! `~/.codex/config.toml`, comments kept, engram's pieces, and uninstall restoring the file.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::support::cairn;
+use crate::support::{TempHome, home_snapshot as snapshot, setup_bin as bin};
 
-struct Home {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
+/// Codex's config in a HOME.
+trait CodexHome {
+    fn config(&self) -> PathBuf;
 }
 
-impl Home {
-    /// A HOME where Codex ran once (it made `~/.codex`).
-    fn new() -> Home {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        std::fs::create_dir_all(root.join(".codex")).unwrap();
-        Home { _tmp: tmp, root }
-    }
-
+impl CodexHome for TempHome {
     fn config(&self) -> PathBuf {
         self.root.join(".codex/config.toml")
     }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = cairn();
-        cmd.args(args)
-            .env("HOME", &self.root)
-            .env_remove("CODEX_HOME")
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env("XDG_CONFIG_HOME", self.root.join(".config"))
-            .env("CAIRN_DATA_DIR", self.root.join("cairn-data"))
-            .stdin(Stdio::null());
-        cmd
-    }
-
-    fn setup(&self, args: &[&str]) -> Output {
-        self.command(&[&["setup", "codex"], args].concat()).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> (String, String) {
-        let out = self.setup(args);
-        let (stdout, stderr) =
-            (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-        assert!(out.status.success(), "cairn setup codex {args:?} failed\n{stdout}\n{stderr}");
-        (stdout, stderr)
-    }
-
-    fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.ends_with("cairn-data") {
-                    continue;
-                }
-                if path.is_dir() {
-                    walk(&path, base, out);
-                } else {
-                    out.insert(path.strip_prefix(base).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.root, &self.root, &mut out);
-        out
-    }
-
-    fn tree_without_backups(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        self.tree().into_iter().filter(|(p, _)| !p.to_string_lossy().contains(".cairn-backup-")).collect()
-    }
-
-    fn filters(&self) -> Vec<(String, String)> {
-        vec![
-            (regex_escape(&bin().to_string_lossy()), "[CAIRN]".into()),
-            (regex_escape(&self.root.to_string_lossy()), "[HOME]".into()),
-            (r"cairn-backup-[0-9]{8}T[0-9]{6}Z(-[0-9]+)?".into(), "cairn-backup-[TIME]".into()),
-        ]
-    }
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars().fold(String::new(), |mut out, c| {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-        out
-    })
-}
-
-fn bin() -> PathBuf {
-    std::fs::canonicalize(env!("CARGO_BIN_EXE_cairn")).unwrap()
-}
-
-macro_rules! snapshot {
-    ($home:expr, $name:expr, $value:expr) => {
-        let filters = $home.filters();
-        let filters: Vec<(&str, &str)> = filters.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        insta::with_settings!({filters => filters}, {
-            insta::assert_snapshot!($name, $value);
-        });
-    };
 }
 
 const CONFIG: &str = r#"# my Codex config
@@ -120,13 +31,13 @@ model = "gpt-5-mini"
 
 #[test]
 fn install_keeps_comments_is_idempotent_and_uninstall_restores_the_file() {
-    let home = Home::new();
+    let home = TempHome::new(&[".codex"]);
     std::fs::write(home.config(), CONFIG).unwrap();
-    let (stdout, _) = home.ok(&["--dry-run"]);
+    let (stdout, _) = home.ok("codex", &["--dry-run"]);
     snapshot!(home, "setup_codex_dry_run", stdout);
     assert_eq!(home.tree_without_backups().len(), 1, "dry run wrote nothing");
 
-    let (stdout, _) = home.ok(&[]);
+    let (stdout, _) = home.ok("codex", &[]);
     snapshot!(home, "setup_codex_install", stdout);
     let after = std::fs::read_to_string(home.config()).unwrap();
     snapshot!(home, "setup_codex_config", after);
@@ -136,38 +47,38 @@ fn install_keeps_comments_is_idempotent_and_uninstall_restores_the_file() {
     assert_eq!(prompt.trim_end(), String::from_utf8_lossy(&continuity.stdout).trim_end());
 
     let before = home.tree();
-    let (stdout, _) = home.ok(&["--json"]);
+    let (stdout, _) = home.ok("codex", &["--json"]);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["changed"], false, "{report}");
     assert_eq!(home.tree(), before);
 
-    home.ok(&["--uninstall"]);
+    home.ok("codex", &["--uninstall"]);
     assert_eq!(std::fs::read_to_string(home.config()).unwrap(), CONFIG);
     assert!(!home.root.join(".codex/cairn-compact-prompt.md").exists());
-    let (stdout, _) = home.ok(&["--uninstall"]);
+    let (stdout, _) = home.ok("codex", &["--uninstall"]);
     assert!(stdout.contains("Nothing to change"), "{stdout}");
 }
 
 #[test]
 fn a_fresh_codex_home_gets_a_config_that_uninstall_removes_again() {
-    let home = Home::new();
+    let home = TempHome::new(&[".codex"]);
     let empty = home.tree();
-    home.ok(&[]);
+    home.ok("codex", &[]);
     let config: toml_edit::DocumentMut = std::fs::read_to_string(home.config()).unwrap().parse().unwrap();
     assert_eq!(config["mcp_servers"]["cairn"]["command"].as_str(), bin().to_str());
     let args: Vec<&str> =
         config["mcp_servers"]["cairn"]["args"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
     assert_eq!(args, ["mcp", "--tools=agent", "--host=codex"]);
-    home.ok(&["--uninstall"]);
+    home.ok("codex", &["--uninstall"]);
     assert_eq!(home.tree_without_backups(), empty);
 }
 
 #[test]
 fn a_stale_entry_is_repointed_and_a_foreign_compact_prompt_is_left_alone() {
-    let home = Home::new();
+    let home = TempHome::new(&[".codex"]);
     let text = "experimental_compact_prompt_file = \"/mine/compact.md\"\n\n[mcp_servers.cairn]\ncommand = \"/old/cairn\"\nargs = [\"mcp\", \"--tools=all\"]\nenv = { CAIRN_PROJECT = \"x\" }\n";
     std::fs::write(home.config(), text).unwrap();
-    let (stdout, _) = home.ok(&["--json"]);
+    let (stdout, _) = home.ok("codex", &["--json"]);
     let report: Value = serde_json::from_str(&stdout).unwrap();
     let statuses: Vec<_> =
         report["steps"].as_array().unwrap().iter().map(|s| (s["item"].clone(), s["status"].clone())).collect();
@@ -184,14 +95,14 @@ fn a_stale_entry_is_repointed_and_a_foreign_compact_prompt_is_left_alone() {
 
 #[test]
 fn engram_is_reported_and_disabled_only_when_asked() {
-    let home = Home::new();
+    let home = TempHome::new(&[".codex"]);
     let text = "model_instructions_file = \"/h/.codex/engram-instructions.md\"\n\n[mcp_servers.engram]\ncommand = \"engram\"\nargs = [\"mcp\", \"--tools=agent\"]\n";
     std::fs::write(home.config(), text).unwrap();
-    let (_, stderr) = home.ok(&[]);
+    let (_, stderr) = home.ok("codex", &[]);
     assert!(stderr.contains("cairn setup codex --disable-engram"), "{stderr}");
     assert!(std::fs::read_to_string(home.config()).unwrap().contains("model_instructions_file"));
 
-    let (stdout, _) = home.ok(&["--disable-engram"]);
+    let (stdout, _) = home.ok("codex", &["--disable-engram"]);
     snapshot!(home, "setup_codex_disable_engram", stdout);
     let after = std::fs::read_to_string(home.config()).unwrap();
     assert!(!after.contains("model_instructions_file"), "{after}");
@@ -201,7 +112,7 @@ fn engram_is_reported_and_disabled_only_when_asked() {
         ),
         "{after}"
     );
-    let (_, stderr) = home.ok(&[]);
+    let (_, stderr) = home.ok("codex", &[]);
     assert!(!stderr.contains("disable-engram"), "{stderr}");
 }
 
@@ -210,19 +121,19 @@ fn bad_configs_are_refused_with_a_code_and_left_untouched() {
     for text in
         ["model = \n", "mcp_servers = 3\n", "[mcp_servers]\ncairn = \"x\"\n", "experimental_compact_prompt_file = 1\n"]
     {
-        let home = Home::new();
+        let home = TempHome::new(&[".codex"]);
         std::fs::write(home.config(), text).unwrap();
         let before = home.tree();
-        let out = home.setup(&["--json"]);
+        let out = home.setup("codex", &["--json"]);
         assert_eq!(out.status.code(), Some(3), "{text}: {out:?}");
         let err: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(err["error"]["code"], "invalid_config", "{text}: {err}");
         assert_eq!(home.tree(), before, "{text}: nothing may change");
     }
     // no Codex here
-    let home = Home::new();
+    let home = TempHome::new(&[".codex"]);
     std::fs::remove_dir(home.root.join(".codex")).unwrap();
-    let out = home.setup(&[]);
+    let out = home.setup("codex", &[]);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Codex is not set up here"), "{out:?}");
     assert!(home.tree().is_empty());
@@ -230,7 +141,7 @@ fn bad_configs_are_refused_with_a_code_and_left_untouched() {
 
 #[test]
 fn codex_home_is_honoured_and_doctor_reports_the_wiring() {
-    let home = Home::new();
+    let home = TempHome::new(&[".codex"]);
     let dir = home.root.join("codex-home");
     std::fs::create_dir_all(&dir).unwrap();
     let out = home.command(&["setup", "codex"]).env("CODEX_HOME", &dir).output().unwrap();

@@ -1,115 +1,15 @@
 //! `cairn setup gemini` and `cairn setup cursor` against a temp HOME: `mcpServers.cairn` in
 //! their JSON(C) config, the protocol block in Gemini's GEMINI.md, uninstall restoring both.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::cairn;
-
-struct Home {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Home {
-    fn new(dirs: &[&str]) -> Home {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        for d in dirs {
-            std::fs::create_dir_all(root.join(d)).unwrap();
-        }
-        Home { _tmp: tmp, root }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = cairn();
-        cmd.args(args)
-            .env("HOME", &self.root)
-            .env_remove("CODEX_HOME")
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env("XDG_CONFIG_HOME", self.root.join(".config"))
-            .env("CAIRN_DATA_DIR", self.root.join("cairn-data"))
-            .stdin(Stdio::null());
-        cmd
-    }
-
-    fn setup(&self, agent: &str, args: &[&str]) -> Output {
-        self.command(&[&["setup", agent], args].concat()).output().unwrap()
-    }
-
-    fn ok(&self, agent: &str, args: &[&str]) -> String {
-        let out = self.setup(agent, args);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "cairn setup {agent} {args:?} failed\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    }
-
-    fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.ends_with("cairn-data") {
-                    continue;
-                }
-                if path.is_dir() {
-                    walk(&path, base, out);
-                } else {
-                    out.insert(path.strip_prefix(base).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
-                }
-            }
-        }
-        let mut out = BTreeMap::new();
-        walk(&self.root, &self.root, &mut out);
-        out
-    }
-
-    fn tree_without_backups(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        self.tree().into_iter().filter(|(p, _)| !p.to_string_lossy().contains(".cairn-backup-")).collect()
-    }
-
-    fn filters(&self) -> Vec<(String, String)> {
-        vec![
-            (regex_escape(&bin().to_string_lossy()), "[CAIRN]".into()),
-            (regex_escape(&self.root.to_string_lossy()), "[HOME]".into()),
-            (r"cairn-backup-[0-9]{8}T[0-9]{6}Z(-[0-9]+)?".into(), "cairn-backup-[TIME]".into()),
-        ]
-    }
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars().fold(String::new(), |mut out, c| {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-        out
-    })
-}
-
-fn bin() -> PathBuf {
-    std::fs::canonicalize(env!("CARGO_BIN_EXE_cairn")).unwrap()
-}
+use crate::support::{TempHome, home_snapshot as snapshot, setup_bin as bin};
 
 fn parse_jsonc(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
     jsonc_parser::cst::CstRootNode::parse(&text, &Default::default()).unwrap().to_serde_value().unwrap()
-}
-
-macro_rules! snapshot {
-    ($home:expr, $name:expr, $value:expr) => {
-        let filters = $home.filters();
-        let filters: Vec<(&str, &str)> = filters.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        insta::with_settings!({filters => filters}, {
-            insta::assert_snapshot!($name, $value);
-        });
-    };
 }
 
 const SETTINGS: &str = "{\n  // my Gemini settings\n  \"theme\": \"Dracula\",\n  \"mcpServers\": {\n    \"github\": { \"httpUrl\": \"https://x/mcp\" } // remote\n  }\n}\n";
@@ -117,17 +17,17 @@ const GEMINI_MD: &str = "# My rules\n\nBe brief.\n";
 
 #[test]
 fn gemini_install_keeps_the_users_text_is_idempotent_and_uninstall_restores_it() {
-    let home = Home::new(&[".gemini"]);
+    let home = TempHome::new(&[".gemini"]);
     let settings = home.root.join(".gemini/settings.json");
     let md = home.root.join(".gemini/GEMINI.md");
     std::fs::write(&settings, SETTINGS).unwrap();
     std::fs::write(&md, GEMINI_MD).unwrap();
     let before = home.tree();
-    let stdout = home.ok("gemini", &["--dry-run"]);
+    let (stdout, _) = home.ok("gemini", &["--dry-run"]);
     assert!(stdout.contains("+    \"cairn\": {"), "{stdout}");
     assert_eq!(home.tree(), before);
 
-    let stdout = home.ok("gemini", &[]);
+    let (stdout, _) = home.ok("gemini", &[]);
     snapshot!(home, "setup_gemini_install", stdout);
     let after = std::fs::read_to_string(&settings).unwrap();
     assert!(after.starts_with("{\n  // my Gemini settings\n  \"theme\": \"Dracula\","), "{after}");
@@ -142,7 +42,7 @@ fn gemini_install_keeps_the_users_text_is_idempotent_and_uninstall_restores_it()
     assert!(text.contains(String::from_utf8_lossy(&protocol.stdout).trim_end()), "{text}");
 
     let before = home.tree();
-    assert!(home.ok("gemini", &[]).contains("Nothing to change"));
+    assert!(home.ok("gemini", &[]).0.contains("Nothing to change"));
     assert_eq!(home.tree(), before);
 
     home.ok("gemini", &["--uninstall"]);
@@ -152,15 +52,15 @@ fn gemini_install_keeps_the_users_text_is_idempotent_and_uninstall_restores_it()
 
 #[test]
 fn cursor_fresh_install_and_uninstall_leave_the_home_as_it_was() {
-    let home = Home::new(&[".cursor"]);
+    let home = TempHome::new(&[".cursor"]);
     let empty = home.tree();
-    let stdout = home.ok("cursor", &[]);
+    let (stdout, _) = home.ok("cursor", &[]);
     snapshot!(home, "setup_cursor_install", stdout);
     assert_eq!(
         parse_jsonc(&home.root.join(".cursor/mcp.json")),
         json!({"mcpServers": {"cairn": {"command": bin(), "args": ["mcp", "--tools=agent", "--host=mcp"]}}})
     );
-    assert!(home.ok("cursor", &[]).contains("Nothing to change"));
+    assert!(home.ok("cursor", &[]).0.contains("Nothing to change"));
     home.ok("cursor", &["--uninstall"]);
     assert_eq!(home.tree_without_backups(), empty);
 }
@@ -168,7 +68,7 @@ fn cursor_fresh_install_and_uninstall_leave_the_home_as_it_was() {
 #[test]
 fn engram_stale_paths_bad_configs_and_missing_hosts() {
     // engram's entry: reported, removed only when asked; a stale cairn entry is repointed.
-    let home = Home::new(&[".cursor"]);
+    let home = TempHome::new(&[".cursor"]);
     let path = home.root.join(".cursor/mcp.json");
     let config = json!({"mcpServers": {"engram": {"command": "engram", "args": ["mcp"]}, "cairn": {"command": "/old/cairn", "args": ["mcp"]}}});
     std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
@@ -181,7 +81,7 @@ fn engram_stale_paths_bad_configs_and_missing_hosts() {
     assert_eq!(parse_jsonc(&path)["mcpServers"].as_object().unwrap().keys().collect::<Vec<_>>(), ["cairn"]);
 
     for text in ["{ \"mcpServers\": ", "{\"mcpServers\": []}", "{\"mcpServers\": {\"cairn\": 1}}"] {
-        let home = Home::new(&[".gemini"]);
+        let home = TempHome::new(&[".gemini"]);
         std::fs::write(home.root.join(".gemini/settings.json"), text).unwrap();
         let before = home.tree();
         let out = home.setup("gemini", &["--json"]);
@@ -191,7 +91,7 @@ fn engram_stale_paths_bad_configs_and_missing_hosts() {
         assert_eq!(home.tree(), before);
     }
 
-    let home = Home::new(&[]);
+    let home = TempHome::new(&[]);
     for agent in ["gemini", "cursor"] {
         let out = home.setup(agent, &[]);
         assert_eq!(out.status.code(), Some(4), "{out:?}");

@@ -1,9 +1,10 @@
 //! Helpers shared by the binary's integration tests.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -325,3 +326,128 @@ pub fn serve_files(dir: std::path::PathBuf, corrupt: Option<&'static str>) -> So
     });
     addr
 }
+
+/// A temp HOME for `cairn setup <agent>` (canonical path, so it matches what setup writes),
+/// with cairn's data dir inside it and no agent config dir of the developer's shell.
+pub struct TempHome {
+    _tmp: tempfile::TempDir,
+    pub root: PathBuf,
+}
+
+impl TempHome {
+    /// A HOME holding the given directories (where the agent ran once).
+    pub fn new(dirs: &[&str]) -> TempHome {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        for dir in dirs {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        TempHome { _tmp: tmp, root }
+    }
+
+    /// `cairn <args>` with this HOME, its XDG config dir and its data dir.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = cairn();
+        cmd.args(args)
+            .env("HOME", &self.root)
+            .env_remove("CODEX_HOME")
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env("XDG_CONFIG_HOME", self.root.join(".config"))
+            .env("CAIRN_DATA_DIR", self.root.join("cairn-data"))
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    pub fn setup(&self, agent: &str, args: &[&str]) -> Output {
+        self.command(&[&["setup", agent], args].concat()).output().unwrap()
+    }
+
+    /// `cairn setup <agent> <args>`, which must succeed: its stdout and stderr.
+    pub fn ok(&self, agent: &str, args: &[&str]) -> (String, String) {
+        let out = self.setup(agent, args);
+        let (stdout, stderr) =
+            (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+        assert!(out.status.success(), "cairn setup {agent} {args:?} failed\n{stdout}\n{stderr}");
+        (stdout, stderr)
+    }
+
+    /// Every file under HOME (but cairn's data dir) with its bytes; a symlink is `-> link`.
+    pub fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        self.tree_under(&self.root)
+    }
+
+    /// Every file under `dir`, keyed by its path relative to HOME.
+    pub fn tree_under(&self, dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.ends_with("cairn-data") {
+                    continue;
+                }
+                if path.is_symlink() {
+                    out.insert(path.strip_prefix(base).unwrap().to_path_buf(), b"-> link".to_vec());
+                } else if path.is_dir() {
+                    walk(&path, base, out);
+                } else {
+                    out.insert(path.strip_prefix(base).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(dir, &self.root, &mut out);
+        out
+    }
+
+    /// The tree without setup's backups.
+    pub fn tree_without_backups(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        self.tree().into_iter().filter(|(p, _)| !is_backup(p)).collect()
+    }
+
+    pub fn backups(&self) -> Vec<PathBuf> {
+        self.tree().into_keys().filter(|p| is_backup(p)).collect()
+    }
+
+    /// Snapshot filters: the binary, HOME and the backups' timestamps.
+    pub fn filters(&self) -> Vec<(String, String)> {
+        vec![
+            (regex_escape(&setup_bin().to_string_lossy()), "[CAIRN]".into()),
+            (regex_escape(&self.root.to_string_lossy()), "[HOME]".into()),
+            (r"cairn-backup-[0-9]{8}T[0-9]{6}Z(-[0-9]+)?".into(), "cairn-backup-[TIME]".into()),
+        ]
+    }
+}
+
+fn is_backup(path: &Path) -> bool {
+    path.to_string_lossy().contains(".cairn-backup-")
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars().fold(String::new(), |mut out, c| {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+        out
+    })
+}
+
+/// The binary as setup writes it: absolute, symlinks resolved.
+pub fn setup_bin() -> PathBuf {
+    std::fs::canonicalize(env!("CARGO_BIN_EXE_cairn")).unwrap()
+}
+
+pub fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// An insta snapshot with a [`TempHome`]'s filters.
+macro_rules! home_snapshot {
+    ($home:expr, $name:expr, $value:expr) => {
+        let filters = $home.filters();
+        let filters: Vec<(&str, &str)> = filters.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        insta::with_settings!({filters => filters}, {
+            insta::assert_snapshot!($name, $value);
+        });
+    };
+}
+pub(crate) use home_snapshot;

@@ -25,7 +25,7 @@ use cairn_core::agent::{
 };
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::context::{Context, ContextLayout, ContextRequest};
-use cairn_core::history::ingest::PokeRequest;
+use cairn_core::history::ingest::{PokeRequest, check_host_source, process_env};
 use cairn_core::history::model::HistoryHost;
 use cairn_core::history::query::{Chart, SessionRef};
 use cairn_core::ops::Op;
@@ -365,6 +365,11 @@ impl Hook {
         let Some(path) = transcript else { return };
         let poke =
             PokeRequest { host: Some(HistoryHost::ClaudeCode), path: Some(PathBuf::from(path)), session_id: None };
+        // Only Claude Code's own transcripts are archived (the daemon refuses anything else):
+        // one elsewhere (a test, a wrapper) is simply not the archive's business.
+        if check_host_source(&process_env, &poke).is_err() {
+            return;
+        }
         if let Err(e) = self.call::<Value>(Op::HistoryIngest(poke)) {
             note(&format!("cairn hook: archiving {path} failed: {e:#}"));
         }

@@ -203,7 +203,7 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     assert.equal(stored.topic_key, `session/${sid}/compaction`.toLowerCase());
   });
 
-  test('a sub-agent run is recorded under its parent and gets no protocol of its own', async () => {
+  test('a sub-agent run is recorded under its parent, gets no protocol of its own, and its parent\'s session id', async () => {
     const r = await run('subagent', 'PLEASE-DELEGATE to a sub-agent');
     const parent = sessionOf(r);
     const result = mock.toolResults.find((t) => t.name === 'task' && /<task id="/.test(t.text));
@@ -222,6 +222,8 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     const childReq = during('subagent').find((q) => q.kind === 'chat' && /SUBAGENT-PROMPT/.test(q.lastUserText));
     assert.ok(childReq, `no sub-agent request\n${dump('subagent')}`);
     assert.equal(count(childReq.system, text), 0, 'the sub-agent request carries no protocol');
+    // H7: but where its parent's history is
+    assert.equal(count(childReq.system, `**Upstream session ID: ${parent}**`), 1, `no upstream note\n${childReq.system.slice(-600)}`);
     const parentReqs = chats('subagent').filter((q) => q !== childReq);
     for (const q of parentReqs) assert.equal(count(q.system, text), 1, `parent request #${q.seq}`);
   });

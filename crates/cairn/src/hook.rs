@@ -363,11 +363,8 @@ impl Hook {
     /// daemon's periodic scan reads the file later.
     fn archive(&self, transcript: Option<&str>) {
         let Some(path) = transcript else { return };
-        let poke = PokeRequest {
-            host: Some(HistoryHost::ClaudeCode),
-            path: Some(PathBuf::from(path)),
-            session_id: None,
-        };
+        let poke =
+            PokeRequest { host: Some(HistoryHost::ClaudeCode), path: Some(PathBuf::from(path)), session_id: None };
         if let Err(e) = self.call::<Value>(Op::HistoryIngest(poke)) {
             note(&format!("cairn hook: archiving {path} failed: {e:#}"));
         }

@@ -25,6 +25,7 @@ use cairn_core::{CairnError, ErrorCode, Result, Store};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use crate::history::HistoryScan;
 use crate::workers::{Alive, WorkerState, Workers};
 
 /// Readers kept open: enough for 2 cores plus a request waiting on I/O.
@@ -182,6 +183,15 @@ impl Engine {
         {
             tracing::debug!(error = %e, "final checkpoint skipped");
         }
+    }
+
+    /// Start the `cairn-history` worker: a backfill of the hosts' transcripts into
+    /// `history.db`, then a scan every so often. The daemon starts it; other in-process engines
+    /// (tests, a `cairn mcp` without a daemon) do not, so they never read the hosts' storage
+    /// unasked. `false` for an in-memory store (no `history.db` file) or when the thread could
+    /// not start.
+    pub fn start_history(&self, scan: HistoryScan) -> bool {
+        self.path.as_deref().is_some_and(|path| crate::history::start(&self.workers, path, scan))
     }
 
     fn close_queue(&self) {

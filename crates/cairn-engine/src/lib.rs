@@ -1,6 +1,7 @@
 //! cairn-engine: the daemon's runtime over cairn-core. One [`Engine`] owns a store file: a
 //! writer thread with group commit, pooled readers, the WAL checkpointer, the search-index
-//! follower and builder, and the background embedder, all under one worker lifecycle
+//! follower and builder, the background embedder and the conversation-history scanner
+//! ([`history`]), all under one worker lifecycle
 //! ([`workers`]: start, health, graceful stop). [`embedder`] builds the embedding model the
 //! settings ask for.
 //!
@@ -9,6 +10,7 @@
 
 pub mod embedder;
 mod engine;
+pub mod history;
 pub mod workers;
 
 pub use engine::Engine;

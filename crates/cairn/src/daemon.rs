@@ -74,6 +74,7 @@ pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
 async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: ServeArgs) -> Result<()> {
     let semantic = cairn_engine::embedder::semantic(&settings.embedder_config());
     let engine = Engine::open_with(&data_dir.join(cairn_core::store::DB_FILE), semantic)?;
+    engine.start_history(cairn_engine::history::HistoryScan::from_settings());
     let listener = bind_listener(bind, settings.port.value, args.or_any_port).await?;
     let addr = listener.local_addr()?;
     let cancel = CancellationToken::new();

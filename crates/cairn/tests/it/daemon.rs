@@ -127,3 +127,38 @@ fn the_daemon_outlives_the_mcp_process_tree_that_started_it() {
     assert_eq!(http(addr, "GET", "/health", None).0, 200);
     assert_eq!(recorded(&data).map(|(p, _)| p), Some(daemon_pid));
 }
+
+/// `cairn serve` backfills the conversation history by itself: a Claude Code transcript in the
+/// (temp) config dir is searchable without any hook or `history ingest`, and `/health` lists
+/// the worker.
+#[test]
+fn the_daemon_backfills_claude_code_transcripts_without_a_poke() {
+    const SESSION: &str = "3f0c2a4e-9b1d-4c55-8a77-0d2e6f1b9c01";
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, claude) = (tmp.path().join("data"), tmp.path().join("claude"));
+    let project = claude.join("projects").join("-nonexistent-sandbox-cc-history-project");
+    std::fs::create_dir_all(&project).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cairn-core/tests/fixtures/history/claude/-nonexistent-sandbox-cc-history-project")
+        .join(format!("{SESSION}.jsonl"));
+    std::fs::copy(fixture, project.join(format!("{SESSION}.jsonl"))).unwrap();
+    let claude_dir = claude.display().to_string();
+    let daemon = Daemon::start_with(&data, &[("CLAUDE_CONFIG_DIR", &claude_dir)], Stdio::null());
+
+    let (status, health) = http(daemon.addr, "GET", "/health", None);
+    assert_eq!(status, 200);
+    let workers = health["workers"].as_array().unwrap();
+    assert!(workers.iter().any(|w| w["name"] == "cairn-history"), "{health}");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let body = json!({"op": "history_sessions", "args": {}});
+        let (status, sessions) = http(daemon.addr, "POST", "/v1/op", Some(&body));
+        assert_eq!(status, 200, "{sessions}");
+        if sessions.to_string().contains(SESSION) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the transcript was never ingested: {sessions}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

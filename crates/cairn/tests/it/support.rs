@@ -18,6 +18,11 @@ pub fn cairn() -> Command {
     }
     // Tests never leave a daemon behind: each starts its own when it needs one.
     cmd.env("CAIRN_AUTOSTART", "never").env("NO_COLOR", "1");
+    // A daemon backfills the hosts' conversation history: never the real user's. A test that
+    // wants a host's storage sets these (or a temp HOME and removes them).
+    let nowhere = std::env::temp_dir().join("cairn-tests-no-host-storage");
+    cmd.env("CLAUDE_CONFIG_DIR", &nowhere).env("OPENCODE_DB", nowhere.join("opencode.db"));
+    cmd.env("OPENCODE_DISABLE_CHANNEL_DB", "1");
     cmd
 }
 

@@ -1,5 +1,5 @@
 // The MCP tool contract cairn honours (engram-compatible; the shared reference engram-spec.md
-// §12.1): tool names per `--tools` profile.
+// §12.1): tool names per `--tools` profile, plus cairn's history tools in `agent`.
 
 export const AGENT_TOOLS = Object.freeze([
   'mem_save',
@@ -17,6 +17,13 @@ export const AGENT_TOOLS = Object.freeze([
   'mem_judge',
   'mem_compare',
   'mem_doctor',
+  // cairn's conversation history (profile `history`, part of `agent`)
+  'history_sessions',
+  'history_browse_turns',
+  'history_browse_messages',
+  'history_pull_message',
+  'history_pull_part',
+  'history_search',
 ]);
 
 export const ADMIN_TOOLS = Object.freeze(['mem_delete', 'mem_stats', 'mem_timeline', 'mem_merge_projects']);

@@ -390,6 +390,12 @@ fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::HistoryForget(req) => OpOutput::HistoryForget(q::forget(db, &req.session_id)?),
         Op::HistoryIngest(req) => {
             use crate::history::ingest::{check_host_source, poke, process_env};
+            // blank fields are absent ones, as in every other op
+            let req = crate::history::ingest::PokeRequest {
+                path: req.path.filter(|p| !p.as_os_str().to_string_lossy().trim().is_empty()),
+                session_id: crate::agent::given(req.session_id),
+                ..req
+            };
             check_host_source(&process_env, &req)?;
             OpOutput::HistoryIngest(poke(db, &process_env, &req)?)
         }

@@ -238,12 +238,13 @@ pub fn poke(
 /// archive then serves them. (`cairn history ingest --path` in the user's own process may read
 /// any file.)
 pub fn check_host_source(env: &dyn Fn(&str) -> Option<String>, request: &PokeRequest) -> Result<()> {
-    if let Some(session) = request.session_id.as_deref().filter(|s| !super::text::valid_id(s)) {
-        return Err(CairnError::invalid(format!("not a session id: {session:?}")));
+    if let Some(session) = request.session_id.as_deref() {
+        super::query::check_id("session_id", session)?;
     }
     let Some(path) = &request.path else { return Ok(()) };
     let refuse = || {
-        CairnError::invalid(format!("{} is not a host's transcript or database", path.display())).with_hint(
+        let message = format!("{} is not a host's transcript or database", path.display());
+        CairnError::new(crate::ErrorCode::FileNotFound, message).with_hint(
             "give a Claude Code transcript under <CLAUDE_CONFIG_DIR or ~/.claude>/projects, or an OpenCode database",
         )
     };
@@ -273,7 +274,7 @@ fn find_transcript(env: &dyn Fn(&str) -> Option<String>, session: &str) -> Resul
     claude::transcripts(&projects).into_iter().find(|p| p.file_name().is_some_and(|n| n == name.as_str())).ok_or_else(
         || {
             CairnError::new(
-                crate::ErrorCode::HistorySourceUnreadable,
+                crate::ErrorCode::HistorySessionNotFound,
                 format!("no Claude Code transcript for session {session}"),
             )
         },

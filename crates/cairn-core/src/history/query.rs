@@ -488,9 +488,18 @@ pub fn check_id(what: &str, id: &str) -> Result<()> {
     if id.trim().is_empty() {
         return Err(CairnError::empty(what));
     }
+    // No such id can exist (the readers refuse them on ingest), so it is not found, with why.
     if id.len() > 200 || id.contains(['/', '\\', '\0']) || id.contains("..") {
-        return Err(CairnError::invalid(format!("{what} {id:?} is not an id (no paths, at most 200 bytes)"))
-            .with_hint("use an id from history_sessions, history_browse_turns or history_browse_messages"));
+        let code = match what {
+            "message_id" => crate::ErrorCode::MessageNotFound,
+            "part_id" => crate::ErrorCode::PartNotFound,
+            _ => crate::ErrorCode::HistorySessionNotFound,
+        };
+        return Err(CairnError::new(
+            code,
+            format!("no {what} {id:?}: ids hold no /, \\, .. or NUL and are at most 200 bytes"),
+        )
+        .with_hint("use an id from history_sessions, history_browse_turns or history_browse_messages"));
     }
     Ok(())
 }
@@ -574,7 +583,7 @@ pub fn sessions(db: &HistoryDb, req: &SessionsRequest) -> Result<Vec<SessionList
         sql.push_str(&format!(" AND s.project = ?{}", values.len()));
     }
     if let Some(host) = req.host.as_deref().filter(|h| !h.is_empty()) {
-        let host = HistoryHost::parse(host).ok_or_else(|| {
+        let host = HistoryHost::parse(host.trim()).ok_or_else(|| {
             CairnError::invalid(format!("unknown host {host:?}")).with_hint("use opencode or claude-code")
         })?;
         values.push(host.as_str().to_owned());
@@ -1176,6 +1185,10 @@ fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
             kinds.push(kind);
         }
     }
+    // only separators ("| |"): the default, not an empty filter
+    if kinds.is_empty() {
+        kinds = vec!["text", "tool"];
+    }
     Ok(kinds)
 }
 
@@ -1208,9 +1221,10 @@ fn search_scope(conn: &Connection, req: &SearchRequest) -> Result<Vec<View>> {
 /// FTS5 BM25 over the parts, filtered inside the index by type and (for one session) session.
 fn ranked_candidates(conn: &Connection, views: &[View], kinds: &[&str], text: &str) -> Result<Vec<Candidate>> {
     let terms = query::parse(text);
+    // Only symbols or stop characters: nothing to rank by, so nothing found (the memory
+    // search answers the same); `literal` finds punctuation.
     let Some(words) = query::to_fts(&terms) else {
-        return Err(CairnError::invalid("the query has no words to search for")
-            .with_hint("use literal=true to look for punctuation or symbols"));
+        return Ok(Vec::new());
     };
     let kind_filter = kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(" OR ");
     let mut expression = format!("{{body}} : ({words}) AND {{kind}} : ({kind_filter})");

@@ -112,7 +112,7 @@ pub struct PluginConfig {
     pub context_meter: ContextMeterSettings,
     /// What a host plugin needs of `[history]` (H7, H6); filled in from those settings when
     /// served, never read from the plugin tables.
-    #[serde(default, skip_deserializing)]
+    #[serde(default)]
     pub history: PluginHistory,
 }
 

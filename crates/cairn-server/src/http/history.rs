@@ -32,6 +32,7 @@ pub struct SessionsParams {
     /// Words of the title, directory or id.
     query: Option<String>,
     /// `opencode` or `claude-code`.
+    #[param(pattern = r"^\s*(opencode|claude-code|claude)?\s*$")]
     host: Option<String>,
     /// Default 10, at most 500.
     #[param(minimum = 0)]
@@ -61,7 +62,7 @@ pub(super) async fn sessions(State(state): State<AppState>, ApiQuery(p): ApiQuer
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct TurnsParams {
-    #[param(min_length = 1)]
+    #[param(min_length = 1, pattern = r"\S")]
     session_id: String,
     /// Default: the newest visible turn.
     #[param(minimum = 1)]
@@ -99,7 +100,7 @@ pub(super) async fn turns(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct MessagesParams {
-    #[param(min_length = 1)]
+    #[param(min_length = 1, pattern = r"\S")]
     session_id: String,
     /// The anchor (default: the latest visible message).
     message_id: Option<String>,
@@ -135,9 +136,9 @@ pub(super) async fn messages(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct MessageParams {
-    #[param(min_length = 1)]
+    #[param(min_length = 1, pattern = r"\S")]
     session_id: String,
-    #[param(min_length = 1)]
+    #[param(min_length = 1, pattern = r"\S")]
     message_id: String,
     caller_session_id: Option<String>,
 }
@@ -165,11 +166,11 @@ pub(super) async fn message(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct PartParams {
-    #[param(min_length = 1)]
+    #[param(min_length = 1, pattern = r"\S")]
     session_id: String,
-    #[param(min_length = 1)]
+    #[param(min_length = 1, pattern = r"\S")]
     message_id: String,
-    #[param(min_length = 1)]
+    #[param(min_length = 1, pattern = r"\S")]
     part_id: String,
     /// First character (`next_offset` of the previous page); must be inside the part.
     #[param(minimum = 0)]
@@ -216,7 +217,7 @@ pub struct SearchParams {
     literal: Option<bool>,
     /// Pipe-separated subset of text, tool, reasoning (default `text|tool`).
     #[serde(rename = "type")]
-    #[param(rename = "type")]
+    #[param(rename = "type", pattern = r"^\s*(text|tool|reasoning)?\s*([|,]\s*(text|tool|reasoning)?\s*)*$")]
     kinds: Option<String>,
     caller_session_id: Option<String>,
 }
@@ -247,7 +248,7 @@ pub(super) async fn search(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct SessionParams {
-    #[param(min_length = 1)]
+    #[param(min_length = 1, pattern = r"\S")]
     session_id: String,
 }
 
@@ -265,7 +266,7 @@ pub(super) async fn chart(State(state): State<AppState>, ApiQuery(p): ApiQuery<S
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct CompactionsParams {
-    #[param(min_length = 1)]
+    #[param(min_length = 1, pattern = r"\S")]
     session_id: String,
     /// 1-based: that compaction's full summary.
     #[param(minimum = 1)]
@@ -303,7 +304,7 @@ pub(super) async fn stats(State(state): State<AppState>) -> ApiResult {
 
 /// Erase one session from the history archive (not its sub-agents).
 #[utoipa::path(delete, operation_id = "history_forget", path = "/history/sessions/{id}", tag = "history",
-    params(("id" = String, Path, description = "Session id", min_length = 1)),
+    params(("id" = String, Path, description = "Session id", min_length = 1, pattern = r"\S")),
     responses(
         (status = 200, description = "Erased", body = cairn_core::history::query::Forgotten),
         (status = 400, description = "Bad id", body = ErrorBody),
@@ -320,10 +321,21 @@ pub(super) async fn forget(State(state): State<AppState>, PathText(id): PathText
     request_body(content = Option<cairn_core::history::ingest::PokeRequest>, description = "What to read; empty: everything"),
     responses(
         (status = 200, description = "What was read", body = cairn_core::history::ingest::ScanReport),
-        (status = 400, description = "Not a host's transcript or database, or a bad id", body = ErrorBody)))]
+        (status = 400, description = "Not a JSON object, or an unknown host", body = ErrorBody),
+        (status = 404, description = "No transcript of that session, or not a host's transcript or database", body = ErrorBody),
+        (status = 422, description = "A source of an unknown shape or unreadable", body = ErrorBody),
+        (status = 503, description = "A host database stayed locked", body = ErrorBody)))]
 pub(super) async fn ingest(
     State(state): State<AppState>,
-    OptionalJson(b): OptionalJson<cairn_core::history::ingest::PokeRequest>,
+    OptionalJson(b): OptionalJson<serde_json::Value>,
 ) -> ApiResult {
-    Ok(ok(run(&state, Op::HistoryIngest(b)).await?))
+    // an object or nothing: serde would also take a struct as an array of its fields
+    let poke = match b {
+        serde_json::Value::Null => cairn_core::history::ingest::PokeRequest::default(),
+        body @ serde_json::Value::Object(_) => {
+            serde_json::from_value(body).map_err(|e| cairn_core::CairnError::invalid(format!("history ingest: {e}")))?
+        }
+        _ => return Err(cairn_core::CairnError::invalid("history ingest: the body is a JSON object").into()),
+    };
+    Ok(ok(run(&state, Op::HistoryIngest(poke)).await?))
 }

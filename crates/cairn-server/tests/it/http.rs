@@ -1376,12 +1376,12 @@ async fn history_routes_refuse_bad_input_with_stable_codes() {
     let table: &[(&str, u16, &str)] = &[
         ("/history/turns", 400, "invalid_argument"),
         ("/history/turns?session_id=ses_nope", 404, "history_session_not_found"),
-        ("/history/turns?session_id=..%2Fetc", 400, "invalid_argument"),
+        ("/history/turns?session_id=..%2Fetc", 404, "history_session_not_found"),
         ("/history/turns?session_id=ses_h&turn_number=9", 404, "turn_out_of_range"),
         ("/history/turns?session_id=ses_h&num_before=-1", 400, "invalid_argument"),
         ("/history/messages?session_id=ses_h&message_id=nope", 404, "message_not_found"),
         ("/history/message?session_id=ses_h", 400, "invalid_argument"),
-        ("/history/message?session_id=ses_h&message_id=a%2Fb", 400, "invalid_argument"),
+        ("/history/message?session_id=ses_h&message_id=a%2Fb", 404, "message_not_found"),
         ("/history/part?session_id=ses_h&message_id=m2&part_id=nope", 404, "part_not_found"),
         ("/history/part?session_id=ses_h&message_id=m2&part_id=m2:0&max_chars=100000000", 400, "invalid_argument"),
         ("/history/part?session_id=ses_h&message_id=m2&part_id=m2:0&offset=999999", 400, "invalid_argument"),
@@ -1401,10 +1401,12 @@ async fn history_routes_refuse_bad_input_with_stable_codes() {
     let secret = s.dir.path().join("secret.jsonl");
     std::fs::write(&secret, "{\"type\":\"user\"}\n").unwrap();
     let ingest: &[(Value, u16, &str)] = &[
-        (json!({"path": secret}), 400, "invalid_argument"),
-        (json!({"path": "/nonexistent/x.jsonl"}), 400, "invalid_argument"),
+        (json!({"path": secret}), 404, "file_not_found"),
+        (json!({"path": "/nonexistent/x.jsonl"}), 404, "file_not_found"),
         (json!({"host": "vim"}), 400, "invalid_argument"),
-        (json!({"session_id": "../etc/passwd"}), 400, "invalid_argument"),
+        (json!({"session_id": "../etc/passwd"}), 404, "history_session_not_found"),
+        (json!([null, null]), 400, "invalid_argument"),
+        (json!("everything"), 400, "invalid_argument"),
     ];
     for (body, status, code) in ingest {
         let reply = s.post("/history/ingest", body).await;

@@ -657,7 +657,7 @@ async fn history_tools_answer_json_and_typed_errors() {
     let (code, body) = mcp.err("history_browse_turns", json!({"session_id": "ses_nope"})).await;
     assert_eq!(code, "history_session_not_found", "{body}");
     let (code, _) = mcp.err("history_pull_message", json!({"session_id": "../etc", "message_id": "m"})).await;
-    assert_eq!(code, "invalid_argument");
+    assert_eq!(code, "history_session_not_found", "a path is never a session id");
     let (code, _) = mcp
         .err(
             "history_pull_part",

@@ -22,7 +22,7 @@ fn session(id: &str, host: HistoryHost, parent: Option<&str>, title: &str) -> Hi
         id: id.into(),
         host,
         project: Some("shop".into()),
-        directory: Some("/work/shop".into()),
+        directory: Some("/nonexistent/shop".into()),
         parent_id: parent.map(Into::into),
         title: Some(title.into()),
         agent: None,

@@ -580,7 +580,7 @@ fn seed_history(data_dir: &Path) {
         id: id.into(),
         host: HistoryHost::ClaudeCode,
         project: Some("shop".into()),
-        directory: Some("/work/shop".into()),
+        directory: Some("/nonexistent/shop".into()),
         parent_id: parent.map(Into::into),
         title: Some(title.into()),
         agent: None,

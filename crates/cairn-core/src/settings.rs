@@ -38,7 +38,17 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_EMBED_URL", "OpenAI-compatible API root for CAIRN_EMBEDDER=http (e.g. http://localhost:11434/v1)"),
     ("CAIRN_EMBED_MODEL", "model name sent to the embedding endpoint"),
     ("CAIRN_EMBED_API_KEY", "bearer key for the embedding endpoint"),
+    ("CAIRN_EMBED_TIMEOUT_SECS", "seconds one request to the embedding endpoint may take (default 15)"),
+    ("CAIRN_EMBED_BATCH_SIZE", "most texts per request to the embedding endpoint (default 64)"),
 ];
+
+/// Default of `embed_timeout_secs`.
+pub const DEFAULT_EMBED_TIMEOUT_SECS: u64 = 15;
+/// Default of `embed_batch_size`.
+pub const DEFAULT_EMBED_BATCH_SIZE: usize = 64;
+/// Bounds of the endpoint limits: a timeout of an hour or a batch of thousands is a typo.
+const EMBED_TIMEOUT_RANGE: std::ops::RangeInclusive<u64> = 1..=3600;
+const EMBED_BATCH_RANGE: std::ops::RangeInclusive<usize> = 1..=2048;
 
 /// Which model embeds memories for semantic search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +82,10 @@ pub struct EmbedderConfig {
     pub url: Option<String>,
     pub model: Option<String>,
     pub api_key: Option<String>,
+    /// Seconds one request to the endpoint may take.
+    pub timeout_secs: u64,
+    /// Most texts per request to the endpoint (a failed batch is retried in halves).
+    pub batch_size: usize,
 }
 
 /// Where `cairn model install` puts the default model.
@@ -178,6 +192,8 @@ struct FileConfig {
     embed_url: Option<String>,
     embed_model: Option<String>,
     embed_api_key: Option<String>,
+    embed_timeout_secs: Option<u64>,
+    embed_batch_size: Option<usize>,
     // The plugin tables, checked key by key in `plugin.rs`.
     inject: Option<serde_json::Map<String, serde_json::Value>>,
     triggers: Option<serde_json::Map<String, serde_json::Value>>,
@@ -210,6 +226,10 @@ pub struct Settings {
     /// Never printed in full.
     #[serde(serialize_with = "masked")]
     pub embed_api_key: Setting<Option<String>>,
+    /// Seconds one request to the embedding endpoint may take.
+    pub embed_timeout_secs: Setting<u64>,
+    /// Most texts per request to the embedding endpoint.
+    pub embed_batch_size: Setting<usize>,
     /// `[inject]`, `[triggers]`, `[compaction]`, `[context_meter]`: what plugins are told.
     pub plugin: PluginSettings,
     /// `[history]`: the conversation-history tools and scans.
@@ -256,11 +276,14 @@ impl Settings {
             embed_url: Setting::default(None),
             embed_model: Setting::default(None),
             embed_api_key: Setting::default(None),
+            embed_timeout_secs: Setting::default(DEFAULT_EMBED_TIMEOUT_SECS),
+            embed_batch_size: Setting::default(DEFAULT_EMBED_BATCH_SIZE),
             data_dir,
         };
         s.apply_file(file);
         s.apply_env(env)?;
         s.apply_flags(overrides);
+        s.check_embed_limits()?;
         Ok(s)
     }
 
@@ -292,6 +315,12 @@ impl Settings {
         }
         if let Some(v) = file.model_dir {
             self.model_dir = Setting { value: v, source: Source::ConfigFile };
+        }
+        if let Some(v) = file.embed_timeout_secs {
+            self.embed_timeout_secs = Setting { value: v, source: Source::ConfigFile };
+        }
+        if let Some(v) = file.embed_batch_size {
+            self.embed_batch_size = Setting { value: v, source: Source::ConfigFile };
         }
         for (value, setting) in [
             (file.embed_url, &mut self.embed_url),
@@ -340,6 +369,16 @@ impl Settings {
         if let Some(v) = env("CAIRN_MODEL_DIR") {
             self.model_dir = Setting { value: PathBuf::from(v), source: from_env("CAIRN_MODEL_DIR") };
         }
+        if let Some(v) = env("CAIRN_EMBED_TIMEOUT_SECS") {
+            self.embed_timeout_secs = Setting {
+                value: parse_env("CAIRN_EMBED_TIMEOUT_SECS", &v)?,
+                source: from_env("CAIRN_EMBED_TIMEOUT_SECS"),
+            };
+        }
+        if let Some(v) = env("CAIRN_EMBED_BATCH_SIZE") {
+            self.embed_batch_size =
+                Setting { value: parse_env("CAIRN_EMBED_BATCH_SIZE", &v)?, source: from_env("CAIRN_EMBED_BATCH_SIZE") };
+        }
         for (name, setting) in [
             ("CAIRN_EMBED_URL", &mut self.embed_url),
             ("CAIRN_EMBED_MODEL", &mut self.embed_model),
@@ -348,6 +387,33 @@ impl Settings {
             if let Some(v) = env(name) {
                 *setting = Setting { value: Some(v), source: from_env(name) };
             }
+        }
+        Ok(())
+    }
+
+    /// The endpoint limits within their bounds, or which one is not and where it was set.
+    fn check_embed_limits(&self) -> Result<()> {
+        let out_of_range = |name: &str, value: String, source: &Source, range: String| {
+            CairnError::new(ErrorCode::InvalidConfig, format!("{name} = {value} (from {source}) is out of range"))
+                .with_hint(format!("use a value in {range}"))
+        };
+        let t = &self.embed_timeout_secs;
+        if !EMBED_TIMEOUT_RANGE.contains(&t.value) {
+            return Err(out_of_range(
+                "embed_timeout_secs",
+                t.value.to_string(),
+                &t.source,
+                format!("{EMBED_TIMEOUT_RANGE:?}"),
+            ));
+        }
+        let b = &self.embed_batch_size;
+        if !EMBED_BATCH_RANGE.contains(&b.value) {
+            return Err(out_of_range(
+                "embed_batch_size",
+                b.value.to_string(),
+                &b.source,
+                format!("{EMBED_BATCH_RANGE:?}"),
+            ));
         }
         Ok(())
     }
@@ -376,6 +442,8 @@ impl Settings {
             url: self.embed_url.value.clone(),
             model: self.embed_model.value.clone(),
             api_key: self.embed_api_key.value.clone(),
+            timeout_secs: self.embed_timeout_secs.value,
+            batch_size: self.embed_batch_size.value,
         }
     }
 }
@@ -448,8 +516,8 @@ fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
     toml::from_str(&text).map_err(|e| {
         CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display())).with_hint(
             "keys: port, bind, http_token, context_budget, log, autostart, direct, embedder, model_dir, \
-             embed_url, embed_model, embed_api_key, and the tables [inject], [triggers], [compaction], \
-             [context_meter]",
+             embed_url, embed_model, embed_api_key, embed_timeout_secs, embed_batch_size, and the tables \
+             [inject], [triggers], [compaction], [context_meter], [history]",
         )
     })
 }
@@ -565,5 +633,31 @@ mod tests {
         let flags = Overrides { data_dir: Some(tmp.path().into()), ..Overrides::default() };
         let err = Settings::load_with(&flags, &|_| None).unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidConfig);
+    }
+
+    #[test]
+    fn embedding_endpoint_limits_come_from_file_or_env_within_bounds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let flags = Overrides { data_dir: Some(tmp.path().into()), ..Overrides::default() };
+        let config = Settings::load_with(&flags, &|_| None).unwrap().embedder_config();
+        assert_eq!((config.timeout_secs, config.batch_size), (DEFAULT_EMBED_TIMEOUT_SECS, DEFAULT_EMBED_BATCH_SIZE));
+        std::fs::write(tmp.path().join(CONFIG_FILE), "embed_timeout_secs = 120\nembed_batch_size = 8\n").unwrap();
+        let s = Settings::load_with(&flags, &|_| None).unwrap();
+        assert_eq!((s.embed_timeout_secs.value, &s.embed_timeout_secs.source), (120, &Source::ConfigFile));
+        assert_eq!(s.embedder_config().batch_size, 8);
+        let env = |name: &str| (name == "CAIRN_EMBED_BATCH_SIZE").then(|| "16".to_owned());
+        assert_eq!(Settings::load_with(&flags, &env).unwrap().embed_batch_size.value, 16);
+        for (name, bad) in
+            [("CAIRN_EMBED_BATCH_SIZE", "0"), ("CAIRN_EMBED_TIMEOUT_SECS", "0"), ("CAIRN_EMBED_TIMEOUT_SECS", "soon")]
+        {
+            let env = |n: &str| (n == name).then(|| bad.to_owned());
+            let err = Settings::load_with(&flags, &env).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidConfig, "{name}={bad}");
+            assert!(
+                err.message.contains(if bad == "soon" { "CAIRN_EMBED_TIMEOUT_SECS" } else { "out of range" }),
+                "{}",
+                err.message
+            );
+        }
     }
 }

@@ -11,10 +11,6 @@ use cairn_core::settings::{EmbedderConfig, EmbedderKind};
 use cairn_core::{CairnError, ErrorCode, Result};
 use cairn_embed::{Embedder, LocalModel};
 
-/// How long one request to an embedding endpoint may take.
-#[cfg(feature = "remote")]
-const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(15);
-
 /// Semantic search for these settings, its model loading in the background; `None` when it
 /// is switched off or cannot work (said once in the log, with what to do).
 pub fn semantic(config: &EmbedderConfig) -> Option<Arc<Semantic>> {
@@ -85,7 +81,11 @@ pub fn build(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>> {
 #[cfg(feature = "remote")]
 fn http_embedder(config: &EmbedderConfig) -> Result<Arc<dyn Embedder>> {
     let (url, model) = endpoint(config)?;
-    let embedder = cairn_embed::http::HttpEmbedder::new(url, model, config.api_key.clone(), None, ENDPOINT_TIMEOUT);
+    let limits = cairn_embed::http::HttpLimits {
+        timeout: Duration::from_secs(config.timeout_secs),
+        batch_size: config.batch_size,
+    };
+    let embedder = cairn_embed::http::HttpEmbedder::new(url, model, config.api_key.clone(), None, limits);
     Ok(Arc::new(embedder))
 }
 

@@ -5,7 +5,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use cairn_embed::http::HttpEmbedder;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use cairn_embed::http::{HttpEmbedder, HttpLimits};
 use cairn_embed::{EmbedError, Embedder};
 
 /// Answers every request with `respond(request body)` after `delay`.
@@ -55,7 +57,34 @@ fn vectors(request: &serde_json::Value, dims: usize) -> String {
 }
 
 fn embedder(addr: SocketAddr, timeout: Duration) -> HttpEmbedder {
-    HttpEmbedder::new(&format!("http://{addr}/v1"), "nomic-embed-text", Some("k".into()), None, timeout)
+    limited(addr, HttpLimits { timeout, ..HttpLimits::default() })
+}
+
+fn limited(addr: SocketAddr, limits: HttpLimits) -> HttpEmbedder {
+    HttpEmbedder::new(&format!("http://{addr}/v1"), "nomic-embed-text", Some("k".into()), None, limits)
+}
+
+fn texts(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("text {i}")).collect()
+}
+
+fn inputs(request: &serde_json::Value) -> usize {
+    request["input"].as_array().map_or(0, Vec::len)
+}
+
+/// The first component of each vector [`vectors`] builds for one request: 1 for its first
+/// text, and so on; so the order of texts across split requests can be checked.
+fn assert_in_request_order(out: &[Vec<f32>], sizes: &[usize]) {
+    let mut at = 0;
+    for &size in sizes {
+        for i in 0..size {
+            let v = &out[at + i];
+            let first_over_second = v[0] / v[1];
+            let expected = (i + 1) as f32 / (i + 2) as f32;
+            assert!((first_over_second - expected).abs() < 1e-5, "text {} is out of order", at + i);
+        }
+        at += size;
+    }
 }
 
 #[test]
@@ -108,4 +137,79 @@ fn errors_and_garbage_are_endpoint_errors() {
     let short = endpoint(Duration::ZERO, |_| (200, "{\"data\":[]}".into()));
     let err = embedder(short, Duration::from_secs(5)).embed(&["x", "y"]).unwrap_err();
     assert!(err.to_string().contains("0 embeddings for 2 texts"), "{err}");
+}
+
+#[test]
+fn the_batch_size_is_a_setting() {
+    static LARGEST: AtomicUsize = AtomicUsize::new(0);
+    let addr = endpoint(Duration::ZERO, |r| {
+        LARGEST.fetch_max(inputs(r), Ordering::SeqCst);
+        (200, vectors(r, 8))
+    });
+    let e = limited(addr, HttpLimits { timeout: Duration::from_secs(5), batch_size: 3 });
+    let texts = texts(7);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let out = e.embed(&refs).unwrap();
+    assert_eq!(out.len(), 7);
+    assert_eq!(LARGEST.load(Ordering::SeqCst), 3);
+    assert_in_request_order(&out, &[3, 3, 1]);
+}
+
+#[test]
+fn a_batch_too_large_for_the_endpoint_is_retried_in_halves() {
+    static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+    // Like a server with a small request-size limit: more than 4 texts is a 413.
+    let addr = endpoint(Duration::ZERO, |r| {
+        REQUESTS.fetch_add(1, Ordering::SeqCst);
+        if inputs(r) > 4 { (413, "{\"error\":\"too large\"}".into()) } else { (200, vectors(r, 8)) }
+    });
+    let texts = texts(10);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let out = embedder(addr, Duration::from_secs(5)).embed(&refs).unwrap();
+    assert_eq!(out.len(), 10, "every text embedded");
+    // 10 → 5 + 5 (both refused) → 2 + 3, 2 + 3.
+    assert_in_request_order(&out, &[2, 3, 2, 3]);
+    assert_eq!(REQUESTS.load(Ordering::SeqCst), 7);
+}
+
+#[test]
+fn a_batch_too_slow_for_the_timeout_is_retried_in_halves() {
+    // A CPU server: 150 ms per text, so 8 texts take 1.2 s, over the 700 ms allowed.
+    let addr = endpoint(Duration::ZERO, |r| {
+        std::thread::sleep(Duration::from_millis(150) * u32::try_from(inputs(r)).unwrap());
+        (200, vectors(r, 8))
+    });
+    let e = limited(addr, HttpLimits { timeout: Duration::from_millis(700), batch_size: 8 });
+    let texts = texts(8);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let out = e.embed(&refs).unwrap();
+    assert_in_request_order(&out, &[4, 4]);
+}
+
+#[test]
+fn a_text_that_fails_alone_ends_the_call_after_log_n_attempts() {
+    static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+    let addr = endpoint(Duration::ZERO, |_| {
+        REQUESTS.fetch_add(1, Ordering::SeqCst);
+        (503, "{\"error\":\"overloaded\"}".into())
+    });
+    let texts = texts(8);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let err = embedder(addr, Duration::from_secs(5)).embed(&refs).unwrap_err();
+    assert!(matches!(&err, EmbedError::Endpoint(m) if m.contains("503") && m.contains("(1 texts)")), "{err}");
+    // 8, 4, 2, 1: the first half down to one text, then the call gives up.
+    assert_eq!(REQUESTS.load(Ordering::SeqCst), 4);
+}
+
+#[test]
+fn wrong_answers_are_not_retried() {
+    static REQUESTS: AtomicUsize = AtomicUsize::new(0);
+    let addr = endpoint(Duration::ZERO, |_| {
+        REQUESTS.fetch_add(1, Ordering::SeqCst);
+        (400, "{\"error\":\"unknown model\"}".into())
+    });
+    let texts = texts(8);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    assert!(embedder(addr, Duration::from_secs(5)).embed(&refs).is_err());
+    assert_eq!(REQUESTS.load(Ordering::SeqCst), 1);
 }

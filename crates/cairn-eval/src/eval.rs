@@ -168,7 +168,8 @@ pub fn run(args: EvalArgs) -> Result<()> {
         dump.finish()?;
     }
     if let Some(rows) = training {
-        print_fitted_model(&rows);
+        let model = semantic.as_ref().map_or_else(|| "?".to_owned(), |s| s.model_id().to_owned());
+        print_fitted_model(&model, &rows);
     }
     if let Some(cache) = &cache {
         cache.flush();
@@ -281,8 +282,8 @@ fn training_rows(store: &Store, questions: &[Question]) -> Result<Vec<(rerank::F
     Ok(rows)
 }
 
-/// Fit the re-ranking model and print it as the constants of `rerank.rs`.
-fn print_fitted_model(rows: &[(rerank::Features, bool)]) {
+/// Fit the re-ranking model and print it as a `rerank::Fitted` constant for `rerank.rs`.
+fn print_fitted_model(model_id: &str, rows: &[(rerank::Features, bool)]) {
     if rows.is_empty() {
         note("--fit-rerank: nothing to fit (no model, or no question in the split)");
         return;
@@ -290,11 +291,16 @@ fn print_fitted_model(rows: &[(rerank::Features, bool)]) {
     let (weights, bias) = fit::fit(rows, fit::L2);
     let positives = rows.iter().filter(|r| r.1).count();
     let mut out = format!("// fitted on {} candidates ({positives} relevant), L2 {}\n", rows.len(), fit::L2);
-    let _ = writeln!(out, "pub const WEIGHTS: Features = [");
-    for (name, w) in rerank::NAMES.iter().zip(weights) {
-        let _ = writeln!(out, "    {w:.4}, // {name}");
+    // The model's name without the `local:`/`http:` kind and config hash of its id.
+    let is_hash = |p: &str| p.len() == 8 && p.chars().all(|c| c.is_ascii_hexdigit());
+    let name = model_id.split(':').find(|p| !matches!(*p, "local" | "http") && !is_hash(p)).unwrap_or(model_id);
+    let constant: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    let _ = writeln!(out, "pub const {constant}: Fitted = Fitted {{\n    model: {name:?},\n    weights: [");
+    for (feature, w) in rerank::NAMES.iter().zip(weights) {
+        let _ = writeln!(out, "        {w:.4}, // {feature}");
     }
-    let _ = writeln!(out, "];\npub const BIAS: f64 = {bias:.4};");
+    let _ = writeln!(out, "    ],\n    bias: {bias:.4},\n}};");
     note(&out);
 }
 

@@ -145,16 +145,18 @@ fn fits_the_rerank_model() {
     assert!(reports[0]["model"].as_str().unwrap().contains("all-MiniLM-L6-v2"), "{reports}");
     let hybrid = &reports[0]["modes"]["hybrid"]["all"];
     assert!(hybrid["recall_at_5"].as_f64().unwrap() >= 0.9, "{hybrid}");
-    // The fitted constants, one line per feature, ready to paste into rerank.rs.
+    // The fitted constant, one line per feature, ready to paste into rerank.rs.
     let printed = stderr(&out);
+    assert!(printed.contains("pub const ALL_MINILM_L6_V2: Fitted = Fitted {"), "{printed}");
+    assert!(printed.contains("model: \"all-MiniLM-L6-v2\","), "{printed}");
     let weights: Vec<f64> = printed
         .lines()
-        .skip_while(|l| !l.starts_with("pub const WEIGHTS"))
+        .skip_while(|l| !l.trim_start().starts_with("weights: ["))
         .skip(1)
-        .take_while(|l| !l.starts_with(']'))
+        .take_while(|l| !l.trim_start().starts_with(']'))
         .map(|l| l.trim().split(',').next().unwrap().parse().unwrap())
         .collect();
     assert_eq!(weights.len(), cairn_core::search::rerank::FEATURES, "{printed}");
     assert!(weights[0] > 0.0, "a better place in the fusion means more relevant: {printed}");
-    assert!(printed.contains("pub const BIAS: f64 = "), "{printed}");
+    assert!(printed.contains("    bias: "), "{printed}");
 }

@@ -108,17 +108,18 @@ impl SearchEngine for HybridEngine<'_> {
         "hybrid"
     }
 
-    /// The fused pool, re-ordered by the [`rerank`] model; `scores.fused` is its relevance.
-    /// With another embedding model than the one it was fitted with, the fusion's order.
+    /// The fused pool, re-ordered by the [`rerank`] model fitted for the embedding model;
+    /// `scores.fused` is its relevance. With a model that has no fitted weights, the fusion's
+    /// order.
     fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
-        if !store.semantic().is_some_and(|s| rerank::fitted_for(s.model_id())) {
+        let Some(fitted) = store.semantic().and_then(|s| rerank::fitted_for(s.model_id())) else {
             return self.fused(store, query, limit);
-        }
+        };
         let mut scored: Vec<(f64, Candidate)> = self
             .pool(store, query, limit)?
             .into_iter()
             .map(|(mut c, features)| {
-                let relevance = rerank::relevance(&features);
+                let relevance = fitted.relevance(&features);
                 c.scores.fused = relevance;
                 c.rank = -relevance;
                 (relevance, c)

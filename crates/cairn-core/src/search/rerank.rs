@@ -20,15 +20,30 @@
 //! the memories only context found), a pass over the lexical ones for the query's words, and 40 dot products with
 //! the query vector.
 
-/// The embedding model the weights were fitted with. Cosines live on a scale of their own in
-/// every model (another model may put unrelated text at 0.5), so with any other model hybrid
-/// search keeps the fusion's order.
-pub const FITTED_MODEL: &str = "all-MiniLM-L6-v2";
+/// Weights fitted for one embedding model. Cosines live on a scale of their own in every
+/// model (another model may put unrelated text at 0.5), so each model has its own, and with a
+/// model that has none hybrid search keeps the fusion's order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fitted {
+    /// The model's name, as its vectors' id names it (`all-MiniLM-L6-v2`,
+    /// `local:all-MiniLM-L6-v2:…`).
+    pub model: &'static str,
+    /// Weights of [`NAMES`].
+    pub weights: Features,
+    /// The intercept.
+    pub bias: f64,
+}
 
-/// Whether the weights apply to vectors of this model (its id names the model: see
-/// [`FITTED_MODEL`]).
-pub fn fitted_for(model_id: &str) -> bool {
-    model_id.split(':').any(|part| part.eq_ignore_ascii_case(FITTED_MODEL))
+impl Fitted {
+    /// The model's relevance of a candidate, 0–1.
+    pub fn relevance(&self, features: &Features) -> f64 {
+        sigmoid(self.bias + dot(&self.weights, features))
+    }
+}
+
+/// The weights fitted for the vectors of this model, if any (its id names the model).
+pub fn fitted_for(model_id: &str) -> Option<&'static Fitted> {
+    FITTED.iter().find(|f| model_id.split(':').any(|part| part.eq_ignore_ascii_case(f.model)))
 }
 
 /// Candidates of the fused ranking the model re-orders (more when more results are wanted).
@@ -70,31 +85,31 @@ pub const NAMES: [&str; FEATURES] = [
     "bm25_coverage",
 ];
 
-/// Weights of [`NAMES`], fitted by `cairn-eval --sets coding,locomo --split dev --fit-rerank`
-/// (L2 penalty 3 on the weights, not the intercept).
-pub const WEIGHTS: Features = [
-    7.0138,  // fused_place
-    3.1446,  // lexical_place
-    9.7840,  // semantic_place
-    1.3886,  // bm25
-    3.1000,  // cosine
-    -0.4218, // cosine_prev
-    0.8248,  // cosine_next
-    1.3196,  // bm25_prev
-    0.4911,  // bm25_next
-    1.6131,  // title_match
-    0.9287,  // log_length
-    -1.1399, // in_session
-    -2.6526, // coverage
-    4.8409,  // bm25_coverage
-];
-/// The model's intercept.
-pub const BIAS: f64 = -8.7985;
+/// Every model with fitted weights, each fitted by `cairn-eval --sets coding,locomo --split dev
+/// --fit-rerank` with that model (L2 penalty 3 on the weights, not the intercept).
+pub const FITTED: &[Fitted] = &[MINI_LM];
 
-/// The model's relevance of a candidate, 0–1.
-pub fn relevance(features: &Features) -> f64 {
-    sigmoid(BIAS + dot(&WEIGHTS, features))
-}
+/// all-MiniLM-L6-v2.
+pub const MINI_LM: Fitted = Fitted {
+    model: "all-MiniLM-L6-v2",
+    weights: [
+        7.0138,  // fused_place
+        3.1446,  // lexical_place
+        9.7840,  // semantic_place
+        1.3886,  // bm25
+        3.1000,  // cosine
+        -0.4218, // cosine_prev
+        0.8248,  // cosine_next
+        1.3196,  // bm25_prev
+        0.4911,  // bm25_next
+        1.6131,  // title_match
+        0.9287,  // log_length
+        -1.1399, // in_session
+        -2.6526, // coverage
+        4.8409,  // bm25_coverage
+    ],
+    bias: -8.7985,
+};
 
 fn dot(a: &Features, b: &Features) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
@@ -109,10 +124,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_fitted_model_is_re_ranked() {
-        assert!(fitted_for("local:all-MiniLM-L6-v2:953f9c0d"));
-        assert!(!fitted_for("http:nomic-embed-text"));
-        assert!(!fitted_for("test:concepts"));
+    fn only_fitted_models_are_re_ranked() {
+        assert_eq!(fitted_for("local:all-MiniLM-L6-v2:953f9c0d"), Some(&MINI_LM));
+        assert_eq!(fitted_for("all-minilm-l6-v2"), Some(&MINI_LM));
+        assert_eq!(fitted_for("http:nomic-embed-text"), None);
+        assert_eq!(fitted_for("test:concepts"), None);
+    }
+
+    #[test]
+    fn every_fitted_model_is_named_once() {
+        for (i, f) in FITTED.iter().enumerate() {
+            assert!(FITTED[i + 1..].iter().all(|g| !g.model.eq_ignore_ascii_case(f.model)), "{} twice", f.model);
+        }
     }
 
     #[test]
@@ -120,10 +143,10 @@ mod tests {
         let mut low = [0.0; FEATURES];
         let mut high = [0.0; FEATURES];
         for i in 0..FEATURES {
-            low[i] = if WEIGHTS[i] > 0.0 { 0.0 } else { 1.0 };
+            low[i] = if MINI_LM.weights[i] > 0.0 { 0.0 } else { 1.0 };
             high[i] = 1.0 - low[i];
         }
-        let (l, h) = (relevance(&low), relevance(&high));
+        let (l, h) = (MINI_LM.relevance(&low), MINI_LM.relevance(&high));
         assert!((0.0..=1.0).contains(&l) && (0.0..=1.0).contains(&h));
         assert!(h >= l);
     }

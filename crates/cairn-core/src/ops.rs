@@ -371,11 +371,29 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
 }
 
 /// The history ops: reads and the one erase of `history.db` (through [`Store::history`], not
-/// the memory store's writer), with the process's `[history]` settings.
+/// the memory store's writer), with the process's `[history]` settings under the read
+/// session's project override; each call logged when `debug_log_tool_calls` is on (H13).
 fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
+    let global = crate::settings::history::current();
+    if !global.debug_log_tool_calls {
+        return run_history(store, op, &global);
+    }
+    let started = std::time::Instant::now();
+    let (name, args) = (op.name(), serde_json::to_value(&op).map(|v| v["args"].clone()).unwrap_or_default());
+    let result = run_history(store, op, &global);
+    if let Some(dir) = store.path().and_then(std::path::Path::parent) {
+        crate::history::call_log::append(dir, name, &args, &result, started.elapsed());
+    }
+    result
+}
+
+fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::HistorySettings) -> Result<OpOutput> {
     use crate::history::query as q;
-    let cfg = crate::settings::history::current();
     let db = store.history()?;
+    let cfg = match history_session_of(&op).and_then(|id| session_directory(db, id)) {
+        Some(dir) => crate::settings::history::for_directory(global, &dir)?,
+        None => global.clone(),
+    };
     Ok(match op {
         Op::HistorySessions(req) => OpOutput::HistorySessions(q::sessions(db, &req)?),
         Op::HistoryBrowseTurns(req) => OpOutput::HistoryBrowseTurns(q::browse_turns(db, &req, &cfg)?),
@@ -401,6 +419,32 @@ fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
         }
         other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })
+}
+
+/// The session whose project's `[history]` override applies to a history op.
+fn history_session_of(op: &Op) -> Option<&str> {
+    match op {
+        Op::HistoryBrowseTurns(r) => Some(&r.session_id),
+        Op::HistoryBrowseMessages(r) => Some(&r.session_id),
+        Op::HistoryPullMessage(r) => Some(&r.session_id),
+        Op::HistoryPullPart(r) => Some(&r.session_id),
+        Op::HistoryChart(r) => Some(&r.session_id),
+        Op::HistorySearch(r) => r.session_id.as_deref().or(r.caller_session_id.as_deref()),
+        _ => None,
+    }
+}
+
+/// Where the session ran (a project directory), when the archive knows it.
+fn session_directory(db: &crate::history::HistoryDb, session_id: &str) -> Option<std::path::PathBuf> {
+    use rusqlite::OptionalExtension;
+    let dir: Option<String> = db
+        .conn()
+        .query_row("SELECT directory FROM history_sessions WHERE id = ?1", [session_id], |row| row.get(0))
+        .optional()
+        .ok()
+        .flatten()
+        .flatten();
+    dir.filter(|d| !d.trim().is_empty()).map(std::path::PathBuf::from)
 }
 
 /// Run an operation; its result as the JSON the doors send.

@@ -1,6 +1,7 @@
 //! The conversation-history archive (B3): every OpenCode and Claude Code session, read
 //! strictly read-only from the hosts' own storage into one model and kept in `history.db`.
 
+pub mod call_log;
 pub mod claude;
 pub mod ingest;
 pub mod model;
@@ -11,6 +12,8 @@ mod text;
 
 pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
 
+#[cfg(test)]
+mod project_tests;
 #[cfg(test)]
 mod test_sink;
 #[cfg(test)]

@@ -5,8 +5,14 @@
 //!
 //! Unknown keys are warned about and ignored (H11), unlike the plugin tables: a config written
 //! for a later cairn must not stop this one from starting.
+//!
+//! A project may override the display keys in its own `.cairn/config.toml` (project wins over
+//! the global file and the environment): [`for_directory`], applied by the history ops to the
+//! session they read.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -219,6 +225,91 @@ pub fn install(config: HistorySettings) {
 /// The process's history settings (defaults when none were loaded, as in unit tests).
 pub fn current() -> HistorySettings {
     INSTALLED.get().cloned().unwrap_or_default()
+}
+
+/// Where a project's own settings live, under its root.
+pub const PROJECT_CONFIG: &str = ".cairn/config.toml";
+/// Keys a project may not set: they are the daemon's, not a project's.
+const DAEMON_ONLY_KEYS: [&str; 2] = ["scan_interval_secs", "debug_log_tool_calls"];
+
+/// `global` with the `[history]` table of the project holding `dir` on top (project wins):
+/// the nearest `.cairn/config.toml` from `dir` up to its repository root. Unknown keys warn;
+/// a broken file is an `invalid_config` error naming it. Read at most once per change of the
+/// file (cached by path, size and mtime).
+pub fn for_directory(global: &HistorySettings, dir: &Path) -> Result<HistorySettings> {
+    let Some(path) = project_config_file(dir) else { return Ok(global.clone()) };
+    let Some(table) = cached_project_table(&path)? else { return Ok(global.clone()) };
+    let mut tree = serde_json::to_value(global)?;
+    merge_known(&mut tree, Value::Object(table), "", &mut |_| {});
+    let bad = |why: String| {
+        CairnError::new(ErrorCode::InvalidConfig, format!("{}: [history]: {why}", path.display()))
+            .with_hint("fix or remove the project's [history] table")
+    };
+    let merged: HistorySettings = serde_json::from_value(tree).map_err(|e| bad(e.to_string()))?;
+    validate(&merged).map_err(|e| bad(e.message))?;
+    Ok(merged)
+}
+
+/// The nearest `.cairn/config.toml` at or above `dir`, not above the repository root.
+fn project_config_file(dir: &Path) -> Option<PathBuf> {
+    for ancestor in dir.ancestors().take(64) {
+        let candidate = ancestor.join(PROJECT_CONFIG);
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        if ancestor.join(".git").exists() {
+            return None;
+        }
+    }
+    None
+}
+
+type ProjectTable = Option<serde_json::Map<String, Value>>;
+
+/// The file's `[history]` table without the daemon-only keys, re-read only when it changed.
+fn cached_project_table(path: &Path) -> Result<ProjectTable> {
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, (Stamp, ProjectTable)>>> = OnceLock::new();
+    let stamp = Stamp::of(path);
+    let cache = CACHE.get_or_init(Mutex::default);
+    if let Some((seen, table)) = cache.lock().unwrap_or_else(PoisonError::into_inner).get(path)
+        && *seen == stamp
+    {
+        return Ok(table.clone());
+    }
+    let table = read_project_table(path)?;
+    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if cache.len() >= 256 {
+        cache.clear();
+    }
+    cache.insert(path.to_owned(), (stamp, table.clone()));
+    Ok(table)
+}
+
+/// Size and mtime: a change of either re-reads the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp(Option<(u64, std::time::SystemTime)>);
+
+impl Stamp {
+    fn of(path: &Path) -> Stamp {
+        Stamp(std::fs::metadata(path).ok().and_then(|m| Some((m.len(), m.modified().ok()?))))
+    }
+}
+
+fn read_project_table(path: &Path) -> Result<ProjectTable> {
+    let bad = |why: String| {
+        CairnError::new(ErrorCode::InvalidConfig, format!("{}: {why}", path.display()))
+            .with_hint("a project's .cairn/config.toml may hold a [history] table")
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let mut file: serde_json::Map<String, Value> = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let Some(history) = file.remove("history") else { return Ok(None) };
+    let Value::Object(mut table) = history else { return Err(bad("[history] must be a table".into())) };
+    for key in DAEMON_ONLY_KEYS {
+        if table.remove(key).is_some() {
+            tracing::warn!(file = %path.display(), key = %format!("history.{key}"), "a project cannot set this key; ignored");
+        }
+    }
+    Ok(Some(table))
 }
 
 #[cfg(test)]

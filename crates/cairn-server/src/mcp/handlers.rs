@@ -503,6 +503,9 @@ impl CairnMcp {
 
     /// The `memory` router tool: any operation by name.
     pub(super) async fn route(&self, call: &CallCtx, a: RouterArgs) -> Result<CallToolResult> {
+        if a.op.trim() == "help" {
+            return Ok(reply::text(router_tool::help(&a.args)?));
+        }
         // Only operations that default their project need (and may fail on) detection.
         let project = if router_tool::wants_current_project(&a.op, &a.args) {
             Some(self.resolve(call, None).await?.project)

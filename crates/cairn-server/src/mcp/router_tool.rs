@@ -1,6 +1,11 @@
 //! The `memory` router tool: `{op, args}` runs any [`Op`], so a prompt carries one schema
 //! instead of nineteen (open-memory's router pattern, seed 004). The description is the
 //! manual: one line per operation, from the catalogue in `cairn_core::ops`.
+//!
+//! open-memory's router names for its history browser (host-integration O2) work too, with its
+//! camelCase keys: `summary`, `messages`, `message`, `children`, `compactions`, and `sessions`
+//! when it names a `projectPath`; `help {op?}` explains the operations. open-memory's `search`
+//! and `context` stay cairn's memory operations of those names.
 
 use cairn_core::CairnError;
 use cairn_core::ops::{CATALOGUE, Op, OpSpec, SearchResponse};
@@ -13,7 +18,8 @@ pub fn description() -> String {
     let mut out = String::from(
         "cairn memory, every operation in one tool: {\"op\": NAME, \"args\": {...}}. project defaults to the \
          current one. Save decisions, fixes and discoveries (What/Why/Where/Learned, stable topic_key); \
-         search before work that may touch earlier decisions. Ops (args, * = required):",
+         search before work that may touch earlier decisions. help {op?} explains one op; open-memory's \
+         summary, messages, message, children, compactions work as history ops. Ops (args, * = required):",
     );
     for spec in CATALOGUE {
         out.push_str(&format!("\n{}: {}", spec.name, spec.args));
@@ -31,9 +37,57 @@ fn project_absent(args: &Map<String, Value>) -> bool {
     args.get("project").is_none_or(|p| p.is_null() || p.as_str().is_some_and(|s| s.trim().is_empty()))
 }
 
+/// `help {op?}`: the whole manual, or one operation's arguments and what it does.
+pub fn help(args: &Map<String, Value>) -> Result<String, CairnError> {
+    let Some(name) = args.get("op").or_else(|| args.get("tool")).and_then(Value::as_str).map(str::trim) else {
+        return Ok(description());
+    };
+    let name = open_memory_alias(name, args).unwrap_or(name);
+    let spec = OpSpec::named(name).ok_or_else(|| unknown_op(name))?;
+    let writes = if spec.writes { "writes" } else { "read-only" };
+    Ok(format!("{}: {} ({writes})\nargs (* = required): {}", spec.name, spec.about, spec.args))
+}
+
+/// The cairn operation an open-memory router name stands for, when it is not cairn's own.
+fn open_memory_alias(name: &str, args: &Map<String, Value>) -> Option<&'static str> {
+    Some(match name {
+        "summary" => "history_stats",
+        "messages" => "history_browse_messages",
+        "message" => "history_pull_message",
+        "children" => "history_children",
+        "compactions" => "history_compactions",
+        // cairn's `sessions` lists memory sessions; open-memory's names a project directory.
+        "sessions" if args.contains_key("projectPath") => "history_sessions",
+        _ => return None,
+    })
+}
+
+/// open-memory's arguments as the history op's: `projectPath` is a directory (words of it
+/// find the sessions that ran there), and `messages`' `limit` is how many of the newest.
+fn open_memory_args(op: &str, mut args: Map<String, Value>) -> Map<String, Value> {
+    if let Some(path) = args.remove("projectPath") {
+        args.insert("query".into(), path);
+    }
+    if op == "history_browse_messages"
+        && let Some(limit) = args.remove("limit").and_then(|l| l.as_u64())
+    {
+        args.insert("num_before".into(), Value::from(limit.saturating_sub(1)));
+    }
+    args
+}
+
+fn unknown_op(name: &str) -> CairnError {
+    CairnError::invalid(format!("unknown op {name:?}"))
+        .with_hint(format!("ops: {}", CATALOGUE.iter().map(|spec| spec.name).collect::<Vec<_>>().join(", ")))
+}
+
 /// Build the operation, filling the current project where the mem_* tools would.
 pub fn build_op(name: &str, mut args: Map<String, Value>, project: Option<&str>) -> Result<Op, CairnError> {
-    let name = name.trim();
+    let mut name = name.trim();
+    if let Some(alias) = open_memory_alias(name, &args) {
+        args = open_memory_args(alias, args);
+        name = alias;
+    }
     if let Some(project) = project.filter(|_| wants_current_project(name, &args)) {
         args.insert("project".into(), Value::String(project.to_owned()));
     }
@@ -47,14 +101,7 @@ pub fn build_op(name: &str, mut args: Map<String, Value>, project: Option<&str>)
         Err(_) if empty => Op::from_value(serde_json::json!({"op": name})),
         other => other,
     }
-    .map_err(|e| {
-        if OpSpec::named(name).is_some() {
-            e
-        } else {
-            CairnError::invalid(format!("unknown op {name:?}"))
-                .with_hint(format!("ops: {}", CATALOGUE.iter().map(|spec| spec.name).collect::<Vec<_>>().join(", ")))
-        }
-    })
+    .map_err(|e| if OpSpec::named(name).is_some() { e } else { unknown_op(name) })
 }
 
 /// Text for the operations that read best as text; compact JSON for the rest.
@@ -138,6 +185,38 @@ mod tests {
         assert!(wants_current_project("search", &obj(json!({"query": "q", "project": ""}))));
         assert!(!wants_current_project("search", &obj(json!({"query": "q", "project": "x"}))));
         assert!(!wants_current_project("stats", &Map::new()));
+    }
+
+    #[test]
+    fn open_memory_names_are_history_ops() {
+        let op = build_op("messages", obj(json!({"sessionId": "ses_1", "limit": 20})), None).unwrap();
+        let Op::HistoryBrowseMessages(req) = op else { panic!("{op:?}") };
+        assert_eq!((req.session_id.as_str(), req.num_before, req.message_id), ("ses_1", 19, None));
+        let op = build_op("message", obj(json!({"sessionId": "s", "messageId": "m", "showTools": true})), None);
+        assert!(matches!(op.unwrap(), Op::HistoryPullMessage(r) if r.message_id == "m"));
+        let op = build_op("compactions", obj(json!({"sessionId": "s", "read": 2})), None).unwrap();
+        assert!(matches!(op, Op::HistoryCompactions(ref r) if r.read == Some(2)), "{op:?}");
+        assert_eq!(build_op("summary", Map::new(), None).unwrap(), Op::HistoryStats);
+        assert!(matches!(build_op("children", obj(json!({"sessionId": "s"})), None).unwrap(), Op::HistoryChildren(_)));
+        let op = build_op("sessions", obj(json!({"projectPath": "/work/shop", "limit": 3})), None).unwrap();
+        let Op::HistorySessions(req) = op else { panic!("{op:?}") };
+        assert_eq!((req.query.as_deref(), req.project, req.limit), (Some("/work/shop"), None, 3));
+        // Without open-memory's key, `sessions` is still cairn's memory sessions.
+        assert!(matches!(build_op("sessions", Map::new(), Some("p")).unwrap(), Op::Sessions { .. }));
+        // A bad call of an alias says what the history op needs.
+        let err = build_op("message", obj(json!({"messageId": "m"})), None).unwrap_err();
+        assert!(err.message.contains("session_id"), "{}", err.message);
+    }
+
+    #[test]
+    fn help_explains_all_or_one_op() {
+        assert_eq!(help(&Map::new()).unwrap(), description());
+        let one = help(&obj(json!({"op": "history_pull_part"}))).unwrap();
+        assert!(one.starts_with("history_pull_part: ") && one.contains("read-only") && one.contains("offset"), "{one}");
+        assert!(help(&obj(json!({"tool": "messages"}))).unwrap().starts_with("history_browse_messages: "));
+        assert!(help(&obj(json!({"op": "save"}))).unwrap().contains("(writes)"));
+        let err = help(&obj(json!({"op": "teleport"}))).unwrap_err();
+        assert_eq!(err.code, cairn_core::ErrorCode::InvalidArgument);
     }
 
     #[test]

@@ -401,6 +401,15 @@ async fn router_tool_runs_any_operation() {
     assert!(body["message"].as_str().unwrap().contains("unknown op \"nope\""), "{body}");
     assert_eq!(mcp.err("memory", json!({"op": "get", "args": {"id": 9999}})).await.0, "observation_not_found");
     assert_eq!(mcp.err("memory", json!({"args": {}})).await.0, "invalid_argument");
+
+    // open-memory's calls: help, then its history names with its keys.
+    let help = mcp.ok("memory", json!({"tool": "help", "args": {"tool": "compactions"}})).await;
+    assert!(help.starts_with("history_compactions: "), "{help}");
+    assert!(mcp.ok("memory", json!({"op": "help"})).await.contains("\nhistory_search: "));
+    let summary: Value = serde_json::from_str(&mcp.ok("memory", json!({"tool": "summary"})).await).unwrap();
+    assert!(summary["hosts"].is_array(), "{summary}");
+    let (code, _) = mcp.err("memory", json!({"tool": "messages", "args": {"sessionId": "ses_none", "limit": 5}})).await;
+    assert_eq!(code, "history_session_not_found");
 }
 
 #[tokio::test]

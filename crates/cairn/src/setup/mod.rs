@@ -13,6 +13,7 @@
 
 pub mod claude_code;
 pub mod codex;
+pub mod engram_history;
 pub mod gemini;
 pub mod jsonc;
 pub mod mdblock;
@@ -415,7 +416,10 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
         return Err(CairnError::new(ErrorCode::InvalidArgument, "--plugin is for claude-code only").into());
     }
     let (agent, mut plan) = match args.agent {
-        SetupAgent::Opencode => ("opencode", opencode::plan(&opencode::Options::from_env(&args, &binary)?, &answers)?),
+        SetupAgent::Opencode => ("opencode", {
+            let options = opencode::Options::from_env(&args, &binary, &env.settings.data_dir.value)?;
+            opencode::plan(&options, &answers)?
+        }),
         SetupAgent::ClaudeCode if args.plugin => ("claude-code", claude_code::plugin_plan(&claude_code::paths()?.0)),
         SetupAgent::ClaudeCode => {
             ("claude-code", claude_code::plan(&claude_code::Options::from_env(&args, &binary)?, &answers)?)

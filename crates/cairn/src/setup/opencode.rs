@@ -74,11 +74,14 @@ pub struct Options {
     pub uninstall: bool,
     pub disable_engram: bool,
     pub import_engram: bool,
+    /// cairn's own config.toml (in the data dir), where opencode-engram's settings go.
+    pub cairn_config: PathBuf,
 }
 
 impl Options {
-    pub fn from_env(args: &SetupArgs, binary: &Path) -> Result<Options> {
+    pub fn from_env(args: &SetupArgs, binary: &Path, data_dir: &Path) -> Result<Options> {
         Ok(Options {
+            cairn_config: data_dir.join(cairn_core::settings::CONFIG_FILE),
             binary: binary.to_path_buf(),
             config_dir: super::config_home()?.join("opencode"),
             engram_db: super::home_dir()?.join(".engram").join("engram.db"),
@@ -184,7 +187,12 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
         plan.ops.push(FileOp::Write { path: config.clone(), contents: after.into_bytes() });
     }
 
-    // 4. engram's memories
+    // 4. opencode-engram's history settings
+    if !o.uninstall {
+        opencode_engram_settings(o, &mut plan)?;
+    }
+
+    // 5. engram's memories
     if !o.uninstall && o.engram_db.is_file() {
         if answers.ask(o.import_engram, &format!("Import engram's memories from {}?", o.engram_db.display())) {
             plan.steps.push(Step::new("engram import", Status::Imported, Some(&o.engram_db)));
@@ -198,6 +206,33 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
         }
     }
     Ok(plan)
+}
+
+/// `opencode-engram.json[c]` into cairn's `[history]` (keys cairn already sets are kept).
+fn opencode_engram_settings(o: &Options, plan: &mut Plan) -> Result<()> {
+    let Some(source) = super::engram_history::find(&o.config_dir) else { return Ok(()) };
+    let before = super::read_config(&o.cairn_config)?.unwrap_or_default();
+    let import = super::engram_history::import(&source, &before, &o.cairn_config)?;
+    if !import.ignored.is_empty() {
+        plan.warnings.push(format!(
+            "{}: cairn has no setting for {}; left out",
+            source.display(),
+            import.ignored.join(", ")
+        ));
+    }
+    let step = Step::new("opencode-engram settings", Status::Imported, Some(&source));
+    if import.imported.is_empty() {
+        let detail = if import.kept.is_empty() { "nothing to import" } else { "already in cairn's config.toml" };
+        plan.steps.push(Step { status: Status::Unchanged, ..step }.detail(detail));
+        return Ok(());
+    }
+    let mut detail = format!("{} into [history] of {}", import.imported.join(", "), o.cairn_config.display());
+    if !import.kept.is_empty() {
+        detail.push_str(&format!("; kept cairn's own {}", import.kept.join(", ")));
+    }
+    plan.steps.push(step.detail(detail));
+    plan.ops.push(FileOp::Write { path: o.cairn_config.clone(), contents: import.config.into_bytes() });
+    Ok(())
 }
 
 /// Add `mcp.cairn`, or point an existing local entry at this binary (keeping its other

@@ -250,3 +250,38 @@ fn doctor_reports_opencode_wiring_and_a_stale_binary() {
     assert_eq!(check["status"], "warning", "{check}");
     assert!(check["message"].as_str().unwrap().contains("/gone/cairn"), "{check}");
 }
+
+#[test]
+fn opencode_engram_settings_become_cairns_history_table() {
+    let home = TempHome::new(&[".config/opencode", "cairn-data"]);
+    let engram = home.oc().join("opencode-engram.jsonc");
+    let source = "// opencode-engram\n{ \"context_charting\": { \"recent_turns\": 3 }, \"show_tool_input\": [\"bash\"], \"debug_mode\": { \"enable\": false }, \"extra\": 1, }\n";
+    std::fs::write(&engram, source).unwrap();
+    let config = home.root.join("cairn-data/config.toml");
+    std::fs::write(&config, "log = \"info\"\n\n[history]\nshow_tool_input = [\"read\"]\n").unwrap();
+
+    let (stdout, stderr) = home.ok("opencode", &["--json"]);
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let step = report["steps"].as_array().unwrap().iter().find(|s| s["item"] == "opencode-engram settings").unwrap();
+    assert_eq!(step["status"], "imported", "{step}");
+    let detail = step["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("context_charting.recent_turns") && detail.contains("kept cairn's own show_tool_input"),
+        "{detail}"
+    );
+    assert!(stderr.contains("cairn has no setting for extra"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "log = \"info\"\n\n[history]\nshow_tool_input = [\"read\"]\ndebug_log_tool_calls = false\n\n[history.context_charting]\nrecent_turns = 3\n"
+    );
+    // cairn now runs with them, and opencode-engram's file is untouched.
+    let shown = home.command(&["config", "--json"]).output().unwrap();
+    let settings: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(settings["history"]["config"]["context_charting"]["recent_turns"], 3, "{settings}");
+    assert_eq!(std::fs::read_to_string(&engram).unwrap(), source);
+
+    let (stdout, _) = home.ok("opencode", &["--json"]);
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let step = report["steps"].as_array().unwrap().iter().find(|s| s["item"] == "opencode-engram settings").unwrap();
+    assert_eq!(step["status"], "unchanged", "a second run imports nothing: {step}");
+}

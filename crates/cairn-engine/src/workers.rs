@@ -138,8 +138,8 @@ impl Workers {
     }
 }
 
-/// Embedding is CPU-bound for seconds to hours: give this thread only CPU time nothing else
-/// wants (Linux `SCHED_IDLE`), so saves and searches never wait behind it.
+/// Embedding and history backfills are CPU-bound for seconds to hours: give this thread only
+/// CPU time nothing else wants (Linux `SCHED_IDLE`), so saves and searches never wait behind it.
 pub fn run_only_when_idle() {
     #[cfg(target_os = "linux")]
     {
@@ -150,7 +150,7 @@ pub fn run_only_when_idle() {
             ThreadPriority::Min,
             policy,
         ) {
-            tracing::debug!(error = ?e, "could not lower the embedding thread's priority");
+            tracing::debug!(error = ?e, "could not lower a background thread's priority");
         }
     }
 }
@@ -158,6 +158,29 @@ pub fn run_only_when_idle() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The scheduling policy of the calling thread (field 41 of its `stat`; 5 is SCHED_IDLE).
+    #[cfg(target_os = "linux")]
+    fn policy() -> u32 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // The command name (field 2) may hold spaces: count from after its closing paren.
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        after_name.split(' ').nth(38).unwrap().parse().unwrap()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_background_thread_runs_only_when_the_cpu_is_idle() {
+        let (before, after) = std::thread::spawn(|| {
+            let before = policy();
+            run_only_when_idle();
+            (before, policy())
+        })
+        .join()
+        .unwrap();
+        assert_eq!((before, after), (0, 5), "SCHED_OTHER, then SCHED_IDLE");
+        assert_eq!(policy(), 0, "only that thread");
+    }
 
     #[test]
     fn a_loop_that_ends_by_itself_is_dead_and_a_stopped_one_is_done() {

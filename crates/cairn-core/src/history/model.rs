@@ -83,6 +83,24 @@ pub struct HistoryMessage {
 }
 
 impl HistoryMessage {
+    /// A plain message (no summary, compaction or host-injected text, no usage yet).
+    pub fn new(session_id: &str, id: &str, role: HistoryRole, seq: i64, created_at: &str) -> HistoryMessage {
+        HistoryMessage {
+            id: id.to_owned(),
+            session_id: session_id.to_owned(),
+            role,
+            seq,
+            created_at: created_at.to_owned(),
+            summary: false,
+            compaction: false,
+            synthetic: false,
+            finish: None,
+            tokens: None,
+            model: None,
+            agent: None,
+        }
+    }
+
     /// A turn is one real user message plus the assistant messages after it.
     pub fn opens_turn(&self) -> bool {
         self.role == HistoryRole::User && !self.summary && !self.compaction && !self.synthetic
@@ -139,6 +157,29 @@ pub struct HistoryPart {
     pub path: Option<String>,
     /// Output pruned by the host (OpenCode `time.compacted`); still served in full.
     pub pruned: bool,
+}
+
+impl HistoryPart {
+    /// A part of `kind` at place `idx` of its message, with no content yet (readers and tests
+    /// fill in the fields their kind has).
+    pub fn new(session_id: &str, message_id: &str, id: &str, idx: i64, kind: PartKind) -> HistoryPart {
+        HistoryPart {
+            id: id.to_owned(),
+            message_id: message_id.to_owned(),
+            session_id: session_id.to_owned(),
+            idx,
+            kind,
+            text: None,
+            tool: None,
+            call_id: None,
+            status: None,
+            input: None,
+            output: None,
+            mime: None,
+            path: None,
+            pruned: false,
+        }
+    }
 }
 
 /// A tool result that arrived after its call, possibly in a later read (Claude Code's

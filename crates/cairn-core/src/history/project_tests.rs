@@ -17,35 +17,10 @@ const LONG_PROMPT: &str = "Please rename every handler in the billing module and
 fn store_with_session(root: &Path, project_dir: &Path) -> Store {
     std::fs::create_dir_all(root.join("data")).unwrap();
     let mut store = Store::open(&root.join("data").join("cairn.db")).unwrap();
-    let user = HistoryMessage {
-        id: "msg_u1".into(),
-        session_id: SESSION.into(),
-        role: HistoryRole::User,
-        seq: 1,
-        created_at: "2026-03-01T10:00:00.000Z".into(),
-        summary: false,
-        compaction: false,
-        synthetic: false,
-        finish: None,
-        tokens: None,
-        model: None,
-        agent: None,
-    };
+    let user = HistoryMessage::new(SESSION, "msg_u1", HistoryRole::User, 1, "2026-03-01T10:00:00.000Z");
     let text = HistoryPart {
-        id: "prt_1".into(),
-        message_id: user.id.clone(),
-        session_id: SESSION.into(),
-        idx: 0,
-        kind: PartKind::Text,
         text: Some(LONG_PROMPT.into()),
-        tool: None,
-        call_id: None,
-        status: None,
-        input: None,
-        output: None,
-        mime: None,
-        path: None,
-        pruned: false,
+        ..HistoryPart::new(SESSION, &user.id, "prt_1", 0, PartKind::Text)
     };
     let batch = IngestBatch {
         sessions: vec![HistorySession {

@@ -1271,35 +1271,12 @@ mod plugin;
 fn seed_history(dir: &std::path::Path) {
     use cairn_core::history::model::*;
     use cairn_core::history::{HistoryDb, SourceRef};
-    let message = |id: &str, role: HistoryRole, seq: i64| HistoryMessage {
-        id: id.into(),
-        session_id: "ses_h".into(),
-        role,
-        seq,
-        created_at: format!("2026-03-01T10:00:{:02}.000Z", seq),
-        summary: false,
-        compaction: false,
-        synthetic: false,
-        finish: None,
-        tokens: None,
-        model: None,
-        agent: None,
+    let message = |id: &str, role: HistoryRole, seq: i64| {
+        HistoryMessage::new("ses_h", id, role, seq, &format!("2026-03-01T10:00:{seq:02}.000Z"))
     };
     let text = |m: &HistoryMessage, body: &str| HistoryPart {
-        id: format!("{}:0", m.id),
-        message_id: m.id.clone(),
-        session_id: m.session_id.clone(),
-        idx: 0,
-        kind: PartKind::Text,
         text: Some(body.into()),
-        tool: None,
-        call_id: None,
-        status: None,
-        input: None,
-        output: None,
-        mime: None,
-        path: None,
-        pruned: false,
+        ..HistoryPart::new(&m.session_id, &m.id, &format!("{}:0", m.id), 0, PartKind::Text)
     };
     let u1 = message("m1", HistoryRole::User, 1);
     let a1 = message("m2", HistoryRole::Assistant, 2);

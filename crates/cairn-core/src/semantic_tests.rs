@@ -344,3 +344,43 @@ fn memory_block_finds_relevant_memories_by_meaning() {
     assert!(line.starts_with("- [") && line.contains("%, "), "{line}");
     assert!(!block.contains("Release checklist"), "no shared meaning: {block}");
 }
+
+/// Records which texts were embedded as queries and which as passages.
+#[derive(Default)]
+struct PromptedEmbedder {
+    inner: ConceptEmbedder,
+    queries: std::sync::Mutex<Vec<String>>,
+    passages: std::sync::Mutex<Vec<String>>,
+}
+
+impl Embedder for PromptedEmbedder {
+    fn model_id(&self) -> &str {
+        "test:prompted"
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.passages.lock().unwrap().extend(texts.iter().map(|t| t.to_string()));
+        self.inner.embed(texts)
+    }
+
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.queries.lock().unwrap().extend(texts.iter().map(|t| t.to_string()));
+        self.inner.embed(texts)
+    }
+}
+
+#[test]
+fn queries_are_embedded_as_queries_and_memories_as_passages() {
+    let (mut s, _) = store_with_clock();
+    let embedder = Arc::new(PromptedEmbedder::default());
+    s.attach_semantic(Semantic::new(embedder.clone()));
+    s.load_vectors().unwrap();
+    s.save(&obs("p", "Automobile registry", "we keep one row per vehicle")).unwrap();
+    embed_all(&mut s);
+    assert!(embedder.queries.lock().unwrap().is_empty());
+    assert_eq!(embedder.passages.lock().unwrap().len(), 1);
+    let semantic = search(&s, "car", Some(SearchMode::Semantic));
+    assert_eq!(titles(&semantic), vec!["Automobile registry"]);
+    assert_eq!(*embedder.queries.lock().unwrap(), vec!["car".to_owned()]);
+    assert_eq!(embedder.passages.lock().unwrap().len(), 1, "the query is not embedded as a passage");
+}

@@ -34,7 +34,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_AUTOSTART", "who starts the daemon when none runs: mcp (default), all (CLI too), never"),
     ("CAIRN_DIRECT", "1: never use a daemon, open the database file directly"),
     ("CAIRN_EMBEDDER", "semantic search model: local (default; files from `cairn model install`), http, none"),
-    ("CAIRN_MODEL_DIR", "directory of the local embedding model (default <data dir>/models/all-MiniLM-L6-v2)"),
+    ("CAIRN_MODEL", "local embedding model by name: all-MiniLM-L6-v2 (default), multilingual-e5-small"),
+    ("CAIRN_MODEL_DIR", "directory of the local embedding model (default <data dir>/models/<model>)"),
     ("CAIRN_EMBED_URL", "OpenAI-compatible API root for CAIRN_EMBEDDER=http (e.g. http://localhost:11434/v1)"),
     ("CAIRN_EMBED_MODEL", "model name sent to the embedding endpoint"),
     ("CAIRN_EMBED_API_KEY", "bearer key for the embedding endpoint"),
@@ -88,9 +89,17 @@ pub struct EmbedderConfig {
     pub batch_size: usize,
 }
 
+/// The local model used when none is chosen (`cairn model use`, `model`, `CAIRN_MODEL`).
+pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
+
 /// Where `cairn model install` puts the default model.
 pub fn default_model_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("models").join("all-MiniLM-L6-v2")
+    model_dir_for(data_dir, DEFAULT_MODEL)
+}
+
+/// Where `cairn model install NAME` puts a model: `<data dir>/models/NAME`.
+pub fn model_dir_for(data_dir: &Path, model: &str) -> PathBuf {
+    data_dir.join("models").join(model)
 }
 
 /// The tracing filter for the log setting (`log` in config.toml, `CAIRN_LOG`). The MCP library logs every message
@@ -188,6 +197,7 @@ struct FileConfig {
     autostart: Option<Autostart>,
     direct: Option<bool>,
     embedder: Option<EmbedderKind>,
+    model: Option<String>,
     model_dir: Option<PathBuf>,
     embed_url: Option<String>,
     embed_model: Option<String>,
@@ -220,6 +230,9 @@ pub struct Settings {
     /// Never use a daemon: every process opens the database file itself.
     pub direct: Setting<bool>,
     pub embedder: Setting<EmbedderKind>,
+    /// The local model's name (`cairn model use`); its files are in `model_dir`.
+    pub model: Setting<String>,
+    /// `<data dir>/models/<model>` unless set (`model_dir`, `CAIRN_MODEL_DIR`).
     pub model_dir: Setting<PathBuf>,
     pub embed_url: Setting<Option<String>>,
     pub embed_model: Setting<Option<String>>,
@@ -272,6 +285,7 @@ impl Settings {
             autostart: Setting::default(Autostart::Mcp),
             direct: Setting::default(false),
             embedder: Setting::default(EmbedderKind::Local),
+            model: Setting::default(DEFAULT_MODEL.to_owned()),
             model_dir: Setting::default(default_model_dir(&data_dir.value)),
             embed_url: Setting::default(None),
             embed_model: Setting::default(None),
@@ -284,6 +298,10 @@ impl Settings {
         s.apply_env(env)?;
         s.apply_flags(overrides);
         s.check_embed_limits()?;
+        s.model.value = parse_model_name(&s.model.value)?;
+        if s.model_dir.source == Source::Default {
+            s.model_dir.value = model_dir_for(&s.data_dir.value, &s.model.value);
+        }
         Ok(s)
     }
 
@@ -312,6 +330,9 @@ impl Settings {
         }
         if let Some(v) = file.embedder {
             self.embedder = Setting { value: v, source: Source::ConfigFile };
+        }
+        if let Some(v) = file.model {
+            self.model = Setting { value: v, source: Source::ConfigFile };
         }
         if let Some(v) = file.model_dir {
             self.model_dir = Setting { value: v, source: Source::ConfigFile };
@@ -365,6 +386,9 @@ impl Settings {
         }
         if let Some(v) = env("CAIRN_EMBEDDER") {
             self.embedder = Setting { value: parse_env("CAIRN_EMBEDDER", &v)?, source: from_env("CAIRN_EMBEDDER") };
+        }
+        if let Some(v) = env("CAIRN_MODEL") {
+            self.model = Setting { value: parse_model_name(&v)?, source: from_env("CAIRN_MODEL") };
         }
         if let Some(v) = env("CAIRN_MODEL_DIR") {
             self.model_dir = Setting { value: PathBuf::from(v), source: from_env("CAIRN_MODEL_DIR") };
@@ -485,6 +509,16 @@ impl std::str::FromStr for Switch {
     }
 }
 
+/// A model name is a directory name under `<data dir>/models/`: no separators, no dots first.
+fn parse_model_name(raw: &str) -> Result<String> {
+    let name = raw.trim();
+    if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\']) {
+        return Err(CairnError::new(ErrorCode::InvalidConfig, format!("model {raw:?} is not a model name"))
+            .with_hint("`cairn model list` shows the models cairn knows"));
+    }
+    Ok(name.to_owned())
+}
+
 fn parse_env<T: std::str::FromStr>(name: &str, raw: &str) -> Result<T> {
     raw.trim().parse().map_err(|_| {
         CairnError::new(ErrorCode::InvalidConfig, format!("{name}={raw:?} is not a valid value"))
@@ -515,7 +549,7 @@ fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
     };
     toml::from_str(&text).map_err(|e| {
         CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display())).with_hint(
-            "keys: port, bind, http_token, context_budget, log, autostart, direct, embedder, model_dir, \
+            "keys: port, bind, http_token, context_budget, log, autostart, direct, embedder, model, model_dir, \
              embed_url, embed_model, embed_api_key, embed_timeout_secs, embed_batch_size, and the tables \
              [inject], [triggers], [compaction], [context_meter], [history]",
         )
@@ -617,6 +651,31 @@ mod tests {
         assert_eq!((s.direct.value, &s.direct.source), (false, &Source::Env("CAIRN_DIRECT".into())));
         let bad = |name: &str| (name == "CAIRN_DIRECT").then(|| "sometimes".to_owned());
         assert_eq!(Settings::load_with(&flags, &bad).unwrap_err().code, ErrorCode::InvalidConfig);
+    }
+
+    #[test]
+    fn the_model_dir_follows_the_model_unless_it_is_set() {
+        let tmp = tempfile::tempdir().unwrap();
+        let flags = Overrides { data_dir: Some(tmp.path().into()), ..Overrides::default() };
+        let s = Settings::load_with(&flags, &|_| None).unwrap();
+        assert_eq!((s.model.value.as_str(), &s.model.source), (DEFAULT_MODEL, &Source::Default));
+        assert_eq!(s.model_dir.value, tmp.path().join("models/all-MiniLM-L6-v2"));
+        std::fs::write(tmp.path().join(CONFIG_FILE), "model = \"multilingual-e5-small\"\n").unwrap();
+        let s = Settings::load_with(&flags, &|_| None).unwrap();
+        assert_eq!((s.model.value.as_str(), &s.model.source), ("multilingual-e5-small", &Source::ConfigFile));
+        assert_eq!(
+            (s.model_dir.value, s.model_dir.source),
+            (tmp.path().join("models/multilingual-e5-small"), Source::Default)
+        );
+        let dir = |name: &str| (name == "CAIRN_MODEL_DIR").then(|| "/elsewhere".to_owned());
+        assert_eq!(Settings::load_with(&flags, &dir).unwrap().model_dir.value, PathBuf::from("/elsewhere"));
+        let env = |name: &str| (name == "CAIRN_MODEL").then(|| "all-MiniLM-L6-v2".to_owned());
+        let s = Settings::load_with(&flags, &env).unwrap();
+        assert_eq!(s.model_dir.value, tmp.path().join("models/all-MiniLM-L6-v2"));
+        for bad in ["../x", "a/b", " ", ".hidden"] {
+            let env = move |name: &str| (name == "CAIRN_MODEL").then(|| bad.to_owned());
+            assert_eq!(Settings::load_with(&flags, &env).unwrap_err().code, ErrorCode::InvalidConfig, "{bad}");
+        }
     }
 
     #[test]

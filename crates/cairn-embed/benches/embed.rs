@@ -1,6 +1,9 @@
-//! Embedding costs: one short query, one memory-sized text, one maximum-length text, the
-//! tokenizer alone, a scan over stored vectors. Needs the model (`CAIRN_TEST_MODEL_DIR` or
-//! `target/test-deps/all-MiniLM-L6-v2`); without it only the dot-product benchmark runs.
+//! Embedding costs: one short query, one memory-sized text, a ~100-word text, one
+//! maximum-length text, the tokenizer alone, a scan over stored vectors. Needs the model
+//! (`CAIRN_TEST_MODEL_DIR` or `target/test-deps/all-MiniLM-L6-v2`); without it only the
+//! dot-product benchmark runs. The `e5_*` benchmarks run multilingual-e5-small
+//! (`scripts/install-test-deps.sh e5`; `CAIRN_TEST_E5_DIR`) and print the process's RSS once
+//! it is loaded.
 //!
 //! `cargo bench -p cairn-embed --bench embed`
 
@@ -14,8 +17,51 @@ fn main() {
 
 fn model() -> Option<&'static LocalModel> {
     static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
-    MODEL.get_or_init(|| LocalModel::load(&cairn_embed::install::test_model_dir()).ok()).as_ref()
+    MODEL
+        .get_or_init(|| {
+            let before = rss_mb();
+            let model = LocalModel::load(&cairn_embed::install::test_model_dir()).ok()?;
+            #[allow(clippy::print_stderr)] // the figure this benchmark exists to report
+            {
+                eprintln!("all-MiniLM-L6-v2 loaded: RSS {before:.0} MB before, {:.0} MB after", rss_mb());
+            }
+            Some(model)
+        })
+        .as_ref()
 }
+
+/// multilingual-e5-small, when installed; prints the RSS before and after loading it.
+fn e5() -> Option<&'static LocalModel> {
+    static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let before = rss_mb();
+            let model = LocalModel::load(&cairn_embed::install::test_e5_dir()).ok()?;
+            #[allow(clippy::print_stderr)] // the figure this benchmark exists to report
+            {
+                eprintln!("multilingual-e5-small loaded: RSS {before:.0} MB before, {:.0} MB after", rss_mb());
+            }
+            Some(model)
+        })
+        .as_ref()
+}
+
+/// Resident set size of this process (Linux; 0 elsewhere).
+fn rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok());
+    kb.unwrap_or(0.0) / 1024.0
+}
+
+/// ~100 words, the size of a typical memory with its title.
+const WORDS_100: &str = "Fixed the flaky login test on CI: the session cookie expired between the redirect and the \
+    assertion because the test clock ran on wall time. The test now freezes time with a fake clock and the retry \
+    loop was removed from the helper. Root cause was a 30 second token lifetime set in the staging config. We also \
+    added a regression test that runs the whole login flow twice with a frozen clock, and documented the fake clock \
+    in the testing guide so that the next person who touches the session code knows why it is there.";
 
 const QUERY: &str = "how did we fix the flaky login test on CI";
 const MEMORY: &str = "Fixed the flaky login test on CI: the session cookie expired between the redirect and the \
@@ -33,6 +79,30 @@ fn query_10_tokens(bencher: divan::Bencher) {
 fn memory_60_tokens(bencher: divan::Bencher) {
     let Some(m) = model() else { return };
     bencher.bench(|| m.embed(&[divan::black_box(MEMORY)]).unwrap());
+}
+
+#[divan::bench]
+fn words_100(bencher: divan::Bencher) {
+    let Some(m) = model() else { return };
+    bencher.bench(|| m.embed(&[divan::black_box(WORDS_100)]).unwrap());
+}
+
+#[divan::bench]
+fn e5_query(bencher: divan::Bencher) {
+    let Some(m) = e5() else { return };
+    bencher.bench(|| m.embed_queries(&[divan::black_box(QUERY)]).unwrap());
+}
+
+#[divan::bench]
+fn e5_memory_60_tokens(bencher: divan::Bencher) {
+    let Some(m) = e5() else { return };
+    bencher.bench(|| m.embed(&[divan::black_box(MEMORY)]).unwrap());
+}
+
+#[divan::bench]
+fn e5_words_100(bencher: divan::Bencher) {
+    let Some(m) = e5() else { return };
+    bencher.bench(|| m.embed(&[divan::black_box(WORDS_100)]).unwrap());
 }
 
 /// The longest text the model takes: 256 tokens (the memory five times over, truncated).

@@ -23,7 +23,7 @@ use crate::EmbedError;
 use crate::safetensors::Tensors;
 
 /// What `config.json` says about the encoder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
 pub struct BertConfig {
     pub hidden_size: usize,
     pub num_hidden_layers: usize,
@@ -33,13 +33,122 @@ pub struct BertConfig {
     pub vocab_size: usize,
     #[serde(default = "two")]
     pub type_vocab_size: usize,
+    #[serde(default)]
+    pub pad_token_id: Option<usize>,
+    #[serde(default = "default_eps")]
+    pub layer_norm_eps: f32,
+    /// Where position ids start: 0 for BERT; RoBERTa and XLM-R number positions from
+    /// `pad_token_id + 1` (their table's first rows are never used).
+    #[serde(skip)]
+    pub position_offset: usize,
+}
+
+impl BertConfig {
+    /// `config.json`, with the position offset of the model's family.
+    pub fn from_json(bytes: &[u8]) -> Result<BertConfig, EmbedError> {
+        let invalid = |e: &dyn std::fmt::Display| EmbedError::ModelInvalid(format!("config.json: {e}"));
+        let mut config: BertConfig = serde_json::from_slice(bytes).map_err(|e| invalid(&e))?;
+        #[derive(serde::Deserialize)]
+        struct Family {
+            #[serde(default)]
+            model_type: Option<String>,
+        }
+        let family: Family = serde_json::from_slice(bytes).map_err(|e| invalid(&e))?;
+        if matches!(family.model_type.as_deref(), Some("xlm-roberta" | "roberta" | "camembert")) {
+            config.position_offset = config.pad_token_id.unwrap_or(1) + 1;
+        }
+        if config.max_position_embeddings <= config.position_offset || config.vocab_size == 0 {
+            return Err(invalid(&format!(
+                "max_position_embeddings {} leaves no position after the offset {} (or vocab_size is 0)",
+                config.max_position_embeddings, config.position_offset
+            )));
+        }
+        Ok(config)
+    }
+}
+
+fn default_eps() -> f32 {
+    1e-12
 }
 
 fn two() -> usize {
     2
 }
 
-const LAYER_NORM_EPS: f32 = 1e-12;
+/// Word tables bigger than this many values are kept in f16 (widened per token): the 250k
+/// rows of a multilingual vocabulary are 384 MB as f32, 192 MB as f16, and a rounding of
+/// 2⁻¹¹ of each input value moves the vectors far less than the model's own quantisation.
+/// The small tables of English models (MiniLM: 12M values) stay exact.
+const F16_WORD_TABLE_ABOVE: usize = 32 << 20;
+
+enum WordTable {
+    F32(Vec<f32>),
+    F16(Vec<u16>),
+}
+
+impl WordTable {
+    fn new(values: Vec<f32>) -> WordTable {
+        if values.len() > F16_WORD_TABLE_ABOVE {
+            WordTable::F16(values.iter().map(|&v| f32_to_f16(v)).collect())
+        } else {
+            WordTable::F32(values)
+        }
+    }
+
+    /// `out[d] = row[d] + add[d]`.
+    fn add_row(&self, id: usize, h: usize, add: impl Fn(usize) -> f32, out: &mut [f32]) {
+        match self {
+            WordTable::F32(t) => {
+                let row = &t[id * h..][..h];
+                for d in 0..h {
+                    out[d] = row[d] + add(d);
+                }
+            }
+            WordTable::F16(t) => {
+                let row = &t[id * h..][..h];
+                for d in 0..h {
+                    out[d] = crate::safetensors::f16_to_f32(row[d]) + add(d);
+                }
+            }
+        }
+    }
+}
+
+/// f32 → IEEE half, rounded to nearest even (overflow to infinity, underflow through the
+/// subnormals to zero).
+fn f32_to_f16(v: f32) -> u16 {
+    let bits = v.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exponent = ((bits >> 23) & 0xff) as i32;
+    let mantissa = bits & 0x7f_ffff;
+    if exponent == 0xff {
+        return sign | 0x7c00 | if mantissa != 0 { 0x200 } else { 0 };
+    }
+    let e = exponent - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = mantissa | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = 1u32 << (shift - 1);
+        let rest = m & ((1 << shift) - 1);
+        let mut out = m >> shift;
+        if rest > half || (rest == half && out & 1 == 1) {
+            out += 1;
+        }
+        return sign | out as u16;
+    }
+    let mut out = ((e as u32) << 10) | (mantissa >> 13);
+    let rest = mantissa & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && out & 1 == 1) {
+        out += 1; // may carry into the exponent, which is the right rounding
+    }
+    sign | out as u16
+}
 
 /// `out = x · Wᵀ + b`.
 struct Linear {
@@ -76,7 +185,7 @@ struct Layer {
 
 pub struct Bert {
     config: BertConfig,
-    word: Vec<f32>,
+    word: WordTable,
     position: Vec<f32>,
     token_type: Vec<f32>,
     embeddings_norm: LayerNorm,
@@ -123,7 +232,7 @@ impl Bert {
             })
             .collect::<Result<Vec<_>, EmbedError>>()?;
         Ok(Bert {
-            word: get("embeddings.word_embeddings.weight", &[config.vocab_size, h])?,
+            word: WordTable::new(get("embeddings.word_embeddings.weight", &[config.vocab_size, h])?),
             position: get("embeddings.position_embeddings.weight", &[config.max_position_embeddings, h])?,
             token_type: get("embeddings.token_type_embeddings.weight", &[config.type_vocab_size, h])?,
             embeddings_norm: norm("embeddings.LayerNorm")?,
@@ -136,15 +245,16 @@ impl Bert {
         self.config.hidden_size
     }
 
+    /// Tokens per sequence: the position table's rows past the family's offset.
     pub fn max_positions(&self) -> usize {
-        self.config.max_position_embeddings
+        self.config.max_position_embeddings - self.config.position_offset
     }
 
     /// The sentence embedding of one token sequence: the last hidden states, mean-pooled and
     /// L2-normalised.
     pub fn embed(&self, ids: &[u32]) -> Vec<f32> {
         let h = self.config.hidden_size;
-        let ids = &ids[..ids.len().min(self.config.max_position_embeddings)];
+        let ids = &ids[..ids.len().min(self.max_positions())];
         let n = ids.len();
         if n == 0 {
             return vec![0.0; h]; // nothing to pool (BERT's tokenizer always gives [CLS] [SEP])
@@ -153,12 +263,12 @@ impl Bert {
         for (i, &id) in ids.iter().enumerate() {
             let word = (id as usize).min(self.config.vocab_size - 1);
             let row = &mut x[i * h..(i + 1) * h];
-            let (w, p, t) = (&self.word[word * h..][..h], &self.position[i * h..][..h], &self.token_type[..h]);
-            for d in 0..h {
-                row[d] = w[d] + p[d] + t[d];
-            }
+            let position = i + self.config.position_offset;
+            let (p, t) = (&self.position[position * h..][..h], &self.token_type[..h]);
+            self.word.add_row(word, h, |d| p[d] + t[d], row);
         }
-        layer_norm(&mut x, &self.embeddings_norm, h);
+        let eps = self.config.layer_norm_eps;
+        layer_norm(&mut x, &self.embeddings_norm, h, eps);
         let mut scratch = Scratch::default();
         for layer in &self.layers {
             self.encoder_layer(layer, &mut x, n, &mut scratch);
@@ -190,11 +300,11 @@ impl Bert {
         }
         linear(&layer.attention_out, &s.context, n, &mut s.projected, &mut s.kernel, false);
         add_in_place(x, &s.projected);
-        layer_norm(x, &layer.attention_norm, h);
+        layer_norm(x, &layer.attention_norm, h, self.config.layer_norm_eps);
         linear(&layer.intermediate, x, n, &mut s.hidden, &mut s.kernel, true);
         linear(&layer.output, &s.hidden, n, &mut s.projected, &mut s.kernel, false);
         add_in_place(x, &s.projected);
-        layer_norm(x, &layer.output_norm, h);
+        layer_norm(x, &layer.output_norm, h, self.config.layer_norm_eps);
     }
 }
 
@@ -446,11 +556,11 @@ fn add_in_place(x: &mut [f32], y: &[f32]) {
     x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
 }
 
-fn layer_norm(x: &mut [f32], norm: &LayerNorm, h: usize) {
+fn layer_norm(x: &mut [f32], norm: &LayerNorm, h: usize, eps: f32) {
     for row in x.chunks_exact_mut(h) {
         let mean = sum_by(row, |v| v) / h as f32;
         let var = sum_by(row, |v| (v - mean) * (v - mean)) / h as f32;
-        let inv = 1.0 / (var + LAYER_NORM_EPS).sqrt();
+        let inv = 1.0 / (var + eps).sqrt();
         for ((v, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
             *v = (*v - mean) * inv * g + b;
         }
@@ -663,6 +773,23 @@ mod tests {
         };
         softmax(&mut row, 0.5);
         assert_close(&row, &expected, "softmax");
+    }
+
+    #[test]
+    fn f16_rounding_round_trips_and_rounds_to_nearest() {
+        use crate::safetensors::f16_to_f32;
+        for h in (0u16..=0xffff).filter(|h| (h >> 10) & 0x1f != 0x1f) {
+            assert_eq!(f32_to_f16(f16_to_f32(h)), h, "{h:#x}");
+        }
+        // One f16 step at 1.0 is 2⁻¹⁰: halfway cases go to the even neighbour.
+        assert_eq!(f32_to_f16(1.0 + 1.0 / 2048.0), 0x3c00);
+        assert_eq!(f32_to_f16(1.0 + 3.0 / 2048.0), 0x3c02);
+        assert_eq!(f32_to_f16(1.0 + 3.0 / 4096.0), 0x3c01);
+        assert_eq!(f32_to_f16(1e6), 0x7c00);
+        assert_eq!(f32_to_f16(1e-9), 0);
+        assert_eq!(f32_to_f16(f32::NAN) & 0x7e00, 0x7e00);
+        let v = 0.123_456_7f32;
+        assert!((f16_to_f32(f32_to_f16(v)) - v).abs() < v / 2048.0);
     }
 
     #[test]

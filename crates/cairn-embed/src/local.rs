@@ -17,6 +17,9 @@ pub struct LocalModel {
     id: String,
     tokenizer: TextTokenizer,
     bert: Bert,
+    /// Put before each query / each passage (e5's `query: ` and `passage: `).
+    query_prefix: Option<String>,
+    passage_prefix: Option<String>,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -38,9 +41,10 @@ impl LocalModel {
             })
         };
         let config_bytes = read("config.json")?;
-        let config: BertConfig =
-            serde_json::from_slice(&config_bytes).map_err(|e| EmbedError::ModelInvalid(format!("config.json: {e}")))?;
-        let max_tokens = max_seq_length(dir).unwrap_or(DEFAULT_MAX_TOKENS).min(config.max_position_embeddings);
+        let config = BertConfig::from_json(&config_bytes)?;
+        let max_tokens = max_seq_length(dir)
+            .unwrap_or(DEFAULT_MAX_TOKENS)
+            .min(config.max_position_embeddings - config.position_offset);
         let tokenizer = TextTokenizer::from_tokenizer_json(&read("tokenizer.json")?, max_tokens)?;
         if tokenizer.vocab_size() > config.vocab_size {
             return Err(EmbedError::ModelInvalid(format!(
@@ -51,8 +55,14 @@ impl LocalModel {
         }
         let bert = Bert::load(config, &Tensors::parse(&read("model.safetensors")?)?)?;
         let id = model_id(dir, &config_bytes);
-        tracing::info!(model = %id, dir = %dir.display(), "embedding model loaded");
-        Ok(LocalModel { id, tokenizer, bert })
+        let (query_prefix, passage_prefix) = prefixes(dir);
+        tracing::info!(model = %id, dir = %dir.display(), ?query_prefix, ?passage_prefix, "embedding model loaded");
+        Ok(LocalModel { id, tokenizer, bert, query_prefix, passage_prefix })
+    }
+
+    /// The prompts put before queries and passages, if the model has them.
+    pub fn prefixes(&self) -> (Option<&str>, Option<&str>) {
+        (self.query_prefix.as_deref(), self.passage_prefix.as_deref())
     }
 
     /// Vector length.
@@ -79,8 +89,42 @@ impl Embedder for LocalModel {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        texts.iter().map(|t| self.embed_one(t)).collect()
+        self.embed_with(self.passage_prefix.as_deref(), texts)
     }
+
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_with(self.query_prefix.as_deref(), texts)
+    }
+}
+
+impl LocalModel {
+    fn embed_with(&self, prefix: Option<&str>, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        match prefix {
+            None => texts.iter().map(|t| self.embed_one(t)).collect(),
+            Some(prefix) => texts.iter().map(|t| self.embed_one(&format!("{prefix}{t}"))).collect(),
+        }
+    }
+}
+
+/// The model's query and passage prompts: from cairn's manifest (written by `cairn model
+/// install` from its catalogue), else sentence-transformers' `config_sentence_transformers.json`
+/// `prompts` (`query`, and `passage` or `document`).
+fn prefixes(dir: &Path) -> (Option<String>, Option<String>) {
+    if let Some(m) = crate::install::Manifest::read(dir)
+        && (m.query_prefix.is_some() || m.passage_prefix.is_some())
+    {
+        return (m.query_prefix, m.passage_prefix);
+    }
+    let Some(value) = std::fs::read(dir.join("config_sentence_transformers.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    else {
+        return (None, None);
+    };
+    let prompt = |names: &[&str]| {
+        names.iter().find_map(|n| value["prompts"][n].as_str()).filter(|p| !p.is_empty()).map(str::to_owned)
+    };
+    (prompt(&["query"]), prompt(&["passage", "document"]))
 }
 
 /// `sentence_bert_config.json`'s `max_seq_length`, when the directory has one.

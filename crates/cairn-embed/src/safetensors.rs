@@ -1,6 +1,7 @@
 //! Model weights from a safetensors file, read with Hugging Face's `safetensors` crate (which
 //! checks the header, the offsets and that the data covers the file exactly). This module adds
-//! what the encoder needs on top: tensors looked up with or without the `bert.` prefix some
+//! what the encoder needs on top: tensors looked up with or without the `bert.` (or
+//! `roberta.`) prefix some
 //! exports carry, shapes checked against `config.json`, and F32, F16 or BF16 data widened to
 //! f32 at load. Every failure is an [`EmbedError::ModelInvalid`] naming the file.
 
@@ -26,6 +27,7 @@ impl<'data> Tensors<'data> {
             .file
             .tensor(name)
             .or_else(|_| self.file.tensor(&format!("bert.{name}")))
+            .or_else(|_| self.file.tensor(&format!("roberta.{name}")))
             .map_err(|_| invalid("missing".into()))?;
         if view.shape() != shape {
             return Err(invalid(format!("shape {:?}, expected {shape:?} (config.json disagrees?)", view.shape())));
@@ -69,7 +71,7 @@ fn halves(bytes: &[u8]) -> impl Iterator<Item = u16> + '_ {
 }
 
 /// IEEE 754 half → single precision, subnormals and infinities included.
-fn f16_to_f32(h: u16) -> f32 {
+pub(crate) fn f16_to_f32(h: u16) -> f32 {
     let sign = u32::from(h >> 15) << 31;
     let exponent = u32::from((h >> 10) & 0x1f);
     let mantissa = u32::from(h & 0x3ff);

@@ -9,14 +9,75 @@
 //!   attention mask is all ones and the encoder is given the ids alone;
 //! - truncation is to the model's sequence length, special tokens included (the file's own
 //!   limit is not the one sentence-transformers uses).
+//!
+//! A Unigram model (XLM-R, multilingual-e5) runs on [`CompactUnigram`] rather than the crate's
+//! own, which needs ~270 MB for XLM-R's 250k pieces; the rest of the pipeline is the file's.
 
-use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+use tokenizers::{
+    AddedToken, DecoderWrapper, NormalizerWrapper, PostProcessorWrapper, PreTokenizerWrapper, Tokenizer, TokenizerImpl,
+    TruncationDirection, TruncationParams, TruncationStrategy,
+};
 
 use crate::EmbedError;
+use crate::unigram::CompactUnigram;
 
-#[derive(Clone)]
+type UnigramTokenizer =
+    TokenizerImpl<CompactUnigram, NormalizerWrapper, PreTokenizerWrapper, PostProcessorWrapper, DecoderWrapper>;
+
 pub struct TextTokenizer {
-    inner: Tokenizer,
+    inner: Inner,
+}
+
+enum Inner {
+    Hf(Box<Tokenizer>),
+    Unigram(Box<UnigramTokenizer>),
+}
+
+/// Just the model's type, to choose how to read the file.
+#[derive(serde::Deserialize)]
+struct Probe {
+    model: ProbeModel,
+}
+
+#[derive(serde::Deserialize)]
+struct ProbeModel {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    byte_fallback: bool,
+}
+
+/// The parts of a Unigram `tokenizer.json` that [`CompactUnigram`] runs with.
+#[derive(serde::Deserialize)]
+struct UnigramFile {
+    #[serde(default)]
+    added_tokens: Vec<AddedTokenSpec>,
+    normalizer: Option<NormalizerWrapper>,
+    pre_tokenizer: Option<PreTokenizerWrapper>,
+    post_processor: Option<PostProcessorWrapper>,
+    decoder: Option<DecoderWrapper>,
+    model: UnigramModel,
+}
+
+#[derive(serde::Deserialize)]
+struct UnigramModel {
+    unk_id: Option<usize>,
+    vocab: Vec<(String, f64)>,
+}
+
+#[derive(serde::Deserialize)]
+struct AddedTokenSpec {
+    content: String,
+    #[serde(default)]
+    single_word: bool,
+    #[serde(default)]
+    lstrip: bool,
+    #[serde(default)]
+    rstrip: bool,
+    #[serde(default)]
+    normalized: bool,
+    #[serde(default)]
+    special: bool,
 }
 
 impl std::fmt::Debug for TextTokenizer {
@@ -29,29 +90,69 @@ impl TextTokenizer {
     /// Reads a `tokenizer.json`; `max_len` is the number of tokens per text, special tokens
     /// included.
     pub fn from_tokenizer_json(json: &[u8], max_len: usize) -> Result<Self, EmbedError> {
-        let mut inner = Tokenizer::from_bytes(json).map_err(|e| invalid(&e))?;
-        inner.with_padding(None);
-        inner
-            .with_truncation(Some(TruncationParams {
-                // Room for the special tokens at least, else every encoding fails.
-                max_length: max_len.max(2),
-                strategy: TruncationStrategy::LongestFirst,
-                stride: 0,
-                direction: TruncationDirection::Right,
-            }))
-            .map_err(|e| invalid(&e))?;
+        let truncation = TruncationParams {
+            // Room for the special tokens at least, else every encoding fails.
+            max_length: max_len.max(2),
+            strategy: TruncationStrategy::LongestFirst,
+            stride: 0,
+            direction: TruncationDirection::Right,
+        };
+        let probe: Option<Probe> = serde_json::from_slice(json).ok();
+        let unigram = probe.is_some_and(|p| p.model.kind.as_deref() == Some("Unigram") && !p.model.byte_fallback);
+        let inner = if unigram {
+            let file: UnigramFile = serde_json::from_slice(json).map_err(|e| invalid(&e))?;
+            let unk_id = file.model.unk_id.ok_or_else(|| invalid(&"a Unigram model without unk_id"))?;
+            let model = CompactUnigram::new(file.model.vocab, unk_id).map_err(|e| invalid(&e))?;
+            let mut t = UnigramTokenizer::new(model);
+            t.with_normalizer(file.normalizer).map_err(|e| invalid(&e))?;
+            t.with_pre_tokenizer(file.pre_tokenizer)
+                .with_post_processor(file.post_processor)
+                .with_decoder(file.decoder);
+            let (special, plain): (Vec<_>, Vec<_>) = file
+                .added_tokens
+                .into_iter()
+                .map(|a| {
+                    let token = AddedToken {
+                        content: a.content,
+                        single_word: a.single_word,
+                        lstrip: a.lstrip,
+                        rstrip: a.rstrip,
+                        normalized: a.normalized,
+                        special: a.special,
+                    };
+                    (a.special, token)
+                })
+                .partition(|(special, _)| *special);
+            t.add_special_tokens(special.into_iter().map(|(_, t)| t)).map_err(|e| invalid(&e))?;
+            t.add_tokens(plain.into_iter().map(|(_, t)| t)).map_err(|e| invalid(&e))?;
+            t.with_padding(None);
+            t.with_truncation(Some(truncation)).map_err(|e| invalid(&e))?;
+            Inner::Unigram(Box::new(t))
+        } else {
+            let mut t = Tokenizer::from_bytes(json).map_err(|e| invalid(&e))?;
+            t.with_padding(None);
+            t.with_truncation(Some(truncation)).map_err(|e| invalid(&e))?;
+            Inner::Hf(Box::new(t))
+        };
         Ok(Self { inner })
     }
 
     /// Tokens the model must have an embedding row for, added tokens included.
     pub fn vocab_size(&self) -> usize {
-        self.inner.get_vocab_size(true)
+        match &self.inner {
+            Inner::Hf(t) => t.get_vocab_size(true),
+            Inner::Unigram(t) => t.get_vocab_size(true),
+        }
     }
 
     /// Token ids of one text, special tokens included, truncated.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, EmbedError> {
         // `encode_fast` skips the character offsets, which nothing here needs.
-        let encoding = self.inner.encode_fast(text, true).map_err(|e| invalid(&e))?;
+        let encoding = match &self.inner {
+            Inner::Hf(t) => t.encode_fast(text, true),
+            Inner::Unigram(t) => t.encode_fast(text, true),
+        }
+        .map_err(|e| invalid(&e))?;
         debug_assert!(encoding.get_attention_mask().iter().all(|&m| m == 1), "padding is off");
         Ok(encoding.get_ids().to_vec())
     }

@@ -418,13 +418,34 @@ impl CachedEmbedder {
         CachedEmbedder { model, path, cache }
     }
 
-    fn key(&self, text: &str) -> u64 {
+    /// The cache key of a text embedded as a passage or, `query`, as a query (a model with
+    /// prompts embeds the two differently).
+    fn key(&self, text: &str, query: bool) -> u64 {
         use std::hash::{Hash, Hasher};
         // FNV-1a: stable across runs and Rust versions, unlike the std hasher.
         let mut h = Fnv(0xcbf2_9ce4_8422_2325);
         self.model.model_id().hash(&mut h);
+        if query {
+            "\u{1}query".hash(&mut h);
+        }
         text.hash(&mut h);
         h.finish()
+    }
+
+    fn cached(&self, texts: &[&str], query: bool) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let keys: Vec<u64> = texts.iter().map(|t| self.key(t, query)).collect();
+        let missing: Vec<&str> =
+            texts.iter().zip(&keys).filter(|(_, k)| !cache.vectors.contains_key(k)).map(|(t, _)| *t).collect();
+        if !missing.is_empty() {
+            let fresh = if query { self.model.embed_queries(&missing)? } else { self.model.embed(&missing)? };
+            for (text, v) in missing.iter().zip(fresh) {
+                let key = self.key(text, query);
+                cache.vectors.insert(key, v);
+            }
+            cache.changed = true;
+        }
+        Ok(keys.iter().map(|k| cache.vectors[k].clone()).collect())
     }
 
     /// Write the file when something new was embedded.
@@ -470,19 +491,11 @@ impl Embedder for CachedEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let keys: Vec<u64> = texts.iter().map(|t| self.key(t)).collect();
-        let missing: Vec<&str> =
-            texts.iter().zip(&keys).filter(|(_, k)| !cache.vectors.contains_key(k)).map(|(t, _)| *t).collect();
-        if !missing.is_empty() {
-            let fresh = self.model.embed(&missing)?;
-            for (text, v) in missing.iter().zip(fresh) {
-                let key = self.key(text);
-                cache.vectors.insert(key, v);
-            }
-            cache.changed = true;
-        }
-        Ok(keys.iter().map(|k| cache.vectors[k].clone()).collect())
+        self.cached(texts, false)
+    }
+
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.cached(texts, true)
     }
 }
 

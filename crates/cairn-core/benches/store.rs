@@ -356,20 +356,73 @@ fn main() {
     hybrid(&path, indexed, count, queries);
 }
 
-/// Query embedding + hybrid search with the real model over `count` vectors. Embedding 100k
-/// memories takes hours on 2 cores, so the stored vectors are random unit vectors: the scan
-/// and the fusion cost the same whatever the vectors say; the query is embedded for real.
+/// Query embedding + hybrid search with each installed model (all-MiniLM-L6-v2 and
+/// multilingual-e5-small, from `scripts/install-test-deps.sh model e5`) over `count` vectors.
+/// Embedding 100k memories takes hours on 2 cores, so the stored vectors are random unit
+/// vectors: the scan and the fusion cost the same whatever the vectors say; the query is
+/// embedded for real. The models take turns in blocks of a quarter of the queries, so both
+/// see the same machine.
 fn hybrid(path: &std::path::Path, mut indexed: Store, count: usize, queries: usize) {
-    let dir = cairn_embed::install::test_model_dir();
-    let Ok(model) = cairn_embed::LocalModel::load(&dir) else {
-        println!("no model in {} (scripts/install-test-deps.sh model): hybrid search not measured", dir.display());
+    use cairn_core::search::semantic::Semantic;
+    use cairn_embed::Embedder as _;
+    let dirs = [cairn_embed::install::test_model_dir(), cairn_embed::install::test_e5_dir()];
+    let models: Vec<(String, std::sync::Arc<Semantic>)> = dirs
+        .iter()
+        .filter_map(|dir| match cairn_embed::LocalModel::load(dir) {
+            Ok(model) => Some((model.model_id().to_owned(), Semantic::new(std::sync::Arc::new(model)))),
+            Err(e) => {
+                println!("no model in {} ({e}): not measured (scripts/install-test-deps.sh model e5)", dir.display());
+                None
+            }
+        })
+        .collect();
+    if models.is_empty() {
         return;
-    };
-    let semantic = cairn_core::search::semantic::Semantic::new(std::sync::Arc::new(model));
+    }
     let mut writer = Store::open(path).expect("open writer");
-    writer.attach_semantic(std::sync::Arc::clone(&semantic));
+    for (_, semantic) in &models {
+        store_random_vectors(&mut writer, semantic, count);
+    }
+    query_embedding_alone(&models, queries);
+    let mut samples: Vec<[Vec<Duration>; 2]> = models.iter().map(|_| [Vec::new(), Vec::new()]).collect();
+    let mut rng = Rng(0xbeef);
+    let block = queries.div_ceil(4);
+    for _round in 0..4 {
+        for (m, (_, semantic)) in models.iter().enumerate() {
+            indexed.attach_semantic(std::sync::Arc::clone(semantic));
+            assert_eq!(indexed.load_vectors().expect("load vectors"), count);
+            for (i, mode) in [SearchMode::Hybrid, SearchMode::Semantic].into_iter().enumerate() {
+                for _ in 0..block {
+                    let q = SearchQuery {
+                        project: Some(PROJECTS[rng.below(PROJECTS.len())].to_owned()),
+                        mode: Some(mode),
+                        ..SearchQuery::new(format!("{} {}", QUESTIONS[rng.below(QUESTIONS.len())], rng.query(1, 2)))
+                    };
+                    semantic.clear_query_cache();
+                    let t = Instant::now();
+                    let results = indexed.search(&q).expect("search");
+                    assert_eq!(results.mode, mode);
+                    std::hint::black_box(results);
+                    samples[m][i].push(t.elapsed());
+                }
+            }
+        }
+    }
+    for ((id, _), [hybrid, semantic]) in models.iter().zip(samples) {
+        report(&format!("{id}: query embedding + hybrid search, project"), hybrid);
+        report(&format!("{id}: query embedding + semantic search, project"), semantic);
+    }
+    let (_, first) = &models[0];
+    indexed.attach_semantic(std::sync::Arc::clone(first));
+    indexed.load_vectors().expect("load vectors");
+    rerank_cost(&indexed, first, queries);
+}
+
+/// `count` random unit vectors under the model's id.
+fn store_random_vectors(writer: &mut Store, semantic: &cairn_core::search::semantic::Semantic, count: usize) {
     let mut rng = Rng(0xfeed);
     let started = Instant::now();
+    let mut stored = 0;
     loop {
         let pending = writer.pending_embeddings(semantic.model_id(), 5_000).expect("pending");
         if pending.is_empty() {
@@ -383,32 +436,31 @@ fn hybrid(path: &std::path::Path, mut indexed: Store, count: usize, queries: usi
                 (p, v)
             })
             .collect();
+        stored += items.len();
         writer.put_embeddings(semantic.model_id(), &items).expect("store vectors");
     }
-    indexed.attach_semantic(std::sync::Arc::clone(&semantic));
-    let loaded = indexed.load_vectors().expect("load vectors");
-    println!("{loaded} random vectors stored and loaded in {:.2} s", started.elapsed().as_secs_f64());
-    assert_eq!(loaded, count);
-    let mut rng = Rng(0xbeef);
-    for (label, mode) in [("hybrid", SearchMode::Hybrid), ("semantic", SearchMode::Semantic)] {
-        let samples: Vec<Duration> = (0..queries)
-            .map(|_| {
-                let q = SearchQuery {
-                    project: Some(PROJECTS[rng.below(PROJECTS.len())].to_owned()),
-                    mode: Some(mode),
-                    ..SearchQuery::new(format!("{} {}", QUESTIONS[rng.below(QUESTIONS.len())], rng.query(1, 2)))
-                };
-                semantic.clear_query_cache();
-                let t = Instant::now();
-                let results = indexed.search(&q).expect("search");
-                assert_eq!(results.mode, mode);
-                std::hint::black_box(results);
-                t.elapsed()
-            })
-            .collect();
-        report(&format!("query embedding + {label} search, project"), samples);
+    assert_eq!(stored, count);
+    println!("{}: {stored} random vectors stored in {:.2} s", semantic.model_id(), started.elapsed().as_secs_f64());
+}
+
+/// The query's embedding alone, the models alternating query by query.
+fn query_embedding_alone(models: &[(String, std::sync::Arc<cairn_core::search::semantic::Semantic>)], queries: usize) {
+    let mut rng = Rng(0xd00d);
+    let mut samples: Vec<Vec<Duration>> = models.iter().map(|_| Vec::new()).collect();
+    for i in 0..queries {
+        let text = format!("{} {}", QUESTIONS[rng.below(QUESTIONS.len())], rng.query(1, 2));
+        for k in 0..models.len() {
+            let m = (i + k) % models.len();
+            let semantic = &models[m].1;
+            semantic.clear_query_cache();
+            let t = Instant::now();
+            std::hint::black_box(semantic.embed_query(&text).expect("embed"));
+            samples[m].push(t.elapsed());
+        }
     }
-    rerank_cost(&indexed, &semantic, queries);
+    for ((id, _), samples) in models.iter().zip(samples) {
+        report(&format!("{id}: query embedding alone"), samples);
+    }
 }
 
 /// The ranking alone (query vector cached), fusion only and fusion + re-ranking, alternating

@@ -744,3 +744,32 @@ fn search_of_a_large_archive_widens_its_window_and_puts_common_words_last() {
     assert_eq!(mixed.len(), 5);
     assert!(mixed[..3].iter().all(|(s, m)| m == "m00003" || (s == new && m == "m20990")), "{mixed:?}");
 }
+
+/// The index writes of a batch are made at its end: a part inserted and given its result in
+/// the same batch is indexed with the result, and a part rewritten later loses its old words.
+#[test]
+fn index_writes_at_the_end_of_a_batch_follow_the_stored_rows() {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    let source = SourceRef { key: "s".into(), host: HistoryHost::ClaudeCode };
+    let (u, a) = (user("ses_w", "u1", 1), assistant("ses_w", "a1", 2));
+    let call = tool(&a, 0, "Bash", json!({"command": "make"}), ToolStatus::Running, None);
+    let first = IngestBatch {
+        sessions: vec![session("ses_w", HistoryHost::ClaudeCode, None, "w")],
+        messages: vec![u.clone(), a.clone()],
+        parts: vec![text(&u, 0, "an alpha prompt"), call.clone()],
+        results: vec![ToolResult {
+            session_id: "ses_w".into(),
+            call_id: call.call_id.clone().unwrap(),
+            output: "built quuxfile".into(),
+            is_error: false,
+        }],
+        ..Default::default()
+    };
+    db.apply(&source, None, &first, &cursor(1)).unwrap();
+    let found = |db: &HistoryDb, q: &str| find(db, q, Some("ses_w"), false, None, None).messages.len();
+    assert_eq!((found(&db, "alpha"), found(&db, "quuxfile"), found(&db, "make")), (1, 1, 1));
+    let second =
+        IngestBatch { messages: vec![u.clone()], parts: vec![text(&u, 0, "a beta prompt")], ..Default::default() };
+    db.apply(&source, Some(&cursor(1)), &second, &cursor(2)).unwrap();
+    assert_eq!((found(&db, "alpha"), found(&db, "beta"), found(&db, "quuxfile")), (0, 1, 1));
+}

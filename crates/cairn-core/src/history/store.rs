@@ -6,7 +6,7 @@
 //! Speed matters here (a first run backfills a gigabyte of transcripts): every statement is
 //! `prepare_cached`, rows are upserted without a SELECT first, a part whose content did not
 //! change is neither rewritten nor re-indexed, and the batch's index writes are made together
-//! at its end ([`FtsWrites`]).
+//! at its end (`FtsWrites`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;

@@ -346,12 +346,18 @@ fn install_with(
 
 /// The first directory at or below `root` (breadth-first, `depth` levels) holding `files`.
 fn find_model_dir(files: &[&str], root: &Path, depth: usize) -> Option<PathBuf> {
+    find_below(root, depth, |dir| files.iter().all(|f| dir.join(f).is_file()).then(|| dir.to_path_buf()))
+}
+
+/// The first answer of `found` for a directory at or below `root`, breadth-first over `depth`
+/// levels in name order (symlinked directories are not followed).
+pub(crate) fn find_below(root: &Path, depth: usize, found: impl Fn(&Path) -> Option<PathBuf>) -> Option<PathBuf> {
     let mut level = vec![root.to_path_buf()];
     for _ in 0..=depth {
         let mut next = Vec::new();
         for dir in level {
-            if files.iter().all(|f| dir.join(f).is_file()) {
-                return Some(dir);
+            if let Some(hit) = found(&dir) {
+                return Some(hit);
             }
             if let Ok(entries) = std::fs::read_dir(&dir) {
                 let mut subdirs: Vec<PathBuf> =
@@ -401,18 +407,10 @@ pub fn verify(dir: &Path) -> Result<Manifest, EmbedError> {
         .ok_or_else(|| EmbedError::ModelMissing { dir: dir.display().to_string(), missing: MANIFEST.to_owned() })?;
     for (name, expected) in &manifest.files {
         let path = dir.join(name);
-        let mut file = std::fs::File::open(&path)
-            .map_err(|_| EmbedError::ModelMissing { dir: dir.display().to_string(), missing: name.clone() })?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = file.read(&mut buf).map_err(|e| EmbedError::Io(format!("reading {}: {e}", path.display())))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
+        if !path.is_file() {
+            return Err(EmbedError::ModelMissing { dir: dir.display().to_string(), missing: name.clone() });
         }
-        let actual = hex(&hasher.finalize());
+        let actual = sha256_file(&path)?;
         if &actual != expected {
             return Err(EmbedError::ChecksumMismatch { file: name.clone(), expected: expected.clone(), actual });
         }

@@ -617,24 +617,7 @@ pub fn find_e5_file(root: &Path, depth: usize) -> Option<PathBuf> {
     if root.is_file() && root.file_name().is_some_and(|n| n == E5_FILE) {
         return Some(root.to_path_buf());
     }
-    let mut level = vec![root.to_path_buf()];
-    for _ in 0..=depth {
-        let mut next = Vec::new();
-        for dir in level {
-            let candidate = dir.join(E5_FILE);
-            if candidate.is_file() {
-                return Some(candidate);
-            }
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                let mut subdirs: Vec<PathBuf> =
-                    entries.flatten().map(|e| e.path()).filter(|p| p.is_dir() && !p.is_symlink()).collect();
-                subdirs.sort();
-                next.extend(subdirs);
-            }
-        }
-        level = next;
-    }
-    None
+    crate::install::find_below(root, depth, |dir| Some(dir.join(E5_FILE)).filter(|f| f.is_file()))
 }
 
 #[cfg(test)]

@@ -471,20 +471,7 @@ impl TranscriptReader {
             .map(Cow::into_owned)
             .or_else(|| self.session.as_ref().map(|s| s.updated_at.clone()))
             .unwrap_or_default();
-        HistoryMessage {
-            id: id.to_owned(),
-            session_id: self.identity.session_id.clone(),
-            role,
-            seq: offset as i64,
-            created_at,
-            summary: false,
-            compaction: false,
-            synthetic: false,
-            finish: None,
-            tokens: None,
-            model: None,
-            agent: None,
-        }
+        HistoryMessage::new(&self.identity.session_id, id, role, offset as i64, &created_at)
     }
 
     fn blocks(&mut self, message_id: &str, content: Option<&RawValue>, skips: &mut SkipCounter) {
@@ -525,22 +512,7 @@ impl TranscriptReader {
     }
 
     fn part(&self, message_id: &str, idx: i64, kind: PartKind) -> HistoryPart {
-        HistoryPart {
-            id: format!("{message_id}:{idx}"),
-            message_id: message_id.to_owned(),
-            session_id: self.identity.session_id.clone(),
-            idx,
-            kind,
-            text: None,
-            tool: None,
-            call_id: None,
-            status: None,
-            input: None,
-            output: None,
-            mime: None,
-            path: None,
-            pruned: false,
-        }
+        HistoryPart::new(&self.identity.session_id, message_id, &format!("{message_id}:{idx}"), idx, kind)
     }
 
     fn push_text(&mut self, message_id: &str, idx: i64, kind: PartKind, text: &str) {

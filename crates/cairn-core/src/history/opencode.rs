@@ -578,22 +578,7 @@ impl<'c> DbReader<'c> {
 }
 
 fn part_of(row: &Row, data: PartData, skips: &mut SkipCounter) -> Option<HistoryPart> {
-    let base = HistoryPart {
-        id: row.id.clone(),
-        message_id: row.message_id.clone(),
-        session_id: row.session_id.clone(),
-        idx: row.created,
-        kind: PartKind::Text,
-        text: None,
-        tool: None,
-        call_id: None,
-        status: None,
-        input: None,
-        output: None,
-        mime: None,
-        path: None,
-        pruned: false,
-    };
+    let base = HistoryPart::new(&row.session_id, &row.message_id, &row.id, row.created, PartKind::Text);
     let part = match data.kind.as_str() {
         "text" => HistoryPart { text: Some(clean_text(data.text.as_deref().unwrap_or(""))), ..base },
         "reasoning" => HistoryPart {

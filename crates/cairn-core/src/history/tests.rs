@@ -33,20 +33,7 @@ fn session(id: &str, host: HistoryHost, parent: Option<&str>, title: &str) -> Hi
 }
 
 fn message(session: &str, id: &str, role: HistoryRole, seq: i64) -> HistoryMessage {
-    HistoryMessage {
-        id: id.into(),
-        session_id: session.into(),
-        role,
-        seq,
-        created_at: ts(seq % 3000 / 10),
-        summary: false,
-        compaction: false,
-        synthetic: false,
-        finish: None,
-        tokens: None,
-        model: None,
-        agent: None,
-    }
+    HistoryMessage::new(session, id, role, seq, &ts(seq % 3000 / 10))
 }
 
 fn user(session: &str, id: &str, seq: i64) -> HistoryMessage {
@@ -58,22 +45,7 @@ fn assistant(session: &str, id: &str, seq: i64) -> HistoryMessage {
 }
 
 fn part(message: &HistoryMessage, idx: i64, kind: PartKind) -> HistoryPart {
-    HistoryPart {
-        id: format!("{}:{idx}", message.id),
-        message_id: message.id.clone(),
-        session_id: message.session_id.clone(),
-        idx,
-        kind,
-        text: None,
-        tool: None,
-        call_id: None,
-        status: None,
-        input: None,
-        output: None,
-        mime: None,
-        path: None,
-        pruned: false,
-    }
+    HistoryPart::new(&message.session_id, &message.id, &format!("{}:{idx}", message.id), idx, kind)
 }
 
 fn text(message: &HistoryMessage, idx: i64, body: &str) -> HistoryPart {

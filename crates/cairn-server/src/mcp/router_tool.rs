@@ -198,9 +198,9 @@ mod tests {
         assert!(matches!(op, Op::HistoryCompactions(ref r) if r.read == Some(2)), "{op:?}");
         assert_eq!(build_op("summary", Map::new(), None).unwrap(), Op::HistoryStats);
         assert!(matches!(build_op("children", obj(json!({"sessionId": "s"})), None).unwrap(), Op::HistoryChildren(_)));
-        let op = build_op("sessions", obj(json!({"projectPath": "/work/shop", "limit": 3})), None).unwrap();
+        let op = build_op("sessions", obj(json!({"projectPath": "/nonexistent/shop", "limit": 3})), None).unwrap();
         let Op::HistorySessions(req) = op else { panic!("{op:?}") };
-        assert_eq!((req.query.as_deref(), req.project, req.limit), (Some("/work/shop"), None, 3));
+        assert_eq!((req.query.as_deref(), req.project, req.limit), (Some("/nonexistent/shop"), None, 3));
         // Without open-memory's key, `sessions` is still cairn's memory sessions.
         assert!(matches!(build_op("sessions", Map::new(), Some("p")).unwrap(), Op::Sessions { .. }));
         // A bad call of an alias says what the history op needs.

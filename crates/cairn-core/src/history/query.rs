@@ -1180,15 +1180,32 @@ pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Res
     }
     let kinds = parse_kinds(req.kinds.as_deref())?;
     let views = search_scope(conn, req)?;
-    let candidates = if req.literal {
+    // The index's tokenizer (unicode61) keeps a run of Chinese or Japanese characters as one
+    // word, so a word inside a sentence is never found by it: such queries are substrings.
+    let literal = req.literal || has_unsegmented_script(text);
+    let candidates = if literal {
         literal_candidates(conn, &views, &kinds, text)?
     } else {
         let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
         let ranked = shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED);
         ranked_candidates(conn, &views, &kinds, text, ranked)?
     };
-    let needles: Vec<String> = if req.literal { vec![text.to_lowercase()] } else { needles_of(&query::parse(text)) };
+    let needles: Vec<String> = if literal { vec![text.to_lowercase()] } else { needles_of(&query::parse(text)) };
     group_hits(conn, candidates, &needles, cfg)
+}
+
+/// Whether `text` holds characters of a script written without spaces between words (Han,
+/// Hiragana, Katakana, Hangul syllables are spaced but compounds are not split either).
+fn has_unsegmented_script(text: &str) -> bool {
+    text.chars().any(|c| {
+        matches!(c as u32,
+            0x3040..=0x30FF    // Hiragana, Katakana
+            | 0x3400..=0x4DBF  // CJK Extension A
+            | 0x4E00..=0x9FFF  // CJK Unified Ideographs
+            | 0xAC00..=0xD7AF  // Hangul syllables
+            | 0xF900..=0xFAFF  // CJK Compatibility Ideographs
+            | 0x20000..=0x2FA1F)
+    })
 }
 
 fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {

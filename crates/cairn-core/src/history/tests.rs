@@ -554,6 +554,27 @@ fn search_ranks_filters_by_type_and_respects_visibility() {
 }
 
 #[test]
+fn chinese_and_japanese_words_inside_a_sentence_are_found() {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    let mut batch =
+        IngestBatch { sessions: vec![session(OC, HistoryHost::OpenCode, None, "数据库")], ..Default::default() };
+    let u = user(OC, "msg_zh", 1000);
+    batch.parts.push(text(&u, 0, "我们修复了数据库连接错误"));
+    let a = assistant(OC, "msg_ja", 1001);
+    batch.parts.push(text(&a, 0, "データベースの接続エラーを直しました"));
+    batch.messages.extend([u, a]);
+    db.apply(&oc_source(), None, &batch, &cursor(1)).unwrap();
+    let ids = |query: &str| -> Vec<String> {
+        find(&db, query, None, false, None, None).messages.into_iter().map(|m| m.message_id).collect()
+    };
+    assert_eq!(ids("数据库"), ["msg_zh"]);
+    assert_eq!(ids("接続エラー"), ["msg_ja"]);
+    assert!(ids("数据库连接失败").is_empty(), "a substring, not any of its characters");
+    let hit = &find(&db, "数据库", None, false, None, None).messages[0].hits[0];
+    assert!(hit.snippets[0].contains("数据库"), "{hit:?}");
+}
+
+#[test]
 fn chart_leads_in_first_person_with_turns_and_messages_before_the_compaction() {
     let db = loaded();
     let text = chart(&db, OC, &cfg()).unwrap().chart;

@@ -330,6 +330,16 @@ fn model_status(env: &Env) -> Result<()> {
         Err(e) => (true, Some(false), Some(e.to_string())),
     };
     let stats: Option<Stats> = env.call(Op::Stats).ok();
+    // Opened as a file (no daemon), this process loads no model: the store's "off" then says
+    // nothing about the model, which the daemon loads.
+    let direct = env.client().is_ok_and(|c| c.connected_to() == "file");
+    let semantic_search = stats.as_ref().map(|s| {
+        if direct && installed {
+            "not loaded here (no daemon runs; `cairn serve` loads it)".to_owned()
+        } else {
+            s.semantic_search.clone()
+        }
+    });
     let status = ModelStatus {
         embedder: format!("{:?}", env.settings.embedder.value).to_lowercase(),
         name: env.settings.model.value.clone(),
@@ -338,7 +348,7 @@ fn model_status(env: &Env) -> Result<()> {
         verified,
         problem,
         model: stats.as_ref().and_then(|s| s.embedding_model.clone()),
-        semantic_search: stats.as_ref().map(|s| s.semantic_search.clone()),
+        semantic_search,
         embeddings_pending: stats.as_ref().map(|s| s.embeddings_pending),
     };
     env.emit(&status, render_status)?;

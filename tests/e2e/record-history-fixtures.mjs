@@ -9,11 +9,12 @@
 // no real machine. Re-record: `node tests/e2e/record-history-fixtures.mjs` (needs
 // scripts/install-test-deps.sh node and the sqlite3 CLI).
 
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { isCompactionRequest, startAnthropicMock } from './lib/anthropic-mock.mjs';
 import { REPO_ROOT, initGitRepo } from './lib/cairn.mjs';
+import { claudeEnv, findClaudeBin, runClaude } from './lib/claude.mjs';
 import { callTool, startMockModel, whenUserSays } from './lib/mock-model.mjs';
 import { createOpenCodeSandbox, describeRun } from './lib/opencode.mjs';
 import { makeTempDir } from './lib/tmp.mjs';
@@ -65,12 +66,6 @@ async function recordOpenCode() {
   }
 }
 
-function findClaudeBin() {
-  const bin = process.env.CLAUDE_BIN ?? path.join(REPO_ROOT, 'tests', 'e2e', 'node_modules', '.bin', 'claude');
-  if (!existsSync(bin)) throw new Error(`no Claude Code at ${bin}: run scripts/install-test-deps.sh node`);
-  return bin;
-}
-
 /** A rule that calls whichever sub-agent tool this Claude Code offers (`Task` or `Agent`). */
 function delegateRule() {
   const rule = {
@@ -89,7 +84,8 @@ function delegateRule() {
 }
 
 async function recordClaude() {
-  const bin = findClaudeBin();
+  const { bin, reason } = findClaudeBin();
+  if (!bin) throw new Error(reason);
   const mock = await startAnthropicMock({
     rules: [
       { beforeToolResults: true, when: isCompactionRequest, reply: { text: '<analysis>short</analysis>\n<summary>MOCK-SUMMARY of the fixture work.</summary>' } },
@@ -108,38 +104,11 @@ async function recordClaude() {
     for (const d of [config, project, tmpDir]) mkdirSync(d, { recursive: true });
     initGitRepo(project);
     writeFileSync(path.join(config, '.claude.json'), JSON.stringify({ hasCompletedOnboarding: true }));
-    const env = {
-      PATH: process.env.PATH,
-      HOME: home,
-      CLAUDE_CONFIG_DIR: config,
-      CLAUDE_CODE_TMPDIR: tmpDir,
-      TMPDIR: tmpDir,
-      ANTHROPIC_BASE_URL: mock.url,
-      ANTHROPIC_API_KEY: 'sk-ant-mock-key',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      DISABLE_TELEMETRY: '1',
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_ERROR_REPORTING: '1',
-      DISABLE_AUTO_COMPACT: '1',
-      HTTPS_PROXY: mock.url,
-      HTTP_PROXY: mock.url,
-      NO_PROXY: '127.0.0.1,localhost',
-      no_proxy: '127.0.0.1,localhost',
-    };
+    const env = claudeEnv({ config, tmp: tmpDir, mock, base: { HOME: home } });
     const cwd = realpathSync(project);
     const session = '3f0c2a4e-9b1d-4c55-8a77-0d2e6f1b9c01';
     const run = (args) =>
-      new Promise((resolve) => {
-        const child = spawn(bin, ['-p', ...args, '--model', 'claude-mock-1', '--allowedTools', 'Bash', 'Task', 'Agent'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-        let out = '';
-        child.stdout.on('data', (d) => (out += d));
-        child.stderr.on('data', (d) => (out += d));
-        const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-        child.on('close', (code) => {
-          clearTimeout(timer);
-          resolve({ code, out });
-        });
-      });
+      runClaude(bin, ['-p', ...args, '--model', 'claude-mock-1', '--allowedTools', 'Bash', 'Task', 'Agent'], { cwd, env });
     const steps = [
       ['--session-id', session, `REC-BASH print the marker ${SECRET}`],
       ['--resume', session, 'REC-DELEGATE look around'],
@@ -148,7 +117,7 @@ async function recordClaude() {
     ];
     for (const args of steps) {
       const r = await run(args);
-      if (r.code !== 0) throw new Error(`claude ${args.join(' ')} failed (${r.code}):\n${r.out}`);
+      if (r.code !== 0) throw new Error(`claude ${args.join(' ')} failed (${r.code}):\n${r.stdout}${r.stderr}`);
     }
     if (mock.connects.length) throw new Error(`Claude Code tried to reach the internet: ${mock.connects.join(', ')}`);
     const projects = path.join(config, 'projects');

@@ -34,9 +34,19 @@ export async function makeClaudeSandbox({ mock, projectName, configDirName = '.c
   mkdirSync(tmp, { recursive: true });
   if (settings) writeFileSync(path.join(config, 'settings.json'), JSON.stringify(settings, null, 1));
   writeFileSync(path.join(config, '.claude.json'), JSON.stringify({ hasCompletedOnboarding: true }));
-  const env = {
+  const env = claudeEnv({ config, tmp, mock, base: cairn.env });
+  return { cairn, config, env, project: realpathSync(cairn.project), cleanup: () => cairn.cleanup() };
+}
+
+/**
+ * The environment of a sandboxed `claude`: an allowlist (PATH, then `base`: the sandbox's HOME
+ * and cairn variables) with Claude Code's config and temp dirs, every model request sent to
+ * `mock`, and every outbound HTTPS attempt to the mock's CONNECT trap.
+ */
+export function claudeEnv({ config, tmp, mock, base = {} }) {
+  return {
     PATH: process.env.PATH,
-    ...cairn.env,
+    ...base,
     CLAUDE_CONFIG_DIR: config,
     CLAUDE_CODE_TMPDIR: tmp,
     TMPDIR: tmp,
@@ -52,7 +62,6 @@ export async function makeClaudeSandbox({ mock, projectName, configDirName = '.c
     NO_PROXY: '127.0.0.1,localhost',
     no_proxy: '127.0.0.1,localhost',
   };
-  return { cairn, config, env, project: realpathSync(cairn.project), cleanup: () => cairn.cleanup() };
 }
 
 /**

@@ -36,8 +36,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     }
 }
 
-/// A JSON body every field of which is optional: an empty body, or `null`, means the defaults
-/// (engram's hooks end sessions with no body at all).
+/// A JSON object body every field of which is optional: an empty body, or `null`, means the
+/// defaults (engram's hooks end sessions with no body at all). Anything but an object is
+/// refused: serde would take a struct as an array of its fields (`[null]`).
 pub struct OptionalJson<T>(pub T);
 
 impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
@@ -48,7 +49,15 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self(T::default()));
         }
-        Ok(Self(parse_json::<Option<T>>(&bytes)?.unwrap_or_default()))
+        match parse_json::<serde_json::Value>(&bytes)? {
+            serde_json::Value::Null => Ok(Self(T::default())),
+            body @ serde_json::Value::Object(_) => Ok(Self(serde_json::from_value(body).map_err(|e| {
+                ApiError::new(ErrorCode::InvalidArgument, format!("the request body has the wrong shape: {e}"))
+                    .with_hint("see /openapi.json for the fields of this route")
+            })?)),
+            _ => Err(ApiError::new(ErrorCode::InvalidArgument, "the request body must be a JSON object (or empty)")
+                .with_hint("see /openapi.json for the fields of this route")),
+        }
     }
 }
 

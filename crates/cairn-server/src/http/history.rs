@@ -327,15 +327,7 @@ pub(super) async fn forget(State(state): State<AppState>, PathText(id): PathText
         (status = 503, description = "A host database stayed locked", body = ErrorBody)))]
 pub(super) async fn ingest(
     State(state): State<AppState>,
-    OptionalJson(b): OptionalJson<serde_json::Value>,
+    OptionalJson(poke): OptionalJson<cairn_core::history::ingest::PokeRequest>,
 ) -> ApiResult {
-    // an object or nothing: serde would also take a struct as an array of its fields
-    let poke = match b {
-        serde_json::Value::Null => cairn_core::history::ingest::PokeRequest::default(),
-        body @ serde_json::Value::Object(_) => {
-            serde_json::from_value(body).map_err(|e| cairn_core::CairnError::invalid(format!("history ingest: {e}")))?
-        }
-        _ => return Err(cairn_core::CairnError::invalid("history ingest: the body is a JSON object").into()),
-    };
     Ok(ok(run(&state, Op::HistoryIngest(poke)).await?))
 }

@@ -300,7 +300,13 @@ fn print_fitted_model(model_id: &str, rows: &[(rerank::Features, bool)]) {
     for (feature, w) in rerank::NAMES.iter().zip(weights) {
         let _ = writeln!(out, "        {w:.4}, // {feature}");
     }
-    let _ = writeln!(out, "    ],\n    bias: {bias:.4},\n}};");
+    // The floors the candidates were gathered with: the weights belong to them.
+    let scale = rerank::cosine_scale_for(model_id);
+    let _ = writeln!(
+        out,
+        "    ],\n    bias: {bias:.4},\n    cosine: CosineScale {{ min_similarity: {}, context_floor: {} }},\n}};",
+        scale.min_similarity, scale.context_floor
+    );
     note(&out);
 }
 

@@ -18,8 +18,8 @@
 //! The fused ranking's top is then re-ordered by a model that also sees the scores and the
 //! memories ([`rerank`]); a hit's `scores.fused` is that model's relevance, 0–1.
 //!
-//! The constants were chosen on the dev halves of `eval/coding-memory.json` (similarity floor
-//! 0.2: 0.3 lost Spanish questions) and of LoCoMo (conversations 0–4: K 10 instead of 60 with
+//! The constants were chosen on the dev halves of `eval/coding-memory.json` (the cosine floors
+//! are per model: [`rerank::CosineScale`]) and of LoCoMo (conversations 0–4: K 10 instead of 60 with
 //! 50 candidates a ranking instead of 30, and the context shares, raised recall@10 from 0.69
 //! to 0.74 without changing the coding set); the test halves were not used for tuning
 //! (docs/BENCHMARKS.md).
@@ -39,20 +39,14 @@ pub const RRF_K: f64 = 10.0;
 pub const W_LEXICAL: f64 = 1.0;
 /// Weight of the semantic ranking.
 pub const W_SEMANTIC: f64 = 1.0;
-/// Cosine below which a memory is not considered related at all (all-MiniLM-L6-v2 puts
-/// unrelated sentences around 0.0–0.15).
-pub const MIN_SIMILARITY: f32 = 0.2;
 /// Candidates each ranking contributes before fusion, per result wanted.
 const DEPTH_PER_RESULT: usize = 3;
 const MIN_DEPTH: usize = 50;
-/// Share of a memory's score (BM25, or cosine above [`CONTEXT_FLOOR`]) given to the memory
-/// saved right after it in the same session.
+/// Share of a memory's score (BM25, or cosine above the model's context floor,
+/// [`rerank::CosineScale`]) given to the memory saved right after it in the same session.
 pub const CONTEXT_NEXT: f64 = 0.3;
 /// Share given to the memory saved right before it.
 pub const CONTEXT_PREV: f64 = 0.1;
-/// Cosine a memory must pass before it lends context: most memories sit at 0.2–0.3 for
-/// any query, and lending from all of them is noise.
-pub const CONTEXT_FLOOR: f64 = 0.3;
 
 /// Nearest memories to the query's vector, filtered like every search.
 pub struct SemanticEngine<'a> {
@@ -66,6 +60,7 @@ impl SearchEngine for SemanticEngine<'_> {
 
     fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
         let Some(semantic) = store.semantic() else { return Ok(Vec::new()) };
+        let floor = rerank::cosine_scale_for(semantic.model_id()).min_similarity;
         // Filters are checked against the table; fetch more when too many fall out.
         let mut fetch = limit * 2 + 16;
         loop {
@@ -73,7 +68,7 @@ impl SearchEngine for SemanticEngine<'_> {
             let mut exhausted = nearest.len() < fetch;
             let mut kept = Vec::with_capacity(limit);
             for (id, cosine) in nearest {
-                if cosine < MIN_SIMILARITY {
+                if cosine < floor {
                     exhausted = true;
                     break;
                 }
@@ -164,12 +159,14 @@ impl HybridEngine<'_> {
         ids.sort_unstable();
         ids.dedup();
         let neighbours = session_neighbours(store, &ids)?;
+        let context_floor =
+            store.semantic().map_or(rerank::DEFAULT_COSINE, |s| rerank::cosine_scale_for(s.model_id())).context_floor;
         let lexical = with_context(store, query, lexical, |c| c.scores.lexical.unwrap_or(0.0), &neighbours)?;
         let semantic = with_context(
             store,
             query,
             semantic,
-            |c| c.scores.semantic.map_or(0.0, |s| (f64::from(s) - CONTEXT_FLOOR).max(0.0)),
+            |c| c.scores.semantic.map_or(0.0, |s| (f64::from(s) - context_floor).max(0.0)),
             &neighbours,
         )?;
         let places = |list: &[Candidate]| -> HashMap<i64, usize> {

@@ -10,8 +10,8 @@
 //! --split dev --fit-rerank`: the fitting lives in that dev crate), orders the top [`POOL`] of the fusion. On the test halves, never used for
 //! fitting: LoCoMo recall@10 0.721 → 0.767 and recall@1 0.293 → 0.409; the coding set's
 //! recall@5 0.938 → 0.946 and recall@1 0.769 → 0.784 (docs/BENCHMARKS.md). Each embedding
-//! model has its own weights ([`FITTED`]); multilingual-e5-small's bring its LoCoMo dev
-//! recall@10 from 0.731 (fusion) to 0.793.
+//! model has its own weights and cosine scale ([`FITTED`]); multilingual-e5-small's bring its LoCoMo dev
+//! recall@10 from 0.754 (fusion) to 0.790.
 //!
 //! Tried on the same split without gain: gradient-boosted trees (better on dev, worse on
 //! test), a pairwise objective, squares and products of the features, session-level

@@ -85,6 +85,9 @@ pub(crate) fn agent(timeout: Duration) -> ureq::Agent {
         .timeout_global(Some(timeout))
         .timeout_connect(Some(Duration::from_secs(5)))
         .user_agent(concat!("cairn/", env!("CARGO_PKG_VERSION")))
+        // The system's certificates, not a bundled list: behind a proxy or a company CA that
+        // the machine trusts, downloads and HTTPS endpoints work as they do for curl.
+        .tls_config(ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build())
         .build()
         .into()
 }

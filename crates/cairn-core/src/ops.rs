@@ -209,6 +209,10 @@ pub enum Op {
     /// Read the hosts' conversation storage now: one file, one session, or (no argument)
     /// everything (`crate::history::ingest`).
     HistoryIngest(crate::history::ingest::PokeRequest),
+    /// OpenCode's saved plans: the list, or one plan's text (O2).
+    Plans(crate::history::plans::PlansRequest),
+    /// How full a session's context window is, from the archive (O2, O4's numbers).
+    ContextUsage(crate::history::context_usage::ContextUsageRequest),
 }
 
 fn yes() -> bool {
@@ -417,8 +421,29 @@ fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::His
             check_host_source(&process_env, &req)?;
             OpOutput::HistoryIngest(poke(db, &process_env, &req)?)
         }
+        Op::Plans(req) => OpOutput::Plans(plans(db, &req)?),
+        Op::ContextUsage(req) => {
+            let settings = crate::settings::plugin::current().context_meter;
+            OpOutput::ContextUsage(crate::history::context_usage::context_usage(db, &req, &settings)?)
+        }
         other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })
+}
+
+/// `plans`: OpenCode's global plans, and the project's of `directory`, else of the session's
+/// archived directory.
+fn plans(
+    db: &crate::history::HistoryDb,
+    req: &crate::history::plans::PlansRequest,
+) -> Result<crate::history::plans::Plans> {
+    use crate::history::plans as p;
+    let directory = req
+        .directory
+        .clone()
+        .filter(|d| !d.as_os_str().to_string_lossy().trim().is_empty())
+        .or_else(|| crate::agent::given(req.session_id.clone()).and_then(|id| session_directory(db, &id)));
+    let dirs = p::plan_dirs(&crate::history::ingest::process_env, directory.as_deref());
+    p::plans(&dirs, crate::agent::given(req.read.clone()).as_deref())
 }
 
 /// The session whose project's `[history]` override applies to a history op.
@@ -646,7 +671,7 @@ mod tests {
             K::HistoryPullMessage => json!({"session_id": "s", "message_id": "m"}),
             K::HistoryPullPart => json!({"session_id": "s", "message_id": "m", "part_id": "p"}),
             K::HistorySearch => json!({"query": "q"}),
-            K::HistoryIngest => json!({}),
+            K::HistoryIngest | K::Plans | K::ContextUsage => json!({}),
             K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats => return None,
         })
     }
@@ -722,6 +747,8 @@ mod tests {
             "history_forget",
             // writes history.db only, from the hosts' files; replaying it reads nothing new
             "history_ingest",
+            "plans",
+            "context_usage",
         ];
         assert_eq!(reads, expected);
     }

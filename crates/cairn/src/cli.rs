@@ -457,6 +457,21 @@ pub enum HistoryAction {
     Stats,
     /// Erase one session from the archive (not its sub-agents)
     Forget { session: String },
+    /// OpenCode's saved plans, newest first: the project's (.opencode/plans of the git
+    /// worktree) and the global ones (its data dir's plans/); --read NAME shows one
+    Plans {
+        /// A plan's file name from the list: its text
+        #[arg(long)]
+        read: Option<String>,
+        /// The project directory [default: the current one]
+        #[arg(long)]
+        directory: Option<PathBuf>,
+    },
+    /// How full a session's context window is (percent, tokens, model, status, trend)
+    ContextUsage {
+        /// The session [default: the most recently updated one]
+        session: Option<String>,
+    },
     /// Read the hosts' conversations into the archive now: every source (the first run
     /// backfills all that OpenCode and Claude Code still keep), or one transcript or session.
     /// Runs in this process, with a progress bar on a terminal; the daemon scans on its own too.

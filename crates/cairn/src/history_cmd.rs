@@ -5,8 +5,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Result;
+use cairn_core::history::context_usage::{ContextUsageReport, ContextUsageRequest};
 use cairn_core::history::ingest::{PokeRequest, Progress, ScanReport, poke, process_env, scan};
 use cairn_core::history::model::HistoryHost;
+use cairn_core::history::plans::{Plans, PlansRequest};
 use cairn_core::history::query::{
     Chart, Compactions, CompactionsRequest, Forgotten, HistoryStats, MessageRequest, MessagesPage, MessagesRequest,
     PartRequest, PulledMessage, PulledPart, SearchRequest, SearchResults, Section, SessionListing, SessionRef,
@@ -102,6 +104,16 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
             env.emit(&stats, stats_text)
         }
         HistoryAction::Ingest { host, path, session } => ingest(env, host, path, session),
+        HistoryAction::Plans { read, directory } => {
+            let directory = Some(directory.map_or_else(|| env.cwd().to_owned(), |d| env.cwd().join(d)));
+            let plans: Plans = env.call(Op::Plans(PlansRequest { read, directory, session_id: None }))?;
+            env.emit(&plans, Plans::to_markdown)
+        }
+        HistoryAction::ContextUsage { session } => {
+            let req = ContextUsageRequest { session_id: session, caller_session_id: None };
+            let usage: ContextUsageReport = env.call(Op::ContextUsage(req))?;
+            env.emit(&usage, |u| u.note.clone())
+        }
         HistoryAction::Forget { session } => {
             let gone: Forgotten = env.call(Op::HistoryForget(SessionRef { session_id: session }))?;
             env.emit(&gone, |g| format!("Forgot session {} ({} rows erased).", g.session_id, g.removed))

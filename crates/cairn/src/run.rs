@@ -77,6 +77,11 @@ impl Env {
         Ok(detection)
     }
 
+    /// The directory cairn was run in.
+    pub(crate) fn cwd(&self) -> &std::path::Path {
+        &self.cwd
+    }
+
     pub(crate) fn emit<T: serde::Serialize>(&self, value: &T, human: impl FnOnce(&T) -> String) -> Result<()> {
         if self.json { json(value) } else { out(&human(value)) }
     }

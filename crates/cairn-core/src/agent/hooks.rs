@@ -9,6 +9,8 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+pub use super::meter::ContextUsage;
+use super::meter::{MeterStatus, thousands, used_tokens, window_of};
 use crate::settings::plugin::ContextMeterSettings;
 use crate::text::redact;
 
@@ -19,8 +21,6 @@ pub const MAX_CONTEXT_CHARS: usize = 9_500;
 pub const FAIL_OPEN: &str = "{}";
 /// Agent name sessions are registered with.
 pub const AGENT: &str = "claude-code";
-/// Context window of a model id ending in `[1m]`.
-const ONE_MILLION: u64 = 1_000_000;
 
 /// The Claude Code events `cairn hook` handles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,29 +292,13 @@ pub fn last_assistant_text(transcript: &str) -> Option<String> {
     })
 }
 
-/// How full the context window is, from the last assistant record's `usage`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ContextUsage {
-    pub used: u64,
-    pub limit: u64,
-    pub model: String,
-}
-
-impl ContextUsage {
-    pub fn percent(&self) -> u64 {
-        (self.used.saturating_mul(100)).checked_div(self.limit).unwrap_or(0)
-    }
-}
-
 /// The usage of the last model answer in a transcript: what was sent (`input_tokens` plus the
 /// cache's creation and reads); the window is 1M for a `[1m]` model, else `default_limit`.
 pub fn transcript_usage(transcript: &str, default_limit: u64) -> Option<ContextUsage> {
     let record = last_assistant(transcript)?;
-    let usage = record.pointer("/message/usage")?;
-    let n = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-    let used = n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens");
+    let used = used_tokens(record.pointer("/message/usage")?);
     let model = record.pointer("/message/model").and_then(Value::as_str).unwrap_or("").to_owned();
-    let limit = if model.contains("[1m]") { ONE_MILLION } else { default_limit.max(1) };
+    let limit = window_of(&model, default_limit);
     (used > 0).then_some(ContextUsage { used, limit, model })
 }
 
@@ -324,14 +308,11 @@ pub fn context_meter(usage: &ContextUsage, settings: &ContextMeterSettings) -> O
         return None;
     }
     let percent = usage.percent();
-    let level = if percent >= u64::from(settings.critical) {
-        "🔴"
-    } else if percent >= u64::from(settings.red) {
-        "🟠"
-    } else if percent >= u64::from(settings.yellow) {
-        "🟡"
-    } else {
-        return None;
+    let level = match MeterStatus::of(percent, settings) {
+        MeterStatus::Critical => "🔴",
+        MeterStatus::Red => "🟠",
+        MeterStatus::Yellow => "🟡",
+        MeterStatus::Green => return None,
     };
     let model = if usage.model.is_empty() { String::new() } else { format!(", {}", usage.model) };
     Some(format!(
@@ -342,21 +323,10 @@ pub fn context_meter(usage: &ContextUsage, settings: &ContextMeterSettings) -> O
     ))
 }
 
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::meter::ONE_MILLION;
     use crate::settings::plugin::PluginConfig;
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod activity;
 pub mod hooks;
 pub mod host;
+pub mod meter;
 pub mod protocol;
 
 use std::path::{Path, PathBuf};

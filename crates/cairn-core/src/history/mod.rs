@@ -3,15 +3,19 @@
 
 pub mod call_log;
 pub mod claude;
+pub mod context_usage;
 pub mod ingest;
 pub mod model;
 pub mod opencode;
+pub mod plans;
 pub mod query;
 pub mod store;
 mod text;
 
 pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
 
+#[cfg(test)]
+mod o2_tests;
 #[cfg(test)]
 mod project_tests;
 #[cfg(test)]

@@ -56,7 +56,8 @@ pub fn locate(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
     found
 }
 
-fn data_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+/// OpenCode's data dir (its `Global.Path.data`): `<XDG_DATA_HOME or ~/.local/share>/opencode`.
+pub fn data_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let base = match env("XDG_DATA_HOME") {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(env("HOME")?).join(".local").join("share"),

@@ -16,7 +16,9 @@ use super::{
 use crate::agent::{ActivityUpdate, ProtocolText, SessionActivity, UserPromptOutcome};
 use crate::context::Context;
 use crate::doctor::DoctorReport;
+use crate::history::context_usage::ContextUsageReport;
 use crate::history::ingest::ScanReport;
+use crate::history::plans::Plans;
 use crate::history::query::{
     Chart, Compactions, Forgotten, HistoryStats, MessagesPage, PulledMessage, PulledPart, SearchResults,
     SessionListing, TurnsPage,
@@ -399,6 +401,16 @@ catalogue! {
         name: "history_ingest", writes: false, project_defaulted: false,
         args: "host (opencode|claude-code), path (a transcript or database), session_id — none: every source",
         about: "Read the hosts' conversation storage now: one file or session (a poke), or everything.",
+    }
+    Plans -> Plans {
+        name: "plans", writes: false, project_defaulted: false,
+        args: "read (a plan's file name), directory, session_id — OpenCode's saved plans, read-only",
+        about: "OpenCode's saved plans (the project's and the global ones), newest first; `read` gives one in full.",
+    }
+    ContextUsage -> ContextUsageReport {
+        name: "context_usage", writes: false, project_defaulted: false,
+        args: "session_id (default: yours, else the latest), caller_session_id",
+        about: "How full a session's context window is: percent, used, limit, model, status, trend.",
     }
 }
 

@@ -331,3 +331,67 @@ pub(super) async fn ingest(
 ) -> ApiResult {
     Ok(ok(run(&state, Op::HistoryIngest(poke)).await?))
 }
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PlansParams {
+    /// One plan's file name (from the listing): its text instead of the list.
+    #[param(pattern = r"^\s*[^./\\\s][^/\\\x00-\x1f]*\.md\s*$", max_length = 255)]
+    read: Option<String>,
+    /// A project directory (absolute): its git worktree's `.opencode/plans` is searched too.
+    directory: Option<String>,
+    /// Without `directory`: the session whose archived directory is the project's (else the
+    /// `X-Cairn-Session` header's).
+    session_id: Option<String>,
+}
+
+/// OpenCode's saved plans, newest first, or one plan's text (O2). Read-only.
+#[utoipa::path(get, operation_id = "history_plans", path = "/history/plans", tag = "history",
+    params(PlansParams),
+    responses(
+        (status = 200, description = "The plans of the project's `.opencode/plans` and OpenCode's data dir \
+            (`plans: []` when none), or with `read` the one plan", body = cairn_core::history::plans::Plans),
+        (status = 400, description = "`read` is not a plain `.md` file name in a plans directory", body = ErrorBody),
+        (status = 404, description = "No plan of that name", body = ErrorBody),
+        (status = 422, description = "The plan exists but cannot be read", body = ErrorBody)))]
+pub(super) async fn plans(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(p): ApiQuery<PlansParams>,
+) -> ApiResult {
+    let req = cairn_core::history::plans::PlansRequest {
+        read: given(p.read),
+        directory: given(p.directory).map(std::path::PathBuf::from),
+        session_id: caller(p.session_id, &headers),
+    };
+    Ok(ok(run(&state, Op::Plans(req)).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ContextUsageParams {
+    /// The session to measure; default: the caller's (`X-Cairn-Session`), else the most
+    /// recently updated one.
+    session_id: Option<String>,
+    caller_session_id: Option<String>,
+}
+
+/// How full a session's context window is: O4's numbers from the archive (O2).
+#[utoipa::path(get, operation_id = "history_context_usage", path = "/history/context-usage", tag = "history",
+    params(ContextUsageParams),
+    responses(
+        (status = 200, description = "`{percent, used, limit, model, status, trend, note, ...}`; the numbers \
+            are null when the session has no assistant usage yet",
+            body = cairn_core::history::context_usage::ContextUsageReport),
+        (status = 404, description = "No such session", body = ErrorBody)))]
+pub(super) async fn context_usage(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(p): ApiQuery<ContextUsageParams>,
+) -> ApiResult {
+    let req = cairn_core::history::context_usage::ContextUsageRequest {
+        session_id: given(p.session_id),
+        caller_session_id: caller(p.caller_session_id, &headers),
+    };
+    Ok(ok(run(&state, Op::ContextUsage(req)).await?))
+}

@@ -183,6 +183,8 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(history::stats))
         .routes(routes!(history::forget))
         .routes(routes!(history::ingest))
+        .routes(routes!(history::plans))
+        .routes(routes!(history::context_usage))
         .routes(routes!(admin::op))
         .routes(routes!(admin::openapi))
 }

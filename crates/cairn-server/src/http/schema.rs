@@ -348,7 +348,8 @@ pub struct OpRequest {
     /// session_activity, record_activity, protocol, user_prompt, save_compaction, profile,
     /// plugin_config, history_sessions, history_browse_turns, history_browse_messages,
     /// history_pull_message, history_pull_part, history_search, history_chart,
-    /// history_compactions, history_children, history_stats, history_forget, history_ingest.
+    /// history_compactions, history_children, history_stats, history_forget, history_ingest,
+    /// plans, context_usage.
     pub op: String,
     /// The operation's arguments (omit for operations without any).
     pub args: Option<Value>,

@@ -512,7 +512,12 @@ impl CairnMcp {
         } else {
             None
         };
-        let op = router_tool::build_op(&a.op, a.args, project.as_deref())?;
+        let caller = router_tool::Caller {
+            session_id: call.session.as_ref().map(|(id, _)| id.as_str()),
+            directory: Some(self.cwd()),
+        };
+        let args = router_tool::with_caller(a.op.trim(), a.args, caller);
+        let op = router_tool::build_op(&a.op, args, project.as_deref())?;
         let saves = matches!(op, Op::Save(_) | Op::SessionSummary { .. } | Op::CapturePassive(_));
         let result = self.state.backend.execute_async(op.clone()).await?;
         if saves {

@@ -3,11 +3,13 @@
 //! manual: one line per operation, from the catalogue in `cairn_core::ops`.
 //!
 //! open-memory's router names for its history browser (host-integration O2) work too, with its
-//! camelCase keys: `summary`, `messages`, `message`, `children`, `compactions`, and `sessions`
-//! when it names a `projectPath`; `help {op?}` explains the operations. open-memory's `search`
-//! and `context` stay cairn's memory operations of those names.
+//! camelCase keys: `summary`, `messages`, `message`, `children`, `compactions`, `plans`,
+//! `sessions` when it names a `projectPath` and `context` when it names a `sessionId` (then it is
+//! `context_usage`); `help {op?}` explains the operations. open-memory's `search`, and `context`
+//! without a session, stay cairn's memory operations of those names.
 
 use cairn_core::CairnError;
+use cairn_core::history::plans::Plans;
 use cairn_core::ops::{CATALOGUE, Op, OpSpec, SearchResponse};
 use serde_json::{Map, Value};
 
@@ -19,7 +21,8 @@ pub fn description() -> String {
         "cairn memory, every operation in one tool: {\"op\": NAME, \"args\": {...}}. project defaults to the \
          current one. Save decisions, fixes and discoveries (What/Why/Where/Learned, stable topic_key); \
          search before work that may touch earlier decisions. help {op?} explains one op; open-memory's \
-         summary, messages, message, children, compactions work as history ops. Ops (args, * = required):",
+         summary, messages, message, children, compactions, plans and context {sessionId} work as history \
+         ops. Ops (args, * = required):",
     );
     for spec in CATALOGUE {
         out.push_str(&format!("\n{}: {}", spec.name, spec.args));
@@ -58,6 +61,8 @@ fn open_memory_alias(name: &str, args: &Map<String, Value>) -> Option<&'static s
         "compactions" => "history_compactions",
         // cairn's `sessions` lists memory sessions; open-memory's names a project directory.
         "sessions" if args.contains_key("projectPath") => "history_sessions",
+        // cairn's `context` is the memory context; open-memory's names the session to measure.
+        "context" if args.contains_key("sessionId") || args.contains_key("session_id") => "context_usage",
         _ => return None,
     })
 }
@@ -79,6 +84,40 @@ fn open_memory_args(op: &str, mut args: Map<String, Value>) -> Map<String, Value
 fn unknown_op(name: &str) -> CairnError {
     CairnError::invalid(format!("unknown op {name:?}"))
         .with_hint(format!("ops: {}", CATALOGUE.iter().map(|spec| spec.name).collect::<Vec<_>>().join(", ")))
+}
+
+/// What a door knows of the caller, for the ops that default to it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caller<'a> {
+    /// The caller's own session (named by the call, or opened on this server).
+    pub session_id: Option<&'a str>,
+    /// The directory the caller works in.
+    pub directory: Option<&'a std::path::Path>,
+}
+
+/// Fill what `plans` and `context_usage` take from the caller when the call does not say:
+/// `context_usage` measures the caller's session, `plans` lists the caller's project's plans
+/// (found through its session's archived directory, else the working directory).
+pub fn with_caller(op: &str, mut args: Map<String, Value>, caller: Caller<'_>) -> Map<String, Value> {
+    let absent = |args: &Map<String, Value>, key: &str| {
+        args.get(key).is_none_or(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty()))
+    };
+    match op {
+        "context_usage" => {
+            if let Some(id) = caller.session_id.filter(|_| absent(&args, "caller_session_id")) {
+                args.insert("caller_session_id".into(), Value::from(id));
+            }
+        }
+        "plans" if absent(&args, "directory") && absent(&args, "session_id") && absent(&args, "sessionId") => {
+            if let Some(id) = caller.session_id {
+                args.insert("session_id".into(), Value::from(id));
+            } else if let Some(dir) = caller.directory {
+                args.insert("directory".into(), Value::from(dir.display().to_string()));
+            }
+        }
+        _ => {}
+    }
+    args
 }
 
 /// Build the operation, filling the current project where the mem_* tools would.
@@ -122,6 +161,9 @@ pub fn render_result(op: &Op, result: &Value) -> String {
         Op::Stats => serde_json::from_value(result.clone()).ok().map(|s| render::stats(&s)),
         // The chart is text for the agent to read, not JSON to parse.
         Op::HistoryChart(_) => result["chart"].as_str().map(str::to_owned),
+        Op::Plans(_) => serde_json::from_value::<Plans>(result.clone()).ok().map(|p| p.to_markdown()),
+        // The line first, then the numbers for an agent that compares them.
+        Op::ContextUsage(_) => result["note"].as_str().map(|note| format!("{note}\n{result}")),
         _ => None,
     };
     rendered.unwrap_or_else(|| result.to_string())
@@ -203,9 +245,30 @@ mod tests {
         assert_eq!((req.query.as_deref(), req.project, req.limit), (Some("/nonexistent/shop"), None, 3));
         // Without open-memory's key, `sessions` is still cairn's memory sessions.
         assert!(matches!(build_op("sessions", Map::new(), Some("p")).unwrap(), Op::Sessions { .. }));
+        // open-memory's `context` with a session is context_usage; without one, the memory context.
+        let op = build_op("context", obj(json!({"sessionId": "ses_1"})), Some("p")).unwrap();
+        assert!(matches!(op, Op::ContextUsage(ref r) if r.session_id.as_deref() == Some("ses_1")), "{op:?}");
+        assert!(matches!(build_op("context", Map::new(), Some("p")).unwrap(), Op::Context(_)));
+        let op = build_op("plans", obj(json!({"read": "1-a.md"})), None).unwrap();
+        assert!(matches!(op, Op::Plans(ref r) if r.read.as_deref() == Some("1-a.md")), "{op:?}");
         // A bad call of an alias says what the history op needs.
         let err = build_op("message", obj(json!({"messageId": "m"})), None).unwrap_err();
         assert!(err.message.contains("session_id"), "{}", err.message);
+    }
+
+    #[test]
+    fn the_caller_fills_what_plans_and_context_usage_default_to() {
+        let dir = std::path::Path::new("/work/shop");
+        let me = Caller { session_id: Some("ses_me"), directory: Some(dir) };
+        let nobody = Caller { session_id: None, directory: Some(dir) };
+        assert_eq!(with_caller("context_usage", Map::new(), me), obj(json!({"caller_session_id": "ses_me"})));
+        let named = obj(json!({"session_id": "ses_x", "caller_session_id": "ses_y"}));
+        assert_eq!(with_caller("context_usage", named.clone(), me), named, "what the call says stays");
+        assert_eq!(with_caller("plans", Map::new(), me), obj(json!({"session_id": "ses_me"})));
+        assert_eq!(with_caller("plans", Map::new(), nobody), obj(json!({"directory": "/work/shop"})));
+        let given = obj(json!({"directory": "/elsewhere"}));
+        assert_eq!(with_caller("plans", given.clone(), me), given);
+        assert_eq!(with_caller("search", Map::new(), me), Map::new());
     }
 
     #[test]

@@ -958,6 +958,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/history/stats"),
     ("post", "/history/ingest"),
     ("delete", "/history/sessions/{id}"),
+    ("get", "/history/plans"),
+    ("get", "/history/context-usage"),
 ];
 
 fn documented_routes(doc: &Value) -> BTreeSet<(String, String)> {
@@ -1347,6 +1349,19 @@ async fn history_routes_browse_pull_search_and_forget() {
     assert_eq!(s.get("/history/children?session_id=ses_h").await.expect(200), json!([]));
     let stats = s.get("/history/stats").await.expect(200);
     assert_eq!(stats["hosts"][0]["sessions"], 1);
+    // O2: no assistant usage in ses_h is an answer; the caller's session by header.
+    let usage = s.call("GET", "/history/context-usage", None, &[("x-cairn-session", "ses_h")]).await.expect(200);
+    assert_eq!((usage["session_id"].as_str(), usage["source"].as_str()), (Some("ses_h"), Some("caller")));
+    assert_eq!(usage["percent"], Value::Null);
+    let repo = s.dir.path().join("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(repo.join(".opencode/plans")).unwrap();
+    std::fs::write(repo.join(".opencode/plans/1767000000000-calm-owl.md"), "# Owl\n").unwrap();
+    let plans = s.get(&format!("/history/plans?directory={}", repo.display())).await.expect(200);
+    let owl = plans["plans"].as_array().unwrap().iter().find(|p| p["name"] == "1767000000000-calm-owl.md").cloned();
+    assert_eq!(owl.unwrap()["heading"], "Owl");
+    let read = format!("/history/plans?directory={}&read=1767000000000-calm-owl.md", repo.display());
+    assert_eq!(s.get(&read).await.expect(200)["plan"]["text"], "# Owl\n");
     assert_eq!(s.delete("/history/sessions/ses_h").await.expect(200)["status"], "forgotten");
     s.delete("/history/sessions/ses_h").await.expect_error(404, "history_session_not_found");
 }
@@ -1374,6 +1389,10 @@ async fn history_routes_refuse_bad_input_with_stable_codes() {
         ("/history/sessions?host=vim", 400, "invalid_argument"),
         ("/history/chart?session_id=ses_nope", 404, "history_session_not_found"),
         ("/history/compactions?session_id=ses_h&read=7", 400, "invalid_argument"),
+        ("/history/plans?read=..%2Fx.md", 400, "invalid_argument"),
+        ("/history/plans?read=%2Fetc%2Fpasswd", 400, "invalid_argument"),
+        ("/history/plans?read=1767000000000-none.md", 404, "file_not_found"),
+        ("/history/context-usage?session_id=ses_nope", 404, "history_session_not_found"),
     ];
     for (path, status, code) in table {
         let reply = s.get(path).await;

@@ -412,6 +412,51 @@ async fn router_tool_runs_any_operation() {
     assert_eq!(code, "history_session_not_found");
 }
 
+/// O2's last two ops through the router: `plans` lists and reads the working directory's git
+/// project's OpenCode plans and refuses paths; `context_usage` (open-memory's `context` with a
+/// `sessionId`) answers for the caller's session, else the latest, and with no usage says so.
+#[tokio::test]
+async fn router_plans_and_context_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let plans = repo.join(".opencode").join("plans");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(&plans).unwrap();
+    std::fs::write(plans.join("1767000000000-calm-owl.md"), "# Route the plans\n\n1. list\n2. read\n").unwrap();
+    std::fs::write(dir.path().join("outside.md"), "# not a plan").unwrap();
+    let mut opts = McpOptions::new(&repo);
+    opts.tools = ToolSelection::parse("router").unwrap();
+    let mcp = connect(opts, Client::in_process(Engine::in_memory().unwrap()), tempfile::tempdir().unwrap()).await;
+
+    let listing = mcp.ok("memory", json!({"op": "plans"})).await;
+    assert!(listing.starts_with("| name | where | size | modified | first heading |"), "{listing}");
+    assert!(listing.contains("| 1767000000000-calm-owl.md | project | 35 | "), "{listing}");
+    assert!(listing.contains("| Route the plans |"), "{listing}");
+    let plan = mcp.ok("memory", json!({"tool": "plans", "args": {"read": "1767000000000-calm-owl.md"}})).await;
+    assert!(plan.starts_with("# Plan 1767000000000-calm-owl.md (project, 35 bytes, modified "), "{plan}");
+    assert!(plan.ends_with("1. list\n2. read"), "{plan}");
+    for bad in ["../../outside.md", "/etc/passwd", "x/../1767000000000-calm-owl.md", "calm-owl.txt"] {
+        let (code, body) = mcp.err("memory", json!({"op": "plans", "args": {"read": bad}})).await;
+        assert_eq!(code, "invalid_argument", "{bad}: {body}");
+    }
+    let (code, _) = mcp.err("memory", json!({"op": "plans", "args": {"read": "1767000000001-gone.md"}})).await;
+    assert_eq!(code, "file_not_found");
+    assert!(mcp.ok("memory", json!({"op": "help", "args": {"op": "plans"}})).await.contains("read-only"));
+
+    // An empty archive: an answer, not an error; a named unknown session is not found.
+    let usage = mcp.ok("memory", json!({"op": "context_usage"})).await;
+    assert!(usage.starts_with("the history archive holds no session yet"), "{usage}");
+    let own = mcp.ok("memory", json!({"op": "context_usage", "session_id": "ses_me"})).await;
+    assert!(own.starts_with("Your session ses_me is not in the history archive yet"), "{own}");
+    let (code, _) = mcp.err("memory", json!({"tool": "context", "args": {"sessionId": "ses_none"}})).await;
+    assert_eq!(code, "history_session_not_found", "open-memory's context with a session is context_usage");
+    let help = mcp.ok("memory", json!({"op": "help", "args": {"op": "context_usage"}})).await;
+    assert!(help.contains("percent, used, limit, model, status, trend"), "{help}");
+    // Without a session, `context` is still cairn's memory context.
+    let context = mcp.ok("memory", json!({"op": "context"})).await;
+    assert!(!context.contains("history archive"), "{context}");
+}
+
 #[tokio::test]
 async fn project_comes_from_the_working_directory_when_nothing_names_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -631,3 +631,70 @@ fn history_commands() {
     snap!("history_forget", transcript(&c.run(&["history", "forget", S])));
     assert_eq!(c.run(&["history", "forget", S]).status.code(), Some(4));
 }
+
+/// `cairn history plans` (the project's and OpenCode's global plans, read, a path refused) and
+/// `cairn history context-usage` (numbers and trend, a session without usage, the latest).
+#[test]
+fn history_plans_and_context_usage() {
+    use cairn_core::history::model::*;
+    use cairn_core::history::{HistoryDb, SourceRef};
+    let c = Cairn::new();
+    seed_history(&c.data_dir());
+    let answer = |id: &str, seq: i64, tokens: serde_json::Value| HistoryMessage {
+        tokens: Some(tokens),
+        model: Some("claude-sonnet-4".into()),
+        ..HistoryMessage::new("ses_usage", id, HistoryRole::Assistant, seq, &format!("2026-03-02T10:00:{seq:02}.000Z"))
+    };
+    let batch = IngestBatch {
+        sessions: vec![HistorySession {
+            id: "ses_usage".into(),
+            host: HistoryHost::OpenCode,
+            project: Some("shop".into()),
+            directory: None,
+            parent_id: None,
+            title: Some("Usage".into()),
+            agent: None,
+            model: None,
+            created_at: "2026-03-02T10:00:00.000Z".into(),
+            updated_at: "2026-03-02T10:00:09.000Z".into(),
+        }],
+        messages: vec![
+            answer("a1", 1, serde_json::json!({"input": 120000, "output": 3000, "cache": {"read": 20000, "write": 0}})),
+            answer("a2", 2, serde_json::json!({"total": 176400, "input": 1, "output": 1})),
+        ],
+        ..Default::default()
+    };
+    let mut db = HistoryDb::open(&c.data_dir().join("history.db")).unwrap();
+    let source = SourceRef { key: "opencode.db#ses_usage".into(), host: HistoryHost::OpenCode };
+    db.apply(&source, None, &batch, &Cursor::default()).unwrap();
+    drop(db);
+    snap!("history_context_usage", transcript(&c.run(&["history", "context-usage", "ses_usage"])));
+    const S: &str = "0b7e5c1d-1111-4222-8333-444455556666";
+    snap!("history_context_usage_none", transcript(&c.run(&["history", "context-usage", S])));
+    let latest = c.json(&["history", "context-usage"]);
+    assert_eq!((latest["session_id"].as_str(), latest["source"].as_str()), (Some("ses_usage"), Some("latest")));
+    assert_eq!((latest["percent"].as_u64(), latest["status"].as_str()), (Some(88), Some("red")));
+
+    let write = |dir: &Path, name: &str, body: &str, age: u64| {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(name), body).unwrap();
+        let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+        std::fs::File::options().write(true).open(dir.join(name)).unwrap().set_modified(when).unwrap();
+    };
+    std::fs::create_dir_all(c.workspace().join(".git")).unwrap();
+    write(&c.workspace().join(".opencode/plans"), "1767000200000-brave-fox.md", "# Ship the router\n\n1. plans\n", 5);
+    let xdg = c.dir.path().join("xdg");
+    write(&xdg.join("opencode/plans"), "1767000000000-old-river.md", "# Old plan\nsteps\n", 300);
+    let plans = |args: &[&str]| {
+        let mut all = vec!["history", "plans"];
+        all.extend_from_slice(args);
+        c.cmd(&all).env("XDG_DATA_HOME", &xdg).output().unwrap()
+    };
+    snap!("history_plans", transcript(&plans(&[])));
+    snap!("history_plans_read", transcript(&plans(&["--read", "1767000000000-old-river.md"])));
+    snap!(
+        "history_plans_traversal",
+        transcript(&plans(&["--read", "../../xdg/opencode/plans/1767000000000-old-river.md"]))
+    );
+    assert_eq!(plans(&["--read", "1767000000001-none.md"]).status.code(), Some(4));
+}

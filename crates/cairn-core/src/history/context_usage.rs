@@ -1,0 +1,242 @@
+//! Op `context_usage` (host-integration O2 → O4's numbers): how full a session's context window
+//! is, from the archive: the last assistant message's usage record, counted by the meter's rules
+//! (`agent::meter`), against the model's window and the `[context_meter]` thresholds, with the
+//! change since the answer before.
+
+use rusqlite::OptionalExtension;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::model::HistoryHost;
+use super::query::check_id;
+use super::store::HistoryDb;
+use crate::agent::meter::{ContextUsage, MeterStatus, thousands, trend_text, used_tokens, window_of};
+use crate::error::{CairnError, ErrorCode, Result};
+use crate::settings::plugin::ContextMeterSettings;
+
+/// Assistant messages looked at, newest first, for the latest answer and the one before (a
+/// Claude Code answer is one record per content block, all with the same usage).
+const LOOK_BACK: usize = 200;
+
+/// `context_usage {session_id?, caller_session_id?}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ContextUsageRequest {
+    /// The session to measure; default: the caller's, else the most recently updated one.
+    #[serde(default, alias = "sessionId")]
+    pub session_id: Option<String>,
+    /// The caller's own session, when the door knows it.
+    #[serde(default)]
+    pub caller_session_id: Option<String>,
+}
+
+/// Which session was measured, and why that one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum UsageSource {
+    /// The session the call named.
+    Given,
+    /// The caller's own session.
+    Caller,
+    /// Nothing named one (or the caller's is not archived yet): the most recently updated main
+    /// session.
+    Latest,
+}
+
+/// O4's numbers for one session. The numbers are absent when the session has no assistant
+/// usage yet (or the archive holds no session); `note` then says so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ContextUsageReport {
+    pub session_id: Option<String>,
+    pub host: Option<HistoryHost>,
+    pub source: UsageSource,
+    /// Whole percent of the window used (rounded down).
+    pub percent: Option<u64>,
+    /// Tokens in the window at the last answer.
+    pub used: Option<u64>,
+    /// The model's window: 1M for a `[1m]` model, else `[context_meter] default_limit`.
+    pub limit: Option<u64>,
+    pub model: Option<String>,
+    pub status: Option<MeterStatus>,
+    /// The change since the answer before, in words (`+3,200 tokens since the last answer`).
+    pub trend: Option<String>,
+    /// The same change in tokens.
+    pub delta: Option<i64>,
+    /// The assistant message measured, and when it was written.
+    pub message_id: Option<String>,
+    pub measured_at: Option<String>,
+    /// One line for people: the numbers, or why there are none, and which session it is.
+    pub note: String,
+}
+
+/// One assistant answer's usage.
+struct Answer {
+    id: String,
+    tokens: String,
+    used: u64,
+    model: Option<String>,
+    created_at: String,
+}
+
+/// Measure the session `req` names (see [`ContextUsageRequest`]).
+pub fn context_usage(
+    db: &HistoryDb,
+    req: &ContextUsageRequest,
+    settings: &ContextMeterSettings,
+) -> Result<ContextUsageReport> {
+    let conn = db.conn();
+    let given = |s: &Option<String>| s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+    let mut preface = String::new();
+    let (session, source) = if let Some(id) = given(&req.session_id) {
+        check_id("session_id", &id)?;
+        let host = session_host(conn, &id)?.ok_or_else(|| {
+            CairnError::new(ErrorCode::HistorySessionNotFound, format!("no history for session {id:?}"))
+                .with_hint("list sessions with history_sessions; a new session appears after the next scan")
+        })?;
+        (Some((id, host)), UsageSource::Given)
+    } else {
+        let caller = given(&req.caller_session_id);
+        let own = match &caller {
+            Some(id) if check_id("caller_session_id", id).is_ok() => session_host(conn, id)?.map(|h| (id.clone(), h)),
+            _ => None,
+        };
+        match own {
+            Some(own) => (Some(own), UsageSource::Caller),
+            None => {
+                if let Some(id) = &caller {
+                    preface = format!("Your session {id} is not in the history archive yet; ");
+                }
+                (latest_session(conn)?, UsageSource::Latest)
+            }
+        }
+    };
+    let Some((session_id, host)) = session else {
+        return Ok(ContextUsageReport {
+            session_id: None,
+            host: None,
+            source,
+            percent: None,
+            used: None,
+            limit: None,
+            model: None,
+            status: None,
+            trend: None,
+            delta: None,
+            message_id: None,
+            measured_at: None,
+            note: format!("{preface}the history archive holds no session yet: no context usage to report."),
+        });
+    };
+    let which = match source {
+        UsageSource::Given => format!("session {session_id}"),
+        UsageSource::Caller => format!("your session {session_id}"),
+        UsageSource::Latest => format!("the most recently updated session, {session_id} ({})", host.as_str()),
+    };
+    let answers = last_answers(conn, &session_id)?;
+    let Some(last) = answers.first() else {
+        return Ok(ContextUsageReport {
+            session_id: Some(session_id),
+            host: Some(host),
+            source,
+            percent: None,
+            used: None,
+            limit: None,
+            model: None,
+            status: None,
+            trend: None,
+            delta: None,
+            message_id: None,
+            measured_at: None,
+            note: format!("{preface}{which}: no assistant answer with token usage yet, so no context usage to report."),
+        });
+    };
+    let model = match &last.model {
+        Some(m) => Some(m.clone()),
+        None => session_model(conn, &session_id)?,
+    };
+    let usage = ContextUsage {
+        used: last.used,
+        limit: window_of(model.as_deref().unwrap_or(""), settings.default_limit),
+        model: model.clone().unwrap_or_default(),
+    };
+    let percent = usage.percent();
+    let status = MeterStatus::of(percent, settings);
+    // The answer before: the nearest earlier record that is not the same API call again.
+    let previous = answers.iter().skip(1).find(|a| a.tokens != last.tokens);
+    let delta = previous.map(|p| i64::try_from(last.used).unwrap_or(i64::MAX) - i64::try_from(p.used).unwrap_or(0));
+    let trend = delta.map(trend_text);
+    let model_text = model.as_deref().map(|m| format!(", {m}")).unwrap_or_default();
+    let trend_note = trend.as_deref().map(|t| format!("; {t}")).unwrap_or_else(|| "; the first answer measured".into());
+    let note = format!(
+        "{preface}{which}: {percent}% used ({} / {} tokens{model_text}), {}{trend_note}.",
+        thousands(usage.used),
+        thousands(usage.limit),
+        status.as_str(),
+    );
+    Ok(ContextUsageReport {
+        session_id: Some(session_id),
+        host: Some(host),
+        source,
+        percent: Some(percent),
+        used: Some(usage.used),
+        limit: Some(usage.limit),
+        model,
+        status: Some(status),
+        trend,
+        delta,
+        message_id: Some(last.id.clone()),
+        measured_at: Some(last.created_at.clone()),
+        note,
+    })
+}
+
+fn session_host(conn: &rusqlite::Connection, id: &str) -> Result<Option<HistoryHost>> {
+    let host: Option<String> = conn
+        .prepare_cached("SELECT host FROM history_sessions WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    Ok(host.map(|h| HistoryHost::parse(&h).unwrap_or(HistoryHost::OpenCode)))
+}
+
+fn session_model(conn: &rusqlite::Connection, id: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT model FROM history_sessions WHERE id = ?1")?
+        .query_row([id], |r| r.get::<_, Option<String>>(0))
+        .optional()?
+        .flatten())
+}
+
+/// The most recently updated main session (a sub-agent's window is its own, not the user's).
+fn latest_session(conn: &rusqlite::Connection) -> Result<Option<(String, HistoryHost)>> {
+    let row: Option<(String, String)> = conn
+        .prepare_cached(
+            "SELECT id, host FROM history_sessions WHERE parent_id IS NULL ORDER BY updated_at DESC, id DESC LIMIT 1",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(row.map(|(id, host)| (id, HistoryHost::parse(&host).unwrap_or(HistoryHost::OpenCode))))
+}
+
+/// The session's latest assistant answers with a usage that counts, newest first.
+fn last_answers(conn: &rusqlite::Connection, session_id: &str) -> Result<Vec<Answer>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, tokens, model, created_at FROM history_messages
+         WHERE session_id = ?1 AND role = 'assistant' AND tokens IS NOT NULL
+         ORDER BY seq DESC, id DESC LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(rusqlite::params![session_id, LOOK_BACK as i64], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?, r.get::<_, String>(3)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, tokens, model, created_at) = row?;
+        let used = serde_json::from_str::<Value>(&tokens).map(|v| used_tokens(&v)).unwrap_or(0);
+        // An OpenCode answer still streaming has all-zero tokens: not a measurement.
+        if used > 0 {
+            out.push(Answer { id, tokens, used, model: model.filter(|m| !m.trim().is_empty()), created_at });
+        }
+    }
+    Ok(out)
+}

@@ -740,7 +740,9 @@ const server = async (ctx: Dict, options?: Dict) => {
       const tool = String(input?.tool ?? "");
       const args = output?.args;
       if (!input?.sessionID || !args || typeof args !== "object" || Array.isArray(args)) return;
-      if (/^cairn_mem_(save|session_summary|capture_passive|save_prompt)$/.test(tool) && !args.session_id) {
+      // the router (`--tools=router`) counts the call in this session, and its context_usage /
+      // plans ops read it, as the Claude Code hook does
+      if (/^cairn_(mem_(save|session_summary|capture_passive|save_prompt)|memory)$/.test(tool) && !args.session_id) {
         args.session_id = input.sessionID;
       }
       // H10: the history tools see the caller's own session only up to its latest compaction;

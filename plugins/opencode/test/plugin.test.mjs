@@ -307,6 +307,12 @@ describe('tools (E7, E8)', () => {
     search[1].args = { query: 'x' };
     await hooks['tool.execute.before'](...search);
     assert.equal(search[1].args.session_id, undefined, 'mem_search takes no session');
+    const router = hookArgs(before);
+    router[0].tool = 'cairn_memory';
+    router[1].args = { op: 'context_usage', args: {} };
+    await hooks['tool.execute.before'](...router);
+    assert.equal(router[1].args.session_id, before.input.sessionID, 'the router tool learns its caller');
+    assert.deepEqual(router[1].args.args, {}, "the op's own arguments are left alone");
   });
 
   test('history tools learn the caller (H10); a browse without a session reads the caller\'s', async () => {

@@ -3,6 +3,7 @@
 
 pub mod call_log;
 pub mod claude;
+pub mod index;
 pub mod ingest;
 pub mod model;
 pub mod opencode;
@@ -12,6 +13,8 @@ mod text;
 
 pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
 
+#[cfg(test)]
+mod index_tests;
 #[cfg(test)]
 mod project_tests;
 #[cfg(test)]

@@ -289,7 +289,8 @@ const RESTART_FRAMES: i64 = 16_384;
 /// A scan's checkpointer thread: copies both files' WALs into the files every few tens of
 /// milliseconds while the writers (who have automatic checkpoints off) go on, so the writers
 /// never wait for a copy nor its fsync; when a WAL is long and nearly all copied, a RESTART
-/// (the writers wait for the few frames left) lets it start over from its beginning.
+/// (the writers wait for the few frames left) lets it start over from its beginning. At the
+/// end of the scan, a TRUNCATE of both.
 pub(crate) fn run_checkpointer(db_path: &Path, done: &Receiver<()>) -> Result<()> {
     let files = [super::store::open_reader(db_path)?, super::store::open_fts(&fts_path(db_path))?];
     loop {
@@ -302,7 +303,14 @@ pub(crate) fn run_checkpointer(db_path: &Path, done: &Receiver<()>) -> Result<()
         }
         match done.recv_timeout(Duration::from_millis(50)) {
             Err(RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                // The scan is over: both WALs copied and emptied, so the next write (a poke)
+                // does not pay for an automatic checkpoint of a long WAL.
+                for conn in &files {
+                    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+                }
+                return Ok(());
+            }
         }
     }
 }

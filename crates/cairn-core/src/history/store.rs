@@ -161,10 +161,11 @@ impl HistoryDb {
     pub fn end_bulk(&mut self) -> Result<()> {
         let Some(bulk) = self.bulk.take() else { return Ok(()) };
         drop(bulk.wake);
+        let joined = bulk.thread.join().unwrap_or_else(|_| Err(CairnError::internal("the history indexer panicked")));
+        // After the indexer, so its last writes are in the checkpointer's final copy.
         drop(bulk.stop_checkpoints);
         let _ = bulk.checkpointer.join();
         self.conn.execute_batch(&format!("PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}"))?;
-        let joined = bulk.thread.join().unwrap_or_else(|_| Err(CairnError::internal("the history indexer panicked")));
         // Whatever the indexer could not do (an error), done here; normally nothing is left.
         index::catch_up(&self.conn, &mut self.fts)?;
         if let Err(e) = joined {

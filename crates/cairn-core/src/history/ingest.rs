@@ -43,6 +43,14 @@ pub trait HistorySink {
         next: &Cursor,
     ) -> Result<SinkOutcome>;
     fn record_error(&mut self, source: &SourceRef, code: &str, message: &str) -> Result<()>;
+    /// A scan starts: the sink may work in the background until [`HistorySink::end_bulk`].
+    fn begin_bulk(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// The scan is over: everything it applied is stored and searchable when this returns.
+    fn end_bulk(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl HistorySink for HistoryDb {
@@ -65,6 +73,14 @@ impl HistorySink for HistoryDb {
 
     fn record_error(&mut self, source: &SourceRef, code: &str, message: &str) -> Result<()> {
         HistoryDb::record_error(self, source, code, message)
+    }
+
+    fn begin_bulk(&mut self) -> Result<()> {
+        HistoryDb::begin_bulk(self)
+    }
+
+    fn end_bulk(&mut self) -> Result<()> {
+        HistoryDb::end_bulk(self)
     }
 }
 
@@ -161,6 +177,20 @@ pub fn scan(
 
 /// [`scan`] that stops between two chunks once `stop()` says so (daemon shutdown).
 pub fn scan_until(
+    db: &mut dyn HistorySink,
+    env: &dyn Fn(&str) -> Option<String>,
+    progress: &mut dyn FnMut(Progress),
+    stop: &dyn Fn() -> bool,
+) -> Result<ScanReport> {
+    db.begin_bulk()?;
+    let scanned = scan_sources(db, env, progress, stop);
+    let ended = db.end_bulk();
+    let report = scanned?;
+    ended?;
+    Ok(report)
+}
+
+fn scan_sources(
     db: &mut dyn HistorySink,
     env: &dyn Fn(&str) -> Option<String>,
     progress: &mut dyn FnMut(Progress),

@@ -4,6 +4,7 @@
 pub mod call_log;
 pub mod claude;
 pub mod context_usage;
+pub mod index;
 pub mod ingest;
 pub mod model;
 pub mod opencode;
@@ -14,6 +15,8 @@ mod text;
 
 pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
 
+#[cfg(test)]
+mod index_tests;
 #[cfg(test)]
 mod o2_tests;
 #[cfg(test)]

@@ -1188,7 +1188,7 @@ pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Res
     } else {
         let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
         let ranked = shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED);
-        ranked_candidates(conn, &views, &kinds, text, ranked)?
+        ranked_candidates(conn, db.fts(), &views, &kinds, text, ranked)?
     };
     let needles: Vec<String> = if literal { vec![text.to_lowercase()] } else { needles_of(&query::parse(text)) };
     group_hits(conn, candidates, &needles, cfg)
@@ -1269,6 +1269,7 @@ fn search_scope(conn: &Connection, req: &SearchRequest) -> Result<Vec<View>> {
 ///   the whole scope was ranked. A query of rare words ranks every match (few rows, cheap).
 fn ranked_candidates(
     conn: &Connection,
+    fts: &Connection,
     views: &[View],
     kinds: &[&str],
     text: &str,
@@ -1307,13 +1308,13 @@ fn ranked_candidates(
         seen: HashSet::new(),
         candidates: Vec::new(),
     };
-    let (rare, common) = split_common(conn, terms, first, last)?;
+    let (rare, common) = split_common(fts, terms, first, last)?;
     if let Some(words) = query::to_fts(&rare) {
         let expression = format!("{{body}} : ({words}){session_filter}");
         let mut window = FIRST_WINDOW;
         loop {
             let from = newest.saturating_sub(window);
-            let mut stmt = conn.prepare_cached(
+            let mut stmt = fts.prepare_cached(
                 "SELECT rowid, rank FROM history_fts WHERE history_fts MATCH ?1 AND rowid > ?2 ORDER BY rank LIMIT ?3",
             )?;
             let hits: Vec<(i64, f64)> = stmt
@@ -1335,7 +1336,7 @@ fn ranked_candidates(
     }
     if !common.is_empty() && found.candidates.len() < ranked / 2 {
         let expression = format!("{{body}} : ({all_words}){session_filter}");
-        let mut stmt = conn.prepare_cached(
+        let mut stmt = fts.prepare_cached(
             "SELECT rowid, 0.0 FROM history_fts WHERE history_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
         )?;
         let hits: Vec<(i64, f64)> = stmt

@@ -5,15 +5,20 @@
 //!
 //! Speed matters here (a first run backfills a gigabyte of transcripts): every statement is
 //! `prepare_cached`, rows are upserted without a SELECT first, a part whose content did not
-//! change is neither rewritten nor re-indexed, and the batch's index writes are made together
-//! at its end (`FtsWrites`).
+//! change is neither rewritten nor re-indexed, and the full-text index is another file written
+//! by another connection (`index.rs`): a batch only queues what to index, and a scan's indexer
+//! thread indexes it while the writer goes on ([`HistoryDb::begin_bulk`]).
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Sender, channel};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
+use super::index::{self, Op};
 use super::model::{
     Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolResult,
     ToolStatus,
@@ -30,8 +35,13 @@ pub const INDEXED_BYTES: usize = 32 * 1024;
 const MMAP_BYTES: u64 = 1 << 30;
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 const STATEMENT_CACHE: usize = 64;
+/// SQLite's default, restored on the writer after a scan.
+const AUTOCHECKPOINT_PAGES: u32 = 1000;
 
-const MIGRATIONS: &[&str] = &[include_str!("../../migrations/history/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/history/0001_init.sql"),
+    include_str!("../../migrations/history/0002_fts_file.sql"),
+];
 
 /// One source a reader reads: a JSONL file (its absolute path), or an OpenCode database's
 /// session (`path#session`).
@@ -62,6 +72,21 @@ pub struct ApplyCounts {
 /// The archive. Not `Sync`: each of the daemon's connections opens its own.
 pub struct HistoryDb {
     conn: Connection,
+    /// The full-text index's file (`index.rs`).
+    fts: Connection,
+    /// `history.db`'s path (`None` in memory: no scan thread, the index is written in line).
+    path: Option<PathBuf>,
+    bulk: Option<Bulk>,
+}
+
+/// A scan's indexer thread and what the writer shares with it.
+struct Bulk {
+    wake: Sender<()>,
+    progress: Arc<index::Progress>,
+    thread: JoinHandle<Result<()>>,
+    /// Hung up to stop the checkpointer.
+    stop_checkpoints: Sender<()>,
+    checkpointer: JoinHandle<Result<()>>,
 }
 
 impl std::fmt::Debug for HistoryDb {
@@ -73,39 +98,94 @@ impl std::fmt::Debug for HistoryDb {
 impl HistoryDb {
     /// Open (creating if needed) the archive at `path` and bring its schema up to date.
     pub fn open(path: &Path) -> Result<HistoryDb> {
-        let conn = Connection::open(path)
-            .map_err(|e| CairnError::from(e).with_hint("check that the data dir is writable (cairn doctor)"))?;
-        Self::init(conn, true)
+        let mut conn = open_file(path)?;
+        crate::store::migrate::run_list(&mut conn, MIGRATIONS)?;
+        let fts = open_fts(&index::fts_path(path))?;
+        Self::init(conn, fts, Some(path.to_owned()))
     }
 
     /// A private in-memory archive (the in-memory store's, unit tests).
     pub fn open_in_memory() -> Result<HistoryDb> {
-        Self::init(Connection::open_in_memory()?, false)
+        let mut conn = Connection::open_in_memory()?;
+        configure(&conn)?;
+        crate::store::migrate::run_list(&mut conn, MIGRATIONS)?;
+        let fts = Connection::open_in_memory()?;
+        configure(&fts)?;
+        Self::init(conn, fts, None)
     }
 
-    fn init(mut conn: Connection, on_disk: bool) -> Result<HistoryDb> {
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        if on_disk {
-            conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
-            // Reads through the OS page cache, shared by every connection, without a system call
-            // per page: a search hydrates a few hundred rows spread over the file.
-            conn.query_row(&format!("PRAGMA mmap_size={MMAP_BYTES}"), [], |_| Ok(()))?;
-        }
-        // secure_delete FAST: a forgotten session's pages are zeroed when that costs no extra
-        // I/O, without the full cost of ON on every FTS segment merge of a large ingest.
-        conn.execute_batch(
-            "PRAGMA synchronous=NORMAL;
-             PRAGMA temp_store=MEMORY;
-             PRAGMA secure_delete=FAST;",
-        )?;
-        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        crate::store::migrate::run_list(&mut conn, MIGRATIONS)?;
-        Ok(HistoryDb { conn })
+    /// The index file made ready, and whatever it lacks (a kill mid-scan) indexed now.
+    fn init(mut conn: Connection, mut fts: Connection, path: Option<PathBuf>) -> Result<HistoryDb> {
+        index::init(&mut conn, &mut fts)?;
+        index::catch_up(&conn, &mut fts)?;
+        Ok(HistoryDb { conn, fts, path, bulk: None })
     }
 
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    /// The full-text index's connection (`history_fts`).
+    pub(crate) fn fts(&self) -> &Connection {
+        &self.fts
+    }
+
+    /// A scan starts: from now until [`HistoryDb::end_bulk`], batches are indexed by a thread
+    /// of their own (the writer waits only when it is [`index::MAX_LAG`] batches ahead), and
+    /// the writer leaves WAL checkpoints to that thread. In memory: nothing changes.
+    pub fn begin_bulk(&mut self) -> Result<()> {
+        let Some(path) = self.path.clone() else { return Ok(()) };
+        if self.bulk.is_some() {
+            return Ok(());
+        }
+        let (wake, woken) = channel();
+        let progress = Arc::new(index::Progress::default());
+        let shared = Arc::clone(&progress);
+        let (stop_checkpoints, stopped) = channel();
+        let db_path = path.clone();
+        let thread = std::thread::Builder::new()
+            .name("cairn-history-index".to_owned())
+            .spawn(move || index::run_indexer(&path, &woken, &shared))
+            .map_err(|e| CairnError::internal(format!("cannot start the history indexer: {e}")))?;
+        let checkpointer = std::thread::Builder::new()
+            .name("cairn-history-checkpoint".to_owned())
+            .spawn(move || index::run_checkpointer(&db_path, &stopped))
+            .map_err(|e| CairnError::internal(format!("cannot start the history checkpointer: {e}")))?;
+        self.conn.execute_batch("PRAGMA wal_autocheckpoint=0")?;
+        self.bulk = Some(Bulk { wake, progress, thread, stop_checkpoints, checkpointer });
+        Ok(())
+    }
+
+    /// The scan is over: the indexer applies what is left and ends; everything the scan stored
+    /// is searchable when this returns.
+    pub fn end_bulk(&mut self) -> Result<()> {
+        let Some(bulk) = self.bulk.take() else { return Ok(()) };
+        drop(bulk.wake);
+        let joined = bulk.thread.join().unwrap_or_else(|_| Err(CairnError::internal("the history indexer panicked")));
+        // After the indexer, so its last writes are in the checkpointer's final copy.
+        drop(bulk.stop_checkpoints);
+        let _ = bulk.checkpointer.join();
+        self.conn.execute_batch(&format!("PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}"))?;
+        // Whatever the indexer could not do (an error), done here; normally nothing is left.
+        index::catch_up(&self.conn, &mut self.fts)?;
+        if let Err(e) = joined {
+            tracing::warn!(error = %e, "history indexer failed; the writer indexed the rest");
+        }
+        Ok(())
+    }
+
+    /// After a write: during a scan, wake the indexer (and wait if it is too far behind);
+    /// otherwise index now, so what was written is searchable when the call returns.
+    fn index_written(&mut self, last_seq: Option<i64>) -> Result<()> {
+        match (&self.bulk, last_seq) {
+            (_, None) => Ok(()),
+            (Some(bulk), Some(seq)) => {
+                let _ = bulk.wake.send(());
+                bulk.progress.wait_within_lag(seq);
+                Ok(())
+            }
+            (None, Some(_)) => index::catch_up(&self.conn, &mut self.fts).map(|_| ()),
+        }
     }
 
     /// Where the reader of `source_key` stopped, if it ever stored a batch.
@@ -123,6 +203,7 @@ impl HistoryDb {
         batch: &IngestBatch,
         next: &Cursor,
     ) -> Result<ApplyOutcome> {
+        let indexed = index::mark(&self.fts)?;
         let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
         if read_cursor(&tx, &source.key)?.as_ref() != expected {
             return Ok(ApplyOutcome::Stale);
@@ -136,7 +217,7 @@ impl HistoryDb {
             counts.sessions += 1;
         }
         ensure_sessions_of(&tx, source.host, batch.messages.iter().filter(|m| kept(&m.session_id)))?;
-        let mut fts = FtsWrites::default();
+        let mut fts = IndexQueue::default();
         let mut renumber_from: HashMap<&str, (i64, &str)> = HashMap::new();
         for message in batch.messages.iter().filter(|m| kept(&m.session_id)) {
             if upsert_message(&tx, message)? {
@@ -166,8 +247,10 @@ impl HistoryDb {
         }
         record_skips(&tx, source, &skipped)?;
         store_cursor(&tx, source, next, &counts)?;
-        fts.write(&tx)?;
+        index::trim(&tx, indexed)?;
+        let last_seq = fts.write(&tx)?;
         tx.commit()?;
+        self.index_written(last_seq)?;
         Ok(ApplyOutcome::Applied(counts))
     }
 
@@ -180,9 +263,10 @@ impl HistoryDb {
             let mut stmt = tx.prepare_cached("SELECT rowid, kind FROM history_parts WHERE session_id = ?1")?;
             stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?
         };
+        let mut last_seq = None;
         for (rowid, kind) in &rowids {
             if indexed_kind(parse_kind(kind)).is_some() {
-                tx.prepare_cached("DELETE FROM history_fts WHERE rowid = ?1")?.execute([rowid])?;
+                last_seq = Some(index::enqueue(&tx, *rowid, *rowid, Op::Deleted)?);
             }
         }
         let parts = tx.execute("DELETE FROM history_parts WHERE session_id = ?1", [id])?;
@@ -197,6 +281,7 @@ impl HistoryDb {
             )?;
         }
         tx.commit()?;
+        self.index_written(last_seq)?;
         Ok(removed)
     }
 
@@ -213,6 +298,54 @@ impl HistoryDb {
             .execute(params![source.key, source.host.as_str(), code, message, now_ts()])?;
         Ok(())
     }
+}
+
+impl Drop for HistoryDb {
+    /// A scan that did not reach `end_bulk` (an error, a panic): its indexer is not left behind.
+    fn drop(&mut self) {
+        if let Some(bulk) = self.bulk.take() {
+            drop(bulk.wake);
+            drop(bulk.stop_checkpoints);
+            let _ = bulk.thread.join();
+            let _ = bulk.checkpointer.join();
+        }
+    }
+}
+
+/// One of `history.db`'s connections, or the index file's: WAL, memory-mapped reads.
+fn open_file(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)
+        .map_err(|e| CairnError::from(e).with_hint("check that the data dir is writable (cairn doctor)"))?;
+    conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
+    // Reads through the OS page cache, shared by every connection, without a system call per
+    // page: a search hydrates a few hundred rows spread over the file.
+    conn.query_row(&format!("PRAGMA mmap_size={MMAP_BYTES}"), [], |_| Ok(()))?;
+    configure(&conn)?;
+    Ok(conn)
+}
+
+fn configure(conn: &Connection) -> Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // secure_delete FAST: a forgotten session's pages are zeroed when that costs no extra
+    // I/O, without the full cost of ON on every FTS segment merge of a large ingest.
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL;
+         PRAGMA temp_store=MEMORY;
+         PRAGMA secure_delete=FAST;",
+    )?;
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(())
+}
+
+/// A scan indexer's connection to `history.db` (already migrated by the writer that started it).
+pub(crate) fn open_reader(path: &Path) -> Result<Connection> {
+    open_file(path)
+}
+
+/// A connection to the index file.
+pub(crate) fn open_fts(path: &Path) -> Result<Connection> {
+    open_file(path)
 }
 
 fn read_cursor(conn: &Connection, key: &str) -> Result<Option<Cursor>> {
@@ -354,68 +487,49 @@ fn number_turns(conn: &Connection, session_id: &str, seq: i64, id: &str) -> Resu
     Ok(())
 }
 
-/// The index writes of one batch, made after every other statement of its transaction. FTS5
-/// flushes its pending terms into a new segment at each statement savepoint, and every UPSERT
-/// opens one: indexing each part as it was upserted wrote one tiny segment per part, and the
-/// merges of those segments were most of an ingest's time.
+/// What one batch queues for the index (`index.rs`): the range of the rowids it inserted (an
+/// insert takes the next rowid above all, so a batch's new rows are one range holding nothing
+/// else), and the rows it changed in place that are not in that range.
 #[derive(Default)]
-struct FtsWrites {
-    /// Rowids in the order first touched (the index's rowids grow in step with the table's).
-    order: Vec<i64>,
-    rows: HashMap<i64, FtsWrite>,
+struct IndexQueue {
+    new: Option<(i64, i64)>,
+    changed: Vec<i64>,
 }
 
-struct FtsWrite {
-    /// The row was in the table before this batch: its old index entry goes first.
-    existed: bool,
-    /// What to index, when known without reading the row back (a new row, untouched since).
-    fresh: Option<FreshRow>,
-}
-
-struct FreshRow {
-    session_id: String,
-    kind: PartKind,
-    body: String,
-}
-
-impl FtsWrites {
-    fn inserted(&mut self, rowid: i64, p: &HistoryPart) {
-        let body = indexed_body(p.kind, p.tool.as_deref(), p.text.as_deref(), p.input.as_deref(), p.output.as_deref());
-        let fresh = Some(FreshRow { session_id: p.session_id.clone(), kind: p.kind, body });
-        self.order.push(rowid);
-        self.rows.insert(rowid, FtsWrite { existed: false, fresh });
+impl IndexQueue {
+    fn inserted(&mut self, rowid: i64) {
+        self.new = Some(match self.new {
+            Some((lo, hi)) => (lo.min(rowid), hi.max(rowid)),
+            None => (rowid, rowid),
+        });
     }
 
-    /// The row changed in place: index what is stored at the end of the batch.
     fn changed(&mut self, rowid: i64) {
-        match self.rows.get_mut(&rowid) {
-            Some(write) => write.fresh = None,
-            None => {
-                self.order.push(rowid);
-                self.rows.insert(rowid, FtsWrite { existed: true, fresh: None });
-            }
-        }
+        self.changed.push(rowid);
     }
 
-    fn write(self, conn: &Connection) -> Result<()> {
-        for rowid in self.order {
-            let Some(write) = self.rows.get(&rowid) else { continue };
-            if write.existed {
-                unindex(conn, rowid)?;
-            }
-            match &write.fresh {
-                Some(row) => index_body(conn, rowid, &row.session_id, row.kind, &row.body)?,
-                None => reindex_stored(conn, rowid)?,
-            }
+    /// Queue the entries; answers the last one's sequence number.
+    fn write(mut self, conn: &Connection) -> Result<Option<i64>> {
+        let mut last = None;
+        if let Some((lo, hi)) = self.new {
+            last = Some(index::enqueue(conn, lo, hi, Op::New)?);
         }
-        Ok(())
+        self.changed.sort_unstable();
+        self.changed.dedup();
+        for rowid in self.changed {
+            if self.new.is_some_and(|(lo, hi)| (lo..=hi).contains(&rowid)) {
+                continue;
+            }
+            last = Some(index::enqueue(conn, rowid, rowid, Op::Changed)?);
+        }
+        Ok(last)
     }
 }
 
 /// Upsert one part and note its index write; `true` when it was new or changed. An update
 /// without output keeps the output (and status) a result already gave it: a transcript read
 /// again from its start must not undo a tool's completion.
-fn upsert_part(conn: &Connection, p: &HistoryPart, fts: &mut FtsWrites) -> Result<bool> {
+fn upsert_part(conn: &Connection, p: &HistoryPart, fts: &mut IndexQueue) -> Result<bool> {
     let written: Option<(i64, i64)> = conn
         .prepare_cached(
             "INSERT INTO history_parts (session_id, message_id, id, idx, kind, text, tool, call_id, status, input,
@@ -460,13 +574,13 @@ fn upsert_part(conn: &Connection, p: &HistoryPart, fts: &mut FtsWrites) -> Resul
         // The stored row may keep an earlier output: index what is stored.
         fts.changed(rowid);
     } else {
-        fts.inserted(rowid, p);
+        fts.inserted(rowid);
     }
     Ok(true)
 }
 
 /// Give a tool call its result; `false` when the session has no call with that id.
-fn apply_result(conn: &Connection, r: &ToolResult, fts: &mut FtsWrites) -> Result<bool> {
+fn apply_result(conn: &Connection, r: &ToolResult, fts: &mut IndexQueue) -> Result<bool> {
     let status = if r.is_error { ToolStatus::Error } else { ToolStatus::Completed };
     let rowids: Vec<i64> = {
         let mut stmt = conn.prepare_cached(
@@ -490,31 +604,6 @@ fn apply_result(conn: &Connection, r: &ToolResult, fts: &mut FtsWrites) -> Resul
     Ok(true)
 }
 
-fn reindex_stored(conn: &Connection, rowid: i64) -> Result<()> {
-    type Row = (String, String, Option<String>, Option<String>, Option<String>, Option<String>);
-    let (session, kind, tool, text, input, output): Row = conn
-        .prepare_cached("SELECT session_id, kind, tool, text, input, output FROM history_parts WHERE rowid = ?1")?
-        .query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?;
-    let kind = parse_kind(&kind);
-    let body = indexed_body(kind, tool.as_deref(), text.as_deref(), input.as_deref(), output.as_deref());
-    index_body(conn, rowid, &session, kind, &body)
-}
-
-fn index_body(conn: &Connection, rowid: i64, session_id: &str, kind: PartKind, body: &str) -> Result<()> {
-    let Some(fts_kind) = indexed_kind(kind) else { return Ok(()) };
-    if body.is_empty() {
-        return Ok(());
-    }
-    conn.prepare_cached("INSERT INTO history_fts (rowid, body, kind, session) VALUES (?1, ?2, ?3, ?4)")?
-        .execute(params![rowid, body, fts_kind, session_id])?;
-    Ok(())
-}
-
-fn unindex(conn: &Connection, rowid: i64) -> Result<()> {
-    conn.prepare_cached("DELETE FROM history_fts WHERE rowid = ?1")?.execute([rowid])?;
-    Ok(())
-}
-
 /// The searchable type of a part kind (`history_search`'s `type`), or `None` when not indexed.
 pub(crate) fn indexed_kind(kind: PartKind) -> Option<&'static str> {
     match kind {
@@ -527,7 +616,7 @@ pub(crate) fn indexed_kind(kind: PartKind) -> Option<&'static str> {
 
 /// What the index holds of a part: its text, or a tool's name, input and output; at most
 /// [`INDEXED_BYTES`] (empty for a kind that is not indexed).
-fn indexed_body(
+pub(crate) fn indexed_body(
     kind: PartKind,
     tool: Option<&str>,
     text: Option<&str>,

@@ -648,7 +648,7 @@ fn forget_erases_a_session_and_keeps_it_forgotten() {
     db.apply(&oc_source(), Some(&cursor(1)), &opencode_batch(), &cursor(2)).unwrap();
     assert_eq!(turns(&db, OC, None, 0, 0, None).unwrap_err().code, ErrorCode::HistorySessionNotFound);
     assert_eq!(forget(&mut db, OC).unwrap_err().code, ErrorCode::HistorySessionNotFound);
-    db.conn().execute("INSERT INTO history_fts(history_fts) VALUES ('integrity-check')", []).unwrap();
+    db.fts().execute("INSERT INTO history_fts(history_fts) VALUES ('integrity-check')", []).unwrap();
 }
 
 #[test]

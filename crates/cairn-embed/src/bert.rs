@@ -381,7 +381,15 @@ struct Kernels {
 struct Helper {
     scratch: KernelScratch,
     out: Vec<f32>,
+    /// Products split so far in this forward pass, and how many halves the other thread took.
+    splits: u32,
+    taken: u32,
 }
+
+/// When the other thread took none of the first this many halves (the second core is busy
+/// with another process), the rest of the pass runs on one thread: each split that nobody takes
+/// still costs a wake-up and a context switch (~1 ms over an e5 query).
+const GIVE_UP_AFTER: u32 = 4;
 
 /// Products with fewer panels than this are not split: the two halves would be too small to
 /// pay for the hand-off (~µs).
@@ -406,19 +414,26 @@ fn pool() -> Option<&'static rayon_core::ThreadPool> {
 fn product(a: Strided, b: &Panels, c: StridedMut, epilogue: Epilogue, kernels: &mut Kernels) {
     let panels = b.outputs.div_ceil(NR);
     let Kernels { main, helper } = kernels;
-    let Some(helper) = helper.as_mut().filter(|_| panels >= SPLIT_PANELS && a.rows <= THIN_ROWS) else {
+    let worth_it =
+        |h: &&mut Helper| panels >= SPLIT_PANELS && a.rows <= THIN_ROWS && (h.taken > 0 || h.splits < GIVE_UP_AFTER);
+    let Some(helper) = helper.as_mut().filter(worth_it) else {
         return matmul(a, b, 0..panels, c, epilogue, main);
     };
     let mid = panels / 2;
     let cols = b.outputs - mid * NR;
-    let Helper { scratch, out } = helper;
+    let Helper { scratch, out, splits, taken } = helper;
     out.resize(a.rows * cols, 0.0);
     let (a2, c_stride) = (Strided { ..a }, c.stride);
     let StridedMut { data: c_data, .. } = c;
-    rayon_core::join(
-        || matmul(a, b, 0..mid, StridedMut { data: &mut *c_data, stride: c_stride }, epilogue, main),
-        || matmul(a2, b, mid..panels, StridedMut { data: out, stride: cols }, epilogue, scratch),
+    let ((), migrated) = rayon_core::join_context(
+        |_| matmul(a, b, 0..mid, StridedMut { data: &mut *c_data, stride: c_stride }, epilogue, main),
+        |second| {
+            matmul(a2, b, mid..panels, StridedMut { data: out, stride: cols }, epilogue, scratch);
+            second.migrated()
+        },
     );
+    *splits += 1;
+    *taken += u32::from(migrated);
     for (row, part) in c_data.chunks_mut(c_stride).zip(out.chunks_exact(cols)) {
         row[mid * NR..][..cols].copy_from_slice(part);
     }

@@ -72,7 +72,7 @@ const MEMORY: &str = "Fixed the flaky login test on CI: the session cookie expir
 #[divan::bench]
 fn query_10_tokens(bencher: divan::Bencher) {
     let Some(m) = model() else { return };
-    bencher.bench(|| m.embed(&[divan::black_box(QUERY)]).unwrap());
+    bencher.bench(|| m.embed_queries(&[divan::black_box(QUERY)]).unwrap());
 }
 
 #[divan::bench]

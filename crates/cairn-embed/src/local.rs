@@ -77,9 +77,15 @@ impl LocalModel {
     }
 
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed_text(text, false)
+    }
+
+    /// `parallel`: a query, which someone waits for; short ones use both cores (the same
+    /// vector either way).
+    fn embed_text(&self, text: &str, parallel: bool) -> Result<Vec<f32>, EmbedError> {
         let ids = self.tokenizer.encode(text)?;
         debug_assert!(ids.len() <= self.bert.max_positions());
-        Ok(self.bert.embed(&ids))
+        Ok(self.bert.embed(&ids, parallel))
     }
 }
 
@@ -89,19 +95,19 @@ impl Embedder for LocalModel {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed_with(self.passage_prefix.as_deref(), texts)
+        self.embed_with(self.passage_prefix.as_deref(), texts, false)
     }
 
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed_with(self.query_prefix.as_deref(), texts)
+        self.embed_with(self.query_prefix.as_deref(), texts, true)
     }
 }
 
 impl LocalModel {
-    fn embed_with(&self, prefix: Option<&str>, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed_with(&self, prefix: Option<&str>, texts: &[&str], parallel: bool) -> Result<Vec<Vec<f32>>, EmbedError> {
         match prefix {
-            None => texts.iter().map(|t| self.embed_one(t)).collect(),
-            Some(prefix) => texts.iter().map(|t| self.embed_one(&format!("{prefix}{t}"))).collect(),
+            None => texts.iter().map(|t| self.embed_text(t, parallel)).collect(),
+            Some(prefix) => texts.iter().map(|t| self.embed_text(&format!("{prefix}{t}"), parallel)).collect(),
         }
     }
 }

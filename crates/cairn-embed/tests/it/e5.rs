@@ -93,6 +93,8 @@ fn vectors_are_within_a_cosine_of_e5c() {
         }
         let query = f.model.embed_queries(&[text]).unwrap().remove(0);
         let passage = f.model.embed(&[text]).unwrap().remove(0);
+        // A short query's products are split across two threads: the same sums, the same bits.
+        assert_eq!(query, f.model.embed_one(&format!("query: {text}")).unwrap(), "query {text:?}");
         for (got, key) in [(query, "query"), (passage, "passage")] {
             let expected: Vec<f32> = serde_json::from_value(case[key].clone()).unwrap();
             assert_eq!(got.len(), 384);
@@ -104,7 +106,7 @@ fn vectors_are_within_a_cosine_of_e5c() {
     }
     #[allow(clippy::print_stderr)] // the margin, for the record
     {
-        eprintln!("lowest cosine with e5.c: {:.5} ({})", worst.0, worst.1);
+        eprintln!("lowest cosine with e5.c: {:.6} ({})", worst.0, worst.1);
     }
     assert!(worst.0 >= MIN_COSINE, "cosine {} for the {}", worst.0, worst.1);
 }

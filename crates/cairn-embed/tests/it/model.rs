@@ -50,6 +50,7 @@ fn tokens_match_the_tokenizers_library() {
 #[test]
 fn vectors_match_the_numpy_reference() {
     let Some(model) = model() else { return };
+    let (mut lowest, mut largest) = (1f32, 0f32);
     for case in reference()["sentences"].as_array().unwrap() {
         let text = case["text"].as_str().unwrap();
         let expected: Vec<f32> = serde_json::from_value(case["vector"].clone()).unwrap();
@@ -59,6 +60,13 @@ fn vectors_match_the_numpy_reference() {
         assert!(cosine > 1.0 - 1e-4, "{text:?}: cosine with the reference {cosine}");
         let worst = got.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert!(worst < 1e-4, "{text:?}: largest difference {worst}");
+        // A query (MiniLM has no prompt) takes the two-thread path: the same sums, the same bits.
+        assert_eq!(model.embed_queries(&[text]).unwrap().remove(0), got, "{text:?} as a query");
+        (lowest, largest) = (lowest.min(cosine), largest.max(worst));
+    }
+    #[allow(clippy::print_stderr)] // the margin, for whoever changes the encoder
+    {
+        eprintln!("lowest cosine with the reference {lowest:.7}, largest difference {largest:.2e}");
     }
 }
 

@@ -258,14 +258,14 @@ mod tests {
 
     #[test]
     fn the_caller_fills_what_plans_and_context_usage_default_to() {
-        let dir = std::path::Path::new("/work/shop");
+        let dir = std::path::Path::new("/srv/shop");
         let me = Caller { session_id: Some("ses_me"), directory: Some(dir) };
         let nobody = Caller { session_id: None, directory: Some(dir) };
         assert_eq!(with_caller("context_usage", Map::new(), me), obj(json!({"caller_session_id": "ses_me"})));
         let named = obj(json!({"session_id": "ses_x", "caller_session_id": "ses_y"}));
         assert_eq!(with_caller("context_usage", named.clone(), me), named, "what the call says stays");
         assert_eq!(with_caller("plans", Map::new(), me), obj(json!({"session_id": "ses_me"})));
-        assert_eq!(with_caller("plans", Map::new(), nobody), obj(json!({"directory": "/work/shop"})));
+        assert_eq!(with_caller("plans", Map::new(), nobody), obj(json!({"directory": "/srv/shop"})));
         let given = obj(json!({"directory": "/elsewhere"}));
         assert_eq!(with_caller("plans", given.clone(), me), given);
         assert_eq!(with_caller("search", Map::new(), me), Map::new());

@@ -80,6 +80,28 @@ struct Answer {
     created_at: String,
 }
 
+impl ContextUsageReport {
+    /// An answer that has no usage to report (no session, or no answer with tokens), saying why.
+    fn without_usage(session: Option<(String, HistoryHost)>, source: UsageSource, note: String) -> Self {
+        let (session_id, host) = session.unzip();
+        ContextUsageReport {
+            session_id,
+            host,
+            source,
+            percent: None,
+            used: None,
+            limit: None,
+            model: None,
+            status: None,
+            trend: None,
+            delta: None,
+            message_id: None,
+            measured_at: None,
+            note,
+        }
+    }
+}
+
 /// Measure the session `req` names (see [`ContextUsageRequest`]).
 pub fn context_usage(
     db: &HistoryDb,
@@ -113,21 +135,8 @@ pub fn context_usage(
         }
     };
     let Some((session_id, host)) = session else {
-        return Ok(ContextUsageReport {
-            session_id: None,
-            host: None,
-            source,
-            percent: None,
-            used: None,
-            limit: None,
-            model: None,
-            status: None,
-            trend: None,
-            delta: None,
-            message_id: None,
-            measured_at: None,
-            note: format!("{preface}the history archive holds no session yet: no context usage to report."),
-        });
+        let note = format!("{preface}the history archive holds no session yet: no context usage to report.");
+        return Ok(ContextUsageReport::without_usage(None, source, note));
     };
     let which = match source {
         UsageSource::Given => format!("session {session_id}"),
@@ -136,21 +145,9 @@ pub fn context_usage(
     };
     let answers = last_answers(conn, &session_id)?;
     let Some(last) = answers.first() else {
-        return Ok(ContextUsageReport {
-            session_id: Some(session_id),
-            host: Some(host),
-            source,
-            percent: None,
-            used: None,
-            limit: None,
-            model: None,
-            status: None,
-            trend: None,
-            delta: None,
-            message_id: None,
-            measured_at: None,
-            note: format!("{preface}{which}: no assistant answer with token usage yet, so no context usage to report."),
-        });
+        let note =
+            format!("{preface}{which}: no assistant answer with token usage yet, so no context usage to report.");
+        return Ok(ContextUsageReport::without_usage(Some((session_id, host)), source, note));
     };
     let model = match &last.model {
         Some(m) => Some(m.clone()),

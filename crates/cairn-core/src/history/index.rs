@@ -8,14 +8,14 @@
 //! deleted part. The indexer applies the queue in order and stores the last entry it applied
 //! (`history_fts_state.mark`, in the index file) in the same transaction as the index writes,
 //! so each entry is applied exactly once, and whatever a crash or a kill left unapplied is
-//! applied at the next [`catch_up`] (every apply outside a scan makes one; a scan's indexer
+//! applied at the next `catch_up` (every apply outside a scan makes one; a scan's indexer
 //! makes them continuously, and the scan waits for it before it returns). The index reads the
 //! rows as they are when it applies an entry, so an entry applied late indexes the newest
 //! content (a later entry for the same row then replaces it; a row gone is not indexed).
 //!
 //! Search reads the index through its own connection and hydrates hits from `history.db`: an
 //! index row whose part is gone is skipped there, and a part not yet indexed is missing from
-//! ranked results until the indexer reaches it (during a scan, at most [`MAX_LAG`] batches).
+//! ranked results until the indexer reaches it (during a scan, at most `MAX_LAG` batches).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -235,7 +235,7 @@ impl Progress {
         self.moved.notify_all();
     }
 
-    /// Wait while the indexer is more than [`MAX_LAG`] entries behind `seq`.
+    /// Wait while the indexer is more than `MAX_LAG` entries behind `seq`.
     pub(crate) fn wait_within_lag(&self, seq: i64) {
         let mut mark = self.mark.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         while seq - *mark > MAX_LAG && !self.gone.load(Ordering::SeqCst) {

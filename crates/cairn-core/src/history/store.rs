@@ -131,7 +131,7 @@ impl HistoryDb {
     }
 
     /// A scan starts: from now until [`HistoryDb::end_bulk`], batches are indexed by a thread
-    /// of their own (the writer waits only when it is [`index::MAX_LAG`] batches ahead), and
+    /// of their own (the writer waits only when it is `index::MAX_LAG` batches ahead), and
     /// the writer leaves WAL checkpoints to that thread. In memory: nothing changes.
     pub fn begin_bulk(&mut self) -> Result<()> {
         let Some(path) = self.path.clone() else { return Ok(()) };

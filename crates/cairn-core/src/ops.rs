@@ -443,7 +443,7 @@ fn plans(
         .filter(|d| !d.as_os_str().to_string_lossy().trim().is_empty())
         .or_else(|| crate::agent::given(req.session_id.clone()).and_then(|id| session_directory(db, &id)));
     let dirs = p::plan_dirs(&crate::history::ingest::process_env, directory.as_deref());
-    p::plans(&dirs, crate::agent::given(req.read.clone()).as_deref())
+    p::plans(&dirs, req.read.as_deref())
 }
 
 /// The session whose project's `[history]` override applies to a history op.

@@ -153,6 +153,7 @@ fn names_that_are_not_a_plain_md_file_are_refused() {
         "1767000700000-dangling.md",
         "1767000800000-a-dir.md",
         "",
+        "  ",
     ] {
         let err = plans(&dirs, Some(bad)).unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidArgument, "{bad:?}: {}", err.message);

@@ -34,7 +34,8 @@ const MAX_HEADING_CHARS: usize = 120;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PlansRequest {
-    /// One plan's file name (`1767000000000-brave-river.md`): its text instead of the list.
+    /// One plan's file name (`1767000000000-brave-river.md`): its text instead of the list. A
+    /// blank name is refused (`invalid_argument`); leave it out to list.
     #[serde(default)]
     pub read: Option<String>,
     /// A project directory: the `.opencode/plans` of its git worktree is searched too.
@@ -172,6 +173,11 @@ fn check_name(name: &str) -> Result<&str> {
         CairnError::invalid(format!("plan name {name:?}: {why}"))
             .with_hint("give a file name from the `plans` listing, e.g. 1767000000000-brave-river.md")
     };
+    if name.is_empty() {
+        return Err(
+            CairnError::invalid("read: a plan's file name, not blank").with_hint("leave read out to list the plans")
+        );
+    }
     if name.contains(['/', '\\', '\0']) || name.chars().any(char::is_control) {
         return Err(bad("not a plain file name (a path, or a control character)"));
     }

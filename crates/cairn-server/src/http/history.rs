@@ -359,13 +359,6 @@ pub(super) async fn plans(
     headers: HeaderMap,
     ApiQuery(p): ApiQuery<PlansParams>,
 ) -> ApiResult {
-    // The route's schema says `read` is a file name: a blank one is refused here (the ops take
-    // it as absent, as an agent's empty argument means).
-    if p.read.as_deref().is_some_and(|r| r.trim().is_empty()) {
-        return Err(cairn_core::CairnError::invalid("read: a plan's file name, not blank")
-            .with_hint("leave read out to list the plans")
-            .into());
-    }
     let req = cairn_core::history::plans::PlansRequest {
         read: p.read,
         directory: given(p.directory).map(std::path::PathBuf::from),

@@ -102,6 +102,11 @@ pub fn with_caller(op: &str, mut args: Map<String, Value>, caller: Caller<'_>) -
     let absent = |args: &Map<String, Value>, key: &str| {
         args.get(key).is_none_or(|v| v.is_null() || v.as_str().is_some_and(|s| s.trim().is_empty()))
     };
+    // Agents fill the optional arguments they do not use with "": for `plans`, a blank `read`
+    // means "list" (the op itself refuses a blank file name, as HTTP and the CLI pass it).
+    if op == "plans" && args.contains_key("read") && absent(&args, "read") {
+        args.remove("read");
+    }
     match op {
         "context_usage" => {
             if let Some(id) = caller.session_id.filter(|_| absent(&args, "caller_session_id")) {

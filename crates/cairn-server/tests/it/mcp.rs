@@ -439,6 +439,8 @@ async fn router_plans_and_context_usage() {
         let (code, body) = mcp.err("memory", json!({"op": "plans", "args": {"read": bad}})).await;
         assert_eq!(code, "invalid_argument", "{bad}: {body}");
     }
+    // An agent's empty optional argument lists.
+    assert_eq!(mcp.ok("memory", json!({"op": "plans", "args": {"read": " "}})).await, listing);
     let (code, _) = mcp.err("memory", json!({"op": "plans", "args": {"read": "1767000000001-gone.md"}})).await;
     assert_eq!(code, "file_not_found");
     assert!(mcp.ok("memory", json!({"op": "help", "args": {"op": "plans"}})).await.contains("read-only"));

@@ -697,4 +697,9 @@ fn history_plans_and_context_usage() {
         transcript(&plans(&["--read", "../../xdg/opencode/plans/1767000000000-old-river.md"]))
     );
     assert_eq!(plans(&["--read", "1767000000001-none.md"]).status.code(), Some(4));
+    let blank = plans(&["--read", " "]);
+    assert_eq!(blank.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&blank.stderr).contains("error[invalid_argument]: read: a plan's file name, not blank")
+    );
 }

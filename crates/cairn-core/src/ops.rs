@@ -421,13 +421,33 @@ fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::His
             check_host_source(&process_env, &req)?;
             OpOutput::HistoryIngest(poke(db, &process_env, &req)?)
         }
-        Op::Plans(req) => OpOutput::Plans(plans(db, &req)?),
+        Op::Plans(req) => {
+            refresh_session(db, req.session_id.as_deref());
+            OpOutput::Plans(plans(db, &req)?)
+        }
         Op::ContextUsage(req) => {
+            refresh_session(db, req.session_id.as_deref().or(req.caller_session_id.as_deref()));
             let settings = crate::settings::plugin::current().context_meter;
             OpOutput::ContextUsage(crate::history::context_usage::context_usage(db, &req, &settings)?)
         }
         other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })
+}
+
+/// Read what the host wrote to a session since the last poke, before an op that measures it:
+/// an agent asking mid-session for its context usage wants its last answer counted, and `plans`
+/// finds a new session's project through its archived directory. Best effort (~1 ms when
+/// little is new): a session no host has, or a host file that cannot be read, leaves the archive
+/// as it is, and the op answers from that.
+fn refresh_session(db: &mut crate::history::HistoryDb, session_id: Option<&str>) {
+    use crate::history::ingest::{PokeRequest, check_host_source, poke, process_env};
+    let Some(id) = crate::agent::given_str(session_id) else { return };
+    let req = PokeRequest { host: None, path: None, session_id: Some(id.trim().to_owned()) };
+    if check_host_source(&process_env, &req).is_ok()
+        && let Err(err) = poke(db, &process_env, &req)
+    {
+        tracing::debug!(session = id, error = %err, "refreshing a session before measuring it");
+    }
 }
 
 /// `plans`: OpenCode's global plans, and the project's of `directory`, else of the session's

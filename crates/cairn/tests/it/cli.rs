@@ -675,6 +675,18 @@ fn history_plans_and_context_usage() {
     assert_eq!((latest["session_id"].as_str(), latest["source"].as_str()), (Some("ses_usage"), Some("latest")));
     assert_eq!((latest["percent"].as_u64(), latest["status"].as_str()), (Some(88), Some("red")));
 
+    // A session the archive has not read yet is read from its host first: an agent asking
+    // mid-session gets its last answer counted (here Claude Code's transcript, from the real CLI).
+    let claude = c.dir.path().join("claude");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-core/tests/fixtures/history/claude");
+    copy_tree(&fixture, &claude.join("projects"));
+    const FRESH: &str = "3f0c2a4e-9b1d-4c55-8a77-0d2e6f1b9c01";
+    let out = c.cmd(&["history", "context-usage", FRESH, "--json"]).env("CLAUDE_CONFIG_DIR", &claude).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fresh: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((fresh["session_id"].as_str(), fresh["host"].as_str()), (Some(FRESH), Some("claude-code")), "{fresh}");
+    assert!(fresh["used"].as_u64().is_some_and(|used| used > 0), "{fresh}");
+
     let write = |dir: &Path, name: &str, body: &str, age: u64| {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join(name), body).unwrap();
@@ -702,4 +714,18 @@ fn history_plans_and_context_usage() {
     assert!(
         String::from_utf8_lossy(&blank.stderr).contains("error[invalid_argument]: read: a plan's file name, not blank")
     );
+}
+
+/// Copy a directory tree (fixtures into a temp host config dir).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }

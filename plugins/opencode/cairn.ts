@@ -745,6 +745,13 @@ const server = async (ctx: Dict, options?: Dict) => {
       if (/^cairn_(mem_(save|session_summary|capture_passive|save_prompt)|memory)$/.test(tool) && !args.session_id) {
         args.session_id = input.sessionID;
       }
+      // the router's context_usage counts against the window the meter in the prompt uses (the
+      // provider's limit for the session's model), not the daemon's default
+      if (tool === "cairn_memory" && /^context(_usage)?$/.test(String(args.op ?? args.tool ?? "").trim())) {
+        const inner = args.args && typeof args.args === "object" && !Array.isArray(args.args) ? args.args : {};
+        const { limit, known } = limitOf(session(input.sessionID));
+        if (known && inner.limit === undefined) args.args = { ...inner, limit };
+      }
       // H10: the history tools see the caller's own session only up to its latest compaction;
       // a call without a session reads the caller's
       if (/^cairn_history_/.test(tool)) {

@@ -471,6 +471,10 @@ pub enum HistoryAction {
     ContextUsage {
         /// The session [default: the most recently updated one]
         session: Option<String>,
+        /// The model's context window in tokens [default: 1M for a `[1m]` model, else
+        /// `[context_meter] default_limit`]
+        #[arg(long)]
+        limit: Option<u64>,
     },
     /// Read the hosts' conversations into the archive now: every source (the first run
     /// backfills all that OpenCode and Claude Code still keep), or one transcript or session.

@@ -109,8 +109,8 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
             let plans: Plans = env.call(Op::Plans(PlansRequest { read, directory, session_id: None }))?;
             env.emit(&plans, Plans::to_markdown)
         }
-        HistoryAction::ContextUsage { session } => {
-            let req = ContextUsageRequest { session_id: session, caller_session_id: None };
+        HistoryAction::ContextUsage { session, limit } => {
+            let req = ContextUsageRequest { session_id: session, caller_session_id: None, limit };
             let usage: ContextUsageReport = env.call(Op::ContextUsage(req))?;
             env.emit(&usage, |u| u.note.clone())
         }

@@ -28,6 +28,11 @@ pub struct ContextUsageRequest {
     /// The caller's own session, when the door knows it.
     #[serde(default)]
     pub caller_session_id: Option<String>,
+    /// The model's context window in tokens, when the caller knows it (cairn's OpenCode plugin
+    /// passes its provider's limit, so this agrees with the meter in the prompt); otherwise 1M
+    /// for a `[1m]` model, else `[context_meter] default_limit`. 0 counts as not given.
+    #[serde(default)]
+    pub limit: Option<u64>,
 }
 
 /// Which session was measured, and why that one.
@@ -56,7 +61,8 @@ pub struct ContextUsageReport {
     pub percent: Option<u64>,
     /// Tokens in the window at the last answer.
     pub used: Option<u64>,
-    /// The model's window: 1M for a `[1m]` model, else `[context_meter] default_limit`.
+    /// The model's window: the request's `limit`, else 1M for a `[1m]` model, else
+    /// `[context_meter] default_limit`.
     pub limit: Option<u64>,
     pub model: Option<String>,
     pub status: Option<MeterStatus>,
@@ -155,7 +161,10 @@ pub fn context_usage(
     };
     let usage = ContextUsage {
         used: last.used,
-        limit: window_of(model.as_deref().unwrap_or(""), settings.default_limit),
+        limit: req
+            .limit
+            .filter(|&l| l > 0)
+            .unwrap_or_else(|| window_of(model.as_deref().unwrap_or(""), settings.default_limit)),
         model: model.clone().unwrap_or_default(),
     };
     let percent = usage.percent();

@@ -260,7 +260,11 @@ fn usage_db() -> HistoryDb {
 }
 
 fn measure(db: &HistoryDb, session: Option<&str>, caller: Option<&str>) -> super::context_usage::ContextUsageReport {
-    let req = ContextUsageRequest { session_id: session.map(Into::into), caller_session_id: caller.map(Into::into) };
+    let req = ContextUsageRequest {
+        session_id: session.map(Into::into),
+        caller_session_id: caller.map(Into::into),
+        limit: None,
+    };
     context_usage(db, &req, &PluginConfig::default().context_meter).unwrap()
 }
 
@@ -295,7 +299,7 @@ fn claude_code_usage_counts_the_input_side_against_a_1m_window() {
 fn thresholds_follow_the_context_meter_settings() {
     let db = usage_db();
     let mut settings = PluginConfig::default().context_meter;
-    let req = ContextUsageRequest { session_id: Some("ses_oc".into()), caller_session_id: None };
+    let req = ContextUsageRequest { session_id: Some("ses_oc".into()), ..Default::default() };
     settings.default_limit = 160_000; // 150,000 of it: 93 %
     assert_eq!(context_usage(&db, &req, &settings).unwrap().status, Some(MeterStatus::Critical));
     settings.default_limit = 170_000; // 88 %
@@ -303,6 +307,12 @@ fn thresholds_follow_the_context_meter_settings() {
     settings.default_limit = 1_000_000; // 15 %
     let r = context_usage(&db, &req, &settings).unwrap();
     assert_eq!((r.percent, r.status), (Some(15), Some(MeterStatus::Green)));
+    // A window the caller knows (the plugin's, from its provider) wins over the default; 0 is none.
+    let known = ContextUsageRequest { limit: Some(300_000), ..req.clone() };
+    let r = context_usage(&db, &known, &settings).unwrap();
+    assert_eq!((r.percent, r.limit, r.status), (Some(50), Some(300_000), Some(MeterStatus::Green)));
+    let zero = ContextUsageRequest { limit: Some(0), ..req };
+    assert_eq!(context_usage(&db, &zero, &settings).unwrap().limit, Some(1_000_000));
 }
 
 #[test]
@@ -330,7 +340,7 @@ fn no_usage_is_an_answer_and_the_session_is_named() {
         r.note
     );
     // A named session that does not exist is an error; an empty archive an answer.
-    let req = ContextUsageRequest { session_id: Some("ses_nope".into()), caller_session_id: None };
+    let req = ContextUsageRequest { session_id: Some("ses_nope".into()), ..Default::default() };
     let err = context_usage(&db, &req, &PluginConfig::default().context_meter).unwrap_err();
     assert_eq!(err.code, ErrorCode::HistorySessionNotFound);
     let empty = HistoryDb::open_in_memory().unwrap();

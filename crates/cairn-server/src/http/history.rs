@@ -374,6 +374,10 @@ pub struct ContextUsageParams {
     /// recently updated one.
     session_id: Option<String>,
     caller_session_id: Option<String>,
+    /// The model's context window in tokens, when the caller knows it; default: 1M for a `[1m]`
+    /// model, else `[context_meter] default_limit`.
+    #[param(minimum = 0)]
+    limit: Option<u64>,
 }
 
 /// How full a session's context window is: O4's numbers from the archive (O2).
@@ -392,6 +396,7 @@ pub(super) async fn context_usage(
     let req = cairn_core::history::context_usage::ContextUsageRequest {
         session_id: given(p.session_id),
         caller_session_id: caller(p.caller_session_id, &headers),
+        limit: p.limit,
     };
     Ok(ok(run(&state, Op::ContextUsage(req)).await?))
 }

@@ -674,6 +674,11 @@ fn history_plans_and_context_usage() {
     let latest = c.json(&["history", "context-usage"]);
     assert_eq!((latest["session_id"].as_str(), latest["source"].as_str()), (Some("ses_usage"), Some("latest")));
     assert_eq!((latest["percent"].as_u64(), latest["status"].as_str()), (Some(88), Some("red")));
+    let known = c.json(&["history", "context-usage", "ses_usage", "--limit", "400000"]);
+    assert_eq!(
+        (known["percent"].as_u64(), known["limit"].as_u64(), known["status"].as_str()),
+        (Some(44), Some(400_000), Some("green"))
+    );
 
     // A session the archive has not read yet is read from its host first: an agent asking
     // mid-session gets its last answer counted (here Claude Code's transcript, from the real CLI).

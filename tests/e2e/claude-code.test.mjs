@@ -10,7 +10,7 @@
 // from this repository's marketplace (`claude plugin marketplace add` + `install`) with `cairn`
 // on PATH and checks its hooks, MCP tools and PreToolUse matcher work as shipped; run 5 runs
 // `/compact`: the summary is stored and the next request has the context back, protocol once;
-// run 6 has the model start a sub-agent whose answer ends in `## Key Learnings`: SubagentStop
+// run 3b (`--tools=router`) asks `memory {op: context_usage}` for its own session; run 6 has the model start a sub-agent whose answer ends in `## Key Learnings`: SubagentStop
 // saves them into the parent session, and the parent's turn still finishes.
 
 import assert from 'node:assert/strict';
@@ -69,6 +69,9 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
           // In the foreground, so the sub-agent's answer is this turn's tool result.
           reply: (r) => ({ tool: subagentToolName(r.body) ?? 'Agent', input: { description: 'Check staging deploys', prompt: 'E2E-SUBTASK find how staging deploys are gated', subagent_type: 'general-purpose', run_in_background: false } }),
         },
+        // 150,000 tokens in the window, then the model asks how full it is
+        { when: (r) => r.userText.includes('E2E-FILL'), reply: { text: 'Filled.', inputTokens: 150_000 } },
+        { when: (r) => r.userText.includes('E2E-USAGE'), reply: { tool: 'mcp__cairn__memory', input: { op: 'context_usage' }, inputTokens: 150_000 } },
         { when: (r) => r.userText.includes('E2E-SAVE'), reply: { tool: 'mcp__cairn__mem_save', input: { title: `Release train ${token}`, content: 'Releases leave every Tuesday.', type: 'decision' } } },
       ],
     });
@@ -144,6 +147,27 @@ describe('Claude Code + cairn hook', { skip, timeout: 300_000 }, () => {
     const first = asked.find((q) => (q.body?.tools ?? []).length > 0);
     const body = JSON.stringify(first?.body ?? {});
     assert.equal(body.split(lead).length - 1, 1, `the protocol is not there exactly once with cairn mcp connected\n${body.slice(0, 4000)}`);
+  });
+
+  test("run 3b: the router's context_usage measures the calling session from its transcript as it is written", async () => {
+    const usageSession = randomUUID();
+    const mcpConfig = path.join(cairn.root, 'mcp-router.json');
+    writeFileSync(mcpConfig, JSON.stringify({ mcpServers: { cairn: { type: 'stdio', command: probe.bin, args: ['mcp', '--tools=router', '--host=claude-code'] } } }));
+    const fill = await runClaude(['E2E-FILL read the whole repository', '--session-id', usageSession]);
+    assert.equal(fill.code, 0, dump(fill));
+    const before = mock.messages().length;
+    const r = await runClaude(['E2E-USAGE how full is my context?', '--resume', usageSession, '--mcp-config', mcpConfig, '--allowedTools', 'mcp__cairn']);
+    assert.equal(r.code, 0, dump(r));
+    // the tool's answer, as the model got it back
+    const results = mock.messages().slice(before).flatMap((q) => (q.body?.messages ?? []).flatMap((m) => (Array.isArray(m.content) ? m.content : [])));
+    const result = results.find((b) => b?.type === 'tool_result');
+    assert.ok(result, `memory {op: context_usage} never ran\n${dump(r)}`);
+    const text = JSON.stringify(result.content);
+    // No session named: PreToolUse gave the caller's, and the daemon read its transcript before
+    // measuring. Claude Code 2.1.330 writes its transcript in batches, so the answer that made
+    // the call may not be on disk yet when the tool runs; the one before it (the same 150,000
+    // tokens here) is.
+    assert.ok(text.includes(`your session ${usageSession}: 75% used (150,000 / 200,000 tokens, claude-mock-1), yellow`), `${text}\n${dump(r)}`);
   });
 
   test('run 4: the plugin installed from this repository\'s marketplace works as shipped', async () => {

@@ -434,17 +434,22 @@ fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::His
     })
 }
 
+/// How long an op that wants its session fresh may spend reading the host's files first.
+const REFRESH_BUDGET: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// Read what the host wrote to a session since the last poke, before an op that measures it:
 /// an agent asking mid-session for its context usage wants its last answer counted, and `plans`
 /// finds a new session's project through its archived directory. Best effort (~1 ms when
-/// little is new): a session no host has, or a host file that cannot be read, leaves the archive
-/// as it is, and the op answers from that.
+/// little is new), within [`REFRESH_BUDGET`] (a first read of a large host database is a
+/// backfill, which the daemon's scan finishes): a session no host has, or a host file that cannot
+/// be read, leaves the archive as it is, and the op answers from that.
 fn refresh_session(db: &mut crate::history::HistoryDb, session_id: Option<&str>) {
-    use crate::history::ingest::{PokeRequest, check_host_source, poke, process_env};
+    use crate::history::ingest::{PokeRequest, check_host_source, poke_until, process_env};
     let Some(id) = crate::agent::given_str(session_id) else { return };
     let req = PokeRequest { host: None, path: None, session_id: Some(id.trim().to_owned()) };
+    let deadline = std::time::Instant::now() + REFRESH_BUDGET;
     if check_host_source(&process_env, &req).is_ok()
-        && let Err(err) = poke(db, &process_env, &req)
+        && let Err(err) = poke_until(db, &process_env, &req, &|| std::time::Instant::now() >= deadline)
     {
         tracing::debug!(session = id, error = %err, "refreshing a session before measuring it");
     }

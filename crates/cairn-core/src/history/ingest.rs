@@ -238,28 +238,39 @@ pub fn poke(
     env: &dyn Fn(&str) -> Option<String>,
     request: &PokeRequest,
 ) -> Result<ScanReport> {
-    let never = || false;
+    poke_until(db, env, request, &|| false)
+}
+
+/// [`poke`] that stops between two chunks once `stop()` says so: what it read is kept, and the
+/// next poke or scan goes on from there (an op that only wants a session fresh gives it a time
+/// budget, since a first read of a large host database is a backfill).
+pub fn poke_until(
+    db: &mut dyn HistorySink,
+    env: &dyn Fn(&str) -> Option<String>,
+    request: &PokeRequest,
+    stop: &dyn Fn() -> bool,
+) -> Result<ScanReport> {
     match (request.host, &request.path, &request.session_id) {
-        (_, Some(path), _) if is_database(path) => ingest_database(db, path, &never),
-        (_, Some(path), _) => ingest_transcript(db, path, &never, &mut |_| {}),
+        (_, Some(path), _) if is_database(path) => ingest_database(db, path, stop),
+        (_, Some(path), _) => ingest_transcript(db, path, stop, &mut |_| {}),
         (Some(HistoryHost::ClaudeCode), None, Some(session)) => {
             let path = find_transcript(env, session)?;
-            ingest_transcript(db, &path, &never, &mut |_| {})
+            ingest_transcript(db, &path, stop, &mut |_| {})
         }
         // One OpenCode session: the incremental read of the databases holds exactly what is new
         // in it (and in any other session), which is cheaper than re-reading the session.
         (Some(HistoryHost::OpenCode), None, _) => {
             let mut report = ScanReport::default();
             for path in opencode::locate(env) {
-                report.merge(ingest_database(db, &path, &never)?);
+                report.merge(ingest_database(db, &path, stop)?);
             }
             Ok(report)
         }
         (None, None, Some(session)) => match find_transcript(env, session) {
-            Ok(path) => ingest_transcript(db, &path, &never, &mut |_| {}),
-            Err(_) => poke(db, env, &PokeRequest { host: Some(HistoryHost::OpenCode), ..request.clone() }),
+            Ok(path) => ingest_transcript(db, &path, stop, &mut |_| {}),
+            Err(_) => poke_until(db, env, &PokeRequest { host: Some(HistoryHost::OpenCode), ..request.clone() }, stop),
         },
-        _ => scan(db, env, &mut |_| {}),
+        _ => scan_until(db, env, &mut |_| {}, stop),
     }
 }
 

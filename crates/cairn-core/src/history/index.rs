@@ -45,11 +45,21 @@ CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(
     contentless_delete = 1,
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS history_cjk USING fts5(
+    body,
+    content = '',
+    contentless_delete = 1,
+    tokenize = 'trigram'
+);
 CREATE TABLE IF NOT EXISTS history_fts_state (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     mark  INTEGER NOT NULL,
     owner TEXT NOT NULL
 );";
+
+/// The index file's layout (`PRAGMA user_version`): 2 added `history_cjk`. An index of an
+/// older layout is rebuilt from the rows at open, as a missing one is.
+const LAYOUT: i64 = 2;
 
 /// `history-fts.db` for `history.db` (`<stem>-fts.<ext>` for another name).
 pub fn fts_path(db_path: &Path) -> PathBuf {
@@ -69,12 +79,19 @@ pub(crate) fn init(main: &mut Connection, fts: &mut Connection) -> Result<()> {
     fts.execute_batch(SCHEMA)?;
     let owner: String = main.query_row("SELECT token FROM history_fts_owner WHERE id = 1", [], |r| r.get(0))?;
     let ftx = Transaction::new(fts, TransactionBehavior::Immediate)?;
-    let stored: Option<String> =
+    let mut stored: Option<String> =
         ftx.query_row("SELECT owner FROM history_fts_state WHERE id = 1", [], |r| r.get(0)).optional()?;
-    if stored.as_ref().is_some_and(|s| *s != owner) {
+    let layout: i64 = ftx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if stored.as_ref().is_some_and(|s| *s != owner) || (stored.is_some() && layout < LAYOUT) {
         ftx.execute_batch(
-            "INSERT INTO history_fts (history_fts) VALUES ('delete-all'); DELETE FROM history_fts_state;",
+            "INSERT INTO history_fts (history_fts) VALUES ('delete-all');
+             INSERT INTO history_cjk (history_cjk) VALUES ('delete-all');
+             DELETE FROM history_fts_state;",
         )?;
+        stored = None;
+    }
+    if layout != LAYOUT {
+        ftx.pragma_update(None, "user_version", LAYOUT)?;
     }
     if stored.as_ref() != Some(&owner) {
         // A scan indexes a gigabyte: fewer, larger segments (16 MB of pending terms before a
@@ -164,6 +181,7 @@ pub(crate) fn catch_up_some(main: &Connection, fts: &mut Connection) -> Result<(
         if op != Op::New.as_str() {
             for rowid in lo..=hi {
                 tx.prepare_cached("DELETE FROM history_fts WHERE rowid = ?1")?.execute([rowid])?;
+                tx.prepare_cached("DELETE FROM history_cjk WHERE rowid = ?1")?.execute([rowid])?;
             }
         }
         if op != Op::Deleted.as_str() {
@@ -211,6 +229,12 @@ fn index_rows(main: &Connection, fts: &Connection, lo: i64, hi: i64) -> Result<(
         }
         let rowid: i64 = r.get(0)?;
         insert.execute(params![rowid, body, fts_kind, text(1)?])?;
+        // Chinese and Japanese are searched as substrings: only the parts that hold them go
+        // into the trigram index, so an archive without them pays nothing for it.
+        if super::text::has_unsegmented_script(&body) {
+            fts.prepare_cached("INSERT INTO history_cjk (rowid, body) VALUES (?1, ?2)")?
+                .execute(params![rowid, body])?;
+        }
     }
     Ok(())
 }

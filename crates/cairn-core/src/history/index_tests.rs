@@ -137,6 +137,35 @@ fn an_index_file_left_by_another_archive_is_rebuilt() {
     assert!(sessions_found(&db, "marker0").is_empty());
 }
 
+/// An index file made before the trigram index (layout 1: no `history_cjk`, user_version 0) is
+/// rebuilt at open, so Chinese and Japanese searches find what was archived before.
+#[test]
+fn an_index_file_without_the_trigram_index_is_rebuilt() {
+    let home = tempfile::tempdir().unwrap();
+    write_corpus(home.path(), 2, 5);
+    let session = "00000000-0000-4000-8000-0000000000cc";
+    let record = serde_json::json!({
+        "type": "user", "uuid": "00000000-0000-4000-8000-00000000c0de", "parentUuid": null, "sessionId": session,
+        "timestamp": "2026-11-25T04:36:17.425Z", "cwd": "/nonexistent/p",
+        "message": {"role": "user", "content": "我们修复了数据库连接错误"},
+    });
+    std::fs::write(home.path().join(format!(".claude/projects/-p/{session}.jsonl")), format!("{record}\n")).unwrap();
+    let db_path = home.path().join("history.db");
+    let mut db = HistoryDb::open(&db_path).unwrap();
+    ingest::scan(&mut db, &env_for(home.path()), &mut |_| {}).unwrap();
+    assert_eq!(sessions_found(&db, "数据库连接"), BTreeSet::from([session.to_owned()]));
+    drop(db);
+    let fts = Connection::open(fts_path(&db_path)).unwrap();
+    fts.execute_batch("DROP TABLE history_cjk; PRAGMA user_version = 0;").unwrap();
+    drop(fts);
+
+    let db = HistoryDb::open(&db_path).unwrap();
+    assert_eq!(sessions_found(&db, "数据库连接"), BTreeSet::from([session.to_owned()]));
+    assert_index_matches_rows(&db);
+    let version: i64 = db.fts().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 2);
+}
+
 /// An archive of the first layout (its index inside `history.db`) upgrades: the old index goes,
 /// the index file is built from the rows, and search finds them.
 #[test]

@@ -1181,9 +1181,13 @@ pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Res
     let kinds = parse_kinds(req.kinds.as_deref())?;
     let views = search_scope(conn, req)?;
     // The index's tokenizer (unicode61) keeps a run of Chinese or Japanese characters as one
-    // word, so a word inside a sentence is never found by it: such queries are substrings.
-    let literal = req.literal || has_unsegmented_script(text);
-    let candidates = if literal {
+    // word, so a word inside a sentence is never found by it: such queries are substrings,
+    // looked up in the trigram index (3 characters or more; shorter ones scan the parts).
+    let unsegmented = super::text::has_unsegmented_script(text);
+    let literal = req.literal || unsegmented;
+    let candidates = if unsegmented && !req.literal && text.chars().count() >= 3 {
+        trigram_candidates(conn, db.fts(), &views, &kinds, text)?
+    } else if literal {
         literal_candidates(conn, &views, &kinds, text)?
     } else {
         let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
@@ -1192,20 +1196,6 @@ pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Res
     };
     let needles: Vec<String> = if literal { vec![text.to_lowercase()] } else { needles_of(&query::parse(text)) };
     group_hits(conn, candidates, &needles, cfg)
-}
-
-/// Whether `text` holds characters of a script written without spaces between words (Han,
-/// Hiragana, Katakana, Hangul syllables are spaced but compounds are not split either).
-fn has_unsegmented_script(text: &str) -> bool {
-    text.chars().any(|c| {
-        matches!(c as u32,
-            0x3040..=0x30FF    // Hiragana, Katakana
-            | 0x3400..=0x4DBF  // CJK Extension A
-            | 0x4E00..=0x9FFF  // CJK Unified Ideographs
-            | 0xAC00..=0xD7AF  // Hangul syllables
-            | 0xF900..=0xFAFF  // CJK Compatibility Ideographs
-            | 0x20000..=0x2FA1F)
-    })
 }
 
 fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
@@ -1432,6 +1422,70 @@ fn hydrate(conn: &Connection, rowid: i64) -> Result<Option<(String, MessageRow, 
             Ok((r.get(0)?, message, part))
         })
         .optional()?)
+}
+
+/// Parts looked at per trigram lookup, newest first, until [`LITERAL_CANDIDATES`] are found.
+const TRIGRAM_PAGE: i64 = 2_000;
+/// Candidates a substring search gathers (as the scan does).
+const LITERAL_CANDIDATES: usize = 300;
+
+/// A substring in Chinese or Japanese (3 characters or more), through the trigram index: only
+/// the parts that hold such characters are in it (the first [`super::store::INDEXED_BYTES`] of
+/// each, as in the word index; `literal` scans whole parts). Newest parts first; for one
+/// session, within its rowids.
+fn trigram_candidates(
+    conn: &Connection,
+    fts: &Connection,
+    views: &[View],
+    kinds: &[&str],
+    text: &str,
+) -> Result<Vec<Candidate>> {
+    let by_session: HashMap<&str, (usize, &View)> =
+        views.iter().enumerate().map(|(i, v)| (v.session_id.as_str(), (i, v))).collect();
+    let (oldest, mut below) = match views {
+        [one] => {
+            let span: (Option<i64>, Option<i64>) = conn
+                .prepare_cached("SELECT min(rowid), max(rowid) FROM history_parts WHERE session_id = ?1")?
+                .query_row([&one.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let (Some(oldest), Some(newest)) = span else { return Ok(Vec::new()) };
+            (oldest, newest.saturating_add(1))
+        }
+        _ => (i64::MIN, i64::MAX),
+    };
+    // the whole query as one phrase: with trigrams, a substring match
+    let phrase = format!("\"{}\"", text.replace('"', "\"\""));
+    let mut lookup = fts.prepare_cached(
+        "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
+         ORDER BY rowid DESC LIMIT ?4",
+    )?;
+    let mut candidates = Vec::new();
+    loop {
+        let rowids: Vec<i64> = lookup
+            .query_map(params![phrase, oldest, below, TRIGRAM_PAGE], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for &rowid in &rowids {
+            let Some((session_id, message, part)) = hydrate(conn, rowid)? else { continue };
+            let Some(&(order, view)) = by_session.get(session_id.as_str()) else { continue };
+            let kind_ok = indexed_kind(part.kind).is_some_and(|k| kinds.contains(&k));
+            if kind_ok && view.shows(&message) {
+                candidates.push((order, Candidate { session_id, message, part, rank: 0.0 }));
+            }
+        }
+        match rowids.last() {
+            Some(&last) if rowids.len() as i64 == TRIGRAM_PAGE && candidates.len() < LITERAL_CANDIDATES => {
+                below = last;
+            }
+            _ => break,
+        }
+    }
+    // The scan's order: sessions as the scope lists them, newest messages first, parts in order.
+    candidates.sort_by(|(a_order, a), (b_order, b)| {
+        a_order
+            .cmp(b_order)
+            .then_with(|| (b.message.seq, &b.message.id).cmp(&(a.message.seq, &a.message.id)))
+            .then_with(|| a.part.rowid.cmp(&b.part.rowid))
+    });
+    Ok(candidates.into_iter().take(LITERAL_CANDIDATES).map(|(_, c)| c).collect())
 }
 
 /// Case-insensitive substring over the scope's parts, newest sessions and messages first.

@@ -574,6 +574,98 @@ fn chinese_and_japanese_words_inside_a_sentence_are_found() {
     assert!(hit.snippets[0].contains("数据库"), "{hit:?}");
 }
 
+/// Chinese and Japanese searches of 3 characters or more go through the trigram index; they
+/// must find what the scan (`literal`) finds, after changes and a forget too.
+#[test]
+fn the_trigram_index_finds_what_the_substring_scan_finds() {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    let other = "ses_zh2";
+    let mut batch = IngestBatch {
+        sessions: vec![
+            session(OC, HistoryHost::OpenCode, None, "数据库"),
+            session(other, HistoryHost::OpenCode, None, "API"),
+        ],
+        ..Default::default()
+    };
+    let phrases =
+        ["我们修复了数据库连接错误", "データベースの接続エラーを直しました", "更新API设计文档", "plain english only"];
+    for (n, sid) in [OC, other].into_iter().enumerate() {
+        for i in 0..40_i64 {
+            let seq = i + 1000 * n as i64;
+            let m = if i % 2 == 0 {
+                user(sid, &format!("msg_{sid}_{i}"), seq)
+            } else {
+                assistant(sid, &format!("msg_{sid}_{i}"), seq)
+            };
+            batch.parts.push(text(&m, 0, &format!("{} #{i}", phrases[i as usize % phrases.len()])));
+            if i % 10 == 3 {
+                let thinking =
+                    HistoryPart { text: Some("思考：数据库索引".into()), ..part(&m, 1, PartKind::Reasoning) };
+                batch.parts.push(thinking);
+                batch.parts.push(tool(
+                    &m,
+                    2,
+                    "bash",
+                    json!({"command": "grep 接続エラー log"}),
+                    ToolStatus::Completed,
+                    Some("接続エラー: 3件"),
+                ));
+            }
+            batch.messages.push(m);
+        }
+    }
+    db.apply(&oc_source(), None, &batch, &cursor(1)).unwrap();
+    let same = |db: &HistoryDb, query: &str, session: Option<&str>, kinds: Option<&str>| {
+        let ids = |literal| -> Vec<(String, Vec<String>)> {
+            let found = find(db, query, session, literal, kinds, None);
+            found
+                .messages
+                .into_iter()
+                .map(|m| (m.message_id, m.hits.into_iter().map(|h| h.part_id).collect()))
+                .collect()
+        };
+        let (indexed, scanned) = (ids(false), ids(true));
+        let mut sorted = |mut v: Vec<(String, Vec<String>)>| {
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(indexed.clone()), sorted(scanned), "{query:?} in {session:?} ({kinds:?})");
+        indexed.len()
+    };
+    for query in ["数据库", "数据库连接", "接続エラー", "API设计", "api设计文档", "数据库连接失败", "データベース"]
+    {
+        same(&db, query, None, None);
+        same(&db, query, Some(other), None);
+        same(&db, query, None, Some("reasoning"));
+        same(&db, query, None, Some("text|tool|reasoning"));
+    }
+    assert!(same(&db, "数据库", None, None) > 0);
+    assert_eq!(same(&db, "数据库连接失败", None, None), 0, "a substring, not any of its characters");
+    assert!(same(&db, "数据库索引", None, Some("reasoning")) > 0);
+    // Only the parts holding such characters are in the trigram index.
+    let in_cjk: i64 = db.fts().query_row("SELECT count(*) FROM history_cjk", [], |r| r.get(0)).unwrap();
+    let all: i64 = db.conn().query_row("SELECT count(*) FROM history_parts", [], |r| r.get(0)).unwrap();
+    assert_eq!((in_cjk, all), (76, 96));
+
+    // A part changed in place: found by its new words only; a forgotten session not at all.
+    let m = user(OC, "msg_ses_oc_0", 0);
+    let changed =
+        IngestBatch { parts: vec![text(&m, 0, "迁移脚本已经完成")], messages: vec![m], ..Default::default() };
+    db.apply(&oc_source(), Some(&cursor(1)), &changed, &cursor(2)).unwrap();
+    assert_eq!(same(&db, "迁移脚本", None, None), 1);
+    forget(&mut db, other).unwrap();
+    assert_eq!(same(&db, "API设计", Some(OC), None), same(&db, "API设计", None, None));
+    let left: i64 = db.fts().query_row("SELECT count(*) FROM history_cjk", [], |r| r.get(0)).unwrap();
+    assert!(left < in_cjk, "the forgotten session's parts left the trigram index");
+    db.fts().execute("INSERT INTO history_cjk (history_cjk) VALUES ('integrity-check')", []).unwrap();
+    // The search really reads the trigram index (emptied, it finds nothing; the scan still
+    // does), and a query of 2 characters scans.
+    db.fts().execute("INSERT INTO history_cjk (history_cjk) VALUES ('delete-all')", []).unwrap();
+    assert!(find(&db, "迁移脚本", None, false, None, None).messages.is_empty());
+    assert_eq!(find(&db, "迁移脚本", None, true, None, None).messages.len(), 1);
+    assert_eq!(find(&db, "迁移", None, false, None, None).messages.len(), 1);
+}
+
 #[test]
 fn chart_leads_in_first_person_with_turns_and_messages_before_the_compaction() {
     let db = loaded();

@@ -625,7 +625,7 @@ fn the_trigram_index_finds_what_the_substring_scan_finds() {
                 .collect()
         };
         let (indexed, scanned) = (ids(false), ids(true));
-        let mut sorted = |mut v: Vec<(String, Vec<String>)>| {
+        let sorted = |mut v: Vec<(String, Vec<String>)>| {
             v.sort();
             v
         };

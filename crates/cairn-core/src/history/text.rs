@@ -55,6 +55,24 @@ impl SkipCounter {
     }
 }
 
+/// Whether `text` holds characters of a script written without spaces between words (Han,
+/// Hiragana, Katakana; Hangul syllables are spaced but compounds are not split either): the
+/// word index's tokenizer (unicode61) keeps such a run as one word, so these are searched as
+/// substrings, through the trigram index (`history_cjk`).
+pub fn has_unsegmented_script(text: &str) -> bool {
+    // the common case, checked a word at a time: every indexed part passes through here
+    !text.is_ascii()
+        && text.chars().any(|c| {
+            matches!(c as u32,
+            0x3040..=0x30FF    // Hiragana, Katakana
+            | 0x3400..=0x4DBF  // CJK Extension A
+            | 0x4E00..=0x9FFF  // CJK Unified Ideographs
+            | 0xAC00..=0xD7AF  // Hangul syllables
+            | 0xF900..=0xFAFF  // CJK Compatibility Ideographs
+            | 0x20000..=0x2FA1F)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,22 +91,4 @@ mod tests {
         assert!(valid_id("3f0c2a4e-9b1d-4c55-8a77-0d2e6f1b9c01"));
         assert!(valid_id("ses_abc"));
     }
-}
-
-/// Whether `text` holds characters of a script written without spaces between words (Han,
-/// Hiragana, Katakana; Hangul syllables are spaced but compounds are not split either): the
-/// word index's tokenizer (unicode61) keeps such a run as one word, so these are searched as
-/// substrings, through the trigram index (`history_cjk`).
-pub fn has_unsegmented_script(text: &str) -> bool {
-    // the common case, checked a word at a time: every indexed part passes through here
-    !text.is_ascii()
-        && text.chars().any(|c| {
-            matches!(c as u32,
-            0x3040..=0x30FF    // Hiragana, Katakana
-            | 0x3400..=0x4DBF  // CJK Extension A
-            | 0x4E00..=0x9FFF  // CJK Unified Ideographs
-            | 0xAC00..=0xD7AF  // Hangul syllables
-            | 0xF900..=0xFAFF  // CJK Compatibility Ideographs
-            | 0x20000..=0x2FA1F)
-        })
 }

@@ -3,7 +3,8 @@
 //! turns: user text, assistant thinking + text, Bash/Read/Edit/Grep calls with outputs from a
 //! few bytes to ~50 KB, the envelope fields the real CLI writes, sub-agent files, compactions),
 //! then, side by side: full ingest into a fresh `history.db`, one new turn appended to the
-//! biggest file and poked, `history_search` (across all sessions and within one), and
+//! biggest file and poked, `history_search` (across all sessions and within one; and in
+//! Chinese/Japanese over 1 % of CJK parts added after the corpus, trigram index vs scan), and
 //! `history_pull_message`.
 //!
 //! cargo bench -p cairn-core --bench history -- [--mb 64] [--seed 7] [--repeats 50]
@@ -587,6 +588,94 @@ fn searches(
     times
 }
 
+/// Chinese and Japanese phrases for the CJK sessions and their searches.
+const CJK_WORDS: &[&str] = &[
+    "数据库",
+    "连接",
+    "错误",
+    "迁移",
+    "脚本",
+    "接口",
+    "设计",
+    "文档",
+    "测试",
+    "部署",
+    "缓存",
+    "队列",
+    "超时",
+    "重试",
+    "データベース",
+    "接続",
+    "エラー",
+    "移行",
+    "スクリプト",
+    "設計",
+    "ドキュメント",
+    "テスト",
+    "デプロイ",
+    "キャッシュ",
+];
+
+/// Sessions in Chinese and Japanese added to the archive after the main corpus (about 1 % of
+/// its parts, as in a mostly English archive): `sessions` transcripts of `turns` turns, poked in;
+/// answers the parts added.
+fn add_cjk_sessions(
+    db: &mut HistoryDb,
+    projects: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    rng: &mut Rng,
+    sessions: usize,
+    turns: usize,
+) -> u64 {
+    let mut parts = 0;
+    let dir = projects.join("-cjk");
+    fs::create_dir_all(&dir).expect("cjk dir");
+    let sentence = |rng: &mut Rng| -> String {
+        (0..rng.range(8, 20)).map(|_| *rng.pick(CJK_WORDS)).collect::<Vec<_>>().join("") + "。"
+    };
+    for _ in 0..sessions {
+        let session = rng.uuid();
+        let path = dir.join(format!("{session}.jsonl"));
+        let mut out = BufWriter::new(File::create(&path).expect("cjk transcript"));
+        for turn in 0..turns {
+            let text: String = (0..rng.range(1, 6)).map(|_| sentence(rng)).collect();
+            let record = json!({"type": "user", "uuid": rng.uuid(), "parentUuid": null, "sessionId": session,
+                "timestamp": format!("2026-11-25T04:{:02}:{:02}.000Z", turn / 60 % 60, turn % 60), "cwd": "/nonexistent/cjk",
+                "message": {"role": "user", "content": text}});
+            writeln!(out, "{record}").expect("write");
+        }
+        drop(out);
+        let req = PokeRequest { path: Some(path), ..Default::default() };
+        parts += ingest::poke(db, env, &req).expect("poke cjk").parts;
+    }
+    parts
+}
+
+/// CJK searches of two words (6 characters or more) over every session: through the trigram
+/// index, and as the scan (`literal`) that was the only way before, the same queries in turn.
+fn cjk_searches(db: &HistoryDb, rng: &mut Rng, n: usize) -> (Vec<Duration>, Vec<Duration>) {
+    let cfg = HistorySettings::default();
+    let (mut indexed, mut scanned) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let query = format!("{}{}", rng.pick(CJK_WORDS), rng.pick(CJK_WORDS));
+        for (literal, times) in [(false, &mut indexed), (true, &mut scanned)] {
+            let req = SearchRequest {
+                query: query.clone(),
+                session_id: None,
+                project: None,
+                literal,
+                kinds: None,
+                caller_session_id: None,
+            };
+            let started = Instant::now();
+            let found = query::search(db, &req, &cfg).expect("cjk search");
+            times.push(started.elapsed());
+            std::hint::black_box(found);
+        }
+    }
+    (indexed, scanned)
+}
+
 fn pulls(db: &HistoryDb, corpus: &Corpus, rng: &mut Rng, n: usize) -> Vec<Duration> {
     let cfg = HistorySettings::default();
     let mut times = Vec::with_capacity(n);
@@ -643,6 +732,9 @@ fn main() {
     let all = searches(&db, &corpus, &vocab, &mut rng, args.queries, false);
     let one = searches(&db, &corpus, &vocab, &mut rng, args.queries, true);
     let pulled = pulls(&db, &corpus, &mut rng, args.pulls);
+    let cjk_parts =
+        add_cjk_sessions(&mut db, &projects, &env, &mut rng, 40, (report.parts as usize / 100 / 40).max(10));
+    let (cjk_indexed, cjk_scanned) = cjk_searches(&db, &mut rng, (args.queries / 10).max(5));
 
     println!(
         "store: {} sessions, {} messages, {} parts ingested; history.db {db_mb:.0} MB",
@@ -676,4 +768,10 @@ fn main() {
     );
     let (p50, p95) = p50_p95(pulled);
     println!("| history_pull_message ({} messages) | p50 {p50:.2} ms, p95 {p95:.2} ms | p50 ≤ 2 ms |", args.pulls);
+    let ((p50, p95), (s50, s95)) = (p50_p95(cjk_indexed), p50_p95(cjk_scanned));
+    println!(
+        "| history_search in Chinese/Japanese, all sessions ({} queries; {} CJK parts added): trigram index / scan | p50 {p50:.2} / {s50:.2} ms, p95 {p95:.2} / {s95:.2} ms | p50 ≤ 10 ms |",
+        (args.queries / 10).max(5),
+        cjk_parts
+    );
 }

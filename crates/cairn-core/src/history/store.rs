@@ -417,7 +417,6 @@ fn ensure_sessions_of<'a>(
 /// Upsert one message; `true` when its turn number must be (re)computed: a new message, or
 /// one whose order or turn-opening flags changed (the update clears its number then).
 fn upsert_message(conn: &Connection, m: &HistoryMessage) -> Result<bool> {
-    let tokens = m.tokens.as_ref().map(serde_json::Value::to_string);
     let turn: Option<i64> = conn
         .prepare_cached(
             "INSERT INTO history_messages (session_id, id, role, seq, summary, compaction, synthetic, finish, tokens,
@@ -444,7 +443,7 @@ fn upsert_message(conn: &Connection, m: &HistoryMessage) -> Result<bool> {
                 m.compaction,
                 m.synthetic,
                 m.finish,
-                tokens,
+                m.tokens,
                 m.model,
                 m.agent,
                 m.created_at

@@ -523,6 +523,26 @@ fn parse_only(projects: &Path) -> (Duration, u64) {
     (started.elapsed(), parts)
 }
 
+/// CPU seconds of the calling thread (Linux; 0 elsewhere).
+fn thread_cpu() -> f64 {
+    fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()))
+        .map_or(0.0, |ns| ns / 1e9)
+}
+
+/// CPU seconds (user + system) of the whole process, threads that ended included (Linux, in
+/// clock ticks of 10 ms; 0 elsewhere).
+fn process_cpu() -> f64 {
+    let Ok(stat) = fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    // The fields after the command name (which may hold spaces): utime and stime are the 12th
+    // and 13th of them.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn env_for(claude_dir: &Path) -> impl Fn(&str) -> Option<String> {
     let dir = claude_dir.display().to_string();
     move |name: &str| match name {
@@ -718,9 +738,12 @@ fn main() {
     let (parse_time, parsed_parts) = parse_only(&projects);
     let env = env_for(&claude);
     let mut db = HistoryDb::open(&db_path).expect("open history.db");
+    let (writer_before, process_before) = (thread_cpu(), process_cpu());
     let started = Instant::now();
     let report = ingest::scan(&mut db, &env, &mut |_| {}).expect("scan");
     let ingest_time = started.elapsed();
+    let writer_cpu = thread_cpu() - writer_before;
+    let others_cpu = (process_cpu() - process_before - writer_cpu).max(0.0);
     assert!(report.errors.is_empty(), "scan errors: {:?}", report.errors);
     let db_mb = fs::metadata(&db_path).map_or(0.0, |m| m.len() as f64 / MB as f64);
 
@@ -748,6 +771,9 @@ fn main() {
         report.parts,
         mb / ingest_time.as_secs_f64(),
         ingest_time.as_secs_f64()
+    );
+    println!(
+        "| of which CPU: the scan's thread, the others (index, checkpoints) | {writer_cpu:.1} s, {others_cpu:.1} s | |"
     );
     println!(
         "| of which read + parse only ({parsed_parts} parts) | {:.1} MB/s ({:.1} s) | |",

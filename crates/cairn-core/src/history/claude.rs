@@ -449,7 +449,7 @@ impl TranscriptReader {
         if role == HistoryRole::Assistant {
             message.model = api.model.as_deref().map(str::to_owned);
             message.finish = api.stop_reason.as_deref().map(str::to_owned);
-            message.tokens = api.usage.and_then(|u| serde_json::from_str(u.get()).ok());
+            message.tokens = api.usage.map(|u| u.get().to_owned());
             if let (Some(model), Some(s)) = (&message.model, self.session.as_mut()) {
                 s.model = Some(model.clone());
             }

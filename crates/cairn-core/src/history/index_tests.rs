@@ -288,3 +288,53 @@ fn a_scan_killed_at_any_moment_loses_nothing_committed() {
     }
     assert!(kills > 0, "no scan was killed: make the corpus bigger");
 }
+
+/// The same with transcripts of several chunks each, which the scan's reader thread reads
+/// ahead of the writer: a kill loses at most what was not committed, and the scan after it
+/// stores every message exactly once.
+#[test]
+fn a_scan_killed_while_reading_ahead_stores_every_message_once() {
+    let home = tempfile::tempdir().unwrap();
+    let (sessions, turns) = (3, 4_000);
+    write_corpus(home.path(), sessions, turns);
+    assert!(
+        std::fs::metadata(home.path().join(".claude/projects/-p/00000000-0000-4000-8000-000000000000.jsonl"))
+            .unwrap()
+            .len()
+            > ingest::CHUNK_BYTES as u64
+    );
+    let db_path = home.path().join("history.db");
+    let exe = std::env::current_exe().unwrap();
+    let mut kills = 0;
+    for delay_ms in [150u64, 400, 900] {
+        let mut child = std::process::Command::new(&exe)
+            .args(["--exact", "history::index_tests::scan_child", "--nocapture"])
+            .env("CAIRN_TEST_SCAN_HOME", home.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            kills += 1;
+        }
+        child.wait().unwrap();
+        let db = HistoryDb::open(&db_path).unwrap();
+        assert_index_matches_rows(&db);
+    }
+    let mut db = HistoryDb::open(&db_path).unwrap();
+    ingest::scan(&mut db, &env_for(home.path()), &mut |_| {}).unwrap();
+    assert_index_matches_rows(&db);
+    let (messages, distinct): (i64, i64) = db
+        .conn()
+        .query_row("SELECT count(*), count(DISTINCT session_id || '/' || id) FROM history_messages", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((messages, distinct), ((2 * sessions * turns) as i64, (2 * sessions * turns) as i64));
+    for s in 0..sessions {
+        assert_eq!(sessions_found(&db, &format!("marker{s}")).len(), 1, "session {s}");
+    }
+    assert!(kills > 0, "no scan was killed: make the corpus bigger");
+}

@@ -20,6 +20,8 @@ use crate::error::{CairnError, Result};
 pub const CHUNK_BYTES: usize = 4 * 1024 * 1024;
 /// OpenCode rows per table per chunk.
 pub const CHUNK_ROWS: usize = 5_000;
+/// Transcript chunks a scan's reader thread may have read and parsed ahead of the writer.
+const READ_AHEAD: usize = 4;
 /// A chunk whose cursor moved under it is retried this many times before the source is left
 /// for the next scan (two ingesters racing forever would otherwise spin).
 const MAX_STALE_RETRIES: u32 = 5;
@@ -214,22 +216,160 @@ fn scan_sources(
         tally.bytes_done += file_size(path);
         progress(tally.clone());
     }
-    for path in &transcripts {
-        if stop() {
-            break;
-        }
-        tally.source = path.display().to_string();
-        let before = tally.bytes_done;
-        let one = ingest_transcript(db, path, stop, &mut |read| {
-            tally.bytes_done = before + read;
+    // The transcripts are read and parsed on a thread of their own, a few chunks ahead of this
+    // one, which applies them: parsing was a quarter of the writer's time.
+    let starts = transcripts
+        .iter()
+        .map(|path| {
+            let source = SourceRef { key: path.display().to_string(), host: HistoryHost::ClaudeCode };
+            Ok(if unchanged_since_cursor(db, &source, path)? { None } else { Some(db.cursor(&source.key)?) })
+        })
+        .collect::<Result<Vec<Option<Option<Cursor>>>>>()?;
+    std::thread::scope(|scope| -> Result<()> {
+        let (chunks, received) = std::sync::mpsc::sync_channel(READ_AHEAD);
+        let to_read: Vec<(usize, &PathBuf, Option<Cursor>)> = (transcripts.iter().enumerate())
+            .filter_map(|(i, path)| starts[i].clone().map(|start| (i, path, start)))
+            .collect();
+        std::thread::Builder::new()
+            .name("cairn-history-read".to_owned())
+            .spawn_scoped(scope, move || read_ahead(&to_read, &chunks))
+            .map_err(|e| CairnError::internal(format!("cannot start the history reader: {e}")))?;
+        let mut ahead = Some(received);
+        for (i, path) in transcripts.iter().enumerate() {
+            if stop() {
+                break;
+            }
+            tally.source = path.display().to_string();
+            let before = tally.bytes_done;
+            let source = SourceRef { key: path.display().to_string(), host: HistoryHost::ClaudeCode };
+            let mut one = ScanReport { sources: 1, ..ScanReport::default() };
+            if starts[i].is_some() {
+                let mut read = |bytes: u64| {
+                    tally.bytes_done = before + bytes;
+                    progress(tally.clone());
+                };
+                let applied = match &ahead {
+                    Some(received) => apply_read_ahead(db, &source, i, received, &mut one, stop, &mut read)?,
+                    None => Ahead::Lost,
+                };
+                if matches!(applied, Ahead::Lost | Ahead::Stopped) {
+                    // The reader is gone, or the scan stops: what is read from now on is read here.
+                    ahead = None;
+                }
+                if matches!(applied, Ahead::Lost | Ahead::Stale) {
+                    drive(
+                        db,
+                        &source,
+                        &mut one,
+                        stop,
+                        &mut |cursor| claude::read_file(path, cursor, CHUNK_BYTES),
+                        &mut |r, b| {
+                            r.bytes += b;
+                            read(r.bytes);
+                        },
+                    )?;
+                }
+            }
+            report.merge(one);
+            tally.sources_done += 1;
+            tally.bytes_done = before + file_size(path);
             progress(tally.clone());
-        })?;
-        report.merge(one);
-        tally.sources_done += 1;
-        tally.bytes_done = before + file_size(path);
-        progress(tally.clone());
-    }
+        }
+        // Hung up before the scope joins the reader: a reader waiting to hand over a chunk
+        // then ends.
+        drop(ahead);
+        Ok(())
+    })?;
     Ok(report)
+}
+
+/// One chunk the reader thread read: the transcript's index in the scan, the cursor the chunk
+/// was read from (`None`: the source had none), and the reader's answer.
+type ChunkAhead = (usize, Option<Cursor>, Result<(IngestBatch, Cursor, bool)>);
+
+/// The reader thread of a scan: each transcript from its cursor to its end, chunk by chunk,
+/// handed over through `chunks` (which blocks when the writer is [`READ_AHEAD`] chunks behind).
+/// Ends when every file is read or the writer hangs up. It only reads host files.
+fn read_ahead(files: &[(usize, &PathBuf, Option<Cursor>)], chunks: &std::sync::mpsc::SyncSender<ChunkAhead>) {
+    for (i, path, start) in files {
+        let mut expected = start.clone();
+        loop {
+            let from = expected.clone().unwrap_or_default();
+            let read = claude::read_file(path, &from, CHUNK_BYTES);
+            let next = match &read {
+                Ok((_, next, true)) => Some(next.clone()),
+                _ => None,
+            };
+            if chunks.send((*i, expected, read)).is_err() {
+                return;
+            }
+            match next {
+                Some(next) => expected = Some(next),
+                None => break,
+            }
+        }
+    }
+}
+
+/// How a transcript's read-ahead chunks went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ahead {
+    /// Every chunk applied (or the file's read error recorded): the file is done.
+    Done,
+    /// The cursor moved under a chunk (another ingester): read the file again from the stored
+    /// cursor.
+    Stale,
+    /// The scan is stopping: the file is left where its last applied chunk put it (the rest of
+    /// its chunks are not taken: the reader, hung up on, ends).
+    Stopped,
+    /// The reader thread is gone.
+    Lost,
+}
+
+/// Apply the read-ahead chunks of transcript `index`, as [`drive`] would have read them.
+fn apply_read_ahead(
+    db: &mut dyn HistorySink,
+    source: &SourceRef,
+    index: usize,
+    received: &std::sync::mpsc::Receiver<ChunkAhead>,
+    report: &mut ScanReport,
+    stop: &dyn Fn() -> bool,
+    read: &mut dyn FnMut(u64),
+) -> Result<Ahead> {
+    let mut outcome = Ahead::Done;
+    loop {
+        let Ok((i, expected, chunk)) = received.recv() else { return Ok(Ahead::Lost) };
+        debug_assert_eq!(i, index, "the reader reads the transcripts in the scan's order");
+        let (batch, next, more) = match chunk {
+            Ok(chunk) => chunk,
+            Err(err) => {
+                if outcome == Ahead::Done {
+                    db.record_error(source, err.code.as_str(), &err.message)?;
+                    report.errors.push(SourceError { source: source.key.clone(), code: err.code.as_str().to_owned() });
+                }
+                return Ok(outcome);
+            }
+        };
+        // After a stale chunk, the rest of the file's chunks are only drained.
+        if outcome == Ahead::Done
+            && (expected.as_ref() != Some(&next) || !batch.is_empty() || !batch.skipped.is_empty())
+        {
+            if db.apply(source, expected.as_ref(), &batch, &next)? == SinkOutcome::Stale {
+                outcome = Ahead::Stale;
+            } else {
+                let from = expected.unwrap_or_default();
+                report.add_batch(&batch);
+                report.bytes += next.offset.saturating_sub(if next.offset < from.offset { 0 } else { from.offset });
+                read(report.bytes);
+            }
+        }
+        if !more {
+            return Ok(outcome);
+        }
+        if outcome == Ahead::Done && stop() {
+            return Ok(Ahead::Stopped);
+        }
+    }
 }
 
 /// Read what one request names, now.

@@ -76,8 +76,10 @@ pub struct HistoryMessage {
     /// Code `isMeta` lines). Never opens a turn.
     pub synthetic: bool,
     pub finish: Option<String>,
-    /// The host's usage record as it came (JSON object), for the context meter.
-    pub tokens: Option<serde_json::Value>,
+    /// The host's usage record as it came (the text of a JSON object), for the context meter:
+    /// kept as text, not parsed, since only the meter reads it (parsing, re-serialising and
+    /// freeing it was a twentieth of an ingest's writer thread).
+    pub tokens: Option<String>,
     pub model: Option<String>,
     pub agent: Option<String>,
 }

@@ -201,7 +201,7 @@ fn session(id: &str, host: HistoryHost, parent: Option<&str>, updated: &str) -> 
 
 fn answer(session: &str, id: &str, seq: i64, tokens: serde_json::Value, model: &str) -> HistoryMessage {
     HistoryMessage {
-        tokens: Some(tokens),
+        tokens: Some(tokens.to_string()),
         model: Some(model.into()),
         ..HistoryMessage::new(session, id, HistoryRole::Assistant, seq, &format!("2026-03-01T10:00:{seq:02}.000Z"))
     }

@@ -467,7 +467,7 @@ impl<'c> DbReader<'c> {
                 compaction: false,
                 synthetic: false,
                 finish: data.finish,
-                tokens: if role == HistoryRole::Assistant { data.tokens } else { None },
+                tokens: if role == HistoryRole::Assistant { data.tokens.map(|t| t.to_string()) } else { None },
                 model,
                 agent: data.agent.or(data.mode),
             },

@@ -11,8 +11,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, LazyLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -218,19 +218,23 @@ impl HistoryDb {
         }
         ensure_sessions_of(&tx, source.host, batch.messages.iter().filter(|m| kept(&m.session_id)))?;
         let mut fts = IndexQueue::default();
-        let mut renumber_from: HashMap<&str, (i64, &str)> = HashMap::new();
-        for message in batch.messages.iter().filter(|m| kept(&m.session_id)) {
-            if upsert_message(&tx, message)? {
-                let from = renumber_from.entry(&message.session_id).or_insert((message.seq, &message.id));
-                *from = (*from).min((message.seq, &message.id));
+        let mut renumber_from: HashMap<String, (i64, String)> = HashMap::new();
+        let messages: Vec<&HistoryMessage> = batch.messages.iter().filter(|m| kept(&m.session_id)).collect();
+        for (session_id, seq, id) in upsert_messages(&tx, &messages)? {
+            match renumber_from.get_mut(&session_id) {
+                Some(from) => {
+                    if (seq, id.as_str()) < (from.0, from.1.as_str()) {
+                        *from = (seq, id);
+                    }
+                }
+                None => {
+                    renumber_from.insert(session_id, (seq, id));
+                }
             }
-            counts.messages += 1;
         }
-        for part in batch.parts.iter().filter(|p| kept(&p.session_id)) {
-            if upsert_part(&tx, part, &mut fts)? {
-                counts.parts += 1;
-            }
-        }
+        counts.messages += messages.len() as u64;
+        let parts: Vec<&HistoryPart> = batch.parts.iter().filter(|p| kept(&p.session_id)).collect();
+        counts.parts += upsert_parts(&tx, &parts, &mut fts)?;
         for result in batch.results.iter().filter(|r| kept(&r.session_id)) {
             if apply_result(&tx, result, &mut fts)? {
                 counts.results += 1;
@@ -238,8 +242,8 @@ impl HistoryDb {
                 *skipped.entry("orphan_tool_result").or_default() += 1;
             }
         }
-        for (session_id, (seq, id)) in renumber_from {
-            number_turns(&tx, session_id, seq, id)?;
+        for (session_id, (seq, id)) in &renumber_from {
+            number_turns(&tx, session_id, *seq, id)?;
         }
         let forgotten_rows = batch.messages.iter().filter(|m| !kept(&m.session_id)).count() as u64;
         if forgotten_rows > 0 {
@@ -414,44 +418,127 @@ fn ensure_sessions_of<'a>(
     Ok(())
 }
 
-/// Upsert one message; `true` when its turn number must be (re)computed: a new message, or
-/// one whose order or turn-opening flags changed (the update clears its number then).
-fn upsert_message(conn: &Connection, m: &HistoryMessage) -> Result<bool> {
-    let tokens = m.tokens.as_ref().map(serde_json::Value::to_string);
-    let turn: Option<i64> = conn
-        .prepare_cached(
-            "INSERT INTO history_messages (session_id, id, role, seq, summary, compaction, synthetic, finish, tokens,
-                 model, agent, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-             ON CONFLICT(session_id, id) DO UPDATE SET
-                 turn_number = CASE WHEN role IS excluded.role AND seq IS excluded.seq AND summary IS excluded.summary
-                     AND compaction IS excluded.compaction AND synthetic IS excluded.synthetic
-                     THEN turn_number END,
-                 role = excluded.role, seq = excluded.seq, summary = excluded.summary,
-                 compaction = excluded.compaction, synthetic = excluded.synthetic,
-                 finish = COALESCE(excluded.finish, finish), tokens = COALESCE(excluded.tokens, tokens),
-                 model = COALESCE(excluded.model, model), agent = COALESCE(excluded.agent, agent),
-                 created_at = excluded.created_at
-             RETURNING turn_number",
-        )?
-        .query_row(
-            params![
-                m.session_id,
-                m.id,
-                role_str(m.role),
-                m.seq,
-                m.summary,
-                m.compaction,
-                m.synthetic,
-                m.finish,
-                tokens,
-                m.model,
-                m.agent,
-                m.created_at
-            ],
-            |r| r.get(0),
-        )?;
-    Ok(turn.is_none())
+/// Rows upserted per statement. Inside a transaction, each statement first copies every page it
+/// changes into a statement journal (so that it alone can be undone): one row per statement
+/// paid that copy, and a statement's start and end, for every message and part (a tenth of
+/// the writer's time in a scan). A batch's rows go in statements of this many rows, the rest
+/// one by one (two cached statements per table).
+const ROWS_PER_STATEMENT: usize = 32;
+
+/// `INSERT INTO {table} ({columns}) VALUES (?1, …), (?n+1, …) … {tail}` for `rows` rows.
+fn multi_row_sql(table_and_columns: &str, columns: usize, rows: usize, tail: &str) -> String {
+    let mut sql = format!("INSERT INTO {table_and_columns} VALUES ");
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..columns {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("?{}", row * columns + column + 1));
+        }
+        sql.push(')');
+    }
+    sql.push(' ');
+    sql.push_str(tail);
+    sql
+}
+
+/// The statements for one row and for [`ROWS_PER_STATEMENT`] rows.
+struct MultiRow {
+    one: String,
+    many: String,
+}
+
+impl MultiRow {
+    fn new(table_and_columns: &str, columns: usize, tail: &str) -> MultiRow {
+        MultiRow {
+            one: multi_row_sql(table_and_columns, columns, 1, tail),
+            many: multi_row_sql(table_and_columns, columns, ROWS_PER_STATEMENT, tail),
+        }
+    }
+
+    /// `rows` in statements of [`ROWS_PER_STATEMENT`] rows then of one, each bound by `bind`
+    /// (the statement, the row, the number of its first parameter) and its RETURNING rows
+    /// given to `returned`.
+    fn run<T>(
+        &self,
+        conn: &Connection,
+        rows: &[T],
+        bind: impl Fn(&mut rusqlite::Statement<'_>, &T, usize) -> rusqlite::Result<()>,
+        mut returned: impl FnMut(&rusqlite::Row<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let whole = rows.len() / ROWS_PER_STATEMENT * ROWS_PER_STATEMENT;
+        let (many, rest) = rows.split_at(whole);
+        for (sql, chunk_len, chunks) in
+            [(&self.many, ROWS_PER_STATEMENT, many.chunks(ROWS_PER_STATEMENT)), (&self.one, 1, rest.chunks(1))]
+        {
+            let mut stmt = conn.prepare_cached(sql)?;
+            let columns = stmt.parameter_count() / chunk_len;
+            for chunk in chunks {
+                for (i, row) in chunk.iter().enumerate() {
+                    bind(&mut stmt, row, i * columns + 1)?;
+                }
+                let mut out = stmt.raw_query();
+                while let Some(r) = out.next()? {
+                    returned(r)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+static MESSAGE_UPSERT: LazyLock<MultiRow> = LazyLock::new(|| {
+    MultiRow::new(
+        "history_messages (session_id, id, role, seq, summary, compaction, synthetic, finish, tokens, model, agent,
+             created_at)",
+        12,
+        "ON CONFLICT(session_id, id) DO UPDATE SET
+             turn_number = CASE WHEN role IS excluded.role AND seq IS excluded.seq AND summary IS excluded.summary
+                 AND compaction IS excluded.compaction AND synthetic IS excluded.synthetic
+                 THEN turn_number END,
+             role = excluded.role, seq = excluded.seq, summary = excluded.summary,
+             compaction = excluded.compaction, synthetic = excluded.synthetic,
+             finish = COALESCE(excluded.finish, finish), tokens = COALESCE(excluded.tokens, tokens),
+             model = COALESCE(excluded.model, model), agent = COALESCE(excluded.agent, agent),
+             created_at = excluded.created_at
+         RETURNING session_id, seq, id, turn_number",
+    )
+});
+
+/// Upsert messages; answers (session, seq, id) of each whose turn number must be (re)computed:
+/// a new message, or one whose order or turn-opening flags changed (the update clears its
+/// number then).
+fn upsert_messages(conn: &Connection, messages: &[&HistoryMessage]) -> Result<Vec<(String, i64, String)>> {
+    let mut renumber = Vec::new();
+    MESSAGE_UPSERT.run(
+        conn,
+        messages,
+        |stmt, m, at| {
+            stmt.raw_bind_parameter(at, &m.session_id)?;
+            stmt.raw_bind_parameter(at + 1, &m.id)?;
+            stmt.raw_bind_parameter(at + 2, role_str(m.role))?;
+            stmt.raw_bind_parameter(at + 3, m.seq)?;
+            stmt.raw_bind_parameter(at + 4, m.summary)?;
+            stmt.raw_bind_parameter(at + 5, m.compaction)?;
+            stmt.raw_bind_parameter(at + 6, m.synthetic)?;
+            stmt.raw_bind_parameter(at + 7, &m.finish)?;
+            stmt.raw_bind_parameter(at + 8, &m.tokens)?;
+            stmt.raw_bind_parameter(at + 9, &m.model)?;
+            stmt.raw_bind_parameter(at + 10, &m.agent)?;
+            stmt.raw_bind_parameter(at + 11, &m.created_at)
+        },
+        |r| {
+            if r.get::<_, Option<i64>>(3)?.is_none() {
+                renumber.push((r.get(0)?, r.get(1)?, r.get(2)?));
+            }
+            Ok(())
+        },
+    )?;
+    Ok(renumber)
 }
 
 /// Number the session's turns from the message at (`seq`, `id`) on: each message that opens a
@@ -526,57 +613,64 @@ impl IndexQueue {
     }
 }
 
-/// Upsert one part and note its index write; `true` when it was new or changed. An update
+static PART_UPSERT: LazyLock<MultiRow> = LazyLock::new(|| {
+    MultiRow::new(
+        "history_parts (session_id, message_id, id, idx, kind, text, tool, call_id, status, input, output, mime, path,
+             pruned)",
+        14,
+        "ON CONFLICT(session_id, id) DO UPDATE SET
+             message_id = excluded.message_id, idx = excluded.idx, kind = excluded.kind, text = excluded.text,
+             tool = excluded.tool, call_id = excluded.call_id,
+             status = CASE WHEN excluded.output IS NULL AND output IS NOT NULL THEN status ELSE excluded.status END,
+             input = excluded.input, output = COALESCE(excluded.output, output), mime = excluded.mime,
+             path = excluded.path, pruned = excluded.pruned, version = version + 1
+         WHERE message_id IS NOT excluded.message_id OR idx IS NOT excluded.idx OR kind IS NOT excluded.kind
+             OR text IS NOT excluded.text OR tool IS NOT excluded.tool OR call_id IS NOT excluded.call_id
+             OR input IS NOT excluded.input OR mime IS NOT excluded.mime OR path IS NOT excluded.path
+             OR pruned IS NOT excluded.pruned
+             OR (excluded.output IS NOT NULL AND (output IS NOT excluded.output OR status IS NOT excluded.status))
+             OR (output IS NULL AND status IS NOT excluded.status)
+         RETURNING rowid, version",
+    )
+});
+
+/// Upsert parts and note their index writes; answers how many were new or changed. An update
 /// without output keeps the output (and status) a result already gave it: a transcript read
 /// again from its start must not undo a tool's completion.
-fn upsert_part(conn: &Connection, p: &HistoryPart, fts: &mut IndexQueue) -> Result<bool> {
-    let written: Option<(i64, i64)> = conn
-        .prepare_cached(
-            "INSERT INTO history_parts (session_id, message_id, id, idx, kind, text, tool, call_id, status, input,
-                 output, mime, path, pruned)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-             ON CONFLICT(session_id, id) DO UPDATE SET
-                 message_id = excluded.message_id, idx = excluded.idx, kind = excluded.kind, text = excluded.text,
-                 tool = excluded.tool, call_id = excluded.call_id,
-                 status = CASE WHEN excluded.output IS NULL AND output IS NOT NULL THEN status ELSE excluded.status END,
-                 input = excluded.input, output = COALESCE(excluded.output, output), mime = excluded.mime,
-                 path = excluded.path, pruned = excluded.pruned, version = version + 1
-             WHERE message_id IS NOT excluded.message_id OR idx IS NOT excluded.idx OR kind IS NOT excluded.kind
-                 OR text IS NOT excluded.text OR tool IS NOT excluded.tool OR call_id IS NOT excluded.call_id
-                 OR input IS NOT excluded.input OR mime IS NOT excluded.mime OR path IS NOT excluded.path
-                 OR pruned IS NOT excluded.pruned
-                 OR (excluded.output IS NOT NULL AND (output IS NOT excluded.output OR status IS NOT excluded.status))
-                 OR (output IS NULL AND status IS NOT excluded.status)
-             RETURNING rowid, version",
-        )?
-        .query_row(
-            params![
-                p.session_id,
-                p.message_id,
-                p.id,
-                p.idx,
-                kind_str(p.kind),
-                p.text,
-                p.tool,
-                p.call_id,
-                p.status.map(status_str),
-                p.input,
-                p.output,
-                p.mime,
-                p.path,
-                p.pruned
-            ],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let Some((rowid, version)) = written else { return Ok(false) };
-    if version > 0 {
-        // The stored row may keep an earlier output: index what is stored.
-        fts.changed(rowid);
-    } else {
-        fts.inserted(rowid);
-    }
-    Ok(true)
+fn upsert_parts(conn: &Connection, parts: &[&HistoryPart], fts: &mut IndexQueue) -> Result<u64> {
+    let mut written = 0;
+    PART_UPSERT.run(
+        conn,
+        parts,
+        |stmt, p, at| {
+            stmt.raw_bind_parameter(at, &p.session_id)?;
+            stmt.raw_bind_parameter(at + 1, &p.message_id)?;
+            stmt.raw_bind_parameter(at + 2, &p.id)?;
+            stmt.raw_bind_parameter(at + 3, p.idx)?;
+            stmt.raw_bind_parameter(at + 4, kind_str(p.kind))?;
+            stmt.raw_bind_parameter(at + 5, &p.text)?;
+            stmt.raw_bind_parameter(at + 6, &p.tool)?;
+            stmt.raw_bind_parameter(at + 7, &p.call_id)?;
+            stmt.raw_bind_parameter(at + 8, p.status.map(status_str))?;
+            stmt.raw_bind_parameter(at + 9, &p.input)?;
+            stmt.raw_bind_parameter(at + 10, &p.output)?;
+            stmt.raw_bind_parameter(at + 11, &p.mime)?;
+            stmt.raw_bind_parameter(at + 12, &p.path)?;
+            stmt.raw_bind_parameter(at + 13, p.pruned)
+        },
+        |r| {
+            let (rowid, version): (i64, i64) = (r.get(0)?, r.get(1)?);
+            written += 1;
+            if version > 0 {
+                // The stored row may keep an earlier output: index what is stored.
+                fts.changed(rowid);
+            } else {
+                fts.inserted(rowid);
+            }
+            Ok(())
+        },
+    )?;
+    Ok(written)
 }
 
 /// Give a tool call its result; `false` when the session has no call with that id.

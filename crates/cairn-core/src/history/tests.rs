@@ -858,3 +858,41 @@ fn index_writes_at_the_end_of_a_batch_follow_the_stored_rows() {
     db.apply(&source, Some(&cursor(1)), &second, &cursor(2)).unwrap();
     assert_eq!((found(&db, "alpha"), found(&db, "beta"), found(&db, "quuxfile")), (0, 1, 1));
 }
+
+#[test]
+fn a_batch_larger_than_one_statement_numbers_turns_and_indexes_every_row() {
+    // 70 turns of a user message and an answer: 140 messages and parts, so statements of many
+    // rows and then single rows; a message and a part repeated inside the batch (the second is
+    // an update of the row the same statement inserted), and the batch applied twice.
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    let source = SourceRef { key: "big".into(), host: HistoryHost::ClaudeCode };
+    let mut batch =
+        IngestBatch { sessions: vec![session("ses_big", HistoryHost::ClaudeCode, None, "big")], ..Default::default() };
+    for turn in 0..70 {
+        let u = user("ses_big", &format!("u{turn:03}"), turn * 10);
+        let a = assistant("ses_big", &format!("a{turn:03}"), turn * 10 + 1);
+        batch.parts.push(text(&u, 0, &format!("question number{turn}")));
+        batch.parts.push(text(&a, 0, &format!("answer reply{turn}")));
+        batch.messages.extend([u, a]);
+    }
+    batch.messages.push(batch.messages[3].clone());
+    batch.parts.push(text(&batch.messages[3], 0, "answer rewritten"));
+    let ApplyOutcome::Applied(counts) = db.apply(&source, None, &batch, &cursor(1)).unwrap() else { panic!("stale") };
+    assert_eq!((counts.messages, counts.parts), (141, 141));
+    let numbered = |db: &HistoryDb| {
+        let first = turns(db, "ses_big", Some(1), 0, 10, None).unwrap();
+        let last = turns(db, "ses_big", None, 10, 0, None).unwrap();
+        (turn_numbers(&first), turn_numbers(&last))
+    };
+    assert_eq!(numbered(&db), ((1..=11).collect::<Vec<_>>(), (60..=70).collect::<Vec<_>>()));
+    let found = |db: &HistoryDb, q: &str| find(db, q, Some("ses_big"), false, None, None).messages.len();
+    assert_eq!((found(&db, "number0"), found(&db, "number69"), found(&db, "reply68")), (1, 1, 1));
+    assert_eq!((found(&db, "reply1"), found(&db, "rewritten")), (0, 1));
+    let ApplyOutcome::Applied(again) = db.apply(&source, Some(&cursor(1)), &batch, &cursor(2)).unwrap() else {
+        panic!("stale")
+    };
+    // The repeated part alternates between its two texts inside the batch: only it changes.
+    assert_eq!(again.parts, 2);
+    assert_eq!(numbered(&db), ((1..=11).collect::<Vec<_>>(), (60..=70).collect::<Vec<_>>()));
+    assert_eq!((found(&db, "reply1"), found(&db, "rewritten"), found(&db, "reply69")), (0, 1, 1));
+}

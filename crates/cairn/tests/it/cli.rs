@@ -641,7 +641,7 @@ fn history_plans_and_context_usage() {
     let c = Cairn::new();
     seed_history(&c.data_dir());
     let answer = |id: &str, seq: i64, tokens: serde_json::Value| HistoryMessage {
-        tokens: Some(tokens),
+        tokens: Some(tokens.to_string()),
         model: Some("claude-sonnet-4".into()),
         ..HistoryMessage::new("ses_usage", id, HistoryRole::Assistant, seq, &format!("2026-03-02T10:00:{seq:02}.000Z"))
     };

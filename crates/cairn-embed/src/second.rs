@@ -1,0 +1,211 @@
+//! The second thread of a search query's forward pass (`Embedder::embed_queries`).
+//!
+//! A short query is a chain of ~50 products of 50–400 µs each (e5: 12 layers × 4), with
+//! attention and layer norms between them; the second core only helps if it starts on a
+//! product within a few µs of it being posted. A rayon pool (used before) let its threads fall
+//! asleep between two searches (a search's other work takes milliseconds), so the first
+//! products of the next query were done before they woke, and its give-up rule then kept most
+//! queries on one thread; after a query both pool threads spun on, beside the search on the
+//! caller's thread: three runnable threads on two cores.
+//!
+//! Here one thread, parked between queries. A query claims it and wakes it before it
+//! tokenises ([`claim`]), so it is spinning by the first product; the caller works on its own
+//! thread (it is the other compute thread: at most two threads run). Each product is posted as
+//! a [`Part`]; both threads take chunks of its panels from one counter until none are left, so
+//! a second thread that comes late or runs slow does less and costs nothing else. When the
+//! query ends (the [`Claim`] is dropped) the thread parks at once; it also parks after
+//! [`SPIN`] without work. One query at a time has it: another one meanwhile runs on its own
+//! thread (the daemon's concurrent searches already use both cores).
+//!
+//! Everything the second thread reads is owned (`Arc`s in the part), so no `unsafe` is needed
+//! to hand it work.
+
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use crate::bert::Part;
+
+/// How long the second thread spins without work before it parks: a query's products follow
+/// each other within ~100 µs; this only bounds what a stalled caller costs.
+const SPIN: Duration = Duration::from_millis(2);
+
+/// The slot's states: nothing posted; a part posted, not taken yet; taken by the second
+/// thread; given back done.
+const EMPTY: u8 = 0;
+const POSTED: u8 = 1;
+const TAKEN: u8 = 2;
+const DONE: u8 = 3;
+
+struct Shared {
+    /// A query holds the thread.
+    claimed: AtomicBool,
+    /// The thread should spin: a query is under way.
+    hot: AtomicBool,
+    state: AtomicU8,
+    /// The next chunk of the posted part, and how many it has.
+    next: AtomicUsize,
+    chunks: AtomicUsize,
+    slot: Mutex<Option<Box<Part>>>,
+}
+
+static SHARED: Shared = Shared {
+    claimed: AtomicBool::new(false),
+    hot: AtomicBool::new(false),
+    state: AtomicU8::new(EMPTY),
+    next: AtomicUsize::new(0),
+    chunks: AtomicUsize::new(0),
+    slot: Mutex::new(None),
+};
+
+/// The thread, started on first use; `None` on a one-core machine (or if it cannot start).
+fn thread() -> Option<&'static Thread> {
+    static THREAD: OnceLock<Option<Thread>> = OnceLock::new();
+    THREAD
+        .get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if cores < 2 {
+                return None;
+            }
+            let spawned = std::thread::Builder::new().name("cairn-embed-second".into()).spawn(serve);
+            spawned.ok().map(|handle| handle.thread().clone())
+        })
+        .as_ref()
+}
+
+/// A query's hold on the second thread, which spins until this is dropped.
+pub(crate) struct Claim {
+    thread: &'static Thread,
+}
+
+/// Claim the second thread and wake it; `None` when another query has it or there is none.
+pub(crate) fn claim() -> Option<Claim> {
+    let thread = thread()?;
+    SHARED.claimed.compare_exchange(false, true, Acquire, Relaxed).ok()?;
+    SHARED.hot.store(true, Release);
+    thread.unpark();
+    Some(Claim { thread })
+}
+
+impl Claim {
+    /// This query will not share any more products: the thread may park now.
+    pub(crate) fn rest(&self) {
+        SHARED.hot.store(false, Release);
+    }
+
+    /// Run `chunks` chunks: `mine(chunk)` on this thread for those it takes, [`Part::run`] on
+    /// the second thread for the others. Returns the part, its `done` listing the second
+    /// thread's chunks.
+    pub(crate) fn share(&self, part: Box<Part>, chunks: usize, mut mine: impl FnMut(usize)) -> Box<Part> {
+        debug_assert_eq!(SHARED.state.load(Relaxed), EMPTY);
+        SHARED.next.store(0, Relaxed);
+        SHARED.chunks.store(chunks, Relaxed);
+        *lock() = Some(part);
+        SHARED.state.store(POSTED, Release);
+        self.thread.unpark(); // (a no-op unless it parked: SPIN passed, or `rest`)
+        let mut join = Join { collected: false };
+        loop {
+            let chunk = SHARED.next.fetch_add(1, Relaxed);
+            if chunk >= chunks {
+                break;
+            }
+            mine(chunk);
+        }
+        join.collect().expect("the part posted")
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        SHARED.hot.store(false, Release);
+        SHARED.claimed.store(false, Release);
+    }
+}
+
+/// Takes the posted part back once the second thread is done with it (also when `mine`
+/// panics, so that the next query finds the slot empty).
+struct Join {
+    collected: bool,
+}
+
+impl Join {
+    fn collect(&mut self) -> Option<Box<Part>> {
+        if std::mem::replace(&mut self.collected, true) {
+            return None;
+        }
+        if SHARED.state.compare_exchange(POSTED, EMPTY, AcqRel, Acquire).is_err() {
+            // Taken: the second thread is finishing its last chunk (every chunk is handed out).
+            let mut spins = 0u32;
+            while SHARED.state.load(Acquire) != DONE {
+                spins += 1;
+                if spins < 1 << 16 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now(); // it was descheduled
+                }
+            }
+            SHARED.state.store(EMPTY, Relaxed);
+        }
+        lock().take()
+    }
+}
+
+impl Drop for Join {
+    fn drop(&mut self) {
+        self.collect();
+    }
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Box<Part>>> {
+    SHARED.slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The second thread: parked until a query claims it, then spinning for parts.
+fn serve() {
+    loop {
+        if !SHARED.hot.load(Acquire) {
+            std::thread::park();
+            continue;
+        }
+        let mut idle_since = Instant::now();
+        let mut spins = 0u32;
+        while SHARED.hot.load(Acquire) {
+            if SHARED.state.load(Acquire) == POSTED
+                && SHARED.state.compare_exchange(POSTED, TAKEN, AcqRel, Relaxed).is_ok()
+            {
+                work();
+                idle_since = Instant::now();
+                continue;
+            }
+            std::hint::spin_loop();
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1024) && idle_since.elapsed() > SPIN {
+                std::thread::park(); // until the next part is posted (or another query claims)
+                idle_since = Instant::now();
+            }
+        }
+    }
+}
+
+/// The posted part's chunks, as many as this thread gets, then the part given back.
+fn work() {
+    let Some(mut part) = lock().take() else {
+        SHARED.state.store(DONE, Release);
+        return;
+    };
+    let chunks = SHARED.chunks.load(Relaxed);
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        loop {
+            let chunk = SHARED.next.fetch_add(1, Relaxed);
+            if chunk >= chunks {
+                break;
+            }
+            part.run(chunk);
+        }
+    }));
+    part.failed = ran.is_err();
+    *lock() = Some(part);
+    SHARED.state.store(DONE, Release);
+}

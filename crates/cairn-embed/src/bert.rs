@@ -482,15 +482,15 @@ pub(crate) struct Part {
     out: Vec<f32>,
     stride: usize,
     /// The chunks the second thread took, in the order it took them.
-    pub(crate) done: Vec<usize>,
+    done: Vec<usize>,
     /// It panicked: the caller does its chunks again.
-    pub(crate) failed: bool,
+    failed: bool,
     work: Work,
 }
 
-impl Part {
+impl crate::second::Part for Part {
     /// Compute chunk `chunk` of the product into `out` (called by the second thread).
-    pub(crate) fn run(&mut self, chunk: usize) {
+    fn run(&mut self, chunk: usize) {
         self.done.push(chunk);
         let Some(linear) = &self.linear else { return };
         let a = Packed { data: &self.rows, rows: self.n };
@@ -498,6 +498,10 @@ impl Part {
         let epilogue = Epilogue { bias: Some(&linear.bias), gelu: self.gelu };
         let panels = chunk_panels(chunk, linear.weight.panels());
         kernel(a, &linear.weight, panels, c, epilogue, &mut self.work);
+    }
+
+    fn fail(&mut self) {
+        self.failed = true;
     }
 }
 

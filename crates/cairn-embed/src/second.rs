@@ -11,7 +11,7 @@
 //! Here one thread, parked between queries. A query claims it and wakes it before it
 //! tokenises ([`claim`]), so it is spinning by the first product; the caller works on its own
 //! thread (it is the other compute thread: at most two threads run). Each product is posted as
-//! a [`Part`]; both threads take chunks of its panels from one counter until none are left, so
+//! a [`Part`] (a product of `bert.rs`, or a share of the vector scan of `scan.rs`); both threads take chunks of its panels from one counter until none are left, so
 //! a second thread that comes late or runs slow does less and costs nothing else. When the
 //! query ends (the [`Claim`] is dropped) the thread parks at once; it also parks after
 //! [`SPIN`] without work. One query at a time has it: another one meanwhile runs on its own
@@ -26,7 +26,13 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use crate::bert::Part;
+/// What the second thread can be handed: owned data, done a chunk at a time.
+pub(crate) trait Part: std::any::Any + Send {
+    /// Do chunk `chunk` (and note that this thread did it).
+    fn run(&mut self, chunk: usize);
+    /// This thread panicked during `run`: the caller redoes the chunks it took.
+    fn fail(&mut self);
+}
 
 /// How long the second thread spins without work before it parks: a query's products follow
 /// each other within ~100 µs; this only bounds what a stalled caller costs.
@@ -48,7 +54,7 @@ struct Shared {
     /// The next chunk of the posted part, and how many it has.
     next: AtomicUsize,
     chunks: AtomicUsize,
-    slot: Mutex<Option<Box<Part>>>,
+    slot: Mutex<Option<Box<dyn Part>>>,
 }
 
 static SHARED: Shared = Shared {
@@ -98,7 +104,7 @@ impl Claim {
     /// Run `chunks` chunks: `mine(chunk)` on this thread for those it takes, [`Part::run`] on
     /// the second thread for the others. Returns the part, its `done` listing the second
     /// thread's chunks.
-    pub(crate) fn share(&self, part: Box<Part>, chunks: usize, mut mine: impl FnMut(usize)) -> Box<Part> {
+    pub(crate) fn share<P: Part>(&self, part: Box<P>, chunks: usize, mut mine: impl FnMut(usize)) -> Box<P> {
         debug_assert_eq!(SHARED.state.load(Relaxed), EMPTY);
         SHARED.next.store(0, Relaxed);
         SHARED.chunks.store(chunks, Relaxed);
@@ -113,7 +119,8 @@ impl Claim {
             }
             mine(chunk);
         }
-        join.collect().expect("the part posted")
+        let part: Box<dyn std::any::Any> = join.collect().expect("the part posted");
+        part.downcast().expect("the part posted")
     }
 }
 
@@ -131,7 +138,7 @@ struct Join {
 }
 
 impl Join {
-    fn collect(&mut self) -> Option<Box<Part>> {
+    fn collect(&mut self) -> Option<Box<dyn Part>> {
         if std::mem::replace(&mut self.collected, true) {
             return None;
         }
@@ -158,7 +165,7 @@ impl Drop for Join {
     }
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Option<Box<Part>>> {
+fn lock() -> std::sync::MutexGuard<'static, Option<Box<dyn Part>>> {
     SHARED.slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -205,7 +212,9 @@ fn work() {
             part.run(chunk);
         }
     }));
-    part.failed = ran.is_err();
+    if ran.is_err() {
+        part.fail();
+    }
     *lock() = Some(part);
     SHARED.state.store(DONE, Release);
 }

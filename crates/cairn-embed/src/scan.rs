@@ -26,7 +26,7 @@ const SHARE_FROM_ROWS: usize = 16_384;
 /// (`Arc`) because that thread outlives the call; the same dot products either way.
 pub fn dot_i8_rows_shared(query: &[i8], codes: &Arc<Vec<i8>>, out: &mut Vec<i32>) {
     let dims = query.len();
-    let rows = if dims == 0 { 0 } else { codes.len() / dims };
+    let rows = codes.len().checked_div(dims).unwrap_or(0);
     let claim = if rows >= SHARE_FROM_ROWS { crate::second::claim() } else { None };
     let Some(claim) = claim else { return dot_i8_rows(query, codes, out) };
     let base = out.len();

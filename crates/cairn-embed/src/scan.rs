@@ -43,6 +43,7 @@ pub fn dot_i8_rows_shared(query: &[i8], codes: &Arc<Vec<i8>>, out: &mut Vec<i32>
         let r = chunk_rows(chunk, rows);
         dispatch(query, &codes[r.start * dims..r.end * dims], &mut mine[r]);
     });
+    let Some(part) = part else { return }; // done here alone
     for &chunk in &part.done {
         let r = chunk_rows(chunk, rows);
         if part.failed {

@@ -17,11 +17,16 @@
 //! [`SPIN`] without work. One query at a time has it: another one meanwhile runs on its own
 //! thread (the daemon's concurrent searches already use both cores).
 //!
+//! A second thread that took chunks and did not finish them in time (descheduled: another
+//! process has the second core) is not waited for: the caller does its chunks again and
+//! queries leave the thread alone for [`CONTENDED_FOR`]. (With the second core busy, queries
+//! are still slower than on one thread: docs/BENCHMARKS.md.)
+//!
 //! Everything the second thread reads is owned (`Arc`s in the part), so no `unsafe` is needed
 //! to hand it work.
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -86,9 +91,30 @@ pub(crate) struct Claim {
     thread: &'static Thread,
 }
 
-/// Claim the second thread and wake it; `None` when another query has it or there is none.
+/// After the second thread was found descheduled (another process has the second core),
+/// queries leave it alone this long: a third runnable thread would take CPU from the caller as
+/// much as from the other process. Then one query tries again.
+const CONTENDED_FOR: Duration = Duration::from_millis(250);
+
+/// Until when (µs after [`epoch`]) queries leave the second thread alone.
+static CONTENDED_UNTIL: AtomicU64 = AtomicU64::new(0);
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_micros() -> u64 {
+    u64::try_from(epoch().elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Claim the second thread and wake it; `None` when another query has it, when it was found
+/// descheduled in the last [`CONTENDED_FOR`], or when there is none.
 pub(crate) fn claim() -> Option<Claim> {
     let thread = thread()?;
+    if now_micros() < CONTENDED_UNTIL.load(Relaxed) {
+        return None;
+    }
     SHARED.claimed.compare_exchange(false, true, Acquire, Relaxed).ok()?;
     SHARED.hot.store(true, Release);
     thread.unpark();
@@ -101,26 +127,66 @@ impl Claim {
         SHARED.hot.store(false, Release);
     }
 
+    /// Whether this query stopped sharing ([`Claim::rest`], or the second thread was found
+    /// descheduled).
+    pub(crate) fn resting(&self) -> bool {
+        !SHARED.hot.load(Acquire)
+    }
+
     /// Run `chunks` chunks: `mine(chunk)` on this thread for those it takes, [`Part::run`] on
     /// the second thread for the others. Returns the part, its `done` listing the second
-    /// thread's chunks.
-    pub(crate) fn share<P: Part>(&self, part: Box<P>, chunks: usize, mut mine: impl FnMut(usize)) -> Box<P> {
-        debug_assert_eq!(SHARED.state.load(Relaxed), EMPTY);
+    /// thread's chunks; or `None` when this thread did every chunk itself: the second thread
+    /// was still on an earlier part, or it took chunks and then did not finish them in time
+    /// (another process has the second core). Then its chunks were done again here (the same
+    /// bits), the part is left to it, and this query shares no more ([`Claim::resting`]): the
+    /// cost is a few chunks done twice, never a wait for a descheduled thread.
+    pub(crate) fn share<P: Part>(&self, part: Box<P>, chunks: usize, mut mine: impl FnMut(usize)) -> Option<Box<P>> {
+        match SHARED.state.load(Acquire) {
+            EMPTY => {}
+            DONE => {
+                drop(lock().take()); // an abandoned part, finished since
+                SHARED.state.store(EMPTY, Relaxed);
+            }
+            _ => {
+                (0..chunks).for_each(&mut mine); // still on an abandoned part
+                return None;
+            }
+        }
         SHARED.next.store(0, Relaxed);
         SHARED.chunks.store(chunks, Relaxed);
         *lock() = Some(part);
         SHARED.state.store(POSTED, Release);
         self.thread.unpark(); // (a no-op unless it parked: SPIN passed, or `rest`)
-        let mut join = Join { collected: false };
+        let join = Join;
+        let mut done_here = vec![false; chunks];
         loop {
             let chunk = SHARED.next.fetch_add(1, Relaxed);
             if chunk >= chunks {
                 break;
             }
             mine(chunk);
+            done_here[chunk] = true;
         }
-        let part: Box<dyn std::any::Any> = join.collect().expect("the part posted");
-        part.downcast().expect("the part posted")
+        std::mem::forget(join);
+        if SHARED.state.compare_exchange(POSTED, EMPTY, AcqRel, Acquire).is_err() {
+            // Taken: the second thread is finishing its last chunk (every chunk is handed out),
+            // ~10–70 µs, what 4,096 spins cover; longer, it was descheduled.
+            let mut spins = 0u32;
+            while SHARED.state.load(Acquire) != DONE {
+                spins += 1;
+                if spins > 1 << 12 {
+                    self.rest();
+                    let until = now_micros().saturating_add(CONTENDED_FOR.as_micros() as u64);
+                    CONTENDED_UNTIL.store(until, Relaxed);
+                    done_here.iter().enumerate().filter(|(_, here)| !**here).for_each(|(chunk, _)| mine(chunk));
+                    return None;
+                }
+                std::hint::spin_loop();
+            }
+            SHARED.state.store(EMPTY, Relaxed);
+        }
+        let part: Box<dyn std::any::Any> = lock().take().expect("the part posted");
+        Some(part.downcast().expect("the part posted"))
     }
 }
 
@@ -131,37 +197,15 @@ impl Drop for Claim {
     }
 }
 
-/// Takes the posted part back once the second thread is done with it (also when `mine`
-/// panics, so that the next query finds the slot empty).
-struct Join {
-    collected: bool,
-}
-
-impl Join {
-    fn collect(&mut self) -> Option<Box<dyn Part>> {
-        if std::mem::replace(&mut self.collected, true) {
-            return None;
-        }
-        if SHARED.state.compare_exchange(POSTED, EMPTY, AcqRel, Acquire).is_err() {
-            // Taken: the second thread is finishing its last chunk (every chunk is handed out).
-            let mut spins = 0u32;
-            while SHARED.state.load(Acquire) != DONE {
-                spins += 1;
-                if spins < 1 << 16 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now(); // it was descheduled
-                }
-            }
-            SHARED.state.store(EMPTY, Relaxed);
-        }
-        lock().take()
-    }
-}
+/// When `mine` panics: takes the part back if the second thread has not taken it, else leaves
+/// it to it (the next [`Claim::share`] finds it done, or still running and runs alone).
+struct Join;
 
 impl Drop for Join {
     fn drop(&mut self) {
-        self.collect();
+        if SHARED.state.compare_exchange(POSTED, EMPTY, AcqRel, Acquire).is_ok() {
+            drop(lock().take());
+        }
     }
 }
 

@@ -93,8 +93,15 @@ pub(crate) struct Claim {
 
 /// After the second thread was found descheduled (another process has the second core),
 /// queries leave it alone this long: a third runnable thread would take CPU from the caller as
-/// much as from the other process. Then one query tries again.
+/// much as from the other process. Then one query tries again; each time in a row it finds the
+/// core still taken, the pause doubles, up to [`CONTENDED_MAX`] (a long compile next to the
+/// daemon costs one query in a few seconds, not one in four).
 const CONTENDED_FOR: Duration = Duration::from_millis(250);
+const CONTENDED_MAX: Duration = Duration::from_secs(8);
+
+/// The pause the next contention sets (µs): [`CONTENDED_FOR`], doubled per contention in a row,
+/// back to it after a shared product completes in time.
+static CONTENDED_PAUSE: AtomicU64 = AtomicU64::new(CONTENDED_FOR.as_micros() as u64);
 
 /// Until when (µs after [`epoch`]) queries leave the second thread alone.
 static CONTENDED_UNTIL: AtomicU64 = AtomicU64::new(0);
@@ -109,7 +116,8 @@ fn now_micros() -> u64 {
 }
 
 /// Claim the second thread and wake it; `None` when another query has it, when it was found
-/// descheduled in the last [`CONTENDED_FOR`], or when there is none.
+/// descheduled lately (within the pause of [`CONTENDED_FOR`] and its doublings), or when there
+/// is none.
 pub(crate) fn claim() -> Option<Claim> {
     let thread = thread()?;
     if now_micros() < CONTENDED_UNTIL.load(Relaxed) {
@@ -176,14 +184,17 @@ impl Claim {
                 spins += 1;
                 if spins > 1 << 12 {
                     self.rest();
-                    let until = now_micros().saturating_add(CONTENDED_FOR.as_micros() as u64);
-                    CONTENDED_UNTIL.store(until, Relaxed);
+                    let pause = CONTENDED_PAUSE.load(Relaxed);
+                    CONTENDED_PAUSE.store(pause.saturating_mul(2).min(CONTENDED_MAX.as_micros() as u64), Relaxed);
+                    CONTENDED_UNTIL.store(now_micros().saturating_add(pause), Relaxed);
                     done_here.iter().enumerate().filter(|(_, here)| !**here).for_each(|(chunk, _)| mine(chunk));
                     return None;
                 }
                 std::hint::spin_loop();
             }
             SHARED.state.store(EMPTY, Relaxed);
+            // the second thread did its share in time: the core is free again
+            CONTENDED_PAUSE.store(CONTENDED_FOR.as_micros() as u64, Relaxed);
         }
         let part: Box<dyn std::any::Any> = lock().take().expect("the part posted");
         Some(part.downcast().expect("the part posted"))

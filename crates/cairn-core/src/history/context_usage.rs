@@ -108,12 +108,20 @@ impl ContextUsageReport {
     }
 }
 
+/// The largest window `limit` may say (no model comes near 100M tokens): a bigger one is a
+/// mistake, refused rather than reported as 0 %.
+pub const MAX_LIMIT: u64 = 100_000_000;
+
 /// Measure the session `req` names (see [`ContextUsageRequest`]).
 pub fn context_usage(
     db: &HistoryDb,
     req: &ContextUsageRequest,
     settings: &ContextMeterSettings,
 ) -> Result<ContextUsageReport> {
+    if let Some(limit) = req.limit.filter(|&l| l > MAX_LIMIT) {
+        return Err(CairnError::invalid(format!("limit {limit} is larger than any model's window"))
+            .with_hint(format!("give the model's context window in tokens, at most {MAX_LIMIT}")));
+    }
     let conn = db.conn();
     let given = |s: &Option<String>| s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
     let mut preface = String::new();

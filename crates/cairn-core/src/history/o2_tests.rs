@@ -311,8 +311,10 @@ fn thresholds_follow_the_context_meter_settings() {
     let known = ContextUsageRequest { limit: Some(300_000), ..req.clone() };
     let r = context_usage(&db, &known, &settings).unwrap();
     assert_eq!((r.percent, r.limit, r.status), (Some(50), Some(300_000), Some(MeterStatus::Green)));
-    let zero = ContextUsageRequest { limit: Some(0), ..req };
+    let zero = ContextUsageRequest { limit: Some(0), ..req.clone() };
     assert_eq!(context_usage(&db, &zero, &settings).unwrap().limit, Some(1_000_000));
+    let huge = ContextUsageRequest { limit: Some(1 << 63), ..req };
+    assert_eq!(context_usage(&db, &huge, &settings).unwrap_err().code, ErrorCode::InvalidArgument);
 }
 
 #[test]

@@ -376,7 +376,7 @@ pub struct ContextUsageParams {
     caller_session_id: Option<String>,
     /// The model's context window in tokens, when the caller knows it; default: 1M for a `[1m]`
     /// model, else `[context_meter] default_limit`.
-    #[param(minimum = 0)]
+    #[param(minimum = 0, maximum = 100_000_000)]
     limit: Option<u64>,
 }
 
@@ -387,6 +387,7 @@ pub struct ContextUsageParams {
         (status = 200, description = "`{percent, used, limit, model, status, trend, note, ...}`; the numbers \
             are null when the session has no assistant usage yet",
             body = cairn_core::history::context_usage::ContextUsageReport),
+        (status = 400, description = "A bad session id, or a limit above 100,000,000", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody)))]
 pub(super) async fn context_usage(
     State(state): State<AppState>,

@@ -462,6 +462,9 @@ fn plans(
     req: &crate::history::plans::PlansRequest,
 ) -> Result<crate::history::plans::Plans> {
     use crate::history::plans as p;
+    if let Some(id) = crate::agent::given_str(req.session_id.as_deref()) {
+        crate::history::query::check_id("session_id", id.trim())?;
+    }
     let directory = req
         .directory
         .clone()

@@ -352,7 +352,7 @@ pub struct PlansParams {
         (status = 200, description = "The plans of the project's `.opencode/plans` and OpenCode's data dir \
             (`plans: []` when none), or with `read` the one plan", body = cairn_core::history::plans::Plans),
         (status = 400, description = "`read` is not a plain `.md` file name in a plans directory", body = ErrorBody),
-        (status = 404, description = "No plan of that name", body = ErrorBody),
+        (status = 404, description = "No plan of that name, or a session id that cannot exist (a path)", body = ErrorBody),
         (status = 422, description = "The plan exists but cannot be read", body = ErrorBody)))]
 pub(super) async fn plans(
     State(state): State<AppState>,

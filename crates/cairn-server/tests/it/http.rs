@@ -1393,6 +1393,7 @@ async fn history_routes_refuse_bad_input_with_stable_codes() {
         ("/history/plans?read=%2Fetc%2Fpasswd", 400, "invalid_argument"),
         ("/history/plans?read=", 400, "invalid_argument"),
         ("/history/plans?read=%20%20", 400, "invalid_argument"),
+        ("/history/plans?session_id=..%2F..%2Fetc", 404, "history_session_not_found"),
         ("/history/plans?read=1767000000000-none.md", 404, "file_not_found"),
         ("/history/context-usage?session_id=ses_nope", 404, "history_session_not_found"),
         ("/history/context-usage?limit=9223372036854775808", 400, "invalid_argument"),

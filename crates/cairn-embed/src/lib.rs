@@ -1,7 +1,7 @@
 //! Sentence embeddings for cairn.
 //!
 //! - [`Embedder`]: what search and the background indexer need from a model.
-//! - [`LocalModel`]: a BERT-family sentence model (default all-MiniLM-L6-v2) run on the CPU in
+//! - [`LocalModel`]: a BERT-family sentence model (default multilingual-e5-small) run on the CPU in
 //!   pure Rust (BERT, RoBERTa and XLM-R layouts: multilingual-e5-small too): Hugging Face's `tokenizers` (pure-Rust build) and `safetensors` crates read
 //!   the model's `tokenizer.json` and weights; the encoder, mean pooling and L2 normalisation
 //!   are this crate's. No C or C++ library, no download at run time; the files come from

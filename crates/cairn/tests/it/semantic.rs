@@ -376,6 +376,11 @@ fn an_install_of_minilm_from_before_the_switch_stays_in_use() {
     );
     assert_eq!(env.json(&["reindex"])["model"], MINILM);
     assert_eq!(env.vectors(), vec![(MINILM.to_owned(), 3)]);
+    // So does the daemon at its start (which drops the vectors of any model but its own).
+    let daemon = Daemon::start(&env.data());
+    assert_eq!(wait_for_embeddings(daemon.addr)["embedding_model"], MINILM);
+    drop(daemon);
+    assert_eq!(env.vectors(), vec![(MINILM.to_owned(), 3)]);
     // The user's switch: every memory embedded again with the default, nothing mixed.
     env.json(&["model", "use", E5]);
     assert_eq!(env.json(&["reindex"])["model"], E5);

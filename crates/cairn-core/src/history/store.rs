@@ -131,7 +131,7 @@ impl HistoryDb {
     }
 
     /// A scan starts: from now until [`HistoryDb::end_bulk`], batches are indexed by a thread
-    /// of their own (the writer waits only when it is `index::MAX_LAG` batches ahead), and
+    /// of their own (the writer waits only when it is `index::MAX_LAG_BYTES` of text ahead), and
     /// the writer leaves WAL checkpoints to that thread. In memory: nothing changes.
     pub fn begin_bulk(&mut self) -> Result<()> {
         let Some(path) = self.path.clone() else { return Ok(()) };
@@ -176,12 +176,12 @@ impl HistoryDb {
 
     /// After a write: during a scan, wake the indexer (and wait if it is too far behind);
     /// otherwise index now, so what was written is searchable when the call returns.
-    fn index_written(&mut self, last_seq: Option<i64>) -> Result<()> {
+    fn index_written(&mut self, last_seq: Option<i64>, bytes: u64) -> Result<()> {
         match (&self.bulk, last_seq) {
             (_, None) => Ok(()),
             (Some(bulk), Some(seq)) => {
                 let _ = bulk.wake.send(());
-                bulk.progress.wait_within_lag(seq);
+                bulk.progress.wait_within_lag(seq, bytes);
                 Ok(())
             }
             (None, Some(_)) => index::catch_up(&self.conn, &mut self.fts).map(|_| ()),
@@ -235,6 +235,7 @@ impl HistoryDb {
         counts.messages += messages.len() as u64;
         let parts: Vec<&HistoryPart> = batch.parts.iter().filter(|p| kept(&p.session_id)).collect();
         counts.parts += upsert_parts(&tx, &parts, &mut fts)?;
+        fts.bytes += parts.iter().map(|p| indexed_len(p)).sum::<u64>();
         for result in batch.results.iter().filter(|r| kept(&r.session_id)) {
             if apply_result(&tx, result, &mut fts)? {
                 counts.results += 1;
@@ -252,9 +253,10 @@ impl HistoryDb {
         record_skips(&tx, source, &skipped)?;
         store_cursor(&tx, source, next, &counts)?;
         index::trim(&tx, indexed)?;
+        let bytes = fts.bytes;
         let last_seq = fts.write(&tx)?;
         tx.commit()?;
-        self.index_written(last_seq)?;
+        self.index_written(last_seq, bytes)?;
         Ok(ApplyOutcome::Applied(counts))
     }
 
@@ -285,7 +287,7 @@ impl HistoryDb {
             )?;
         }
         tx.commit()?;
-        self.index_written(last_seq)?;
+        self.index_written(last_seq, 0)?;
         Ok(removed)
     }
 
@@ -581,6 +583,8 @@ fn number_turns(conn: &Connection, session_id: &str, seq: i64, id: &str) -> Resu
 struct IndexQueue {
     new: Option<(i64, i64)>,
     changed: Vec<i64>,
+    /// About how much text the queued rows hold (what the indexer will tokenize).
+    bytes: u64,
 }
 
 impl IndexQueue {
@@ -695,6 +699,7 @@ fn apply_result(conn: &Connection, r: &ToolResult, fts: &mut IndexQueue) -> Resu
     for rowid in rowids {
         fts.changed(rowid);
     }
+    fts.bytes += r.output.len().min(INDEXED_BYTES) as u64;
     Ok(true)
 }
 
@@ -706,6 +711,20 @@ pub(crate) fn indexed_kind(kind: PartKind) -> Option<&'static str> {
         PartKind::Tool => Some("tool"),
         PartKind::File | PartKind::Image | PartKind::Compaction => None,
     }
+}
+
+/// About how much of `part` the index holds (what [`indexed_body`] makes of it).
+fn indexed_len(part: &HistoryPart) -> u64 {
+    if indexed_kind(part.kind).is_none() {
+        return 0;
+    }
+    let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    let whole = if part.kind == PartKind::Tool {
+        len(&part.tool) + len(&part.input) + len(&part.output)
+    } else {
+        len(&part.text)
+    };
+    whole.min(INDEXED_BYTES) as u64
 }
 
 /// What the index holds of a part: its text, or a tool's name, input and output; at most

@@ -31,12 +31,21 @@ static WHITESPACE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect(
 /// An unclosed `<private>` redacts to the end of the text. Returns the text and whether
 /// anything was redacted.
 pub fn redact(text: &str) -> (String, bool) {
-    if !text.as_bytes().windows(8).any(|w| w.eq_ignore_ascii_case(b"<private")) {
+    if !may_hold_private(text) {
         return (text.to_owned(), false);
     }
     let closed = PRIVATE_BLOCK.replace_all(text, REDACTED);
     let all = PRIVATE_UNCLOSED.replace_all(&closed, REDACTED);
     (all.trim().to_owned(), true)
+}
+
+/// Whether `text` holds `<private` in any case: every archived message passes through here,
+/// so the `<`s are found a vector at a time and only they are compared.
+fn may_hold_private(text: &str) -> bool {
+    const MARK: &[u8] = b"<private";
+    let bytes = text.as_bytes();
+    memchr::memchr_iter(b'<', bytes)
+        .any(|at| bytes.get(at..at + MARK.len()).is_some_and(|w| w.eq_ignore_ascii_case(MARK)))
 }
 
 /// Redact an optional field.
@@ -253,6 +262,17 @@ mod tests {
     #[test]
     fn text_without_tags_is_untouched() {
         assert_eq!(redact("  plain  ").0, "  plain  ");
+        // `<`s that do not open `<private`, one cut short at the end of the text
+        for text in ["a < b <pri", "<p> <privat", "x <<PRIVATE", "é<"] {
+            assert_eq!(redact(text).0, text);
+        }
+    }
+
+    #[test]
+    fn the_private_mark_is_found_after_many_other_tags() {
+        let text = format!("{}<PrIvAtE>secret</private>", "<b>".repeat(10_000));
+        let (out, hit) = redact(&text);
+        assert!(hit && !out.contains("secret"));
     }
 
     #[test]

@@ -210,7 +210,7 @@ fn read_chunk(file: &mut File, start: u64, size: u64, max_bytes: usize) -> std::
 }
 
 fn last_newline(buf: &[u8]) -> Option<usize> {
-    buf.iter().rposition(|&b| b == b'\n')
+    memchr::memrchr(b'\n', buf)
 }
 
 /// The line at `start` is longer than a chunk. Find its end by streaming; parse it if it is at
@@ -233,7 +233,7 @@ fn long_line(
         if n == 0 {
             return Ok(None);
         }
-        if let Some(i) = buf[..n].iter().position(|&b| b == b'\n') {
+        if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
             break pos + i as u64;
         }
         pos += n as u64;
@@ -351,7 +351,7 @@ impl TranscriptReader {
     fn lines(&mut self, buf: &[u8], base: u64, skips: &mut SkipCounter) {
         let mut at = 0usize;
         while at < buf.len() {
-            let end = buf[at..].iter().position(|&b| b == b'\n').map_or(buf.len(), |i| at + i);
+            let end = memchr::memchr(b'\n', &buf[at..]).map_or(buf.len(), |i| at + i);
             let line = trim_cr(&buf[at..end]);
             if !line.iter().all(u8::is_ascii_whitespace) {
                 self.line(line, base + at as u64, skips);

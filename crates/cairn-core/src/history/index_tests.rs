@@ -338,3 +338,28 @@ fn a_scan_killed_while_reading_ahead_stores_every_message_once() {
     }
     assert!(kills > 0, "no scan was killed: make the corpus bigger");
 }
+
+/// The writer of a scan waits for the indexer by the text it queued, not by entries: many
+/// small transcripts never stall it, a long backlog of text or of entries does until the
+/// indexer moves.
+#[test]
+fn a_scan_writer_waits_for_the_indexer_by_text_queued_not_by_entries() {
+    use super::index::{MAX_LAG_BYTES, MAX_LAG_ENTRIES, Progress};
+    let progress = std::sync::Arc::new(Progress::default());
+    for seq in 1..=MAX_LAG_ENTRIES {
+        progress.wait_within_lag(seq, 1_000); // returns: little text, not too many entries
+    }
+    let waits_until_published = |seq: i64, bytes: u64, mark: i64| {
+        let shared = std::sync::Arc::clone(&progress);
+        let writer = std::thread::spawn(move || shared.wait_within_lag(seq, bytes));
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(!writer.is_finished(), "the writer went on {seq} entries / {bytes} bytes ahead");
+        progress.publish_for_tests(mark);
+        writer.join().unwrap();
+    };
+    // One entry too many: waits until the indexer applied the first.
+    waits_until_published(MAX_LAG_ENTRIES + 1, 0, 1);
+    // Too much text: waits until the indexer applied enough of it.
+    progress.publish_for_tests(MAX_LAG_ENTRIES + 1);
+    waits_until_published(MAX_LAG_ENTRIES + 2, MAX_LAG_BYTES + 1, MAX_LAG_ENTRIES + 2);
+}

@@ -131,7 +131,7 @@ impl HistoryDb {
     }
 
     /// A scan starts: from now until [`HistoryDb::end_bulk`], batches are indexed by a thread
-    /// of their own (the writer waits only when it is `index::MAX_LAG` batches ahead), and
+    /// of their own (the writer waits only when it is `index::MAX_LAG_BYTES` of text ahead), and
     /// the writer leaves WAL checkpoints to that thread. In memory: nothing changes.
     pub fn begin_bulk(&mut self) -> Result<()> {
         let Some(path) = self.path.clone() else { return Ok(()) };
@@ -176,12 +176,12 @@ impl HistoryDb {
 
     /// After a write: during a scan, wake the indexer (and wait if it is too far behind);
     /// otherwise index now, so what was written is searchable when the call returns.
-    fn index_written(&mut self, last_seq: Option<i64>) -> Result<()> {
+    fn index_written(&mut self, last_seq: Option<i64>, bytes: u64) -> Result<()> {
         match (&self.bulk, last_seq) {
             (_, None) => Ok(()),
             (Some(bulk), Some(seq)) => {
                 let _ = bulk.wake.send(());
-                bulk.progress.wait_within_lag(seq);
+                bulk.progress.wait_within_lag(seq, bytes);
                 Ok(())
             }
             (None, Some(_)) => index::catch_up(&self.conn, &mut self.fts).map(|_| ()),
@@ -220,7 +220,8 @@ impl HistoryDb {
         let mut fts = IndexQueue::default();
         let mut renumber_from: HashMap<String, (i64, String)> = HashMap::new();
         let messages: Vec<&HistoryMessage> = batch.messages.iter().filter(|m| kept(&m.session_id)).collect();
-        for (session_id, seq, id) in upsert_messages(&tx, &messages)? {
+        let turns = turns_of_appended(&tx, &messages)?;
+        for (session_id, seq, id) in upsert_messages(&tx, &messages, &turns)? {
             match renumber_from.get_mut(&session_id) {
                 Some(from) => {
                     if (seq, id.as_str()) < (from.0, from.1.as_str()) {
@@ -235,6 +236,7 @@ impl HistoryDb {
         counts.messages += messages.len() as u64;
         let parts: Vec<&HistoryPart> = batch.parts.iter().filter(|p| kept(&p.session_id)).collect();
         counts.parts += upsert_parts(&tx, &parts, &mut fts)?;
+        fts.bytes += parts.iter().map(|p| indexed_len(p)).sum::<u64>();
         for result in batch.results.iter().filter(|r| kept(&r.session_id)) {
             if apply_result(&tx, result, &mut fts)? {
                 counts.results += 1;
@@ -252,9 +254,10 @@ impl HistoryDb {
         record_skips(&tx, source, &skipped)?;
         store_cursor(&tx, source, next, &counts)?;
         index::trim(&tx, indexed)?;
+        let bytes = fts.bytes;
         let last_seq = fts.write(&tx)?;
         tx.commit()?;
-        self.index_written(last_seq)?;
+        self.index_written(last_seq, bytes)?;
         Ok(ApplyOutcome::Applied(counts))
     }
 
@@ -285,7 +288,7 @@ impl HistoryDb {
             )?;
         }
         tx.commit()?;
-        self.index_written(last_seq)?;
+        self.index_written(last_seq, 0)?;
         Ok(removed)
     }
 
@@ -494,8 +497,8 @@ impl MultiRow {
 static MESSAGE_UPSERT: LazyLock<MultiRow> = LazyLock::new(|| {
     MultiRow::new(
         "history_messages (session_id, id, role, seq, summary, compaction, synthetic, finish, tokens, model, agent,
-             created_at)",
-        12,
+             created_at, turn_number)",
+        13,
         "ON CONFLICT(session_id, id) DO UPDATE SET
              turn_number = CASE WHEN role IS excluded.role AND seq IS excluded.seq AND summary IS excluded.summary
                  AND compaction IS excluded.compaction AND synthetic IS excluded.synthetic
@@ -505,19 +508,28 @@ static MESSAGE_UPSERT: LazyLock<MultiRow> = LazyLock::new(|| {
              finish = COALESCE(excluded.finish, finish), tokens = COALESCE(excluded.tokens, tokens),
              model = COALESCE(excluded.model, model), agent = COALESCE(excluded.agent, agent),
              created_at = excluded.created_at
-         RETURNING session_id, seq, id, turn_number",
+         RETURNING session_id, seq, id, turn_number, rowid",
     )
 });
 
-/// Upsert messages; answers (session, seq, id) of each whose turn number must be (re)computed:
-/// a new message, or one whose order or turn-opening flags changed (the update clears its
-/// number then).
-fn upsert_messages(conn: &Connection, messages: &[&HistoryMessage]) -> Result<Vec<(String, i64, String)>> {
+/// Upsert messages, a new one with its turn number from `turns` when known there; answers
+/// (session, seq, id) from where the session's turns must be (re)numbered: a new message
+/// without a number; a stored one whose order or turn-opening flags changed (the update clears
+/// its number then): from the session's start, since the place it left may be before the one
+/// it has now.
+fn upsert_messages(
+    conn: &Connection,
+    messages: &[&HistoryMessage],
+    turns: &[Option<i64>],
+) -> Result<Vec<(String, i64, String)>> {
     let mut renumber = Vec::new();
+    let stored_up_to: i64 =
+        conn.prepare_cached("SELECT coalesce(max(rowid), 0) FROM history_messages")?.query_row([], |r| r.get(0))?;
+    let numbered: Vec<(&HistoryMessage, Option<i64>)> = messages.iter().copied().zip(turns.iter().copied()).collect();
     MESSAGE_UPSERT.run(
         conn,
-        messages,
-        |stmt, m, at| {
+        &numbered,
+        |stmt, &(m, turn), at| {
             stmt.raw_bind_parameter(at, &m.session_id)?;
             stmt.raw_bind_parameter(at + 1, &m.id)?;
             stmt.raw_bind_parameter(at + 2, role_str(m.role))?;
@@ -529,16 +541,60 @@ fn upsert_messages(conn: &Connection, messages: &[&HistoryMessage]) -> Result<Ve
             stmt.raw_bind_parameter(at + 8, &m.tokens)?;
             stmt.raw_bind_parameter(at + 9, &m.model)?;
             stmt.raw_bind_parameter(at + 10, &m.agent)?;
-            stmt.raw_bind_parameter(at + 11, &m.created_at)
+            stmt.raw_bind_parameter(at + 11, &m.created_at)?;
+            stmt.raw_bind_parameter(at + 12, turn)
         },
         |r| {
             if r.get::<_, Option<i64>>(3)?.is_none() {
-                renumber.push((r.get(0)?, r.get(1)?, r.get(2)?));
+                let (session_id, rowid): (String, i64) = (r.get(0)?, r.get(4)?);
+                let (seq, id) = if rowid > stored_up_to { (r.get(1)?, r.get(2)?) } else { (i64::MIN, String::new()) };
+                renumber.push((session_id, seq, id));
             }
             Ok(())
         },
     )?;
     Ok(renumber)
+}
+
+/// The turn number of each message (`None`: left to [`number_turns`]) where it can be known
+/// before the write: every message of its session in the batch comes after all the session's
+/// stored ones (a transcript read on from its cursor), so each number follows from the
+/// session's last stored one and the batch alone. Numbered at insert, an appended message is
+/// written once instead of inserted then updated (a second write of every message, and of its
+/// entry in the turn index).
+fn turns_of_appended(conn: &Connection, messages: &[&HistoryMessage]) -> Result<Vec<Option<i64>>> {
+    let mut turns = vec![None; messages.len()];
+    let mut by_session: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        by_session.entry(m.session_id.as_str()).or_default().push(i);
+    }
+    for (session_id, mut batch) in by_session {
+        batch.sort_by(|&a, &b| (messages[a].seq, &messages[a].id).cmp(&(messages[b].seq, &messages[b].id)));
+        let ids: HashSet<&str> = batch.iter().map(|&i| messages[i].id.as_str()).collect();
+        if ids.len() != batch.len() {
+            continue; // a message twice in one batch: left to the renumbering
+        }
+        let last: Option<(i64, String, Option<i64>)> = conn
+            .prepare_cached(
+                "SELECT seq, id, turn_number FROM history_messages WHERE session_id = ?1
+                 ORDER BY seq DESC, id DESC LIMIT 1",
+            )?
+            .query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        let first = &messages[batch[0]];
+        let mut turn = match last {
+            None => 0,
+            Some((seq, id, Some(turn))) if (seq, id.as_str()) < (first.seq, first.id.as_str()) => turn,
+            Some(_) => continue, // interleaved with stored messages, or not numbered yet
+        };
+        for i in batch {
+            if messages[i].opens_turn() {
+                turn += 1;
+            }
+            turns[i] = Some(turn);
+        }
+    }
+    Ok(turns)
 }
 
 /// Number the session's turns from the message at (`seq`, `id`) on: each message that opens a
@@ -581,6 +637,8 @@ fn number_turns(conn: &Connection, session_id: &str, seq: i64, id: &str) -> Resu
 struct IndexQueue {
     new: Option<(i64, i64)>,
     changed: Vec<i64>,
+    /// About how much text the queued rows hold (what the indexer will tokenize).
+    bytes: u64,
 }
 
 impl IndexQueue {
@@ -695,6 +753,7 @@ fn apply_result(conn: &Connection, r: &ToolResult, fts: &mut IndexQueue) -> Resu
     for rowid in rowids {
         fts.changed(rowid);
     }
+    fts.bytes += r.output.len().min(INDEXED_BYTES) as u64;
     Ok(true)
 }
 
@@ -706,6 +765,20 @@ pub(crate) fn indexed_kind(kind: PartKind) -> Option<&'static str> {
         PartKind::Tool => Some("tool"),
         PartKind::File | PartKind::Image | PartKind::Compaction => None,
     }
+}
+
+/// About how much of `part` the index holds (what [`indexed_body`] makes of it).
+fn indexed_len(part: &HistoryPart) -> u64 {
+    if indexed_kind(part.kind).is_none() {
+        return 0;
+    }
+    let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    let whole = if part.kind == PartKind::Tool {
+        len(&part.tool) + len(&part.input) + len(&part.output)
+    } else {
+        len(&part.text)
+    };
+    whole.min(INDEXED_BYTES) as u64
 }
 
 /// What the index holds of a part: its text, or a tool's name, input and output; at most

@@ -896,3 +896,75 @@ fn a_batch_larger_than_one_statement_numbers_turns_and_indexes_every_row() {
     assert_eq!(numbered(&db), ((1..=11).collect::<Vec<_>>(), (60..=70).collect::<Vec<_>>()));
     assert_eq!((found(&db, "reply1"), found(&db, "rewritten"), found(&db, "reply69")), (0, 1, 1));
 }
+
+/// Turn numbers as the store's rule gives them: messages in (seq, id) order, each one that opens
+/// a turn starting the next number.
+fn expected_turns(messages: &[HistoryMessage]) -> Vec<(String, i64)> {
+    let mut sorted: Vec<&HistoryMessage> = messages.iter().collect();
+    sorted.sort_by(|a, b| (a.seq, &a.id).cmp(&(b.seq, &b.id)));
+    let mut turn = 0;
+    let mut numbered: Vec<(String, i64)> = sorted
+        .into_iter()
+        .map(|m| {
+            turn += i64::from(m.opens_turn());
+            (m.id.clone(), turn)
+        })
+        .collect();
+    numbered.sort();
+    numbered
+}
+
+fn stored_turns(db: &HistoryDb, session_id: &str) -> Vec<(String, i64)> {
+    let mut stmt =
+        db.conn().prepare("SELECT id, turn_number FROM history_messages WHERE session_id = ?1 ORDER BY id").unwrap();
+    stmt.query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().collect::<rusqlite::Result<_>>().unwrap()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// Whatever the batches (appended in order, arriving out of order, a message moved or its
+    /// flags changed when read again), the stored turn numbers are the rule's over the whole
+    /// session: numbering an appended batch at insert gives what renumbering gives.
+    #[test]
+    fn turn_numbers_follow_the_rule_whatever_the_batches(
+        kinds in proptest::collection::vec(0u8..4, 1..40),
+        cuts in proptest::collection::vec(0usize..40, 0..6),
+        shuffled in proptest::bool::ANY,
+        moved in proptest::option::of((0usize..40, 0i64..400)),
+    ) {
+        let mut all: Vec<HistoryMessage> = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, kind)| {
+                let (id, seq) = (format!("m{i:02}"), 10 * i as i64);
+                match kind {
+                    0 => assistant(CC, &id, seq),
+                    1 => HistoryMessage { synthetic: true, ..user(CC, &id, seq) },
+                    _ => user(CC, &id, seq),
+                }
+            })
+            .collect();
+        let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % (all.len() + 1)).collect();
+        bounds.extend([0, all.len()]);
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut batches: Vec<Vec<HistoryMessage>> = bounds.windows(2).map(|w| all[w[0]..w[1]].to_vec()).collect();
+        if shuffled {
+            batches.reverse();
+        }
+        if let Some((which, seq)) = moved {
+            // One message read again later at another place, and no longer opening a turn.
+            let m = &mut all[which % kinds.len()];
+            *m = HistoryMessage { seq, synthetic: true, ..m.clone() };
+            batches.push(vec![m.clone()]);
+        }
+        let mut db = HistoryDb::open_in_memory().unwrap();
+        for (i, messages) in batches.into_iter().enumerate() {
+            let source = SourceRef { key: format!("batch-{i}"), host: HistoryHost::ClaudeCode };
+            let batch = IngestBatch { messages, ..IngestBatch::default() };
+            db.apply(&source, None, &batch, &cursor(1)).unwrap();
+        }
+        proptest::prop_assert_eq!(stored_turns(&db, CC), expected_turns(&all));
+    }
+}

@@ -15,7 +15,7 @@
 //!
 //! Search reads the index through its own connection and hydrates hits from `history.db`: an
 //! index row whose part is gone is skipped there, and a part not yet indexed is missing from
-//! ranked results until the indexer reaches it (during a scan, at most [`MAX_LAG_BYTES`] of text).
+//! ranked results until the indexer reaches it (during a scan, at most `MAX_LAG_BYTES` of text).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

@@ -1185,7 +1185,9 @@ pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Res
     // looked up in the trigram index (3 characters or more; shorter ones scan the parts).
     let unsegmented = super::text::has_unsegmented_script(text);
     let literal = req.literal || unsegmented;
-    let candidates = if unsegmented && !req.literal && text.chars().count() >= 3 {
+    // FTS5's query syntax ends a string at a NUL ("unterminated string"): such a query scans.
+    let indexable = text.chars().count() >= 3 && !text.contains('\0');
+    let candidates = if unsegmented && !req.literal && indexable {
         trigram_candidates(conn, db.fts(), &views, &kinds, text)?
     } else if literal {
         literal_candidates(conn, &views, &kinds, text)?

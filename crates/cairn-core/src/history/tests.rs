@@ -632,8 +632,18 @@ fn the_trigram_index_finds_what_the_substring_scan_finds() {
         assert_eq!(sorted(indexed.clone()), sorted(scanned), "{query:?} in {session:?} ({kinds:?})");
         indexed.len()
     };
-    for query in ["数据库", "数据库连接", "接続エラー", "API设计", "api设计文档", "数据库连接失败", "データベース"]
-    {
+    // (a NUL cannot be in an FTS5 query: that one scans, schemathesis seed 2280620417)
+    let queries = [
+        "数据库",
+        "数据库连接",
+        "接続エラー",
+        "API设计",
+        "api设计文档",
+        "数据库连接失败",
+        "データベース",
+        "数据库\0连接",
+    ];
+    for query in queries {
         same(&db, query, None, None);
         same(&db, query, Some(other), None);
         same(&db, query, None, Some("reasoning"));

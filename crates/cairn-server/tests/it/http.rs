@@ -1403,6 +1403,9 @@ async fn history_routes_refuse_bad_input_with_stable_codes() {
         let reply = s.get(path).await;
         assert_eq!((reply.status, reply.code().as_str()), (*status, *code), "{path}");
     }
+    // A NUL in a Chinese query (schemathesis seed 2280620417): scanned, not an internal error.
+    let nul = s.get("/history/search?query=%E6%95%B0%E6%8D%AE%00%E5%BA%93").await.expect(200);
+    assert_eq!(nul["messages"], json!([]));
     // A poke names a host's own transcript or database: never another file the daemon could read.
     let secret = s.dir.path().join("secret.jsonl");
     std::fs::write(&secret, "{\"type\":\"user\"}\n").unwrap();

@@ -240,3 +240,27 @@ mod redact {
 fn query_parse(bencher: Bencher, question: &str) {
     bencher.bench_local(|| black_box(query::to_fts(&query::parse(black_box(question)))));
 }
+
+/// The re-ranking's `time_answer` test on one candidate's 2 KB head (a "when" query runs it on
+/// each of the 40 candidates of the pool): no time word (the whole text scanned) and one near
+/// the end.
+mod mentions_time {
+    use super::*;
+
+    fn text(with_time: bool) -> String {
+        let body = Gen(0x71E).words(300);
+        if with_time { format!("{body} we moved it last week") } else { body }
+    }
+
+    #[divan::bench]
+    fn none_2kb(bencher: Bencher) {
+        let text = text(false);
+        bencher.bench_local(|| black_box(cairn_core::search::temporal::mentions_time(black_box(&text))));
+    }
+
+    #[divan::bench]
+    fn at_the_end_2kb(bencher: Bencher) {
+        let text = text(true);
+        bencher.bench_local(|| black_box(cairn_core::search::temporal::mentions_time(black_box(&text))));
+    }
+}

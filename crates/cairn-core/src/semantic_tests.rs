@@ -113,6 +113,26 @@ fn hybrid_ranks_a_memory_both_rankings_find_first_and_reports_both_scores() {
 }
 
 #[test]
+fn a_when_question_marks_the_pool_memories_that_say_when() {
+    use crate::search::rerank::{FEATURES, NAMES};
+    let time_answer = NAMES.iter().position(|n| *n == "time_answer").expect("the feature is named");
+    assert_eq!(time_answer, FEATURES - 1);
+    let (mut s, _) = semantic_store();
+    let dated = s.save(&obs("p", "Deploy", "we did the rollout of the database last week")).unwrap().id;
+    let undated = s.save(&obs("p", "Deploy notes", "the database rollout needs a flag")).unwrap().id;
+    embed_all(&mut s);
+    let marks = |text: &str| -> Vec<(i64, f64)> {
+        let query = SearchQuery { text: text.into(), project: Some("p".into()), ..SearchQuery::default() };
+        let mut pool: Vec<(i64, f64)> =
+            s.rerank_pool(&query).unwrap().into_iter().map(|(id, f)| (id, f[time_answer])).collect();
+        pool.sort_by_key(|(id, _)| *id);
+        pool
+    };
+    assert_eq!(marks("when did the database rollout happen?"), vec![(dated, 1.0), (undated, 0.0)]);
+    assert_eq!(marks("how does the database rollout work?"), vec![(dated, 0.0), (undated, 0.0)], "not a when question");
+}
+
+#[test]
 fn without_a_model_search_is_lexical_and_says_so_only_when_asked() {
     let (mut s, _) = store_with_clock();
     s.save(&obs("p", "Car parking", "level 2")).unwrap();

@@ -27,7 +27,7 @@
 use std::collections::HashMap;
 
 use super::snippet::Matcher;
-use super::{Candidate, HitScores, MatchKind, SearchEngine, SearchQuery, passes_filters, query, rerank};
+use super::{Candidate, HitScores, MatchKind, SearchEngine, SearchQuery, passes_filters, query, rerank, temporal};
 use crate::error::Result;
 use crate::store::Store;
 
@@ -212,10 +212,11 @@ impl Fusion {
     fn features(&self, place: usize, id: i64, read: &Read) -> rerank::Features {
         let by_place = |places: &HashMap<i64, usize>| places.get(&id).map_or(0.0, |&p| reciprocal_place(p));
         let (prev, next) = self.neighbours.get(&id).copied().unwrap_or((None, None));
-        let (title_match, length, coverage) = read.texts.get(&id).map_or((false, 0, 0.0), |t| {
+        let (title_match, length, coverage, says_when) = read.texts.get(&id).map_or((false, 0, 0.0, false), |t| {
             // Only the lexical ranking's memories: the others hold few of the words.
             let coverage = if self.bm25.contains_key(&id) { read.matcher.coverage(&[&t.title, &t.head]) } else { 0.0 };
-            (read.matcher.matches_any(&t.title), t.length, coverage)
+            let says_when = read.asks_when && temporal::mentions_time(&t.head);
+            (read.matcher.matches_any(&t.title), t.length, coverage, says_when)
         });
         let bm25 = self.relative_bm25(Some(id));
         [
@@ -233,6 +234,7 @@ impl Fusion {
             f64::from(u8::from(self.neighbours.contains_key(&id))),
             coverage,
             bm25 * coverage,
+            f64::from(u8::from(says_when)),
         ]
     }
 }
@@ -248,6 +250,8 @@ struct Read {
     cosines: HashMap<i64, f32>,
     texts: HashMap<i64, Text>,
     matcher: Matcher,
+    /// Whether the query asks when something happened.
+    asks_when: bool,
 }
 
 impl Read {
@@ -260,7 +264,12 @@ impl Read {
             }
         }
         let cosines = store.semantic().map(|s| s.similarities(vector, &wanted)).unwrap_or_default();
-        Ok(Read { cosines, texts: texts(store, &ids)?, matcher: Matcher::new(&query::parse(&query.text)) })
+        Ok(Read {
+            cosines,
+            texts: texts(store, &ids)?,
+            matcher: Matcher::new(&query::parse(&query.text)),
+            asks_when: temporal::asks_when(&query.text),
+        })
     }
 
     /// Cosine with the query; 0 without a vector.

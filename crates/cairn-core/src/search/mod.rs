@@ -12,6 +12,7 @@ pub mod query;
 pub mod rerank;
 pub mod semantic;
 pub mod snippet;
+pub mod temporal;
 
 use rusqlite::{OptionalExtension, params_from_iter, types::Value};
 use serde::{Deserialize, Serialize};

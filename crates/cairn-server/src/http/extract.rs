@@ -38,7 +38,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 
 /// A JSON object body every field of which is optional: an empty body, or `null`, means the
 /// defaults (engram's hooks end sessions with no body at all). Anything but an object is
-/// refused: serde would take a struct as an array of its fields (`[null]`).
+/// refused: serde would take a struct as an array of its fields (`[null]`). A body of only
+/// whitespace is not empty: it is no JSON, and is refused like any other (a client that sends
+/// one meant to send something).
 pub struct OptionalJson<T>(pub T);
 
 impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
@@ -46,7 +48,7 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = body_bytes(req, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        if bytes.is_empty() {
             return Ok(Self(T::default()));
         }
         match parse_json::<serde_json::Value>(&bytes)? {
@@ -85,7 +87,8 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
     })?;
     if text.trim().is_empty() {
-        return Err(ApiError::new(ErrorCode::InvalidJson, "the request body is empty").with_hint("send a JSON object"));
+        return Err(ApiError::new(ErrorCode::InvalidJson, "the request body is empty or only whitespace")
+            .with_hint("send a JSON object"));
     }
     serde_json::from_str(text).map_err(|e| match e.classify() {
         Category::Data => {

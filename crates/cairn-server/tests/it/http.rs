@@ -308,6 +308,11 @@ async fn session_lifecycle() {
     let ghost = s.post("/sessions/ghost/end", &json!({})).await.expect(200);
     assert_eq!(ghost, json!({"id": "ghost", "status": "completed"}));
     s.post_raw("/sessions/s-1/end", b"{oops").await.expect_error(400, "invalid_json");
+    // Whitespace is no body and no JSON (schemathesis seed 2659010853 sent a tab to /history/ingest).
+    for body in [&b"\t"[..], b" ", b"\r\n"] {
+        s.post_raw("/sessions/s-1/end", body).await.expect_error(400, "invalid_json");
+        s.post_raw("/history/ingest", body).await.expect_error(400, "invalid_json");
+    }
     // serde takes a struct as an array of its fields: only an object (or nothing, or null) is a body.
     for body in [&b"[null]"[..], b"[\"sum\"]", b"3", b"\"summary\""] {
         s.post_raw("/sessions/s-1/end", body).await.expect_error(400, "invalid_argument");

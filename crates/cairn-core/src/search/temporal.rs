@@ -1,7 +1,7 @@
 //! Questions about *when*, and memories that say when: one feature of the re-ranking.
 //!
 //! "When did we move the cache to Redis?" or "When did Caroline go to the support group?" is
-//! answered by the memory that says "yesterday", "last week" or "on 3 May", and such a memory
+//! answered by the memory that says "yesterday", "last week" or "in June 2023", and such a memory
 //! often shares fewer words with the question than one that only mentions the same thing. A
 //! fitted weight decides how much this counts (`rerank.rs`); here are only the two tests,
 //! word lists kept small and plain (English first, with the question words of the other
@@ -9,15 +9,15 @@
 
 /// Whether `query` asks for a time: "when …", "what year …", "how long ago …", "cuándo …".
 pub fn asks_when(query: &str) -> bool {
-    let lower = query.to_lowercase();
-    let words = words_of(&lower);
-    if words.iter().any(|w| matches!(*w, "when" | "cuándo" | "cuando" | "quando" | "wann" | "quand")) {
+    // The index's words: lowercased and accent-folded, so "Cuándo" is "cuando".
+    let words: Vec<String> = super::index::tokenize(query).collect();
+    if words.iter().any(|w| matches!(w.as_str(), "when" | "cuando" | "quando" | "wann" | "quand")) {
         return true;
     }
     // "what year", "which month", "what date", "how long (ago)"
     words.windows(2).any(|pair| {
         matches!(
-            (pair[0], pair[1]),
+            (pair[0].as_str(), pair[1].as_str()),
             ("what" | "which", "year" | "month" | "day" | "date" | "week" | "time") | ("how", "long") | ("long", "ago")
         )
     })
@@ -77,11 +77,6 @@ fn is_time_word(word: &[u8]) -> bool {
 /// A four-digit year from 1900 to 2099 ("2023", "in 1998").
 fn is_year(word: &[u8]) -> bool {
     word.len() == 4 && (word.starts_with(b"19") || word.starts_with(b"20")) && word.iter().all(u8::is_ascii_digit)
-}
-
-/// The words of `text` (lowercased already), split at anything not a letter or a digit.
-fn words_of(text: &str) -> Vec<&str> {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 // export below may exist at runtime: OpenCode's loader rejects modules with other exports.
 
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -25,6 +25,23 @@ const CALL_TIMEOUT = 2000;
 const HOOK_WAIT = 300;
 const COMPACTING_WAIT = 1000;
 const DAEMON_JSON_WAIT = 2000;
+/** How long writes kept in the spool wait in the background for a daemon that is slow to come up. */
+const DAEMON_COLD_WAIT = 120_000;
+/** A daemon started this recently (by any process: `daemon.starting` in the data dir) may still be coming up. */
+const DAEMON_STARTING_GRACE = 15_000;
+/**
+ * The spool (cairn-core's `spool.rs` has its rules; this writes the same records): writes the
+ * daemon could not take yet, one file per event, `<data dir>/spool/<uuid v7>.json`, drained in
+ * order by the daemon, each applied once by its id. Bounded like the core's.
+ */
+const SPOOL_RECORD_VERSION = 1;
+const SPOOL_MAX_EVENTS = 10_000;
+const SPOOL_MAX_BYTES = 64 * 1024 * 1024;
+const SPOOL_MAX_RECORD_BYTES = 1024 * 1024;
+/** The daemon's operations this plugin sends that write: what must reach the store even when the daemon is not up yet. */
+const WRITE_OPS = new Set(["start_session", "user_prompt", "record_activity", "capture_passive", "save_compaction", "end_session", "add_prompt", "session_summary", "save"]);
+/** The engram routes this plugin posts that are one of those writes. */
+const WRITE_ROUTES: Record<string, string> = { "/sessions": "start_session", "/observations/passive": "capture_passive" };
 /** What OpenCode's `opencode run` prompt is cut to before it leaves the process. */
 const MAX_PROMPT_CHARS = 2000;
 /** Task output and turn text sent for "## Key Learnings" capture. */
@@ -143,6 +160,21 @@ const server = async (ctx: Dict, options?: Dict) => {
 
   function spawnDaemon(): boolean {
     const bin = options?.bin || BAKED_CAIRN_BIN || env.CAIRN_BIN || env.ENGRAM_BIN || "cairn";
+    // one start at a time across processes (hooks use the same file): a daemon on a loaded
+    // machine can take seconds to come up, and every event of that time would start another
+    const marker = join(dataDir(), "daemon.starting");
+    try {
+      if (Date.now() - statSync(marker).mtimeMs < DAEMON_STARTING_GRACE) return true;
+    } catch {
+      // no start under way
+    }
+    try {
+      mkdirSync(dataDir(), { recursive: true, mode: 0o700 });
+      writeFileSync(marker, String(process.pid));
+      utimesSync(marker, new Date(), new Date());
+    } catch {
+      // the daemon itself says what is wrong with the data dir
+    }
     try {
       // detached and unref'd: the daemon outlives OpenCode (and idles out after 30 min)
       const child = spawn(bin, ["serve", "--idle-exit", "1800", "--or-any-port"], {
@@ -194,6 +226,7 @@ const server = async (ctx: Dict, options?: Dict) => {
 
   /** One HTTP call; rejects with CallError on an error status or a network failure. */
   async function call(method: "GET" | "POST", path: string, body?: Json, timeout = CALL_TIMEOUT): Promise<Json> {
+    if (method === "POST" && WRITE_ROUTES[path]) return deliver(WRITE_ROUTES[path], body ?? {}, timeout, path);
     const url = await daemonUrl();
     if (!url) throw new CallError("no cairn daemon", 0, "unavailable");
     let res: Response;
@@ -221,7 +254,175 @@ const server = async (ctx: Dict, options?: Dict) => {
     }
     return json;
   }
-  const op = (name: string, args: Dict, timeout?: number) => call("POST", "/v1/op", { op: name, args }, timeout);
+  const op = (name: string, args: Dict, timeout?: number): Promise<Json> =>
+    WRITE_OPS.has(name) ? deliver(name, args, timeout) : call("POST", "/v1/op", { op: name, args }, timeout);
+
+  // ---- delivery of writes: to the daemon, else kept in the spool in order ---------------------
+  // `opencode run` can exit before a cold daemon is up (seconds on a busy machine): a write the
+  // daemon cannot take now goes to the spool on disk at once, and once anything is spooled,
+  // this process's later writes follow it there until the daemon drained it, so none overtakes.
+  let spooling = false;
+  let lastSpooled: string | null = null;
+  let idMs = 0;
+  let idSeq = 0;
+  /** A UUID v7 (time-ordered; this process's ids strictly increase): the event's id and file name. */
+  function eventId(): string {
+    let ms = Date.now();
+    if (ms <= idMs) {
+      idSeq += 1;
+      if (idSeq > 0xfff) {
+        idMs += 1;
+        idSeq = 0;
+      }
+      ms = idMs;
+    } else {
+      idMs = ms;
+      idSeq = 0;
+    }
+    const hex = (n: number, width: number) => n.toString(16).padStart(width, "0");
+    const rand = (bits: number) => Math.floor(Math.random() * 2 ** bits);
+    const time = hex(ms, 12);
+    const variant = hex(0x8000 | rand(14), 4);
+    return `${time.slice(0, 8)}-${time.slice(8)}-7${hex(idSeq, 3)}-${variant}-${hex(rand(24), 6)}${hex(rand(24), 6)}`;
+  }
+  const spoolDir = () => join(dataDir(), "spool");
+  /** Count one refused event the way the core does (a byte in `spool/dropped`); never throws. */
+  function spoolDropped(why: string): false {
+    try {
+      mkdirSync(spoolDir(), { recursive: true, mode: 0o700 });
+      appendFileSync(join(spoolDir(), "dropped"), "x");
+    } catch {
+      // a full disk: nothing can be counted either
+    }
+    log("warn", `cairn: a write was lost: ${why}`);
+    return false;
+  }
+  /** Keep one event (tmp file + rename: atomic, and safe beside other hosts spooling). */
+  function spoolWrite(id: string, request: Json): boolean {
+    const dir = spoolDir();
+    const tmp = join(dir, `.${id}.${process.pid}.tmp`);
+    try {
+      const data = JSON.stringify({ v: SPOOL_RECORD_VERSION, id, at: new Date().toISOString(), source: "opencode", request });
+      const size = Buffer.byteLength(data);
+      if (size > SPOOL_MAX_RECORD_BYTES) return spoolDropped(`${request.op} is ${size} bytes, over the spool's record limit`);
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      let events = 0;
+      let bytes = 0;
+      for (const name of readdirSync(dir)) {
+        if (!name.endsWith(".json") && !name.endsWith(".tmp")) continue;
+        if (name.endsWith(".json")) events += 1;
+        try {
+          bytes += statSync(join(dir, name)).size;
+        } catch {
+          // drained meanwhile
+        }
+      }
+      if (events >= SPOOL_MAX_EVENTS || bytes + size > SPOOL_MAX_BYTES) return spoolDropped(`the spool is full (${events} events, ${bytes} bytes)`);
+      writeFileSync(tmp, data, { mode: 0o600 });
+      renameSync(tmp, join(dir, `${id}.json`));
+      return true;
+    } catch (e: any) {
+      try {
+        unlinkSync(tmp);
+      } catch {
+        // never written
+      }
+      return spoolDropped(`cannot write the spool: ${e?.message ?? e}`);
+    }
+  }
+  /** A daemon answering now, without starting one or waiting past a health check. */
+  async function daemonNow(): Promise<string | null> {
+    const url = await within(daemonUrl(), HEALTH_TIMEOUT + 100);
+    return url ?? null;
+  }
+  /**
+   * One write: live with its event id (a retry of it is applied once), else spooled under that
+   * id. `route`: an engram route that is this op (its answer's shape kept when live).
+   */
+  async function deliver(name: string, args: Dict, timeout = CALL_TIMEOUT, route?: string): Promise<Json> {
+    const request = redactDeep({ op: name, args });
+    const id = eventId();
+    if (!spooling) {
+      const url = await daemonNow();
+      if (url) {
+        try {
+          return route ? await post(url, route, request.args, timeout, id) : await post(url, "/v1/op", request, timeout, id);
+        } catch (e) {
+          // not sent, or no answer in time: the spool keeps it under the same id
+          if (!(e instanceof CallError) || e.status !== 0) throw e;
+        }
+      }
+    }
+    if (!spoolWrite(id, request)) throw new CallError(`${name}: no cairn daemon, and the spool could not keep it`, 0, "unavailable");
+    spooling = true;
+    lastSpooled = id;
+    catchUp();
+    return { spooled: id };
+  }
+  const unrefSleep = (ms: number) =>
+    new Promise<void>((r) => {
+      const t: any = setTimeout(r, ms);
+      t?.unref?.();
+    });
+  let catchingUp = false;
+  /** In the background: wait for (or start) the daemon past the 2 s, have it drain the spool, then write live again. */
+  function catchUp() {
+    if (catchingUp) return;
+    catchingUp = true;
+    (async () => {
+      const until = Date.now() + DAEMON_COLD_WAIT;
+      while (spooling && Date.now() < until) {
+        const url = configuredUrl() ?? daemonJsonUrl();
+        if (url && (await healthy(url))) {
+          daemon = Promise.resolve(url);
+          daemonCheckedAt = 0;
+          if (await drained(url)) spooling = false;
+        } else if (!configuredUrl() && options?.autostart !== false && env.CAIRN_AUTOSTART !== "never") {
+          spawnDaemon();
+        }
+        if (spooling) await unrefSleep(250);
+      }
+    })()
+      .catch((e: any) => log("warn", `cairn: waiting for the daemon failed: ${e?.message ?? e}`))
+      .finally(() => {
+        catchingUp = false;
+      });
+  }
+  /** Poke the daemon's drain; true once this process's last spooled event is gone (applied, in order). */
+  async function drained(url: string): Promise<boolean> {
+    try {
+      await post(url, "/spool/drain", undefined, CALL_TIMEOUT * 5);
+    } catch (e) {
+      // an older daemon that does not drain: the spool waits for a newer one; write live again
+      if (e instanceof CallError && e.status === 404) return true;
+      return false;
+    }
+    return !lastSpooled || !existsSync(join(spoolDir(), `${lastSpooled}.json`));
+  }
+  /** POST to a known daemon; CallError status 0 when it was not sent or not answered in time. */
+  async function post(url: string, path: string, body: Json, timeout: number, eventID?: string): Promise<Json> {
+    const h = headers();
+    if (eventID) h["idempotency-key"] = eventID;
+    let res: Response;
+    try {
+      res = await fetch(url + path, { method: "POST", headers: h, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(timeout) });
+    } catch (e: any) {
+      daemonLost();
+      throw new CallError(`POST ${path}: ${e?.name === "TimeoutError" ? `no answer within ${timeout} ms` : (e?.message ?? e)}`, 0, "unavailable");
+    }
+    const text = await res.text();
+    let json: Json = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      json = null;
+    }
+    if (!res.ok) {
+      const err = json?.error ?? {};
+      throw new CallError(`POST ${path}: ${res.status} ${err.code ?? ""} ${err.message ?? text.slice(0, 200)}`, res.status, err.code ?? "");
+    }
+    return json;
+  }
   /** Whether the daemon does not know this op (an older cairn): 400 invalid_argument "unknown variant". */
   const unknownOp = (e: any) => e instanceof CallError && e.status === 400 && /unknown variant|unknown op/i.test(e.message);
 

@@ -13,11 +13,12 @@ use std::time::Duration;
 use cairn_core::ops::{self, Op, OpOutput};
 use cairn_core::search::SearchMode;
 use cairn_core::settings::{Autostart, EmbedderConfig, Settings, ensure_data_dir};
+use cairn_core::spool::{EventId, Pushed, Spool};
 use cairn_core::{CairnError, ErrorCode, Result, Store};
 use cairn_engine::Engine;
 use serde_json::Value;
 
-use crate::daemon::{DaemonClient, autostart};
+use crate::daemon::{DaemonClient, autostart, start_in_background};
 
 /// How long a process waits for the daemon it started to answer.
 const AUTOSTART_WAIT: Duration = Duration::from_secs(3);
@@ -63,6 +64,10 @@ pub struct ConnectOptions {
     pub local: LocalKind,
     /// Semantic search when the database is opened here (`None`: lexical only).
     pub embedder: Option<EmbedderConfig>,
+    /// A host's door (a hook): when no daemon answers, its writes go to the spool of the data
+    /// dir and the daemon is started without waiting for it ([`Client::deliver`]), instead of
+    /// waiting seconds for it or opening the file while it starts.
+    pub spool: bool,
 }
 
 impl ConnectOptions {
@@ -79,7 +84,11 @@ impl ConnectOptions {
             Role::Mcp | Role::Hook => autostart_policy != Autostart::Never,
         };
         let autostart = if may_start && !direct { Some(current_exe()?) } else { None };
+        // Only where a daemon will come to drain it: with `CAIRN_AUTOSTART=never` and no daemon,
+        // a hook works on the file as before.
+        let spool = role == Role::Hook && autostart.is_some();
         Ok(ConnectOptions {
+            spool,
             db_path: data_dir.join(cairn_core::store::DB_FILE),
             data_dir,
             token: settings.http_token.value.clone(),
@@ -127,6 +136,18 @@ impl LocalStore {
         ops::execute_value(&mut store, op)
     }
 }
+
+/// What became of a host's write ([`Client::deliver`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivered {
+    /// Applied now; the operation's result.
+    Answered(Value),
+    /// Kept in the spool under this id; the daemon applies it once it runs.
+    Spooled(EventId),
+}
+
+/// Room kept in a budget to write the spool after the daemon did not answer.
+const SPOOL_MARGIN: Duration = Duration::from_millis(100);
 
 /// Runs operations for one process. Clone it freely: clones share the connection.
 #[derive(Clone)]
@@ -235,6 +256,62 @@ impl Client {
         decode(self.execute_async(op).await?)
     }
 
+    /// Deliver a host's write within `budget`, losing nothing: to the daemon when it answers in
+    /// time, under a fresh event id; otherwise into the data dir's spool under that same id
+    /// (a write the daemon got but did not answer in time is then applied once, not twice),
+    /// starting the daemon if none runs. Before a write goes to the daemon, what waits in the
+    /// spool is drained, so the write does not overtake it. A client that does not spool
+    /// (`CAIRN_AUTOSTART=never`, `CAIRN_DIRECT=1`, not a hook) just runs the operation.
+    pub fn deliver(&self, op: Op, source: &str, budget: Duration) -> Result<Delivered> {
+        let Some(options) = self.inner.options.as_ref().filter(|o| o.spool) else {
+            return Ok(Delivered::Answered(self.execute(op)?));
+        };
+        let deadline = std::time::Instant::now() + budget.saturating_sub(SPOOL_MARGIN);
+        let left = || deadline.saturating_duration_since(std::time::Instant::now());
+        let id = EventId::new();
+        let spool = Spool::in_data_dir(&options.data_dir);
+        match self.daemon_now() {
+            Some(daemon) => {
+                // Events kept before this one go first; while some still wait, it waits behind them.
+                let behind = spool.status().pending > 0 && !matches!(daemon.drain_spool(left() / 2), Ok(0));
+                if !behind {
+                    match daemon.execute_with(&op, Some(&id), left()) {
+                        Ok(value) => return Ok(Delivered::Answered(value)),
+                        Err(e) if matches!(e.code, ErrorCode::DaemonUnavailable | ErrorCode::OperationInterrupted) => {
+                            tracing::info!(error = %e, "the daemon did not answer in time; keeping the event in the spool");
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            None => {
+                if let Some(exe) = &options.autostart {
+                    start_in_background(exe, &options.data_dir, options.port);
+                }
+            }
+        }
+        match spool.push(&id, source, &op) {
+            Pushed::Kept => Ok(Delivered::Spooled(id)),
+            Pushed::Dropped(why) => Err(CairnError::new(
+                ErrorCode::DaemonUnavailable,
+                format!("no daemon answered, and `{}` could not be kept for it: {why}", op.name()),
+            )
+            .with_hint("cairn doctor shows the spool; free disk space, or start the daemon: cairn serve")),
+        }
+    }
+
+    /// The daemon this client uses, or the one running now; never waits for one to start.
+    fn daemon_now(&self) -> Option<DaemonClient> {
+        let mut slot = lock(&self.inner.target);
+        if let Some(Target::Daemon(daemon)) = slot.as_ref() {
+            return Some(daemon.clone());
+        }
+        let options = self.inner.options.as_ref()?;
+        let daemon = DaemonClient::discover(&options.data_dir, options.token.clone())?;
+        *slot = Some(Target::Daemon(daemon.clone()));
+        Some(daemon)
+    }
+
     /// Embed every pending memory in this process when it works on the file with one
     /// connection (`cairn reindex` without a daemon). `None` when a daemon or an engine does
     /// that work in the background.
@@ -271,6 +348,13 @@ impl Client {
     fn after_daemon_loss(&self, cause: &CairnError) -> Result<Target> {
         let Some(options) = self.inner.options.as_ref() else { return Err(cause.clone()) };
         let lost = self.daemon_addr();
+        if options.spool {
+            // A hook has no time to wait for a new daemon; its writes go to the spool.
+            return DaemonClient::discover(&options.data_dir, options.token.clone())
+                .filter(|d| Some(d.addr) != lost)
+                .map(Target::Daemon)
+                .ok_or_else(|| cause.clone());
+        }
         let found = DaemonClient::discover(&options.data_dir, options.token.clone()).filter(|d| Some(d.addr) != lost);
         // Start one at most once: after a failed start this process stays on the file.
         let may_start = lock(&self.inner.fallback).is_none();
@@ -308,6 +392,14 @@ fn connect(options: &ConnectOptions) -> Result<Target> {
         if let Some(daemon) = DaemonClient::discover(&options.data_dir, options.token.clone()) {
             tracing::debug!(addr = %daemon.addr, "using the running daemon");
             return Ok(Target::Daemon(daemon));
+        }
+        if options.spool {
+            // A hook: start it, but do not wait (writes are spooled, reads fail open).
+            if let Some(exe) = &options.autostart {
+                start_in_background(exe, &options.data_dir, options.port);
+            }
+            return Err(CairnError::new(ErrorCode::DaemonUnavailable, "the cairn daemon is starting")
+                .with_hint("writes are kept in the spool until it runs"));
         }
         if let Some(exe) = &options.autostart {
             if let Some(daemon) = autostart(exe, &options.data_dir, options.port, options.token.clone(), AUTOSTART_WAIT)

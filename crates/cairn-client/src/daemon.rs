@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_core::ops::Op;
+use cairn_core::spool::EventId;
 use cairn_core::{CairnError, ErrorCode, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -94,6 +95,12 @@ impl DaemonClient {
     /// gets no answer (the daemon died, or timed out) fails with `operation_interrupted`
     /// instead: it may have been committed, and running it again could apply it twice.
     pub fn execute(&self, op: &Op) -> Result<Value> {
+        self.execute_with(op, None, OP_TIMEOUT)
+    }
+
+    /// [`DaemonClient::execute`] naming the write with an event id (`Idempotency-Key`: sent
+    /// again, it is applied once) and waiting at most `timeout` for the answer.
+    pub fn execute_with(&self, op: &Op, event: Option<&EventId>, timeout: Duration) -> Result<Value> {
         let body = serde_json::to_vec(op)?;
         let interrupted = |e: CairnError| {
             if !op.is_write() {
@@ -105,7 +112,8 @@ impl DaemonClient {
             )
             .with_hint("it may or may not have been applied: check (cairn search, cairn get) before running it again")
         };
-        let (status, bytes) = self.request("POST", "/v1/op", Some(&body), OP_TIMEOUT).map_err(|e| match e {
+        let key = event.map(|id| ("Idempotency-Key", id.as_str()));
+        let (status, bytes) = self.request_with("POST", "/v1/op", Some(&body), timeout, key).map_err(|e| match e {
             RequestError::NotSent(e) => e,
             RequestError::NoAnswer(e) => interrupted(e),
         })?;
@@ -118,12 +126,34 @@ impl DaemonClient {
         Err(error_from_body(&value, status))
     }
 
+    /// Have the daemon apply what waits in the spool now (it answers when done): a host's write
+    /// then does not overtake the events kept before it. The events still waiting.
+    pub fn drain_spool(&self, timeout: Duration) -> Result<u64> {
+        let (status, body) = self.request("POST", "/spool/drain", None, timeout).map_err(RequestError::into_inner)?;
+        let value: Value = serde_json::from_slice(&body).map_err(|e| unavailable(format!("spool drain: {e}")))?;
+        if status != 200 {
+            return Err(error_from_body(&value, status));
+        }
+        Ok(value["pending"].as_u64().unwrap_or(0))
+    }
+
     fn request(
         &self,
         method: &str,
         path: &str,
         body: Option<&[u8]>,
         timeout: Duration,
+    ) -> std::result::Result<(u16, Vec<u8>), RequestError> {
+        self.request_with(method, path, body, timeout, None)
+    }
+
+    fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        timeout: Duration,
+        header: Option<(&str, &str)>,
     ) -> std::result::Result<(u16, Vec<u8>), RequestError> {
         let io = |e: std::io::Error| unavailable(format!("{}: {e}", self.addr));
         let not_sent = |e: std::io::Error| RequestError::NotSent(io(e));
@@ -134,6 +164,9 @@ impl DaemonClient {
         let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
         if let Some(token) = &self.token {
             head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        if let Some((name, value)) = header {
+            head.push_str(&format!("{name}: {value}\r\n"));
         }
         let body = body.unwrap_or_default();
         head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()));
@@ -218,6 +251,41 @@ pub fn autostart(
     token: Option<String>,
     wait: Duration,
 ) -> Option<DaemonClient> {
+    if !spawn_detached(exe, data_dir, port) {
+        return None;
+    }
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if let Some(client) = DaemonClient::discover(data_dir, token.clone()) {
+            return Some(client);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+/// File whose age says a daemon was started moments ago (by any process).
+const STARTING_FILE: &str = "daemon.starting";
+/// A daemon started this recently may still be coming up: do not start another.
+const STARTING_GRACE: Duration = Duration::from_secs(15);
+
+/// Start `cairn serve` for `data_dir` without waiting for it (a hook that keeps its events in
+/// the spool meanwhile), unless some process started one in the last few seconds: on a loaded
+/// machine a daemon can take seconds to come up, and every hook of that time would start one.
+pub fn start_in_background(exe: &Path, data_dir: &Path, port: u16) {
+    let marker = data_dir.join(STARTING_FILE);
+    let recent = std::fs::metadata(&marker)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.elapsed().unwrap_or(Duration::MAX) < STARTING_GRACE);
+    if recent {
+        return;
+    }
+    let _ = std::fs::write(&marker, std::process::id().to_string());
+    spawn_detached(exe, data_dir, port);
+}
+
+/// Run the `cairn serve --detach` hop (it returns at once, leaving the daemon behind).
+fn spawn_detached(exe: &Path, data_dir: &Path, port: u16) -> bool {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(data_dir.join("daemon.log")).ok();
     let mut cmd = Command::new(exe);
     cmd.arg("serve")
@@ -237,24 +305,16 @@ pub fn autostart(
         .stderr(log.map_or_else(Stdio::null, Stdio::from));
     own_process_group(&mut cmd);
     match cmd.spawn().and_then(|mut hop| hop.wait()) {
-        Ok(status) if status.success() => {}
+        Ok(status) if status.success() => true,
         Ok(status) => {
             tracing::warn!(%status, "could not start the cairn daemon");
-            return None;
+            false
         }
         Err(e) => {
             tracing::warn!(error = %e, "could not start the cairn daemon");
-            return None;
+            false
         }
     }
-    let deadline = Instant::now() + wait;
-    while Instant::now() < deadline {
-        if let Some(client) = DaemonClient::discover(data_dir, token.clone()) {
-            return Some(client);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
 }
 
 /// Put the process `cmd` starts in a process group of its own.

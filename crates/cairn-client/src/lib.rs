@@ -9,5 +9,5 @@
 mod client;
 pub mod daemon;
 
-pub use client::{Client, ConnectOptions, LocalKind, Role, canonical_data_dir};
+pub use client::{Client, ConnectOptions, Delivered, LocalKind, Role, canonical_data_dir};
 pub use daemon::{DaemonClient, DaemonInfo};

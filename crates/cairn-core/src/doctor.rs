@@ -48,10 +48,14 @@ pub fn run(data_dir: &Path) -> DoctorReport {
             "no database yet",
             Some("it is created by the first save"),
         ));
+        checks.extend(spool_check(data_dir, None));
     } else {
         checks.extend(permission_check(&db));
         match Store::open_for_inspection(&db) {
-            Ok(store) => checks.extend(database_checks(&store)),
+            Ok(store) => {
+                checks.extend(database_checks(&store));
+                checks.extend(spool_check(data_dir, Some(&store)));
+            }
             Err(e) => checks.push(check("database", CheckStatus::Error, e.message, e.hint.as_deref())),
         }
     }
@@ -133,6 +137,38 @@ fn database_checks(store: &Store) -> Vec<Check> {
         checks.push(fts_check(store, id, table));
     }
     checks
+}
+
+/// The spool of events hooks and plugins kept while no daemon answered: what waits, and what
+/// was lost (refused when full, unreadable, refused by the store). Said only once there is a
+/// spool.
+fn spool_check(data_dir: &Path, store: Option<&Store>) -> Option<Check> {
+    let spool = crate::spool::Spool::in_data_dir(data_dir);
+    if !spool.dir().is_dir() {
+        return None;
+    }
+    let status = spool.status();
+    // An older schema has no counters yet: nothing was counted.
+    let counts = store.and_then(|s| s.spool_counts().ok()).unwrap_or_default();
+    let dropped = counts.dropped + status.dropped_uncounted;
+    let message = format!(
+        "{} events waiting ({} bytes); {dropped} dropped, {} unreadable, {} refused by the store",
+        status.pending, status.bytes, counts.corrupt, counts.rejected
+    );
+    Some(if dropped + counts.corrupt > 0 {
+        check(
+            "spool",
+            CheckStatus::Warning,
+            message,
+            Some(
+                "events were lost while no daemon answered (spool full, disk full, or damaged files); see the daemon's log",
+            ),
+        )
+    } else if status.pending > 0 {
+        check("spool", CheckStatus::Ok, message, Some("the daemon applies them when it starts: cairn serve"))
+    } else {
+        check("spool", CheckStatus::Ok, message, None)
+    })
 }
 
 fn sql_check(store: &Store, id: &str, sql: &str, expected: &str) -> Check {

@@ -29,6 +29,7 @@ pub mod relations;
 pub mod search;
 pub mod sessions;
 pub mod settings;
+pub mod spool;
 pub mod store;
 pub mod text;
 pub mod topic;

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use cairn_core::ops::{self, Op};
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::semantic::Semantic;
+use cairn_core::spool::{DrainReport, DrainTarget, EventId, Spool, SpoolCounts};
 use cairn_core::{CairnError, ErrorCode, Result, Store};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -49,8 +50,9 @@ type Reply = oneshot::Sender<Result<Value>>;
 type Wake = mpsc::SyncSender<()>;
 
 enum Job {
-    /// Boxed: an `Op` is large, and a queue of jobs should not be.
-    Op(Box<Op>, Reply),
+    /// Boxed: an `Op` is large, and a queue of jobs should not be. With an event id, the op
+    /// runs at most once per id: the id is recorded in the op's transaction.
+    Op(Box<Op>, Option<EventId>, Reply),
     /// Work on the writer connection that is not an operation (health probes).
     Call(Box<dyn FnOnce(&mut Store) + Send>),
 }
@@ -73,6 +75,10 @@ pub struct Engine {
     semantic: Option<Arc<Semantic>>,
     /// The background threads: writer, checkpointer, index follower and builder, embedder.
     workers: Workers,
+    /// The data dir's spool, once the daemon drains it ([`Engine::start_spool`]); one drain
+    /// at a time.
+    spool: std::sync::OnceLock<Spool>,
+    draining: Mutex<()>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -164,6 +170,8 @@ impl Engine {
             index,
             semantic: None,
             workers,
+            spool: std::sync::OnceLock::new(),
+            draining: Mutex::new(()),
         })
     }
 
@@ -231,10 +239,18 @@ impl Engine {
 
     /// Run an operation: writes on the writer thread, reads on a pooled reader.
     pub async fn execute(self: &Arc<Self>, op: Op) -> Result<Value> {
+        self.execute_event(op, None).await
+    }
+
+    /// Run an operation at most once per event id (a host's retry, a spooled event met
+    /// again): a write whose id was applied before answers `{"duplicate_event": id}`. A read
+    /// just runs.
+    pub async fn execute_event(self: &Arc<Self>, op: Op, event: Option<EventId>) -> Result<Value> {
         self.touch();
         if op.is_write() || self.path.is_none() {
             let bulk = matches!(op, Op::Import { .. });
-            let reply = self.submit(op)?;
+            let event = event.filter(|_| op.is_write());
+            let reply = self.submit(op, event)?;
             let result = reply.await.map_err(|_| writer_gone())?;
             if bulk && let Some(path) = &self.path {
                 // Thousands of rows changed: rebuild the index now rather than at a search.
@@ -252,9 +268,71 @@ impl Engine {
     pub fn execute_blocking(&self, op: Op) -> Result<Value> {
         self.touch();
         if op.is_write() || self.path.is_none() {
-            return self.submit(op)?.blocking_recv().map_err(|_| writer_gone())?;
+            return self.submit(op, None)?.blocking_recv().map_err(|_| writer_gone())?;
         }
         self.read(op)
+    }
+
+    /// Apply events in order through the writer, each with its id (blocking).
+    fn apply_events_blocking(&self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+        self.touch();
+        // Queued together, so the writer commits them as one group, in order.
+        let replies: Vec<Result<oneshot::Receiver<Result<Value>>>> =
+            events.into_iter().map(|(id, op)| self.submit(op, Some(id))).collect();
+        replies.into_iter().map(|reply| reply?.blocking_recv().map_err(|_| writer_gone())?).collect()
+    }
+
+    /// Drain the data dir's spool into the store from this thread: at the daemon's start, on a
+    /// poke, and every few seconds. Nothing (an empty report) until [`Engine::start_spool`].
+    pub fn drain_spool(&self) -> DrainReport {
+        let Some(spool) = self.spool.get() else { return DrainReport::default() };
+        let _one_at_a_time = self.draining.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        cairn_core::spool::drain(spool, &mut WriterTarget(self))
+    }
+
+    /// The spool's state and counters for `/health` (`None` before [`Engine::start_spool`]).
+    pub fn spool_health(&self) -> Option<(cairn_core::spool::SpoolStatus, Result<SpoolCounts>)> {
+        let spool = self.spool.get()?;
+        let counts = self.read_store(|store| store.spool_counts());
+        Some((spool.status(), counts))
+    }
+
+    /// Start draining the spool of the store's data dir: now, then every [`SPOOL_POLL`] (a
+    /// hook or the plugin also pokes it, `POST /spool/drain`). The daemon starts it; other
+    /// in-process engines do not. `false` for an in-memory store.
+    pub fn start_spool(self: &Arc<Self>) -> bool {
+        let Some(data_dir) = self.path.as_deref().and_then(Path::parent) else { return false };
+        if self.spool.set(Spool::in_data_dir(data_dir)).is_err() {
+            return true;
+        }
+        if let Err(e) = self.with_writer(|store| store.prune_spool_events()) {
+            tracing::warn!(error = %e, "could not forget old spooled event ids");
+        }
+        let engine = Arc::downgrade(self);
+        let alive = self.workers.alive();
+        self.workers.spawn_loop("cairn-spool", move || {
+            while alive.get() {
+                let Some(engine) = engine.upgrade() else { return };
+                if engine.spool.get().is_some_and(|s| s.status() != cairn_core::spool::SpoolStatus::default()) {
+                    let report = engine.drain_spool();
+                    if report != DrainReport::default() {
+                        tracing::info!(?report, "drained the spool");
+                    }
+                }
+                drop(engine);
+                sleep_while(&alive, SPOOL_POLL);
+            }
+        })
+    }
+
+    fn read_store<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+        if self.path.is_none() {
+            return Err(CairnError::internal("no readers for an in-memory store"));
+        }
+        let reader = self.take_reader()?;
+        let result = f(&reader);
+        self.return_reader(reader);
+        result
     }
 
     /// Run `f` on the writer connection, in turn with the writes (blocking).
@@ -270,9 +348,9 @@ impl Engine {
         rx.recv().map_err(|_| writer_gone())?
     }
 
-    fn submit(&self, op: Op) -> Result<oneshot::Receiver<Result<Value>>> {
+    fn submit(&self, op: Op, event: Option<EventId>) -> Result<oneshot::Receiver<Result<Value>>> {
         let (tx, rx) = oneshot::channel();
-        self.send(Job::Op(Box::new(op), tx))?;
+        self.send(Job::Op(Box::new(op), event, tx))?;
         Ok(rx)
     }
 
@@ -311,6 +389,32 @@ impl Engine {
     }
 }
 
+/// How often the daemon looks at the spool without being poked.
+const SPOOL_POLL: Duration = Duration::from_secs(2);
+
+/// Sleep `total`, waking early when the engine stops.
+fn sleep_while(alive: &Alive, total: Duration) {
+    let step = Duration::from_millis(100);
+    let mut slept = Duration::ZERO;
+    while slept < total && alive.get() {
+        std::thread::sleep(step);
+        slept += step;
+    }
+}
+
+/// The daemon's writer as the spool's drain target.
+struct WriterTarget<'a>(&'a Engine);
+
+impl DrainTarget for WriterTarget<'_> {
+    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+        self.0.apply_events_blocking(events)
+    }
+
+    fn count(&mut self, counts: SpoolCounts) -> Result<()> {
+        self.0.with_writer(move |store| store.add_spool_counts(counts))
+    }
+}
+
 fn writer_gone() -> CairnError {
     CairnError::internal("the writer thread stopped")
 }
@@ -324,10 +428,10 @@ fn stopped() -> CairnError {
 fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], restart_wal_every: Option<Duration>) {
     let mut last_restart = Instant::now();
     while let Ok(first) = inbox.recv() {
-        let mut pending: Vec<(Op, Reply)> = Vec::new();
+        let mut pending: Vec<(Op, Option<EventId>, Reply)> = Vec::new();
         for job in std::iter::once(first).chain(std::iter::from_fn(|| inbox.try_recv().ok()).take(MAX_BATCH - 1)) {
             match job {
-                Job::Op(op, reply) => pending.push((*op, reply)),
+                Job::Op(op, event, reply) => pending.push((*op, event, reply)),
                 Job::Call(f) => {
                     // Keep order: queued writes land before the call sees the store.
                     commit_group(&mut store, std::mem::take(&mut pending));
@@ -380,16 +484,22 @@ fn start_follower(workers: &Workers, path: &Path, index: Arc<SharedIndex>) -> Op
     started.then_some(wake)
 }
 
-fn commit_group(store: &mut Store, group: Vec<(Op, Reply)>) {
+/// Commit a group of writes. A write with an event id always runs inside a transaction (a
+/// group of one, then), so its id is recorded with what it did or not at all.
+fn commit_group(store: &mut Store, group: Vec<(Op, Option<EventId>, Reply)>) {
     match group.len() {
         0 => {}
-        1 => {
-            let (op, reply) = group.into_iter().next().expect("one job");
+        1 if group[0].1.is_none() => {
+            let (op, _, reply) = group.into_iter().next().expect("one job");
             let _ = reply.send(run_guarded(store, op));
         }
         _ => {
-            let (ops, replies): (Vec<Op>, Vec<Reply>) = group.into_iter().unzip();
-            match store.batch(ops, run_guarded) {
+            let (jobs, replies): (Vec<(Op, Option<EventId>)>, Vec<Reply>) =
+                group.into_iter().map(|(op, event, reply)| ((op, event), reply)).unzip();
+            match store.batch(jobs, |store, (op, event)| match event {
+                Some(event) => run_event_guarded(store, &event, op),
+                None => run_guarded(store, op),
+            }) {
                 Ok(results) => {
                     for (reply, result) in replies.into_iter().zip(results) {
                         let _ = reply.send(result);
@@ -404,6 +514,12 @@ fn commit_group(store: &mut Store, group: Vec<(Op, Reply)>) {
             }
         }
     }
+}
+
+/// [`run_guarded`] at most once per event id.
+fn run_event_guarded(store: &mut Store, event: &EventId, op: Op) -> Result<Value> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| store.run_event(event, op)))
+        .unwrap_or_else(|_| Err(CairnError::internal("the operation panicked; nothing it wrote was kept")))
 }
 
 /// A bug in one operation must not take the writer (and every later write) down.
@@ -612,7 +728,8 @@ mod tests {
         let mut store = Store::open_in_memory().unwrap();
         let bad = Op::from_value(serde_json::json!({"op": "save", "args": {"title": "", "content": "c"}})).unwrap();
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..3).map(|_| oneshot::channel()).unzip();
-        let group: Vec<(Op, Reply)> = vec![save("a".into()), bad, save("b".into())].into_iter().zip(txs).collect();
+        let group: Vec<(Op, Option<EventId>, Reply)> =
+            vec![save("a".into()), bad, save("b".into())].into_iter().zip(txs).map(|(op, tx)| (op, None, tx)).collect();
         commit_group(&mut store, group);
         let results: Vec<Result<Value>> = rxs.into_iter().map(|rx| rx.blocking_recv().unwrap()).collect();
         assert!(results[0].is_ok() && results[2].is_ok());

@@ -75,6 +75,9 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     let semantic = cairn_engine::embedder::semantic(&settings.embedder_config());
     let engine = Engine::open_with(&data_dir.join(cairn_core::store::DB_FILE), semantic)?;
     engine.start_history(cairn_engine::history::HistoryScan::from_settings());
+    // What hooks and plugins kept while no daemon answered: applied now, in order, then on
+    // every poke and every few seconds.
+    engine.start_spool();
     let listener = bind_listener(bind, settings.port.value, args.or_any_port).await?;
     let addr = listener.local_addr()?;
     let cancel = CancellationToken::new();

@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use cairn_client::{Client, ConnectOptions, Role};
+use cairn_client::{Client, ConnectOptions, Delivered, Role};
 use cairn_core::agent::hooks::{
     AGENT, FAIL_OPEN, HookEvent, HookInput, StartInjection, StartKind, clean, context_answer, context_meter,
     fingerprint, is_cairn_tool, last_assistant_text, start_injection, transcript_usage, updated_input_answer,
@@ -56,8 +56,9 @@ pub fn run(event: &str, overrides: Overrides) -> Result<()> {
     };
     let deadline = if event == HookEvent::SessionEnd { SESSION_END_DEADLINE } else { DEADLINE };
     let (tx, rx) = mpsc::channel();
+    let until = started + deadline;
     let spawned = std::thread::Builder::new().name("cairn-hook".into()).spawn(move || {
-        let _ = tx.send(answer(event, &overrides));
+        let _ = tx.send(answer(event, &overrides, until));
     });
     let answer = match spawned {
         Err(e) => Err(anyhow!("cannot start the hook's thread: {e}")),
@@ -84,7 +85,7 @@ fn print(text: &str) -> Result<()> {
     Ok(())
 }
 
-fn answer(event: HookEvent, overrides: &Overrides) -> Result<String> {
+fn answer(event: HookEvent, overrides: &Overrides, deadline: Instant) -> Result<String> {
     let payload = read_payload()?;
     let input = HookInput::from_value(&payload);
     let session = input.session_id.clone().context("the payload has no session_id")?;
@@ -97,7 +98,7 @@ fn answer(event: HookEvent, overrides: &Overrides) -> Result<String> {
     let settings = Settings::load(overrides)?;
     crate::init_logging(&settings.log.value);
     let client = Client::new(ConnectOptions::from_settings(&settings, Role::Hook)?);
-    let hook = Hook { input, session, settings, client };
+    let hook = Hook { input, session, settings, client, deadline };
     match event {
         HookEvent::SessionStart => hook.session_start(),
         HookEvent::UserPromptSubmit => hook.user_prompt_submit(),
@@ -140,11 +141,27 @@ struct Hook {
     session: String,
     settings: Settings,
     client: Client,
+    /// When the answer is due: a write not answered by then is kept in the spool.
+    deadline: Instant,
 }
 
 impl Hook {
     fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T> {
         Ok(self.client.call(op)?)
+    }
+
+    /// A write, delivered within the hook's budget: its result, or `None` when no daemon
+    /// answered in time and it was kept in the spool for the daemon (the hook then answers
+    /// `{}`: what it would add needs the store).
+    fn write<T: DeserializeOwned>(&self, op: Op) -> Result<Option<T>> {
+        let budget = self.deadline.saturating_duration_since(Instant::now());
+        match self.client.deliver(op, AGENT, budget)? {
+            Delivered::Answered(value) => Ok(Some(serde_json::from_value(value)?)),
+            Delivered::Spooled(id) => {
+                tracing::info!(event = %id, "no daemon answered in time; the event waits in the spool");
+                Ok(None)
+            }
+        }
     }
 
     fn cwd(&self) -> Option<String> {
@@ -214,13 +231,16 @@ impl Hook {
     /// after a compaction everything comes back, with the note that the summary is stored.
     fn session_start(&self) -> Result<String> {
         let project = self.project()?;
-        let _: Value = self.call(Op::StartSession(NewSession {
+        let started: Option<Value> = self.write(Op::StartSession(NewSession {
             id: self.session.clone(),
             project: Some(project.clone()),
             directory: self.cwd(),
             agent: Some(AGENT.to_owned()),
             ..NewSession::default()
         }))?;
+        if started.is_none() {
+            return Ok(FAIL_OPEN.to_owned());
+        }
         let kind = StartKind::of(self.input.source.as_deref());
         let injected_before = kind == StartKind::Resume
             && self
@@ -241,11 +261,14 @@ impl Hook {
         // The note is left out of the fingerprint: a resume after a compaction replays the
         // compact injection, and the same protocol and context again would be a second copy.
         let print = fingerprint(&[protocol.as_str(), context.as_str()].join("\u{0}"));
-        let update: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
+        let Some(update) = self.write::<ActivityUpdate>(Op::RecordActivity(ActivityRecord {
             session_id: self.session.clone(),
             project: Some(project),
             event: ActivityEvent::ContextInjected { fingerprint: print },
-        }))?;
+        }))?
+        else {
+            return Ok(FAIL_OPEN.to_owned());
+        };
         let parts = match start_injection(kind, injected_before, update.context_changed.unwrap_or(true)) {
             StartInjection::Everything => vec![protocol, context, note],
             StartInjection::ContextOnly => vec![context],
@@ -259,13 +282,16 @@ impl Hook {
     fn user_prompt_submit(&self) -> Result<String> {
         let prompt = clean(self.input.prompt.as_deref().context("UserPromptSubmit without a prompt")?);
         let project = self.project()?;
-        let outcome: UserPromptOutcome = self.call(Op::UserPrompt(UserPrompt {
+        let Some(outcome) = self.write::<UserPromptOutcome>(Op::UserPrompt(UserPrompt {
             session_id: self.session.clone(),
             project: Some(project.clone()),
             content: prompt.clone(),
             agent: Some(AGENT.to_owned()),
             directory: self.cwd(),
-        }))?;
+        }))?
+        else {
+            return Ok(FAIL_OPEN.to_owned());
+        };
         let mut parts = Vec::new();
         if outcome.first_prompt {
             let budget = self.settings.plugin.config.inject.budget_bytes;
@@ -285,12 +311,12 @@ impl Hook {
     fn reminder(&self) -> Result<Option<String>> {
         let activity: SessionActivity = self.call(Op::SessionActivity { session_id: self.session.clone() })?;
         let Some(reminder) = activity.reminder_due(SystemClock.now()) else { return Ok(None) };
-        let _: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
+        let sent: Option<ActivityUpdate> = self.write(Op::RecordActivity(ActivityRecord {
             session_id: self.session.clone(),
             project: None,
             event: ActivityEvent::ReminderSent,
         }))?;
-        Ok(Some(reminder))
+        Ok(sent.map(|_| reminder))
     }
 
     /// O4: the meter line from the transcript's last answer, when the window is filling up.
@@ -305,7 +331,7 @@ impl Hook {
         if self.input.tool_name.as_deref().is_none_or(is_cairn_tool) {
             return Ok(FAIL_OPEN.to_owned());
         }
-        let _: ActivityUpdate = self.call(Op::RecordActivity(ActivityRecord {
+        let _: Option<ActivityUpdate> = self.write(Op::RecordActivity(ActivityRecord {
             session_id: self.session.clone(),
             project: Some(self.project()?),
             event: ActivityEvent::ToolCall { remind: false },
@@ -329,7 +355,7 @@ impl Hook {
             return Ok(FAIL_OPEN.to_owned());
         }
         let source = if subagent { "subagent-stop" } else { "turn-complete" };
-        let _: Value = self.call(Op::CapturePassive(passive::PassiveCapture {
+        let _: Option<Value> = self.write(Op::CapturePassive(passive::PassiveCapture {
             content: text,
             session_id: Some(self.session.clone()),
             project: Some(self.project()?),
@@ -348,7 +374,7 @@ impl Hook {
         } else {
             CompactionTrigger::Auto
         };
-        let _: Value = self.call(Op::SaveCompaction(CompactionSave {
+        let _: Option<Value> = self.write(Op::SaveCompaction(CompactionSave {
             session_id: self.session.clone(),
             project: Some(self.project()?),
             summary: clean(summary),
@@ -438,13 +464,15 @@ impl Hook {
     }
 
     fn end_session(&self) -> Result<()> {
+        // Spooled, the end waits behind the session's start, which this hook's SessionStart
+        // spooled or delivered before it.
         let end =
-            || self.call::<Value>(Op::EndSession { id: self.session.clone(), summary: None, keep_activity: true });
+            || self.write::<Value>(Op::EndSession { id: self.session.clone(), summary: None, keep_activity: true });
         match end() {
             Err(e)
                 if e.downcast_ref::<cairn_core::CairnError>().is_some_and(|e| e.code == ErrorCode::SessionNotFound) =>
             {
-                let _: Value = self.call(Op::StartSession(NewSession {
+                let _: Option<Value> = self.write(Op::StartSession(NewSession {
                     id: self.session.clone(),
                     project: Some(self.project()?),
                     directory: self.cwd(),

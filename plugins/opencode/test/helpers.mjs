@@ -38,7 +38,7 @@ export const upstream = (parent) => `**Upstream session ID: ${parent}**\nYou are
  * {status, body}; `delayMs` slows every answer. Routes: /health, /project/current, /sessions,
  * /observations/passive, /v1/op.
  */
-export async function fakeDaemon({ answers = {}, delayMs = 0, health = true } = {}) {
+export async function fakeDaemon({ answers = {}, delayMs = 0, health = true, port = 0 } = {}) {
   const requests = [];
   const defaults = {
     protocol: (a) => ({
@@ -74,6 +74,8 @@ export async function fakeDaemon({ answers = {}, delayMs = 0, health = true } = 
         res.end(JSON.stringify(obj));
       };
       if (url.pathname === '/health') return state.health ? send(200, { status: 'ok' }) : send(503, {});
+      // the daemon's drain of the spool: the test says what it does (`state.drain`)
+      if (url.pathname === '/spool/drain') return send(200, { pending: (await state.drain?.()) ?? 0 });
       if (url.pathname === '/project/current') return send(200, { project: 'demo', project_source: 'git_root' });
       if (url.pathname === '/sessions') return send(201, { ...body, status: 'created' });
       if (url.pathname === '/observations/passive') return send(200, { saved: 1 });
@@ -87,7 +89,7 @@ export async function fakeDaemon({ answers = {}, delayMs = 0, health = true } = 
       send(404, { error: { code: 'route_not_found', message: 'no route' } });
     });
   });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  await new Promise((r) => server.listen(port, '127.0.0.1', r));
   const url = `http://127.0.0.1:${server.address().port}`;
   return {
     url,

@@ -3,6 +3,9 @@
 // Run from tests/e2e (it has tsx): `npm run test:plugin`.
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import plugin from '../cairn.ts';
 import { CHART_PROMPT, CONTINUITY, HISTORY, NOTE, PROTOCOL, TRIGGER, calls, upstream, events, fakeClient, fakeDaemon, hookArgs, sleep, waitFor } from './helpers.mjs';
 
@@ -14,13 +17,16 @@ afterEach(async () => {
 async function setup({ answers, delayMs, client = fakeClient(), url, options = {} } = {}) {
   const daemon = url ? null : await fakeDaemon({ answers, delayMs });
   if (daemon) open.push(daemon);
+  // the spool lives in the data dir: a temp one per test
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'cairn-plugin-'));
+  open.push({ close: async () => rmSync(dataDir, { recursive: true, force: true }) });
   const hooks = await plugin.server(
     { client, directory: '/nonexistent/demo-project', worktree: '/nonexistent/demo-project', project: { id: 'x' } },
-    { url: url ?? daemon.url, autostart: false, env: { CAIRN_HTTP_TOKEN: '' }, ...options },
+    { url: url ?? daemon.url, autostart: false, ...options, env: { CAIRN_HTTP_TOKEN: '', CAIRN_DATA_DIR: dataDir, ...(options.env ?? {}) } },
   );
   // let the start-up fetches (config, project, protocol texts) land
   await sleep(80);
-  return { hooks, daemon, client };
+  return { hooks, daemon, client, dataDir };
 }
 
 /** Feed every event of a recorded run (up to the first recorded call of `untilHook`). */
@@ -204,6 +210,89 @@ describe('fail open', () => {
     await hooks['chat.message'](...hookArgs(mainChat('plain')));
     assert.ok(daemon.requests.length > 3);
     for (const r of daemon.requests) assert.equal(r.headers.authorization, 'Bearer t0k', r.path);
+  });
+});
+
+describe('the spool: no write lost while the daemon starts', () => {
+  const spooled = (dataDir) => {
+    let names = [];
+    try {
+      names = readdirSync(path.join(dataDir, 'spool')).filter((n) => n.endsWith('.json')).sort();
+    } catch {
+      // no spool yet
+    }
+    return names.map((n) => ({ name: n, record: JSON.parse(readFileSync(path.join(dataDir, 'spool', n), 'utf8')) }));
+  };
+
+  /** A daemon's address with nobody listening (yet). */
+  const nobodyAt = async () => {
+    const gone = await fakeDaemon();
+    await gone.close();
+    return gone.url;
+  };
+
+  test('no daemon: the writes go to the spool in order, as records the daemon reads, private parts stripped', async () => {
+    const { hooks, dataDir } = await setup({ url: await nobodyAt() });
+    const [input, output] = hookArgs(mainChat('plain'));
+    output.parts[0].text = 'deploy with <private>sk-secret</private> pnpm';
+    const t0 = Date.now();
+    await hooks['chat.message'](input, output);
+    assert.ok(Date.now() - t0 < 1500, `chat.message took ${Date.now() - t0} ms`);
+    await hooks['tool.execute.after']({ sessionID: input.sessionID, tool: 'bash', callID: 'c1' }, { output: 'ok' });
+    await waitFor(() => spooled(dataDir).some((r) => r.record.request.op === 'record_activity'), 3000, 'the tool call spooled');
+    const records = spooled(dataDir);
+    const ops = records.map((r) => r.record.request.op);
+    assert.ok(ops.indexOf('user_prompt') < ops.indexOf('record_activity'), ops.join());
+    for (const { name, record } of records) {
+      assert.equal(record.v, 1);
+      assert.equal(record.source, 'opencode');
+      assert.equal(name, `${record.id}.json`);
+      assert.match(record.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
+    const prompt = records.find((r) => r.record.request.op === 'user_prompt').record.request.args;
+    assert.equal(prompt.content, 'deploy with [REDACTED] pnpm');
+  });
+
+  test('the daemon comes up late: the plugin pokes its drain, and only then writes live again (nothing overtakes)', async () => {
+    const url = await nobodyAt();
+    const { hooks, dataDir } = await setup({ url });
+    const [input, output] = hookArgs(mainChat('plain'));
+    await hooks['chat.message'](input, output);
+    await waitFor(() => spooled(dataDir).length >= 1, 3000, 'the prompt spooled');
+    // the daemon comes up where the plugin looks for it, its /health failing for now
+    const daemon = await fakeDaemon({ port: Number(new URL(url).port), health: false });
+    open.push(daemon);
+    // a drain that applies what is spooled, in file-name order
+    const drained = [];
+    daemon.state.drain = () => {
+      for (const { name, record } of spooled(dataDir)) {
+        drained.push(record.request.op);
+        rmSync(path.join(dataDir, 'spool', name));
+      }
+      return 0;
+    };
+    // still down: a second write follows the first into the spool
+    await hooks['tool.execute.after']({ sessionID: input.sessionID, tool: 'bash', callID: 'c1' }, { output: 'ok' });
+    await waitFor(() => spooled(dataDir).some((r) => r.record.request.op === 'record_activity'), 3000, 'the tool call spooled');
+    daemon.state.health = true;
+    await waitFor(() => daemon.posts('/spool/drain').length >= 1 && spooled(dataDir).length === 0, 5000, 'the drain');
+    assert.deepEqual(drained.filter((op) => op === 'user_prompt' || op === 'record_activity'), ['user_prompt', 'record_activity']);
+    await hooks['tool.execute.after']({ sessionID: input.sessionID, tool: 'bash', callID: 'c2' }, { output: 'ok' });
+    await waitFor(() => daemon.ops('record_activity').length === 1, 3000, 'the live tool call');
+    const live = daemon.ops('record_activity')[0];
+    assert.match(live.headers['idempotency-key'], /^[0-9a-f-]{36}$/, 'a live write carries its event id');
+    assert.equal(spooled(dataDir).length, 0);
+  });
+
+  test('a full disk (the spool cannot be written): the host is not hurt, one log line', async () => {
+    const { hooks, dataDir, client } = await setup({ url: await nobodyAt() });
+    // the spool's place is taken by a file: nothing can be written there
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(path.join(dataDir, 'spool'), '');
+    const [input, output] = hookArgs(mainChat('plain'));
+    await hooks['chat.message'](input, output);
+    await waitFor(() => client.logs.some((l) => /lost/.test(l.message)), 3000, 'the log line');
+    assert.equal(output.parts.length, 1);
   });
 });
 

@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0005_partial_topic_index.sql"),
     include_str!("../../migrations/0006_agent_activity.sql"),
     include_str!("../../migrations/0007_session_title_and_prompts.sql"),
+    include_str!("../../migrations/0008_spool_events.sql"),
 ];
 
 /// The schema version this build writes.

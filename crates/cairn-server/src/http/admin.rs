@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::{Extension, Json};
 use cairn_core::agent::ProjectHints;
 use cairn_core::ops::Op;
+use cairn_core::spool::EventId;
 use cairn_core::store::SCHEMA_VERSION;
 use cairn_core::{CairnError, ErrorCode};
 use serde::Deserialize;
@@ -48,7 +49,37 @@ pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
         "store": store,
         "search_index": state.db.index_state(),
         "workers": state.db.workers(),
+        "spool": spool_health(&state).await,
     }))
+}
+
+/// The spool's pending events and counters (`null` when this daemon does not drain one).
+async fn spool_health(state: &AppState) -> Value {
+    let db = Arc::clone(&state.db);
+    let Ok(Some((status, counts))) = tokio::task::spawn_blocking(move || db.spool_health()).await else {
+        return Value::Null;
+    };
+    let counts = counts.unwrap_or_default();
+    json!({
+        "pending": status.pending,
+        "bytes": status.bytes,
+        "dropped": counts.dropped + status.dropped_uncounted,
+        "corrupt": counts.corrupt,
+        "rejected": counts.rejected,
+    })
+}
+
+/// Apply the events hooks and plugins spooled while no daemon answered, in order, each once;
+/// answers when done. Hooks and the plugin call it when they find the daemon and the spool
+/// not empty, so their next write does not overtake what waits.
+#[utoipa::path(post, operation_id = "drain_spool", path = "/spool/drain", tag = "daemon",
+    responses((status = 200, description = "What the drain did", body = cairn_core::spool::DrainReport)))]
+pub(super) async fn drain_spool(State(state): State<AppState>) -> ApiResult {
+    let db = Arc::clone(&state.db);
+    let report = tokio::task::spawn_blocking(move || db.drain_spool())
+        .await
+        .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?;
+    Ok(ok(serde_json::to_value(report).map_err(CairnError::from)?))
 }
 
 /// Counts of the store.
@@ -236,16 +267,25 @@ pub(super) async fn sync_status() -> ApiResult {
 /// The daemon RPC behind `cairn mcp` and the CLI: `{"op": NAME, "args": {...}}`. 200 with the
 /// operation's JSON result, or the error body with the code's status.
 #[utoipa::path(post, operation_id = "run_op", path = "/v1/op", tag = "daemon", request_body = schema::OpRequest,
+    params(("Idempotency-Key" = Option<String>, Header, format = Uuid,
+        description = "A UUID v7 naming this write: a write sent again with the same key (a retry, an event from the spool) is applied once and answers `{\"duplicate_event\": key}`")),
     responses(
         (status = 200, description = "The operation's result", body = Value),
         (status = 400, description = "Not an operation, or bad arguments", body = ErrorBody),
         (status = 404, description = "What the operation names does not exist", body = ErrorBody),
         (status = 409, description = "The operation conflicts with the store's state", body = ErrorBody),
         (status = 413, description = "Larger than the import limit", body = ErrorBody)))]
-pub(super) async fn op(State(state): State<AppState>, ApiJson(value): ApiJson<Value>) -> ApiResult {
+pub(super) async fn op(State(state): State<AppState>, headers: HeaderMap, ApiJson(value): ApiJson<Value>) -> ApiResult {
+    let event = match headers.get(IDEMPOTENCY_KEY) {
+        None => None,
+        Some(key) => Some(EventId::parse(key.to_str().unwrap_or_default())?),
+    };
     let op = Op::from_value(value)?;
-    Ok(ok(run(&state, op).await?))
+    Ok(ok(state.db.execute_event(op, event).await?))
 }
+
+/// The header naming a write, so sending it again applies it once.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// This document.
 #[utoipa::path(get, operation_id = "openapi", path = "/openapi.json", tag = "daemon",

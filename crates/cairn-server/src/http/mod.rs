@@ -186,6 +186,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(history::plans))
         .routes(routes!(history::context_usage))
         .routes(routes!(admin::op))
+        .routes(routes!(admin::drain_spool))
         .routes(routes!(admin::openapi))
 }
 

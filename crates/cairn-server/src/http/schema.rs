@@ -322,6 +322,24 @@ pub struct Health {
     /// The engine's background threads (writer, checkpointer, index follower and builder,
     /// embedder) and their state.
     pub workers: Vec<Worker>,
+    /// Events hooks and plugins kept on disk while no daemon answered (`null` when this
+    /// daemon drains no spool).
+    pub spool: Option<SpoolHealth>,
+}
+
+/// The spool of the data dir: what waits, and what was lost on the way (kept across restarts).
+#[derive(Serialize, ToSchema)]
+pub struct SpoolHealth {
+    /// Events waiting to be applied.
+    pub pending: u64,
+    /// Their bytes on disk.
+    pub bytes: u64,
+    /// Events refused because the spool was full, a record too large or the disk full.
+    pub dropped: u64,
+    /// Unreadable records (truncated, corrupt, from a newer cairn), skipped.
+    pub corrupt: u64,
+    /// Events the store refused when applied (bad arguments).
+    pub rejected: u64,
 }
 
 /// One background thread of the engine.

@@ -14,4 +14,5 @@ mod setup;
 mod setup_claude;
 mod setup_codex;
 mod setup_gemini;
+mod spool;
 mod support;

@@ -1,0 +1,515 @@
+//! The spool: write operations a host door (a Claude Code hook, the OpenCode plugin) could not
+//! deliver because no daemon answered in time, kept on disk in order until the daemon applies
+//! them, each exactly once.
+//!
+//! Layout: `<data dir>/spool/<event id>.json`, one file per event. The event id is a UUID v7,
+//! so the file names sort in time order (and a process's own ids are strictly increasing). A
+//! writer puts the record in a dot-named temporary file and renames it into place: a reader
+//! never sees half a record, and two hosts spooling at once never touch the same file.
+//!
+//! Record (version 1): `{"v": 1, "id": "<uuid v7>", "at": "<RFC 3339>", "source": "claude-code",
+//! "request": {"op": NAME, "args": {...}}}`. The plugin writes the same shape from Node.
+//!
+//! Exactly once: the daemon applies an event's operation and records its id in the same store
+//! transaction ([`Store::run_event`]), and only then deletes the file. A crash between the
+//! commit and the delete leaves the file: the next drain finds the id known and skips it.
+//!
+//! Bounded: at most [`MAX_EVENTS`] files and [`MAX_BYTES`] bytes. A full spool refuses the new
+//! event (the oldest are kept: they register the sessions later events belong to, and the
+//! spool then holds a gap-free prefix of what happened). Every refused event appends one byte
+//! to the `dropped` file (a counter several processes can bump without a lock); the daemon
+//! folds it into the store, so the count survives restarts and shows in `cairn doctor` and
+//! `/health`. Unreadable records (truncated, corrupt, from a newer cairn) are counted and
+//! deleted; the rest is delivered.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::OptionalExtension;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{CairnError, ErrorCode, Result};
+use crate::ops::{self, Op};
+use crate::store::Store;
+
+/// Directory of the spool inside the data dir.
+pub const SPOOL_DIR: &str = "spool";
+/// The record format this build writes and reads.
+pub const RECORD_VERSION: u64 = 1;
+/// Most events kept.
+pub const MAX_EVENTS: usize = 10_000;
+/// Most bytes kept, all records together.
+pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest record: a hook's biggest write is a passive capture of one long answer.
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+/// One byte per event refused (full spool, record too large, disk full).
+const DROPPED_FILE: &str = "dropped";
+/// A temporary file older than this was left by a writer that died mid-write.
+const STALE_TMP: Duration = Duration::from_secs(600);
+/// How long the store remembers an applied event id: far longer than a spool file can wait
+/// between its commit and its delete, or a plugin between two tries of one call.
+pub const REMEMBER_APPLIED: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// A UUID v7 event id, lowercase and hyphenated: its text order is its time order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventId(String);
+
+impl EventId {
+    /// A new id, after every id this process made before.
+    pub fn new() -> EventId {
+        EventId(uuid::Uuid::now_v7().hyphenated().to_string())
+    }
+
+    /// Read an id sent by a door (`Idempotency-Key`) or found in a file name.
+    pub fn parse(raw: &str) -> Result<EventId> {
+        let uuid = uuid::Uuid::try_parse(raw.trim()).map_err(|_| {
+            CairnError::invalid(format!("event id {raw:?} is not a UUID"))
+                .with_hint("send a UUID v7 (time-ordered), e.g. 01890a5d-ac96-774b-bcce-b302099a8057")
+        })?;
+        if uuid.get_version_num() != 7 {
+            return Err(CairnError::invalid(format!("event id {raw:?} is not a UUID v7"))
+                .with_hint("event ids are UUID v7, so their order is their time order"));
+        }
+        Ok(EventId(uuid.hyphenated().to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for EventId {
+    fn default() -> Self {
+        EventId::new()
+    }
+}
+
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One spooled event as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub v: u64,
+    pub id: String,
+    pub at: String,
+    pub source: String,
+    pub request: Value,
+}
+
+/// What became of an event handed to [`Spool::push`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pushed {
+    Kept,
+    /// Refused and counted: the reason, for the door's one log line.
+    Dropped(String),
+}
+
+/// An event file waiting in the spool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub id: EventId,
+    pub path: PathBuf,
+}
+
+/// The spool's state now: what waits on disk and what was refused but not yet counted in the
+/// store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SpoolStatus {
+    /// Events waiting for the daemon.
+    pub pending: u64,
+    /// Their bytes on disk.
+    pub bytes: u64,
+    /// Events refused since the store last counted them (spool full, disk full).
+    pub dropped_uncounted: u64,
+}
+
+/// Counters the store keeps across restarts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SpoolCounts {
+    /// Events refused because the spool was full, a record too large or the disk full.
+    pub dropped: u64,
+    /// Records found unreadable (truncated, corrupt, from a newer cairn) and skipped.
+    pub corrupt: u64,
+    /// Events the store refused when applied (bad arguments): delivered, and answered no.
+    pub rejected: u64,
+}
+
+impl SpoolCounts {
+    fn is_zero(self) -> bool {
+        self == SpoolCounts::default()
+    }
+}
+
+/// What one drain did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrainReport {
+    /// Events applied now.
+    pub applied: u64,
+    /// Events found already applied (a drain that stopped between commit and delete).
+    pub duplicates: u64,
+    pub rejected: u64,
+    pub corrupt: u64,
+    /// Refused events folded into the store's count.
+    pub dropped: u64,
+    /// Events still waiting (the store was busy, or they arrived during the drain).
+    pub pending: u64,
+}
+
+/// The spool directory of a data dir.
+#[derive(Debug, Clone)]
+pub struct Spool {
+    dir: PathBuf,
+    max_events: usize,
+    max_bytes: u64,
+}
+
+impl Spool {
+    pub fn in_data_dir(data_dir: &Path) -> Spool {
+        Spool { dir: data_dir.join(SPOOL_DIR), max_events: MAX_EVENTS, max_bytes: MAX_BYTES }
+    }
+
+    /// The same spool with other bounds (tests).
+    pub fn with_bounds(mut self, max_events: usize, max_bytes: u64) -> Spool {
+        self.max_events = max_events;
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Keep `op` for the daemon under `id`. Never an error: a refusal is counted and said.
+    pub fn push(&self, id: &EventId, source: &str, op: &Op) -> Pushed {
+        let request = match serde_json::to_value(op) {
+            Ok(request) => request,
+            Err(e) => return self.drop_one(format!("cannot encode {}: {e}", op.name())),
+        };
+        let record = Record {
+            v: RECORD_VERSION,
+            id: id.as_str().to_owned(),
+            at: crate::clock::now_ts(),
+            source: source.to_owned(),
+            request,
+        };
+        let bytes = match serde_json::to_vec(&record) {
+            Ok(bytes) => bytes,
+            Err(e) => return self.drop_one(format!("cannot encode {}: {e}", op.name())),
+        };
+        if bytes.len() > MAX_RECORD_BYTES {
+            return self.drop_one(format!(
+                "{} is {} bytes, over the {MAX_RECORD_BYTES} of a record",
+                op.name(),
+                bytes.len()
+            ));
+        }
+        if let Err(e) = fs::create_dir_all(&self.dir) {
+            return self.drop_one(format!("cannot create {}: {e}", self.dir.display()));
+        }
+        let status = self.status();
+        if status.pending >= self.max_events as u64 || status.bytes + bytes.len() as u64 > self.max_bytes {
+            return self.drop_one(format!(
+                "the spool is full ({} events, {} bytes); the daemon has not drained it",
+                status.pending, status.bytes
+            ));
+        }
+        match self.write_record(id, &bytes) {
+            Ok(()) => Pushed::Kept,
+            Err(e) => self.drop_one(format!("cannot write to {}: {e}", self.dir.display())),
+        }
+    }
+
+    fn write_record(&self, id: &EventId, bytes: &[u8]) -> std::io::Result<()> {
+        let tmp = self.dir.join(format!(".{id}.{}.tmp", std::process::id()));
+        let written = fs::File::create(&tmp).and_then(|mut f| f.write_all(bytes));
+        if let Err(e) = written.and_then(|()| fs::rename(&tmp, self.record_path(id))) {
+            // A disk that filled up mid-write leaves nothing behind.
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn record_path(&self, id: &EventId) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    /// Count one refused event (a byte appended: atomic between processes, no lock).
+    fn drop_one(&self, why: String) -> Pushed {
+        let counted = fs::create_dir_all(&self.dir).and_then(|()| {
+            fs::OpenOptions::new().create(true).append(true).open(self.dir.join(DROPPED_FILE))?.write_all(b"x")
+        });
+        if let Err(e) = counted {
+            return Pushed::Dropped(format!("{why} (and it could not be counted: {e})"));
+        }
+        Pushed::Dropped(why)
+    }
+
+    /// Every event file, oldest first.
+    pub fn pending(&self) -> Vec<Pending> {
+        let Ok(entries) = fs::read_dir(&self.dir) else { return Vec::new() };
+        let mut pending: Vec<Pending> = entries
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                let name = entry.file_name();
+                let id = EventId::parse(name.to_str()?.strip_suffix(".json")?).ok()?;
+                Some(Pending { id, path: entry.path() })
+            })
+            .collect();
+        pending.sort_by(|a, b| a.id.cmp(&b.id));
+        pending
+    }
+
+    /// What waits now and what was refused since the store last counted.
+    pub fn status(&self) -> SpoolStatus {
+        let mut status = SpoolStatus::default();
+        let Ok(entries) = fs::read_dir(&self.dir) else { return status };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let len = entry.metadata().map_or(0, |m| m.len());
+            if name == DROPPED_FILE {
+                status.dropped_uncounted += len;
+            } else if name.ends_with(".json") || name.ends_with(".tmp") {
+                status.pending += u64::from(name.ends_with(".json"));
+                status.bytes += len;
+            }
+        }
+        status
+    }
+
+    /// Read one event. `Err` when it is unreadable: it is then counted and deleted.
+    pub fn read(&self, pending: &Pending) -> std::result::Result<Op, String> {
+        let bytes = fs::read(&pending.path).map_err(|e| format!("cannot read: {e}"))?;
+        let record: Record = serde_json::from_slice(&bytes).map_err(|e| format!("not a spool record: {e}"))?;
+        if record.v != RECORD_VERSION {
+            return Err(format!("record version {} (this cairn reads {RECORD_VERSION})", record.v));
+        }
+        if record.id != pending.id.as_str() {
+            return Err(format!("its id {:?} is not its file name's", record.id));
+        }
+        Op::from_value(record.request).map_err(|e| e.message)
+    }
+
+    /// Forget an event (applied, known, refused or unreadable).
+    pub fn remove(&self, pending: &Pending) {
+        if let Err(e) = fs::remove_file(&pending.path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %pending.path.display(), error = %e, "could not remove a spooled event");
+        }
+    }
+
+    /// Take the refused events' count out of the `dropped` file (renamed aside first, so a
+    /// byte appended meanwhile lands in a new file and is counted next time).
+    fn take_dropped(&self) -> u64 {
+        let file = self.dir.join(DROPPED_FILE);
+        let taken = self.dir.join(format!(".{DROPPED_FILE}.{}.taken", std::process::id()));
+        if fs::rename(&file, &taken).is_err() {
+            return 0;
+        }
+        let n = fs::metadata(&taken).map_or(0, |m| m.len());
+        let _ = fs::remove_file(&taken);
+        n
+    }
+
+    /// Temporary files of writers that died mid-write: unreadable events.
+    fn take_stale_tmp(&self) -> u64 {
+        let Ok(entries) = fs::read_dir(&self.dir) else { return 0 };
+        let now = SystemTime::now();
+        let mut n = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let is_tmp = name.to_str().is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"));
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| now.duration_since(t).unwrap_or_default() > STALE_TMP);
+            if is_tmp && old && fs::remove_file(entry.path()).is_ok() {
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+/// Where a drain applies events: the daemon's writer, or a store in this process.
+pub trait DrainTarget {
+    /// Apply the events in order, each with its id recorded in the same transaction; one
+    /// result per event.
+    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>>;
+    /// Add to the store's counters.
+    fn count(&mut self, counts: SpoolCounts) -> Result<()>;
+}
+
+/// Events applied per group (one transaction each in the daemon).
+const DRAIN_CHUNK: usize = 32;
+
+/// Apply every waiting event in order. Unreadable ones are counted and deleted; one the store
+/// refuses (a 4xx error) is counted and deleted; a store that cannot write now (busy, stopping,
+/// disk full) stops the drain, leaving that event and the later ones for the next drain.
+pub fn drain(spool: &Spool, target: &mut dyn DrainTarget) -> DrainReport {
+    let mut report = DrainReport::default();
+    let dropped = spool.take_dropped();
+    let stale = spool.take_stale_tmp();
+    if dropped + stale > 0 && target.count(SpoolCounts { dropped, corrupt: stale, rejected: 0 }).is_ok() {
+        report.dropped += dropped;
+        report.corrupt += stale;
+    }
+    let pending = spool.pending();
+    'chunks: for chunk in pending.chunks(DRAIN_CHUNK) {
+        let mut events = Vec::with_capacity(chunk.len());
+        let mut unreadable = Vec::new();
+        for item in chunk {
+            match spool.read(item) {
+                Ok(op) => events.push((item.clone(), op)),
+                Err(why) => {
+                    tracing::warn!(event = %item.id, why, "skipping an unreadable spooled event");
+                    unreadable.push(item);
+                }
+            }
+        }
+        if !unreadable.is_empty() {
+            let corrupt = unreadable.len() as u64;
+            if target.count(SpoolCounts { corrupt, ..SpoolCounts::default() }).is_err() {
+                break;
+            }
+            unreadable.into_iter().for_each(|item| spool.remove(item));
+            report.corrupt += corrupt;
+        }
+        let (items, ops): (Vec<Pending>, Vec<(EventId, Op)>) =
+            events.into_iter().map(|(item, op)| (item.clone(), (item.id, op))).unzip();
+        let results = target.apply(ops);
+        let mut refused = SpoolCounts::default();
+        for (item, result) in items.iter().zip(results) {
+            match result {
+                Ok(value) if value.get("duplicate_event").is_some() => report.duplicates += 1,
+                Ok(_) => report.applied += 1,
+                Err(e) if is_refusal(e.code) => {
+                    tracing::warn!(event = %item.id, error = %e, "the store refused a spooled event");
+                    refused.rejected += 1;
+                }
+                Err(e) => {
+                    tracing::info!(event = %item.id, error = %e, "the store cannot take spooled events now; later");
+                    if !refused.is_zero() && target.count(refused).is_ok() {
+                        report.rejected += refused.rejected;
+                    }
+                    break 'chunks;
+                }
+            }
+            spool.remove(item);
+        }
+        if !refused.is_zero() && target.count(refused).is_ok() {
+            report.rejected += refused.rejected;
+        }
+    }
+    report.pending = spool.status().pending;
+    report
+}
+
+/// An answer about the event itself (bad arguments, unknown session...): trying again gives
+/// the same answer. Anything else (busy, stopping, disk full, a bug) may pass later.
+fn is_refusal(code: ErrorCode) -> bool {
+    (400..500).contains(&code.http_status())
+}
+
+/// The store keeps the ids it applied and the spool's counters (migration `spool_events`).
+impl Store {
+    /// Apply `op` unless `id` was applied before, and record `id`, inside the caller's
+    /// transaction (run it through [`Store::batch`], as the daemon's writer does, so the op
+    /// and its id commit together). A known id answers `{"duplicate_event": id}`.
+    pub fn run_event(&mut self, id: &EventId, op: Op) -> Result<Value> {
+        let known = self
+            .conn()
+            .prepare_cached("SELECT 1 FROM spool_events WHERE id = ?1")?
+            .query_row([id.as_str()], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if known {
+            return Ok(json!({ "duplicate_event": id.as_str() }));
+        }
+        let value = ops::execute_value(self, op)?;
+        let now = self.now();
+        self.write(|conn| {
+            conn.prepare_cached("INSERT INTO spool_events (id, applied_at) VALUES (?1, ?2)")?
+                .execute(rusqlite::params![id.as_str(), now])?;
+            Ok(())
+        })?;
+        Ok(value)
+    }
+
+    /// Apply events in order, each in step with its id, in one group commit.
+    pub fn apply_events(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+        let n = events.len();
+        match self.batch(events, |store, (id, op)| store.run_event(&id, op)) {
+            Ok(results) => results,
+            Err(e) => vec![Err(e); n],
+        }
+    }
+
+    /// The spool's counters kept in the store.
+    pub fn spool_counts(&self) -> Result<SpoolCounts> {
+        let mut counts = SpoolCounts::default();
+        let mut stmt = self.conn().prepare_cached("SELECT name, value FROM spool_counters")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        for row in rows {
+            let (name, value) = row?;
+            let value = u64::try_from(value).unwrap_or(0);
+            match name.as_str() {
+                "dropped" => counts.dropped = value,
+                "corrupt" => counts.corrupt = value,
+                "rejected" => counts.rejected = value,
+                _ => {}
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Add to the spool's counters.
+    pub fn add_spool_counts(&mut self, add: SpoolCounts) -> Result<()> {
+        self.write(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "INSERT INTO spool_counters (name, value) VALUES (?1, ?2)
+                 ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+            )?;
+            for (name, n) in [("dropped", add.dropped), ("corrupt", add.corrupt), ("rejected", add.rejected)] {
+                if n > 0 {
+                    stmt.execute(rusqlite::params![name, i64::try_from(n).unwrap_or(i64::MAX)])?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Forget event ids applied longer ago than [`REMEMBER_APPLIED`].
+    pub fn prune_spool_events(&mut self) -> Result<usize> {
+        let cutoff = self.clock().now() - REMEMBER_APPLIED;
+        let cutoff = crate::clock::format_ts(cutoff);
+        self.write(|conn| Ok(conn.execute("DELETE FROM spool_events WHERE applied_at < ?1", [cutoff])?))
+    }
+}
+
+/// A store in this process as a drain target (tests, tools).
+impl DrainTarget for Store {
+    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+        self.apply_events(events)
+    }
+
+    fn count(&mut self, counts: SpoolCounts) -> Result<()> {
+        self.add_spool_counts(counts)
+    }
+}
+
+#[cfg(test)]
+#[path = "spool_tests.rs"]
+mod tests;

@@ -1,0 +1,279 @@
+//! The spool's rules: order, bound, idempotence by event id, unreadable records, a drain cut
+//! between commit and delete.
+
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::*;
+
+fn prompt(session: &str, n: usize) -> Op {
+    Op::from_value(json!({"op": "add_prompt", "args": {"session_id": session, "project": "p",
+        "content": format!("prompt number {n} of the spool test")}}))
+    .unwrap()
+}
+
+fn start(session: &str) -> Op {
+    Op::from_value(json!({"op": "start_session", "args": {"id": session, "project": "p"}})).unwrap()
+}
+
+/// The prompts stored for `session`, oldest first.
+fn prompts(store: &Store, session: &str) -> Vec<String> {
+    let mut stmt = store.conn().prepare("SELECT content FROM prompts WHERE session_id = ?1 ORDER BY id").unwrap();
+    stmt.query_map([session], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+}
+
+/// One tool call counted in `session`: applied twice, it counts twice.
+fn tool_call(session: &str) -> Op {
+    Op::from_value(
+        json!({"op": "record_activity", "args": {"session_id": session, "project": "p", "event": "tool_call"}}),
+    )
+    .unwrap()
+}
+
+fn tool_calls(store: &Store, session: &str) -> i64 {
+    store
+        .conn()
+        .query_row("SELECT tool_calls FROM agent_activity WHERE session_id = ?1", [session], |r| r.get(0))
+        .unwrap()
+}
+
+fn spool() -> (tempfile::TempDir, Spool) {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::in_data_dir(dir.path());
+    (dir, spool)
+}
+
+#[test]
+fn event_ids_are_uuid_v7_in_creation_order() {
+    let ids: Vec<EventId> = (0..1000).map(|_| EventId::new()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids of one process must increase");
+    assert_eq!(EventId::parse(ids[0].as_str()).unwrap(), ids[0]);
+    assert_eq!(EventId::parse("not-a-uuid").unwrap_err().code, ErrorCode::InvalidArgument);
+    // a v4 has no time order
+    assert_eq!(EventId::parse("5b8f1c36-3c2b-4b5e-9f6a-0c1d2e3f4a5b").unwrap_err().code, ErrorCode::InvalidArgument);
+}
+
+#[test]
+fn a_drain_applies_every_event_in_order_and_empties_the_spool() {
+    let (_dir, spool) = spool();
+    assert_eq!(spool.push(&EventId::new(), "test", &start("s1")), Pushed::Kept);
+    for n in 0..50 {
+        assert_eq!(spool.push(&EventId::new(), "test", &prompt("s1", n)), Pushed::Kept);
+    }
+    assert_eq!(spool.status().pending, 51);
+    let mut store = Store::open_in_memory().unwrap();
+    let report = drain(&spool, &mut store);
+    assert_eq!((report.applied, report.pending, report.corrupt), (51, 0, 0));
+    let want: Vec<String> = (0..50).map(|n| format!("prompt number {n} of the spool test")).collect();
+    assert_eq!(prompts(&store, "s1"), want);
+    assert_eq!(spool.status(), SpoolStatus::default());
+}
+
+#[test]
+fn an_event_id_is_applied_once() {
+    let mut store = Store::open_in_memory().unwrap();
+    let id = EventId::new();
+    let first = store.apply_events(vec![(id.clone(), tool_call("s"))]);
+    assert!(first[0].is_ok());
+    // alone, and inside a group with another event
+    let again = store.apply_events(vec![(id.clone(), tool_call("s"))]);
+    assert_eq!(again[0].as_ref().unwrap()["duplicate_event"], id.as_str());
+    let group = store.apply_events(vec![(EventId::new(), tool_call("s")), (id.clone(), tool_call("s"))]);
+    assert!(group[1].as_ref().unwrap().get("duplicate_event").is_some());
+    assert_eq!(tool_calls(&store, "s"), 2);
+}
+
+/// A drain killed after its commit and before the file's delete: the file is read again and
+/// skipped, nothing is applied twice and nothing is missing.
+#[test]
+fn a_drain_cut_between_commit_and_delete_skips_what_was_applied() {
+    let (_dir, spool) = spool();
+    for _ in 0..10 {
+        spool.push(&EventId::new(), "test", &tool_call("s"));
+    }
+    let mut store = Store::open_in_memory().unwrap();
+    // The first drain's commits landed, its deletes did not: apply the first six by hand.
+    let first_six: Vec<(EventId, Op)> =
+        spool.pending().into_iter().take(6).map(|p| (p.id.clone(), spool.read(&p).unwrap())).collect();
+    assert!(store.apply_events(first_six).iter().all(Result::is_ok));
+    let report = drain(&spool, &mut store);
+    assert_eq!((report.duplicates, report.applied), (6, 4));
+    assert_eq!(tool_calls(&store, "s"), 10);
+}
+
+#[test]
+fn unreadable_records_are_counted_and_skipped_and_the_rest_is_delivered() {
+    let (_dir, spool) = spool();
+    spool.push(&EventId::new(), "test", &prompt("s", 0));
+    let dir = spool.dir().to_owned();
+    std::fs::write(dir.join(format!("{}.json", EventId::new())), b"{\"v\":1,\"id\":\"trunc").unwrap();
+    std::fs::write(dir.join(format!("{}.json", EventId::new())), b"\xff\xfe garbage").unwrap();
+    let newer = EventId::new();
+    let record = json!({"v": 2, "id": newer.as_str(), "at": "x", "source": "t", "request": {"op": "stats"}});
+    std::fs::write(dir.join(format!("{newer}.json")), record.to_string()).unwrap();
+    let unknown = EventId::new();
+    let record = json!({"v": 1, "id": unknown.as_str(), "at": "x", "source": "t", "request": {"op": "fly"}});
+    std::fs::write(dir.join(format!("{unknown}.json")), record.to_string()).unwrap();
+    // not an event file at all: left alone
+    std::fs::write(dir.join("notes.txt"), b"hi").unwrap();
+    spool.push(&EventId::new(), "test", &prompt("s", 1));
+    let mut store = Store::open_in_memory().unwrap();
+    let report = drain(&spool, &mut store);
+    assert_eq!((report.applied, report.corrupt, report.pending), (2, 4, 0));
+    assert_eq!(prompts(&store, "s").len(), 2);
+    assert_eq!(store.spool_counts().unwrap().corrupt, 4);
+}
+
+#[test]
+fn an_event_the_store_refuses_is_counted_and_the_rest_delivered() {
+    let (_dir, spool) = spool();
+    spool.push(&EventId::new(), "test", &prompt("s", 0));
+    let end = Op::from_value(json!({"op": "end_session", "args": {"id": "never-started"}})).unwrap();
+    spool.push(&EventId::new(), "test", &end);
+    spool.push(&EventId::new(), "test", &prompt("s", 1));
+    let mut store = Store::open_in_memory().unwrap();
+    let report = drain(&spool, &mut store);
+    assert_eq!((report.applied, report.rejected, report.pending), (2, 1, 0));
+    assert_eq!(store.spool_counts().unwrap().rejected, 1);
+}
+
+/// A store that cannot write now: the drain stops, and the events wait for the next one.
+#[test]
+fn a_busy_store_leaves_the_events_for_the_next_drain() {
+    struct Busy;
+    impl DrainTarget for Busy {
+        fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+            events.iter().map(|_| Err(CairnError::new(ErrorCode::DatabaseBusy, "busy"))).collect()
+        }
+        fn count(&mut self, _: SpoolCounts) -> Result<()> {
+            Ok(())
+        }
+    }
+    let (_dir, spool) = spool();
+    for n in 0..3 {
+        spool.push(&EventId::new(), "test", &prompt("s", n));
+    }
+    assert_eq!(drain(&spool, &mut Busy).pending, 3);
+    let mut store = Store::open_in_memory().unwrap();
+    assert_eq!(drain(&spool, &mut store).applied, 3);
+}
+
+#[test]
+fn a_full_spool_refuses_new_events_keeps_the_old_and_counts_the_refused() {
+    let (_dir, spool) = spool();
+    let spool = spool.with_bounds(5, 1024 * 1024);
+    for n in 0..8 {
+        let pushed = spool.push(&EventId::new(), "test", &prompt("s", n));
+        assert_eq!(matches!(pushed, Pushed::Kept), n < 5, "event {n}: {pushed:?}");
+    }
+    assert_eq!(spool.status().pending, 5);
+    assert_eq!(spool.status().dropped_uncounted, 3);
+    let mut store = Store::open_in_memory().unwrap();
+    let report = drain(&spool, &mut store);
+    assert_eq!((report.applied, report.dropped), (5, 3));
+    assert_eq!(prompts(&store, "s")[0], "prompt number 0 of the spool test");
+    // the count moved into the store: it survives the spool file
+    assert_eq!(store.spool_counts().unwrap().dropped, 3);
+    assert_eq!(spool.status().dropped_uncounted, 0);
+}
+
+#[test]
+fn the_byte_bound_holds_too() {
+    let (_dir, spool) = spool();
+    let spool = spool.with_bounds(1000, 2_000);
+    let kept = (0..100).filter(|n| spool.push(&EventId::new(), "test", &prompt("s", *n)) == Pushed::Kept).count();
+    assert!(kept > 0 && kept < 100);
+    assert!(spool.status().bytes <= 2_000);
+}
+
+#[test]
+fn a_record_over_the_size_limit_is_refused() {
+    let (_dir, spool) = spool();
+    let huge = Op::from_value(json!({"op": "add_prompt", "args": {"session_id": "s",
+        "content": "x".repeat(MAX_RECORD_BYTES + 1)}}))
+    .unwrap();
+    assert!(matches!(spool.push(&EventId::new(), "test", &huge), Pushed::Dropped(_)));
+    assert_eq!(spool.status().pending, 0);
+}
+
+#[test]
+fn a_spool_that_cannot_be_written_refuses_without_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    // the data dir's `spool` is a file: nothing can be written under it
+    std::fs::write(dir.path().join(SPOOL_DIR), b"").unwrap();
+    let spool = Spool::in_data_dir(dir.path());
+    assert!(matches!(spool.push(&EventId::new(), "test", &prompt("s", 0)), Pushed::Dropped(_)));
+}
+
+#[test]
+fn applied_ids_are_forgotten_after_a_month() {
+    let (mut store, clock) = crate::testutil::store_with_clock();
+    store.apply_events(vec![(EventId::new(), prompt("s", 0))]);
+    assert_eq!(store.prune_spool_events().unwrap(), 0);
+    clock.advance(time::Duration::try_from(REMEMBER_APPLIED).unwrap() + time::Duration::seconds(1));
+    assert_eq!(store.prune_spool_events().unwrap(), 1);
+}
+
+/// Two writers spooling at once (two hosts): every event of both is kept and delivered once.
+#[test]
+fn two_writers_at_once_both_get_through() {
+    let (_dir, spool) = spool();
+    std::thread::scope(|scope| {
+        for writer in ["a", "b"] {
+            let spool = spool.clone();
+            scope.spawn(move || {
+                for n in 0..100 {
+                    assert_eq!(spool.push(&EventId::new(), writer, &prompt(writer, n)), Pushed::Kept);
+                }
+            });
+        }
+    });
+    let mut store = Store::open_in_memory().unwrap();
+    assert_eq!(drain(&spool, &mut store).applied, 200);
+    for writer in ["a", "b"] {
+        let want: Vec<String> = (0..100).map(|n| format!("prompt number {n} of the spool test")).collect();
+        assert_eq!(prompts(&store, writer), want, "writer {writer} in order");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Whatever the bound and wherever drains are cut (commits landed, deletes not), every
+    /// kept event is applied exactly once, in order, and the spool never exceeds its bound.
+    #[test]
+    fn order_bound_and_exactly_once_under_cut_drains(
+        events in 1usize..40,
+        bound in 1usize..30,
+        cuts in proptest::collection::vec(0usize..40, 0..4),
+    ) {
+        let (_dir, spool) = spool();
+        let spool = spool.with_bounds(bound, MAX_BYTES);
+        let mut kept = Vec::new();
+        for n in 0..events {
+            let op = if n % 2 == 0 { prompt("s", n) } else { tool_call("s") };
+            if spool.push(&EventId::new(), "test", &op) == Pushed::Kept {
+                kept.push(n);
+            }
+            prop_assert!(spool.status().pending as usize <= bound);
+        }
+        prop_assert_eq!(kept.len(), events.min(bound));
+        let mut store = Store::open_in_memory().unwrap();
+        for cut in cuts {
+            // a drain that committed `cut` events and died before deleting their files
+            let applied: Vec<(EventId, Op)> =
+                spool.pending().into_iter().take(cut).map(|p| (p.id.clone(), spool.read(&p).unwrap())).collect();
+            store.apply_events(applied);
+        }
+        let report = drain(&spool, &mut store);
+        prop_assert_eq!(report.pending, 0);
+        let want: Vec<String> =
+            kept.iter().filter(|n| *n % 2 == 0).map(|n| format!("prompt number {n} of the spool test")).collect();
+        prop_assert_eq!(prompts(&store, "s"), want);
+        let calls = kept.iter().filter(|n| *n % 2 == 1).count() as i64;
+        if calls > 0 {
+            prop_assert_eq!(tool_calls(&store, "s"), calls);
+        }
+        prop_assert_eq!(store.spool_counts().unwrap().dropped, (events - kept.len()) as u64);
+    }
+}

@@ -5,6 +5,13 @@
 //! A hook sits on the agent's critical path, so it never fails and never waits long: the work
 //! runs on a thread, and at the deadline the main thread prints the fail-open answer (`{}`)
 //! and exits 0 whatever the thread is doing. Problems are one line on stderr.
+//!
+//! Writes are never lost to a cold or busy daemon: each goes through [`Client::deliver`], which
+//! keeps it in the data dir's spool when no daemon answers within the hook's budget (and
+//! starts one without waiting for it); the hook then answers `{}`. Reads fail open. A hook
+//! does not open the store itself while a daemon may be starting: the daemon could be
+//! migrating, and a hook killed at its deadline mid-write would lose the event; a spool file
+//! is written in microseconds and never waits for a lock.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
@@ -157,10 +164,8 @@ impl Hook {
         let budget = self.deadline.saturating_duration_since(Instant::now());
         match self.client.deliver(op, AGENT, budget)? {
             Delivered::Answered(value) => Ok(Some(serde_json::from_value(value)?)),
-            Delivered::Spooled(id) => {
-                tracing::info!(event = %id, "no daemon answered in time; the event waits in the spool");
-                Ok(None)
-            }
+            // no line on stderr: a cold start is not a problem, and nothing was lost
+            Delivered::Spooled(_) => Ok(None),
         }
     }
 

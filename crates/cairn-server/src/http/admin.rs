@@ -267,7 +267,7 @@ pub(super) async fn sync_status() -> ApiResult {
 /// The daemon RPC behind `cairn mcp` and the CLI: `{"op": NAME, "args": {...}}`. 200 with the
 /// operation's JSON result, or the error body with the code's status.
 #[utoipa::path(post, operation_id = "run_op", path = "/v1/op", tag = "daemon", request_body = schema::OpRequest,
-    params(("Idempotency-Key" = Option<String>, Header, format = Uuid,
+    params(("Idempotency-Key" = Option<String>, Header, pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-7[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$",
         description = "A UUID v7 naming this write: a write sent again with the same key (a retry, an event from the spool) is applied once and answers `{\"duplicate_event\": key}`")),
     responses(
         (status = 200, description = "The operation's result", body = Value),

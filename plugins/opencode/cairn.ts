@@ -354,6 +354,7 @@ const server = async (ctx: Dict, options?: Dict) => {
       }
     }
     if (!spoolWrite(id, request)) throw new CallError(`${name}: no cairn daemon, and the spool could not keep it`, 0, "unavailable");
+    if (!spooling) log("info", `cairn: no daemon answers yet; writes wait in ${spoolDir()} until it runs`);
     spooling = true;
     lastSpooled = id;
     catchUp();

@@ -270,9 +270,7 @@ fn install_from_gguf_copy(
         crate::nomic::import(&file, &staging, progress)?;
         return finish_unverified(spec, &staging, dest, format!("{source} (sha256 {})", gguf.sha256));
     }
-    if &magic[..2] != b"PK" {
-        return Err(EmbedError::ModelInvalid(format!("{source}: neither a GGUF file nor a zip holding {}", gguf.name)));
-    }
+    // Otherwise a zip, found by its end: the last parts of a split one start anywhere.
     install_gguf(spec, gguf, &source, dest, progress, |to, progress| {
         crate::nomic::extract_from_zip(&file, gguf.name, to, gguf.sha256, progress)
     })

@@ -320,7 +320,7 @@ pub fn extract_from_zip(
     let eocd = (0..tail.len().saturating_sub(21))
         .rev()
         .find(|&i| tail[i..].starts_with(b"PK\x05\x06"))
-        .ok_or_else(|| bad("not a zip (no end of central directory)"))?;
+        .ok_or_else(|| bad(&format!("neither a GGUF file nor a zip holding {name} (no end of central directory)")))?;
     let u16_at = |b: &[u8], i: usize| u64::from(u16::from_le_bytes([b[i], b[i + 1]]));
     let u32_at = |b: &[u8], i: usize| u64::from(u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]));
     let (cd_size, cd_claimed) = (u32_at(&tail, eocd + 12), u32_at(&tail, eocd + 16));
@@ -428,7 +428,7 @@ mod tests {
         assert!(err.unwrap_err().to_string().contains("no absent.gguf in the archive"));
         std::fs::write(&cut, b"not a zip at all").unwrap();
         let err = extract_from_zip(&cut, GGUF_FILE, &tmp.path().join("x"), "", &mut |_, _, _| {});
-        assert!(err.unwrap_err().to_string().contains("not a zip"));
+        assert!(err.unwrap_err().to_string().contains("nor a zip"));
     }
 
     #[test]

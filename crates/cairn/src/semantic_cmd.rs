@@ -62,7 +62,9 @@ fn install_model(env: &Env, name: Option<String>, from: Option<std::path::PathBu
             .map_err(|e| embed_error(&e))?,
         None => download(spec, url.as_deref(), &dest, &mut progress)?,
     };
-    let from_archive = spec.archive.is_some() && from.as_deref().is_none_or(std::path::Path::is_file);
+    // A model made from a GGUF file has that file checked whatever `--from` gave.
+    let from_archive =
+        spec.gguf.is_some() || (spec.archive.is_some() && from.as_deref().is_none_or(std::path::Path::is_file));
     let checked = match (spec.files.is_empty(), from_archive) {
         (false, _) => "checksums verified",
         (true, true) => "the download's checksum verified, the converted files' recorded",
@@ -110,16 +112,16 @@ fn download(
     dest: &std::path::Path,
     progress: &mut ProgressLine,
 ) -> Result<install::Manifest> {
-    if spec.files.is_empty() && spec.archive.is_none() {
+    if spec.files.is_empty() && spec.archive.is_none() && spec.gguf.is_none() {
         return Err(unknown_checksums(spec));
     }
     let base = url.unwrap_or(spec.url);
-    match &spec.archive {
-        Some(archive) => note(&format!(
-            "downloading {} ({}, {} MB) from {base}; it is converted after its checksum is checked",
+    let converted = spec.archive.map(|a| (a.name, a.size)).or(spec.gguf.map(|g| (g.name, g.size)));
+    match converted {
+        Some((name, size)) => note(&format!(
+            "downloading {} ({name}, {} MB) from {base}; it is converted after its checksum is checked",
             spec.id,
-            archive.name,
-            archive.size / 1_000_000
+            size / 1_000_000
         )),
         None => note(&format!("downloading {} from {base}", spec.id)),
     }

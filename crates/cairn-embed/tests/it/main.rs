@@ -4,3 +4,4 @@ mod e5;
 #[cfg(feature = "remote")]
 mod http;
 mod model;
+mod nomic;

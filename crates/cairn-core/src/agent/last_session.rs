@@ -435,7 +435,7 @@ fn tool_facts(conn: &rusqlite::Connection, id: &str, directory: &str) -> Result<
             }
         }
     }
-    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
     Ok((counts, changed, read))
 }
 

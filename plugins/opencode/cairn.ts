@@ -623,11 +623,11 @@ const server = async (ctx: Dict, options?: Dict) => {
 
   // ---- memory block (M1) ----------------------------------------------------------------------
   /**
-   * The [MEMORY] block for `query` (a prompt). With `orRecent`, an empty block (nothing relevant,
-   * no structured sections) falls back to the recent-context layout, as E10 pushes it.
+   * The [MEMORY] block for `query` (a prompt), asked by session `sessionID`. cairn's block always
+   * has something: the Last Session and the Recent list, or one line saying nothing is stored.
    */
-  async function memoryBlock(query?: string, orRecent = false): Promise<string | null> {
-    const args: Dict = { project: await projectOrUndefined(), layout: "memory_block", budget_bytes: config.inject?.budget_bytes ?? 6000 };
+  async function memoryBlock(query: string | undefined, sessionID: string): Promise<string | null> {
+    const args: Dict = { project: await projectOrUndefined(), layout: "memory_block", budget_bytes: config.inject?.budget_bytes ?? 6000, session_id: sessionID };
     // a prompt, not search syntax: `opencode run` quotes the message, and a quoted query is a
     // phrase search that finds nothing
     const q = (query ?? "").replace(/["*]/g, " ").replace(/\s+/g, " ").trim().slice(0, 500);
@@ -636,18 +636,16 @@ const server = async (ctx: Dict, options?: Dict) => {
     if (config.inject?.profile === false) args.max_profile = 0;
     const r = await op("context", args);
     const text = typeof r?.context === "string" ? r.context.trim() : "";
-    if (text.startsWith("[MEMORY]")) {
-      if (text.replace(/^\[MEMORY\]\s*/, "").trim()) return text;
-      return orRecent ? recentBlock(args.project) : null;
-    }
-    if (!text) return orRecent ? recentBlock(args.project) : null;
+    if (text.startsWith("[MEMORY]")) return text.replace(/^\[MEMORY\]\s*/, "").trim() ? text : null;
     // an older daemon ignores `layout`: its recent-context text, only when it holds memories
-    return Array.isArray(r?.memory_ids) && r.memory_ids.length > 0 ? `[MEMORY]\n${text}` : null;
-  }
-  async function recentBlock(project?: string): Promise<string | null> {
-    const r = await op("context", { project, budget_bytes: config.inject?.budget_bytes ?? 6000 });
-    const text = typeof r?.context === "string" ? r.context.trim() : "";
     return text && Array.isArray(r?.memory_ids) && r.memory_ids.length > 0 ? `[MEMORY]\n${text}` : null;
+  }
+  /** The session's Last Session record, revised from what OpenCode stored of it (read first). */
+  function recordSession(s: Session, compacted = false): Promise<Json> {
+    return background(`recording session ${s.id}`, async () => {
+      await pokeHistory(s.id).catch(() => null);
+      return op("record_session", { session_id: s.id, project: await projectOrUndefined(), compacted });
+    });
   }
 
   // ---- context meter (O4) ---------------------------------------------------------------------
@@ -782,7 +780,9 @@ const server = async (ctx: Dict, options?: Dict) => {
           await register(s);
           return op("end_session", { id, keep_activity: true });
         });
-        void background(`reading the history of ${id}`, () => pokeHistory(id));
+        // the archive read, then the next session's Last Session record revised from it
+        if (!s.sub) void recordSession(s);
+        else void background(`reading the history of ${id}`, () => pokeHistory(id));
       } else if (type === "message.updated") {
         const info = p.info ?? {};
         if (!info.id || !info.sessionID) return;
@@ -838,10 +838,13 @@ const server = async (ctx: Dict, options?: Dict) => {
         s.compactionTrigger = undefined;
         s.used = undefined; // the next step reports the new size
         if (s.sub) return;
+        // what the session did before: kept as its Last Session record (the chart mode stores
+        // no summary)
+        void recordSession(s, true);
         // the context comes back: the block (with the summary as "Last Session") goes into the
         // system prompt of the session's next requests
         // (events are not awaited: the next request's system transform waits for it, capped)
-        const pending = memoryBlock(s.lastPrompt, true)
+        const pending = memoryBlock(s.lastPrompt, id)
           .then((block) => {
             if (block) {
               s.block = block;
@@ -890,8 +893,8 @@ const server = async (ctx: Dict, options?: Dict) => {
         const firstHere = !s.seenPrompt;
         s.seenPrompt = true;
         const proj = await projectOrUndefined();
-        const wantBlock = firstHere && config.inject?.mode !== "system" ? memoryBlock(text || undefined).catch(() => null) : null;
-        const wantBlockSystem = firstHere && config.inject?.mode === "system" ? memoryBlock(text || undefined).catch(() => null) : null;
+        const wantBlock = firstHere && config.inject?.mode !== "system" ? memoryBlock(text || undefined, id).catch(() => null) : null;
+        const wantBlockSystem = firstHere && config.inject?.mode === "system" ? memoryBlock(text || undefined, id).catch(() => null) : null;
         let answer: Dict | null = null;
         try {
           answer = await op("user_prompt", { session_id: id, project: proj, content: text, agent, directory });
@@ -1061,7 +1064,7 @@ const server = async (ctx: Dict, options?: Dict) => {
           mode = "context";
         }
         const [block, note, continuity] = await Promise.all([
-          memoryBlock(s.lastPrompt, true).catch(() => null),
+          memoryBlock(s.lastPrompt, id).catch(() => null),
           mode === "context" ? (peek("compaction_note") ?? warm("compaction_note")) : null,
           mode === "continuity" ? (peek("continuity") ?? warm("continuity")) : null,
         ]);

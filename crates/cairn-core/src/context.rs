@@ -29,7 +29,8 @@ pub enum ContextLayout {
     #[default]
     Recent,
     /// The `[MEMORY]` block a plugin injects (host-integration M1): typed sections, the last
-    /// session, the user's preferences and what is relevant to `query`.
+    /// session, the user's preferences, what is relevant to `query` and the newest memories and
+    /// sessions; never empty.
     MemoryBlock,
 }
 
@@ -56,6 +57,9 @@ pub struct ContextRequest {
     pub max_relevant: Option<usize>,
     /// `memory_block`: most user preferences (default `inject.max_profile`; 0 leaves them out).
     pub max_profile: Option<usize>,
+    /// `memory_block`: the session asking. Its own record is not its "Last Session" unless it
+    /// was compacted (then what it did before is what it lost).
+    pub session_id: Option<String>,
 }
 
 impl Default for ContextRequest {
@@ -73,6 +77,7 @@ impl Default for ContextRequest {
             similarity_threshold: None,
             max_relevant: None,
             max_profile: None,
+            session_id: None,
         }
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 pub use catalogue::{CATALOGUE, OpKind, OpOutput, OpSpec};
 
-use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, UserPrompt};
+use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, RecordSession, UserPrompt};
 use crate::context::ContextRequest;
 use crate::doctor::{CheckStatus, DoctorReport};
 use crate::error::{CairnError, ErrorCode, Result};
@@ -175,6 +175,8 @@ pub enum Op {
     UserPrompt(UserPrompt),
     /// The summary a host wrote when it compacted a session (one memory per session).
     SaveCompaction(CompactionSave),
+    /// Revise the session's Last Session record (`crate::agent::last_session`) now.
+    RecordSession(RecordSession),
     /// The user's profile: personal memories and the project's preferences.
     Profile {
         #[serde(default)]
@@ -315,6 +317,8 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         }
         Op::EndSession { id, summary, keep_activity } => {
             let ended = store.end_session(&id, summary.as_deref())?;
+            // The next session's "Last Session": what this one did, as of now.
+            store.record_session_quietly(&id, false);
             // The next session under this id counts from zero (engram clears its counters),
             // unless the host goes on with this one.
             if !keep_activity {
@@ -367,7 +371,12 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
             let patterns = crate::settings::plugin::current().triggers.keyword_patterns;
             OpOutput::UserPrompt(store.user_prompt(&prompt, &patterns)?)
         }
-        Op::SaveCompaction(summary) => OpOutput::SaveCompaction(store.save_compaction(&summary)?),
+        Op::SaveCompaction(summary) => {
+            let saved = store.save_compaction(&summary)?;
+            store.record_session_quietly(&summary.session_id, true);
+            OpOutput::SaveCompaction(saved)
+        }
+        Op::RecordSession(req) => OpOutput::RecordSession(store.record_session(&req)?),
         Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
         Op::PluginConfig => OpOutput::PluginConfig(crate::settings::plugin::current()),
         history_op => history(store, history_op)?,
@@ -688,6 +697,7 @@ mod tests {
             K::Protocol | K::Profile => json!({}),
             K::UserPrompt => json!({"session_id": "s", "content": "c"}),
             K::SaveCompaction => json!({"session_id": "s", "summary": "c"}),
+            K::RecordSession => json!({"session_id": "s"}),
             K::RecordActivity => json!({"session_id": "s", "event": "tool_call"}),
             K::HistorySessions => json!({}),
             K::HistoryBrowseTurns

@@ -28,7 +28,7 @@ use cairn_core::agent::hooks::{
 use cairn_core::agent::protocol::{Host, Part, ToolProfile};
 use cairn_core::agent::{
     ActivityEvent, ActivityRecord, ActivityUpdate, CompactionSave, CompactionTrigger, ProjectHints, ProtocolRequest,
-    SessionActivity, UserPrompt, UserPromptOutcome, protocol, resolve_project,
+    RecordSession, SessionActivity, UserPrompt, UserPromptOutcome, protocol, resolve_project,
 };
 use cairn_core::clock::{Clock, SystemClock};
 use cairn_core::context::{Context, ContextLayout, ContextRequest};
@@ -117,7 +117,10 @@ fn answer(event: HookEvent, overrides: &Overrides, deadline: Instant) -> Result<
         }
         HookEvent::Stop => {
             hook.archive(hook.input.transcript_path.as_deref());
-            hook.capture(false)
+            let answer = hook.capture(false);
+            // after the capture: the record names the turn's Key Learnings
+            hook.record_session();
+            answer
         }
         HookEvent::PostCompact => hook.post_compact(),
         HookEvent::SessionEnd => hook.session_end(),
@@ -203,12 +206,14 @@ impl Hook {
             budget_bytes: budget,
             layout,
             query,
+            session_id: Some(self.session.clone()),
             ..ContextRequest::default()
         };
         let ctx: Context = self.call(Op::Context(req))?;
-        // A heading over nothing is noise in every request of the session.
+        // A heading over nothing is noise in every request of the session (the `[MEMORY]`
+        // block is never empty: with nothing stored it says so, and how to search).
         let empty = ctx.memory_ids.is_empty() && ctx.session_ids.is_empty() && ctx.prompt_ids.is_empty();
-        Ok(if empty { String::new() } else { ctx.context })
+        Ok(if empty && layout == ContextLayout::Recent { String::new() } else { ctx.context })
     }
 
     /// The transcript's last 512 KB (`None` when there is none to read).
@@ -463,9 +468,19 @@ impl Hook {
     /// with the same session id, and its next prompt is not a first one (no second `[MEMORY]`
     /// block) while the transcript replays what was injected.
     fn session_end(&self) -> Result<String> {
-        self.end_session()?;
+        // archived first: ending the session revises its Last Session record from the archive
         self.archive(self.input.transcript_path.as_deref());
+        self.end_session()?;
         Ok(FAIL_OPEN.to_owned())
+    }
+
+    /// Revise the session's Last Session record after a turn (the next session's "what we did
+    /// last time"); a failure is a line on stderr, the turn is done either way.
+    fn record_session(&self) {
+        let req = RecordSession { session_id: self.session.clone(), project: self.project().ok(), compacted: false };
+        if let Err(e) = self.call::<Value>(Op::RecordSession(req)) {
+            note(&format!("cairn hook: the Last Session record of {} was not revised: {e:#}", self.session));
+        }
     }
 
     fn end_session(&self) -> Result<()> {

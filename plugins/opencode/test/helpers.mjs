@@ -51,6 +51,8 @@ export async function fakeDaemon({ answers = {}, delayMs = 0, health = true, por
     context: (a) => ({ context: a.layout === 'memory_block' ? '[MEMORY]\n## Project Brief\n- cairn is a memory engine' : '## recent', memory_ids: [1] }),
     record_activity: { activity: {} },
     save_compaction: { id: 7 },
+    record_session: { id: 9, type: 'session_record' },
+    history_ingest: { sources: 1 },
     add_prompt: { id: 1 },
   };
   const state = { answers: { ...defaults, ...answers }, delayMs, health };

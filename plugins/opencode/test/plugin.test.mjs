@@ -68,6 +68,7 @@ describe('chat.message (E6, M1, M2, E14)', () => {
     for (const r of daemon.requests) assert.ok(!r.raw.includes('sk-SECRET'), `private text left the process: ${r.path}`);
     const ctx = daemon.ops('context');
     assert.equal(ctx[0].body.args.layout, 'memory_block');
+    assert.equal(ctx[0].body.args.session_id, input.sessionID, "the block leaves out the asking session's own record");
     assert.match(ctx[0].body.args.query, /plain prompt/);
     assert.ok(!ctx[0].body.args.query.includes('"'), 'opencode run quotes the message; the query is plain words');
     assert.equal(output.parts.length, before + 2, 'the [MEMORY] block and the history guidance (H8, once)');
@@ -450,6 +451,12 @@ describe('tools (E7, E8)', () => {
     await waitFor(() => daemon.ops('end_session').length >= 1, 2000, 'end_session');
     const ends = daemon.ops('end_session');
     assert.deepEqual(ends.at(-1).body.args, { id: idle.event.properties.sessionID, keep_activity: true });
+    // the session is read from OpenCode, then its Last Session record revised from that
+    await waitFor(() => daemon.ops('record_session').length >= 1, 2000, 'record_session');
+    const record = daemon.ops('record_session').at(-1);
+    assert.deepEqual(record.body.args, { session_id: idle.event.properties.sessionID, project: 'demo', compacted: false });
+    const poke = daemon.ops('history_ingest').findLast((r) => r.body.args.session_id === idle.event.properties.sessionID);
+    assert.ok(poke && daemon.requests.indexOf(poke) < daemon.requests.indexOf(record), 'read before it is recorded');
     // registered before it is ended, so the end never meets an unknown session
     assert.ok(daemon.posts('/sessions').length >= 1);
   });
@@ -519,10 +526,11 @@ describe('compaction (E10, E11, O5, O3)', () => {
     assert.match(daemon.ops('save_compaction')[0].body.args.summary, /MOCK-SUMMARY of earlier work/);
   });
 
-  test('nothing relevant for the block: the compaction gets the recent context instead', async () => {
-    const { daemon, compacting } = await compactRun('overflow', { context: (a) => (a.layout === 'memory_block' ? { context: '[MEMORY]\n', memory_ids: [] } : { context: '## Memory from previous sessions\n- #1 x', memory_ids: [1] }) });
-    assert.match(compacting.context[0], /^\[MEMORY\]\n## Memory from previous sessions/);
-    assert.ok(daemon.ops('context').some((r) => r.body.args.layout === undefined));
+  test("the block is cairn's as it comes, even its one line for a project with nothing stored", async () => {
+    const nothing = '[MEMORY] Nothing is stored for project "demo" yet: no memories, no earlier sessions.';
+    const { daemon, compacting } = await compactRun('overflow', { context: (a) => (a.layout === 'memory_block' ? { context: nothing, memory_ids: [] } : { context: '## recent', memory_ids: [1] }) });
+    assert.equal(compacting.context[0], nothing);
+    assert.ok(daemon.ops('context').every((r) => r.body.args.layout === 'memory_block'), 'no recent-context fallback');
   });
 
   test('manual compaction is recorded as manual; continuity mode sets the prompt', async () => {
@@ -552,6 +560,9 @@ describe('compaction (E10, E11, O5, O3)', () => {
     assert.ok(!ctx.completed.some((o) => /MOCK-SUMMARY/.test(o.text)), 'no summary text is left');
     await sleep(50);
     assert.equal(daemon.ops('save_compaction').length, 0, 'a chart is not saved as a memory');
+    // what the session did is kept as its Last Session record, marked compacted
+    await waitFor(() => daemon.ops('record_session').some((r) => r.body.args.compacted === true), 2000, 'record_session');
+    assert.equal(daemon.ops('record_session').find((r) => r.body.args.compacted).body.args.session_id, sid);
   });
 
   test('chart mode without a chart (no history yet): the context mode\'s summary', async () => {

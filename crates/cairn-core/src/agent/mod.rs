@@ -3,12 +3,14 @@
 //! project" says ([`current_project`]), the small input rules ([`given`],
 //! [`SAVE_FINDS_CANDIDATES`]), and each session's activity with its save reminders
 //! ([`activity`]), the texts put in front of agents ([`mod@protocol`]) and what host plugins store
-//! for them ([`host`]: compaction summaries, the user's profile), and the rules of Claude Code's
+//! for them ([`host`]: compaction summaries, the user's profile; [`last_session`]: each session's
+//! Last Session record, built without a model), and the rules of Claude Code's
 //! hooks ([`hooks`]).
 
 pub mod activity;
 pub mod hooks;
 pub mod host;
+pub mod last_session;
 pub mod meter;
 pub mod protocol;
 
@@ -23,6 +25,7 @@ pub use activity::{
     ActivityEvent, ActivityRecord, ActivityUpdate, PendingPrompt, SessionActivity, UserPrompt, UserPromptOutcome,
 };
 pub use host::{COMPACTION_SUMMARY, CompactionSave, CompactionTrigger};
+pub use last_session::{RecordSession, SESSION_RECORD};
 pub use protocol::{ProtocolRequest, ProtocolText, mcp_instructions, protocol};
 
 /// `Some` only for a value with something in it: agents and engram's clients send `""` (or

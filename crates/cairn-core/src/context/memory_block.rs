@@ -1,8 +1,11 @@
 //! The `[MEMORY]` block (host-integration M1): what a plugin injects before a session's first
-//! message. Typed sections (brief, architecture, tech, product, progress), the last session's
-//! summary, the user's preferences, then the memories relevant to the user's message with their
-//! relevance as a percentage. Empty sections are left out, nothing appears twice, and the block
-//! stays within the byte budget (sections in this order get the room first).
+//! message. Typed sections (brief, architecture, tech, product, progress), the Last Session (the
+//! project's newest session that ended or compacted: its summary and its record), the user's
+//! preferences, the memories relevant to the user's message with their relevance as a
+//! percentage, and a short Recent list (the newest sessions and memories, as `mem_context` shows
+//! them). Empty sections are left out, nothing appears twice, and the block stays within the
+//! byte budget: room is kept for the Last Session and Recent, which are there even when nothing
+//! is relevant. A project with nothing stored gets one line saying so and how to search.
 
 use std::collections::HashSet;
 
@@ -10,6 +13,7 @@ use rusqlite::params;
 
 use super::{Budgeted, Context, ContextRequest};
 use crate::agent::COMPACTION_SUMMARY;
+use crate::agent::last_session::{SESSION_RECORD, cut_bytes, record_says_compacted};
 use crate::error::Result;
 use crate::model::{OBSERVATION_COLUMNS, Observation};
 use crate::search::{SearchQuery, check_min_score};
@@ -26,9 +30,28 @@ const TYPED_SECTIONS: &[(&str, &[&str])] = &[
 ];
 /// Most memories per typed section (newest first).
 const PER_SECTION: usize = 5;
-/// Characters of a memory shown in a typed section, and of the last session's summary.
+/// Characters of a memory shown in a typed section, and of the last session's summary (beside
+/// its record, which is bounded on its own).
 const ITEM_CHARS: usize = 300;
 const LAST_SESSION_CHARS: usize = 1_500;
+const SUMMARY_BESIDE_RECORD_CHARS: usize = 800;
+/// The Last Session takes at most this share of the budget; less room than `MIN_LAST_SESSION`
+/// bytes and it is left out rather than cut to nothing.
+const LAST_SESSION_SHARE: usize = 2;
+const MIN_LAST_SESSION: usize = 160;
+/// The Recent list: sessions and memories shown, and the bytes kept for it.
+const RECENT_SESSIONS: usize = 3;
+const RECENT_MEMORIES: usize = 5;
+const RECENT_RESERVE: usize = 700;
+/// Summaries and records: what a session did, shown as the Last Session, not as memories.
+const SESSION_KINDS: [&str; 3] = [SESSION_RECORD, "session_summary", COMPACTION_SUMMARY];
+
+/// The project's previous session, as the block shows it.
+struct LastSession {
+    session_id: String,
+    memory_ids: Vec<i64>,
+    text: String,
+}
 
 impl Store {
     /// The `[MEMORY]` block for `req.project` (see the module doc).
@@ -41,9 +64,25 @@ impl Store {
         if !doc.fits(0) {
             return Ok(Context { truncated: true, ..ctx });
         }
-        let mut shown: HashSet<i64> = HashSet::new();
-        let mut add = |doc: &mut Budgeted, ctx: &mut Context, header: &str, items: Vec<(i64, String)>| {
-            let items: Vec<_> = items.into_iter().filter(|(id, _)| shown.insert(*id)).collect();
+        let current = req.session_id.as_deref().map(str::trim).filter(|s| !s.is_empty());
+        let last = match project.as_deref() {
+            Some(project) => self.last_session(project, current)?,
+            None => None,
+        };
+        let recent = match project.as_deref() {
+            Some(project) => self.recent_items(project, current, last.as_ref().map(|l| l.session_id.as_str()))?,
+            None => Vec::new(),
+        };
+        // Kept for the parts that are there whatever the prompt: the typed sections, the
+        // preferences and the relevant hits cannot crowd them out.
+        let recent_reserve = recent.iter().map(|(_, line)| line.len() + 1).sum::<usize>().min(RECENT_RESERVE);
+        let last_reserve = last.as_ref().map_or(0, |l| (l.text.len() + 20).min(req.budget_bytes / LAST_SESSION_SHARE));
+        let full_budget = req.budget_bytes;
+        doc.budget = full_budget.saturating_sub(recent_reserve + last_reserve);
+
+        // A memory is shown once, in the first section that has room for it.
+        let add = |doc: &mut Budgeted, ctx: &mut Context, header: &str, items: Vec<(i64, String)>| {
+            let items: Vec<_> = items.into_iter().filter(|(id, _)| !ctx.memory_ids.contains(id)).collect();
             let n = doc.section(header, items.iter().map(|(_, line)| line.clone()));
             ctx.memory_ids.extend(items.iter().take(n).map(|(id, _)| *id));
         };
@@ -53,9 +92,22 @@ impl Store {
                 let items = self.typed_memories(project, kinds, header.ends_with("Brief"))?;
                 add(&mut doc, &mut ctx, header, items.iter().map(|o| (o.id, typed_line(o))).collect());
             }
-            if let Some(last) = self.last_session_summary(project)? {
-                let line = summary_lines(&last.content, LAST_SESSION_CHARS);
-                add(&mut doc, &mut ctx, "## Last Session", vec![(last.id, line)]);
+        }
+        doc.budget = full_budget.saturating_sub(recent_reserve);
+        if let Some(last) = last {
+            const HEADER: &str = "## Last Session";
+            let room = doc.budget.saturating_sub(doc.out.len() + HEADER.len() + 3);
+            if room >= MIN_LAST_SESSION.min(last.text.len()) {
+                let text = cut_bytes(&last.text, room);
+                doc.truncated |= text.len() < last.text.len();
+                if doc.section(HEADER, [text]) == 1 {
+                    let fresh: Vec<i64> =
+                        last.memory_ids.iter().copied().filter(|id| !ctx.memory_ids.contains(id)).collect();
+                    ctx.memory_ids.extend(fresh);
+                    ctx.session_ids.push(last.session_id);
+                }
+            } else {
+                doc.truncated = true;
             }
         }
         let max_profile = req.max_profile.unwrap_or(plugin.inject.max_profile);
@@ -69,15 +121,130 @@ impl Store {
             let items = self.relevant(query, project.as_deref(), threshold, limit)?;
             add(&mut doc, &mut ctx, "## Relevant to Current Task", items);
         }
+        doc.budget = full_budget;
+        let shown: HashSet<i64> = ctx.memory_ids.iter().copied().collect();
+        let (mut sessions, mut memories) = (0, 0);
+        let recent: Vec<(RecentItem, String)> = recent
+            .into_iter()
+            .filter(|(item, _)| match item {
+                RecentItem::Memory(id) => {
+                    !shown.contains(id) && {
+                        memories += 1;
+                        memories <= RECENT_MEMORIES
+                    }
+                }
+                RecentItem::Session(id) => {
+                    !ctx.session_ids.contains(id) && {
+                        sessions += 1;
+                        sessions <= RECENT_SESSIONS
+                    }
+                }
+            })
+            .collect();
+        let n = doc.section("## Recent", recent.iter().map(|(_, line)| line.clone()));
+        for (item, _) in recent.into_iter().take(n) {
+            match item {
+                RecentItem::Memory(id) => ctx.memory_ids.push(id),
+                RecentItem::Session(id) => ctx.session_ids.push(id),
+            }
+        }
 
-        if ctx.memory_ids.is_empty() {
-            // Nothing to say: an empty block, not a bare "[MEMORY]" header.
-            return Ok(Context { truncated: doc.truncated, ..ctx });
+        if ctx.memory_ids.is_empty() && ctx.session_ids.is_empty() {
+            // Things stored but no room for any: not "nothing stored".
+            if doc.truncated {
+                return Ok(Context { truncated: true, ..ctx });
+            }
+            return Ok(nothing_stored(ctx));
         }
         ctx.truncated = doc.truncated;
         ctx.bytes = doc.out.len();
         ctx.context = doc.out;
         Ok(ctx)
+    }
+
+    /// The project's newest session that left a record or a summary, other than `current`
+    /// unless `current` was compacted: its summary (when an agent or host wrote one) and its
+    /// record.
+    fn last_session(&self, project: &str, current: Option<&str>) -> Result<Option<LastSession>> {
+        let [record, summary, compaction] = SESSION_KINDS;
+        let sql = format!(
+            "SELECT {OBSERVATION_COLUMNS} FROM observations o
+             WHERE o.project = ?1 AND o.deleted_at IS NULL AND o.type IN (?2, ?3, ?4)
+             ORDER BY o.updated_at DESC, o.id DESC LIMIT 50"
+        );
+        let mut stmt = self.conn().prepare_cached(&sql)?;
+        let rows = stmt.query_map(params![project, record, summary, compaction], Observation::from_row)?;
+        let newest: Vec<Observation> = rows.collect::<rusqlite::Result<_>>()?;
+        let current_compacted = newest.iter().any(|o| {
+            Some(o.session_id.as_str()) == current
+                && (o.kind == COMPACTION_SUMMARY
+                    || (o.kind == SESSION_RECORD && record_says_compacted(o.tool_name.as_deref())))
+        });
+        let Some(chosen) = newest.iter().find(|o| Some(o.session_id.as_str()) != current || current_compacted) else {
+            return Ok(None);
+        };
+        let of_session: Vec<&Observation> = newest.iter().filter(|o| o.session_id == chosen.session_id).collect();
+        let record = of_session.iter().find(|o| o.kind == SESSION_RECORD);
+        let summary = of_session.iter().find(|o| o.kind != SESSION_RECORD);
+        let mut parts = Vec::new();
+        let mut memory_ids = Vec::new();
+        if let Some(summary) = summary {
+            let max = if record.is_some() { SUMMARY_BESIDE_RECORD_CHARS } else { LAST_SESSION_CHARS };
+            parts.push(summary_lines(&summary.content, max));
+            memory_ids.push(summary.id);
+        }
+        if let Some(record) = record {
+            parts.push(record.content.trim().to_owned());
+            memory_ids.push(record.id);
+        }
+        Ok(Some(LastSession { session_id: chosen.session_id.clone(), memory_ids, text: parts.join("\n") }))
+    }
+
+    /// The newest sessions and memories of the project, as `mem_context` lists them (the
+    /// current session and the Last Session's left out), sessions first.
+    fn recent_items(
+        &self,
+        project: &str,
+        current: Option<&str>,
+        last: Option<&str>,
+    ) -> Result<Vec<(RecentItem, String)>> {
+        let mut items = Vec::new();
+        let sessions = self.recent_sessions_counted(Some(project), RECENT_SESSIONS + 2, Some(100), false)?;
+        let catch_all = crate::sessions::catch_all_sessions_like();
+        let catch_all = catch_all.trim_end_matches('%');
+        for s in
+            sessions.iter().filter(|s| Some(s.session.id.as_str()) != current && Some(s.session.id.as_str()) != last)
+        {
+            // the catch-all session's memories are unrelated; they are listed as memories
+            let said_nothing = s.observation_count == 0 && s.session.title.is_none() && s.session.summary.is_none();
+            if said_nothing || s.session.id.starts_with(catch_all) {
+                continue;
+            }
+            items.push((RecentItem::Session(s.session.id.clone()), recent_session_line(s)));
+            if items.len() == RECENT_SESSIONS {
+                break;
+            }
+        }
+        let [record, summary, compaction] = SESSION_KINDS;
+        let sql = format!(
+            "SELECT {OBSERVATION_COLUMNS} FROM observations o
+             WHERE o.project = ?1 AND o.deleted_at IS NULL AND o.type NOT IN (?2, ?3, ?4) AND o.session_id IS NOT ?6
+             ORDER BY o.updated_at DESC, o.id DESC LIMIT ?5"
+        );
+        let mut stmt = self.conn().prepare_cached(&sql)?;
+        // More than shown: some are in the sections above already.
+        let limit = (RECENT_MEMORIES * 4) as i64;
+        // the Last Session's own memories are in its record already
+        let rows = stmt.query_map(params![project, record, summary, compaction, limit, last], Observation::from_row)?;
+        for o in rows {
+            let o = o?;
+            let date = o.updated_at.get(..10).unwrap_or(&o.updated_at).to_owned();
+            items.push((
+                RecentItem::Memory(o.id),
+                format!("- #{} [{}] {} ({date})", o.id, o.kind, preview(&o.title, 100)),
+            ));
+        }
+        Ok(items)
     }
 
     /// A project's memories of these types, newest first; the brief also by its topic.
@@ -94,18 +261,6 @@ impl Store {
         let mut stmt = self.conn().prepare_cached(&sql)?;
         let rows = stmt.query_map(rusqlite::params_from_iter(values), Observation::from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// The newest session or compaction summary of the project.
-    fn last_session_summary(&self, project: &str) -> Result<Option<Observation>> {
-        let sql = format!(
-            "SELECT {OBSERVATION_COLUMNS} FROM observations o
-             WHERE o.project = ?1 AND o.deleted_at IS NULL AND o.type IN ('session_summary', ?2)
-             ORDER BY o.updated_at DESC, o.id DESC LIMIT 1"
-        );
-        let mut stmt = self.conn().prepare_cached(&sql)?;
-        let mut rows = stmt.query_map(params![project, COMPACTION_SUMMARY], Observation::from_row)?;
-        Ok(rows.next().transpose()?)
     }
 
     /// The hits for `query` at or above `threshold`, as `- [72%, 2026-02-21] title: snippet`.
@@ -159,4 +314,43 @@ fn relevant_line(hit: &crate::search::SearchHit, score: f64) -> String {
     let date = o.updated_at.get(..10).unwrap_or(&o.updated_at);
     let snippet = if hit.snippet.is_empty() { preview(&o.content, 200) } else { preview(&hit.snippet, 200) };
     format!("- [{}%, {date}] {}: {snippet}", (score * 100.0).round() as i64, preview(&o.title, 120))
+}
+
+/// An entry of the Recent list.
+enum RecentItem {
+    Session(String),
+    Memory(i64),
+}
+
+fn recent_session_line(s: &crate::model::SessionSummary) -> String {
+    let when = s.last_activity_at.get(..16).unwrap_or(&s.last_activity_at).replace('T', " ");
+    let mut line = format!("- {when} session `{}`", s.session.id);
+    if !s.session.agent.is_empty() {
+        line.push_str(&format!(" ({})", s.session.agent));
+    }
+    if let Some(title) = s.session.title.as_deref().filter(|t| !t.trim().is_empty()) {
+        line.push_str(&format!(" \"{}\"", preview(title, 80)));
+    }
+    if let Some(summary) = &s.session.summary {
+        line.push_str(&format!(": {}", preview(summary, 120)));
+    }
+    let noun = if s.observation_count == 1 { "memory" } else { "memories" };
+    line.push_str(&format!(" [{} {noun}]", s.observation_count));
+    line
+}
+
+/// The block of a project with nothing stored: one line, with where to look.
+fn nothing_stored(ctx: Context) -> Context {
+    let whose = match ctx.project.as_deref() {
+        Some(p) => format!(" for project {p:?}"),
+        None => String::new(),
+    };
+    let line = format!(
+        "[MEMORY] Nothing is stored{whose} yet: no memories, no earlier sessions. To look for something \
+         later, search memories with mem_search and past conversations with history_search."
+    );
+    if line.len() > ctx.budget_bytes {
+        return Context { truncated: true, ..ctx };
+    }
+    Context { bytes: line.len(), context: line, ..ctx }
 }

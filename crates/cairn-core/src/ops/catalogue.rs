@@ -332,6 +332,11 @@ catalogue! {
         args: "session_id*, summary*, project, trigger (auto|manual), overflow",
         about: "Store the summary of a compacted session (one per session, revised).",
     }
+    RecordSession -> Option<SaveOutcome> {
+        name: "record_session", writes: true, project_defaulted: true,
+        args: "session_id*, project, compacted",
+        about: "Revise a session's Last Session record (its requests, tools, files, learnings, where it stopped).",
+    }
     Profile -> Vec<Observation> {
         name: "profile", writes: false, project_defaulted: true,
         args: "project, limit",

@@ -212,6 +212,7 @@ mod tests {
             "capture_passive",
             "user_prompt",
             "save_compaction",
+            "record_session",
             "profile",
             "history_search",
         ];

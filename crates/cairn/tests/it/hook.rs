@@ -114,6 +114,8 @@ fn every_event_answers_in_claude_codes_shape() {
     }
     insta::with_settings!({filters => vec![
         (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}\.\d{3}Z)?", "[TIME]"),
+        // the Last Session record's span
+        (r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "[TIME]"),
     ]}, {
         insta::assert_snapshot!("hook_every_event", log);
     });
@@ -171,6 +173,25 @@ fn state_lives_in_the_store_across_hook_processes() {
     let resumed = s.ok("SessionStart", sid, json!({"source": "resume"}));
     let text = context_of(&resumed);
     assert!(text.contains("Refund window") && !text.contains("persistent memory"), "{resumed}");
+}
+
+/// A session that stops and ends leaves its Last Session record; the next session's first
+/// prompt gets it in the `[MEMORY]` block. A first prompt with nothing stored gets the one line.
+#[test]
+fn the_next_session_gets_the_last_session() {
+    let s = Sandbox::new();
+    let (a, b) = ("5d1c6a2e-0000-4000-8000-00000000000a", "5d1c6a2e-0000-4000-8000-00000000000b");
+    s.ok("SessionStart", a, json!({"source": "startup"}));
+    let empty = s.ok("UserPromptSubmit", a, json!({"prompt": "fix the refund rounding in the ledger"}));
+    assert!(context_of(&empty).starts_with("[MEMORY] Nothing is stored for project \"shop-api\""), "{empty}");
+    s.ok("Stop", a, json!({"last_assistant_message": LEARNINGS, "stop_hook_active": false}));
+    s.ok("SessionEnd", a, json!({"reason": "other"}));
+    s.ok("SessionStart", b, json!({"source": "startup"}));
+    let first = s.ok("UserPromptSubmit", b, json!({"prompt": "what did we do last time?"}));
+    let text = context_of(&first);
+    assert!(text.contains("## Last Session") && text.contains(&format!("Session {a} (claude-code)")), "{first}");
+    assert!(text.contains("fix the refund rounding in the ledger"), "{first}");
+    assert!(text.contains("The checkout service retries payments three times"), "{first}");
 }
 
 #[test]

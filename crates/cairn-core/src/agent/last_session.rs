@@ -1,0 +1,474 @@
+//! The Last Session record: what a session did, kept for the next one, built without a model
+//! from what cairn already holds: the user's requests (the session's prompts, else its archived
+//! user messages), the tools it called and the files they touched (the history archive's tool
+//! parts and their inputs), its Key Learnings (passive capture) and the memories it saved, and
+//! where it stopped (the last assistant text).
+//!
+//! One memory per session (type `session_record`, topic `session/<id>/record`), revised each
+//! time the session stops, ends or compacts. A memory, not a column of `sessions`: it has a
+//! sync id, so exports, imports and sync carry it like any memory; search finds it; `mem_context`
+//! lists it among the recent memories. The `[MEMORY]` block shows it as "Last Session".
+
+use std::collections::HashMap;
+
+use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::memory::{NewObservation, SaveOutcome};
+use crate::model::{SESSION_COLUMNS, Session};
+use crate::sessions::{catch_all_sessions_like, validate_session_id};
+use crate::store::Store;
+use crate::text::{normalize_project, preview, redact};
+
+/// The memory type of Last Session records.
+pub const SESSION_RECORD: &str = "session_record";
+/// `tool_name` of a record: its origin, and whether the session was compacted (a compacted
+/// session's own record is its "Last Session" in its next `[MEMORY]` block).
+const SOURCE: &str = "session-record";
+const SOURCE_COMPACTED: &str = "session-record:compacted";
+/// Most bytes of a record: it is read in full at every first prompt of the project.
+pub const MAX_RECORD_BYTES: usize = 2_000;
+/// The user's requests kept (the newest), and the characters of each.
+const REQUESTS: usize = 3;
+const REQUEST_CHARS: usize = 200;
+/// Tools named (most called first), files listed per line, learnings and saved memories kept.
+const TOOLS: usize = 8;
+const FILES: usize = 8;
+const LEARNINGS: usize = 5;
+const LEARNING_CHARS: usize = 200;
+const SAVED: usize = 5;
+const STOPPED_CHARS: usize = 400;
+/// Tool calls read from the archive (the newest): a long session has thousands.
+const TOOL_PARTS: i64 = 300;
+/// Memory types that are about the session rather than learned in it.
+const SESSION_KINDS: [&str; 4] = ["passive", SESSION_RECORD, "session_summary", super::COMPACTION_SUMMARY];
+
+/// The topic of a session's record: one memory per session, revised in place.
+pub fn session_record_topic(session_id: &str) -> String {
+    format!("session/{session_id}/record")
+}
+
+/// Whether a record's `tool_name` says its session was compacted.
+pub(crate) fn record_says_compacted(tool_name: Option<&str>) -> bool {
+    tool_name == Some(SOURCE_COMPACTED)
+}
+
+/// The arguments of `record_session`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordSession {
+    pub session_id: String,
+    /// The project when cairn does not know the session yet.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// The host compacted the session just now (its archive may not show it yet).
+    #[serde(default)]
+    pub compacted: bool,
+}
+
+/// What a session did, as read from the stores.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionFacts {
+    pub session_id: String,
+    pub agent: String,
+    pub title: Option<String>,
+    pub started_at: String,
+    /// The user's requests, oldest first.
+    pub requests: Vec<String>,
+    /// Tool names with their call counts, most called first.
+    pub tools: Vec<(String, usize)>,
+    pub files_changed: Vec<String>,
+    pub files_read: Vec<String>,
+    pub learnings: Vec<String>,
+    /// `#id title` of the memories saved in the session.
+    pub saved: Vec<String>,
+    pub stopped_at: Option<String>,
+    pub compactions: usize,
+}
+
+impl SessionFacts {
+    fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+            && self.tools.is_empty()
+            && self.learnings.is_empty()
+            && self.saved.is_empty()
+            && self.stopped_at.is_none()
+    }
+}
+
+/// The record's text: plain labelled lines, within [`MAX_RECORD_BYTES`].
+pub fn render_record(f: &SessionFacts, now: &str) -> String {
+    let mut head = format!("Session {}", f.session_id);
+    if !f.agent.is_empty() {
+        head.push_str(&format!(" ({})", f.agent));
+    }
+    if let Some(title) = f.title.as_deref().filter(|t| !t.trim().is_empty()) {
+        head.push_str(&format!(" \"{}\"", preview(title, 80)));
+    }
+    head.push_str(&format!(", {} to {}", minute(&f.started_at), minute(now)));
+    if f.compactions > 0 {
+        head.push_str(&format!(", compacted {}×", f.compactions));
+    }
+    let mut lines = vec![head];
+    if !f.requests.is_empty() {
+        lines.push("Asked:".to_owned());
+        lines.extend(f.requests.iter().map(|r| format!("- {}", preview(r, REQUEST_CHARS))));
+    }
+    if !f.tools.is_empty() {
+        let tools: Vec<String> = f.tools.iter().take(TOOLS).map(|(name, n)| format!("{n}× {name}")).collect();
+        lines.push(format!("Tools: {}", tools.join(", ")));
+    }
+    if !f.files_changed.is_empty() {
+        lines.push(format!("Files changed: {}", list(&f.files_changed)));
+    }
+    if !f.files_read.is_empty() {
+        lines.push(format!("Files read: {}", list(&f.files_read)));
+    }
+    if !f.learnings.is_empty() {
+        lines.push("Key Learnings:".to_owned());
+        lines.extend(f.learnings.iter().take(LEARNINGS).map(|l| format!("- {}", preview(l, LEARNING_CHARS))));
+    }
+    if !f.saved.is_empty() {
+        lines.push(format!("Saved: {}", f.saved.iter().take(SAVED).cloned().collect::<Vec<_>>().join("; ")));
+    }
+    if let Some(stopped) = &f.stopped_at {
+        lines.push(format!("Stopped at: {}", preview(stopped, STOPPED_CHARS)));
+    }
+    cut_bytes(&lines.join("\n"), MAX_RECORD_BYTES)
+}
+
+fn list(files: &[String]) -> String {
+    let mut shown: Vec<String> = files.iter().take(FILES).cloned().collect();
+    if files.len() > FILES {
+        shown.push(format!("and {} more", files.len() - FILES));
+    }
+    shown.join(", ")
+}
+
+fn minute(ts: &str) -> String {
+    ts.get(..16).unwrap_or(ts).replace('T', " ")
+}
+
+/// `text` within `max` bytes, cut at a character boundary with an ellipsis.
+pub(crate) fn cut_bytes(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+impl Store {
+    /// Build the session's record and revise its one memory; `None` when there is nothing to
+    /// record (an unknown or empty session, a sub-agent's, the catch-all one).
+    pub fn record_session(&mut self, req: &RecordSession) -> Result<Option<SaveOutcome>> {
+        validate_session_id(&req.session_id)?;
+        let id = req.session_id.trim();
+        if is_catch_all(id) {
+            return Ok(None);
+        }
+        let session = self
+            .conn()
+            .query_row(&format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ?1"), [id], Session::from_row)
+            .optional()?;
+        if session.as_ref().is_some_and(|s| s.parent_id.is_some()) {
+            return Ok(None);
+        }
+        let mut facts = SessionFacts {
+            session_id: id.to_owned(),
+            agent: session.as_ref().map(|s| s.agent.clone()).unwrap_or_default(),
+            title: session.as_ref().and_then(|s| s.title.clone()),
+            started_at: session.as_ref().map_or_else(|| self.now(), |s| s.started_at.clone()),
+            ..SessionFacts::default()
+        };
+        facts.requests = self.session_requests(id)?;
+        facts.learnings = self.session_learnings(id)?;
+        facts.saved = self.session_saved(id)?;
+        let directory = session.as_ref().map(|s| s.directory.clone()).unwrap_or_default();
+        let archived = match self.history().and_then(|db| archived_facts(db.conn(), id, &directory)) {
+            Ok(archived) => archived,
+            Err(err) => {
+                // The record is still worth having without the archive.
+                tracing::debug!(session = id, error = %err, "no history for the session record");
+                None
+            }
+        };
+        let mut project = session.as_ref().map(|s| s.project.clone()).filter(|p| !p.is_empty());
+        if let Some(a) = archived {
+            if a.parent {
+                return Ok(None);
+            }
+            if facts.requests.is_empty() {
+                facts.requests = a.requests;
+            }
+            if facts.agent.is_empty() {
+                facts.agent = a.host;
+            }
+            facts.title = facts.title.or(a.title);
+            facts.tools = a.tools;
+            facts.files_changed = a.files_changed;
+            facts.files_read = a.files_read;
+            facts.stopped_at = a.stopped_at;
+            facts.compactions = a.compactions;
+            project = project.or(a.project);
+        }
+        if facts.is_empty() {
+            return Ok(None);
+        }
+        let project = project.or_else(|| req.project.as_deref().map(|p| normalize_project(p).0));
+        let topic = session_record_topic(id);
+        let compacted = req.compacted || facts.compactions > 0 || self.record_compacted(&topic)?;
+        if compacted && facts.compactions == 0 {
+            facts.compactions = 1;
+        }
+        let content = redact(&render_record(&facts, &self.now())).0;
+        let title = match project.as_deref().filter(|p| !p.is_empty()) {
+            Some(p) => format!("Last session: {p} ({id})"),
+            None => format!("Last session ({id})"),
+        };
+        let saved = self.save(&NewObservation {
+            title,
+            content,
+            kind: Some(SESSION_RECORD.into()),
+            session_id: Some(id.to_owned()),
+            project,
+            topic_key: Some(topic),
+            tool_name: Some(if compacted { SOURCE_COMPACTED } else { SOURCE }.to_owned()),
+            ..NewObservation::default()
+        })?;
+        Ok(Some(saved))
+    }
+
+    /// Revise the record after the session ended or compacted; a failure is logged, never
+    /// passed on (what the caller did is done, and the record is the next session's help).
+    pub fn record_session_quietly(&mut self, session_id: &str, compacted: bool) {
+        let req = RecordSession { session_id: session_id.to_owned(), project: None, compacted };
+        if let Err(err) = self.record_session(&req) {
+            tracing::warn!(session = session_id, error = %err, "the session's Last Session record was not revised");
+        }
+    }
+
+    fn record_compacted(&self, topic: &str) -> Result<bool> {
+        let tool: Option<Option<String>> = self
+            .conn()
+            .query_row(
+                "SELECT tool_name FROM observations WHERE topic_key = ?1 AND type = ?2 AND deleted_at IS NULL
+                 ORDER BY updated_at DESC LIMIT 1",
+                params![topic, SESSION_RECORD],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(record_says_compacted(tool.flatten().as_deref()))
+    }
+
+    /// The session's newest prompts, oldest first.
+    fn session_requests(&self, id: &str) -> Result<Vec<String>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT content FROM prompts WHERE session_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2",
+        )?;
+        let mut rows: Vec<String> =
+            stmt.query_map(params![id, REQUESTS as i64], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    /// The session's Key Learnings (passive capture), newest first.
+    fn session_learnings(&self, id: &str) -> Result<Vec<String>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT content FROM observations WHERE session_id = ?1 AND type = 'passive' AND deleted_at IS NULL
+             ORDER BY created_at DESC, id DESC LIMIT ?2",
+        )?;
+        Ok(stmt.query_map(params![id, LEARNINGS as i64], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The memories the session saved (`#id title`), newest first.
+    fn session_saved(&self, id: &str) -> Result<Vec<String>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT id, title FROM observations
+             WHERE session_id = ?1 AND deleted_at IS NULL AND type NOT IN (?2, ?3, ?4, ?5)
+             ORDER BY id DESC LIMIT ?6",
+        )?;
+        let [a, b, c, d] = SESSION_KINDS;
+        let rows = stmt.query_map(params![id, a, b, c, d, SAVED as i64], |r| {
+            Ok(format!("#{} {}", r.get::<_, i64>(0)?, preview(&r.get::<_, String>(1)?, 80)))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+fn is_catch_all(id: &str) -> bool {
+    let prefix = catch_all_sessions_like();
+    id.starts_with(prefix.trim_end_matches('%'))
+}
+
+/// What the history archive knows of a session.
+struct Archived {
+    host: String,
+    title: Option<String>,
+    project: Option<String>,
+    parent: bool,
+    requests: Vec<String>,
+    tools: Vec<(String, usize)>,
+    files_changed: Vec<String>,
+    files_read: Vec<String>,
+    stopped_at: Option<String>,
+    compactions: usize,
+}
+
+/// The session as archived; `None` when the archive has no such session.
+fn archived_facts(conn: &rusqlite::Connection, id: &str, directory: &str) -> Result<Option<Archived>> {
+    let row = conn
+        .prepare_cached("SELECT host, title, project, parent_id, directory FROM history_sessions WHERE id = ?1")?
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })
+        .optional()?;
+    let Some((host, title, project, parent, archived_dir)) = row else { return Ok(None) };
+    let directory = if directory.is_empty() { archived_dir.unwrap_or_default() } else { directory.to_owned() };
+    let (tools, files_changed, files_read) = tool_facts(conn, id, &directory)?;
+    Ok(Some(Archived {
+        host,
+        title,
+        project,
+        parent: parent.is_some(),
+        requests: archived_requests(conn, id)?,
+        tools,
+        files_changed,
+        files_read,
+        stopped_at: last_assistant_text(conn, id)?,
+        compactions: conn
+            .prepare_cached("SELECT count(*) FROM history_messages WHERE session_id = ?1 AND compaction = 1")?
+            .query_row([id], |r| r.get::<_, i64>(0))? as usize,
+    }))
+}
+
+/// The text of the session's newest turn-opening user messages, oldest first.
+fn archived_requests(conn: &rusqlite::Connection, id: &str) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT group_concat(p.text, ' ') FROM history_messages m
+         JOIN history_parts p ON p.session_id = m.session_id AND p.message_id = m.id AND p.kind = 'text'
+         WHERE m.session_id = ?1 AND m.role = 'user' AND m.summary = 0 AND m.compaction = 0 AND m.synthetic = 0
+         GROUP BY m.seq, m.id ORDER BY m.seq DESC, m.id DESC LIMIT ?2",
+    )?;
+    let mut rows: Vec<String> = stmt
+        .query_map(params![id, REQUESTS as i64], |r| r.get::<_, Option<String>>(0))?
+        .filter_map(|r| r.transpose())
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    rows.reverse();
+    Ok(rows)
+}
+
+/// The newest text the assistant wrote (a compaction's summary is not it).
+fn last_assistant_text(conn: &rusqlite::Connection, id: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT p.text FROM history_messages m
+             JOIN history_parts p ON p.session_id = m.session_id AND p.message_id = m.id
+             WHERE m.session_id = ?1 AND m.role = 'assistant' AND m.summary = 0 AND p.kind = 'text'
+               AND trim(coalesce(p.text, '')) != ''
+             ORDER BY m.seq DESC, m.id DESC, p.idx DESC LIMIT 1",
+        )?
+        .query_row([id], |r| r.get(0))
+        .optional()?)
+}
+
+/// Tool call counts (most first) and the files the newest calls changed and read, each once,
+/// newest first, shown relative to the session's directory.
+type ToolFacts = (Vec<(String, usize)>, Vec<String>, Vec<String>);
+
+fn tool_facts(conn: &rusqlite::Connection, id: &str, directory: &str) -> Result<ToolFacts> {
+    // Paths out of the input in SQL: a write's input holds the whole file, not worth parsing.
+    let mut stmt = conn.prepare_cached(
+        "SELECT p.tool, p.status,
+                CASE WHEN json_valid(p.input) THEN coalesce(json_extract(p.input, '$.filePath'),
+                    json_extract(p.input, '$.file_path'), json_extract(p.input, '$.notebook_path'),
+                    json_extract(p.input, '$.path')) END,
+                CASE WHEN json_valid(p.input) THEN coalesce(json_extract(p.input, '$.patchText'),
+                    json_extract(p.input, '$.patch')) END
+         FROM history_parts p JOIN history_messages m ON m.session_id = p.session_id AND m.id = p.message_id
+         WHERE p.session_id = ?1 AND p.kind = 'tool'
+         ORDER BY m.seq DESC, m.id DESC, p.idx DESC LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![id, TOOL_PARTS], |r| {
+        Ok((
+            r.get::<_, Option<String>>(0)?,
+            r.get::<_, Option<String>>(1)?,
+            r.get::<_, Option<String>>(2).ok().flatten(),
+            r.get::<_, Option<String>>(3).ok().flatten(),
+        ))
+    })?;
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let (mut changed, mut read): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for row in rows {
+        let (tool, status, path, patch) = row?;
+        let name = crate::history::query::canonical_tool(tool.as_deref().unwrap_or("tool"));
+        match index.get(&name) {
+            Some(&i) => counts[i].1 += 1,
+            None => {
+                index.insert(name.clone(), counts.len());
+                counts.push((name.clone(), 1));
+            }
+        }
+        let writes = matches!(name.as_str(), "edit" | "write" | "apply_patch");
+        let mut paths: Vec<String> = path.into_iter().collect();
+        paths.extend(patch.iter().flat_map(|p| patch_files(p)));
+        for path in paths.iter().map(|p| relative(p, directory)).filter(|p| !p.is_empty()) {
+            let done = status.as_deref().is_none_or(|s| s == "completed");
+            if writes && done {
+                read.retain(|p| *p != path);
+                push_once(&mut changed, path);
+            } else if !changed.contains(&path) {
+                push_once(&mut read, path);
+            }
+        }
+    }
+    counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+    Ok((counts, changed, read))
+}
+
+fn patch_files(patch: &str) -> Vec<String> {
+    patch
+        .lines()
+        .filter_map(|line| {
+            ["*** Add File: ", "*** Update File: ", "*** Delete File: "]
+                .iter()
+                .find_map(|marker| line.strip_prefix(marker))
+                .map(|p| p.trim().to_owned())
+        })
+        .collect()
+}
+
+fn push_once(list: &mut Vec<String>, item: String) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+/// `path` relative to `directory` when inside it.
+fn relative(path: &str, directory: &str) -> String {
+    let dir = directory.trim_end_matches('/');
+    if !dir.is_empty() && path.trim().trim_end_matches('/') == dir {
+        return String::new();
+    }
+    match path.strip_prefix(dir).and_then(|rest| rest.strip_prefix('/')) {
+        Some(rest) if !dir.is_empty() && !rest.is_empty() => rest.to_owned(),
+        _ => path.trim().to_owned(),
+    }
+}
+
+#[cfg(test)]
+#[path = "last_session_tests.rs"]
+mod tests;

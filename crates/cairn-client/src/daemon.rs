@@ -91,9 +91,10 @@ impl DaemonClient {
     /// Run an operation in the daemon. Errors keep their code.
     ///
     /// `daemon_unavailable` means the operation surely did not run (no connection, or the
-    /// request was not fully sent): the caller may run it elsewhere. A write sent whole that
-    /// gets no answer (the daemon died, or timed out) fails with `operation_interrupted`
-    /// instead: it may have been committed, and running it again could apply it twice.
+    /// request was not fully sent): the caller may run it elsewhere. An operation that is not
+    /// safe to replay (a write to the memory store) sent whole that gets no answer (the
+    /// daemon died, or timed out) fails with `operation_interrupted` instead: it may have
+    /// been committed, and running it again could apply it twice.
     pub fn execute(&self, op: &Op) -> Result<Value> {
         self.execute_with(op, None, OP_TIMEOUT)
     }
@@ -103,7 +104,7 @@ impl DaemonClient {
     pub fn execute_with(&self, op: &Op, event: Option<&EventId>, timeout: Duration) -> Result<Value> {
         let body = serde_json::to_vec(op)?;
         let interrupted = |e: CairnError| {
-            if !op.is_write() {
+            if op.is_replay_safe() {
                 return e;
             }
             CairnError::new(

@@ -11,7 +11,7 @@ mod catalogue;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use catalogue::{CATALOGUE, OpKind, OpOutput, OpSpec};
+pub use catalogue::{CATALOGUE, OpKind, OpOutput, OpSpec, Writes};
 
 use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, RecordSession, UserPrompt};
 use crate::context::ContextRequest;
@@ -259,10 +259,16 @@ pub struct SearchResponse {
 }
 
 impl Op {
-    /// Whether the operation writes (the daemon sends writes to its one writer connection,
-    /// and the client never replays a write whose answer was lost).
-    pub fn is_write(&self) -> bool {
-        self.spec().writes
+    /// Whether the operation writes the memory store: the daemon sends those to its one writer
+    /// connection.
+    pub fn writes_memory_store(&self) -> bool {
+        self.spec().writes == Writes::MemoryStore
+    }
+
+    /// Whether running it again is harmless: the daemon client replays only these when an
+    /// answer was lost.
+    pub fn is_replay_safe(&self) -> bool {
+        self.spec().replay_safe
     }
 
     /// The operation's name (`save`, `search`...): its `op` tag.
@@ -644,7 +650,7 @@ mod tests {
         let mut s = Store::open_in_memory().unwrap();
         let save =
             Op::from_value(json!({"op": "save", "args": {"title": "t", "content": "c", "project": "p"}})).unwrap();
-        assert!(save.is_write());
+        assert!(save.writes_memory_store() && !save.is_replay_safe());
         assert_eq!(save.name(), "save");
         let saved = execute_value(&mut s, save).unwrap();
         assert_eq!(saved["id"], 1);
@@ -653,7 +659,7 @@ mod tests {
         assert_eq!(found["hits"][0]["id"], 1);
         let patched = Op::from_value(json!({"op": "update", "args": {"id": 1, "title": "new"}})).unwrap();
         assert_eq!(execute_value(&mut s, patched).unwrap()["title"], "new");
-        assert!(!Op::Stats.is_write());
+        assert!(!Op::Stats.writes_memory_store() && Op::Stats.is_replay_safe());
     }
 
     #[test]
@@ -745,11 +751,14 @@ mod tests {
         assert_eq!(required, ["session_id", "event"]);
     }
 
-    /// The daemon client replays a lost read but never a lost write: the reads are exactly these.
+    /// The daemon client replays an operation whose answer was lost only when that is
+    /// harmless: every read, and the history archive's writes, which repeat to the same end.
     #[test]
-    fn the_reads_are_exactly_the_ones_safe_to_replay() {
-        let reads: Vec<&str> = CATALOGUE.iter().filter(|spec| !spec.writes).map(|spec| spec.name).collect();
-        let expected = [
+    fn the_replay_safe_ops_are_the_reads_and_the_history_archives_writes() {
+        let named = |keep: fn(&OpSpec) -> bool| -> Vec<&'static str> {
+            CATALOGUE.iter().filter(|spec| keep(spec)).map(|spec| spec.name).collect()
+        };
+        let reads = [
             "search",
             "get",
             "list",
@@ -770,8 +779,6 @@ mod tests {
             "protocol",
             "profile",
             "plugin_config",
-            // history.db is written through `Store::history`, never the memory store's writer;
-            // a replayed `history_forget` answers history_session_not_found, changing nothing.
             "history_sessions",
             "history_browse_turns",
             "history_browse_messages",
@@ -782,13 +789,16 @@ mod tests {
             "history_compactions",
             "history_children",
             "history_stats",
-            "history_forget",
-            // writes history.db only, from the hosts' files; replaying it reads nothing new
-            "history_ingest",
             "plans",
             "context_usage",
         ];
-        assert_eq!(reads, expected);
+        assert_eq!(named(|spec| spec.writes == Writes::Nothing), reads);
+        // history.db is written through `Store::history`, never the memory store's writer: a
+        // replayed `history_forget` answers history_session_not_found, changing nothing, and a
+        // replayed `history_ingest` reads nothing new from the hosts' files.
+        assert_eq!(named(|spec| spec.writes == Writes::HistoryArchive), ["history_forget", "history_ingest"]);
+        // No write to the memory store is replayed: it may have been committed already.
+        assert_eq!(named(|spec| spec.replay_safe), named(|spec| spec.writes != Writes::MemoryStore));
     }
 
     #[test]

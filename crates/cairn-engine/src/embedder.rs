@@ -1,15 +1,17 @@
 //! Building the embedder the settings ask for. Loading a local model takes a few hundred
 //! milliseconds, so [`semantic`] names the model at once and loads it on a background thread:
-//! nothing waits for it, and search is lexical until it is there.
+//! nothing waits for it, and search is lexical until it is there. [`watch_model`] takes up a
+//! model installed or chosen while the daemon runs.
 
 use std::sync::Arc;
-#[cfg(feature = "remote")]
 use std::time::Duration;
 
 use cairn_core::search::semantic::{Semantic, embed_error};
 use cairn_core::settings::{EmbedderConfig, EmbedderKind};
 use cairn_core::{CairnError, ErrorCode, Result};
 use cairn_embed::{Embedder, LocalModel};
+
+use crate::Engine;
 
 /// Semantic search for these settings, its model loading in the background; `None` when it
 /// is switched off or cannot work (said once in the log, with what to do).
@@ -40,6 +42,38 @@ pub fn semantic(config: &EmbedderConfig) -> Option<Arc<Semantic>> {
         semantic.set_failed(format!("cannot start the model loader: {e}"));
     }
     Some(semantic)
+}
+
+/// How often the daemon reads its settings again to see whether the model changed.
+pub const MODEL_WATCH_EVERY: Duration = Duration::from_secs(2);
+
+/// Take up a model installed (`cairn model install`, or the daemon's own first install) or
+/// chosen (`cairn model use`) while the daemon runs, without a restart: every
+/// [`MODEL_WATCH_EVERY`], `current` gives the embedder the settings ask for now (config.toml
+/// is read again; the environment is the daemon's); when its model's files are there and it is
+/// not the model in use, it is loaded in the background and handed to the engine, which then
+/// embeds every memory with it, newest first. A model that failed to load is not retried until
+/// it changes. `false` when the thread could not start.
+pub fn watch_model(engine: &Arc<Engine>, current: impl Fn() -> Option<EmbedderConfig> + Send + 'static) -> bool {
+    let db = Arc::downgrade(engine);
+    let alive = engine.workers.alive();
+    engine.workers.spawn_loop("cairn-model-watch", move || {
+        while alive.get() {
+            let waited = std::time::Instant::now();
+            while alive.get() && waited.elapsed() < MODEL_WATCH_EVERY {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let Some(db) = db.upgrade() else { return };
+            if let Some(config) = current()
+                && let Ok(Some(id)) = model_id(&config)
+                && db.semantic().is_none_or(|in_use| in_use.model_id() != id)
+                && let Some(semantic) = semantic(&config)
+                && let Err(e) = db.use_semantic(semantic)
+            {
+                tracing::warn!(error = %e.message, "could not take up the new model");
+            }
+        }
+    })
 }
 
 /// Semantic search with the model loaded now (the CLI without a daemon, `cairn eval`).

@@ -15,7 +15,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use cairn_core::ops::{self, Op};
@@ -71,10 +71,14 @@ pub struct Engine {
     last_used_ms: AtomicU64,
     /// In-memory search index shared by every connection (built in the background at open).
     index: Arc<SharedIndex>,
-    /// The embedding model and vectors, when semantic search is on.
-    semantic: Option<Arc<Semantic>>,
+    /// The embedding model and vectors, when semantic search is on. Replaced whole when the
+    /// daemon takes up another model ([`Engine::use_semantic`]).
+    semantic: RwLock<Option<Arc<Semantic>>>,
+    /// Wakes the background embedder after a commit; shared, so the embedder of a model taken
+    /// up later receives the wake-ups too.
+    embed_woken: Arc<Mutex<mpsc::Receiver<()>>>,
     /// The background threads: writer, checkpointer, index follower and builder, embedder.
-    workers: Workers,
+    pub(crate) workers: Workers,
     /// The data dir's spool, once the daemon drains it ([`Engine::start_spool`]); one drain
     /// at a time.
     spool: std::sync::OnceLock<Spool>,
@@ -128,15 +132,15 @@ impl Engine {
         writer.conn_pragma("journal_size_limit", i64::try_from(wal_limit).unwrap_or(i64::MAX))?;
         build_index_in_background(&workers, path, Arc::clone(&index));
         let mut wakes: Vec<Wake> = start_follower(&workers, path, Arc::clone(&index)).into_iter().collect();
+        // Always woken, even without a model: one may be taken up later.
         let (embed_wake, embed_woken) = mpsc::sync_channel::<()>(1);
-        if semantic.is_some() {
-            wakes.push(embed_wake);
-        }
+        wakes.push(embed_wake);
         let mut engine = Engine::new(writer, Some(path.to_owned()), index, workers, wakes, Some(WAL_RESTART_EVERY))?;
-        engine.semantic.clone_from(&semantic);
+        engine.semantic = RwLock::new(semantic.clone());
+        engine.embed_woken = Arc::new(Mutex::new(embed_woken));
         let engine = Arc::new(engine);
         if let Some(semantic) = semantic {
-            start_embedding(&engine, path, semantic, embed_woken);
+            start_embedding(&engine, path, semantic);
         }
         Ok(engine)
     }
@@ -168,7 +172,8 @@ impl Engine {
             opened: Instant::now(),
             last_used_ms: AtomicU64::new(0),
             index,
-            semantic: None,
+            semantic: RwLock::new(None),
+            embed_woken: Arc::new(Mutex::new(mpsc::sync_channel(1).1)),
             workers,
             spool: std::sync::OnceLock::new(),
             draining: Mutex::new(()),
@@ -226,6 +231,41 @@ impl Engine {
         if self.index.is_current() { "ready" } else { "building" }
     }
 
+    /// The semantic search in use, if any.
+    pub fn semantic(&self) -> Option<Arc<Semantic>> {
+        self.semantic.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Take up another model without a restart (one just installed, or chosen with `cairn
+    /// model use`): the writer and every reader search with it from now on, and a new
+    /// background embedder loads its stored vectors and embeds the memories it has none for,
+    /// newest first. The previous embedder stops after its batch, and a batch it embedded
+    /// after the switch is not stored (the writer checks, in turn with the switch).
+    pub fn use_semantic(self: &Arc<Self>, semantic: Arc<Semantic>) -> Result<()> {
+        let Some(path) = self.path.clone() else {
+            return Err(CairnError::internal("an in-memory store takes no model"));
+        };
+        let attached = Arc::clone(&semantic);
+        self.with_writer(move |store| {
+            store.attach_semantic(attached);
+            Ok(())
+        })?;
+        *self.semantic.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(&semantic));
+        self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        tracing::info!(model = semantic.model_id(), "semantic search: model taken up");
+        start_embedding(self, &path, semantic);
+        Ok(())
+    }
+
+    /// Whether `semantic` is still the one in use (an embedder of a replaced model stops).
+    fn uses(&self, semantic: &Arc<Semantic>) -> bool {
+        self.semantic
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(s, semantic))
+    }
+
     /// Time since the last operation.
     pub fn idle_for(&self) -> Duration {
         let now = self.opened.elapsed();
@@ -247,9 +287,9 @@ impl Engine {
     /// just runs.
     pub async fn execute_event(self: &Arc<Self>, op: Op, event: Option<EventId>) -> Result<Value> {
         self.touch();
-        if op.is_write() || self.path.is_none() {
+        if op.writes_memory_store() || self.path.is_none() {
             let bulk = matches!(op, Op::Import { .. });
-            let event = event.filter(|_| op.is_write());
+            let event = event.filter(|_| op.writes_memory_store());
             let reply = self.submit(op, event)?;
             let result = reply.await.map_err(|_| writer_gone())?;
             if bulk && let Some(path) = &self.path {
@@ -267,7 +307,7 @@ impl Engine {
     /// Run an operation on the calling thread (not from async code: it blocks).
     pub fn execute_blocking(&self, op: Op) -> Result<Value> {
         self.touch();
-        if op.is_write() || self.path.is_none() {
+        if op.writes_memory_store() || self.path.is_none() {
             return self.submit(op, None)?.blocking_recv().map_err(|_| writer_gone())?;
         }
         self.read(op)
@@ -373,8 +413,8 @@ impl Engine {
             None => {
                 let mut store = Store::open(self.path.as_deref().expect("readers only for file stores"))?;
                 store.attach_index(Arc::clone(&self.index));
-                if let Some(semantic) = &self.semantic {
-                    store.attach_semantic(Arc::clone(semantic));
+                if let Some(semantic) = self.semantic() {
+                    store.attach_semantic(semantic);
                 }
                 Ok(store)
             }
@@ -564,11 +604,13 @@ fn start_checkpointer(workers: &Workers, path: &Path, wal_limit: u64) {
 /// missing, newest first, a batch at a time, whenever a commit (or the poll) says there may be
 /// work. Vectors are written through the writer like any write; a memory whose text changed
 /// meanwhile is skipped and picked up again with its new text.
-fn start_embedding(engine: &Arc<Engine>, path: &Path, semantic: Arc<Semantic>, woken: mpsc::Receiver<()>) {
+fn start_embedding(engine: &Arc<Engine>, path: &Path, semantic: Arc<Semantic>) {
     let path = path.to_owned();
     let db = Arc::downgrade(engine);
     let alive = engine.workers.alive();
-    // It ends by itself when the model failed to load: nothing to do then (a task, not a loop).
+    let woken = Arc::clone(&engine.embed_woken);
+    // It ends by itself when the model failed to load, or another replaced it: nothing to do
+    // then (a task, not a loop).
     engine.workers.spawn_task("cairn-embed", move || embed_loop(&path, &semantic, &db, &woken, &alive));
 }
 
@@ -576,7 +618,7 @@ fn embed_loop(
     path: &Path,
     semantic: &Arc<Semantic>,
     db: &std::sync::Weak<Engine>,
-    woken: &mpsc::Receiver<()>,
+    woken: &Mutex<mpsc::Receiver<()>>,
     alive: &Alive,
 ) {
     crate::workers::run_only_when_idle();
@@ -598,6 +640,9 @@ fn embed_loop(
     }
     let mut backoff = Duration::from_secs(1);
     while alive.get() {
+        if db.upgrade().is_none_or(|db| !db.uses(semantic)) {
+            return;
+        }
         if semantic.embedder().is_none() {
             // Still loading, or failed to load (then there is nothing to do).
             if semantic
@@ -617,7 +662,8 @@ fn embed_loop(
             }
         };
         if pending.is_empty() {
-            match woken.recv_timeout(EMBED_POLL) {
+            let woken = woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner).recv_timeout(EMBED_POLL);
+            match woken {
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 _ if db.strong_count() == 0 => return,
                 _ => continue,
@@ -634,7 +680,17 @@ fn embed_loop(
         };
         backoff = Duration::from_secs(1);
         let Some(db) = db.upgrade() else { return };
-        if let Err(e) = db.with_writer(move |s| s.store_embeddings(&items)) {
+        let mine = Arc::clone(semantic);
+        let stored = db.with_writer(move |s| {
+            // Checked on the writer, in turn with a switch of model: vectors of a model no
+            // longer in use are never stored under the new one's name.
+            if s.semantic().is_some_and(|current| Arc::ptr_eq(current, &mine)) {
+                s.store_embeddings(&items)
+            } else {
+                Ok(0)
+            }
+        });
+        if let Err(e) = stored {
             tracing::warn!(error = %e, "could not store embeddings; will retry");
         }
     }
@@ -743,5 +799,70 @@ mod tests {
         db.execute_blocking(save("x".into())).unwrap();
         let count = db.with_writer(|s| Ok(s.stats()?.total_observations)).unwrap();
         assert_eq!(count, 1);
+    }
+
+    /// A model whose every vector is one fixed direction, named `id`; `slow` makes each batch
+    /// take a while, so a switch lands while the old model's embedder is mid-batch.
+    struct Fixed {
+        id: &'static str,
+        axis: usize,
+        slow: Duration,
+    }
+
+    impl cairn_embed::Embedder for Fixed {
+        fn model_id(&self) -> &str {
+            self.id
+        }
+
+        fn embed(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, cairn_embed::EmbedError> {
+            std::thread::sleep(self.slow);
+            Ok(texts.iter().map(|_| (0..4).map(|i| if i == self.axis { 1.0 } else { 0.0 }).collect()).collect())
+        }
+    }
+
+    /// The stored vectors as (model, count), and whether every vector of a model is its axis.
+    fn stored(path: &Path) -> Vec<(String, i64)> {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let mut stmt = conn.prepare("SELECT model, count(*) FROM embeddings GROUP BY model ORDER BY model").unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(std::result::Result::unwrap).collect()
+    }
+
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// An engine opened without a model takes one up, embeds every memory with it; switched to
+    /// another while the first is mid-batch, it ends with only the second model's vectors
+    /// (the first embedder stops and its late batch is not stored under the new name), and
+    /// readers taken before the switch search with the new model.
+    #[test]
+    fn a_model_taken_up_later_embeds_everything_and_a_switch_mixes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let db = Engine::open(&path).unwrap();
+        for i in 0..40 {
+            db.execute_blocking(save(format!("memory {i}"))).unwrap();
+        }
+        db.execute_blocking(Op::Stats).unwrap(); // a pooled reader, taken before any model
+        assert!(db.semantic().is_none());
+        let first = Semantic::new(Arc::new(Fixed { id: "first", axis: 0, slow: Duration::from_millis(30) }));
+        db.use_semantic(Arc::clone(&first)).unwrap();
+        wait_until("a first vector", || stored(&path).iter().any(|(model, _)| model == "first"));
+        let second = Semantic::new(Arc::new(Fixed { id: "second", axis: 1, slow: Duration::ZERO }));
+        db.use_semantic(Arc::clone(&second)).unwrap();
+        wait_until("every memory embedded by the second model", || stored(&path) == [("second".to_owned(), 40)]);
+        // The first model's embedder has stopped: nothing of it comes back.
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(stored(&path), [("second".to_owned(), 40)]);
+        let stats = db.execute_blocking(Op::Stats).unwrap();
+        assert_eq!(
+            (stats["embedding_model"].as_str(), stats["embeddings_pending"].as_i64()),
+            (Some("second"), Some(0))
+        );
+        db.stop(Duration::from_secs(5));
     }
 }

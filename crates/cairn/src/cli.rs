@@ -120,6 +120,22 @@ pub enum Command {
         /// Leave after this many seconds without a request
         #[arg(long, value_name = "SECS")]
         idle_exit: Option<u64>,
+        /// Install the embedding model at start when it is missing: auto (when a person started
+        /// the daemon in a terminal: a daemon auto-started by a host, a service or a test never
+        /// downloads unasked), always, or never. The daemon serves at once, searching by words
+        /// until the model is there [env: CAIRN_MODEL_INSTALL; default: auto]
+        #[arg(
+            long,
+            env = "CAIRN_MODEL_INSTALL",
+            hide_env = true,
+            value_enum,
+            default_value = "auto",
+            hide_default_value = true
+        )]
+        model_install: ModelInstall,
+        /// Download the model from this base URL instead of its own [env: CAIRN_MODEL_URL]
+        #[arg(long, env = "CAIRN_MODEL_URL", hide_env = true, value_name = "URL")]
+        model_url: Option<String>,
         /// When the port is taken, listen on any free port (used by auto-start)
         #[arg(long, hide = true)]
         or_any_port: bool,
@@ -161,12 +177,12 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Possible duplicates and contradictions between memories, and their verdicts
     /// Conversation history of OpenCode and Claude Code sessions
     History {
         #[command(subcommand)]
         action: HistoryAction,
     },
+    /// Possible duplicates and contradictions between memories, and their verdicts
     Conflicts {
         #[command(subcommand)]
         action: ConflictsAction,
@@ -244,6 +260,15 @@ pub struct SetupArgs {
     pub yes: bool,
 }
 
+/// When `cairn serve` installs a missing embedding model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelInstall {
+    /// When started by a person, in a terminal
+    Auto,
+    Always,
+    Never,
+}
+
 /// Hosts `cairn setup` knows.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum SetupAgent {
@@ -256,7 +281,8 @@ pub enum SetupAgent {
     /// ~/.codex/config.toml ($CODEX_HOME)
     Codex,
     /// Gemini CLI: `mcpServers.cairn` in ~/.gemini/settings.json, the protocol in a marked
-    /// block of ~/.gemini/GEMINI.md
+    /// block of ~/.gemini/GEMINI.md (also `gemini-cli`, engram's name for it)
+    #[value(alias = "gemini-cli")]
     Gemini,
     /// Cursor: `mcpServers.cairn` in ~/.cursor/mcp.json
     Cursor,
@@ -365,8 +391,8 @@ pub enum ModelAction {
     },
     /// The models cairn knows, installed or not, and the one in use
     List,
-    /// Search with this model from now on (written to config.toml); the daemon re-embeds every
-    /// memory with it in the background when it next starts
+    /// Search with this model from now on (written to config.toml); a running daemon takes it up
+    /// within seconds and re-embeds every memory with it in the background
     Use {
         /// A model of `cairn model list`
         name: String,

@@ -16,6 +16,7 @@ use cairn_server::mcp::{McpOptions, ToolSelection};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::ModelInstall;
 use crate::output::note;
 
 /// How long a stopping daemon waits for its background work (an embedding batch, the index
@@ -28,6 +29,10 @@ pub struct ServeArgs {
     pub idle_exit: Option<Duration>,
     /// When the port is taken, listen on any free port (daemon.json tells clients where).
     pub or_any_port: bool,
+    /// Whether to install a missing embedding model at start.
+    pub model_install: ModelInstall,
+    /// Where to download it from instead of the model's own address.
+    pub model_url: Option<String>,
 }
 
 /// `cairn serve --detach`: start `cairn serve` with the same arguments (less `--detach`) in
@@ -78,6 +83,12 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     // What hooks and plugins kept while no daemon answered: applied now, in order, then on
     // every poke and every few seconds.
     engine.start_spool();
+    cairn_engine::embedder::watch_model(&engine, settings_now(settings));
+    let install = if installs_model(args.model_install, args.or_any_port) {
+        crate::semantic_cmd::model_to_install_at_start(settings)
+    } else {
+        None
+    };
     let listener = bind_listener(bind, settings.port.value, args.or_any_port).await?;
     let addr = listener.local_addr()?;
     let cancel = CancellationToken::new();
@@ -108,6 +119,10 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     };
     info.write()?;
     note(&format!("cairn {} serving {} at http://{addr}", cairn_core::VERSION, data_dir.display()));
+    if let Some(spec) = install {
+        // After the start line, and on a thread: the HTTP API answers (lexically) meanwhile.
+        crate::semantic_cmd::install_in_background(spec, settings.model_dir.value.clone(), args.model_url.clone());
+    }
     let shutdown = shutdown_signal(Arc::clone(&engine), args.idle_exit, cancel.clone());
     let served = cairn_server::http::serve(listener, state, shutdown).await;
     // Clients stop finding this daemon first, then the writer commits what was queued.
@@ -115,6 +130,30 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     let stopping = Arc::clone(&engine);
     tokio::task::spawn_blocking(move || stopping.stop(ENGINE_STOP_WAIT)).await?;
     Ok(served?)
+}
+
+/// Whether this start may download a missing model. By default only a daemon a person started
+/// in a terminal does (the README's start command): 91 MB is a download to see happen, and a
+/// daemon a host auto-started (`--or-any-port`), a service manager, a test or a benchmark
+/// started stays offline and as it was measured.
+fn installs_model(choice: ModelInstall, auto_started: bool) -> bool {
+    use std::io::IsTerminal as _;
+    match choice {
+        ModelInstall::Always => true,
+        ModelInstall::Never => false,
+        ModelInstall::Auto => !auto_started && std::io::stderr().is_terminal(),
+    }
+}
+
+/// The embedder configuration the settings give now: config.toml read again (`cairn model
+/// use` writes it), over the daemon's own environment and flags.
+fn settings_now(settings: &Settings) -> impl Fn() -> Option<cairn_core::settings::EmbedderConfig> + Send + 'static {
+    let overrides =
+        cairn_core::settings::Overrides { data_dir: Some(settings.data_dir.value.clone()), ..Default::default() };
+    move || {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Settings::load_with(&overrides, &env).ok().map(|s| s.embedder_config())
+    }
 }
 
 async fn bind_listener(bind: IpAddr, port: u16, or_any_port: bool) -> Result<TcpListener> {

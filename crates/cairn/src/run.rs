@@ -111,9 +111,14 @@ pub fn run(cli: Cli) -> Result<()> {
 fn dispatch(env: &Env, command: Command) -> Result<()> {
     match command {
         Command::Serve { detach: true, .. } => crate::daemon::detach(),
-        Command::Serve { idle_exit, or_any_port, .. } => crate::daemon::serve(
+        Command::Serve { idle_exit, or_any_port, model_install, model_url, .. } => crate::daemon::serve(
             &env.settings,
-            crate::daemon::ServeArgs { idle_exit: idle_exit.map(Duration::from_secs), or_any_port },
+            crate::daemon::ServeArgs {
+                idle_exit: idle_exit.map(Duration::from_secs),
+                or_any_port,
+                model_install,
+                model_url,
+            },
         ),
         Command::Mcp { tools, host } => crate::daemon::mcp(&env.settings, &tools, host.as_deref()),
         Command::Sync { import, status, .. } => {

@@ -56,10 +56,13 @@ fn install_model(env: &Env, name: Option<String>, from: Option<std::path::PathBu
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let mut progress = ProgressLine::default();
+    let mut progress = Progress::on_stderr();
     let manifest = match &from {
-        Some(dir) => install::install_from_dir(spec, dir, &dest, &mut |f, d, t| progress.show(f, d, t))
-            .map_err(|e| embed_error(&e))?,
+        Some(dir) => {
+            let copied = install::install_from_dir(spec, dir, &dest, &mut |f, d, t| progress.show(f, d, t));
+            progress.finish();
+            copied.map_err(|e| embed_error(&e))?
+        }
         None => download(spec, url.as_deref(), &dest, &mut progress)?,
     };
     // A model made from a GGUF file has that file checked whatever `--from` gave.
@@ -72,7 +75,8 @@ fn install_model(env: &Env, name: Option<String>, from: Option<std::path::PathBu
     };
     if spec.id == env.settings.model.value {
         note(&format!(
-            "installed {} in {} ({checked}); restart a running daemon to use it, then `cairn reindex`",
+            "installed {} in {} ({checked}); a running daemon takes it up within seconds and embeds every \
+             memory in the background",
             manifest.id,
             dest.display()
         ));
@@ -104,13 +108,13 @@ fn install_model(env: &Env, name: Option<String>, from: Option<std::path::PathBu
     env.emit(&installed, |i| format!("{} in {}", i.model, i.dir))
 }
 
-/// A progress line on stderr: each file at every tenth of its size.
+/// Download `spec` into `dest`, showing `progress`.
 #[cfg(feature = "remote")]
 fn download(
     spec: &ModelSpec,
     url: Option<&str>,
     dest: &std::path::Path,
-    progress: &mut ProgressLine,
+    progress: &mut Progress,
 ) -> Result<install::Manifest> {
     if spec.files.is_empty() && spec.archive.is_none() && spec.gguf.is_none() {
         return Err(unknown_checksums(spec));
@@ -125,8 +129,9 @@ fn download(
         )),
         None => note(&format!("downloading {} from {base}", spec.id)),
     }
-    install::install_from_url(spec, base, dest, &mut |f, d, t| progress.show(f, d, t))
-        .map_err(|e| download_error(&e, spec))
+    let downloaded = install::install_from_url(spec, base, dest, &mut |f, d, t| progress.show(f, d, t));
+    progress.finish();
+    downloaded.map_err(|e| download_error(&e, spec))
 }
 
 /// A failed download says what to do about a download (the embedder's hint is about an
@@ -169,7 +174,7 @@ fn download(
     _spec: &ModelSpec,
     _url: Option<&str>,
     _dest: &std::path::Path,
-    _progress: &mut ProgressLine,
+    _progress: &mut Progress,
 ) -> Result<install::Manifest> {
     Err(cairn_core::CairnError::new(
         cairn_core::ErrorCode::InvalidArgument,
@@ -276,8 +281,8 @@ fn use_model(env: &Env, name: &str) -> Result<()> {
     }
     if previous != spec.id {
         note(&format!(
-            "the daemon re-embeds every memory with {} in the background when it next starts (restart a running \
-             one); search is lexical for the memories not yet embedded",
+            "a running daemon takes up {} within seconds (one started later, at its start) and re-embeds every \
+             memory with it in the background; search is lexical for the memories not yet embedded",
             spec.id
         ));
     }
@@ -322,23 +327,109 @@ fn write_config_key(path: &std::path::Path, key: &str, value: &str) -> Result<()
     Ok(())
 }
 
-#[derive(Default)]
-struct ProgressLine {
-    file: String,
-    shown: u64,
+/// An install's progress on stderr: a bar on a terminal, else a line per file at every tenth
+/// of its size (a log stays readable).
+enum Progress {
+    Bar { bar: indicatif::ProgressBar, file: String },
+    Lines { file: String, shown: u64 },
 }
 
-impl ProgressLine {
-    fn show(&mut self, file: &str, done: u64, total: u64) {
-        if file != self.file {
-            self.file = file.to_owned();
-            self.shown = 0;
+impl Progress {
+    fn on_stderr() -> Progress {
+        use std::io::IsTerminal as _;
+        if !std::io::stderr().is_terminal() {
+            return Progress::Lines { file: String::new(), shown: 0 };
         }
-        let tenth = (done * 10).checked_div(total).map_or(10, |t| t.min(10));
-        if tenth > self.shown || (done >= total && self.shown < 10) {
-            self.shown = tenth.max(1);
-            note(&format!("  {file}: {:>3}% of {}", tenth * 10, human_bytes(total)));
+        let bar = indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("  {msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}")
+        {
+            bar.set_style(style);
         }
+        Progress::Bar { bar, file: String::new() }
+    }
+
+    fn show(&mut self, name: &str, done: u64, total: u64) {
+        match self {
+            Progress::Bar { bar, file } => {
+                if name != file {
+                    name.clone_into(file);
+                    bar.set_message(name.to_owned());
+                    bar.set_length(total.max(1));
+                }
+                bar.set_position(done);
+            }
+            Progress::Lines { file, shown } => {
+                if name != file {
+                    name.clone_into(file);
+                    *shown = 0;
+                }
+                let tenth = (done * 10).checked_div(total).map_or(10, |t| t.min(10));
+                if tenth > *shown || (done >= total && *shown < 10) {
+                    *shown = tenth.max(1);
+                    note(&format!("  {name}: {:>3}% of {}", tenth * 10, human_bytes(total)));
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Progress::Bar { bar, .. } = self {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// The model `cairn serve` installs at its start: the model in use, when the local embedder is
+/// on, its directory is cairn's own (not one set with `model_dir` / `CAIRN_MODEL_DIR`, which
+/// the user fills), its files are missing and cairn can download it. `None` otherwise, with a
+/// word on stderr when only the download is missing.
+pub fn model_to_install_at_start(settings: &cairn_core::settings::Settings) -> Option<&'static ModelSpec> {
+    if settings.embedder.value != EmbedderKind::Local
+        || settings.model_dir.source != Source::Default
+        || cairn_embed::missing_file(&settings.model_dir.value).is_none()
+    {
+        return None;
+    }
+    let spec = install::spec(&settings.model.value)?;
+    if !cfg!(feature = "remote") || (spec.files.is_empty() && spec.archive.is_none()) {
+        note(&format!("semantic search is off: {} is not installed (cairn model install {0} --from DIR)", spec.id));
+        return None;
+    }
+    Some(spec)
+}
+
+/// Install `spec` into `dest` on a thread of its own, saying so on stderr; the daemon's model
+/// watch then takes it up and semantic search turns on. A failure is said, and search stays
+/// lexical.
+pub fn install_in_background(spec: &'static ModelSpec, dest: std::path::PathBuf, url: Option<String>) {
+    note(&format!(
+        "semantic search needs the embedding model {}: installing it now, in the background (search is by \
+         words until it is there; `cairn serve --model-install never` skips this)",
+        spec.id
+    ));
+    let spawned = std::thread::Builder::new().name("cairn-model-install".into()).spawn(move || {
+        if let Some(parent) = dest.parent()
+            && let Err(e) = std::fs::create_dir_all(parent)
+        {
+            note(&format!("could not install {}: {e}", spec.id));
+            return;
+        }
+        let mut progress = Progress::on_stderr();
+        match download(spec, url.as_deref(), &dest, &mut progress) {
+            Ok(manifest) => note(&format!(
+                "installed {} in {}; semantic search turns on (memories are embedded in the background)",
+                manifest.id,
+                dest.display()
+            )),
+            Err(e) => note(&format!(
+                "could not install {}: {e:#}; search stays by words (retry: cairn model install {0})",
+                spec.id
+            )),
+        }
+    });
+    if let Err(e) = spawned {
+        note(&format!("could not start installing {}: {e}", spec.id));
     }
 }
 

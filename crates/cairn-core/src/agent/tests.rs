@@ -230,10 +230,10 @@ fn activity_ops_round_trip_as_op_args() {
     let op = Op::from_value(serde_json::json!({"op": "record_activity",
         "args": {"session_id": "s", "project": "p", "event": "tool_call", "remind": true}}))
     .unwrap();
-    assert!(op.is_write());
+    assert!(op.writes_memory_store());
     assert_eq!(execute(&mut s, op).unwrap()["activity"]["tool_calls"], 1);
     let read = Op::SessionActivity { session_id: "s".into() };
-    assert!(!read.is_write());
+    assert!(!read.writes_memory_store());
     assert_eq!(execute(&mut s, read).unwrap()["project"], "p");
     // Deleting the session deletes its activity (it holds prompt text).
     execute(&mut s, Op::DeleteSession { id: "s".into() }).unwrap();

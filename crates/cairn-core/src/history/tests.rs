@@ -777,7 +777,7 @@ fn the_store_opens_history_db_beside_its_file_and_ops_reach_it() {
     let op =
         crate::ops::Op::from_value(json!({"op": "history_browse_turns", "args": {"session_id": OC, "num_before": 1}}))
             .unwrap();
-    assert!(!op.is_write());
+    assert!(!op.writes_memory_store());
     let page = crate::ops::execute_value(&mut store, op).unwrap();
     assert_eq!(page["turns"].as_array().unwrap().len(), 2);
     let camel = crate::ops::Op::from_value(json!({"op": "history_children", "args": {"sessionId": OC}})).unwrap();

@@ -1,6 +1,6 @@
-//! The catalogue of operations: one row per [`Op`] variant with its name, whether it writes,
-//! its argument hint, whether `project` defaults to the caller's, a one-line description and
-//! its result type. Everything that lists operations (the `memory` router tool, replay safety
+//! The catalogue of operations: one row per [`Op`] variant with its name, what it writes,
+//! whether it is safe to replay, its argument hint, whether `project` defaults to the caller's,
+//! a one-line description and its result type. Everything that lists operations (the `memory` router tool, replay safety
 //! in the daemon client, the docs) reads this table, so an operation is added in one place.
 //!
 //! The `catalogue!` macro turns the rows into [`OpKind`], [`CATALOGUE`], [`Op::kind`] and
@@ -38,9 +38,13 @@ pub struct OpSpec {
     pub kind: OpKind,
     /// The `op` tag on the wire (`save`, `search`...).
     pub name: &'static str,
-    /// Whether it writes: the daemon sends writes to its one writer connection, and a write
-    /// whose answer was lost is not replayed.
-    pub writes: bool,
+    /// What it writes, if anything: the daemon sends the memory store's writes to its one
+    /// writer connection; the history archive has writers of its own.
+    pub writes: Writes,
+    /// Whether running it twice does what running it once does, so the daemon client may send
+    /// it again when its answer was lost (every read; a write only when repeating it is
+    /// harmless, like erasing a session already erased).
+    pub replay_safe: bool,
     /// Whether a door fills `project` with the caller's current project when none is given.
     /// Not `update` (a project there moves the memory) nor the store-wide admin listings.
     pub project_defaulted: bool,
@@ -50,6 +54,28 @@ pub struct OpSpec {
     pub about: &'static str,
     /// The Rust type of its result (the [`OpOutput`] variant of the same name holds it).
     pub output: &'static str,
+}
+
+/// What an operation writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writes {
+    /// Nothing: it only reads.
+    Nothing,
+    /// The memory store (`cairn.db`), through the daemon's one writer connection.
+    MemoryStore,
+    /// The conversation-history archive (`history.db` and its index), not the memory store.
+    HistoryArchive,
+}
+
+impl Writes {
+    /// How the router tool's help says it: `read-only`, or what it writes.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Writes::Nothing => "read-only",
+            Writes::MemoryStore => "writes the memory store",
+            Writes::HistoryArchive => "writes the history archive",
+        }
+    }
 }
 
 impl OpSpec {
@@ -68,7 +94,8 @@ macro_rules! catalogue {
     ($(
         $kind:ident -> $output:ty {
             name: $name:literal,
-            writes: $writes:literal,
+            writes: $writes:ident,
+            replay_safe: $replay_safe:literal,
             project_defaulted: $project_defaulted:literal,
             args: $args:literal,
             about: $about:literal $(,)?
@@ -85,7 +112,8 @@ macro_rules! catalogue {
             OpSpec {
                 kind: OpKind::$kind,
                 name: $name,
-                writes: $writes,
+                writes: Writes::$writes,
+                replay_safe: $replay_safe,
                 project_defaulted: $project_defaulted,
                 args: $args,
                 about: $about,
@@ -135,285 +163,285 @@ macro_rules! catalogue {
 
 catalogue! {
     Save -> SaveResponse {
-        name: "save", writes: true, project_defaulted: true,
+        name: "save", writes: MemoryStore, replay_safe: false, project_defaulted: true,
         args: "title*, content*, type, topic_key, scope (project|personal), session_id, project",
         about: "Save a memory, or revise the one with the same topic_key.",
     }
     Search -> SearchResponse {
-        name: "search", writes: false, project_defaulted: true,
+        name: "search", writes: Nothing, replay_safe: true, project_defaulted: true,
         args: "query*, type, scope, limit, all_projects, mode (lexical|semantic|hybrid), min_score (0-1)",
         about: "Search memories, with relation notes on the hits.",
     }
     Get -> GetResponse {
-        name: "get", writes: false, project_defaulted: false,
+        name: "get", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "id*, revisions",
         about: "One memory, optionally with its earlier revisions.",
     }
     Update -> Observation {
-        name: "update", writes: true, project_defaulted: false,
+        name: "update", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "id*, title, content, type, scope, topic_key, project",
         about: "Change fields of a memory (a project moves it).",
     }
     Delete -> DeleteResponse {
-        name: "delete", writes: true, project_defaulted: false,
+        name: "delete", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "id*, hard",
         about: "Delete a memory: soft by default, for good with `hard`.",
     }
     Pin -> Observation {
-        name: "pin", writes: true, project_defaulted: false,
+        name: "pin", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "id*, pinned",
         about: "Pin or unpin a memory (pinned ones lead the context).",
     }
     List -> Vec<Observation> {
-        name: "list", writes: false, project_defaulted: true,
+        name: "list", writes: Nothing, replay_safe: true, project_defaulted: true,
         args: "project, scope, kind, limit, offset",
         about: "List memories, newest first.",
     }
     Context -> Context {
-        name: "context", writes: false, project_defaulted: true,
+        name: "context", writes: Nothing, replay_safe: true, project_defaulted: true,
         args: "project, scope, include_children, layout (recent|memory_block), query, similarity_threshold, \
                max_relevant, max_profile",
         about: "What to know at the start of a session: recent sessions, memories, prompts.",
     }
     Timeline -> Timeline {
-        name: "timeline", writes: false, project_defaulted: false,
+        name: "timeline", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "id*, before, after",
         about: "The memories saved around one memory.",
     }
     Sessions -> Vec<SessionSummary> {
-        name: "sessions", writes: false, project_defaulted: true,
+        name: "sessions", writes: Nothing, replay_safe: true, project_defaulted: true,
         args: "project, limit, include_children",
         about: "Recent sessions (sub-agent sessions only with include_children).",
     }
     StartSession -> Session {
-        name: "start_session", writes: true, project_defaulted: true,
+        name: "start_session", writes: MemoryStore, replay_safe: false, project_defaulted: true,
         args: "id*, project, directory, agent, parent_id, title",
         about: "Register a session.",
     }
     SessionSummary -> SaveOutcome {
-        name: "session_summary", writes: true, project_defaulted: true,
+        name: "session_summary", writes: MemoryStore, replay_safe: false, project_defaulted: true,
         args: "content*, session_id — once, at the end, main agent only",
         about: "Save the end-of-session summary (a repeated one revises it).",
     }
     EndSession -> Session {
-        name: "end_session", writes: true, project_defaulted: false,
+        name: "end_session", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "id*, summary, keep_activity",
         about: "End a session, clearing its activity counters (unless keep_activity).",
     }
     GetSession -> Session {
-        name: "get_session", writes: false, project_defaulted: false,
+        name: "get_session", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "id*",
         about: "One session.",
     }
     DeleteSession -> Deleted<String> {
-        name: "delete_session", writes: true, project_defaulted: false,
+        name: "delete_session", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "id*",
         about: "Delete a session with its prompts and activity.",
     }
     AddPrompt -> Prompt {
-        name: "add_prompt", writes: true, project_defaulted: true,
+        name: "add_prompt", writes: MemoryStore, replay_safe: false, project_defaulted: true,
         args: "content*, session_id",
         about: "Record a user prompt.",
     }
     RecentPrompts -> Vec<Prompt> {
-        name: "recent_prompts", writes: false, project_defaulted: true,
+        name: "recent_prompts", writes: Nothing, replay_safe: true, project_defaulted: true,
         args: "project, limit",
         about: "Recent user prompts.",
     }
     SearchPrompts -> Vec<Prompt> {
-        name: "search_prompts", writes: false, project_defaulted: true,
+        name: "search_prompts", writes: Nothing, replay_safe: true, project_defaulted: true,
         args: "query*, project, limit",
         about: "Search user prompts.",
     }
     DeletePrompt -> Deleted<i64> {
-        name: "delete_prompt", writes: true, project_defaulted: false,
+        name: "delete_prompt", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "id*",
         about: "Delete a user prompt.",
     }
     Stats -> Stats {
-        name: "stats", writes: false, project_defaulted: false,
+        name: "stats", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "-",
         about: "Counts of memories, sessions, prompts and pending embeddings.",
     }
     Export -> ExportData {
-        name: "export", writes: false, project_defaulted: false,
+        name: "export", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "project",
         about: "Everything (or one project) as engram-compatible JSON.",
     }
     Import -> ImportReport {
-        name: "import", writes: true, project_defaulted: false,
+        name: "import", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "data*",
         about: "Load an export; what is already there is skipped.",
     }
     CapturePassive -> PassiveOutcome {
-        name: "capture_passive", writes: true, project_defaulted: true,
+        name: "capture_passive", writes: MemoryStore, replay_safe: false, project_defaulted: true,
         args: "content*, session_id, source — saves a '## Key Learnings' list",
         about: "Save each item of a '## Key Learnings' list as a memory.",
     }
     SuggestTopicKey -> TopicKeySuggestion {
-        name: "suggest_topic_key", writes: false, project_defaulted: false,
+        name: "suggest_topic_key", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "type, title, content",
         about: "A stable topic_key for a memory about to be saved.",
     }
     Judge -> JudgeResponse {
-        name: "judge", writes: true, project_defaulted: false,
+        name: "judge", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "judgment_id*, relation*, reason, evidence, confidence",
         about: "Decide a pending relation between two memories.",
     }
     Compare -> CompareResponse {
-        name: "compare", writes: true, project_defaulted: false,
+        name: "compare", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "memory_id_a*, memory_id_b*, relation*, confidence*, reasoning*, model",
         about: "Record an agent's verdict on how two memories relate.",
     }
     Relations -> RelationPage {
-        name: "relations", writes: false, project_defaulted: false,
+        name: "relations", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "project, status, since, limit, offset",
         about: "List relations between memories.",
     }
     RelationStats -> RelationStats {
-        name: "relation_stats", writes: false, project_defaulted: false,
+        name: "relation_stats", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "project",
         about: "Counts of relations by kind and status.",
     }
     GetRelation -> RelationDetail {
-        name: "get_relation", writes: false, project_defaulted: false,
+        name: "get_relation", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "id*",
         about: "One relation with both memories.",
     }
     ScanRelations -> ScanResult {
-        name: "scan_relations", writes: true, project_defaulted: false,
+        name: "scan_relations", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "project*, since, apply, max_insert",
         about: "Look for memories that may duplicate or contradict each other.",
     }
     MigrateProject -> MigrateOutcome {
-        name: "migrate_project", writes: true, project_defaulted: false,
+        name: "migrate_project", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "old_project*, new_project*",
         about: "Rename a project everywhere.",
     }
     MergeProjects -> Vec<MigrateOutcome> {
-        name: "merge_projects", writes: true, project_defaulted: false,
+        name: "merge_projects", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "from* (list), to*",
         about: "Fold several projects into one.",
     }
     Doctor -> DoctorReport {
-        name: "doctor", writes: false, project_defaulted: false,
+        name: "doctor", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "-",
         about: "Checks of the data dir and database.",
     }
     Reindex -> ReindexReport {
-        name: "reindex", writes: true, project_defaulted: false,
+        name: "reindex", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "force — queue memories for (re-)embedding; poll stats.embeddings_pending",
         about: "Queue every memory for (re-)embedding; `force` drops the stored vectors first.",
     }
     SessionActivity -> SessionActivity {
-        name: "session_activity", writes: false, project_defaulted: false,
+        name: "session_activity", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id* — tool calls, saves, reminders, pending prompt",
         about: "A session's activity: counts, reminders, the pending prompt.",
     }
     RecordActivity -> ActivityUpdate {
-        name: "record_activity", writes: true, project_defaulted: false,
+        name: "record_activity", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "session_id*, event* (tool_call|save|prompt|context_injected|reminder_sent), project, remind, \
                saved_session_id, attach_prompt, content, stored_in, fingerprint",
         about: "Record a session event; answers the activity and any reminder or attached prompt due.",
     }
     Protocol -> ProtocolText {
-        name: "protocol", writes: false, project_defaulted: false,
+        name: "protocol", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "host (mcp|opencode|claude-code|codex|gemini), tools (agent|admin|all|router), \
                part (memory|compaction_note|continuity|trigger)",
         about: "The Memory Protocol, or another text cairn shows agents.",
     }
     UserPrompt -> UserPromptOutcome {
-        name: "user_prompt", writes: true, project_defaulted: true,
+        name: "user_prompt", writes: MemoryStore, replay_safe: false, project_defaulted: true,
         args: "session_id*, content*, project, agent, directory",
         about: "A user's message: stores it, says whether it is the session's first and asks to remember.",
     }
     SaveCompaction -> SaveOutcome {
-        name: "save_compaction", writes: true, project_defaulted: true,
+        name: "save_compaction", writes: MemoryStore, replay_safe: false, project_defaulted: true,
         args: "session_id*, summary*, project, trigger (auto|manual), overflow",
         about: "Store the summary of a compacted session (one per session, revised).",
     }
     RecordSession -> Option<SaveOutcome> {
-        name: "record_session", writes: true, project_defaulted: true,
+        name: "record_session", writes: MemoryStore, replay_safe: false, project_defaulted: true,
         args: "session_id*, project, compacted",
         about: "Revise a session's Last Session record (its requests, tools, files, learnings, where it stopped).",
     }
     Profile -> Vec<Observation> {
-        name: "profile", writes: false, project_defaulted: true,
+        name: "profile", writes: Nothing, replay_safe: true, project_defaulted: true,
         args: "project, limit",
         about: "The user's profile: personal memories and the project's preferences.",
     }
     PluginConfig -> PluginConfig {
-        name: "plugin_config", writes: false, project_defaulted: false,
+        name: "plugin_config", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "-",
         about: "The settings host plugins follow (the inject, triggers, compaction and context_meter tables).",
     }
     HistorySessions -> Vec<SessionListing> {
-        name: "history_sessions", writes: false, project_defaulted: false,
+        name: "history_sessions", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "project, query, host (opencode|claude-code), limit, include_children",
         about: "Conversation-history sessions of every host and project, newest first.",
     }
     HistoryBrowseTurns -> TurnsPage {
-        name: "history_browse_turns", writes: false, project_defaulted: false,
+        name: "history_browse_turns", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id*, turn_number, num_before, num_after, caller_session_id",
         about: "Turn previews of a session (default: the newest visible turn).",
     }
     HistoryBrowseMessages -> MessagesPage {
-        name: "history_browse_messages", writes: false, project_defaulted: false,
+        name: "history_browse_messages", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id*, message_id, num_before, num_after, caller_session_id",
         about: "Message previews around a message (default: the latest visible), with ids to page on.",
     }
     HistoryPullMessage -> PulledMessage {
-        name: "history_pull_message", writes: false, project_defaulted: false,
+        name: "history_pull_message", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id*, message_id*, caller_session_id",
         about: "One message's parts, long ones cut with a part_id to pull in full.",
     }
     HistoryPullPart -> PulledPart {
-        name: "history_pull_part", writes: false, project_defaulted: false,
+        name: "history_pull_part", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id*, message_id*, part_id*, offset, max_chars (1-100000), caller_session_id",
         about: "One part of a message in full, a page at a time (next_offset).",
     }
     HistorySearch -> SearchResults {
-        name: "history_search", writes: false, project_defaulted: true,
+        name: "history_search", writes: Nothing, replay_safe: true, project_defaulted: true,
         args: "query*, session_id, project, literal, type (text|tool|reasoning), caller_session_id",
         about: "Search conversation history (one session, or the project's newest first).",
     }
     HistoryChart -> Chart {
-        name: "history_chart", writes: false, project_defaulted: false,
+        name: "history_chart", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id*",
         about: "The navigation chart of a session before its latest compaction.",
     }
     HistoryCompactions -> Compactions {
-        name: "history_compactions", writes: false, project_defaulted: false,
+        name: "history_compactions", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id*, read (1-based)",
         about: "A session's compactions with summary previews; `read` gives one summary in full.",
     }
     HistoryChildren -> Vec<SessionListing> {
-        name: "history_children", writes: false, project_defaulted: false,
+        name: "history_children", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id*",
         about: "A session's sub-agent sessions.",
     }
     HistoryStats -> HistoryStats {
-        name: "history_stats", writes: false, project_defaulted: false,
+        name: "history_stats", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "-",
         about: "What the history archive holds per host: sessions, messages, bytes, skips, errors.",
     }
     HistoryForget -> Forgotten {
-        name: "history_forget", writes: false, project_defaulted: false,
+        name: "history_forget", writes: HistoryArchive, replay_safe: true, project_defaulted: false,
         args: "session_id* — erases it from the history archive (not its sub-agents)",
         about: "Erase one session from the history archive.",
     }
     HistoryIngest -> ScanReport {
-        name: "history_ingest", writes: false, project_defaulted: false,
+        name: "history_ingest", writes: HistoryArchive, replay_safe: true, project_defaulted: false,
         args: "host (opencode|claude-code), path (a transcript or database), session_id — none: every source",
         about: "Read the hosts' conversation storage now: one file or session (a poke), or everything.",
     }
     Plans -> Plans {
-        name: "plans", writes: false, project_defaulted: false,
+        name: "plans", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "read (a plan's file name), directory, session_id — OpenCode's saved plans, read-only",
         about: "OpenCode's saved plans (the project's and the global ones), newest first; `read` gives one in full.",
     }
     ContextUsage -> ContextUsageReport {
-        name: "context_usage", writes: false, project_defaulted: false,
+        name: "context_usage", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id (default: yours, else the latest), caller_session_id",
         about: "How full a session's context window is: percent, used, limit, model, status, trend.",
     }

@@ -47,8 +47,7 @@ pub fn help(args: &Map<String, Value>) -> Result<String, CairnError> {
     };
     let name = open_memory_alias(name, args).unwrap_or(name);
     let spec = OpSpec::named(name).ok_or_else(|| unknown_op(name))?;
-    let writes = if spec.writes { "writes" } else { "read-only" };
-    Ok(format!("{}: {} ({writes})\nargs (* = required): {}", spec.name, spec.about, spec.args))
+    Ok(format!("{}: {} ({})\nargs (* = required): {}", spec.name, spec.about, spec.writes.describe(), spec.args))
 }
 
 /// The cairn operation an open-memory router name stands for, when it is not cairn's own.
@@ -283,7 +282,10 @@ mod tests {
         let one = help(&obj(json!({"op": "history_pull_part"}))).unwrap();
         assert!(one.starts_with("history_pull_part: ") && one.contains("read-only") && one.contains("offset"), "{one}");
         assert!(help(&obj(json!({"tool": "messages"}))).unwrap().starts_with("history_browse_messages: "));
-        assert!(help(&obj(json!({"op": "save"}))).unwrap().contains("(writes)"));
+        assert!(help(&obj(json!({"op": "save"}))).unwrap().contains("(writes the memory store)"));
+        let forget = help(&obj(json!({"op": "history_forget"}))).unwrap();
+        assert!(forget.contains("Erase") && forget.contains("(writes the history archive)"), "{forget}");
+        assert!(!forget.contains("read-only"), "{forget}");
         let err = help(&obj(json!({"op": "teleport"}))).unwrap_err();
         assert_eq!(err.code, cairn_core::ErrorCode::InvalidArgument);
     }

@@ -734,3 +734,18 @@ fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// `cairn --help` gives each command its own line: `history` says what history is and
+/// `conflicts` what conflicts are (a doc comment once landed on the wrong one).
+#[test]
+fn top_level_help_describes_each_command_once() {
+    let cairn = Cairn::new();
+    let help = cairn.ok(&["--help"]);
+    let line_of = |command: &str| {
+        help.lines().find(|line| line.trim_start().starts_with(&format!("{command} "))).unwrap_or("").to_owned()
+    };
+    assert!(line_of("history").contains("Conversation history"), "{help}");
+    assert!(!line_of("history").contains("duplicates"), "{help}");
+    assert!(line_of("conflicts").contains("duplicates and contradictions"), "{help}");
+    snap!("top_level_help", help);
+}

@@ -402,3 +402,105 @@ fn link_model(from: &std::path::Path, to: &std::path::Path) {
         std::os::unix::fs::symlink(entry.path(), to.join(entry.file_name())).unwrap();
     }
 }
+
+/// The pid `daemon.json` names: the same process before and after shows no restart happened.
+fn recorded_pid(env: &Env) -> u32 {
+    crate::support::recorded(&env.data()).expect("daemon.json").0
+}
+
+/// Save the test memories through the daemon's HTTP API.
+fn save_memories(addr: std::net::SocketAddr) {
+    for (title, content) in MEMORIES {
+        let body = json!({"title": title, "content": content, "project": "demo", "session_id": "s1"});
+        assert_eq!(http(addr, "POST", "/observations", Some(&body)).0, 201);
+    }
+}
+
+/// A daemon started with no model takes up the one `cairn model install` puts in place, without
+/// a restart: it loads it, embeds every memory in the background, and search turns hybrid.
+#[test]
+fn a_running_daemon_takes_up_a_model_installed_after_its_start() {
+    let Some(model) = model_dir() else { return };
+    let env = Env::new();
+    env.json(&["model", "use", MINILM]);
+    let daemon = Daemon::start(&env.data());
+    let pid = recorded_pid(&env);
+    save_memories(daemon.addr);
+    let before = env.json(&["search", "when", "do", "we", "ship?"]);
+    assert_eq!(before["mode"], "lexical", "{before}");
+    let out = env.run(&["model", "install", MINILM, "--from", model.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a running daemon takes it up within seconds"), "{}", stderr(&out));
+    let stats = wait_for_embeddings(daemon.addr);
+    assert_eq!((stats["embedding_model"].as_str(), stats["embeddings_stored"].as_i64()), (Some(MINILM), Some(3)));
+    let found = env.json(&["search", "when", "do", "we", "ship?"]);
+    assert_eq!(found["mode"], "hybrid", "{found}");
+    assert_eq!(found["hits"][0]["title"], "Deploy window", "{found}");
+    let semantic = env.json(&["search", "when", "do", "we", "ship?", "--mode", "semantic"]);
+    assert_eq!(semantic["hits"][0]["matched"], "semantic", "{semantic}");
+    assert_eq!(recorded_pid(&env), pid, "the same daemon answered: no restart");
+    drop(daemon);
+}
+
+/// `cairn model use` against a running daemon: it takes up the chosen model and re-embeds every
+/// memory with it, dropping the previous model's vectors; nothing mixed, no restart.
+#[test]
+fn a_running_daemon_takes_up_a_model_chosen_with_model_use() {
+    let Some(env) = Env::with_model() else { return };
+    let e5 = cairn_embed::install::test_e5_dir();
+    if !e5.join("model.safetensors").is_file() {
+        eprintln!("note: no multilingual-e5-small in {}; skipping (scripts/install-test-deps.sh e5)", e5.display());
+        return;
+    }
+    link_model(&e5, &env.data().join("models").join(E5));
+    let daemon = Daemon::start(&env.data());
+    let pid = recorded_pid(&env);
+    save_memories(daemon.addr);
+    assert_eq!(wait_for_embeddings(daemon.addr)["embedding_model"], MINILM);
+    let out = env.run(&["model", "use", E5]);
+    assert!(stderr(&out).contains("a running daemon takes up multilingual-e5-small"), "{}", stderr(&out));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while http(daemon.addr, "GET", "/stats", None).1["embedding_model"] != E5 {
+        assert!(Instant::now() < deadline, "the daemon did not take up {E5}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(wait_for_embeddings(daemon.addr)["embeddings_stored"], 3);
+    assert_eq!(env.vectors(), vec![(E5.to_owned(), 3)]);
+    assert_eq!(env.json(&["search", "when", "do", "we", "ship?"])["mode"], "hybrid");
+    assert_eq!(recorded_pid(&env), pid, "the same daemon answered: no restart");
+    drop(daemon);
+}
+
+/// `cairn serve` with no model installed installs the model in use in the background (here from
+/// a loopback mirror of the test model), says so, answers at once, and turns semantic search on
+/// when the model is there. By default only a daemon started in a terminal downloads: one whose
+/// stderr is a file (a host's, a service's, a test's) does not.
+#[test]
+fn serve_installs_a_missing_model_in_the_background_and_turns_semantic_search_on() {
+    let Some(model) = model_dir() else { return };
+    let server = serve_files(model, None);
+    let url = format!("http://{server}");
+    let quiet = Env::new();
+    let daemon =
+        Daemon::start_with(&quiet.data(), &[("CAIRN_MODEL", MINILM), ("CAIRN_MODEL_URL", url.as_str())], Stdio::null());
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!quiet.data().join("models").exists(), "no terminal, no download");
+    drop(daemon);
+
+    let env = Env::new();
+    let log = env.dir.path().join("serve.log");
+    let env_vars = [("CAIRN_MODEL", MINILM), ("CAIRN_MODEL_URL", url.as_str()), ("CAIRN_MODEL_INSTALL", "always")];
+    let daemon = Daemon::start_with(&env.data(), &env_vars, Stdio::from(std::fs::File::create(&log).unwrap()));
+    save_memories(daemon.addr);
+    let stats = wait_for_embeddings(daemon.addr);
+    assert_eq!((stats["embedding_model"].as_str(), stats["embeddings_stored"].as_i64()), (Some(MINILM), Some(3)));
+    let (status, hits) =
+        http(daemon.addr, "GET", "/search?q=when%20do%20we%20ship%3F&project=demo&mode=semantic", None);
+    assert_eq!((status, hits[0]["title"].as_str()), (200, Some("Deploy window")), "{hits:#}");
+    drop(daemon);
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("semantic search needs the embedding model all-MiniLM-L6-v2: installing it now"), "{said}");
+    assert!(said.contains("model.safetensors: 100% of 90.9 MB"), "plain progress lines off a terminal: {said}");
+    assert!(said.contains("installed all-MiniLM-L6-v2 in "), "{said}");
+    assert_eq!(env.json(&["model", "status"])["verified"], true);
+}

@@ -99,3 +99,33 @@ fn engram_stale_paths_bad_configs_and_missing_hosts() {
     }
     assert!(home.tree().is_empty());
 }
+
+/// engram calls the host `gemini-cli` (`engram setup gemini-cli`): cairn takes that name too,
+/// and does exactly what `cairn setup gemini` does.
+#[test]
+fn engrams_name_gemini_cli_sets_up_gemini() {
+    let by_engram_name = TempHome::new(&[".gemini"]);
+    let by_cairn_name = TempHome::new(&[".gemini"]);
+    let (stdout, _) = by_engram_name.ok("gemini-cli", &[]);
+    assert_eq!(stdout.replace(&*by_engram_name.root.to_string_lossy(), "[HOME]"), {
+        let (stdout, _) = by_cairn_name.ok("gemini", &[]);
+        stdout.replace(&*by_cairn_name.root.to_string_lossy(), "[HOME]")
+    });
+    assert_eq!(
+        parse_jsonc(&by_engram_name.root.join(".gemini/settings.json")),
+        parse_jsonc(&by_cairn_name.root.join(".gemini/settings.json"))
+    );
+    assert!(by_engram_name.ok("gemini-cli", &["--uninstall"]).0.contains("Gemini CLI"));
+    assert_eq!(by_engram_name.tree_without_backups(), TempHome::new(&[".gemini"]).tree_without_backups());
+}
+
+/// `cairn setup --help` names every host and says which of engram's names it also takes.
+#[test]
+fn setup_help_lists_the_hosts_with_engrams_names() {
+    let home = TempHome::new(&[]);
+    let out = home.command(&["setup", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("gemini-cli"), "{help}");
+    snapshot!(home, "setup_help", help);
+}

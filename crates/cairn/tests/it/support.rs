@@ -20,6 +20,8 @@ pub fn cairn() -> Command {
         "CAIRN_DIRECT",
         "CAIRN_BIND",
         "CAIRN_MODEL",
+        "CAIRN_MODEL_INSTALL",
+        "CAIRN_MODEL_URL",
     ] {
         cmd.env_remove(var);
     }

@@ -9,6 +9,7 @@
 pub mod activity;
 pub mod hooks;
 pub mod host;
+pub mod intent;
 pub mod meter;
 pub mod protocol;
 
@@ -219,5 +220,7 @@ fn hint_text(err: &CairnError) -> String {
     }
 }
 
+#[cfg(test)]
+mod intent_tests;
 #[cfg(test)]
 mod tests;

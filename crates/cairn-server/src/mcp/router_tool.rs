@@ -214,6 +214,8 @@ mod tests {
             "save_compaction",
             "profile",
             "history_search",
+            "session_start",
+            "tool_call",
         ];
         assert_eq!(defaulted, expected);
     }

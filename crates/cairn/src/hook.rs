@@ -151,6 +151,17 @@ impl Hook {
         self.input.cwd.clone()
     }
 
+    /// `--project` / `CAIRN_PROJECT`, when set: otherwise the daemon detects the project from
+    /// [`Self::directory`] (and caches it), so the hook runs no git of its own.
+    fn named_project(&self) -> Option<String> {
+        self.settings.project.value.clone()
+    }
+
+    /// Where Claude Code runs: the payload's `cwd`, else this process's.
+    fn directory(&self) -> Option<String> {
+        self.cwd().or_else(|| std::env::current_dir().ok().map(|d| d.display().to_string()))
+    }
+
     /// The project of the directory Claude Code runs in (`CAIRN_PROJECT` wins).
     fn project(&self) -> Result<String> {
         let hints = ProjectHints {
@@ -196,8 +207,8 @@ impl Hook {
     fn session_start(&self) -> Result<String> {
         let start: SessionStartOutcome = self.call(Op::SessionStart(SessionStart {
             session_id: self.session.clone(),
-            project: Some(self.project()?),
-            directory: self.cwd(),
+            project: self.named_project(),
+            directory: self.directory(),
             agent: Some(AGENT.to_owned()),
             host: Host::ClaudeCode,
             source: self.input.source.clone(),
@@ -213,10 +224,10 @@ impl Hook {
         let prompt = clean(self.input.prompt.as_deref().context("UserPromptSubmit without a prompt")?);
         let outcome: UserPromptOutcome = self.call(Op::UserPrompt(UserPrompt {
             session_id: self.session.clone(),
-            project: Some(self.project()?),
+            project: self.named_project(),
             content: prompt,
             agent: Some(AGENT.to_owned()),
-            directory: self.cwd(),
+            directory: self.directory(),
             host: Some(Host::ClaudeCode),
             remind: true,
             usage: self.usage(),
@@ -238,7 +249,8 @@ impl Hook {
         };
         let _: ToolCallOutcome = self.call(Op::ToolCall(ToolCall {
             session_id: self.session.clone(),
-            project: Some(self.project()?),
+            project: self.named_project(),
+            directory: self.directory(),
             tool,
             host: Host::ClaudeCode,
             remind: false,

@@ -364,9 +364,14 @@ impl Store {
         let content = redact(&prompt.content).0;
         let trimmed = content.trim();
         let memory_trigger = crate::text::memory_trigger(trimmed, keyword_patterns);
+        // An unknown session without a project: the one of the directory the host reports.
+        let project = match self.session_project(&prompt.session_id)? {
+            Some(_) => prompt.project.clone().filter(|p| !p.trim().is_empty()),
+            None => crate::agent::intent::project_or_detected(prompt.project.as_deref(), prompt.directory.as_deref())?,
+        };
         self.start_session(&NewSession {
             id: prompt.session_id.clone(),
-            project: prompt.project.clone().filter(|p| !p.trim().is_empty()),
+            project,
             directory: prompt.directory.clone(),
             agent: prompt.agent.clone(),
             ..NewSession::default()

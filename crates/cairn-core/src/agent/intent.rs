@@ -40,6 +40,7 @@ fn default_agent(host: Host) -> Option<String> {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionStart {
     pub session_id: String,
+    /// Absent: the session's, else detected from `directory`.
     #[serde(default)]
     pub project: Option<String>,
     #[serde(default)]
@@ -109,6 +110,9 @@ pub struct ToolCall {
     /// Creates the session when it is unknown.
     #[serde(default)]
     pub project: Option<String>,
+    /// Where the agent works: the project of an unknown session when none is given.
+    #[serde(default)]
+    pub directory: Option<String>,
     /// The tool's name as the host shows it.
     pub tool: String,
     #[serde(default = "claude_code")]
@@ -142,6 +146,18 @@ pub fn is_cairn_tool(host: Host, tool: &str) -> bool {
     }
 }
 
+/// The project of a call that names none: detected from the `directory` the host reports
+/// (a git root, else its name), here in the daemon, which caches it per directory, so a hook
+/// process does not run git at every event. `None` without a directory.
+pub fn project_or_detected(project: Option<&str>, directory: Option<&str>) -> Result<Option<String>> {
+    if let Some(project) = crate::agent::given_str(project) {
+        return Ok(Some(project.to_owned()));
+    }
+    let Some(dir) = crate::agent::given_str(directory).map(PathBuf::from) else { return Ok(None) };
+    let hints = super::ProjectHints { dir: Some(dir.clone()), process_cwd: dir, ..super::ProjectHints::default() };
+    Ok(Some(super::resolve_project(&hints, |_| Ok(None))?.project))
+}
+
 /// Whether `[inject] protocol` gives the protocol to `agent`.
 pub fn wants_protocol(config: &PluginConfig, agent: Option<&str>) -> bool {
     match &config.inject.protocol {
@@ -161,9 +177,13 @@ impl Store {
         validate_session_id(&req.session_id)?;
         let config = crate::settings::plugin::current();
         let agent = crate::agent::given(req.agent.clone()).or_else(|| default_agent(req.host));
+        let project = match self.session_project(&req.session_id)? {
+            Some(known) => Some(known),
+            None => project_or_detected(req.project.as_deref(), req.directory.as_deref())?,
+        };
         let session = self.start_session(&NewSession {
             id: req.session_id.clone(),
-            project: crate::agent::given(req.project.clone()),
+            project: crate::agent::given(req.project.clone()).or(project),
             directory: req.directory.clone(),
             agent: agent.clone(),
             parent_id: crate::agent::given(req.parent_id.clone()),
@@ -282,9 +302,14 @@ impl Store {
         if is_cairn_tool(call.host, call.tool.trim()) {
             return Ok(ToolCallOutcome { counted: false, reminder: None, activity: None });
         }
+        // the project only opens an unknown session
+        let project = match self.session_project(&call.session_id)? {
+            Some(_) => None,
+            None => project_or_detected(call.project.as_deref(), call.directory.as_deref())?,
+        };
         let update = self.record_activity(&ActivityRecord {
             session_id: call.session_id.clone(),
-            project: crate::agent::given(call.project.clone()),
+            project,
             event: ActivityEvent::ToolCall { remind: call.remind },
         })?;
         Ok(ToolCallOutcome { counted: true, reminder: update.reminder, activity: Some(update.activity) })

@@ -188,3 +188,23 @@ fn context_meter_op_reads_a_hosts_numbers() {
     let missing = Op::from_value(json!({"op": "context_meter", "args": {}})).unwrap_err();
     assert_eq!(missing.code, ErrorCode::InvalidArgument);
 }
+
+#[test]
+fn without_a_project_the_directory_names_it() {
+    let (mut s, _clock) = store_with_clock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("Billing_Api");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.display().to_string();
+    let started = run(&mut s, json!({"op": "session_start", "args": {"session_id": "d1", "directory": dir}})).unwrap();
+    assert_eq!(started["project"], "billing_api");
+    let prompt =
+        json!({"op": "user_prompt", "args": {"session_id": "d2", "content": "a prompt long enough", "directory": dir}});
+    run(&mut s, prompt).unwrap();
+    assert_eq!(s.get_session("d2").unwrap().project, "billing_api");
+    run(&mut s, json!({"op": "tool_call", "args": {"session_id": "d3", "tool": "Bash", "directory": dir}})).unwrap();
+    assert_eq!(s.get_session("d3").unwrap().project, "billing_api");
+    // a known session keeps its project whatever the directory says
+    let elsewhere = json!({"op": "tool_call", "args": {"session_id": "d3", "tool": "Bash", "directory": "/"}});
+    assert_eq!(run(&mut s, elsewhere).unwrap()["activity"]["project"], "billing_api");
+}

@@ -188,7 +188,6 @@ impl Store {
             agent: agent.clone(),
             parent_id: crate::agent::given(req.parent_id.clone()),
             title: req.title.clone(),
-            ..NewSession::default()
         })?;
         let project = session.project.clone();
         let kind = StartKind::of(req.source.as_deref());

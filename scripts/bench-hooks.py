@@ -2,7 +2,8 @@
 """Wall time of `cairn hook <event>` per Claude Code event with the daemon running (p50, p95),
 optionally side by side with engram's Claude Code hook scripts against the same daemon.
 
-Usage: scripts/bench-hooks.py [--bin target/release/cairn] [--runs 50] [--engram-scripts DIR]
+Usage: scripts/bench-hooks.py [--bin target/release/cairn] [--runs 50] [--baseline-bin OTHER]
+                              [--engram-scripts DIR]
 
 Starts `cairn serve --port 0` on a temp data dir (stopped by its pid at the end), seeds a few
 memories, then runs each hook `--runs` times as Claude Code would: a new process, the payload
@@ -17,9 +18,16 @@ A script runs where engram's `hooks/hooks.json` runs it: `session-start.sh` on S
 `startup`, `post-compaction.sh` on SessionStart `compact`, `subagent-stop.sh` on SubagentStop,
 `session-stop.sh` on Stop, `user-prompt-submit.sh` (when the checkout has one) on
 UserPromptSubmit. Each tool gets its own session ids, so a "first" is a first for both.
+
+`--baseline-bin OTHER`: another build of cairn (the last landed one), with its own daemon on its
+own data dir seeded the same way, run in the same rotation: one table, side by side.
+
+Each run's CPU is the process's user + system time and its children's (bash's curl and jq), from
+`getrusage(RUSAGE_CHILDREN)` around it; the daemon's share is not in it.
 """
 
 import argparse
+import resource
 import json
 import os
 import shutil
@@ -66,23 +74,51 @@ def percentile(values, p):
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+def children_cpu_ms():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
 def timed(cmd, payload, env, cwd, what):
+    """(wall ms, CPU ms, stdout) of one run."""
+    cpu0 = children_cpu_ms()
     t0 = time.perf_counter()
     out = subprocess.run(cmd, input=json.dumps(payload).encode(), env=env, cwd=cwd, capture_output=True)
     ms = (time.perf_counter() - t0) * 1000
+    cpu = children_cpu_ms() - cpu0
     if out.returncode != 0 or out.stderr:
         sys.exit(f"{what}: exit {out.returncode}: {out.stderr.decode()}")
-    return ms, out.stdout.decode()
+    return ms, cpu, out.stdout.decode()
+
+
+def start_daemon(binary, env, data):
+    """Start `binary serve` on a temp data dir, seeded with 20 memories; (process, port)."""
+    daemon = subprocess.Popen([binary, "serve", "--port", "0"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 20
+    while not (data / "daemon.json").exists():
+        if time.time() > deadline or daemon.poll() is not None:
+            daemon.kill()
+            sys.exit(f"the daemon of {binary} did not start")
+        time.sleep(0.05)
+    time.sleep(0.2)
+    port = json.loads((data / "daemon.json").read_text())["addr"].rsplit(":", 1)[1]
+    for i in range(20):
+        subprocess.run([binary, "save", f"Payment worker note {i}", f"Retries and backoff, item {i}",
+                        "--project", "shop-api"], env=env, check=True, capture_output=True)
+    return daemon, port
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(REPO / "target" / "release" / "cairn"))
+    ap.add_argument("--baseline-bin", metavar="OTHER", help="another cairn build, timed side by side")
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--engram-scripts", metavar="DIR",
                     help="engram's plugin/claude-code/scripts, timed side by side against the same daemon")
     args = ap.parse_args()
     args.bin = str(Path(args.bin).resolve())
+    baseline = str(Path(args.baseline_bin).resolve()) if args.baseline_bin else None
     engram = Path(args.engram_scripts).resolve() if args.engram_scripts else None
     if engram:
         if not (engram / "session-start.sh").is_file():
@@ -91,80 +127,91 @@ def main():
         if missing:
             sys.exit(f"engram's scripts need {', '.join(missing)} on PATH")
     with tempfile.TemporaryDirectory(prefix="cairn-bench-hooks-") as tmp:
-        data, project = Path(tmp, "data"), Path(tmp, "shop-api")
+        project = Path(tmp, "shop-api")
         project.mkdir()
         transcript = Path(tmp, "t.jsonl")
         transcript.write_text(json.dumps({"type": "assistant", "message": {"role": "assistant", "model": "m",
                               "usage": {"input_tokens": 150000}}}) + "\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "ENGRAM_"))}
-        env.update(CAIRN_DATA_DIR=str(data), CAIRN_AUTOSTART="never", CAIRN_EMBEDDER="none", NO_COLOR="1")
-        daemon = subprocess.Popen([args.bin, "serve", "--port", "0"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "ENGRAM_"))}
+        clean.update(CAIRN_AUTOSTART="never", CAIRN_EMBEDDER="none", NO_COLOR="1")
+        env = dict(clean, CAIRN_DATA_DIR=str(Path(tmp, "data")))
+        base_env = dict(clean, CAIRN_DATA_DIR=str(Path(tmp, "baseline-data")))
+        daemons = []
         try:
-            deadline = time.time() + 20
-            while not (data / "daemon.json").exists():
-                if time.time() > deadline or daemon.poll() is not None:
-                    sys.exit("the daemon did not start")
-                time.sleep(0.05)
-            time.sleep(0.2)
-            port = json.loads((data / "daemon.json").read_text())["addr"].rsplit(":", 1)[1]
+            daemon, port = start_daemon(args.bin, env, Path(env["CAIRN_DATA_DIR"]))
+            daemons.append(daemon)
+            if baseline:
+                daemons.append(start_daemon(baseline, base_env, Path(base_env["CAIRN_DATA_DIR"]))[0])
             # engram's scripts read only ENGRAM_PORT (the host is fixed at 127.0.0.1).
             engram_env = dict(env, ENGRAM_PORT=port)
-            for i in range(20):
-                subprocess.run([args.bin, "save", f"Payment worker note {i}", f"Retries and backoff, item {i}",
-                                "--project", "shop-api"], env=env, check=True, capture_output=True)
             base = {"transcript_path": str(transcript), "cwd": str(project)}
             table = []
             for label, event, extra, script in rows():
                 script_path = engram / script if engram and script and (engram / script).is_file() else None
-                cairn_ms, engram_ms = [], []
+                times = {"cairn": ([], []), "baseline": ([], []), "engram": ([], [])}
                 for run in range(args.runs):
                     # a new session each run and tool, so "first prompt" and "startup" are real firsts
                     payload = dict(base, **extra, hook_event_name=event)
-                    jobs = [("cairn", [args.bin, "hook", event], env, cairn_ms)]
+                    jobs = [("cairn", [args.bin, "hook", event], env)]
+                    if baseline:
+                        jobs.append(("baseline", [baseline, "hook", event], base_env))
                     if script_path:
-                        jobs.append(("engram", ["bash", str(script_path)], engram_env, engram_ms))
-                        if run % 2:
-                            jobs.reverse()
-                    for who, cmd, job_env, times in jobs:
-                        ms, stdout = timed(cmd, dict(payload, session_id=str(uuid.uuid4())), job_env, project,
-                                           f"{who} {label}")
-                        times.append(ms)
+                        jobs.append(("engram", ["bash", str(script_path)], engram_env))
+                    # the order rotates, so no tool always runs right after another
+                    jobs = jobs[run % len(jobs):] + jobs[:run % len(jobs)]
+                    for who, cmd, job_env in jobs:
+                        ms, cpu, stdout = timed(cmd, dict(payload, session_id=str(uuid.uuid4())), job_env, project,
+                                                f"{who} {label}")
+                        times[who][0].append(ms)
+                        times[who][1].append(cpu)
                         # engram's start scripts print the project's context: proof they reached
                         # this daemon (a script that cannot reach it starts `engram serve` instead)
                         if who == "engram" and run == 0 and script in ("session-start.sh", "post-compaction.sh") \
                                 and "Payment worker note" not in stdout:
                             sys.exit(f"engram {script} did not get the context from the daemon:\n{stdout}")
-                table.append((label, cairn_ms, engram_ms, script if script_path else None))
+                table.append((label, times, script if script_path else None))
             if engram:
                 # the sub-agent capture went through engram's script too
                 found = subprocess.run([args.bin, "search", "ledger service", "--project", "shop-api", "--json"],
                                        env=env, check=True, capture_output=True)
                 if not json.loads(found.stdout)["hits"]:
                     sys.exit("engram subagent-stop.sh stored nothing")
-            print_table(table, args, engram)
+            print_table(table, args, baseline, engram)
         finally:
-            daemon.terminate()
-            daemon.wait(timeout=10)
+            for daemon in daemons:
+                daemon.terminate()
+                daemon.wait(timeout=10)
 
 
-def print_table(table, args, engram):
+def print_table(table, args, baseline, engram):
     print(f"cairn hook, daemon running, {args.runs} runs each ({args.bin})")
-    if not engram:
-        print(f"{'event':<28} {'p50 ms':>8} {'p95 ms':>8}")
-        for label, cairn_ms, _, _ in table:
-            print(f"{label:<28} {statistics.median(cairn_ms):>8.1f} {percentile(cairn_ms, 95):>8.1f}")
-        return
-    print(f"engram's scripts from {engram}, interleaved, same daemon and payloads")
-    print("| event | cairn p50 ms | cairn p95 ms | engram script | engram p50 ms | engram p95 ms | engram/cairn p50 |")
-    print("|---|---:|---:|---|---:|---:|---:|")
-    for label, cairn_ms, engram_ms, script in table:
-        c50, c95 = statistics.median(cairn_ms), percentile(cairn_ms, 95)
-        if engram_ms:
-            e50, e95 = statistics.median(engram_ms), percentile(engram_ms, 95)
-            print(f"| {label} | {c50:.1f} | {c95:.1f} | `{script}` | {e50:.1f} | {e95:.1f} | {e50 / c50:.1f}× |")
-        else:
-            print(f"| {label} | {c50:.1f} | {c95:.1f} | — | | | |")
+    if baseline:
+        print(f"baseline: {baseline}, its own daemon")
+    if engram:
+        print(f"engram's scripts from {engram}, same daemon and payloads")
+    print("wall and CPU (user + system, with children) in ms; p50 unless said")
+    head = ["event", "cairn wall", "cairn p95", "cairn CPU"]
+    if baseline:
+        head += ["baseline wall", "baseline CPU"]
+    if engram:
+        head += ["engram script", "engram wall", "engram CPU", "engram/cairn wall"]
+    print("| " + " | ".join(head) + " |")
+    print("|---|" + "|".join("---" if h == "engram script" else "---:" for h in head[1:]) + "|")
+    for label, times, script in table:
+        wall, cpu = times["cairn"]
+        cells = [label, f"{statistics.median(wall):.1f}", f"{percentile(wall, 95):.1f}",
+                 f"{statistics.median(cpu):.1f}"]
+        if baseline:
+            bwall, bcpu = times["baseline"]
+            cells += [f"{statistics.median(bwall):.1f}", f"{statistics.median(bcpu):.1f}"]
+        if engram:
+            ewall, ecpu = times["engram"]
+            if ewall:
+                cells += [f"`{script}`", f"{statistics.median(ewall):.1f}", f"{statistics.median(ecpu):.1f}",
+                          f"{statistics.median(ewall) / statistics.median(wall):.1f}×"]
+            else:
+                cells += ["—", "", "", ""]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ const SPOOL_MAX_EVENTS = 10_000;
 const SPOOL_MAX_BYTES = 64 * 1024 * 1024;
 const SPOOL_MAX_RECORD_BYTES = 1024 * 1024;
 /** The daemon's operations this plugin sends that write: what must reach the store even when the daemon is not up yet. */
-const WRITE_OPS = new Set(["start_session", "user_prompt", "record_activity", "capture_passive", "save_compaction", "end_session", "add_prompt", "session_summary", "save"]);
+const WRITE_OPS = new Set(["start_session", "user_prompt", "record_activity", "capture_passive", "save_compaction", "end_session", "add_prompt", "session_summary", "save", "session_start", "tool_call", "record_session"]);
 /** The engram routes this plugin posts that are one of those writes. */
 const WRITE_ROUTES: Record<string, string> = { "/sessions": "start_session", "/observations/passive": "capture_passive" };
 /** What OpenCode's `opencode run` prompt is cut to before it leaves the process. */
@@ -553,6 +553,8 @@ const server = async (ctx: Dict, options?: Dict) => {
     lastPrompt?: string;
     summarySaved?: boolean;
     used?: number;
+    meter?: Promise<Dict | null>;
+    meterKey?: string;
     providerID?: string;
     modelID?: string;
     compacting?: boolean;
@@ -672,22 +674,25 @@ const server = async (ctx: Dict, options?: Dict) => {
     }
     return { limit: Number(config.context_meter?.default_limit) || 200000, known: false };
   }
-  function usage(s: Session): { percent: number; used: number; limit: number } | null {
-    if (!s.used) return null;
-    const { limit } = limitOf(s);
-    return { percent: Math.round((s.used * 100) / limit), used: s.used, limit };
-  }
-  function meterLine(s: Session): string | null {
-    const m = config.context_meter ?? {};
-    if (m.enabled === false) return null;
-    const u = usage(s);
-    if (!u) return null;
-    const fmt = (n: number) => n.toLocaleString("en-US");
-    const status = u.percent >= m.critical ? "critical" : u.percent >= m.red ? "red" : u.percent >= m.yellow ? "yellow" : "green";
-    const icon = { green: "🟢", yellow: "🟡", red: "🔴", critical: "⛔" }[status];
-    let line = `${icon} Context: ${u.percent}% used (${fmt(u.used)} / ${fmt(u.limit)} tokens, ${s.providerID}/${s.modelID})`;
-    if (status !== "green") line += ` — at the next natural break, call memory_compact to compact this session (its summary is kept in cairn).`;
-    return line;
+  /**
+   * The context meter of the session's last step, from the daemon (one rule for every host:
+   * the line, the status, whether to compact); memoised per (used, limit). Null when nothing
+   * was measured yet, or the daemon is older or away.
+   */
+  function meterOf(s: Session): Promise<Dict | null> {
+    if (!s.used) return Promise.resolve(null);
+    const { limit, known } = limitOf(s);
+    const key = `${s.used}/${limit}/${s.providerID}/${s.modelID}`;
+    if (s.meterKey === key && s.meter) return s.meter;
+    const model = s.providerID && s.modelID ? `${s.providerID}/${s.modelID}` : undefined;
+    s.meterKey = key;
+    s.meter = op("context_meter", { used: s.used, limit: known ? limit : undefined, model, host: "opencode" }).catch((e: any) => {
+      if (s.meterKey === key) s.meterKey = undefined;
+      if (unknownOp(e)) log("info", "cairn: the daemon has no context_meter op (older cairn); no context meter");
+      else log("warn", `cairn: context meter failed: ${e?.message ?? e}`);
+      return null;
+    });
+    return s.meter;
   }
 
   // ---- compaction -------------------------------------------------------------------------------
@@ -795,14 +800,16 @@ const server = async (ctx: Dict, options?: Dict) => {
         const t = info.tokens;
         if (t && info.summary !== true) {
           const used = Number(t.total) || (Number(t.input) || 0) + (Number(t.output) || 0) + (Number(t.cache?.read) || 0) + (Number(t.cache?.write) || 0);
-          if (used > 0) s.used = used;
+          if (used > 0 && used !== s.used) {
+            s.used = used;
+            void meterOf(s); // asked now, so the next request's system transform finds it ready
+          }
         }
         const done = info.finish && info.finish !== "tool-calls" && info.time?.completed;
         if (done && info.summary !== true && !s.sub) {
-          // M9: compaction at a threshold, off unless configured
-          const autoAt = Number(config.compaction?.auto_at);
-          const u = usage(s);
-          if (autoAt > 0 && u && u.percent / 100 >= autoAt) scheduleCompaction(s, "auto");
+          // M9: compaction at a threshold, off unless configured (the daemon decides)
+          const m = await within(meterOf(s), CALL_TIMEOUT);
+          if (m?.auto_compact) scheduleCompaction(s, "auto");
           // E8: the finished turn's "## Key Learnings"
           const text = textOf.get(info.id);
           if (text && /^#{1,6}\s*key learnings/im.test(text) && !s.passiveDone.has(info.id)) {
@@ -893,11 +900,10 @@ const server = async (ctx: Dict, options?: Dict) => {
         const firstHere = !s.seenPrompt;
         s.seenPrompt = true;
         const proj = await projectOrUndefined();
-        const wantBlock = firstHere && config.inject?.mode !== "system" ? memoryBlock(text || undefined, id).catch(() => null) : null;
-        const wantBlockSystem = firstHere && config.inject?.mode === "system" ? memoryBlock(text || undefined, id).catch(() => null) : null;
         let answer: Dict | null = null;
         try {
-          answer = await op("user_prompt", { session_id: id, project: proj, content: text, agent, directory });
+          // one round trip: the daemon answers the block of a first prompt and the trigger note
+          answer = await op("user_prompt", { session_id: id, project: proj, content: text, agent, directory, host: "opencode" });
         } catch (e) {
           if (!unknownOp(e)) throw e;
           // an older daemon: register the session and store the prompt the engram way
@@ -906,15 +912,17 @@ const server = async (ctx: Dict, options?: Dict) => {
           if (text.length > 10) await op("add_prompt", { session_id: id, project: proj, content: text });
           answer = { first_prompt: firstHere, memory_trigger: false, legacy: true };
         }
-        const block = answer?.first_prompt ? await (wantBlock ?? Promise.resolve(null)) : null;
-        if (wantBlockSystem) {
-          const b = await wantBlockSystem;
-          if (b) {
-            s.block = b;
-            s.blockInSystem = true;
-          }
+        // an older daemon answers no texts: the block is asked for separately
+        const older = !Array.isArray(answer?.texts);
+        const first = Boolean(answer?.first_prompt);
+        const found = !first ? null : older ? await memoryBlock(text, id).catch(() => null) : typeof answer?.context === "string" && answer.context.trim() ? (answer.context as string) : null;
+        const inSystem = config.inject?.mode === "system";
+        if (found && inSystem) {
+          s.block = found;
+          s.blockInSystem = true;
         }
-        const trigger = answer?.memory_trigger ? (peek("trigger") ?? (await warm("trigger"))) : null;
+        const block = inSystem ? null : found;
+        const trigger = !answer?.memory_trigger ? null : typeof answer?.trigger === "string" ? (answer.trigger as string) : (peek("trigger") ?? (await warm("trigger")));
         // H8: when and how to pull the conversation history, once per session, kept in the
         // conversation (not in every request's system prompt)
         const history = answer?.first_prompt && !answer?.legacy ? (peek("history") ?? (await warm("history"))) : null;
@@ -973,12 +981,18 @@ const server = async (ctx: Dict, options?: Dict) => {
       // fire-and-forget: nothing here delays the agent
       void (async () => {
         if (await isSubAgent(id)) return;
-        if (!isCairnTool(tool)) {
-          background("counting a tool call", async () => {
-            await register(s);
-            return op("record_activity", { session_id: id, project: await projectOrUndefined(), event: "tool_call" });
-          });
-        }
+        // the daemon tells cairn's own tools from the host's (its MCP server counts its own)
+        background("counting a tool call", async () => {
+          await register(s);
+          const project = await projectOrUndefined();
+          try {
+            return await op("tool_call", { session_id: id, project, tool, host: "opencode" });
+          } catch (e) {
+            if (!unknownOp(e)) throw e;
+            // an older daemon: count it the way it knows
+            return isCairnTool(tool) ? null : op("record_activity", { session_id: id, project, event: "tool_call" });
+          }
+        });
         const out = output?.output;
         if (tool.toLowerCase() === "task" && typeof out === "string" && out.trim().length > 50) await passive(s, out, "task-complete");
       })();
@@ -1036,8 +1050,8 @@ const server = async (ctx: Dict, options?: Dict) => {
       }
       if (s.blockPending) await within(s.blockPending, HOOK_WAIT);
       if (s.blockInSystem && s.block && !joined.includes(s.block)) add.push(s.block);
-      const meter = meterLine(s);
-      if (meter) add.push(meter);
+      const meter = await within(meterOf(s), HOOK_WAIT);
+      if (meter?.line) add.push(meter.line as string);
       if (add.length === 0) return;
       const extra = add.join("\n\n");
       // appended to the LAST entry, never a new one (some chat templates take one system block)
@@ -1099,10 +1113,10 @@ const server = async (ctx: Dict, options?: Dict) => {
             const id: string | undefined = context?.sessionID;
             if (!id) return "memory_compact: no session";
             const s = session(id);
-            const u = usage(s);
+            const u = await within(meterOf(s), CALL_TIMEOUT);
             const min = Number(config.compaction?.min_percent ?? 50);
-            const at = u ? `${u.percent}% (${u.used.toLocaleString("en-US")} / ${u.limit.toLocaleString("en-US")} tokens)` : "an unknown level";
-            if (!args?.force && (!u || u.percent < min)) {
+            const at = u ? `${u.percent}% (${Number(u.used).toLocaleString("en-US")} / ${Number(u.limit).toLocaleString("en-US")} tokens)` : "an unknown level";
+            if (!args?.force && (!u || !u.compact_allowed)) {
               return `Not compacting: the context is at ${at}, below the ${min}% minimum; there is little to gain. Pass force: true to compact anyway.`;
             }
             if (s.compacting) return "A compaction of this session is already under way.";

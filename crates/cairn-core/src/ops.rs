@@ -215,6 +215,12 @@ pub enum Op {
     Plans(crate::history::plans::PlansRequest),
     /// How full a session's context window is, from the archive (O2, O4's numbers).
     ContextUsage(crate::history::context_usage::ContextUsageRequest),
+    /// A session starts in a host: registered, and what the host injects (one round trip).
+    SessionStart(crate::agent::intent::SessionStart),
+    /// One of the agent's tool calls, counted (cairn's own are not).
+    ToolCall(crate::agent::intent::ToolCall),
+    /// The context meter of a host's numbers: the line, the status, the compaction decisions.
+    ContextMeter(crate::agent::meter::MeterRequest),
 }
 
 fn yes() -> bool {
@@ -374,8 +380,7 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::Doctor => OpOutput::Doctor(doctor(store)),
         Op::Protocol(req) => OpOutput::Protocol(crate::agent::protocol::protocol_checked(req)?),
         Op::UserPrompt(prompt) => {
-            let patterns = crate::settings::plugin::current().triggers.keyword_patterns;
-            OpOutput::UserPrompt(store.user_prompt(&prompt, &patterns)?)
+            OpOutput::UserPrompt(store.user_prompt_op(&prompt, &crate::settings::plugin::current())?)
         }
         Op::SaveCompaction(summary) => {
             let saved = store.save_compaction(&summary)?;
@@ -383,6 +388,9 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
             OpOutput::SaveCompaction(saved)
         }
         Op::RecordSession(req) => OpOutput::RecordSession(store.record_session(&req)?),
+        Op::SessionStart(req) => OpOutput::SessionStart(store.session_start(&req)?),
+        Op::ToolCall(call) => OpOutput::ToolCall(store.tool_call(&call)?),
+        Op::ContextMeter(req) => OpOutput::ContextMeter(crate::agent::meter::context_meter(&req)?),
         Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
         Op::PluginConfig => OpOutput::PluginConfig(crate::settings::plugin::current()),
         history_op => history(store, history_op)?,
@@ -716,6 +724,9 @@ mod tests {
             K::HistoryPullPart => json!({"session_id": "s", "message_id": "m", "part_id": "p"}),
             K::HistorySearch => json!({"query": "q"}),
             K::HistoryIngest | K::Plans | K::ContextUsage => json!({}),
+            K::SessionStart => json!({"session_id": "s"}),
+            K::ToolCall => json!({"session_id": "s", "tool": "Bash"}),
+            K::ContextMeter => json!({"used": 1}),
             K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats => return None,
         })
     }
@@ -791,6 +802,7 @@ mod tests {
             "history_stats",
             "plans",
             "context_usage",
+            "context_meter",
         ];
         assert_eq!(named(|spec| spec.writes == Writes::Nothing), reads);
         // history.db is written through `Store::history`, never the memory store's writer: a

@@ -1,6 +1,7 @@
-//! `cairn hook <event>`: one Claude Code hook. Reads the hook's JSON on stdin, runs the ops
-//! the rules of `cairn_core::agent::hooks` name through the one client (the daemon, started
-//! if needed, else the file), and prints Claude Code's answer.
+//! `cairn hook <event>`: one Claude Code hook, a translator. Reads the hook's JSON on stdin,
+//! sends the event's one op (`session_start`, `user_prompt`, `tool_call`, ...; the rules are
+//! cairn-core's) through the one client (the daemon, started if needed, else the file), and
+//! prints Claude Code's answer.
 //!
 //! A hook sits on the agent's critical path, so it never fails and never waits long: the work
 //! runs on a thread, and at the deadline the main thread prints the fail-open answer (`{}`)
@@ -21,23 +22,22 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, anyhow, bail};
 use cairn_client::{Client, ConnectOptions, Delivered, Role};
 use cairn_core::agent::hooks::{
-    AGENT, FAIL_OPEN, HookEvent, HookInput, StartInjection, StartKind, clean, context_answer, context_meter,
-    fingerprint, is_cairn_tool, last_assistant_text, start_injection, transcript_usage, updated_input_answer,
-    with_session_id,
+    AGENT, FAIL_OPEN, HookEvent, HookInput, clean, context_answer, last_assistant_text, transcript_usage,
+    updated_input_answer, with_session_id,
 };
+use cairn_core::agent::intent::{
+    SessionStart, SessionStartOutcome, ToolCall, ToolCallOutcome, is_cairn_tool, wants_protocol,
+};
+use cairn_core::agent::meter::MeterRequest;
 use cairn_core::agent::protocol::{Host, Part, ToolProfile};
 use cairn_core::agent::{
-    ActivityEvent, ActivityRecord, ActivityUpdate, CompactionSave, CompactionTrigger, ProjectHints, ProtocolRequest,
-    RecordSession, SessionActivity, UserPrompt, UserPromptOutcome, protocol, resolve_project,
+    CompactionSave, CompactionTrigger, ProjectHints, ProtocolRequest, RecordSession, UserPrompt, UserPromptOutcome,
+    protocol, resolve_project,
 };
-use cairn_core::clock::{Clock, SystemClock};
-use cairn_core::context::{Context, ContextLayout, ContextRequest};
 use cairn_core::history::ingest::{PokeRequest, check_host_source, process_env};
 use cairn_core::history::model::HistoryHost;
-use cairn_core::history::query::{Chart, SessionRef};
 use cairn_core::ops::Op;
 use cairn_core::sessions::NewSession;
-use cairn_core::settings::plugin::{CompactionMode, ProtocolAgents};
 use cairn_core::settings::{Overrides, Settings};
 use cairn_core::{ErrorCode, passive};
 use serde::de::DeserializeOwned;
@@ -176,6 +176,17 @@ impl Hook {
         self.input.cwd.clone()
     }
 
+    /// `--project` / `CAIRN_PROJECT`, when set: otherwise the daemon detects the project from
+    /// [`Self::directory`] (and caches it), so the hook runs no git of its own.
+    fn named_project(&self) -> Option<String> {
+        self.settings.project.value.clone()
+    }
+
+    /// Where Claude Code runs: the payload's `cwd`, else this process's.
+    fn directory(&self) -> Option<String> {
+        self.cwd().or_else(|| std::env::current_dir().ok().map(|d| d.display().to_string()))
+    }
+
     /// The project of the directory Claude Code runs in (`CAIRN_PROJECT` wins).
     fn project(&self) -> Result<String> {
         let hints = ProjectHints {
@@ -190,30 +201,10 @@ impl Hook {
     /// A text of the one protocol source, for Claude Code with the agent tools; empty when
     /// `[inject] protocol` leaves Claude Code out.
     fn protocol(&self, part: Part) -> String {
-        let wanted = match &self.settings.plugin.config.inject.protocol {
-            ProtocolAgents::All(on) => *on,
-            ProtocolAgents::Named(agents) => agents.iter().any(|a| a == AGENT),
-        };
-        if part == Part::Memory && !wanted {
+        if part == Part::Memory && !wants_protocol(&self.settings.plugin.config, Some(AGENT)) {
             return String::new();
         }
         protocol(ProtocolRequest { host: Host::ClaudeCode, tools: ToolProfile::Agent, part, session_id: None }).text
-    }
-
-    fn context(&self, project: &str, layout: ContextLayout, query: Option<String>, budget: usize) -> Result<String> {
-        let req = ContextRequest {
-            project: Some(project.to_owned()),
-            budget_bytes: budget,
-            layout,
-            query,
-            session_id: Some(self.session.clone()),
-            ..ContextRequest::default()
-        };
-        let ctx: Context = self.call(Op::Context(req))?;
-        // A heading over nothing is noise in every request of the session (the `[MEMORY]`
-        // block is never empty: with nothing stored it says so, and how to search).
-        let empty = ctx.memory_ids.is_empty() && ctx.session_ids.is_empty() && ctx.prompt_ids.is_empty();
-        Ok(if empty && layout == ContextLayout::Recent { String::new() } else { ctx.context })
     }
 
     /// The transcript's last 512 KB (`None` when there is none to read).
@@ -236,115 +227,64 @@ impl Hook {
         }
     }
 
-    /// E18/E19: register the session, then the protocol and the project's context. A resume
-    /// sends only what changed since the last injection (the transcript replays that one);
-    /// after a compaction everything comes back, with the note that the summary is stored.
+    /// Register the session and inject what `session_start` answers: the protocol and the
+    /// project's context; on a resume only what changed; after a compaction the note and chart.
     fn session_start(&self) -> Result<String> {
-        let project = self.project()?;
-        let started: Option<Value> = self.write(Op::StartSession(NewSession {
-            id: self.session.clone(),
-            project: Some(project.clone()),
-            directory: self.cwd(),
-            agent: Some(AGENT.to_owned()),
-            ..NewSession::default()
-        }))?;
-        if started.is_none() {
-            return Ok(FAIL_OPEN.to_owned());
-        }
-        let kind = StartKind::of(self.input.source.as_deref());
-        let injected_before = kind == StartKind::Resume
-            && self
-                .call::<SessionActivity>(Op::SessionActivity { session_id: self.session.clone() })?
-                .context_fingerprint
-                .is_some();
-        let protocol = self.protocol(Part::Memory);
-        let mut note = if kind == StartKind::Compact { self.protocol(Part::CompactionNote) } else { String::new() };
-        if kind == StartKind::Compact
-            && let Some(chart) = self.chart(protocol.len() + note.len())
-        {
-            note = format!("{note}\n\n{chart}");
-        }
-        // The protocol and the note come first and whole; the context gets what is left.
-        let room = cairn_core::agent::hooks::MAX_CONTEXT_CHARS.saturating_sub(protocol.len() + note.len() + 100);
-        let budget = room.min(self.settings.plugin.config.inject.budget_bytes);
-        let context = self.context(&project, ContextLayout::Recent, None, budget)?;
-        // The note is left out of the fingerprint: a resume after a compaction replays the
-        // compact injection, and the same protocol and context again would be a second copy.
-        let print = fingerprint(&[protocol.as_str(), context.as_str()].join("\u{0}"));
-        let Some(update) = self.write::<ActivityUpdate>(Op::RecordActivity(ActivityRecord {
+        let Some(start) = self.write::<SessionStartOutcome>(Op::SessionStart(SessionStart {
             session_id: self.session.clone(),
-            project: Some(project),
-            event: ActivityEvent::ContextInjected { fingerprint: print },
+            project: self.named_project(),
+            directory: self.directory(),
+            agent: Some(AGENT.to_owned()),
+            host: Host::ClaudeCode,
+            source: self.input.source.clone(),
+            transcript_path: self.input.transcript_path.as_ref().map(PathBuf::from),
+            ..SessionStart::default()
         }))?
         else {
             return Ok(FAIL_OPEN.to_owned());
         };
-        let parts = match start_injection(kind, injected_before, update.context_changed.unwrap_or(true)) {
-            StartInjection::Everything => vec![protocol, context, note],
-            StartInjection::ContextOnly => vec![context],
-            StartInjection::Nothing => return Ok(FAIL_OPEN.to_owned()),
-        };
-        Ok(context_answer(HookEvent::SessionStart, &parts))
+        Ok(context_answer(HookEvent::SessionStart, &start.texts))
     }
 
-    /// E20: store the prompt; the first one gets the `[MEMORY]` block for it, a "remember …"
-    /// the trigger note, a later one the save reminder when due; and the context meter.
+    /// Store the prompt and inject what `user_prompt` answers for it: the `[MEMORY]` block of a
+    /// first prompt, the trigger note, the save reminder when due, the context meter.
     fn user_prompt_submit(&self) -> Result<String> {
         let prompt = clean(self.input.prompt.as_deref().context("UserPromptSubmit without a prompt")?);
-        let project = self.project()?;
         let Some(outcome) = self.write::<UserPromptOutcome>(Op::UserPrompt(UserPrompt {
             session_id: self.session.clone(),
-            project: Some(project.clone()),
-            content: prompt.clone(),
+            project: self.named_project(),
+            content: prompt,
             agent: Some(AGENT.to_owned()),
-            directory: self.cwd(),
+            directory: self.directory(),
+            host: Some(Host::ClaudeCode),
+            remind: true,
+            usage: self.usage(),
         }))?
         else {
             return Ok(FAIL_OPEN.to_owned());
         };
-        let mut parts = Vec::new();
-        if outcome.first_prompt {
-            let budget = self.settings.plugin.config.inject.budget_bytes;
-            parts.push(self.context(&project, ContextLayout::MemoryBlock, Some(prompt), budget)?);
-        }
-        if outcome.memory_trigger {
-            parts.push(self.protocol(Part::Trigger));
-        }
-        if !outcome.first_prompt {
-            parts.extend(self.reminder()?);
-        }
-        parts.extend(self.meter());
-        Ok(context_answer(HookEvent::UserPromptSubmit, &parts))
+        Ok(context_answer(HookEvent::UserPromptSubmit, &outcome.texts))
     }
 
-    /// The save reminder due now, counted as sent.
-    fn reminder(&self) -> Result<Option<String>> {
-        let activity: SessionActivity = self.call(Op::SessionActivity { session_id: self.session.clone() })?;
-        let Some(reminder) = activity.reminder_due(SystemClock.now()) else { return Ok(None) };
-        let sent: Option<ActivityUpdate> = self.write(Op::RecordActivity(ActivityRecord {
-            session_id: self.session.clone(),
-            project: None,
-            event: ActivityEvent::ReminderSent,
-        }))?;
-        Ok(sent.map(|_| reminder))
-    }
-
-    /// O4: the meter line from the transcript's last answer, when the window is filling up.
-    fn meter(&self) -> Option<String> {
-        let settings = &self.settings.plugin.config.context_meter;
+    /// The window's usage from the transcript's last answer (the meter's numbers).
+    fn usage(&self) -> Option<MeterRequest> {
         let tail = self.transcript_tail(self.input.transcript_path.as_deref())?;
-        context_meter(&transcript_usage(&tail, settings.default_limit)?, settings)
+        let usage = transcript_usage(&tail, 0)?;
+        Some(MeterRequest { used: usage.used, limit: None, model: Some(usage.model), host: Host::ClaudeCode })
     }
 
-    /// E7: count the agent's tool calls (cairn's own are counted by its MCP server).
+    /// Count the agent's tool calls (cairn's own are counted by its MCP server: no round trip).
     fn post_tool_use(&self) -> Result<String> {
-        if self.input.tool_name.as_deref().is_none_or(is_cairn_tool) {
+        let Some(tool) = self.input.tool_name.clone().filter(|t| !is_cairn_tool(Host::ClaudeCode, t)) else {
             return Ok(FAIL_OPEN.to_owned());
-        }
-        let _: Option<ActivityUpdate> = self.write(Op::RecordActivity(ActivityRecord {
+        };
+        let _: Option<ToolCallOutcome> = self.write(Op::ToolCall(ToolCall {
             session_id: self.session.clone(),
-            project: Some(self.project()?),
-            event: ActivityEvent::ToolCall { remind: false },
+            project: self.named_project(),
+            directory: self.directory(),
+            tool,
+            host: Host::ClaudeCode,
+            remind: false,
         }))?;
         Ok(FAIL_OPEN.to_owned())
     }
@@ -411,37 +351,6 @@ impl Hook {
         }
     }
 
-    /// H6 on Claude Code: the summary cannot be replaced, so the chart of the turns before the
-    /// compaction comes with the context, when `compaction.mode` is `chart` and it fits beside
-    /// the `used` characters.
-    fn chart(&self, used: usize) -> Option<String> {
-        let charting = &self.settings.history.config.context_charting;
-        if self.settings.plugin.config.compaction.mode != CompactionMode::Chart || !charting.enable {
-            return None;
-        }
-        self.archive(self.input.transcript_path.as_deref());
-        let chart = match self.call::<Chart>(Op::HistoryChart(SessionRef { session_id: self.session.clone() })) {
-            Ok(chart) => chart.chart,
-            // nothing archived of this session (no transcript yet): no chart, nothing to say
-            Err(e)
-                if e.downcast_ref::<cairn_core::CairnError>()
-                    .is_some_and(|e| e.code == ErrorCode::HistorySessionNotFound) =>
-            {
-                return None;
-            }
-            Err(e) => {
-                note(&format!("cairn hook: no chart of {}: {e:#}", self.session));
-                return None;
-            }
-        };
-        let room = cairn_core::agent::hooks::MAX_CONTEXT_CHARS.saturating_sub(used + 200);
-        if chart.len() > room {
-            note(&format!("cairn hook: the chart of {} ({} chars) does not fit in {room}", self.session, chart.len()));
-            return None;
-        }
-        Some(chart)
-    }
-
     /// H7: a sub-agent gets the protocol, and its parent's session id with how to pull the
     /// parent's history (unless `[history] upstream_history` says otherwise for it).
     fn subagent_start(&self) -> Result<String> {
@@ -477,15 +386,13 @@ impl Hook {
     /// Revise the session's Last Session record after a turn (the next session's "what we did
     /// last time"); a failure is a line on stderr, the turn is done either way.
     fn record_session(&self) {
-        let req = RecordSession { session_id: self.session.clone(), project: self.project().ok(), compacted: false };
-        if let Err(e) = self.call::<Value>(Op::RecordSession(req)) {
+        let req = RecordSession { session_id: self.session.clone(), project: self.named_project(), compacted: false };
+        if let Err(e) = self.write::<Value>(Op::RecordSession(req)) {
             note(&format!("cairn hook: the Last Session record of {} was not revised: {e:#}", self.session));
         }
     }
 
     fn end_session(&self) -> Result<()> {
-        // Spooled, the end waits behind the session's start, which this hook's SessionStart
-        // spooled or delivered before it.
         let end =
             || self.write::<Value>(Op::EndSession { id: self.session.clone(), summary: None, keep_activity: true });
         match end() {

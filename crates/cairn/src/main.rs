@@ -24,6 +24,12 @@ use clap::Parser;
 /// Exit codes (README "Exit codes"): 0 ok · 1 unexpected · 2 usage · 3 invalid input ·
 /// 4 not found · 5 conflict · 6 store unavailable.
 fn main() -> ExitCode {
+    // A hook runs on every agent event and its budget is milliseconds: `cairn hook <event>` as
+    // Claude Code runs it skips building the whole CLI (clap's tree of every command).
+    if let Some(event) = bare_hook_event(std::env::args_os().skip(1)) {
+        let _ = hook::run(&event, cairn_core::settings::Overrides::default());
+        return ExitCode::SUCCESS;
+    }
     let cli = cli::Cli::parse();
     let json = cli.global.json;
     match run::run(cli) {
@@ -31,6 +37,13 @@ fn main() -> ExitCode {
         Err(err) if err.is::<output::BrokenPipe>() => ExitCode::SUCCESS,
         Err(err) => report(&err, json),
     }
+}
+
+/// The event of exactly `hook <event>` (no flag anywhere); anything else goes through clap.
+fn bare_hook_event(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<String> {
+    let (command, event) = (args.next()?, args.next()?);
+    let event = event.into_string().ok()?;
+    (command == "hook" && !event.starts_with('-') && args.next().is_none()).then_some(event)
 }
 
 /// Log to stderr with the `log` setting (defaults < config.toml < `CAIRN_LOG`): called once
@@ -58,4 +71,20 @@ fn report(err: &anyhow::Error, json: bool) -> ExitCode {
         output::note(&format!("hint: {hint}"));
     }
     ExitCode::from(u8::try_from(exit).unwrap_or(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bare_hook_event;
+
+    #[test]
+    fn only_a_bare_hook_skips_the_cli_parser() {
+        let event = |args: &[&str]| bare_hook_event(args.iter().map(std::ffi::OsString::from));
+        assert_eq!(event(&["hook", "SessionStart"]).as_deref(), Some("SessionStart"));
+        assert_eq!(event(&["hook"]), None, "clap answers the missing event");
+        assert_eq!(event(&["hook", "--help"]), None);
+        assert_eq!(event(&["hook", "Stop", "--data-dir", "x"]), None);
+        assert_eq!(event(&["--data-dir", "x", "hook", "Stop"]), None);
+        assert_eq!(event(&["save", "Stop"]), None);
+    }
 }

@@ -31,6 +31,7 @@ export const NOTE = 'The summary of this compaction is stored in cairn automatic
 export const CONTINUITY = 'You are compacting your own session. You are summarizing for yourself, not another agent.';
 export const HISTORY = '## Session History\ncairn keeps the full conversation history. Search first: history_search.';
 export const CHART_PROMPT = 'Do not think. Do not summarize. Return exactly the following text and nothing else:\n# Summary\nChart unavailable.';
+export const MEMORY_BLOCK = '[MEMORY]\n## Project Brief\n- cairn is a memory engine';
 export const upstream = (parent) => `**Upstream session ID: ${parent}**\nYou are a sub-agent.`;
 
 /**
@@ -40,6 +41,7 @@ export const upstream = (parent) => `**Upstream session ID: ${parent}**\nYou are
  */
 export async function fakeDaemon({ answers = {}, delayMs = 0, health = true, port = 0 } = {}) {
   const requests = [];
+  const prompted = new Set();
   const defaults = {
     protocol: (a) => ({
       host: a.host,
@@ -47,7 +49,25 @@ export async function fakeDaemon({ answers = {}, delayMs = 0, health = true, por
       text: { memory: PROTOCOL, trigger: TRIGGER, compaction_note: NOTE, continuity: CONTINUITY, history: HISTORY, chart_prompt: CHART_PROMPT, upstream: upstream(a.session_id) }[a.part ?? 'memory'],
     }),
     plugin_config: {},
-    user_prompt: { prompt_id: 1, first_prompt: true, memory_trigger: false },
+    // today's daemon: with `host`, the block of a first prompt and the texts come with the answer
+    user_prompt: (a) => {
+      const first = !prompted.has(a.session_id);
+      prompted.add(a.session_id);
+      const context = a.host && first ? MEMORY_BLOCK : undefined;
+      return { prompt_id: 1, first_prompt: first, memory_trigger: false, context, texts: a.host ? (context ? [context] : []) : undefined };
+    },
+    // the daemon's one meter rule, reduced to what the plugin reads (a line from yellow on)
+    context_meter: (a) => {
+      const limit = a.limit || 200000;
+      const percent = Math.floor((a.used * 100) / limit);
+      const status = percent >= 92 ? 'critical' : percent >= 85 ? 'red' : percent >= 70 ? 'yellow' : 'green';
+      const line = status === 'green' ? null : `METER ${percent}% ${a.used}/${limit} ${a.model}`;
+      const compaction = state.answers.plugin_config?.compaction ?? {};
+      const min = compaction.min_percent ?? 50;
+      const autoCompact = compaction.auto_at > 0 && percent >= compaction.auto_at * 100 && percent >= min;
+      return { used: a.used, limit, percent, status, line, auto_compact: autoCompact, compact_allowed: percent >= min };
+    },
+    tool_call: (a) => ({ counted: !/^(cairn_|mem_|history_|memory)/.test(a.tool), reminder: null, activity: null }),
     context: (a) => ({ context: a.layout === 'memory_block' ? '[MEMORY]\n## Project Brief\n- cairn is a memory engine' : '## recent', memory_ids: [1] }),
     record_activity: { activity: {} },
     save_compaction: { id: 7 },

@@ -66,11 +66,8 @@ describe('chat.message (E6, M1, M2, E14)', () => {
     assert.equal(up[0].body.args.agent, 'build', 'the agent comes from output.message (input has only sessionID in 1.18.33)');
     assert.match(up[0].body.args.content, /a plain prompt \[REDACTED\] with enough words/);
     for (const r of daemon.requests) assert.ok(!r.raw.includes('sk-SECRET'), `private text left the process: ${r.path}`);
-    const ctx = daemon.ops('context');
-    assert.equal(ctx[0].body.args.layout, 'memory_block');
-    assert.equal(ctx[0].body.args.session_id, input.sessionID, "the block leaves out the asking session's own record");
-    assert.match(ctx[0].body.args.query, /plain prompt/);
-    assert.ok(!ctx[0].body.args.query.includes('"'), 'opencode run quotes the message; the query is plain words');
+    assert.equal(up[0].body.args.host, 'opencode', 'the block comes with the answer: one round trip');
+    assert.equal(daemon.ops('context').length, 0);
     assert.equal(output.parts.length, before + 2, 'the [MEMORY] block and the history guidance (H8, once)');
     assert.equal(output.parts[2].text, HISTORY);
     assert.equal(output.parts[2].synthetic, true);
@@ -105,7 +102,19 @@ describe('chat.message (E6, M1, M2, E14)', () => {
       await hooks['chat.message'](input, output);
     }
     assert.equal(daemon.ops('user_prompt').length, 2);
-    assert.equal(daemon.ops('context').length, 1);
+    assert.equal(daemon.ops('user_prompt').filter((r) => r.body.args.host === 'opencode').length, 2);
+  });
+
+  test('an older daemon answers no texts: the [MEMORY] block is asked for with op context', async () => {
+    const { hooks, daemon } = await setup({ answers: { user_prompt: { prompt_id: 1, first_prompt: true, memory_trigger: false } } });
+    const [input, output] = hookArgs(mainChat('plain'));
+    await hooks['chat.message'](input, output);
+    const ctx = daemon.ops('context');
+    assert.equal(ctx.length, 1);
+    assert.equal(ctx[0].body.args.layout, 'memory_block');
+    assert.match(ctx[0].body.args.query, /plain prompt/);
+    assert.ok(!ctx[0].body.args.query.includes('"'), 'opencode run quotes the message; the query is plain words');
+    assert.ok(output.parts.some((p) => /^\[MEMORY\]/.test(p.text)));
   });
 
   test('private tags: case-insensitive, multi-line, unclosed to the end', async () => {
@@ -357,21 +366,38 @@ describe('experimental.chat.system.transform (E9, O4)', () => {
     assert.ok(!output.system[0].includes(PROTOCOL), 'agent build is not in ["plan"]');
   });
 
-  test('the context meter: tokens.total of the last step over the model limit', async () => {
-    const { hooks } = await setup({ answers: { plugin_config: { context_meter: { yellow: 40 } } } });
+  test("the context meter: the daemon's line for tokens.total of the last step over the model limit", async () => {
+    const line = '🟡 Context: 50% used (64,100 / 128,000 tokens, mock/mock-model). At the next natural break, call memory_compact.';
+    const { hooks, daemon } = await setup({ answers: { context_meter: (a) => ({ used: a.used, limit: a.limit, percent: 50, status: 'yellow', line, auto_compact: false, compact_allowed: true }) } });
     await replayEvents(hooks, 'learn'); // the step reported 64,000 + 100 tokens
     const [input, output] = hookArgs(calls('learn', 'experimental.chat.system.transform')[1]);
     await hooks['experimental.chat.system.transform'](input, output);
-    assert.match(output.system[0], /🟡 Context: 50% used \(64,100 \/ 128,000 tokens, mock\/mock-model\) — at the next natural break, call memory_compact/);
+    assert.ok(output.system[0].endsWith(`\n\n${line}`), output.system[0]);
+    const asked = daemon.ops('context_meter').at(-1).body.args;
+    assert.deepEqual(asked, { used: 64100, limit: 128000, model: 'mock/mock-model', host: 'opencode' });
+    await hooks['experimental.chat.system.transform'](...hookArgs(calls('learn', 'experimental.chat.system.transform')[1]));
+    assert.equal(daemon.ops('context_meter').filter((r) => r.body.args.limit === 128000).length, 1, 'asked once per measurement');
   });
 
-  test('unknown model limit: the configured default', async () => {
-    const { hooks } = await setup();
+  test("unknown model limit: the daemon's default window; green shows no line", async () => {
+    const { hooks, daemon } = await setup();
     await replayEvents(hooks, 'learn');
     const [input, output] = hookArgs(calls('learn', 'experimental.chat.system.transform')[1]);
     delete input.model.limit;
+    const before = output.system[0];
     await hooks['experimental.chat.system.transform'](input, output);
-    assert.match(output.system[0], /🟢 Context: 32% used \(64,100 \/ 200,000 tokens/);
+    const asked = daemon.ops('context_meter').at(-1).body.args;
+    assert.equal(asked.limit, undefined, 'the daemon applies [context_meter] default_limit');
+    assert.ok(!/Context:|METER/.test(output.system[0].slice(before.length)), output.system[0]);
+  });
+
+  test('an older daemon without context_meter: no meter, nothing else lost', async () => {
+    const { hooks, daemon } = await setup();
+    delete daemon.state.answers.context_meter;
+    await replayEvents(hooks, 'learn');
+    const [input, output] = hookArgs(calls('learn', 'experimental.chat.system.transform')[1]);
+    await hooks['experimental.chat.system.transform'](input, output);
+    assert.ok(output.system[0].includes(PROTOCOL));
   });
 });
 
@@ -435,12 +461,26 @@ describe('tools (E7, E8)', () => {
     await hooks['tool.execute.after']({ ...after.input, tool: 'memory_compact' }, { output: 'x' });
     await waitFor(() => daemon.posts('/observations/passive').length === 1, 2000, 'passive');
     await sleep(80);
-    const acts = daemon.ops('record_activity');
-    assert.equal(acts.length, 1);
-    assert.deepEqual(acts[0].body.args, { session_id: after.input.sessionID, project: 'demo', event: 'tool_call' });
+    const calls3 = daemon.ops('tool_call').map((r) => r.body.args);
+    assert.deepEqual(calls3.map((a) => a.tool).sort(), [after.input.tool, 'cairn_mem_save', 'memory_compact'].sort(), 'the daemon tells which count');
+    assert.deepEqual(calls3.find((a) => a.tool === after.input.tool), { session_id: after.input.sessionID, project: 'demo', tool: after.input.tool, host: 'opencode' });
+    assert.equal(daemon.ops('record_activity').length, 0);
     const p = daemon.posts('/observations/passive')[0].body;
     assert.equal(p.source, 'task-complete');
     assert.match(p.content, /<task_result>/);
+  });
+
+  test('an older daemon without tool_call: record_activity for host tools only', async () => {
+    const { hooks, daemon } = await setup();
+    delete daemon.state.answers.tool_call;
+    await replayEvents(hooks, 'task');
+    const after = calls('task', 'tool.execute.after')[0];
+    await hooks['tool.execute.after']({ ...after.input, tool: 'bash' }, { output: 'x' });
+    await hooks['tool.execute.after']({ ...after.input, tool: 'cairn_mem_save' }, { output: 'saved' });
+    await waitFor(() => daemon.ops('record_activity').length === 1, 2000, 'the fallback count');
+    await sleep(80);
+    assert.equal(daemon.ops('record_activity').length, 1);
+    assert.deepEqual(daemon.ops('record_activity')[0].body.args, { session_id: after.input.sessionID, project: 'demo', event: 'tool_call' });
   });
 
   test('session.idle ends the session in cairn, keeping its activity (the next prompt is not a first)', async () => {

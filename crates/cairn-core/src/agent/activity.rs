@@ -311,10 +311,21 @@ pub struct UserPrompt {
     pub agent: Option<String>,
     #[serde(default)]
     pub directory: Option<String>,
+    /// The host that shows the answer's texts. Given, the answer also carries what the host
+    /// injects with the message: the `[MEMORY]` block of a first prompt, the trigger note,
+    /// the reminder (with `remind`) and the meter (with `usage`); one round trip per message.
+    #[serde(default)]
+    pub host: Option<crate::agent::protocol::Host>,
+    /// Answer the save reminder due now, on a prompt that is not the first (counted as sent).
+    #[serde(default)]
+    pub remind: bool,
+    /// The window's usage after the last answer, when the host knows it.
+    #[serde(default)]
+    pub usage: Option<crate::agent::meter::MeterRequest>,
 }
 
 /// The answer to `user_prompt`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UserPromptOutcome {
     /// The stored prompt (none: too short to keep).
@@ -324,6 +335,23 @@ pub struct UserPromptOutcome {
     pub first_prompt: bool,
     /// Whether the message asks to remember something ([`crate::text::memory_trigger`]).
     pub memory_trigger: bool,
+    /// With `host`, on a first prompt: the `[MEMORY]` block for it (none when empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// With `host`, when the message asks to remember: the trigger note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+    /// With `remind`: the save reminder due now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reminder: Option<String>,
+    /// With `usage`: the context meter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meter: Option<crate::agent::meter::MeterReading>,
+    /// With `host`: what to put in front of the agent with this message, in order (block,
+    /// trigger note, reminder, meter line), none empty. Always sent, so a plugin tells this
+    /// answer from an older daemon's.
+    #[serde(default)]
+    pub texts: Vec<String>,
 }
 
 impl Store {
@@ -336,9 +364,14 @@ impl Store {
         let content = redact(&prompt.content).0;
         let trimmed = content.trim();
         let memory_trigger = crate::text::memory_trigger(trimmed, keyword_patterns);
+        // An unknown session without a project: the one of the directory the host reports.
+        let project = match self.session_project(&prompt.session_id)? {
+            Some(_) => prompt.project.clone().filter(|p| !p.trim().is_empty()),
+            None => crate::agent::intent::project_or_detected(prompt.project.as_deref(), prompt.directory.as_deref())?,
+        };
         self.start_session(&NewSession {
             id: prompt.session_id.clone(),
-            project: prompt.project.clone().filter(|p| !p.trim().is_empty()),
+            project,
             directory: prompt.directory.clone(),
             agent: prompt.agent.clone(),
             ..NewSession::default()
@@ -386,7 +419,78 @@ impl Store {
                 .execute([&record.session_id])?;
             Ok(seen == 0)
         })?;
-        Ok(UserPromptOutcome { prompt_id, first_prompt, memory_trigger })
+        Ok(UserPromptOutcome {
+            prompt_id,
+            first_prompt,
+            memory_trigger,
+            context: None,
+            trigger: None,
+            reminder: None,
+            meter: None,
+            texts: Vec::new(),
+        })
+    }
+
+    /// Op `user_prompt`: [`Store::user_prompt`], then what the host injects with the message.
+    pub fn user_prompt_op(
+        &mut self,
+        prompt: &UserPrompt,
+        config: &crate::settings::plugin::PluginConfig,
+    ) -> Result<UserPromptOutcome> {
+        let mut outcome = self.user_prompt(prompt, &config.triggers.keyword_patterns)?;
+        if prompt.remind && !outcome.first_prompt {
+            outcome.reminder = self.due_reminder(&prompt.session_id)?;
+        }
+        if let Some(usage) = &prompt.usage {
+            let host = prompt.host.unwrap_or(crate::agent::protocol::Host::ClaudeCode);
+            outcome.meter = Some(crate::agent::intent::meter_of(usage, host, config));
+        }
+        let Some(host) = prompt.host else { return Ok(outcome) };
+        if outcome.first_prompt {
+            outcome.context = Some(self.prompt_block(prompt, config)?).filter(|c| !c.trim().is_empty());
+        }
+        if outcome.memory_trigger {
+            outcome.trigger = Some(crate::agent::intent::host_text(host, crate::agent::protocol::Part::Trigger));
+        }
+        let meter_line = outcome.meter.as_ref().and_then(|m| m.line.clone());
+        outcome.texts = [outcome.context.clone(), outcome.trigger.clone(), outcome.reminder.clone(), meter_line]
+            .into_iter()
+            .flatten()
+            .filter(|t| !t.trim().is_empty())
+            .collect();
+        Ok(outcome)
+    }
+
+    /// The save reminder due now in a session, counted as sent.
+    fn due_reminder(&mut self, session_id: &str) -> Result<Option<String>> {
+        let now = self.clock().now();
+        let Some(reminder) = self.session_activity(session_id)?.reminder_due(now) else { return Ok(None) };
+        self.record_activity(&ActivityRecord {
+            session_id: session_id.to_owned(),
+            project: None,
+            event: ActivityEvent::ReminderSent,
+        })?;
+        Ok(Some(reminder))
+    }
+
+    /// The `[MEMORY]` block for a first prompt, by the `[inject]` settings.
+    fn prompt_block(&self, prompt: &UserPrompt, config: &crate::settings::plugin::PluginConfig) -> Result<String> {
+        use crate::context::{ContextLayout, ContextRequest};
+        let project = self.session_project(&prompt.session_id)?.or_else(|| crate::agent::given(prompt.project.clone()));
+        // a prompt, not search syntax: a quoted message is a phrase search that finds nothing
+        let query: String =
+            redact(&prompt.content).0.replace(['"', '*'], " ").split_whitespace().collect::<Vec<_>>().join(" ");
+        let inject = &config.inject;
+        self.injected_context(ContextRequest {
+            project,
+            budget_bytes: inject.budget_bytes,
+            layout: ContextLayout::MemoryBlock,
+            query: Some(query.chars().take(500).collect()).filter(|q: &String| !q.is_empty()),
+            max_profile: (!inject.profile).then_some(0),
+            // the asking session's own Last Session record is left out until it compacts
+            session_id: Some(prompt.session_id.clone()),
+            ..ContextRequest::default()
+        })
     }
 }
 

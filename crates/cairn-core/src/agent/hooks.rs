@@ -1,6 +1,7 @@
 //! The rules of Claude Code's hooks (`cairn hook <event>`, host-integration B2, E18–E22): which
 //! events exist, what a hook payload says, which tools are cairn's, the answer's shape and cap,
-//! the fingerprint that deduplicates injections, and the context meter read from a transcript.
+//! the fingerprint that deduplicates injections, and the usage read from a transcript (the
+//! meter's line is `meter::reading`'s, as for every host).
 //! The command only reads stdin, runs the ops these rules name and prints the answer.
 //!
 //! Everything here is lenient on purpose: Claude Code adds fields in every release and a hook
@@ -10,8 +11,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 pub use super::meter::ContextUsage;
-use super::meter::{MeterStatus, thousands, used_tokens, window_of};
-use crate::settings::plugin::ContextMeterSettings;
+use super::meter::{used_tokens, window_of};
 use crate::text::redact;
 
 /// Most characters of injected context: Claude Code cuts anything over 10,000 to a preview and
@@ -302,32 +302,10 @@ pub fn transcript_usage(transcript: &str, default_limit: u64) -> Option<ContextU
     (used > 0).then_some(ContextUsage { used, limit, model })
 }
 
-/// The context meter line (O4) when usage is at or above the yellow threshold.
-pub fn context_meter(usage: &ContextUsage, settings: &ContextMeterSettings) -> Option<String> {
-    if !settings.enabled {
-        return None;
-    }
-    let percent = usage.percent();
-    let level = match MeterStatus::of(percent, settings) {
-        MeterStatus::Critical => "🔴",
-        MeterStatus::Red => "🟠",
-        MeterStatus::Yellow => "🟡",
-        MeterStatus::Green => return None,
-    };
-    let model = if usage.model.is_empty() { String::new() } else { format!(", {}", usage.model) };
-    Some(format!(
-        "{level} Context: {percent}% used ({} / {} tokens{model}). At the next natural break, suggest the user \
-         run /compact; cairn keeps the summary.",
-        thousands(usage.used),
-        thousands(usage.limit),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::agent::meter::ONE_MILLION;
-    use crate::settings::plugin::PluginConfig;
 
     #[test]
     fn event_names_parse_in_every_spelling() {
@@ -418,18 +396,9 @@ mod tests {
         .join("\n");
         let usage = transcript_usage(&transcript, 200_000).unwrap();
         assert_eq!(usage, ContextUsage { used: 150_000, limit: 200_000, model: "claude-x".into() });
-        let settings = PluginConfig::default().context_meter;
-        let line = context_meter(&usage, &settings).unwrap();
-        assert!(line.starts_with("🟡 Context: 75% used (150,000 / 200,000 tokens, claude-x)"), "{line}");
-        let big = ContextUsage { used: 150_000, limit: ONE_MILLION, model: "m[1m]".into() };
-        assert_eq!(context_meter(&big, &settings), None);
         assert_eq!(transcript_usage("not json", 1), None);
         assert_eq!(last_assistant_text(&transcript).as_deref(), Some("done"));
-        let critical = ContextUsage { used: 195_000, limit: 200_000, model: String::new() };
-        assert!(
-            context_meter(&critical, &settings)
-                .unwrap()
-                .starts_with("🔴 Context: 97% used (195,000 / 200,000 tokens).")
-        );
+        let big = transcript_usage(&transcript.replace("claude-x", "m[1m]"), 200_000).unwrap();
+        assert_eq!(big.limit, ONE_MILLION);
     }
 }

@@ -10,6 +10,7 @@
 pub mod activity;
 pub mod hooks;
 pub mod host;
+pub mod intent;
 pub mod last_session;
 pub mod meter;
 pub mod protocol;
@@ -222,5 +223,7 @@ fn hint_text(err: &CairnError) -> String {
     }
 }
 
+#[cfg(test)]
+mod intent_tests;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,8 @@ use super::{
     CompareResponse, DeleteResponse, Deleted, GetResponse, JudgeResponse, Op, ReindexReport, SaveResponse,
     SearchResponse, TopicKeySuggestion,
 };
+use crate::agent::intent::{SessionStartOutcome, ToolCallOutcome};
+use crate::agent::meter::MeterReading;
 use crate::agent::{ActivityUpdate, ProtocolText, SessionActivity, UserPromptOutcome};
 use crate::context::Context;
 use crate::doctor::DoctorReport;
@@ -352,7 +354,8 @@ catalogue! {
     }
     UserPrompt -> UserPromptOutcome {
         name: "user_prompt", writes: MemoryStore, replay_safe: false, project_defaulted: true,
-        args: "session_id*, content*, project, agent, directory",
+        args: "session_id*, content*, project, agent, directory, host (claude-code|opencode), remind, \
+               usage {used, limit, model}",
         about: "A user's message: stores it, says whether it is the session's first and asks to remember.",
     }
     SaveCompaction -> SaveOutcome {
@@ -444,6 +447,22 @@ catalogue! {
         name: "context_usage", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id (default: yours, else the latest), caller_session_id",
         about: "How full a session's context window is: percent, used, limit, model, status, trend.",
+    }
+    SessionStart -> SessionStartOutcome {
+        name: "session_start", writes: MemoryStore, replay_safe: false, project_defaulted: true,
+        args: "session_id*, project, directory, agent, host (claude-code|opencode), \
+               source (startup|resume|clear|compact), transcript_path, parent_id, title, usage {used, limit, model}",
+        about: "A session starts in a host: registers it and answers the texts the host injects.",
+    }
+    ToolCall -> ToolCallOutcome {
+        name: "tool_call", writes: MemoryStore, replay_safe: false, project_defaulted: true,
+        args: "session_id*, tool*, project, host (claude-code|opencode), remind",
+        about: "Count one of the agent's tool calls (cairn's own are not); the reminder when asked.",
+    }
+    ContextMeter -> MeterReading {
+        name: "context_meter", writes: Nothing, replay_safe: true, project_defaulted: false,
+        args: "used*, limit, model, host (claude-code|opencode)",
+        about: "The context meter of a host's numbers: line, status, percent, the compaction decisions.",
     }
 }
 

@@ -367,7 +367,8 @@ pub struct OpRequest {
     /// record_session, profile, plugin_config, history_sessions, history_browse_turns,
     /// history_browse_messages, history_pull_message, history_pull_part, history_search,
     /// history_chart, history_compactions, history_children, history_stats, history_forget,
-    /// history_ingest, plans, context_usage.
+    /// history_ingest, plans, context_usage, session_start, tool_call,
+    /// context_meter.
     pub op: String,
     /// The operation's arguments (omit for operations without any).
     pub args: Option<Value>,

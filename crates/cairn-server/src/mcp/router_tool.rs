@@ -214,6 +214,8 @@ mod tests {
             "record_session",
             "profile",
             "history_search",
+            "session_start",
+            "tool_call",
         ];
         assert_eq!(defaulted, expected);
     }

@@ -9,6 +9,7 @@
 pub mod activity;
 pub mod hooks;
 pub mod host;
+pub mod injected;
 pub mod meter;
 pub mod protocol;
 

@@ -111,7 +111,8 @@ describe('OpenCode history: injected text stays out of previews, charts and sear
   test("the first turn's preview and the chart show the user's request, not cairn's guidance", async () => {
     const turns = await op('history_browse_turns', { session_id: sid, turn_number: 1, num_after: 1 });
     const preview = turns.turns[0]?.user?.preview ?? '';
-    assert.match(preview, /^INJ-FIRST rename the billing handlers/, JSON.stringify(turns));
+    // (`opencode run` stores its message argument in quotes)
+    assert.match(preview, /^"?INJ-FIRST rename the billing handlers/, JSON.stringify(turns));
     assert.doesNotMatch(preview, /\[MEMORY\]|Session History|MEMORY TRIGGER/, preview);
     const { chart } = await op('history_chart', { session_id: sid });
     assert.match(chart, /INJ-FIRST rename the billing handlers/);
@@ -127,7 +128,7 @@ describe('OpenCode history: injected text stays out of previews, charts and sear
     assert.ok(injected.some((t) => t.startsWith('## Session History')));
     assert.ok(injected.some((t) => t.startsWith('[MEMORY TRIGGER DETECTED]')));
     const typed = texts.filter((s) => !s.injected);
-    assert.deepEqual(typed.map((s) => s.content), [FIRST]);
+    assert.deepEqual(typed.map((s) => s.content.replace(/^"|"$/g, '')), [FIRST]);
   });
 
   test('history_search for "history" hits no first message', async () => {

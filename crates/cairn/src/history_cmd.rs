@@ -69,6 +69,9 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
                 caller_session_id: None,
             };
             let page: PulledPart = env.call(Op::HistoryPullPart(req))?;
+            if page.injected && !env.json {
+                note("this part was injected by cairn (not typed by the user)");
+            }
             if let (Some(next), false) = (page.next_offset, env.json) {
                 note(&format!("{} of {} chars; more with --offset {next}", next - page.offset, page.total_chars));
             }
@@ -175,7 +178,8 @@ fn messages_text(page: &MessagesPage) -> String {
         let _ = writeln!(out, "(earlier: --message {before})");
     }
     for m in &page.messages {
-        let _ = writeln!(out, "[turn {}] {} {}: {}", m.turn_number, m.role, m.message_id, m.preview);
+        let mark = if m.injected { " (injected by cairn)" } else { "" };
+        let _ = writeln!(out, "[turn {}] {} {}{mark}: {}", m.turn_number, m.role, m.message_id, m.preview);
         if let Some(tool) = &m.tool {
             let _ = writeln!(out, "  tools: {}", tools_line(tool));
         }
@@ -190,7 +194,10 @@ fn message_text(m: &PulledMessage) -> String {
     let mut out = format!("{} {} (turn {}, {})\n", m.role, m.message_id, m.turn_number, m.time);
     for section in &m.sections {
         let (head, body, part_id) = match section {
-            Section::Text { content, part_id } => ("text".to_owned(), Some(content.clone()), part_id),
+            Section::Text { content, part_id, injected } => {
+                let head = if *injected { "text (injected by cairn)" } else { "text" };
+                (head.to_owned(), Some(content.clone()), part_id)
+            }
             Section::Reasoning { content, part_id } => ("reasoning".to_owned(), Some(content.clone()), part_id),
             Section::Tool { tool, status, input, content, part_id } => {
                 let input = input.as_ref().map(|i| format!(" {i}")).unwrap_or_default();

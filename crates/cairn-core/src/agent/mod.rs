@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod host;
 pub mod intent;
 pub mod last_session;
+pub mod injected;
 pub mod meter;
 pub mod protocol;
 

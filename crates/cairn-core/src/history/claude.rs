@@ -24,7 +24,7 @@ use super::model::{
     Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolResult,
     ToolStatus,
 };
-use super::text::{SkipCounter, clean_text, project_of, valid_id};
+use super::text::{SkipCounter, clean_text, is_cairn_injection, project_of, valid_id};
 use crate::error::{CairnError, ErrorCode, Result};
 
 /// A line longer than this is skipped (counted `line_too_large`) without being loaded: one
@@ -34,7 +34,6 @@ pub const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
 /// Record types Claude Code writes that hold nothing the history shows. Skipped silently;
 /// any other unknown type is counted, so a new record kind shows up in `history stats`.
 const BOOKKEEPING_TYPES: &[&str] = &[
-    "attachment",
     "file-history-snapshot",
     "queue-operation",
     "mode",
@@ -277,7 +276,23 @@ struct Record<'a> {
     ai_title: Option<Cow<'a, str>>,
     #[serde(default, rename = "agentType", borrow)]
     agent_type: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    attachment: Option<&'a RawValue>,
 }
+
+/// An `attachment` record's payload, read only for a hook's context.
+#[derive(Deserialize)]
+struct HookContext<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    content: Vec<Cow<'a, str>>,
+}
+
+/// The attachment type under which Claude Code (2.1.3xx) records what hooks answered in
+/// `additionalContext`: one string per hook, in a record of its own after the prompt (or at
+/// the session's start), never inside the user's message.
+const HOOK_CONTEXT: &str = "hook_additional_context";
 
 #[derive(Deserialize)]
 struct ApiMessage<'a> {
@@ -368,6 +383,7 @@ impl TranscriptReader {
         match record.kind.as_ref() {
             "user" | "assistant" => self.conversation_line(&record, offset, skips),
             "system" => self.system_line(&record, offset),
+            "attachment" => self.attachment_line(&record, offset),
             "summary" => self.title(record.summary.as_deref(), 2),
             "custom-title" => self.title(record.custom_title.as_deref(), 3),
             "ai-title" => self.title(record.ai_title.as_deref(), 1),
@@ -429,6 +445,37 @@ impl TranscriptReader {
         let Some(id) = record.uuid.as_deref().filter(|u| valid_id(u)) else { return };
         let message = self.new_message(record, id, HistoryRole::User, offset);
         self.messages.push(HistoryMessage { compaction: true, ..message });
+    }
+
+    /// A hook's `additionalContext` that is cairn's (by its leading line) is kept as an injected
+    /// part of a host-injected message of its own (it never opens a turn), so it can be pulled
+    /// but stays out of previews and search; any other attachment is the host's bookkeeping.
+    fn attachment_line(&mut self, record: &Record, offset: u64) {
+        let Some(raw) = record.attachment.map(RawValue::get) else { return };
+        // most attachments are large (prompt snapshots, tool listings): parsed only when they
+        // may be a hook's context
+        if memchr::memmem::find(raw.as_bytes(), HOOK_CONTEXT.as_bytes()).is_none() {
+            return;
+        }
+        let Ok(hook) = serde_json::from_str::<HookContext>(raw) else { return };
+        let Some(id) = record.uuid.as_deref().filter(|u| valid_id(u)) else { return };
+        if hook.kind != HOOK_CONTEXT {
+            return;
+        }
+        let first_part = self.parts.len();
+        for (idx, text) in hook.content.iter().enumerate() {
+            let text = clean_text(text);
+            if is_cairn_injection(&text) {
+                let part = self.part(id, idx as i64, PartKind::Text);
+                self.parts.push(HistoryPart { text: Some(text), injected: true, ..part });
+            }
+        }
+        if self.parts.len() == first_part {
+            return;
+        }
+        self.touch_session(record);
+        let message = self.new_message(record, id, HistoryRole::User, offset);
+        self.messages.push(HistoryMessage { synthetic: true, ..message });
     }
 
     fn conversation_line(&mut self, record: &Record, offset: u64, skips: &mut SkipCounter) {
@@ -585,6 +632,7 @@ impl Record<'_> {
             custom_title: None,
             ai_title: None,
             agent_type: None,
+            attachment: None,
         }
     }
 }

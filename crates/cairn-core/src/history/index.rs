@@ -65,9 +65,10 @@ CREATE TABLE IF NOT EXISTS history_fts_state (
     owner TEXT NOT NULL
 );";
 
-/// The index file's layout (`PRAGMA user_version`): 2 added `history_cjk`. An index of an
-/// older layout is rebuilt from the rows at open, as a missing one is.
-const LAYOUT: i64 = 2;
+/// The index file's layout (`PRAGMA user_version`): 2 added `history_cjk`; 3 indexes the end
+/// of a long part too (its last `INDEXED_BYTES`) and leaves out the parts cairn injected. An
+/// index of an older layout is rebuilt from the rows at open, as a missing one is.
+const LAYOUT: i64 = 3;
 
 /// `history-fts.db` for `history.db` (`<stem>-fts.<ext>` for another name).
 pub fn fts_path(db_path: &Path) -> PathBuf {
@@ -224,7 +225,7 @@ pub(crate) fn catch_up(main: &Connection, fts: &mut Connection) -> Result<i64> {
 fn index_rows(main: &Connection, fts: &Connection, lo: i64, hi: i64) -> Result<usize> {
     let mut read = main.prepare_cached(
         "SELECT rowid, session_id, kind, tool, text, input, output FROM history_parts
-         WHERE rowid BETWEEN ?1 AND ?2 AND kind IN ('text', 'subtask', 'reasoning', 'tool')",
+         WHERE rowid BETWEEN ?1 AND ?2 AND kind IN ('text', 'subtask', 'reasoning', 'tool') AND injected = 0",
     )?;
     let mut rows = read.query(params![lo, hi])?;
     let mut insert =

@@ -18,6 +18,8 @@ pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef
 #[cfg(test)]
 mod index_tests;
 #[cfg(test)]
+mod injected_tests;
+#[cfg(test)]
 mod o2_tests;
 #[cfg(test)]
 mod project_tests;

@@ -159,6 +159,12 @@ pub struct HistoryPart {
     pub path: Option<String>,
     /// Output pruned by the host (OpenCode `time.compacted`); still served in full.
     pub pruned: bool,
+    /// Text cairn put into the conversation (the `[MEMORY]` block, the protocol, its notes),
+    /// as both the host (OpenCode `synthetic`, a Claude Code hook's context) and cairn's own
+    /// leading line say (`agent::injected`): kept and pullable, left out of previews, the
+    /// chart and search.
+    #[serde(default)]
+    pub injected: bool,
 }
 
 impl HistoryPart {
@@ -180,6 +186,7 @@ impl HistoryPart {
             mime: None,
             path: None,
             pruned: false,
+            injected: false,
         }
     }
 }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::model::{
     Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolStatus,
 };
-use super::text::{SkipCounter, clean_text, project_of, valid_id};
+use super::text::{SkipCounter, clean_text, is_cairn_injection, project_of, valid_id};
 use crate::error::{CairnError, ErrorCode, Result};
 
 /// Part types that carry nothing the history shows (bookkeeping of steps, snapshots, diffs).
@@ -581,7 +581,10 @@ impl<'c> DbReader<'c> {
 fn part_of(row: &Row, data: PartData, skips: &mut SkipCounter) -> Option<HistoryPart> {
     let base = HistoryPart::new(&row.session_id, &row.message_id, &row.id, row.created, PartKind::Text);
     let part = match data.kind.as_str() {
-        "text" => HistoryPart { text: Some(clean_text(data.text.as_deref().unwrap_or(""))), ..base },
+        "text" => {
+            let text = clean_text(data.text.as_deref().unwrap_or(""));
+            HistoryPart { injected: data.synthetic && is_cairn_injection(&text), text: Some(text), ..base }
+        }
         "reasoning" => HistoryPart {
             kind: PartKind::Reasoning,
             text: Some(clean_text(data.text.as_deref().unwrap_or(""))),

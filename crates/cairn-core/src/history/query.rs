@@ -217,6 +217,13 @@ pub struct MessagePreview {
     pub attachment: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolSummary>,
+    /// Only text cairn injected (a Claude Code hook's context): the preview is of that text.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub injected: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The answer to `history_browse_messages` (H2): page on with the ids either side.
@@ -237,6 +244,10 @@ pub enum Section {
         content: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         part_id: Option<String>,
+        /// Text cairn put into the conversation (the `[MEMORY]` block, its guidance and notes),
+        /// not the user's: left out of previews, the chart and search.
+        #[serde(default, skip_serializing_if = "is_false")]
+        injected: bool,
     },
     Reasoning {
         content: String,
@@ -288,6 +299,9 @@ pub struct PulledPart {
     /// Where the next page starts, when there is more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_offset: Option<u64>,
+    /// Text cairn put into the conversation, not the user's.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub injected: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -420,10 +434,11 @@ struct PartRow {
     output: Option<String>,
     mime: Option<String>,
     path: Option<String>,
+    injected: bool,
 }
 
 const MESSAGE_COLUMNS: &str = "id, role, seq, coalesce(turn_number, 0), summary, compaction, synthetic, created_at";
-const PART_COLUMNS: &str = "id, kind, text, tool, status, input, output, mime, path";
+const PART_COLUMNS: &str = "id, kind, text, tool, status, input, output, mime, path, injected";
 
 fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
     Ok(MessageRow {
@@ -449,6 +464,7 @@ fn part_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PartRow> {
         output: r.get(6)?,
         mime: r.get(7)?,
         path: r.get(8)?,
+        injected: r.get(9)?,
     })
 }
 
@@ -701,7 +717,7 @@ fn turn_preview(messages: Vec<(MessageRow, Vec<PartRow>)>, cfg: &HistorySettings
         .iter()
         .rev()
         .flat_map(|(_, parts)| parts.iter().rev())
-        .find_map(|p| p.text.as_deref().filter(|t| p.kind == PartKind::Text && !t.trim().is_empty()))
+        .find_map(|p| p.text.as_deref().filter(|t| p.kind == PartKind::Text && !p.injected && !t.trim().is_empty()))
         .map(|t| crate::text::preview(t, lengths.assistant_preview_length));
     let tool_parts: Vec<&PartRow> = assistants.iter().flat_map(|(_, parts)| parts.iter()).collect();
     let modified = modified_files(&tool_parts);
@@ -721,10 +737,18 @@ fn turn_preview(messages: Vec<(MessageRow, Vec<PartRow>)>, cfg: &HistorySettings
     })
 }
 
-/// The message's text parts, joined; `None` when it has none.
+/// The message's text parts (not the ones cairn injected), joined; `None` when it has none.
 fn text_of(parts: &[PartRow]) -> Option<String> {
+    texts_joined(parts.iter().filter(|p| !p.injected))
+}
+
+/// The text parts cairn injected, joined; `None` when there are none.
+fn injected_text_of(parts: &[PartRow]) -> Option<String> {
+    texts_joined(parts.iter().filter(|p| p.injected))
+}
+
+fn texts_joined<'a>(parts: impl Iterator<Item = &'a PartRow>) -> Option<String> {
     let texts: Vec<&str> = parts
-        .iter()
         .filter(|p| p.kind == PartKind::Text)
         .filter_map(|p| p.text.as_deref())
         .filter(|t| !t.trim().is_empty())
@@ -884,6 +908,7 @@ fn message_preview(row: &MessageRow, parts: &[PartRow], cfg: &HistorySettings) -
         preview: preview_label(row, parts, length),
         attachment: attachments(parts),
         tool: tool_summary(&tool_parts),
+        injected: !parts.is_empty() && parts.iter().all(|p| p.injected),
     }
 }
 
@@ -895,7 +920,8 @@ fn preview_label(row: &MessageRow, parts: &[PartRow], length: usize) -> String {
     if row.compaction {
         return "[compaction trigger]".to_owned();
     }
-    if let Some(text) = text_of(parts) {
+    // a message of only cairn's text (a hook's context) is shown as that, marked by the caller
+    if let Some(text) = text_of(parts).or_else(|| injected_text_of(parts)) {
         return crate::text::preview(&text, length);
     }
     let has = |kind: PartKind| parts.iter().any(|p| p.kind == kind);
@@ -938,7 +964,7 @@ pub fn pull_message(db: &HistoryDb, req: &MessageRequest, cfg: &HistorySettings)
                         _ => text.to_owned(),
                     };
                     let (content, part_id) = cut_text(&text, lengths.text_length);
-                    Section::Text { content, part_id }
+                    Section::Text { content, part_id, injected: part.injected }
                 }
                 PartKind::Reasoning => {
                     let (content, part_id) = cut_text(part.text.as_deref().unwrap_or(""), lengths.reasoning_length);
@@ -1097,7 +1123,7 @@ pub fn pull_part(db: &HistoryDb, req: &PartRequest) -> Result<PulledPart> {
         _ => ("text", part.text.clone().unwrap_or_default()),
     };
     let content = if content.trim().is_empty() { format!("Section '{}' has no content.", part.id) } else { content };
-    page(kind, &content, req.offset, req.max_chars)
+    Ok(PulledPart { injected: part.injected, ..page(kind, &content, req.offset, req.max_chars)? })
 }
 
 fn part_not_found(part_id: &str, message_id: &str, why: &str) -> CairnError {
@@ -1139,6 +1165,7 @@ fn page(kind: &str, content: &str, offset: usize, max_chars: usize) -> Result<Pu
         total_chars: total as u64,
         offset: offset as u64,
         next_offset: (end < total).then_some(end as u64),
+        injected: false,
     })
 }
 
@@ -1498,7 +1525,7 @@ fn literal_candidates(conn: &Connection, views: &[View], kinds: &[&str], text: &
         let mut stmt = conn.prepare_cached(
             "SELECT p.rowid FROM history_parts p JOIN history_messages m
                  ON m.session_id = p.session_id AND m.id = p.message_id
-             WHERE p.session_id = ?1 AND p.kind IN ('text', 'subtask', 'reasoning', 'tool')
+             WHERE p.session_id = ?1 AND p.kind IN ('text', 'subtask', 'reasoning', 'tool') AND p.injected = 0
                AND instr(lower(coalesce(p.text, '') || char(10) || coalesce(p.tool, '') || char(10)
                    || coalesce(p.input, '') || char(10) || coalesce(p.output, '')), ?2) > 0
              ORDER BY m.seq DESC, m.id DESC, p.idx LIMIT 300",
@@ -1697,6 +1724,9 @@ pub fn chart(db: &HistoryDb, session_id: &str, cfg: &HistorySettings) -> Result<
         },
         cfg,
     )?;
+    // the chart is what was said: a message of only cairn's own text is not in it
+    let mut messages = messages;
+    messages.messages.retain(|m| !m.injected);
     chart.push_str(&format!(
         "I called history_browse_messages on the latest turn ({}) with num_before={} and num_after=0:\n\n```json\n{}\n```\n\n",
         latest.turn_number,

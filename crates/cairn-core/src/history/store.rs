@@ -28,8 +28,10 @@ use crate::error::{CairnError, Result};
 
 /// File name of the archive inside the data dir.
 pub const HISTORY_DB_FILE: &str = "history.db";
-/// The index holds at most this much of one part (the whole is stored): a 5 MB tool output
-/// is found by its start, and does not cost 5 MB of postings.
+/// The index holds at most this much of the start of one part, and as much of its end (the
+/// whole is stored): a 5 MB tool output is found by its start and by its end (where a build
+/// log's error is), and does not cost 5 MB of postings. A part of up to twice this is indexed
+/// whole.
 pub const INDEXED_BYTES: usize = 32 * 1024;
 /// Most of `history.db` read through a memory map.
 const MMAP_BYTES: u64 = 1 << 30;
@@ -38,9 +40,10 @@ const STATEMENT_CACHE: usize = 64;
 /// SQLite's default, restored on the writer after a scan.
 const AUTOCHECKPOINT_PAGES: u32 = 1000;
 
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/history/0001_init.sql"),
     include_str!("../../migrations/history/0002_fts_file.sql"),
+    include_str!("../../migrations/history/0003_history_injected.sql"),
 ];
 
 /// One source a reader reads: a JSONL file (its absolute path), or an OpenCode database's
@@ -674,18 +677,18 @@ impl IndexQueue {
 static PART_UPSERT: LazyLock<MultiRow> = LazyLock::new(|| {
     MultiRow::new(
         "history_parts (session_id, message_id, id, idx, kind, text, tool, call_id, status, input, output, mime, path,
-             pruned)",
-        14,
+             pruned, injected)",
+        15,
         "ON CONFLICT(session_id, id) DO UPDATE SET
              message_id = excluded.message_id, idx = excluded.idx, kind = excluded.kind, text = excluded.text,
              tool = excluded.tool, call_id = excluded.call_id,
              status = CASE WHEN excluded.output IS NULL AND output IS NOT NULL THEN status ELSE excluded.status END,
              input = excluded.input, output = COALESCE(excluded.output, output), mime = excluded.mime,
-             path = excluded.path, pruned = excluded.pruned, version = version + 1
+             path = excluded.path, pruned = excluded.pruned, injected = excluded.injected, version = version + 1
          WHERE message_id IS NOT excluded.message_id OR idx IS NOT excluded.idx OR kind IS NOT excluded.kind
              OR text IS NOT excluded.text OR tool IS NOT excluded.tool OR call_id IS NOT excluded.call_id
              OR input IS NOT excluded.input OR mime IS NOT excluded.mime OR path IS NOT excluded.path
-             OR pruned IS NOT excluded.pruned
+             OR pruned IS NOT excluded.pruned OR injected IS NOT excluded.injected
              OR (excluded.output IS NOT NULL AND (output IS NOT excluded.output OR status IS NOT excluded.status))
              OR (output IS NULL AND status IS NOT excluded.status)
          RETURNING rowid, version",
@@ -714,7 +717,8 @@ fn upsert_parts(conn: &Connection, parts: &[&HistoryPart], fts: &mut IndexQueue)
             stmt.raw_bind_parameter(at + 10, &p.output)?;
             stmt.raw_bind_parameter(at + 11, &p.mime)?;
             stmt.raw_bind_parameter(at + 12, &p.path)?;
-            stmt.raw_bind_parameter(at + 13, p.pruned)
+            stmt.raw_bind_parameter(at + 13, p.pruned)?;
+            stmt.raw_bind_parameter(at + 14, p.injected)
         },
         |r| {
             let (rowid, version): (i64, i64) = (r.get(0)?, r.get(1)?);
@@ -753,7 +757,7 @@ fn apply_result(conn: &Connection, r: &ToolResult, fts: &mut IndexQueue) -> Resu
     for rowid in rowids {
         fts.changed(rowid);
     }
-    fts.bytes += r.output.len().min(INDEXED_BYTES) as u64;
+    fts.bytes += r.output.len().min(2 * INDEXED_BYTES) as u64;
     Ok(true)
 }
 
@@ -769,7 +773,7 @@ pub(crate) fn indexed_kind(kind: PartKind) -> Option<&'static str> {
 
 /// About how much of `part` the index holds (what [`indexed_body`] makes of it).
 fn indexed_len(part: &HistoryPart) -> u64 {
-    if indexed_kind(part.kind).is_none() {
+    if indexed_kind(part.kind).is_none() || part.injected {
         return 0;
     }
     let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
@@ -778,10 +782,11 @@ fn indexed_len(part: &HistoryPart) -> u64 {
     } else {
         len(&part.text)
     };
-    whole.min(INDEXED_BYTES) as u64
+    whole.min(2 * INDEXED_BYTES) as u64
 }
 
-/// What the index holds of a part: its text, or a tool's name, input and output; at most
+/// What the index holds of a part: its text, or a tool's name, input and output (joined by
+/// newlines); whole up to twice [`INDEXED_BYTES`], else its first and its last
 /// [`INDEXED_BYTES`] (empty for a kind that is not indexed).
 pub(crate) fn indexed_body(
     kind: PartKind,
@@ -790,29 +795,59 @@ pub(crate) fn indexed_body(
     input: Option<&str>,
     output: Option<&str>,
 ) -> String {
-    let mut body = String::new();
     if indexed_kind(kind).is_none() {
-        return body;
+        return String::new();
     }
-    let mut push = |piece: Option<&str>| {
-        let Some(piece) = piece.filter(|p| !p.is_empty()) else { return };
-        let room = INDEXED_BYTES.saturating_sub(body.len() + 1);
+    let pieces: Vec<&str> = if kind == PartKind::Tool { vec![tool, input, output] } else { vec![text] }
+        .into_iter()
+        .flatten()
+        .filter(|p| !p.is_empty())
+        .collect();
+    let whole = pieces.iter().map(|p| p.len() + 1).sum::<usize>().saturating_sub(1);
+    if whole <= 2 * INDEXED_BYTES {
+        return pieces.join("\n");
+    }
+    let mut body = String::with_capacity(2 * INDEXED_BYTES + 1);
+    // the start: pieces in order until INDEXED_BYTES
+    for piece in &pieces {
+        let room = INDEXED_BYTES.saturating_sub(body.len() + usize::from(!body.is_empty()));
         if room == 0 {
-            return;
+            break;
         }
         if !body.is_empty() {
             body.push('\n');
         }
         body.push_str(crate::text::cut_at_char_boundary(piece, room));
-    };
-    if kind == PartKind::Tool {
-        push(tool);
-        push(input);
-        push(output);
-    } else {
-        push(text);
+    }
+    // the end: the last INDEXED_BYTES, the pieces from the last one backwards
+    let mut tail: Vec<&str> = Vec::new();
+    let mut taken = 0;
+    for piece in pieces.iter().rev() {
+        let room = INDEXED_BYTES.saturating_sub(taken + usize::from(!tail.is_empty()));
+        if room == 0 {
+            break;
+        }
+        let end = last_at_char_boundary(piece, room);
+        taken += end.len() + usize::from(!tail.is_empty());
+        tail.push(end);
+    }
+    for piece in tail.iter().rev() {
+        body.push('\n');
+        body.push_str(piece);
     }
     body
+}
+
+/// The last `max` bytes of `text` at most, starting on a character boundary.
+fn last_at_char_boundary(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 fn record_skips(conn: &Connection, source: &SourceRef, skipped: &HashMap<&str, u64>) -> Result<()> {

@@ -399,7 +399,7 @@ fn browse_messages_pages_with_ids_either_side() {
 fn pull_message_cuts_long_parts_and_applies_tool_visibility() {
     let db = loaded();
     let u2 = pull(&db, OC, "msg_u2", None).unwrap();
-    let Section::Text { content, part_id } = &u2.sections[0] else { panic!("{u2:?}") };
+    let Section::Text { content, part_id, .. } = &u2.sections[0] else { panic!("{u2:?}") };
     assert!(content.ends_with(" [637 chars more]"), "{content}");
     assert_eq!(content.chars().count(), 400 + " [637 chars more]".len());
     assert_eq!(part_id.as_deref(), Some("msg_u2:0"));

@@ -20,6 +20,13 @@ pub fn clean_text(text: &str) -> String {
     crate::text::redact(text).0
 }
 
+/// Whether a text the host marks as injected (OpenCode's `synthetic` part, Claude Code's hook
+/// context) is one of cairn's, by its exact leading line: the host's word alone would take in
+/// OpenCode's own synthetic parts, the leading line alone a user who typed it.
+pub fn is_cairn_injection(text: &str) -> bool {
+    crate::agent::injected::cairn_injection(text).is_some()
+}
+
 /// An id becomes part of keys and may be shown as a path segment: one with a path separator,
 /// a `..` or a NUL is refused, as is an empty one.
 pub fn valid_id(id: &str) -> bool {

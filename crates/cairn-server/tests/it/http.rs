@@ -1371,6 +1371,60 @@ async fn history_routes_browse_pull_search_and_forget() {
     s.delete("/history/sessions/ses_h").await.expect_error(404, "history_session_not_found");
 }
 
+/// What cairn injected into a message (here the OpenCode plugin's Session History guidance)
+/// is out of previews and search, and pulled with `injected: true`; the schema says so.
+#[tokio::test]
+async fn history_routes_mark_what_cairn_injected() {
+    use cairn_core::history::model::*;
+    use cairn_core::history::{HistoryDb, SourceRef};
+    let s = start().await;
+    let user = HistoryMessage::new("ses_i", "m1", HistoryRole::User, 1, "2026-03-01T10:00:01.000Z");
+    let part = |id: &str, idx: i64, text: &str, injected: bool| HistoryPart {
+        text: Some(text.into()),
+        injected,
+        ..HistoryPart::new("ses_i", "m1", id, idx, PartKind::Text)
+    };
+    let session = HistorySession {
+        id: "ses_i".into(),
+        host: HistoryHost::OpenCode,
+        project: Some("alpha".into()),
+        directory: None,
+        parent_id: None,
+        title: None,
+        agent: None,
+        model: None,
+        created_at: "2026-03-01T10:00:00.000Z".into(),
+        updated_at: "2026-03-01T10:00:01.000Z".into(),
+    };
+    let batch = IngestBatch {
+        sessions: vec![session],
+        messages: vec![user],
+        parts: vec![
+            part("p1", 0, "Rename the billing handlers", false),
+            part("p2", 1, "## Session History\ncairn keeps the full conversation history", true),
+        ],
+        ..Default::default()
+    };
+    let mut db = HistoryDb::open(&s.dir.path().join("history.db")).unwrap();
+    let source = SourceRef { key: "opencode.db#ses_i".into(), host: HistoryHost::OpenCode };
+    db.apply(&source, None, &batch, &Cursor::default()).unwrap();
+    drop(db);
+    let turns = s.get("/history/turns?session_id=ses_i").await.expect(200);
+    assert_eq!(turns["turns"][0]["user"]["preview"], "Rename the billing handlers");
+    let pulled = s.get("/history/message?session_id=ses_i&message_id=m1").await.expect(200);
+    assert_eq!(pulled["sections"][0], json!({"type": "text", "content": "Rename the billing handlers"}));
+    assert_eq!(pulled["sections"][1]["injected"], true);
+    let page = s.get("/history/part?session_id=ses_i&message_id=m1&part_id=p2").await.expect(200);
+    assert_eq!(page["injected"], true);
+    let found = s.get("/history/search?query=conversation%20history&session_id=ses_i").await.expect(200);
+    assert_eq!(found["messages"], json!([]));
+    let api = s.get("/openapi.json").await.expect(200);
+    for schema in ["PulledPart", "MessagePreview"] {
+        let injected = &api["components"]["schemas"][schema]["properties"]["injected"];
+        assert_eq!(injected["type"], "boolean", "{schema}: {injected}");
+    }
+}
+
 #[tokio::test]
 async fn history_routes_refuse_bad_input_with_stable_codes() {
     let s = start().await;

@@ -1,0 +1,163 @@
+//! Recognising the texts cairn puts into a conversation (the `[MEMORY]` block, the protocol,
+//! the Session History guidance, the trigger and compaction notes, the save reminder, the
+//! context meter) when they come back in a host's transcript, so the history archive can tell
+//! them from what the user typed.
+//!
+//! A text is cairn's only when it starts with the exact leading line cairn writes: a text the
+//! user edited there (or typed in the same words, with another first line) is the user's. The
+//! archive also asks the host (OpenCode's `synthetic` part, Claude Code's hook context), so a
+//! user who types `[MEMORY]` as the first line of a message still owns it.
+//!
+//! Every text this recognises is produced elsewhere (`protocol.rs`, `context/memory_block.rs`,
+//! `context.rs`, `activity.rs`, `hooks.rs`); the tests below build each one from its producer,
+//! so a changed leading line fails here instead of leaking into previews.
+
+/// Which of cairn's injected texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Injection {
+    /// The `[MEMORY]` block before a session's first message.
+    MemoryBlock,
+    /// The Memory Protocol (Claude Code's SessionStart and SubagentStart).
+    Protocol,
+    /// The "## Session History" guidance (the OpenCode plugin's first message).
+    HistoryGuidance,
+    /// The note added to a message that asks to remember something.
+    Trigger,
+    /// The note after a compaction that the summary is stored.
+    CompactionNote,
+    /// A sub-agent's note about its parent's history.
+    Upstream,
+    /// The project's recent memory (Claude Code's SessionStart).
+    SessionContext,
+    /// The save reminder.
+    SaveReminder,
+    /// The context meter line.
+    ContextMeter,
+}
+
+/// Each kind by the exact text it starts with.
+const LEADS: &[(&str, Injection)] = &[
+    ("[MEMORY]\n", Injection::MemoryBlock),
+    ("cairn is your persistent memory across sessions.\n", Injection::Protocol),
+    ("cairn memory: maintenance tools.", Injection::Protocol),
+    ("## Session History\n", Injection::HistoryGuidance),
+    ("[MEMORY TRIGGER DETECTED] The user asked you to remember something.", Injection::Trigger),
+    ("The summary of this compaction is stored in cairn automatically;", Injection::CompactionNote),
+    ("**Upstream session ID: ", Injection::Upstream),
+    ("## Memory from previous sessions\n", Injection::SessionContext),
+    ("## Memory from previous sessions (project: ", Injection::SessionContext),
+    ("(side note: nothing saved to memory for ", Injection::SaveReminder),
+    ("🟡 Context: ", Injection::ContextMeter),
+    ("🟠 Context: ", Injection::ContextMeter),
+    ("🔴 Context: ", Injection::ContextMeter),
+];
+
+/// Which of cairn's texts `text` is, by its exact start; `None`: not cairn's.
+pub fn cairn_injection(text: &str) -> Option<Injection> {
+    // the common case (a user's message) decided on the first byte
+    if !text.starts_with(['[', 'c', '#', 'T', '*', '(', '\u{1F7E1}', '\u{1F7E0}', '\u{1F534}']) {
+        return None;
+    }
+    LEADS.iter().find(|(lead, _)| text.starts_with(lead)).map(|(_, kind)| *kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::protocol::{Host, Part, ProtocolRequest, ToolProfile, protocol};
+
+    #[test]
+    fn every_protocol_text_put_in_a_conversation_is_recognised() {
+        let cases = [
+            (Part::Memory, Injection::Protocol),
+            (Part::History, Injection::HistoryGuidance),
+            (Part::Trigger, Injection::Trigger),
+            (Part::CompactionNote, Injection::CompactionNote),
+            (Part::Upstream, Injection::Upstream),
+        ];
+        for host in [Host::Mcp, Host::Opencode, Host::ClaudeCode, Host::Codex, Host::Gemini] {
+            for tools in [ToolProfile::Agent, ToolProfile::All, ToolProfile::Router, ToolProfile::Admin] {
+                for (part, kind) in cases {
+                    let text =
+                        protocol(ProtocolRequest { host, tools, part, session_id: Some("ses_parent".into()) }).text;
+                    // the admin profile's history guidance is one sentence cairn never injects
+                    if tools == ToolProfile::Admin && part == Part::History {
+                        continue;
+                    }
+                    assert_eq!(cairn_injection(&text), Some(kind), "{host:?} {tools:?} {part:?}:\n{text}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_reminder_and_the_meter_are_recognised() {
+        use crate::agent::SessionActivity;
+        use crate::agent::meter::ContextUsage;
+        let at = |t: &str| Some(t.to_owned());
+        let activity = SessionActivity {
+            session_id: "s".into(),
+            project: String::new(),
+            started_at: "2026-01-01T00:00:00.000Z".into(),
+            updated_at: "2026-01-01T00:00:00.000Z".into(),
+            tool_calls: 20,
+            saves: 1,
+            last_save_at: at("2026-01-01T00:00:00.000Z"),
+            reminders: 0,
+            last_reminder_at: None,
+            pending_prompt: None,
+            context_fingerprint: None,
+        };
+        let now = crate::clock::parse_ts("2026-01-01T02:00:00.000Z").unwrap();
+        let reminder = activity.reminder_due(now).expect("a reminder is due after two quiet hours");
+        assert_eq!(cairn_injection(&reminder), Some(Injection::SaveReminder), "{reminder}");
+        let settings = crate::settings::plugin::PluginConfig::default().context_meter;
+        for used in [150_000, 175_000, 195_000] {
+            let usage = ContextUsage { used, limit: 200_000, model: "m".into() };
+            let line = crate::agent::hooks::context_meter(&usage, &settings).expect("a meter line past green");
+            assert_eq!(cairn_injection(&line), Some(Injection::ContextMeter), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_memory_block_and_the_session_context_are_recognised() {
+        use crate::context::{ContextLayout, ContextRequest};
+        let (mut store, _) = crate::testutil::store_with_clock();
+        store.save(&crate::testutil::obs("shop", "Checkout flow", "Payments go through Stripe")).unwrap();
+        for (layout, kind) in
+            [(ContextLayout::MemoryBlock, Injection::MemoryBlock), (ContextLayout::Recent, Injection::SessionContext)]
+        {
+            for project in [Some("shop"), None] {
+                let req = ContextRequest {
+                    project: project.map(str::to_owned),
+                    layout,
+                    query: Some("checkout payments".into()),
+                    similarity_threshold: Some(0.0),
+                    ..ContextRequest::default()
+                };
+                let text = store.context(&req).unwrap().context;
+                assert!(!text.is_empty(), "{layout:?} {project:?}");
+                assert_eq!(cairn_injection(&text), Some(kind), "{layout:?} {project:?}:\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_edited_or_retyped_lead_is_the_users() {
+        for text in [
+            "[MEMORY] please remember this",
+            " [MEMORY]\n## Relevant",
+            "[memory]\n## Relevant",
+            "[MEMORY]",
+            "## Session History of my project",
+            "## session history\n",
+            "cairn is your persistent memory across sessions, right?",
+            "what is [MEMORY]\n",
+            "The summary of this compaction is wrong",
+            "",
+            "ok",
+        ] {
+            assert_eq!(cairn_injection(text), None, "{text:?}");
+        }
+    }
+}

@@ -38,6 +38,8 @@ pub enum Injection {
 /// Each kind by the exact text it starts with.
 const LEADS: &[(&str, Injection)] = &[
     ("[MEMORY]\n", Injection::MemoryBlock),
+    // the block of a project with nothing stored yet: one line
+    ("[MEMORY] Nothing is stored", Injection::MemoryBlock),
     ("cairn is your persistent memory across sessions.\n", Injection::Protocol),
     ("cairn memory: maintenance tools.", Injection::Protocol),
     ("## Session History\n", Injection::HistoryGuidance),
@@ -140,6 +142,21 @@ mod tests {
                 assert_eq!(cairn_injection(&text), Some(kind), "{layout:?} {project:?}:\n{text}");
             }
         }
+    }
+
+    #[test]
+    fn the_block_of_a_project_with_nothing_stored_is_recognised() {
+        use crate::context::{ContextLayout, ContextRequest};
+        let (store, _) = crate::testutil::store_with_clock();
+        let req = ContextRequest {
+            project: Some("empty".into()),
+            layout: ContextLayout::MemoryBlock,
+            query: Some("anything".into()),
+            ..ContextRequest::default()
+        };
+        let text = store.context(&req).unwrap().context;
+        assert!(text.starts_with("[MEMORY] Nothing is stored"), "{text}");
+        assert_eq!(cairn_injection(&text), Some(Injection::MemoryBlock), "{text}");
     }
 
     #[test]

@@ -10,9 +10,9 @@
 pub mod activity;
 pub mod hooks;
 pub mod host;
+pub mod injected;
 pub mod intent;
 pub mod last_session;
-pub mod injected;
 pub mod meter;
 pub mod protocol;
 

@@ -69,9 +69,10 @@ async fn spool_health(state: &AppState) -> Value {
     })
 }
 
-/// Apply the events hooks and plugins spooled while no daemon answered, in order, each once;
-/// answers when done. Hooks and the plugin call it when they find the daemon and the spool
-/// not empty, so their next write does not overtake what waits.
+/// Apply what hooks and plugins spooled while no daemon answered.
+///
+/// In order, each event once; answers when done. Hooks and the plugin call it when they find
+/// the daemon and the spool not empty, so their next write does not overtake what waits.
 #[utoipa::path(post, operation_id = "drain_spool", path = "/spool/drain", tag = "daemon",
     responses((status = 200, description = "What the drain did", body = cairn_core::spool::DrainReport)))]
 pub(super) async fn drain_spool(State(state): State<AppState>) -> ApiResult {

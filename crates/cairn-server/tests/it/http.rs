@@ -909,6 +909,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/health"),
     ("post", "/sessions"),
     ("post", "/sessions/{id}/end"),
+    ("post", "/spool/drain"),
     ("get", "/sessions/recent"),
     ("get", "/sessions/{id}"),
     ("delete", "/sessions/{id}"),

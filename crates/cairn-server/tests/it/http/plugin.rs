@@ -32,7 +32,8 @@ async fn user_prompt_is_one_round_trip_and_first_only_once() {
     assert_eq!(first["memory_trigger"], true);
     assert!(first["prompt_id"].is_i64());
     let second = op(&s, "user_prompt", json!({"session_id": "oc-1", "content": "ok"})).await.expect(200);
-    assert_eq!(second, json!({"prompt_id": null, "first_prompt": false, "memory_trigger": false}));
+    // without a host, no texts to inject (`texts` is always there: the plugin tells a new daemon by it)
+    assert_eq!(second, json!({"prompt_id": null, "first_prompt": false, "memory_trigger": false, "texts": []}));
     let session = s.get("/sessions/oc-1").await.expect(200);
     assert_eq!((session["project"].as_str(), session["agent"].as_str()), (Some("shop"), Some("build")));
     op(&s, "user_prompt", json!({"session_id": "oc-1"})).await.expect_error(400, "invalid_argument");

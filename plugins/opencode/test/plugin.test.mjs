@@ -249,10 +249,10 @@ describe('the spool: no write lost while the daemon starts', () => {
     await hooks['chat.message'](input, output);
     assert.ok(Date.now() - t0 < 1500, `chat.message took ${Date.now() - t0} ms`);
     await hooks['tool.execute.after']({ sessionID: input.sessionID, tool: 'bash', callID: 'c1' }, { output: 'ok' });
-    await waitFor(() => spooled(dataDir).some((r) => r.record.request.op === 'record_activity'), 3000, 'the tool call spooled');
+    await waitFor(() => spooled(dataDir).some((r) => r.record.request.op === 'tool_call'), 3000, 'the tool call spooled');
     const records = spooled(dataDir);
     const ops = records.map((r) => r.record.request.op);
-    assert.ok(ops.indexOf('user_prompt') < ops.indexOf('record_activity'), ops.join());
+    assert.ok(ops.indexOf('user_prompt') < ops.indexOf('tool_call'), ops.join());
     for (const { name, record } of records) {
       assert.equal(record.v, 1);
       assert.equal(record.source, 'opencode');
@@ -283,13 +283,13 @@ describe('the spool: no write lost while the daemon starts', () => {
     };
     // still down: a second write follows the first into the spool
     await hooks['tool.execute.after']({ sessionID: input.sessionID, tool: 'bash', callID: 'c1' }, { output: 'ok' });
-    await waitFor(() => spooled(dataDir).some((r) => r.record.request.op === 'record_activity'), 3000, 'the tool call spooled');
+    await waitFor(() => spooled(dataDir).some((r) => r.record.request.op === 'tool_call'), 3000, 'the tool call spooled');
     daemon.state.health = true;
     await waitFor(() => daemon.posts('/spool/drain').length >= 1 && spooled(dataDir).length === 0, 5000, 'the drain');
-    assert.deepEqual(drained.filter((op) => op === 'user_prompt' || op === 'record_activity'), ['user_prompt', 'record_activity']);
+    assert.deepEqual(drained.filter((op) => op === 'user_prompt' || op === 'tool_call'), ['user_prompt', 'tool_call']);
     await hooks['tool.execute.after']({ sessionID: input.sessionID, tool: 'bash', callID: 'c2' }, { output: 'ok' });
-    await waitFor(() => daemon.ops('record_activity').length === 1, 3000, 'the live tool call');
-    const live = daemon.ops('record_activity')[0];
+    await waitFor(() => daemon.ops('tool_call').length === 1, 3000, 'the live tool call');
+    const live = daemon.ops('tool_call')[0];
     assert.match(live.headers['idempotency-key'], /^[0-9a-f-]{36}$/, 'a live write carries its event id');
     assert.equal(spooled(dataDir).length, 0);
   });

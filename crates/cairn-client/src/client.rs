@@ -148,6 +148,8 @@ pub enum Delivered {
 
 /// Room kept in a budget to write the spool after the daemon did not answer.
 const SPOOL_MARGIN: Duration = Duration::from_millis(100);
+/// How often a hook looks for the daemon it started.
+const DAEMON_POLL: Duration = Duration::from_millis(25);
 
 /// Runs operations for one process. Clone it freely: clones share the connection.
 #[derive(Clone)]
@@ -270,23 +272,16 @@ impl Client {
         let left = || deadline.saturating_duration_since(std::time::Instant::now());
         let id = EventId::new();
         let spool = Spool::in_data_dir(&options.data_dir);
-        match self.daemon_now() {
-            Some(daemon) => {
-                // Events kept before this one go first; while some still wait, it waits behind them.
-                let behind = spool.status().pending > 0 && !matches!(daemon.drain_spool(left() / 2), Ok(0));
-                if !behind {
-                    match daemon.execute_with(&op, Some(&id), left()) {
-                        Ok(value) => return Ok(Delivered::Answered(value)),
-                        Err(e) if matches!(e.code, ErrorCode::DaemonUnavailable | ErrorCode::OperationInterrupted) => {
-                            tracing::info!(error = %e, "the daemon did not answer in time; keeping the event in the spool");
-                        }
-                        Err(e) => return Err(e),
+        if let Some(daemon) = self.daemon_now().or_else(|| self.start_and_wait(options, deadline)) {
+            // Events kept before this one go first; while some still wait, it waits behind them.
+            let behind = spool.status().pending > 0 && !matches!(daemon.drain_spool(left() / 2), Ok(0));
+            if !behind {
+                match daemon.execute_with(&op, Some(&id), left()) {
+                    Ok(value) => return Ok(Delivered::Answered(value)),
+                    Err(e) if matches!(e.code, ErrorCode::DaemonUnavailable | ErrorCode::OperationInterrupted) => {
+                        tracing::info!(error = %e, "the daemon did not answer in time; keeping the event in the spool");
                     }
-                }
-            }
-            None => {
-                if let Some(exe) = &options.autostart {
-                    start_in_background(exe, &options.data_dir, options.port);
+                    Err(e) => return Err(e),
                 }
             }
         }
@@ -298,6 +293,23 @@ impl Client {
             )
             .with_hint("cairn doctor shows the spool; free disk space, or start the daemon: cairn serve")),
         }
+    }
+
+    /// No daemon runs: start one (unless another process just did) and wait for it until
+    /// `deadline` at most, so a daemon that comes up quickly still answers this event live (a
+    /// first session's hooks inject the protocol and context); one still starting then leaves
+    /// the event to the spool. Spooling itself takes microseconds, so the whole budget may be
+    /// spent waiting.
+    fn start_and_wait(&self, options: &ConnectOptions, deadline: std::time::Instant) -> Option<DaemonClient> {
+        let exe = options.autostart.as_ref()?;
+        start_in_background(exe, &options.data_dir, options.port);
+        while std::time::Instant::now() + DAEMON_POLL < deadline {
+            std::thread::sleep(DAEMON_POLL);
+            if let Some(daemon) = self.daemon_now() {
+                return Some(daemon);
+            }
+        }
+        None
     }
 
     /// The daemon this client uses, or the one running now; never waits for one to start.

@@ -8,8 +8,9 @@
 //! and exits 0 whatever the thread is doing. Problems are one line on stderr.
 //!
 //! Writes are never lost to a cold or busy daemon: each goes through [`Client::deliver`], which
-//! keeps it in the data dir's spool when no daemon answers within the hook's budget (and
-//! starts one without waiting for it); the hook then answers `{}`. Reads fail open. A hook
+//! starts a daemon when none runs and waits for it within the hook's budget, and keeps the
+//! write in the data dir's spool when none answers in time; the hook then answers `{}`. Reads
+//! fail open. A hook
 //! does not open the store itself while a daemon may be starting: the daemon could be
 //! migrating, and a hook killed at its deadline mid-write would lose the event; a spool file
 //! is written in microseconds and never waits for a lock.

@@ -113,11 +113,14 @@ mod tests {
         let now = crate::clock::parse_ts("2026-01-01T02:00:00.000Z").unwrap();
         let reminder = activity.reminder_due(now).expect("a reminder is due after two quiet hours");
         assert_eq!(cairn_injection(&reminder), Some(Injection::SaveReminder), "{reminder}");
-        let settings = crate::settings::plugin::PluginConfig::default().context_meter;
-        for used in [150_000, 175_000, 195_000] {
-            let usage = ContextUsage { used, limit: 200_000, model: "m".into() };
-            let line = crate::agent::hooks::context_meter(&usage, &settings).expect("a meter line past green");
-            assert_eq!(cairn_injection(&line), Some(Injection::ContextMeter), "{line}");
+        let config = crate::settings::plugin::PluginConfig::default();
+        for host in [crate::agent::protocol::Host::ClaudeCode, crate::agent::protocol::Host::Opencode] {
+            for used in [150_000, 175_000, 195_000] {
+                let usage = ContextUsage { used, limit: 200_000, model: "m".into() };
+                let reading = crate::agent::meter::reading(&usage, host, &config.context_meter, &config.compaction);
+                let line = reading.line.expect("a meter line past green");
+                assert_eq!(cairn_injection(&line), Some(Injection::ContextMeter), "{line}");
+            }
         }
     }
 

@@ -111,6 +111,22 @@ class CallError extends Error {
   }
 }
 
+/** The daemon's JSON answer; an error status rejects with its CallError (status and code). */
+async function answerOf(res: Response, what: string): Promise<Json> {
+  const text = await res.text();
+  let json: Json = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = null;
+  }
+  if (!res.ok) {
+    const err = json?.error ?? {};
+    throw new CallError(`${what}: ${res.status} ${err.code ?? ""} ${err.message ?? text.slice(0, 200)}`, res.status, err.code ?? "");
+  }
+  return json;
+}
+
 const server = async (ctx: Dict, options?: Dict) => {
   const env: Dict = { ...process.env, ...(options?.env ?? {}) };
   const client = ctx?.client;
@@ -241,18 +257,7 @@ const server = async (ctx: Dict, options?: Dict) => {
       daemonLost();
       throw new CallError(`${method} ${path}: ${e?.name === "TimeoutError" ? `no answer within ${timeout} ms` : (e?.message ?? e)}`, 0, "unavailable");
     }
-    const text = await res.text();
-    let json: Json = null;
-    try {
-      json = text ? JSON.parse(text) : null;
-    } catch {
-      json = null;
-    }
-    if (!res.ok) {
-      const err = json?.error ?? {};
-      throw new CallError(`${method} ${path}: ${res.status} ${err.code ?? ""} ${err.message ?? text.slice(0, 200)}`, res.status, err.code ?? "");
-    }
-    return json;
+    return answerOf(res, `${method} ${path}`);
   }
   const op = (name: string, args: Dict, timeout?: number): Promise<Json> =>
     WRITE_OPS.has(name) ? deliver(name, args, timeout) : call("POST", "/v1/op", { op: name, args }, timeout);
@@ -411,18 +416,7 @@ const server = async (ctx: Dict, options?: Dict) => {
       daemonLost();
       throw new CallError(`POST ${path}: ${e?.name === "TimeoutError" ? `no answer within ${timeout} ms` : (e?.message ?? e)}`, 0, "unavailable");
     }
-    const text = await res.text();
-    let json: Json = null;
-    try {
-      json = text ? JSON.parse(text) : null;
-    } catch {
-      json = null;
-    }
-    if (!res.ok) {
-      const err = json?.error ?? {};
-      throw new CallError(`POST ${path}: ${res.status} ${err.code ?? ""} ${err.message ?? text.slice(0, 200)}`, res.status, err.code ?? "");
-    }
-    return json;
+    return answerOf(res, `POST ${path}`);
   }
   /** Whether the daemon does not know this op (an older cairn): 400 invalid_argument "unknown variant". */
   const unknownOp = (e: any) => e instanceof CallError && e.status === 400 && /unknown variant|unknown op/i.test(e.message);

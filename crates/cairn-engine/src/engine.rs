@@ -337,7 +337,7 @@ impl Engine {
         Some((spool.status(), counts))
     }
 
-    /// Start draining the spool of the store's data dir: now, then every [`SPOOL_POLL`] (a
+    /// Start draining the spool of the store's data dir: now, then every two seconds (a
     /// hook or the plugin also pokes it, `POST /spool/drain`). The daemon starts it; other
     /// in-process engines do not. `false` for an in-memory store.
     pub fn start_spool(self: &Arc<Self>) -> bool {

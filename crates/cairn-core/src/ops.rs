@@ -240,6 +240,10 @@ pub struct SaveRequest {
     pub observation: NewObservation,
     #[serde(default)]
     pub find_candidates: bool,
+    /// The agent's session to count the save in, in the save's own transaction (an agent's
+    /// `mem_save`); absent for a save nobody's session counts.
+    #[serde(default)]
+    pub activity: Option<crate::agent::SaveActivity>,
 }
 
 /// The answer to a save.
@@ -250,6 +254,9 @@ pub struct SaveResponse {
     pub outcome: SaveOutcome,
     /// Look-alikes, when `find_candidates` was set.
     pub candidates: Vec<Candidate>,
+    /// The session's activity after the save, when the request named one it was counted in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<crate::agent::ActivityUpdate>,
 }
 
 /// Search results with their relation notes.
@@ -602,7 +609,10 @@ fn clamp(limit: usize, default: usize) -> usize {
 }
 
 fn save(store: &mut Store, req: &SaveRequest) -> Result<SaveResponse> {
-    let outcome = store.save(&req.observation)?;
+    let (outcome, activity) = match &req.activity {
+        Some(session) => store.save_counted(&req.observation, session)?,
+        None => (store.save(&req.observation)?, None),
+    };
     // Looking for look-alikes is advice: it never fails a save that already happened.
     let candidates = if req.find_candidates && outcome.action == crate::memory::SaveAction::Created {
         store.find_candidates(outcome.id, CANDIDATE_LIMIT, true).unwrap_or_else(|e| {
@@ -612,7 +622,7 @@ fn save(store: &mut Store, req: &SaveRequest) -> Result<SaveResponse> {
     } else {
         Vec::new()
     };
-    Ok(SaveResponse { outcome, candidates })
+    Ok(SaveResponse { outcome, candidates, activity })
 }
 
 /// What `reindex` queued.
@@ -818,7 +828,7 @@ mod tests {
         let mut s = Store::open_in_memory().unwrap();
         let save = Op::Save(SaveRequest {
             observation: NewObservation { title: "t".into(), content: "c".into(), ..Default::default() },
-            find_candidates: false,
+            ..SaveRequest::default()
         });
         let saved = execute(&mut s, save).unwrap();
         assert_eq!(saved.kind(), OpKind::Save);

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use cairn_core::agent::{
-    self, ActivityEvent, ActivityRecord, ActivityUpdate, ProjectHints, SAVE_FINDS_CANDIDATES, given,
+    self, ActivityEvent, ActivityRecord, ActivityUpdate, ProjectHints, SAVE_FINDS_CANDIDATES, SaveActivity, given,
 };
 use cairn_core::context::{Context, ContextRequest};
 use cairn_core::history::query as history;
@@ -156,15 +156,15 @@ impl CairnMcp {
             directory: Some(self.cwd_text()),
             ..NewObservation::default()
         };
-        let request = SaveRequest { observation, find_candidates: SAVE_FINDS_CANDIDATES };
+        // Counted in the call's session in the save's own transaction, with the prompt the user
+        // typed last attached to the memory's session.
+        let activity = call
+            .activity_session
+            .clone()
+            .map(|session_id| SaveActivity { session_id, attach_prompt: a.capture_prompt.unwrap_or(true) });
+        let request = SaveRequest { observation, find_candidates: SAVE_FINDS_CANDIDATES, activity };
         let resp: SaveResponse = self.call(Op::Save(request)).await?;
         let o = &resp.outcome;
-        // The prompt the user typed last goes with the memory, into the session it went to.
-        let saved = ActivityEvent::Save {
-            saved_session_id: Some(o.session_id.clone()),
-            attach_prompt: a.capture_prompt.unwrap_or(true),
-        };
-        self.record(call, saved).await;
         let mut extra = json!({
             "id": o.id,
             "sync_id": o.sync_id,

@@ -66,6 +66,7 @@ async fn spool_health(state: &AppState) -> Value {
         "dropped": counts.dropped + status.dropped_uncounted,
         "corrupt": counts.corrupt,
         "rejected": counts.rejected,
+        "failed": counts.failed,
     })
 }
 

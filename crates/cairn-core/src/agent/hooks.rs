@@ -1,4 +1,4 @@
-//! The rules of Claude Code's hooks (`cairn hook <event>`, host-integration B2, E18–E22): which
+//! The rules of Claude Code's hooks (`cairn hook <event>`: SessionStart, UserPromptSubmit, tool calls, SubagentStop, Stop, SessionEnd): which
 //! events exist, what a hook payload says, which tools are cairn's, the answer's shape and cap,
 //! the fingerprint that deduplicates injections, and the usage read from a transcript (the
 //! meter's line is `meter::reading`'s, as for every host).
@@ -214,7 +214,7 @@ pub fn with_session_id(tool_name: &str, tool_input: Option<&Value>, session_id: 
 }
 
 /// The history tools' `session_id` names the conversation to read, so the caller goes in
-/// `caller_session_id` (H10: its own session is visible only up to its latest compaction), and
+/// `caller_session_id` (history visibility: its own session is visible only up to its latest compaction), and
 /// a browse or pull without a session reads the caller's. A search without one spans the project.
 fn with_caller(short: &str, mut input: Value, session_id: &str) -> Option<Value> {
     let before = input.clone();

@@ -1,4 +1,4 @@
-//! The conversation-history archive (B3): every OpenCode and Claude Code session, read
+//! The conversation-history archive: every OpenCode and Claude Code session, read
 //! strictly read-only from the hosts' own storage into one model and kept in `history.db`.
 
 pub mod call_log;

@@ -1,4 +1,4 @@
-//! OpenCode's saved plans (host-integration O2, op `plans`): list them, or read one, strictly
+//! OpenCode's saved plans (op `plans`, also open-memory's router name): list them, or read one, strictly
 //! read-only.
 //!
 //! Where OpenCode writes a plan (checked in the installed opencode-ai 1.18.33 and in

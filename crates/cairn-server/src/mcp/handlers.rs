@@ -422,7 +422,7 @@ impl CairnMcp {
         Ok(reply::json_text(&result))
     }
 
-    /// A history tool: one op, its JSON answer pretty-printed (the layout H1–H5 specify).
+    /// A history tool: one op, its JSON answer pretty-printed (the layout the history tools share).
     async fn history_json(&self, op: Op) -> Result<CallToolResult> {
         let value: Value = self.state.backend.execute_async(op).await?;
         let text = serde_json::to_string_pretty(&value).map_err(|e| CairnError::internal(e.to_string()))?;

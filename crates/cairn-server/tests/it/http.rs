@@ -1355,7 +1355,7 @@ async fn history_routes_browse_pull_search_and_forget() {
     assert_eq!(s.get("/history/children?session_id=ses_h").await.expect(200), json!([]));
     let stats = s.get("/history/stats").await.expect(200);
     assert_eq!(stats["hosts"][0]["sessions"], 1);
-    // O2: no assistant usage in ses_h is an answer; the caller's session by header.
+    // Context usage: no assistant usage in ses_h is an answer; the caller's session by header.
     let usage = s.call("GET", "/history/context-usage", None, &[("x-cairn-session", "ses_h")]).await.expect(200);
     assert_eq!((usage["session_id"].as_str(), usage["source"].as_str()), (Some("ses_h"), Some("caller")));
     assert_eq!(usage["percent"], Value::Null);

@@ -1,4 +1,4 @@
-//! `cairn setup <agent>`: connect an agent host to cairn (host-integration E35).
+//! `cairn setup <agent>`: connect an agent host to cairn.
 //!
 //! Every host follows the same shape: read what is there, plan every change as data
 //! ([`Plan`]: steps for people and `--json`, file operations for the machine), then apply the

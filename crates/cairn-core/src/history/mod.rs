@@ -20,7 +20,7 @@ mod index_tests;
 #[cfg(test)]
 mod injected_tests;
 #[cfg(test)]
-mod o2_tests;
+mod plans_and_context_usage_tests;
 #[cfg(test)]
 mod project_tests;
 #[cfg(test)]

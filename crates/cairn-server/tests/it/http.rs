@@ -88,7 +88,7 @@ async fn start() -> Server {
 
 async fn start_with(tweak: impl FnOnce(&mut HttpConfig)) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let db = Engine::open(&dir.path().join("cairn.db")).unwrap();
+    let engine = Engine::open(&dir.path().join("cairn.db")).unwrap();
     let mut config = HttpConfig {
         data_dir: Some(dir.path().to_owned()),
         version: "9.9.9-test".into(),
@@ -100,7 +100,7 @@ async fn start_with(tweak: impl FnOnce(&mut HttpConfig)) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let state = AppState { db, config: Arc::new(config) };
+    let state = AppState { engine, config: Arc::new(config) };
     let task = tokio::spawn(serve(listener, state, async {
         let _ = stopped.await;
     }));

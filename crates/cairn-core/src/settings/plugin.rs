@@ -110,8 +110,8 @@ pub struct PluginConfig {
     pub triggers: TriggerSettings,
     pub compaction: CompactionSettings,
     pub context_meter: ContextMeterSettings,
-    /// What a host plugin needs of `[history]` (upstream history, the chart); filled in from those settings when
-    /// served, never read from the plugin tables.
+    /// What a host plugin needs of `[history]` (upstream history, the chart); filled in from those
+    /// settings when served, never read from the plugin tables.
     #[serde(default)]
     pub history: PluginHistory,
 }

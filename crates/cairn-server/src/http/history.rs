@@ -1,6 +1,6 @@
-//! The conversation-history archive (browse, pull, search, chart, sessions and the router's history ops): query parameters are the
-//! ops' arguments; the `X-Cairn-Session` header names the caller's own session (seen only up to its latest compaction) when the
-//! query does not.
+//! The conversation-history archive (browse, pull, search, chart, sessions and the router's history
+//! ops): query parameters are the ops' arguments; the `X-Cairn-Session` header names the caller's
+//! own session (seen only up to its latest compaction) when the query does not.
 
 use axum::extract::State;
 use axum::http::HeaderMap;

@@ -136,7 +136,8 @@ async fn tools_carry_schemas_annotations_and_server_info() {
     assert_eq!((server.name.as_str(), server.version.as_str()), ("cairn", "9.9.9-test"));
     let instructions = info.instructions.clone().unwrap_or_default();
     assert!(instructions.contains("never replace your reply"), "{instructions}");
-    // The handshake's instructions are the Memory Protocol of op `protocol` (one source for every host).
+    // The handshake's instructions are the Memory Protocol of op `protocol` (one source for every
+    // host).
     let protocol = cairn_core::agent::protocol(cairn_core::agent::ProtocolRequest {
         tools: cairn_core::agent::protocol::ToolProfile::Agent,
         ..Default::default()
@@ -412,8 +413,8 @@ async fn router_tool_runs_any_operation() {
     assert_eq!(code, "history_session_not_found");
 }
 
-/// The router's `plans` and `context_usage` ops: `plans` lists and reads the working directory's git
-/// project's OpenCode plans and refuses paths; `context_usage` (open-memory's `context` with a
+/// The router's `plans` and `context_usage` ops: `plans` lists and reads the working directory's
+/// git project's OpenCode plans and refuses paths; `context_usage` (open-memory's `context` with a
 /// `sessionId`) answers for the caller's session, else the latest, and with no usage says so.
 #[tokio::test]
 async fn router_plans_and_context_usage() {

@@ -232,7 +232,7 @@ impl ErrorCode {
         }
     }
 
-    /// The CLI exit code (documented in README "Exit codes").
+    /// The CLI exit code (documented in docs/CLI.md "Exit codes").
     pub fn exit_code(self) -> i32 {
         match self.http_status() {
             400 | 401 | 403 | 413 | 422 => 3,

@@ -426,8 +426,11 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
         }
         SetupAgent::Codex => ("codex", codex::plan(&codex::Options::from_env(&args, &binary)?, &answers)?),
         SetupAgent::Gemini | SetupAgent::Cursor => {
-            let host =
-                if matches!(args.agent, SetupAgent::Gemini) { gemini_cursor::Host::Gemini } else { gemini_cursor::Host::Cursor };
+            let host = if matches!(args.agent, SetupAgent::Gemini) {
+                gemini_cursor::Host::Gemini
+            } else {
+                gemini_cursor::Host::Cursor
+            };
             (host.name(), gemini_cursor::plan(&gemini_cursor::Options::from_env(host, &args, &binary)?, &answers)?)
         }
     };

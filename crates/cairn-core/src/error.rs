@@ -33,7 +33,7 @@ macro_rules! error_codes {
                 }
             }
 
-            /// The CLI exit code (documented in README "Exit codes"): 3 bad input, 4 not found,
+            /// The CLI exit code (documented in docs/CLI.md, "Exit codes"): 3 bad input, 4 not found,
             /// 5 conflict, 6 unavailable or a store that cannot be used, 1 anything else.
             pub fn exit_code(self) -> i32 {
                 match self {

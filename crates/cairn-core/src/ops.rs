@@ -186,23 +186,23 @@ pub enum Op {
     },
     /// The plugin-facing settings (never a secret).
     PluginConfig,
-    /// Conversation-history sessions of every host, newest first (H9).
+    /// Conversation-history sessions of every host, newest first.
     HistorySessions(SessionsRequest),
-    /// Turn previews of one session (H1).
+    /// Turn previews of one session.
     HistoryBrowseTurns(TurnsRequest),
-    /// A window of message previews (H2).
+    /// A window of message previews.
     HistoryBrowseMessages(MessagesRequest),
-    /// One message's parts, long ones cut (H3).
+    /// One message's parts, long ones cut.
     HistoryPullMessage(MessageRequest),
-    /// One part in full, paged (H4).
+    /// One part in full, paged.
     HistoryPullPart(PartRequest),
-    /// Search the history's parts (H5).
+    /// Search the history's parts.
     HistorySearch(HistorySearchRequest),
-    /// The navigation chart left at a compaction (H6).
+    /// The navigation chart left at a compaction.
     HistoryChart(SessionRef),
-    /// A session's compactions (O2).
+    /// A session's compactions.
     HistoryCompactions(CompactionsRequest),
-    /// A session's sub-agent sessions (O2).
+    /// A session's sub-agent sessions.
     HistoryChildren(SessionRef),
     /// What the history archive holds, per host.
     HistoryStats,
@@ -211,9 +211,9 @@ pub enum Op {
     /// Read the hosts' conversation storage now: one file, one session, or (no argument)
     /// everything (`crate::history::ingest`).
     HistoryIngest(crate::history::ingest::PokeRequest),
-    /// OpenCode's saved plans: the list, or one plan's text (O2).
+    /// OpenCode's saved plans: the list, or one plan's text.
     Plans(crate::history::plans::PlansRequest),
-    /// How full a session's context window is, from the archive (O2, O4's numbers).
+    /// How full a session's context window is, from the archive (the context meter's numbers).
     ContextUsage(crate::history::context_usage::ContextUsageRequest),
     /// A session starts in a host: registered, and what the host injects (one round trip).
     SessionStart(crate::agent::intent::SessionStart),
@@ -406,7 +406,7 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
 
 /// The history ops: reads and the one erase of `history.db` (through [`Store::history`], not
 /// the memory store's writer), with the process's `[history]` settings under the read
-/// session's project override; each call logged when `debug_log_tool_calls` is on (H13).
+/// session's project override; each call logged when `debug_log_tool_calls` is on.
 fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
     let global = crate::settings::history::current();
     if !global.debug_log_tool_calls {

@@ -88,7 +88,7 @@ async fn start() -> Server {
 
 async fn start_with(tweak: impl FnOnce(&mut HttpConfig)) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let db = Engine::open(&dir.path().join("cairn.db")).unwrap();
+    let engine = Engine::open(&dir.path().join("cairn.db")).unwrap();
     let mut config = HttpConfig {
         data_dir: Some(dir.path().to_owned()),
         version: "9.9.9-test".into(),
@@ -100,7 +100,7 @@ async fn start_with(tweak: impl FnOnce(&mut HttpConfig)) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let state = AppState { db, config: Arc::new(config) };
+    let state = AppState { engine, config: Arc::new(config) };
     let task = tokio::spawn(serve(listener, state, async {
         let _ = stopped.await;
     }));
@@ -1391,7 +1391,7 @@ async fn history_routes_browse_pull_search_and_forget() {
     assert_eq!(s.get("/history/children?session_id=ses_h").await.expect(200), json!([]));
     let stats = s.get("/history/stats").await.expect(200);
     assert_eq!(stats["hosts"][0]["sessions"], 1);
-    // O2: no assistant usage in ses_h is an answer; the caller's session by header.
+    // Context usage: no assistant usage in ses_h is an answer; the caller's session by header.
     let usage = s.call("GET", "/history/context-usage", None, &[("x-cairn-session", "ses_h")]).await.expect(200);
     assert_eq!((usage["session_id"].as_str(), usage["source"].as_str()), (Some("ses_h"), Some("caller")));
     assert_eq!(usage["percent"], Value::Null);

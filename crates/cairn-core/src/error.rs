@@ -90,6 +90,12 @@ pub enum ErrorCode {
     HistorySourceUnsupported,
     /// A host's history file is missing or cannot be read.
     HistorySourceUnreadable,
+    /// The folder given to `cairn export --obsidian` is a file, not a folder.
+    VaultNotADirectory,
+    /// The Obsidian export folder (or a note in it) cannot be written.
+    VaultNotWritable,
+    /// The export state file in the Obsidian folder (`.cairn-export.json`) is not cairn's.
+    VaultStateInvalid,
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal,
 }
@@ -137,6 +143,9 @@ impl ErrorCode {
         Self::HistorySourceLocked,
         Self::HistorySourceUnsupported,
         Self::HistorySourceUnreadable,
+        Self::VaultNotADirectory,
+        Self::VaultNotWritable,
+        Self::VaultStateInvalid,
         Self::Internal,
     ];
 
@@ -187,6 +196,9 @@ impl ErrorCode {
             Self::HistorySourceLocked => "history_source_locked",
             Self::HistorySourceUnsupported => "history_source_unsupported",
             Self::HistorySourceUnreadable => "history_source_unreadable",
+            Self::VaultNotADirectory => "vault_not_a_directory",
+            Self::VaultNotWritable => "vault_not_writable",
+            Self::VaultStateInvalid => "vault_state_invalid",
             Self::Internal => "internal",
         }
     }
@@ -203,6 +215,9 @@ impl ErrorCode {
             | Self::InvalidProjectConfig
             | Self::AmbiguousProject
             | Self::InvalidConfig
+            | Self::VaultNotADirectory
+            | Self::VaultNotWritable
+            | Self::VaultStateInvalid
             | Self::InvalidJson => 400,
             Self::ObservationNotFound
             | Self::SessionNotFound

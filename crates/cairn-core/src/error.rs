@@ -96,6 +96,8 @@ pub enum ErrorCode {
     VaultNotWritable,
     /// The export state file in the Obsidian folder (`.cairn-export.json`) is not cairn's.
     VaultStateInvalid,
+    /// The Obsidian export folder holds the export of another project (or of all of them).
+    VaultProjectMismatch,
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal,
 }
@@ -146,6 +148,7 @@ impl ErrorCode {
         Self::VaultNotADirectory,
         Self::VaultNotWritable,
         Self::VaultStateInvalid,
+        Self::VaultProjectMismatch,
         Self::Internal,
     ];
 
@@ -199,6 +202,7 @@ impl ErrorCode {
             Self::VaultNotADirectory => "vault_not_a_directory",
             Self::VaultNotWritable => "vault_not_writable",
             Self::VaultStateInvalid => "vault_state_invalid",
+            Self::VaultProjectMismatch => "vault_project_mismatch",
             Self::Internal => "internal",
         }
     }
@@ -218,6 +222,7 @@ impl ErrorCode {
             | Self::VaultNotADirectory
             | Self::VaultNotWritable
             | Self::VaultStateInvalid
+            | Self::VaultProjectMismatch
             | Self::InvalidJson => 400,
             Self::ObservationNotFound
             | Self::SessionNotFound

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::model::{Observation, Relation};
-use crate::text::redact;
+use crate::text::{normalize_project, redact};
 use crate::transfer::ExportData;
 
 /// The state file in the vault folder: each file's sha256 as cairn last wrote it.
@@ -95,15 +95,20 @@ pub enum KeptReason {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct VaultState {
     version: u32,
+    /// The one project exported here (`--project`), `None` for all: a run for another would
+    /// take the first one's notes for deleted memories.
+    #[serde(default)]
+    project: Option<String>,
     /// Relative path → sha256 hex of the bytes cairn wrote there.
     files: BTreeMap<String, String>,
 }
 
-/// Export `data` into the vault folder `dir` (created if missing): plan, then write.
-pub fn export_vault(data: &ExportData, dir: &Path) -> Result<VaultReport> {
+/// Export `data` (the export of `project`, or of all projects) into the vault folder `dir`
+/// (created if missing): plan, then write.
+pub fn export_vault(data: &ExportData, dir: &Path, project: Option<&str>) -> Result<VaultReport> {
     let files = plan(data);
     let notes = files.iter().filter(|f| !f.path.starts_with(HUB_DIR)).count();
-    let mut report = write_vault(dir, &files)?;
+    let mut report = write_vault(dir, &files, project)?;
     report.notes = notes;
     report.hubs = files.len() - notes;
     Ok(report)
@@ -254,9 +259,13 @@ fn clean_title(title: &str) -> String {
 /// `[[name|label]]`, with the characters that would end or split the link (or open HTML) taken
 /// out of the label.
 fn wikilink(name: &str, label: &str) -> String {
-    let label: String = label.chars().map(|c| if matches!(c, '[' | ']' | '|' | '<' | '>') { ' ' } else { c }).collect();
-    let label = label.split_whitespace().collect::<Vec<_>>().join(" ");
+    let label = link_label(label);
     if label.is_empty() { format!("[[{name}]]") } else { format!("[[{name}|{label}]]") }
+}
+
+fn link_label(text: &str) -> String {
+    let label: String = text.chars().map(|c| if matches!(c, '[' | ']' | '|' | '<' | '>') { ' ' } else { c }).collect();
+    label.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A title as heading text: Markdown and HTML shown as typed, never rendered or linked.
@@ -333,7 +342,8 @@ fn front_matter(o: &Observation, title: &str) -> String {
     if let Some(review) = &o.review_after {
         field("review_after", yaml_str(review));
     }
-    field("aliases", format!("[{}]", yaml_str(title)));
+    // Obsidian offers an alias when a link is typed: one that would break that link is cleaned.
+    field("aliases", format!("[{}]", yaml_str(&link_label(title))));
     let mut tags = vec![yaml_str("cairn"), yaml_str(&tag("type", &o.kind))];
     if !o.project.is_empty() {
         tags.push(yaml_str(&tag("project", &o.project)));
@@ -403,10 +413,12 @@ fn render_hub(
 
 /// Put `files` in `dir`: write what changed, remove what cairn wrote and no longer exports,
 /// never overwrite or remove a file edited since cairn wrote it.
-pub fn write_vault(dir: &Path, files: &[PlannedFile]) -> Result<VaultReport> {
+pub fn write_vault(dir: &Path, files: &[PlannedFile], project: Option<&str>) -> Result<VaultReport> {
     prepare_dir(dir)?;
-    let old = load_state(dir)?;
-    let mut vault = Vault { dir, old: &old, new: VaultState { version: STATE_VERSION, files: BTreeMap::new() } };
+    let project = project.map(|p| normalize_project(p).0);
+    let old = load_state(dir, project.as_deref())?;
+    let new = VaultState { version: STATE_VERSION, project, files: BTreeMap::new() };
+    let mut vault = Vault { dir, old: &old, new };
     let mut report = VaultReport { dir: dir.display().to_string(), ..VaultReport::default() };
     for file in files {
         vault.place(file, &mut report)?;
@@ -571,11 +583,15 @@ fn prepare_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn load_state(dir: &Path) -> Result<VaultState> {
+fn load_state(dir: &Path, project: Option<&str>) -> Result<VaultState> {
     let path = dir.join(STATE_FILE);
     let bytes = match std::fs::read(&path) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Ok(VaultState { version: STATE_VERSION, ..Default::default() });
+            return Ok(VaultState {
+                version: STATE_VERSION,
+                project: project.map(str::to_owned),
+                files: BTreeMap::new(),
+            });
         }
         Err(e) => return Err(io_error(&path, &e)),
         Ok(bytes) => bytes,
@@ -594,6 +610,19 @@ fn load_state(dir: &Path) -> Result<VaultState> {
     // The state names files cairn may remove: only notes inside DIR.
     if let Some(bad) = state.files.keys().find(|p| !is_vault_note_path(p)) {
         return Err(invalid(format!("it names {bad:?}, which is not a note inside the folder")));
+    }
+    if state.project.as_deref() != project {
+        let named = |p: Option<&str>| p.map_or("all projects".to_owned(), |p| format!("project {p:?}"));
+        return Err(CairnError::new(
+            ErrorCode::VaultProjectMismatch,
+            format!(
+                "{} holds the export of {}, not of {}",
+                dir.display(),
+                named(state.project.as_deref()),
+                named(project)
+            ),
+        )
+        .with_hint("export each project (or all of them) to a folder of its own"));
     }
     Ok(state)
 }

@@ -153,7 +153,7 @@ fn private_content_never_reaches_the_vault() {
     let (mut store, _) = store_with_clock();
     saved(&mut store, "p", "key <private>hunter2</private>", "the token is <private>s3cret</private> ok");
     let dir = tempfile::tempdir().unwrap();
-    export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     for entry in walk(dir.path()) {
         let text = std::fs::read_to_string(&entry).unwrap();
         assert!(!text.contains("hunter2") && !text.contains("s3cret"), "{}", entry.display());
@@ -166,6 +166,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         let path = entry.unwrap().path();
         if path.is_dir() { out.extend(walk(&path)) } else { out.push(path) }
     }
+    out.sort();
     out
 }
 
@@ -176,11 +177,11 @@ fn a_second_run_writes_only_what_changed_and_removes_deleted_notes() {
     let b = saved(&mut store, "p", "Changes", "before");
     let c = saved(&mut store, "p", "Goes away", "bye");
     let dir = tempfile::tempdir().unwrap();
-    let first = export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    let first = export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     assert_eq!((first.notes, first.hubs, first.written.len()), (3, 2, 5));
     assert!(dir.path().join(STATE_FILE).is_file());
 
-    let again = export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    let again = export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     assert!(again.written.is_empty() && again.removed.is_empty(), "{again:?}");
     assert_eq!(again.unchanged, 5);
 
@@ -189,7 +190,7 @@ fn a_second_run_writes_only_what_changed_and_removes_deleted_notes() {
     let gone = path_of(&data, c);
     store.delete(c, false).unwrap();
     let data = store.export(None).unwrap();
-    let third = export_vault(&data, dir.path()).unwrap();
+    let third = export_vault(&data, dir.path(), None).unwrap();
     assert_eq!(
         third.written,
         vec![path_of(&data, b), format!("{HUB_DIR}/project-p.md"), format!("{HUB_DIR}/type-manual.md")]
@@ -205,17 +206,17 @@ fn a_note_edited_in_the_vault_is_kept_and_cairns_version_goes_beside_it() {
     let (mut store, _) = store_with_clock();
     let id = saved(&mut store, "p", "Edited", "cairn's text");
     let dir = tempfile::tempdir().unwrap();
-    export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     let path = path_of(&store.export(None).unwrap(), id);
     let full = dir.path().join(&path);
     std::fs::write(&full, "my own notes").unwrap();
 
     // Unchanged memory: nothing to write, the edit is simply left alone.
-    let quiet = export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    let quiet = export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     assert!(quiet.kept_edited.is_empty() && quiet.written.is_empty(), "{quiet:?}");
 
     store.update(id, &ObservationPatch { content: Some("newer".into()), ..ObservationPatch::default() }).unwrap();
-    let report = export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    let report = export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     assert_eq!(std::fs::read_to_string(&full).unwrap(), "my own notes");
     let kept = &report.kept_edited[0];
     assert_eq!((kept.path.as_str(), kept.reason), (path.as_str(), KeptReason::EditedInVault));
@@ -226,12 +227,12 @@ fn a_note_edited_in_the_vault_is_kept_and_cairns_version_goes_beside_it() {
 
     // Deleting the memory does not delete the user's note; cairn's copy goes.
     store.delete(id, false).unwrap();
-    let after = export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    let after = export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     assert_eq!(std::fs::read_to_string(&full).unwrap(), "my own notes");
     assert!(!dir.path().join(&copy).exists());
     assert_eq!(after.kept_edited[0].reason, KeptReason::EditedNoLongerExported);
     // Reported once: the note is no longer followed.
-    let last = export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    let last = export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     assert!(last.kept_edited.is_empty(), "{last:?}");
 }
 
@@ -244,7 +245,7 @@ fn a_file_cairn_never_wrote_is_not_overwritten_even_without_a_state_file() {
     let path = path_of(&data, id);
     std::fs::create_dir_all(dir.path().join(&path).parent().unwrap()).unwrap();
     std::fs::write(dir.path().join(&path), "someone else's").unwrap();
-    let report = export_vault(&data, dir.path()).unwrap();
+    let report = export_vault(&data, dir.path(), None).unwrap();
     assert_eq!(std::fs::read_to_string(dir.path().join(&path)).unwrap(), "someone else's");
     assert_eq!(report.kept_edited.len(), 1);
 }
@@ -254,10 +255,10 @@ fn renaming_a_memory_moves_its_note() {
     let (mut store, _) = store_with_clock();
     let id = saved(&mut store, "p", "Before", "x");
     let dir = tempfile::tempdir().unwrap();
-    export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     let old = path_of(&store.export(None).unwrap(), id);
     store.update(id, &ObservationPatch { title: Some("After".into()), ..ObservationPatch::default() }).unwrap();
-    let report = export_vault(&store.export(None).unwrap(), dir.path()).unwrap();
+    let report = export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap();
     let new = path_of(&store.export(None).unwrap(), id);
     assert_ne!(old, new);
     assert_eq!(report.removed, vec![old.clone()]);
@@ -273,18 +274,18 @@ fn bad_folders_and_state_files_get_their_codes_and_touch_nothing() {
 
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
-    assert_eq!(export_vault(&data, &file).unwrap_err().code, ErrorCode::VaultNotADirectory);
+    assert_eq!(export_vault(&data, &file, None).unwrap_err().code, ErrorCode::VaultNotADirectory);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 
     let vault = dir.path().join("vault");
     std::fs::create_dir(&vault).unwrap();
     std::fs::write(vault.join(STATE_FILE), "{not json").unwrap();
-    assert_eq!(export_vault(&data, &vault).unwrap_err().code, ErrorCode::VaultStateInvalid);
+    assert_eq!(export_vault(&data, &vault, None).unwrap_err().code, ErrorCode::VaultStateInvalid);
     // A state naming a file outside the folder would let a run remove it.
     let outside = dir.path().join("precious.md");
     std::fs::write(&outside, "keep").unwrap();
     std::fs::write(vault.join(STATE_FILE), r#"{"version":1,"files":{"../precious.md":"00"}}"#).unwrap();
-    let err = export_vault(&data, &vault).unwrap_err();
+    let err = export_vault(&data, &vault, None).unwrap_err();
     assert_eq!(err.code, ErrorCode::VaultStateInvalid, "{err}");
     assert!(outside.is_file());
     assert_eq!(walk(&vault).len(), 1, "nothing written beside the bad state");
@@ -302,7 +303,7 @@ fn a_read_only_folder_is_vault_not_writable() {
     let probe = dir.path().join("probe");
     let writable = std::fs::write(&probe, "").is_ok();
     let _ = std::fs::remove_file(&probe);
-    let result = export_vault(&store.export(None).unwrap(), dir.path());
+    let result = export_vault(&store.export(None).unwrap(), dir.path(), None);
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     match result {
         Err(err) => assert!(!writable && err.code == ErrorCode::VaultNotWritable, "{err}"),
@@ -321,7 +322,7 @@ fn a_megabyte_of_content_and_markup_in_a_title_are_written_whole_and_harmless() 
     o.content = big.clone();
     o.title = "---\ntitle: injected\n--- ]] [[evil|x]] <img src=x>".into();
     let dir = tempfile::tempdir().unwrap();
-    let report = export_vault(&data, dir.path()).unwrap();
+    let report = export_vault(&data, dir.path(), None).unwrap();
     assert_eq!(report.notes, 1);
     let text = std::fs::read_to_string(dir.path().join(path_of(&data, id))).unwrap();
     assert!(text.len() > big.len() && text.contains(big.trim_end()));
@@ -330,4 +331,22 @@ fn a_megabyte_of_content_and_markup_in_a_title_are_written_whole_and_harmless() 
     assert!(text.contains(r#"title: "--- title: injected --- ]] [[evil|x]] <img src=x>""#), "{text}");
     let hub = std::fs::read_to_string(dir.path().join(HUB_DIR).join("project-p.md")).unwrap();
     assert!(hub.contains("|--- title: injected --- evil x img src=x]]"), "{hub}");
+}
+
+#[test]
+fn a_folder_follows_one_project_choice_so_another_never_removes_its_notes() {
+    let (mut store, _) = store_with_clock();
+    saved(&mut store, "alpha", "A", "x");
+    saved(&mut store, "beta", "B", "y");
+    let dir = tempfile::tempdir().unwrap();
+    let alpha = export_vault(&store.export(Some("alpha")).unwrap(), dir.path(), Some("alpha")).unwrap();
+    assert_eq!(alpha.notes, 1);
+    let before = walk(dir.path());
+    let err = export_vault(&store.export(Some("beta")).unwrap(), dir.path(), Some("beta")).unwrap_err();
+    assert_eq!(err.code, ErrorCode::VaultProjectMismatch, "{err}");
+    let err = export_vault(&store.export(None).unwrap(), dir.path(), None).unwrap_err();
+    assert_eq!(err.code, ErrorCode::VaultProjectMismatch, "{err}");
+    assert_eq!(walk(dir.path()), before, "nothing removed or written");
+    // The same choice, spelled as the store normalises it, is the same folder.
+    assert!(export_vault(&store.export(Some("Alpha")).unwrap(), dir.path(), Some("Alpha")).is_ok());
 }

@@ -10,28 +10,32 @@ use anyhow::Result;
 use cairn_core::obsidian::{KeptNote, KeptReason, VaultReport, export_vault};
 use cairn_core::ops::Op;
 use cairn_core::transfer::ExportData;
+use cairn_core::{CairnError, ErrorCode};
 
 use crate::output::{note, out};
 use crate::run::Env;
 
 pub fn export(env: &Env, dir: &Path, watch: Option<Duration>) -> Result<()> {
     let report = export_once(env, dir)?;
-    env.emit(&report, summary)?;
-    if let Some(interval) = watch {
-        watch_store(env, dir, interval, report)?;
-    }
-    Ok(())
+    let Some(interval) = watch else { return env.emit(&report, summary) };
+    print_pass(env, &report)?;
+    watch_store(env, dir, interval, report)
+}
+
+/// A watch prints a stream: with `--json`, one JSON object per line.
+fn print_pass(env: &Env, report: &VaultReport) -> Result<()> {
+    if env.json { out(&serde_json::to_string(report)?) } else { out(&summary(report)) }
 }
 
 fn export_once(env: &Env, dir: &Path) -> Result<VaultReport> {
     let project = env.settings.project.value.clone();
-    let data: ExportData = env.call(Op::Export { project })?;
-    Ok(export_vault(&data, dir)?)
+    let data: ExportData = env.call(Op::Export { project: project.clone() })?;
+    Ok(export_vault(&data, dir, project.as_deref())?)
 }
 
 /// Export again every `interval` until Ctrl-C; a pass that changed something is printed (one
-/// JSON line each with `--json`). A pass that fails (daemon restarting, store busy) is reported
-/// on stderr and retried at the next tick: watching outlives a hiccup.
+/// JSON line each with `--json`). A pass that fails for a passing reason (daemon restarting,
+/// store busy) is reported on stderr and retried at the next tick: watching outlives a hiccup.
 fn watch_store(env: &Env, dir: &Path, interval: Duration, mut last: VaultReport) -> Result<()> {
     let stop = stop_on_ctrl_c();
     note(&format!("watching the store; the vault follows every {}s (Ctrl-C stops)", interval.as_secs()));
@@ -39,15 +43,24 @@ fn watch_store(env: &Env, dir: &Path, interval: Duration, mut last: VaultReport)
         match export_once(env, dir) {
             Ok(report) => {
                 if worth_printing(&report, &last) {
-                    if env.json { out(&serde_json::to_string(&report)?)? } else { out(&summary(&report))? }
+                    print_pass(env, &report)?;
                 }
                 last = report;
             }
-            Err(err) => note(&format!("export failed, retrying: {err:#}")),
+            Err(err) if passing(&err) => note(&format!("export failed, retrying: {err:#}")),
+            Err(err) => return Err(err),
         }
     }
     note("stopped watching");
     Ok(())
+}
+
+/// A failure the next tick may not meet (the daemon restarting, the store busy); anything
+/// about the folder itself ends the watch.
+fn passing(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<CairnError>().is_some_and(|e| {
+        matches!(e.code, ErrorCode::DaemonUnavailable | ErrorCode::DatabaseBusy | ErrorCode::OperationInterrupted)
+    })
 }
 
 /// Something was written or removed, or the set of kept notes changed (not the same notes
@@ -100,9 +113,9 @@ fn stop_on_ctrl_c() -> Arc<AtomicBool> {
 
 fn summary(report: &VaultReport) -> String {
     let mut text = format!(
-        "Exported {} notes and {} hubs to {}: {} written, {} unchanged, {} removed",
-        report.notes,
-        report.hubs,
+        "Exported {} and {} to {}: {} written, {} unchanged, {} removed",
+        count(report.notes, "note"),
+        count(report.hubs, "hub"),
         report.dir,
         report.written.len(),
         report.unchanged,
@@ -113,6 +126,10 @@ fn summary(report: &VaultReport) -> String {
         text.push_str(&kept_line(kept));
     }
     text
+}
+
+fn count(n: usize, what: &str) -> String {
+    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
 }
 
 fn kept_line(kept: &KeptNote) -> String {

@@ -1,6 +1,7 @@
 //! `cairn export --obsidian DIR`: the real binary against a temp data dir and HOME, without a
 //! daemon and through one, once and with `--watch`.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -162,12 +163,26 @@ fn export_obsidian_through_a_daemon_and_watch_follows_new_memories_until_ctrl_c(
     assert_eq!(report["notes"], 1);
 
     let dir = v.dir();
-    let watch = v
-        .cmd(&["export", "--obsidian", dir.to_str().unwrap(), "--watch", "--interval", "1"])
+    let mut watch = v
+        .cmd(&["export", "--obsidian", dir.to_str().unwrap(), "--watch", "--interval", "1", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Its stderr says when the first pass is done: the next memory is then a change it follows.
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    let stderr = BufReader::new(watch.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let started = lines.recv_timeout(Duration::from_secs(30)).expect("the watch said nothing");
+    assert!(started.contains("watching the store"), "{started}");
     v.save("Second", "saved while watching", "manual");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !v.notes().iter().any(|(p, _)| p.contains("/second-")) {
@@ -177,8 +192,15 @@ fn export_obsidian_through_a_daemon_and_watch_follows_new_memories_until_ctrl_c(
     let interrupted = Command::new("kill").args(["-INT", &watch.id().to_string()]).status().unwrap();
     assert!(interrupted.success());
     let out = watch.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = reader.join().unwrap();
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("stopped watching"), "{stderr}");
+    // One JSON object per pass that changed something: the first pass, then the new note.
+    let passes: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(passes.len() >= 2, "{passes:?}");
+    let last = passes.last().unwrap();
+    assert!(last["written"].as_array().unwrap().iter().any(|p| p.as_str().unwrap().contains("/second-")), "{last}");
+    assert_eq!(last["notes"], 2);
     drop(daemon);
 }

@@ -122,11 +122,12 @@ pub fn plan(data: &ExportData) -> Vec<PlannedFile> {
     let mut live: Vec<&Observation> = data.observations.iter().filter(|o| o.deleted_at.is_none()).collect();
     live.sort_by_key(|o| o.id);
     let names = Names::assign(&live);
+    let by_memory = relations_by_memory(&data.relations);
     let mut files: Vec<PlannedFile> = live
         .iter()
         .map(|o| PlannedFile {
             path: format!("{}/{}.md", note_folder(o), names.note[&o.sync_id]),
-            text: render_note(o, &names, &data.relations),
+            text: render_note(o, &names, &by_memory),
         })
         .collect();
     for (project, hub) in &names.project_hub {
@@ -293,10 +294,10 @@ fn tag(prefix: &str, value: &str) -> String {
 /// A memory's note: front matter, title, content, relations, hub links.
 pub fn render_note_for(o: &Observation, data: &ExportData) -> String {
     let live: Vec<&Observation> = data.observations.iter().filter(|o| o.deleted_at.is_none()).collect();
-    render_note(o, &Names::assign(&live), &data.relations)
+    render_note(o, &Names::assign(&live), &relations_by_memory(&data.relations))
 }
 
-fn render_note(o: &Observation, names: &Names, relations: &[Relation]) -> String {
+fn render_note(o: &Observation, names: &Names, relations: &RelationsByMemory<'_>) -> String {
     let title = &names.title[&o.sync_id];
     let mut text = front_matter(o, title);
     text.push_str(&format!("\n# {}\n\n", escape_markdown(title)));
@@ -353,11 +354,25 @@ fn front_matter(o: &Observation, title: &str) -> String {
     fm
 }
 
+/// Each memory's relations (as source or target), so a note looks only at its own.
+type RelationsByMemory<'a> = HashMap<&'a str, Vec<&'a Relation>>;
+
+fn relations_by_memory(relations: &[Relation]) -> RelationsByMemory<'_> {
+    let mut map: RelationsByMemory<'_> = HashMap::new();
+    for r in relations {
+        map.entry(r.source_id.as_str()).or_default().push(r);
+        if r.target_id != r.source_id {
+            map.entry(r.target_id.as_str()).or_default().push(r);
+        }
+    }
+    map
+}
+
 /// One line per judged relation with another live memory; `not_conflict` verdicts and pending
 /// candidates say nothing a reader can use.
-fn related_lines(o: &Observation, names: &Names, relations: &[Relation]) -> Vec<String> {
+fn related_lines(o: &Observation, names: &Names, relations: &RelationsByMemory<'_>) -> Vec<String> {
     let mut lines = Vec::new();
-    for r in relations {
+    for r in relations.get(o.sync_id.as_str()).into_iter().flatten() {
         if r.relation == "pending" || r.relation == "not_conflict" || r.judgment_status != "judged" {
             continue;
         }

@@ -80,7 +80,7 @@ pub enum Command {
     },
     /// Counts and sizes of the store
     Stats,
-    /// Export the store as JSON, or as Obsidian notes with --obsidian (all projects unless --project)
+    /// Export the store as JSON or Obsidian notes (all projects unless --project)
     Export {
         /// Output file, `-` for stdout
         #[arg(default_value = "cairn-export.json")]

@@ -114,6 +114,8 @@ def main():
     ap.add_argument("--bin", default=str(REPO / "target" / "release" / "cairn"))
     ap.add_argument("--baseline-bin", metavar="OTHER", help="another cairn build, timed side by side")
     ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--only", metavar="LABEL", action="append",
+                    help="time only the rows whose label starts with LABEL (repeatable)")
     ap.add_argument("--engram-scripts", metavar="DIR",
                     help="engram's plugin/claude-code/scripts, timed side by side against the same daemon")
     args = ap.parse_args()
@@ -147,6 +149,8 @@ def main():
             base = {"transcript_path": str(transcript), "cwd": str(project)}
             table = []
             for label, event, extra, script in rows():
+                if args.only and not any(label.startswith(only) for only in args.only):
+                    continue
                 script_path = engram / script if engram and script and (engram / script).is_file() else None
                 times = {"cairn": ([], []), "baseline": ([], []), "engram": ([], [])}
                 for run in range(args.runs):
@@ -170,7 +174,7 @@ def main():
                                 and "Payment worker note" not in stdout:
                             sys.exit(f"engram {script} did not get the context from the daemon:\n{stdout}")
                 table.append((label, times, script if script_path else None))
-            if engram:
+            if engram and any(script == "subagent-stop.sh" for _, _, script in table):
                 # the sub-agent capture went through engram's script too
                 found = subprocess.run([args.bin, "search", "ledger service", "--project", "shop-api", "--json"],
                                        env=env, check=True, capture_output=True)

@@ -58,13 +58,13 @@ const DEFAULT_CONFIG = {
 };
 type TextPart = "memory" | "compaction_note" | "continuity" | "trigger" | "history" | "chart_prompt";
 
-/** Tools of cairn itself: not counted as host tool calls (E7). */
+/** Tools of cairn itself: not counted as host tool calls (tool-call counting). */
 function isCairnTool(tool: string): boolean {
   const t = tool.toLowerCase();
   return t.startsWith("cairn_") || t.startsWith("mem_") || t.startsWith("history_") || t === "memory" || t === "memory_compact";
 }
 
-/** `<private>…</private>` → `[REDACTED]`; case-insensitive, multi-line, an unclosed tag to the end (E14). */
+/** `<private>…</private>` → `[REDACTED]`; case-insensitive, multi-line, an unclosed tag to the end. */
 function stripPrivate(text: string): string {
   return text.replace(/<private>[\s\S]*?<\/private>/gi, "[REDACTED]").replace(/<private>[\s\S]*$/i, "[REDACTED]");
 }
@@ -146,7 +146,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     }
   }
 
-  // ---- the daemon (E1) ----------------------------------------------------------------------
+  // ---- the daemon (autostart) -----------------------------------------------------------------
   const dataDir = (): string =>
     env.CAIRN_DATA_DIR || join(env.XDG_DATA_HOME || join(env.HOME || homedir(), ".local", "share"), "cairn");
   const fallbackUrl = () => `http://127.0.0.1:${env.CAIRN_PORT || env.ENGRAM_PORT || 7437}`;
@@ -471,7 +471,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     return config;
   });
   const texts = new Map<string, () => Promise<string | null>>();
-  /** B4 protocol text of one part, from the daemon (one source for every host), cached. */
+  /** The protocol text of one part, from the daemon (one source for every host), cached. */
   function protocolText(part: TextPart): Promise<string | null> {
     let f = texts.get(part);
     if (!f) {
@@ -492,7 +492,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     return f().catch(() => null);
   }
   const upstreamTexts = new Map<string, Promise<string | null>>();
-  /** H7: the sub-agent's note naming its parent session, from the daemon, cached per parent. */
+  /** Upstream history: the sub-agent's note naming its parent session, from the daemon, cached per parent. */
   function upstreamText(parentID: string): Promise<string | null> {
     let p = upstreamTexts.get(parentID);
     if (!p) {
@@ -512,11 +512,11 @@ const server = async (ctx: Dict, options?: Dict) => {
     const off = Array.isArray(u.disable_for_agents) ? u.disable_for_agents : [];
     return !(s.agent && off.includes(s.agent));
   }
-  /** B3: have the daemon read what OpenCode stored of this session since the last read. */
+  /** History ingest: have the daemon read what OpenCode stored of this session since the last read. */
   function pokeHistory(id: string): Promise<Json> {
     return op("history_ingest", { host: "opencode", session_id: id });
   }
-  /** H6: the chart of the session (its turns before the latest compaction), or null. */
+  /** Chart mode: the chart of the session (its turns before the latest compaction), or null. */
   async function chartOf(id: string): Promise<string | null> {
     await pokeHistory(id).catch(() => null);
     const r = await op("history_chart", { session_id: id });
@@ -554,7 +554,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     compacting?: boolean;
     compactionTrigger?: "auto" | "manual";
     compactionOverflow?: boolean;
-    /** H6: the chart made when the compaction began; set while the summary is awaited. */
+    /** Chart mode: the chart made when the compaction began; set while the summary is awaited. */
     chart?: string;
     savedSummaries: Set<string>;
     passiveDone: Set<string>;
@@ -579,7 +579,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     if (info.parentID || (typeof info.title === "string" && info.title.endsWith(" subagent)"))) s.sub = true;
     if (typeof info.title === "string") s.title = info.title;
   }
-  /** Whether the session is a sub-agent (E5): from its events, else asked of OpenCode. */
+  /** Whether the session is a sub-agent: from its events, else asked of OpenCode. */
   async function isSubAgent(id: string): Promise<boolean> {
     if (!infoSeen.has(id)) {
       await sleep(SUBAGENT_WAIT);
@@ -592,7 +592,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     return session(id).sub;
   }
 
-  /** E4: open (or update) the session in cairn; idempotent, memoised per session. */
+  /** Session registration: open (or update) the session in cairn; idempotent, memoised per session. */
   function register(s: Session): Promise<Json> {
     if (!s.registered || (s.title && s.title !== s.sentTitle)) {
       const title = s.title;
@@ -617,7 +617,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     return p !== false;
   }
 
-  // ---- memory block (M1) ----------------------------------------------------------------------
+  // ---- memory block ---------------------------------------------------------------------------
   /**
    * The [MEMORY] block for `query` (a prompt), asked by session `sessionID`. cairn's block always
    * has something: the Last Session and the Recent list, or one line saying nothing is stored.
@@ -644,7 +644,7 @@ const server = async (ctx: Dict, options?: Dict) => {
     });
   }
 
-  // ---- context meter (O4) ---------------------------------------------------------------------
+  // ---- context meter --------------------------------------------------------------------------
   const limits = new Map<string, { context: number; output: number; input?: number }>();
   const providerConfig = cached(async () => {
     const r = await within<Json>(Promise.resolve(client?.config?.get?.()), CALL_TIMEOUT);
@@ -801,10 +801,10 @@ const server = async (ctx: Dict, options?: Dict) => {
         }
         const done = info.finish && info.finish !== "tool-calls" && info.time?.completed;
         if (done && info.summary !== true && !s.sub) {
-          // M9: compaction at a threshold, off unless configured (the daemon decides)
+          // compaction at a threshold, off unless configured (the daemon decides)
           const m = await within(meterOf(s), CALL_TIMEOUT);
           if (m?.auto_compact) scheduleCompaction(s, "auto");
-          // E8: the finished turn's "## Key Learnings"
+          // passive capture: the finished turn's "## Key Learnings"
           const text = textOf.get(info.id);
           if (text && /^#{1,6}\s*key learnings/im.test(text) && !s.passiveDone.has(info.id)) {
             s.passiveDone.add(info.id);
@@ -824,7 +824,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         const s = session(id);
         s.compacting = false;
         s.chart = undefined;
-        // E11 backstop: no summary text came through experimental.text.complete (another
+        // compaction summary backstop: no summary text came through experimental.text.complete (another
         // plugin replaced it, or the hook order changed): read it from OpenCode
         if (s.summarySaved === false && !s.sub) {
           s.summarySaved = undefined;
@@ -917,7 +917,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         }
         const block = inSystem ? null : found;
         const trigger = !answer?.memory_trigger ? null : typeof answer?.trigger === "string" ? (answer.trigger as string) : (peek("trigger") ?? (await warm("trigger")));
-        // H8: when and how to pull the conversation history, once per session, kept in the
+        // history guidance: when and how to pull the conversation history, once per session, kept in the
         // conversation (not in every request's system prompt)
         const history = answer?.first_prompt && !answer?.legacy ? (peek("history") ?? (await warm("history"))) : null;
         return { block, trigger, history };
@@ -941,7 +941,7 @@ const server = async (ctx: Dict, options?: Dict) => {
       if (r.trigger) parts.push(make(r.trigger));
     }),
 
-    // B1: cairn's MCP tools that take a session get OpenCode's, so saves land in the real
+    // cairn's MCP tools that take a session get OpenCode's, so saves land in the real
     // session instead of cairn's per-project default one
     "tool.execute.before": guard("tool.execute.before", async (input: Dict, output: Dict) => {
       const tool = String(input?.tool ?? "");
@@ -959,7 +959,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         const { limit, known } = limitOf(session(input.sessionID));
         if (known && inner.limit === undefined) args.args = { ...inner, limit };
       }
-      // H10: the history tools see the caller's own session only up to its latest compaction;
+      // visibility: the history tools see the caller's own session only up to its latest compaction;
       // a call without a session reads the caller's
       if (/^cairn_history_/.test(tool)) {
         args.caller_session_id = input.sessionID;
@@ -1008,14 +1008,14 @@ const server = async (ctx: Dict, options?: Dict) => {
       const isSummary = m?.summary === true || m?.mode === "compaction" || m?.agent === "compaction";
       const s = session(id);
       if (isSummary && s.chart) {
-        // H6 step 2: the stored summary is the chart made at step 1 (the turns before this
+        // chart mode, step 2: the stored summary is the chart made at step 1 (the turns before this
         // compaction do not change). It is not saved as a memory: the history holds everything
         // it points to.
         output.text = s.chart;
         s.summarySaved = undefined;
         return;
       }
-      // E11: the compaction summary, stored by cairn (not awaited: the host stores the text)
+      // the compaction summary, stored by cairn (not awaited: the host stores the text)
       if (isSummary && !s.sub) void saveSummary(s, input.messageID, textOf.get(input.messageID) ?? text);
     }),
 
@@ -1030,7 +1030,7 @@ const server = async (ctx: Dict, options?: Dict) => {
       const s = session(id);
       const sub = await within(isSubAgent(id), HOOK_WAIT);
       if (sub) {
-        // H7: a sub-agent is told where its parent's history is
+        // upstream history: a sub-agent is told where its parent's history is
         if (s.parentID && wantsUpstream(s)) {
           const note = await within(upstreamText(s.parentID), HOOK_WAIT);
           if (note && !joined.includes(note)) system[system.length - 1] = `${system[system.length - 1] ?? ""}\n\n${note}`;
@@ -1064,7 +1064,7 @@ const server = async (ctx: Dict, options?: Dict) => {
         register(s);
         let mode = config.compaction?.mode ?? "chart";
         if (mode === "chart") {
-          // H6 step 1: chart now (the turns before this compaction are all stored); only then
+          // chart mode, step 1: chart now (the turns before this compaction are all stored); only then
           // is the summariser asked for next to nothing. No chart: the context mode's summary.
           const chart = config.history?.context_charting?.enable === false ? null : await chartOf(id).catch(() => null);
           const prompt = chart ? (peek("chart_prompt") ?? (await warm("chart_prompt"))) : null;

@@ -95,7 +95,7 @@ describe('OpenCode history: charting and pull-based retrieval', { skip, timeout:
     assert.match(result.text, /CHART-ONE the staging port is 8443/);
     assert.match(result.text, /CHART-TWO/);
     assert.match(result.text, /"turn_number": 1/);
-    assert.doesNotMatch(result.text, /Do not think/, "the caller's own compaction is hidden (H10)");
+    assert.doesNotMatch(result.text, /Do not think/, "the caller's own compaction is hidden");
   });
 
   test('the session is in the archive, searchable, and OpenCode\'s database was only read', async () => {

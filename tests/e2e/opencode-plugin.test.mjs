@@ -97,7 +97,7 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
       ],
     });
     cairn = await makeCairnSandbox({ git: false });
-    // the summary-as-memory compaction (E10/E11); the chart mode (the default) is history.test.mjs
+    // the summary-as-memory compaction; the chart mode (the default) is history.test.mjs
     const env = { CAIRN_DATA_DIR: cairn.dataDir, CAIRN_PORT: cairn.env.CAIRN_PORT, CAIRN_COMPACTION_MODE: 'context', NO_COLOR: '1', RUST_BACKTRACE: '1' };
     // OpenCode's own config (the mock provider) only; cairn is wired in by `cairn setup opencode`
     // exactly as a user does it: the plugin with this binary baked in, and `mcp.cairn`. The MCP
@@ -222,7 +222,7 @@ describe('OpenCode + cairn plugin', { skip, timeout: 480_000 }, () => {
     const childReq = during('subagent').find((q) => q.kind === 'chat' && /SUBAGENT-PROMPT/.test(q.lastUserText));
     assert.ok(childReq, `no sub-agent request\n${dump('subagent')}`);
     assert.equal(count(childReq.system, text), 0, 'the sub-agent request carries no protocol');
-    // H7: but where its parent's history is
+    // upstream history: but where its parent's history is
     assert.equal(count(childReq.system, `**Upstream session ID: ${parent}**`), 1, `no upstream note\n${childReq.system.slice(-600)}`);
     const parentReqs = chats('subagent').filter((q) => q !== childReq);
     for (const q of parentReqs) assert.equal(count(q.system, text), 1, `parent request #${q.seq}`);

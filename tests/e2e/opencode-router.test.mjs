@@ -1,4 +1,4 @@
-// The router's O2 ops from inside a real OpenCode session (issue 15): `plans` and
+// The router's `plans` and `context_usage` ops from inside a real OpenCode session (issue 15): `plans` and
 // `context_usage` through cairn's one `memory` tool (`cairn mcp --tools=router`), with cairn's
 // plugin installed by `cairn setup opencode`.
 //
@@ -22,7 +22,7 @@ const skip = probe.ok ? false : `cairn mcp unavailable: ${probe.reason}`;
 
 /** What OpenCode's plan mode says in the user message (opencode-ai 1.18.33). */
 const PLAN_AT = /create your plan at (\S+\.md) using the write tool/;
-const PLAN_TEXT = '# Route the O2 ops\n\n1. list the plans\n2. read this one\n3. measure the context\n';
+const PLAN_TEXT = '# Route the history ops\n\n1. list the plans\n2. read this one\n3. measure the context\n';
 /** Prompt tokens the mock reports for each step of the run, growing as a real session does. */
 const STEP_TOKENS = [90_000, 92_000, 94_000, 96_000];
 const usage = (step) => ({ usage: { prompt_tokens: STEP_TOKENS[step], completion_tokens: 0 } });
@@ -86,7 +86,7 @@ describe('OpenCode + the router: plans and context_usage from inside a session',
     assert.ok(Array.isArray(command) && command.includes('--tools=agent'), `unexpected mcp.cairn: ${JSON.stringify(config.mcp)}`);
     config.mcp.cairn.command = command.map((a) => (a === '--tools=agent' ? '--tools=router' : a));
     writeFileSync(oc.configPath, `${JSON.stringify(config, null, 2)}\n`);
-    result = await oc.run('ROUTER-PLAN draft a plan for the O2 ops', { args: ['--format', 'json', '--agent', 'plan'] });
+    result = await oc.run('ROUTER-PLAN draft a plan for the history ops', { args: ['--format', 'json', '--agent', 'plan'] });
     assert.equal(result.code, 0, dump());
   });
   after(async () => {
@@ -108,7 +108,7 @@ describe('OpenCode + the router: plans and context_usage from inside a session',
     assert.match(listing, /^\| name \| where \| size \| modified \| first heading \|/, `${listing}\n${dump()}`);
     const row = listing.split('\n').find((l) => l.includes(path.basename(planPath)));
     assert.ok(row, `the plan is not listed:\n${listing}`);
-    assert.match(row, /\| project \| \d+ \| .* \| Route the O2 ops \|$/);
+    assert.match(row, /\| project \| \d+ \| .* \| Route the history ops \|$/);
   });
 
   test('memory {op: plans, args: {read}} returns the plan as written', () => {

@@ -76,7 +76,7 @@ impl ConnectOptions {
     /// hooks), `all` the CLI too, `never` nobody (a running daemon is still used).
     /// `CAIRN_DIRECT=1` keeps this process on the database file even when a daemon runs.
     pub fn from_settings(settings: &Settings, role: Role) -> Result<ConnectOptions> {
-        let data_dir = canonical_data_dir(settings)?;
+        let data_dir = if role == Role::Hook { existing_data_dir(settings)? } else { canonical_data_dir(settings)? };
         let autostart_policy = settings.autostart.value;
         let direct = settings.direct.value;
         let may_start = match role {
@@ -105,6 +105,16 @@ impl ConnectOptions {
 pub fn canonical_data_dir(settings: &Settings) -> Result<PathBuf> {
     let dir = &settings.data_dir.value;
     ensure_data_dir(dir)?;
+    Ok(dir.canonicalize().unwrap_or_else(|_| dir.clone()))
+}
+
+/// [`canonical_data_dir`] without the write probe, for a hook: its writes go to the daemon or
+/// the spool, and a spool that cannot be written says so itself.
+fn existing_data_dir(settings: &Settings) -> Result<PathBuf> {
+    let dir = &settings.data_dir.value;
+    if !dir.is_dir() {
+        ensure_data_dir(dir)?;
+    }
     Ok(dir.canonicalize().unwrap_or_else(|_| dir.clone()))
 }
 
@@ -278,7 +288,12 @@ impl Client {
             if !behind {
                 match daemon.execute_with(&op, Some(&id), left()) {
                     Ok(value) => return Ok(Delivered::Answered(value)),
-                    Err(e) if matches!(e.code, ErrorCode::DaemonUnavailable | ErrorCode::OperationInterrupted) => {
+                    Err(e)
+                        if matches!(
+                            e.code,
+                            ErrorCode::DaemonUnavailable | ErrorCode::OperationInterrupted | ErrorCode::DaemonMismatch
+                        ) =>
+                    {
                         tracing::info!(error = %e, "the daemon did not answer in time; keeping the event in the spool");
                     }
                     Err(e) => return Err(e),
@@ -319,7 +334,7 @@ impl Client {
             return Some(daemon.clone());
         }
         let options = self.inner.options.as_ref()?;
-        let daemon = DaemonClient::discover(&options.data_dir, options.token.clone())?;
+        let daemon = find_daemon(options)?;
         *slot = Some(Target::Daemon(daemon.clone()));
         Some(daemon)
     }
@@ -398,10 +413,19 @@ impl Client {
     }
 }
 
+/// The running daemon of the data dir: a hook trusts its record (no health round trip; the
+/// daemon refuses a request meant for another store), everyone else asks it first.
+fn find_daemon(options: &ConnectOptions) -> Option<DaemonClient> {
+    if options.spool {
+        return DaemonClient::from_record(&options.data_dir, options.token.clone());
+    }
+    DaemonClient::discover(&options.data_dir, options.token.clone())
+}
+
 /// Find the daemon of the data dir, start one if allowed, else open the database here.
 fn connect(options: &ConnectOptions) -> Result<Target> {
     if !options.direct {
-        if let Some(daemon) = DaemonClient::discover(&options.data_dir, options.token.clone()) {
+        if let Some(daemon) = find_daemon(options) {
             tracing::debug!(addr = %daemon.addr, "using the running daemon");
             return Ok(Target::Daemon(daemon));
         }

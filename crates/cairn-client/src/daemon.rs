@@ -2,6 +2,11 @@
 //! in `<data dir>/daemon.json`; a client reads it, checks `/health` names the same data dir
 //! (a daemon of another store is never used), and sends operations to `POST /v1/op`.
 //!
+//! A hook has no time for the health round trip: it trusts the record when its process is
+//! alive ([`DaemonClient::from_record`]), and every request names the data dir it is meant for
+//! ([`DATA_DIR_HEADER`]), which the daemon checks, so a stale record whose port another
+//! store's daemon now holds still never reaches the wrong store.
+//!
 //! A deliberately small blocking HTTP/1.1 client over loopback: one request per connection,
 //! no async runtime, so a CLI call costs a connect and a write.
 
@@ -59,25 +64,85 @@ impl DaemonInfo {
     }
 }
 
+/// The request header naming the data dir a client means (percent-encoded bytes of the path):
+/// a daemon serving another one refuses the request with `daemon_mismatch`.
+pub const DATA_DIR_HEADER: &str = "cairn-data-dir";
+
+/// The [`DATA_DIR_HEADER`] value for `dir`.
+pub fn data_dir_header_value(dir: &Path) -> String {
+    percent_encoding::percent_encode(&path_bytes(dir), percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// The data dir a [`DATA_DIR_HEADER`] value names.
+pub fn data_dir_from_header(value: &str) -> PathBuf {
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(value).collect();
+    path_from_bytes(bytes)
+}
+
+#[cfg(unix)]
+fn path_bytes(dir: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    dir.as_os_str().as_bytes().to_vec()
+}
+
+#[cfg(not(unix))]
+fn path_bytes(dir: &Path) -> Vec<u8> {
+    dir.to_string_lossy().into_owned().into_bytes()
+}
+
+#[cfg(unix)]
+fn path_from_bytes(bytes: Vec<u8>) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(bytes))
+}
+
+#[cfg(not(unix))]
+fn path_from_bytes(bytes: Vec<u8>) -> PathBuf {
+    PathBuf::from(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Whether the two paths name the same directory (either may be a symlink or relative).
+pub fn same_dir(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
+    canon(a) == canon(b)
+}
+
 /// A connection to a running daemon.
 #[derive(Debug, Clone)]
 pub struct DaemonClient {
     pub addr: SocketAddr,
     token: Option<String>,
+    /// The data dir this client means, sent with every request ([`DATA_DIR_HEADER`]).
+    data_dir: Option<String>,
 }
 
 impl DaemonClient {
     pub fn new(addr: SocketAddr, token: Option<String>) -> Self {
-        Self { addr, token }
+        Self { addr, token, data_dir: None }
+    }
+
+    fn of_data_dir(addr: SocketAddr, token: Option<String>, data_dir: &Path) -> Self {
+        Self { addr, token, data_dir: Some(data_dir_header_value(data_dir)) }
     }
 
     /// The daemon serving `data_dir`, if one is running and answers.
     pub fn discover(data_dir: &Path, token: Option<String>) -> Option<DaemonClient> {
         let info = DaemonInfo::read(data_dir)?;
-        let client = DaemonClient::new(info.addr, token);
+        let client = DaemonClient::of_data_dir(info.addr, token, data_dir);
         let health = client.health().ok()?;
         let served = health.get("data_dir").and_then(Value::as_str).map(PathBuf::from)?;
         same_dir(&served, data_dir).then_some(client)
+    }
+
+    /// The daemon `data_dir`'s record names, when its process is alive, without asking it
+    /// anything (a hook's budget has no room for a health round trip). Its requests name the
+    /// data dir, so a daemon of another store refuses them (`daemon_mismatch`).
+    pub fn from_record(data_dir: &Path, token: Option<String>) -> Option<DaemonClient> {
+        let info = DaemonInfo::read(data_dir)?;
+        process_alive(info.pid).then(|| DaemonClient::of_data_dir(info.addr, token, data_dir))
     }
 
     pub fn health(&self) -> Result<Value> {
@@ -166,6 +231,9 @@ impl DaemonClient {
         if let Some(token) = &self.token {
             head.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
+        if let Some(dir) = &self.data_dir {
+            head.push_str(&format!("{DATA_DIR_HEADER}: {dir}\r\n"));
+        }
         if let Some((name, value)) = header {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
@@ -238,9 +306,13 @@ fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-fn same_dir(a: &Path, b: &Path) -> bool {
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
-    canon(a) == canon(b)
+/// Whether the process `pid` runs (Linux: its `/proc` entry; elsewhere assumed, and a dead
+/// daemon's port then refuses the connection).
+fn process_alive(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        return Path::new("/proc").join(pid.to_string()).exists();
+    }
+    true
 }
 
 /// Start `cairn serve` for `data_dir` in the background and wait until it answers. The daemon
@@ -398,5 +470,30 @@ mod tests {
     fn no_daemon_file_means_no_daemon() {
         let dir = tempfile::tempdir().unwrap();
         assert!(DaemonClient::discover(dir.path(), None).is_none());
+        assert!(DaemonClient::from_record(dir.path(), None).is_none());
+    }
+
+    fn record(dir: &Path, pid: u32) {
+        let info = DaemonInfo {
+            pid,
+            addr: "127.0.0.1:9".parse().unwrap(),
+            data_dir: dir.to_owned(),
+            version: "test".into(),
+            started_at: "now".into(),
+        };
+        info.write().unwrap();
+    }
+
+    #[test]
+    fn a_record_is_trusted_only_while_its_process_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        record(dir.path(), std::process::id());
+        let found = DaemonClient::from_record(dir.path(), None).expect("a live record");
+        assert_eq!(found.data_dir.as_deref(), Some(data_dir_header_value(dir.path()).as_str()));
+        if cfg!(target_os = "linux") {
+            // pids are below 2^22 on Linux: this one cannot run
+            record(dir.path(), u32::MAX - 1);
+            assert!(DaemonClient::from_record(dir.path(), None).is_none());
+        }
     }
 }

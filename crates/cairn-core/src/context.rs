@@ -28,7 +28,7 @@ pub enum ContextLayout {
     /// Pinned, personal, recent sessions, memories, prompts (`## Memory from previous sessions`).
     #[default]
     Recent,
-    /// The `[MEMORY]` block a plugin injects (host-integration M1): typed sections, the last
+    /// The `[MEMORY]` block a plugin injects: typed sections, the last
     /// session, the user's preferences, what is relevant to `query` and the newest memories and
     /// sessions; never empty.
     MemoryBlock,

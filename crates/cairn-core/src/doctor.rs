@@ -152,16 +152,16 @@ fn spool_check(data_dir: &Path, store: Option<&Store>) -> Option<Check> {
     let counts = store.and_then(|s| s.spool_counts().ok()).unwrap_or_default();
     let dropped = counts.dropped + status.dropped_uncounted;
     let message = format!(
-        "{} events waiting ({} bytes); {dropped} dropped, {} unreadable, {} refused by the store",
-        status.pending, status.bytes, counts.corrupt, counts.rejected
+        "{} events waiting ({} bytes); {dropped} dropped, {} unreadable, {} refused by the store, {} set aside after failing",
+        status.pending, status.bytes, counts.corrupt, counts.rejected, counts.failed
     );
-    Some(if dropped + counts.corrupt > 0 {
+    Some(if dropped + counts.corrupt + counts.failed > 0 {
         check(
             "spool",
             CheckStatus::Warning,
             message,
             Some(
-                "events were lost while no daemon answered (spool full, disk full, or damaged files); see the daemon's log",
+                "events were lost while no daemon answered (spool full, disk full, or damaged files), or kept failing (spool/failed/ holds them for a bug report); see the daemon's log",
             ),
         )
     } else if status.pending > 0 {

@@ -5,265 +5,147 @@
 
 use std::fmt;
 
-/// Stable error codes. The string form (see [`ErrorCode::as_str`]) is part of the public
-/// contract: clients match on it, so a code is never renamed or reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
+/// Defines [`ErrorCode`] from one table: each code with its stable name, its HTTP status and
+/// its CLI exit code, side by side, so they cannot drift apart.
+macro_rules! error_codes {
+    ($($(#[doc = $doc:literal])* $code:ident => $name:literal, $status:literal, $exit:literal;)*) => {
+        /// Stable error codes. The string form (see [`ErrorCode::as_str`]) is part of the public
+        /// contract: clients match on it, so a code is never renamed or reused.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[doc = $doc])* $code,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, for docs and the OpenAPI document.
+            pub const ALL: &'static [ErrorCode] = &[$(Self::$code),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$code => $name,)*
+                }
+            }
+
+            /// The HTTP status a server answers with.
+            pub fn http_status(self) -> u16 {
+                match self {
+                    $(Self::$code => $status,)*
+                }
+            }
+
+            /// The CLI exit code (documented in docs/CLI.md, "Exit codes"): 3 bad input, 4 not found,
+            /// 5 conflict, 6 unavailable or a store that cannot be used, 1 anything else.
+            pub fn exit_code(self) -> i32 {
+                match self {
+                    $(Self::$code => $exit,)*
+                }
+            }
+        }
+    };
+}
+
+// code => name, HTTP status, exit code
+error_codes! {
     /// A required text field (title, content, query, id...) is empty or blank.
-    EmptyField,
+    EmptyField => "empty_field", 400, 3;
     /// An argument has the wrong form (bad id, unknown sort, out of range...).
-    InvalidArgument,
+    InvalidArgument => "invalid_argument", 400, 3;
     /// Input is not valid UTF-8.
-    InvalidUtf8,
+    InvalidUtf8 => "invalid_utf8", 400, 3;
     /// Content is larger than cairn accepts at all (beyond truncation).
-    ContentTooLarge,
+    ContentTooLarge => "content_too_large", 413, 3;
     /// No observation with that id (or it was deleted).
-    ObservationNotFound,
+    ObservationNotFound => "observation_not_found", 404, 4;
     /// No session with that id.
-    SessionNotFound,
+    SessionNotFound => "session_not_found", 404, 4;
     /// No prompt with that id.
-    PromptNotFound,
+    PromptNotFound => "prompt_not_found", 404, 4;
     /// No relation with that id.
-    RelationNotFound,
+    RelationNotFound => "relation_not_found", 404, 4;
     /// The session already belongs to another project.
-    SessionProjectMismatch,
+    SessionProjectMismatch => "session_project_mismatch", 400, 3;
     /// A session that still has observations cannot be deleted.
-    SessionHasObservations,
+    SessionHasObservations => "session_has_observations", 409, 5;
     /// An import file is malformed, truncated or inconsistent.
-    InvalidImport,
+    InvalidImport => "invalid_import", 400, 3;
     /// A file that should exist does not.
-    FileNotFound,
+    FileNotFound => "file_not_found", 404, 4;
     /// An engram database has a shape cairn does not recognise.
-    EngramDbUnrecognized,
+    EngramDbUnrecognized => "engram_db_unrecognized", 400, 3;
     /// A project config file (`.cairn/config.json`) is malformed.
-    InvalidProjectConfig,
-    /// The working directory holds several repositories and nothing names the project.
-    AmbiguousProject,
+    InvalidProjectConfig => "invalid_project_config", 400, 3;
     /// The database file is not a database, or fails its integrity check.
-    DatabaseCorrupt,
+    DatabaseCorrupt => "database_corrupt", 500, 6;
     /// The database was written by a newer cairn.
-    SchemaTooNew,
+    SchemaTooNew => "schema_too_new", 500, 6;
     /// The data directory or database cannot be written.
-    DataDirNotWritable,
+    DataDirNotWritable => "data_dir_not_writable", 500, 6;
     /// The database stayed locked past the busy timeout.
-    DatabaseBusy,
+    DatabaseBusy => "database_busy", 503, 6;
     /// The configuration file or an environment setting is invalid.
-    InvalidConfig,
+    InvalidConfig => "invalid_config", 400, 3;
     /// The daemon could not be reached or answered badly.
-    DaemonUnavailable,
+    DaemonUnavailable => "daemon_unavailable", 503, 6;
     /// A write reached the daemon, which then went away before answering: it may or may not
     /// have been applied, so it is not retried (a retry could apply it twice).
-    OperationInterrupted,
+    OperationInterrupted => "operation_interrupted", 503, 6;
     /// A request body exceeds the size limit.
-    PayloadTooLarge,
+    PayloadTooLarge => "payload_too_large", 413, 3;
     /// The request is refused: foreign Host or Origin, cross-site browser request.
-    Forbidden,
+    Forbidden => "forbidden", 403, 3;
     /// A bearer token is required or was wrong.
-    Unauthorized,
+    Unauthorized => "unauthorized", 401, 3;
     /// No such route.
-    RouteNotFound,
+    RouteNotFound => "route_not_found", 404, 4;
     /// A request body is not well-formed JSON.
-    InvalidJson,
+    InvalidJson => "invalid_json", 400, 3;
     /// The route exists but not with this HTTP method.
-    MethodNotAllowed,
+    MethodNotAllowed => "method_not_allowed", 405, 1;
     /// No embedding model is installed or configured where one is needed.
-    ModelMissing,
+    ModelMissing => "model_missing", 503, 6;
     /// The embedding model's files are unreadable, truncated or of an unsupported kind.
-    ModelInvalid,
+    ModelInvalid => "model_invalid", 500, 1;
     /// A downloaded or copied file does not have the expected sha256.
-    ChecksumMismatch,
+    ChecksumMismatch => "checksum_mismatch", 500, 1;
     /// The embedding endpoint is down, slow, or answered badly.
-    EmbedderUnavailable,
+    EmbedderUnavailable => "embedder_unavailable", 503, 6;
+    /// The working directory holds several repositories and nothing names the project.
+    AmbiguousProject => "ambiguous_project", 400, 3;
     /// No conversation-history session with that id.
-    HistorySessionNotFound,
+    HistorySessionNotFound => "history_session_not_found", 404, 4;
     /// A turn number outside the session's (visible) turns; the hint gives the range.
-    TurnOutOfRange,
+    TurnOutOfRange => "turn_out_of_range", 404, 4;
     /// No message with that id in the session.
-    MessageNotFound,
+    MessageNotFound => "message_not_found", 404, 4;
     /// The message exists but is hidden from the caller (its own session after compaction).
-    MessageNotVisible,
+    MessageNotVisible => "message_not_visible", 404, 4;
     /// No part with that id in the message, or one without content to pull (image, file).
-    PartNotFound,
+    PartNotFound => "part_not_found", 404, 4;
     /// A host's history database stayed locked by the running host.
-    HistorySourceLocked,
+    HistorySourceLocked => "history_source_locked", 503, 6;
     /// A host's history storage has a shape (schema version) cairn does not know.
-    HistorySourceUnsupported,
+    HistorySourceUnsupported => "history_source_unsupported", 422, 3;
     /// A host's history file is missing or cannot be read.
-    HistorySourceUnreadable,
+    HistorySourceUnreadable => "history_source_unreadable", 422, 3;
+    /// The daemon that answered serves another data dir (a stale daemon file whose port another
+    /// store's daemon now holds): the request was not run.
+    DaemonMismatch => "daemon_mismatch", 409, 5;
     /// The folder given to `cairn export --obsidian` is a file, not a folder.
-    VaultNotADirectory,
+    VaultNotADirectory => "vault_not_a_directory", 400, 3;
     /// The Obsidian export folder (or a note in it) cannot be written.
-    VaultNotWritable,
+    VaultNotWritable => "vault_not_writable", 400, 3;
     /// The export state file in the Obsidian folder (`.cairn-export.json`) is not cairn's.
-    VaultStateInvalid,
+    VaultStateInvalid => "vault_state_invalid", 400, 3;
     /// The Obsidian export folder holds the export of another project (or of all of them).
-    VaultProjectMismatch,
+    VaultProjectMismatch => "vault_project_mismatch", 400, 3;
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
-    Internal,
+    Internal => "internal", 500, 1;
 }
 
 impl ErrorCode {
-    /// Every code, for docs and the OpenAPI document.
-    pub const ALL: &'static [ErrorCode] = &[
-        Self::EmptyField,
-        Self::InvalidArgument,
-        Self::InvalidUtf8,
-        Self::ContentTooLarge,
-        Self::ObservationNotFound,
-        Self::SessionNotFound,
-        Self::PromptNotFound,
-        Self::RelationNotFound,
-        Self::SessionProjectMismatch,
-        Self::SessionHasObservations,
-        Self::InvalidImport,
-        Self::FileNotFound,
-        Self::EngramDbUnrecognized,
-        Self::InvalidProjectConfig,
-        Self::DatabaseCorrupt,
-        Self::SchemaTooNew,
-        Self::DataDirNotWritable,
-        Self::DatabaseBusy,
-        Self::InvalidConfig,
-        Self::DaemonUnavailable,
-        Self::OperationInterrupted,
-        Self::PayloadTooLarge,
-        Self::Forbidden,
-        Self::Unauthorized,
-        Self::RouteNotFound,
-        Self::InvalidJson,
-        Self::MethodNotAllowed,
-        Self::ModelMissing,
-        Self::ModelInvalid,
-        Self::ChecksumMismatch,
-        Self::EmbedderUnavailable,
-        Self::AmbiguousProject,
-        Self::HistorySessionNotFound,
-        Self::TurnOutOfRange,
-        Self::MessageNotFound,
-        Self::MessageNotVisible,
-        Self::PartNotFound,
-        Self::HistorySourceLocked,
-        Self::HistorySourceUnsupported,
-        Self::HistorySourceUnreadable,
-        Self::VaultNotADirectory,
-        Self::VaultNotWritable,
-        Self::VaultStateInvalid,
-        Self::VaultProjectMismatch,
-        Self::Internal,
-    ];
-
     /// The code with this name.
     pub fn from_name(name: &str) -> Option<ErrorCode> {
         Self::ALL.iter().copied().find(|c| c.as_str() == name)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::EmptyField => "empty_field",
-            Self::InvalidArgument => "invalid_argument",
-            Self::InvalidUtf8 => "invalid_utf8",
-            Self::ContentTooLarge => "content_too_large",
-            Self::ObservationNotFound => "observation_not_found",
-            Self::SessionNotFound => "session_not_found",
-            Self::PromptNotFound => "prompt_not_found",
-            Self::RelationNotFound => "relation_not_found",
-            Self::SessionProjectMismatch => "session_project_mismatch",
-            Self::SessionHasObservations => "session_has_observations",
-            Self::InvalidImport => "invalid_import",
-            Self::FileNotFound => "file_not_found",
-            Self::EngramDbUnrecognized => "engram_db_unrecognized",
-            Self::InvalidProjectConfig => "invalid_project_config",
-            Self::DatabaseCorrupt => "database_corrupt",
-            Self::SchemaTooNew => "schema_too_new",
-            Self::DataDirNotWritable => "data_dir_not_writable",
-            Self::DatabaseBusy => "database_busy",
-            Self::InvalidConfig => "invalid_config",
-            Self::DaemonUnavailable => "daemon_unavailable",
-            Self::OperationInterrupted => "operation_interrupted",
-            Self::PayloadTooLarge => "payload_too_large",
-            Self::Forbidden => "forbidden",
-            Self::Unauthorized => "unauthorized",
-            Self::RouteNotFound => "route_not_found",
-            Self::InvalidJson => "invalid_json",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::ModelMissing => "model_missing",
-            Self::ModelInvalid => "model_invalid",
-            Self::ChecksumMismatch => "checksum_mismatch",
-            Self::EmbedderUnavailable => "embedder_unavailable",
-            Self::AmbiguousProject => "ambiguous_project",
-            Self::HistorySessionNotFound => "history_session_not_found",
-            Self::TurnOutOfRange => "turn_out_of_range",
-            Self::MessageNotFound => "message_not_found",
-            Self::MessageNotVisible => "message_not_visible",
-            Self::PartNotFound => "part_not_found",
-            Self::HistorySourceLocked => "history_source_locked",
-            Self::HistorySourceUnsupported => "history_source_unsupported",
-            Self::HistorySourceUnreadable => "history_source_unreadable",
-            Self::VaultNotADirectory => "vault_not_a_directory",
-            Self::VaultNotWritable => "vault_not_writable",
-            Self::VaultStateInvalid => "vault_state_invalid",
-            Self::VaultProjectMismatch => "vault_project_mismatch",
-            Self::Internal => "internal",
-        }
-    }
-
-    /// The HTTP status a server answers with.
-    pub fn http_status(self) -> u16 {
-        match self {
-            Self::EmptyField
-            | Self::InvalidArgument
-            | Self::InvalidUtf8
-            | Self::SessionProjectMismatch
-            | Self::InvalidImport
-            | Self::EngramDbUnrecognized
-            | Self::InvalidProjectConfig
-            | Self::AmbiguousProject
-            | Self::InvalidConfig
-            | Self::VaultNotADirectory
-            | Self::VaultNotWritable
-            | Self::VaultStateInvalid
-            | Self::VaultProjectMismatch
-            | Self::InvalidJson => 400,
-            Self::ObservationNotFound
-            | Self::SessionNotFound
-            | Self::PromptNotFound
-            | Self::RelationNotFound
-            | Self::FileNotFound
-            | Self::RouteNotFound
-            | Self::HistorySessionNotFound
-            | Self::TurnOutOfRange
-            | Self::MessageNotFound
-            | Self::MessageNotVisible
-            | Self::PartNotFound => 404,
-            Self::HistorySourceUnsupported | Self::HistorySourceUnreadable => 422,
-            Self::Unauthorized => 401,
-            Self::Forbidden => 403,
-            Self::MethodNotAllowed => 405,
-            Self::SessionHasObservations => 409,
-            Self::ContentTooLarge | Self::PayloadTooLarge => 413,
-            Self::DatabaseBusy
-            | Self::DaemonUnavailable
-            | Self::OperationInterrupted
-            | Self::EmbedderUnavailable
-            | Self::ModelMissing
-            | Self::HistorySourceLocked => 503,
-            Self::ModelInvalid | Self::ChecksumMismatch => 500,
-            Self::DatabaseCorrupt | Self::SchemaTooNew | Self::DataDirNotWritable | Self::Internal => 500,
-        }
-    }
-
-    /// The CLI exit code (documented in README "Exit codes").
-    pub fn exit_code(self) -> i32 {
-        match self.http_status() {
-            400 | 401 | 403 | 413 | 422 => 3,
-            404 => 4,
-            409 => 5,
-            503 => 6,
-            _ => match self {
-                Self::DatabaseCorrupt | Self::SchemaTooNew | Self::DataDirNotWritable => 6,
-                _ => 1,
-            },
-        }
     }
 }
 
@@ -361,5 +243,22 @@ mod tests {
             assert!(code.http_status() >= 400);
         }
         assert_eq!(ErrorCode::from_name("nope"), None);
+    }
+
+    #[test]
+    fn exit_codes_follow_the_status_classes() {
+        for code in ErrorCode::ALL {
+            let unusable_store =
+                matches!(code, ErrorCode::DatabaseCorrupt | ErrorCode::SchemaTooNew | ErrorCode::DataDirNotWritable);
+            let expected = match code.http_status() {
+                400 | 401 | 403 | 413 | 422 => 3,
+                404 => 4,
+                409 => 5,
+                503 => 6,
+                _ if unusable_store => 6,
+                _ => 1,
+            };
+            assert_eq!(code.exit_code(), expected, "{code}");
+        }
     }
 }

@@ -175,7 +175,7 @@ impl Store {
     }
 
     /// [`Store::save`], then `then` in the same transaction (rolled back together).
-    fn save_then(
+    pub(crate) fn save_then(
         &mut self,
         new: &NewObservation,
         then: impl FnOnce(&Connection, &SaveOutcome) -> Result<()>,

@@ -186,23 +186,23 @@ pub enum Op {
     },
     /// The plugin-facing settings (never a secret).
     PluginConfig,
-    /// Conversation-history sessions of every host, newest first (H9).
+    /// Conversation-history sessions of every host, newest first.
     HistorySessions(SessionsRequest),
-    /// Turn previews of one session (H1).
+    /// Turn previews of one session.
     HistoryBrowseTurns(TurnsRequest),
-    /// A window of message previews (H2).
+    /// A window of message previews.
     HistoryBrowseMessages(MessagesRequest),
-    /// One message's parts, long ones cut (H3).
+    /// One message's parts, long ones cut.
     HistoryPullMessage(MessageRequest),
-    /// One part in full, paged (H4).
+    /// One part in full, paged.
     HistoryPullPart(PartRequest),
-    /// Search the history's parts (H5).
+    /// Search the history's parts.
     HistorySearch(HistorySearchRequest),
-    /// The navigation chart left at a compaction (H6).
+    /// The navigation chart left at a compaction.
     HistoryChart(SessionRef),
-    /// A session's compactions (O2).
+    /// A session's compactions.
     HistoryCompactions(CompactionsRequest),
-    /// A session's sub-agent sessions (O2).
+    /// A session's sub-agent sessions.
     HistoryChildren(SessionRef),
     /// What the history archive holds, per host.
     HistoryStats,
@@ -211,9 +211,9 @@ pub enum Op {
     /// Read the hosts' conversation storage now: one file, one session, or (no argument)
     /// everything (`crate::history::ingest`).
     HistoryIngest(crate::history::ingest::PokeRequest),
-    /// OpenCode's saved plans: the list, or one plan's text (O2).
+    /// OpenCode's saved plans: the list, or one plan's text.
     Plans(crate::history::plans::PlansRequest),
-    /// How full a session's context window is, from the archive (O2, O4's numbers).
+    /// How full a session's context window is, from the archive (the context meter's numbers).
     ContextUsage(crate::history::context_usage::ContextUsageRequest),
     /// A session starts in a host: registered, and what the host injects (one round trip).
     SessionStart(crate::agent::intent::SessionStart),
@@ -240,6 +240,10 @@ pub struct SaveRequest {
     pub observation: NewObservation,
     #[serde(default)]
     pub find_candidates: bool,
+    /// The agent's session to count the save in, in the save's own transaction (an agent's
+    /// `mem_save`); absent for a save nobody's session counts.
+    #[serde(default)]
+    pub activity: Option<crate::agent::SaveActivity>,
 }
 
 /// The answer to a save.
@@ -250,6 +254,9 @@ pub struct SaveResponse {
     pub outcome: SaveOutcome,
     /// Look-alikes, when `find_candidates` was set.
     pub candidates: Vec<Candidate>,
+    /// The session's activity after the save, when the request named one it was counted in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<crate::agent::ActivityUpdate>,
 }
 
 /// Search results with their relation notes.
@@ -399,7 +406,7 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
 
 /// The history ops: reads and the one erase of `history.db` (through [`Store::history`], not
 /// the memory store's writer), with the process's `[history]` settings under the read
-/// session's project override; each call logged when `debug_log_tool_calls` is on (H13).
+/// session's project override; each call logged when `debug_log_tool_calls` is on.
 fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
     let global = crate::settings::history::current();
     if !global.debug_log_tool_calls {
@@ -602,7 +609,10 @@ fn clamp(limit: usize, default: usize) -> usize {
 }
 
 fn save(store: &mut Store, req: &SaveRequest) -> Result<SaveResponse> {
-    let outcome = store.save(&req.observation)?;
+    let (outcome, activity) = match &req.activity {
+        Some(session) => store.save_counted(&req.observation, session)?,
+        None => (store.save(&req.observation)?, None),
+    };
     // Looking for look-alikes is advice: it never fails a save that already happened.
     let candidates = if req.find_candidates && outcome.action == crate::memory::SaveAction::Created {
         store.find_candidates(outcome.id, CANDIDATE_LIMIT, true).unwrap_or_else(|e| {
@@ -612,7 +622,7 @@ fn save(store: &mut Store, req: &SaveRequest) -> Result<SaveResponse> {
     } else {
         Vec::new()
     };
-    Ok(SaveResponse { outcome, candidates })
+    Ok(SaveResponse { outcome, candidates, activity })
 }
 
 /// What `reindex` queued.
@@ -818,7 +828,7 @@ mod tests {
         let mut s = Store::open_in_memory().unwrap();
         let save = Op::Save(SaveRequest {
             observation: NewObservation { title: "t".into(), content: "c".into(), ..Default::default() },
-            find_candidates: false,
+            ..SaveRequest::default()
         });
         let saved = execute(&mut s, save).unwrap();
         assert_eq!(saved.kind(), OpKind::Save);

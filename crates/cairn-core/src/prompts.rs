@@ -24,43 +24,8 @@ impl Store {
     /// Record a prompt. An identical prompt already recorded for the same session is not
     /// stored twice (plugins may report the same message more than once).
     pub fn add_prompt(&mut self, new: &NewPrompt) -> Result<Prompt> {
-        require("content", &new.content)?;
-        let content = fit_content("content", &redact(&new.content).0, MAX_CONTENT_BYTES)?.text;
         let now = self.now();
-        let id = self.write(|tx| {
-            let session_project: Option<String> = match &new.session_id {
-                Some(id) => {
-                    tx.query_row("SELECT project FROM sessions WHERE id = ?1", [id], |r| r.get(0)).optional()?
-                }
-                None => None,
-            };
-            let project =
-                new.project.as_deref().map(|p| normalize_project(p).0).or(session_project).unwrap_or_default();
-            let session_id = new.session_id.clone().unwrap_or_else(|| default_session_id(&project));
-            validate_session_id(&session_id)?;
-            let session = NewSession {
-                id: session_id.clone(),
-                project: Some(project.clone()),
-                directory: new.directory.clone(),
-                ..NewSession::default()
-            };
-            ensure_session(tx, &session, &now)?;
-            let existing: Option<i64> = tx
-                .query_row(
-                    "SELECT id FROM prompts WHERE session_id = ?1 AND project = ?2 AND content = ?3",
-                    params![session_id, project, content],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if let Some(id) = existing {
-                return Ok(id);
-            }
-            tx.execute(
-                "INSERT INTO prompts (sync_id, session_id, content, project, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![new_sync_id(), session_id, content, project, now],
-            )?;
-            Ok(tx.last_insert_rowid())
-        })?;
+        let id = self.write(|tx| insert_prompt(tx, new, &now))?;
         self.get_prompt(id)
     }
 
@@ -90,6 +55,42 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// [`Store::add_prompt`] inside a transaction of the caller's (a save that attaches the
+/// session's pending prompt writes both at once). The prompt's id.
+pub(crate) fn insert_prompt(tx: &rusqlite::Connection, new: &NewPrompt, now: &str) -> Result<i64> {
+    require("content", &new.content)?;
+    let content = fit_content("content", &redact(&new.content).0, MAX_CONTENT_BYTES)?.text;
+    let session_project: Option<String> = match &new.session_id {
+        Some(id) => tx.query_row("SELECT project FROM sessions WHERE id = ?1", [id], |r| r.get(0)).optional()?,
+        None => None,
+    };
+    let project = new.project.as_deref().map(|p| normalize_project(p).0).or(session_project).unwrap_or_default();
+    let session_id = new.session_id.clone().unwrap_or_else(|| default_session_id(&project));
+    validate_session_id(&session_id)?;
+    let session = NewSession {
+        id: session_id.clone(),
+        project: Some(project.clone()),
+        directory: new.directory.clone(),
+        ..NewSession::default()
+    };
+    ensure_session(tx, &session, now)?;
+    let existing: Option<i64> = tx
+        .query_row(
+            "SELECT id FROM prompts WHERE session_id = ?1 AND project = ?2 AND content = ?3",
+            params![session_id, project, content],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(id) = existing {
+        return Ok(id);
+    }
+    tx.execute(
+        "INSERT INTO prompts (sync_id, session_id, content, project, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![new_sync_id(), session_id, content, project, now],
+    )?;
+    Ok(tx.last_insert_rowid())
 }
 
 #[cfg(test)]

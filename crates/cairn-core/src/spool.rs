@@ -21,6 +21,12 @@
 //! folds it into the store, so the count survives restarts and shows in `cairn doctor` and
 //! `/health`. Unreadable records (truncated, corrupt, from a newer cairn) are counted and
 //! deleted; the rest is delivered.
+//!
+//! Never stuck: an event the store refuses (bad arguments) is counted and deleted. One that
+//! fails for another reason (a bug) while the store itself is fine is tried again at the next
+//! drains (the groups after it wait); after [`MAX_EVENT_FAILURES`] failures it is moved to
+//! `spool/failed/` (kept for a bug report, counted as `failed`) and the rest goes through. A
+//! store that cannot write at all (busy, disk full) fails nobody's event: the drain waits.
 
 use std::fs;
 use std::io::Write;
@@ -47,6 +53,10 @@ pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
 pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
 /// One byte per event refused (full spool, record too large, disk full).
 const DROPPED_FILE: &str = "dropped";
+/// Where events that kept failing are moved, out of the way of the ones behind them.
+pub const FAILED_DIR: &str = "failed";
+/// Failures of one event (not of the store) before it is moved to [`FAILED_DIR`].
+pub const MAX_EVENT_FAILURES: u64 = 3;
 /// A temporary file older than this was left by a writer that died mid-write.
 const STALE_TMP: Duration = Duration::from_secs(600);
 /// How long the store remembers an applied event id: far longer than a spool file can wait
@@ -141,6 +151,10 @@ pub struct SpoolCounts {
     pub corrupt: u64,
     /// Events the store refused when applied (bad arguments): delivered, and answered no.
     pub rejected: u64,
+    /// Events that failed [`MAX_EVENT_FAILURES`] times for another reason, moved to
+    /// `spool/failed/`.
+    #[serde(default)]
+    pub failed: u64,
 }
 
 impl SpoolCounts {
@@ -159,6 +173,9 @@ pub struct DrainReport {
     pub duplicates: u64,
     pub rejected: u64,
     pub corrupt: u64,
+    /// Events moved to `spool/failed/` after failing too often.
+    #[serde(default)]
+    pub failed: u64,
     /// Refused events folded into the store's count.
     pub dropped: u64,
     /// Events still waiting (the store was busy, or they arrived during the drain).
@@ -301,6 +318,33 @@ impl Spool {
         Op::from_value(record.request).map_err(|e| e.message)
     }
 
+    /// Note one more failure of `pending`; its failures so far (a sidecar file that grows one
+    /// byte per failure, like the `dropped` counter).
+    fn note_failure(&self, pending: &Pending) -> u64 {
+        let marks = self.failures_path(&pending.id);
+        let noted = fs::OpenOptions::new().create(true).append(true).open(&marks).and_then(|mut f| f.write_all(b"x"));
+        if let Err(e) = noted {
+            tracing::warn!(path = %marks.display(), error = %e, "could not note a spooled event's failure");
+        }
+        fs::metadata(&marks).map_or(0, |m| m.len())
+    }
+
+    fn failures_path(&self, id: &EventId) -> PathBuf {
+        self.dir.join(format!("{}.failures", id.as_str()))
+    }
+
+    /// Move an event that keeps failing to `failed/`, out of the way of the ones behind it.
+    fn set_aside(&self, pending: &Pending) {
+        let failed = self.dir.join(FAILED_DIR);
+        let moved = fs::create_dir_all(&failed)
+            .and_then(|()| fs::rename(&pending.path, failed.join(format!("{}.json", pending.id.as_str()))));
+        if let Err(e) = moved {
+            tracing::warn!(path = %pending.path.display(), error = %e, "could not set a failing event aside; deleting it");
+            self.remove(pending);
+        }
+        let _ = fs::remove_file(self.failures_path(&pending.id));
+    }
+
     /// Forget an event (applied, known, refused or unreadable).
     pub fn remove(&self, pending: &Pending) {
         if let Err(e) = fs::remove_file(&pending.path)
@@ -308,6 +352,7 @@ impl Spool {
         {
             tracing::warn!(path = %pending.path.display(), error = %e, "could not remove a spooled event");
         }
+        let _ = fs::remove_file(self.failures_path(&pending.id));
     }
 
     /// Take the refused events' count out of the `dropped` file (renamed aside first, so a
@@ -362,7 +407,7 @@ pub fn drain(spool: &Spool, target: &mut dyn DrainTarget) -> DrainReport {
     let mut report = DrainReport::default();
     let dropped = spool.take_dropped();
     let stale = spool.take_stale_tmp();
-    if dropped + stale > 0 && target.count(SpoolCounts { dropped, corrupt: stale, rejected: 0 }).is_ok() {
+    if dropped + stale > 0 && target.count(SpoolCounts { dropped, corrupt: stale, ..SpoolCounts::default() }).is_ok() {
         report.dropped += dropped;
         report.corrupt += stale;
     }
@@ -391,6 +436,10 @@ pub fn drain(spool: &Spool, target: &mut dyn DrainTarget) -> DrainReport {
             events.into_iter().map(|(item, op)| (item.clone(), (item.id, op))).unzip();
         let results = target.apply(ops);
         let mut refused = SpoolCounts::default();
+        // The group was applied whole (each event in its own savepoint): an event that
+        // failed stays for the next drain, and so do the groups after it; the others of its
+        // group are done.
+        let mut stop = false;
         for (item, result) in items.iter().zip(results) {
             match result {
                 Ok(value) if value.get("duplicate_event").is_some() => report.duplicates += 1,
@@ -399,18 +448,32 @@ pub fn drain(spool: &Spool, target: &mut dyn DrainTarget) -> DrainReport {
                     tracing::warn!(event = %item.id, error = %e, "the store refused a spooled event");
                     refused.rejected += 1;
                 }
-                Err(e) => {
+                Err(e) if is_store_unavailable(e.code) => {
                     tracing::info!(event = %item.id, error = %e, "the store cannot take spooled events now; later");
-                    if !refused.is_zero() && target.count(refused).is_ok() {
-                        report.rejected += refused.rejected;
+                    stop = true;
+                    continue;
+                }
+                Err(e) => {
+                    let failures = spool.note_failure(item);
+                    if failures < MAX_EVENT_FAILURES {
+                        tracing::warn!(event = %item.id, error = %e, failures, "a spooled event failed; trying it again later");
+                        stop = true;
+                    } else {
+                        tracing::error!(event = %item.id, error = %e, "a spooled event keeps failing; set aside in spool/failed");
+                        spool.set_aside(item);
+                        refused.failed += 1;
                     }
-                    break 'chunks;
+                    continue;
                 }
             }
             spool.remove(item);
         }
         if !refused.is_zero() && target.count(refused).is_ok() {
             report.rejected += refused.rejected;
+            report.failed += refused.failed;
+        }
+        if stop {
+            break 'chunks;
         }
     }
     report.pending = spool.status().pending;
@@ -421,6 +484,19 @@ pub fn drain(spool: &Spool, target: &mut dyn DrainTarget) -> DrainReport {
 /// the same answer. Anything else (busy, stopping, disk full, a bug) may pass later.
 fn is_refusal(code: ErrorCode) -> bool {
     (400..500).contains(&code.http_status())
+}
+
+/// The store itself cannot write now (locked, disk full, stopping): no event is to blame.
+fn is_store_unavailable(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::DatabaseBusy
+            | ErrorCode::DataDirNotWritable
+            | ErrorCode::DatabaseCorrupt
+            | ErrorCode::SchemaTooNew
+            | ErrorCode::DaemonUnavailable
+            | ErrorCode::OperationInterrupted
+    )
 }
 
 /// The store keeps the ids it applied and the spool's counters (migration `spool_events`).
@@ -469,6 +545,7 @@ impl Store {
                 "dropped" => counts.dropped = value,
                 "corrupt" => counts.corrupt = value,
                 "rejected" => counts.rejected = value,
+                "failed" => counts.failed = value,
                 _ => {}
             }
         }
@@ -482,7 +559,13 @@ impl Store {
                 "INSERT INTO spool_counters (name, value) VALUES (?1, ?2)
                  ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
             )?;
-            for (name, n) in [("dropped", add.dropped), ("corrupt", add.corrupt), ("rejected", add.rejected)] {
+            let named = [
+                ("dropped", add.dropped),
+                ("corrupt", add.corrupt),
+                ("rejected", add.rejected),
+                ("failed", add.failed),
+            ];
+            for (name, n) in named {
                 if n > 0 {
                     stmt.execute(rusqlite::params![name, i64::try_from(n).unwrap_or(i64::MAX)])?;
                 }

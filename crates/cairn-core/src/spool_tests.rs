@@ -158,6 +158,51 @@ fn a_busy_store_leaves_the_events_for_the_next_drain() {
     assert_eq!(drain(&spool, &mut store).applied, 3);
 }
 
+/// A store where one event hits a bug: the others of its group apply; it is tried again at the
+/// next drains (the groups after it wait) and then set aside, counted.
+#[test]
+fn an_event_that_keeps_failing_is_set_aside_after_three_drains_and_the_rest_goes_through() {
+    struct OneBug(Store);
+    impl DrainTarget for OneBug {
+        fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+            events
+                .into_iter()
+                .map(|(id, op)| match &op {
+                    Op::AddPrompt(p) if p.content.contains("number 1 ") => Err(CairnError::internal("a bug")),
+                    _ => self.0.apply_events(vec![(id, op)]).remove(0),
+                })
+                .collect()
+        }
+        fn count(&mut self, counts: SpoolCounts) -> Result<()> {
+            self.0.add_spool_counts(counts)
+        }
+    }
+    let (dir, spool) = spool();
+    let group = DRAIN_CHUNK as u64;
+    for n in 0..DRAIN_CHUNK + 2 {
+        spool.push(&EventId::new(), "test", &prompt("s", n));
+    }
+    let mut target = OneBug(Store::open_in_memory().unwrap());
+    let report = drain(&spool, &mut target);
+    assert_eq!((report.applied, report.failed, report.pending), (group - 1, 0, 3));
+    assert_eq!(prompts(&target.0, "s").len(), DRAIN_CHUNK - 1, "the next group waits while it is retried");
+    // Next time the failing event leads a group with the two that waited.
+    let report = drain(&spool, &mut target);
+    assert_eq!((report.applied, report.failed, report.pending), (2, 0, 1));
+    assert_eq!(MAX_EVENT_FAILURES, 3);
+    let report = drain(&spool, &mut target);
+    assert_eq!((report.applied, report.failed, report.pending), (0, 1, 0));
+    assert_eq!(prompts(&target.0, "s").len(), DRAIN_CHUNK + 1);
+    assert_eq!(target.0.spool_counts().unwrap().failed, 1);
+    let set_aside: Vec<_> = std::fs::read_dir(dir.path().join(SPOOL_DIR).join(FAILED_DIR)).unwrap().collect();
+    assert_eq!(set_aside.len(), 1, "kept for a bug report");
+    let left: Vec<String> = std::fs::read_dir(dir.path().join(SPOOL_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, [FAILED_DIR], "no failure marks left behind");
+}
+
 #[test]
 fn a_full_spool_refuses_new_events_keeps_the_old_and_counts_the_refused() {
     let (_dir, spool) = spool();

@@ -157,7 +157,7 @@ impl Scope {
 static FENCED_CODE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?s)(```|~~~).*?(```|~~~|\z)").expect("valid regex"));
 static INLINE_CODE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`[^`\n]*`").expect("valid regex"));
-/// The built-in memory triggers (host-integration M2), whole words only.
+/// The built-in memory triggers, whole words only.
 static MEMORY_TRIGGERS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?i)\b(remember|memorize|memorise|save this|note this|keep in mind|don['’]?t forget|learn this|store this|recuerda|recordar|no olvides)\b",
@@ -165,7 +165,7 @@ static MEMORY_TRIGGERS: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
-/// Whether a user's message asks the agent to remember something (M2): fenced and inline code
+/// Whether a user's message asks the agent to remember something: fenced and inline code
 /// removed, then the built-in list or one of `extra_patterns` (case-insensitive regexes; a
 /// bad one is skipped, settings refuse them at load) on word boundaries.
 ///

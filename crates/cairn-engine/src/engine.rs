@@ -455,8 +455,11 @@ impl DrainTarget for WriterTarget<'_> {
     }
 }
 
+/// The writer is gone (stopping, or it died): the store cannot take writes, whatever they are
+/// (a spool drain waits rather than blame the event).
 fn writer_gone() -> CairnError {
-    CairnError::internal("the writer thread stopped")
+    CairnError::new(ErrorCode::DaemonUnavailable, "the writer thread stopped")
+        .with_hint("nothing was written; restart the daemon (cairn serve)")
 }
 
 fn stopped() -> CairnError {

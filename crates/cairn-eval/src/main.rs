@@ -60,7 +60,7 @@ pub struct EvalArgs {
     pub fit_rerank: bool,
 }
 
-/// Exit codes as `cairn`'s (README "Exit codes"): 3 invalid input, 4 not found, …
+/// Exit codes as `cairn`'s (docs/CLI.md "Exit codes"): 3 invalid input, 4 not found, …
 fn main() -> ExitCode {
     let args = EvalArgs::parse();
     let json = args.json;

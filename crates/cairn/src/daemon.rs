@@ -109,7 +109,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         context_budget: settings.context_budget.value,
         ..HttpConfig::default()
     };
-    let state = AppState { db: Arc::clone(&engine), config: Arc::new(config) };
+    let state = AppState { engine: Arc::clone(&engine), config: Arc::new(config) };
     let info = DaemonInfo {
         pid: std::process::id(),
         addr,
@@ -169,12 +169,12 @@ async fn bind_listener(bind: IpAddr, port: u16, or_any_port: bool) -> Result<Tcp
 }
 
 /// Resolves on SIGINT, SIGTERM or (when set) after an idle period; cancels MCP streams too.
-async fn shutdown_signal(db: Arc<Engine>, idle_exit: Option<Duration>, cancel: CancellationToken) {
+async fn shutdown_signal(engine: Arc<Engine>, idle_exit: Option<Duration>, cancel: CancellationToken) {
     let idle = async {
         match idle_exit {
             Some(limit) => loop {
                 tokio::time::sleep(Duration::from_secs(5).min(limit)).await;
-                if db.idle_for() >= limit {
+                if engine.idle_for() >= limit {
                     note("cairn: idle, leaving");
                     break;
                 }

@@ -290,8 +290,8 @@ impl Hook {
         Ok(FAIL_OPEN.to_owned())
     }
 
-    /// E21/E22: the `## Key Learnings` of a finished sub-agent or turn, saved by passive
-    /// capture. Nothing to capture means no round trip at all.
+    /// SubagentStop and Stop: the `## Key Learnings` of a finished sub-agent or turn, saved by
+    /// passive capture. Nothing to capture means no round trip at all.
     fn capture(&self, subagent: bool) -> Result<String> {
         let transcript = if subagent { &self.input.agent_transcript_path } else { &self.input.transcript_path };
         let text = match &self.input.last_assistant_message {
@@ -315,7 +315,7 @@ impl Hook {
         Ok(FAIL_OPEN.to_owned())
     }
 
-    /// E11: the summary Claude Code wrote, stored as the session's compaction summary.
+    /// PreCompact: the summary Claude Code wrote, stored as the session's compaction summary.
     fn post_compact(&self) -> Result<String> {
         let Some(summary) = self.input.compact_summary.as_deref() else {
             bail!("PostCompact without a compact_summary");
@@ -335,8 +335,8 @@ impl Hook {
         Ok(FAIL_OPEN.to_owned())
     }
 
-    /// B3: have the daemon read what is new in a transcript into the history archive (Claude
-    /// Code deletes transcripts after 30 days). A failure costs nothing but a log line: the
+    /// History ingest: have the daemon read what is new in a transcript into the history archive
+    /// (Claude Code deletes transcripts after 30 days). A failure costs nothing but a log line: the
     /// daemon's periodic scan reads the file later.
     fn archive(&self, transcript: Option<&str>) {
         let Some(path) = transcript else { return };
@@ -352,8 +352,8 @@ impl Hook {
         }
     }
 
-    /// H7: a sub-agent gets the protocol, and its parent's session id with how to pull the
-    /// parent's history (unless `[history] upstream_history` says otherwise for it).
+    /// Upstream history: a sub-agent gets the protocol, and its parent's session id with how to
+    /// pull the parent's history (unless `[history] upstream_history` says otherwise for it).
     fn subagent_start(&self) -> Result<String> {
         let mut parts = vec![self.protocol(Part::Memory)];
         let upstream = &self.settings.history.config.upstream_history;
@@ -373,7 +373,7 @@ impl Hook {
         Ok(context_answer(HookEvent::SubagentStart, &parts))
     }
 
-    /// E22: the session ends here, not at every Stop; an unknown session is registered first
+    /// SessionEnd: the session ends here, not at every Stop; an unknown session is registered first
     /// (its end would be `session_not_found`). Its activity is kept: `claude --resume` goes on
     /// with the same session id, and its next prompt is not a first one (no second `[MEMORY]`
     /// block) while the transcript replays what was injected.

@@ -22,7 +22,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use cairn_core::CairnError;
 use clap::Parser;
 
-/// Exit codes (README "Exit codes"): 0 ok · 1 unexpected · 2 usage · 3 invalid input ·
+/// Exit codes (docs/CLI.md "Exit codes"): 0 ok · 1 unexpected · 2 usage · 3 invalid input ·
 /// 4 not found · 5 conflict · 6 store unavailable.
 fn main() -> ExitCode {
     // A hook runs on every agent event and its budget is milliseconds: `cairn hook <event>` as

@@ -248,7 +248,7 @@ fn save(env: &Env, args: SaveArgs) -> Result<()> {
         pinned: args.pin,
         directory: Some(env.cwd.display().to_string()),
     };
-    let response: SaveResponse = env.call(Op::Save(SaveRequest { observation: new, find_candidates: false }))?;
+    let response: SaveResponse = env.call(Op::Save(SaveRequest { observation: new, ..SaveRequest::default() }))?;
     let outcome = response.outcome;
     for w in &outcome.warnings {
         note(&format!("warning: {w}"));

@@ -52,7 +52,7 @@ describe('module shape', () => {
   });
 });
 
-describe('chat.message (E6, M1, M2, E14)', () => {
+describe('chat.message: prompt capture, memory block, memory trigger, privacy', () => {
   test('captures the prompt with user_prompt, private parts redacted, and prepends the [MEMORY] block', async () => {
     const { hooks, daemon } = await setup();
     await replayEvents(hooks, 'plain');
@@ -68,7 +68,7 @@ describe('chat.message (E6, M1, M2, E14)', () => {
     for (const r of daemon.requests) assert.ok(!r.raw.includes('sk-SECRET'), `private text left the process: ${r.path}`);
     assert.equal(up[0].body.args.host, 'opencode', 'the block comes with the answer: one round trip');
     assert.equal(daemon.ops('context').length, 0);
-    assert.equal(output.parts.length, before + 2, 'the [MEMORY] block and the history guidance (H8, once)');
+    assert.equal(output.parts.length, before + 2, 'the [MEMORY] block and the history guidance (once)');
     assert.equal(output.parts[2].text, HISTORY);
     assert.equal(output.parts[2].synthetic, true);
     assert.ok(output.parts[2].id > output.parts[1].id);
@@ -306,7 +306,7 @@ describe('the spool: no write lost while the daemon starts', () => {
   });
 });
 
-describe('experimental.chat.system.transform (E9, O4)', () => {
+describe('experimental.chat.system.transform: protocol, context meter', () => {
   test('the protocol is appended to the last entry, never a new one, and only once', async () => {
     const { hooks } = await setup();
     const [input, output] = hookArgs(systemCalls('plain')[1]);
@@ -324,7 +324,7 @@ describe('experimental.chat.system.transform (E9, O4)', () => {
     assert.ok(two.system[1].startsWith('b\n\n'));
   });
 
-  test('title and summariser requests get nothing; a sub-agent only its upstream session (H7)', async () => {
+  test('title and summariser requests get nothing; a sub-agent only its upstream session', async () => {
     const { hooks } = await setup();
     await replayEvents(hooks, 'task');
     const title = hookArgs(systemCalls('plain')[0]);
@@ -401,7 +401,7 @@ describe('experimental.chat.system.transform (E9, O4)', () => {
   });
 });
 
-describe('tools (E7, E8)', () => {
+describe('tools: tool-call counting, passive capture', () => {
   test("cairn's MCP saves get the OpenCode session id (tool.execute.before)", async () => {
     const { hooks } = await setup();
     const before = calls('task', 'tool.execute.before')[0];
@@ -431,7 +431,7 @@ describe('tools (E7, E8)', () => {
     assert.deepEqual(router[1].args.args, {}, "the op's own arguments are left alone");
   });
 
-  test('history tools learn the caller (H10); a browse without a session reads the caller\'s', async () => {
+  test('history tools learn the caller (visibility); a browse without a session reads the caller\'s', async () => {
     const { hooks } = await setup();
     const before = calls('task', 'tool.execute.before')[0];
     const me = before.input.sessionID;
@@ -517,7 +517,7 @@ describe('tools (E7, E8)', () => {
   });
 });
 
-describe('compaction (E10, E11, O5, O3)', () => {
+describe('compaction: context, stored summary, self-continuity prompt, memory_compact', () => {
   async function compactRun(run, answers) {
     const ctx = await setup({ answers });
     for (const c of [...calls(run, 'event'), ...calls(run, 'experimental.session.compacting'), ...calls(run, 'experimental.text.complete')].sort((a, b) => (a.t ?? 0) - (b.t ?? 0) || 0)) {
@@ -581,7 +581,7 @@ describe('compaction (E10, E11, O5, O3)', () => {
     assert.equal(daemon.ops('save_compaction')[0].body.args.trigger, 'manual');
   });
 
-  test('chart mode (H6): the summariser is asked for next to nothing; the stored summary is the chart', async () => {
+  test('chart mode: the summariser is asked for next to nothing; the stored summary is the chart', async () => {
     const chart = '# Summary\nI lost context from my prior conversation. CHART-OF-SESSION';
     const ctx = await compactRun('overflow', {
       plugin_config: { compaction: { mode: 'chart' } },
@@ -651,7 +651,7 @@ describe('compaction (E10, E11, O5, O3)', () => {
     assert.match(await execute({ force: true }, { sessionID }), /already under way/);
   });
 
-  test('threshold auto-compaction (M9) when configured, off by default', async () => {
+  test('threshold auto-compaction when configured, off by default', async () => {
     const off = await setup();
     await replayEvents(off.hooks, 'learn');
     await sleep(20);

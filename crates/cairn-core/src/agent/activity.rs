@@ -13,7 +13,8 @@ use time::{Duration, OffsetDateTime};
 
 use crate::clock::{format_ts, parse_ts};
 use crate::error::{CairnError, Result};
-use crate::prompts::NewPrompt;
+use crate::memory::{NewObservation, SaveOutcome};
+use crate::prompts::{NewPrompt, insert_prompt};
 use crate::sessions::{NewSession, ensure_session, session_not_found, validate_session_id};
 use crate::store::Store;
 use crate::text::{MAX_CONTENT_BYTES, fit_content, normalize_project, redact, require};
@@ -276,6 +277,29 @@ impl Store {
         })
     }
 
+    /// Save a memory the agent asked for and count it in `activity`'s session, in one
+    /// transaction: the memory, the session's pending prompt attached to it and the counters
+    /// are written together, so a crash never leaves a saved memory that the session's reminder
+    /// does not know. The activity is best effort: a session it cannot count in (unknown, say)
+    /// never fails the save.
+    pub fn save_counted(
+        &mut self,
+        new: &NewObservation,
+        activity: &SaveActivity,
+    ) -> Result<(SaveOutcome, Option<ActivityUpdate>)> {
+        validate_session_id(&activity.session_id)?;
+        let now = self.clock().now();
+        let mut counted = None;
+        let outcome = self.save_then(new, |tx, outcome| {
+            match count_save_in(tx, activity, &outcome.session_id, now) {
+                Ok(update) => counted = Some(update),
+                Err(e) => tracing::debug!(session = activity.session_id, error = %e, "the save was not counted"),
+            }
+            Ok(())
+        })?;
+        Ok((outcome, counted))
+    }
+
     /// Store the session's pending prompt in the session a save went to, when it is of the
     /// save's project and not stored there yet.
     fn attach_pending_prompt(&mut self, record: &ActivityRecord, saved_session: Option<&str>) -> Result<Option<i64>> {
@@ -523,6 +547,56 @@ fn clean_event(event: &ActivityEvent) -> Result<ActivityEvent> {
         }
         other => other.clone(),
     })
+}
+
+/// The agent's session a save is counted in ([`Store::save_counted`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SaveActivity {
+    /// The session whose activity counts the save (it may differ from the one the memory
+    /// goes to).
+    pub session_id: String,
+    /// Attach the session's pending prompt to the saved session (default: yes).
+    #[serde(default = "yes")]
+    pub attach_prompt: bool,
+}
+
+/// Count a save in `activity`'s session inside the save's transaction, attaching its pending
+/// prompt to `saved_session` first.
+fn count_save_in(
+    tx: &Connection,
+    activity: &SaveActivity,
+    saved_session: &str,
+    now: OffsetDateTime,
+) -> Result<ActivityUpdate> {
+    let record = ActivityRecord {
+        session_id: activity.session_id.clone(),
+        project: None,
+        event: ActivityEvent::Save {
+            saved_session_id: Some(saved_session.to_owned()),
+            attach_prompt: activity.attach_prompt,
+        },
+    };
+    let mut stored = load_or_start(tx, &record, now)?;
+    let attached_prompt_id = match stored.prompt_for_save(&stored.project, saved_session) {
+        Some(prompt) if activity.attach_prompt => Some(insert_prompt(
+            tx,
+            &NewPrompt {
+                content: prompt.content.clone(),
+                session_id: Some(saved_session.to_owned()),
+                project: Some(prompt.project.clone()),
+                directory: None,
+            },
+            &format_ts(now),
+        )?),
+        _ => None,
+    };
+    let mut update =
+        ActivityUpdate { activity: stored.clone(), reminder: None, attached_prompt_id, context_changed: None };
+    apply(&mut stored, &record.event, now, &mut update);
+    write_activity(tx, &stored)?;
+    update.activity = stored;
+    Ok(update)
 }
 
 /// The row to update: the stored one (restarted when idle), or a fresh one for a known session,

@@ -1,11 +1,11 @@
-//! The rules of Claude Code's hooks (`cairn hook <event>`, host-integration B2, E18–E22): which
-//! events exist, what a hook payload says, which tools are cairn's, the answer's shape and cap,
-//! the fingerprint that deduplicates injections, and the usage read from a transcript (the
-//! meter's line is `meter::reading`'s, as for every host).
+//! The rules of Claude Code's hooks (`cairn hook <event>`: SessionStart, UserPromptSubmit, tool
+//! calls, SubagentStop, Stop, SessionEnd): which events exist, what a hook payload says, which
+//! tools are cairn's, the answer's shape and cap, the fingerprint that deduplicates injections, and
+//! the usage read from a transcript (the meter's line is `meter::reading`'s, as for every host).
 //! The command only reads stdin, runs the ops these rules name and prints the answer.
 //!
-//! Everything here is lenient on purpose: Claude Code adds fields in every release and a hook
-//! must answer whatever it is given (a wrong type is treated like a missing field).
+//! Everything here is lenient on purpose: Claude Code adds fields in every release and a hook must
+//! answer whatever it is given (a wrong type is treated like a missing field).
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -214,8 +214,9 @@ pub fn with_session_id(tool_name: &str, tool_input: Option<&Value>, session_id: 
 }
 
 /// The history tools' `session_id` names the conversation to read, so the caller goes in
-/// `caller_session_id` (H10: its own session is visible only up to its latest compaction), and
-/// a browse or pull without a session reads the caller's. A search without one spans the project.
+/// `caller_session_id` (history visibility: its own session is visible only up to its latest
+/// compaction), and a browse or pull without a session reads the caller's. A search without one
+/// spans the project.
 fn with_caller(short: &str, mut input: Value, session_id: &str) -> Option<Value> {
     let before = input.clone();
     input["caller_session_id"] = Value::String(session_id.to_owned());

@@ -1,5 +1,5 @@
 //! What host plugins and hooks store for the agent without it asking: the summary a host wrote
-//! when it compacted a session (E11), and the user's profile they inject (M4).
+//! when it compacted a session (the compaction summary), and the user's profile they inject.
 
 use rusqlite::params;
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! The context meter's rules (host-integration O4), shared by Claude Code's hook (a transcript's
+//! The context meter's rules, shared by Claude Code's hook (a transcript's
 //! last usage), op `context_usage` (the archive's last assistant message) and anything else that
 //! reports how full a context window is: what counts as `used` in each host's usage record, the
 //! window of a model, the status by the `[context_meter]` thresholds, and the number format.

@@ -24,7 +24,8 @@ use crate::error::{CairnError, ErrorCode, Result};
 use crate::project::{ProjectDetection, ProjectSource, detect_project, explicit_project};
 
 pub use activity::{
-    ActivityEvent, ActivityRecord, ActivityUpdate, PendingPrompt, SessionActivity, UserPrompt, UserPromptOutcome,
+    ActivityEvent, ActivityRecord, ActivityUpdate, PendingPrompt, SaveActivity, SessionActivity, UserPrompt,
+    UserPromptOutcome,
 };
 pub use host::{COMPACTION_SUMMARY, CompactionSave, CompactionTrigger};
 pub use last_session::{RecordSession, SESSION_RECORD};

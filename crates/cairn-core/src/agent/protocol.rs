@@ -1,11 +1,11 @@
-//! The Memory Protocol and the other texts cairn puts in front of agents (host-integration B4):
-//! one source for the MCP `instructions`, the OpenCode plugin's system injection, the Claude
+//! The Memory Protocol and the other texts cairn puts in front of agents (one source for every
+//! host): one source for the MCP `instructions`, the OpenCode plugin's system injection, the Claude
 //! Code skill and the files `setup` writes. Served by op `protocol`, `cairn protocol` and
 //! `GET /protocol`.
 //!
-//! The texts name the MCP tools (`mem_save`...); a host that shows them under other names gets
-//! one line saying so, not a second copy of every sentence. They are sent with every request
-//! an agent makes, so every word costs: keep them short.
+//! The texts name the MCP tools (`mem_save`...); a host that shows them under other names gets one
+//! line saying so, not a second copy of every sentence. They are sent with every request an agent
+//! makes, so every word costs: keep them short.
 
 use serde::{Deserialize, Serialize};
 
@@ -46,19 +46,21 @@ pub enum Part {
     /// The Memory Protocol (when to save, search, close; after compaction).
     #[default]
     Memory,
-    /// Pushed into a compaction's context (E10): the summary is stored by cairn.
+    /// Pushed into a compaction's context: the summary is stored by cairn.
     CompactionNote,
-    /// The self-continuity compaction prompt (O5).
+    /// The self-continuity compaction prompt.
     Continuity,
-    /// Added to a user message that asks to remember something (M2).
+    /// Added to a user message that asks to remember something (a memory trigger).
     Trigger,
-    /// H8: when and how to pull from the conversation history (the "## Session History" block).
+    /// The history guidance: when and how to pull from the conversation history (the "## Session
+    /// History" block).
     History,
-    /// H7: told to a sub-agent: its parent's session id and how to pull the parent's history
-    /// (the parent's id is the request's `session_id`).
+    /// Upstream history: told to a sub-agent: its parent's session id and how to pull the parent's
+    /// history (the parent's id is the request's `session_id`).
     Upstream,
-    /// H6 step 1: the compaction prompt of `compaction.mode = "chart"`. The summariser's answer
-    /// is thrown away (the plugin puts the chart in its place), so it is asked for next to nothing.
+    /// Chart mode, step 1: the compaction prompt of `compaction.mode = "chart"`. The summariser's
+    /// answer is thrown away (the plugin puts the chart in its place), so it is asked for next to
+    /// nothing.
     ChartPrompt,
 }
 
@@ -243,7 +245,7 @@ fn memory_protocol(host: Host, tools: ToolProfile) -> String {
     lines.join("\n")
 }
 
-/// H8: when to pull from the conversation history, and how, in few words.
+/// The history guidance: when to pull from the conversation history, and how, in few words.
 fn history_guidance(host: Host, tools: ToolProfile) -> String {
     if tools == ToolProfile::Admin {
         return "cairn keeps every conversation; the history tools are in the agent profile.".to_owned();
@@ -279,7 +281,8 @@ fn history_guidance(host: Host, tools: ToolProfile) -> String {
     .join("\n")
 }
 
-/// H7: a sub-agent learns where its parent's history is and how to use it before acting.
+/// Upstream history: a sub-agent learns where its parent's history is and how to use it before
+/// acting.
 fn upstream_note(host: Host, tools: ToolProfile, parent: &str) -> String {
     let c = |tool: &str| call(tools, tool, tool);
     let _ = host;
@@ -322,13 +325,14 @@ fn trigger_note(tools: ToolProfile) -> String {
     )
 }
 
-/// H6: what the summariser is asked for when the chart replaces its answer; also the summary
-/// that stays if the chart cannot be made at the last moment.
+/// Chart mode: what the summariser is asked for when the chart replaces its answer; also the
+/// summary that stays if the chart cannot be made at the last moment.
 const CHART_PROMPT: &str = "Do not think. Do not summarize. Return exactly the following text and nothing else:
 # Summary
 Chart unavailable. Use history_browse_turns for prior context.";
 
-/// O5: the compaction prompt written for the agent that will continue the session.
+/// Self-continuity mode: the compaction prompt written for the agent that will continue the
+/// session.
 const CONTINUITY: &str = "You are compacting your own session to free context space. You will continue this \
 session after compaction with this summary as your starting context. Write what you need to pick the work up \
 without asking again: the current task and progress, the files in work, key decisions and why, next steps, \

@@ -334,3 +334,53 @@ fn new_ops_answer_their_contract_shapes() {
         serde_json::json!({"op": "save_compaction", "args": {"session_id": "s", "summary": "x", "trigger": "now"}});
     assert_eq!(Op::from_value(bad_trigger).unwrap_err().code, ErrorCode::InvalidArgument);
 }
+
+#[test]
+fn a_counted_save_writes_the_memory_the_prompt_and_the_counts_together() {
+    use crate::memory::NewObservation;
+    let (mut s, _clock) = store_with_clock();
+    s.record_activity(&record(
+        "s",
+        ActivityEvent::Prompt { content: "why does checkout time out?".into(), stored_in: None },
+    ))
+    .unwrap();
+    let new = NewObservation {
+        title: "Checkout timeout".into(),
+        content: "the payment gateway call has no deadline".into(),
+        session_id: Some("other".into()),
+        project: Some("shop".into()),
+        ..NewObservation::default()
+    };
+    let session = SaveActivity { session_id: "s".into(), attach_prompt: true };
+    let (saved, counted) = s.save_counted(&new, &session).unwrap();
+    let counted = counted.expect("counted in the agent's session");
+    assert_eq!(counted.activity.saves, 1);
+    assert!(counted.activity.last_save_at.is_some());
+    let prompt = s.get_prompt(counted.attached_prompt_id.expect("the pending prompt was attached")).unwrap();
+    assert_eq!(
+        (prompt.session_id.as_str(), prompt.content.as_str()),
+        (saved.session_id.as_str(), "why does checkout time out?")
+    );
+    assert_eq!(s.session_activity("s").unwrap().saves, 1, "the counts are stored, not only answered");
+    // The same prompt is attached once.
+    let (_, again) = s.save_counted(&NewObservation { title: "Second".into(), ..new.clone() }, &session).unwrap();
+    assert_eq!(again.unwrap().attached_prompt_id, None);
+}
+
+#[test]
+fn a_save_counted_in_an_unknown_session_is_saved_and_a_failed_save_counts_nothing() {
+    use crate::memory::NewObservation;
+    let (mut s, _clock) = store_with_clock();
+    let new =
+        NewObservation { title: "t".into(), content: "c".into(), project: Some("shop".into()), ..Default::default() };
+    let nobody = SaveActivity { session_id: "never-opened".into(), attach_prompt: true };
+    let (saved, counted) = s.save_counted(&new, &nobody).unwrap();
+    assert!(counted.is_none());
+    assert!(s.get(saved.id).is_ok(), "activity never fails a save");
+    // A save refused (a session of another project) leaves the counts as they were.
+    s.record_activity(&record("s", ActivityEvent::ToolCall { remind: false })).unwrap();
+    let wrong = NewObservation { session_id: Some("s".into()), project: Some("elsewhere".into()), ..new };
+    let err = s.save_counted(&wrong, &SaveActivity { session_id: "s".into(), attach_prompt: true }).unwrap_err();
+    assert_eq!(err.code, crate::error::ErrorCode::SessionProjectMismatch);
+    assert_eq!(s.session_activity("s").unwrap().saves, 0);
+}

@@ -1,4 +1,4 @@
-//! The `[MEMORY]` block (host-integration M1): what a plugin injects before a session's first
+//! The `[MEMORY]` block: what a plugin injects before a session's first
 //! message. Typed sections (brief, architecture, tech, product, progress), the Last Session (the
 //! project's newest session that ended or compacted: its summary and its record), the user's
 //! preferences, the memories relevant to the user's message with their relevance as a

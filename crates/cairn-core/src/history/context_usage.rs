@@ -1,7 +1,7 @@
-//! Op `context_usage` (host-integration O2 → O4's numbers): how full a session's context window
-//! is, from the archive: the last assistant message's usage record, counted by the meter's rules
-//! (`agent::meter`), against the model's window and the `[context_meter]` thresholds, with the
-//! change since the answer before.
+//! Op `context_usage` (the context meter's numbers, from the archive): how full a session's context
+//! window is, from the archive: the last assistant message's usage record, counted by the meter's
+//! rules (`agent::meter`), against the model's window and the `[context_meter]` thresholds, with
+//! the change since the answer before.
 
 use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
@@ -49,8 +49,8 @@ pub enum UsageSource {
     Latest,
 }
 
-/// O4's numbers for one session. The numbers are absent when the session has no assistant
-/// usage yet (or the archive holds no session); `note` then says so.
+/// The context meter's numbers for one session. The numbers are absent when the session has no
+/// assistant usage yet (or the archive holds no session); `note` then says so.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextUsageReport {

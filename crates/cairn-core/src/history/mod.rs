@@ -1,4 +1,4 @@
-//! The conversation-history archive (B3): every OpenCode and Claude Code session, read
+//! The conversation-history archive: every OpenCode and Claude Code session, read
 //! strictly read-only from the hosts' own storage into one model and kept in `history.db`.
 
 pub mod call_log;
@@ -20,7 +20,7 @@ mod index_tests;
 #[cfg(test)]
 mod injected_tests;
 #[cfg(test)]
-mod o2_tests;
+mod plans_and_context_usage_tests;
 #[cfg(test)]
 mod project_tests;
 #[cfg(test)]

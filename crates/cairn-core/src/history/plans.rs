@@ -1,13 +1,13 @@
-//! OpenCode's saved plans (host-integration O2, op `plans`): list them, or read one, strictly
-//! read-only.
+//! OpenCode's saved plans (op `plans`, also open-memory's router name): list them, or read one,
+//! strictly read-only.
 //!
 //! Where OpenCode writes a plan (checked in the installed opencode-ai 1.18.33 and in
 //! `packages/opencode/src/session/session.ts`, `Session.plan`):
-//! `<worktree>/.opencode/plans/<time.created>-<slug>.md` when the project is a git repository,
-//! else `<Global.Path.data>/plans/<time.created>-<slug>.md`, the data dir being
+//! `<worktree>/.opencode/plans/<time.created>-<slug>.md` when the project is a git repository, else
+//! `<Global.Path.data>/plans/<time.created>-<slug>.md`, the data dir being
 //! `$XDG_DATA_HOME/opencode` (default `~/.local/share/opencode`). The spec named only the second;
-//! both are searched: the project's (the git worktree above the caller's directory) first, then
-//! the global one.
+//! both are searched: the project's (the git worktree above the caller's directory) first, then the
+//! global one.
 //!
 //! A plan is named by its plain file name: anything else (a path, `..`, a hidden file, a name not
 //! ending in `.md`, a NUL byte) and a symlink leading out of its directory are refused with

@@ -1,5 +1,5 @@
 //! The history ops through `ops::execute`: a project's `.cairn/config.toml` overrides
-//! `[history]` for the sessions that ran in it (H11), and the call log (H13).
+//! `[history]` for the sessions that ran in it, and the call log of history tool calls.
 
 use std::path::Path;
 

@@ -1,8 +1,8 @@
-//! Reading the archive (host-integration H1–H6, H9, H10, O2): sessions, turns, messages,
+//! Reading the archive (every history op): sessions, turns, messages,
 //! parts, search, the compaction chart, compactions, children, stats, forget. Pure functions
 //! over a [`HistoryDb`]; the doors call them through ops.
 //!
-//! Visibility (H10): when `caller_session_id` is the session asked about, only what came before
+//! Visibility: when `caller_session_id` is the session asked about, only what came before
 //! its latest compaction is visible (the rest is in the caller's context already), and the
 //! compaction records themselves are hidden. Other sessions are shown in full.
 
@@ -18,7 +18,7 @@ use crate::error::{CairnError, ErrorCode, Result};
 use crate::search::query::{self, Term};
 use crate::settings::HistorySettings;
 
-/// Tools whose input `history_pull_message` shows unless configured otherwise (H3).
+/// Tools whose input `history_pull_message` shows unless configured otherwise.
 pub const DEFAULT_INPUT_TOOLS: &[&str] =
     &["bash", "grep", "glob", "task", "websearch", "webfetch", "question", "skill"];
 /// Tools whose output it shows.
@@ -146,7 +146,7 @@ pub struct CompactionsRequest {
 
 // ---------------------------------------------------------------- results
 
-/// One session in a listing (H9).
+/// One session in a listing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionListing {
@@ -199,7 +199,7 @@ pub struct TurnPreview {
     pub assistant: TurnAssistant,
 }
 
-/// The answer to `history_browse_turns` (H1).
+/// The answer to `history_browse_turns`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnsPage {
@@ -226,7 +226,7 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
-/// The answer to `history_browse_messages` (H2): page on with the ids either side.
+/// The answer to `history_browse_messages`: page on with the ids either side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MessagesPage {
@@ -235,7 +235,7 @@ pub struct MessagesPage {
     pub after_message_id: Option<String>,
 }
 
-/// One part of a pulled message (H3).
+/// One part of a pulled message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -274,7 +274,7 @@ pub enum Section {
     },
 }
 
-/// The answer to `history_pull_message` (H3).
+/// The answer to `history_pull_message`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PulledMessage {
@@ -286,7 +286,7 @@ pub struct PulledMessage {
     pub sections: Vec<Section>,
 }
 
-/// The answer to `history_pull_part` (H4): one page of a part's content.
+/// The answer to `history_pull_part`: one page of a part's content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PulledPart {
@@ -328,14 +328,14 @@ pub struct SearchMessage {
     pub remain_hits: Option<u64>,
 }
 
-/// The answer to `history_search` (H5), best first.
+/// The answer to `history_search`, best first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchResults {
     pub messages: Vec<SearchMessage>,
 }
 
-/// The answer to `history_chart` (H6).
+/// The answer to `history_chart`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Chart {
@@ -343,7 +343,7 @@ pub struct Chart {
     pub chart: String,
 }
 
-/// One compaction of a session (O2): the trigger and the summary after it.
+/// One compaction of a session: the trigger and the summary after it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CompactionEntry {
@@ -581,9 +581,9 @@ fn parts_of(conn: &Connection, session_id: &str, message_id: &str) -> Result<Vec
     Ok(stmt.query_map(params![session_id, message_id], part_row)?.collect::<rusqlite::Result<_>>()?)
 }
 
-// ---------------------------------------------------------------- H9: sessions, children
+// ---------------------------------------------------------------- sessions, children
 
-/// Sessions newest first (H9): main sessions unless `include_children`.
+/// Sessions newest first: main sessions unless `include_children`.
 pub fn sessions(db: &HistoryDb, req: &SessionsRequest) -> Result<Vec<SessionListing>> {
     let mut sql = String::from(
         "SELECT s.id, s.host, s.title, s.directory, s.project, s.updated_at, s.parent_id,
@@ -617,7 +617,7 @@ pub fn sessions(db: &HistoryDb, req: &SessionsRequest) -> Result<Vec<SessionList
     listing(db.conn(), &sql, values)
 }
 
-/// A session's sub-agent sessions, oldest first (O2).
+/// A session's sub-agent sessions, oldest first.
 pub fn children(db: &HistoryDb, session_id: &str) -> Result<Vec<SessionListing>> {
     view(db.conn(), session_id, None)?;
     listing(
@@ -650,9 +650,9 @@ fn clamp(limit: usize, default: usize) -> usize {
     if limit == 0 { default } else { limit.min(500) }
 }
 
-// ---------------------------------------------------------------- H1: turns
+// ---------------------------------------------------------------- turns
 
-/// Turn previews around `turn_number` (default: the newest visible turn), ascending (H1).
+/// Turn previews around `turn_number` (default: the newest visible turn), ascending.
 pub fn browse_turns(db: &HistoryDb, req: &TurnsRequest, cfg: &HistorySettings) -> Result<TurnsPage> {
     let conn = db.conn();
     let view = view(conn, &req.session_id, req.caller_session_id.as_deref())?;
@@ -832,9 +832,9 @@ fn modified_files(parts: &[&PartRow]) -> Vec<String> {
     files
 }
 
-// ---------------------------------------------------------------- H2: messages
+// ---------------------------------------------------------------- messages
 
-/// A window of message previews around `message_id` (default: the latest visible), H2.
+/// A window of message previews around `message_id` (default: the latest visible).
 pub fn browse_messages(db: &HistoryDb, req: &MessagesRequest, cfg: &HistorySettings) -> Result<MessagesPage> {
     let conn = db.conn();
     let view = view(conn, &req.session_id, req.caller_session_id.as_deref())?;
@@ -912,7 +912,7 @@ fn message_preview(row: &MessageRow, parts: &[PartRow], cfg: &HistorySettings) -
     }
 }
 
-/// The message's text, cut; or a label saying what it holds instead (H2).
+/// The message's text, cut; or a label saying what it holds instead.
 fn preview_label(row: &MessageRow, parts: &[PartRow], length: usize) -> String {
     if row.summary {
         return "[compacted summary]".to_owned();
@@ -939,9 +939,9 @@ fn preview_label(row: &MessageRow, parts: &[PartRow], length: usize) -> String {
     label.to_owned()
 }
 
-// ---------------------------------------------------------------- H3: pull a message
+// ---------------------------------------------------------------- pull a message
 
-/// One message split into sections, long ones cut with their part id to pull in full (H3).
+/// One message split into sections, long ones cut with their part id to pull in full.
 pub fn pull_message(db: &HistoryDb, req: &MessageRequest, cfg: &HistorySettings) -> Result<PulledMessage> {
     let conn = db.conn();
     let view = view(conn, &req.session_id, req.caller_session_id.as_deref())?;
@@ -1098,9 +1098,9 @@ fn glob_match(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
-// ---------------------------------------------------------------- H4: pull a part
+// ---------------------------------------------------------------- pull a part
 
-/// One part in full, a page at a time (H4).
+/// One part in full, a page at a time.
 pub fn pull_part(db: &HistoryDb, req: &PartRequest) -> Result<PulledPart> {
     if req.max_chars == 0 || req.max_chars > MAX_PART_CHARS {
         return Err(CairnError::invalid(format!("max_chars must be between 1 and {MAX_PART_CHARS}"))
@@ -1169,7 +1169,7 @@ fn page(kind: &str, content: &str, offset: usize, max_chars: usize) -> Result<Pu
     })
 }
 
-// ---------------------------------------------------------------- H5: search
+// ---------------------------------------------------------------- search
 
 /// Candidates one search ranks per hit it may show (`search.message_limit` ×
 /// `search.max_hits_per_message`), within [`MIN_RANKED`, `MAX_RANKED`].
@@ -1195,7 +1195,7 @@ struct HitPart {
     tool: Option<String>,
 }
 
-/// Parts matching the query, grouped by message, best first (H5).
+/// Parts matching the query, grouped by message, best first.
 pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Result<SearchResults> {
     let conn = db.conn();
     let text = req.query.trim();
@@ -1667,9 +1667,9 @@ fn window_around(text: &str, at: usize, length: usize) -> (String, usize) {
     (format!("{lead}{flat}{tail}"), end)
 }
 
-// ---------------------------------------------------------------- H6: the chart
+// ---------------------------------------------------------------- the chart
 
-/// The navigation chart left at a compaction (H6), built as the session sees itself: the turns
+/// The navigation chart left at a compaction, built as the session sees itself: the turns
 /// before its latest compaction (all of it when it has none yet).
 pub fn chart(db: &HistoryDb, session_id: &str, cfg: &HistorySettings) -> Result<Chart> {
     let charting = &cfg.context_charting;
@@ -1742,7 +1742,7 @@ pub fn chart(db: &HistoryDb, session_id: &str, cfg: &HistorySettings) -> Result<
     Ok(Chart { session_id: session_id.to_owned(), chart })
 }
 
-// ---------------------------------------------------------------- O2: compactions
+// ---------------------------------------------------------------- compactions
 
 /// A session's compactions, oldest first; with `read`, that one's full summary.
 pub fn compactions(db: &HistoryDb, req: &CompactionsRequest) -> Result<Compactions> {

@@ -1,9 +1,9 @@
-//! The `[history]` table of `config.toml` (host-integration H11): how the conversation-history
+//! The `[history]` table of `config.toml`: how the conversation-history
 //! tools preview, truncate and search, which tools' input and output they show, charting at
 //! compaction, and how often the daemon scans the hosts' storage. The simple keys also have a
 //! `CAIRN_HISTORY_*` variable.
 //!
-//! Unknown keys are warned about and ignored (H11), unlike the plugin tables: a config written
+//! Unknown keys are warned about and ignored, unlike the plugin tables: a config written
 //! for a later cairn must not stop this one from starting.
 //!
 //! A project may override the display keys in its own `.cairn/config.toml` (project wins over
@@ -72,7 +72,7 @@ pub struct HistorySettings {
     /// Seconds between two scans of the hosts' storage by the daemon (0: never; the first
     /// backfill at start still runs).
     pub scan_interval_secs: u64,
-    /// Log each history tool call to `<data dir>/logs/history-calls.jsonl` (H13).
+    /// Log each history tool call to `<data dir>/logs/history-calls.jsonl`.
     pub debug_log_tool_calls: bool,
     pub upstream_history: UpstreamHistory,
     pub context_charting: ContextCharting,

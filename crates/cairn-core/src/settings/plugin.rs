@@ -1,4 +1,4 @@
-//! The plugin-facing settings (host-integration M13): `[inject]`, `[triggers]`, `[compaction]`
+//! The plugin-facing settings: `[inject]`, `[triggers]`, `[compaction]`
 //! and `[context_meter]` in `config.toml`, each key with a `CAIRN_*` variable. Plugins read
 //! them through op `plugin_config` / `GET /config`; nothing here is secret.
 //!
@@ -47,9 +47,9 @@ pub enum CompactionMode {
     Context,
     /// engram's "FIRST ACTION REQUIRED" wording.
     Engram,
-    /// Replace the compaction prompt with the self-continuity one (O5).
+    /// Replace the compaction prompt with the self-continuity one.
     Continuity,
-    /// The summary is a chart of the conversation history (H6, the default): recent turns and
+    /// The summary is a chart of the conversation history (the default): recent turns and
     /// messages as previews, and how to page and pull the rest. Falls back to `context` when
     /// the history of the session cannot be charted (Claude Code: the chart comes with the
     /// context after the compaction, its own summary cannot be replaced).
@@ -110,8 +110,8 @@ pub struct PluginConfig {
     pub triggers: TriggerSettings,
     pub compaction: CompactionSettings,
     pub context_meter: ContextMeterSettings,
-    /// What a host plugin needs of `[history]` (H7, H6); filled in from those settings when
-    /// served, never read from the plugin tables.
+    /// What a host plugin needs of `[history]` (upstream history, the chart); filled in from those
+    /// settings when served, never read from the plugin tables.
     #[serde(default)]
     pub history: PluginHistory,
 }

@@ -30,8 +30,8 @@ const HEALTH_STORE_WAIT: Duration = Duration::from_millis(250);
 #[utoipa::path(get, operation_id = "health", path = "/health", tag = "daemon", security(()),
     responses((status = 200, description = "The daemon answers", body = schema::Health)))]
 pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
-    let db = Arc::clone(&state.db);
-    let probe = tokio::task::spawn_blocking(move || db.with_writer(|store| store.schema_version()));
+    let engine = Arc::clone(&state.engine);
+    let probe = tokio::task::spawn_blocking(move || engine.with_writer(|store| store.schema_version()));
     let (schema_version, store) = match tokio::time::timeout(HEALTH_STORE_WAIT, probe).await {
         Ok(Ok(Ok(version))) => (version, json!("ok")),
         Ok(Ok(Err(e))) => (SCHEMA_VERSION, json!({ "code": e.code.as_str(), "message": e.message })),
@@ -39,7 +39,7 @@ pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
         Err(_) => (SCHEMA_VERSION, json!("busy")),
     };
     // A background worker that died (the writer, the checkpointer) is as bad as a failed store.
-    let status = if store.is_object() || state.db.degraded() { "degraded" } else { "ok" };
+    let status = if store.is_object() || state.engine.degraded() { "degraded" } else { "ok" };
     Json(json!({
         "status": status,
         "service": "cairn",
@@ -47,16 +47,16 @@ pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
         "schema_version": schema_version,
         "data_dir": state.config.data_dir.as_ref().map(|d| d.display().to_string()),
         "store": store,
-        "search_index": state.db.index_state(),
-        "workers": state.db.workers(),
+        "search_index": state.engine.index_state(),
+        "workers": state.engine.workers(),
         "spool": spool_health(&state).await,
     }))
 }
 
 /// The spool's pending events and counters (`null` when this daemon does not drain one).
 async fn spool_health(state: &AppState) -> Value {
-    let db = Arc::clone(&state.db);
-    let Ok(Some((status, counts))) = tokio::task::spawn_blocking(move || db.spool_health()).await else {
+    let engine = Arc::clone(&state.engine);
+    let Ok(Some((status, counts))) = tokio::task::spawn_blocking(move || engine.spool_health()).await else {
         return Value::Null;
     };
     let counts = counts.unwrap_or_default();
@@ -66,6 +66,7 @@ async fn spool_health(state: &AppState) -> Value {
         "dropped": counts.dropped + status.dropped_uncounted,
         "corrupt": counts.corrupt,
         "rejected": counts.rejected,
+        "failed": counts.failed,
     })
 }
 
@@ -76,8 +77,8 @@ async fn spool_health(state: &AppState) -> Value {
 #[utoipa::path(post, operation_id = "drain_spool", path = "/spool/drain", tag = "daemon",
     responses((status = 200, description = "What the drain did", body = cairn_core::spool::DrainReport)))]
 pub(super) async fn drain_spool(State(state): State<AppState>) -> ApiResult {
-    let db = Arc::clone(&state.db);
-    let report = tokio::task::spawn_blocking(move || db.drain_spool())
+    let engine = Arc::clone(&state.engine);
+    let report = tokio::task::spawn_blocking(move || engine.drain_spool())
         .await
         .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?;
     Ok(ok(serde_json::to_value(report).map_err(CairnError::from)?))
@@ -282,7 +283,7 @@ pub(super) async fn op(State(state): State<AppState>, headers: HeaderMap, ApiJso
         Some(key) => Some(EventId::parse(key.to_str().unwrap_or_default())?),
     };
     let op = Op::from_value(value)?;
-    Ok(ok(state.db.execute_event(op, event).await?))
+    Ok(ok(state.engine.execute_event(op, event).await?))
 }
 
 /// The header naming a write, so sending it again applies it once.

@@ -11,6 +11,9 @@
 //! 3. Token: when one is configured, every route except `GET /health` requires
 //!    `Authorization: Bearer <token>`, compared in constant time.
 //! 4. Size: bodies over the route's limit get 413 before a handler runs.
+//! 5. Store: a request naming the data dir it is meant for (`cairn-data-dir`, sent by hooks
+//!    that skip the health round trip) is refused with `daemon_mismatch` when this daemon
+//!    serves another one: a stale `daemon.json` never sends a write into the wrong store.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -19,6 +22,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use cairn_client::daemon::{DATA_DIR_HEADER, data_dir_from_header, same_dir};
 use cairn_core::ErrorCode;
 use subtle::ConstantTimeEq;
 
@@ -49,7 +53,7 @@ fn admit(config: &HttpConfig, req: &Request) -> Result<(), ApiError> {
     refuse_cross_site(req.headers())?;
     let authorized = config.token.as_deref().is_some_and(|token| bearer_matches(req.headers(), token));
     if authorized {
-        return Ok(());
+        return require_own_store(config, req.headers());
     }
     require_loopback_host(req)?;
     require_loopback_peer(req)?;
@@ -60,7 +64,23 @@ fn admit(config: &HttpConfig, req: &Request) -> Result<(), ApiError> {
             .with_hint("send `Authorization: Bearer <token>` with the daemon's CAIRN_HTTP_TOKEN")
             .with_header(header::WWW_AUTHENTICATE, "Bearer"));
     }
-    Ok(())
+    require_own_store(config, req.headers())
+}
+
+/// A request that names a data dir must name this daemon's.
+fn require_own_store(config: &HttpConfig, headers: &HeaderMap) -> Result<(), ApiError> {
+    let (Some(served), Some(meant)) = (config.data_dir.as_deref(), headers.get(DATA_DIR_HEADER)) else {
+        return Ok(());
+    };
+    let meant = meant.to_str().map(data_dir_from_header).unwrap_or_default();
+    if same_dir(served, &meant) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::DaemonMismatch,
+        format!("this daemon serves {}, not {}", served.display(), meant.display()),
+    )
+    .with_hint("the daemon record of that data dir is stale: start its own daemon (cairn serve --data-dir DIR)"))
 }
 
 fn is_health_probe(req: &Request) -> bool {

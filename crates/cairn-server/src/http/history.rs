@@ -1,6 +1,6 @@
-//! The conversation-history archive (host-integration H1–H6, H9, O2): query parameters are the
-//! ops' arguments; the `X-Cairn-Session` header names the caller's own session (H10) when the
-//! query does not.
+//! The conversation-history archive (browse, pull, search, chart, sessions and the router's history
+//! ops): query parameters are the ops' arguments; the `X-Cairn-Session` header names the caller's
+//! own session (seen only up to its latest compaction) when the query does not.
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -75,7 +75,7 @@ pub struct TurnsParams {
     caller_session_id: Option<String>,
 }
 
-/// Turn previews of a session (H1).
+/// Turn previews of a session.
 #[utoipa::path(get, operation_id = "history_browse_turns", path = "/history/turns", tag = "history",
     params(TurnsParams),
     responses(
@@ -111,7 +111,7 @@ pub struct MessagesParams {
     caller_session_id: Option<String>,
 }
 
-/// Message previews around a message (H2).
+/// Message previews around a message.
 #[utoipa::path(get, operation_id = "history_browse_messages", path = "/history/messages", tag = "history",
     params(MessagesParams),
     responses(
@@ -143,7 +143,7 @@ pub struct MessageParams {
     caller_session_id: Option<String>,
 }
 
-/// One message's parts, long ones cut (H3).
+/// One message's parts, long ones cut.
 #[utoipa::path(get, operation_id = "history_pull_message", path = "/history/message", tag = "history",
     params(MessageParams),
     responses(
@@ -181,7 +181,7 @@ pub struct PartParams {
     caller_session_id: Option<String>,
 }
 
-/// One part in full, a page at a time (H4).
+/// One part in full, a page at a time.
 #[utoipa::path(get, operation_id = "history_pull_part", path = "/history/part", tag = "history",
     params(PartParams),
     responses(
@@ -222,7 +222,7 @@ pub struct SearchParams {
     caller_session_id: Option<String>,
 }
 
-/// Search the history's parts, grouped by message (H5).
+/// Search the history's parts, grouped by message.
 #[utoipa::path(get, operation_id = "history_search", path = "/history/search", tag = "history",
     params(SearchParams),
     responses(
@@ -252,7 +252,7 @@ pub struct SessionParams {
     session_id: String,
 }
 
-/// The navigation chart of a session before its latest compaction (H6).
+/// The navigation chart of a session before its latest compaction.
 #[utoipa::path(get, operation_id = "history_chart", path = "/history/chart", tag = "history",
     params(SessionParams),
     responses(
@@ -273,7 +273,7 @@ pub struct CompactionsParams {
     read: Option<usize>,
 }
 
-/// A session's compactions (O2).
+/// A session's compactions.
 #[utoipa::path(get, operation_id = "history_compactions", path = "/history/compactions", tag = "history",
     params(CompactionsParams),
     responses(
@@ -284,7 +284,7 @@ pub(super) async fn compactions(State(state): State<AppState>, ApiQuery(p): ApiQ
     Ok(ok(run(&state, Op::HistoryCompactions(CompactionsRequest { session_id: p.session_id, read: p.read })).await?))
 }
 
-/// A session's sub-agent sessions (O2).
+/// A session's sub-agent sessions.
 #[utoipa::path(get, operation_id = "history_children", path = "/history/children", tag = "history",
     params(SessionParams),
     responses(
@@ -345,7 +345,7 @@ pub struct PlansParams {
     session_id: Option<String>,
 }
 
-/// OpenCode's saved plans, newest first, or one plan's text (O2). Read-only.
+/// OpenCode's saved plans, newest first, or one plan's text. Read-only.
 #[utoipa::path(get, operation_id = "history_plans", path = "/history/plans", tag = "history",
     params(PlansParams),
     responses(
@@ -380,7 +380,7 @@ pub struct ContextUsageParams {
     limit: Option<u64>,
 }
 
-/// How full a session's context window is: O4's numbers from the archive (O2).
+/// How full a session's context window is: the context meter's numbers from the archive.
 #[utoipa::path(get, operation_id = "history_context_usage", path = "/history/context-usage", tag = "history",
     params(ContextUsageParams),
     responses(

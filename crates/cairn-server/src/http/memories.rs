@@ -61,6 +61,7 @@ impl From<SaveBody> for SaveRequest {
                 directory: b.directory,
             },
             find_candidates: b.find_candidates.unwrap_or(false),
+            activity: None,
         }
     }
 }

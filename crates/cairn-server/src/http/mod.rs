@@ -97,7 +97,7 @@ impl std::fmt::Debug for HttpConfig {
 /// What every handler gets.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub db: Arc<Engine>,
+    pub engine: Arc<Engine>,
     pub config: Arc<HttpConfig>,
 }
 
@@ -204,7 +204,7 @@ async fn access_log(req: axum::extract::Request, next: middleware::Next) -> Resp
 
 /// Run one operation on the daemon's store.
 async fn run(state: &AppState, op: Op) -> Result<Value, ApiError> {
-    state.db.execute(op).await.map_err(ApiError::from)
+    state.engine.execute(op).await.map_err(ApiError::from)
 }
 
 fn ok(value: Value) -> Response {

@@ -340,6 +340,8 @@ pub struct SpoolHealth {
     pub corrupt: u64,
     /// Events the store refused when applied (bad arguments).
     pub rejected: u64,
+    /// Events that kept failing when applied, set aside in `spool/failed/` for a bug report.
+    pub failed: u64,
 }
 
 /// One background thread of the engine.

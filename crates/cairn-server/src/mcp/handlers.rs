@@ -1,10 +1,10 @@
-//! What each tool does: resolve the project, build one operation, run it through the backend,
+//! What each tool does: resolve the project, build one operation, run it through the client,
 //! render. No rule of cairn lives here; those are in cairn-core.
 
 use std::path::{Path, PathBuf};
 
 use cairn_core::agent::{
-    self, ActivityEvent, ActivityRecord, ActivityUpdate, ProjectHints, SAVE_FINDS_CANDIDATES, given,
+    self, ActivityEvent, ActivityRecord, ActivityUpdate, ProjectHints, SAVE_FINDS_CANDIDATES, SaveActivity, given,
 };
 use cairn_core::context::{Context, ContextRequest};
 use cairn_core::history::query as history;
@@ -44,7 +44,7 @@ impl CairnMcp {
     }
 
     async fn call<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T> {
-        self.state.backend.call_async(op).await
+        self.state.client.call_async(op).await
     }
 
     /// What a call says about its project, for core's one resolution rule.
@@ -156,15 +156,15 @@ impl CairnMcp {
             directory: Some(self.cwd_text()),
             ..NewObservation::default()
         };
-        let request = SaveRequest { observation, find_candidates: SAVE_FINDS_CANDIDATES };
+        // Counted in the call's session in the save's own transaction, with the prompt the user
+        // typed last attached to the memory's session.
+        let activity = call
+            .activity_session
+            .clone()
+            .map(|session_id| SaveActivity { session_id, attach_prompt: a.capture_prompt.unwrap_or(true) });
+        let request = SaveRequest { observation, find_candidates: SAVE_FINDS_CANDIDATES, activity };
         let resp: SaveResponse = self.call(Op::Save(request)).await?;
         let o = &resp.outcome;
-        // The prompt the user typed last goes with the memory, into the session it went to.
-        let saved = ActivityEvent::Save {
-            saved_session_id: Some(o.session_id.clone()),
-            attach_prompt: a.capture_prompt.unwrap_or(true),
-        };
-        self.record(call, saved).await;
         let mut extra = json!({
             "id": o.id,
             "sync_id": o.sync_id,
@@ -344,7 +344,7 @@ impl CairnMcp {
 
     pub(super) async fn delete(&self, a: DeleteArgs) -> Result<CallToolResult> {
         let hard = a.hard_delete.unwrap_or(false);
-        self.state.backend.execute_async(Op::Delete { id: a.id, hard }).await?;
+        self.state.client.execute_async(Op::Delete { id: a.id, hard }).await?;
         let how = if hard { "permanently deleted" } else { "soft-deleted" };
         Ok(reply::text(format!("Memory #{} {how}", a.id)))
     }
@@ -405,7 +405,7 @@ impl CairnMcp {
             confidence: a.confidence,
             session_id: given(a.session_id),
         };
-        let result: Value = self.state.backend.execute_async(Op::Judge(judgment)).await?;
+        let result: Value = self.state.client.execute_async(Op::Judge(judgment)).await?;
         Ok(reply::json_text(&result))
     }
 
@@ -418,13 +418,13 @@ impl CairnMcp {
             reasoning: a.reasoning,
             model: given(a.model),
         };
-        let result: Value = self.state.backend.execute_async(Op::Compare(comparison)).await?;
+        let result: Value = self.state.client.execute_async(Op::Compare(comparison)).await?;
         Ok(reply::json_text(&result))
     }
 
-    /// A history tool: one op, its JSON answer pretty-printed (the layout H1–H5 specify).
+    /// A history tool: one op, its JSON answer pretty-printed (the layout the history tools share).
     async fn history_json(&self, op: Op) -> Result<CallToolResult> {
-        let value: Value = self.state.backend.execute_async(op).await?;
+        let value: Value = self.state.client.execute_async(op).await?;
         let text = serde_json::to_string_pretty(&value).map_err(|e| CairnError::internal(e.to_string()))?;
         Ok(reply::text(text))
     }
@@ -519,7 +519,7 @@ impl CairnMcp {
         let args = router_tool::with_caller(a.op.trim(), a.args, caller);
         let op = router_tool::build_op(&a.op, args, project.as_deref())?;
         let saves = matches!(op, Op::Save(_) | Op::SessionSummary { .. } | Op::CapturePassive(_));
-        let result = self.state.backend.execute_async(op.clone()).await?;
+        let result = self.state.client.execute_async(op.clone()).await?;
         if saves {
             self.record(call, ActivityEvent::Save { saved_session_id: None, attach_prompt: false }).await;
         }

@@ -10,7 +10,7 @@
 //! - `render`: human text; `reply`: envelopes and errors.
 //!
 //! Each call's activity (tool calls, saves, the pending prompt, save reminders) is kept per
-//! session by cairn-core (`cairn_core::agent::activity`, through the backend, so hooks and the
+//! session by cairn-core (`cairn_core::agent::activity`, through the client, so hooks and the
 //! HTTP API of the same session see it). The session of a call: its `session_id` argument,
 //! else the session this server instance opened with
 //! `mem_session_start`, else `manual-save-<project>`, the session its saves go to by default.
@@ -81,7 +81,7 @@ impl McpOptions {
 
 /// What one server instance keeps: one per stdio process, one per MCP-over-HTTP session.
 struct State {
-    backend: Client,
+    client: Client,
     opts: McpOptions,
     /// The session opened with `mem_session_start` (id, project): later calls belong to it.
     session: Mutex<Option<(String, String)>>,
@@ -116,13 +116,13 @@ impl std::fmt::Debug for CairnMcp {
 }
 
 impl CairnMcp {
-    pub fn new(backend: Client, opts: McpOptions) -> Self {
+    pub fn new(client: Client, opts: McpOptions) -> Self {
         let mut tool_router = Self::tool_router();
         tool_router.map.retain(|name, _| opts.tools.contains(name));
         for route in tool_router.map.values_mut() {
             route.attr.input_schema = Arc::new(args::slim_schema(&route.attr.input_schema));
         }
-        let state = State { backend, opts, session: Mutex::new(None) };
+        let state = State { client, opts, session: Mutex::new(None) };
         Self { state: Arc::new(state), tool_router }
     }
 
@@ -175,8 +175,8 @@ fn instructions(tools: &ToolSelection, host: Option<Host>) -> String {
 
 /// Serve MCP on stdin/stdout until the client leaves or Ctrl-C. stdout carries JSON-RPC only:
 /// log through `tracing` (to stderr), never print.
-pub async fn serve_stdio(backend: Client, opts: McpOptions) -> cairn_core::Result<()> {
-    let service = CairnMcp::new(backend, opts)
+pub async fn serve_stdio(client: Client, opts: McpOptions) -> cairn_core::Result<()> {
+    let service = CairnMcp::new(client, opts)
         .serve(stdio::guarded(tokio::io::stdin(), tokio::io::stdout()))
         .await
         .map_err(|e| CairnError::internal(format!("MCP handshake failed: {e}")))?;
@@ -196,12 +196,12 @@ pub async fn serve_stdio(backend: Client, opts: McpOptions) -> cairn_core::Resul
 /// Cancel `cancel` on shutdown: open SSE streams otherwise keep a graceful shutdown waiting.
 /// Calls may name their project with the `X-Cairn-Project` header. Hosts are limited to
 /// loopback names (rmcp's DNS-rebinding guard).
-pub fn http_router(backend: Client, opts: McpOptions, cancel: CancellationToken) -> axum::Router {
+pub fn http_router(client: Client, opts: McpOptions, cancel: CancellationToken) -> axum::Router {
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(cancel)
         .with_sse_keep_alive(Some(std::time::Duration::from_secs(15)));
     let service = StreamableHttpService::new(
-        move || Ok(CairnMcp::new(backend.clone(), opts.clone())),
+        move || Ok(CairnMcp::new(client.clone(), opts.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -29,7 +29,7 @@ pub const AGENT_TOOLS: &[&str] = &[
 /// Maintenance tools, kept out of agents' prompts by default.
 pub const ADMIN_TOOLS: &[&str] = &["mem_delete", "mem_stats", "mem_timeline", "mem_merge_projects"];
 
-/// Conversation-history tools (host-integration H1–H5, H9): the `history` profile, part of
+/// Conversation-history tools (browse, pull, search, sessions): the `history` profile, part of
 /// `agent` and `all`.
 pub const HISTORY_TOOLS: &[&str] = &[
     "history_sessions",

@@ -280,11 +280,11 @@ mod tests {
 
     #[test]
     fn save_lines_per_action() {
-        let resp = SaveResponse { outcome: outcome(SaveAction::Created), candidates: vec![] };
+        let resp = SaveResponse { outcome: outcome(SaveAction::Created), candidates: vec![], activity: None };
         assert_eq!(save(&resp), "Memory saved: #12 \"Deploy\" (decision)");
-        let resp = SaveResponse { outcome: outcome(SaveAction::Revised), candidates: vec![] };
+        let resp = SaveResponse { outcome: outcome(SaveAction::Revised), candidates: vec![], activity: None };
         assert!(save(&resp).contains("revision 2 of topic decision/deploy"));
-        let resp = SaveResponse { outcome: outcome(SaveAction::Duplicate), candidates: vec![] };
+        let resp = SaveResponse { outcome: outcome(SaveAction::Duplicate), candidates: vec![], activity: None };
         assert!(save(&resp).contains("seen 3 times"));
     }
 
@@ -302,7 +302,7 @@ mod tests {
             judgment_id: "rel-1".into(),
             topic_key: None,
         };
-        let text = save(&SaveResponse { outcome: o, candidates: vec![candidate] });
+        let text = save(&SaveResponse { outcome: o, candidates: vec![candidate], activity: None });
         assert!(text.contains("Warning: w1") && text.contains("Suggested topic_key: decision/x"), "{text}");
         assert!(
             text.contains("#3 \"Old\" (decision, score 0.81) judgment_id=rel-1") && text.contains("mem_judge"),

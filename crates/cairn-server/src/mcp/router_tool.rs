@@ -2,7 +2,7 @@
 //! instead of nineteen (open-memory's router pattern, seed 004). The description is the
 //! manual: one line per operation, from the catalogue in `cairn_core::ops`.
 //!
-//! open-memory's router names for its history browser (host-integration O2) work too, with its
+//! open-memory's router names for its history browser work too, with its
 //! camelCase keys: `summary`, `messages`, `message`, `children`, `compactions`, `plans`,
 //! `sessions` when it names a `projectPath` and `context` when it names a `sessionId` (then it is
 //! `context_usage`); `help {op?}` explains the operations. open-memory's `search`, and `context`

@@ -88,7 +88,7 @@ async fn start() -> Server {
 
 async fn start_with(tweak: impl FnOnce(&mut HttpConfig)) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let db = Engine::open(&dir.path().join("cairn.db")).unwrap();
+    let engine = Engine::open(&dir.path().join("cairn.db")).unwrap();
     let mut config = HttpConfig {
         data_dir: Some(dir.path().to_owned()),
         version: "9.9.9-test".into(),
@@ -100,7 +100,7 @@ async fn start_with(tweak: impl FnOnce(&mut HttpConfig)) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let state = AppState { db, config: Arc::new(config) };
+    let state = AppState { engine, config: Arc::new(config) };
     let task = tokio::spawn(serve(listener, state, async {
         let _ = stopped.await;
     }));
@@ -201,6 +201,42 @@ fn scrub(value: &Value) -> Value {
 
 // ---------------------------------------------------------------------------------------------
 // health, stats, projects, doctor, sync
+
+#[tokio::test]
+async fn a_request_meant_for_another_data_dir_is_refused_and_changes_nothing() {
+    use cairn_client::daemon::{DATA_DIR_HEADER, data_dir_header_value};
+    let s = start().await;
+    let before = s.store_state().await;
+    let save = serde_json::to_vec(&json!({"op": "save", "args": {"title": "t", "content": "c"}})).unwrap();
+    for other in [s.dir.path().join("elsewhere"), std::path::PathBuf::from("/tmp/ötro dír/%2F"), "".into()] {
+        let header = data_dir_header_value(&other);
+        let reply = s.call("POST", "/v1/op", Some(save.clone()), &[(DATA_DIR_HEADER, &header)]).await;
+        let body = reply.expect_error(409, "daemon_mismatch");
+        assert!(body["error"]["message"].as_str().unwrap().contains("this daemon serves"), "{body}");
+    }
+    assert_eq!(s.store_state().await, before, "a refused request stored nothing");
+    // The daemon's own data dir, as given or through a symlink, is served.
+    let own = data_dir_header_value(s.dir.path());
+    s.call("POST", "/v1/op", Some(save.clone()), &[(DATA_DIR_HEADER, &own)]).await.expect(200);
+    #[cfg(unix)]
+    {
+        let link = tempfile::tempdir().unwrap();
+        let alias = link.path().join("alias");
+        std::os::unix::fs::symlink(s.dir.path(), &alias).unwrap();
+        let aliased = data_dir_header_value(&alias);
+        s.call("POST", "/v1/op", Some(save), &[(DATA_DIR_HEADER, &aliased)]).await.expect(200);
+    }
+}
+
+#[test]
+fn the_data_dir_header_round_trips_any_path() {
+    use cairn_client::daemon::{data_dir_from_header, data_dir_header_value};
+    for path in ["/home/ana/.local/share/cairn", "/tmp/ötro dír/%2F\\x", "relative/dir", ""] {
+        let value = data_dir_header_value(std::path::Path::new(path));
+        assert!(value.bytes().all(|b| b.is_ascii_graphic()), "{value}");
+        assert_eq!(data_dir_from_header(&value), std::path::PathBuf::from(path));
+    }
+}
 
 #[tokio::test]
 async fn health_names_the_data_dir_and_version() {
@@ -1355,7 +1391,7 @@ async fn history_routes_browse_pull_search_and_forget() {
     assert_eq!(s.get("/history/children?session_id=ses_h").await.expect(200), json!([]));
     let stats = s.get("/history/stats").await.expect(200);
     assert_eq!(stats["hosts"][0]["sessions"], 1);
-    // O2: no assistant usage in ses_h is an answer; the caller's session by header.
+    // Context usage: no assistant usage in ses_h is an answer; the caller's session by header.
     let usage = s.call("GET", "/history/context-usage", None, &[("x-cairn-session", "ses_h")]).await.expect(200);
     assert_eq!((usage["session_id"].as_str(), usage["source"].as_str()), (Some("ses_h"), Some("caller")));
     assert_eq!(usage["percent"], Value::Null);

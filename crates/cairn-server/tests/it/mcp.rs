@@ -19,19 +19,19 @@ struct Mcp {
 }
 
 /// A server on a fresh in-memory store, project `it-proj` unless `project` says otherwise.
-async fn start_with(tools: &str, project: Option<&str>, backend: Client) -> Mcp {
+async fn start_with(tools: &str, project: Option<&str>, client: Client) -> Mcp {
     let dir = tempfile::tempdir().unwrap();
     let mut opts = McpOptions::new(dir.path());
     opts.tools = ToolSelection::parse(tools).unwrap();
     opts.project = project.map(str::to_owned);
     opts.version = "9.9.9-test".into();
-    connect(opts, backend, dir).await
+    connect(opts, client, dir).await
 }
 
 /// A server with these options, reached by an rmcp client over an in-process duplex.
-async fn connect(opts: McpOptions, backend: Client, dir: tempfile::TempDir) -> Mcp {
+async fn connect(opts: McpOptions, client: Client, dir: tempfile::TempDir) -> Mcp {
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
-    let server = CairnMcp::new(backend, opts);
+    let server = CairnMcp::new(client, opts);
     tokio::spawn(async move {
         if let Ok(running) = server.serve(server_io).await {
             let _ = running.waiting().await;
@@ -136,7 +136,8 @@ async fn tools_carry_schemas_annotations_and_server_info() {
     assert_eq!((server.name.as_str(), server.version.as_str()), ("cairn", "9.9.9-test"));
     let instructions = info.instructions.clone().unwrap_or_default();
     assert!(instructions.contains("never replace your reply"), "{instructions}");
-    // The handshake's instructions are the Memory Protocol of op `protocol` (one source, B4).
+    // The handshake's instructions are the Memory Protocol of op `protocol` (one source for every
+    // host).
     let protocol = cairn_core::agent::protocol(cairn_core::agent::ProtocolRequest {
         tools: cairn_core::agent::protocol::ToolProfile::Agent,
         ..Default::default()
@@ -412,8 +413,8 @@ async fn router_tool_runs_any_operation() {
     assert_eq!(code, "history_session_not_found");
 }
 
-/// O2's last two ops through the router: `plans` lists and reads the working directory's git
-/// project's OpenCode plans and refuses paths; `context_usage` (open-memory's `context` with a
+/// The router's `plans` and `context_usage` ops: `plans` lists and reads the working directory's
+/// git project's OpenCode plans and refuses paths; `context_usage` (open-memory's `context` with a
 /// `sessionId`) answers for the caller's session, else the latest, and with no usage says so.
 #[tokio::test]
 async fn router_plans_and_context_usage() {
@@ -506,8 +507,8 @@ async fn streamable_http_with_project_header() {
     let cancel = tokio_util::sync::CancellationToken::new();
     let mut opts = McpOptions::new(dir.path());
     opts.project = Some("process-proj".into());
-    let backend = cairn_client::Client::in_process(Engine::in_memory().unwrap());
-    let app = axum::Router::new().nest("/mcp", cairn_server::mcp::http_router(backend, opts, cancel.clone()));
+    let client = cairn_client::Client::in_process(Engine::in_memory().unwrap());
+    let app = axum::Router::new().nest("/mcp", cairn_server::mcp::http_router(client, opts, cancel.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = cancel.clone();
@@ -593,7 +594,7 @@ impl Http {
     /// The HTTP API on port 0 over its own runtime (`Db`) on the store file at `db`.
     async fn start(db: &std::path::Path) -> Http {
         let state = cairn_server::http::AppState {
-            db: Engine::open(db).unwrap(),
+            engine: Engine::open(db).unwrap(),
             config: std::sync::Arc::new(cairn_server::http::HttpConfig::default()),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,4 +1,4 @@
-//! `cairn setup claude-code` (host-integration E17/E35): cairn's hooks in Claude Code's user
+//! `cairn setup claude-code`: cairn's hooks in Claude Code's user
 //! settings and its MCP server at user scope, both running this binary by its absolute path,
 //! without the plugin (`plugins/claude-code`, which finds `cairn` on PATH).
 //!

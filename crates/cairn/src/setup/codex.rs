@@ -1,4 +1,4 @@
-//! `cairn setup codex` (host-integration E35): `[mcp_servers.cairn]` in Codex's
+//! `cairn setup codex`: `[mcp_servers.cairn]` in Codex's
 //! `config.toml` and cairn's compaction prompt as `experimental_compact_prompt_file`, edited
 //! with toml_edit so comments and layout stay.
 //!

@@ -1,5 +1,5 @@
 //! `cairn setup opencode` brings an existing opencode-engram configuration along
-//! (host-integration H11): `opencode-engram.json[c]` in OpenCode's config dir (JSONC, UTF-8 or
+//! (the `[history]` table): `opencode-engram.json[c]` in OpenCode's config dir (JSONC, UTF-8 or
 //! UTF-16 with a byte-order mark) becomes the `[history]` table of cairn's config.toml. Keys
 //! cairn's file already sets are kept (the user chose them for cairn); keys opencode-engram has
 //! and cairn has not are named in a warning, never guessed.

@@ -1,4 +1,4 @@
-//! `cairn setup <agent>`: connect an agent host to cairn (host-integration E35).
+//! `cairn setup <agent>`: connect an agent host to cairn.
 //!
 //! Every host follows the same shape: read what is there, plan every change as data
 //! ([`Plan`]: steps for people and `--json`, file operations for the machine), then apply the
@@ -7,14 +7,14 @@
 //! changed; each file that is edited or removed is copied to `<file>.cairn-backup-<time>`
 //! first. A run that finds everything in place changes nothing and says so.
 //!
-//! One module per host (`opencode.rs`, `claude_code.rs`, `codex.rs`; `gemini.rs` does Gemini
-//! CLI and Cursor), each with a
-//! [`crate::cli::SetupAgent`] variant and a `wiring` function for `cairn doctor`.
+//! One module per host (`opencode.rs`, `claude_code.rs`, `codex.rs`; `gemini_cursor.rs` does
+//! Gemini CLI and Cursor), each with a [`crate::cli::SetupAgent`] variant and a `wiring`
+//! function for `cairn doctor`.
 
 pub mod claude_code;
 pub mod codex;
 pub mod engram_history;
-pub mod gemini;
+pub mod gemini_cursor;
 pub mod jsonc;
 pub mod mdblock;
 pub mod opencode;
@@ -396,8 +396,8 @@ pub fn wirings() -> Vec<Wiring> {
     [
         claude_code::wiring(&binary),
         codex::wiring(&binary),
-        gemini::wiring(gemini::Host::Gemini, &binary),
-        gemini::wiring(gemini::Host::Cursor, &binary),
+        gemini_cursor::wiring(gemini_cursor::Host::Gemini, &binary),
+        gemini_cursor::wiring(gemini_cursor::Host::Cursor, &binary),
         opencode::wiring(&binary),
     ]
     .into_iter()
@@ -426,9 +426,12 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
         }
         SetupAgent::Codex => ("codex", codex::plan(&codex::Options::from_env(&args, &binary)?, &answers)?),
         SetupAgent::Gemini | SetupAgent::Cursor => {
-            let host =
-                if matches!(args.agent, SetupAgent::Gemini) { gemini::Host::Gemini } else { gemini::Host::Cursor };
-            (host.name(), gemini::plan(&gemini::Options::from_env(host, &args, &binary)?, &answers)?)
+            let host = if matches!(args.agent, SetupAgent::Gemini) {
+                gemini_cursor::Host::Gemini
+            } else {
+                gemini_cursor::Host::Cursor
+            };
+            (host.name(), gemini_cursor::plan(&gemini_cursor::Options::from_env(host, &args, &binary)?, &answers)?)
         }
     };
     let changed = plan.steps.iter().any(|s| s.status.changes());

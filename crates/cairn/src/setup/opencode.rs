@@ -1,4 +1,4 @@
-//! `cairn setup opencode` (host-integration E16): cairn's OpenCode plugin with this binary's
+//! `cairn setup opencode`: cairn's OpenCode plugin with this binary's
 //! path baked in, in OpenCode's global plugin directory, and `mcp.cairn` in the global config.
 //!
 //! Host facts (checked against OpenCode 1.18.33): the global config dir is

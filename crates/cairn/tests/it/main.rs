@@ -14,6 +14,6 @@ mod semantic;
 mod setup;
 mod setup_claude;
 mod setup_codex;
-mod setup_gemini;
+mod setup_gemini_cursor;
 mod spool;
 mod support;

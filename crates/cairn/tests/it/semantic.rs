@@ -78,7 +78,7 @@ impl Env {
 }
 
 const MINILM: &str = "all-MiniLM-L6-v2";
-const E5: &str = "multilingual-e5-small";
+const E5_MODEL: &str = "multilingual-e5-small";
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -113,7 +113,7 @@ fn without_a_model_everything_stays_lexical_and_says_what_to_do() {
     std::fs::create_dir(&empty).unwrap();
     let out = env.run(&["model", "install", "--from", empty.to_str().unwrap(), "--json"]);
     assert_eq!(error_code(&out), "model_missing");
-    assert!(!env.data().join("models").join(E5).exists());
+    assert!(!env.data().join("models").join(E5_MODEL).exists());
     let out = env.run(&["search", "parking", "--mode", "fuzzy"]);
     assert_eq!(out.status.code(), Some(2), "clap rejects an unknown mode");
 }
@@ -262,7 +262,7 @@ fn models_are_listed_chosen_in_the_config_and_refused_when_unknown() {
     let config = env.data().join("config.toml");
     std::fs::write(&config, "# my settings\nport = 7999\n\n[inject]\nmax_relevant = 3\n").unwrap();
     let listed = env.json(&["model", "list"]);
-    assert_eq!((listed["default"].as_str(), listed["models"][0]["name"].as_str()), (Some(E5), Some(E5)));
+    assert_eq!((listed["default"].as_str(), listed["models"][0]["name"].as_str()), (Some(E5_MODEL), Some(E5_MODEL)));
     let out = env.run(&["model", "use", MINILM]);
     assert!(out.status.success(), "{}", stderr(&out));
     insta::assert_snapshot!("model_use_minilm", transcript(&env, &out));
@@ -364,7 +364,7 @@ fn an_install_of_minilm_from_before_the_switch_stays_in_use() {
         eprintln!("note: no multilingual-e5-small in {}; skipping (scripts/install-test-deps.sh e5)", e5.display());
         return;
     }
-    link_model(&e5, &env.data().join("models").join(E5));
+    link_model(&e5, &env.data().join("models").join(E5_MODEL));
     let status = env.json(&["model", "status"]);
     assert_eq!((status["name"].as_str(), status["name_source"].as_str()), (Some(MINILM), Some("default (installed)")));
     let note = status["note"].as_str().unwrap();
@@ -382,9 +382,9 @@ fn an_install_of_minilm_from_before_the_switch_stays_in_use() {
     drop(daemon);
     assert_eq!(env.vectors(), vec![(MINILM.to_owned(), 3)]);
     // The user's switch: every memory embedded again with the default, nothing mixed.
-    env.json(&["model", "use", E5]);
-    assert_eq!(env.json(&["reindex"])["model"], E5);
-    assert_eq!(env.vectors(), vec![(E5.to_owned(), 3)]);
+    env.json(&["model", "use", E5_MODEL]);
+    assert_eq!(env.json(&["reindex"])["model"], E5_MODEL);
+    assert_eq!(env.vectors(), vec![(E5_MODEL.to_owned(), 3)]);
     assert_eq!(env.json(&["model", "status"])["note"], Value::Null);
     // A fresh data dir: `cairn model install` without a name fetches the default.
     let fresh = Env::new();
@@ -452,20 +452,20 @@ fn a_running_daemon_takes_up_a_model_chosen_with_model_use() {
         eprintln!("note: no multilingual-e5-small in {}; skipping (scripts/install-test-deps.sh e5)", e5.display());
         return;
     }
-    link_model(&e5, &env.data().join("models").join(E5));
+    link_model(&e5, &env.data().join("models").join(E5_MODEL));
     let daemon = Daemon::start(&env.data());
     let pid = recorded_pid(&env);
     save_memories(daemon.addr);
     assert_eq!(wait_for_embeddings(daemon.addr)["embedding_model"], MINILM);
-    let out = env.run(&["model", "use", E5]);
+    let out = env.run(&["model", "use", E5_MODEL]);
     assert!(stderr(&out).contains("a running daemon takes up multilingual-e5-small"), "{}", stderr(&out));
     let deadline = Instant::now() + Duration::from_secs(120);
-    while http(daemon.addr, "GET", "/stats", None).1["embedding_model"] != E5 {
-        assert!(Instant::now() < deadline, "the daemon did not take up {E5}");
+    while http(daemon.addr, "GET", "/stats", None).1["embedding_model"] != E5_MODEL {
+        assert!(Instant::now() < deadline, "the daemon did not take up {E5_MODEL}");
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(wait_for_embeddings(daemon.addr)["embeddings_stored"], 3);
-    assert_eq!(env.vectors(), vec![(E5.to_owned(), 3)]);
+    assert_eq!(env.vectors(), vec![(E5_MODEL.to_owned(), 3)]);
     assert_eq!(env.json(&["search", "when", "do", "we", "ship?"])["mode"], "hybrid");
     assert_eq!(recorded_pid(&env), pid, "the same daemon answered: no restart");
     drop(daemon);

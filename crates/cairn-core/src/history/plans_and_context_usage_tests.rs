@@ -1,6 +1,6 @@
-//! The router's last two history ops (O2): `plans` on temp directories (order, read, every
-//! refused name, a symlink out, a missing directory) and `context_usage` on hand-built sessions
-//! of both hosts (token shapes, thresholds, trend, no usage, which session).
+//! The router's `plans` and `context_usage` history ops: `plans` on temp directories (order, read,
+//! every refused name, a symlink out, a missing directory) and `context_usage` on hand-built
+//! sessions of both hosts (token shapes, thresholds, trend, no usage, which session).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};

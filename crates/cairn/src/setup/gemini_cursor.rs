@@ -1,4 +1,4 @@
-//! `cairn setup gemini` (Gemini CLI; host-integration E35) and `cairn setup cursor`: cairn's MCP
+//! `cairn setup gemini` (Gemini CLI) and `cairn setup cursor`: cairn's MCP
 //! server in the host's global `mcpServers` (JSON with comments, edited in place) and the
 //! Memory Protocol where the host reads global instructions.
 //!

@@ -217,7 +217,7 @@ fn project_label(project: &str) -> String {
 }
 
 /// Lowercase letters and digits of any script, runs of anything else as one `-`, cut at
-/// [`MAX_SLUG_BYTES`]: safe on every OS and in a wikilink (no `/ \ : * ? " < > | # ^ [ ]`).
+/// 80 bytes: safe on every OS and in a wikilink (no `/ \ : * ? " < > | # ^ [ ]`).
 pub fn slug(text: &str) -> String {
     let mut out = String::new();
     let mut pending_dash = false;

@@ -130,6 +130,14 @@ error_codes! {
     /// The daemon that answered serves another data dir (a stale daemon file whose port another
     /// store's daemon now holds): the request was not run.
     DaemonMismatch => "daemon_mismatch", 409, 5;
+    /// The folder given to `cairn export --obsidian` is a file, not a folder.
+    VaultNotADirectory => "vault_not_a_directory", 400, 3;
+    /// The Obsidian export folder (or a note in it) cannot be written.
+    VaultNotWritable => "vault_not_writable", 400, 3;
+    /// The export state file in the Obsidian folder (`.cairn-export.json`) is not cairn's.
+    VaultStateInvalid => "vault_state_invalid", 400, 3;
+    /// The Obsidian export folder holds the export of another project (or of all of them).
+    VaultProjectMismatch => "vault_project_mismatch", 400, 3;
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal => "internal", 500, 1;
 }

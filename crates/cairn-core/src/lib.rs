@@ -4,7 +4,7 @@
 //! Map: [`agent`] (the agent protocol: project resolution, current project, session activity)
 //! · [`store`] (SQLite, migrations) · [`memory`] (save / revise / dedupe / update / delete)
 //! · [`sessions`] · [`prompts`] · [`search`] (engines, lexical BM25) · [`context`] · [`views`]
-//! (timeline, stats) · [`transfer`] (export / import / engram import) · [`project`] (identity)
+//! (timeline, stats) · [`transfer`] (export / import / engram import) · [`obsidian`] (the Obsidian vault export) · [`project`] (identity)
 //! · [`topic`] · [`text`] (redaction, limits, normalisation) · [`settings`] · [`doctor`] ·
 //! [`error`] (the one error table).
 //!
@@ -20,6 +20,7 @@ pub mod error;
 pub mod history;
 pub mod memory;
 pub mod model;
+pub mod obsidian;
 pub mod ops;
 pub mod passive;
 pub mod project;
@@ -48,6 +49,8 @@ mod context_tests;
 mod fuzz_tests;
 #[cfg(test)]
 mod memory_tests;
+#[cfg(test)]
+mod obsidian_tests;
 #[cfg(test)]
 mod privacy_tests;
 #[cfg(test)]

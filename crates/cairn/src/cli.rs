@@ -80,11 +80,22 @@ pub enum Command {
     },
     /// Counts and sizes of the store
     Stats,
-    /// Export the store as JSON (all projects unless --project)
+    /// Export the store as JSON or Obsidian notes (all projects unless --project)
     Export {
         /// Output file, `-` for stdout
         #[arg(default_value = "cairn-export.json")]
         file: PathBuf,
+        /// Write one Markdown note per memory, with project and type hubs, into this folder
+        /// (created if missing); a re-run writes only what changed and never overwrites a note
+        /// edited in the vault
+        #[arg(long, value_name = "DIR", conflicts_with = "file")]
+        obsidian: Option<PathBuf>,
+        /// With --obsidian: keep exporting as memories change, until Ctrl-C
+        #[arg(long, requires = "obsidian")]
+        watch: bool,
+        /// With --watch: seconds between two looks at the store
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=3600), requires = "watch")]
+        interval: u64,
     },
     /// Import an export file (cairn's or engram's); importing twice changes nothing
     Import {

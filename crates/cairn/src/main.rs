@@ -4,6 +4,7 @@ mod cli;
 mod daemon;
 mod history_cmd;
 mod hook;
+mod obsidian_cmd;
 mod output;
 mod render;
 mod run;

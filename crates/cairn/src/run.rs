@@ -159,7 +159,10 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             let stats: Stats = env.call(Op::Stats)?;
             env.emit(&stats, render::stats)
         }
-        Command::Export { file } => export(env, &file),
+        Command::Export { obsidian: Some(dir), watch, interval, .. } => {
+            crate::obsidian_cmd::export(env, &dir, watch.then(|| Duration::from_secs(interval)))
+        }
+        Command::Export { file, .. } => export(env, &file),
         Command::Import { file } => {
             let data = cairn_core::transfer::parse_import_value(&read_input(&file)?)?;
             let report: ImportReport = env.call(Op::Import { data })?;

@@ -8,6 +8,7 @@ mod daemon;
 mod hook;
 mod load;
 mod mcp_fuzz;
+mod obsidian;
 mod privacy;
 mod semantic;
 mod setup;

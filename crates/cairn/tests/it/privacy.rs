@@ -259,6 +259,10 @@ fn private_text_never_reaches_disk_logs_or_exports() {
     let export = run(&["export", "-"], None);
     assert!(serde_json::from_slice::<Value>(&export.stdout).is_ok(), "cairn export - prints the export");
     outputs.push(("cli export".into(), export));
+    let vault = work.join("vault");
+    let obsidian = run(&["export", "--obsidian", vault.to_str().unwrap()], None);
+    assert!(obsidian.status.success(), "cairn export --obsidian: {}", String::from_utf8_lossy(&obsidian.stderr));
+    outputs.push(("cli export --obsidian".into(), obsidian));
 
     // ---- Stop everything, then look everywhere ---------------------------------------------
     let status = mcp.finish();
@@ -268,6 +272,9 @@ fn private_text_never_reaches_disk_logs_or_exports() {
     let mut places: Vec<(String, Vec<u8>)> = vec![("the WAL while the daemon ran".into(), wal_while_running)];
     for path in files_under(&data) {
         places.push((format!("data dir file {}", path.display()), std::fs::read(&path).unwrap()));
+    }
+    for path in files_under(&vault) {
+        places.push((format!("obsidian note {}", path.display()), std::fs::read(&path).unwrap()));
     }
     for path in files_under(&logs) {
         places.push((format!("log {}", path.display()), std::fs::read(&path).unwrap()));

@@ -139,7 +139,10 @@ fn unreadable_records_are_counted_in_health_and_doctor() {
     }
     let daemon = Daemon::start(&data);
     let (_, health) = http(daemon.addr, "GET", "/health", None);
-    assert_eq!(health["spool"], json!({"pending": 0, "bytes": 0, "dropped": 0, "corrupt": 2, "rejected": 0}));
+    assert_eq!(
+        health["spool"],
+        json!({"pending": 0, "bytes": 0, "dropped": 0, "corrupt": 2, "rejected": 0, "failed": 0})
+    );
     drop(daemon);
     let out = cairn().args(["doctor", "--json"]).env("CAIRN_DATA_DIR", &data).output().unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();

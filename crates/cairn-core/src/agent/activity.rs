@@ -303,17 +303,13 @@ impl Store {
     /// Store the session's pending prompt in the session a save went to, when it is of the
     /// save's project and not stored there yet.
     fn attach_pending_prompt(&mut self, record: &ActivityRecord, saved_session: Option<&str>) -> Result<Option<i64>> {
-        let Some(activity) = read_activity(self.conn(), &record.session_id)? else { return Ok(None) };
-        let project = session_project_of(self.conn(), &record.session_id)?.unwrap_or_default();
+        let now = self.now();
         let saved = saved_session.unwrap_or(&record.session_id);
-        let Some(prompt) = activity.prompt_for_save(&project, saved) else { return Ok(None) };
-        let stored = self.add_prompt(&NewPrompt {
-            content: prompt.content.clone(),
-            session_id: Some(saved.to_owned()),
-            project: Some(prompt.project.clone()),
-            directory: None,
-        })?;
-        Ok(Some(stored.id))
+        self.write(|tx| {
+            let Some(activity) = read_activity(tx, &record.session_id)? else { return Ok(None) };
+            let project = session_project_of(tx, &record.session_id)?.unwrap_or_default();
+            attach_pending_in(tx, &activity, &project, saved, &now)
+        })
     }
 }
 
@@ -578,18 +574,10 @@ fn count_save_in(
         },
     };
     let mut stored = load_or_start(tx, &record, now)?;
-    let attached_prompt_id = match stored.prompt_for_save(&stored.project, saved_session) {
-        Some(prompt) if activity.attach_prompt => Some(insert_prompt(
-            tx,
-            &NewPrompt {
-                content: prompt.content.clone(),
-                session_id: Some(saved_session.to_owned()),
-                project: Some(prompt.project.clone()),
-                directory: None,
-            },
-            &format_ts(now),
-        )?),
-        _ => None,
+    let attached_prompt_id = if activity.attach_prompt {
+        attach_pending_in(tx, &stored, &stored.project, saved_session, &format_ts(now))?
+    } else {
+        None
     };
     let mut update =
         ActivityUpdate { activity: stored.clone(), reminder: None, attached_prompt_id, context_changed: None };
@@ -597,6 +585,25 @@ fn count_save_in(
     write_activity(tx, &stored)?;
     update.activity = stored;
     Ok(update)
+}
+
+/// Store `activity`'s pending prompt in the session a save went to, when it is of `project` (the
+/// session's) and not stored there yet; the prompt's id.
+fn attach_pending_in(
+    tx: &Connection,
+    activity: &SessionActivity,
+    project: &str,
+    saved_session: &str,
+    now: &str,
+) -> Result<Option<i64>> {
+    let Some(prompt) = activity.prompt_for_save(project, saved_session) else { return Ok(None) };
+    let new = NewPrompt {
+        content: prompt.content.clone(),
+        session_id: Some(saved_session.to_owned()),
+        project: Some(prompt.project.clone()),
+        directory: None,
+    };
+    insert_prompt(tx, &new, now).map(Some)
 }
 
 /// The row to update: the stored one (restarted when idle), or a fresh one for a known session,

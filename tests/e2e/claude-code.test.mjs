@@ -16,26 +16,14 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { isCompactionRequest, startAnthropicMock, subagentToolName } from './lib/anthropic-mock.mjs';
 import { REPO_ROOT, probeCairnSubcommand } from './lib/cairn.mjs';
-import { findClaudeBin, makeClaudeSandbox, runClaude as runClaudeCli } from './lib/claude.mjs';
+import { findClaudeBin, makeClaudeSandbox, pluginHooks, runClaude as runClaudeCli } from './lib/claude.mjs';
 
 const PROTOCOL_LEAD = 'cairn is your persistent memory across sessions.';
-
-/** The plugin's hooks.json with `cairn` replaced by the binary under test. */
-function pluginHooks(cairnBin) {
-  const file = path.join(REPO_ROOT, 'plugins', 'claude-code', 'hooks', 'hooks.json');
-  const { hooks } = JSON.parse(readFileSync(file, 'utf8'));
-  for (const groups of Object.values(hooks)) {
-    for (const group of groups) {
-      for (const hook of group.hooks) hook.command = hook.command.replace(/^cairn /, `"${cairnBin}" `);
-    }
-  }
-  return hooks;
-}
 
 const probe = probeCairnSubcommand('hook');
 const claude = findClaudeBin();

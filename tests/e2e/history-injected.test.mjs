@@ -19,8 +19,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startAnthropicMock } from './lib/anthropic-mock.mjs';
-import { REPO_ROOT, makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
-import { findClaudeBin, makeClaudeSandbox, runClaude } from './lib/claude.mjs';
+import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { findClaudeBin, makeClaudeSandbox, pluginHooks, runClaude } from './lib/claude.mjs';
 import { startCpuHog } from './lib/hog.mjs';
 import { startMockModel, textOf } from './lib/mock-model.mjs';
 import { OPENCODE_MISSING, createOpenCodeSandbox, describeRun, findOpenCodeBin, parseJsonEvents } from './lib/opencode.mjs';
@@ -151,18 +151,6 @@ describe('OpenCode history: injected text stays out of previews, charts and sear
     assert.ok(part.total_chars > 60 * 1024, `the hit is the whole log: ${JSON.stringify(part)}`);
   });
 });
-
-/** The plugin's hooks.json with `cairn` replaced by the binary under test. */
-function pluginHooks(cairnBin) {
-  const file = path.join(REPO_ROOT, 'plugins', 'claude-code', 'hooks', 'hooks.json');
-  const { hooks } = JSON.parse(readFileSync(file, 'utf8'));
-  for (const groups of Object.values(hooks)) {
-    for (const group of groups) {
-      for (const hook of group.hooks) hook.command = hook.command.replace(/^cairn /, `"${cairnBin}" `);
-    }
-  }
-  return hooks;
-}
 
 const hookProbe = probeCairnSubcommand('hook');
 const claude = findClaudeBin();

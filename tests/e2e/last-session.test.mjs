@@ -15,8 +15,8 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { REPO_ROOT, makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
-import { findClaudeBin, makeClaudeSandbox, runClaude as runClaudeCli } from './lib/claude.mjs';
+import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { findClaudeBin, makeClaudeSandbox, pluginHooks, runClaude as runClaudeCli } from './lib/claude.mjs';
 import { startAnthropicMock } from './lib/anthropic-mock.mjs';
 import { startCpuHog } from './lib/hog.mjs';
 import { callTool, startMockModel, textOf } from './lib/mock-model.mjs';
@@ -136,18 +136,6 @@ describe('OpenCode: Last Session after a chart compaction, under a CPU hog', { s
 
 const claude = findClaudeBin();
 const claudeSkip = skip || (!claude.bin ? claude.reason : false);
-
-/** The plugin's hooks.json with `cairn` replaced by the binary under test. */
-function pluginHooks(cairnBin) {
-  const file = path.join(REPO_ROOT, 'plugins', 'claude-code', 'hooks', 'hooks.json');
-  const { hooks } = JSON.parse(readFileSync(file, 'utf8'));
-  for (const groups of Object.values(hooks)) {
-    for (const group of groups) {
-      for (const hook of group.hooks) hook.command = hook.command.replace(/^cairn /, `"${cairnBin}" `);
-    }
-  }
-  return hooks;
-}
 
 describe('Claude Code: the next session gets the Last Session, under a CPU hog', { skip: claudeSkip, timeout: 240_000 }, () => {
   const sessionA = randomUUID();

@@ -3,9 +3,22 @@
 // request to the scripted Messages API (lib/anthropic-mock.mjs), and one `claude` run.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT, makeCairnSandbox } from './cairn.mjs';
+
+/** cairn's Claude Code plugin hooks (`plugins/claude-code/hooks/hooks.json`) with `cairn`
+ * replaced by the binary under test, for a sandbox's settings.json. */
+export function pluginHooks(cairnBin) {
+  const file = path.join(REPO_ROOT, 'plugins', 'claude-code', 'hooks', 'hooks.json');
+  const { hooks } = JSON.parse(readFileSync(file, 'utf8'));
+  for (const groups of Object.values(hooks)) {
+    for (const group of groups) {
+      for (const hook of group.hooks) hook.command = hook.command.replace(/^cairn /, `"${cairnBin}" `);
+    }
+  }
+  return hooks;
+}
 
 /** Claude Code: `$CLAUDE_BIN`, else the npm package's binary (not the 500-byte stub). */
 export function findClaudeBin(env = process.env) {

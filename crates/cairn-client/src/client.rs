@@ -47,6 +47,9 @@ pub enum LocalKind {
     Store,
     /// The whole runtime: writer, readers, search index, background embedding.
     Engine,
+    /// One read-only connection (`cairn tui` without `--write`): never migrates, never
+    /// writes, so it never takes the writer lock of a store a daemon may be writing.
+    ReadOnly,
 }
 
 /// How to reach the store of a data dir: its daemon, a daemon started for it, or the file.
@@ -135,13 +138,15 @@ enum Target {
 struct LocalStore {
     store: Mutex<Store>,
     embedder: Option<EmbedderConfig>,
+    /// Opened read-only: search uses the vectors stored, and embeds nothing itself.
+    read_only: bool,
 }
 
 impl LocalStore {
     fn run(&self, op: Op) -> Result<Value> {
         let mut store = lock(&self.store);
         if needs_semantic(&op) {
-            attach_semantic(&mut store, self.embedder.as_ref());
+            attach_semantic(&mut store, self.embedder.as_ref(), !self.read_only);
         }
         ops::execute_value(&mut store, op)
     }
@@ -345,7 +350,7 @@ impl Client {
     pub fn embed_here(&self, progress: &mut dyn FnMut(usize, i64)) -> Result<Option<usize>> {
         let Target::Store(local) = self.target()? else { return Ok(None) };
         let mut store = lock(&local.store);
-        attach_semantic(&mut store, local.embedder.as_ref());
+        attach_semantic(&mut store, local.embedder.as_ref(), !local.read_only);
         let mut done = 0;
         loop {
             let n = store.embed_pending(32)?;
@@ -461,6 +466,12 @@ fn open_local(options: &ConnectOptions) -> Result<Target> {
         LocalKind::Store => Ok(Target::Store(Arc::new(LocalStore {
             store: Mutex::new(Store::open(&options.db_path)?),
             embedder: options.embedder.clone(),
+            read_only: false,
+        }))),
+        LocalKind::ReadOnly => Ok(Target::Store(Arc::new(LocalStore {
+            store: Mutex::new(Store::open_read_only(&options.db_path)?),
+            embedder: options.embedder.clone(),
+            read_only: true,
         }))),
     }
 }
@@ -482,8 +493,8 @@ fn needs_semantic(op: &Op) -> bool {
 }
 
 /// Load the model here for an operation that uses it (a few hundred milliseconds), and embed
-/// a few memories saved without a daemon so they can be found.
-fn attach_semantic(store: &mut Store, config: Option<&EmbedderConfig>) {
+/// a few memories saved without a daemon so they can be found (`catch_up`: not read-only).
+fn attach_semantic(store: &mut Store, config: Option<&EmbedderConfig>, catch_up: bool) {
     let Some(config) = config else { return };
     if store.semantic().is_some() {
         return;
@@ -491,7 +502,8 @@ fn attach_semantic(store: &mut Store, config: Option<&EmbedderConfig>) {
     match cairn_engine::embedder::semantic_now(config) {
         Ok(semantic) => {
             store.attach_semantic(semantic);
-            if let Err(e) = store.load_vectors().and_then(|_| store.embed_pending(LOCAL_CATCH_UP)) {
+            let prepared = store.load_vectors().and_then(|_| if catch_up { store.embed_pending(LOCAL_CATCH_UP) } else { Ok(0) });
+            if let Err(e) = prepared {
                 tracing::warn!(error = %e, "semantic search without a daemon: could not prepare vectors");
             }
         }

@@ -198,6 +198,14 @@ pub enum Command {
         #[command(subcommand)]
         action: ConflictsAction,
     },
+    /// Browse and search memories, conflicts and the conversation history in the terminal
+    /// (read-only unless --write)
+    Tui {
+        /// Allow edits (edit, delete, restore, pin, verdicts): they go to the daemon, which is
+        /// started when none runs
+        #[arg(long)]
+        write: bool,
+    },
     /// Connect an agent to cairn: install its plugin and register the MCP server (idempotent;
     /// every edited file is backed up first)
     Setup(SetupArgs),

@@ -102,7 +102,10 @@ pub fn run(cli: Cli) -> Result<()> {
         overrides.bind.clone_from(bind);
     }
     let settings = Settings::load(&overrides)?;
-    crate::init_logging(&settings.log.value);
+    // The interface owns the terminal: a log line on stderr would be drawn over it.
+    if !matches!(cli.command, Command::Tui { .. }) {
+        crate::init_logging(&settings.log.value);
+    }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env = Env { settings, json: cli.global.json, cwd, client: OnceCell::new() };
     dispatch(&env, cli.command)
@@ -133,6 +136,7 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             Ok(())
         }
         Command::Setup(args) => crate::setup::run(env, args),
+        Command::Tui { write } => tui(env, write),
         Command::Version => out(&format!("cairn {}", cairn_core::VERSION)),
         Command::Model { action } => crate::semantic_cmd::model(env, action),
         Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),
@@ -192,6 +196,31 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             Overrides { data_dir: Some(env.settings.data_dir.value.clone()), ..Overrides::default() },
         ),
     }
+}
+
+/// `cairn tui`: read-only by default (the daemon when one runs, else the file opened
+/// read-only); `--write` sends edits to the daemon, started when none runs.
+#[cfg(feature = "tui")]
+fn tui(env: &Env, write: bool) -> Result<()> {
+    let mut options = ConnectOptions::from_settings(&env.settings, Role::Cli)?;
+    if write {
+        if !options.direct && options.autostart.is_none() {
+            options.autostart = std::env::current_exe().ok();
+        }
+    } else {
+        options.autostart = None;
+        options.local = cairn_client::LocalKind::ReadOnly;
+    }
+    let client = Client::new(options);
+    cairn_tui::run(client, cairn_tui::Options { write, connection: "connecting…".into() })?;
+    Ok(())
+}
+
+#[cfg(not(feature = "tui"))]
+fn tui(_env: &Env, _write: bool) -> Result<()> {
+    Err(CairnError::invalid("this cairn was built without the terminal interface")
+        .with_hint("build it with the `tui` feature (on by default)")
+        .into())
 }
 
 /// `12` or `#12`.

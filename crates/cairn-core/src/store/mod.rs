@@ -66,6 +66,18 @@ impl Store {
         Ok(Store::bare(conn, Some(path.to_owned())))
     }
 
+    /// Open an existing database for reading only: no migration, no write, so never the
+    /// writer lock (a viewer such as `cairn tui` beside a daemon that writes). The schema must
+    /// already be current: the daemon or any command that writes brings it up to date.
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, &e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)).map_err(|e| open_error(path, &e))?;
+        Ok(Store::bare(conn, Some(path.to_owned())))
+    }
+
     /// A store on `conn` with nothing attached.
     fn bare(conn: Connection, path: Option<PathBuf>) -> Store {
         Store { conn, path, clock: Arc::new(SystemClock), index: None, semantic: None, grouped: false, history: None }
@@ -373,6 +385,23 @@ mod tests {
         }
         let stmt = store.conn.prepare_cached(sql).unwrap();
         assert_eq!(stmt.get_status(StatementStatus::RePrepare), 0);
+    }
+
+    /// A read-only store reads what a writer saved, refuses to write, and never creates a
+    /// missing database.
+    #[test]
+    fn a_read_only_store_reads_and_never_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        assert!(Store::open_read_only(&path).is_err(), "a missing file is not created");
+        assert!(!path.exists());
+        let mut writer = Store::open(&path).unwrap();
+        let new = crate::memory::NewObservation { title: "kept".into(), content: "body".into(), ..Default::default() };
+        let id = writer.save(&new).unwrap().id;
+        let mut reader = Store::open_read_only(&path).unwrap();
+        assert_eq!(reader.get(id).unwrap().title, "kept");
+        assert!(reader.save(&new).is_err());
+        assert_eq!(writer.get(id).unwrap().revision_count, 1);
     }
 }
 

@@ -1,0 +1,327 @@
+//! The app driven key by key over a real store (a temp data dir, operations run in line),
+//! and its screens rendered on ratatui's `TestBackend` and snapshotted as text.
+
+use cairn_client::{Client, ConnectOptions, LocalKind};
+use cairn_core::memory::NewObservation;
+use cairn_core::ops::{Op, SaveRequest};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+
+use crate::app::{App, Effect, Options, Response, View};
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    client: Client,
+    app: App,
+    terminal: Terminal<TestBackend>,
+}
+
+fn client_of(dir: &std::path::Path, local: LocalKind) -> Client {
+    Client::new(ConnectOptions {
+        data_dir: dir.to_owned(),
+        db_path: dir.join(cairn_core::store::DB_FILE),
+        token: None,
+        port: 0,
+        autostart: None,
+        direct: true,
+        local,
+        embedder: None,
+        spool: false,
+    })
+}
+
+fn save(client: &Client, project: &str, title: &str, content: &str) -> i64 {
+    let observation = NewObservation {
+        title: title.into(),
+        content: content.into(),
+        project: Some(project.into()),
+        kind: Some("decision".into()),
+        ..NewObservation::default()
+    };
+    let saved: cairn_core::ops::SaveResponse =
+        client.call(Op::Save(SaveRequest { observation, ..SaveRequest::default() })).unwrap();
+    saved.outcome.id
+}
+
+impl Harness {
+    /// A store with a few memories; `write`: edits allowed.
+    fn new(write: bool) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = client_of(dir.path(), LocalKind::Store);
+        save(&writer, "shop", "Auth uses JWT in cookies", "We keep the **token** in an httpOnly cookie.\nSecond line.");
+        save(&writer, "shop", "Database is Postgres 16", "Chosen for JSONB and row-level security.");
+        save(&writer, "blog", "Deploys go through CI", "Never deploy from a laptop.");
+        drop(writer);
+        let client = client_of(dir.path(), if write { LocalKind::Store } else { LocalKind::ReadOnly });
+        let app = App::new(Options { write, connection: "file".into() });
+        let terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+        let mut h = Harness { _dir: dir, client, app, terminal };
+        h.pump();
+        h
+    }
+
+    /// Run every queued operation and hand its answer back, until nothing is queued.
+    fn pump(&mut self) {
+        while !self.app.outbox.is_empty() {
+            for request in std::mem::take(&mut self.app.outbox) {
+                let result = self.client.run(request.op);
+                self.app.on_response(Response { id: request.id, result });
+            }
+        }
+    }
+
+    fn key(&mut self, code: KeyCode) {
+        self.app.on_key(KeyEvent::new(code, KeyModifiers::NONE));
+        self.pump();
+    }
+
+    fn ctrl(&mut self, c: char) {
+        self.app.on_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL));
+        self.pump();
+    }
+
+    fn type_text(&mut self, text: &str) {
+        for c in text.chars() {
+            self.key(KeyCode::Char(c));
+        }
+    }
+
+    fn screen(&mut self) -> String {
+        self.terminal.draw(|frame| crate::ui::draw(frame, &mut self.app)).unwrap();
+        let buffer = self.terminal.backend().buffer();
+        let mut out = String::new();
+        for y in 0..buffer.area.height {
+            let line: String = (0..buffer.area.width).map(|x| buffer[(x, y)].symbol()).collect();
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+
+    fn resize(&mut self, width: u16, height: u16) {
+        self.terminal.backend_mut().resize(width, height);
+    }
+}
+
+/// Times change with every run; the layout does not.
+macro_rules! assert_screen {
+    ($name:expr, $screen:expr) => {
+        insta::with_settings!({filters => vec![(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "[time]")]}, {
+            insta::assert_snapshot!($name, $screen);
+        });
+    };
+}
+
+#[test]
+fn the_dashboard_shows_projects_counts_recent_activity_and_status() {
+    let mut h = Harness::new(false);
+    let screen = h.screen();
+    assert!(screen.contains("sync: off"), "{screen}");
+    assert_screen!("dashboard", screen);
+}
+
+#[test]
+fn slash_types_a_query_enter_runs_it_and_opens_a_memory() {
+    let mut h = Harness::new(false);
+    h.key(KeyCode::Char('/'));
+    assert!(matches!(h.app.view(), View::Search(s) if s.editing));
+    // `q` and `c` are letters of the query here, not commands.
+    h.type_text("cookie");
+    assert!(!h.app.quit);
+    let View::Search(s) = h.app.view() else { panic!("not searching") };
+    assert_eq!(s.input, "cookie");
+    assert_eq!(s.results.items.len(), 1, "results come as you type");
+    h.key(KeyCode::Enter);
+    let View::Search(s) = h.app.view() else { panic!("not searching") };
+    assert!(!s.editing, "Enter moves to the results");
+    assert_screen!("search_results", h.screen());
+    h.key(KeyCode::Enter);
+    assert!(matches!(h.app.view(), View::Detail(d) if d.memory.is_some() && d.timeline.is_some()));
+    let screen = h.screen();
+    assert!(screen.contains("httpOnly cookie"), "{screen}");
+    assert_screen!("memory_detail", screen);
+    h.key(KeyCode::Esc);
+    assert!(matches!(h.app.view(), View::Search(_)));
+    h.key(KeyCode::Char('q'));
+    assert!(h.app.quit);
+}
+
+#[test]
+fn a_newer_answer_is_never_replaced_by_an_older_one() {
+    let mut h = Harness::new(false);
+    h.key(KeyCode::Char('/'));
+    h.app.on_key(KeyEvent::new(KeyCode::Char('J'), KeyModifiers::NONE));
+    h.app.on_key(KeyEvent::new(KeyCode::Char('W'), KeyModifiers::NONE));
+    h.app.on_key(KeyEvent::new(KeyCode::Char('T'), KeyModifiers::NONE));
+    let requests = std::mem::take(&mut h.app.outbox);
+    assert!(requests.iter().all(|r| r.latest_only), "searches replace each other in the worker");
+    let mut answers: Vec<Response> =
+        requests.into_iter().map(|r| Response { id: r.id, result: h.client.run(r.op) }).collect();
+    // The newest answer arrives first; the older ones after it are dropped.
+    answers.reverse();
+    for answer in answers {
+        h.app.on_response(answer);
+    }
+    let View::Search(s) = h.app.view() else { panic!("not searching") };
+    assert_eq!(s.shown, s.sent);
+    assert_eq!(s.shown_query, "JWT");
+    assert_eq!(s.results.items[0].observation.title, "Auth uses JWT in cookies");
+}
+
+#[test]
+fn filters_cycle_through_the_known_projects() {
+    let mut h = Harness::new(false);
+    h.key(KeyCode::Char('/'));
+    h.type_text("d");
+    h.ctrl('p');
+    let View::Search(s) = h.app.view() else { panic!("not searching") };
+    let first = s.project.clone().expect("a project filter");
+    assert!(s.results.items.iter().all(|hit| hit.observation.project == first));
+    h.ctrl('p');
+    h.ctrl('p');
+    let View::Search(s) = h.app.view() else { panic!("not searching") };
+    assert_eq!(s.project, None, "after the last project: all of them again");
+    h.ctrl('o');
+    let View::Search(s) = h.app.view() else { panic!("not searching") };
+    assert_eq!(s.scope, Some(cairn_core::text::Scope::Project));
+}
+
+#[test]
+fn read_only_refuses_edits_and_says_how_to_allow_them() {
+    let mut h = Harness::new(false);
+    h.key(KeyCode::Enter);
+    assert!(matches!(h.app.view(), View::Detail(_)));
+    for key in ['p', 'd', 'e', 'u'] {
+        h.key(KeyCode::Char(key));
+        assert!(h.app.status.contains("--write"), "{key}: {}", h.app.status);
+        assert!(h.app.outbox.is_empty() && h.app.effect.is_none());
+    }
+}
+
+#[test]
+fn with_write_a_memory_is_pinned_edited_and_deleted() {
+    let mut h = Harness::new(true);
+    h.key(KeyCode::Enter);
+    let id = match h.app.view() {
+        View::Detail(d) => d.id,
+        _ => panic!("not a memory"),
+    };
+    h.key(KeyCode::Char('p'));
+    assert!(h.app.status.contains("pinned"), "{}", h.app.status);
+    assert!(matches!(h.app.view(), View::Detail(d) if d.memory.as_ref().unwrap().observation.pinned));
+
+    h.key(KeyCode::Char('e'));
+    let Some(Effect::Edit { id: edited, content }) = h.app.effect.take() else { panic!("no edit asked") };
+    assert_eq!(edited, id);
+    h.app.edited(id, &content, Ok("new content".into()));
+    h.pump();
+    assert!(matches!(h.app.view(), View::Detail(d) if d.memory.as_ref().unwrap().observation.content == "new content"));
+    let View::Detail(d) = h.app.view() else { panic!("not a memory") };
+    assert_eq!(d.memory.as_ref().unwrap().revisions.as_ref().map(Vec::len), Some(1), "the edit left a revision");
+
+    h.key(KeyCode::Char('d'));
+    assert!(h.app.outbox.is_empty(), "a delete waits for y");
+    h.key(KeyCode::Char('y'));
+    assert!(h.app.status.contains("deleted"), "{}", h.app.status);
+}
+
+#[test]
+fn the_conflicts_queue_and_the_history_open_from_the_dashboard() {
+    let mut h = Harness::new(false);
+    h.key(KeyCode::Char('c'));
+    assert!(matches!(h.app.view(), View::Conflicts(l) if l.loading.is_none() && l.error.is_none()));
+    assert!(h.screen().contains("Conflicts to review (0)"));
+    h.key(KeyCode::Char('1'));
+    assert!(h.app.status.contains("read-only"), "{}", h.app.status);
+    h.key(KeyCode::Esc);
+    h.key(KeyCode::Char('h'));
+    assert!(matches!(h.app.view(), View::Sessions(l) if l.loading.is_none()), "{:?}", h.app.view());
+    h.key(KeyCode::Char('/'));
+    assert!(matches!(h.app.view(), View::HistorySearch(s) if s.editing), "/ searches the history here");
+    h.type_text("deploy");
+    h.key(KeyCode::Enter);
+    assert!(matches!(h.app.view(), View::HistorySearch(s) if s.results.loading.is_none()));
+}
+
+#[test]
+fn help_opens_on_question_mark_and_any_key_closes_it() {
+    let mut h = Harness::new(false);
+    h.key(KeyCode::Char('?'));
+    assert!(h.app.help);
+    assert_screen!("help", h.screen());
+    h.key(KeyCode::Char('q'));
+    assert!(!h.app.help && !h.app.quit, "q closes the help first");
+}
+
+#[test]
+fn a_small_terminal_gets_a_message_not_a_broken_layout() {
+    let mut h = Harness::new(false);
+    h.resize(30, 8);
+    let screen = h.screen();
+    assert!(screen.contains("needs a terminal of at least"), "{screen}");
+    h.resize(1, 1);
+    h.screen();
+}
+
+#[test]
+fn escape_sequences_in_a_title_never_reach_the_terminal() {
+    let mut h = Harness::new(false);
+    let writer = client_of(h._dir.path(), LocalKind::Store);
+    save(&writer, "shop", "\u{1b}[2J\u{1b}]0;pwned\u{7} evil \u{9b}31m title", "body \u{1b}[31mred");
+    h.key(KeyCode::Char('g'));
+    let screen = h.screen();
+    assert!(!screen.chars().any(|c| c.is_control() && c != '\n'), "{screen:?}");
+    assert!(screen.contains("␛[2J"), "{screen}");
+    h.key(KeyCode::Enter);
+    let screen = h.screen();
+    assert!(!screen.chars().any(|c| c.is_control() && c != '\n'), "{screen:?}");
+}
+
+#[test]
+fn a_megabyte_memory_scrolls_to_its_end() {
+    let mut h = Harness::new(false);
+    let writer = client_of(h._dir.path(), LocalKind::Store);
+    let line = "0123456789 ".repeat(9);
+    let big: String = (0..10_000).map(|i| format!("{i:05} {line}\n")).collect();
+    assert!(big.len() > 1_000_000);
+    let id = save(&writer, "shop", "Huge", &big);
+    h.app.open_memory(id);
+    h.pump();
+    h.screen();
+    h.key(KeyCode::End);
+    let screen = h.screen();
+    let View::Detail(d) = h.app.view() else { panic!("not a memory") };
+    assert!(d.scroll.total > 10_000, "{}", d.scroll.total);
+    assert!(screen.contains("Timeline"), "the end of the page is shown: {screen}");
+}
+
+#[test]
+fn the_mouse_wheel_moves_and_a_second_click_opens() {
+    let mut h = Harness::new(false);
+    h.screen();
+    let wheel = MouseEvent { kind: MouseEventKind::ScrollDown, column: 5, row: 15, modifiers: KeyModifiers::NONE };
+    h.app.on_mouse(wheel);
+    let View::Dashboard(d) = h.app.view() else { panic!("not the dashboard") };
+    assert_eq!(d.recent.state.selected(), Some(2), "three rows down, kept in the list");
+    let area = h.app.list_area;
+    let click = MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: area.x + 3,
+        row: area.y + 1,
+        modifiers: KeyModifiers::NONE,
+    };
+    h.app.on_mouse(click);
+    assert!(matches!(h.app.view(), View::Dashboard(d) if d.recent.state.selected() == Some(0)));
+    h.app.on_mouse(click);
+    h.pump();
+    assert!(matches!(h.app.view(), View::Detail(_)));
+}
+
+#[test]
+fn ctrl_c_quits_even_while_typing() {
+    let mut h = Harness::new(false);
+    h.key(KeyCode::Char('/'));
+    h.ctrl('c');
+    assert!(h.app.quit);
+}

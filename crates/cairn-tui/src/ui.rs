@@ -50,7 +50,7 @@ fn neutralise(frame: &mut Frame) {
 
 fn too_small(frame: &mut Frame, area: Rect) {
     let text = format!(
-        "cairn tui needs a terminal of at least {MIN_WIDTH}×{MIN_HEIGHT}; this one is {}×{}. Enlarge it, or press q to quit.",
+        "Terminal too small: {}×{}.\ncairn tui needs at least {MIN_WIDTH}×{MIN_HEIGHT}.\nEnlarge it, or press q to quit.",
         area.width, area.height
     );
     frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);

@@ -502,7 +502,8 @@ fn attach_semantic(store: &mut Store, config: Option<&EmbedderConfig>, catch_up:
     match cairn_engine::embedder::semantic_now(config) {
         Ok(semantic) => {
             store.attach_semantic(semantic);
-            let prepared = store.load_vectors().and_then(|_| if catch_up { store.embed_pending(LOCAL_CATCH_UP) } else { Ok(0) });
+            let prepared =
+                store.load_vectors().and_then(|_| if catch_up { store.embed_pending(LOCAL_CATCH_UP) } else { Ok(0) });
             if let Err(e) = prepared {
                 tracing::warn!(error = %e, "semantic search without a daemon: could not prepare vectors");
             }

@@ -20,11 +20,56 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 const WORDS: &[&str] = &[
-    "auth", "token", "cookie", "session", "database", "postgres", "index", "query", "cache", "redis", "deploy",
-    "pipeline", "docker", "kubernetes", "migration", "schema", "retry", "timeout", "queue", "worker", "billing",
-    "invoice", "webhook", "stripe", "search", "ranking", "embedding", "vector", "parser", "lexer", "config",
-    "feature", "flag", "rollout", "metrics", "tracing", "logging", "alert", "incident", "latency", "memory",
-    "allocator", "thread", "mutex", "channel", "async", "runtime", "compile", "linker", "cargo",
+    "auth",
+    "token",
+    "cookie",
+    "session",
+    "database",
+    "postgres",
+    "index",
+    "query",
+    "cache",
+    "redis",
+    "deploy",
+    "pipeline",
+    "docker",
+    "kubernetes",
+    "migration",
+    "schema",
+    "retry",
+    "timeout",
+    "queue",
+    "worker",
+    "billing",
+    "invoice",
+    "webhook",
+    "stripe",
+    "search",
+    "ranking",
+    "embedding",
+    "vector",
+    "parser",
+    "lexer",
+    "config",
+    "feature",
+    "flag",
+    "rollout",
+    "metrics",
+    "tracing",
+    "logging",
+    "alert",
+    "incident",
+    "latency",
+    "memory",
+    "allocator",
+    "thread",
+    "mutex",
+    "channel",
+    "async",
+    "runtime",
+    "compile",
+    "linker",
+    "cargo",
 ];
 
 /// Queries typed one key at a time: every prefix is a search.
@@ -136,10 +181,11 @@ fn report(label: &str, mut times: Vec<Duration>) {
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this too, with less data.
     let testing = std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
-    let count = std::env::var("CAIRN_TUI_BENCH_MEMORIES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(if testing { 200 } else { 10_000 });
+    let count = std::env::var("CAIRN_TUI_BENCH_MEMORIES").ok().and_then(|n| n.parse().ok()).unwrap_or(if testing {
+        200
+    } else {
+        10_000
+    });
     let dir = tempfile::tempdir().expect("temp dir");
     let started = Instant::now();
     seed(dir.path(), count);

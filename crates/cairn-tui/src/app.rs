@@ -5,12 +5,12 @@
 
 use cairn_core::CairnError;
 use cairn_core::history::query::{
-    MessageRequest, MessagePreview, MessagesRequest, PartRequest, PulledMessage, SearchMessage,
+    MessagePreview, MessageRequest, MessagesRequest, PartRequest, PulledMessage, SearchMessage,
     SearchRequest as HistorySearchRequest, Section, SessionListing, SessionsRequest, TurnPreview, TurnsRequest,
 };
 use cairn_core::memory::{ListFilter, ObservationPatch};
 use cairn_core::model::Observation;
-use cairn_core::ops::{GetResponse, Op, OpOutput, SearchResponse};
+use cairn_core::ops::{GetResponse, Op, OpKind, OpOutput, SearchResponse};
 use cairn_core::relations::{Judgment, RelationFilter, RelationRow, VERDICTS};
 use cairn_core::search::SearchQuery;
 use cairn_core::text::Scope;
@@ -169,10 +169,22 @@ pub enum View {
     Search(SearchView),
     Detail(Detail),
     Conflicts(ListView<RelationRow>),
+    /// Soft-deleted memories, to restore.
+    Trash(ListView<Observation>),
     Sessions(ListView<SessionListing>),
-    Turns { session: String, list: ListView<TurnPreview> },
-    Messages { session: String, list: ListView<MessagePreview> },
-    Message { session: String, message: Option<PulledMessage>, list: ListView<Section> },
+    Turns {
+        session: String,
+        list: ListView<TurnPreview>,
+    },
+    Messages {
+        session: String,
+        list: ListView<MessagePreview>,
+    },
+    Message {
+        session: String,
+        message: Option<PulledMessage>,
+        list: ListView<Section>,
+    },
     Part {
         title: String,
         text: String,
@@ -191,6 +203,7 @@ impl View {
             View::Search(_) => "search",
             View::Detail(_) => "memory",
             View::Conflicts(_) => "conflicts",
+            View::Trash(_) => "trash",
             View::Sessions(_) => "sessions",
             View::Turns { .. } => "turns",
             View::Messages { .. } => "messages",
@@ -243,7 +256,7 @@ pub struct App {
     next_id: u64,
     pub outbox: Vec<Request>,
     /// Writes sent, with what to say when each succeeds.
-    writes: Vec<(u64, String)>,
+    writes: Vec<(u64, String, OpKind)>,
     pub effect: Option<Effect>,
     /// Where the last frame drew the current list, for mouse clicks.
     pub list_area: Rect,
@@ -345,6 +358,7 @@ impl App {
             KeyCode::Char('/') => self.start_search(),
             KeyCode::Char('c') if !matches!(self.view(), View::Conflicts(_)) => self.open_conflicts(),
             KeyCode::Char('h') if !self.view().in_history() => self.open_sessions(),
+            KeyCode::Char('t') if !matches!(self.view(), View::Trash(_)) => self.open_trash(),
             KeyCode::Char('g') => {
                 self.stack.truncate(1);
                 self.load_dashboard();
@@ -430,6 +444,10 @@ impl App {
             },
             View::Detail(_) => self.detail_key(c),
             View::Conflicts(_) => self.conflict_key(c),
+            View::Trash(list) if c == 'u' => {
+                let Some(id) = list.selected().map(|m| m.id) else { return };
+                self.write(Op::Restore { id }, format!("#{id} restored"));
+            }
             View::Dashboard(_) | View::Sessions(_) if c == 'r' => self.reload(),
             _ => {}
         }
@@ -452,6 +470,7 @@ impl App {
             View::Search(s) => s.results.step(by),
             View::Detail(d) => d.scroll.by(by),
             View::Conflicts(l) => l.step(by),
+            View::Trash(l) => l.step(by),
             View::Sessions(l) => l.step(by),
             View::Turns { list, .. } => list.step(by),
             View::Messages { list, .. } => list.step(by),
@@ -469,6 +488,7 @@ impl App {
             View::Dashboard(d) => d.recent.to_end(end),
             View::Search(s) => s.results.to_end(end),
             View::Conflicts(l) => l.to_end(end),
+            View::Trash(l) => l.to_end(end),
             View::Sessions(l) => l.to_end(end),
             View::Turns { list, .. } => list.to_end(end),
             View::Messages { list, .. } => list.to_end(end),
@@ -506,6 +526,7 @@ impl App {
                 click_row(&mut s.results, row)
             }
             View::Conflicts(l) => click_row(l, row),
+            View::Trash(l) => click_row(l, row),
             View::Sessions(l) => click_row(l, row),
             View::Turns { list, .. } => click_row(list, row),
             View::Messages { list, .. } => click_row(list, row),
@@ -638,12 +659,12 @@ impl App {
                 l.selected().map_or(Next::Nothing, |r| Next::Relation(r.source_id.clone(), r.target_id.clone()))
             }
             View::Sessions(l) => l.selected().map_or(Next::Nothing, |s| Next::Session(s.session_id.clone())),
-            View::Turns { session, list } => list
-                .selected()
-                .map_or(Next::Nothing, |t| Next::Turn(session.clone(), t.user.message_id.clone())),
-            View::Messages { session, list } => list
-                .selected()
-                .map_or(Next::Nothing, |m| Next::Message(session.clone(), m.message_id.clone())),
+            View::Turns { session, list } => {
+                list.selected().map_or(Next::Nothing, |t| Next::Turn(session.clone(), t.user.message_id.clone()))
+            }
+            View::Messages { session, list } => {
+                list.selected().map_or(Next::Nothing, |m| Next::Message(session.clone(), m.message_id.clone()))
+            }
             View::Message { session, message: Some(message), list } => {
                 match list.selected().and_then(section_part_id) {
                     Some(part_id) => Next::Part(
@@ -664,7 +685,7 @@ impl App {
                 .results
                 .selected()
                 .map_or(Next::Nothing, |m| Next::Message(m.session_id.clone(), m.message_id.clone())),
-            View::Detail(_) | View::Message { .. } | View::Part { .. } => Next::Nothing,
+            View::Detail(_) | View::Trash(_) | View::Message { .. } | View::Part { .. } => Next::Nothing,
         };
         match next {
             Next::Memory(id) => self.open_memory(id),
@@ -696,7 +717,9 @@ impl App {
     fn find_local_id(&self, sync_id: &str) -> Option<i64> {
         self.stack.iter().find_map(|view| match view {
             View::Dashboard(d) => d.recent.items.iter().find(|m| m.sync_id == sync_id).map(|m| m.id),
-            View::Search(s) => s.results.items.iter().find(|h| h.observation.sync_id == sync_id).map(|h| h.observation.id),
+            View::Search(s) => {
+                s.results.items.iter().find(|h| h.observation.sync_id == sync_id).map(|h| h.observation.id)
+            }
             _ => None,
         })
     }
@@ -708,6 +731,11 @@ impl App {
             ..RelationFilter::default()
         }));
         self.push(View::Conflicts(ListView { loading: Some(id), ..ListView::default() }));
+    }
+
+    fn open_trash(&mut self) {
+        let id = self.send(Op::List(ListFilter { limit: 200, deleted: true, ..ListFilter::default() }));
+        self.push(View::Trash(ListView { loading: Some(id), ..ListView::default() }));
     }
 
     fn open_sessions(&mut self) {
@@ -749,7 +777,11 @@ impl App {
             message_id,
             caller_session_id: None,
         }));
-        self.push(View::Message { session, message: None, list: ListView { loading: Some(id), ..ListView::default() } });
+        self.push(View::Message {
+            session,
+            message: None,
+            list: ListView { loading: Some(id), ..ListView::default() },
+        });
     }
 
     fn open_part(&mut self, title: String, request: PartRequest) {
@@ -783,10 +815,7 @@ impl App {
                 }
                 self.status = format!("delete #{id}? y to confirm, any other key to keep it");
             }
-            'u' if !self.refuse_read_only() => match restore_op(id) {
-                Some(op) => self.write(op, format!("#{id} restored")),
-                None => self.status = "restore needs a newer cairn core".into(),
-            },
+            'u' if !self.refuse_read_only() => self.write(Op::Restore { id }, format!("#{id} restored")),
             'p' if !self.refuse_read_only() => {
                 let pinned = !memory.as_ref().is_some_and(|m| m.pinned);
                 let what = if pinned { "pinned" } else { "unpinned" };
@@ -818,8 +847,9 @@ impl App {
         if self.refuse_read_only() {
             return;
         }
+        let kind = op.kind();
         let id = self.send(op);
-        self.writes.push((id, done));
+        self.writes.push((id, done, kind));
         self.status = "saving…".into();
     }
 
@@ -857,12 +887,12 @@ impl App {
 
     pub fn on_response(&mut self, response: Response) {
         let Response { id, result } = response;
-        if let Some(at) = self.writes.iter().position(|(w, _)| *w == id) {
-            let (_, done) = self.writes.remove(at);
+        if let Some(at) = self.writes.iter().position(|(w, _, _)| *w == id) {
+            let (_, done, kind) = self.writes.remove(at);
             match result {
                 Ok(_) => {
                     self.status = done;
-                    self.after_write();
+                    self.after_write(kind);
                 }
                 Err(e) => self.status = error_line(&e),
             }
@@ -897,13 +927,27 @@ impl App {
         }
     }
 
-    /// After a write: reload what shows it.
-    fn after_write(&mut self) {
-        match self.view() {
-            View::Detail(_) => self.reload_detail(),
+    /// After a write: reload what shows it. A deleted memory cannot be read back (`get`
+    /// answers live ones), so it stays on screen marked deleted, ready for `u`.
+    fn after_write(&mut self, kind: OpKind) {
+        match self.view_mut() {
+            View::Detail(d) if kind == OpKind::Delete => {
+                if let Some(got) = d.memory.as_mut() {
+                    got.observation.deleted_at = Some("now".into());
+                }
+                d.version += 1;
+            }
+            View::Detail(d) => {
+                d.error = None;
+                self.reload_detail();
+            }
             View::Conflicts(_) => {
                 self.back();
                 self.open_conflicts();
+            }
+            View::Trash(_) => {
+                self.back();
+                self.open_trash();
             }
             _ => {}
         }
@@ -963,8 +1007,12 @@ fn answer(view: &mut View, id: u64, result: &cairn_core::Result<OpOutput>) -> Op
                 Some(OpOutput::Timeline(timeline)) => d.timeline = Some(timeline.clone()),
                 Some(OpOutput::Relations(page)) => {
                     let sync_id = d.memory.as_ref().map(|m| m.observation.sync_id.as_str()).unwrap_or_default();
-                    d.relations =
-                        page.relations.iter().filter(|r| r.source_id == sync_id || r.target_id == sync_id).cloned().collect();
+                    d.relations = page
+                        .relations
+                        .iter()
+                        .filter(|r| r.source_id == sync_id || r.target_id == sync_id)
+                        .cloned()
+                        .collect();
                 }
                 _ => d.error = error,
             }
@@ -973,6 +1021,14 @@ fn answer(view: &mut View, id: u64, result: &cairn_core::Result<OpOutput>) -> Op
         (View::Conflicts(list), output) if list.loading == Some(id) => {
             match output {
                 Some(OpOutput::Relations(page)) => list.fill(page.relations.clone()),
+                _ => list.error = error,
+            }
+            list.loading = None;
+            Some(None)
+        }
+        (View::Trash(list), output) if list.loading == Some(id) => {
+            match output {
+                Some(OpOutput::List(items)) => list.fill(items.clone()),
                 _ => list.error = error,
             }
             list.loading = None;
@@ -1041,11 +1097,6 @@ fn answer(view: &mut View, id: u64, result: &cairn_core::Result<OpOutput>) -> Op
         }
         _ => None,
     }
-}
-
-/// Undo a soft delete (the core's `restore` op).
-fn restore_op(_id: i64) -> Option<Op> {
-    None
 }
 
 fn section_part_id(section: &Section) -> Option<String> {

@@ -107,7 +107,10 @@ impl Harness {
 /// Times change with every run; the layout does not.
 macro_rules! assert_screen {
     ($name:expr, $screen:expr) => {
-        insta::with_settings!({filters => vec![(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "[time]")]}, {
+        insta::with_settings!({filters => vec![
+            (r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "[time]"),
+            (r"\d{4}-\d{2}-\d{2}", "[date]"),
+        ]}, {
             insta::assert_snapshot!($name, $screen);
         });
     };
@@ -224,6 +227,20 @@ fn with_write_a_memory_is_pinned_edited_and_deleted() {
     assert!(h.app.outbox.is_empty(), "a delete waits for y");
     h.key(KeyCode::Char('y'));
     assert!(h.app.status.contains("deleted"), "{}", h.app.status);
+    assert!(h.screen().contains("DELETED"), "the memory stays on screen, marked");
+    h.key(KeyCode::Char('u'));
+    assert!(h.app.status.contains("restored"), "{}", h.app.status);
+    assert!(
+        matches!(h.app.view(), View::Detail(d) if d.error.is_none() && d.memory.as_ref().unwrap().observation.deleted_at.is_none())
+    );
+
+    // From the trash too.
+    h.key(KeyCode::Char('d'));
+    h.key(KeyCode::Char('y'));
+    h.key(KeyCode::Char('t'));
+    assert!(matches!(h.app.view(), View::Trash(l) if l.items.len() == 1 && l.items[0].id == id));
+    h.key(KeyCode::Char('u'));
+    assert!(matches!(h.app.view(), View::Trash(l) if l.items.is_empty() && l.loading.is_none()));
 }
 
 #[test]

@@ -76,10 +76,13 @@ fn draw_footer(frame: &mut Frame, app: &App, area: Rect) {
 /// The keys of a view, for the footer (all of them on `?`).
 fn hints(view: &View) -> String {
     match view {
-        View::Dashboard(_) => "/ search · c conflicts · h history · Enter open · r reload · ? help · q quit".into(),
-        View::Search(s) if s.editing => "type to search · Enter results · ^P project ^T type ^O scope · Esc stop".into(),
+        View::Dashboard(_) => "/ search · c conflicts · h history · t trash · Enter open · ? help · q quit".into(),
+        View::Trash(_) => "↑↓ move · u restore (--write) · Esc back · q quit".into(),
+        View::Search(s) if s.editing => {
+            "type to search · Enter results · ^P project ^T type ^O scope · Esc stop".into()
+        }
         View::Search(_) => "↑↓ move · Enter open · / edit query · ^P ^T ^O filters · Esc back · q quit".into(),
-        View::Detail(_) => "↑↓ PgUp PgDn scroll · e edit · d delete · u restore · p pin · r reload · Esc back".into(),
+        View::Detail(_) => "↑↓ scroll · e edit · d delete · u restore · p pin · r reload · Esc back".into(),
         View::Conflicts(_) => {
             let keys: Vec<String> = VERDICTS.iter().enumerate().map(|(i, v)| format!("{} {v}", i + 1)).collect();
             format!("{} · Esc back", keys.join(" "))
@@ -102,11 +105,26 @@ fn draw_view(frame: &mut Frame, app: &mut App, area: Rect) {
             list_area = area;
             conflicts(frame, list, area);
         }
+        View::Trash(list) => {
+            list_area = area;
+            let items = list.items.iter().map(|m| {
+                let deleted = m.deleted_at.as_deref().map(short_time).unwrap_or_default();
+                ListItem::new(format!("{deleted}  #{:<5} {}", m.id, clean(&m.title, false)))
+            });
+            let items: Vec<ListItem> = items.collect();
+            simple_list(frame, "Trash (deleted memories)", items, list, area);
+        }
         View::Sessions(list) => {
             list_area = area;
             let items = list.items.iter().map(|s| {
                 let title = s.title.as_deref().or(s.directory.as_deref()).unwrap_or(&s.session_id);
-                format!("{}  {:<11} {:>5} msgs  {}", short_time(&s.updated), clean(&s.host, false), s.messages, clean(title, false))
+                format!(
+                    "{}  {:<11} {:>5} msgs  {}",
+                    short_time(&s.updated),
+                    clean(&s.host, false),
+                    s.messages,
+                    clean(title, false)
+                )
             });
             let items: Vec<ListItem> = items.map(ListItem::new).collect();
             simple_list(frame, "History sessions", items, list, area);
@@ -127,7 +145,12 @@ fn draw_view(frame: &mut Frame, app: &mut App, area: Rect) {
         View::Messages { list, .. } => {
             list_area = area;
             let items = list.items.iter().map(|m| {
-                ListItem::new(format!("{:<9} turn {:<4} {}", clean(&m.role, false), m.turn_number, clean(&m.preview, false)))
+                ListItem::new(format!(
+                    "{:<9} turn {:<4} {}",
+                    clean(&m.role, false),
+                    m.turn_number,
+                    clean(&m.preview, false)
+                ))
             });
             let items: Vec<ListItem> = items.collect();
             simple_list(frame, "Messages", items, list, area);
@@ -144,9 +167,13 @@ fn draw_view(frame: &mut Frame, app: &mut App, area: Rect) {
         View::Part { title, text, scroll, loading, wrapped, .. } => {
             let title = if loading.is_some() { format!("{title} (loading…)") } else { title.clone() };
             let version = text.len() as u64;
-            scrolled(frame, &title, area, scroll, Wrapped::get(wrapped, inner_width(area), version, || {
-                vec![(clean(text, true), Style::default())]
-            }));
+            scrolled(
+                frame,
+                &title,
+                area,
+                scroll,
+                Wrapped::get(wrapped, inner_width(area), version, || vec![(clean(text, true), Style::default())]),
+            );
         }
         View::HistorySearch(s) => list_area = history_search(frame, s, area),
     }
@@ -169,11 +196,7 @@ fn simple_list<T>(frame: &mut Frame, title: &str, items: Vec<ListItem>, list: &m
 }
 
 fn list_title<T>(title: &str, list: &ListView<T>) -> String {
-    if list.loading.is_some() {
-        format!("{title} (loading…)")
-    } else {
-        format!("{title} ({})", list.items.len())
-    }
+    if list.loading.is_some() { format!("{title} (loading…)") } else { format!("{title} ({})", list.items.len()) }
 }
 
 /// "nothing here" or the error, inside an empty list's frame.
@@ -196,13 +219,14 @@ fn dashboard(frame: &mut Frame, d: &mut Dashboard, area: Rect) -> Rect {
 
     let mut project_lines = Vec::new();
     if let Some(stats) = &d.stats {
-        project_lines.push(Line::styled(format!("{:<18} {:>6} {:>6}  last", "project", "mem", "sess"), DIM));
+        project_lines.push(Line::styled(format!("{:<16} {:>5} {:>5}  last", "project", "mem", "sess"), DIM));
         for p in &stats.by_project {
             let name = if p.project.is_empty() { "(none)" } else { p.project.as_str() };
-            let last = p.last_activity_at.as_deref().map(short_time).unwrap_or_default();
+            let last: String =
+                p.last_activity_at.as_deref().map(short_time).unwrap_or_default().chars().take(10).collect();
             project_lines.push(Line::from(format!(
-                "{:<18} {:>6} {:>6}  {last}",
-                one_line(name, 18),
+                "{:<16} {:>5} {:>5}  {last}",
+                one_line(name, 16),
                 p.observations,
                 p.sessions
             )));
@@ -223,7 +247,7 @@ fn dashboard(frame: &mut Frame, d: &mut Dashboard, area: Rect) -> Rect {
         lines.push(Line::from(format!("relations {}{review}", stats.total_relations)));
         let model = match &stats.embedding_model {
             Some(model) => format!("model: {} ({})", clean(model, false), clean(&stats.semantic_search, false)),
-            None => format!("model: off ({})", clean(&stats.semantic_search, false)),
+            None => format!("model: {}", clean(&stats.semantic_search, false)),
         };
         lines.push(Line::from(model));
         if stats.embeddings_pending > 0 {
@@ -267,7 +291,8 @@ fn search(frame: &mut Frame, s: &mut SearchView, area: Rect) -> Rect {
         Line::from(vec![Span::styled("/ ", HEADING), Span::raw(clean(&s.input, false)), Span::raw(cursor)]),
         Line::styled(filters, DIM),
     ];
-    let input_block = if s.editing { block("Search").border_style(Style::new().fg(Color::Yellow)) } else { block("Search") };
+    let input_block =
+        if s.editing { block("Search").border_style(Style::new().fg(Color::Yellow)) } else { block("Search") };
     frame.render_widget(Paragraph::new(lines).block(input_block), input);
 
     let width = usize::from(results.width.saturating_sub(4));
@@ -278,12 +303,16 @@ fn search(frame: &mut Frame, s: &mut SearchView, area: Rect) -> Rect {
         .iter()
         .map(|hit| {
             let m = &hit.observation;
-            let project = if m.project.is_empty() { String::new() } else { format!(" · {}", one_line(&m.project, 20)) };
+            let project =
+                if m.project.is_empty() { String::new() } else { format!(" · {}", one_line(&m.project, 20)) };
             let pin = if m.pinned { " 📌" } else { "" };
             let mut lines = vec![
                 Line::from(vec![
                     Span::styled(format!("#{:<5} ", m.id), DIM),
-                    Span::styled(one_line(&m.title, width.saturating_sub(30).max(10)), Style::new().add_modifier(Modifier::BOLD)),
+                    Span::styled(
+                        one_line(&m.title, width.saturating_sub(30).max(10)),
+                        Style::new().add_modifier(Modifier::BOLD),
+                    ),
                     Span::styled(format!(" [{}]{project}{pin}", one_line(&m.kind, 12)), DIM),
                 ]),
                 highlighted(&cut_snippet(&hit.snippet, width)),
@@ -375,7 +404,10 @@ fn detail_lines(
     let revisions = got.revisions.as_deref().unwrap_or_default();
     out.push((format!("── Revisions ({})", revisions.len()), HEADING));
     for r in revisions {
-        out.push((format!("r{} replaced {} · {}", r.revision, short_time(&r.replaced_at), one_line(&r.title, 80)), plain));
+        out.push((
+            format!("r{} replaced {} · {}", r.revision, short_time(&r.replaced_at), one_line(&r.title, 80)),
+            plain,
+        ));
         out.push((format!("   {}", one_line(&r.content, 200)), DIM));
     }
     out.push((format!("── Relations ({})", relations.len()), HEADING));
@@ -393,7 +425,10 @@ fn detail_lines(
             let o = &e.observation;
             let marker = if e.is_focus { "▶" } else { " " };
             let style = if e.is_focus { Style::new().add_modifier(Modifier::BOLD) } else { plain };
-            out.push((format!("{marker} {} #{:<5} {}", short_time(&o.created_at), o.id, one_line(&o.title, 80)), style));
+            out.push((
+                format!("{marker} {} #{:<5} {}", short_time(&o.created_at), o.id, one_line(&o.title, 80)),
+                style,
+            ));
         }
     }
     out
@@ -452,7 +487,12 @@ fn section_line(section: &Section) -> String {
         }
         Section::Reasoning { content, .. } => format!("[reasoning] {}", first(content)),
         Section::Tool { tool, status, content, .. } => {
-            format!("[tool {} {}] {}", clean(tool, false), clean(status, false), first(content.as_deref().unwrap_or("")))
+            format!(
+                "[tool {} {}] {}",
+                clean(tool, false),
+                clean(status, false),
+                first(content.as_deref().unwrap_or(""))
+            )
         }
         Section::Image { mime } => format!("[image {}]", clean(mime.as_deref().unwrap_or("?"), false)),
         Section::File { path, .. } => format!("[file {}]", clean(path.as_deref().unwrap_or("?"), false)),
@@ -471,7 +511,10 @@ fn history_search(frame: &mut Frame, s: &mut HistorySearchView, area: Rect) -> R
         .map(|m| {
             let snippet = m.hits.first().and_then(|h| h.snippets.first()).map(String::as_str).unwrap_or_default();
             ListItem::new(vec![
-                Line::styled(format!("{} · turn {} · {}", one_line(&m.session_id, 24), m.turn_number, clean(&m.role, false)), DIM),
+                Line::styled(
+                    format!("{} · turn {} · {}", one_line(&m.session_id, 24), m.turn_number, clean(&m.role, false)),
+                    DIM,
+                ),
                 highlighted(&cut_snippet(snippet, usize::from(results.width.saturating_sub(4)))),
             ])
         })
@@ -483,13 +526,14 @@ fn history_search(frame: &mut Frame, s: &mut HistorySearchView, area: Rect) -> R
 // ----- help ---------------------------------------------------------------------------
 
 const HELP: &[(&str, &str)] = &[
-    ("/", "search memories (history search on history screens); Enter runs it"),
+    ("/ Enter", "search, run it (history screens: the history's search)"),
     ("↑ ↓ j k PgUp PgDn", "move or scroll; the mouse wheel too"),
     ("Enter → click", "open the selection (click twice on a row)"),
     ("Esc ← Backspace", "back"),
     ("g", "dashboard"),
     ("c", "conflicts queue: 1–6 give a verdict"),
-    ("h", "conversation history: sessions › turns › messages › part"),
+    ("h", "history: sessions › turns › messages › a part"),
+    ("t", "trash: deleted memories; u restores one"),
     ("^P ^T ^O", "search filters: project, type, scope"),
     ("e d u p", "memory: edit in $EDITOR, delete, restore, pin (--write)"),
     ("r", "reload"),

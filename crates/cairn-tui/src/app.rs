@@ -89,7 +89,7 @@ impl<T> ListView<T> {
         self.state.select(Some(next));
     }
 
-    fn to_end(&mut self, end: bool) {
+    fn jump(&mut self, end: bool) {
         if !self.items.is_empty() {
             self.state.select(Some(if end { self.items.len() - 1 } else { 0 }));
         }
@@ -106,6 +106,10 @@ pub struct Scroll {
 }
 
 impl Scroll {
+    fn jump(&mut self, end: bool) {
+        self.offset = if end { self.total.saturating_sub(self.height) } else { 0 };
+    }
+
     fn by(&mut self, delta: isize) {
         let max = self.total.saturating_sub(self.height.max(1));
         self.offset = self.offset.saturating_add_signed(delta).min(max);
@@ -167,7 +171,7 @@ pub struct HistorySearchView {
 pub enum View {
     Dashboard(Dashboard),
     Search(SearchView),
-    Detail(Detail),
+    Detail(Box<Detail>),
     Conflicts(ListView<RelationRow>),
     /// Soft-deleted memories, to restore.
     Trash(ListView<Observation>),
@@ -367,8 +371,8 @@ impl App {
             KeyCode::Down | KeyCode::Char('j') => self.step(1),
             KeyCode::PageUp => self.step(-10),
             KeyCode::PageDown | KeyCode::Char(' ') => self.step(10),
-            KeyCode::Home => self.to_end(false),
-            KeyCode::End => self.to_end(true),
+            KeyCode::Home => self.jump(false),
+            KeyCode::End => self.jump(true),
             KeyCode::Enter | KeyCode::Right => self.open_selected(),
             KeyCode::Tab if matches!(self.view(), View::Search(_)) => self.set_editing(true),
             KeyCode::Char(c) => self.view_key(c, ctrl),
@@ -406,10 +410,10 @@ impl App {
             KeyCode::Char('t') if ctrl => self.cycle_filter(Filter::Kind),
             KeyCode::Char('o') if ctrl => self.cycle_filter(Filter::Scope),
             KeyCode::Char(c) if !ctrl => {
-                if let Some(input) = self.input_mut() {
-                    if input.chars().count() < MAX_QUERY {
-                        input.push(c);
-                    }
+                if let Some(input) = self.input_mut()
+                    && input.chars().count() < MAX_QUERY
+                {
+                    input.push(c);
                 }
                 self.run_search(false);
             }
@@ -480,20 +484,19 @@ impl App {
         }
     }
 
-    fn to_end(&mut self, end: bool) {
+    fn jump(&mut self, end: bool) {
         match self.view_mut() {
-            View::Detail(Detail { scroll, .. }) | View::Part { scroll, .. } => {
-                scroll.offset = if end { scroll.total.saturating_sub(scroll.height) } else { 0 };
-            }
-            View::Dashboard(d) => d.recent.to_end(end),
-            View::Search(s) => s.results.to_end(end),
-            View::Conflicts(l) => l.to_end(end),
-            View::Trash(l) => l.to_end(end),
-            View::Sessions(l) => l.to_end(end),
-            View::Turns { list, .. } => list.to_end(end),
-            View::Messages { list, .. } => list.to_end(end),
-            View::Message { list, .. } => list.to_end(end),
-            View::HistorySearch(s) => s.results.to_end(end),
+            View::Detail(d) => d.scroll.jump(end),
+            View::Part { scroll, .. } => scroll.jump(end),
+            View::Dashboard(d) => d.recent.jump(end),
+            View::Search(s) => s.results.jump(end),
+            View::Conflicts(l) => l.jump(end),
+            View::Trash(l) => l.jump(end),
+            View::Sessions(l) => l.jump(end),
+            View::Turns { list, .. } => list.jump(end),
+            View::Messages { list, .. } => list.jump(end),
+            View::Message { list, .. } => list.jump(end),
+            View::HistorySearch(s) => s.results.jump(end),
         }
     }
 
@@ -702,7 +705,7 @@ impl App {
         let mut detail = Detail { id, ..Detail::default() };
         detail.loading.push(self.send(Op::Get { id, revisions: true }));
         detail.loading.push(self.send(Op::Timeline { id, before: 3, after: 3 }));
-        self.push(View::Detail(detail));
+        self.push(View::Detail(Box::new(detail)));
     }
 
     /// A conflict names memories by sync id: find the local id in the loaded rows first.
@@ -1046,7 +1049,7 @@ fn answer(view: &mut View, id: u64, result: &cairn_core::Result<OpOutput>) -> Op
             match output {
                 Some(OpOutput::HistoryBrowseTurns(page)) => {
                     list.fill(page.turns.clone());
-                    list.to_end(true);
+                    list.jump(true);
                 }
                 _ => list.error = error,
             }

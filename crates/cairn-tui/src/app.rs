@@ -648,7 +648,8 @@ impl App {
     fn open_selected(&mut self) {
         enum Next {
             Memory(i64),
-            Relation(String, String),
+            /// A conflict names its memories by sync id: find the first by its title.
+            Relation(String),
             Session(String),
             Turn(String, String),
             Message(String, String),
@@ -659,7 +660,7 @@ impl App {
             View::Dashboard(d) => d.recent.selected().map_or(Next::Nothing, |m| Next::Memory(m.id)),
             View::Search(s) => s.results.selected().map_or(Next::Nothing, |h| Next::Memory(h.observation.id)),
             View::Conflicts(l) => {
-                l.selected().map_or(Next::Nothing, |r| Next::Relation(r.source_id.clone(), r.target_id.clone()))
+                l.selected().and_then(|r| r.source_title.clone()).map_or(Next::Nothing, Next::Relation)
             }
             View::Sessions(l) => l.selected().map_or(Next::Nothing, |s| Next::Session(s.session_id.clone())),
             View::Turns { session, list } => {
@@ -692,7 +693,10 @@ impl App {
         };
         match next {
             Next::Memory(id) => self.open_memory(id),
-            Next::Relation(source, _target) => self.open_memory_by_sync_id(&source),
+            Next::Relation(title) => {
+                self.push(View::Search(SearchView { input: title, ..SearchView::default() }));
+                self.run_search(true);
+            }
             Next::Session(id) => self.open_turns(id),
             Next::Turn(session, message) => self.open_messages(session, message),
             Next::Message(session, message) => self.open_message(session, message),
@@ -706,25 +710,6 @@ impl App {
         detail.loading.push(self.send(Op::Get { id, revisions: true }));
         detail.loading.push(self.send(Op::Timeline { id, before: 3, after: 3 }));
         self.push(View::Detail(Box::new(detail)));
-    }
-
-    /// A conflict names memories by sync id: find the local id in the loaded rows first.
-    fn open_memory_by_sync_id(&mut self, sync_id: &str) {
-        let found = self.find_local_id(sync_id);
-        match found {
-            Some(id) => self.open_memory(id),
-            None => self.status = "that memory is not loaded here; search for it with /".into(),
-        }
-    }
-
-    fn find_local_id(&self, sync_id: &str) -> Option<i64> {
-        self.stack.iter().find_map(|view| match view {
-            View::Dashboard(d) => d.recent.items.iter().find(|m| m.sync_id == sync_id).map(|m| m.id),
-            View::Search(s) => {
-                s.results.items.iter().find(|h| h.observation.sync_id == sync_id).map(|h| h.observation.id)
-            }
-            _ => None,
-        })
     }
 
     fn open_conflicts(&mut self) {

@@ -67,7 +67,7 @@ pub fn run(client: Client, options: Options) -> Result<(), Error> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
-    restore_on_panic();
+    restore_on_panic(Arc::clone(&stop));
     let mut terminal = enter()?;
     let result = event_loop(&mut terminal, &client, options, &stop);
     leave();
@@ -136,10 +136,12 @@ fn leave() {
     let _ = stdout.flush();
 }
 
-/// A panic anywhere gives the terminal back before the message is printed.
-fn restore_on_panic() {
+/// A panic anywhere gives the terminal back before the message is printed; one on a worker
+/// thread also ends the loop, which would otherwise go on drawing over a restored terminal.
+fn restore_on_panic(stop: Arc<AtomicBool>) {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        stop.store(true, Ordering::Relaxed);
         leave();
         previous(info);
     }));

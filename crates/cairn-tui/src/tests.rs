@@ -354,3 +354,28 @@ fn ctrl_c_quits_even_while_typing() {
     h.ctrl('c');
     assert!(h.app.quit);
 }
+
+#[test]
+fn a_verdict_is_one_key_in_the_conflicts_queue() {
+    let mut h = Harness::new(true);
+    let observation = NewObservation {
+        title: "Auth uses JWT in cookies, not headers".into(),
+        content: "We keep the token in an httpOnly cookie, never in a header.".into(),
+        project: Some("shop".into()),
+        kind: Some("decision".into()),
+        ..NewObservation::default()
+    };
+    let saved: cairn_core::ops::SaveResponse =
+        h.client.call(Op::Save(SaveRequest { observation, find_candidates: true, ..SaveRequest::default() })).unwrap();
+    assert!(!saved.candidates.is_empty(), "the look-alike waits for a verdict");
+    h.key(KeyCode::Char('c'));
+    let View::Conflicts(list) = h.app.view() else { panic!("not the conflicts") };
+    let waiting = list.items.len();
+    assert!(waiting >= 1);
+    assert_screen!("conflicts", h.screen());
+    h.key(KeyCode::Char('2'));
+    assert_eq!(h.app.status, "judged: compatible");
+    assert!(matches!(h.app.view(), View::Conflicts(l) if l.items.len() == waiting - 1));
+    h.key(KeyCode::Char('9'));
+    assert_eq!(h.app.status, "judged: compatible", "not a verdict key: nothing happens");
+}

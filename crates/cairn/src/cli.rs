@@ -208,8 +208,7 @@ pub enum Command {
         #[command(subcommand)]
         action: ConflictsAction,
     },
-    /// Browse and search memories, conflicts and the conversation history in the terminal
-    /// (read-only unless --write)
+    /// A terminal UI: dashboard, search, conflicts, history (read-only unless --write)
     Tui {
         /// Allow edits (edit, delete, restore, pin, verdicts): they go to the daemon, which is
         /// started when none runs

@@ -24,16 +24,22 @@ function tmux(...args) {
   return r.stdout;
 }
 
-const screen = () => tmux('capture-pane', '-p', '-t', 'tui');
-const paneFlag = (name) => tmux('display-message', '-p', '-t', 'tui', `#{${name}}`).trim();
+const screen = (pane = 'tui') => tmux('capture-pane', '-p', '-t', pane);
+const paneFlag = (name, pane = 'tui') => tmux('display-message', '-p', '-t', pane, `#{${name}}`).trim();
+let script;
+
+/** `cairn tui` in a new tmux session named `name`, then the shell's report on the terminal. */
+function startTui(name) {
+  tmux('new-session', '-d', '-s', name, '-x', '100', '-y', '30', `sh ${script}`);
+}
 
 /** Wait until the screen satisfies `check` (a string it holds, or a predicate). */
-async function waitForScreen(check, what, timeoutMs = 20_000) {
+async function waitForScreen(check, what, timeoutMs = 20_000, pane = 'tui') {
   const ok = typeof check === 'string' ? (s) => s.includes(check) : check;
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
-    last = screen();
+    last = screen(pane);
     if (ok(last)) return last;
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -58,7 +64,7 @@ before(async () => {
   save('\u001b[2J\u001b]2;pwned\u0007 Hostile title', 'escape sequences in a title');
 
   // The pane's shell: the TUI, then what the test reads to see the terminal given back.
-  const script = path.join(sandbox.root, 'run-tui.sh');
+  script = path.join(sandbox.root, 'run-tui.sh');
   const exports = Object.entries(sandbox.env)
     .map(([k, v]) => `export ${k}='${String(v).replaceAll("'", "'\\''")}'`)
     .join('\n');
@@ -66,7 +72,8 @@ before(async () => {
     script,
     `${exports}\nexport TERM=xterm-256color\n'${found.bin}' tui\necho "TUI-EXIT=$?"\nstty -a | tr ' ' '\\n' | grep -x -- '-\\?icanon' | sed 's/^/MODE=/'\nsleep 600\n`,
   );
-  tmux('-f', '/dev/null', 'new-session', '-d', '-s', 'tui', '-x', '100', '-y', '30', `sh ${script}`);
+  tmux('-f', '/dev/null', 'start-server', ';', 'set-option', '-g', 'exit-empty', 'off');
+  startTui('tui');
 });
 
 after(() => {
@@ -107,4 +114,17 @@ test('cairn tui finds and opens a memory, then q gives the terminal back', async
   assert.match(s, /MODE=icanon/, 'cooked mode is back (raw mode would show -icanon)');
   assert.equal(paneFlag('alternate_on'), '0', 'the main screen is back');
   assert.equal(paneFlag('mouse_any_flag'), '0', 'mouse reporting is off again');
+});
+
+test('SIGINT from outside ends cairn tui and gives the terminal back', async () => {
+  startTui('sigint');
+  await waitForScreen('Recent activity (3)', 'the dashboard', 20_000, 'sigint');
+  const shell = paneFlag('pane_pid', 'sigint');
+  const child = spawnSync('pgrep', ['-P', shell], { encoding: 'utf8' }).stdout.trim().split('\n')[0];
+  assert.ok(child, 'the cairn tui process under the pane shell');
+  process.kill(Number(child), 'SIGINT');
+  const s = await waitForScreen('MODE=', 'the shell after SIGINT', 20_000, 'sigint');
+  assert.match(s, /TUI-EXIT=0/);
+  assert.match(s, /MODE=icanon/);
+  assert.equal(paneFlag('alternate_on', 'sigint'), '0');
 });

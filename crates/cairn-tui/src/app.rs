@@ -247,8 +247,9 @@ pub fn verdict_for_key(c: char) -> Option<&'static str> {
 
 /// Parts longer than this are read in pages of it, all of them in turn.
 const PART_PAGE: usize = 100_000;
-/// A part stops loading past this many characters (a viewer, not a dump).
-const PART_MAX: usize = 20_000_000;
+/// A part stops loading past this many bytes: each page is wrapped again with the whole
+/// text, so this bounds that work (a viewer, not a dump; `cairn history part` pages on).
+const PART_MAX: usize = 2_000_000;
 
 pub struct App {
     pub options: Options,
@@ -354,6 +355,14 @@ impl App {
         if self.view().editing() {
             self.edit_key(key);
             return;
+        }
+        // A delete waits for `y` as the very next key; anything else keeps the memory.
+        if let View::Detail(d) = self.view_mut()
+            && d.confirm_delete
+            && key.code != KeyCode::Char('y')
+        {
+            d.confirm_delete = false;
+            self.status = "kept".into();
         }
         match key.code {
             KeyCode::Char('q') => self.quit = true,
@@ -813,7 +822,6 @@ impl App {
                 Some(m) => self.effect = Some(Effect::Edit { id, content: m.content }),
                 None => self.status = "the memory is not loaded yet".into(),
             },
-            _ if confirming => self.status = "kept".into(),
             _ => {}
         }
     }
@@ -1065,10 +1073,16 @@ fn answer(view: &mut View, id: u64, result: &cairn_core::Result<OpOutput>) -> Op
             match output {
                 Some(OpOutput::HistoryPullPart(page)) => {
                     text.push_str(&page.content);
-                    let next = page.next_offset.filter(|_| text.len() < PART_MAX);
-                    if let (Some(offset), Some(request)) = (next, request.as_ref()) {
-                        let next = PartRequest { offset: offset as usize, ..request.clone() };
-                        return Some(Some(FollowUp::NextPage(next)));
+                    match (page.next_offset, request.as_ref()) {
+                        (Some(offset), _) if text.len() >= PART_MAX => text.push_str(&format!(
+                            "\n[cut at {PART_MAX} bytes of {} characters: `cairn history part` from offset {offset}]",
+                            page.total_chars
+                        )),
+                        (Some(offset), Some(request)) => {
+                            let next = PartRequest { offset: offset as usize, ..request.clone() };
+                            return Some(Some(FollowUp::NextPage(next)));
+                        }
+                        _ => {}
                     }
                 }
                 _ => text.push_str(&format!("\n[{}]", error.unwrap_or_default())),

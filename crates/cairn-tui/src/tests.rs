@@ -224,6 +224,10 @@ fn with_write_a_memory_is_pinned_edited_and_deleted() {
     assert_eq!(d.memory.as_ref().unwrap().revisions.as_ref().map(Vec::len), Some(1), "the edit left a revision");
 
     h.key(KeyCode::Char('d'));
+    h.key(KeyCode::Down);
+    h.key(KeyCode::Char('y'));
+    assert_eq!(h.app.status, "kept", "only the very next key confirms");
+    h.key(KeyCode::Char('d'));
     assert!(h.app.outbox.is_empty(), "a delete waits for y");
     h.key(KeyCode::Char('y'));
     assert!(h.app.status.contains("deleted"), "{}", h.app.status);

@@ -78,6 +78,9 @@ error_codes! {
     DatabaseCorrupt => "database_corrupt", 500, 6;
     /// The database was written by a newer cairn.
     SchemaTooNew => "schema_too_new", 500, 6;
+    /// A read-only open found a database not yet upgraded to this cairn's schema (a writer
+    /// upgrades it: the daemon or any command that writes).
+    SchemaTooOld => "schema_too_old", 503, 6;
     /// The data directory or database cannot be written.
     DataDirNotWritable => "data_dir_not_writable", 500, 6;
     /// The database stayed locked past the busy timeout.

@@ -90,7 +90,7 @@ impl Rng {
     fn words(&mut self, n: usize) -> String {
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
-            if self.next() % 20 == 0 {
+            if self.next().is_multiple_of(20) {
                 out.push(WORDS[self.next() % WORDS.len()].to_owned());
             } else {
                 out.push(filler(self.next() % 5_000));

@@ -52,6 +52,20 @@ fn user_version(conn: &Connection) -> Result<i64> {
     Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
 }
 
+/// A database opened read-only must already have this cairn's schema: it cannot be migrated.
+pub(crate) fn check_current(conn: &Connection) -> Result<()> {
+    let version = user_version(conn)?;
+    check_not_newer(version, SCHEMA_VERSION)?;
+    if version < SCHEMA_VERSION {
+        return Err(CairnError::new(
+            ErrorCode::SchemaTooOld,
+            format!("the database has schema version {version}; this cairn reads version {SCHEMA_VERSION}"),
+        )
+        .with_hint("start the daemon (cairn serve) or run any command that writes once, to upgrade it"));
+    }
+    Ok(())
+}
+
 fn check_not_newer(version: i64, latest: i64) -> Result<()> {
     if version > latest {
         return Err(CairnError::new(

@@ -70,11 +70,19 @@ impl Store {
     /// writer lock (a viewer such as `cairn tui` beside a daemon that writes). The schema must
     /// already be current: the daemon or any command that writes brings it up to date.
     pub fn open_read_only(path: &Path) -> Result<Store> {
+        if !path.exists() {
+            return Err(CairnError::new(
+                ErrorCode::FileNotFound,
+                format!("no cairn database at {} yet", path.display()),
+            )
+            .with_hint("save a memory or start the daemon (cairn serve) first, or check --data-dir"));
+        }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, &e))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         conn.query_row("PRAGMA schema_version", [], |r| r.get::<_, i64>(0)).map_err(|e| open_error(path, &e))?;
+        migrate::check_current(&conn)?;
         Ok(Store::bare(conn, Some(path.to_owned())))
     }
 
@@ -393,7 +401,7 @@ mod tests {
     fn a_read_only_store_reads_and_never_writes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cairn.db");
-        assert!(Store::open_read_only(&path).is_err(), "a missing file is not created");
+        assert_eq!(Store::open_read_only(&path).unwrap_err().code, ErrorCode::FileNotFound);
         assert!(!path.exists());
         let mut writer = Store::open(&path).unwrap();
         let new = crate::memory::NewObservation { title: "kept".into(), content: "body".into(), ..Default::default() };
@@ -402,6 +410,9 @@ mod tests {
         assert_eq!(reader.get(id).unwrap().title, "kept");
         assert!(reader.save(&new).is_err());
         assert_eq!(writer.get(id).unwrap().revision_count, 1);
+        // An older schema is not upgraded behind a reader's back: a clear error instead.
+        writer.conn.pragma_update(None, "user_version", migrate::SCHEMA_VERSION - 1).unwrap();
+        assert_eq!(Store::open_read_only(&path).unwrap_err().code, ErrorCode::SchemaTooOld);
     }
 }
 

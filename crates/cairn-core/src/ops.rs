@@ -173,6 +173,12 @@ pub enum Op {
         #[serde(default)]
         force: bool,
     },
+    /// Import an engram database file (read only; engram may be running). Idempotent.
+    ImportEngram {
+        path: std::path::PathBuf,
+    },
+    /// Rebuild the full-text indexes of memories and prompts from their tables.
+    RepairIndexes,
     /// The Memory Protocol or another agent-facing text (`crate::agent::protocol`).
     Protocol(ProtocolRequest),
     /// A user's message, from a host plugin: one round trip per prompt.
@@ -387,6 +393,11 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         }
         Op::MergeProjects { from, to } => OpOutput::MergeProjects(store.merge_projects(&from, &to)?),
         Op::Reindex { force } => OpOutput::Reindex(reindex(store, force)?),
+        Op::ImportEngram { path } => OpOutput::ImportEngram(store.import_engram_db(&path)?),
+        Op::RepairIndexes => {
+            store.rebuild_fts()?;
+            OpOutput::RepairIndexes(RepairReport { rebuilt: vec!["observations_fts".into(), "prompts_fts".into()] })
+        }
         Op::SessionActivity { session_id } => OpOutput::SessionActivity(store.session_activity(&session_id)?),
         Op::RecordActivity(record) => OpOutput::RecordActivity(store.record_activity(&record)?),
         Op::Doctor => OpOutput::Doctor(doctor(store)),
@@ -600,7 +611,8 @@ fn get(store: &Store, id: i64, revisions: bool) -> Result<GetResponse> {
     Ok(GetResponse { observation, revisions })
 }
 
-fn suggest_topic_key(kind: Option<&str>, title: &str, content: &str) -> Result<TopicKeySuggestion> {
+/// Op `suggest_topic_key` (the CLI's `suggest-topic` calls it directly: it needs no store).
+pub fn suggest_topic_key(kind: Option<&str>, title: &str, content: &str) -> Result<TopicKeySuggestion> {
     if title.trim().is_empty() && content.trim().is_empty() {
         return Err(CairnError::empty("title or content"));
     }
@@ -635,6 +647,14 @@ fn save(store: &mut Store, req: &SaveRequest) -> Result<SaveResponse> {
         Vec::new()
     };
     Ok(SaveResponse { outcome, candidates, activity })
+}
+
+/// What `repair_indexes` rebuilt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RepairReport {
+    /// The full-text indexes rebuilt from their tables.
+    pub rebuilt: Vec<String>,
 }
 
 /// What `reindex` queued.
@@ -722,6 +742,7 @@ mod tests {
             | K::RelationStats
             | K::Reindex => json!({}),
             K::Import => json!({"data": {}}),
+            K::ImportEngram => json!({"path": "/nonexistent/engram.db"}),
             K::Judge => json!({"judgment_id": "j", "relation": "related"}),
             K::Compare => json!({
                 "memory_id_a": 1, "memory_id_b": 2, "relation": "related", "confidence": 0.5, "reasoning": "r"
@@ -749,7 +770,7 @@ mod tests {
             K::SessionStart => json!({"session_id": "s"}),
             K::ToolCall => json!({"session_id": "s", "tool": "Bash"}),
             K::ContextMeter => json!({"used": 1}),
-            K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats => return None,
+            K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats | K::RepairIndexes => return None,
         })
     }
 

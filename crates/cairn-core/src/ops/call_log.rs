@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::error::Result;
 use super::OpOutput;
+use crate::error::Result;
 
 /// The log, relative to the data dir.
 pub const CALL_LOG: &str = "logs/history-calls.jsonl";

@@ -85,6 +85,13 @@ pub struct SaveOutcome {
     pub warnings: Vec<String>,
 }
 
+impl SaveOutcome {
+    /// What a door tells the user when the content was cut to the limit.
+    pub fn truncation_notice(&self) -> Option<String> {
+        self.truncated_from.map(|from| format!("content was cut from {from} bytes to {MAX_CONTENT_BYTES}, the limit"))
+    }
+}
+
 /// A partial update: `None` keeps the field.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservationPatch {

@@ -6,6 +6,7 @@
 //! What each operation is called, whether it writes, its arguments and its result type are
 //! listed once, in [`CATALOGUE`] (`ops/catalogue.rs`); `execute` answers an [`OpOutput`].
 
+pub mod call_log;
 mod catalogue;
 
 use serde::{Deserialize, Serialize};
@@ -172,6 +173,12 @@ pub enum Op {
         #[serde(default)]
         force: bool,
     },
+    /// Import an engram database file (read only; engram may be running). Idempotent.
+    ImportEngram {
+        path: std::path::PathBuf,
+    },
+    /// Rebuild the full-text indexes of memories and prompts from their tables.
+    RepairIndexes,
     /// The Memory Protocol or another agent-facing text (`crate::agent::protocol`).
     Protocol(ProtocolRequest),
     /// A user's message, from a host plugin: one round trip per prompt.
@@ -386,12 +393,18 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         }
         Op::MergeProjects { from, to } => OpOutput::MergeProjects(store.merge_projects(&from, &to)?),
         Op::Reindex { force } => OpOutput::Reindex(reindex(store, force)?),
+        Op::ImportEngram { path } => OpOutput::ImportEngram(store.import_engram_db(&path)?),
+        Op::RepairIndexes => {
+            store.rebuild_fts()?;
+            OpOutput::RepairIndexes(RepairReport { rebuilt: vec!["observations_fts".into(), "prompts_fts".into()] })
+        }
         Op::SessionActivity { session_id } => OpOutput::SessionActivity(store.session_activity(&session_id)?),
         Op::RecordActivity(record) => OpOutput::RecordActivity(store.record_activity(&record)?),
         Op::Doctor => OpOutput::Doctor(doctor(store)),
         Op::Protocol(req) => OpOutput::Protocol(crate::agent::protocol::protocol_checked(req)?),
         Op::UserPrompt(prompt) => {
-            OpOutput::UserPrompt(store.user_prompt_op(&prompt, &crate::settings::plugin::current())?)
+            let plugin = store.rules().plugin_config();
+            OpOutput::UserPrompt(store.user_prompt_op(&prompt, &plugin)?)
         }
         Op::SaveCompaction(summary) => {
             let saved = store.save_compaction(&summary)?;
@@ -401,18 +414,20 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::RecordSession(req) => OpOutput::RecordSession(store.record_session(&req)?),
         Op::SessionStart(req) => OpOutput::SessionStart(store.session_start(&req)?),
         Op::ToolCall(call) => OpOutput::ToolCall(store.tool_call(&call)?),
-        Op::ContextMeter(req) => OpOutput::ContextMeter(crate::agent::meter::context_meter(&req)?),
+        Op::ContextMeter(req) => {
+            OpOutput::ContextMeter(crate::agent::meter::context_meter(&req, &store.rules().plugin)?)
+        }
         Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
-        Op::PluginConfig => OpOutput::PluginConfig(crate::settings::plugin::current()),
+        Op::PluginConfig => OpOutput::PluginConfig(store.rules().plugin_config()),
         history_op => history(store, history_op)?,
     })
 }
 
 /// The history ops: reads and the one erase of `history.db` (through [`Store::history`], not
-/// the memory store's writer), with the process's `[history]` settings under the read
+/// the memory store's writer), with the store's `[history]` settings under the read
 /// session's project override; each call logged when `debug_log_tool_calls` is on.
 fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
-    let global = crate::settings::history::current();
+    let global = store.rules().history.clone();
     if !global.debug_log_tool_calls {
         return run_history(store, op, &global);
     }
@@ -420,18 +435,23 @@ fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
     let (name, args) = (op.name(), serde_json::to_value(&op).map(|v| v["args"].clone()).unwrap_or_default());
     let result = run_history(store, op, &global);
     if let Some(dir) = store.path().and_then(std::path::Path::parent) {
-        crate::history::call_log::append(dir, name, &args, &result, started.elapsed());
+        call_log::append(dir, name, &args, &result, started.elapsed());
     }
     result
 }
 
 fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::HistorySettings) -> Result<OpOutput> {
     use crate::history::query as q;
-    let db = store.history()?;
-    let cfg = match history_session_of(&op).and_then(|id| session_directory(db, id)) {
-        Some(dir) => crate::settings::history::for_directory(global, &dir)?,
+    let meter = store.rules().plugin.context_meter.clone();
+    let dir = {
+        let db = store.history()?;
+        history_session_of(&op).and_then(|id| session_directory(db, id))
+    };
+    let cfg = match dir {
+        Some(dir) => store.history_settings_for(&dir)?,
         None => global.clone(),
     };
+    let db = store.history()?;
     Ok(match op {
         Op::HistorySessions(req) => OpOutput::HistorySessions(q::sessions(db, &req)?),
         Op::HistoryBrowseTurns(req) => OpOutput::HistoryBrowseTurns(q::browse_turns(db, &req, &cfg)?),
@@ -461,8 +481,7 @@ fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::His
         }
         Op::ContextUsage(req) => {
             refresh_session(db, req.session_id.as_deref().or(req.caller_session_id.as_deref()));
-            let settings = crate::settings::plugin::current().context_meter;
-            OpOutput::ContextUsage(crate::history::context_usage::context_usage(db, &req, &settings)?)
+            OpOutput::ContextUsage(crate::history::context_usage::context_usage(db, &req, &meter)?)
         }
         other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })
@@ -592,7 +611,8 @@ fn get(store: &Store, id: i64, revisions: bool) -> Result<GetResponse> {
     Ok(GetResponse { observation, revisions })
 }
 
-fn suggest_topic_key(kind: Option<&str>, title: &str, content: &str) -> Result<TopicKeySuggestion> {
+/// Op `suggest_topic_key` (the CLI's `suggest-topic` calls it directly: it needs no store).
+pub fn suggest_topic_key(kind: Option<&str>, title: &str, content: &str) -> Result<TopicKeySuggestion> {
     if title.trim().is_empty() && content.trim().is_empty() {
         return Err(CairnError::empty("title or content"));
     }
@@ -627,6 +647,14 @@ fn save(store: &mut Store, req: &SaveRequest) -> Result<SaveResponse> {
         Vec::new()
     };
     Ok(SaveResponse { outcome, candidates, activity })
+}
+
+/// What `repair_indexes` rebuilt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RepairReport {
+    /// The full-text indexes rebuilt from their tables.
+    pub rebuilt: Vec<String>,
 }
 
 /// What `reindex` queued.
@@ -714,6 +742,7 @@ mod tests {
             | K::RelationStats
             | K::Reindex => json!({}),
             K::Import => json!({"data": {}}),
+            K::ImportEngram => json!({"path": "/nonexistent/engram.db"}),
             K::Judge => json!({"judgment_id": "j", "relation": "related"}),
             K::Compare => json!({
                 "memory_id_a": 1, "memory_id_b": 2, "relation": "related", "confidence": 0.5, "reasoning": "r"
@@ -741,7 +770,7 @@ mod tests {
             K::SessionStart => json!({"session_id": "s"}),
             K::ToolCall => json!({"session_id": "s", "tool": "Bash"}),
             K::ContextMeter => json!({"used": 1}),
-            K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats => return None,
+            K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats | K::RepairIndexes => return None,
         })
     }
 

@@ -157,6 +157,11 @@ impl Store {
     }
 }
 
+/// Where engram keeps its database under a home directory.
+pub fn default_engram_db(home: &Path) -> std::path::PathBuf {
+    home.join(".engram").join("engram.db")
+}
+
 /// Records as found in an import file: everything optional that engram or older cairn
 /// versions may leave out; checked when applied.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -127,6 +127,7 @@ fn options(dir: &std::path::Path, local: LocalKind) -> ConnectOptions {
         local,
         embedder: None,
         spool: false,
+        rules: std::sync::Arc::default(),
     }
 }
 

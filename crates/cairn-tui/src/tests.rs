@@ -28,6 +28,7 @@ fn client_of(dir: &std::path::Path, local: LocalKind) -> Client {
         local,
         embedder: None,
         spool: false,
+        rules: std::sync::Arc::default(),
     })
 }
 

@@ -12,14 +12,14 @@ use cairn_core::agent::{ProjectHints, ProtocolRequest, resolve_project};
 use cairn_core::context::{Context, ContextLayout, ContextRequest};
 use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, Revision, SessionSummary};
-use cairn_core::ops::{Op, SaveRequest, SaveResponse, SearchResponse};
+use cairn_core::ops::{Op, RepairReport, SaveRequest, SaveResponse, SearchResponse};
 use cairn_core::project::ProjectDetection;
 use cairn_core::search::{SearchMode, SearchQuery, SearchResults};
-use cairn_core::settings::{Overrides, Settings, ensure_data_dir};
+use cairn_core::settings::{Overrides, Settings};
 use cairn_core::text::Scope;
 use cairn_core::transfer::{ExportData, ImportReport};
 use cairn_core::views::{Stats, Timeline};
-use cairn_core::{CairnError, ErrorCode, Store, doctor, topic};
+use cairn_core::{CairnError, ErrorCode, doctor};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -37,11 +37,6 @@ pub struct Env {
 }
 
 impl Env {
-    pub(crate) fn open_store(&self) -> Result<Store> {
-        ensure_data_dir(&self.settings.data_dir.value)?;
-        Ok(Store::open(&self.settings.db_path())?)
-    }
-
     /// The one client of this invocation: the daemon of the data dir, else the file.
     pub(crate) fn client(&self) -> Result<&Client> {
         if let Some(client) = self.client.get() {
@@ -179,11 +174,8 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Config => env.emit(&env.settings, render::settings),
         Command::Doctor { repair } => doctor_cmd(env, repair),
         Command::SuggestTopic { kind, title, content } => {
-            if title.trim().is_empty() && content.trim().is_empty() {
-                return Err(CairnError::empty("title or content").into());
-            }
-            let key = topic::suggest_topic_key(kind.as_deref(), &title, &content);
-            env.emit(&serde_json::json!({ "topic_key": key }), |_| key.clone())
+            let suggestion = cairn_core::ops::suggest_topic_key(kind.as_deref(), &title, &content)?;
+            env.emit(&suggestion, |s| s.topic_key.clone())
         }
         Command::Protocol(args) => {
             // Text only: no store, no daemon.
@@ -284,8 +276,8 @@ fn save(env: &Env, args: SaveArgs) -> Result<()> {
     for w in &outcome.warnings {
         note(&format!("warning: {w}"));
     }
-    if let Some(from) = outcome.truncated_from {
-        note(&format!("warning: content was cut from {from} bytes to the 50000-byte limit"));
+    if let Some(notice) = outcome.truncation_notice() {
+        note(&format!("warning: {notice}"));
     }
     if outcome.redacted {
         note("note: <private> content was redacted before saving");
@@ -427,21 +419,21 @@ fn write_atomically(file: &Path, bytes: &[u8]) -> Result<()> {
 
 fn import_engram(env: &Env, path: Option<PathBuf>) -> Result<()> {
     let path = match path {
-        Some(p) => p,
+        // The daemon may run elsewhere: it is given the path as this process sees it.
+        Some(p) => env.cwd.join(p),
         None => {
             let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-            home.join(".engram").join("engram.db")
+            cairn_core::transfer::default_engram_db(&home)
         }
     };
-    let report = env.open_store()?.import_engram_db(&path)?;
+    let report: ImportReport = env.call(Op::ImportEngram { path })?;
     env.emit(&report, render::imported)
 }
 
 fn doctor_cmd(env: &Env, repair: bool) -> Result<()> {
     let dir = &env.settings.data_dir.value;
     if repair {
-        let mut store = env.open_store()?;
-        store.rebuild_fts()?;
+        let _: RepairReport = env.call(Op::RepairIndexes)?;
         note("rebuilt the full-text indexes");
     }
     let mut report = doctor::run(dir);

@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{
-    CompareResponse, DeleteResponse, Deleted, GetResponse, JudgeResponse, Op, ReindexReport, SaveResponse,
-    SearchResponse, TopicKeySuggestion,
+    CompareResponse, DeleteResponse, Deleted, GetResponse, JudgeResponse, Op, ReindexReport, RepairReport,
+    SaveResponse, SearchResponse, TopicKeySuggestion,
 };
 use crate::agent::intent::{SessionStartOutcome, ToolCallOutcome};
 use crate::agent::meter::MeterReading;
@@ -334,6 +334,16 @@ catalogue! {
         name: "doctor", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "-",
         about: "Checks of the data dir and database.",
+    }
+    ImportEngram -> ImportReport {
+        name: "import_engram", writes: MemoryStore, replay_safe: false, project_defaulted: false,
+        args: "path* (an engram.db file, read only)",
+        about: "Import an engram database; what is already there is skipped.",
+    }
+    RepairIndexes -> RepairReport {
+        name: "repair_indexes", writes: MemoryStore, replay_safe: false, project_defaulted: false,
+        args: "-",
+        about: "Rebuild the full-text indexes of memories and prompts from their tables.",
     }
     Reindex -> ReindexReport {
         name: "reindex", writes: MemoryStore, replay_safe: false, project_defaulted: false,

@@ -34,8 +34,8 @@ pub fn save(resp: &SaveResponse) -> String {
             o.id, o.duplicate_count
         ),
     };
-    if let Some(from) = o.truncated_from {
-        let _ = write!(out, "\nContent was truncated from {from} to {} bytes.", cairn_core::text::MAX_CONTENT_BYTES);
+    if let Some(notice) = o.truncation_notice() {
+        let _ = write!(out, "\nNote: {notice}.");
     }
     if o.redacted {
         out.push_str("\n<private> content was redacted before storing.");

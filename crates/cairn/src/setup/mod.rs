@@ -443,7 +443,7 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
     if let Some(db) = plan.import_engram.take()
         && !args.dry_run
     {
-        let report = env.open_store()?.import_engram_db(&db)?;
+        let report: cairn_core::transfer::ImportReport = env.call(cairn_core::ops::Op::ImportEngram { path: db })?;
         engram_import = Some(serde_json::to_value(&report)?);
     }
     let report = Report {

@@ -118,6 +118,13 @@ pub enum Op {
         id: i64,
     },
     Stats,
+    /// Live memories created per day over the last `days` days (default 30), for charts.
+    MemoriesPerDay {
+        #[serde(default)]
+        project: Option<String>,
+        #[serde(default = "thirty")]
+        days: usize,
+    },
     Export {
         #[serde(default)]
         project: Option<String>,
@@ -215,6 +222,8 @@ pub enum Op {
     Plans(crate::history::plans::PlansRequest),
     /// How full a session's context window is, from the archive (the context meter's numbers).
     ContextUsage(crate::history::context_usage::ContextUsageRequest),
+    /// A session's context use at the end of each turn, and the turns it was compacted in.
+    ContextUsageTurns(SessionRef),
     /// A session starts in a host: registered, and what the host injects (one round trip).
     SessionStart(crate::agent::intent::SessionStart),
     /// One of the agent's tool calls, counted (cairn's own are not).
@@ -231,6 +240,9 @@ fn five() -> usize {
 }
 fn twenty() -> usize {
     20
+}
+fn thirty() -> usize {
+    30
 }
 
 /// A save, optionally looking for memories it may duplicate or contradict.
@@ -362,6 +374,9 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
             OpOutput::DeletePrompt(Deleted { id, status: DELETED.into() })
         }
         Op::Stats => OpOutput::Stats(store.stats()?),
+        Op::MemoriesPerDay { project, days } => {
+            OpOutput::MemoriesPerDay(store.memories_per_day(crate::agent::given_str(project.as_deref()), days)?)
+        }
         Op::Export { project } => OpOutput::Export(store.export(project.as_deref())?),
         Op::Import { data } => OpOutput::Import(store.import_bytes(&serde_json::to_vec(&data)?)?),
         Op::CapturePassive(capture) => OpOutput::CapturePassive(store.capture_passive(&capture)?),
@@ -459,6 +474,15 @@ fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::His
             refresh_session(db, req.session_id.as_deref().or(req.caller_session_id.as_deref()));
             let settings = crate::settings::plugin::current().context_meter;
             OpOutput::ContextUsage(crate::history::context_usage::context_usage(db, &req, &settings)?)
+        }
+        Op::ContextUsageTurns(req) => {
+            refresh_session(db, Some(&req.session_id));
+            let settings = crate::settings::plugin::current().context_meter;
+            OpOutput::ContextUsageTurns(crate::history::context_usage::context_usage_turns(
+                db,
+                &req.session_id,
+                &settings,
+            )?)
         }
         other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })
@@ -708,6 +732,7 @@ mod tests {
             | K::SuggestTopicKey
             | K::Relations
             | K::RelationStats
+            | K::MemoriesPerDay
             | K::Reindex => json!({}),
             K::Import => json!({"data": {}}),
             K::Judge => json!({"judgment_id": "j", "relation": "related"}),
@@ -729,7 +754,8 @@ mod tests {
             | K::HistoryChart
             | K::HistoryCompactions
             | K::HistoryChildren
-            | K::HistoryForget => json!({"session_id": "s"}),
+            | K::HistoryForget
+            | K::ContextUsageTurns => json!({"session_id": "s"}),
             K::HistoryPullMessage => json!({"session_id": "s", "message_id": "m"}),
             K::HistoryPullPart => json!({"session_id": "s", "message_id": "m", "part_id": "p"}),
             K::HistorySearch => json!({"query": "q"}),

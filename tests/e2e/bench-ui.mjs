@@ -124,10 +124,11 @@ async function firstPaint(url) {
   if (!existsSync('/usr/bin/chromium')) return null;
   const { chromium } = await import('playwright-core');
   const profile = makeTempDir('cairn-bench-chromium-');
-  const browser = await chromium.launch({
+  const browser = await chromium.launchPersistentContext(profile.path, {
     executablePath: '/usr/bin/chromium',
+    headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', `--user-data-dir=${profile.path}`],
+      '--disable-component-update', '--disable-sync'],
   });
   try {
     const runs = [];

@@ -80,7 +80,8 @@ describe('the web UI in headless Chromium', { skip, timeout: 120_000 }, () => {
     ids = { first: first.id, xss: xss.id };
     profile = makeTempDir('cairn-e2e-chromium-');
     const { chromium } = await import('playwright-core');
-    browser = await chromium.launch({
+    // A fresh profile per run (playwright takes it as the persistent context's directory).
+    browser = await chromium.launchPersistentContext(profile.path, {
       executablePath: CHROMIUM,
       headless: true,
       args: [
@@ -92,7 +93,6 @@ describe('the web UI in headless Chromium', { skip, timeout: 120_000 }, () => {
         '--disable-background-networking',
         '--disable-component-update',
         '--disable-sync',
-        `--user-data-dir=${profile.path}`,
       ],
     });
   });

@@ -108,7 +108,7 @@ impl Page {
             html,
             "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-             <title>{} · cairn</title><link rel=\"stylesheet\" href=\"/ui/assets/ui.css\">\
+             <title>{} · cairn</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/ui/assets/ui.css\">\
              <script src=\"/ui/assets/ui.js\" defer></script></head><body>\
              <a class=\"skip\" href=\"#main\">Skip to content</a><header><nav aria-label=\"Sections\">\
              <a class=\"brand\" href=\"/ui\">cairn</a>",

@@ -152,7 +152,7 @@ impl Store {
             scope: req.scope,
             kind: None,
             limit: req.memories + pinned.len(),
-            offset: 0,
+            ..ListFilter::default()
         })?;
         // Personal memories (preferences, habits) follow the user into every project.
         let personal = match (&project, req.scope) {

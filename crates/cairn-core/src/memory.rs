@@ -120,6 +120,8 @@ pub struct ListFilter {
     pub kind: Option<String>,
     pub limit: usize,
     pub offset: usize,
+    /// The trash instead: soft-deleted memories, most recently deleted first (to restore one).
+    pub deleted: bool,
 }
 
 /// Cleaned fields of a save, after redaction, limits and normalisation.
@@ -349,9 +351,33 @@ impl Store {
         self.get(id)
     }
 
-    /// Live memories, newest first.
+    /// Bring a soft-deleted memory back, as it was (its search entry returns at once, its
+    /// vector with the next embedding pass). A hard-deleted one is gone for good.
+    pub fn restore(&mut self, id: i64) -> Result<Observation> {
+        let now = self.now();
+        self.write(|tx| {
+            let deleted_at: Option<Option<String>> = tx
+                .query_row("SELECT deleted_at FROM observations WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?;
+            match deleted_at {
+                None => Err(CairnError::observation_not_found(id)),
+                Some(None) => Err(CairnError::invalid(format!("memory #{id} is not deleted"))
+                    .with_hint("only a soft-deleted memory can be restored: `cairn trash` (the `list` op with `deleted`) shows them")),
+                Some(Some(_)) => {
+                    tx.execute(
+                        "UPDATE observations SET deleted_at = NULL, updated_at = ?2 WHERE id = ?1",
+                        params![id, now],
+                    )?;
+                    live(tx, id)
+                }
+            }
+        })
+    }
+
+    /// Live memories, newest first; or the trash (`filter.deleted`), latest deletion first.
     pub fn list(&self, filter: &ListFilter) -> Result<Vec<Observation>> {
-        let mut sql = format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.deleted_at IS NULL");
+        let live_or_trash = if filter.deleted { "IS NOT NULL" } else { "IS NULL" };
+        let mut sql = format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.deleted_at {live_or_trash}");
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
         // Conditions are added only when set, so SQLite can use the project index (an
         // `?1 IS NULL OR project = ?1` form would scan).
@@ -367,7 +393,11 @@ impl Store {
             sql.push_str(" AND o.type = ?");
             args.push(kind.clone().into());
         }
-        sql.push_str(" ORDER BY o.created_at DESC, o.id DESC LIMIT ? OFFSET ?");
+        sql.push_str(if filter.deleted {
+            " ORDER BY o.deleted_at DESC, o.id DESC LIMIT ? OFFSET ?"
+        } else {
+            " ORDER BY o.created_at DESC, o.id DESC LIMIT ? OFFSET ?"
+        });
         // `as i64` would wrap a huge offset to a negative one, which SQLite reads as 0: the
         // first page instead of an empty one.
         args.push(i64::try_from(filter.limit).unwrap_or(i64::MAX).into());

@@ -179,6 +179,38 @@ fn soft_delete_hides_everywhere_hard_delete_orphans() {
 }
 
 #[test]
+fn a_soft_deleted_memory_waits_in_the_trash_and_comes_back_whole() {
+    let (mut s, clock) = store_with_clock();
+    let a = s.save(&obs("p", "alpha memory", "plugh content")).unwrap();
+    let b = s.save(&obs("q", "beta memory", "other")).unwrap();
+    let trash = |s: &crate::store::Store, project: Option<&str>| -> Vec<i64> {
+        let filter = ListFilter { project: project.map(Into::into), limit: 10, deleted: true, ..Default::default() };
+        s.list(&filter).unwrap().iter().map(|o| o.id).collect()
+    };
+    assert!(trash(&s, None).is_empty());
+    assert_eq!(s.restore(a.id).unwrap_err().code, ErrorCode::InvalidArgument, "a live memory is not restorable");
+
+    s.delete(b.id, false).unwrap();
+    clock.advance(Duration::seconds(5));
+    s.delete(a.id, false).unwrap();
+    assert_eq!(trash(&s, None), vec![a.id, b.id], "latest deletion first, not the highest id");
+    assert_eq!(trash(&s, Some("p")), vec![a.id]);
+    assert!(s.search(&crate::search::SearchQuery::new("plugh")).unwrap().hits.is_empty());
+
+    let back = s.restore(a.id).unwrap();
+    assert_eq!((back.title.as_str(), back.content.as_str()), ("alpha memory", "plugh content"));
+    assert!(back.deleted_at.is_none());
+    assert_eq!(s.get(a.id).unwrap().id, a.id);
+    assert_eq!(s.search(&crate::search::SearchQuery::new("plugh")).unwrap().hits[0].observation.id, a.id);
+    assert_eq!(trash(&s, None), vec![b.id]);
+    assert_eq!(s.restore(a.id).unwrap_err().code, ErrorCode::InvalidArgument, "restored twice");
+
+    s.delete(b.id, true).unwrap();
+    assert_eq!(s.restore(b.id).unwrap_err().code, ErrorCode::ObservationNotFound, "a hard delete is final");
+    assert_eq!(s.restore(999).unwrap_err().code, ErrorCode::ObservationNotFound);
+}
+
+#[test]
 fn pin_and_decay_types() {
     let (mut s, _) = store_with_clock();
     let mut d = obs("p", "Use axum", "decided on axum");

@@ -52,6 +52,9 @@ pub enum Op {
         #[serde(default)]
         hard: bool,
     },
+    Restore {
+        id: i64,
+    },
     Pin {
         id: i64,
         #[serde(default = "yes")]
@@ -335,6 +338,7 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
             store.delete(id, hard)?;
             OpOutput::Delete(DeleteResponse { id, status: DELETED.into(), hard_delete: hard })
         }
+        Op::Restore { id } => OpOutput::Restore(store.restore(id)?),
         Op::Pin { id, pinned } => OpOutput::Pin(store.set_pinned(id, pinned)?),
         Op::List(filter) => OpOutput::List(store.list(&ListFilter { limit: clamp(filter.limit, 20), ..filter })?),
         Op::Context(req) => OpOutput::Context(store.context(&req)?),
@@ -719,7 +723,7 @@ mod tests {
         Some(match kind {
             K::Save => json!({"title": "t", "content": "c"}),
             K::Search | K::SearchPrompts => json!({"query": "q"}),
-            K::Get | K::Update | K::Delete | K::Pin | K::Timeline | K::DeletePrompt | K::GetRelation => {
+            K::Get | K::Update | K::Delete | K::Restore | K::Pin | K::Timeline | K::DeletePrompt | K::GetRelation => {
                 json!({"id": 1})
             }
             K::StartSession | K::EndSession | K::GetSession | K::DeleteSession => json!({"id": "s"}),

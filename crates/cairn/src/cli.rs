@@ -53,6 +53,16 @@ pub enum Command {
         #[arg(long)]
         hard: bool,
     },
+    /// Bring back a soft-deleted memory
+    Restore { id: String },
+    /// Soft-deleted memories, latest deletion first (`cairn restore ID` brings one back)
+    Trash {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// The trash of every project
+        #[arg(long)]
+        all_projects: bool,
+    },
     /// Pin a memory: it leads every context of its project
     Pin { id: String },
     /// Unpin a memory

@@ -77,6 +77,20 @@ pub fn context(ctx: &Context) -> String {
     if ctx.context.is_empty() { "No previous session memories found.".into() } else { ctx.context.clone() }
 }
 
+/// The trash: what `cairn restore` can bring back.
+pub fn trash(deleted: &[Observation]) -> String {
+    if deleted.is_empty() {
+        return "The trash is empty.\n".into();
+    }
+    let mut text = String::new();
+    for o in deleted {
+        let deleted = o.deleted_at.as_deref().unwrap_or("-");
+        let _ = writeln!(text, "#{} [{}] {} — {} (deleted {deleted})", o.id, o.kind, o.title, or_dash(&o.project));
+    }
+    text.push_str("Bring one back with `cairn restore ID`.\n");
+    text
+}
+
 pub fn timeline(t: &Timeline) -> String {
     let mut text = String::new();
     if let Some(s) = &t.session_info {

@@ -10,7 +10,7 @@ use anyhow::Result;
 use cairn_client::{Client, ConnectOptions, Role};
 use cairn_core::agent::{ProjectHints, ProtocolRequest, resolve_project};
 use cairn_core::context::{Context, ContextLayout, ContextRequest};
-use cairn_core::memory::{NewObservation, ObservationPatch};
+use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, Revision, SessionSummary};
 use cairn_core::ops::{Op, SaveRequest, SaveResponse, SearchResponse};
 use cairn_core::project::ProjectDetection;
@@ -143,6 +143,8 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Get { id, revisions } => get(env, &id, revisions),
         Command::Update(args) => update(env, args),
         Command::Delete { id, hard } => delete(env, &id, hard),
+        Command::Restore { id } => restore(env, &id),
+        Command::Trash { limit, all_projects } => trash(env, limit, all_projects),
         Command::Pin { id } => pin(env, &id, true),
         Command::Unpin { id } => pin(env, &id, false),
         Command::Context(args) => context(env, args),
@@ -320,6 +322,18 @@ fn delete(env: &Env, raw: &str, hard: bool) -> Result<()> {
     let id = parse_id(raw)?;
     let value: Value = env.call(Op::Delete { id, hard })?;
     env.emit(&value, |_| format!("Memory #{id} {}", if hard { "permanently deleted" } else { "deleted" }))
+}
+
+fn restore(env: &Env, raw: &str) -> Result<()> {
+    let o: Observation = env.call(Op::Restore { id: parse_id(raw)? })?;
+    env.emit(&o, |o| format!("Memory #{} restored: {}", o.id, o.title))
+}
+
+fn trash(env: &Env, limit: usize, all_projects: bool) -> Result<()> {
+    let project = if all_projects { None } else { Some(env.project()?.project) };
+    let filter = ListFilter { project, limit, deleted: true, ..ListFilter::default() };
+    let deleted: Vec<Observation> = env.call(Op::List(filter))?;
+    env.emit(&deleted, |list| render::trash(list))
 }
 
 fn pin(env: &Env, raw: &str, pinned: bool) -> Result<()> {

@@ -65,10 +65,11 @@ CREATE TABLE IF NOT EXISTS history_fts_state (
     owner TEXT NOT NULL
 );";
 
-/// The index file's layout (`PRAGMA user_version`): 2 added `history_cjk`; 3 indexes the end
-/// of a long part too (its last `INDEXED_BYTES`) and leaves out the parts cairn injected. An
-/// index of an older layout is rebuilt from the rows at open, as a missing one is.
-const LAYOUT: i64 = 3;
+/// The index file's layout (`PRAGMA user_version`): 2 added `history_cjk`; 3 indexed the end
+/// of a long part too and left out the parts cairn injected; 4 keeps a long part's first 24 and
+/// last 8 KiB (3: 32 of each). An index of an older layout is rebuilt from the rows at open, as a
+/// missing one is.
+pub(crate) const LAYOUT: i64 = 4;
 
 /// `history-fts.db` for `history.db` (`<stem>-fts.<ext>` for another name).
 pub fn fts_path(db_path: &Path) -> PathBuf {

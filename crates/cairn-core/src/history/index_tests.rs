@@ -163,7 +163,7 @@ fn an_index_file_without_the_trigram_index_is_rebuilt() {
     assert_eq!(sessions_found(&db, "数据库连接"), BTreeSet::from([session.to_owned()]));
     assert_index_matches_rows(&db);
     let version: i64 = db.fts().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, super::index::LAYOUT);
 }
 
 /// An archive of the first layout (its index inside `history.db`) upgrades: the old index goes,

@@ -436,7 +436,7 @@ fn an_archive_from_before_the_mark_is_backfilled_at_open() {
     assert!(hit_parts(&find(&db, "own notes", None, false)).contains("prt_f"));
     assert_eq!(first_turns(&db, "ses_oc").turns[0].user.preview.as_deref(), Some("Rename the billing handlers"));
     let version: i64 = db.fts().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, super::index::LAYOUT);
 }
 
 // ---------------------------------------------------------------- the end of a long part
@@ -474,7 +474,7 @@ fn tool_batch(parts: Vec<(&str, String)>) -> IngestBatch {
 fn ranked_search_finds_the_error_at_the_end_of_a_long_build_log() {
     let mut db = HistoryDb::open_in_memory().unwrap();
     let huge = build_log(3 * 1024, "quuxhuge");
-    // a word only in the middle of the 3 MB log: neither its first nor its last 32 KiB
+    // a word only in the middle of the 3 MB log: neither its first 24 nor its last 8 KiB
     let middle = "zzmiddleword";
     let huge = format!("{}{middle}{}", &huge[..huge.len() / 2], &huge[huge.len() / 2..]);
     let batch = tool_batch(vec![
@@ -527,18 +527,23 @@ fn an_index_without_the_ends_of_long_parts_is_rebuilt_at_open() {
     let db = HistoryDb::open(&db_path).unwrap();
     assert!(hit_parts(&find(&db, "zorblax", None, false)).contains("prt_60k"));
     let version: i64 = db.fts().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, super::index::LAYOUT);
 }
 
 #[test]
-fn the_indexed_body_is_whole_up_to_twice_the_head_then_head_and_tail() {
-    use super::store::{INDEXED_BYTES, indexed_body};
-    let small = "a".repeat(2 * INDEXED_BYTES - 10);
+fn the_indexed_body_is_whole_up_to_the_budget_then_head_and_tail() {
+    use super::store::{INDEXED_BYTES, INDEXED_HEAD_BYTES, INDEXED_TAIL_BYTES, indexed_body};
+    let small = "a".repeat(INDEXED_BYTES - 10);
     assert_eq!(indexed_body(PartKind::Text, None, Some(&small), None, None), small);
-    let big = format!("HEAD{}MIDDLE{}TAIL", "x".repeat(INDEXED_BYTES), "é".repeat(INDEXED_BYTES));
+    // The middle starts past the head and ends before the tail: left out.
+    let big = format!(
+        "HEAD{}MIDDLE{}TAIL",
+        "x".repeat(INDEXED_HEAD_BYTES),
+        "é".repeat(INDEXED_TAIL_BYTES / 2 + 100)
+    );
     let body = indexed_body(PartKind::Tool, Some("bash"), None, Some("{}"), Some(&big));
     assert!(body.starts_with("bash\n{}\nHEAD") && body.ends_with("TAIL"), "{}", &body[..20]);
     assert!(!body.contains("MIDDLE"));
-    assert!(body.len() <= 2 * INDEXED_BYTES + 1, "{}", body.len());
-    assert!(body.len() > 2 * INDEXED_BYTES - 8);
+    assert!(body.len() <= INDEXED_BYTES + 1, "{}", body.len());
+    assert!(body.len() > INDEXED_BYTES - 8);
 }

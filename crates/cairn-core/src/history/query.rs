@@ -1459,8 +1459,8 @@ const TRIGRAM_PAGE: i64 = 2_000;
 const LITERAL_CANDIDATES: usize = 300;
 
 /// A substring in Chinese or Japanese (3 characters or more), through the trigram index: only
-/// the parts that hold such characters are in it (the first [`super::store::INDEXED_BYTES`] of
-/// each, as in the word index; `literal` scans whole parts). Newest parts first; for one
+/// the parts that hold such characters are in it (what the word index holds of each, see
+/// [`super::store::indexed_body`]; `literal` scans whole parts). Newest parts first; for one
 /// session, within its rowids.
 fn trigram_candidates(
     conn: &Connection,

@@ -28,11 +28,17 @@ use crate::error::{CairnError, Result};
 
 /// File name of the archive inside the data dir.
 pub const HISTORY_DB_FILE: &str = "history.db";
-/// The index holds at most this much of the start of one part, and as much of its end (the
-/// whole is stored): a 5 MB tool output is found by its start and by its end (where a build
-/// log's error is), and does not cost 5 MB of postings. A part of up to twice this is indexed
-/// whole.
+/// The index holds at most this much of one part (the whole is stored): a part up to this size
+/// whole, a longer one by its first [`INDEXED_HEAD_BYTES`] and its last [`INDEXED_TAIL_BYTES`].
+/// A 5 MB tool output is found by its start and by its end (where a build log's error is) and
+/// does not cost 5 MB of postings. The budget is what the index held when it kept only the
+/// start: indexing 32 KiB of each end as well cost the 1M-part ingest 10% (docs/BENCHMARKS.md).
 pub const INDEXED_BYTES: usize = 32 * 1024;
+/// The start of a long part in the index: a command, its arguments and its first output.
+pub const INDEXED_HEAD_BYTES: usize = 24 * 1024;
+/// The end of a long part in the index: the last hundred lines or so of a log, where its
+/// errors and summary are.
+pub const INDEXED_TAIL_BYTES: usize = INDEXED_BYTES - INDEXED_HEAD_BYTES;
 /// Most of `history.db` read through a memory map.
 const MMAP_BYTES: u64 = 1 << 30;
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
@@ -757,7 +763,7 @@ fn apply_result(conn: &Connection, r: &ToolResult, fts: &mut IndexQueue) -> Resu
     for rowid in rowids {
         fts.changed(rowid);
     }
-    fts.bytes += r.output.len().min(2 * INDEXED_BYTES) as u64;
+    fts.bytes += r.output.len().min(INDEXED_BYTES) as u64;
     Ok(true)
 }
 
@@ -782,12 +788,12 @@ fn indexed_len(part: &HistoryPart) -> u64 {
     } else {
         len(&part.text)
     };
-    whole.min(2 * INDEXED_BYTES) as u64
+    whole.min(INDEXED_BYTES) as u64
 }
 
 /// What the index holds of a part: its text, or a tool's name, input and output (joined by
-/// newlines); whole up to twice [`INDEXED_BYTES`], else its first and its last
-/// [`INDEXED_BYTES`] (empty for a kind that is not indexed).
+/// newlines); whole up to [`INDEXED_BYTES`], else its first [`INDEXED_HEAD_BYTES`] and its last
+/// [`INDEXED_TAIL_BYTES`] (empty for a kind that is not indexed).
 pub(crate) fn indexed_body(
     kind: PartKind,
     tool: Option<&str>,
@@ -804,13 +810,13 @@ pub(crate) fn indexed_body(
         .filter(|p| !p.is_empty())
         .collect();
     let whole = pieces.iter().map(|p| p.len() + 1).sum::<usize>().saturating_sub(1);
-    if whole <= 2 * INDEXED_BYTES {
+    if whole <= INDEXED_BYTES {
         return pieces.join("\n");
     }
-    let mut body = String::with_capacity(2 * INDEXED_BYTES + 1);
-    // the start: pieces in order until INDEXED_BYTES
+    let mut body = String::with_capacity(INDEXED_BYTES + 1);
+    // the start: pieces in order until INDEXED_HEAD_BYTES
     for piece in &pieces {
-        let room = INDEXED_BYTES.saturating_sub(body.len() + usize::from(!body.is_empty()));
+        let room = INDEXED_HEAD_BYTES.saturating_sub(body.len() + usize::from(!body.is_empty()));
         if room == 0 {
             break;
         }
@@ -819,11 +825,11 @@ pub(crate) fn indexed_body(
         }
         body.push_str(crate::text::cut_at_char_boundary(piece, room));
     }
-    // the end: the last INDEXED_BYTES, the pieces from the last one backwards
+    // the end: the last INDEXED_TAIL_BYTES, the pieces from the last one backwards
     let mut tail: Vec<&str> = Vec::new();
     let mut taken = 0;
     for piece in pieces.iter().rev() {
-        let room = INDEXED_BYTES.saturating_sub(taken + usize::from(!tail.is_empty()));
+        let room = INDEXED_TAIL_BYTES.saturating_sub(taken + usize::from(!tail.is_empty()));
         if room == 0 {
             break;
         }

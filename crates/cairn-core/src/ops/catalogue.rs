@@ -189,6 +189,11 @@ catalogue! {
         args: "id*, hard",
         about: "Delete a memory: soft by default, for good with `hard`.",
     }
+    Restore -> Observation {
+        name: "restore", writes: MemoryStore, replay_safe: false, project_defaulted: false,
+        args: "id*",
+        about: "Bring back a soft-deleted memory (`list` with `deleted` shows them).",
+    }
     Pin -> Observation {
         name: "pin", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "id*, pinned",
@@ -196,8 +201,8 @@ catalogue! {
     }
     List -> Vec<Observation> {
         name: "list", writes: Nothing, replay_safe: true, project_defaulted: true,
-        args: "project, scope, kind, limit, offset",
-        about: "List memories, newest first.",
+        args: "project, scope, kind, limit, offset, deleted",
+        about: "List memories, newest first (`deleted`: the trash, latest deletion first).",
     }
     Context -> Context {
         name: "context", writes: Nothing, replay_safe: true, project_defaulted: true,

@@ -93,6 +93,8 @@ pub struct ListParams {
     /// Default 20, at most 500.
     limit: Option<usize>,
     offset: Option<usize>,
+    /// The trash instead: soft-deleted memories, latest deletion first.
+    deleted: Option<bool>,
     /// Only `created_at:desc` (newest first).
     #[param(value_type = Option<schema::Sort>, inline)]
     sort: Option<String>,
@@ -115,6 +117,7 @@ pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<Li
         kind: given(p.kind),
         limit: p.limit.unwrap_or(0),
         offset: p.offset.unwrap_or(0),
+        deleted: p.deleted.unwrap_or(false),
     };
     Ok(ok(run(&state, Op::List(filter)).await?))
 }
@@ -237,6 +240,17 @@ pub(super) async fn delete(
     ApiQuery(p): ApiQuery<DeleteParams>,
 ) -> ApiResult {
     Ok(ok(run(&state, Op::Delete { id, hard: p.hard.unwrap_or(false) }).await?))
+}
+
+/// Bring back a soft-deleted memory.
+#[utoipa::path(post, operation_id = "restore_observation", path = "/observations/{id}/restore", tag = "memories",
+    params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1)),
+    responses(
+        (status = 200, description = "The restored memory", body = cairn_core::model::Observation),
+        (status = 400, description = "Bad id, or the memory is not deleted", body = ErrorBody),
+        (status = 404, description = "No such memory (or hard-deleted)", body = ErrorBody)))]
+pub(super) async fn restore(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
+    Ok(ok(run(&state, Op::Restore { id }).await?))
 }
 
 /// Pin a memory: pinned memories lead their project's context.

@@ -149,6 +149,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(memories::save, memories::list))
         .routes(routes!(memories::recent))
         .routes(routes!(memories::get_one, memories::update, memories::delete))
+        .routes(routes!(memories::restore))
         .routes(routes!(memories::pin))
         .routes(routes!(memories::unpin))
         .routes(routes!(memories::passive))

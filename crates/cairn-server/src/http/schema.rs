@@ -360,7 +360,7 @@ pub struct Worker {
 /// generated; a test in `docs.rs` holds them equal).
 #[derive(Serialize, ToSchema)]
 pub struct OpRequest {
-    /// Operation name: save, search, get, update, delete, pin, list, context, timeline,
+    /// Operation name: save, search, get, update, delete, restore, pin, list, context, timeline,
     /// sessions, start_session, session_summary, end_session, get_session, delete_session,
     /// add_prompt, recent_prompts, search_prompts, delete_prompt, stats, memories_per_day, export, import,
     /// capture_passive, suggest_topic_key, judge, compare, relations, relation_stats,

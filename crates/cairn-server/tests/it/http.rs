@@ -412,6 +412,14 @@ async fn save_get_update_pin_delete() {
     assert_eq!(s.call("POST", "/observations/1/unpin", None, &[]).await.expect(200)["pinned"], false);
     s.post("/observations/9/pin", &json!({})).await.expect_error(404, "observation_not_found");
 
+    // The trash: a soft delete waits there until restored.
+    s.post("/observations/1/restore", &json!({})).await.expect_error(400, "invalid_argument");
+    s.call("DELETE", "/observations/1", None, &[]).await.expect(200);
+    assert_eq!(s.get("/observations?deleted=true").await.expect(200)[0]["id"], 1);
+    let restored = s.post("/observations/1/restore", &json!({})).await.expect(200);
+    assert_eq!((restored["title"].as_str(), restored["deleted_at"].as_str()), (Some("Use SQLite in WAL mode"), None));
+    assert_eq!(s.get("/observations?deleted=true").await.expect(200), json!([]));
+
     let list = s.get("/observations?project=cairn&sort=created_at:desc").await.expect(200);
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(s.get("/observations/recent?project=cairn&scope=project").await.expect(200)[0]["id"], 1);
@@ -957,6 +965,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/observations/{id}"),
     ("patch", "/observations/{id}"),
     ("delete", "/observations/{id}"),
+    ("post", "/observations/{id}/restore"),
     ("post", "/observations/{id}/pin"),
     ("post", "/observations/{id}/unpin"),
     ("post", "/observations/passive"),

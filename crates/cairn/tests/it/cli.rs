@@ -400,7 +400,14 @@ fn sessions_pin_delete_timeline() {
     assert!(ctx.find("step 3").unwrap() < ctx.find("step 4").unwrap(), "pinned first");
     c.ok(&["delete", "2"]);
     assert_eq!(c.run(&["get", "2"]).status.code(), Some(4));
+    snap!("trash_one", transcript(&c.run(&["trash"])));
+    snap!("restore_again_refused", transcript(&c.run(&["restore", "1"])));
+    c.ok(&["restore", "#2"]);
+    assert_eq!(c.json(&["get", "2"])["title"], "step 2");
+    assert_eq!(c.ok(&["trash"]), "The trash is empty.\n");
+    c.ok(&["delete", "2"]);
     c.ok(&["delete", "2", "--hard"]);
+    assert_eq!(c.run(&["restore", "2"]).status.code(), Some(4), "a hard delete is final");
     let sessions = c.json(&["sessions"]);
     assert_eq!(sessions[0]["id"], "s-1");
     assert_eq!(sessions[0]["observation_count"], 3);

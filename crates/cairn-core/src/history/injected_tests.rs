@@ -536,11 +536,7 @@ fn the_indexed_body_is_whole_up_to_the_budget_then_head_and_tail() {
     let small = "a".repeat(INDEXED_BYTES - 10);
     assert_eq!(indexed_body(PartKind::Text, None, Some(&small), None, None), small);
     // The middle starts past the head and ends before the tail: left out.
-    let big = format!(
-        "HEAD{}MIDDLE{}TAIL",
-        "x".repeat(INDEXED_HEAD_BYTES),
-        "é".repeat(INDEXED_TAIL_BYTES / 2 + 100)
-    );
+    let big = format!("HEAD{}MIDDLE{}TAIL", "x".repeat(INDEXED_HEAD_BYTES), "é".repeat(INDEXED_TAIL_BYTES / 2 + 100));
     let body = indexed_body(PartKind::Tool, Some("bash"), None, Some("{}"), Some(&big));
     assert!(body.starts_with("bash\n{}\nHEAD") && body.ends_with("TAIL"), "{}", &body[..20]);
     assert!(!body.contains("MIDDLE"));

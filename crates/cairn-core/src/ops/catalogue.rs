@@ -307,7 +307,7 @@ catalogue! {
     }
     Relations -> RelationPage {
         name: "relations", writes: Nothing, replay_safe: true, project_defaulted: false,
-        args: "project, status, since, limit, offset",
+        args: "project, status, since, limit, offset, memory_id",
         about: "List relations between memories.",
     }
     RelationStats -> RelationStats {

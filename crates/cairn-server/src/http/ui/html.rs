@@ -73,6 +73,7 @@ pub enum Section {
     Conflicts,
     Sessions,
     History,
+    Trash,
     None,
 }
 
@@ -82,6 +83,7 @@ const MENU: &[(Section, &str, &str)] = &[
     (Section::Conflicts, "/ui/conflicts", "Conflicts"),
     (Section::Sessions, "/ui/sessions", "Sessions"),
     (Section::History, "/ui/history", "History"),
+    (Section::Trash, "/ui/trash", "Trash"),
 ];
 
 impl Page {

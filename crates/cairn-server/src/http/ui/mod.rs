@@ -52,6 +52,8 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/memory/{id}/edit", post(views::edit))
         .route("/ui/memory/{id}/delete", post(views::delete))
         .route("/ui/memory/{id}/pin", post(views::pin))
+        .route("/ui/memory/{id}/restore", post(views::restore))
+        .route("/ui/trash", get(views::trash))
         .route("/ui/conflicts", get(views::conflicts))
         .route("/ui/conflicts/judge", post(views::judge))
         .route("/ui/sessions", get(views::sessions))

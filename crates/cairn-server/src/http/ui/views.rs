@@ -147,7 +147,7 @@ pub(super) async fn search(State(state): State<AppState>, Query(params): Query<S
         p.raw(&search_results(&found));
     } else if project.is_some() || kind.is_some() {
         // Filters without words: the newest memories that match them.
-        let filter = ListFilter { project, kind, scope, limit: 50, offset: 0 };
+        let filter = ListFilter { project, kind, scope, limit: 50, ..ListFilter::default() };
         let listed: Vec<Observation> = run(&state, Op::List(filter)).await?;
         p.raw(&table("Newest memories", &["Title", "Type", "Project", "Saved"], listed.iter().map(memory_row)));
     }
@@ -237,6 +237,8 @@ pub(super) async fn memory(
     };
     let got: GetResponse = run(&state, Op::Get { id, revisions: true }).await?;
     let timeline: Option<Timeline> = run(&state, Op::Timeline { id, before: 3, after: 3 }).await.ok();
+    let related = RelationFilter { memory_id: Some(id), limit: Some(50), ..RelationFilter::default() };
+    let relations: Option<RelationPage> = run(&state, Op::Relations(related)).await.ok();
     let o = &got.observation;
     let mut p = Page::new(&o.title, Section::None);
     p.heading(&o.title);
@@ -281,6 +283,26 @@ pub(super) async fn memory(
             ));
         }
         p.raw("</section>");
+    }
+    if let Some(page) = relations.filter(|r| !r.relations.is_empty()) {
+        p.raw(&table(
+            "Relations",
+            &["Relation", "Status", "Other memory", "Confidence", "Found"],
+            page.relations.iter().map(|r| {
+                let (other_id, other_title) = if r.source_id == o.sync_id {
+                    (&r.target_id, &r.target_title)
+                } else {
+                    (&r.source_id, &r.source_title)
+                };
+                vec![
+                    esc(&r.relation.replace('_', " ")),
+                    esc(&r.judgment_status),
+                    esc(other_title.as_deref().unwrap_or(other_id)),
+                    r.confidence.map(|c| format!("{c:.2}")).unwrap_or_default(),
+                    when(&r.created_at),
+                ]
+            }),
+        ));
     }
     if let Some(t) = timeline {
         let rows = t.before.iter().chain(std::iter::once(&t.focus)).chain(t.after.iter()).map(|entry| {
@@ -352,7 +374,40 @@ pub(super) async fn delete(State(state): State<AppState>, Path(id): Path<i64>) -
     let mut p = Page::new("Deleted", Section::None);
     p.heading("Memory deleted");
     p.raw(&format!(
-        "<p>Memory #{id} was deleted (soft: it can be restored).</p><p><a href=\"/ui\">Back to the dashboard</a></p>"
+        "<p>Memory #{id} was moved to the trash.</p>{}<p><a href=\"/ui/trash\">The trash</a> · \
+         <a href=\"/ui\">Back to the dashboard</a></p>",
+        restore_button(id)
+    ));
+    Ok(page(&p))
+}
+
+fn restore_button(id: i64) -> String {
+    format!("<form method=\"post\" action=\"/ui/memory/{id}/restore\"><button type=\"submit\">Restore</button></form>")
+}
+
+pub(super) async fn restore(State(state): State<AppState>, Path(id): Path<i64>) -> UiResult {
+    let _: Observation = run(&state, Op::Restore { id }).await?;
+    Ok(Redirect::to(&format!("/ui/memory/{id}")).into_response())
+}
+
+/// Soft-deleted memories, latest deletion first, each with its Restore button.
+pub(super) async fn trash(State(state): State<AppState>) -> UiResult {
+    let deleted: Vec<Observation> =
+        run(&state, Op::List(ListFilter { deleted: true, limit: 200, ..ListFilter::default() })).await?;
+    let mut p = Page::new("Trash", Section::Trash);
+    p.heading("Trash");
+    p.raw(&table(
+        "Deleted memories, latest first",
+        &["Title", "Type", "Project", "Deleted", ""],
+        deleted.iter().map(|o| {
+            vec![
+                esc(&o.title),
+                esc(&o.kind),
+                esc(&o.project),
+                o.deleted_at.as_deref().map(when).unwrap_or_default(),
+                restore_button(o.id),
+            ]
+        }),
     ));
     Ok(page(&p))
 }

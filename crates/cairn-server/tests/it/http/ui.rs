@@ -196,3 +196,20 @@ async fn the_live_stream_announces_a_memory_saved_after_it_opened() {
     drop(body);
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn delete_and_restore_from_the_page() {
+    let server = start().await;
+    let saved = server.save(json!({"title": "Bring me back", "content": "soft deleted then restored"})).await;
+    let id = &saved["id"];
+    let deleted = server.form(&format!("/ui/memory/{id}/delete"), "", &server.origin(), "same-origin").await;
+    assert_eq!(deleted.status, 200);
+    assert!(deleted.text().contains(&format!("action=\"/ui/memory/{id}/restore\"")));
+    assert_eq!(server.get(&format!("/ui/memory/{id}")).await.status, 404, "gone from the live memories");
+    assert!(server.get("/ui/trash").await.text().contains("Bring me back"));
+
+    let restored = server.form(&format!("/ui/memory/{id}/restore"), "", &server.origin(), "same-origin").await;
+    assert_eq!((restored.status, restored.header("location")), (303, format!("/ui/memory/{id}").as_str()));
+    assert_eq!(server.get(&format!("/ui/memory/{id}")).await.status, 200);
+    server.shutdown().await.unwrap();
+}

@@ -820,6 +820,7 @@ mod tests {
             "recent_prompts",
             "search_prompts",
             "stats",
+            "memories_per_day",
             "export",
             "suggest_topic_key",
             "relations",
@@ -842,6 +843,7 @@ mod tests {
             "history_stats",
             "plans",
             "context_usage",
+            "context_usage_turns",
             "context_meter",
         ];
         assert_eq!(named(|spec| spec.writes == Writes::Nothing), reads);

@@ -256,7 +256,9 @@ fn latest_session(conn: &rusqlite::Connection) -> Result<Option<(String, History
 
 /// The session's latest assistant answers with a usage that counts, newest first.
 /// The context in use at the end of each turn of a session, and the turns it was compacted in.
-/// One pass over the session's assistant messages in order.
+/// One pass over the session's assistant messages in order. A compaction's summary answer is
+/// left out: its usage is the summariser reading the old context, not what the session carries
+/// on with.
 pub fn context_usage_turns(
     db: &HistoryDb,
     session_id: &str,
@@ -273,7 +275,7 @@ pub fn context_usage_turns(
     }
     let mut stmt = conn.prepare_cached(
         "SELECT coalesce(turn_number, 0), tokens, model FROM history_messages
-         WHERE session_id = ?1 AND role = 'assistant' AND tokens IS NOT NULL ORDER BY seq, id",
+         WHERE session_id = ?1 AND role = 'assistant' AND summary = 0 AND tokens IS NOT NULL ORDER BY seq, id",
     )?;
     let mut rows = stmt.query([session_id])?;
     let mut turns: Vec<TurnUsage> = Vec::new();

@@ -135,7 +135,19 @@ async function firstPaint(url) {
     for (let i = 0; i < 5; i++) {
       const page = await browser.newPage();
       await page.goto(url, { waitUntil: 'load' });
-      const fcp = await page.evaluate(() => performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN);
+      const fcp = await page.evaluate(
+        () =>
+          new Promise((resolve) => {
+            const seen = (entries) => entries.find((e) => e.name === 'first-contentful-paint');
+            const now = seen(performance.getEntriesByType('paint'));
+            if (now) return resolve(now.startTime);
+            new PerformanceObserver((list) => {
+              const entry = seen(list.getEntries());
+              if (entry) resolve(entry.startTime);
+            }).observe({ type: 'paint', buffered: true });
+            setTimeout(() => resolve(NaN), 5_000);
+          }),
+      );
       runs.push(fcp);
       await page.close();
     }

@@ -54,10 +54,12 @@ try {
   const css = Buffer.byteLength(await fetch(`${base}/ui/assets/ui.css`).then((r) => r.text()));
   const js = Buffer.byteLength(await fetch(`${base}/ui/assets/ui.js`).then((r) => r.text()));
   const paint = await firstPaint(`${base}/ui`);
+  const liveCpu = await cpuWithLiveStream(base, child.pid);
 
   console.log(`cairn ${found.bin}, ${MEMORIES} memories loaded in ${loadSeconds.toFixed(1)} s, ${RUNS} runs per view`);
   console.table(rows);
   console.log(`page weight of /ui: HTML ${rows[0].html_bytes} + CSS ${css} + JS ${js} = ${rows[0].html_bytes + css + js} bytes`);
+  console.log(`daemon CPU with one live stream open and no writes: ${liveCpu.toFixed(1)} % of one core over 10 s`);
   if (paint) console.log(`first contentful paint of /ui in headless Chromium: median ${paint.median.toFixed(0)} ms (${paint.runs.map((r) => r.toFixed(0)).join(', ')})`);
 } finally {
   child.kill('SIGTERM');
@@ -113,6 +115,31 @@ async function load(base, start, end) {
   };
   const res = await fetch(`${base}/import`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   if (!res.ok) throw new Error(`import: ${res.status} ${await res.text()}`);
+}
+
+/** The daemon's CPU (user + system, % of one core) over 10 s while one page's live stream is open. */
+async function cpuWithLiveStream(base, pid) {
+  const ticks = () => {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return Number(fields[11]) + Number(fields[12]); // utime + stime, in clock ticks (100 Hz)
+  };
+  const controller = new AbortController();
+  const res = await fetch(`${base}/ui/live`, { signal: controller.signal });
+  const reader = res.body.getReader();
+  const draining = (async () => {
+    try {
+      while (!(await reader.read()).done);
+    } catch {
+      // aborted
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 1_000));
+  const before = ticks();
+  await new Promise((r) => setTimeout(r, 10_000));
+  const used = ticks() - before;
+  controller.abort();
+  await draining;
+  return used / 10; // 1,000 ticks (10 s at 100 Hz) are 100 % of one core
 }
 
 function pct(values, p) {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use cairn_core::ops::{self, Op, OpOutput};
 use cairn_core::search::SearchMode;
-use cairn_core::settings::{Autostart, EmbedderConfig, Settings, ensure_data_dir};
+use cairn_core::settings::{Autostart, EmbedderConfig, RuleSettings, Settings, ensure_data_dir};
 use cairn_core::spool::{EventId, Pushed, Spool};
 use cairn_core::{CairnError, ErrorCode, Result, Store};
 use cairn_engine::Engine;
@@ -68,6 +68,8 @@ pub struct ConnectOptions {
     /// dir and the daemon is started without waiting for it ([`Client::deliver`]), instead of
     /// waiting seconds for it or opening the file while it starts.
     pub spool: bool,
+    /// The settings ops run under when the database is opened here.
+    pub rules: Arc<RuleSettings>,
 }
 
 impl ConnectOptions {
@@ -97,6 +99,7 @@ impl ConnectOptions {
             direct,
             local: if role == Role::Mcp { LocalKind::Engine } else { LocalKind::Store },
             embedder: Some(settings.embedder_config()),
+            rules: Arc::new(settings.rules()),
         })
     }
 }
@@ -456,12 +459,13 @@ fn open_local(options: &ConnectOptions) -> Result<Target> {
     match options.local {
         LocalKind::Engine => {
             let semantic = options.embedder.as_ref().and_then(cairn_engine::embedder::semantic);
-            Ok(Target::Engine(Engine::open_with(&options.db_path, semantic)?))
+            Ok(Target::Engine(Engine::open_with(&options.db_path, semantic, Arc::clone(&options.rules))?))
         }
-        LocalKind::Store => Ok(Target::Store(Arc::new(LocalStore {
-            store: Mutex::new(Store::open(&options.db_path)?),
-            embedder: options.embedder.clone(),
-        }))),
+        LocalKind::Store => {
+            let mut store = Store::open(&options.db_path)?;
+            store.set_rules(Arc::clone(&options.rules));
+            Ok(Target::Store(Arc::new(LocalStore { store: Mutex::new(store), embedder: options.embedder.clone() })))
+        }
     }
 }
 

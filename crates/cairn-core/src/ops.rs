@@ -6,6 +6,7 @@
 //! What each operation is called, whether it writes, its arguments and its result type are
 //! listed once, in [`CATALOGUE`] (`ops/catalogue.rs`); `execute` answers an [`OpOutput`].
 
+pub mod call_log;
 mod catalogue;
 
 use serde::{Deserialize, Serialize};
@@ -406,7 +407,8 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::Doctor => OpOutput::Doctor(doctor(store)),
         Op::Protocol(req) => OpOutput::Protocol(crate::agent::protocol::protocol_checked(req)?),
         Op::UserPrompt(prompt) => {
-            OpOutput::UserPrompt(store.user_prompt_op(&prompt, &crate::settings::plugin::current())?)
+            let plugin = store.rules().plugin_config();
+            OpOutput::UserPrompt(store.user_prompt_op(&prompt, &plugin)?)
         }
         Op::SaveCompaction(summary) => {
             let saved = store.save_compaction(&summary)?;
@@ -416,18 +418,20 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::RecordSession(req) => OpOutput::RecordSession(store.record_session(&req)?),
         Op::SessionStart(req) => OpOutput::SessionStart(store.session_start(&req)?),
         Op::ToolCall(call) => OpOutput::ToolCall(store.tool_call(&call)?),
-        Op::ContextMeter(req) => OpOutput::ContextMeter(crate::agent::meter::context_meter(&req)?),
+        Op::ContextMeter(req) => {
+            OpOutput::ContextMeter(crate::agent::meter::context_meter(&req, &store.rules().plugin)?)
+        }
         Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
-        Op::PluginConfig => OpOutput::PluginConfig(crate::settings::plugin::current()),
+        Op::PluginConfig => OpOutput::PluginConfig(store.rules().plugin_config()),
         history_op => history(store, history_op)?,
     })
 }
 
 /// The history ops: reads and the one erase of `history.db` (through [`Store::history`], not
-/// the memory store's writer), with the process's `[history]` settings under the read
+/// the memory store's writer), with the store's `[history]` settings under the read
 /// session's project override; each call logged when `debug_log_tool_calls` is on.
 fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
-    let global = crate::settings::history::current();
+    let global = store.rules().history.clone();
     if !global.debug_log_tool_calls {
         return run_history(store, op, &global);
     }
@@ -435,18 +439,23 @@ fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
     let (name, args) = (op.name(), serde_json::to_value(&op).map(|v| v["args"].clone()).unwrap_or_default());
     let result = run_history(store, op, &global);
     if let Some(dir) = store.path().and_then(std::path::Path::parent) {
-        crate::history::call_log::append(dir, name, &args, &result, started.elapsed());
+        call_log::append(dir, name, &args, &result, started.elapsed());
     }
     result
 }
 
 fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::HistorySettings) -> Result<OpOutput> {
     use crate::history::query as q;
-    let db = store.history()?;
-    let cfg = match history_session_of(&op).and_then(|id| session_directory(db, id)) {
-        Some(dir) => crate::settings::history::for_directory(global, &dir)?,
+    let meter = store.rules().plugin.context_meter.clone();
+    let dir = {
+        let db = store.history()?;
+        history_session_of(&op).and_then(|id| session_directory(db, id))
+    };
+    let cfg = match dir {
+        Some(dir) => store.history_settings_for(&dir)?,
         None => global.clone(),
     };
+    let db = store.history()?;
     Ok(match op {
         Op::HistorySessions(req) => OpOutput::HistorySessions(q::sessions(db, &req)?),
         Op::HistoryBrowseTurns(req) => OpOutput::HistoryBrowseTurns(q::browse_turns(db, &req, &cfg)?),
@@ -476,8 +485,7 @@ fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::His
         }
         Op::ContextUsage(req) => {
             refresh_session(db, req.session_id.as_deref().or(req.caller_session_id.as_deref()));
-            let settings = crate::settings::plugin::current().context_meter;
-            OpOutput::ContextUsage(crate::history::context_usage::context_usage(db, &req, &settings)?)
+            OpOutput::ContextUsage(crate::history::context_usage::context_usage(db, &req, &meter)?)
         }
         Op::ContextUsageTurns(req) => {
             refresh_session(db, Some(&req.session_id));

@@ -317,14 +317,39 @@ pub struct Settings {
     pub history: HistorySettingsLoaded,
 }
 
+/// What the rules read of the settings: the plugin tables and `[history]`. A door hands it to
+/// every [`Store`](crate::store::Store) it opens ([`Store::set_rules`](crate::store::Store::set_rules)),
+/// so an op runs under its process's settings with no global; a store given none runs under
+/// the defaults (unit tests).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RuleSettings {
+    pub plugin: PluginConfig,
+    pub history: HistorySettings,
+}
+
+impl RuleSettings {
+    /// The plugin settings as `plugin_config` answers them: the two history switches a plugin
+    /// acts on come from `[history]`.
+    pub fn plugin_config(&self) -> PluginConfig {
+        PluginConfig {
+            history: plugin::PluginHistory {
+                upstream_history: self.history.upstream_history.clone(),
+                context_charting: self.history.context_charting.clone(),
+            },
+            ..self.plugin.clone()
+        }
+    }
+}
+
 impl Settings {
-    /// Resolve settings from flags, the process environment and the config file, and make
-    /// their plugin part the process's ([`plugin::install`]).
+    /// Resolve settings from flags, the process environment and the config file.
     pub fn load(overrides: &Overrides) -> Result<Settings> {
-        let settings = Self::load_with(overrides, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()))?;
-        plugin::install(settings.plugin.config.clone());
-        history::install(settings.history.config.clone());
-        Ok(settings)
+        Self::load_with(overrides, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// What the rules of this process read ([`RuleSettings`]).
+    pub fn rules(&self) -> RuleSettings {
+        RuleSettings { plugin: self.plugin.config.clone(), history: self.history.config.clone() }
     }
 
     /// Same, with an injectable environment (tests).

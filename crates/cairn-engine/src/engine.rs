@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use cairn_core::ops::{self, Op};
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::semantic::Semantic;
+use cairn_core::settings::RuleSettings;
 use cairn_core::spool::{DrainReport, DrainTarget, EventId, Spool, SpoolCounts};
 use cairn_core::{CairnError, ErrorCode, Result, Store};
 use serde_json::Value;
@@ -83,6 +84,8 @@ pub struct Engine {
     /// at a time.
     spool: std::sync::OnceLock<Spool>,
     draining: Mutex<()>,
+    /// The settings the rules read, given to every store the engine opens for ops.
+    rules: Arc<RuleSettings>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -104,17 +107,24 @@ impl Engine {
     /// checkpointer, and start building the search index; until it is ready, searches use
     /// FTS5.
     pub fn open(path: &Path) -> Result<Arc<Engine>> {
-        Engine::open_with(path, None)
+        Engine::open_with(path, None, Arc::default())
     }
 
-    /// Open with semantic search: vectors are loaded and missing ones computed in the
-    /// background (newest memories first), so a save never waits for its embedding.
-    pub fn open_with(path: &Path, semantic: Option<Arc<Semantic>>) -> Result<Arc<Engine>> {
-        Engine::open_tuned(path, semantic, WAL_SIZE_LIMIT)
+    /// Open with semantic search (vectors are loaded and missing ones computed in the
+    /// background, newest memories first, so a save never waits for its embedding) and the
+    /// settings its ops run under.
+    pub fn open_with(path: &Path, semantic: Option<Arc<Semantic>>, rules: Arc<RuleSettings>) -> Result<Arc<Engine>> {
+        Engine::open_tuned(path, semantic, rules, WAL_SIZE_LIMIT)
     }
 
-    fn open_tuned(path: &Path, semantic: Option<Arc<Semantic>>, wal_limit: u64) -> Result<Arc<Engine>> {
+    fn open_tuned(
+        path: &Path,
+        semantic: Option<Arc<Semantic>>,
+        rules: Arc<RuleSettings>,
+        wal_limit: u64,
+    ) -> Result<Arc<Engine>> {
         let mut writer = Store::open(path)?;
+        writer.set_rules(Arc::clone(&rules));
         let index = Arc::new(SharedIndex::default());
         writer.attach_index(Arc::clone(&index));
         if let Some(semantic) = &semantic {
@@ -137,6 +147,7 @@ impl Engine {
         wakes.push(embed_wake);
         let mut engine = Engine::new(writer, Some(path.to_owned()), index, workers, wakes, Some(WAL_RESTART_EVERY))?;
         engine.semantic = RwLock::new(semantic.clone());
+        engine.rules = rules;
         engine.embed_woken = Arc::new(Mutex::new(embed_woken));
         let engine = Arc::new(engine);
         if let Some(semantic) = semantic {
@@ -177,6 +188,7 @@ impl Engine {
             workers,
             spool: std::sync::OnceLock::new(),
             draining: Mutex::new(()),
+            rules: Arc::default(),
         })
     }
 
@@ -412,6 +424,7 @@ impl Engine {
             Some(store) => Ok(store),
             None => {
                 let mut store = Store::open(self.path.as_deref().expect("readers only for file stores"))?;
+                store.set_rules(Arc::clone(&self.rules));
                 store.attach_index(Arc::clone(&self.index));
                 if let Some(semantic) = self.semantic() {
                     store.attach_semantic(semantic);
@@ -755,7 +768,7 @@ mod tests {
         const LIMIT: u64 = 256 * 1024;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cairn.db");
-        let db = Engine::open_tuned(&path, None, LIMIT).unwrap();
+        let db = Engine::open_tuned(&path, None, Arc::default(), LIMIT).unwrap();
         db.execute(save("first".into())).await.unwrap();
         let reader = rusqlite::Connection::open(&path).unwrap();
         reader.execute_batch("BEGIN").unwrap();

@@ -47,8 +47,8 @@ impl std::fmt::Debug for HistoryScan {
 impl HistoryScan {
     /// The daemon's: `[history] scan_interval_secs` (0: backfill only) over the process
     /// environment.
-    pub fn from_settings() -> HistoryScan {
-        let secs = cairn_core::settings::history::current().scan_interval_secs;
+    pub fn from_settings(history: &cairn_core::settings::HistorySettings) -> HistoryScan {
+        let secs = history.scan_interval_secs;
         HistoryScan { every: (secs > 0).then(|| Duration::from_secs(secs)), env: Arc::new(ingest::process_env) }
     }
 }

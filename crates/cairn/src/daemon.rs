@@ -78,8 +78,9 @@ pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
 
 async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: ServeArgs) -> Result<()> {
     let semantic = cairn_engine::embedder::semantic(&settings.embedder_config());
-    let engine = Engine::open_with(&data_dir.join(cairn_core::store::DB_FILE), semantic)?;
-    engine.start_history(cairn_engine::history::HistoryScan::from_settings());
+    let rules = Arc::new(settings.rules());
+    let engine = Engine::open_with(&data_dir.join(cairn_core::store::DB_FILE), semantic, rules)?;
+    engine.start_history(cairn_engine::history::HistoryScan::from_settings(&settings.history.config));
     // What hooks and plugins kept while no daemon answered: applied now, in order, then on
     // every poke and every few seconds.
     engine.start_spool();

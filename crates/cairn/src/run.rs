@@ -39,7 +39,9 @@ pub struct Env {
 impl Env {
     pub(crate) fn open_store(&self) -> Result<Store> {
         ensure_data_dir(&self.settings.data_dir.value)?;
-        Ok(Store::open(&self.settings.db_path())?)
+        let mut store = Store::open(&self.settings.db_path())?;
+        store.set_rules(std::sync::Arc::new(self.settings.rules()));
+        Ok(store)
     }
 
     /// The one client of this invocation: the daemon of the data dir, else the file.

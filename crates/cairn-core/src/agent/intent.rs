@@ -175,7 +175,7 @@ impl Store {
     /// `session_start`: register the session and answer what its host injects.
     pub fn session_start(&mut self, req: &SessionStart) -> Result<SessionStartOutcome> {
         validate_session_id(&req.session_id)?;
-        let config = crate::settings::plugin::current();
+        let config = self.rules().plugin_config();
         let agent = crate::agent::given(req.agent.clone()).or_else(|| default_agent(req.host));
         let project = match self.session_project(&req.session_id)? {
             Some(known) => Some(known),

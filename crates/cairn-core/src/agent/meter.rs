@@ -197,13 +197,12 @@ fn meter_line(usage: &ContextUsage, percent: u64, status: MeterStatus, host: Hos
     )
 }
 
-/// Op `context_meter`: the reading of a host's numbers under this process's settings.
-pub fn context_meter(req: &MeterRequest) -> Result<MeterReading> {
+/// Op `context_meter`: the reading of a host's numbers under these settings.
+pub fn context_meter(req: &MeterRequest, config: &crate::settings::PluginConfig) -> Result<MeterReading> {
     if req.used == 0 {
         return Err(CairnError::invalid("used must be a positive number of tokens")
             .with_hint("send the tokens in the window after the last answer"));
     }
-    let config = crate::settings::plugin::current();
     Ok(reading(&req.usage(config.context_meter.default_limit), req.host, &config.context_meter, &config.compaction))
 }
 
@@ -337,6 +336,10 @@ mod tests {
         assert_eq!(req.usage(200_000).limit, ONE_MILLION);
         let req = MeterRequest { limit: Some(0), model: None, ..req };
         assert_eq!(req.usage(200_000).limit, 200_000, "0 is not a window");
-        assert_eq!(context_meter(&MeterRequest::default()).unwrap_err().code, crate::ErrorCode::InvalidArgument);
+        let defaults = crate::settings::PluginConfig::default();
+        assert_eq!(
+            context_meter(&MeterRequest::default(), &defaults).unwrap_err().code,
+            crate::ErrorCode::InvalidArgument
+        );
     }
 }

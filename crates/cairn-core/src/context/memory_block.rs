@@ -57,7 +57,7 @@ impl Store {
     /// The `[MEMORY]` block for `req.project` (see the module doc).
     pub(super) fn memory_block(&self, req: &ContextRequest) -> Result<Context> {
         check_min_score(req.similarity_threshold)?;
-        let plugin = crate::settings::plugin::current();
+        let plugin = self.rules().plugin_config();
         let project = req.project.as_deref().map(|p| normalize_project(p).0).filter(|p| !p.is_empty());
         let mut ctx = Context { project: project.clone(), budget_bytes: req.budget_bytes, ..Context::default() };
         let mut doc = Budgeted { out: "[MEMORY]\n".to_owned(), budget: req.budget_bytes, truncated: false };

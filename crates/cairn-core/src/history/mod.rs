@@ -1,7 +1,6 @@
 //! The conversation-history archive: every OpenCode and Claude Code session, read
 //! strictly read-only from the hosts' own storage into one model and kept in `history.db`.
 
-pub mod call_log;
 pub mod claude;
 pub mod context_usage;
 pub mod index;

@@ -106,15 +106,16 @@ fn a_config_above_the_repository_root_is_not_the_projects() {
 
 #[test]
 fn each_history_call_is_logged_when_asked() {
-    crate::settings::history::install(crate::settings::HistorySettings {
-        debug_log_tool_calls: true,
-        ..Default::default()
-    });
     let root = tempfile::tempdir().unwrap();
     let (_, workdir) = repository(root.path());
     let mut store = store_with_session(root.path(), &workdir);
+    let quiet = root.path().join("data").join(crate::ops::call_log::CALL_LOG);
     first_preview(&mut store);
-    let log = root.path().join("data").join(super::call_log::CALL_LOG);
+    assert!(!quiet.exists(), "nothing is logged unless asked");
+    let history = crate::settings::HistorySettings { debug_log_tool_calls: true, ..Default::default() };
+    store.set_rules(std::sync::Arc::new(crate::settings::RuleSettings { history, ..Default::default() }));
+    first_preview(&mut store);
+    let log = root.path().join("data").join(crate::ops::call_log::CALL_LOG);
     let lines: Vec<serde_json::Value> =
         std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 1, "{lines:?}");

@@ -7,12 +7,11 @@
 //! for a later cairn must not stop this one from starting.
 //!
 //! A project may override the display keys in its own `.cairn/config.toml` (project wins over
-//! the global file and the environment): [`for_directory`], applied by the history ops to the
+//! the global file and the environment): [`ProjectConfigs::for_directory`], applied by the history ops to the
 //! session they read.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -215,30 +214,51 @@ fn bad_config(message: String) -> CairnError {
     CairnError::new(ErrorCode::InvalidConfig, message).with_hint("see `cairn config` for the keys of [history]")
 }
 
-static INSTALLED: OnceLock<HistorySettings> = OnceLock::new();
-
-/// Make `config` the process's history settings (done by [`super::Settings::load`]).
-pub fn install(config: HistorySettings) {
-    let _ = INSTALLED.set(config);
-}
-
-/// The process's history settings (defaults when none were loaded, as in unit tests).
-pub fn current() -> HistorySettings {
-    INSTALLED.get().cloned().unwrap_or_default()
-}
-
 /// Where a project's own settings live, under its root.
 pub const PROJECT_CONFIG: &str = ".cairn/config.toml";
 /// Keys a project may not set: they are the daemon's, not a project's.
 const DAEMON_ONLY_KEYS: [&str; 2] = ["scan_interval_secs", "debug_log_tool_calls"];
 
-/// `global` with the `[history]` table of the project holding `dir` on top (project wins):
-/// the nearest `.cairn/config.toml` from `dir` up to its repository root. Unknown keys warn;
-/// a broken file is an `invalid_config` error naming it. Read at most once per change of the
-/// file (cached by path, size and mtime).
-pub fn for_directory(global: &HistorySettings, dir: &Path) -> Result<HistorySettings> {
-    let Some(path) = project_config_file(dir) else { return Ok(global.clone()) };
-    let Some(table) = cached_project_table(&path)? else { return Ok(global.clone()) };
+/// The projects' `[history]` tables read so far, by file (each store keeps its own: a file is
+/// re-read when its size or mtime changes).
+#[derive(Debug, Default)]
+pub struct ProjectConfigs {
+    tables: HashMap<PathBuf, (Stamp, ProjectTable)>,
+}
+
+impl ProjectConfigs {
+    /// `global` with the `[history]` table of the project holding `dir` on top (project
+    /// wins): the nearest `.cairn/config.toml` from `dir` up to its repository root. Unknown
+    /// keys warn; a broken file is an `invalid_config` error naming it. Read at most once per
+    /// change of the file.
+    pub fn for_directory(&mut self, global: &HistorySettings, dir: &Path) -> Result<HistorySettings> {
+        let Some(path) = project_config_file(dir) else { return Ok(global.clone()) };
+        let Some(table) = self.table(&path)? else { return Ok(global.clone()) };
+        merged_with_project(global, table, &path)
+    }
+
+    /// The file's `[history]` table without the daemon-only keys, re-read only when it changed.
+    fn table(&mut self, path: &Path) -> Result<ProjectTable> {
+        let stamp = Stamp::of(path);
+        if let Some((seen, table)) = self.tables.get(path)
+            && *seen == stamp
+        {
+            return Ok(table.clone());
+        }
+        let table = read_project_table(path)?;
+        if self.tables.len() >= 256 {
+            self.tables.clear();
+        }
+        self.tables.insert(path.to_owned(), (stamp, table.clone()));
+        Ok(table)
+    }
+}
+
+fn merged_with_project(
+    global: &HistorySettings,
+    table: serde_json::Map<String, Value>,
+    path: &Path,
+) -> Result<HistorySettings> {
     let mut tree = serde_json::to_value(global)?;
     merge_known(&mut tree, Value::Object(table), "", &mut |_| {});
     let bad = |why: String| {
@@ -265,25 +285,6 @@ fn project_config_file(dir: &Path) -> Option<PathBuf> {
 }
 
 type ProjectTable = Option<serde_json::Map<String, Value>>;
-
-/// The file's `[history]` table without the daemon-only keys, re-read only when it changed.
-fn cached_project_table(path: &Path) -> Result<ProjectTable> {
-    static CACHE: OnceLock<Mutex<HashMap<PathBuf, (Stamp, ProjectTable)>>> = OnceLock::new();
-    let stamp = Stamp::of(path);
-    let cache = CACHE.get_or_init(Mutex::default);
-    if let Some((seen, table)) = cache.lock().unwrap_or_else(PoisonError::into_inner).get(path)
-        && *seen == stamp
-    {
-        return Ok(table.clone());
-    }
-    let table = read_project_table(path)?;
-    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
-    if cache.len() >= 256 {
-        cache.clear();
-    }
-    cache.insert(path.to_owned(), (stamp, table.clone()));
-    Ok(table)
-}
 
 /// Size and mtime: a change of either re-reads the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

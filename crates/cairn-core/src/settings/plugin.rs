@@ -6,7 +6,6 @@
 //! variable, and one typed decode at the end validates the lot, whatever set it.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -288,27 +287,6 @@ fn validate(c: &PluginConfig) -> Result<()> {
 fn bad_config(message: String) -> CairnError {
     CairnError::new(ErrorCode::InvalidConfig, message)
         .with_hint("see `cairn config` for the keys of [inject], [triggers], [compaction], [context_meter]")
-}
-
-static INSTALLED: OnceLock<PluginConfig> = OnceLock::new();
-
-/// Make `config` the process's plugin settings (done by [`super::Settings::load`]): ops run on
-/// a bare `Store`, so `plugin_config`, the default threshold and the trigger patterns read it
-/// here instead of threading settings through every store the daemon opens.
-pub fn install(config: PluginConfig) {
-    let _ = INSTALLED.set(config);
-}
-
-/// The process's plugin settings (defaults when none were loaded, as in unit tests).
-pub fn current() -> PluginConfig {
-    let history = super::history::current();
-    PluginConfig {
-        history: PluginHistory {
-            upstream_history: history.upstream_history,
-            context_charting: history.context_charting,
-        },
-        ..INSTALLED.get().cloned().unwrap_or_default()
-    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,10 @@ pub struct Store {
     grouped: bool,
     /// The conversation-history archive, opened at first use ([`Store::history`]).
     history: Option<crate::history::store::HistoryDb>,
+    /// The settings the rules read, handed in by the door that opened this store.
+    rules: Arc<crate::settings::RuleSettings>,
+    /// Projects' own `[history]` tables, read once per change of their file.
+    project_configs: crate::settings::history::ProjectConfigs,
 }
 
 impl std::fmt::Debug for Store {
@@ -68,7 +72,17 @@ impl Store {
 
     /// A store on `conn` with nothing attached.
     fn bare(conn: Connection, path: Option<PathBuf>) -> Store {
-        Store { conn, path, clock: Arc::new(SystemClock), index: None, semantic: None, grouped: false, history: None }
+        Store {
+            conn,
+            path,
+            clock: Arc::new(SystemClock),
+            index: None,
+            semantic: None,
+            grouped: false,
+            history: None,
+            rules: Arc::default(),
+            project_configs: crate::settings::history::ProjectConfigs::default(),
+        }
     }
 
     /// A private in-memory store (unit tests, benchmarks).
@@ -84,6 +98,22 @@ impl Store {
         let mut store = Store::bare(conn, path);
         migrate::run(&mut store.conn)?;
         Ok(store)
+    }
+
+    /// Run the rules under these settings (a door does this with the settings it loaded).
+    pub fn set_rules(&mut self, rules: Arc<crate::settings::RuleSettings>) {
+        self.rules = rules;
+    }
+
+    /// The settings the rules read.
+    pub fn rules(&self) -> &crate::settings::RuleSettings {
+        &self.rules
+    }
+
+    /// The `[history]` settings for a session working in `dir`: the store's, under the
+    /// project's own table when it has one.
+    pub(crate) fn history_settings_for(&mut self, dir: &Path) -> Result<crate::settings::HistorySettings> {
+        self.project_configs.for_directory(&self.rules.history, dir)
     }
 
     /// Replace the clock (tests move time to cross the dedupe window).

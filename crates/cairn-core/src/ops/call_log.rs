@@ -1,4 +1,4 @@
-//! The debug log of history tool calls: with `[history]
+//! The debug log of history op calls: with `[history]
 //! debug_log_tool_calls = true`, one JSON line per call — tool, arguments, `estimated_tokens`
 //! (bytes of the answer / 4: what the call cost the agent's context), `duration_ms`, and the
 //! error code of a failed call — appended to `<data dir>/logs/history-calls.jsonl`. Nothing is
@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::ops::OpOutput;
+use super::OpOutput;
 
 /// The log, relative to the data dir.
 pub const CALL_LOG: &str = "logs/history-calls.jsonl";

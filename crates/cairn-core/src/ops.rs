@@ -489,7 +489,11 @@ fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::His
         }
         Op::ContextUsageTurns(req) => {
             refresh_session(db, Some(&req.session_id));
-            OpOutput::ContextUsageTurns(crate::history::context_usage::context_usage_turns(db, &req.session_id, &meter)?)
+            OpOutput::ContextUsageTurns(crate::history::context_usage::context_usage_turns(
+                db,
+                &req.session_id,
+                &meter,
+            )?)
         }
         other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })

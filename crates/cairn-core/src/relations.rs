@@ -110,6 +110,9 @@ pub struct RelationFilter {
     pub limit: Option<usize>,
     #[serde(default)]
     pub offset: Option<usize>,
+    /// Only relations of this memory (either side).
+    #[serde(default)]
+    pub memory_id: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -373,12 +376,12 @@ impl Store {
         };
         let project = filter.project.as_deref().map(|p| normalize_project(p).0);
         let where_sql = "WHERE (?1 IS NULL OR r.judgment_status = ?1) AND (?2 IS NULL OR r.created_at >= ?2)
-             AND (?3 IS NULL OR a.project = ?3 OR b.project = ?3)";
+             AND (?3 IS NULL OR a.project = ?3 OR b.project = ?3) AND (?6 IS NULL OR a.id = ?6 OR b.id = ?6)";
         let from = "FROM relations r LEFT JOIN observations a ON a.sync_id = r.source_id
                     LEFT JOIN observations b ON b.sync_id = r.target_id";
         let total: i64 = self.conn().query_row(
             &format!("SELECT count(*) {from} {where_sql}"),
-            params![filter.status, since, project],
+            params![filter.status, since, project, None::<i64>, None::<i64>, filter.memory_id],
             |r| r.get(0),
         )?;
         let mut stmt = self.conn().prepare(&format!(
@@ -387,21 +390,24 @@ impl Store {
                     CASE WHEN b.deleted_at IS NULL THEN b.title END, r.confidence, r.created_at, r.updated_at
              {from} {where_sql} ORDER BY r.created_at DESC, r.id DESC LIMIT ?4 OFFSET ?5"
         ))?;
-        let rows = stmt.query_map(params![filter.status, since, project, limit as i64, offset as i64], |r| {
-            Ok(RelationRow {
-                id: r.get(0)?,
-                sync_id: r.get(1)?,
-                relation: r.get(2)?,
-                judgment_status: r.get(3)?,
-                source_id: r.get(4)?,
-                source_title: r.get(5)?,
-                target_id: r.get(6)?,
-                target_title: r.get(7)?,
-                confidence: r.get(8)?,
-                created_at: r.get(9)?,
-                updated_at: r.get(10)?,
-            })
-        })?;
+        let rows = stmt.query_map(
+            params![filter.status, since, project, limit as i64, offset as i64, filter.memory_id],
+            |r| {
+                Ok(RelationRow {
+                    id: r.get(0)?,
+                    sync_id: r.get(1)?,
+                    relation: r.get(2)?,
+                    judgment_status: r.get(3)?,
+                    source_id: r.get(4)?,
+                    source_title: r.get(5)?,
+                    target_id: r.get(6)?,
+                    target_title: r.get(7)?,
+                    confidence: r.get(8)?,
+                    created_at: r.get(9)?,
+                    updated_at: r.get(10)?,
+                })
+            },
+        )?;
         Ok(RelationPage { total, limit, offset, relations: rows.collect::<rusqlite::Result<_>>()? })
     }
 
@@ -663,6 +669,10 @@ mod tests {
         assert_eq!(s.judge(&missing).unwrap_err().code, ErrorCode::RelationNotFound);
         let page = s.list_relations(&RelationFilter { project: Some("p".into()), ..Default::default() }).unwrap();
         assert_eq!(page.total, 1);
+        let of_a = s.list_relations(&RelationFilter { memory_id: Some(a.id), ..Default::default() }).unwrap();
+        assert_eq!(of_a.total, 1, "a relation is listed for either of its memories");
+        let of_c = s.list_relations(&RelationFilter { memory_id: Some(c.id), ..Default::default() }).unwrap();
+        assert_eq!(of_c.total, 0);
         assert_eq!(page.relations[0].source_title.as_deref(), Some("Use Postgres 16"));
         assert_eq!(s.relation_stats(Some("p")).unwrap().by_relation["supersedes"], 1);
     }

@@ -31,6 +31,26 @@ pub struct Timeline {
     pub total_in_range: i64,
 }
 
+/// Live memories created on one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DayCount {
+    /// `YYYY-MM-DD` (UTC).
+    pub day: String,
+    pub memories: i64,
+}
+
+/// Live memories per day over the last days, for charts (`memories_per_day`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MemoriesPerDay {
+    /// Every day of the window, oldest first, days without a memory included (count 0).
+    pub days: Vec<DayCount>,
+}
+
+/// The longest window `memories_per_day` answers, in days.
+pub const MAX_CHART_DAYS: usize = 366;
+
 /// Counts per project.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -180,5 +200,46 @@ impl Store {
         let Some(path) = self.path() else { return 0 };
         let wal = path.with_extension("db-wal");
         [path.to_owned(), wal].iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
+    }
+
+    /// Live memories created per UTC day over the last `days` days (today included), every
+    /// day listed so a chart needs no gap filling. One range scan of `observations_recent`
+    /// (or `observations_project_recent`).
+    pub fn memories_per_day(&self, project: Option<&str>, days: usize) -> Result<MemoriesPerDay> {
+        let days = days.clamp(1, MAX_CHART_DAYS);
+        let today = self.clock().now().date();
+        let first = today - time::Duration::days(days as i64 - 1);
+        let since = format!("{first}T00:00:00.000Z");
+        let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+        let mut collect = |rows: &mut rusqlite::Rows<'_>| -> Result<()> {
+            while let Some(row) = rows.next()? {
+                counts.insert(row.get(0)?, row.get(1)?);
+            }
+            Ok(())
+        };
+        match project {
+            Some(project) => {
+                let mut stmt = self.conn().prepare_cached(
+                    "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
+                     WHERE project = ?1 AND deleted_at IS NULL AND created_at >= ?2 GROUP BY day",
+                )?;
+                collect(&mut stmt.query(rusqlite::params![project, since])?)?;
+            }
+            None => {
+                let mut stmt = self.conn().prepare_cached(
+                    "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
+                     WHERE deleted_at IS NULL AND created_at >= ?1 GROUP BY day",
+                )?;
+                collect(&mut stmt.query([since])?)?;
+            }
+        }
+        let days = (0..days as i64)
+            .map(|offset| {
+                let day = (first + time::Duration::days(offset)).to_string();
+                let memories = counts.get(&day).copied().unwrap_or(0);
+                DayCount { day, memories }
+            })
+            .collect();
+        Ok(MemoriesPerDay { days })
     }
 }

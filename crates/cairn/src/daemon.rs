@@ -108,6 +108,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         version: cairn_core::VERSION.to_owned(),
         mcp: Some(mcp),
         context_budget: settings.context_budget.value,
+        shutdown: cancel.clone(),
         ..HttpConfig::default()
     };
     let state = AppState { engine: Arc::clone(&engine), config: Arc::new(config) };

@@ -77,6 +77,27 @@ pub struct ContextUsageReport {
     pub note: String,
 }
 
+/// Context in use at the end of one turn: its last answer that reported token usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TurnUsage {
+    pub turn_number: i64,
+    pub used: u64,
+}
+
+/// A session's context use over its turns, for a chart (`context_usage_turns`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ContextUsageTurns {
+    pub session_id: String,
+    /// The window the chart is drawn against (the model's, else the meter's default).
+    pub limit: u64,
+    /// Turns with a measured answer, in order.
+    pub turns: Vec<TurnUsage>,
+    /// Turns in which the session was compacted.
+    pub compacted_turns: Vec<i64>,
+}
+
 /// One assistant answer's usage.
 struct Answer {
     id: String,
@@ -234,6 +255,62 @@ fn latest_session(conn: &rusqlite::Connection) -> Result<Option<(String, History
 }
 
 /// The session's latest assistant answers with a usage that counts, newest first.
+/// The context in use at the end of each turn of a session, and the turns it was compacted in.
+/// One pass over the session's assistant messages in order. A compaction's summary answer is
+/// left out: its usage is the summariser reading the old context, not what the session carries
+/// on with.
+pub fn context_usage_turns(
+    db: &HistoryDb,
+    session_id: &str,
+    settings: &ContextMeterSettings,
+) -> Result<ContextUsageTurns> {
+    check_id("session_id", session_id)?;
+    let conn = db.conn();
+    if session_host(conn, session_id)?.is_none() {
+        return Err(CairnError::new(
+            ErrorCode::HistorySessionNotFound,
+            format!("no history for session {session_id:?}"),
+        )
+        .with_hint("list sessions with history_sessions; a new session appears after the next scan"));
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT coalesce(turn_number, 0), tokens, model FROM history_messages
+         WHERE session_id = ?1 AND role = 'assistant' AND summary = 0 AND tokens IS NOT NULL ORDER BY seq, id",
+    )?;
+    let mut rows = stmt.query([session_id])?;
+    let mut turns: Vec<TurnUsage> = Vec::new();
+    let mut model: Option<String> = None;
+    while let Some(row) = rows.next()? {
+        let (turn_number, tokens, answer_model): (i64, String, Option<String>) =
+            (row.get(0)?, row.get(1)?, row.get(2)?);
+        let used = serde_json::from_str::<Value>(&tokens).map(|v| used_tokens(&v)).unwrap_or(0);
+        // An answer still streaming reports zeros: not a measurement.
+        if used == 0 {
+            continue;
+        }
+        model = answer_model.filter(|m| !m.trim().is_empty()).or(model);
+        match turns.last_mut() {
+            Some(last) if last.turn_number == turn_number => last.used = used,
+            _ => turns.push(TurnUsage { turn_number, used }),
+        }
+    }
+    let model = match model {
+        Some(m) => Some(m),
+        None => session_model(conn, session_id)?,
+    };
+    let mut compacted = conn.prepare_cached(
+        "SELECT DISTINCT coalesce(turn_number, 0) FROM history_messages
+         WHERE session_id = ?1 AND (compaction = 1 OR summary = 1) ORDER BY 1",
+    )?;
+    let compacted_turns = compacted.query_map([session_id], |r| r.get(0))?.collect::<rusqlite::Result<Vec<i64>>>()?;
+    Ok(ContextUsageTurns {
+        session_id: session_id.to_owned(),
+        limit: window_of(model.as_deref().unwrap_or(""), settings.default_limit),
+        turns,
+        compacted_turns,
+    })
+}
+
 fn last_answers(conn: &rusqlite::Connection, session_id: &str) -> Result<Vec<Answer>> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, tokens, model, created_at FROM history_messages

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
-use super::context_usage::{ContextUsageRequest, UsageSource, context_usage};
+use super::context_usage::{ContextUsageRequest, UsageSource, context_usage, context_usage_turns};
 use super::model::*;
 use super::plans::{MAX_READ_BYTES, PlanLocation, plan_dirs, plans};
 use super::store::{HistoryDb, SourceRef};
@@ -349,4 +349,43 @@ fn no_usage_is_an_answer_and_the_session_is_named() {
     let r = measure(&empty, None, None);
     assert_eq!(r.session_id, None);
     assert!(r.note.contains("holds no session yet"), "{}", r.note);
+}
+
+#[test]
+fn context_use_turn_by_turn_keeps_each_turns_last_answer_and_marks_compactions() {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    let id = "ses_turns";
+    let tokens = |total: u64| json!({"total": total, "input": 1, "output": 1, "cache": {"read": 0, "write": 0}});
+    let user = |mid: &str, seq: i64| {
+        HistoryMessage::new(id, mid, HistoryRole::User, seq, &format!("2026-03-01T10:01:{seq:02}.000Z"))
+    };
+    let batch = IngestBatch {
+        sessions: vec![session(id, HistoryHost::OpenCode, None, "2026-03-01T10:02:00.000Z")],
+        messages: vec![
+            user("u1", 1),
+            answer(id, "a1", 2, tokens(90_000), "claude-sonnet-4"),
+            answer(id, "a1b", 3, tokens(100_000), "claude-sonnet-4"),
+            user("u2", 4),
+            answer(id, "a2", 5, tokens(150_000), "claude-sonnet-4"),
+            HistoryMessage { compaction: true, ..user("c1", 6) },
+            HistoryMessage { summary: true, ..answer(id, "s1", 7, tokens(0), "claude-sonnet-4") },
+            user("u3", 8),
+            answer(id, "a3", 9, tokens(20_000), "claude-sonnet-4"),
+        ],
+        ..IngestBatch::default()
+    };
+    let source = SourceRef { key: "test".into(), host: HistoryHost::OpenCode };
+    db.apply(&source, None, &batch, &Cursor::default()).unwrap();
+
+    let usage = context_usage_turns(&db, id, &PluginConfig::default().context_meter).unwrap();
+    let used: Vec<u64> = usage.turns.iter().map(|t| t.used).collect();
+    assert_eq!(used, [100_000, 150_000, 20_000], "each turn's last measured answer: {usage:?}");
+    assert!(usage.turns.windows(2).all(|w| w[0].turn_number < w[1].turn_number));
+    assert_eq!(usage.limit, 200_000);
+    assert_eq!(usage.compacted_turns.len(), 1, "{usage:?}");
+    let compacted = usage.compacted_turns[0];
+    assert!(compacted >= usage.turns[1].turn_number && compacted <= usage.turns[2].turn_number, "{usage:?}");
+
+    let err = context_usage_turns(&db, "ses_unknown", &PluginConfig::default().context_meter).unwrap_err();
+    assert_eq!(err.code, ErrorCode::HistorySessionNotFound);
 }

@@ -18,7 +18,7 @@ use crate::agent::meter::MeterReading;
 use crate::agent::{ActivityUpdate, ProtocolText, SessionActivity, UserPromptOutcome};
 use crate::context::Context;
 use crate::doctor::DoctorReport;
-use crate::history::context_usage::ContextUsageReport;
+use crate::history::context_usage::{ContextUsageReport, ContextUsageTurns};
 use crate::history::ingest::ScanReport;
 use crate::history::plans::Plans;
 use crate::history::query::{
@@ -32,7 +32,7 @@ use crate::projects::MigrateOutcome;
 use crate::relations::{RelationDetail, RelationPage, RelationStats, ScanResult};
 use crate::settings::PluginConfig;
 use crate::transfer::{ExportData, ImportReport};
-use crate::views::{Stats, Timeline};
+use crate::views::{MemoriesPerDay, Stats, Timeline};
 
 /// What the catalogue knows about one operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,6 +270,11 @@ catalogue! {
         args: "-",
         about: "Counts of memories, sessions, prompts and pending embeddings.",
     }
+    MemoriesPerDay -> MemoriesPerDay {
+        name: "memories_per_day", writes: Nothing, replay_safe: true, project_defaulted: false,
+        args: "project, days (default 30, at most 366)",
+        about: "Live memories created per day, every day of the window listed.",
+    }
     Export -> ExportData {
         name: "export", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "project",
@@ -302,7 +307,7 @@ catalogue! {
     }
     Relations -> RelationPage {
         name: "relations", writes: Nothing, replay_safe: true, project_defaulted: false,
-        args: "project, status, since, limit, offset",
+        args: "project, status, since, limit, offset, memory_id",
         about: "List relations between memories.",
     }
     RelationStats -> RelationStats {
@@ -462,6 +467,11 @@ catalogue! {
         name: "context_usage", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "session_id (default: yours, else the latest), caller_session_id",
         about: "How full a session's context window is: percent, used, limit, model, status, trend.",
+    }
+    ContextUsageTurns -> ContextUsageTurns {
+        name: "context_usage_turns", writes: Nothing, replay_safe: true, project_defaulted: false,
+        args: "session_id*",
+        about: "A session's context use at the end of each turn, with its compacted turns.",
     }
     SessionStart -> SessionStartOutcome {
         name: "session_start", writes: MemoryStore, replay_safe: false, project_defaulted: true,

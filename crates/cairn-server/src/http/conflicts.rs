@@ -46,6 +46,7 @@ pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<Li
         since: p.since.filter(|s| !s.is_empty()),
         limit: p.limit,
         offset: p.offset,
+        memory_id: None,
     };
     Ok(ok(run(&state, Op::Relations(filter)).await?))
 }

@@ -83,6 +83,11 @@ impl ApiError {
         self
     }
 
+    /// What went wrong, for a door that shows it another way (the web page).
+    pub fn message(&self) -> &str {
+        &self.error.message
+    }
+
     pub fn code(&self) -> ErrorCode {
         self.error.code
     }

@@ -9,7 +9,9 @@
 //!    configured bearer token is exempt: it proves the caller was given the token, which a
 //!    rebinding page never is, and that is what makes a non-loopback bind usable.
 //! 3. Token: when one is configured, every route except `GET /health` requires
-//!    `Authorization: Bearer <token>`, compared in constant time.
+//!    `Authorization: Bearer <token>`, compared in constant time. The web page's routes
+//!    (`/ui…`) also take it from their cookie or, on a `GET`, from `?token=` (a browser cannot
+//!    send the header on navigation; see `ui`).
 //! 4. Size: bodies over the route's limit get 413 before a handler runs.
 //! 5. Store: a request naming the data dir it is meant for (`cairn-data-dir`, sent by hooks
 //!    that skip the health round trip) is refused with `daemon_mismatch` when this daemon
@@ -51,7 +53,10 @@ pub(super) async fn security(State(state): State<AppState>, req: Request, next: 
 
 fn admit(config: &HttpConfig, req: &Request) -> Result<(), ApiError> {
     refuse_cross_site(req.headers())?;
-    let authorized = config.token.as_deref().is_some_and(|token| bearer_matches(req.headers(), token));
+    let authorized = config.token.as_deref().is_some_and(|token| {
+        bearer_matches(req.headers(), token)
+            || super::ui::presented_token(req).is_some_and(|given| same_token(&given, token))
+    });
     if authorized {
         return require_own_store(config, req.headers());
     }
@@ -60,8 +65,13 @@ fn admit(config: &HttpConfig, req: &Request) -> Result<(), ApiError> {
     if config.token.is_some() && !is_health_probe(req) {
         let presented = req.headers().contains_key(header::AUTHORIZATION);
         let message = if presented { "the bearer token is wrong" } else { "this daemon requires a bearer token" };
+        let hint = if super::ui::is_ui_path(req.uri().path()) {
+            "open /ui?token=<the daemon's CAIRN_HTTP_TOKEN> once: the page keeps it in a cookie"
+        } else {
+            "send `Authorization: Bearer <token>` with the daemon's CAIRN_HTTP_TOKEN"
+        };
         return Err(ApiError::new(ErrorCode::Unauthorized, message)
-            .with_hint("send `Authorization: Bearer <token>` with the daemon's CAIRN_HTTP_TOKEN")
+            .with_hint(hint)
             .with_header(header::WWW_AUTHENTICATE, "Bearer"));
     }
     require_own_store(config, req.headers())
@@ -180,6 +190,10 @@ fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
         let Some((scheme, given)) = text.trim().split_once(' ') else { return false };
         scheme.eq_ignore_ascii_case("bearer") && bool::from(given.trim().as_bytes().ct_eq(token.as_bytes()))
     })
+}
+
+fn same_token(given: &str, token: &str) -> bool {
+    bool::from(given.as_bytes().ct_eq(token.as_bytes()))
 }
 
 /// Cap the body: a declared length over the limit is refused before reading; a streamed one is

@@ -10,6 +10,8 @@
 //! - `guard`: Host / Origin / token checks and body limits, on every route including `/mcp`.
 //! - `docs`: the OpenAPI 3.1 document, generated from the handlers.
 //! - routes: `memories`, `sessions` (and prompts), `conflicts`, `admin`.
+//! - `ui`: the web page at `/ui` (server-rendered HTML over the same operations; not in the
+//!   OpenAPI document).
 
 mod admin;
 mod conflicts;
@@ -21,6 +23,7 @@ mod history;
 mod memories;
 mod schema;
 mod sessions;
+mod ui;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -64,6 +67,9 @@ pub struct HttpConfig {
     pub mcp: Option<Router>,
     /// `context_budget` / `CAIRN_CONTEXT_BUDGET`: bytes of a `GET /context` block.
     pub context_budget: usize,
+    /// Cancelled when the daemon stops: the web page's live streams end then, or a graceful
+    /// shutdown would wait for them forever.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl Default for HttpConfig {
@@ -76,6 +82,7 @@ impl Default for HttpConfig {
             import_max_body_bytes: DEFAULT_IMPORT_MAX_BODY_BYTES,
             mcp: None,
             context_budget: cairn_core::context::DEFAULT_BUDGET_BYTES,
+            shutdown: tokio_util::sync::CancellationToken::new(),
         }
     }
 }
@@ -90,7 +97,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("import_max_body_bytes", &self.import_max_body_bytes)
             .field("mcp", &self.mcp.is_some())
             .field("context_budget", &self.context_budget)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -115,7 +122,7 @@ pub async fn serve(
 pub fn router(state: AppState) -> Router {
     let (routes, doc) = api().split_for_parts();
     let doc = Arc::new(docs::ApiDoc::new(doc, Arc::clone(&state.config)));
-    let mut app = routes;
+    let mut app = routes.merge(ui::routes());
     if let Some(mcp) = state.config.mcp.clone() {
         app = app.nest_service("/mcp", mcp);
     }

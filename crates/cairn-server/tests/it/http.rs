@@ -1321,6 +1321,9 @@ async fn graceful_shutdown_finishes_requests_in_flight() {
 /// The ops and routes host plugins call (issue 13).
 mod plugin;
 
+/// The web page at `/ui`.
+mod ui;
+
 // ---------------------------------------------------------------------------------------------
 // Conversation history
 

@@ -359,17 +359,16 @@ impl Store {
     }
 
     /// Bring a soft-deleted memory back, as it was (its search entry returns at once, its
-    /// vector with the next embedding pass). A hard-deleted one is gone for good.
+    /// vector with the next embedding pass). A hard-deleted one is gone for good; a live one is
+    /// answered as it is (a retried restore succeeds).
     pub fn restore(&mut self, id: i64) -> Result<Observation> {
         let now = self.now();
         self.write(|tx| {
-            let deleted_at: Option<Option<String>> = tx
-                .query_row("SELECT deleted_at FROM observations WHERE id = ?1", [id], |r| r.get(0))
-                .optional()?;
+            let deleted_at: Option<Option<String>> =
+                tx.query_row("SELECT deleted_at FROM observations WHERE id = ?1", [id], |r| r.get(0)).optional()?;
             match deleted_at {
                 None => Err(CairnError::observation_not_found(id)),
-                Some(None) => Err(CairnError::invalid(format!("memory #{id} is not deleted"))
-                    .with_hint("only a soft-deleted memory can be restored: `cairn trash` (the `list` op with `deleted`) shows them")),
+                Some(None) => live(tx, id),
                 Some(Some(_)) => {
                     tx.execute(
                         "UPDATE observations SET deleted_at = NULL, updated_at = ?2 WHERE id = ?1",

@@ -178,6 +178,10 @@ fn soft_delete_hides_everywhere_hard_delete_orphans() {
     assert_eq!(s.delete(a.id, true).unwrap_err().code, ErrorCode::ObservationNotFound);
 }
 
+fn a_live_updated(s: &crate::store::Store, id: i64) -> String {
+    s.get(id).unwrap().updated_at
+}
+
 #[test]
 fn a_soft_deleted_memory_waits_in_the_trash_and_comes_back_whole() {
     let (mut s, clock) = store_with_clock();
@@ -188,7 +192,11 @@ fn a_soft_deleted_memory_waits_in_the_trash_and_comes_back_whole() {
         s.list(&filter).unwrap().iter().map(|o| o.id).collect()
     };
     assert!(trash(&s, None).is_empty());
-    assert_eq!(s.restore(a.id).unwrap_err().code, ErrorCode::InvalidArgument, "a live memory is not restorable");
+    let unchanged = s.restore(a.id).unwrap();
+    assert_eq!(
+        (unchanged.updated_at.as_str(), unchanged.deleted_at.as_deref()),
+        (a_live_updated(&s, a.id).as_str(), None)
+    );
 
     s.delete(b.id, false).unwrap();
     clock.advance(Duration::seconds(5));
@@ -203,7 +211,8 @@ fn a_soft_deleted_memory_waits_in_the_trash_and_comes_back_whole() {
     assert_eq!(s.get(a.id).unwrap().id, a.id);
     assert_eq!(s.search(&crate::search::SearchQuery::new("plugh")).unwrap().hits[0].observation.id, a.id);
     assert_eq!(trash(&s, None), vec![b.id]);
-    assert_eq!(s.restore(a.id).unwrap_err().code, ErrorCode::InvalidArgument, "restored twice");
+    assert_eq!(s.restore(a.id).unwrap().id, a.id, "a retried restore succeeds");
+    assert_eq!(trash(&s, None), vec![b.id]);
 
     s.delete(b.id, true).unwrap();
     assert_eq!(s.restore(b.id).unwrap_err().code, ErrorCode::ObservationNotFound, "a hard delete is final");

@@ -242,12 +242,12 @@ pub(super) async fn delete(
     Ok(ok(run(&state, Op::Delete { id, hard: p.hard.unwrap_or(false) }).await?))
 }
 
-/// Bring back a soft-deleted memory.
+/// Bring back a soft-deleted memory (a live one is answered as it is).
 #[utoipa::path(post, operation_id = "restore_observation", path = "/observations/{id}/restore", tag = "memories",
     params(("id" = i64, Path, description = "Memory id (positive integer)", minimum = 1)),
     responses(
         (status = 200, description = "The restored memory", body = cairn_core::model::Observation),
-        (status = 400, description = "Bad id, or the memory is not deleted", body = ErrorBody),
+        (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such memory (or hard-deleted)", body = ErrorBody)))]
 pub(super) async fn restore(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
     Ok(ok(run(&state, Op::Restore { id }).await?))

@@ -401,7 +401,7 @@ fn sessions_pin_delete_timeline() {
     c.ok(&["delete", "2"]);
     assert_eq!(c.run(&["get", "2"]).status.code(), Some(4));
     snap!("trash_one", transcript(&c.run(&["trash"])));
-    snap!("restore_again_refused", transcript(&c.run(&["restore", "1"])));
+    snap!("restore_a_live_memory", transcript(&c.run(&["restore", "1"])));
     c.ok(&["restore", "#2"]);
     assert_eq!(c.json(&["get", "2"])["title"], "step 2");
     assert_eq!(c.ok(&["trash"]), "The trash is empty.\n");

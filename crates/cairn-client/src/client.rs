@@ -76,6 +76,23 @@ pub struct ConnectOptions {
 }
 
 impl ConnectOptions {
+    /// The file of `data_dir` opened as `local` in this process, no daemon looked for or
+    /// started, default settings (tests and benchmarks).
+    pub fn direct_to(data_dir: &std::path::Path, local: LocalKind) -> ConnectOptions {
+        ConnectOptions {
+            data_dir: data_dir.to_owned(),
+            db_path: data_dir.join(cairn_core::store::DB_FILE),
+            token: None,
+            port: 0,
+            autostart: None,
+            direct: true,
+            local,
+            embedder: None,
+            spool: false,
+            rules: Arc::default(),
+        }
+    }
+
     /// The one reading of the settings every process uses. `CAIRN_AUTOSTART` says who may
     /// *start* a daemon: `mcp` (the default) the agent-session processes (`cairn mcp`,
     /// hooks), `all` the CLI too, `never` nobody (a running daemon is still used).
@@ -466,22 +483,15 @@ fn open_local(options: &ConnectOptions) -> Result<Target> {
             let semantic = options.embedder.as_ref().and_then(cairn_engine::embedder::semantic);
             Ok(Target::Engine(Engine::open_with(&options.db_path, semantic, Arc::clone(&options.rules))?))
         }
-        LocalKind::Store => {
-            let mut store = Store::open(&options.db_path)?;
+        LocalKind::Store | LocalKind::ReadOnly => {
+            let read_only = matches!(options.local, LocalKind::ReadOnly);
+            let mut store =
+                if read_only { Store::open_read_only(&options.db_path)? } else { Store::open(&options.db_path)? };
             store.set_rules(Arc::clone(&options.rules));
             Ok(Target::Store(Arc::new(LocalStore {
                 store: Mutex::new(store),
                 embedder: options.embedder.clone(),
-                read_only: false,
-            })))
-        }
-        LocalKind::ReadOnly => {
-            let mut store = Store::open_read_only(&options.db_path)?;
-            store.set_rules(Arc::clone(&options.rules));
-            Ok(Target::Store(Arc::new(LocalStore {
-                store: Mutex::new(store),
-                embedder: options.embedder.clone(),
-                read_only: true,
+                read_only,
             })))
         }
     }

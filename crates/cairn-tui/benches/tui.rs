@@ -117,18 +117,7 @@ fn filler(mut n: usize) -> String {
 }
 
 fn options(dir: &std::path::Path, local: LocalKind) -> ConnectOptions {
-    ConnectOptions {
-        data_dir: dir.to_owned(),
-        db_path: dir.join(cairn_core::store::DB_FILE),
-        token: None,
-        port: 0,
-        autostart: None,
-        direct: true,
-        local,
-        embedder: None,
-        spool: false,
-        rules: std::sync::Arc::default(),
-    }
+    ConnectOptions::direct_to(dir, local)
 }
 
 fn seed(dir: &std::path::Path, count: usize) {

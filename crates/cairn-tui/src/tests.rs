@@ -18,18 +18,7 @@ struct Harness {
 }
 
 fn client_of(dir: &std::path::Path, local: LocalKind) -> Client {
-    Client::new(ConnectOptions {
-        data_dir: dir.to_owned(),
-        db_path: dir.join(cairn_core::store::DB_FILE),
-        token: None,
-        port: 0,
-        autostart: None,
-        direct: true,
-        local,
-        embedder: None,
-        spool: false,
-        rules: std::sync::Arc::default(),
-    })
+    Client::new(ConnectOptions::direct_to(dir, local))
 }
 
 fn save(client: &Client, project: &str, title: &str, content: &str) -> i64 {

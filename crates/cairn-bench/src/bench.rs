@@ -239,7 +239,7 @@ pub fn run(cfg: &Config, specs: &[TargetSpec], url_data_dir: Option<PathBuf>) ->
     }
     for s in specs {
         if let TargetSpec::Url(u) = s {
-            BaseUrl::parse(u)?;
+            BaseUrl::parse(u).map_err(anyhow::Error::msg)?;
         }
     }
     let workload = Workload::new(cfg.seed);
@@ -286,7 +286,7 @@ pub fn run(cfg: &Config, specs: &[TargetSpec], url_data_dir: Option<PathBuf>) ->
     for (i, spec) in specs.iter().enumerate() {
         let label = labels[i].to_owned();
         let (base, server, data_dir) = match spec {
-            TargetSpec::Url(u) => (BaseUrl::parse(u)?, None, url_data_dir.clone()),
+            TargetSpec::Url(u) => (BaseUrl::parse(u).map_err(anyhow::Error::msg)?, None, url_data_dir.clone()),
             TargetSpec::Spawn(cmd) => {
                 note(&format!("[{label}] starting {cmd}"));
                 let server = procs::spawn_server(cmd, &format!("data{label}"), Duration::from_secs(120))?;
@@ -730,7 +730,7 @@ struct Op {
     outcome: Result<Extra, String>,
 }
 
-fn timed(f: impl FnOnce() -> std::io::Result<Response>) -> (f64, Result<Response, String>) {
+fn timed(f: impl FnOnce() -> Result<Response, crate::http::Error>) -> (f64, Result<Response, String>) {
     let t = Instant::now();
     let r = f();
     let ms = t.elapsed().as_secs_f64() * 1000.0;

@@ -7,11 +7,10 @@
 //! ([`DATA_DIR_HEADER`]), which the daemon checks, so a stale record whose port another
 //! store's daemon now holds still never reaches the wrong store.
 //!
-//! A deliberately small blocking HTTP/1.1 client over loopback: one request per connection,
-//! no async runtime, so a CLI call costs a connect and a write.
+//! Requests go through cairn's one blocking HTTP/1.1 client (`cairn-http`), one request per
+//! connection and no async runtime, so a CLI call or a hook costs a connect and a write.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,6 +18,7 @@ use std::time::{Duration, Instant};
 use cairn_core::ops::Op;
 use cairn_core::spool::EventId;
 use cairn_core::{CairnError, ErrorCode, Result};
+use cairn_http as http;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -221,31 +221,20 @@ impl DaemonClient {
         timeout: Duration,
         header: Option<(&str, &str)>,
     ) -> std::result::Result<(u16, Vec<u8>), RequestError> {
-        let io = |e: std::io::Error| unavailable(format!("{}: {e}", self.addr));
-        let not_sent = |e: std::io::Error| RequestError::NotSent(io(e));
-        let mut stream = TcpStream::connect_timeout(&self.addr, PROBE_TIMEOUT).map_err(not_sent)?;
-        stream.set_read_timeout(Some(timeout)).map_err(not_sent)?;
-        stream.set_write_timeout(Some(timeout)).map_err(not_sent)?;
-        stream.set_nodelay(true).map_err(not_sent)?;
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+        let mut client =
+            http::Client::new(http::BaseUrl::from_addr(self.addr), timeout).one_shot().connect_timeout(PROBE_TIMEOUT);
         if let Some(token) = &self.token {
-            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+            client = client.header("Authorization", &format!("Bearer {token}"));
         }
         if let Some(dir) = &self.data_dir {
-            head.push_str(&format!("{DATA_DIR_HEADER}: {dir}\r\n"));
+            client = client.header(DATA_DIR_HEADER, dir);
         }
-        if let Some((name, value)) = header {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        let body = body.unwrap_or_default();
-        head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()));
-        // Until the last byte is written the server cannot have acted on it (it waits for the
-        // whole body); after that, silence is ambiguous.
-        stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body)).map_err(not_sent)?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).map_err(|e| RequestError::NoAnswer(io(e)))?;
-        parse_response(&response)
-            .ok_or_else(|| RequestError::NoAnswer(unavailable("no complete HTTP response (it went away?)".into())))
+        let headers: Vec<(&str, &str)> = header.into_iter().collect();
+        let answer = client.send(method, path, Some(body.unwrap_or_default()), &headers).map_err(|e| match e {
+            http::Error::NotSent(e) => RequestError::NotSent(unavailable(format!("{}: {e}", self.addr))),
+            http::Error::NoAnswer(e) => RequestError::NoAnswer(unavailable(format!("{}: {e}", self.addr))),
+        })?;
+        Ok((answer.status, answer.body))
     }
 }
 
@@ -276,34 +265,6 @@ fn error_from_body(value: &Value, status: u16) -> CairnError {
     let mut err = CairnError::new(code, message);
     err.hint = error["hint"].as_str().map(str::to_owned);
     err
-}
-
-/// Status and body of an HTTP/1.1 response read to EOF (`Connection: close`).
-fn parse_response(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&raw[..split]).ok()?;
-    let status: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
-    let body = &raw[split + 4..];
-    let chunked = head.lines().any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    Some((status, if chunked { dechunk(body)? } else { body.to_vec() }))
-}
-
-fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = body.windows(2).position(|w| w == b"\r\n")?;
-        let size_text = std::str::from_utf8(&body[..line_end]).ok()?;
-        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
-        body = &body[line_end + 2..];
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(body.get(..size)?);
-        body = body.get(size + 2..)?;
-    }
 }
 
 /// Whether the process `pid` runs (Linux: its `/proc` entry; elsewhere assumed, and a dead
@@ -406,15 +367,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_plain_and_chunked_responses() {
-        let plain = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}";
-        assert_eq!(parse_response(plain), Some((200, b"{}".to_vec())));
-        let chunked = b"HTTP/1.1 404 Not Found\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-        assert_eq!(parse_response(chunked), Some((404, b"abcde".to_vec())));
-        assert_eq!(parse_response(b"garbage"), None);
-    }
-
-    #[test]
     fn error_bodies_keep_their_code() {
         let body = serde_json::json!({"error": {"code": "observation_not_found", "message": "nope", "hint": "h"}});
         let err = error_from_body(&body, 404);
@@ -423,6 +375,7 @@ mod tests {
 
     /// A daemon that reads each request whole, then dies without answering.
     fn vanishing_daemon() -> SocketAddr {
+        use std::io::Read;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || {

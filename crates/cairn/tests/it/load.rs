@@ -10,8 +10,7 @@
 //! measured period (default 30; a 3 s warm-up comes first).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -272,55 +271,17 @@ fn expect((status, value): (u16, Value), wanted: u16) -> Result<(), String> {
 }
 
 /// An HTTP/1.1 client on one keep-alive connection (as a plugin's `fetch` would hold).
-struct KeepAlive {
-    addr: SocketAddr,
-    reader: BufReader<TcpStream>,
-}
+struct KeepAlive(cairn_http::Client);
 
 impl KeepAlive {
     fn connect(addr: SocketAddr) -> KeepAlive {
-        let stream = TcpStream::connect(addr).expect("connect to the daemon");
-        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        stream.set_nodelay(true).unwrap();
-        KeepAlive { addr, reader: BufReader::new(stream) }
+        KeepAlive(cairn_http::Client::new(cairn_http::BaseUrl::from_addr(addr), Duration::from_secs(30)))
     }
 
     fn request(&mut self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        let stream = self.reader.get_mut();
-        stream
-            .write_all(head.as_bytes())
-            .and_then(|()| stream.write_all(body.as_bytes()))
-            .map_err(|e| e.to_string())?;
-        let mut status_line = String::new();
-        self.reader.read_line(&mut status_line).map_err(|e| e.to_string())?;
-        let status: u16 = status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or("no status line")?;
-        let (mut length, mut close) = (0usize, false);
-        loop {
-            let mut line = String::new();
-            self.reader.read_line(&mut line).map_err(|e| e.to_string())?;
-            let line = line.trim_end().to_ascii_lowercase();
-            if line.is_empty() {
-                break;
-            }
-            if let Some(v) = line.strip_prefix("content-length:") {
-                length = v.trim().parse().map_err(|_| "bad content-length")?;
-            }
-            if line.starts_with("transfer-encoding:") {
-                return Err(format!("{}: a chunked answer to {method} {path}", self.addr));
-            }
-            close |= line == "connection: close";
-        }
-        let mut bytes = vec![0; length];
-        self.reader.read_exact(&mut bytes).map_err(|e| e.to_string())?;
-        if close {
-            *self = KeepAlive::connect(self.addr);
-        }
-        Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+        let body = body.map(Value::to_string);
+        let answer = self.0.send(method, path, body.as_deref().map(str::as_bytes), &[]).map_err(|e| e.to_string())?;
+        Ok((answer.status, answer.json().unwrap_or(Value::Null)))
     }
 }
 

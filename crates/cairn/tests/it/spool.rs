@@ -11,7 +11,7 @@ use cairn_core::ops::Op;
 use cairn_core::spool::{EventId, Pushed, Spool};
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, cairn, http, recorded};
+use crate::support::{Daemon, cairn, http, http_with, recorded};
 
 /// The daemon a hook started (not a child of the test): stopped on drop.
 struct Started(PathBuf);
@@ -171,18 +171,5 @@ fn a_write_sent_twice_with_one_key_is_applied_once() {
 }
 
 fn post_with_key(addr: std::net::SocketAddr, body: &Value, key: &str) -> (u16, Value) {
-    use std::io::Read;
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    let body = body.to_string();
-    write!(
-        stream,
-        "POST /v1/op HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nIdempotency-Key: {key}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let status = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let json = raw.split("\r\n\r\n").nth(1).and_then(|b| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
-    (status, json)
+    http_with(addr, "POST", "/v1/op", Some(body), &[("Idempotency-Key", key)])
 }

@@ -1,8 +1,8 @@
 //! Helpers shared by the binary's integration tests.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -156,24 +156,26 @@ impl Rng {
     }
 }
 
-/// One HTTP/1.1 request with `Connection: close`; status and JSON body.
+/// One HTTP/1.1 request with `Connection: close`; status and JSON body (`(0, null)` when the
+/// daemon did not answer).
 pub fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let Ok(mut stream) = TcpStream::connect(addr) else { return (0, Value::Null) };
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    if stream.write_all(request.as_bytes()).is_err() {
-        return (0, Value::Null);
+    http_with(addr, method, path, body, &[])
+}
+
+/// [`http`] with extra request headers.
+pub fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
+    let body = body.map(Value::to_string);
+    let mut client = cairn_http::Client::new(cairn_http::BaseUrl::from_addr(addr), Duration::from_secs(30)).one_shot();
+    match client.send(method, path, body.as_deref().map(str::as_bytes), headers) {
+        Ok(answer) => (answer.status, answer.json().unwrap_or(Value::Null)),
+        Err(_) => (0, Value::Null),
     }
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") else { return (0, Value::Null) };
-    let head = String::from_utf8_lossy(&raw[..split]);
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (status, serde_json::from_slice(&raw[split + 4..]).unwrap_or(Value::Null))
 }
 
 /// A `cairn mcp` child driven over stdio with newline-delimited JSON-RPC.

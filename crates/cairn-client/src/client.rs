@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cairn_core::ops::{self, Op, OpOutput};
+use cairn_core::ops::{self, EventOutcome, Op, OpOutput};
 use cairn_core::search::SearchMode;
 use cairn_core::settings::{Autostart, EmbedderConfig, RuleSettings, Settings, ensure_data_dir};
 use cairn_core::spool::{EventId, Pushed, Spool};
@@ -163,20 +163,21 @@ struct LocalStore {
 }
 
 impl LocalStore {
-    fn run(&self, op: Op) -> Result<Value> {
+    fn run(&self, op: Op) -> Result<OpOutput> {
         let mut store = lock(&self.store);
         if needs_semantic(&op) {
             attach_semantic(&mut store, self.embedder.as_ref(), !self.read_only);
         }
-        ops::execute_value(&mut store, op)
+        ops::execute(&mut store, op)
     }
 }
 
 /// What became of a host's write ([`Client::deliver`]).
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant, reason = "returned once per hook event and consumed at once")]
 pub enum Delivered {
-    /// Applied now; the operation's result.
-    Answered(Value),
+    /// Applied now (or applied before under the same event id); the operation's result.
+    Answered(EventOutcome),
     /// Kept in the spool under this id; the daemon applies it once it runs.
     Spooled(EventId),
 }
@@ -250,8 +251,8 @@ impl Client {
     }
 
     /// Run an operation, blocking the calling thread (not from async code: use
-    /// [`Client::execute_async`]).
-    pub fn execute(&self, op: Op) -> Result<Value> {
+    /// [`Client::run_async`]); its typed result (the [`OpOutput`] variant named like the op).
+    pub fn run(&self, op: Op) -> Result<OpOutput> {
         let target = self.target()?;
         match run_blocking(&target, op.clone()) {
             Err(e) if e.code == ErrorCode::DaemonUnavailable && matches!(target, Target::Daemon(_)) => {
@@ -265,32 +266,37 @@ impl Client {
 
     /// Run an operation from async code: an engine in this process runs it on its own
     /// threads; anything else runs on tokio's blocking pool.
-    pub async fn execute_async(&self, op: Op) -> Result<Value> {
+    pub async fn run_async(&self, op: Op) -> Result<OpOutput> {
         let connected = lock(&self.inner.target).clone();
         if let Some(Target::Engine(engine)) = connected {
             return engine.execute(op).await;
         }
         let client = self.clone();
-        tokio::task::spawn_blocking(move || client.execute(op))
+        tokio::task::spawn_blocking(move || client.run(op))
             .await
             .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
     }
 
-    /// Run an operation; its typed result (the [`OpOutput`] variant named like the op).
-    pub fn run(&self, op: Op) -> Result<OpOutput> {
-        let kind = op.kind();
-        OpOutput::from_value(kind, self.execute(op)?)
+    /// [`Client::run`], as the JSON a door sends (for doors that pass results through).
+    pub fn execute(&self, op: Op) -> Result<Value> {
+        self.run(op)?.into_value()
     }
 
-    /// Run an operation and decode its result as `T`: the type its catalogue row names
-    /// (`op.spec().output`, e.g. `SaveResponse` for `save`).
-    pub fn call<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T> {
-        decode(self.execute(op)?)
+    /// [`Client::run_async`], as the JSON a door sends.
+    pub async fn execute_async(&self, op: Op) -> Result<Value> {
+        self.run_async(op).await?.into_value()
+    }
+
+    /// Run an operation; its result as `T`, the type its catalogue row names
+    /// (`op.spec().output`, e.g. `SaveResponse` for `save`). Checked: another type is an
+    /// internal error, never a misread.
+    pub fn call<T: 'static>(&self, op: Op) -> Result<T> {
+        self.run(op)?.into_typed()
     }
 
     /// [`Client::call`] from async code.
-    pub async fn call_async<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T> {
-        decode(self.execute_async(op).await?)
+    pub async fn call_async<T: 'static>(&self, op: Op) -> Result<T> {
+        self.run_async(op).await?.into_typed()
     }
 
     /// Deliver a host's write within `budget`, losing nothing: to the daemon when it answers in
@@ -301,7 +307,7 @@ impl Client {
     /// (`CAIRN_AUTOSTART=never`, `CAIRN_DIRECT=1`, not a hook) just runs the operation.
     pub fn deliver(&self, op: Op, source: &str, budget: Duration) -> Result<Delivered> {
         let Some(options) = self.inner.options.as_ref().filter(|o| o.spool) else {
-            return Ok(Delivered::Answered(self.execute(op)?));
+            return Ok(Delivered::Answered(EventOutcome::Applied(self.run(op)?)));
         };
         let deadline = std::time::Instant::now() + budget.saturating_sub(SPOOL_MARGIN);
         let left = || deadline.saturating_duration_since(std::time::Instant::now());
@@ -312,7 +318,7 @@ impl Client {
             let behind = spool.status().pending > 0 && !matches!(daemon.drain_spool(left() / 2), Ok(0));
             if !behind {
                 match daemon.execute_with(&op, Some(&id), left()) {
-                    Ok(value) => return Ok(Delivered::Answered(value)),
+                    Ok(outcome) => return Ok(Delivered::Answered(outcome)),
                     Err(e)
                         if matches!(
                             e.code,
@@ -497,7 +503,7 @@ fn open_local(options: &ConnectOptions) -> Result<Target> {
     }
 }
 
-fn run_blocking(target: &Target, op: Op) -> Result<Value> {
+fn run_blocking(target: &Target, op: Op) -> Result<OpOutput> {
     match target {
         Target::Daemon(daemon) => daemon.execute(&op),
         Target::Engine(engine) => engine.execute_blocking(op),
@@ -531,10 +537,6 @@ fn attach_semantic(store: &mut Store, config: Option<&EmbedderConfig>, catch_up:
         }
         Err(e) => tracing::debug!(error = %e, "semantic search is off"),
     }
-}
-
-fn decode<T: serde::de::DeserializeOwned>(value: Value) -> Result<T> {
-    serde_json::from_value(value).map_err(|e| CairnError::internal(format!("unexpected result shape: {e}")))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cairn_core::ops::Op;
+use cairn_core::ops::{EventOutcome, Op, OpOutput};
 use cairn_core::spool::EventId;
 use cairn_core::{CairnError, ErrorCode, Result};
 use cairn_http as http;
@@ -160,13 +160,18 @@ impl DaemonClient {
     /// safe to replay (a write to the memory store) sent whole that gets no answer (the
     /// daemon died, or timed out) fails with `operation_interrupted` instead: it may have
     /// been committed, and running it again could apply it twice.
-    pub fn execute(&self, op: &Op) -> Result<Value> {
-        self.execute_with(op, None, OP_TIMEOUT)
+    pub fn execute(&self, op: &Op) -> Result<OpOutput> {
+        match self.execute_with(op, None, OP_TIMEOUT)? {
+            EventOutcome::Applied(output) => Ok(output),
+            EventOutcome::Duplicate(id) => {
+                Err(CairnError::internal(format!("a write without an event id was a duplicate of {}", id.as_str())))
+            }
+        }
     }
 
     /// [`DaemonClient::execute`] naming the write with an event id (`Idempotency-Key`: sent
     /// again, it is applied once) and waiting at most `timeout` for the answer.
-    pub fn execute_with(&self, op: &Op, event: Option<&EventId>, timeout: Duration) -> Result<Value> {
+    pub fn execute_with(&self, op: &Op, event: Option<&EventId>, timeout: Duration) -> Result<EventOutcome> {
         let body = serde_json::to_vec(op)?;
         let interrupted = |e: CairnError| {
             if op.is_replay_safe() {
@@ -187,7 +192,8 @@ impl DaemonClient {
             interrupted(unavailable(format!("the daemon answered {status} with something that is not JSON: {e}")))
         })?;
         if status == 200 {
-            return Ok(value);
+            // The HTTP body is this client's JSON edge: typed from here on.
+            return EventOutcome::from_value(op.kind(), value);
         }
         Err(error_from_body(&value, status))
     }

@@ -12,7 +12,7 @@ mod catalogue;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use catalogue::{CATALOGUE, OpKind, OpOutput, OpSpec, Writes};
+pub use catalogue::{CATALOGUE, EventOutcome, OpKind, OpOutput, OpSpec, Writes};
 
 use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, RecordSession, UserPrompt};
 use crate::context::ContextRequest;
@@ -576,8 +576,10 @@ fn session_directory(db: &crate::history::HistoryDb, session_id: &str) -> Option
     dir.filter(|d| !d.trim().is_empty()).map(std::path::PathBuf::from)
 }
 
-/// Run an operation; its result as the JSON the doors send.
-pub fn execute_value(store: &mut Store, op: Op) -> Result<Value> {
+/// Run an operation; its result as the JSON the doors send (tests compare JSON; doors get
+/// the typed [`OpOutput`] and turn it into JSON at their edge).
+#[cfg(test)]
+pub(crate) fn execute_value(store: &mut Store, op: Op) -> Result<Value> {
     execute(store, op)?.into_value()
 }
 

@@ -35,10 +35,10 @@ use std::time::{Duration, SystemTime};
 
 use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::{CairnError, ErrorCode, Result};
-use crate::ops::{self, Op};
+use crate::ops::{self, EventOutcome, Op};
 use crate::store::Store;
 
 /// Directory of the spool inside the data dir.
@@ -392,7 +392,7 @@ impl Spool {
 pub trait DrainTarget {
     /// Apply the events in order, each with its id recorded in the same transaction; one
     /// result per event.
-    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>>;
+    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>>;
     /// Add to the store's counters.
     fn count(&mut self, counts: SpoolCounts) -> Result<()>;
 }
@@ -442,8 +442,8 @@ pub fn drain(spool: &Spool, target: &mut dyn DrainTarget) -> DrainReport {
         let mut stop = false;
         for (item, result) in items.iter().zip(results) {
             match result {
-                Ok(value) if value.get("duplicate_event").is_some() => report.duplicates += 1,
-                Ok(_) => report.applied += 1,
+                Ok(EventOutcome::Duplicate(_)) => report.duplicates += 1,
+                Ok(EventOutcome::Applied(_)) => report.applied += 1,
                 Err(e) if is_refusal(e.code) => {
                     tracing::warn!(event = %item.id, error = %e, "the store refused a spooled event");
                     refused.rejected += 1;
@@ -503,8 +503,8 @@ fn is_store_unavailable(code: ErrorCode) -> bool {
 impl Store {
     /// Apply `op` unless `id` was applied before, and record `id`, inside the caller's
     /// transaction (run it through [`Store::batch`], as the daemon's writer does, so the op
-    /// and its id commit together). A known id answers `{"duplicate_event": id}`.
-    pub fn run_event(&mut self, id: &EventId, op: Op) -> Result<Value> {
+    /// and its id commit together). A known id is a [`EventOutcome::Duplicate`].
+    pub fn run_event(&mut self, id: &EventId, op: Op) -> Result<EventOutcome> {
         let known = self
             .conn()
             .prepare_cached("SELECT 1 FROM spool_events WHERE id = ?1")?
@@ -512,20 +512,20 @@ impl Store {
             .optional()?
             .is_some();
         if known {
-            return Ok(json!({ "duplicate_event": id.as_str() }));
+            return Ok(EventOutcome::Duplicate(id.clone()));
         }
-        let value = ops::execute_value(self, op)?;
+        let output = ops::execute(self, op)?;
         let now = self.now();
         self.write(|conn| {
             conn.prepare_cached("INSERT INTO spool_events (id, applied_at) VALUES (?1, ?2)")?
                 .execute(rusqlite::params![id.as_str(), now])?;
             Ok(())
         })?;
-        Ok(value)
+        Ok(EventOutcome::Applied(output))
     }
 
     /// Apply events in order, each in step with its id, in one group commit.
-    pub fn apply_events(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+    pub fn apply_events(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
         let n = events.len();
         match self.batch(events, |store, (id, op)| store.run_event(&id, op)) {
             Ok(results) => results,
@@ -584,7 +584,7 @@ impl Store {
 
 /// A store in this process as a drain target (tests, tools).
 impl DrainTarget for Store {
-    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
         self.apply_events(events)
     }
 

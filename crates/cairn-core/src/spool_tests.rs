@@ -77,9 +77,9 @@ fn an_event_id_is_applied_once() {
     assert!(first[0].is_ok());
     // alone, and inside a group with another event
     let again = store.apply_events(vec![(id.clone(), tool_call("s"))]);
-    assert_eq!(again[0].as_ref().unwrap()["duplicate_event"], id.as_str());
+    assert_eq!(again[0].as_ref().unwrap(), &EventOutcome::Duplicate(id.clone()));
     let group = store.apply_events(vec![(EventId::new(), tool_call("s")), (id.clone(), tool_call("s"))]);
-    assert!(group[1].as_ref().unwrap().get("duplicate_event").is_some());
+    assert!(matches!(group[1], Ok(EventOutcome::Duplicate(_))));
     assert_eq!(tool_calls(&store, "s"), 2);
 }
 
@@ -142,7 +142,7 @@ fn an_event_the_store_refuses_is_counted_and_the_rest_delivered() {
 fn a_busy_store_leaves_the_events_for_the_next_drain() {
     struct Busy;
     impl DrainTarget for Busy {
-        fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+        fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
             events.iter().map(|_| Err(CairnError::new(ErrorCode::DatabaseBusy, "busy"))).collect()
         }
         fn count(&mut self, _: SpoolCounts) -> Result<()> {
@@ -164,7 +164,7 @@ fn a_busy_store_leaves_the_events_for_the_next_drain() {
 fn an_event_that_keeps_failing_is_set_aside_after_three_drains_and_the_rest_goes_through() {
     struct OneBug(Store);
     impl DrainTarget for OneBug {
-        fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+        fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
             events
                 .into_iter()
                 .map(|(id, op)| match &op {

@@ -18,13 +18,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use cairn_core::ops::{self, Op};
+use cairn_core::ops::{self, EventOutcome, Op, OpOutput};
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::semantic::Semantic;
 use cairn_core::settings::RuleSettings;
 use cairn_core::spool::{DrainReport, DrainTarget, EventId, Spool, SpoolCounts};
 use cairn_core::{CairnError, ErrorCode, Result, Store};
-use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::history::HistoryScan;
@@ -45,7 +44,7 @@ const EMBED_BATCH: usize = 16;
 /// How often the indexer looks for memories written by other processes.
 const EMBED_POLL: Duration = Duration::from_secs(5);
 
-type Reply = oneshot::Sender<Result<Value>>;
+type Reply = oneshot::Sender<Result<EventOutcome>>;
 
 /// Wakes the index follower after a commit (capacity 1: one pending wake-up is enough).
 type Wake = mpsc::SyncSender<()>;
@@ -290,14 +289,14 @@ impl Engine {
     }
 
     /// Run an operation: writes on the writer thread, reads on a pooled reader.
-    pub async fn execute(self: &Arc<Self>, op: Op) -> Result<Value> {
-        self.execute_event(op, None).await
+    pub async fn execute(self: &Arc<Self>, op: Op) -> Result<OpOutput> {
+        applied(self.execute_event(op, None).await?)
     }
 
     /// Run an operation at most once per event id (a host's retry, a spooled event met
-    /// again): a write whose id was applied before answers `{"duplicate_event": id}`. A read
+    /// again): a write whose id was applied before is an [`EventOutcome::Duplicate`]. A read
     /// just runs.
-    pub async fn execute_event(self: &Arc<Self>, op: Op, event: Option<EventId>) -> Result<Value> {
+    pub async fn execute_event(self: &Arc<Self>, op: Op, event: Option<EventId>) -> Result<EventOutcome> {
         self.touch();
         if op.writes_memory_store() || self.path.is_none() {
             let bulk = matches!(op, Op::Import { .. });
@@ -314,22 +313,23 @@ impl Engine {
         tokio::task::spawn_blocking(move || db.read(op))
             .await
             .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
+            .map(EventOutcome::Applied)
     }
 
     /// Run an operation on the calling thread (not from async code: it blocks).
-    pub fn execute_blocking(&self, op: Op) -> Result<Value> {
+    pub fn execute_blocking(&self, op: Op) -> Result<OpOutput> {
         self.touch();
         if op.writes_memory_store() || self.path.is_none() {
-            return self.submit(op, None)?.blocking_recv().map_err(|_| writer_gone())?;
+            return applied(self.submit(op, None)?.blocking_recv().map_err(|_| writer_gone())??);
         }
         self.read(op)
     }
 
     /// Apply events in order through the writer, each with its id (blocking).
-    fn apply_events_blocking(&self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+    fn apply_events_blocking(&self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
         self.touch();
         // Queued together, so the writer commits them as one group, in order.
-        let replies: Vec<Result<oneshot::Receiver<Result<Value>>>> =
+        let replies: Vec<Result<oneshot::Receiver<Result<EventOutcome>>>> =
             events.into_iter().map(|(id, op)| self.submit(op, Some(id))).collect();
         replies.into_iter().map(|reply| reply?.blocking_recv().map_err(|_| writer_gone())?).collect()
     }
@@ -400,7 +400,7 @@ impl Engine {
         rx.recv().map_err(|_| writer_gone())?
     }
 
-    fn submit(&self, op: Op, event: Option<EventId>) -> Result<oneshot::Receiver<Result<Value>>> {
+    fn submit(&self, op: Op, event: Option<EventId>) -> Result<oneshot::Receiver<Result<EventOutcome>>> {
         let (tx, rx) = oneshot::channel();
         self.send(Job::Op(Box::new(op), event, tx))?;
         Ok(rx)
@@ -411,9 +411,9 @@ impl Engine {
         jobs.as_ref().ok_or_else(stopped)?.send(job).map_err(|_| writer_gone())
     }
 
-    fn read(&self, op: Op) -> Result<Value> {
+    fn read(&self, op: Op) -> Result<OpOutput> {
         let mut reader = self.take_reader()?;
-        let result = ops::execute_value(&mut reader, op);
+        let result = ops::execute(&mut reader, op);
         self.return_reader(reader);
         result
     }
@@ -459,7 +459,7 @@ fn sleep_while(alive: &Alive, total: Duration) {
 struct WriterTarget<'a>(&'a Engine);
 
 impl DrainTarget for WriterTarget<'_> {
-    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<Value>> {
+    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
         self.0.apply_events_blocking(events)
     }
 
@@ -573,15 +573,25 @@ fn commit_group(store: &mut Store, group: Vec<(Op, Option<EventId>, Reply)>) {
 }
 
 /// [`run_guarded`] at most once per event id.
-fn run_event_guarded(store: &mut Store, event: &EventId, op: Op) -> Result<Value> {
+fn run_event_guarded(store: &mut Store, event: &EventId, op: Op) -> Result<EventOutcome> {
     std::panic::catch_unwind(AssertUnwindSafe(|| store.run_event(event, op)))
         .unwrap_or_else(|_| Err(CairnError::internal("the operation panicked; nothing it wrote was kept")))
 }
 
 /// A bug in one operation must not take the writer (and every later write) down.
-fn run_guarded(store: &mut Store, op: Op) -> Result<Value> {
-    std::panic::catch_unwind(AssertUnwindSafe(|| ops::execute_value(store, op)))
+fn run_guarded(store: &mut Store, op: Op) -> Result<EventOutcome> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| ops::execute(store, op).map(EventOutcome::Applied)))
         .unwrap_or_else(|_| Err(CairnError::internal("the operation panicked; nothing it wrote was kept")))
+}
+
+/// The result of a write sent without an event id (which cannot be a duplicate).
+fn applied(outcome: EventOutcome) -> Result<OpOutput> {
+    match outcome {
+        EventOutcome::Applied(output) => Ok(output),
+        EventOutcome::Duplicate(id) => {
+            Err(CairnError::internal(format!("a write without an event id was a duplicate of {}", id.as_str())))
+        }
+    }
 }
 
 /// Checkpoint the WAL every [`CHECKPOINT_EVERY`] on a connection of its own. Opened on its
@@ -729,6 +739,8 @@ fn build_index_in_background(workers: &Workers, path: &Path, index: Arc<SharedIn
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_core::views::Stats;
+    use serde_json::Value;
 
     fn save(title: String) -> Op {
         Op::from_value(serde_json::json!({"op": "save", "args": {"title": title, "content": "c", "project": "p"}}))
@@ -752,8 +764,8 @@ mod tests {
         for task in tasks {
             task.await.unwrap();
         }
-        let stats = db.execute(Op::Stats).await.unwrap();
-        assert_eq!(stats["total_observations"], 200);
+        let stats: Stats = db.execute(Op::Stats).await.unwrap().into_typed().unwrap();
+        assert_eq!(stats.total_observations, 200);
     }
 
     fn wal_bytes(db_path: &Path) -> u64 {
@@ -792,7 +804,8 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // Nothing was lost on the way.
-        assert_eq!(db.execute(Op::Stats).await.unwrap()["total_observations"], 2001);
+        let stats: Stats = db.execute(Op::Stats).await.unwrap().into_typed().unwrap();
+        assert_eq!(stats.total_observations, 2001);
     }
 
     #[test]
@@ -803,7 +816,7 @@ mod tests {
         let group: Vec<(Op, Option<EventId>, Reply)> =
             vec![save("a".into()), bad, save("b".into())].into_iter().zip(txs).map(|(op, tx)| (op, None, tx)).collect();
         commit_group(&mut store, group);
-        let results: Vec<Result<Value>> = rxs.into_iter().map(|rx| rx.blocking_recv().unwrap()).collect();
+        let results: Vec<Result<EventOutcome>> = rxs.into_iter().map(|rx| rx.blocking_recv().unwrap()).collect();
         assert!(results[0].is_ok() && results[2].is_ok());
         assert_eq!(results[1].as_ref().unwrap_err().code, cairn_core::ErrorCode::EmptyField);
         assert_eq!(store.stats().unwrap().total_observations, 2);
@@ -874,11 +887,8 @@ mod tests {
         // The first model's embedder has stopped: nothing of it comes back.
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(stored(&path), [("second".to_owned(), 40)]);
-        let stats = db.execute_blocking(Op::Stats).unwrap();
-        assert_eq!(
-            (stats["embedding_model"].as_str(), stats["embeddings_pending"].as_i64()),
-            (Some("second"), Some(0))
-        );
+        let stats: Stats = db.execute_blocking(Op::Stats).unwrap().into_typed().unwrap();
+        assert_eq!((stats.embedding_model.as_deref(), stats.embeddings_pending), (Some("second"), 0));
         db.stop(Duration::from_secs(5));
     }
 }

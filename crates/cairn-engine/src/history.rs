@@ -164,7 +164,7 @@ mod tests {
     fn sessions(engine: &Engine) -> String {
         let op =
             Op::from_value(serde_json::json!({"op": "history_sessions", "args": {"include_children": true}})).unwrap();
-        engine.execute_blocking(op).unwrap().to_string()
+        engine.execute_blocking(op).unwrap().into_value().unwrap().to_string()
     }
 
     fn wait_for(what: &str, mut done: impl FnMut() -> bool) {

@@ -35,13 +35,12 @@ use cairn_core::agent::{
     CompactionSave, CompactionTrigger, ProjectHints, ProtocolRequest, RecordSession, UserPrompt, UserPromptOutcome,
     protocol, resolve_project,
 };
-use cairn_core::history::ingest::{PokeRequest, check_host_source, process_env};
+use cairn_core::history::ingest::{PokeRequest, ScanReport, check_host_source, process_env};
 use cairn_core::history::model::HistoryHost;
-use cairn_core::ops::Op;
+use cairn_core::ops::{EventOutcome, Op, OpOutput};
 use cairn_core::sessions::NewSession;
 use cairn_core::settings::{Overrides, Settings};
 use cairn_core::{ErrorCode, passive};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::output::{note, out};
@@ -157,17 +156,28 @@ struct Hook {
 }
 
 impl Hook {
-    fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T> {
+    fn call<T: 'static>(&self, op: Op) -> Result<T> {
         Ok(self.client.call(op)?)
     }
 
     /// A write, delivered within the hook's budget: its result, or `None` when no daemon
     /// answered in time and it was kept in the spool for the daemon (the hook then answers
     /// `{}`: what it would add needs the store).
-    fn write<T: DeserializeOwned>(&self, op: Op) -> Result<Option<T>> {
+    fn write<T: 'static>(&self, op: Op) -> Result<Option<T>> {
+        Ok(self.deliver(op)?.map(OpOutput::into_typed).transpose()?)
+    }
+
+    /// [`Hook::write`] for a write whose result the hook does not use.
+    fn write_only(&self, op: Op) -> Result<()> {
+        self.deliver(op).map(drop)
+    }
+
+    fn deliver(&self, op: Op) -> Result<Option<OpOutput>> {
         let budget = self.deadline.saturating_duration_since(Instant::now());
         match self.client.deliver(op, AGENT, budget)? {
-            Delivered::Answered(value) => Ok(Some(serde_json::from_value(value)?)),
+            Delivered::Answered(EventOutcome::Applied(output)) => Ok(Some(output)),
+            // Applied before under the same event id: its result is not kept.
+            Delivered::Answered(EventOutcome::Duplicate(_)) => Ok(None),
             // no line on stderr: a cold start is not a problem, and nothing was lost
             Delivered::Spooled(_) => Ok(None),
         }
@@ -306,7 +316,7 @@ impl Hook {
             return Ok(FAIL_OPEN.to_owned());
         }
         let source = if subagent { "subagent-stop" } else { "turn-complete" };
-        let _: Option<Value> = self.write(Op::CapturePassive(passive::PassiveCapture {
+        self.write_only(Op::CapturePassive(passive::PassiveCapture {
             content: text,
             session_id: Some(self.session.clone()),
             project: Some(self.project()?),
@@ -325,7 +335,7 @@ impl Hook {
         } else {
             CompactionTrigger::Auto
         };
-        let _: Option<Value> = self.write(Op::SaveCompaction(CompactionSave {
+        self.write_only(Op::SaveCompaction(CompactionSave {
             session_id: self.session.clone(),
             project: Some(self.project()?),
             summary: clean(summary),
@@ -347,7 +357,7 @@ impl Hook {
         if check_host_source(&process_env, &poke).is_err() {
             return;
         }
-        if let Err(e) = self.call::<Value>(Op::HistoryIngest(poke)) {
+        if let Err(e) = self.call::<ScanReport>(Op::HistoryIngest(poke)) {
             note(&format!("cairn hook: archiving {path} failed: {e:#}"));
         }
     }
@@ -388,19 +398,18 @@ impl Hook {
     /// last time"); a failure is a line on stderr, the turn is done either way.
     fn record_session(&self) {
         let req = RecordSession { session_id: self.session.clone(), project: self.named_project(), compacted: false };
-        if let Err(e) = self.write::<Value>(Op::RecordSession(req)) {
+        if let Err(e) = self.write_only(Op::RecordSession(req)) {
             note(&format!("cairn hook: the Last Session record of {} was not revised: {e:#}", self.session));
         }
     }
 
     fn end_session(&self) -> Result<()> {
-        let end =
-            || self.write::<Value>(Op::EndSession { id: self.session.clone(), summary: None, keep_activity: true });
+        let end = || self.write_only(Op::EndSession { id: self.session.clone(), summary: None, keep_activity: true });
         match end() {
             Err(e)
                 if e.downcast_ref::<cairn_core::CairnError>().is_some_and(|e| e.code == ErrorCode::SessionNotFound) =>
             {
-                let _: Option<Value> = self.write(Op::StartSession(NewSession {
+                self.write_only(Op::StartSession(NewSession {
                     id: self.session.clone(),
                     project: Some(self.project()?),
                     directory: self.cwd(),

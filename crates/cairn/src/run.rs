@@ -11,8 +11,8 @@ use cairn_client::{Client, ConnectOptions, Role};
 use cairn_core::agent::{ProjectHints, ProtocolRequest, resolve_project};
 use cairn_core::context::{Context, ContextLayout, ContextRequest};
 use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
-use cairn_core::model::{Observation, Revision, SessionSummary};
-use cairn_core::ops::{Op, RepairReport, SaveRequest, SaveResponse, SearchResponse};
+use cairn_core::model::{Observation, SessionSummary};
+use cairn_core::ops::{DeleteResponse, GetResponse, Op, RepairReport, SaveRequest, SaveResponse, SearchResponse};
 use cairn_core::project::ProjectDetection;
 use cairn_core::search::{SearchMode, SearchQuery, SearchResults};
 use cairn_core::settings::{Overrides, Settings};
@@ -20,8 +20,6 @@ use cairn_core::text::Scope;
 use cairn_core::transfer::{ExportData, ImportReport};
 use cairn_core::views::{Stats, Timeline};
 use cairn_core::{CairnError, ErrorCode, doctor};
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::cli::{Cli, Command, ContextArgs, SaveArgs, SearchArgs, UpdateArgs};
 use crate::output::{json, note, out};
@@ -47,7 +45,7 @@ impl Env {
     }
 
     /// Run one operation and decode its result.
-    pub(crate) fn call<T: DeserializeOwned>(&self, op: Op) -> Result<T> {
+    pub(crate) fn call<T: 'static>(&self, op: Op) -> Result<T> {
         Ok(self.client()?.call(op)?)
     }
 
@@ -314,14 +312,8 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
 
 fn get(env: &Env, raw: &str, with_revisions: bool) -> Result<()> {
     let id = parse_id(raw)?;
-    let value: Value = env.call(Op::Get { id, revisions: with_revisions })?;
-    if env.json {
-        return json(&value);
-    }
-    let revisions: Option<Vec<Revision>> =
-        if with_revisions { Some(serde_json::from_value(value["revisions"].clone())?) } else { None };
-    let observation: Observation = serde_json::from_value(value)?;
-    out(&render::observation(&observation, revisions.as_deref()))
+    let found: GetResponse = env.call(Op::Get { id, revisions: with_revisions })?;
+    env.emit(&found, |found| render::observation(&found.observation, found.revisions.as_deref()))
 }
 
 fn update(env: &Env, args: UpdateArgs) -> Result<()> {
@@ -341,8 +333,8 @@ fn update(env: &Env, args: UpdateArgs) -> Result<()> {
 
 fn delete(env: &Env, raw: &str, hard: bool) -> Result<()> {
     let id = parse_id(raw)?;
-    let value: Value = env.call(Op::Delete { id, hard })?;
-    env.emit(&value, |_| format!("Memory #{id} {}", if hard { "permanently deleted" } else { "deleted" }))
+    let deleted: DeleteResponse = env.call(Op::Delete { id, hard })?;
+    env.emit(&deleted, |_| format!("Memory #{id} {}", if hard { "permanently deleted" } else { "deleted" }))
 }
 
 fn restore(env: &Env, raw: &str) -> Result<()> {

@@ -152,6 +152,13 @@ macro_rules! catalogue {
                 }
             }
 
+            /// The result itself, for [`OpOutput::into_typed`].
+            fn into_any(self) -> Box<dyn std::any::Any + Send> {
+                match self {
+                    $(OpOutput::$kind(output) => Box::new(output),)*
+                }
+            }
+
             /// Decode the JSON answer to an operation of this kind (untagged JSON alone
             /// cannot say which operation it answers).
             pub fn from_value(kind: OpKind, value: Value) -> crate::Result<OpOutput> {
@@ -503,5 +510,47 @@ impl OpOutput {
     /// The result as the JSON the doors send.
     pub fn into_value(self) -> crate::Result<Value> {
         Ok(serde_json::to_value(self)?)
+    }
+
+    /// The result as `T`, the type its catalogue row names (`op.spec().output`, e.g.
+    /// `SaveResponse` for `save`). Checked: asking for another type is an internal error that
+    /// names both, never a silent misread.
+    pub fn into_typed<T: 'static>(self) -> crate::Result<T> {
+        let kind = self.kind();
+        self.into_any().downcast::<T>().map(|typed| *typed).map_err(|_| {
+            crate::CairnError::internal(format!(
+                "`{}` answers {}, not {}",
+                kind.spec().name,
+                kind.spec().output,
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+}
+
+/// What a write sent with an event id did: it ran, or that id was applied before (a host's
+/// retry, a spooled event met again) and it did not run again.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant, reason = "moved once from the writer to the door, like OpOutput itself")]
+pub enum EventOutcome {
+    Applied(OpOutput),
+    Duplicate(crate::spool::EventId),
+}
+
+impl EventOutcome {
+    /// The JSON the doors send: the result, or `{"duplicate_event": id}`.
+    pub fn into_value(self) -> crate::Result<Value> {
+        match self {
+            EventOutcome::Applied(output) => output.into_value(),
+            EventOutcome::Duplicate(id) => Ok(serde_json::json!({ "duplicate_event": id.as_str() })),
+        }
+    }
+
+    /// Read the JSON answer to `kind` sent with an event id.
+    pub fn from_value(kind: OpKind, value: Value) -> crate::Result<EventOutcome> {
+        if let Some(id) = value.get("duplicate_event").and_then(Value::as_str) {
+            return Ok(EventOutcome::Duplicate(crate::spool::EventId::parse(id)?));
+        }
+        Ok(EventOutcome::Applied(OpOutput::from_value(kind, value)?))
     }
 }

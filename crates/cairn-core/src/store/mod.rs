@@ -252,11 +252,11 @@ impl Store {
     /// simply fails. One that fails after changing rows cannot be undone alone: the whole
     /// transaction is rolled back and every job runs again in a transaction of its own, so
     /// each still succeeds or fails whole, on its own.
-    pub fn batch<T: Clone>(
+    pub fn batch<T: Clone, R>(
         &mut self,
         jobs: Vec<T>,
-        mut run: impl FnMut(&mut Store, T) -> Result<serde_json::Value>,
-    ) -> Result<Vec<Result<serde_json::Value>>> {
+        mut run: impl FnMut(&mut Store, T) -> Result<R>,
+    ) -> Result<Vec<Result<R>>> {
         let grouped = self.in_one_transaction(|store| {
             let results = store.run_grouped(&jobs, &mut run);
             let keep = results.is_some();
@@ -299,11 +299,11 @@ impl Store {
 
     /// The jobs' results in one open transaction, or `None` when a failed job left changes
     /// behind (the caller rolls back).
-    fn run_grouped<T: Clone>(
+    fn run_grouped<T: Clone, R>(
         &mut self,
         jobs: &[T],
-        run: &mut impl FnMut(&mut Store, T) -> Result<serde_json::Value>,
-    ) -> Option<Vec<Result<serde_json::Value>>> {
+        run: &mut impl FnMut(&mut Store, T) -> Result<R>,
+    ) -> Option<Vec<Result<R>>> {
         let mut results = Vec::with_capacity(jobs.len());
         for job in jobs {
             let changes_before = self.conn.total_changes();

@@ -12,6 +12,7 @@ use cairn_core::agent::ProjectHints;
 use cairn_core::ops::Op;
 use cairn_core::spool::EventId;
 use cairn_core::store::SCHEMA_VERSION;
+use cairn_core::views::Stats;
 use cairn_core::{CairnError, ErrorCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -20,7 +21,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, body_bytes};
 use super::schema;
-use super::{ApiResult, AppState, given, ok, run};
+use super::{ApiResult, AppState, given, ok, run, run_typed};
 
 /// How long `/health` waits for the store. Clients probe with a short timeout; a long import
 /// holding the writer must not make the daemon look dead.
@@ -95,9 +96,8 @@ pub(super) async fn stats(State(state): State<AppState>) -> ApiResult {
 #[utoipa::path(get, operation_id = "list_projects", path = "/projects", tag = "projects",
     responses((status = 200, description = "Projects, most recently active first", body = schema::ProjectList)))]
 pub(super) async fn projects(State(state): State<AppState>) -> ApiResult {
-    let stats = run(&state, Op::Stats).await?;
-    let projects = stats["by_project"].as_array().cloned().unwrap_or_default();
-    Ok(ok(json!({ "count": projects.len(), "projects": projects })))
+    let stats: Stats = run_typed(&state, Op::Stats).await?;
+    Ok(ok(json!({ "count": stats.by_project.len(), "projects": stats.by_project })))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -283,7 +283,7 @@ pub(super) async fn op(State(state): State<AppState>, headers: HeaderMap, ApiJso
         Some(key) => Some(EventId::parse(key.to_str().unwrap_or_default())?),
     };
     let op = Op::from_value(value)?;
-    Ok(ok(state.engine.execute_event(op, event).await?))
+    Ok(ok(state.engine.execute_event(op, event).await?.into_value()?))
 }
 
 /// The header naming a write, so sending it again applies it once.

@@ -1,18 +1,20 @@
 //! Relations between memories (engram §7): listing, stats, verdicts, retroactive scans. The
 //! sync-deferred queue does not exist yet, so its routes answer empty.
 
+use axum::Json;
 use axum::extract::State;
+use axum::response::IntoResponse;
 use cairn_core::ErrorCode;
 use cairn_core::ops::Op;
-use cairn_core::relations::{Comparison, Judgment, RelationFilter, ScanRequest};
-use serde::Deserialize;
+use cairn_core::relations::{Comparison, Judgment, RelationDetail, RelationFilter, ScanRequest};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, PathId};
 use super::schema;
-use super::{ApiResult, AppState, given, ok, run, with_fields};
+use super::{ApiResult, AppState, given, ok, run, run_typed, with_fields};
 
 /// Listing sizes of the deferred queue (engram: default 50, at most 500).
 const DEFAULT_PAGE: usize = 50;
@@ -224,12 +226,18 @@ pub(super) async fn compare(State(state): State<AppState>, ApiJson(b): ApiJson<C
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such relation", body = ErrorBody)))]
 pub(super) async fn get_one(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
-    let detail = run(&state, Op::GetRelation { id }).await?;
+    let detail: RelationDetail = run_typed(&state, Op::GetRelation { id }).await?;
     // engram's names for the same facts.
-    let aliases = [
-        ("relation_id", json!(id)),
-        ("source_snippet", detail["source_title"].clone()),
-        ("target_snippet", detail["target_title"].clone()),
-    ];
-    Ok(ok(with_fields(detail, aliases)))
+    let (source_snippet, target_snippet) = (detail.source_title.clone(), detail.target_title.clone());
+    Ok(Json(EngramRelationDetail { detail, relation_id: id, source_snippet, target_snippet }).into_response())
+}
+
+/// A relation as `/conflicts/{id}` sends it: cairn's detail and engram's names for it.
+#[derive(Serialize)]
+struct EngramRelationDetail {
+    #[serde(flatten)]
+    detail: RelationDetail,
+    relation_id: i64,
+    source_snippet: Option<String>,
+    target_snippet: Option<String>,
 }

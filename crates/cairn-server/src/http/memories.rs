@@ -1,22 +1,24 @@
 //! Memories: save, list, get, update, delete, pin, passive capture, search, timeline, context.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderValue;
+use axum::response::IntoResponse;
 use cairn_core::context::{ContextLayout, ContextRequest};
 use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
-use cairn_core::ops::{Op, SaveRequest};
+use cairn_core::ops::{Op, SaveRequest, SearchResponse};
 use cairn_core::passive::PassiveCapture;
-use cairn_core::search::{SearchMode, SearchQuery};
+use cairn_core::search::{SearchHit, SearchMode, SearchQuery};
 use cairn_core::text::Scope;
 use cairn_core::{CairnError, ErrorCode};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, PathId, require_id};
 use super::schema;
-use super::{ApiResult, AppState, created, given, ok, run, with_fields};
+use super::{ApiResult, AppState, created, given, ok, run, run_typed, with_fields};
 
 /// A memory to save: engram's fields plus cairn's (`pinned`, `directory`, `find_candidates`).
 /// Unknown fields are ignored, so newer engram clients keep working.
@@ -348,23 +350,25 @@ pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<
         mode: given(p.mode).map(|m| SearchMode::parse(&m)).transpose()?,
         min_score: p.min_score,
     };
-    let found = run(&state, Op::Search(query)).await?;
-    let mut response = ok(Value::Array(annotated_hits(&found)));
-    for notice in found["notices"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+    let SearchResponse { hits, notices, mut annotations, .. } = run_typed(&state, Op::Search(query)).await?;
+    // Each hit with its relation notes (the core keys them by sync id).
+    let hits: Vec<AnnotatedHit> = hits
+        .into_iter()
+        .map(|hit| AnnotatedHit { annotations: annotations.remove(&hit.observation.sync_id).unwrap_or_default(), hit })
+        .collect();
+    let mut response = Json(hits).into_response();
+    for notice in &notices {
         response.headers_mut().append("x-cairn-notice", header_text(notice));
     }
     Ok(response)
 }
 
-/// The hits, each with its relation notes (the core keys them by sync id).
-fn annotated_hits(found: &Value) -> Vec<Value> {
-    let hits = found["hits"].as_array().cloned().unwrap_or_default();
-    hits.into_iter()
-        .map(|hit| {
-            let notes = hit["sync_id"].as_str().and_then(|id| found["annotations"].get(id)).cloned();
-            with_fields(hit, [("annotations", notes.unwrap_or_else(|| json!([])))])
-        })
-        .collect()
+/// A hit as `/search` sends it: the ranked hit and its relation notes.
+#[derive(Serialize)]
+struct AnnotatedHit {
+    #[serde(flatten)]
+    hit: SearchHit,
+    annotations: Vec<String>,
 }
 
 /// Header values are visible ASCII; anything else (a project name in another script) is escaped.

@@ -210,9 +210,14 @@ async fn access_log(req: axum::extract::Request, next: middleware::Next) -> Resp
     response
 }
 
-/// Run one operation on the daemon's store.
+/// Run one operation on the daemon's store; its result as the JSON this door sends.
 async fn run(state: &AppState, op: Op) -> Result<Value, ApiError> {
-    state.engine.execute(op).await.map_err(ApiError::from)
+    Ok(state.engine.execute(op).await?.into_value()?)
+}
+
+/// Run one operation; its typed result (`T`: the type its catalogue row names).
+async fn run_typed<T: 'static>(state: &AppState, op: Op) -> Result<T, ApiError> {
+    Ok(state.engine.execute(op).await?.into_typed()?)
 }
 
 fn ok(value: Value) -> Response {

@@ -71,7 +71,7 @@ pub(super) async fn end(
     OptionalJson(b): OptionalJson<EndBody>,
 ) -> ApiResult {
     match state.engine.execute(Op::EndSession { id: id.clone(), summary: b.summary, keep_activity: false }).await {
-        Ok(session) => Ok(ok(with_fields(session, [("status", json!("completed"))]))),
+        Ok(session) => Ok(ok(with_fields(session.into_value()?, [("status", json!("completed"))]))),
         // engram's plugins end sessions they may never have registered (a start that failed,
         // a sub-agent skipped on purpose): engram answers 200, and they treat anything else as
         // a failure to retry. Nothing is created.

@@ -7,10 +7,11 @@ use cairn_core::agent::{
     self, ActivityEvent, ActivityRecord, ActivityUpdate, ProjectHints, SAVE_FINDS_CANDIDATES, SaveActivity, given,
 };
 use cairn_core::context::{Context, ContextRequest};
+use cairn_core::doctor::{CheckStatus, DoctorReport};
 use cairn_core::history::query as history;
 use cairn_core::memory::{NewObservation, ObservationPatch, SaveAction};
 use cairn_core::model::{Observation, Prompt, Session};
-use cairn_core::ops::{Op, SaveRequest, SaveResponse, SearchResponse};
+use cairn_core::ops::{GetResponse, Op, SaveRequest, SaveResponse, SearchResponse, TopicKeySuggestion};
 use cairn_core::passive::{PassiveCapture, PassiveOutcome};
 use cairn_core::project::ProjectDetection;
 use cairn_core::projects::MigrateOutcome;
@@ -43,7 +44,7 @@ impl CairnMcp {
         self.cwd().display().to_string()
     }
 
-    async fn call<T: serde::de::DeserializeOwned>(&self, op: Op) -> Result<T> {
+    async fn call<T: 'static>(&self, op: Op) -> Result<T> {
         self.state.client.call_async(op).await
     }
 
@@ -279,7 +280,7 @@ impl CairnMcp {
     }
 
     pub(super) async fn get_observation(&self, a: IdArgs) -> Result<CallToolResult> {
-        let o: Observation = self.call(Op::Get { id: a.id, revisions: false }).await?;
+        let GetResponse { observation: o, .. } = self.call(Op::Get { id: a.id, revisions: false }).await?;
         Ok(reply::envelope(None, render::observation(&o), json!({ "id": o.id, "project": o.project })))
     }
 
@@ -289,9 +290,8 @@ impl CairnMcp {
             title: a.title.unwrap_or_default(),
             content: a.content.unwrap_or_default(),
         };
-        let found: Value = self.call(op).await?;
-        let key = found["topic_key"].as_str().unwrap_or_default();
-        Ok(reply::text(format!("Suggested topic_key: {key}")))
+        let found: TopicKeySuggestion = self.call(op).await?;
+        Ok(reply::text(format!("Suggested topic_key: {}", found.topic_key)))
     }
 
     pub(super) async fn capture_passive(&self, call: &CallCtx, a: CapturePassiveArgs) -> Result<CallToolResult> {
@@ -383,14 +383,15 @@ impl CairnMcp {
     }
 
     pub(super) async fn doctor(&self, a: DoctorArgs) -> Result<CallToolResult> {
-        let mut report: Value = self.call(Op::Doctor).await?;
-        if let (Some(id), Some(checks)) = (given(a.check), report["checks"].as_array_mut()) {
-            checks.retain(|c| c["id"].as_str() == Some(id.as_str()));
+        let mut report: DoctorReport = self.call(Op::Doctor).await?;
+        if let Some(id) = given(a.check) {
+            report.checks.retain(|c| c.id == id);
         }
+        let failed = report.status == CheckStatus::Error;
+        let mut report = serde_json::to_value(report).map_err(|e| CairnError::internal(e.to_string()))?;
         if let Some(project) = given(a.project) {
             report["project"] = json!(project);
         }
-        let failed = report["status"] == "error";
         let mut result = reply::json_text(&report);
         result.is_error = Some(failed);
         Ok(result)

@@ -14,8 +14,7 @@ use crate::text::{Scope, normalize_project, preview};
 
 mod memory_block;
 
-/// Default size of a context block: large enough to be useful, small next to a context window.
-pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
+pub use crate::settings::DEFAULT_BUDGET_BYTES;
 /// Memory counts on session lines stop here ("100+").
 const SESSION_COUNT_CAP: usize = 100;
 /// Most personal memories shown in a project's context.

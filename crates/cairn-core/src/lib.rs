@@ -15,6 +15,7 @@
 pub mod agent;
 pub mod clock;
 pub mod context;
+pub mod context_window;
 pub mod doctor;
 pub mod error;
 pub mod history;

@@ -242,3 +242,17 @@ pub struct Revision {
 pub fn new_sync_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
+
+/// The memory type of compaction summaries.
+pub const COMPACTION_SUMMARY: &str = "compaction_summary";
+/// The memory type of Last Session records.
+pub const SESSION_RECORD: &str = "session_record";
+/// `tool_name` of a Last Session record: its origin, and whether the session was compacted (a
+/// compacted session's own record is its "Last Session" in its next `[MEMORY]` block).
+pub const SESSION_RECORD_SOURCE: &str = "session-record";
+pub const SESSION_RECORD_SOURCE_COMPACTED: &str = "session-record:compacted";
+
+/// Whether a Last Session record (by its `tool_name`) says its session was compacted.
+pub fn record_says_compacted(tool_name: Option<&str>) -> bool {
+    tool_name == Some(SESSION_RECORD_SOURCE_COMPACTED)
+}

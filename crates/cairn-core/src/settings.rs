@@ -6,9 +6,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::DEFAULT_BUDGET_BYTES;
 use crate::error::{CairnError, ErrorCode, Result};
-use crate::store::DB_FILE;
+
+/// File name of the database inside the data dir.
+pub const DB_FILE: &str = "cairn.db";
+/// Default size of a context block: large enough to be useful, small next to a context window.
+pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
 
 pub mod history;
 pub mod plugin;

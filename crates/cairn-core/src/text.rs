@@ -239,6 +239,18 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
     prev[b_chars.len()]
 }
 
+/// `text` cut to at most `max` bytes on a character boundary, with `…` when cut.
+pub fn cut_bytes(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,8 +11,7 @@ use crate::sessions::validate_session_id;
 use crate::store::Store;
 use crate::text::{normalize_project, require};
 
-/// The memory type of compaction summaries.
-pub const COMPACTION_SUMMARY: &str = "compaction_summary";
+pub use crate::model::COMPACTION_SUMMARY;
 /// Most profile items anyone may ask for.
 const MAX_PROFILE: usize = 50;
 

@@ -21,12 +21,10 @@ use crate::sessions::{catch_all_sessions_like, validate_session_id};
 use crate::store::Store;
 use crate::text::{normalize_project, preview, redact};
 
-/// The memory type of Last Session records.
-pub const SESSION_RECORD: &str = "session_record";
-/// `tool_name` of a record: its origin, and whether the session was compacted (a compacted
-/// session's own record is its "Last Session" in its next `[MEMORY]` block).
-const SOURCE: &str = "session-record";
-const SOURCE_COMPACTED: &str = "session-record:compacted";
+pub use crate::model::SESSION_RECORD;
+pub(crate) use crate::model::record_says_compacted;
+use crate::model::{SESSION_RECORD_SOURCE as SOURCE, SESSION_RECORD_SOURCE_COMPACTED as SOURCE_COMPACTED};
+pub(crate) use crate::text::cut_bytes;
 /// Most bytes of a record: it is read in full at every first prompt of the project.
 pub const MAX_RECORD_BYTES: usize = 2_000;
 /// The user's requests kept (the newest), and the characters of each.
@@ -47,11 +45,6 @@ const SESSION_KINDS: [&str; 4] = ["passive", SESSION_RECORD, "session_summary", 
 /// The topic of a session's record: one memory per session, revised in place.
 pub fn session_record_topic(session_id: &str) -> String {
     format!("session/{session_id}/record")
-}
-
-/// Whether a record's `tool_name` says its session was compacted.
-pub(crate) fn record_says_compacted(tool_name: Option<&str>) -> bool {
-    tool_name == Some(SOURCE_COMPACTED)
 }
 
 /// The arguments of `record_session`.
@@ -147,18 +140,6 @@ fn list(files: &[String]) -> String {
 
 fn minute(ts: &str) -> String {
     ts.get(..16).unwrap_or(ts).replace('T', " ")
-}
-
-/// `text` within `max` bytes, cut at a character boundary with an ellipsis.
-pub(crate) fn cut_bytes(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 impl Store {

@@ -12,13 +12,12 @@ use std::collections::HashSet;
 use rusqlite::params;
 
 use super::{Budgeted, Context, ContextRequest};
-use crate::agent::COMPACTION_SUMMARY;
-use crate::agent::last_session::{SESSION_RECORD, cut_bytes, record_says_compacted};
 use crate::error::Result;
+use crate::model::{COMPACTION_SUMMARY, SESSION_RECORD, record_says_compacted};
 use crate::model::{OBSERVATION_COLUMNS, Observation};
 use crate::search::{SearchQuery, check_min_score};
 use crate::store::Store;
-use crate::text::{normalize_project, preview};
+use crate::text::{cut_bytes, normalize_project, preview};
 
 /// The typed sections: header and the memory types that fill it.
 const TYPED_SECTIONS: &[(&str, &[&str])] = &[

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::model::HistoryHost;
 use super::query::check_id;
 use super::store::HistoryDb;
-use crate::agent::meter::{ContextUsage, MeterStatus, thousands, trend_text, used_tokens, window_of};
+use crate::context_window::{ContextUsage, MeterStatus, thousands, trend_text, used_tokens, window_of};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::settings::plugin::ContextMeterSettings;
 

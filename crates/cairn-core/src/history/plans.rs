@@ -317,8 +317,8 @@ impl Plans {
             if plan.truncated {
                 out.push_str(&format!(
                     "\n\n[truncated: the first {} of {} bytes shown]",
-                    crate::agent::meter::thousands(plan.text.len() as u64),
-                    crate::agent::meter::thousands(plan.size)
+                    crate::context_window::thousands(plan.text.len() as u64),
+                    crate::context_window::thousands(plan.size)
                 ));
             }
             return out;

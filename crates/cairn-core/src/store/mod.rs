@@ -14,8 +14,7 @@ use crate::error::{CairnError, ErrorCode, Result};
 
 pub use migrate::SCHEMA_VERSION;
 
-/// File name of the database inside the data dir.
-pub const DB_FILE: &str = "cairn.db";
+pub use crate::settings::DB_FILE;
 /// How long a writer waits for another process's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Prepared statements kept per connection.

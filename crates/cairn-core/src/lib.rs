@@ -32,6 +32,7 @@ pub mod sessions;
 pub mod settings;
 pub mod spool;
 pub mod store;
+pub mod sync;
 pub mod text;
 pub mod topic;
 pub mod transfer;
@@ -57,6 +58,8 @@ mod privacy_tests;
 mod search_tests;
 #[cfg(test)]
 mod semantic_tests;
+#[cfg(test)]
+mod sync_tests;
 #[cfg(test)]
 mod testutil;
 #[cfg(test)]

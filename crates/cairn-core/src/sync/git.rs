@@ -93,6 +93,22 @@ struct ChunkData {
     mutations: Vec<Mutation>,
 }
 
+/// What `cairn sync` exports, and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportRequest {
+    /// The repository (the chunk folder goes inside it).
+    pub directory: PathBuf,
+    /// The project; none: the directory's project (unless `all`).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Every enrolled project and every project with memories.
+    #[serde(default)]
+    pub all: bool,
+    /// Write engram's `.engram/` instead of `.cairn/`.
+    #[serde(default)]
+    pub engram_layout: bool,
+}
+
 /// What `cairn sync` did for one project.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -224,6 +240,23 @@ impl Drop for ImportGuard {
 }
 
 impl Store {
+    /// `cairn sync`: the projects named (or the directory's), enrolled and exported.
+    pub fn sync_export_request(&mut self, req: &ExportRequest) -> Result<ExportSummary> {
+        let projects = if req.all {
+            let mut all = self.sync_projects()?;
+            all.extend(self.sync_known_projects()?);
+            all.sort();
+            all.dedup();
+            all
+        } else if let Some(project) = req.project.as_deref().filter(|p| !p.trim().is_empty()) {
+            vec![project.to_owned()]
+        } else {
+            vec![crate::project::detect_project(&req.directory)?.project]
+        };
+        let layout = if req.engram_layout { Layout::Engram } else { Layout::Cairn };
+        self.sync_export(&req.directory, &projects, layout)
+    }
+
     /// Export the pending journal of `projects` (enrolling them first) as chunks under `dir`.
     pub fn sync_export(&mut self, dir: &Path, projects: &[String], layout: Layout) -> Result<ExportSummary> {
         let folder = dir.join(layout.folder());

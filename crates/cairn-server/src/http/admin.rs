@@ -257,11 +257,21 @@ pub(super) async fn plugin_config(State(state): State<AppState>) -> ApiResult {
     Ok(ok(run(&state, Op::PluginConfig).await?))
 }
 
-/// Sync status: sync is not available yet.
-#[utoipa::path(get, operation_id = "sync_status", path = "/sync/status", tag = "daemon",
-    responses((status = 200, description = "Sync is off", body = schema::SyncStatus)))]
-pub(super) async fn sync_status() -> ApiResult {
-    Ok(ok(json!({ "enabled": false, "message": "sync is not configured" })))
+/// Sync status: the projects that sync, each export target with its pending changes and last
+/// error, relations waiting for their memories; with `directory`, that repository's chunk
+/// folders (manifest chunks, applied, pending import).
+#[utoipa::path(get, operation_id = "sync_status", path = "/sync/status", tag = "daemon", params(SyncStatusParams),
+    responses((status = 200, description = "Sync status; `enabled` is whether any project syncs", body = cairn_core::sync::git::SyncStatus)))]
+pub(super) async fn sync_status(State(state): State<AppState>, ApiQuery(p): ApiQuery<SyncStatusParams>) -> ApiResult {
+    let directory = given(p.directory).map(PathBuf::from);
+    Ok(ok(run(&state, Op::SyncStatus { directory }).await?))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct SyncStatusParams {
+    /// A repository whose `.cairn/` and `.engram/` chunk folders to report.
+    directory: Option<String>,
 }
 
 /// Run any operation.

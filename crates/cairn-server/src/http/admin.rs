@@ -257,9 +257,11 @@ pub(super) async fn plugin_config(State(state): State<AppState>) -> ApiResult {
     Ok(ok(run(&state, Op::PluginConfig).await?))
 }
 
-/// Sync status: the projects that sync, each export target with its pending changes and last
-/// error, relations waiting for their memories; with `directory`, that repository's chunk
-/// folders (manifest chunks, applied, pending import).
+/// Sync status.
+///
+/// The projects that sync, each export target with its pending changes and last error,
+/// relations waiting for their memories; with `directory`, that repository's chunk folders
+/// (manifest chunks, applied, pending import).
 #[utoipa::path(get, operation_id = "sync_status", path = "/sync/status", tag = "daemon", params(SyncStatusParams),
     responses((status = 200, description = "Sync status; `enabled` is whether any project syncs", body = cairn_core::sync::git::SyncStatus)))]
 pub(super) async fn sync_status(State(state): State<AppState>, ApiQuery(p): ApiQuery<SyncStatusParams>) -> ApiResult {
@@ -270,8 +272,9 @@ pub(super) async fn sync_status(State(state): State<AppState>, ApiQuery(p): ApiQ
 /// The longest a session-start import runs; the rest waits for the next session.
 const BACKGROUND_IMPORT_CAP_MS: u64 = 8_000;
 
-/// Import a repository's git sync chunks in the background (hosts call it at session start).
+/// Import a repository's git sync chunks in the background.
 ///
+/// Hosts call it at session start.
 /// Answers 202 at once when `.cairn/manifest.json` or `.engram/manifest.json` exists in
 /// `directory` (200 `{started: false}` otherwise). The import runs at most 8 s per call; an
 /// import of the same repository already running makes this one a no-op.

@@ -895,6 +895,7 @@ mod tests {
             "context_usage",
             "context_usage_turns",
             "context_meter",
+            "sync_status",
         ];
         assert_eq!(named(|spec| spec.writes == Writes::Nothing), reads);
         // history.db is written through `Store::history`, never the memory store's writer: a

@@ -745,6 +745,9 @@ const server = async (ctx: Dict, options?: Dict) => {
       loadConfig().catch(() => {});
       project().catch(() => {});
       for (const p of ["memory", "trigger", "compaction_note", "continuity", "history", "chart_prompt"] as const) warm(p).catch(() => {});
+      // Git sync: the daemon imports the repository's committed chunks in the background.
+      if (existsSync(join(directory, ".cairn", "manifest.json")) || existsSync(join(directory, ".engram", "manifest.json")))
+        background("starting the sync import", () => post(url, "/sync/import", { directory }, CALL_TIMEOUT));
     })
     .catch(() => {});
 

@@ -359,6 +359,15 @@ impl Client {
     }
 
     /// The daemon this client uses, or the one running now; never waits for one to start.
+    /// Have a running daemon import `directory`'s git sync chunks in the background (session
+    /// start): `false` when no daemon runs (nothing is started for it) or it did not take it.
+    pub fn start_sync_import(&self, directory: &std::path::Path, timeout: Duration) -> bool {
+        match self.daemon_now() {
+            Some(daemon) => daemon.start_sync_import(directory, timeout).is_ok(),
+            None => false,
+        }
+    }
+
     fn daemon_now(&self) -> Option<DaemonClient> {
         let mut slot = lock(&self.inner.target);
         if let Some(Target::Daemon(daemon)) = slot.as_ref() {

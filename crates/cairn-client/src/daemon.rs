@@ -209,6 +209,19 @@ impl DaemonClient {
         Ok(value["pending"].as_u64().unwrap_or(0))
     }
 
+    /// Ask the daemon to import the git sync chunks of `directory` in the background: it
+    /// answers at once (202), imports for at most its time cap, and never twice at a time.
+    pub fn start_sync_import(&self, directory: &Path, timeout: Duration) -> Result<()> {
+        let body = serde_json::json!({ "directory": directory }).to_string();
+        let (status, body) =
+            self.request("POST", "/sync/import", Some(body.as_bytes()), timeout).map_err(RequestError::into_inner)?;
+        if status == 202 || status == 200 {
+            return Ok(());
+        }
+        let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        Err(error_from_body(&value, status))
+    }
+
     fn request(
         &self,
         method: &str,

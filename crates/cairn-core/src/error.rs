@@ -141,6 +141,20 @@ error_codes! {
     VaultStateInvalid => "vault_state_invalid", 400, 3;
     /// The Obsidian export folder holds the export of another project (or of all of them).
     VaultProjectMismatch => "vault_project_mismatch", 400, 3;
+    /// A sync chunk cannot be read: truncated or corrupt gzip, or not JSON.
+    SyncChunkCorrupt => "sync_chunk_corrupt", 422, 3;
+    /// A sync chunk's content does not hash to the id the manifest gives it.
+    SyncChunkHashMismatch => "sync_chunk_hash_mismatch", 422, 3;
+    /// A sync chunk listed in the manifest is not in the chunks folder.
+    SyncChunkMissing => "sync_chunk_missing", 404, 4;
+    /// A sync chunk or manifest was written by a newer format than this cairn reads.
+    SyncFormatTooNew => "sync_format_too_new", 422, 3;
+    /// A sync mutation (in a chunk or pulled) lacks a required field or has the wrong shape.
+    SyncMutationInvalid => "sync_mutation_invalid", 422, 3;
+    /// The sync manifest (`manifest.json`) is not the JSON cairn and engram write.
+    SyncManifestInvalid => "sync_manifest_invalid", 422, 3;
+    /// Another import of the same repository is running (the daemon runs one at a time).
+    SyncBusy => "sync_busy", 409, 5;
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal => "internal", 500, 1;
 }

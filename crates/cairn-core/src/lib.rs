@@ -33,6 +33,7 @@ pub mod sessions;
 pub mod settings;
 pub mod spool;
 pub mod store;
+pub mod sync;
 pub mod text;
 pub mod topic;
 pub mod transfer;
@@ -58,6 +59,8 @@ mod privacy_tests;
 mod search_tests;
 #[cfg(test)]
 mod semantic_tests;
+#[cfg(test)]
+mod sync_tests;
 #[cfg(test)]
 mod testutil;
 #[cfg(test)]

@@ -240,6 +240,21 @@ pub enum Op {
     ToolCall(crate::agent::intent::ToolCall),
     /// The context meter of a host's numbers: the line, the status, the compaction decisions.
     ContextMeter(crate::agent::meter::MeterRequest),
+    /// Git sync: write the journal of a project (or `all` enrolled and known projects) as
+    /// chunks under `directory`'s `.cairn/` (or `.engram/`), enrolling it first.
+    SyncExport(crate::sync::git::ExportRequest),
+    /// Git sync: apply the chunks of `directory`'s `.cairn/` and `.engram/` not applied yet.
+    SyncImport {
+        directory: std::path::PathBuf,
+        /// Stop between chunks after this long (the rest waits for the next run).
+        #[serde(default)]
+        time_limit_ms: Option<u64>,
+    },
+    /// Sync status: enrolled projects, targets and pending counts, `directory`'s chunk folders.
+    SyncStatus {
+        #[serde(default)]
+        directory: Option<std::path::PathBuf>,
+    },
 }
 
 fn yes() -> bool {
@@ -429,6 +444,11 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::RecordSession(req) => OpOutput::RecordSession(store.record_session(&req)?),
         Op::SessionStart(req) => OpOutput::SessionStart(store.session_start(&req)?),
         Op::ToolCall(call) => OpOutput::ToolCall(store.tool_call(&call)?),
+        Op::SyncExport(req) => OpOutput::SyncExport(store.sync_export_request(&req)?),
+        Op::SyncImport { directory, time_limit_ms } => {
+            OpOutput::SyncImport(store.sync_import(&directory, time_limit_ms.map(std::time::Duration::from_millis))?)
+        }
+        Op::SyncStatus { directory } => OpOutput::SyncStatus(store.sync_status(directory.as_deref())?),
         Op::ContextMeter(req) => {
             OpOutput::ContextMeter(crate::agent::meter::context_meter(&req, &store.rules().plugin)?)
         }
@@ -797,6 +817,8 @@ mod tests {
             K::SessionStart => json!({"session_id": "s"}),
             K::ToolCall => json!({"session_id": "s", "tool": "Bash"}),
             K::ContextMeter => json!({"used": 1}),
+            K::SyncExport | K::SyncImport => json!({"directory": "/nonexistent/repo"}),
+            K::SyncStatus => json!({}),
             K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats | K::RepairIndexes => return None,
         })
     }
@@ -875,6 +897,7 @@ mod tests {
             "context_usage",
             "context_usage_turns",
             "context_meter",
+            "sync_status",
         ];
         assert_eq!(named(|spec| spec.writes == Writes::Nothing), reads);
         // history.db is written through `Store::history`, never the memory store's writer: a

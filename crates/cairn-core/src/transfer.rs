@@ -381,27 +381,27 @@ fn import_observations(
 }
 
 /// An import row after the same rules a save applies (redaction, limits, normalisation).
-struct CleanObservation {
-    sync_id: String,
-    session_id: String,
-    kind: String,
-    title: String,
-    content: String,
-    tool_name: Option<String>,
-    project: String,
-    scope: Scope,
-    topic_key: Option<String>,
-    revision_count: i64,
-    duplicate_count: i64,
-    pinned: bool,
-    last_seen_at: Option<String>,
-    created_at: String,
-    updated_at: String,
-    deleted_at: Option<String>,
-    review_after: Option<String>,
+pub(crate) struct CleanObservation {
+    pub(crate) sync_id: String,
+    pub(crate) session_id: String,
+    pub(crate) kind: String,
+    pub(crate) title: String,
+    pub(crate) content: String,
+    pub(crate) tool_name: Option<String>,
+    pub(crate) project: String,
+    pub(crate) scope: Scope,
+    pub(crate) topic_key: Option<String>,
+    pub(crate) revision_count: i64,
+    pub(crate) duplicate_count: i64,
+    pub(crate) pinned: bool,
+    pub(crate) last_seen_at: Option<String>,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
+    pub(crate) deleted_at: Option<String>,
+    pub(crate) review_after: Option<String>,
 }
 
-fn clean_observation(o: &ObservationRecord, now: &str, at: &str) -> Result<CleanObservation> {
+pub(crate) fn clean_observation(o: &ObservationRecord, now: &str, at: &str) -> Result<CleanObservation> {
     if o.title.trim().is_empty() || o.content.trim().is_empty() {
         return Err(invalid_import(format!("{at}: title and content must not be empty")));
     }
@@ -501,7 +501,12 @@ fn update_observation(tx: &Connection, id: i64, r: &CleanObservation) -> Result<
     Ok(())
 }
 
-fn import_prompts(tx: &Connection, rows: &[PromptRecord], now: &str, report: &mut ImportReport) -> Result<()> {
+pub(crate) fn import_prompts(
+    tx: &Connection,
+    rows: &[PromptRecord],
+    now: &str,
+    report: &mut ImportReport,
+) -> Result<()> {
     for (i, p) in rows.iter().enumerate() {
         let at = format!("prompts[{i}]");
         if p.content.trim().is_empty() {

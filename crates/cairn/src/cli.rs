@@ -176,16 +176,27 @@ pub enum Command {
         #[arg(long)]
         host: Option<String>,
     },
-    /// Sync memories between machines (not configured yet: a no-op, so engram's plugins can call it)
+    /// Sync memories through the repository: write this project's changes as chunks under
+    /// .cairn/ (commit them), or --import the chunks others committed, or show --status
     Sync {
-        #[arg(long)]
+        /// Apply the chunks of .cairn/ and .engram/ not applied yet
+        #[arg(long, conflicts_with_all = ["status", "all", "engram_layout"])]
         import: bool,
-        #[arg(long)]
+        /// Projects that sync, pending changes, chunks applied and pending
+        #[arg(long, conflicts_with_all = ["all", "engram_layout"])]
         status: bool,
+        /// Every project (with memories, or already syncing) instead of this directory's
         #[arg(long)]
         all: bool,
+        /// Write engram's .engram/ layout (for teams that also run engram)
         #[arg(long)]
+        engram_layout: bool,
+        /// engram's cloud flag: not supported (cairn syncs through git; a hub comes later)
+        #[arg(long, hide = true)]
         cloud: bool,
+        /// With --import: stop after this many milliseconds, leaving the rest for the next run
+        #[arg(long, value_name = "MS", requires = "import")]
+        time_limit_ms: Option<u64>,
     },
     /// The embedding model behind semantic search
     Model {

@@ -254,7 +254,21 @@ impl Hook {
         else {
             return Ok(FAIL_OPEN.to_owned());
         };
+        self.start_sync_import();
         Ok(context_answer(HookEvent::SessionStart, &start.texts))
+    }
+
+    /// When the repository holds git sync chunks, have the daemon import them in the
+    /// background (it answers at once; the session never waits for the import).
+    fn start_sync_import(&self) {
+        let Some(dir) = self.directory().map(PathBuf::from) else { return };
+        if ![".cairn", ".engram"].iter().any(|f| dir.join(f).join("manifest.json").is_file()) {
+            return;
+        }
+        let budget = self.deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(300));
+        if !self.client.start_sync_import(&dir, budget) {
+            note("cairn hook: the sync import did not start (no daemon answered)");
+        }
     }
 
     /// Store the prompt and inject what `user_prompt` answers for it: the `[MEMORY]` block of a

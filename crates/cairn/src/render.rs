@@ -198,6 +198,81 @@ pub fn imported(r: &ImportReport) -> String {
     )
 }
 
+pub fn sync_exported(s: &cairn_core::sync::git::ExportSummary) -> String {
+    let mut lines = Vec::new();
+    for p in &s.projects {
+        let enrolled = if p.enrolled_now { " (now syncing: first export carries everything)" } else { "" };
+        if p.chunks.is_empty() {
+            lines.push(format!("{}: nothing new to sync{enrolled}", p.project));
+            continue;
+        }
+        let ids: Vec<&str> = p.chunks.iter().map(|c| c.id.as_str()).collect();
+        lines.push(format!(
+            "{}: {} change(s) in {} chunk(s) under {}/chunks ({}){enrolled}",
+            p.project,
+            p.mutations,
+            p.chunks.len(),
+            s.folder,
+            ids.join(", ")
+        ));
+    }
+    if s.projects.iter().any(|p| !p.chunks.is_empty()) {
+        lines.push(format!("Commit {}/ to share them.", s.folder));
+    }
+    lines.join("\n")
+}
+
+pub fn sync_imported(s: &cairn_core::sync::git::ImportSummary) -> String {
+    if s.folders.is_empty() {
+        return "No .cairn/manifest.json or .engram/manifest.json here: nothing to import.".to_owned();
+    }
+    let a = &s.applied;
+    let mut lines = vec![format!(
+        "Applied {} chunk(s) from {} ({} already applied): {} change(s), {} skipped, {} conflict(s) flagged, {} relation(s) waiting.",
+        s.chunks_applied,
+        s.folders.join(" and "),
+        s.chunks_already_applied,
+        a.applied + a.deferred_applied,
+        a.skipped,
+        a.conflicts,
+        a.deferred
+    )];
+    if s.chunks_left > 0 {
+        lines.push(format!("{} chunk(s) left for the next run (time limit).", s.chunks_left));
+    }
+    for r in &s.refused {
+        lines.push(format!("refused {}/{}: {} ({})", r.folder, r.chunk_id, r.message, r.code));
+    }
+    lines.join("\n")
+}
+
+pub fn sync_status(s: &cairn_core::sync::git::SyncStatus) -> String {
+    let mut lines = Vec::new();
+    if s.projects.is_empty() {
+        lines.push("No project syncs yet: `cairn sync` in a repository starts.".to_owned());
+    } else {
+        lines.push(format!("Syncing: {}", s.projects.join(", ")));
+    }
+    for t in &s.targets {
+        let error = t.last_error.as_deref().map(|e| format!(", last error: {e}")).unwrap_or_default();
+        lines.push(format!("  {}: {} pending{error}", t.target_key, t.pending));
+    }
+    for f in &s.folders {
+        let error = f.error.as_deref().map(|e| format!(", last error: {e}")).unwrap_or_default();
+        lines.push(format!(
+            "{}: {} chunk(s) in the manifest, {} applied here, {} to import{error}",
+            f.folder, f.manifest_chunks, f.applied_chunks, f.pending_import
+        ));
+    }
+    if s.deferred_pending + s.deferred_dead > 0 {
+        lines.push(format!(
+            "Relations waiting for their memories: {} ({} given up)",
+            s.deferred_pending, s.deferred_dead
+        ));
+    }
+    lines.join("\n")
+}
+
 pub fn project(p: &ProjectDetection) -> String {
     let mut text = format!("{}\nsource: {}", p.project, p.project_source.as_str());
     if !p.project_path.is_empty() {

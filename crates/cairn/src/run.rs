@@ -117,16 +117,8 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             },
         ),
         Command::Mcp { tools, host } => crate::daemon::mcp(&env.settings, &tools, host.as_deref()),
-        Command::Sync { import, status, .. } => {
-            let what = if import {
-                "nothing to import"
-            } else if status {
-                "status: not configured"
-            } else {
-                "nothing to do"
-            };
-            note(&format!("sync is not configured yet; {what}"));
-            Ok(())
+        Command::Sync { import, status, all, engram_layout, cloud, time_limit_ms } => {
+            sync(env, SyncArgs { import, status, all, engram_layout, cloud, time_limit_ms })
         }
         Command::Setup(args) => crate::setup::run(env, args),
         Command::Tui { write } => tui(env, write),
@@ -407,6 +399,48 @@ fn write_atomically(file: &Path, bytes: &[u8]) -> Result<()> {
         .map_err(|e| CairnError::new(ErrorCode::InvalidArgument, format!("cannot write {}: {e}", tmp.display())))?;
     std::fs::rename(&tmp, file)?;
     Ok(())
+}
+
+struct SyncArgs {
+    import: bool,
+    status: bool,
+    all: bool,
+    engram_layout: bool,
+    cloud: bool,
+    time_limit_ms: Option<u64>,
+}
+
+/// `cairn sync`: export, `--import` or `--status`, in the repository of the current directory.
+fn sync(env: &Env, args: SyncArgs) -> Result<()> {
+    if args.cloud {
+        return Err(CairnError::new(ErrorCode::InvalidArgument, "cairn syncs through git; --cloud is engram's")
+            .with_hint("run `cairn sync` and commit .cairn/, or `cairn sync --engram-layout` for .engram/")
+            .into());
+    }
+    let directory = env.cwd().to_owned();
+    if args.status {
+        let status: cairn_core::sync::git::SyncStatus = env.call(Op::SyncStatus { directory: Some(directory) })?;
+        return env.emit(&status, render::sync_status);
+    }
+    if args.import {
+        let summary: cairn_core::sync::git::ImportSummary =
+            env.call(Op::SyncImport { directory, time_limit_ms: args.time_limit_ms })?;
+        env.emit(&summary, render::sync_imported)?;
+        // Refused chunks are listed above; the exit code says some were.
+        return match summary.refused.first() {
+            Some(first) => Err(CairnError::new(
+                ErrorCode::from_name(&first.code).unwrap_or(ErrorCode::SyncChunkCorrupt),
+                format!("{} chunk(s) refused; the others were applied", summary.refused.len()),
+            )
+            .into()),
+            None => Ok(()),
+        };
+    }
+    let project = if args.all { None } else { Some(env.project()?.project) };
+    let request =
+        cairn_core::sync::git::ExportRequest { directory, project, all: args.all, engram_layout: args.engram_layout };
+    let summary: cairn_core::sync::git::ExportSummary = env.call(Op::SyncExport(request))?;
+    env.emit(&summary, render::sync_exported)
 }
 
 fn import_engram(env: &Env, path: Option<PathBuf>) -> Result<()> {

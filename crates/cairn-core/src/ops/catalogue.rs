@@ -31,6 +31,7 @@ use crate::passive::PassiveOutcome;
 use crate::projects::MigrateOutcome;
 use crate::relations::{RelationDetail, RelationPage, RelationStats, ScanResult};
 use crate::settings::PluginConfig;
+use crate::sync::git::{ExportSummary, ImportSummary, SyncStatus};
 use crate::transfer::{ExportData, ImportReport};
 use crate::views::{MemoriesPerDay, Stats, Timeline};
 
@@ -495,6 +496,21 @@ catalogue! {
         name: "context_meter", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "used*, limit, model, host (claude-code|opencode)",
         about: "The context meter of a host's numbers: line, status, percent, the compaction decisions.",
+    }
+    SyncExport -> ExportSummary {
+        name: "sync_export", writes: MemoryStore, replay_safe: false, project_defaulted: false,
+        args: "directory* (the repository), project, all, engram_layout",
+        about: "Git sync: write the project's changes as chunks under .cairn/ (or .engram/) in the repository.",
+    }
+    SyncImport -> ImportSummary {
+        name: "sync_import", writes: MemoryStore, replay_safe: false, project_defaulted: false,
+        args: "directory* (the repository), time_limit_ms",
+        about: "Git sync: apply the repository's chunks not applied yet; bad chunks are listed, the rest applied.",
+    }
+    SyncStatus -> SyncStatus {
+        name: "sync_status", writes: Nothing, replay_safe: true, project_defaulted: false,
+        args: "directory",
+        about: "Projects that sync, export targets and pending changes, the repository's chunk folders.",
     }
 }
 

@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_agent_activity.sql"),
     include_str!("../../migrations/0007_session_title_and_prompts.sql"),
     include_str!("../../migrations/0008_spool_events.sql"),
+    include_str!("../../migrations/0009_sync_journal.sql"),
 ];
 
 /// The schema version this build writes.

@@ -257,11 +257,68 @@ pub(super) async fn plugin_config(State(state): State<AppState>) -> ApiResult {
     Ok(ok(run(&state, Op::PluginConfig).await?))
 }
 
-/// Sync status: sync is not available yet.
-#[utoipa::path(get, operation_id = "sync_status", path = "/sync/status", tag = "daemon",
-    responses((status = 200, description = "Sync is off", body = schema::SyncStatus)))]
-pub(super) async fn sync_status() -> ApiResult {
-    Ok(ok(json!({ "enabled": false, "message": "sync is not configured" })))
+/// Sync status.
+///
+/// The projects that sync, each export target with its pending changes and last error,
+/// relations waiting for their memories; with `directory`, that repository's chunk folders
+/// (manifest chunks, applied, pending import).
+#[utoipa::path(get, operation_id = "sync_status", path = "/sync/status", tag = "daemon", params(SyncStatusParams),
+    responses((status = 200, description = "Sync status; `enabled` is whether any project syncs", body = cairn_core::sync::git::SyncStatus)))]
+pub(super) async fn sync_status(State(state): State<AppState>, ApiQuery(p): ApiQuery<SyncStatusParams>) -> ApiResult {
+    let directory = given(p.directory).map(PathBuf::from);
+    Ok(ok(run(&state, Op::SyncStatus { directory }).await?))
+}
+
+/// The longest a session-start import runs; the rest waits for the next session.
+const BACKGROUND_IMPORT_CAP_MS: u64 = 8_000;
+
+/// Import a repository's git sync chunks in the background.
+///
+/// Hosts call it at session start.
+/// Answers 202 at once when `.cairn/manifest.json` or `.engram/manifest.json` exists in
+/// `directory` (200 `{started: false}` otherwise). The import runs at most 8 s per call; an
+/// import of the same repository already running makes this one a no-op.
+#[utoipa::path(post, operation_id = "start_sync_import", path = "/sync/import", tag = "daemon",
+    request_body = SyncImportBody,
+    responses(
+        (status = 202, description = "The import started", body = Value),
+        (status = 200, description = "Nothing to import there", body = Value),
+        (status = 400, description = "Not a JSON body with a directory", body = ErrorBody)))]
+pub(super) async fn start_sync_import(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<SyncImportBody>,
+) -> ApiResult {
+    let directory = PathBuf::from(&body.directory);
+    let has_manifest = [".cairn", ".engram"].iter().any(|f| directory.join(f).join("manifest.json").is_file());
+    if !has_manifest {
+        return Ok(ok(json!({ "started": false, "reason": "no .cairn/manifest.json or .engram/manifest.json there" })));
+    }
+    let cap = body.time_limit_ms.unwrap_or(BACKGROUND_IMPORT_CAP_MS).min(BACKGROUND_IMPORT_CAP_MS);
+    tokio::spawn(async move {
+        let op = Op::SyncImport { directory, time_limit_ms: Some(cap) };
+        if let Err(e) = run(&state, op).await {
+            tracing::info!(error = %e.message(), "background sync import");
+        }
+    });
+    Ok(axum::response::IntoResponse::into_response((
+        axum::http::StatusCode::ACCEPTED,
+        Json(json!({ "started": true })),
+    )))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub(super) struct SyncImportBody {
+    /// The repository (its `.cairn/` and `.engram/` folders are read).
+    directory: String,
+    /// At most 8000.
+    time_limit_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct SyncStatusParams {
+    /// A repository whose `.cairn/` and `.engram/` chunk folders to report.
+    directory: Option<String>,
 }
 
 /// Run any operation.

@@ -169,6 +169,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::current_project))
         .routes(routes!(admin::migrate_project))
         .routes(routes!(admin::sync_status))
+        .routes(routes!(admin::start_sync_import))
         .routes(routes!(admin::protocol))
         .routes(routes!(admin::plugin_config))
         .routes(routes!(conflicts::list))

@@ -249,12 +249,6 @@ pub struct ImportRelation {
     pub updated_at: Option<String>,
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct SyncStatus {
-    pub enabled: bool,
-    pub message: String,
-}
-
 /// One relation. `relation_id`, `source_snippet` and `target_snippet` are engram's names for
 /// `id`, `source_title` and `target_title`.
 #[derive(Serialize, ToSchema)]
@@ -371,7 +365,7 @@ pub struct OpRequest {
     /// history_browse_messages, history_pull_message, history_pull_part, history_search,
     /// history_chart, history_compactions, history_children, history_stats, history_forget,
     /// history_ingest, plans, context_usage, context_usage_turns, session_start, tool_call,
-    /// context_meter.
+    /// context_meter, sync_export, sync_import, sync_status.
     pub op: String,
     /// The operation's arguments (omit for operations without any).
     pub args: Option<Value>,

@@ -280,7 +280,13 @@ async fn stats_projects_doctor_and_sync() {
     assert_eq!(projects["projects"][0]["observations"], 1);
     let doctor = s.get("/doctor").await.expect(200);
     assert!(doctor["checks"].as_array().unwrap().iter().any(|c| c["id"] == "data_dir"), "{doctor}");
-    assert_eq!(s.get("/sync/status").await.expect(200), json!({"enabled": false, "message": "sync is not configured"}));
+    let sync = s.get("/sync/status").await.expect(200);
+    assert_eq!((&sync["enabled"], &sync["projects"], &sync["targets"]), (&json!(false), &json!([]), &json!([])));
+    // A session-start import where there is nothing to import starts nothing; bad bodies get a code.
+    let repo = tempfile::tempdir().unwrap();
+    let started = s.post("/sync/import", &json!({"directory": repo.path()})).await.expect(200);
+    assert_eq!(started["started"], json!(false));
+    s.post("/sync/import", &json!({"dir": 3})).await.expect(400);
 }
 
 #[tokio::test]
@@ -987,6 +993,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/project/current"),
     ("post", "/projects/migrate"),
     ("get", "/sync/status"),
+    ("post", "/sync/import"),
     ("get", "/conflicts"),
     ("get", "/conflicts/stats"),
     ("get", "/conflicts/deferred"),

@@ -756,3 +756,51 @@ fn top_level_help_describes_each_command_once() {
     assert!(line_of("conflicts").contains("duplicates and contradictions"), "{help}");
     snap!("top_level_help", help);
 }
+
+/// Git sync through the binary: export in one data dir, the folder carried to another (as git
+/// would), import there, again (a no-op), the status, and a corrupt chunk refused with its code.
+#[test]
+fn git_sync_export_import_status_and_a_refused_chunk() {
+    let a = Cairn::new();
+    a.ok(&["save", "Invoices are CSV", "finance imports CSV, not XLSX", "--project", "billing"]);
+    let exported = a.run(&["sync", "--project", "billing"]);
+    let b = Cairn::new();
+    copy_tree(&a.workspace().join(".cairn"), &b.workspace().join(".cairn"));
+    let imported = b.run(&["sync", "--import"]);
+    let again = b.run(&["sync", "--import"]);
+    let status = b.run(&["sync", "--status", "--json"]);
+    let hit = b.json(&["search", "finance CSV", "--all-projects"]);
+    assert_eq!(hit["hits"][0]["title"], "Invoices are CSV");
+    // A chunk that is not gzip: refused with its code (exit 3), the store untouched.
+    let folder = b.workspace().join(".cairn");
+    std::fs::write(folder.join("chunks/0badf00d.jsonl.gz"), b"not gzip").unwrap();
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(folder.join("manifest.json")).unwrap()).unwrap();
+    manifest["chunks"].as_array_mut().unwrap().push(serde_json::json!({"id": "0badf00d", "created_by": "t",
+        "created_at": "2026-03-01T10:00:00Z", "sessions": 0, "memories": 1, "prompts": 0}));
+    std::fs::write(folder.join("manifest.json"), serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    let refused = b.run(&["sync", "--import"]);
+    assert_eq!(refused.status.code(), Some(3));
+    assert_eq!(b.json(&["stats"])["total_observations"], 1);
+    let cloud = a.run(&["sync", "--cloud"]);
+    insta::with_settings!({filters => vec![
+        (r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", "[UUID]"),
+        (r"/tmp/\.tmp[A-Za-z0-9]+", "[TMP]"),
+        (r#""node_id": "[0-9a-f]{16}""#, r#""node_id": "[NODE]""#),
+        (r"\b[0-9a-f]{8}\b", "[CHUNK]"),
+        (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}\.\d{3}Z)?", "[TIME]"),
+    ]}, {
+        insta::assert_snapshot!("git_sync_cli", [
+            ("sync --project billing", &exported),
+            ("sync --import", &imported),
+            ("sync --import (again)", &again),
+            ("sync --status --json", &status),
+            ("sync --import (a corrupt chunk)", &refused),
+            ("sync --cloud", &cloud),
+        ]
+        .iter()
+        .map(|(what, out)| format!("$ cairn {what}\n{}", transcript(out)))
+        .collect::<Vec<_>>()
+        .join("\n"));
+    });
+}

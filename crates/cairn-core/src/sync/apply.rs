@@ -1,0 +1,608 @@
+//! Applying mutations from another store. The rules, the same for git chunks and a hub:
+//! - a memory or relation takes the version with the newer stamp ([`Version`]); an older or
+//!   equal one changes nothing, so duplicates and late arrivals are harmless;
+//! - the losing text is kept as a revision of the memory, whichever side lost;
+//! - two edits that raced (neither had seen the other) are flagged as a pending relation of
+//!   the memory with itself, shown as contested until someone judges it;
+//! - a delete is a version like any other (soft: `deleted_at`; hard: a tombstone that keeps an
+//!   older upsert from bringing the row back);
+//! - sessions and prompts are kept once and filled in where they were missing;
+//! - a relation whose memories have not arrived waits in `sync_deferred` and is applied when
+//!   they do (retried at every apply, `dead` after [`DEFERRED_TRIES`]).
+
+use std::cmp::Ordering;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::Mutation;
+use super::version::{Version, compare};
+use crate::error::{CairnError, ErrorCode, Result};
+use crate::text::{normalize_project, normalized_hash, redact, redact_opt};
+use crate::transfer::{
+    CleanObservation, ImportReport, ObservationRecord, PromptRecord, RelationRecord, SessionRecord, clean_observation,
+    import_prompts,
+};
+
+/// A deferred relation is given up (status `dead`) after this many applies without its memories.
+pub const DEFERRED_TRIES: i64 = 5;
+
+/// Where stub sessions (for rows naming a session that did not travel) say they came from.
+const STUB_DIRECTORY: &str = "(recovered-missing-session)";
+
+/// What an apply did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ApplyReport {
+    /// Mutations that changed a row.
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub applied: usize,
+    /// Mutations already there, or older than what is there.
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub skipped: usize,
+    /// Edits that raced another edit of the same memory (flagged as contested).
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub conflicts: usize,
+    /// Relations waiting for their memories.
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub deferred: usize,
+    /// Waiting relations applied now that their memories are here.
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub deferred_applied: usize,
+}
+
+pub(crate) fn apply_all(tx: &Connection, source: &str, mutations: &[Mutation], now: &str) -> Result<ApplyReport> {
+    let mut report = ApplyReport::default();
+    // A relation deferred by this very apply has not had a try yet.
+    let mut just_deferred = std::collections::HashSet::new();
+    for (i, m) in mutations.iter().enumerate() {
+        let at = format!("mutation {i} ({} {})", m.entity, m.entity_key);
+        match m.entity.as_str() {
+            "session" => apply_session(tx, m, &at, &mut report)?,
+            "observation" => apply_observation(tx, m, now, &at, &mut report)?,
+            "prompt" => apply_prompt(tx, m, now, &at, &mut report)?,
+            "relation" => {
+                let before = report.deferred;
+                apply_relation(tx, source, &m.payload, now, &at, &mut report)?;
+                if report.deferred > before {
+                    just_deferred
+                        .insert(m.payload.get("sync_id").and_then(Value::as_str).unwrap_or_default().to_owned());
+                }
+            }
+            // A newer cairn or engram may sync entities this one does not know.
+            _ => report.skipped += 1,
+        }
+    }
+    retry_deferred(tx, now, &just_deferred, &mut report)?;
+    Ok(report)
+}
+
+fn invalid(at: &str, why: impl std::fmt::Display) -> CairnError {
+    CairnError::new(ErrorCode::SyncMutationInvalid, format!("{at}: {why}"))
+}
+
+/// The row's key from its payload, else the mutation's; `None` when both are empty.
+fn given_key(payload: &Value, field: &str, entity_key: &str) -> Option<String> {
+    payload
+        .get(field)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .or(Some(entity_key.trim()).filter(|s| !s.is_empty()))
+        .map(str::to_owned)
+}
+
+fn record<T: serde::de::DeserializeOwned>(payload: &Value, at: &str) -> Result<T> {
+    T::deserialize(payload).map_err(|e| invalid(at, e))
+}
+
+fn apply_session(tx: &Connection, m: &Mutation, at: &str, report: &mut ApplyReport) -> Result<()> {
+    if m.op == "delete" {
+        // A session goes when its memories do; a remote session delete is not replayed.
+        report.skipped += 1;
+        return Ok(());
+    }
+    let s: SessionRecord = record(&m.payload, at)?;
+    if s.id.trim().is_empty() {
+        return Err(invalid(at, "id is empty"));
+    }
+    let project = normalize_project(s.project.as_deref().unwrap_or_default()).0;
+    let directory = redact(s.directory.as_deref().unwrap_or_default()).0;
+    let started_at = s
+        .started_at
+        .as_deref()
+        .and_then(crate::clock::normalize_ts)
+        .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".to_owned());
+    let ended_at = s.ended_at.as_deref().and_then(crate::clock::normalize_ts);
+    let summary = redact_opt(s.summary.as_deref()).filter(|x| !x.is_empty());
+    let inserted = tx.execute(
+        "INSERT OR IGNORE INTO sessions (id, project, directory, agent, parent_id, started_at, ended_at, summary)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            s.id,
+            project,
+            directory,
+            redact(s.agent.as_deref().unwrap_or_default()).0,
+            s.parent_id,
+            started_at,
+            ended_at,
+            summary
+        ],
+    )?;
+    // Fill in only what is missing, and only when something is: a no-op update would be
+    // journaled again.
+    let filled = tx.execute(
+        "UPDATE sessions SET
+            project = CASE WHEN project = '' THEN ?2 ELSE project END,
+            directory = CASE WHEN directory IN ('', ?6) AND ?3 != '' THEN ?3 ELSE directory END,
+            ended_at = coalesce(ended_at, ?4),
+            summary = coalesce(summary, ?5)
+         WHERE id = ?1 AND ((project = '' AND ?2 != '') OR (directory IN ('', ?6) AND ?3 NOT IN ('', directory))
+            OR (ended_at IS NULL AND ?4 IS NOT NULL) OR (summary IS NULL AND ?5 IS NOT NULL))",
+        params![s.id, project, directory, ended_at, summary, STUB_DIRECTORY],
+    )?;
+    if inserted + filled > 0 {
+        report.applied += 1;
+    } else {
+        report.skipped += 1;
+    }
+    Ok(())
+}
+
+/// Rows may name a session that did not travel with them.
+fn ensure_session(tx: &Connection, id: &str, project: &str) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO sessions (id, project, directory, started_at) VALUES (?1, ?2, ?3, '1970-01-01T00:00:00.000Z')",
+    )?
+    .execute(params![id, project, STUB_DIRECTORY])?;
+    Ok(())
+}
+
+fn apply_prompt(tx: &Connection, m: &Mutation, now: &str, at: &str, report: &mut ApplyReport) -> Result<()> {
+    let given = given_key(&m.payload, "sync_id", &m.entity_key);
+    if m.op == "delete" {
+        let sync_id = given.ok_or_else(|| invalid(at, "sync_id is empty"))?;
+        let gone = tx.execute("DELETE FROM prompts WHERE sync_id = ?1", [&sync_id])?;
+        if gone > 0 {
+            report.applied += 1;
+        } else {
+            report.skipped += 1;
+        }
+        return Ok(());
+    }
+    let mut p: PromptRecord = record(&m.payload, at)?;
+    p.id = None;
+    p.sync_id = given;
+    if p.session_id.trim().is_empty() {
+        return Err(invalid(at, "session_id is empty"));
+    }
+    ensure_session(tx, &p.session_id, &normalize_project(p.project.as_deref().unwrap_or_default()).0)?;
+    let mut counts = ImportReport::default();
+    import_prompts(tx, std::slice::from_ref(&p), now, &mut counts).map_err(|e| invalid(at, e.message))?;
+    if counts.prompts_imported > 0 {
+        report.applied += 1;
+    } else {
+        report.skipped += 1;
+    }
+    Ok(())
+}
+
+/// A memory as stored, for comparing with an incoming version.
+struct Local {
+    id: i64,
+    hlc: Option<String>,
+    updated_at: String,
+    kind: String,
+    title: String,
+    content: String,
+    deleted: bool,
+}
+
+impl Local {
+    fn version(&self) -> Version {
+        Version::of(self.hlc.as_deref(), &self.updated_at)
+    }
+}
+
+fn local_memory(tx: &Connection, sync_id: &str) -> Result<Option<Local>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT id, hlc, updated_at, type, title, content, deleted_at IS NOT NULL FROM observations WHERE sync_id = ?1",
+        )?
+        .query_row([sync_id], |r| {
+            Ok(Local {
+                id: r.get(0)?,
+                hlc: r.get(1)?,
+                updated_at: r.get(2)?,
+                kind: r.get(3)?,
+                title: r.get(4)?,
+                content: r.get(5)?,
+                deleted: r.get(6)?,
+            })
+        })
+        .optional()?)
+}
+
+fn tombstone(tx: &Connection, sync_id: &str) -> Result<Option<Version>> {
+    let stamp: Option<String> = tx
+        .prepare_cached("SELECT hlc FROM sync_tombstones WHERE entity_key = ?1")?
+        .query_row([sync_id], |r| r.get(0))
+        .optional()?;
+    Ok(stamp.as_deref().and_then(Version::parse))
+}
+
+/// Move this store's clock past a stamp it received.
+fn observe(tx: &Connection, v: &Version) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE sync_clock SET
+            counter = CASE WHEN ?1 > wall_ms THEN ?2 WHEN ?1 = wall_ms THEN max(counter, ?2) ELSE counter END,
+            wall_ms = max(wall_ms, ?1)",
+    )?
+    .execute(params![v.wall_ms, v.counter])?;
+    Ok(())
+}
+
+/// What decides between two versions with the same stamp.
+fn text_key(kind: &str, title: &str, content: &str, deleted: bool) -> String {
+    format!("{}{kind}\u{1f}{title}\u{1f}{}", u8::from(deleted), normalized_hash(content))
+}
+
+fn apply_observation(tx: &Connection, m: &Mutation, now: &str, at: &str, report: &mut ApplyReport) -> Result<()> {
+    let payload = &m.payload;
+    // engram's older chunks carry no sync_id: one is derived from the row, as an import does.
+    let given = given_key(payload, "sync_id", &m.entity_key);
+    let hlc = payload.get("hlc").and_then(Value::as_str);
+    let hard = payload.get("hard_delete").and_then(Value::as_bool).unwrap_or(false);
+    let deleted = m.op == "delete" || payload.get("deleted").and_then(Value::as_bool).unwrap_or(false);
+    // engram's delete payloads may carry no text: the delete alone travels.
+    if hard || (deleted && payload.get("title").is_none()) {
+        let sync_id = given.ok_or_else(|| invalid(at, "sync_id is empty"))?;
+        return apply_bare_delete(tx, &sync_id, payload, hlc, hard, now, report);
+    }
+    let mut rec: ObservationRecord = record(payload, at)?;
+    rec.id = None;
+    rec.sync_id = given;
+    if deleted && rec.deleted_at.is_none() {
+        rec.deleted_at = rec.updated_at.clone().or_else(|| Some(now.to_owned()));
+    }
+    if !deleted {
+        rec.deleted_at = None;
+    }
+    let row = clean_observation(&rec, now, at).map_err(|e| invalid(at, e.message))?;
+    let sync_id = row.sync_id.clone();
+    let remote = Version::of(hlc, &row.updated_at);
+    observe(tx, &remote)?;
+    if tombstone(tx, &sync_id)?.is_some_and(|t| t >= remote) {
+        report.skipped += 1;
+        return Ok(());
+    }
+    let remote_key = text_key(&row.kind, &row.title, &row.content, row.deleted_at.is_some());
+    let Some(local) = local_memory(tx, &sync_id)? else {
+        ensure_session(tx, &row.session_id, &row.project)?;
+        insert_memory(tx, &row, hlc)?;
+        report.applied += 1;
+        return Ok(());
+    };
+    let local_version = local.version();
+    let local_key = text_key(&local.kind, &local.title, &local.content, local.deleted);
+    let same_text = local.kind == row.kind && local.title == row.title && local.content == row.content;
+    match compare((&remote, &remote_key), (&local_version, &local_key)) {
+        Ordering::Equal => report.skipped += 1,
+        Ordering::Greater => {
+            if !same_text {
+                keep_text(tx, local.id, &local.kind, &local.title, &local.content, now)?;
+            }
+            ensure_session(tx, &row.session_id, &row.project)?;
+            update_memory(tx, local.id, &row, hlc)?;
+            report.applied += 1;
+            // The remote writer had not seen this store's version: both edits stand, one as
+            // the memory and one as its revision, for a person to judge.
+            let prev = payload.get("prev_hlc").and_then(Value::as_str);
+            if !same_text && local.hlc.is_some() && prev != local.hlc.as_deref() {
+                flag_contested(tx, &sync_id, &remote, &local_version, now)?;
+                report.conflicts += 1;
+            }
+        }
+        Ordering::Less => {
+            report.skipped += 1;
+            if !same_text && !text_known(tx, local.id, &row)? {
+                keep_text(tx, local.id, &row.kind, &row.title, &row.content, now)?;
+                if local_version.node != remote.node {
+                    flag_contested(tx, &sync_id, &remote, &local_version, now)?;
+                    report.conflicts += 1;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A delete without the memory's text: hard (the row goes, a tombstone stays) or soft.
+fn apply_bare_delete(
+    tx: &Connection,
+    sync_id: &str,
+    payload: &Value,
+    hlc: Option<&str>,
+    hard: bool,
+    now: &str,
+    report: &mut ApplyReport,
+) -> Result<()> {
+    let when = payload.get("deleted_at").and_then(Value::as_str).unwrap_or(now);
+    let remote = Version::of(hlc, when);
+    observe(tx, &remote)?;
+    if tombstone(tx, sync_id)?.is_some_and(|t| t >= remote) {
+        report.skipped += 1;
+        return Ok(());
+    }
+    let local = local_memory(tx, sync_id)?;
+    if local.as_ref().is_some_and(|l| l.version() > remote) {
+        report.skipped += 1;
+        return Ok(());
+    }
+    // The tombstone first: the delete trigger journals the stamp it finds there.
+    tx.execute(
+        "INSERT INTO sync_tombstones (entity_key, hlc, deleted_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (entity_key) DO UPDATE SET hlc = excluded.hlc, deleted_at = excluded.deleted_at",
+        params![sync_id, remote.stamp(), when],
+    )?;
+    match local {
+        Some(local) if !hard => {
+            tx.execute(
+                "UPDATE observations SET deleted_at = ?2, updated_at = ?2, hlc = ?3 WHERE id = ?1",
+                params![local.id, when, hlc],
+            )?;
+        }
+        Some(local) => {
+            tx.execute("DELETE FROM observations WHERE id = ?1", [local.id])?;
+            tx.execute(
+                "UPDATE relations SET judgment_status = 'orphaned', updated_at = ?2
+             WHERE (source_id = ?1 OR target_id = ?1) AND judgment_status != 'orphaned'",
+                params![sync_id, now],
+            )?;
+        }
+        None => {}
+    }
+    report.applied += 1;
+    Ok(())
+}
+
+fn insert_memory(tx: &Connection, r: &CleanObservation, hlc: Option<&str>) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO observations (sync_id, session_id, type, title, content, tool_name, project, scope,
+            topic_key, normalized_hash, revision_count, duplicate_count, pinned, last_seen_at, created_at,
+            updated_at, deleted_at, review_after, hlc)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+    )?
+    .execute(params![
+        r.sync_id,
+        r.session_id,
+        r.kind,
+        r.title,
+        r.content,
+        r.tool_name,
+        r.project,
+        r.scope.as_str(),
+        r.topic_key,
+        normalized_hash(&r.content),
+        r.revision_count,
+        r.duplicate_count,
+        r.pinned,
+        r.last_seen_at,
+        r.created_at,
+        r.updated_at,
+        r.deleted_at,
+        r.review_after,
+        hlc
+    ])?;
+    Ok(())
+}
+
+/// One statement, so the journal trigger fires once for the applied version.
+fn update_memory(tx: &Connection, id: i64, r: &CleanObservation, hlc: Option<&str>) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE observations SET session_id = ?2, type = ?3, title = ?4, content = ?5, tool_name = ?6, project = ?7,
+            scope = ?8, topic_key = ?9, normalized_hash = ?10, revision_count = max(revision_count, ?11),
+            duplicate_count = max(duplicate_count, ?12), pinned = ?13, last_seen_at = ?14, updated_at = ?15,
+            deleted_at = ?16, review_after = ?17, hlc = ?18
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        id,
+        r.session_id,
+        r.kind,
+        r.title,
+        r.content,
+        r.tool_name,
+        r.project,
+        r.scope.as_str(),
+        r.topic_key,
+        normalized_hash(&r.content),
+        r.revision_count,
+        r.duplicate_count,
+        r.pinned,
+        r.last_seen_at,
+        r.updated_at,
+        r.deleted_at,
+        r.review_after,
+        hlc
+    ])?;
+    Ok(())
+}
+
+/// Whether this text is already one of the memory's revisions.
+fn text_known(tx: &Connection, id: i64, r: &CleanObservation) -> Result<bool> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM observation_revisions
+             WHERE observation_id = ?1 AND type = ?2 AND title = ?3 AND content = ?4)",
+        )?
+        .query_row(params![id, r.kind, r.title, r.content], |x| x.get(0))?)
+}
+
+/// Keep a text the memory no longer shows as its newest revision (once).
+fn keep_text(tx: &Connection, id: i64, kind: &str, title: &str, content: &str, now: &str) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO observation_revisions (observation_id, revision, type, title, content, replaced_at)
+         SELECT ?1, coalesce((SELECT max(revision) FROM observation_revisions WHERE observation_id = ?1), 0) + 1,
+            ?2, ?3, ?4, ?5
+         WHERE NOT EXISTS (SELECT 1 FROM observation_revisions
+            WHERE observation_id = ?1 AND type = ?2 AND title = ?3 AND content = ?4)",
+    )?
+    .execute(params![id, kind, title, content, now])?;
+    Ok(())
+}
+
+/// A pending relation of the memory with itself: the two raced versions, one of them now a
+/// revision. Its id comes from the pair, so every store that sees the race flags it once.
+fn flag_contested(tx: &Connection, sync_id: &str, a: &Version, b: &Version, now: &str) -> Result<()> {
+    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+    let digest = Sha256::digest(format!("{sync_id}\u{1f}{}\u{1f}{}", lo.stamp(), hi.stamp()).as_bytes());
+    let relation_id = format!("rel-sync-{}", &cairn_embed::hex(&digest)[..16]);
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO relations (sync_id, source_id, target_id, relation, reason, judgment_status,
+            marked_by_actor, marked_by_kind, created_at, updated_at)
+         VALUES (?1, ?2, ?2, 'pending', ?3, 'pending', 'cairn sync', 'sync', ?4, ?4)",
+    )?
+    .execute(params![
+        relation_id,
+        sync_id,
+        "edited on two machines at once: the newer edit is shown, the other is kept as a revision",
+        now
+    ])?;
+    Ok(())
+}
+
+fn memory_exists(tx: &Connection, sync_id: &str) -> Result<bool> {
+    Ok(tx
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM observations WHERE sync_id = ?1)")?
+        .query_row([sync_id], |r| r.get(0))?)
+}
+
+fn apply_relation(
+    tx: &Connection,
+    source: &str,
+    payload: &Value,
+    now: &str,
+    at: &str,
+    report: &mut ApplyReport,
+) -> Result<()> {
+    let r: RelationRecord = record(payload, at)?;
+    if r.sync_id.trim().is_empty() || r.source_id.trim().is_empty() || r.target_id.trim().is_empty() {
+        return Err(invalid(at, "sync_id, source_id and target_id are required"));
+    }
+    if !memory_exists(tx, &r.source_id)? || !memory_exists(tx, &r.target_id)? {
+        defer(tx, source, &r.sync_id, payload, now)?;
+        report.deferred += 1;
+        return Ok(());
+    }
+    if upsert_relation(tx, &r, payload, now)? {
+        report.applied += 1;
+    } else {
+        report.skipped += 1;
+    }
+    Ok(())
+}
+
+/// Last writer wins, as for memories. Whether it changed the row.
+fn upsert_relation(tx: &Connection, r: &RelationRecord, payload: &Value, now: &str) -> Result<bool> {
+    let hlc = payload.get("hlc").and_then(Value::as_str);
+    let created_at = r.created_at.as_deref().and_then(crate::clock::normalize_ts).unwrap_or_else(|| now.to_owned());
+    let updated_at = r.updated_at.as_deref().and_then(crate::clock::normalize_ts).unwrap_or_else(|| created_at.clone());
+    let remote = Version::of(hlc, &updated_at);
+    observe(tx, &remote)?;
+    let local: Option<(Option<String>, String, String, String)> = tx
+        .prepare_cached("SELECT hlc, updated_at, relation, judgment_status FROM relations WHERE sync_id = ?1")?
+        .query_row([&r.sync_id], |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?)))
+        .optional()?;
+    let relation = r.relation.as_deref().unwrap_or("pending");
+    let status = r.judgment_status.as_deref().unwrap_or("pending");
+    if let Some((local_hlc, local_updated, local_relation, local_status)) = local {
+        let local_version = Version::of(local_hlc.as_deref(), &local_updated);
+        let remote_key = format!("{relation}\u{1f}{status}");
+        let local_key = format!("{local_relation}\u{1f}{local_status}");
+        if compare((&remote, &remote_key), (&local_version, &local_key)) != Ordering::Greater {
+            return Ok(false);
+        }
+    }
+    tx.prepare_cached(
+        "INSERT INTO relations (sync_id, source_id, target_id, relation, reason, evidence, confidence,
+            judgment_status, marked_by_actor, marked_by_kind, marked_by_model, session_id, created_at, updated_at, hlc)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+         ON CONFLICT(sync_id) DO UPDATE SET relation = excluded.relation, reason = excluded.reason,
+            evidence = excluded.evidence, confidence = excluded.confidence,
+            judgment_status = excluded.judgment_status, marked_by_actor = excluded.marked_by_actor,
+            marked_by_kind = excluded.marked_by_kind, marked_by_model = excluded.marked_by_model,
+            session_id = excluded.session_id, updated_at = excluded.updated_at, hlc = excluded.hlc",
+    )?
+    .execute(params![
+        r.sync_id,
+        r.source_id,
+        r.target_id,
+        relation,
+        redact_opt(r.reason.as_deref()),
+        redact_opt(r.evidence.as_deref()),
+        r.confidence,
+        status,
+        redact_opt(r.marked_by_actor.as_deref()),
+        redact_opt(r.marked_by_kind.as_deref()),
+        redact_opt(r.marked_by_model.as_deref()),
+        r.session_id.as_deref().filter(|s| !s.trim().is_empty()),
+        created_at,
+        updated_at,
+        hlc
+    ])?;
+    Ok(true)
+}
+
+fn defer(tx: &Connection, source: &str, sync_id: &str, payload: &Value, now: &str) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO sync_deferred (sync_id, entity, payload, source, created_at, updated_at)
+         VALUES (?1, 'relation', ?2, ?3, ?4, ?4)
+         ON CONFLICT (sync_id) DO UPDATE SET payload = excluded.payload, source = excluded.source,
+            status = 'pending', attempts = 0, updated_at = excluded.updated_at",
+    )?
+    .execute(params![sync_id, payload.to_string(), source, now])?;
+    Ok(())
+}
+
+/// Apply the waiting relations whose memories are here now; count a try for the others.
+fn retry_deferred(
+    tx: &Connection,
+    now: &str,
+    just_deferred: &std::collections::HashSet<String>,
+    report: &mut ApplyReport,
+) -> Result<()> {
+    let waiting: Vec<(String, String)> = tx
+        .prepare_cached("SELECT sync_id, payload FROM sync_deferred WHERE status = 'pending' ORDER BY created_at")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (sync_id, payload) in waiting {
+        if just_deferred.contains(&sync_id) {
+            continue;
+        }
+        let value: Value = serde_json::from_str(&payload).unwrap_or(Value::Null);
+        let Ok(r) = RelationRecord::deserialize(&value) else {
+            tx.execute(
+                "UPDATE sync_deferred SET status = 'dead', last_error = 'not a relation', updated_at = ?2 WHERE sync_id = ?1",
+                params![sync_id, now],
+            )?;
+            continue;
+        };
+        if memory_exists(tx, &r.source_id)? && memory_exists(tx, &r.target_id)? {
+            upsert_relation(tx, &r, &value, now)?;
+            tx.execute("DELETE FROM sync_deferred WHERE sync_id = ?1", [&sync_id])?;
+            report.deferred_applied += 1;
+            continue;
+        }
+        tx.execute(
+            "UPDATE sync_deferred SET attempts = attempts + 1,
+                status = CASE WHEN attempts + 1 >= ?3 THEN 'dead' ELSE 'pending' END,
+                last_error = 'its memories have not arrived', updated_at = ?2
+             WHERE sync_id = ?1",
+            params![sync_id, now, DEFERRED_TRIES],
+        )?;
+    }
+    Ok(())
+}

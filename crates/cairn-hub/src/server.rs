@@ -18,6 +18,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use crate::error::{HubError, HubErrorCode};
+use crate::store::AuditRow;
 use crate::tokens::{Access, Caller};
 use crate::wire::{MAX_PULL_LIMIT, MAX_PUSH_BYTES, PushResponse};
 use crate::{db, store, tokens, validate};
@@ -205,8 +206,15 @@ async fn push(State(hub): State<Hub>, headers: HeaderMap, body: Body) -> Respons
     match outcome {
         Ok(answer) => Json(answer).into_response(),
         Err(e) => {
-            let status = e.code.status().as_u16();
-            store::audit(&hub.pool, caller_id, "push", None, e.code.as_str(), status, entry_count, 0).await;
+            let row = AuditRow {
+                token_id: caller_id,
+                action: "push",
+                outcome: e.code.as_str(),
+                http_status: e.code.status().as_u16(),
+                entries: entry_count,
+                ..AuditRow::default()
+            };
+            store::audit(&hub.pool, row).await;
             e.into_response()
         }
     }
@@ -305,7 +313,16 @@ async fn pull(
         Ok(answer) => ("ok", 200, answer.mutations.len()),
         Err(e) => (e.code.as_str(), e.code.status().as_u16(), 0),
     };
-    store::audit(&hub.pool, caller_id, "pull", project_filter.as_deref(), code, status, 0, count).await;
+    let row = AuditRow {
+        token_id: caller_id,
+        action: "pull",
+        project: project_filter.as_deref(),
+        outcome: code,
+        http_status: status,
+        accepted: count,
+        ..AuditRow::default()
+    };
+    store::audit(&hub.pool, row).await;
     match outcome {
         Ok(answer) => Json(answer).into_response(),
         Err(e) => e.into_response(),

@@ -110,24 +110,36 @@ pub async fn pull(pool: &Pool, projects: &[String], since_seq: i64, limit: i64) 
     Ok(PullResponse { mutations, has_more, latest_seq, project: String::new() })
 }
 
-/// One audit row for a pull or a refusal. Best effort: a refusal is answered even when the
-/// database that would record it is down.
-pub async fn audit(
-    pool: &Pool,
-    token_id: Option<i64>,
-    action: &str,
-    project: Option<&str>,
-    outcome: &str,
-    status: u16,
-    entries: usize,
-    accepted: usize,
-) {
+/// One row of the audit log: who did what to which project, and how it ended.
+#[derive(Debug, Clone, Default)]
+pub struct AuditRow<'a> {
+    pub token_id: Option<i64>,
+    pub action: &'a str,
+    pub project: Option<&'a str>,
+    /// `ok` or the error code of the refusal.
+    pub outcome: &'a str,
+    pub http_status: u16,
+    pub entries: usize,
+    pub accepted: usize,
+}
+
+/// Record a pull or a refusal. Best effort: a refusal is answered even when the database that
+/// would record it is down.
+pub async fn audit(pool: &Pool, row: AuditRow<'_>) {
     let Ok(client) = pool.get().await else { return };
     let result = client
         .execute(
             "INSERT INTO hub_audit_log (token_id, action, project, outcome, http_status, entry_count, accepted_count) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[&token_id, &action, &project, &outcome, &i32::from(status), &count(entries), &count(accepted)],
+            &[
+                &row.token_id,
+                &row.action,
+                &row.project,
+                &row.outcome,
+                &i32::from(row.http_status),
+                &count(row.entries),
+                &count(row.accepted),
+            ],
         )
         .await;
     if let Err(e) = result {

@@ -219,7 +219,12 @@ impl IntoResponse for HubError {
             body["reason_code"] = "validation_error".into();
             body["invalid"] = serde_json::to_value(&self.invalid).unwrap_or_default();
         }
-        (self.code.status(), axum::Json(body)).into_response()
+        let mut response = (self.code.status(), axum::Json(body)).into_response();
+        if self.code == HubErrorCode::DatabaseUnavailable {
+            // A hint for clients without their own backoff; cairn's clients back off with jitter.
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 

@@ -626,13 +626,11 @@ pub enum HubAction {
 #[cfg(feature = "hub")]
 #[derive(Debug, Subcommand)]
 pub enum HubTokenAction {
-    /// Issue a token (printed once, as the last line) granting the projects
+    /// Issue a token (printed once, as the last line) granting the projects of the global
+    /// `--project P` (several: `--project alpha,beta`)
     Create {
         #[command(flatten)]
         db: HubDatabase,
-        /// A project the token may use (repeat for several)
-        #[arg(long = "project", value_name = "P", required = true)]
-        projects: Vec<String>,
         /// Pull only: no push
         #[arg(long)]
         read_only: bool,

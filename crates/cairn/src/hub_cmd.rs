@@ -4,10 +4,11 @@ use anyhow::Result;
 use cairn_hub::tokens::{self, Access, CreatedToken, NewToken, TokenInfo};
 use cairn_hub::{HubError, HubErrorCode, ServeConfig, TlsFiles};
 
-use crate::cli::{HubAction, HubTokenAction};
+use crate::cli::{GlobalArgs, HubAction, HubTokenAction};
 use crate::output::{json, note, out};
 
-pub fn run(action: HubAction, as_json: bool) -> Result<()> {
+pub fn run(action: HubAction, global: &GlobalArgs) -> Result<()> {
+    let (as_json, projects) = (global.json, global.project.clone());
     crate::init_logging("info");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
@@ -16,7 +17,7 @@ pub fn run(action: HubAction, as_json: bool) -> Result<()> {
                 let tls = tls_cert.zip(tls_key).map(|(cert, key)| TlsFiles { cert, key });
                 serve(ServeConfig { database_url: db.database_url, listen, tls }).await
             }
-            HubAction::Token { action } => token(action, as_json).await,
+            HubAction::Token { action } => token(action, as_json, projects).await,
         }
     })
 }
@@ -50,9 +51,11 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-async fn token(action: HubTokenAction, as_json: bool) -> Result<()> {
+/// `--project` is the CLI's global flag (one project, or several separated by commas).
+async fn token(action: HubTokenAction, as_json: bool, projects: Option<String>) -> Result<()> {
     match action {
-        HubTokenAction::Create { db, projects, read_only, expires_in, name } => {
+        HubTokenAction::Create { db, read_only, expires_in, name } => {
+            let projects: Vec<String> = projects.as_deref().unwrap_or_default().split(',').map(str::to_owned).collect();
             let expires_in_secs = expires_in.as_deref().map(tokens::parse_duration).transpose()?;
             let access = if read_only { Access::Read } else { Access::ReadWrite };
             let pool = cairn_hub::db::pool(&db.database_url)?;

@@ -95,7 +95,7 @@ pub fn run(cli: Cli) -> Result<()> {
     // The hub is its own service: it reads no data dir and no settings.
     #[cfg(feature = "hub")]
     let cli = match cli.command {
-        Command::Hub { action } => return crate::hub_cmd::run(action, cli.global.json),
+        Command::Hub { action } => return crate::hub_cmd::run(action, &cli.global),
         command => Cli { command, global: cli.global },
     };
     if let Command::Serve { port_positional, port, bind, .. } = &cli.command {

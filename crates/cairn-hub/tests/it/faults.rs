@@ -130,6 +130,7 @@ fn postgres_restarted_under_load_gives_503_then_recovers() {
     assert_eq!((status, body["error_code"].as_str()), (503, Some("database_unavailable")), "{body}");
     let mut health = agent().get(format!("{}/health", hub.base())).call().unwrap();
     assert_eq!(health.status().as_u16(), 503);
+    assert_eq!(health.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
     assert_eq!(health.body_mut().read_json::<Value>().unwrap()["error_code"], "database_unavailable");
 
     pg.start_again();

@@ -35,8 +35,7 @@ fn token_create_list_and_revoke() {
     let Some(pg) = PgCluster::start() else { return };
     let url = pg.create_database("hub");
 
-    let created =
-        stdout(&hub(&url, &["token", "create", "--project", "alpha", "--project", "beta", "--name", "alice-laptop"]));
+    let created = stdout(&hub(&url, &["token", "create", "--project", "alpha,beta", "--name", "alice-laptop"]));
     let token = created.lines().last().unwrap();
     assert!(token.starts_with("chub_") && token.len() == 69, "the token is the last line: {created}");
     snapshot!("hub_token_create", created);
@@ -50,9 +49,11 @@ fn token_create_list_and_revoke() {
     let missing = hub(&url, &["token", "revoke", "99"]);
     assert_eq!(missing.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("error[token_not_found]"));
-    let bad = hub(&url, &["token", "create", "--project", "alpha", "--expires-in", "soon"]);
-    assert_eq!(bad.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("error[invalid_token_request]"));
+    for bad in [&["token", "create", "--project", "alpha", "--expires-in", "soon"][..], &["token", "create"][..]] {
+        let out = hub(&url, bad);
+        assert_eq!(out.status.code(), Some(3), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("error[invalid_token_request]"), "{bad:?}");
+    }
 }
 
 #[test]

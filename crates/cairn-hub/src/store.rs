@@ -126,25 +126,34 @@ pub struct AuditRow<'a> {
 /// Record a pull or a refusal. Best effort: a refusal is answered even when the database that
 /// would record it is down.
 pub async fn audit(pool: &Pool, row: AuditRow<'_>) {
-    let Ok(client) = pool.get().await else { return };
-    let result = client
-        .execute(
-            "INSERT INTO hub_audit_log (token_id, action, project, outcome, http_status, entry_count, accepted_count) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[
-                &row.token_id,
-                &row.action,
-                &row.project,
-                &row.outcome,
-                &i32::from(row.http_status),
-                &count(row.entries),
-                &count(row.accepted),
-            ],
-        )
-        .await;
-    if let Err(e) = result {
+    if let Err(e) = write_audit(pool, row).await {
         tracing::warn!(error = %e, "audit row not written");
     }
+}
+
+/// A pull or a refusal acknowledges no data, so its audit row is committed without waiting for
+/// the disk flush (`synchronous_commit = off`): a crash may lose the last few such rows, never
+/// a mutation, and a pull does not wait on an fsync for its bookkeeping.
+async fn write_audit(pool: &Pool, row: AuditRow<'_>) -> Result<(), HubError> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    tx.batch_execute("SET LOCAL synchronous_commit = off").await?;
+    tx.execute(
+        "INSERT INTO hub_audit_log (token_id, action, project, outcome, http_status, entry_count, accepted_count) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &row.token_id,
+            &row.action,
+            &row.project,
+            &row.outcome,
+            &i32::from(row.http_status),
+            &count(row.entries),
+            &count(row.accepted),
+        ],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 fn count(n: usize) -> i32 {

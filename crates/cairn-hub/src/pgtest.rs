@@ -23,8 +23,8 @@ pub struct PgCluster {
 /// Where PostgreSQL's server binaries are: `CAIRN_PG_BIN`, else the newest
 /// `/usr/lib/postgresql/*/bin` (Debian), else the directory of `initdb` on PATH.
 pub fn find_bin_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CAIRN_PG_BIN") {
-        return Some(PathBuf::from(dir));
+    if let Some(dir) = std::env::var_os("CAIRN_PG_BIN").map(PathBuf::from).filter(|d| d.join("initdb").exists()) {
+        return Some(dir);
     }
     let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()

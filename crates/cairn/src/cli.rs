@@ -226,6 +226,13 @@ pub enum Command {
         #[arg(long)]
         write: bool,
     },
+    /// The team hub: a sync server on PostgreSQL that data dirs push to and pull from
+    /// (docs/HUB.md)
+    #[cfg(feature = "hub")]
+    Hub {
+        #[command(subcommand)]
+        action: HubAction,
+    },
     /// Connect an agent to cairn: install its plugin and register the MCP server (idempotent;
     /// every edited file is backed up first)
     Setup(SetupArgs),
@@ -592,5 +599,69 @@ pub enum ConflictsAction {
         /// Record at most this many
         #[arg(long)]
         max: Option<usize>,
+    },
+}
+
+#[cfg(feature = "hub")]
+#[derive(Debug, Args)]
+pub struct HubDatabase {
+    /// The hub's PostgreSQL database (`postgres://user:pass@host:port/db`)
+    #[arg(long, env = "CAIRN_HUB_DATABASE_URL", value_name = "URL")]
+    pub database_url: String,
+}
+
+#[cfg(feature = "hub")]
+#[derive(Debug, Subcommand)]
+pub enum HubAction {
+    /// Serve the push/pull API; every hub on one database serves the same team
+    Serve {
+        #[command(flatten)]
+        db: HubDatabase,
+        /// HOST:PORT to listen on; plain HTTP only on a loopback address
+        #[arg(long, value_name = "ADDR")]
+        listen: String,
+        /// TLS certificate chain (PEM)
+        #[arg(long, value_name = "PEM", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// TLS private key (PEM)
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+    },
+    /// Issue, list and revoke access tokens
+    Token {
+        #[command(subcommand)]
+        action: HubTokenAction,
+    },
+}
+
+#[cfg(feature = "hub")]
+#[derive(Debug, Subcommand)]
+pub enum HubTokenAction {
+    /// Issue a token (printed once, as the last line) granting the projects of the global
+    /// `--project P` (several: `--project alpha,beta`)
+    Create {
+        #[command(flatten)]
+        db: HubDatabase,
+        /// Pull only: no push
+        #[arg(long)]
+        read_only: bool,
+        /// Lifetime, e.g. 30d, 12h, 90m (default: until revoked)
+        #[arg(long, value_name = "DURATION")]
+        expires_in: Option<String>,
+        /// A name to recognise the token by in `list`
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// Every token, with its grants and status
+    List {
+        #[command(flatten)]
+        db: HubDatabase,
+    },
+    /// Revoke a token: it is refused from now on
+    Revoke {
+        #[command(flatten)]
+        db: HubDatabase,
+        /// The token's id (from `list`)
+        id: i64,
     },
 }

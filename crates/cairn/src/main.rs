@@ -4,6 +4,8 @@ mod cli;
 mod daemon;
 mod history_cmd;
 mod hook;
+#[cfg(feature = "hub")]
+mod hub_cmd;
 mod obsidian_cmd;
 mod output;
 mod render;
@@ -61,6 +63,8 @@ pub(crate) fn init_logging(log: &str) {
 fn report(err: &anyhow::Error, json: bool) -> ExitCode {
     let (code, message, hint, exit) = match err.downcast_ref::<CairnError>() {
         Some(e) => (e.code.as_str(), e.message.clone(), e.hint.clone(), e.code.exit_code()),
+        #[cfg(feature = "hub")]
+        None if err.is::<cairn_hub::HubError>() => hub_cmd::error_parts(err),
         None => ("internal", format!("{err:#}"), None, 1),
     };
     if json {

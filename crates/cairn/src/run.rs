@@ -90,6 +90,12 @@ pub fn run(cli: Cli) -> Result<()> {
     if let Command::Hook { event } = &cli.command {
         return crate::hook::run(event, overrides);
     }
+    // The hub is its own service: it reads no data dir and no settings.
+    #[cfg(feature = "hub")]
+    let cli = match cli.command {
+        Command::Hub { action } => return crate::hub_cmd::run(action, &cli.global),
+        command => Cli { command, global: cli.global },
+    };
     if let Command::Serve { port_positional, port, bind, .. } = &cli.command {
         overrides.port = port.or(*port_positional);
         overrides.bind.clone_from(bind);
@@ -122,6 +128,8 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         }
         Command::Setup(args) => crate::setup::run(env, args),
         Command::Tui { write } => tui(env, write),
+        #[cfg(feature = "hub")]
+        Command::Hub { .. } => unreachable!("`cairn hub` runs before the settings load"),
         Command::Version => out(&format!("cairn {}", cairn_core::VERSION)),
         Command::Model { action } => crate::semantic_cmd::model(env, action),
         Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),

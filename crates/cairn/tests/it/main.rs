@@ -6,6 +6,8 @@ mod concurrency;
 mod crash;
 mod daemon;
 mod hook;
+#[cfg(feature = "hub")]
+mod hub;
 mod load;
 mod mcp_fuzz;
 mod obsidian;

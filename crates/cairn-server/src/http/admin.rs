@@ -310,8 +310,22 @@ pub(super) async fn start_sync_import(
 pub(super) struct SyncImportBody {
     /// The repository (its `.cairn/` and `.engram/` folders are read).
     directory: String,
-    /// At most 8000.
+    /// How long the import may run, in whole milliseconds (at most 8000, the default).
+    #[serde(default, deserialize_with = "import_time_limit")]
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 8000)]
     time_limit_ms: Option<u64>,
+}
+
+/// `time_limit_ms` as JSON Schema reads an integer: `250` and `250.0` alike, nothing above the
+/// cap (refused, not silently clamped: the document says 8000 at most).
+fn import_time_limit<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    let Some(ms) = Option::<f64>::deserialize(deserializer)? else { return Ok(None) };
+    if !(ms.fract() == 0.0 && (0.0..=BACKGROUND_IMPORT_CAP_MS as f64).contains(&ms)) {
+        return Err(serde::de::Error::custom(format!(
+            "time_limit_ms must be a whole number of milliseconds from 0 to {BACKGROUND_IMPORT_CAP_MS}, not {ms}"
+        )));
+    }
+    Ok(Some(ms as u64))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -287,6 +287,14 @@ async fn stats_projects_doctor_and_sync() {
     let started = s.post("/sync/import", &json!({"directory": repo.path()})).await.expect(200);
     assert_eq!(started["started"], json!(false));
     s.post("/sync/import", &json!({"dir": 3})).await.expect(400);
+    // The time limit is a whole number of milliseconds up to the cap, `250.0` as well as `250`.
+    let dir = repo.path();
+    s.post("/sync/import", &json!({"directory": dir, "time_limit_ms": 250.0})).await.expect(200);
+    for bad in [json!(8001), json!(9223372036854775808u64), json!(-1), json!(2.5)] {
+        s.post("/sync/import", &json!({"directory": dir, "time_limit_ms": bad}))
+            .await
+            .expect_error(400, "invalid_argument");
+    }
 }
 
 #[tokio::test]

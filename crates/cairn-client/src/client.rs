@@ -22,6 +22,9 @@ use crate::daemon::{DaemonClient, autostart, start_in_background};
 
 /// How long a process waits for the daemon it started to answer.
 const AUTOSTART_WAIT: Duration = Duration::from_secs(3);
+/// How long `cairn remote sync` without a daemon holds the sync lease at most (given back at
+/// its end; a killed process lets go when this runs out).
+const LEASE_FOR_ONE_ROUND: Duration = Duration::from_secs(600);
 /// Memories a one-shot search without a daemon embeds first (saved since the daemon last ran).
 const LOCAL_CATCH_UP: usize = 64;
 
@@ -163,6 +166,27 @@ struct LocalStore {
 }
 
 impl LocalStore {
+    /// A round on this process's connection, holding the lease for its length.
+    fn remote_sync(&self) -> Result<cairn_core::sync::remote::RoundReport> {
+        let data_dir = lock(&self.store).data_dir().map(std::path::Path::to_owned);
+        let remote =
+            data_dir.as_deref().map(cairn_core::settings::load_remote).transpose()?.flatten().ok_or_else(|| {
+                CairnError::new(ErrorCode::RemoteNotConfigured, "this data dir has no hub to sync with")
+                    .with_hint("cairn remote add URL --token TOKEN")
+            })?;
+        let holder = format!("cli:{}", std::process::id());
+        if let Some(other) = lock(&self.store).sync_lease_take(&holder, LEASE_FOR_ONE_ROUND)? {
+            return Err(CairnError::new(ErrorCode::SyncBusy, format!("{other} is syncing this data dir"))
+                .with_hint("try again in a minute, or run `cairn remote sync` while the daemon runs"));
+        }
+        let hub = cairn_engine::hub_client::HubClient::new(&remote.url, &remote.token);
+        let report = cairn_core::sync::remote::sync_round(&self.store, &hub, &remote);
+        if let Err(e) = lock(&self.store).sync_lease_release(&holder) {
+            tracing::debug!(error = %e, "could not give the sync lease back");
+        }
+        report
+    }
+
     fn run(&self, op: Op) -> Result<OpOutput> {
         let mut store = lock(&self.store);
         if needs_semantic(&op) {
@@ -365,6 +389,17 @@ impl Client {
         match self.daemon_now() {
             Some(daemon) => daemon.start_sync_import(directory, timeout).is_ok(),
             None => false,
+        }
+    }
+
+    /// One push and pull with the data dir's hub now (`cairn remote sync`): by the daemon's
+    /// autosync when a daemon runs, else here, under the store's sync lease (refused with
+    /// `sync_busy` while another process holds it).
+    pub fn remote_sync(&self, timeout: Duration) -> Result<cairn_core::sync::remote::RoundReport> {
+        match self.target()? {
+            Target::Daemon(daemon) => daemon.remote_sync(timeout),
+            Target::Engine(engine) => engine.remote_sync_now(timeout),
+            Target::Store(local) => local.remote_sync(),
         }
     }
 

@@ -222,6 +222,17 @@ impl DaemonClient {
         Err(error_from_body(&value, status))
     }
 
+    /// Have the daemon run a sync round with its hub now, and wait for its report.
+    pub fn remote_sync(&self, timeout: Duration) -> Result<cairn_core::sync::remote::RoundReport> {
+        let (status, body) =
+            self.request("POST", "/sync/remote", Some(b"{}"), timeout).map_err(RequestError::into_inner)?;
+        let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if status != 200 {
+            return Err(error_from_body(&value, status));
+        }
+        serde_json::from_value(value).map_err(|e| unavailable(format!("sync round report: {e}")))
+    }
+
     fn request(
         &self,
         method: &str,

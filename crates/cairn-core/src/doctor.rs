@@ -55,12 +55,49 @@ pub fn run(data_dir: &Path) -> DoctorReport {
             Ok(store) => {
                 checks.extend(database_checks(&store));
                 checks.extend(spool_check(data_dir, Some(&store)));
+                checks.extend(remote_check(data_dir, &store));
             }
             Err(e) => checks.push(check("database", CheckStatus::Error, e.message, e.hint.as_deref())),
         }
     }
     let status = checks.iter().map(|c| c.status).max().unwrap_or(CheckStatus::Ok);
     DoctorReport { status, checks }
+}
+
+/// The hub of `[sync]`: whether its settings read, and whether the last push or pull failed
+/// (the daemon's live phase is in `cairn remote status`). No row when no hub is set.
+fn remote_check(data_dir: &Path, store: &Store) -> Option<Check> {
+    let remote = match crate::settings::load_remote(data_dir) {
+        Ok(remote) => remote?,
+        Err(e) => return Some(check("sync", CheckStatus::Error, e.message, e.hint.as_deref())),
+    };
+    let config = data_dir.join(crate::settings::CONFIG_FILE);
+    if mode_of(&config).is_some_and(|mode| mode & 0o077 != 0) {
+        return Some(check(
+            "sync",
+            CheckStatus::Warning,
+            format!("{} holds the hub token and is readable by others", config.display()),
+            Some("chmod 600 it"),
+        ));
+    }
+    let status = match store.remote_status(&remote) {
+        Ok(status) => status,
+        Err(e) => {
+            return Some(check("sync", CheckStatus::Warning, e.message, Some("any write command migrates the store")));
+        }
+    };
+    let failed = status.per_project.iter().find_map(|p| p.last_error.clone()).or(status.last_pull_error.clone());
+    let summary =
+        format!("hub {}: {} change(s) to push, pulled up to hub seq {}", status.url, status.pending, status.cursor);
+    Some(match failed {
+        Some(error) => check(
+            "sync",
+            CheckStatus::Warning,
+            format!("{summary}; last error: {error}"),
+            Some("cairn remote status shows the phase; cairn remote sync retries now"),
+        ),
+        None => check("sync", CheckStatus::Ok, summary, None),
+    })
 }
 
 fn data_dir_check(dir: &Path) -> Check {

@@ -155,6 +155,18 @@ error_codes! {
     SyncManifestInvalid => "sync_manifest_invalid", 422, 3;
     /// Another import of the same repository is running (the daemon runs one at a time).
     SyncBusy => "sync_busy", 409, 5;
+    /// `cairn remote sync` or `/sync/remote` with no hub set (`cairn remote add`).
+    RemoteNotConfigured => "remote_not_configured", 409, 5;
+    /// A hub address that is not `https://HOST[:PORT]` (or `http://` on loopback).
+    RemoteUrlInvalid => "remote_url_invalid", 400, 3;
+    /// The hub did not answer, or answered that it cannot serve now (its database is down):
+    /// retried with backoff.
+    RemoteUnreachable => "remote_unreachable", 503, 6;
+    /// The hub refused the token, a project's grant or a push (its code is in the message):
+    /// retrying the same thing will not help.
+    RemoteRefused => "remote_refused", 409, 5;
+    /// The hub answered something that is not the mutation protocol.
+    RemoteAnswerInvalid => "remote_answer_invalid", 502, 1;
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal => "internal", 500, 1;
 }

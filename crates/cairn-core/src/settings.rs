@@ -15,9 +15,11 @@ pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
 
 pub mod history;
 pub mod plugin;
+pub mod remote;
 
 pub use history::{HISTORY_ENV_KEYS, HistorySettings, HistorySettingsLoaded};
 pub use plugin::{PLUGIN_KEYS, PluginConfig, PluginSettings};
+pub use remote::{RemoteSettings, load_remote};
 
 /// Default HTTP port: engram's, so engram's plugins can point at cairn unchanged.
 pub const DEFAULT_PORT: u16 = 7437;
@@ -44,6 +46,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CAIRN_EMBED_API_KEY", "bearer key for the embedding endpoint"),
     ("CAIRN_EMBED_TIMEOUT_SECS", "seconds one request to the embedding endpoint may take (default 15)"),
     ("CAIRN_EMBED_BATCH_SIZE", "most texts per request to the embedding endpoint (default 64)"),
+    ("CAIRN_SYNC_REMOTE", "the hub this data dir syncs with (overrides [sync] remote)"),
+    ("CAIRN_SYNC_TOKEN", "the hub token (overrides [sync] token)"),
 ];
 
 /// Default of `embed_timeout_secs`.
@@ -259,7 +263,7 @@ pub struct Overrides {
 /// What `config.toml` may set.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileConfig {
+pub(crate) struct FileConfig {
     port: Option<u16>,
     bind: Option<String>,
     http_token: Option<String>,
@@ -282,6 +286,8 @@ struct FileConfig {
     context_meter: Option<serde_json::Map<String, serde_json::Value>>,
     // `[history]`, checked in `history.rs`.
     history: Option<serde_json::Map<String, serde_json::Value>>,
+    // `[sync]`, the hub this data dir syncs with (`remote.rs`).
+    sync: Option<remote::SyncFile>,
 }
 
 /// The effective configuration.
@@ -318,6 +324,8 @@ pub struct Settings {
     pub plugin: PluginSettings,
     /// `[history]`: the conversation-history tools and scans.
     pub history: HistorySettingsLoaded,
+    /// `[sync]`: the hub this data dir syncs with, when one is set.
+    pub remote: Option<RemoteSettings>,
 }
 
 /// What the rules read of the settings: the plugin tables and `[history]`. A door hands it to
@@ -372,6 +380,7 @@ impl Settings {
         let mut s = Settings {
             plugin: PluginSettings::load(plugin_file, env)?,
             history: HistorySettingsLoaded::load(file.history.take(), env)?,
+            remote: remote::load(file.sync.take(), env)?,
             port: Setting::default(DEFAULT_PORT),
             bind: Setting::default(DEFAULT_BIND.to_owned()),
             http_token: Setting::default(None),
@@ -665,7 +674,7 @@ fn default_data_dir() -> Result<PathBuf> {
     Ok(strategy.data_dir().join("cairn"))
 }
 
-fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
+pub(crate) fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
     let path = data_dir.join(CONFIG_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -681,7 +690,7 @@ fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
         CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display())).with_hint(
             "keys: port, bind, http_token, context_budget, log, autostart, direct, embedder, model, model_dir, \
              embed_url, embed_model, embed_api_key, embed_timeout_secs, embed_batch_size, and the tables \
-             [inject], [triggers], [compaction], [context_meter], [history]",
+             [inject], [triggers], [compaction], [context_meter], [history], [sync]",
         )
     })
 }

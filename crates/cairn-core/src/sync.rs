@@ -11,6 +11,7 @@
 
 mod apply;
 pub mod git;
+pub mod remote;
 mod version;
 
 use rusqlite::{OptionalExtension, params};

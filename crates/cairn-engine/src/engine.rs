@@ -23,6 +23,7 @@ use cairn_core::search::index::SharedIndex;
 use cairn_core::search::semantic::Semantic;
 use cairn_core::settings::RuleSettings;
 use cairn_core::spool::{DrainReport, DrainTarget, EventId, Spool, SpoolCounts};
+use cairn_core::sync::remote::RoundReport;
 use cairn_core::{CairnError, ErrorCode, Result, Store};
 use tokio::sync::oneshot;
 
@@ -85,6 +86,10 @@ pub struct Engine {
     draining: Mutex<()>,
     /// The settings the rules read, given to every store the engine opens for ops.
     rules: Arc<RuleSettings>,
+    /// Sync with a hub ([`Engine::start_autosync`]): its live state, and the writer's
+    /// wake-ups it takes when it starts.
+    autosync: Arc<crate::autosync::Autosync>,
+    sync_woken: Mutex<Option<mpsc::Receiver<()>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -144,10 +149,13 @@ impl Engine {
         // Always woken, even without a model: one may be taken up later.
         let (embed_wake, embed_woken) = mpsc::sync_channel::<()>(1);
         wakes.push(embed_wake);
+        let (sync_wake, sync_woken) = mpsc::sync_channel::<()>(1);
+        wakes.push(sync_wake);
         let mut engine = Engine::new(writer, Some(path.to_owned()), index, workers, wakes, Some(WAL_RESTART_EVERY))?;
         engine.semantic = RwLock::new(semantic.clone());
         engine.rules = rules;
         engine.embed_woken = Arc::new(Mutex::new(embed_woken));
+        engine.sync_woken = Mutex::new(Some(sync_woken));
         let engine = Arc::new(engine);
         if let Some(semantic) = semantic {
             start_embedding(&engine, path, semantic);
@@ -188,6 +196,8 @@ impl Engine {
             spool: std::sync::OnceLock::new(),
             draining: Mutex::new(()),
             rules: Arc::default(),
+            autosync: Arc::default(),
+            sync_woken: Mutex::new(None),
         })
     }
 
@@ -377,7 +387,39 @@ impl Engine {
         })
     }
 
-    fn read_store<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+    /// Sync with the hub set in the data dir's `[sync]` (`cairn remote add`): push after
+    /// writes, pull on a timer, under the store's lease (see [`crate::autosync`]). The daemon
+    /// starts it; it idles while no hub is set. `false` for an in-memory store or a second call.
+    pub fn start_autosync(self: &Arc<Self>) -> bool {
+        let Some(data_dir) = self.path.as_deref().and_then(Path::parent) else { return false };
+        let Some(woken) = self.sync_woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() else {
+            return false;
+        };
+        crate::autosync::start(self, data_dir, woken, Arc::clone(&self.autosync))
+    }
+
+    /// One push and pull with the hub now (`cairn remote sync`, `POST /sync/remote`): through
+    /// the autosync loop when it runs (so two rounds never overlap), else on this thread.
+    pub fn remote_sync_now(&self, timeout: Duration) -> Result<RoundReport> {
+        self.touch();
+        let started = self.sync_woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_none();
+        if started && self.path.is_some() {
+            let outcome = self.autosync.request_round();
+            return outcome.recv_timeout(timeout).map_err(|_| {
+                CairnError::new(ErrorCode::OperationInterrupted, "the sync round did not end in time")
+                    .with_hint("it goes on in the background: cairn remote status")
+            })?;
+        }
+        let data_dir = self.path.as_deref().and_then(Path::parent);
+        let remote = data_dir.map(cairn_core::settings::load_remote).transpose()?.flatten().ok_or_else(|| {
+            CairnError::new(ErrorCode::RemoteNotConfigured, "this data dir has no hub to sync with")
+                .with_hint("cairn remote add URL --token TOKEN")
+        })?;
+        crate::autosync::round_now(self, &remote)
+    }
+
+    /// Run `f` on a pooled reader (not the writer: it wakes nobody).
+    pub(crate) fn read_store<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
         if self.path.is_none() {
             return Err(CairnError::internal("no readers for an in-memory store"));
         }
@@ -415,7 +457,14 @@ impl Engine {
         let mut reader = self.take_reader()?;
         let result = ops::execute(&mut reader, op);
         self.return_reader(reader);
-        result
+        let mut output = result?;
+        // The sync status carries what the autosync loop is doing now.
+        if let OpOutput::SyncStatus(status) = &mut output
+            && let Some(remote) = status.remote.as_mut()
+        {
+            self.autosync.overlay(remote);
+        }
+        Ok(output)
     }
 
     fn take_reader(&self) -> Result<Store> {

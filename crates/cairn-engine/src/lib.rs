@@ -8,9 +8,11 @@
 //! Doors (HTTP, MCP) and clients run operations through an engine; none of them opens the
 //! database or starts a thread of its own.
 
+pub mod autosync;
 pub mod embedder;
 mod engine;
 pub mod history;
+pub mod hub_client;
 pub mod workers;
 
 pub use engine::Engine;

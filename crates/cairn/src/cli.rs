@@ -198,6 +198,12 @@ pub enum Command {
         #[arg(long, value_name = "MS", requires = "import")]
         time_limit_ms: Option<u64>,
     },
+    /// Sync this data dir with a team hub: `add` one, `sync` now, see its `status`
+    /// (docs/HUB.md); the daemon then pushes and pulls by itself
+    Remote {
+        #[command(subcommand)]
+        action: RemoteAction,
+    },
     /// The embedding model behind semantic search
     Model {
         #[command(subcommand)]
@@ -444,6 +450,35 @@ pub enum ModelAction {
         name: String,
     },
     /// Is a model installed, intact and in use?
+    Status,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RemoteAction {
+    /// Sync with the hub at URL (written to [sync] in config.toml); every project unless the
+    /// global --project names some (comma-separated). The token is checked with the hub first
+    Add {
+        /// The hub's address: https://HOST[:PORT] (http:// only on loopback)
+        url: String,
+        /// The token `cairn hub token create` printed (chub_…)
+        #[arg(long)]
+        token: String,
+        /// Save without asking the hub first (it is offline now)
+        #[arg(long)]
+        no_check: bool,
+        /// Only `cairn remote sync` syncs; the daemon does not push and pull by itself
+        #[arg(long)]
+        manual: bool,
+    },
+    /// Stop syncing with the hub (removes [sync] from config.toml; nothing stored is deleted)
+    Remove,
+    /// Push and pull now; exits 0 once nothing is left either way
+    Sync {
+        /// Give up waiting after this many seconds (the round goes on in the daemon)
+        #[arg(long, default_value_t = 120, value_name = "SECS")]
+        timeout: u64,
+    },
+    /// Where this data dir stands with its hub: phase, pending changes, last error
     Status,
 }
 

@@ -8,6 +8,7 @@ mod hook;
 mod hub_cmd;
 mod obsidian_cmd;
 mod output;
+mod remote_cmd;
 mod render;
 mod run;
 mod semantic_cmd;

@@ -270,6 +270,55 @@ pub fn sync_status(s: &cairn_core::sync::git::SyncStatus) -> String {
             s.deferred_pending, s.deferred_dead
         ));
     }
+    if let Some(remote) = &s.remote {
+        lines.push(format!("Hub: {} — {}, {} pending", remote.url, remote.phase, remote.pending));
+    }
+    if let Some(error) = &s.remote_config_error {
+        lines.push(format!("Hub: [sync] cannot be read: {error}"));
+    }
+    lines.join("\n")
+}
+
+/// `cairn remote sync`.
+pub fn remote_round(r: &cairn_core::sync::remote::RoundReport) -> String {
+    let mut lines = vec![format!(
+        "pushed {}, pulled {} ({} applied, {} already here, {} contested); hub seq {}",
+        r.pushed, r.pulled, r.applied.applied, r.applied.skipped, r.applied.conflicts, r.cursor
+    )];
+    for refusal in &r.refused {
+        lines.push(format!("  {} refused by the hub: {} ({})", refusal.project, refusal.message, refusal.hub_code));
+    }
+    lines.push(if r.in_sync { "in sync".to_owned() } else { format!("{} change(s) still to push", r.pending) });
+    lines.join("\n")
+}
+
+/// `cairn remote status`.
+pub fn remote_status(r: &cairn_core::sync::remote::RemoteStatus) -> String {
+    let projects = if r.projects.is_empty() { "every project".to_owned() } else { r.projects.join(", ") };
+    let mut lines = vec![
+        format!("hub: {} ({projects})", r.url),
+        format!("phase: {}{}", r.phase, if r.autosync { "" } else { " (autosync off)" }),
+        format!("pending: {} change(s) to push; pulled up to hub seq {}", r.pending, r.cursor),
+    ];
+    for p in &r.per_project {
+        let error = p.last_error.as_deref().map(|e| format!(", last error: {e}")).unwrap_or_default();
+        lines.push(format!("  {}: {} pending{error}", p.project, p.pending));
+    }
+    if let Some(at) = &r.last_round_at {
+        lines.push(format!("last round: {at}"));
+    }
+    if let Some(at) = &r.last_pull_at {
+        lines.push(format!("last pull: {at}"));
+    }
+    if let Some(error) = r.last_error.as_ref().or(r.last_pull_error.as_ref()) {
+        lines.push(format!("last error: {error}"));
+    }
+    if let Some(ms) = r.next_attempt_in_ms {
+        lines.push(format!("next attempt in {:.1} s", ms as f64 / 1000.0));
+    }
+    if let Some(holder) = &r.lease_holder {
+        lines.push(format!("syncing process: {holder}"));
+    }
     lines.join("\n")
 }
 

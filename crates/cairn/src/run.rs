@@ -126,6 +126,7 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Sync { import, status, all, engram_layout, cloud, time_limit_ms } => {
             sync(env, SyncArgs { import, status, all, engram_layout, cloud, time_limit_ms })
         }
+        Command::Remote { action } => crate::remote_cmd::remote(env, action),
         Command::Setup(args) => crate::setup::run(env, args),
         Command::Tui { write } => tui(env, write),
         #[cfg(feature = "hub")]

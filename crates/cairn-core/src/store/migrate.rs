@@ -17,6 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0007_session_title_and_prompts.sql"),
     include_str!("../../migrations/0008_spool_events.sql"),
     include_str!("../../migrations/0009_sync_journal.sql"),
+    include_str!("../../migrations/0010_sync_remote.sql"),
 ];
 
 /// The schema version this build writes.

@@ -196,6 +196,11 @@ impl Store {
         self.path.as_deref()
     }
 
+    /// The data dir the database file is in (`None` in memory).
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.path().and_then(Path::parent)
+    }
+
     /// The conversation-history archive: `history.db` beside this store's file (in memory for
     /// an in-memory store), opened and migrated at first use. A separate file so a gigabyte of
     /// transcripts neither bloats the memory store nor queues behind its writer.

@@ -200,6 +200,10 @@ pub struct SyncStatus {
     /// Relations waiting for their memories, and those given up.
     pub deferred_pending: i64,
     pub deferred_dead: i64,
+    /// The hub this data dir syncs with (`cairn remote`), when one is set.
+    pub remote: Option<super::remote::RemoteStatus>,
+    /// Why `[sync]` in config.toml could not be read, when it could not.
+    pub remote_config_error: Option<String>,
 }
 
 /// Who wrote a chunk: `$USER`, `$USERNAME`, the host name, else `unknown` (engram's rule).
@@ -389,6 +393,11 @@ impl Store {
                 }
             }
         }
+        let (remote, remote_config_error) = match self.data_dir().map(crate::settings::load_remote) {
+            Some(Ok(Some(settings))) => (Some(self.remote_status(&settings)?), None),
+            Some(Err(e)) => (None, Some(e.message)),
+            _ => (None, None),
+        };
         let deferred = |status: &str| -> Result<i64> {
             Ok(self.conn().query_row("SELECT count(*) FROM sync_deferred WHERE status = ?1", [status], |r| r.get(0))?)
         };
@@ -401,6 +410,8 @@ impl Store {
             folders,
             deferred_pending: deferred("pending")?,
             deferred_dead: deferred("dead")?,
+            remote,
+            remote_config_error,
         })
     }
 

@@ -269,6 +269,30 @@ pub(super) async fn sync_status(State(state): State<AppState>, ApiQuery(p): ApiQ
     Ok(ok(run(&state, Op::SyncStatus { directory }).await?))
 }
 
+/// How long `POST /sync/remote` waits for its round (a round that takes longer goes on).
+const REMOTE_ROUND_WAIT: Duration = Duration::from_secs(120);
+
+/// Sync with the hub now.
+///
+/// One push of what the hub has not acknowledged and one pull of what this store has not
+/// applied yet (`cairn remote sync`), through the daemon's autosync so two rounds never
+/// overlap. 200 with the round's report when it ended: `in_sync` is true when nothing is left
+/// to push or pull and no project was refused. 409 `remote_not_configured` with no hub set
+/// (`cairn remote add`), 409 `remote_refused` when the hub refused the token, 409 `sync_busy`
+/// when another process holds the sync lease, 503 `remote_unreachable` when the hub did not answer.
+#[utoipa::path(post, operation_id = "remote_sync", path = "/sync/remote", tag = "daemon",
+    responses(
+        (status = 200, description = "The round's report", body = cairn_core::sync::remote::RoundReport),
+        (status = 409, description = "No hub set, the hub refused, or another process syncs", body = ErrorBody),
+        (status = 503, description = "The hub did not answer", body = ErrorBody)))]
+pub(super) async fn remote_sync(State(state): State<AppState>) -> ApiResult {
+    let engine = Arc::clone(&state.engine);
+    let report = tokio::task::spawn_blocking(move || engine.remote_sync_now(REMOTE_ROUND_WAIT))
+        .await
+        .map_err(|e| CairnError::internal(format!("sync round failed: {e}")))??;
+    Ok(ok(serde_json::to_value(report).map_err(|e| CairnError::internal(e.to_string()))?))
+}
+
 /// The longest a session-start import runs; the rest waits for the next session.
 const BACKGROUND_IMPORT_CAP_MS: u64 = 8_000;
 

@@ -170,6 +170,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::migrate_project))
         .routes(routes!(admin::sync_status))
         .routes(routes!(admin::start_sync_import))
+        .routes(routes!(admin::remote_sync))
         .routes(routes!(admin::protocol))
         .routes(routes!(admin::plugin_config))
         .routes(routes!(conflicts::list))

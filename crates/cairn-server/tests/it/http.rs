@@ -295,6 +295,9 @@ async fn stats_projects_doctor_and_sync() {
             .await
             .expect_error(400, "invalid_argument");
     }
+    // No hub set: a round now is refused with a stable code, and the status has no remote.
+    s.post("/sync/remote", &json!({})).await.expect_error(409, "remote_not_configured");
+    assert_eq!(sync["remote"], json!(null));
 }
 
 #[tokio::test]
@@ -1002,6 +1005,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/projects/migrate"),
     ("get", "/sync/status"),
     ("post", "/sync/import"),
+    ("post", "/sync/remote"),
     ("get", "/conflicts"),
     ("get", "/conflicts/stats"),
     ("get", "/conflicts/deferred"),

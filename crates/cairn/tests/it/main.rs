@@ -12,6 +12,8 @@ mod load;
 mod mcp_fuzz;
 mod obsidian;
 mod privacy;
+#[cfg(feature = "hub")]
+mod remote;
 mod semantic;
 mod setup;
 mod setup_claude;

@@ -691,3 +691,192 @@ proptest! {
         }
     }
 }
+
+/// A hub as the protocol describes it (seqs in commit order, idempotency keys, all-or-nothing
+/// pushes, pages capped by the hub), with faults injected: the answer of a committed push
+/// lost, a push or pull that fails before anything happens.
+#[derive(Default)]
+struct MemHub {
+    rows: std::sync::Mutex<Vec<(i64, crate::sync::remote::PushEntry)>>,
+    fault: std::sync::Mutex<HubFault>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+enum HubFault {
+    #[default]
+    None,
+    /// Commit the push, then the connection is cut: the client never hears the seqs.
+    LoseCommittedAnswer,
+    /// The push fails before the hub writes anything.
+    FailPush,
+    /// The second pull request of the round fails (after the first page was applied).
+    FailSecondPull,
+}
+
+/// The hub's own page limit, under the client's: pulls take several pages.
+const MEM_HUB_PAGE: usize = 3;
+
+impl crate::sync::remote::HubTransport for MemHub {
+    fn push(&self, body: &crate::sync::remote::PushBody) -> Result<Vec<i64>, crate::sync::remote::HubFailure> {
+        let fault = *self.fault.lock().unwrap();
+        if fault == HubFault::FailPush {
+            return Err(crate::sync::remote::HubFailure::Unavailable("refused connection".into()));
+        }
+        let mut rows = self.rows.lock().unwrap();
+        let mut seqs = Vec::new();
+        for entry in &body.entries {
+            let known = rows.iter().find(|(_, e)| e.project == entry.project && e.mutation_id == entry.mutation_id);
+            let seq = match known {
+                Some((seq, _)) => *seq,
+                None => {
+                    let seq = rows.len() as i64 + 1;
+                    rows.push((seq, entry.clone()));
+                    seq
+                }
+            };
+            seqs.push(seq);
+        }
+        if fault == HubFault::LoseCommittedAnswer {
+            return Err(crate::sync::remote::HubFailure::Unavailable("connection reset".into()));
+        }
+        Ok(seqs)
+    }
+
+    fn pull(
+        &self,
+        since: i64,
+        limit: usize,
+        project: Option<&str>,
+    ) -> Result<crate::sync::remote::PullPage, crate::sync::remote::HubFailure> {
+        let rows = self.rows.lock().unwrap();
+        let visible: Vec<_> = rows.iter().filter(|(_, e)| project.is_none_or(|p| e.project == p)).collect();
+        let after: Vec<_> = visible.iter().filter(|(seq, _)| *seq > since).collect();
+        let page = limit.min(MEM_HUB_PAGE);
+        if since > 0 && *self.fault.lock().unwrap() == HubFault::FailSecondPull {
+            return Err(crate::sync::remote::HubFailure::Unavailable("timed out".into()));
+        }
+        Ok(crate::sync::remote::PullPage {
+            mutations: after
+                .iter()
+                .take(page)
+                .map(|(seq, e)| crate::sync::remote::PulledMutation {
+                    seq: *seq,
+                    project: e.project.clone(),
+                    entity: e.entity.clone(),
+                    entity_key: e.entity_key.clone(),
+                    op: e.op.clone(),
+                    payload: e.payload.clone(),
+                    mutation_id: Some(e.mutation_id.clone()),
+                })
+                .collect(),
+            has_more: after.len() > page,
+            latest_seq: visible.last().map_or(0, |(seq, _)| *seq),
+        })
+    }
+}
+
+/// One store as a round's store access (the daemon's is its writer).
+struct Direct<'a>(std::cell::RefCell<&'a mut Store>);
+
+impl crate::sync::remote::SyncAccess for Direct<'_> {
+    fn with_store<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> crate::error::Result<T> + Send + 'static,
+    ) -> crate::error::Result<T> {
+        f(&mut self.0.borrow_mut())
+    }
+}
+
+fn hub_remote() -> crate::settings::RemoteSettings {
+    crate::settings::RemoteSettings {
+        url: "https://hub.test".into(),
+        token: "chub_test".into(),
+        projects: vec!["p".into()],
+        autosync: true,
+        push_debounce: std::time::Duration::from_millis(500),
+        pull_interval: std::time::Duration::from_secs(10),
+    }
+}
+
+impl Peers {
+    /// Store `s` runs one round with `hub` under `fault` (a failed round is retried later).
+    fn round(&mut self, hub: &MemHub, s: usize, fault: HubFault) -> Option<crate::sync::remote::RoundReport> {
+        *hub.fault.lock().unwrap() = fault;
+        let access = Direct(std::cell::RefCell::new(&mut self.stores[s]));
+        let outcome = crate::sync::remote::sync_round(&access, hub, &hub_remote());
+        *hub.fault.lock().unwrap() = HubFault::None;
+        match (fault, outcome) {
+            (HubFault::None, outcome) => Some(outcome.expect("a round without faults")),
+            (_, Ok(report)) => Some(report),
+            (_, Err(e)) => {
+                assert_eq!(e.code, ErrorCode::RemoteUnreachable, "{e:?}");
+                None
+            }
+        }
+    }
+}
+
+fn hub_action() -> impl Strategy<Value = (Action, HubFault)> {
+    let fault = prop_oneof![
+        4 => Just(HubFault::None),
+        1 => Just(HubFault::LoseCommittedAnswer),
+        1 => Just(HubFault::FailPush),
+        1 => Just(HubFault::FailSecondPull),
+    ];
+    prop_oneof![
+        5 => action().prop_filter("rounds instead of direct delivery", |a| !matches!(a, Action::Deliver(..))).prop_map(|a| (a, HubFault::None)),
+        4 => (0..3usize, fault).prop_map(|(s, f)| (Action::Deliver(s, s, false, false), f)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Three stores (one clock hours behind) sync only through one hub, whose answers get lost
+    /// after commits and whose requests fail mid-round: once every store has run clean rounds,
+    /// all hold the same memories and relations, every acknowledged text survives, nothing is
+    /// pending, and the hub holds each journal entry once.
+    #[test]
+    fn stores_syncing_through_a_failing_hub_converge(steps in proptest::collection::vec(hub_action(), 1..40)) {
+        let mut peers = Peers::new();
+        let hub = MemHub::default();
+        for (action, fault) in &steps {
+            match action {
+                Action::Deliver(s, _, _, _) => { peers.round(&hub, *s, *fault); }
+                other => peers.run(other),
+            }
+        }
+        for _ in 0..2 {
+            for s in 0..3 {
+                let report = peers.round(&hub, s, HubFault::None).unwrap();
+                prop_assert!(report.refused.is_empty());
+            }
+        }
+        for s in 0..3 {
+            let report = peers.round(&hub, s, HubFault::None).unwrap();
+            prop_assert!(report.in_sync && report.pushed == 0 && report.pulled == 0, "{:?}", report);
+        }
+        let reference = dump(&peers.stores[0]);
+        for store in &peers.stores[1..] {
+            prop_assert_eq!(&dump(store), &reference);
+        }
+        let rows = hub.rows.lock().unwrap();
+        let mut keys: Vec<&str> = rows.iter().map(|(_, e)| e.mutation_id.as_str()).collect();
+        keys.sort_unstable();
+        let all = keys.len();
+        keys.dedup();
+        prop_assert_eq!(keys.len(), all, "a retried push was stored twice");
+        drop(rows);
+        for store in &peers.stores {
+            for (sync_id, text) in &peers.written {
+                let kept: bool = store.conn().query_row(
+                    "SELECT EXISTS(SELECT 1 FROM observations o WHERE o.sync_id = ?1 AND (o.content = ?2
+                        OR EXISTS (SELECT 1 FROM observation_revisions r WHERE r.observation_id = o.id AND r.content = ?2)))",
+                    [sync_id, text],
+                    |r| r.get(0),
+                ).unwrap();
+                prop_assert!(kept, "{} lost {:?}", store.sync_node_id().unwrap(), text);
+            }
+        }
+    }
+}

@@ -120,6 +120,10 @@ impl Scroll {
 pub struct Dashboard {
     pub stats: Option<Stats>,
     pub pending_review: Option<i64>,
+    /// What syncs (git, a hub) and how it stands; `None` until answered or when the store
+    /// cannot say (an older schema opened read-only).
+    pub sync: Option<cairn_core::sync::git::SyncStatus>,
+    sync_request: u64,
     pub recent: ListView<Observation>,
     pub loading: Vec<u64>,
     pub error: Option<String>,
@@ -308,8 +312,10 @@ impl App {
         let stats = self.send(Op::Stats);
         let recent = self.send(Op::List(ListFilter { limit: 50, ..ListFilter::default() }));
         let pending = self.send(Op::RelationStats { project: None });
+        let sync = self.send(Op::SyncStatus { directory: None });
         if let Some(View::Dashboard(d)) = self.stack.first_mut() {
-            d.loading = vec![stats, recent, pending];
+            d.loading = vec![stats, recent, pending, sync];
+            d.sync_request = sync;
             d.recent.loading = Some(recent);
         }
     }
@@ -970,6 +976,9 @@ fn answer(view: &mut View, id: u64, result: &cairn_core::Result<OpOutput>) -> Op
                 Some(OpOutput::RelationStats(stats)) => {
                     d.pending_review = Some(stats.by_judgment_status.get("pending").copied().unwrap_or(0));
                 }
+                Some(OpOutput::SyncStatus(status)) => d.sync = Some(status.clone()),
+                // The sync line is a detail: its failure does not hide the dashboard.
+                None if id == d.sync_request => d.sync = None,
                 _ => d.error = error,
             }
             Some(None)

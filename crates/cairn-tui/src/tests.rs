@@ -115,6 +115,18 @@ fn the_dashboard_shows_projects_counts_recent_activity_and_status() {
 }
 
 #[test]
+fn the_dashboard_says_which_hub_the_data_dir_syncs_with_and_how_it_stands() {
+    let mut h = Harness::new(false);
+    let config = "[sync]\nremote = \"http://127.0.0.1:9\"\ntoken = \"chub_test\"\nprojects = [\"shop\"]\n";
+    std::fs::write(h._dir.path().join("config.toml"), config).unwrap();
+    h.key(KeyCode::Char('r'));
+    let screen = h.screen();
+    // No daemon runs here, so nothing syncs now; the hub and what waits for it are shown.
+    assert!(screen.contains("sync: no_daemon · 0 pending"), "{screen}");
+    assert!(screen.contains("hub http://127.0.0.1:9"), "{screen}");
+}
+
+#[test]
 fn slash_types_a_query_enter_runs_it_and_opens_a_memory() {
     let mut h = Harness::new(false);
     h.key(KeyCode::Char('/'));

@@ -212,6 +212,23 @@ fn empty_note<T>(frame: &mut Frame, list: &ListView<T>, area: Rect) {
 
 // ----- dashboard ----------------------------------------------------------------------
 
+/// The dashboard's sync lines: the hub and its phase, or the projects git syncs, or `off`.
+fn sync_lines(sync: Option<&cairn_core::sync::git::SyncStatus>) -> Vec<String> {
+    let Some(sync) = sync else { return vec!["sync: off".into()] };
+    match &sync.remote {
+        Some(remote) => {
+            let mut lines =
+                vec![format!("sync: {} · {} pending", remote.phase, remote.pending), format!("  hub {}", remote.url)];
+            if let Some(error) = remote.last_error.as_ref().or(remote.last_pull_error.as_ref()) {
+                lines.push(format!("  last error: {error}"));
+            }
+            lines
+        }
+        None if sync.enabled => vec![format!("sync: git ({})", sync.projects.join(", "))],
+        None => vec!["sync: off".into()],
+    }
+}
+
 fn dashboard(frame: &mut Frame, d: &mut Dashboard, area: Rect) -> Rect {
     let top_height = 9.min(area.height / 2).max(4);
     let [top, recent] = Layout::vertical([Constraint::Length(top_height), Constraint::Min(3)]).areas(area);
@@ -254,8 +271,7 @@ fn dashboard(frame: &mut Frame, d: &mut Dashboard, area: Rect) -> Rect {
             lines.push(Line::from(format!("  {} memories waiting for a vector", stats.embeddings_pending)));
         }
     }
-    // Sync does not exist yet: say so rather than show nothing.
-    lines.push(Line::from("sync: off"));
+    lines.extend(sync_lines(d.sync.as_ref()).into_iter().map(|l| Line::from(clean(&l, false))));
     frame.render_widget(Paragraph::new(lines).block(block("Status")).wrap(Wrap { trim: true }), status);
 
     let items: Vec<ListItem> = d

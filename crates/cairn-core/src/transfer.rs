@@ -442,33 +442,46 @@ fn insert_observation(tx: &Connection, wanted_id: Option<i64>, r: &CleanObservat
         }
         _ => false,
     };
-    tx.execute(
+    write_new_observation(tx, if id_free { wanted_id } else { None }, r, None)
+}
+
+/// Insert a memory as given: under `id` (a free one, else the next), with a version stamp
+/// when it came from another store (`None`: the journal trigger stamps a local write). The
+/// one statement for whole rows that imports and sync share.
+pub(crate) fn write_new_observation(
+    tx: &Connection,
+    id: Option<i64>,
+    r: &CleanObservation,
+    hlc: Option<&str>,
+) -> Result<()> {
+    tx.prepare_cached(
         "INSERT INTO observations (id, sync_id, session_id, type, title, content, tool_name, project, scope,
             topic_key, normalized_hash, revision_count, duplicate_count, pinned, last_seen_at, created_at,
-            updated_at, deleted_at, review_after)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
-        params![
-            if id_free { wanted_id } else { None },
-            r.sync_id,
-            r.session_id,
-            r.kind,
-            r.title,
-            r.content,
-            r.tool_name,
-            r.project,
-            r.scope.as_str(),
-            r.topic_key,
-            normalized_hash(&r.content),
-            r.revision_count,
-            r.duplicate_count,
-            r.pinned,
-            r.last_seen_at,
-            r.created_at,
-            r.updated_at,
-            r.deleted_at,
-            r.review_after
-        ],
-    )?;
+            updated_at, deleted_at, review_after, hlc)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+    )?
+    .execute(params![
+        id,
+        r.sync_id,
+        r.session_id,
+        r.kind,
+        r.title,
+        r.content,
+        r.tool_name,
+        r.project,
+        r.scope.as_str(),
+        r.topic_key,
+        normalized_hash(&r.content),
+        r.revision_count,
+        r.duplicate_count,
+        r.pinned,
+        r.last_seen_at,
+        r.created_at,
+        r.updated_at,
+        r.deleted_at,
+        r.review_after,
+        hlc
+    ])?;
     Ok(())
 }
 

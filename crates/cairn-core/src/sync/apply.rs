@@ -369,34 +369,7 @@ fn apply_bare_delete(
 }
 
 fn insert_memory(tx: &Connection, r: &CleanObservation, hlc: Option<&str>) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO observations (sync_id, session_id, type, title, content, tool_name, project, scope,
-            topic_key, normalized_hash, revision_count, duplicate_count, pinned, last_seen_at, created_at,
-            updated_at, deleted_at, review_after, hlc)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
-    )?
-    .execute(params![
-        r.sync_id,
-        r.session_id,
-        r.kind,
-        r.title,
-        r.content,
-        r.tool_name,
-        r.project,
-        r.scope.as_str(),
-        r.topic_key,
-        normalized_hash(&r.content),
-        r.revision_count,
-        r.duplicate_count,
-        r.pinned,
-        r.last_seen_at,
-        r.created_at,
-        r.updated_at,
-        r.deleted_at,
-        r.review_after,
-        hlc
-    ])?;
-    Ok(())
+    crate::transfer::write_new_observation(tx, None, r, hlc)
 }
 
 /// One statement, so the journal trigger fires once for the applied version.

@@ -371,7 +371,7 @@ fn import_observations(
                 report.observations_imported += 1;
             }
             Some((id, updated_at)) if row.updated_at > updated_at => {
-                update_observation(tx, id, &row)?;
+                overwrite_observation(tx, id, &row, Stamp::Local)?;
                 report.observations_updated += 1;
             }
             Some(_) => report.skipped += 1,
@@ -485,32 +485,51 @@ pub(crate) fn write_new_observation(
     Ok(())
 }
 
-fn update_observation(tx: &Connection, id: i64, r: &CleanObservation) -> Result<()> {
-    tx.execute(
-        "UPDATE observations SET type = ?2, title = ?3, content = ?4, tool_name = ?5, project = ?6, scope = ?7,
-            topic_key = ?8, normalized_hash = ?9, revision_count = max(revision_count, ?10),
-            duplicate_count = max(duplicate_count, ?11), pinned = ?12, last_seen_at = ?13, updated_at = ?14,
-            deleted_at = ?15, review_after = ?16
+/// Where the version stamp of an overwritten memory comes from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stamp<'a> {
+    /// A local write (an import): the row keeps its session, and the journal trigger stamps it.
+    Local,
+    /// Another store's version, applied as it is (its session, its stamp, or none).
+    Remote(Option<&'a str>),
+}
+
+/// Overwrite a memory's fields with `r` in one statement, so the journal trigger fires once.
+/// Counts only grow.
+pub(crate) fn overwrite_observation(tx: &Connection, id: i64, r: &CleanObservation, stamp: Stamp<'_>) -> Result<()> {
+    let (remote, hlc) = match stamp {
+        Stamp::Local => (false, None),
+        Stamp::Remote(hlc) => (true, hlc),
+    };
+    tx.prepare_cached(
+        "UPDATE observations SET session_id = CASE WHEN ?19 THEN ?2 ELSE session_id END, type = ?3, title = ?4,
+            content = ?5, tool_name = ?6, project = ?7, scope = ?8, topic_key = ?9, normalized_hash = ?10,
+            revision_count = max(revision_count, ?11), duplicate_count = max(duplicate_count, ?12), pinned = ?13,
+            last_seen_at = ?14, updated_at = ?15, deleted_at = ?16, review_after = ?17,
+            hlc = CASE WHEN ?19 THEN ?18 ELSE hlc END
          WHERE id = ?1",
-        params![
-            id,
-            r.kind,
-            r.title,
-            r.content,
-            r.tool_name,
-            r.project,
-            r.scope.as_str(),
-            r.topic_key,
-            normalized_hash(&r.content),
-            r.revision_count,
-            r.duplicate_count,
-            r.pinned,
-            r.last_seen_at,
-            r.updated_at,
-            r.deleted_at,
-            r.review_after
-        ],
-    )?;
+    )?
+    .execute(params![
+        id,
+        r.session_id,
+        r.kind,
+        r.title,
+        r.content,
+        r.tool_name,
+        r.project,
+        r.scope.as_str(),
+        r.topic_key,
+        normalized_hash(&r.content),
+        r.revision_count,
+        r.duplicate_count,
+        r.pinned,
+        r.last_seen_at,
+        r.updated_at,
+        r.deleted_at,
+        r.review_after,
+        hlc,
+        remote
+    ])?;
     Ok(())
 }
 

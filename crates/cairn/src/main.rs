@@ -1,6 +1,7 @@
 //! The `cairn` binary: parse, run, map errors to documented exit codes.
 
 mod cli;
+mod config_file;
 mod daemon;
 mod history_cmd;
 mod hook;

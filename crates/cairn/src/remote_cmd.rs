@@ -2,7 +2,6 @@
 //! asking the hub whether the token is good), `sync` runs one round now, `status` shows where
 //! the data dir stands; the daemon's autosync does the rest (cairn-engine's `autosync`).
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -54,9 +53,9 @@ fn add(env: &Env, url: &str, token: &str, no_check: bool, manual: bool) -> Resul
     let data_dir = &env.settings.data_dir.value;
     cairn_core::settings::ensure_data_dir(data_dir)?;
     let config = data_dir.join(CONFIG_FILE);
-    let mut doc = read_config(&config)?;
+    let mut doc = crate::config_file::read(&config)?;
     set_sync_table(&mut doc, &url, token, &projects, manual);
-    write_private(&config, &doc.to_string())?;
+    crate::config_file::write(&config, &doc)?;
     // Read back through the same rules the daemon uses, so what was written is what runs.
     let remote = load_remote(data_dir)?;
     let changed = Changed { config: config.display().to_string(), remote, checked };
@@ -91,23 +90,6 @@ fn check_token(url: &str, token: &str, projects: &[String]) -> Result<&'static s
     }
 }
 
-fn read_config(path: &Path) -> Result<DocumentMut> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(
-                CairnError::new(ErrorCode::InvalidConfig, format!("cannot read {}: {e}", path.display())).into()
-            );
-        }
-    };
-    text.parse().map_err(|e: toml_edit::TomlError| {
-        CairnError::new(ErrorCode::InvalidConfig, format!("{} is not valid TOML: {}", path.display(), e.message()))
-            .with_hint("fix it by hand, then run this again")
-            .into()
-    })
-}
-
 /// `[sync]` with the remote; other keys of the table (intervals) and the rest of the file stay.
 fn set_sync_table(doc: &mut DocumentMut, url: &str, token: &str, projects: &[String], manual: bool) {
     let table = doc.entry("sync").or_insert(Item::Table(Table::new()));
@@ -129,30 +111,12 @@ fn set_sync_table(doc: &mut DocumentMut, url: &str, token: &str, projects: &[Str
     }
 }
 
-/// config.toml holds the hub token now: readable by its owner only, written whole or not at all.
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    let tmp = path.with_extension("toml.partial");
-    let write = || -> std::io::Result<()> {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        std::io::Write::write_all(&mut options.open(&tmp)?, text.as_bytes())?;
-        #[cfg(unix)]
-        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        CairnError::new(ErrorCode::DataDirNotWritable, format!("cannot write {}: {e}", path.display())).into()
-    })
-}
-
 fn remove(env: &Env) -> Result<()> {
     let config = env.settings.data_dir.value.join(CONFIG_FILE);
-    let mut doc = read_config(&config)?;
+    let mut doc = crate::config_file::read(&config)?;
     let had = doc.remove("sync").is_some();
     if had {
-        write_private(&config, &doc.to_string())?;
+        crate::config_file::write(&config, &doc)?;
     }
     let changed = Changed { config: config.display().to_string(), remote: None, checked: "skipped" };
     env.emit(&changed, |_| {

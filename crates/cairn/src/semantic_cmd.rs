@@ -307,24 +307,9 @@ fn use_model(env: &Env, name: &str) -> Result<()> {
 /// Set a top-level key of cairn's `config.toml`, keeping the rest of the file as it is
 /// (comments, order); written to a temporary file, then renamed over.
 fn write_config_key(path: &std::path::Path, key: &str, value: &str) -> Result<()> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(
-                CairnError::new(ErrorCode::InvalidConfig, format!("cannot read {}: {e}", path.display())).into()
-            );
-        }
-    };
-    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        CairnError::new(ErrorCode::InvalidConfig, format!("{} is not valid TOML: {}", path.display(), e.message()))
-            .with_hint("fix the file, then run the command again")
-    })?;
+    let mut doc = crate::config_file::read(path)?;
     doc[key] = toml_edit::value(value);
-    let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, doc.to_string())?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    crate::config_file::write(path, &doc)
 }
 
 /// An install's progress on stderr: a bar on a terminal, else a line per file at every tenth

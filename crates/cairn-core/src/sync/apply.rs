@@ -372,36 +372,8 @@ fn insert_memory(tx: &Connection, r: &CleanObservation, hlc: Option<&str>) -> Re
     crate::transfer::write_new_observation(tx, None, r, hlc)
 }
 
-/// One statement, so the journal trigger fires once for the applied version.
 fn update_memory(tx: &Connection, id: i64, r: &CleanObservation, hlc: Option<&str>) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE observations SET session_id = ?2, type = ?3, title = ?4, content = ?5, tool_name = ?6, project = ?7,
-            scope = ?8, topic_key = ?9, normalized_hash = ?10, revision_count = max(revision_count, ?11),
-            duplicate_count = max(duplicate_count, ?12), pinned = ?13, last_seen_at = ?14, updated_at = ?15,
-            deleted_at = ?16, review_after = ?17, hlc = ?18
-         WHERE id = ?1",
-    )?
-    .execute(params![
-        id,
-        r.session_id,
-        r.kind,
-        r.title,
-        r.content,
-        r.tool_name,
-        r.project,
-        r.scope.as_str(),
-        r.topic_key,
-        normalized_hash(&r.content),
-        r.revision_count,
-        r.duplicate_count,
-        r.pinned,
-        r.last_seen_at,
-        r.updated_at,
-        r.deleted_at,
-        r.review_after,
-        hlc
-    ])?;
-    Ok(())
+    crate::transfer::overwrite_observation(tx, id, r, crate::transfer::Stamp::Remote(hlc))
 }
 
 /// Whether this text is already one of the memory's revisions.

@@ -122,7 +122,7 @@ pub struct Dashboard {
     pub pending_review: Option<i64>,
     /// What syncs (git, a hub) and how it stands; `None` until answered or when the store
     /// cannot say (an older schema opened read-only).
-    pub sync: Option<cairn_core::sync::git::SyncStatus>,
+    pub sync: Option<Box<cairn_core::sync::git::SyncStatus>>,
     sync_request: u64,
     pub recent: ListView<Observation>,
     pub loading: Vec<u64>,
@@ -976,7 +976,7 @@ fn answer(view: &mut View, id: u64, result: &cairn_core::Result<OpOutput>) -> Op
                 Some(OpOutput::RelationStats(stats)) => {
                     d.pending_review = Some(stats.by_judgment_status.get("pending").copied().unwrap_or(0));
                 }
-                Some(OpOutput::SyncStatus(status)) => d.sync = Some(status.clone()),
+                Some(OpOutput::SyncStatus(status)) => d.sync = Some(Box::new(status.clone())),
                 // The sync line is a detail: its failure does not hide the dashboard.
                 None if id == d.sync_request => d.sync = None,
                 _ => d.error = error,

@@ -271,7 +271,7 @@ fn dashboard(frame: &mut Frame, d: &mut Dashboard, area: Rect) -> Rect {
             lines.push(Line::from(format!("  {} memories waiting for a vector", stats.embeddings_pending)));
         }
     }
-    lines.extend(sync_lines(d.sync.as_ref()).into_iter().map(|l| Line::from(clean(&l, false))));
+    lines.extend(sync_lines(d.sync.as_deref()).into_iter().map(|l| Line::from(clean(&l, false))));
     frame.render_widget(Paragraph::new(lines).block(block("Status")).wrap(Wrap { trim: true }), status);
 
     let items: Vec<ListItem> = d

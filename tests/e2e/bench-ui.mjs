@@ -3,11 +3,9 @@
 // Measures, never asserts. Usage (from tests/e2e):
 //   CAIRN_BIN=../../target/release/cairn node bench-ui.mjs [--memories 100000] [--runs 20]
 
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { findCairnBin, makeCairnSandbox, stopDaemon } from './lib/cairn.mjs';
+import { findCairnBin, makeCairnSandbox, startCairnDaemon, stopDaemon } from './lib/cairn.mjs';
 import { makeTempDir } from './lib/tmp.mjs';
 
 const { values } = parseArgs({
@@ -22,12 +20,8 @@ const TYPES = ['decision', 'bugfix', 'pattern', 'config', 'discovery', 'learning
 const found = findCairnBin();
 if (!found.bin) throw new Error(found.reason);
 const sandbox = await makeCairnSandbox();
-const child = spawn(found.bin, ['serve', '--port', '0', '--model-install', 'never'], {
-  env: { ...process.env, ...sandbox.env, CAIRN_EMBEDDER: 'none' },
-  stdio: 'ignore',
-});
+const { child, base } = await startCairnDaemon(found.bin, sandbox, { env: { CAIRN_EMBEDDER: 'none' } });
 try {
-  const base = await daemonUrl(sandbox.dataDir);
   const loadStarted = performance.now();
   for (let start = 0; start < MEMORIES; start += BATCH) await load(base, start, Math.min(MEMORIES, start + BATCH));
   const loadSeconds = (performance.now() - loadStarted) / 1000;
@@ -65,22 +59,6 @@ try {
   child.kill('SIGTERM');
   stopDaemon(sandbox.dataDir);
   sandbox.cleanup();
-}
-
-async function daemonUrl(dataDir) {
-  const record = path.join(dataDir, 'daemon.json');
-  for (let i = 0; i < 600; i++) {
-    if (existsSync(record)) {
-      try {
-        const base = `http://${JSON.parse(readFileSync(record, 'utf8')).addr}`;
-        if ((await fetch(`${base}/health`)).ok) return base;
-      } catch {
-        // not ready
-      }
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('cairn serve did not start');
 }
 
 async function load(base, start, end) {

@@ -2,20 +2,26 @@
 // deleted in A travel with `cairn sync` + `git commit`, `git clone`/`git pull` and
 // `cairn sync --import` in B, checked through B's HTTP API; then a session start in the real
 // Claude Code (hooks of plugins/claude-code, scripted model) imports a newly pulled chunk by
-// itself, in the background.
+// itself, in the background. Last, the real OpenCode with cairn's plugin (`cairn setup
+// opencode`) in a fresh clone, with no daemon running: the plugin starts one, which imports
+// the committed chunks at session start.
 
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startAnthropicMock } from './lib/anthropic-mock.mjs';
-import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
+import { makeCairnSandbox, probeCairnSubcommand, startCairnDaemon } from './lib/cairn.mjs';
 import { findClaudeBin, makeClaudeSandbox, pluginHooks, runClaude } from './lib/claude.mjs';
+import { startMockModel } from './lib/mock-model.mjs';
+import { createOpenCodeSandbox, describeRun, findOpenCodeBin } from './lib/opencode.mjs';
+import { installWithSetup } from './lib/plugin.mjs';
 
 const probe = probeCairnSubcommand('sync');
 const claude = findClaudeBin();
 const skip = !probe.ok ? `cairn sync unavailable: ${probe.reason}` : !claude.bin ? claude.reason : false;
+const skipOpenCode = !probe.ok ? `cairn sync unavailable: ${probe.reason}` : findOpenCodeBin() ? false : 'OpenCode missing';
 
 const GIT_ENV = {
   GIT_CONFIG_NOSYSTEM: '1',
@@ -37,34 +43,6 @@ function cairn(sandbox, cwd, args, extraEnv = {}) {
   const r = spawnSync(probe.bin, [...args, '--json'], { cwd, env: { ...process.env, ...sandbox.env, ...extraEnv }, encoding: 'utf8', timeout: 60_000 });
   assert.equal(r.status, 0, `cairn ${args.join(' ')}: ${r.stderr}`);
   return JSON.parse(r.stdout);
-}
-
-/** `cairn serve --port 0` for the sandbox; resolves with its base URL (from daemon.json). */
-async function startDaemon(sandbox) {
-  const child = spawn(probe.bin, ['serve', '--port', '0', '--model-install', 'never'], {
-    env: { ...process.env, ...sandbox.env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d) => (stderr += d));
-  const record = path.join(sandbox.dataDir, 'daemon.json');
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    if (existsSync(record)) {
-      try {
-        const { addr } = JSON.parse(readFileSync(record, 'utf8'));
-        const base = `http://${addr}`;
-        const health = await fetch(`${base}/health`).catch(() => null);
-        if (health?.ok) return { child, base };
-      } catch {
-        // written as we read it
-      }
-    }
-    if (child.exitCode !== null) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  throw new Error(`cairn serve did not start: ${stderr}`);
 }
 
 async function get(base, route) {
@@ -118,7 +96,7 @@ describe('git sync between two data dirs', { skip, timeout: 300_000 }, () => {
     // B: a clone of A's repository, its own data dir and daemon.
     rmSync(b.project, { recursive: true, force: true });
     git(path.dirname(b.project), ['clone', '-q', a.project, b.project]);
-    daemon = await startDaemon(b.cairn);
+    daemon = await startCairnDaemon(probe.bin, b.cairn);
     const imported = cairn(b.cairn, b.project, ['sync', '--import']);
     assert.equal(imported.chunks_applied, 1);
     assert.deepEqual(imported.refused, []);
@@ -148,5 +126,54 @@ describe('git sync between two data dirs', { skip, timeout: 300_000 }, () => {
       await new Promise((r) => setTimeout(r, 200));
     }
     assert.ok(live.has('Release day'), `not imported at session start: ${[...live.keys()].join(', ')}`);
+  });
+});
+
+describe('git sync: an OpenCode session imports by itself', { skip: skipOpenCode, timeout: 300_000 }, () => {
+  let a;
+  let b;
+  let oc;
+  let mock;
+  const project = 'sync-oc-e2e';
+
+  before(async () => {
+    mock = await startMockModel();
+    a = await makeCairnSandbox({ projectName: project });
+    b = await makeCairnSandbox({ git: false });
+    oc = createOpenCodeSandbox({ mock, projectName: project, env: { CAIRN_DATA_DIR: b.dataDir, CAIRN_PORT: b.env.CAIRN_PORT, NO_COLOR: '1' } });
+    installWithSetup({ bin: probe.bin, env: oc.env });
+  });
+  after(async () => {
+    await mock?.close();
+    oc?.cleanup();
+    a?.cleanup();
+    b?.cleanup(); // stops the daemon the plugin started
+  });
+
+  test('a fresh clone: the daemon the plugin starts imports the committed chunks at session start', async () => {
+    const direct = { CAIRN_AUTOSTART: 'never' };
+    cairn(a, a.project, ['save', 'Queue is SQS', 'Jobs go through SQS, not Redis.', '--project', project], direct);
+    cairn(a, a.project, ['sync'], direct);
+    git(a.project, ['add', '.cairn']);
+    git(a.project, ['commit', '-q', '-m', 'memory sync']);
+    rmSync(oc.project, { recursive: true, force: true });
+    git(path.dirname(oc.project), ['clone', '-q', a.project, oc.project]);
+
+    const run = await oc.run('hello');
+    assert.equal(run.code, 0, describeRun(run));
+    const record = path.join(b.dataDir, 'daemon.json');
+    const deadline = Date.now() + 30_000;
+    let live = new Map();
+    while (Date.now() < deadline) {
+      try {
+        const { addr } = JSON.parse(readFileSync(record, 'utf8'));
+        live = await titles(`http://${addr}`, project);
+        if (live.has('Queue is SQS')) break;
+      } catch {
+        // the daemon is still starting
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.ok(live.has('Queue is SQS'), `not imported at session start: ${[...live.keys()].join(', ')}`);
   });
 });

@@ -3,11 +3,10 @@
 // from the CLI appears in the live list; a title holding markup is shown as text.
 
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { findCairnBin, makeCairnSandbox, stopDaemon } from './lib/cairn.mjs';
+import { findCairnBin, makeCairnSandbox, startCairnDaemon, stopDaemon } from './lib/cairn.mjs';
 import { makeTempDir } from './lib/tmp.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -19,34 +18,6 @@ const skip = !found.bin
     : false;
 
 const XSS_TITLE = '<img src=x onerror="window.__owned=1"><script>window.__owned=2</script> escaped title';
-
-/** `cairn serve --port 0` for the sandbox; resolves with its base URL (from daemon.json). */
-async function startDaemon(sandbox) {
-  const child = spawn(found.bin, ['serve', '--port', '0', '--model-install', 'never'], {
-    env: { ...process.env, ...sandbox.env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (d) => (stderr += d));
-  const record = path.join(sandbox.dataDir, 'daemon.json');
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    if (existsSync(record)) {
-      try {
-        const { addr } = JSON.parse(readFileSync(record, 'utf8'));
-        const base = `http://${addr}`;
-        const health = await fetch(`${base}/health`).catch(() => null);
-        if (health?.ok) return { child, base };
-      } catch {
-        // written as we read it
-      }
-    }
-    if (child.exitCode !== null) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  throw new Error(`cairn serve did not start: ${stderr}`);
-}
 
 async function api(base, method, route, body) {
   const res = await fetch(`${base}${route}`, {
@@ -68,7 +39,7 @@ describe('the web UI in headless Chromium', { skip, timeout: 120_000 }, () => {
 
   before(async () => {
     sandbox = await makeCairnSandbox();
-    daemon = await startDaemon(sandbox);
+    daemon = await startCairnDaemon(found.bin, sandbox);
     const first = await api(daemon.base, 'POST', '/observations', {
       title: 'Ledger rounding rule',
       content: 'Refunds round half-even to match the ledger.',

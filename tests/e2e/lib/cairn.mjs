@@ -1,6 +1,6 @@
 // Finding the cairn binary, probing what it supports, and giving each test its own data dir.
 
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -178,6 +178,38 @@ function envDataDir(pid) {
   } catch {
     return null;
   }
+}
+
+/**
+ * `cairn serve --port 0 --model-install never` for a sandbox's data dir. Resolves with
+ * `{ child, base }` once `daemon.json` names an address whose `/health` answers; rejects with
+ * the daemon's stderr when it exits or does not come up within `timeoutMs`.
+ */
+export async function startCairnDaemon(bin, sandbox, { env = {}, timeoutMs = 30_000 } = {}) {
+  const child = spawn(bin, ['serve', '--port', '0', '--model-install', 'never'], {
+    env: { ...process.env, ...sandbox.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  const record = path.join(sandbox.dataDir, 'daemon.json');
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (existsSync(record)) {
+      try {
+        const { addr } = JSON.parse(readFileSync(record, 'utf8'));
+        const base = `http://${addr}`;
+        const health = await fetch(`${base}/health`).catch(() => null);
+        if (health?.ok) return { child, base };
+      } catch {
+        // written as we read it
+      }
+    }
+    if (child.exitCode !== null) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`cairn serve did not start: ${stderr}`);
 }
 
 /** `git init` + one empty commit, quietly; does nothing if git is missing. */

@@ -2,7 +2,8 @@
 //!
 //! cargo bench -p cairn-core --bench micro
 //!
-//! - `save`: one save into an in-memory store and into a file store (WAL), 3,000 memories in;
+//! - `save`: one save into an in-memory store and into a file store (WAL), 3,000 memories in,
+//!   and into a file store whose projects sync (the change journal's triggers);
 //! - `search`: one query on 3,000 memories, FTS5 (the lexical engine) and the in-memory index;
 //! - `context`: the session-start block of a project;
 //! - `redact`: privacy redaction of 2 KB of text, with and without a `<private>` block;
@@ -162,6 +163,24 @@ mod save {
     fn file_wal(bencher: Bencher) {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("file store");
+        filled(&mut store);
+        let mut g = Gen(0xB0B);
+        let mut i = MEMORIES;
+        bencher.bench_local(|| {
+            i += 1;
+            black_box(store.save(&memory(&mut g, i)).expect("save"));
+        });
+    }
+
+    /// The same, with every project syncing: the journal triggers append a payload row in the
+    /// save's transaction (beside `file_wal`, the triggers' cost).
+    #[divan::bench]
+    fn file_wal_syncing(bencher: Bencher) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("file store");
+        for project in PROJECTS {
+            store.sync_enrol(project).expect("enrol");
+        }
         filled(&mut store);
         let mut g = Gen(0xB0B);
         let mut i = MEMORIES;

@@ -35,30 +35,27 @@ pub async fn push(
         )
         .await?;
     let existing = tx.prepare_cached("SELECT seq FROM hub_mutations WHERE project = $1 AND mutation_id = $2").await?;
-    let mut seqs = Vec::with_capacity(entries.len());
-    for e in entries {
-        let inserted = tx
-            .query_opt(
-                &insert,
-                &[
-                    &e.project,
-                    &e.entity,
-                    &e.entity_key,
-                    &e.op,
-                    &e.payload,
-                    &created_by,
-                    &caller.token_id,
-                    &e.mutation_id,
-                ],
-            )
-            .await?;
-        let seq = match inserted {
-            Some(row) => row.get(0),
-            // A duplicate: the conflict can only come from a mutation_id, so the row is there.
-            None => tx.query_one(&existing, &[&e.project, &e.mutation_id]).await?.get(0),
-        };
-        seqs.push(seq);
-    }
+    // Every insert is sent at once and the answers read after (the driver pipelines queries
+    // issued together on one connection): the lock is held for about one round trip, not one
+    // per entry. They are sent in entry order (the
+    // futures are first polled in order) and PostgreSQL runs them in that order, so seqs follow it.
+    let (pipe, insert, created_by) = (&tx, &insert, &created_by);
+    let inserts = entries.iter().map(|e| async move {
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] =
+            [&e.project, &e.entity, &e.entity_key, &e.op, &e.payload, created_by, &caller.token_id, &e.mutation_id];
+        pipe.query_opt(insert, &params).await
+    });
+    let inserted = futures_util::future::try_join_all(inserts).await?;
+    // Duplicates (the conflict can only come from a mutation_id, so the row is there) get the
+    // seq stored first, in one more pipelined round.
+    let existing = &existing;
+    let lookups = entries.iter().zip(&inserted).map(|(e, row)| async move {
+        match row {
+            Some(row) => Ok::<i64, tokio_postgres::Error>(row.get(0)),
+            None => Ok(pipe.query_one(existing, &[&e.project, &e.mutation_id]).await?.get(0)),
+        }
+    });
+    let seqs = futures_util::future::try_join_all(lookups).await?;
     let project = entries.first().map(|e| e.project.as_str());
     tx.execute(
         "INSERT INTO hub_audit_log (token_id, action, project, outcome, http_status, entry_count, accepted_count) \

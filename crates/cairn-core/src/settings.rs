@@ -286,8 +286,9 @@ pub(crate) struct FileConfig {
     context_meter: Option<serde_json::Map<String, serde_json::Value>>,
     // `[history]`, checked in `history.rs`.
     history: Option<serde_json::Map<String, serde_json::Value>>,
-    // `[sync]`, the hub this data dir syncs with (`remote.rs`).
-    sync: Option<remote::SyncFile>,
+    // `[sync]`, the hub this data dir syncs with, checked in `remote.rs` (its mistakes stop
+    // only sync, never the rest of cairn).
+    sync: Option<toml::Table>,
 }
 
 /// The effective configuration.
@@ -380,7 +381,12 @@ impl Settings {
         let mut s = Settings {
             plugin: PluginSettings::load(plugin_file, env)?,
             history: HistorySettingsLoaded::load(file.history.take(), env)?,
-            remote: remote::load(file.sync.take(), env)?,
+            // A mistake in `[sync]` must not keep the daemon (and so the hooks' capture) from
+            // starting: sync reports it (`cairn remote status`, `cairn doctor`) and stays off.
+            remote: remote::load(file.sync.take(), env).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "[sync] is ignored");
+                None
+            }),
             port: Setting::default(DEFAULT_PORT),
             bind: Setting::default(DEFAULT_BIND.to_owned()),
             http_token: Setting::default(None),
@@ -754,6 +760,20 @@ mod tests {
         assert_eq!(s.context_budget.source, Source::Default);
         let flags = Overrides { port: Some(1234), ..Overrides::default() };
         assert_eq!(Settings::load_with(&flags, &env).unwrap().port.source, Source::Flag);
+    }
+
+    #[test]
+    fn a_mistake_in_sync_stops_only_sync() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join(CONFIG_FILE), "port = 8000\n[sync]\nremote = \"ftp://hub\"\ntokn = 1\n")
+            .unwrap();
+        let dir = tmp.path().display().to_string();
+        let env = move |name: &str| (name == "CAIRN_DATA_DIR").then(|| dir.clone());
+        let s = Settings::load_with(&Overrides::default(), &env).unwrap();
+        assert_eq!((s.port.value, &s.remote), (8000, &None));
+        let err = load_remote(tmp.path()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidConfig);
+        assert!(err.message.contains("tokn"), "{err:?}");
     }
 
     #[test]

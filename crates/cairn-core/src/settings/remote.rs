@@ -26,7 +26,7 @@ pub const DEFAULT_PULL_INTERVAL: Duration = Duration::from_secs(10);
 /// `[sync]` as written in the file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct SyncFile {
+struct SyncFile {
     remote: Option<String>,
     token: Option<String>,
     projects: Option<Vec<String>>,
@@ -95,8 +95,14 @@ mod millis {
 
 /// The remote from `[sync]` and the environment (`CAIRN_SYNC_REMOTE`, `CAIRN_SYNC_TOKEN`),
 /// checked; `None` when no remote is set.
-pub(crate) fn load(file: Option<SyncFile>, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<RemoteSettings>> {
-    let file = file.unwrap_or_default();
+pub(crate) fn load(table: Option<toml::Table>, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<RemoteSettings>> {
+    let file: SyncFile = match table {
+        Some(table) => SyncFile::deserialize(toml::Value::Table(table)).map_err(|e| {
+            invalid_config(format!("[sync]: {}", e.message()))
+                .with_hint("keys: remote, token, projects, autosync, push_debounce_ms, pull_interval_secs")
+        })?,
+        None => SyncFile::default(),
+    };
     let Some(url) = env("CAIRN_SYNC_REMOTE").or(file.remote) else {
         return Ok(None);
     };
@@ -198,7 +204,7 @@ fn is_loopback_host(host: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn file(text: &str) -> Option<SyncFile> {
+    fn file(text: &str) -> Option<toml::Table> {
         Some(toml::from_str(text).unwrap())
     }
 
@@ -257,8 +263,10 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_zero_intervals_are_refused() {
-        assert!(toml::from_str::<SyncFile>("remote = \"https://hub\"\nsecret = 1").is_err());
         let none = |_: &str| None;
+        let err = load(file("remote = \"https://hub\"\nsecret = 1"), &none).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidConfig);
+        assert!(err.message.contains("secret"), "{err:?}");
         let err = load(file("remote = \"https://hub\"\ntoken = \"t\"\npull_interval_secs = 0"), &none).unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidConfig);
     }

@@ -115,6 +115,13 @@ fn memories(dir: &Path, project: &str) -> Vec<(String, String, String, bool)> {
     rows
 }
 
+/// One row of `cairn doctor --json` (the report comes first; an error line may follow it).
+fn doctor_row(dir: &Path, id: &str) -> Value {
+    let out = run(dir, &["--json", "doctor"]);
+    let report: Value = serde_json::Deserializer::from_slice(&out.stdout).into_iter().next().unwrap().unwrap();
+    report["checks"].as_array().unwrap().iter().find(|c| c["id"] == id).cloned().unwrap_or(Value::Null)
+}
+
 fn save(dir: &Path, title: &str, content: &str) -> i64 {
     let out = ok(dir, &["--json", "save", title, content, "--project", "alpha"]);
     serde_json::from_str::<Value>(&out).unwrap()["id"].as_i64().unwrap()
@@ -191,6 +198,18 @@ fn remote_sync_converges_edits_and_deletes_and_refuses_what_a_token_may_not_do()
     assert!(status["per_project"][0]["last_error"].as_str().unwrap().contains("read_only_grant"), "{status}");
     ok(&a, &["remote", "sync"]);
     assert!(!memories(&a, "alpha").iter().any(|m| m.1 == "from c"));
+    let row = doctor_row(&c, "sync");
+    assert_eq!(row["status"], "warning", "{row}");
+    assert!(row["message"].as_str().unwrap().contains("read_only_grant"), "{row}");
+    // A [sync] table the rules refuse is a doctor error, and `remote status` says why.
+    let good = std::fs::read_to_string(c.join("config.toml")).unwrap();
+    std::fs::write(c.join("config.toml"), "[sync]\nremote = \"ftp://hub\"\ntoken = \"t\"\n").unwrap();
+    refused(&run(&c, &["remote", "status"]), 3, "invalid_config");
+    let row = doctor_row(&c, "sync");
+    assert_eq!(row["status"], "error", "{row}");
+    // Only sync stops: the rest of cairn still works.
+    ok(&c, &["search", "from c", "--project", "alpha"]);
+    std::fs::write(c.join("config.toml"), good).unwrap();
 
     // `remote remove` stops syncing and keeps every memory.
     ok(&c, &["remote", "remove"]);

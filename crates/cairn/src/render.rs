@@ -288,6 +288,9 @@ pub fn remote_round(r: &cairn_core::sync::remote::RoundReport) -> String {
     for refusal in &r.refused {
         lines.push(format!("  {} refused by the hub: {} ({})", refusal.project, refusal.message, refusal.hub_code));
     }
+    if !r.not_granted.is_empty() {
+        lines.push(format!("  not shared (the token has no grant): {}", r.not_granted.join(", ")));
+    }
     lines.push(if r.in_sync { "in sync".to_owned() } else { format!("{} change(s) still to push", r.pending) });
     lines.join("\n")
 }
@@ -301,6 +304,10 @@ pub fn remote_status(r: &cairn_core::sync::remote::RemoteStatus) -> String {
         format!("pending: {} change(s) to push; pulled up to hub seq {}", r.pending, r.cursor),
     ];
     for p in &r.per_project {
+        if p.not_granted {
+            lines.push(format!("  {}: not shared (the token has no grant for it)", p.project));
+            continue;
+        }
         let error = p.last_error.as_deref().map(|e| format!(", last error: {e}")).unwrap_or_default();
         lines.push(format!("  {}: {} pending{error}", p.project, p.pending));
     }

@@ -34,6 +34,11 @@ pub const PUSH_MAX_BYTES: usize = 7 * 1024 * 1024;
 pub const PULL_PAGE: usize = 100;
 /// The lease's name: one syncing process per data dir.
 const LEASE: &str = "remote";
+/// With every project syncing, a project the token has no grant for is asked about again
+/// after this long (a grant may be added), not at every round.
+const NOT_GRANTED_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
+/// The hub's code for a project the token has no grant on.
+const NO_GRANT: &str = "policy_forbidden";
 
 /// One entry of `POST /sync/mutations/push`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,7 +164,11 @@ pub struct RoundReport {
     pub pulled: usize,
     pub applied: ApplyReport,
     pub refused: Vec<ProjectRefusal>,
-    /// Journal entries still to push (those of refused projects).
+    /// With every project syncing (no `projects` set): the projects the token has no grant
+    /// for. They stay on this machine; not an error.
+    #[serde(default)]
+    pub not_granted: Vec<String>,
+    /// Journal entries still to push (those of refused projects; not-granted ones not counted).
     pub pending: i64,
     /// The hub's last seq this store has applied.
     pub cursor: i64,
@@ -173,8 +182,8 @@ pub fn sync_round(access: &impl SyncAccess, hub: &dyn HubTransport, remote: &Rem
     let mut report = RoundReport::default();
     push_pending(access, hub, remote, &mut report)?;
     pull_new(access, hub, remote, &mut report)?;
-    let settings = remote.clone();
-    report.pending = access.with_store(move |s| remote_pending(s, &settings))?;
+    let (settings, not_granted) = (remote.clone(), report.not_granted.clone());
+    report.pending = access.with_store(move |s| remote_pending(s, &settings, &not_granted))?;
     report.in_sync = report.refused.is_empty() && report.pending == 0;
     Ok(report)
 }
@@ -188,7 +197,12 @@ fn push_pending(
 ) -> Result<()> {
     let settings = remote.clone();
     let (projects, node) = access.with_store(move |s| Ok((s.remote_enrol(&settings)?, s.sync_node_id()?)))?;
+    let every_project = remote.projects.is_empty();
     for project in projects {
+        if every_project && refused_grant_lately(access, remote.target_key(&project))? {
+            report.not_granted.push(project);
+            continue;
+        }
         match push_project(access, hub, remote, &project, &node) {
             Ok(n) => report.pushed += n,
             Err(RoundError::Store(e)) => return Err(e),
@@ -196,7 +210,11 @@ fn push_pending(
                 let error = HubFailure::Refused { status, code: code.clone(), message: message.clone() }
                     .into_error(&remote.url);
                 record_target_error(access, remote.target_key(&project), error)?;
-                report.refused.push(ProjectRefusal { project, hub_code: code, message });
+                if every_project && code == NO_GRANT {
+                    report.not_granted.push(project);
+                } else {
+                    report.refused.push(ProjectRefusal { project, hub_code: code, message });
+                }
             }
             Err(RoundError::Hub(failure)) => {
                 let error = failure.into_error(&remote.url);
@@ -206,6 +224,10 @@ fn push_pending(
         }
     }
     Ok(())
+}
+
+fn refused_grant_lately(access: &impl SyncAccess, target: String) -> Result<bool> {
+    access.with_store(move |s| s.no_grant_lately(&target))
 }
 
 enum RoundError {
@@ -341,11 +363,11 @@ fn add_reports(total: &mut ApplyReport, more: &ApplyReport) {
     total.deferred_applied += more.deferred_applied;
 }
 
-/// Journal entries not yet pushed to the hub, over the projects it covers.
-fn remote_pending(store: &Store, remote: &RemoteSettings) -> Result<i64> {
+/// Journal entries not yet pushed to the hub, over the projects it covers and takes.
+fn remote_pending(store: &Store, remote: &RemoteSettings, not_granted: &[String]) -> Result<i64> {
     let mut total = 0;
     for project in store.sync_projects()? {
-        if remote.covers(&project) {
+        if remote.covers(&project) && !not_granted.contains(&project) {
             total += store.sync_pending_count(&remote.target_key(&project), Some(&project))?;
         }
     }
@@ -359,6 +381,9 @@ pub struct RemoteProjectStatus {
     pub project: String,
     /// Journal entries not pushed yet.
     pub pending: i64,
+    /// With every project syncing: the token has no grant for it, so it stays here (asked
+    /// again every ten minutes).
+    pub not_granted: bool,
     pub last_pushed_seq: i64,
     pub last_push_at: Option<String>,
     pub last_error: Option<String>,
@@ -504,6 +529,21 @@ impl Store {
         })
     }
 
+    /// The hub said lately (within [`NOT_GRANTED_RETRY`]) that the token has no grant on this
+    /// target's project.
+    fn no_grant_lately(&self, target: &str) -> Result<bool> {
+        let row: Option<(Option<String>, Option<String>)> = self
+            .conn()
+            .query_row("SELECT last_error, last_run_at FROM sync_targets WHERE target_key = ?1", [target], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        let Some((Some(error), Some(at))) = row else { return Ok(false) };
+        let retry = time::Duration::try_from(NOT_GRANTED_RETRY).unwrap_or_default();
+        let recent = crate::clock::parse_ts(&at).is_some_and(|at| self.clock().now() - at < retry);
+        Ok(recent && error.contains(&format!("403 {NO_GRANT}")))
+    }
+
     /// Remember that pulling from `source` failed.
     pub fn sync_pull_error(&mut self, source: &str, error: &str) -> Result<()> {
         let now = self.now();
@@ -566,7 +606,15 @@ impl Store {
                 .optional()?;
             let (last_pushed_seq, last_push_at, last_error) = row.unwrap_or((0, None, None));
             let pending = self.sync_pending_count(&target, Some(&project))?;
-            per_project.push(RemoteProjectStatus { project, pending, last_pushed_seq, last_push_at, last_error });
+            let not_granted = remote.projects.is_empty() && self.no_grant_lately(&target)?;
+            per_project.push(RemoteProjectStatus {
+                project,
+                pending,
+                not_granted,
+                last_pushed_seq,
+                last_push_at,
+                last_error,
+            });
         }
         let source = remote.source_key();
         let pull: Option<(i64, String, Option<String>, Option<String>)> = self
@@ -599,7 +647,7 @@ impl Store {
             url: remote.url.clone(),
             projects: remote.projects.clone(),
             autosync: remote.autosync,
-            pending: per_project.iter().map(|p| p.pending).sum(),
+            pending: per_project.iter().filter(|p| !p.not_granted).map(|p| p.pending).sum(),
             per_project,
             cursor,
             last_pull_at,

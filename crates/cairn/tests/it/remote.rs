@@ -211,6 +211,21 @@ fn remote_sync_converges_edits_and_deletes_and_refuses_what_a_token_may_not_do()
     ok(&c, &["search", "from c", "--project", "alpha"]);
     std::fs::write(c.join("config.toml"), good).unwrap();
 
+    // Every project syncing (no --project) with a token for alpha only: alpha syncs, the
+    // other project stays here without an error, and the round is in sync.
+    let d = dirs.path().join("d");
+    ok(&d, &["remote", "add", &hub.url(), "--token", &alpha]);
+    ok(&d, &["save", "private notes", "only for this laptop", "--project", "gamma"]);
+    let round: Value = serde_json::from_str(&ok(&d, &["--json", "remote", "sync"])).unwrap();
+    assert_eq!((&round["not_granted"], &round["in_sync"]), (&json!(["gamma"]), &json!(true)), "{round}");
+    assert_eq!(memories(&d, "alpha"), memories(&a, "alpha"));
+    let status: Value = serde_json::from_str(&ok(&d, &["--json", "remote", "status"])).unwrap();
+    let gamma = status["per_project"].as_array().unwrap().iter().find(|p| p["project"] == "gamma").cloned().unwrap();
+    assert_eq!((&gamma["not_granted"], &status["pending"]), (&json!(true), &json!(0)), "{status}");
+    // Asked again only after a while: the next round does not knock on the hub for it.
+    let again: Value = serde_json::from_str(&ok(&d, &["--json", "remote", "sync"])).unwrap();
+    assert_eq!(again["not_granted"], json!(["gamma"]));
+
     // `remote remove` stops syncing and keeps every memory.
     ok(&c, &["remote", "remove"]);
     refused(&run(&c, &["remote", "sync"]), 5, "remote_not_configured");

@@ -294,6 +294,20 @@ fn two_daemons_autosync_through_a_hub_killed_and_restarted() {
     let status = http(da.addr, "GET", "/sync/status", None).1;
     assert_eq!((&status["remote"]["phase"], &status["remote"]["pending"]), (&json!("idle"), &json!(0)), "{status}");
 
+    // PostgreSQL stops under the hub: the daemons back off (the hub answers 503) and resume
+    // once it is back, losing nothing.
+    pg.stop();
+    daemon_save(&db, "b while pg down", "written while the database was down");
+    wait_for("B to back off", Duration::from_secs(60), || {
+        let status = http(db.addr, "GET", "/sync/status", None).1;
+        status["remote"]["phase"] == "backoff"
+            && status["remote"]["last_error"].as_str().is_some_and(|e| e.contains("remote_unreachable"))
+    });
+    pg.start_again();
+    wait_for("A to receive what B wrote while the database was down", Duration::from_secs(90), || {
+        titles(&a).contains(&"b while pg down".to_owned())
+    });
+
     // A second hub process on the same database serves the same mutations.
     let second = Hub::start(&hub.database_url);
     let pull = |h: &Hub| {

@@ -295,12 +295,24 @@ pub fn remote_round(r: &cairn_core::sync::remote::RoundReport) -> String {
     lines.join("\n")
 }
 
+/// What a phase means for the person reading it.
+fn phase_note(r: &cairn_core::sync::remote::RemoteStatus) -> &'static str {
+    match r.phase.as_str() {
+        "no_daemon" => " (no daemon runs: `cairn remote sync` syncs now; a running daemon syncs by itself)",
+        "manual" => " (autosync off: `cairn remote sync` syncs)",
+        "backoff" => " (the hub did not answer; retrying)",
+        "refused" => " (the hub refused; see the last error)",
+        "standby" => " (another process holds the sync lease)",
+        _ => "",
+    }
+}
+
 /// `cairn remote status`.
 pub fn remote_status(r: &cairn_core::sync::remote::RemoteStatus) -> String {
     let projects = if r.projects.is_empty() { "every project".to_owned() } else { r.projects.join(", ") };
     let mut lines = vec![
         format!("hub: {} ({projects})", r.url),
-        format!("phase: {}{}", r.phase, if r.autosync { "" } else { " (autosync off)" }),
+        format!("phase: {}{}", r.phase, phase_note(r)),
         format!("pending: {} change(s) to push; pulled up to hub seq {}", r.pending, r.cursor),
     ];
     for p in &r.per_project {

@@ -179,6 +179,31 @@ fn remote_sync_converges_edits_and_deletes_and_refuses_what_a_token_may_not_do()
     assert!(converged.iter().any(|m| m.2 == "the redis timeout is 60 s" && !m.3), "{converged:?}");
     assert!(converged.iter().any(|m| m.1 == "old port" && m.3), "{converged:?}");
 
+    // What people read, kept as snapshots (the hub's port and the times vary).
+    let transcript = [
+        ("remote sync", run(&a, &["remote", "sync"])),
+        ("remote status", run(&a, &["remote", "status"])),
+        ("remote add (no scheme)", run(&c, &["remote", "add", "hub.example.com", "--token", "t"])),
+        ("remote sync (no hub set)", run(&c, &["remote", "sync"])),
+    ]
+    .iter()
+    .map(|(what, out)| {
+        format!(
+            "$ cairn {what}\nexit: {}\n{}{}",
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+    .collect::<Vec<_>>()
+    .join("\n");
+    insta::with_settings!({filters => vec![
+        (r"http://127\.0\.0\.1:\d+", "[HUB]"),
+        (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", "[TIME]"),
+    ]}, {
+        insta::assert_snapshot!("remote_cli", transcript);
+    });
+
     // Once in sync, a round changes nothing and says so.
     let again: Value = serde_json::from_str(&ok(&a, &["--json", "remote", "sync"])).unwrap();
     assert_eq!(

@@ -12,6 +12,7 @@ use cairn_core::model::{Observation, Prompt, SessionSummary};
 use cairn_core::ops::{GetResponse, Op, SearchResponse};
 use cairn_core::relations::{Judgment, RelationFilter, RelationPage, VERDICTS};
 use cairn_core::search::SearchQuery;
+use cairn_core::sync::git::SyncStatus;
 use cairn_core::text::Scope;
 use cairn_core::views::{MemoriesPerDay, Stats, Timeline};
 use serde::Deserialize;
@@ -31,6 +32,7 @@ pub(super) async fn dashboard(State(state): State<AppState>) -> UiResult {
     let prompts: Vec<Prompt> = run(&state, Op::RecentPrompts { project: None, limit: 5 }).await?;
     // The archive is optional: a daemon without it still shows the rest.
     let history: Option<HistoryStats> = run(&state, Op::HistoryStats).await.ok();
+    let sync: Option<SyncStatus> = run(&state, Op::SyncStatus { directory: None }).await.ok();
 
     let mut p = Page::new("Dashboard", Section::Dashboard);
     p.heading("Dashboard");
@@ -46,6 +48,7 @@ pub(super) async fn dashboard(State(state): State<AppState>) -> UiResult {
         bytes(stats.db_bytes)
     ));
     p.raw(&model_status(&stats));
+    p.raw(&sync_status(sync.as_ref()));
     p.raw(
         "<section aria-labelledby=\"live-h\"><h2 id=\"live-h\">Live</h2>\
          <p class=\"muted\" id=\"live-state\">New memories, prompts and sessions appear here while the page is open \
@@ -94,6 +97,24 @@ fn model_status(stats: &Stats) -> String {
         stats.embeddings_stored,
         stats.embeddings_pending
     )
+}
+
+/// The hub this data dir syncs with and how it stands, or the projects git syncs, or off.
+fn sync_status(sync: Option<&SyncStatus>) -> String {
+    let line = match sync {
+        Some(SyncStatus { remote: Some(r), .. }) => {
+            let error = r
+                .last_error
+                .as_ref()
+                .or(r.last_pull_error.as_ref())
+                .map(|e| format!(" · last error: {}", esc(e)))
+                .unwrap_or_default();
+            format!("hub <strong>{}</strong> · {} · {} to push{error}", esc(&r.url), esc(&r.phase), r.pending)
+        }
+        Some(s) if s.enabled => format!("git ({})", esc(&s.projects.join(", "))),
+        _ => "off".to_owned(),
+    };
+    format!("<p class=\"status\">Sync: {line}</p>")
 }
 
 fn memory_row(o: &Observation) -> Vec<String> {

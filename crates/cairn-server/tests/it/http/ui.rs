@@ -59,6 +59,7 @@ async fn views_render_server_side_with_stored_text_escaped() {
     assert!(html.contains("<input id=\"quick-q\" type=\"search\""), "a searchbox");
     assert!(html.contains("<svg") && html.contains("Memories per type"), "charts drawn on the server");
     assert!(html.contains("id=\"live\""));
+    assert!(html.contains("Sync: off"), "no project syncs and no hub is set");
     assert!(!html.contains("<script>alert"), "the title is never markup");
     assert!(html.contains("&lt;script&gt;alert(&#39;owned&#39;)&lt;/script&gt;"));
 

@@ -883,3 +883,27 @@ proptest! {
         prop_assert!(lost.is_none(), "{:?}", lost);
     }
 }
+
+#[test]
+fn the_sync_lease_is_one_holders_until_it_expires_or_its_process_is_gone() {
+    let (mut store, clock) = store_with_clock();
+    let minute = std::time::Duration::from_secs(60);
+    let me = format!("daemon:{}", std::process::id());
+    assert_eq!(store.sync_lease_take(&me, minute).unwrap(), None);
+    // A live process holds it: another is told who.
+    assert_eq!(store.sync_lease_take("cli:1", minute).unwrap(), Some(me.clone()));
+    // Renewing is fine; once it expires, anyone takes it.
+    assert_eq!(store.sync_lease_take(&me, minute).unwrap(), None);
+    clock.advance(Duration::seconds(61));
+    assert_eq!(store.sync_lease_take("cli:1", minute).unwrap(), None);
+    // A holder whose process is gone (no such pid) does not block until expiry.
+    let gone = "daemon:4194303";
+    store.sync_lease_release("cli:1").unwrap();
+    assert_eq!(store.sync_lease_take(gone, minute).unwrap(), None);
+    assert_eq!(store.sync_lease_take(&me, minute).unwrap(), None, "a dead holder's lease is taken over");
+    // Releasing only frees one's own lease.
+    store.sync_lease_release("cli:1").unwrap();
+    assert_eq!(store.sync_lease_take("cli:1", minute).unwrap(), Some(me.clone()));
+    store.sync_lease_release(&me).unwrap();
+    assert_eq!(store.sync_lease_take("cli:1", minute).unwrap(), None);
+}

@@ -374,6 +374,18 @@ fn remote_pending(store: &Store, remote: &RemoteSettings, not_granted: &[String]
     Ok(total)
 }
 
+/// Whether the process named by a lease holder (`daemon:<pid>`, `cli:<pid>`) still runs: a
+/// daemon stopped or killed before it gave the lease back does not block the next sync for
+/// the lease's length. Where that cannot be known, it is taken to run.
+fn holder_alive(holder: &str) -> bool {
+    let Some(pid) = holder.rsplit(':').next().and_then(|p| p.parse::<u32>().ok()) else { return true };
+    if pid == std::process::id() {
+        return true;
+    }
+    let proc = std::path::Path::new("/proc");
+    !proc.is_dir() || proc.join(pid.to_string()).exists()
+}
+
 /// One project's standing with the hub.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -571,6 +583,7 @@ impl Store {
             if let Some((other, expires)) = current
                 && other != holder
                 && expires > now_text
+                && holder_alive(&other)
             {
                 return Ok(Some(other));
             }

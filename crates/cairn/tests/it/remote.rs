@@ -316,6 +316,11 @@ fn two_daemons_autosync_through_a_hub_killed_and_restarted() {
     assert_eq!(memories(&a, "alpha"), memories(&b, "alpha"));
     let (status, report) = http(db.addr, "POST", "/sync/remote", Some(&json!({})));
     assert_eq!((status, &report["in_sync"]), (200, &json!(true)), "{report}");
+    // The CLI beside a running daemon asks the daemon (one syncing process per data dir).
+    let round: Value = serde_json::from_str(&ok(&b, &["--json", "remote", "sync"])).unwrap();
+    assert_eq!(round["in_sync"], json!(true), "{round}");
+    let status: Value = serde_json::from_str(&ok(&b, &["--json", "remote", "status"])).unwrap();
+    assert_eq!(status["lease_holder"], json!(format!("daemon:{}", db.pid())), "{status}");
     let status = http(da.addr, "GET", "/sync/status", None).1;
     assert_eq!((&status["remote"]["phase"], &status["remote"]["pending"]), (&json!("idle"), &json!(0)), "{status}");
 

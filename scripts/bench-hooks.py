@@ -3,7 +3,7 @@
 optionally side by side with engram's Claude Code hook scripts against the same daemon.
 
 Usage: scripts/bench-hooks.py [--bin target/release/cairn] [--runs 50] [--baseline-bin OTHER]
-                              [--engram-scripts DIR]
+                              [--engram-scripts DIR] [--floor]
 
 Starts `cairn serve --port 0` on a temp data dir (stopped by its pid at the end), seeds a few
 memories, then runs each hook `--runs` times as Claude Code would: a new process, the payload
@@ -24,6 +24,14 @@ own data dir seeded the same way, run in the same rotation: one table, side by s
 
 Each run's CPU is the process's user + system time and its children's (bash's curl and jq), from
 `getrusage(RUSAGE_CHILDREN)` around it; the daemon's share is not in it.
+
+The hooks run with the autostart setting Claude Code users have (the default: a hook may start
+the daemon, so it trusts `daemon.json` and keeps writes in the spool when no daemon answers);
+the seeding and the daemons themselves run with `CAIRN_AUTOSTART=never`. A daemon that a hook
+started all the same (the bench's own went away) is stopped at the end.
+
+`--floor`: `/bin/true` joins the rotation (same subprocess call, same payload on stdin), so the
+table shows what any process start costs through this harness on this machine at that time.
 """
 
 import argparse
@@ -116,6 +124,8 @@ def main():
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--only", metavar="LABEL", action="append",
                     help="time only the rows whose label starts with LABEL (repeatable)")
+    ap.add_argument("--floor", action="store_true",
+                    help="time /bin/true in the same rotation: the cost of any process start here")
     ap.add_argument("--engram-scripts", metavar="DIR",
                     help="engram's plugin/claude-code/scripts, timed side by side against the same daemon")
     args = ap.parse_args()
@@ -138,6 +148,9 @@ def main():
         clean.update(CAIRN_AUTOSTART="never", CAIRN_EMBEDDER="none", NO_COLOR="1")
         env = dict(clean, CAIRN_DATA_DIR=str(Path(tmp, "data")))
         base_env = dict(clean, CAIRN_DATA_DIR=str(Path(tmp, "baseline-data")))
+        # hooks as Claude Code runs them: the default autostart (no CAIRN_AUTOSTART)
+        hook_env = {k: v for k, v in env.items() if k != "CAIRN_AUTOSTART"}
+        base_hook_env = {k: v for k, v in base_env.items() if k != "CAIRN_AUTOSTART"}
         daemons = []
         try:
             daemon, port = start_daemon(args.bin, env, Path(env["CAIRN_DATA_DIR"]))
@@ -152,13 +165,15 @@ def main():
                 if args.only and not any(label.startswith(only) for only in args.only):
                     continue
                 script_path = engram / script if engram and script and (engram / script).is_file() else None
-                times = {"cairn": ([], []), "baseline": ([], []), "engram": ([], [])}
+                times = {"cairn": ([], []), "baseline": ([], []), "engram": ([], []), "floor": ([], [])}
                 for run in range(args.runs):
                     # a new session each run and tool, so "first prompt" and "startup" are real firsts
                     payload = dict(base, **extra, hook_event_name=event)
-                    jobs = [("cairn", [args.bin, "hook", event], env)]
+                    jobs = [("cairn", [args.bin, "hook", event], hook_env)]
                     if baseline:
-                        jobs.append(("baseline", [baseline, "hook", event], base_env))
+                        jobs.append(("baseline", [baseline, "hook", event], base_hook_env))
+                    if args.floor:
+                        jobs.append(("floor", ["/bin/true"], env))
                     if script_path:
                         jobs.append(("engram", ["bash", str(script_path)], engram_env))
                     # the order rotates, so no tool always runs right after another
@@ -185,6 +200,22 @@ def main():
             for daemon in daemons:
                 daemon.terminate()
                 daemon.wait(timeout=10)
+            stop_started_daemons([Path(env["CAIRN_DATA_DIR"]), Path(base_env["CAIRN_DATA_DIR"])], daemons)
+
+
+def stop_started_daemons(data_dirs, ours):
+    """Stop a daemon a hook started on one of the bench's data dirs (its record names it)."""
+    for data in data_dirs:
+        try:
+            pid = json.loads((data / "daemon.json").read_text())["pid"]
+        except (OSError, ValueError, KeyError):
+            continue
+        if pid not in [d.pid for d in ours]:
+            print(f"a hook started a daemon on {data} (pid {pid}); stopping it", file=sys.stderr)
+            try:
+                os.kill(pid, 15)
+            except OSError:
+                pass
 
 
 def print_table(table, args, baseline, engram):
@@ -199,6 +230,8 @@ def print_table(table, args, baseline, engram):
         head += ["baseline wall", "baseline CPU"]
     if engram:
         head += ["engram script", "engram wall", "engram CPU", "engram/cairn wall"]
+    if args.floor:
+        head += ["/bin/true wall", "/bin/true CPU"]
     print("| " + " | ".join(head) + " |")
     print("|---|" + "|".join("---" if h == "engram script" else "---:" for h in head[1:]) + "|")
     for label, times, script in table:
@@ -215,6 +248,9 @@ def print_table(table, args, baseline, engram):
                           f"{statistics.median(ewall) / statistics.median(wall):.1f}×"]
             else:
                 cells += ["—", "", "", ""]
+        if args.floor:
+            fwall, fcpu = times["floor"]
+            cells += [f"{statistics.median(fwall):.1f}", f"{statistics.median(fcpu):.1f}"]
         print("| " + " | ".join(cells) + " |")
 
 

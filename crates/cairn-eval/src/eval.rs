@@ -8,6 +8,7 @@
 //!
 //! - `coding`: `eval/coding-memory.json`, memories of six projects plus personal ones;
 //!   revision questions only count the memory when it shows the expected, current text.
+//! - `heldout`: `eval/coding-heldout.json`, the same format, never fitted on (test only).
 //! - `locomo`: LoCoMo's `locomo10.json` (not in the repository: `--locomo FILE` or
 //!   `CAIRN_LOCOMO`), every turn a memory of its conversation (a project per conversation),
 //!   questions of categories 1–4, evidence turns as the expected memories. Splits:

@@ -8,6 +8,7 @@
 //!
 //! - `coding`: `eval/coding-memory.json`, memories of six projects plus personal ones;
 //!   revision questions only count the memory when it shows the expected, current text.
+//! - `heldout`: `eval/coding-heldout.json`, the same format, never fitted on (test only).
 //! - `locomo`: LoCoMo's `locomo10.json` (not in the repository: `--locomo FILE` or
 //!   `CAIRN_LOCOMO`), every turn a memory of its conversation (a project per conversation),
 //!   questions of categories 1–4, evidence turns as the expected memories. Splits:
@@ -31,7 +32,7 @@ use cairn_embed::{EmbedError, Embedder};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{EvalArgs, emit, fit, note};
+use crate::{EvalArgs, crossfit, emit, fit, note};
 
 const TOP_K: usize = 10;
 
@@ -150,17 +151,21 @@ pub fn run(args: EvalArgs) -> Result<()> {
     let mut reports = Vec::new();
     let mut training = args.fit_rerank.then(Vec::new);
     let mut dump = args.dump.as_deref().map(Dump::create).transpose()?;
+    let mut pools = args.cross_fit.then(Vec::new);
     for set in &args.sets {
         let (store, questions) = match set.as_str() {
-            "coding" => load_coding(&args)?,
+            "coding" => load_coding(&args, &args.coding_file)?,
+            "heldout" => load_coding(&args, &args.heldout_file)?,
             "locomo" => load_locomo(&args)?,
             other => {
                 return Err(CairnError::invalid(format!("unknown eval set {other:?}"))
-                    .with_hint("use coding and/or locomo")
+                    .with_hint("use coding, heldout and/or locomo")
                     .into());
             }
         };
-        let outputs = Outputs { misses: args.misses, dump: dump.as_mut(), training: training.as_mut() };
+        // The held-out set never feeds a fit.
+        let training = if set == "heldout" { None } else { training.as_mut() };
+        let outputs = Outputs { misses: args.misses, dump: dump.as_mut(), training, pools: pools.as_mut() };
         let report = score_set(set, store, &questions, semantic.clone(), &modes, outputs)?;
         reports.push(report);
     }
@@ -170,6 +175,14 @@ pub fn run(args: EvalArgs) -> Result<()> {
     if let Some(rows) = training {
         let model = semantic.as_ref().map_or_else(|| "?".to_owned(), |s| s.model_id().to_owned());
         print_fitted_model(&model, &rows);
+    }
+    if let Some(pools) = pools {
+        let model = semantic.as_ref().map_or_else(|| "?".to_owned(), |s| s.model_id().to_owned());
+        let (rows, chosen) = crossfit::compare(&pools, &model);
+        note(&crossfit::render(&rows));
+        if let Some((recipe, weights, bias)) = chosen {
+            note(&crossfit::render_constants(&recipe, &weights, bias));
+        }
     }
     if let Some(cache) = &cache {
         cache.flush();
@@ -214,6 +227,9 @@ fn score_set(
     }
     if let Some(rows) = outputs.training {
         rows.extend(training_rows(&store, questions)?);
+    }
+    if let Some(pools) = outputs.pools {
+        pools.extend(labelled_pools(name, &store, questions)?);
     }
     let mut report = SetReport {
         set: name.to_owned(),
@@ -269,6 +285,28 @@ struct Outputs<'a> {
     dump: Option<&'a mut Dump>,
     /// `--fit-rerank`: every question's pool with its features, labelled.
     training: Option<&'a mut Vec<(rerank::Features, bool)>>,
+    /// `--cross-fit`: every question's pool, labelled, with its set, split and category.
+    pools: Option<&'a mut Vec<crossfit::Pool>>,
+}
+
+/// Each question's hybrid pool in fused order, for cross-fitting.
+fn labelled_pools(set: &str, store: &Store, questions: &[Question]) -> Result<Vec<crossfit::Pool>> {
+    let mut pools = Vec::with_capacity(questions.len());
+    for q in questions {
+        let candidates = store
+            .rerank_pool(&q.query(TOP_K, None))?
+            .into_iter()
+            .map(|(id, features)| (id, features, q.expected.contains(&id)))
+            .collect();
+        pools.push(crossfit::Pool {
+            set: set.to_owned(),
+            split: q.split.clone(),
+            category: q.category.clone(),
+            expected: q.expected.len(),
+            candidates,
+        });
+    }
+    Ok(pools)
 }
 
 /// Each question's hybrid pool, a candidate labelled true when it is an expected memory.
@@ -524,8 +562,8 @@ fn text(v: &Value, key: &str) -> String {
     v[key].as_str().unwrap_or_default().to_owned()
 }
 
-fn load_coding(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
-    let doc = read_json(&args.coding_file)?;
+fn load_coding(args: &EvalArgs, file: &std::path::Path) -> Result<(Store, Vec<Question>)> {
+    let doc = read_json(file)?;
     let mut store = Store::open_in_memory()?;
     let mut ids: HashMap<String, i64> = HashMap::new();
     let mut memories: Vec<&Value> = doc["memories"].as_array().ok_or_else(|| shape("memories"))?.iter().collect();

@@ -3,6 +3,7 @@
 //! from the repository root with `cargo run --release -p cairn-eval -- --help`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod crossfit;
 mod eval;
 mod fit;
 
@@ -29,7 +30,7 @@ pub struct EvalArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
-    /// Data sets: coding (eval/coding-memory.json), locomo (needs --locomo)
+    /// Data sets: coding (eval/coding-memory.json), heldout (eval/coding-heldout.json), locomo (needs --locomo)
     #[arg(long, value_delimiter = ',', default_value = "coding")]
     pub sets: Vec<String>,
     /// The coding-memory set file
@@ -54,6 +55,14 @@ pub struct EvalArgs {
     /// every memory's session and title to FILE as JSON lines, for studying the fusion offline
     #[arg(long, value_name = "FILE")]
     pub dump: Option<PathBuf>,
+    /// The held-out coding set (`--sets heldout`): questions no fit or choice ever used
+    #[arg(long, value_name = "FILE", default_value = "eval/coding-heldout.json")]
+    pub heldout_file: PathBuf,
+    /// Cross-fit the re-ranking: fit each recipe on the coding set's dev half, on LoCoMo's,
+    /// and on both, and score every split of every set with each (use --split all and
+    /// --sets coding,locomo[,heldout]); prints the comparison and the chosen recipe's constants
+    #[arg(long)]
+    pub cross_fit: bool,
     /// Fit hybrid search's re-ranking model on the questions of --split (use dev) and print
     /// its weights as the Rust constants of `cairn-core/src/search/rerank.rs`
     #[arg(long)]

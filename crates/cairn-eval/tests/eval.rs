@@ -160,3 +160,28 @@ fn fits_the_rerank_model() {
     assert!(weights[0] > 0.0, "a better place in the fusion means more relevant: {printed}");
     assert!(printed.contains("    bias: "), "{printed}");
 }
+
+/// The held-out coding set can never feed a fit: every question is a test question, and
+/// every expected memory exists; it loads and scores as `--sets heldout`.
+#[test]
+fn the_held_out_set_has_only_test_questions_and_scores() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/coding-heldout.json");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let keys: Vec<&str> = doc["memories"].as_array().unwrap().iter().map(|m| m["key"].as_str().unwrap()).collect();
+    let questions = doc["questions"].as_array().unwrap();
+    assert!(questions.len() >= 30);
+    for q in questions {
+        assert_eq!(q["split"], "test", "{q}");
+        for e in q["expected"].as_array().unwrap() {
+            assert!(keys.contains(&e.as_str().unwrap()), "{q}");
+        }
+    }
+    let env = Env::new();
+    let held_out = path.to_str().unwrap();
+    let report = env.json(&["--sets", "heldout", "--heldout-file", held_out, "--modes", "lexical", "--split", "test"]);
+    assert_eq!(report[0]["set"], "heldout");
+    assert_eq!(report[0]["modes"]["lexical"]["all"]["questions"], json!(questions.len()));
+    // Nothing of it is dev: the split a fit reads has no question to score.
+    let dev = env.json(&["--sets", "heldout", "--heldout-file", held_out, "--modes", "lexical", "--split", "dev"]);
+    assert!(dev[0]["modes"]["lexical"]["all"].is_null(), "{dev}");
+}

@@ -13,6 +13,11 @@
 //! model has its own weights and cosine scale ([`FITTED`]); multilingual-e5-small's bring its LoCoMo dev
 //! recall@10 from 0.754 (fusion) to 0.790.
 //!
+//! Fitted on one set and scored on the other (`cairn-eval --cross-fit`, docs/BENCHMARKS.md
+//! "Cross-fitting"): e5's recipe fitted on LoCoMo's dev half alone keeps the coding test
+//! split's recall@5 at 0.959; fitted on the coding set's dev half alone (53 questions) it takes
+//! LoCoMo's test recall@10 to 0.666, below the fusion's 0.726.
+//!
 //! Tried on the same split without gain: gradient-boosted trees (better on dev, worse on
 //! test), a pairwise objective, squares and products of the features, session-level
 //! features, and the memories two places away in the session (+0.003).

@@ -60,7 +60,7 @@ pub struct EvalArgs {
     pub heldout_file: PathBuf,
     /// Cross-fit the re-ranking: fit each recipe on the coding set's dev half, on LoCoMo's,
     /// and on both, and score every split of every set with each (use --split all and
-    /// --sets coding,locomo[,heldout]); prints the comparison and the chosen recipe's constants
+    /// `--sets coding,locomo[,heldout]`); prints the comparison and the chosen recipe's constants
     #[arg(long)]
     pub cross_fit: bool,
     /// Fit hybrid search's re-ranking model on the questions of --split (use dev) and print

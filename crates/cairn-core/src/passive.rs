@@ -32,6 +32,10 @@ pub struct PassiveCapture {
     pub session_id: Option<String>,
     #[serde(default)]
     pub project: Option<String>,
+    /// Where the host runs: with no `project`, the project is detected from it here (cached
+    /// per directory), so a hook process runs no git of its own.
+    #[serde(default)]
+    pub directory: Option<String>,
     /// Where the text came from (`subagent-stop`, `task-complete`, `mcp-passive`...).
     #[serde(default)]
     pub source: Option<String>,
@@ -84,8 +88,10 @@ impl Store {
         let learnings = extract_learnings(&redact(&capture.content).0);
         let mut outcome = PassiveOutcome { extracted: learnings.len(), ..PassiveOutcome::default() };
         let source = capture.source.clone().unwrap_or_else(|| "mcp-passive".to_owned());
+        let given =
+            crate::agent::intent::project_or_detected(capture.project.as_deref(), capture.directory.as_deref())?;
         for learning in learnings {
-            let project = capture.project.as_deref().map(|p| normalize_project(p).0);
+            let project = given.as_deref().map(|p| normalize_project(p).0);
             if self.known_in_project(project.as_deref(), &learning)? {
                 outcome.duplicates += 1;
                 continue;
@@ -99,7 +105,7 @@ impl Store {
                 content: learning,
                 kind: Some("passive".into()),
                 session_id: capture.session_id.clone(),
-                project: capture.project.clone(),
+                project: given.clone(),
                 tool_name: Some(source.clone()),
                 ..NewObservation::default()
             })?;
@@ -153,5 +159,25 @@ mod tests {
         let again = s.capture_passive(&capture).unwrap();
         assert_eq!((again.saved, again.duplicates), (0, 2));
         assert_eq!(s.get(first.ids[0]).unwrap().tool_name.as_deref(), Some("mcp-passive"));
+    }
+
+    #[test]
+    fn a_capture_with_only_a_directory_lands_in_its_project() {
+        let mut s = Store::open_in_memory().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let project_dir = dir.path().join("Ledger-Service");
+        std::fs::create_dir(&project_dir).unwrap();
+        let capture = PassiveCapture {
+            content: REPLY.into(),
+            directory: Some(project_dir.display().to_string()),
+            ..Default::default()
+        };
+        let saved = s.capture_passive(&capture).unwrap();
+        assert_eq!(saved.saved, 2);
+        assert_eq!(s.get(saved.ids[0]).unwrap().project, "ledger-service");
+        // a named project wins over the directory
+        let named = PassiveCapture { project: Some("billing".into()), ..capture };
+        let again = s.capture_passive(&named).unwrap();
+        assert_eq!((again.saved, s.get(again.ids[0]).unwrap().project.as_str()), (2, "billing"));
     }
 }

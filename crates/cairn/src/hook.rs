@@ -125,7 +125,7 @@ fn answer(event: HookEvent, overrides: &Overrides, deadline: Instant) -> Result<
             .map_or_else(|| FAIL_OPEN.to_owned(), |updated| updated_input_answer(&updated)));
     }
     let settings = Settings::load(overrides)?;
-    crate::init_logging(&settings.log.value);
+    crate::hook_log::init(&settings.log.value);
     let client = Client::new(ConnectOptions::from_settings(&settings, Role::Hook)?);
     let hook = Hook { input, session, settings, client, deadline };
     match event {
@@ -355,7 +355,8 @@ impl Hook {
         self.write_only(Op::CapturePassive(passive::PassiveCapture {
             content: text,
             session_id: Some(self.session.clone()),
-            project: Some(self.project()?),
+            project: self.named_project(),
+            directory: self.directory(),
             source: Some(source.to_owned()),
         }))?;
         Ok(FAIL_OPEN.to_owned())
@@ -373,7 +374,8 @@ impl Hook {
         };
         self.write_only(Op::SaveCompaction(CompactionSave {
             session_id: self.session.clone(),
-            project: Some(self.project()?),
+            project: self.named_project(),
+            directory: self.directory(),
             summary: clean(summary),
             trigger,
             overflow: false,

@@ -1,10 +1,12 @@
 //! The `cairn` binary: parse, run, map errors to documented exit codes.
 
+mod alloc;
 mod cli;
 mod config_file;
 mod daemon;
 mod history_cmd;
 mod hook;
+mod hook_log;
 #[cfg(feature = "hub")]
 mod hub_cmd;
 mod obsidian_cmd;
@@ -17,11 +19,9 @@ mod setup;
 
 use std::process::ExitCode;
 
-/// mimalloc: every save allocates and frees a few hundred small blocks on the writer thread;
-/// glibc's per-thread arenas also grew and shrank their heaps with an `mprotect` call each
-/// time (two per save, measured with strace).
+/// glibc's allocator for a hook, mimalloc for the rest (see `alloc`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: alloc::ByProcess = alloc::ByProcess;
 
 use cairn_core::CairnError;
 use clap::Parser;

@@ -32,6 +32,9 @@ pub struct CompactionSave {
     pub session_id: String,
     #[serde(default)]
     pub project: Option<String>,
+    /// Where the host runs: a new session with no `project` gets the one detected from it.
+    #[serde(default)]
+    pub directory: Option<String>,
     pub summary: String,
     #[serde(default)]
     pub trigger: CompactionTrigger,
@@ -54,7 +57,8 @@ impl Store {
         // A known session keeps its project; a new one is created with the one given.
         let project = match self.session_project(&c.session_id)? {
             Some(project) => Some(project),
-            None => c.project.as_deref().map(|p| normalize_project(p).0),
+            None => crate::agent::intent::project_or_detected(c.project.as_deref(), c.directory.as_deref())?
+                .map(|p| normalize_project(&p).0),
         };
         let title = match project.as_deref().filter(|p| !p.is_empty()) {
             Some(p) => format!("Compaction summary: {p} ({})", c.session_id),
@@ -140,6 +144,21 @@ mod tests {
         assert!(stored.content.contains("second"));
         assert_eq!(stored.tool_name.as_deref(), Some("compaction:manual:overflow"));
         assert_eq!(stored.project, "cairn", "the session's project");
+    }
+
+    #[test]
+    fn a_new_sessions_compaction_takes_the_project_of_its_directory() {
+        let mut s = Store::open_in_memory().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let project_dir = dir.path().join("shop-api");
+        std::fs::create_dir(&project_dir).unwrap();
+        let c = CompactionSave {
+            session_id: "ses-dir".into(),
+            directory: Some(project_dir.display().to_string()),
+            summary: "## Goal\nrefunds".into(),
+            ..CompactionSave::default()
+        };
+        assert_eq!(s.save_compaction(&c).unwrap().project, "shop-api");
     }
 
     #[test]

@@ -295,7 +295,13 @@ pub struct PassiveBody {
         (status = 200, description = "What was found and saved", body = cairn_core::passive::PassiveOutcome),
         (status = 400, description = "Empty content, or the session belongs to another project", body = ErrorBody)))]
 pub(super) async fn passive(State(state): State<AppState>, ApiJson(b): ApiJson<PassiveBody>) -> ApiResult {
-    let capture = PassiveCapture { content: b.content, session_id: b.session_id, project: b.project, source: b.source };
+    let capture = PassiveCapture {
+        content: b.content,
+        session_id: b.session_id,
+        project: b.project,
+        directory: None,
+        source: b.source,
+    };
     Ok(ok(run(&state, Op::CapturePassive(capture)).await?))
 }
 

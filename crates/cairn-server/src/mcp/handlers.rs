@@ -300,6 +300,7 @@ impl CairnMcp {
             content: a.content,
             session_id: given(a.session_id),
             project: Some(scoped.project.clone()),
+            directory: None,
             source: given(a.source),
         };
         let outcome: PassiveOutcome = self.call(Op::CapturePassive(capture)).await?;

@@ -124,7 +124,8 @@ mod tests {
 
     #[test]
     fn the_choice_is_made_by_the_first_allocation_from_the_command_line() {
-        let _allocated = vec![1u8; 10];
+        let allocated = std::hint::black_box(Box::new([1u8; 10]));
+        drop(allocated);
         let expected = if is_hook(&command_line()) { SYSTEM } else { MIMALLOC };
         assert_eq!(CHOICE.load(Ordering::Relaxed), expected);
     }

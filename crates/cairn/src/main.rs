@@ -12,7 +12,6 @@ mod hub_cmd;
 mod obsidian_cmd;
 mod output;
 mod remote_cmd;
-mod render;
 mod run;
 mod semantic_cmd;
 mod setup;

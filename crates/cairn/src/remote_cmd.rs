@@ -130,7 +130,7 @@ fn remove(env: &Env) -> Result<()> {
 
 fn sync_now(env: &Env, timeout: Duration) -> Result<()> {
     let report = env.client()?.remote_sync(timeout)?;
-    env.emit(&report, crate::render::remote_round)?;
+    env.emit(&report, cairn_render::people::remote_round)?;
     if let Some(first) = report.refused.first() {
         return Err(CairnError::new(
             ErrorCode::RemoteRefused,
@@ -157,7 +157,7 @@ fn status(env: &Env) -> Result<()> {
     }
     let remote: Option<RemoteStatus> = sync.remote;
     env.emit(&remote, |r| match r {
-        Some(r) => crate::render::remote_status(r),
+        Some(r) => cairn_render::people::remote_status(r),
         None => "no hub set: cairn remote add URL --token TOKEN".into(),
     })
 }

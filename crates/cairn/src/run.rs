@@ -23,7 +23,7 @@ use cairn_core::{CairnError, ErrorCode, doctor};
 
 use crate::cli::{Cli, Command, ContextArgs, SaveArgs, SearchArgs, UpdateArgs};
 use crate::output::{json, note, out};
-use crate::render;
+use cairn_render::people as render;
 
 /// Shared state of one invocation.
 pub struct Env {

@@ -27,7 +27,8 @@ use serde_json::{Value, json};
 
 use super::args::*;
 use super::reply::{self, Scoped};
-use super::{CairnMcp, CallCtx, render, router_tool};
+use super::{CairnMcp, CallCtx, router_tool};
+use cairn_render::agent as render;
 
 /// Tools whose answer carries the save reminder when one is due.
 const REMINDING_TOOLS: &[&str] = &["mem_search", "mem_context"];

@@ -7,7 +7,7 @@
 //!
 //! - [`profile`]: which tools a server exposes.
 //! - `tools`: the tool list (names, descriptions, annotations); `handlers`: what each does.
-//! - `render`: human text; `reply`: envelopes and errors.
+//! - `reply`: envelopes and errors; the text of results is `cairn_render::agent`'s.
 //!
 //! Each call's activity (tool calls, saves, the pending prompt, save reminders) is kept per
 //! session by cairn-core (`cairn_core::agent::activity`, through the client, so hooks and the
@@ -18,7 +18,6 @@
 mod args;
 mod handlers;
 pub mod profile;
-mod render;
 mod reply;
 mod router_tool;
 mod stdio;

@@ -13,7 +13,7 @@ use cairn_core::history::plans::Plans;
 use cairn_core::ops::{CATALOGUE, Op, OpSpec, SearchResponse};
 use serde_json::{Map, Value};
 
-use super::render;
+use cairn_render::agent as render;
 
 /// The tool's description.
 pub fn description() -> String {

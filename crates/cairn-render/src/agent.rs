@@ -1,5 +1,5 @@
-//! Human text of tool results (engram's layouts, §6.2 and §12.3), kept short: every line lands
-//! in an agent's context window.
+//! The text of MCP tool results for agents (engram's layouts), kept short: every line lands in
+//! an agent's context window.
 
 use std::fmt::Write as _;
 
@@ -10,7 +10,7 @@ use cairn_core::ops::{SaveResponse, SearchResponse};
 use cairn_core::passive::PassiveOutcome;
 use cairn_core::projects::MigrateOutcome;
 use cairn_core::text::preview;
-use cairn_core::views::{Stats, Timeline};
+use cairn_core::views::Stats;
 
 /// Characters of content shown per search hit.
 const SEARCH_PREVIEW: usize = 300;
@@ -191,35 +191,7 @@ pub fn stats(s: &Stats) -> String {
     out
 }
 
-/// The session around a memory: before, the memory itself, after.
-pub fn timeline(t: &Timeline) -> String {
-    let focus = &t.focus.observation;
-    let mut out = match &t.session_info {
-        Some(s) => {
-            format!("Session {} (project {}, {} memories, started {})", s.id, s.project, t.total_in_range, s.started_at)
-        }
-        None => format!("Session {} ({} memories)", focus.session_id, t.total_in_range),
-    };
-    let line = |o: &Observation| format!("\n#{} [{}] {} — {}", o.id, o.kind, o.title, preview(&o.content, 150));
-    if !t.before.is_empty() {
-        out.push_str("\n─── Before ───");
-        t.before.iter().for_each(|e| out.push_str(&line(&e.observation)));
-    }
-    let _ = write!(
-        out,
-        "\n─── Focus ───\n#{} [{}] {}\n{}\n{}",
-        focus.id,
-        focus.kind,
-        focus.title,
-        preview(&focus.content, 500),
-        focus.created_at
-    );
-    if !t.after.is_empty() {
-        out.push_str("\n─── After ───");
-        t.after.iter().for_each(|e| out.push_str(&line(&e.observation)));
-    }
-    out
-}
+pub use crate::timeline;
 
 pub fn passive(o: &PassiveOutcome) -> String {
     if o.extracted == 0 {

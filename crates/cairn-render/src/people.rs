@@ -1,4 +1,4 @@
-//! Human-readable output. JSON output is the serialized core types; this is the text form.
+//! The CLI's text for people. Its JSON output is the serialized core types.
 
 use std::fmt::Write;
 
@@ -11,7 +11,7 @@ use cairn_core::search::SearchResults;
 use cairn_core::settings::{ENV_VARS, PLUGIN_KEYS, PluginSettings, Settings};
 use cairn_core::text::preview;
 use cairn_core::transfer::ImportReport;
-use cairn_core::views::{Stats, Timeline};
+use cairn_core::views::Stats;
 
 pub fn saved(out: &SaveOutcome) -> String {
     let (title, kind) = (&out.title, &out.kind);
@@ -91,36 +91,7 @@ pub fn trash(deleted: &[Observation]) -> String {
     text
 }
 
-pub fn timeline(t: &Timeline) -> String {
-    let mut text = String::new();
-    if let Some(s) = &t.session_info {
-        let _ = writeln!(text, "Session {} ({}) — {} memories", s.id, or_dash(&s.project), t.total_in_range);
-    }
-    let line = |o: &Observation| format!("#{} [{}] {} — {}", o.id, o.kind, o.title, preview(&o.content, 150));
-    if !t.before.is_empty() {
-        text.push_str("─── Before ───\n");
-        for e in &t.before {
-            let _ = writeln!(text, "{}", line(&e.observation));
-        }
-    }
-    let f = &t.focus.observation;
-    let _ = writeln!(
-        text,
-        "─── Focus ───\n#{} [{}] {}\n{}\n{}",
-        f.id,
-        f.kind,
-        f.title,
-        preview(&f.content, 500),
-        f.created_at
-    );
-    if !t.after.is_empty() {
-        text.push_str("─── After ───\n");
-        for e in &t.after {
-            let _ = writeln!(text, "{}", line(&e.observation));
-        }
-    }
-    text
-}
+pub use crate::timeline;
 
 pub fn sessions(list: &[SessionSummary]) -> String {
     if list.is_empty() {

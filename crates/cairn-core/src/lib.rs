@@ -52,6 +52,8 @@ mod fuzz_tests;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]
+mod module_graph_tests;
+#[cfg(test)]
 mod obsidian_tests;
 #[cfg(test)]
 mod privacy_tests;

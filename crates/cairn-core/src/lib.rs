@@ -16,6 +16,7 @@ pub mod agent;
 pub mod clock;
 pub mod context;
 pub mod context_window;
+pub mod core_context;
 pub mod doctor;
 pub mod error;
 pub mod history;
@@ -39,6 +40,7 @@ pub mod topic;
 pub mod transfer;
 pub mod views;
 
+pub use core_context::Core;
 pub use error::{CairnError, ErrorCode, Result};
 pub use store::Store;
 

@@ -37,6 +37,7 @@ use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::core_context::Core;
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::ops::{self, EventOutcome, Op};
 use crate::store::Store;
@@ -499,13 +500,15 @@ fn is_store_unavailable(code: ErrorCode) -> bool {
     )
 }
 
-/// The store keeps the ids it applied and the spool's counters (migration `spool_events`).
-impl Store {
+/// The store keeps the ids it applied (migration `spool_events`); the op runs against the whole
+/// context, as any other does.
+impl Core {
     /// Apply `op` unless `id` was applied before, and record `id`, inside the caller's
-    /// transaction (run it through [`Store::batch`], as the daemon's writer does, so the op
+    /// transaction (run it through [`Core::batch`], as the daemon's writer does, so the op
     /// and its id commit together). A known id is a [`EventOutcome::Duplicate`].
     pub fn run_event(&mut self, id: &EventId, op: Op) -> Result<EventOutcome> {
         let known = self
+            .store
             .conn()
             .prepare_cached("SELECT 1 FROM spool_events WHERE id = ?1")?
             .query_row([id.as_str()], |_| Ok(()))
@@ -515,8 +518,8 @@ impl Store {
             return Ok(EventOutcome::Duplicate(id.clone()));
         }
         let output = ops::execute(self, op)?;
-        let now = self.now();
-        self.write(|conn| {
+        let now = self.store.now();
+        self.store.write(|conn| {
             conn.prepare_cached("INSERT INTO spool_events (id, applied_at) VALUES (?1, ?2)")?
                 .execute(rusqlite::params![id.as_str(), now])?;
             Ok(())
@@ -527,12 +530,15 @@ impl Store {
     /// Apply events in order, each in step with its id, in one group commit.
     pub fn apply_events(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
         let n = events.len();
-        match self.batch(events, |store, (id, op)| store.run_event(&id, op)) {
+        match self.batch(events, |core, (id, op)| core.run_event(&id, op)) {
             Ok(results) => results,
             Err(e) => vec![Err(e); n],
         }
     }
+}
 
+/// The store keeps the spool's counters (migration `spool_events`).
+impl Store {
     /// The spool's counters kept in the store.
     pub fn spool_counts(&self) -> Result<SpoolCounts> {
         let mut counts = SpoolCounts::default();
@@ -583,13 +589,13 @@ impl Store {
 }
 
 /// A store in this process as a drain target (tests, tools).
-impl DrainTarget for Store {
+impl DrainTarget for Core {
     fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
         self.apply_events(events)
     }
 
     fn count(&mut self, counts: SpoolCounts) -> Result<()> {
-        self.add_spool_counts(counts)
+        self.store.add_spool_counts(counts)
     }
 }
 

@@ -53,7 +53,7 @@ impl HistoryScan {
     }
 }
 
-/// `history.db` beside the memory store's file (where `Store::history` opens it too).
+/// `history.db` beside the memory store's file (where the core's `HistoryArchive` opens it too).
 pub fn history_db_path(store_path: &Path) -> PathBuf {
     store_path.parent().unwrap_or_else(|| Path::new(".")).join(HISTORY_DB_FILE)
 }

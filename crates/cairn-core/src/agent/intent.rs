@@ -19,10 +19,11 @@ use super::meter::{MeterReading, MeterRequest, reading};
 use super::protocol::{Host, Part, ProtocolRequest, ToolProfile, protocol};
 use crate::context::{ContextLayout, ContextRequest};
 use crate::error::{ErrorCode, Result};
+use crate::history::HistoryArchive;
 use crate::history::ingest::PokeRequest;
 use crate::history::model::HistoryHost;
 use crate::history::query::SessionRef;
-use crate::ops::{Op, OpOutput};
+use crate::ops::{Op, OpOutput, run_history_op};
 use crate::sessions::{NewSession, validate_session_id};
 use crate::settings::plugin::{CompactionMode, PluginConfig, ProtocolAgents};
 use crate::store::Store;
@@ -173,7 +174,7 @@ pub fn host_text(host: Host, part: Part) -> String {
 
 impl Store {
     /// `session_start`: register the session and answer what its host injects.
-    pub fn session_start(&mut self, req: &SessionStart) -> Result<SessionStartOutcome> {
+    pub fn session_start(&mut self, req: &SessionStart, history: &mut HistoryArchive) -> Result<SessionStartOutcome> {
         validate_session_id(&req.session_id)?;
         let config = self.rules().plugin_config();
         let agent = crate::agent::given(req.agent.clone()).or_else(|| default_agent(req.host));
@@ -197,7 +198,7 @@ impl Store {
             if wants_protocol(&config, agent.as_deref()) { host_text(req.host, Part::Memory) } else { String::new() };
         let (compaction_note, chart) = if kind == StartKind::Compact {
             let note = host_text(req.host, Part::CompactionNote);
-            let chart = self.start_chart(req, &config, protocol.len() + note.len());
+            let chart = self.start_chart(history, req, &config, protocol.len() + note.len());
             (Some(note), chart)
         } else {
             (None, None)
@@ -267,7 +268,13 @@ impl Store {
     /// After a compaction in `chart` mode: the chart of the session's turns before it, when
     /// the archive has them and it fits beside the `used` characters. The host's transcript
     /// is read into the archive first.
-    fn start_chart(&mut self, req: &SessionStart, config: &PluginConfig, used: usize) -> Option<String> {
+    fn start_chart(
+        &self,
+        history: &mut HistoryArchive,
+        req: &SessionStart,
+        config: &PluginConfig,
+        used: usize,
+    ) -> Option<String> {
         if config.compaction.mode != CompactionMode::Chart || !config.history.context_charting.enable {
             return None;
         }
@@ -279,12 +286,15 @@ impl Store {
             let poke = PokeRequest { host: Some(host), path: Some(path.clone()), session_id: None };
             // Only a host's own transcript is read (anything else is refused, and not the
             // archive's business); a failure leaves the chart to what is archived already.
-            if let Err(e) = crate::ops::execute(self, Op::HistoryIngest(poke)) {
+            if let Err(e) = run_history_op(history, self.rules(), Op::HistoryIngest(poke)) {
                 tracing::debug!(session = req.session_id, error = %e, "archiving the transcript before its chart");
             }
         }
-        let chart = match crate::ops::execute(self, Op::HistoryChart(SessionRef { session_id: req.session_id.clone() }))
-        {
+        let chart = match run_history_op(
+            history,
+            self.rules(),
+            Op::HistoryChart(SessionRef { session_id: req.session_id.clone() }),
+        ) {
             Ok(OpOutput::HistoryChart(chart)) => chart.chart,
             Ok(_) => return None,
             Err(e) => {

@@ -1,6 +1,7 @@
 //! The conversation-history archive: every OpenCode and Claude Code session, read
 //! strictly read-only from the hosts' own storage into one model and kept in `history.db`.
 
+mod archive;
 pub mod claude;
 pub mod context_usage;
 pub mod index;
@@ -12,6 +13,7 @@ pub mod query;
 pub mod store;
 mod text;
 
+pub use archive::HistoryArchive;
 pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
 
 #[cfg(test)]

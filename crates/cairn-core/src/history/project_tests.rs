@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::model::*;
 use super::store::SourceRef;
+use crate::Core;
 use crate::error::ErrorCode;
 use crate::history::query::TurnsRequest;
 use crate::ops::{Op, OpOutput, execute};
@@ -14,9 +15,9 @@ const SESSION: &str = "ses_project";
 const LONG_PROMPT: &str = "Please rename every handler in the billing module and keep the tests green";
 
 /// A store in `root/data` whose archive holds one session that ran in `project_dir`.
-fn store_with_session(root: &Path, project_dir: &Path) -> Store {
+fn store_with_session(root: &Path, project_dir: &Path) -> Core {
     std::fs::create_dir_all(root.join("data")).unwrap();
-    let mut store = Store::open(&root.join("data").join("cairn.db")).unwrap();
+    let mut store = Core::new(Store::open(&root.join("data").join("cairn.db")).unwrap());
     let user = HistoryMessage::new(SESSION, "msg_u1", HistoryRole::User, 1, "2026-03-01T10:00:00.000Z");
     let text = HistoryPart {
         text: Some(LONG_PROMPT.into()),
@@ -41,11 +42,11 @@ fn store_with_session(root: &Path, project_dir: &Path) -> Store {
     };
     let source = SourceRef { key: "opencode.db#ses_project".into(), host: HistoryHost::OpenCode };
     let next = Cursor { offset: 0, size: 0, mtime_ms: 1, watermark: None };
-    store.history().unwrap().apply(&source, None, &batch, &next).unwrap();
+    store.history.db().unwrap().apply(&source, None, &batch, &next).unwrap();
     store
 }
 
-fn first_preview(store: &mut Store) -> String {
+fn first_preview(store: &mut Core) -> String {
     let op = Op::HistoryBrowseTurns(TurnsRequest {
         session_id: SESSION.into(),
         turn_number: None,
@@ -113,7 +114,7 @@ fn each_history_call_is_logged_when_asked() {
     first_preview(&mut store);
     assert!(!quiet.exists(), "nothing is logged unless asked");
     let history = crate::settings::HistorySettings { debug_log_tool_calls: true, ..Default::default() };
-    store.set_rules(std::sync::Arc::new(crate::settings::RuleSettings { history, ..Default::default() }));
+    store.store.set_rules(std::sync::Arc::new(crate::settings::RuleSettings { history, ..Default::default() }));
     first_preview(&mut store);
     let log = root.path().join("data").join(crate::ops::call_log::CALL_LOG);
     let lines: Vec<serde_json::Value> =

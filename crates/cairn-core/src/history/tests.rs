@@ -768,24 +768,24 @@ fn ids_shaped_like_paths_are_refused() {
 }
 
 #[test]
-fn the_store_opens_history_db_beside_its_file_and_ops_reach_it() {
+fn the_archive_opens_history_db_beside_the_store_and_ops_reach_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = crate::Store::open(&dir.path().join("cairn.db")).unwrap();
-    let db = store.history().unwrap();
+    let mut core = crate::Core::new(crate::Store::open(&dir.path().join("cairn.db")).unwrap());
+    let db = core.history.db().unwrap();
     db.apply(&oc_source(), None, &opencode_batch(), &cursor(1)).unwrap();
     assert!(dir.path().join("history.db").exists());
     let op =
         crate::ops::Op::from_value(json!({"op": "history_browse_turns", "args": {"session_id": OC, "num_before": 1}}))
             .unwrap();
     assert!(!op.writes_memory_store());
-    let page = crate::ops::execute_value(&mut store, op).unwrap();
+    let page = crate::ops::execute_value(&mut core, op).unwrap();
     assert_eq!(page["turns"].as_array().unwrap().len(), 2);
     let camel = crate::ops::Op::from_value(json!({"op": "history_children", "args": {"sessionId": OC}})).unwrap();
-    assert_eq!(crate::ops::execute_value(&mut store, camel).unwrap()[0]["session_id"], CHILD);
-    let stats = crate::ops::execute_value(&mut store, crate::ops::Op::HistoryStats).unwrap();
+    assert_eq!(crate::ops::execute_value(&mut core, camel).unwrap()[0]["session_id"], CHILD);
+    let stats = crate::ops::execute_value(&mut core, crate::ops::Op::HistoryStats).unwrap();
     assert_eq!(stats["hosts"][0]["sessions"], 2);
     let forget = crate::ops::Op::from_value(json!({"op": "history_forget", "args": {"session_id": CHILD}})).unwrap();
-    assert_eq!(crate::ops::execute_value(&mut store, forget).unwrap()["status"], "forgotten");
+    assert_eq!(crate::ops::execute_value(&mut core, forget).unwrap()["status"], "forgotten");
 }
 
 #[test]

@@ -12,8 +12,12 @@ type Graph = BTreeMap<String, BTreeSet<String>>;
 /// Modules that still reach each other, one list per strongly connected component. The test
 /// fails when this differs from what the code has, both ways: a new cycle, or a module that left
 /// one (then shorten the list, so it cannot come back unnoticed).
-const KNOWN_CYCLES: &[&[&str]] =
-    &[&["agent", "core_context", "doctor", "history", "ops", "spool"], &["search", "sessions", "store"]];
+const KNOWN_CYCLES: &[&[&str]] = &[
+    // The spool keeps ops, `doctor` reports on the spool, and `ops` runs `doctor`.
+    &["doctor", "ops", "spool"],
+    // The store holds the search index and the vectors; search reads sessions and the store.
+    &["search", "sessions", "store"],
+];
 
 #[test]
 fn the_top_level_modules_form_no_cycle() {

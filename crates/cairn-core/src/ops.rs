@@ -8,11 +8,13 @@
 
 pub mod call_log;
 mod catalogue;
+mod event_id;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use catalogue::{CATALOGUE, EventOutcome, OpKind, OpOutput, OpSpec, Writes};
+pub use event_id::EventId;
 
 use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, RecordSession, UserPrompt};
 use crate::context::ContextRequest;
@@ -352,6 +354,21 @@ impl Op {
     }
 }
 
+/// The archive as `session_start` reads it after a compaction: through the history ops.
+impl crate::agent::intent::SessionArchive for HistoryArchive {
+    fn ingest(&mut self, rules: &RuleSettings, poke: crate::history::ingest::PokeRequest) -> Result<()> {
+        run_history_op(self, rules, Op::HistoryIngest(poke)).map(drop)
+    }
+
+    fn chart(&mut self, rules: &RuleSettings, session_id: &str) -> Result<String> {
+        let op = Op::HistoryChart(crate::history::query::SessionRef { session_id: session_id.to_owned() });
+        match run_history_op(self, rules, op)? {
+            OpOutput::HistoryChart(chart) => Ok(chart.chart),
+            other => Err(CairnError::internal(format!("history_chart answered {:?}", other.kind()))),
+        }
+    }
+}
+
 /// Run an operation against the core's context; its typed result.
 pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
     let Core { store, history } = core;
@@ -465,7 +482,7 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
 /// The history ops: reads and the one erase of `history.db` (through its own owner, not the
 /// memory store's writer), with the `[history]` settings of `rules` under the read session's
 /// project override; each call logged when `debug_log_tool_calls` is on.
-pub(crate) fn run_history_op(history: &mut HistoryArchive, rules: &RuleSettings, op: Op) -> Result<OpOutput> {
+fn run_history_op(history: &mut HistoryArchive, rules: &RuleSettings, op: Op) -> Result<OpOutput> {
     let global = &rules.history;
     if !global.debug_log_tool_calls {
         return run_history(history, rules, op);

@@ -39,6 +39,9 @@ use serde_json::Value;
 
 use crate::core_context::Core;
 use crate::error::{CairnError, ErrorCode, Result};
+/// The event ids the spool keys its records by are the ops' (an op's outcome names a duplicate
+/// by its id).
+pub use crate::ops::EventId;
 use crate::ops::{self, EventOutcome, Op};
 use crate::store::Store;
 
@@ -63,46 +66,6 @@ const STALE_TMP: Duration = Duration::from_secs(600);
 /// How long the store remembers an applied event id: far longer than a spool file can wait
 /// between its commit and its delete, or a plugin between two tries of one call.
 pub const REMEMBER_APPLIED: Duration = Duration::from_secs(30 * 24 * 3600);
-
-/// A UUID v7 event id, lowercase and hyphenated: its text order is its time order.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EventId(String);
-
-impl EventId {
-    /// A new id, after every id this process made before.
-    pub fn new() -> EventId {
-        EventId(uuid::Uuid::now_v7().hyphenated().to_string())
-    }
-
-    /// Read an id sent by a door (`Idempotency-Key`) or found in a file name.
-    pub fn parse(raw: &str) -> Result<EventId> {
-        let uuid = uuid::Uuid::try_parse(raw.trim()).map_err(|_| {
-            CairnError::invalid(format!("event id {raw:?} is not a UUID"))
-                .with_hint("send a UUID v7 (time-ordered), e.g. 01890a5d-ac96-774b-bcce-b302099a8057")
-        })?;
-        if uuid.get_version_num() != 7 {
-            return Err(CairnError::invalid(format!("event id {raw:?} is not a UUID v7"))
-                .with_hint("event ids are UUID v7, so their order is their time order"));
-        }
-        Ok(EventId(uuid.hyphenated().to_string()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Default for EventId {
-    fn default() -> Self {
-        EventId::new()
-    }
-}
-
-impl std::fmt::Display for EventId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// One spooled event as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -19,14 +19,22 @@ use super::meter::{MeterReading, MeterRequest, reading};
 use super::protocol::{Host, Part, ProtocolRequest, ToolProfile, protocol};
 use crate::context::{ContextLayout, ContextRequest};
 use crate::error::{ErrorCode, Result};
-use crate::history::HistoryArchive;
 use crate::history::ingest::PokeRequest;
 use crate::history::model::HistoryHost;
-use crate::history::query::SessionRef;
-use crate::ops::{Op, OpOutput, run_history_op};
 use crate::sessions::{NewSession, validate_session_id};
+use crate::settings::RuleSettings;
 use crate::settings::plugin::{CompactionMode, PluginConfig, ProtocolAgents};
 use crate::store::Store;
+
+/// What `session_start` asks of the history archive after a compaction. The ops answer it
+/// with the history ops every door calls (the same settings, the same call log), so the agent
+/// rules need not know how ops run.
+pub trait SessionArchive {
+    /// Read the host's transcript that `poke` names into the archive.
+    fn ingest(&mut self, rules: &RuleSettings, poke: PokeRequest) -> Result<()>;
+    /// The chart of the session's turns (`history_chart`).
+    fn chart(&mut self, rules: &RuleSettings, session_id: &str) -> Result<String>;
+}
 
 /// The agent name a host's sessions are registered with, when the caller names none.
 fn default_agent(host: Host) -> Option<String> {
@@ -174,7 +182,11 @@ pub fn host_text(host: Host, part: Part) -> String {
 
 impl Store {
     /// `session_start`: register the session and answer what its host injects.
-    pub fn session_start(&mut self, req: &SessionStart, history: &mut HistoryArchive) -> Result<SessionStartOutcome> {
+    pub fn session_start(
+        &mut self,
+        req: &SessionStart,
+        archive: &mut dyn SessionArchive,
+    ) -> Result<SessionStartOutcome> {
         validate_session_id(&req.session_id)?;
         let config = self.rules().plugin_config();
         let agent = crate::agent::given(req.agent.clone()).or_else(|| default_agent(req.host));
@@ -198,7 +210,7 @@ impl Store {
             if wants_protocol(&config, agent.as_deref()) { host_text(req.host, Part::Memory) } else { String::new() };
         let (compaction_note, chart) = if kind == StartKind::Compact {
             let note = host_text(req.host, Part::CompactionNote);
-            let chart = self.start_chart(history, req, &config, protocol.len() + note.len());
+            let chart = self.start_chart(archive, req, &config, protocol.len() + note.len());
             (Some(note), chart)
         } else {
             (None, None)
@@ -270,7 +282,7 @@ impl Store {
     /// is read into the archive first.
     fn start_chart(
         &self,
-        history: &mut HistoryArchive,
+        archive: &mut dyn SessionArchive,
         req: &SessionStart,
         config: &PluginConfig,
         used: usize,
@@ -286,17 +298,12 @@ impl Store {
             let poke = PokeRequest { host: Some(host), path: Some(path.clone()), session_id: None };
             // Only a host's own transcript is read (anything else is refused, and not the
             // archive's business); a failure leaves the chart to what is archived already.
-            if let Err(e) = run_history_op(history, self.rules(), Op::HistoryIngest(poke)) {
+            if let Err(e) = archive.ingest(self.rules(), poke) {
                 tracing::debug!(session = req.session_id, error = %e, "archiving the transcript before its chart");
             }
         }
-        let chart = match run_history_op(
-            history,
-            self.rules(),
-            Op::HistoryChart(SessionRef { session_id: req.session_id.clone() }),
-        ) {
-            Ok(OpOutput::HistoryChart(chart)) => chart.chart,
-            Ok(_) => return None,
+        let chart = match archive.chart(self.rules(), &req.session_id) {
+            Ok(chart) => chart,
             Err(e) => {
                 if e.code != ErrorCode::HistorySessionNotFound {
                     tracing::warn!(session = req.session_id, error = %e, "no chart after the compaction");

@@ -6,6 +6,7 @@ pub mod claude;
 pub mod context_usage;
 pub mod index;
 pub mod ingest;
+pub mod injected;
 pub mod model;
 pub mod opencode;
 pub mod plans;

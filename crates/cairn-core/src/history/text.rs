@@ -24,7 +24,7 @@ pub fn clean_text(text: &str) -> String {
 /// context) is one of cairn's, by its exact leading line: the host's word alone would take in
 /// OpenCode's own synthetic parts, the leading line alone a user who typed it.
 pub fn is_cairn_injection(text: &str) -> bool {
-    crate::agent::injected::cairn_injection(text).is_some()
+    super::injected::cairn_injection(text).is_some()
 }
 
 /// An id becomes part of keys and may be shown as a path segment: one with a path separator,

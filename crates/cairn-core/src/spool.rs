@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::core_context::Core;
-use crate::error::{CairnError, ErrorCode, Result};
+use crate::error::{ErrorCode, Result};
 /// The event ids the spool keys its records by are the ops' (an op's outcome names a duplicate
 /// by its id).
 pub use crate::ops::EventId;

@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::error::CairnError;
 
 fn prompt(session: &str, n: usize) -> Op {
     Op::from_value(json!({"op": "add_prompt", "args": {"session_id": session, "project": "p",

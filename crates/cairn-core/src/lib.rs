@@ -13,33 +13,29 @@
 //! same JSON integer, with the `int64` format the document always gave them).
 
 pub mod agent;
-pub mod clock;
 pub mod context;
-pub mod context_window;
 pub mod core_context;
 pub mod doctor;
-pub mod error;
 pub mod history;
 pub mod memory;
 pub mod model;
 pub mod obsidian;
 pub mod ops;
 pub mod passive;
-pub mod project;
 pub mod projects;
 pub mod prompts;
 pub mod relations;
 pub mod search;
 pub mod sessions;
-pub mod settings;
 pub mod spool;
 pub mod store;
 pub mod sync;
-pub mod text;
 pub mod topic;
 pub mod transfer;
 pub mod views;
 
+/// The shared base, under the paths it always had here.
+pub use cairn_base::{clock, context_window, error, project, settings, text};
 pub use core_context::Core;
 pub use error::{CairnError, ErrorCode, Result};
 pub use store::Store;

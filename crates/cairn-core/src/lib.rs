@@ -16,7 +16,6 @@ pub mod agent;
 pub mod context;
 pub mod core_context;
 pub mod doctor;
-pub mod history;
 pub mod memory;
 pub mod model;
 pub mod obsidian;
@@ -36,6 +35,8 @@ pub mod views;
 
 /// The shared base, under the paths it always had here.
 pub use cairn_base::{clock, context_window, error, project, settings, text};
+/// The conversation-history archive, its own crate.
+pub use cairn_history as history;
 pub use core_context::Core;
 pub use error::{CairnError, ErrorCode, Result};
 pub use store::Store;
@@ -47,6 +48,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 mod context_tests;
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+mod history_ops_tests;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]

@@ -145,7 +145,7 @@ mod tests {
     /// The recorded Claude Code project directory (a real CLI's transcripts).
     fn fixture_project() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../cairn-core/tests/fixtures/history/claude/-nonexistent-sandbox-cc-history-project")
+            .join("../cairn-history/tests/fixtures/history/claude/-nonexistent-sandbox-cc-history-project")
     }
 
     /// A temp HOME whose `~/.claude/projects` holds the fixture's main transcript; the host

@@ -1,5 +1,7 @@
-//! The conversation-history archive: every OpenCode and Claude Code session, read
-//! strictly read-only from the hosts' own storage into one model and kept in `history.db`.
+//! cairn-history: the conversation-history archive. Every OpenCode and Claude Code session,
+//! read strictly read-only from the hosts' own storage into one model and kept in `history.db`,
+//! beside the memory store and sharing none of its rules: it builds on `cairn-base` only, and
+//! `cairn-core` runs its ops (as `cairn_core::history`).
 
 mod archive;
 pub mod claude;
@@ -23,8 +25,6 @@ mod index_tests;
 mod injected_tests;
 #[cfg(test)]
 mod plans_and_context_usage_tests;
-#[cfg(test)]
-mod project_tests;
 #[cfg(test)]
 mod test_sink;
 #[cfg(test)]

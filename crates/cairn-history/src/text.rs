@@ -15,9 +15,9 @@ static SYSTEM_REMINDER: LazyLock<Regex> =
 pub fn clean_text(text: &str) -> String {
     if text.contains("<system-reminder>") {
         let stripped = SYSTEM_REMINDER.replace_all(text, "");
-        return crate::text::redact(&stripped).0;
+        return cairn_base::text::redact(&stripped).0;
     }
-    crate::text::redact(text).0
+    cairn_base::text::redact(text).0
 }
 
 /// Whether a text the host marks as injected (OpenCode's `synthetic` part, Claude Code's hook
@@ -41,7 +41,7 @@ pub fn project_of(directory: &str) -> Option<String> {
         return hit;
     }
     let project =
-        crate::project::detect_project(Path::new(directory)).ok().map(|d| d.project).filter(|p| !p.is_empty());
+        cairn_base::project::detect_project(Path::new(directory)).ok().map(|d| d.project).filter(|p| !p.is_empty());
     if let Ok(mut cache) = CACHE.lock() {
         cache.insert(directory.to_owned(), project.clone());
     }

@@ -1,13 +1,13 @@
 //! The archive's owner: `history.db` of one data dir, opened and migrated at first use, and the
 //! projects' own `[history]` tables read for it. It sits beside the memory store in the core's
-//! context ([`crate::core_context::Core`]), never inside it: the two share no rule and no file.
+//! context (`cairn_core::Core`), never inside it: the two share no rule and no file.
 
 use std::path::{Path, PathBuf};
 
 use super::store::{HISTORY_DB_FILE, HistoryDb};
-use crate::error::Result;
-use crate::settings::HistorySettings;
-use crate::settings::history::ProjectConfigs;
+use cairn_base::error::Result;
+use cairn_base::settings::HistorySettings;
+use cairn_base::settings::history::ProjectConfigs;
 
 /// The conversation-history archive of one data dir (in memory without one).
 #[derive(Default)]

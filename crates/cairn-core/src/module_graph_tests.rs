@@ -149,8 +149,7 @@ fn group_heads(group: &str) -> Vec<String> {
     let mut heads = Vec::new();
     let mut depth = 0;
     let mut expecting = true;
-    let mut chars = group.char_indices();
-    while let Some((i, c)) = chars.next() {
+    for (i, c) in group.char_indices() {
         match c {
             '{' => depth += 1,
             '}' if depth == 0 => break,

@@ -11,7 +11,7 @@
 //! "request": {"op": NAME, "args": {...}}}`. The plugin writes the same shape from Node.
 //!
 //! Exactly once: the daemon applies an event's operation and records its id in the same store
-//! transaction ([`Store::run_event`]), and only then deletes the file. A crash between the
+//! transaction ([`Core::run_event`]), and only then deletes the file. A crash between the
 //! commit and the delete leaves the file: the next drain finds the id known and skips it.
 //!
 //! Bounded: at most [`MAX_EVENTS`] files and [`MAX_BYTES`] bytes. A full spool refuses the new

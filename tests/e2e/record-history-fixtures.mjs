@@ -1,8 +1,8 @@
-// Records the conversation-history fixtures of cairn-core's history readers from the REAL hosts:
+// Records the conversation-history fixtures of cairn-history's readers from the REAL hosts:
 // OpenCode 1.18.33 (its SQLite database after scripted runs with a tool call, a Task sub-agent
 // and a forced auto-compaction) and Claude Code (its JSONL transcripts after a few scripted
 // turns with a Bash call, a sub-agent and `/compact`). Both run offline against the mocks of
-// lib/. The output is TEXT, committed under crates/cairn-core/tests/fixtures/history/:
+// lib/. The output is TEXT, committed under crates/cairn-history/tests/fixtures/history/:
 //   opencode.sql          the schema and rows of OpenCode's session/message/part/project tables
 //   claude/<slug>/…jsonl  the transcripts, sub-agent files included
 // with every machine path (the sandbox dir) replaced by /nonexistent/sandbox, so the files name
@@ -19,7 +19,7 @@ import { callTool, startMockModel, whenUserSays } from './lib/mock-model.mjs';
 import { createOpenCodeSandbox, describeRun } from './lib/opencode.mjs';
 import { makeTempDir } from './lib/tmp.mjs';
 
-const OUT = path.join(REPO_ROOT, 'crates', 'cairn-core', 'tests', 'fixtures', 'history');
+const OUT = path.join(REPO_ROOT, 'crates', 'cairn-history', 'tests', 'fixtures', 'history');
 const PLACEHOLDER = '/nonexistent/sandbox';
 const SECRET = '<private>hunter2-fixture-secret</private>';
 

@@ -14,7 +14,7 @@ use cairn_core::ops::{self, EventOutcome, Op, OpOutput};
 use cairn_core::search::SearchMode;
 use cairn_core::settings::{Autostart, EmbedderConfig, RuleSettings, Settings, ensure_data_dir};
 use cairn_core::spool::{EventId, Pushed, Spool};
-use cairn_core::{CairnError, ErrorCode, Result, Store};
+use cairn_core::{CairnError, Core, ErrorCode, Result, Store};
 use cairn_engine::Engine;
 use serde_json::Value;
 
@@ -159,7 +159,8 @@ enum Target {
 /// One connection of this process, and the model configuration to load when an operation
 /// needs it.
 struct LocalStore {
-    store: Mutex<Store>,
+    /// The store and the history archive beside it.
+    core: Mutex<Core>,
     embedder: Option<EmbedderConfig>,
     /// Opened read-only: search uses the vectors stored, and embeds nothing itself.
     read_only: bool,
@@ -168,31 +169,40 @@ struct LocalStore {
 impl LocalStore {
     /// A round on this process's connection, holding the lease for its length.
     fn remote_sync(&self) -> Result<cairn_core::sync::remote::RoundReport> {
-        let data_dir = lock(&self.store).data_dir().map(std::path::Path::to_owned);
+        let data_dir = lock(&self.core).store.data_dir().map(std::path::Path::to_owned);
         let remote =
             data_dir.as_deref().map(cairn_core::settings::load_remote).transpose()?.flatten().ok_or_else(|| {
                 CairnError::new(ErrorCode::RemoteNotConfigured, "this data dir has no hub to sync with")
                     .with_hint("cairn remote add URL --token TOKEN")
             })?;
         let holder = format!("cli:{}", std::process::id());
-        if let Some(other) = lock(&self.store).sync_lease_take(&holder, LEASE_FOR_ONE_ROUND)? {
+        if let Some(other) = lock(&self.core).store.sync_lease_take(&holder, LEASE_FOR_ONE_ROUND)? {
             return Err(CairnError::new(ErrorCode::SyncBusy, format!("{other} is syncing this data dir"))
                 .with_hint("try again in a minute, or run `cairn remote sync` while the daemon runs"));
         }
         let hub = cairn_engine::hub_client::HubClient::new(&remote.url, &remote.token);
-        let report = cairn_core::sync::remote::sync_round(&self.store, &hub, &remote);
-        if let Err(e) = lock(&self.store).sync_lease_release(&holder) {
+        let report = cairn_core::sync::remote::sync_round(&LocalSync(&self.core), &hub, &remote);
+        if let Err(e) = lock(&self.core).store.sync_lease_release(&holder) {
             tracing::debug!(error = %e, "could not give the sync lease back");
         }
         report
     }
 
     fn run(&self, op: Op) -> Result<OpOutput> {
-        let mut store = lock(&self.store);
+        let mut core = lock(&self.core);
         if needs_semantic(&op) {
-            attach_semantic(&mut store, self.embedder.as_ref(), !self.read_only);
+            attach_semantic(&mut core.store, self.embedder.as_ref(), !self.read_only);
         }
-        ops::execute(&mut store, op)
+        ops::execute(&mut core, op)
+    }
+}
+
+/// A sync round's access to this process's store: each piece of work under the lock.
+struct LocalSync<'a>(&'a Mutex<Core>);
+
+impl cairn_core::sync::remote::SyncAccess for LocalSync<'_> {
+    fn with_store<T: Send + 'static>(&self, f: impl FnOnce(&mut Store) -> Result<T> + Send + 'static) -> Result<T> {
+        f(&mut lock(self.0).store)
     }
 }
 
@@ -419,8 +429,9 @@ impl Client {
     /// that work in the background.
     pub fn embed_here(&self, progress: &mut dyn FnMut(usize, i64)) -> Result<Option<usize>> {
         let Target::Store(local) = self.target()? else { return Ok(None) };
-        let mut store = lock(&local.store);
-        attach_semantic(&mut store, local.embedder.as_ref(), !local.read_only);
+        let mut core = lock(&local.core);
+        let store = &mut core.store;
+        attach_semantic(store, local.embedder.as_ref(), !local.read_only);
         let mut done = 0;
         loop {
             let n = store.embed_pending(32)?;
@@ -539,7 +550,7 @@ fn open_local(options: &ConnectOptions) -> Result<Target> {
                 if read_only { Store::open_read_only(&options.db_path)? } else { Store::open(&options.db_path)? };
             store.set_rules(Arc::clone(&options.rules));
             Ok(Target::Store(Arc::new(LocalStore {
-                store: Mutex::new(store),
+                core: Mutex::new(Core::new(store)),
                 embedder: options.embedder.clone(),
                 read_only,
             })))

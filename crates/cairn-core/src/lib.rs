@@ -13,32 +13,31 @@
 //! same JSON integer, with the `int64` format the document always gave them).
 
 pub mod agent;
-pub mod clock;
 pub mod context;
-pub mod context_window;
+pub mod core_context;
 pub mod doctor;
-pub mod error;
-pub mod history;
 pub mod memory;
 pub mod model;
 pub mod obsidian;
 pub mod ops;
 pub mod passive;
-pub mod project;
 pub mod projects;
 pub mod prompts;
 pub mod relations;
 pub mod search;
 pub mod sessions;
-pub mod settings;
 pub mod spool;
 pub mod store;
 pub mod sync;
-pub mod text;
 pub mod topic;
 pub mod transfer;
 pub mod views;
 
+/// The shared base, under the paths it always had here.
+pub use cairn_base::{clock, context_window, error, project, settings, text};
+/// The conversation-history archive, its own crate.
+pub use cairn_history as history;
+pub use core_context::Core;
 pub use error::{CairnError, ErrorCode, Result};
 pub use store::Store;
 
@@ -50,7 +49,11 @@ mod context_tests;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
+mod history_ops_tests;
+#[cfg(test)]
 mod memory_tests;
+#[cfg(test)]
+mod module_graph_tests;
 #[cfg(test)]
 mod obsidian_tests;
 #[cfg(test)]

@@ -8,16 +8,20 @@
 
 pub mod call_log;
 mod catalogue;
+mod event_id;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use catalogue::{CATALOGUE, EventOutcome, OpKind, OpOutput, OpSpec, Writes};
+pub use event_id::EventId;
 
 use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, RecordSession, UserPrompt};
 use crate::context::ContextRequest;
+use crate::core_context::Core;
 use crate::doctor::{CheckStatus, DoctorReport};
 use crate::error::{CairnError, ErrorCode, Result};
+use crate::history::HistoryArchive;
 use crate::history::query::{
     CompactionsRequest, MessageRequest, MessagesRequest, PartRequest, SearchRequest as HistorySearchRequest,
     SessionRef, SessionsRequest, TurnsRequest,
@@ -29,6 +33,7 @@ use crate::prompts::NewPrompt;
 use crate::relations::{CANDIDATE_LIMIT, Candidate, Comparison, Judgment, RelationFilter, ScanRequest};
 use crate::search::{SearchHit, SearchQuery};
 use crate::sessions::NewSession;
+use crate::settings::RuleSettings;
 use crate::store::Store;
 
 /// One operation. Names and argument fields are a stable contract (router tool, daemon RPC).
@@ -349,8 +354,24 @@ impl Op {
     }
 }
 
-/// Run an operation; its typed result.
-pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
+/// The archive as `session_start` reads it after a compaction: through the history ops.
+impl crate::agent::intent::SessionArchive for HistoryArchive {
+    fn ingest(&mut self, rules: &RuleSettings, poke: crate::history::ingest::PokeRequest) -> Result<()> {
+        run_history_op(self, rules, Op::HistoryIngest(poke)).map(drop)
+    }
+
+    fn chart(&mut self, rules: &RuleSettings, session_id: &str) -> Result<String> {
+        let op = Op::HistoryChart(crate::history::query::SessionRef { session_id: session_id.to_owned() });
+        match run_history_op(self, rules, op)? {
+            OpOutput::HistoryChart(chart) => Ok(chart.chart),
+            other => Err(CairnError::internal(format!("history_chart answered {:?}", other.kind()))),
+        }
+    }
+}
+
+/// Run an operation against the core's context; its typed result.
+pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
+    let Core { store, history } = core;
     Ok(match op {
         Op::Save(req) => OpOutput::Save(save(store, &req)?),
         Op::Search(q) => OpOutput::Search(search(store, &q)?),
@@ -375,7 +396,7 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         Op::EndSession { id, summary, keep_activity } => {
             let ended = store.end_session(&id, summary.as_deref())?;
             // The next session's "Last Session": what this one did, as of now.
-            store.record_session_quietly(&id, false);
+            store.record_session_quietly(&id, false, history);
             // The next session under this id counts from zero (engram clears its counters),
             // unless the host goes on with this one.
             if !keep_activity {
@@ -438,11 +459,11 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         }
         Op::SaveCompaction(summary) => {
             let saved = store.save_compaction(&summary)?;
-            store.record_session_quietly(&summary.session_id, true);
+            store.record_session_quietly(&summary.session_id, true, history);
             OpOutput::SaveCompaction(saved)
         }
-        Op::RecordSession(req) => OpOutput::RecordSession(store.record_session(&req)?),
-        Op::SessionStart(req) => OpOutput::SessionStart(store.session_start(&req)?),
+        Op::RecordSession(req) => OpOutput::RecordSession(store.record_session(&req, history)?),
+        Op::SessionStart(req) => OpOutput::SessionStart(store.session_start(&req, history)?),
         Op::ToolCall(call) => OpOutput::ToolCall(store.tool_call(&call)?),
         Op::SyncExport(req) => OpOutput::SyncExport(store.sync_export_request(&req)?),
         Op::SyncImport { directory, time_limit_ms } => {
@@ -454,39 +475,39 @@ pub fn execute(store: &mut Store, op: Op) -> Result<OpOutput> {
         }
         Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
         Op::PluginConfig => OpOutput::PluginConfig(store.rules().plugin_config()),
-        history_op => history(store, history_op)?,
+        history_op => run_history_op(history, store.rules(), history_op)?,
     })
 }
 
-/// The history ops: reads and the one erase of `history.db` (through [`Store::history`], not
-/// the memory store's writer), with the store's `[history]` settings under the read
-/// session's project override; each call logged when `debug_log_tool_calls` is on.
-fn history(store: &mut Store, op: Op) -> Result<OpOutput> {
-    let global = store.rules().history.clone();
+/// The history ops: reads and the one erase of `history.db` (through its own owner, not the
+/// memory store's writer), with the `[history]` settings of `rules` under the read session's
+/// project override; each call logged when `debug_log_tool_calls` is on.
+fn run_history_op(history: &mut HistoryArchive, rules: &RuleSettings, op: Op) -> Result<OpOutput> {
+    let global = &rules.history;
     if !global.debug_log_tool_calls {
-        return run_history(store, op, &global);
+        return run_history(history, rules, op);
     }
     let started = std::time::Instant::now();
     let (name, args) = (op.name(), serde_json::to_value(&op).map(|v| v["args"].clone()).unwrap_or_default());
-    let result = run_history(store, op, &global);
-    if let Some(dir) = store.path().and_then(std::path::Path::parent) {
+    let result = run_history(history, rules, op);
+    if let Some(dir) = history.data_dir() {
         call_log::append(dir, name, &args, &result, started.elapsed());
     }
     result
 }
 
-fn run_history(store: &mut Store, op: Op, global: &crate::settings::history::HistorySettings) -> Result<OpOutput> {
+fn run_history(history: &mut HistoryArchive, rules: &RuleSettings, op: Op) -> Result<OpOutput> {
     use crate::history::query as q;
-    let meter = store.rules().plugin.context_meter.clone();
+    let meter = rules.plugin.context_meter.clone();
     let dir = {
-        let db = store.history()?;
+        let db = history.db()?;
         history_session_of(&op).and_then(|id| session_directory(db, id))
     };
     let cfg = match dir {
-        Some(dir) => store.history_settings_for(&dir)?,
-        None => global.clone(),
+        Some(dir) => history.settings_for(&rules.history, &dir)?,
+        None => rules.history.clone(),
     };
-    let db = store.history()?;
+    let db = history.db()?;
     Ok(match op {
         Op::HistorySessions(req) => OpOutput::HistorySessions(q::sessions(db, &req)?),
         Op::HistoryBrowseTurns(req) => OpOutput::HistoryBrowseTurns(q::browse_turns(db, &req, &cfg)?),
@@ -599,8 +620,8 @@ fn session_directory(db: &crate::history::HistoryDb, session_id: &str) -> Option
 /// Run an operation; its result as the JSON the doors send (tests compare JSON; doors get
 /// the typed [`OpOutput`] and turn it into JSON at their edge).
 #[cfg(test)]
-pub(crate) fn execute_value(store: &mut Store, op: Op) -> Result<Value> {
-    execute(store, op)?.into_value()
+pub(crate) fn execute_value(core: &mut Core, op: Op) -> Result<Value> {
+    execute(core, op)?.into_value()
 }
 
 const DELETED: &str = "deleted";
@@ -742,7 +763,7 @@ mod tests {
 
     #[test]
     fn ops_round_trip_as_op_args() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = Core::new(Store::open_in_memory().unwrap());
         let save =
             Op::from_value(json!({"op": "save", "args": {"title": "t", "content": "c", "project": "p"}})).unwrap();
         assert!(save.writes_memory_store() && !save.is_replay_safe());
@@ -900,7 +921,7 @@ mod tests {
             "sync_status",
         ];
         assert_eq!(named(|spec| spec.writes == Writes::Nothing), reads);
-        // history.db is written through `Store::history`, never the memory store's writer: a
+        // history.db is written through its own owner (`HistoryArchive`), never the memory store's writer: a
         // replayed `history_forget` answers history_session_not_found, changing nothing, and a
         // replayed `history_ingest` reads nothing new from the hosts' files.
         assert_eq!(named(|spec| spec.writes == Writes::HistoryArchive), ["history_forget", "history_ingest"]);
@@ -910,7 +931,7 @@ mod tests {
 
     #[test]
     fn typed_results_serialise_to_the_same_json() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = Core::new(Store::open_in_memory().unwrap());
         let save = Op::Save(SaveRequest {
             observation: NewObservation { title: "t".into(), content: "c".into(), ..Default::default() },
             ..SaveRequest::default()

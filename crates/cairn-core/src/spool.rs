@@ -11,7 +11,7 @@
 //! "request": {"op": NAME, "args": {...}}}`. The plugin writes the same shape from Node.
 //!
 //! Exactly once: the daemon applies an event's operation and records its id in the same store
-//! transaction ([`Store::run_event`]), and only then deletes the file. A crash between the
+//! transaction ([`Core::run_event`]), and only then deletes the file. A crash between the
 //! commit and the delete leaves the file: the next drain finds the id known and skips it.
 //!
 //! Bounded: at most [`MAX_EVENTS`] files and [`MAX_BYTES`] bytes. A full spool refuses the new
@@ -37,7 +37,11 @@ use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{CairnError, ErrorCode, Result};
+use crate::core_context::Core;
+use crate::error::{ErrorCode, Result};
+/// The event ids the spool keys its records by are the ops' (an op's outcome names a duplicate
+/// by its id).
+pub use crate::ops::EventId;
 use crate::ops::{self, EventOutcome, Op};
 use crate::store::Store;
 
@@ -62,46 +66,6 @@ const STALE_TMP: Duration = Duration::from_secs(600);
 /// How long the store remembers an applied event id: far longer than a spool file can wait
 /// between its commit and its delete, or a plugin between two tries of one call.
 pub const REMEMBER_APPLIED: Duration = Duration::from_secs(30 * 24 * 3600);
-
-/// A UUID v7 event id, lowercase and hyphenated: its text order is its time order.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EventId(String);
-
-impl EventId {
-    /// A new id, after every id this process made before.
-    pub fn new() -> EventId {
-        EventId(uuid::Uuid::now_v7().hyphenated().to_string())
-    }
-
-    /// Read an id sent by a door (`Idempotency-Key`) or found in a file name.
-    pub fn parse(raw: &str) -> Result<EventId> {
-        let uuid = uuid::Uuid::try_parse(raw.trim()).map_err(|_| {
-            CairnError::invalid(format!("event id {raw:?} is not a UUID"))
-                .with_hint("send a UUID v7 (time-ordered), e.g. 01890a5d-ac96-774b-bcce-b302099a8057")
-        })?;
-        if uuid.get_version_num() != 7 {
-            return Err(CairnError::invalid(format!("event id {raw:?} is not a UUID v7"))
-                .with_hint("event ids are UUID v7, so their order is their time order"));
-        }
-        Ok(EventId(uuid.hyphenated().to_string()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Default for EventId {
-    fn default() -> Self {
-        EventId::new()
-    }
-}
-
-impl std::fmt::Display for EventId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// One spooled event as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -499,13 +463,15 @@ fn is_store_unavailable(code: ErrorCode) -> bool {
     )
 }
 
-/// The store keeps the ids it applied and the spool's counters (migration `spool_events`).
-impl Store {
+/// The store keeps the ids it applied (migration `spool_events`); the op runs against the whole
+/// context, as any other does.
+impl Core {
     /// Apply `op` unless `id` was applied before, and record `id`, inside the caller's
-    /// transaction (run it through [`Store::batch`], as the daemon's writer does, so the op
+    /// transaction (run it through [`Core::batch`], as the daemon's writer does, so the op
     /// and its id commit together). A known id is a [`EventOutcome::Duplicate`].
     pub fn run_event(&mut self, id: &EventId, op: Op) -> Result<EventOutcome> {
         let known = self
+            .store
             .conn()
             .prepare_cached("SELECT 1 FROM spool_events WHERE id = ?1")?
             .query_row([id.as_str()], |_| Ok(()))
@@ -515,8 +481,8 @@ impl Store {
             return Ok(EventOutcome::Duplicate(id.clone()));
         }
         let output = ops::execute(self, op)?;
-        let now = self.now();
-        self.write(|conn| {
+        let now = self.store.now();
+        self.store.write(|conn| {
             conn.prepare_cached("INSERT INTO spool_events (id, applied_at) VALUES (?1, ?2)")?
                 .execute(rusqlite::params![id.as_str(), now])?;
             Ok(())
@@ -527,12 +493,15 @@ impl Store {
     /// Apply events in order, each in step with its id, in one group commit.
     pub fn apply_events(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
         let n = events.len();
-        match self.batch(events, |store, (id, op)| store.run_event(&id, op)) {
+        match self.batch(events, |core, (id, op)| core.run_event(&id, op)) {
             Ok(results) => results,
             Err(e) => vec![Err(e); n],
         }
     }
+}
 
+/// The store keeps the spool's counters (migration `spool_events`).
+impl Store {
     /// The spool's counters kept in the store.
     pub fn spool_counts(&self) -> Result<SpoolCounts> {
         let mut counts = SpoolCounts::default();
@@ -583,13 +552,13 @@ impl Store {
 }
 
 /// A store in this process as a drain target (tests, tools).
-impl DrainTarget for Store {
+impl DrainTarget for Core {
     fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
         self.apply_events(events)
     }
 
     fn count(&mut self, counts: SpoolCounts) -> Result<()> {
-        self.add_spool_counts(counts)
+        self.store.add_spool_counts(counts)
     }
 }
 

@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::error::CairnError;
 
 fn prompt(session: &str, n: usize) -> Op {
     Op::from_value(json!({"op": "add_prompt", "args": {"session_id": session, "project": "p",
@@ -61,26 +62,26 @@ fn a_drain_applies_every_event_in_order_and_empties_the_spool() {
         assert_eq!(spool.push(&EventId::new(), "test", &prompt("s1", n)), Pushed::Kept);
     }
     assert_eq!(spool.status().pending, 51);
-    let mut store = Store::open_in_memory().unwrap();
-    let report = drain(&spool, &mut store);
+    let mut core = Core::new(Store::open_in_memory().unwrap());
+    let report = drain(&spool, &mut core);
     assert_eq!((report.applied, report.pending, report.corrupt), (51, 0, 0));
     let want: Vec<String> = (0..50).map(|n| format!("prompt number {n} of the spool test")).collect();
-    assert_eq!(prompts(&store, "s1"), want);
+    assert_eq!(prompts(&core.store, "s1"), want);
     assert_eq!(spool.status(), SpoolStatus::default());
 }
 
 #[test]
 fn an_event_id_is_applied_once() {
-    let mut store = Store::open_in_memory().unwrap();
+    let mut core = Core::new(Store::open_in_memory().unwrap());
     let id = EventId::new();
-    let first = store.apply_events(vec![(id.clone(), tool_call("s"))]);
+    let first = core.apply_events(vec![(id.clone(), tool_call("s"))]);
     assert!(first[0].is_ok());
     // alone, and inside a group with another event
-    let again = store.apply_events(vec![(id.clone(), tool_call("s"))]);
+    let again = core.apply_events(vec![(id.clone(), tool_call("s"))]);
     assert_eq!(again[0].as_ref().unwrap(), &EventOutcome::Duplicate(id.clone()));
-    let group = store.apply_events(vec![(EventId::new(), tool_call("s")), (id.clone(), tool_call("s"))]);
+    let group = core.apply_events(vec![(EventId::new(), tool_call("s")), (id.clone(), tool_call("s"))]);
     assert!(matches!(group[1], Ok(EventOutcome::Duplicate(_))));
-    assert_eq!(tool_calls(&store, "s"), 2);
+    assert_eq!(tool_calls(&core.store, "s"), 2);
 }
 
 /// A drain killed after its commit and before the file's delete: the file is read again and
@@ -91,14 +92,14 @@ fn a_drain_cut_between_commit_and_delete_skips_what_was_applied() {
     for _ in 0..10 {
         spool.push(&EventId::new(), "test", &tool_call("s"));
     }
-    let mut store = Store::open_in_memory().unwrap();
+    let mut core = Core::new(Store::open_in_memory().unwrap());
     // The first drain's commits landed, its deletes did not: apply the first six by hand.
     let first_six: Vec<(EventId, Op)> =
         spool.pending().into_iter().take(6).map(|p| (p.id.clone(), spool.read(&p).unwrap())).collect();
-    assert!(store.apply_events(first_six).iter().all(Result::is_ok));
-    let report = drain(&spool, &mut store);
+    assert!(core.apply_events(first_six).iter().all(Result::is_ok));
+    let report = drain(&spool, &mut core);
     assert_eq!((report.duplicates, report.applied), (6, 4));
-    assert_eq!(tool_calls(&store, "s"), 10);
+    assert_eq!(tool_calls(&core.store, "s"), 10);
 }
 
 #[test]
@@ -117,11 +118,11 @@ fn unreadable_records_are_counted_and_skipped_and_the_rest_is_delivered() {
     // not an event file at all: left alone
     std::fs::write(dir.join("notes.txt"), b"hi").unwrap();
     spool.push(&EventId::new(), "test", &prompt("s", 1));
-    let mut store = Store::open_in_memory().unwrap();
-    let report = drain(&spool, &mut store);
+    let mut core = Core::new(Store::open_in_memory().unwrap());
+    let report = drain(&spool, &mut core);
     assert_eq!((report.applied, report.corrupt, report.pending), (2, 4, 0));
-    assert_eq!(prompts(&store, "s").len(), 2);
-    assert_eq!(store.spool_counts().unwrap().corrupt, 4);
+    assert_eq!(prompts(&core.store, "s").len(), 2);
+    assert_eq!(core.store.spool_counts().unwrap().corrupt, 4);
 }
 
 #[test]
@@ -131,10 +132,10 @@ fn an_event_the_store_refuses_is_counted_and_the_rest_delivered() {
     let end = Op::from_value(json!({"op": "end_session", "args": {"id": "never-started"}})).unwrap();
     spool.push(&EventId::new(), "test", &end);
     spool.push(&EventId::new(), "test", &prompt("s", 1));
-    let mut store = Store::open_in_memory().unwrap();
-    let report = drain(&spool, &mut store);
+    let mut core = Core::new(Store::open_in_memory().unwrap());
+    let report = drain(&spool, &mut core);
     assert_eq!((report.applied, report.rejected, report.pending), (2, 1, 0));
-    assert_eq!(store.spool_counts().unwrap().rejected, 1);
+    assert_eq!(core.store.spool_counts().unwrap().rejected, 1);
 }
 
 /// A store that cannot write now: the drain stops, and the events wait for the next one.
@@ -154,15 +155,15 @@ fn a_busy_store_leaves_the_events_for_the_next_drain() {
         spool.push(&EventId::new(), "test", &prompt("s", n));
     }
     assert_eq!(drain(&spool, &mut Busy).pending, 3);
-    let mut store = Store::open_in_memory().unwrap();
-    assert_eq!(drain(&spool, &mut store).applied, 3);
+    let mut core = Core::new(Store::open_in_memory().unwrap());
+    assert_eq!(drain(&spool, &mut core).applied, 3);
 }
 
 /// A store where one event hits a bug: the others of its group apply; it is tried again at the
 /// next drains (the groups after it wait) and then set aside, counted.
 #[test]
 fn an_event_that_keeps_failing_is_set_aside_after_three_drains_and_the_rest_goes_through() {
-    struct OneBug(Store);
+    struct OneBug(Core);
     impl DrainTarget for OneBug {
         fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
             events
@@ -174,7 +175,7 @@ fn an_event_that_keeps_failing_is_set_aside_after_three_drains_and_the_rest_goes
                 .collect()
         }
         fn count(&mut self, counts: SpoolCounts) -> Result<()> {
-            self.0.add_spool_counts(counts)
+            self.0.store.add_spool_counts(counts)
         }
     }
     let (dir, spool) = spool();
@@ -182,18 +183,18 @@ fn an_event_that_keeps_failing_is_set_aside_after_three_drains_and_the_rest_goes
     for n in 0..DRAIN_CHUNK + 2 {
         spool.push(&EventId::new(), "test", &prompt("s", n));
     }
-    let mut target = OneBug(Store::open_in_memory().unwrap());
+    let mut target = OneBug(Core::new(Store::open_in_memory().unwrap()));
     let report = drain(&spool, &mut target);
     assert_eq!((report.applied, report.failed, report.pending), (group - 1, 0, 3));
-    assert_eq!(prompts(&target.0, "s").len(), DRAIN_CHUNK - 1, "the next group waits while it is retried");
+    assert_eq!(prompts(&target.0.store, "s").len(), DRAIN_CHUNK - 1, "the next group waits while it is retried");
     // Next time the failing event leads a group with the two that waited.
     let report = drain(&spool, &mut target);
     assert_eq!((report.applied, report.failed, report.pending), (2, 0, 1));
     assert_eq!(MAX_EVENT_FAILURES, 3);
     let report = drain(&spool, &mut target);
     assert_eq!((report.applied, report.failed, report.pending), (0, 1, 0));
-    assert_eq!(prompts(&target.0, "s").len(), DRAIN_CHUNK + 1);
-    assert_eq!(target.0.spool_counts().unwrap().failed, 1);
+    assert_eq!(prompts(&target.0.store, "s").len(), DRAIN_CHUNK + 1);
+    assert_eq!(target.0.store.spool_counts().unwrap().failed, 1);
     let set_aside: Vec<_> = std::fs::read_dir(dir.path().join(SPOOL_DIR).join(FAILED_DIR)).unwrap().collect();
     assert_eq!(set_aside.len(), 1, "kept for a bug report");
     let left: Vec<String> = std::fs::read_dir(dir.path().join(SPOOL_DIR))
@@ -213,12 +214,12 @@ fn a_full_spool_refuses_new_events_keeps_the_old_and_counts_the_refused() {
     }
     assert_eq!(spool.status().pending, 5);
     assert_eq!(spool.status().dropped_uncounted, 3);
-    let mut store = Store::open_in_memory().unwrap();
-    let report = drain(&spool, &mut store);
+    let mut core = Core::new(Store::open_in_memory().unwrap());
+    let report = drain(&spool, &mut core);
     assert_eq!((report.applied, report.dropped), (5, 3));
-    assert_eq!(prompts(&store, "s")[0], "prompt number 0 of the spool test");
+    assert_eq!(prompts(&core.store, "s")[0], "prompt number 0 of the spool test");
     // the count moved into the store: it survives the spool file
-    assert_eq!(store.spool_counts().unwrap().dropped, 3);
+    assert_eq!(core.store.spool_counts().unwrap().dropped, 3);
     assert_eq!(spool.status().dropped_uncounted, 0);
 }
 
@@ -252,11 +253,12 @@ fn a_spool_that_cannot_be_written_refuses_without_failing() {
 
 #[test]
 fn applied_ids_are_forgotten_after_a_month() {
-    let (mut store, clock) = crate::testutil::store_with_clock();
-    store.apply_events(vec![(EventId::new(), prompt("s", 0))]);
-    assert_eq!(store.prune_spool_events().unwrap(), 0);
+    let (store, clock) = crate::testutil::store_with_clock();
+    let mut core = Core::new(store);
+    core.apply_events(vec![(EventId::new(), prompt("s", 0))]);
+    assert_eq!(core.store.prune_spool_events().unwrap(), 0);
     clock.advance(time::Duration::try_from(REMEMBER_APPLIED).unwrap() + time::Duration::seconds(1));
-    assert_eq!(store.prune_spool_events().unwrap(), 1);
+    assert_eq!(core.store.prune_spool_events().unwrap(), 1);
 }
 
 /// Two writers spooling at once (two hosts): every event of both is kept and delivered once.
@@ -273,11 +275,11 @@ fn two_writers_at_once_both_get_through() {
             });
         }
     });
-    let mut store = Store::open_in_memory().unwrap();
-    assert_eq!(drain(&spool, &mut store).applied, 200);
+    let mut core = Core::new(Store::open_in_memory().unwrap());
+    assert_eq!(drain(&spool, &mut core).applied, 200);
     for writer in ["a", "b"] {
         let want: Vec<String> = (0..100).map(|n| format!("prompt number {n} of the spool test")).collect();
-        assert_eq!(prompts(&store, writer), want, "writer {writer} in order");
+        assert_eq!(prompts(&core.store, writer), want, "writer {writer} in order");
     }
 }
 
@@ -303,22 +305,22 @@ proptest! {
             prop_assert!(spool.status().pending as usize <= bound);
         }
         prop_assert_eq!(kept.len(), events.min(bound));
-        let mut store = Store::open_in_memory().unwrap();
+        let mut core = Core::new(Store::open_in_memory().unwrap());
         for cut in cuts {
             // a drain that committed `cut` events and died before deleting their files
             let applied: Vec<(EventId, Op)> =
                 spool.pending().into_iter().take(cut).map(|p| (p.id.clone(), spool.read(&p).unwrap())).collect();
-            store.apply_events(applied);
+            core.apply_events(applied);
         }
-        let report = drain(&spool, &mut store);
+        let report = drain(&spool, &mut core);
         prop_assert_eq!(report.pending, 0);
         let want: Vec<String> =
             kept.iter().filter(|n| *n % 2 == 0).map(|n| format!("prompt number {n} of the spool test")).collect();
-        prop_assert_eq!(prompts(&store, "s"), want);
+        prop_assert_eq!(prompts(&core.store, "s"), want);
         let calls = kept.iter().filter(|n| *n % 2 == 1).count() as i64;
         if calls > 0 {
-            prop_assert_eq!(tool_calls(&store, "s"), calls);
+            prop_assert_eq!(tool_calls(&core.store, "s"), calls);
         }
-        prop_assert_eq!(store.spool_counts().unwrap().dropped, (events - kept.len()) as u64);
+        prop_assert_eq!(core.store.spool_counts().unwrap().dropped, (events - kept.len()) as u64);
     }
 }

@@ -32,6 +32,13 @@ pub fn store_with_clock() -> (Store, Arc<ManualClock>) {
     (store, clock)
 }
 
+/// [`store_with_clock`] in a core's context (an in-memory history archive beside it), for tests
+/// that run ops.
+pub fn core_with_clock() -> (crate::Core, Arc<ManualClock>) {
+    let (store, clock) = store_with_clock();
+    (crate::Core::new(store), clock)
+}
+
 pub fn obs(project: &str, title: &str, content: &str) -> NewObservation {
     NewObservation {
         title: title.into(),

@@ -24,7 +24,7 @@ use cairn_core::search::semantic::Semantic;
 use cairn_core::settings::RuleSettings;
 use cairn_core::spool::{DrainReport, DrainTarget, EventId, Spool, SpoolCounts};
 use cairn_core::sync::remote::RoundReport;
-use cairn_core::{CairnError, ErrorCode, Result, Store};
+use cairn_core::{CairnError, Core, ErrorCode, Result, Store};
 use tokio::sync::oneshot;
 
 use crate::history::HistoryScan;
@@ -63,7 +63,7 @@ pub struct Engine {
     /// The writer's queue; `None` once the engine stopped (the writer then drains what was
     /// queued and ends).
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
-    readers: Mutex<Vec<Store>>,
+    readers: Mutex<Vec<Core>>,
     /// `None` for an in-memory store (tests), where everything goes through the writer.
     path: Option<PathBuf>,
     /// When the store was opened, and milliseconds after that of the last operation: an
@@ -151,7 +151,8 @@ impl Engine {
         wakes.push(embed_wake);
         let (sync_wake, sync_woken) = mpsc::sync_channel::<()>(1);
         wakes.push(sync_wake);
-        let mut engine = Engine::new(writer, Some(path.to_owned()), index, workers, wakes, Some(WAL_RESTART_EVERY))?;
+        let mut engine =
+            Engine::new(Core::new(writer), Some(path.to_owned()), index, workers, wakes, Some(WAL_RESTART_EVERY))?;
         engine.semantic = RwLock::new(semantic.clone());
         engine.rules = rules;
         engine.embed_woken = Arc::new(Mutex::new(embed_woken));
@@ -166,11 +167,11 @@ impl Engine {
     /// A private in-memory store (tests).
     pub fn in_memory() -> Result<Arc<Engine>> {
         let index = Arc::new(SharedIndex::default());
-        Ok(Arc::new(Engine::new(Store::open_in_memory()?, None, index, Workers::new(), Vec::new(), None)?))
+        Ok(Arc::new(Engine::new(Core::new(Store::open_in_memory()?), None, index, Workers::new(), Vec::new(), None)?))
     }
 
     fn new(
-        writer: Store,
+        writer: Core,
         path: Option<PathBuf>,
         index: Arc<SharedIndex>,
         workers: Workers,
@@ -424,7 +425,7 @@ impl Engine {
             return Err(CairnError::internal("no readers for an in-memory store"));
         }
         let reader = self.take_reader()?;
-        let result = f(&reader);
+        let result = f(&reader.store);
         self.return_reader(reader);
         result
     }
@@ -467,10 +468,10 @@ impl Engine {
         Ok(output)
     }
 
-    fn take_reader(&self) -> Result<Store> {
+    fn take_reader(&self) -> Result<Core> {
         let pooled = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
         match pooled {
-            Some(store) => Ok(store),
+            Some(reader) => Ok(reader),
             None => {
                 let mut store = Store::open(self.path.as_deref().expect("readers only for file stores"))?;
                 store.set_rules(Arc::clone(&self.rules));
@@ -478,15 +479,15 @@ impl Engine {
                 if let Some(semantic) = self.semantic() {
                     store.attach_semantic(semantic);
                 }
-                Ok(store)
+                Ok(Core::new(store))
             }
         }
     }
 
-    fn return_reader(&self, store: Store) {
+    fn return_reader(&self, reader: Core) {
         let mut pool = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if pool.len() < MAX_IDLE_READERS {
-            pool.push(store);
+            pool.push(reader);
         }
     }
 }
@@ -530,7 +531,7 @@ fn stopped() -> CairnError {
 }
 
 /// Take the first job, then whatever else is already queued, and run them.
-fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], restart_wal_every: Option<Duration>) {
+fn writer_loop(mut core: Core, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], restart_wal_every: Option<Duration>) {
     let mut last_restart = Instant::now();
     while let Ok(first) = inbox.recv() {
         let mut pending: Vec<(Op, Option<EventId>, Reply)> = Vec::new();
@@ -539,17 +540,17 @@ fn writer_loop(mut store: Store, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], re
                 Job::Op(op, event, reply) => pending.push((*op, event, reply)),
                 Job::Call(f) => {
                     // Keep order: queued writes land before the call sees the store.
-                    commit_group(&mut store, std::mem::take(&mut pending));
-                    f(&mut store);
+                    commit_group(&mut core, std::mem::take(&mut pending));
+                    f(&mut core.store);
                 }
             }
         }
-        commit_group(&mut store, pending);
+        commit_group(&mut core, pending);
         for wake in wakes {
             let _ = wake.try_send(());
         }
         if restart_wal_every.is_some_and(|every| last_restart.elapsed() >= every) {
-            let_the_wal_restart(&store);
+            let_the_wal_restart(&core.store);
             last_restart = Instant::now();
         }
     }
@@ -591,19 +592,19 @@ fn start_follower(workers: &Workers, path: &Path, index: Arc<SharedIndex>) -> Op
 
 /// Commit a group of writes. A write with an event id always runs inside a transaction (a
 /// group of one, then), so its id is recorded with what it did or not at all.
-fn commit_group(store: &mut Store, group: Vec<(Op, Option<EventId>, Reply)>) {
+fn commit_group(core: &mut Core, group: Vec<(Op, Option<EventId>, Reply)>) {
     match group.len() {
         0 => {}
         1 if group[0].1.is_none() => {
             let (op, _, reply) = group.into_iter().next().expect("one job");
-            let _ = reply.send(run_guarded(store, op));
+            let _ = reply.send(run_guarded(core, op));
         }
         _ => {
             let (jobs, replies): (Vec<(Op, Option<EventId>)>, Vec<Reply>) =
                 group.into_iter().map(|(op, event, reply)| ((op, event), reply)).unzip();
-            match store.batch(jobs, |store, (op, event)| match event {
-                Some(event) => run_event_guarded(store, &event, op),
-                None => run_guarded(store, op),
+            match core.batch(jobs, |core, (op, event)| match event {
+                Some(event) => run_event_guarded(core, &event, op),
+                None => run_guarded(core, op),
             }) {
                 Ok(results) => {
                     for (reply, result) in replies.into_iter().zip(results) {
@@ -622,14 +623,14 @@ fn commit_group(store: &mut Store, group: Vec<(Op, Option<EventId>, Reply)>) {
 }
 
 /// [`run_guarded`] at most once per event id.
-fn run_event_guarded(store: &mut Store, event: &EventId, op: Op) -> Result<EventOutcome> {
-    std::panic::catch_unwind(AssertUnwindSafe(|| store.run_event(event, op)))
+fn run_event_guarded(core: &mut Core, event: &EventId, op: Op) -> Result<EventOutcome> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| core.run_event(event, op)))
         .unwrap_or_else(|_| Err(CairnError::internal("the operation panicked; nothing it wrote was kept")))
 }
 
 /// A bug in one operation must not take the writer (and every later write) down.
-fn run_guarded(store: &mut Store, op: Op) -> Result<EventOutcome> {
-    std::panic::catch_unwind(AssertUnwindSafe(|| ops::execute(store, op).map(EventOutcome::Applied)))
+fn run_guarded(core: &mut Core, op: Op) -> Result<EventOutcome> {
+    std::panic::catch_unwind(AssertUnwindSafe(|| ops::execute(core, op).map(EventOutcome::Applied)))
         .unwrap_or_else(|_| Err(CairnError::internal("the operation panicked; nothing it wrote was kept")))
 }
 
@@ -859,16 +860,16 @@ mod tests {
 
     #[test]
     fn a_failing_write_in_a_group_fails_alone() {
-        let mut store = Store::open_in_memory().unwrap();
+        let mut core = Core::new(Store::open_in_memory().unwrap());
         let bad = Op::from_value(serde_json::json!({"op": "save", "args": {"title": "", "content": "c"}})).unwrap();
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..3).map(|_| oneshot::channel()).unzip();
         let group: Vec<(Op, Option<EventId>, Reply)> =
             vec![save("a".into()), bad, save("b".into())].into_iter().zip(txs).map(|(op, tx)| (op, None, tx)).collect();
-        commit_group(&mut store, group);
+        commit_group(&mut core, group);
         let results: Vec<Result<EventOutcome>> = rxs.into_iter().map(|rx| rx.blocking_recv().unwrap()).collect();
         assert!(results[0].is_ok() && results[2].is_ok());
         assert_eq!(results[1].as_ref().unwrap_err().code, cairn_core::ErrorCode::EmptyField);
-        assert_eq!(store.stats().unwrap().total_observations, 2);
+        assert_eq!(core.store.stats().unwrap().total_observations, 2);
     }
 
     #[test]

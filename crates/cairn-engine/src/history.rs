@@ -53,7 +53,7 @@ impl HistoryScan {
     }
 }
 
-/// `history.db` beside the memory store's file (where `Store::history` opens it too).
+/// `history.db` beside the memory store's file (where the core's `HistoryArchive` opens it too).
 pub fn history_db_path(store_path: &Path) -> PathBuf {
     store_path.parent().unwrap_or_else(|| Path::new(".")).join(HISTORY_DB_FILE)
 }
@@ -145,7 +145,7 @@ mod tests {
     /// The recorded Claude Code project directory (a real CLI's transcripts).
     fn fixture_project() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../cairn-core/tests/fixtures/history/claude/-nonexistent-sandbox-cc-history-project")
+            .join("../cairn-history/tests/fixtures/history/claude/-nonexistent-sandbox-cc-history-project")
     }
 
     /// A temp HOME whose `~/.claude/projects` holds the fixture's main transcript; the host

@@ -21,11 +21,20 @@ use crate::context::{ContextLayout, ContextRequest};
 use crate::error::{ErrorCode, Result};
 use crate::history::ingest::PokeRequest;
 use crate::history::model::HistoryHost;
-use crate::history::query::SessionRef;
-use crate::ops::{Op, OpOutput};
 use crate::sessions::{NewSession, validate_session_id};
+use crate::settings::RuleSettings;
 use crate::settings::plugin::{CompactionMode, PluginConfig, ProtocolAgents};
 use crate::store::Store;
+
+/// What `session_start` asks of the history archive after a compaction. The ops answer it
+/// with the history ops every door calls (the same settings, the same call log), so the agent
+/// rules need not know how ops run.
+pub trait SessionArchive {
+    /// Read the host's transcript that `poke` names into the archive.
+    fn ingest(&mut self, rules: &RuleSettings, poke: PokeRequest) -> Result<()>;
+    /// The chart of the session's turns (`history_chart`).
+    fn chart(&mut self, rules: &RuleSettings, session_id: &str) -> Result<String>;
+}
 
 /// The agent name a host's sessions are registered with, when the caller names none.
 fn default_agent(host: Host) -> Option<String> {
@@ -173,7 +182,11 @@ pub fn host_text(host: Host, part: Part) -> String {
 
 impl Store {
     /// `session_start`: register the session and answer what its host injects.
-    pub fn session_start(&mut self, req: &SessionStart) -> Result<SessionStartOutcome> {
+    pub fn session_start(
+        &mut self,
+        req: &SessionStart,
+        archive: &mut dyn SessionArchive,
+    ) -> Result<SessionStartOutcome> {
         validate_session_id(&req.session_id)?;
         let config = self.rules().plugin_config();
         let agent = crate::agent::given(req.agent.clone()).or_else(|| default_agent(req.host));
@@ -197,7 +210,7 @@ impl Store {
             if wants_protocol(&config, agent.as_deref()) { host_text(req.host, Part::Memory) } else { String::new() };
         let (compaction_note, chart) = if kind == StartKind::Compact {
             let note = host_text(req.host, Part::CompactionNote);
-            let chart = self.start_chart(req, &config, protocol.len() + note.len());
+            let chart = self.start_chart(archive, req, &config, protocol.len() + note.len());
             (Some(note), chart)
         } else {
             (None, None)
@@ -267,7 +280,13 @@ impl Store {
     /// After a compaction in `chart` mode: the chart of the session's turns before it, when
     /// the archive has them and it fits beside the `used` characters. The host's transcript
     /// is read into the archive first.
-    fn start_chart(&mut self, req: &SessionStart, config: &PluginConfig, used: usize) -> Option<String> {
+    fn start_chart(
+        &self,
+        archive: &mut dyn SessionArchive,
+        req: &SessionStart,
+        config: &PluginConfig,
+        used: usize,
+    ) -> Option<String> {
         if config.compaction.mode != CompactionMode::Chart || !config.history.context_charting.enable {
             return None;
         }
@@ -279,14 +298,12 @@ impl Store {
             let poke = PokeRequest { host: Some(host), path: Some(path.clone()), session_id: None };
             // Only a host's own transcript is read (anything else is refused, and not the
             // archive's business); a failure leaves the chart to what is archived already.
-            if let Err(e) = crate::ops::execute(self, Op::HistoryIngest(poke)) {
+            if let Err(e) = archive.ingest(self.rules(), poke) {
                 tracing::debug!(session = req.session_id, error = %e, "archiving the transcript before its chart");
             }
         }
-        let chart = match crate::ops::execute(self, Op::HistoryChart(SessionRef { session_id: req.session_id.clone() }))
-        {
-            Ok(OpOutput::HistoryChart(chart)) => chart.chart,
-            Ok(_) => return None,
+        let chart = match archive.chart(self.rules(), &req.session_id) {
+            Ok(chart) => chart,
             Err(e) => {
                 if e.code != ErrorCode::HistorySessionNotFound {
                     tracing::warn!(session = req.session_id, error = %e, "no chart after the compaction");

@@ -4,16 +4,16 @@
 use serde_json::{Value, json};
 use time::Duration;
 
+use crate::Core;
 use crate::ErrorCode;
 use crate::ops::{Op, execute_value};
-use crate::store::Store;
-use crate::testutil::{obs, store_with_clock};
+use crate::testutil::{core_with_clock, obs};
 
-fn run(s: &mut Store, op: Value) -> crate::Result<Value> {
+fn run(s: &mut Core, op: Value) -> crate::Result<Value> {
     execute_value(s, Op::from_value(op)?)
 }
 
-fn start(s: &mut Store, session: &str, source: &str) -> Value {
+fn start(s: &mut Core, session: &str, source: &str) -> Value {
     run(
         s,
         json!({"op": "session_start", "args": {
@@ -25,7 +25,7 @@ fn start(s: &mut Store, session: &str, source: &str) -> Value {
 
 #[test]
 fn session_start_registers_and_injects_the_protocol_and_context() {
-    let (mut s, _clock) = store_with_clock();
+    let (mut s, _clock) = core_with_clock();
     let first = start(&mut s, "cc-1", "startup");
     assert_eq!(first["injected"], "everything");
     assert_eq!(first["project"], "shop");
@@ -33,10 +33,10 @@ fn session_start_registers_and_injects_the_protocol_and_context() {
     assert_eq!(texts.len(), 1, "an empty project: the protocol only, no heading over nothing: {texts:?}");
     assert!(texts[0].contains("mem_save") && texts[0] == first["protocol"], "{texts:?}");
     assert_eq!(first["context"], "");
-    let session = s.get_session("cc-1").unwrap();
+    let session = s.store.get_session("cc-1").unwrap();
     assert_eq!((session.agent.as_str(), session.directory.as_str()), ("claude-code", "/w/shop"));
 
-    s.save(&obs("shop", "Deploy", "we deploy with fly.io")).unwrap();
+    s.store.save(&obs("shop", "Deploy", "we deploy with fly.io")).unwrap();
     let next = start(&mut s, "cc-2", "startup");
     assert_eq!(next["texts"].as_array().unwrap().len(), 2, "{next}");
     assert!(next["context"].as_str().unwrap().contains("Deploy"), "{next}");
@@ -45,12 +45,12 @@ fn session_start_registers_and_injects_the_protocol_and_context() {
 
 #[test]
 fn a_resume_injects_only_what_changed_and_a_compaction_everything_with_the_note() {
-    let (mut s, _clock) = store_with_clock();
-    s.save(&obs("shop", "Deploy", "we deploy with fly.io")).unwrap();
+    let (mut s, _clock) = core_with_clock();
+    s.store.save(&obs("shop", "Deploy", "we deploy with fly.io")).unwrap();
     assert_eq!(start(&mut s, "cc", "resume")["injected"], "everything", "nothing injected before");
     let same = start(&mut s, "cc", "resume");
     assert_eq!((same["injected"].as_str(), same["texts"].as_array().unwrap().len()), (Some("nothing"), 0));
-    s.save(&obs("shop", "Queue", "the queue is SQS")).unwrap();
+    s.store.save(&obs("shop", "Queue", "the queue is SQS")).unwrap();
     let changed = start(&mut s, "cc", "resume");
     assert_eq!(changed["injected"], "context_only");
     assert_eq!(changed["texts"], json!([changed["context"]]));
@@ -64,7 +64,7 @@ fn a_resume_injects_only_what_changed_and_a_compaction_everything_with_the_note(
 
 #[test]
 fn session_start_for_opencode_and_with_usage() {
-    let (mut s, _clock) = store_with_clock();
+    let (mut s, _clock) = core_with_clock();
     let out = run(
         &mut s,
         json!({"op": "session_start", "args": {
@@ -73,7 +73,7 @@ fn session_start_for_opencode_and_with_usage() {
     )
     .unwrap();
     assert!(out["protocol"].as_str().unwrap().contains("cairn_mem_save"), "OpenCode's tool names");
-    assert_eq!(s.get_session("oc").unwrap().agent, "opencode");
+    assert_eq!(s.store.get_session("oc").unwrap().agent, "opencode");
     assert_eq!((out["meter"]["percent"].as_u64(), out["meter"]["status"].as_str()), (Some(75), Some("yellow")));
     let bad = run(&mut s, json!({"op": "session_start", "args": {"session_id": "a b\n"}})).unwrap_err();
     assert_eq!(bad.code, ErrorCode::InvalidArgument);
@@ -83,8 +83,8 @@ fn session_start_for_opencode_and_with_usage() {
 
 #[test]
 fn tool_call_counts_the_hosts_tools_not_cairns() {
-    let (mut s, clock) = store_with_clock();
-    let call = |s: &mut Store, tool: &str, host: &str, remind: bool| {
+    let (mut s, clock) = core_with_clock();
+    let call = |s: &mut Core, tool: &str, host: &str, remind: bool| {
         run(
             s,
             json!({"op": "tool_call", "args": {
@@ -102,7 +102,7 @@ fn tool_call_counts_the_hosts_tools_not_cairns() {
     for _ in 0..5 {
         call(&mut s, "read", "opencode", false);
     }
-    assert_eq!(s.session_activity("t").unwrap().tool_calls, 7);
+    assert_eq!(s.store.session_activity("t").unwrap().tool_calls, 7);
     clock.advance(Duration::minutes(12));
     let due = call(&mut s, "read", "opencode", true);
     assert!(due["reminder"].as_str().unwrap().contains("12 min"), "{due}");
@@ -115,9 +115,9 @@ fn tool_call_counts_the_hosts_tools_not_cairns() {
 
 #[test]
 fn user_prompt_with_a_host_answers_everything_the_message_needs() {
-    let (mut s, clock) = store_with_clock();
-    s.save(&obs("shop", "Deploy", "we deploy with fly.io to production")).unwrap();
-    let prompt = |s: &mut Store, content: &str, usage: Value| {
+    let (mut s, clock) = core_with_clock();
+    s.store.save(&obs("shop", "Deploy", "we deploy with fly.io to production")).unwrap();
+    let prompt = |s: &mut Core, content: &str, usage: Value| {
         run(
             s,
             json!({"op": "user_prompt", "args": {
@@ -143,18 +143,19 @@ fn user_prompt_with_a_host_answers_everything_the_message_needs() {
     assert_eq!(trigger["meter"]["status"], "red");
 
     for _ in 0..6 {
-        s.tool_call(&crate::agent::intent::ToolCall {
-            session_id: "u".into(),
-            tool: "Bash".into(),
-            ..Default::default()
-        })
-        .unwrap();
+        s.store
+            .tool_call(&crate::agent::intent::ToolCall {
+                session_id: "u".into(),
+                tool: "Bash".into(),
+                ..Default::default()
+            })
+            .unwrap();
     }
     clock.advance(Duration::minutes(11));
     let later = prompt(&mut s, "and what about the queue workers", json!({"used": 1000}));
     assert!(later["reminder"].as_str().unwrap().contains("11 min"), "{later}");
     assert_eq!(later["texts"], json!([later["reminder"]]), "green: no meter line");
-    assert_eq!(s.session_activity("u").unwrap().reminders, 1, "counted as sent");
+    assert_eq!(s.store.session_activity("u").unwrap().reminders, 1, "counted as sent");
     // Without a host: the answer of before, with an empty `texts`.
     let plain =
         run(&mut s, json!({"op": "user_prompt", "args": {"session_id": "u", "content": "hello there all"}})).unwrap();
@@ -166,7 +167,7 @@ fn user_prompt_with_a_host_answers_everything_the_message_needs() {
 
 #[test]
 fn context_meter_op_reads_a_hosts_numbers() {
-    let (mut s, _clock) = store_with_clock();
+    let (mut s, _clock) = core_with_clock();
     let r = run(
         &mut s,
         json!({"op": "context_meter", "args": {
@@ -191,7 +192,7 @@ fn context_meter_op_reads_a_hosts_numbers() {
 
 #[test]
 fn without_a_project_the_directory_names_it() {
-    let (mut s, _clock) = store_with_clock();
+    let (mut s, _clock) = core_with_clock();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("Billing_Api");
     std::fs::create_dir_all(&dir).unwrap();
@@ -201,9 +202,9 @@ fn without_a_project_the_directory_names_it() {
     let prompt =
         json!({"op": "user_prompt", "args": {"session_id": "d2", "content": "a prompt long enough", "directory": dir}});
     run(&mut s, prompt).unwrap();
-    assert_eq!(s.get_session("d2").unwrap().project, "billing_api");
+    assert_eq!(s.store.get_session("d2").unwrap().project, "billing_api");
     run(&mut s, json!({"op": "tool_call", "args": {"session_id": "d3", "tool": "Bash", "directory": dir}})).unwrap();
-    assert_eq!(s.get_session("d3").unwrap().project, "billing_api");
+    assert_eq!(s.store.get_session("d3").unwrap().project, "billing_api");
     // a known session keeps its project whatever the directory says
     let elsewhere = json!({"op": "tool_call", "args": {"session_id": "d3", "tool": "Bash", "directory": "/"}});
     assert_eq!(run(&mut s, elsewhere).unwrap()["activity"]["project"], "billing_api");

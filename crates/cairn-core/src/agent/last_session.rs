@@ -15,6 +15,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::history::HistoryArchive;
 use crate::memory::{NewObservation, SaveOutcome};
 use crate::model::{SESSION_COLUMNS, Session};
 use crate::sessions::{catch_all_sessions_like, validate_session_id};
@@ -144,8 +145,9 @@ fn minute(ts: &str) -> String {
 
 impl Store {
     /// Build the session's record and revise its one memory; `None` when there is nothing to
-    /// record (an unknown or empty session, a sub-agent's, the catch-all one).
-    pub fn record_session(&mut self, req: &RecordSession) -> Result<Option<SaveOutcome>> {
+    /// record (an unknown or empty session, a sub-agent's, the catch-all one). What the
+    /// history archive holds of the session fills in what the store lacks.
+    pub fn record_session(&mut self, req: &RecordSession, history: &mut HistoryArchive) -> Result<Option<SaveOutcome>> {
         validate_session_id(&req.session_id)?;
         let id = req.session_id.trim();
         if is_catch_all(id) {
@@ -169,7 +171,7 @@ impl Store {
         facts.learnings = self.session_learnings(id)?;
         facts.saved = self.session_saved(id)?;
         let directory = session.as_ref().map(|s| s.directory.clone()).unwrap_or_default();
-        let archived = match self.history().and_then(|db| archived_facts(db.conn(), id, &directory)) {
+        let archived = match history.db().and_then(|db| archived_facts(db.conn(), id, &directory)) {
             Ok(archived) => archived,
             Err(err) => {
                 // The record is still worth having without the archive.
@@ -225,9 +227,9 @@ impl Store {
 
     /// Revise the record after the session ended or compacted; a failure is logged, never
     /// passed on (what the caller did is done, and the record is the next session's help).
-    pub fn record_session_quietly(&mut self, session_id: &str, compacted: bool) {
+    pub fn record_session_quietly(&mut self, session_id: &str, compacted: bool, history: &mut HistoryArchive) {
         let req = RecordSession { session_id: session_id.to_owned(), project: None, compacted };
-        if let Err(err) = self.record_session(&req) {
+        if let Err(err) = self.record_session(&req, history) {
             tracing::warn!(session = session_id, error = %err, "the session's Last Session record was not revised");
         }
     }

@@ -5,6 +5,7 @@ use serde_json::json;
 use time::Duration;
 
 use super::*;
+use crate::Core;
 use crate::agent::CompactionSave;
 use crate::context::{ContextLayout, ContextRequest};
 use crate::history::model::{
@@ -16,11 +17,11 @@ use crate::ops::{Op, execute};
 use crate::passive::PassiveCapture;
 use crate::prompts::NewPrompt;
 use crate::sessions::NewSession;
-use crate::testutil::{obs, store_with_clock};
+use crate::testutil::{core_with_clock, obs};
 
 const DIR: &str = "/nonexistent/shop";
 
-fn start(s: &mut Store, id: &str) {
+fn start(s: &mut Core, id: &str) {
     let new = NewSession {
         id: id.into(),
         project: Some("shop".into()),
@@ -29,12 +30,12 @@ fn start(s: &mut Store, id: &str) {
         title: Some("Fix the refund rounding".into()),
         ..NewSession::default()
     };
-    s.start_session(&new).unwrap();
+    s.store.start_session(&new).unwrap();
 }
 
-fn prompt(s: &mut Store, session: &str, text: &str) {
+fn prompt(s: &mut Core, session: &str, text: &str) {
     let new = NewPrompt { content: text.into(), session_id: Some(session.into()), ..NewPrompt::default() };
-    s.add_prompt(&new).unwrap();
+    s.store.add_prompt(&new).unwrap();
 }
 
 fn message(session: &str, id: &str, role: HistoryRole, seq: i64) -> HistoryMessage {
@@ -59,7 +60,7 @@ fn tool(m: &HistoryMessage, idx: i64, name: &str, input: serde_json::Value, stat
 }
 
 /// One turn: the user asks, the assistant reads a file, edits it, runs the tests and answers.
-fn archive(s: &mut Store, session: &str, compacted: bool) {
+fn archive(s: &mut Core, session: &str, compacted: bool) {
     let user = message(session, "m1", HistoryRole::User, 1);
     let work = message(session, "m2", HistoryRole::Assistant, 2);
     let answer = message(session, "m3", HistoryRole::Assistant, 3);
@@ -103,7 +104,7 @@ fn archive(s: &mut Store, session: &str, compacted: bool) {
         batch.messages.extend([trigger, summary]);
     }
     let source = SourceRef { key: format!("opencode.db#{session}"), host: HistoryHost::OpenCode };
-    let db = s.history().unwrap();
+    let db = s.history.db().unwrap();
     let expected = db.cursor(&source.key).unwrap();
     let next = Cursor { offset: 1, size: 1, mtime_ms: 1, watermark: Some(session.into()) };
     db.apply(&source, expected.as_ref(), &batch, &next).unwrap();
@@ -112,7 +113,7 @@ fn archive(s: &mut Store, session: &str, compacted: bool) {
 const LEARNED: &str = "Done.\n\n## Key Learnings:\n1. Refunds must round half-even to match the ledger\n";
 
 /// A finished session: two prompts, a turn archived, a Key Learning captured.
-fn worked(s: &mut Store, session: &str) {
+fn worked(s: &mut Core, session: &str) {
     start(s, session);
     prompt(s, session, "Refunds round the wrong way in src/refund.rs");
     prompt(s, session, "Now make the tests pass <private>token=abc</private>");
@@ -123,28 +124,30 @@ fn worked(s: &mut Store, session: &str) {
         project: Some("shop".into()),
         ..PassiveCapture::default()
     };
-    s.capture_passive(&capture).unwrap();
+    s.store.capture_passive(&capture).unwrap();
 }
 
-fn record_of(s: &mut Store, session: &str) -> Option<SaveOutcome> {
-    s.record_session(&RecordSession { session_id: session.into(), ..RecordSession::default() }).unwrap()
+fn record_of(s: &mut Core, session: &str) -> Option<SaveOutcome> {
+    s.store
+        .record_session(&RecordSession { session_id: session.into(), ..RecordSession::default() }, &mut s.history)
+        .unwrap()
 }
 
 #[test]
 fn the_record_names_requests_tools_files_learnings_and_where_it_stopped() {
-    let (mut s, _) = store_with_clock();
+    let (mut s, _) = core_with_clock();
     worked(&mut s, "ses_1");
     let saved = record_of(&mut s, "ses_1").expect("a record");
     assert_eq!((saved.kind.as_str(), saved.topic_key.as_deref()), (SESSION_RECORD, Some("session/ses_1/record")));
     assert_eq!(saved.project, "shop");
-    let record = s.get(saved.id).unwrap();
+    let record = s.store.get(saved.id).unwrap();
     insta::assert_snapshot!(record.content);
     assert!(!record.content.contains("abc"), "no <private> content");
 }
 
 #[test]
 fn one_record_per_session_revised_as_it_goes_and_compaction_marked() {
-    let (mut s, clock) = store_with_clock();
+    let (mut s, clock) = core_with_clock();
     worked(&mut s, "ses_1");
     let first = record_of(&mut s, "ses_1").unwrap();
     assert_eq!(first.action, SaveAction::Created);
@@ -152,16 +155,17 @@ fn one_record_per_session_revised_as_it_goes_and_compaction_marked() {
     prompt(&mut s, "ses_1", "Also cover partial refunds");
     let second = record_of(&mut s, "ses_1").unwrap();
     assert_eq!((second.id, second.action), (first.id, SaveAction::Revised));
-    assert!(s.get(first.id).unwrap().content.contains("partial refunds"));
-    assert!(!record_says_compacted(s.get(first.id).unwrap().tool_name.as_deref()));
+    assert!(s.store.get(first.id).unwrap().content.contains("partial refunds"));
+    assert!(!record_says_compacted(s.store.get(first.id).unwrap().tool_name.as_deref()));
     // the archive shows the compaction: the record says so, and keeps saying so
     archive(&mut s, "ses_1", true);
     record_of(&mut s, "ses_1").unwrap();
-    let compacted = s.get(first.id).unwrap();
+    let compacted = s.store.get(first.id).unwrap();
     assert!(compacted.content.contains("compacted 1×"), "{}", compacted.content);
     assert!(record_says_compacted(compacted.tool_name.as_deref()));
     assert!(!compacted.content.contains("CHART"), "a compaction's summary is not where it stopped");
     let records: i64 = s
+        .store
         .conn()
         .query_row("SELECT count(*) FROM observations WHERE type = ?1", [SESSION_RECORD], |r| r.get(0))
         .unwrap();
@@ -170,7 +174,7 @@ fn one_record_per_session_revised_as_it_goes_and_compaction_marked() {
 
 #[test]
 fn the_record_is_bounded() {
-    let (mut s, _) = store_with_clock();
+    let (mut s, _) = core_with_clock();
     start(&mut s, "ses_big");
     for i in 0..10 {
         prompt(&mut s, "ses_big", &format!("request {i}: {}", "long words ".repeat(200)));
@@ -182,10 +186,10 @@ fn the_record_is_bounded() {
             project: Some("shop".into()),
             ..PassiveCapture::default()
         };
-        s.capture_passive(&capture).unwrap();
+        s.store.capture_passive(&capture).unwrap();
     }
     let saved = record_of(&mut s, "ses_big").unwrap();
-    let content = s.get(saved.id).unwrap().content;
+    let content = s.store.get(saved.id).unwrap().content;
     assert!(content.len() <= MAX_RECORD_BYTES, "{}", content.len());
     assert_eq!(content.matches("request ").count(), 3, "the newest three requests");
     let facts = SessionFacts {
@@ -200,30 +204,31 @@ fn the_record_is_bounded() {
 
 #[test]
 fn nothing_to_record_for_empty_sub_agent_and_catch_all_sessions() {
-    let (mut s, _) = store_with_clock();
+    let (mut s, _) = core_with_clock();
     start(&mut s, "empty");
     assert_eq!(record_of(&mut s, "empty"), None);
     assert_eq!(record_of(&mut s, "never-seen"), None);
     let child = NewSession { id: "child".into(), parent_id: Some("ses_1".into()), ..NewSession::default() };
-    s.start_session(&child).unwrap();
+    s.store.start_session(&child).unwrap();
     prompt(&mut s, "child", "explore the code");
     assert_eq!(record_of(&mut s, "child"), None);
-    s.save(&obs("shop", "a fact", "in the catch-all session")).unwrap();
+    s.store.save(&obs("shop", "a fact", "in the catch-all session")).unwrap();
     assert_eq!(record_of(&mut s, "manual-save-shop"), None);
     let bad = RecordSession { session_id: " ".into(), ..RecordSession::default() };
-    assert_eq!(s.record_session(&bad).unwrap_err().code, crate::ErrorCode::EmptyField);
+    assert_eq!(s.store.record_session(&bad, &mut s.history).unwrap_err().code, crate::ErrorCode::EmptyField);
 }
 
 /// Ending a session (OpenCode's idle, Claude Code's SessionEnd) and a host's compaction summary
 /// revise the record through the ops every door uses.
 #[test]
 fn end_session_and_save_compaction_revise_the_record() {
-    let (mut s, _) = store_with_clock();
+    let (mut s, _) = core_with_clock();
     worked(&mut s, "ses_1");
     execute(&mut s, Op::EndSession { id: "ses_1".into(), summary: None, keep_activity: true }).unwrap();
     let topic = session_record_topic("ses_1");
-    let record = |s: &Store| {
-        s.conn()
+    let record = |s: &Core| {
+        s.store
+            .conn()
             .query_row("SELECT content, tool_name FROM observations WHERE topic_key = ?1", [&topic], |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
             })
@@ -252,9 +257,9 @@ mod block {
     }
 
     /// Session 1 worked and stopped; session 2 starts.
-    fn after_one_session() -> (Store, std::sync::Arc<crate::testutil::ManualClock>) {
-        let (mut s, clock) = store_with_clock();
-        s.save(&NewObservationExt::typed("decision", "Use Stripe for refunds", "Chosen over Adyen")).unwrap();
+    fn after_one_session() -> (Core, std::sync::Arc<crate::testutil::ManualClock>) {
+        let (mut s, clock) = core_with_clock();
+        s.store.save(&NewObservationExt::typed("decision", "Use Stripe for refunds", "Chosen over Adyen")).unwrap();
         clock.advance(Duration::minutes(1));
         worked(&mut s, "ses_1");
         execute(&mut s, Op::EndSession { id: "ses_1".into(), summary: None, keep_activity: true }).unwrap();
@@ -273,7 +278,7 @@ mod block {
     #[test]
     fn last_session_and_recent_are_there_when_nothing_is_relevant() {
         let (s, _) = after_one_session();
-        let ctx = s.context(&block(Some("ses_2"), Some("zebra unicorn"))).unwrap();
+        let ctx = s.store.context(&block(Some("ses_2"), Some("zebra unicorn"))).unwrap();
         insta::assert_snapshot!(ctx.context);
         assert!(ctx.context.contains("## Last Session") && ctx.context.contains("src/refund.rs"));
         assert!(ctx.context.contains("## Recent") && ctx.context.contains("Use Stripe for refunds"));
@@ -290,31 +295,31 @@ mod block {
         prompt(&mut s, "ses_2", "Now the invoices");
         archive(&mut s, "ses_2", false);
         execute(&mut s, Op::EndSession { id: "ses_2".into(), summary: None, keep_activity: true }).unwrap();
-        let own = s.context(&block(Some("ses_2"), None)).unwrap().context;
+        let own = s.store.context(&block(Some("ses_2"), None)).unwrap().context;
         assert!(own.contains("Session ses_1 "), "{own}");
         // without a session: the newest
-        assert!(s.context(&block(None, None)).unwrap().context.contains("Session ses_2 "));
+        assert!(s.store.context(&block(None, None)).unwrap().context.contains("Session ses_2 "));
         clock.advance(Duration::minutes(1));
         let compacted = RecordSession { session_id: "ses_2".into(), compacted: true, ..RecordSession::default() };
-        s.record_session(&compacted).unwrap();
-        let after = s.context(&block(Some("ses_2"), None)).unwrap().context;
+        s.store.record_session(&compacted, &mut s.history).unwrap();
+        let after = s.store.context(&block(Some("ses_2"), None)).unwrap().context;
         assert!(after.contains("Session ses_2 ") && after.contains("compacted 1×"), "{after}");
         // a host's summary of the session comes with the record
         let summary =
             CompactionSave { session_id: "ses_2".into(), summary: "## Goal\nInvoices".into(), ..Default::default() };
-        s.save_compaction(&summary).unwrap();
-        let both = s.context(&block(Some("ses_2"), None)).unwrap().context;
+        s.store.save_compaction(&summary).unwrap();
+        let both = s.store.context(&block(Some("ses_2"), None)).unwrap().context;
         assert!(both.contains("### Goal\nInvoices\nSession ses_2 "), "{both}");
     }
 
     #[test]
     fn nothing_stored_is_one_line_with_how_to_search() {
-        let (s, _) = store_with_clock();
-        let ctx = s.context(&block(Some("ses_1"), Some("anything"))).unwrap();
+        let (s, _) = core_with_clock();
+        let ctx = s.store.context(&block(Some("ses_1"), Some("anything"))).unwrap();
         insta::assert_snapshot!(ctx.context);
         assert!(!ctx.context.contains('\n') && ctx.context.starts_with("[MEMORY]"));
         assert!(ctx.memory_ids.is_empty() && ctx.session_ids.is_empty());
-        let tiny = s.context(&ContextRequest { budget_bytes: 20, ..block(None, None) }).unwrap();
+        let tiny = s.store.context(&ContextRequest { budget_bytes: 20, ..block(None, None) }).unwrap();
         assert!(tiny.context.is_empty() && tiny.truncated);
     }
 
@@ -324,10 +329,11 @@ mod block {
         start(&mut s, "ses_other"); // a titled session: a line of Recent
         for i in 0..5 {
             let long = "Ports and adapters around the order domain. ".repeat(8);
-            s.save(&NewObservationExt::typed("architecture", &format!("Layer {i}"), &long)).unwrap();
+            s.store.save(&NewObservationExt::typed("architecture", &format!("Layer {i}"), &long)).unwrap();
         }
         for budget in [700, 1_200, 2_000, 6_000] {
-            let ctx = s.context(&ContextRequest { budget_bytes: budget, ..block(Some("ses_2"), Some("refunds")) });
+            let ctx =
+                s.store.context(&ContextRequest { budget_bytes: budget, ..block(Some("ses_2"), Some("refunds")) });
             let ctx = ctx.unwrap();
             assert!(ctx.context.len() <= budget, "{budget}: {}", ctx.context.len());
             assert!(ctx.context.contains("## Last Session"), "{budget}:\n{}", ctx.context);
@@ -336,7 +342,7 @@ mod block {
             }
         }
         for budget in [0, 10, 120] {
-            let ctx = s.context(&ContextRequest { budget_bytes: budget, ..block(Some("ses_2"), None) }).unwrap();
+            let ctx = s.store.context(&ContextRequest { budget_bytes: budget, ..block(Some("ses_2"), None) }).unwrap();
             assert!(ctx.context.len() <= budget && ctx.truncated, "{budget}: {}", ctx.context);
         }
     }

@@ -10,7 +10,6 @@
 pub mod activity;
 pub mod hooks;
 pub mod host;
-pub mod injected;
 pub mod intent;
 pub mod last_session;
 pub mod meter;
@@ -225,6 +224,8 @@ fn hint_text(err: &CairnError) -> String {
     }
 }
 
+#[cfg(test)]
+mod injected_tests;
 #[cfg(test)]
 mod intent_tests;
 #[cfg(test)]

@@ -6,7 +6,7 @@ use super::*;
 use crate::agent::activity::IDLE_RESTART;
 use crate::ops::{Op, execute_value as execute};
 use crate::project::ProjectSource;
-use crate::testutil::store_with_clock;
+use crate::testutil::{core_with_clock, store_with_clock};
 
 fn plain_dir(name: &str) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
@@ -127,27 +127,27 @@ fn no_reminder_while_fresh_idle_or_recently_saved() {
 
 #[test]
 fn reminds_once_per_period_when_working_without_saving() {
-    let (mut s, clock) = store_with_clock();
+    let (mut s, clock) = core_with_clock();
     for _ in 0..6 {
-        s.record_activity(&record("s", CALL)).unwrap();
+        s.store.record_activity(&record("s", CALL)).unwrap();
     }
     clock.advance(Duration::minutes(12));
-    let update = s.record_activity(&record("s", REMIND)).unwrap();
+    let update = s.store.record_activity(&record("s", REMIND)).unwrap();
     let text = update.reminder.expect("due");
     assert!(text.contains("12 min") && text.contains("after answering the user"), "{text}");
     assert_eq!((update.activity.tool_calls, update.activity.reminders), (7, 1));
     clock.advance(Duration::minutes(3));
-    assert_eq!(s.record_activity(&record("s", REMIND)).unwrap().reminder, None, "not again so soon");
+    assert_eq!(s.store.record_activity(&record("s", REMIND)).unwrap().reminder, None, "not again so soon");
     clock.advance(Duration::minutes(8));
-    assert!(s.record_activity(&record("s", REMIND)).unwrap().reminder.is_some());
+    assert!(s.store.record_activity(&record("s", REMIND)).unwrap().reminder.is_some());
     // Ending it with keep_activity (OpenCode's idle) keeps the counts, and the session is ended.
     let ended = execute(&mut s, Op::EndSession { id: "s".into(), summary: None, keep_activity: true }).unwrap();
     assert!(ended["ended_at"].is_string(), "{ended}");
-    let kept = s.session_activity("s").unwrap();
+    let kept = s.store.session_activity("s").unwrap();
     assert_eq!((kept.tool_calls, kept.reminders), (9, 2));
     // Ending the session starts the next one from zero.
     execute(&mut s, Op::EndSession { id: "s".into(), summary: None, keep_activity: false }).unwrap();
-    let fresh = s.session_activity("s").unwrap();
+    let fresh = s.store.session_activity("s").unwrap();
     assert_eq!((fresh.tool_calls, fresh.saves, fresh.reminders), (0, 0, 0));
     assert!(!fresh.summary_line().contains("No memories"));
 }
@@ -226,7 +226,7 @@ fn context_fingerprints_report_a_change() {
 
 #[test]
 fn activity_ops_round_trip_as_op_args() {
-    let (mut s, _clock) = store_with_clock();
+    let (mut s, _clock) = core_with_clock();
     let op = Op::from_value(serde_json::json!({"op": "record_activity",
         "args": {"session_id": "s", "project": "p", "event": "tool_call", "remind": true}}))
     .unwrap();
@@ -237,12 +237,12 @@ fn activity_ops_round_trip_as_op_args() {
     assert_eq!(execute(&mut s, read).unwrap()["project"], "p");
     // Deleting the session deletes its activity (it holds prompt text).
     execute(&mut s, Op::DeleteSession { id: "s".into() }).unwrap();
-    assert_eq!(s.session_activity("s").unwrap_err().code, ErrorCode::SessionNotFound);
+    assert_eq!(s.store.session_activity("s").unwrap_err().code, ErrorCode::SessionNotFound);
 }
 
 #[test]
 fn user_prompt_creates_the_session_stores_and_counts_once() {
-    let (mut s, _clock) = store_with_clock();
+    let (mut s, _clock) = core_with_clock();
     let first = execute(
         &mut s,
         Op::from_value(serde_json::json!({"op": "user_prompt", "args": {
@@ -255,11 +255,11 @@ fn user_prompt_creates_the_session_stores_and_counts_once() {
     assert_eq!(first["first_prompt"], true);
     assert_eq!(first["memory_trigger"], true);
     let id = first["prompt_id"].as_i64().unwrap();
-    let stored = s.get_prompt(id).unwrap();
+    let stored = s.store.get_prompt(id).unwrap();
     assert_eq!(stored.content, "remember that we deploy with [REDACTED] fly.io");
-    let session = s.get_session("oc-1").unwrap();
+    let session = s.store.get_session("oc-1").unwrap();
     assert_eq!((session.project.as_str(), session.agent.as_str()), ("shop", "build"));
-    let pending = s.session_activity("oc-1").unwrap().pending_prompt.unwrap();
+    let pending = s.store.session_activity("oc-1").unwrap().pending_prompt.unwrap();
     assert_eq!((pending.content.as_str(), pending.stored_in.as_deref()), (stored.content.as_str(), Some("oc-1")));
 
     // The same prompt again (a plugin retried): stored once, no longer the first.
@@ -268,20 +268,20 @@ fn user_prompt_creates_the_session_stores_and_counts_once() {
         content: "remember that we deploy with <private>token=1</private> fly.io".into(),
         ..UserPrompt::default()
     };
-    let again = s.user_prompt(&prompt, &[]).unwrap();
+    let again = s.store.user_prompt(&prompt, &[]).unwrap();
     assert_eq!((again.prompt_id, again.first_prompt), (Some(id), false));
 
     // Short ones are counted but not stored; a long one is cut.
-    let short = s.user_prompt(&UserPrompt { content: "yes please".into(), ..prompt.clone() }, &[]).unwrap();
+    let short = s.store.user_prompt(&UserPrompt { content: "yes please".into(), ..prompt.clone() }, &[]).unwrap();
     assert_eq!((short.prompt_id, short.first_prompt, short.memory_trigger), (None, false, false));
-    let long = s.user_prompt(&UserPrompt { content: "é".repeat(3_000), ..prompt.clone() }, &[]).unwrap();
-    let long = s.get_prompt(long.prompt_id.unwrap()).unwrap();
+    let long = s.store.user_prompt(&UserPrompt { content: "é".repeat(3_000), ..prompt.clone() }, &[]).unwrap();
+    let long = s.store.get_prompt(long.prompt_id.unwrap()).unwrap();
     assert_eq!(long.content.chars().count(), activity::MAX_PROMPT_CHARS);
 
     // Ending the session starts the count over (a new session under the same id).
-    s.end_session("oc-1", None).unwrap();
-    s.clear_activity("oc-1").unwrap();
-    assert!(s.user_prompt(&prompt, &[]).unwrap().first_prompt);
+    s.store.end_session("oc-1", None).unwrap();
+    s.store.clear_activity("oc-1").unwrap();
+    assert!(s.store.user_prompt(&prompt, &[]).unwrap().first_prompt);
 }
 
 #[test]
@@ -303,8 +303,8 @@ fn user_prompt_bad_input_and_configured_triggers() {
 
 #[test]
 fn new_ops_answer_their_contract_shapes() {
-    let (mut s, _clock) = store_with_clock();
-    let run = |s: &mut crate::Store, op: serde_json::Value| execute(s, Op::from_value(op).unwrap());
+    let (mut s, _clock) = core_with_clock();
+    let run = |s: &mut crate::Core, op: serde_json::Value| execute(s, Op::from_value(op).unwrap());
     let text = run(&mut s, serde_json::json!({"op": "protocol", "args": {"host": "opencode"}})).unwrap();
     assert_eq!((text["host"].as_str(), text["part"].as_str()), (Some("opencode"), Some("memory")));
     assert!(text["text"].as_str().unwrap().contains("cairn_mem_save"));
@@ -319,8 +319,8 @@ fn new_ops_answer_their_contract_shapes() {
     }
     let mut pref = crate::testutil::obs("p", "tabs", "tabs over spaces");
     pref.scope = Some("user".into());
-    let saved = s.save(&pref).unwrap();
-    assert_eq!(s.get(saved.id).unwrap().scope, crate::text::Scope::Personal, "user is personal");
+    let saved = s.store.save(&pref).unwrap();
+    assert_eq!(s.store.get(saved.id).unwrap().scope, crate::text::Scope::Personal, "user is personal");
     let profile = run(&mut s, serde_json::json!({"op": "profile", "args": {"project": "q"}})).unwrap();
     assert_eq!(profile[0]["id"], saved.id);
     let compaction =

@@ -550,7 +550,7 @@ impl OpOutput {
 #[allow(clippy::large_enum_variant, reason = "moved once from the writer to the door, like OpOutput itself")]
 pub enum EventOutcome {
     Applied(OpOutput),
-    Duplicate(crate::spool::EventId),
+    Duplicate(super::EventId),
 }
 
 impl EventOutcome {
@@ -565,7 +565,7 @@ impl EventOutcome {
     /// Read the JSON answer to `kind` sent with an event id.
     pub fn from_value(kind: OpKind, value: Value) -> crate::Result<EventOutcome> {
         if let Some(id) = value.get("duplicate_event").and_then(Value::as_str) {
-            return Ok(EventOutcome::Duplicate(crate::spool::EventId::parse(id)?));
+            return Ok(EventOutcome::Duplicate(super::EventId::parse(id)?));
         }
         Ok(EventOutcome::Applied(OpOutput::from_value(kind, value)?))
     }

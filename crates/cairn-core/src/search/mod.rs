@@ -8,7 +8,7 @@
 
 pub mod fusion;
 pub mod index;
-pub mod query;
+pub use cairn_base::query;
 pub mod rerank;
 pub mod semantic;
 pub mod snippet;

@@ -2,7 +2,9 @@
 //! transaction that re-reads the version after taking the write lock, so two processes starting
 //! together never both apply the same step (engram migrates on every start and races: #1182).
 
-use rusqlite::{Connection, TransactionBehavior};
+pub use cairn_base::migrate::run_list;
+use cairn_base::migrate::{check_not_newer, user_version};
+use rusqlite::Connection;
 
 use crate::error::{CairnError, ErrorCode, Result};
 
@@ -27,33 +29,6 @@ pub(super) fn run(conn: &mut Connection) -> Result<()> {
     run_list(conn, MIGRATIONS)
 }
 
-/// Bring a database up to the last of `migrations` (the memory store's, or `history.db`'s).
-pub(crate) fn run_list(conn: &mut Connection, migrations: &[&str]) -> Result<()> {
-    let latest = migrations.len() as i64;
-    // Fast path: an up-to-date database costs one pragma read, no lock.
-    let current = user_version(conn)?;
-    check_not_newer(current, latest)?;
-    if current == latest {
-        return Ok(());
-    }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let mut version = user_version(&tx)?;
-    check_not_newer(version, latest)?;
-    while version < latest {
-        let sql = migrations[usize::try_from(version).unwrap_or(0)];
-        tx.execute_batch(sql).map_err(|e| CairnError::internal(format!("migration {} failed: {e}", version + 1)))?;
-        version += 1;
-        tx.pragma_update(None, "user_version", version)?;
-        tracing::info!(version, "applied schema migration");
-    }
-    tx.commit()?;
-    Ok(())
-}
-
-fn user_version(conn: &Connection) -> Result<i64> {
-    Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
-}
-
 /// A database opened read-only must already have this cairn's schema: it cannot be migrated.
 pub(crate) fn check_current(conn: &Connection) -> Result<()> {
     let version = user_version(conn)?;
@@ -64,17 +39,6 @@ pub(crate) fn check_current(conn: &Connection) -> Result<()> {
             format!("the database has schema version {version}; this cairn reads version {SCHEMA_VERSION}"),
         )
         .with_hint("start the daemon (cairn serve) or run any command that writes once, to upgrade it"));
-    }
-    Ok(())
-}
-
-fn check_not_newer(version: i64, latest: i64) -> Result<()> {
-    if version > latest {
-        return Err(CairnError::new(
-            ErrorCode::SchemaTooNew,
-            format!("the database has schema version {version}; this cairn knows up to {latest}"),
-        )
-        .with_hint("upgrade cairn; nothing was changed"));
     }
     Ok(())
 }

@@ -31,12 +31,8 @@ pub struct Store {
     semantic: Option<Arc<crate::search::semantic::Semantic>>,
     /// Inside [`Store::batch`]'s shared transaction, where writes take no savepoint.
     grouped: bool,
-    /// The conversation-history archive, opened at first use ([`Store::history`]).
-    history: Option<crate::history::store::HistoryDb>,
     /// The settings the rules read, handed in by the door that opened this store.
     rules: Arc<crate::settings::RuleSettings>,
-    /// Projects' own `[history]` tables, read once per change of their file.
-    project_configs: crate::settings::history::ProjectConfigs,
 }
 
 impl std::fmt::Debug for Store {
@@ -98,9 +94,7 @@ impl Store {
             index: None,
             semantic: None,
             grouped: false,
-            history: None,
             rules: Arc::default(),
-            project_configs: crate::settings::history::ProjectConfigs::default(),
         }
     }
 
@@ -127,12 +121,6 @@ impl Store {
     /// The settings the rules read.
     pub fn rules(&self) -> &crate::settings::RuleSettings {
         &self.rules
-    }
-
-    /// The `[history]` settings for a session working in `dir`: the store's, under the
-    /// project's own table when it has one.
-    pub(crate) fn history_settings_for(&mut self, dir: &Path) -> Result<crate::settings::HistorySettings> {
-        self.project_configs.for_directory(&self.rules.history, dir)
     }
 
     /// Replace the clock (tests move time to cross the dedupe window).
@@ -201,20 +189,6 @@ impl Store {
         self.path().and_then(Path::parent)
     }
 
-    /// The conversation-history archive: `history.db` beside this store's file (in memory for
-    /// an in-memory store), opened and migrated at first use. A separate file so a gigabyte of
-    /// transcripts neither bloats the memory store nor queues behind its writer.
-    pub fn history(&mut self) -> Result<&mut crate::history::store::HistoryDb> {
-        if self.history.is_none() {
-            let db = match self.path.as_deref().and_then(Path::parent) {
-                Some(dir) => crate::history::store::HistoryDb::open(&dir.join(crate::history::store::HISTORY_DB_FILE))?,
-                None => crate::history::store::HistoryDb::open_in_memory()?,
-            };
-            self.history = Some(db);
-        }
-        Ok(self.history.as_mut().expect("opened above"))
-    }
-
     pub(crate) fn now(&self) -> String {
         format_ts(self.clock.now())
     }
@@ -259,67 +233,9 @@ impl Store {
     pub fn batch<T: Clone, R>(
         &mut self,
         jobs: Vec<T>,
-        mut run: impl FnMut(&mut Store, T) -> Result<R>,
+        run: impl FnMut(&mut Store, T) -> Result<R>,
     ) -> Result<Vec<Result<R>>> {
-        let grouped = self.in_one_transaction(|store| {
-            let results = store.run_grouped(&jobs, &mut run);
-            let keep = results.is_some();
-            (results, keep)
-        })?;
-        if let Some(results) = grouped {
-            return Ok(results);
-        }
-        Ok(jobs
-            .into_iter()
-            .map(|job| {
-                // Rolled back when it fails, whatever it wrote first.
-                self.in_one_transaction(|store| {
-                    let outcome = run(store, job);
-                    let keep = outcome.is_ok();
-                    (outcome, keep)
-                })
-                .and_then(|outcome| outcome)
-            })
-            .collect())
-    }
-
-    /// Run `f` in an IMMEDIATE transaction with no savepoints inside; commit when it says to
-    /// keep what it did, else roll back.
-    fn in_one_transaction<R>(&mut self, f: impl FnOnce(&mut Store) -> (R, bool)) -> Result<R> {
-        self.conn.execute_batch("BEGIN IMMEDIATE")?;
-        self.grouped = true;
-        let (value, keep) = f(self);
-        self.grouped = false;
-        if !keep {
-            self.conn.execute_batch("ROLLBACK")?;
-            return Ok(value);
-        }
-        if let Err(e) = self.conn.execute_batch("COMMIT") {
-            let _ = self.conn.execute_batch("ROLLBACK");
-            return Err(e.into());
-        }
-        Ok(value)
-    }
-
-    /// The jobs' results in one open transaction, or `None` when a failed job left changes
-    /// behind (the caller rolls back).
-    fn run_grouped<T: Clone, R>(
-        &mut self,
-        jobs: &[T],
-        run: &mut impl FnMut(&mut Store, T) -> Result<R>,
-    ) -> Option<Vec<Result<R>>> {
-        let mut results = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let changes_before = self.conn.total_changes();
-            let outcome = run(self, job.clone());
-            // A failed statement is undone by SQLite itself and not counted; only rows that
-            // earlier statements of this job changed would be left behind.
-            if outcome.is_err() && self.conn.total_changes() != changes_before {
-                return None;
-            }
-            results.push(outcome);
-        }
-        Some(results)
+        batch(self, jobs, run)
     }
 
     /// The schema version recorded in the file.
@@ -334,6 +250,81 @@ impl Store {
 
     pub(crate) fn optional_i64(&self, sql: &str, params: impl rusqlite::Params) -> Result<Option<i64>> {
         Ok(self.conn.query_row(sql, params, |r| r.get(0)).optional()?)
+    }
+}
+
+/// [`Store::batch`] for any context that holds the store, each job handed the whole context
+/// (the core's context runs its jobs with the history archive beside the store).
+pub(crate) fn batch<C: AsMut<Store>, T: Clone, R>(
+    ctx: &mut C,
+    jobs: Vec<T>,
+    mut run: impl FnMut(&mut C, T) -> Result<R>,
+) -> Result<Vec<Result<R>>> {
+    let grouped = in_one_transaction(ctx, |ctx| {
+        let results = run_grouped(ctx, &jobs, &mut run);
+        let keep = results.is_some();
+        (results, keep)
+    })?;
+    if let Some(results) = grouped {
+        return Ok(results);
+    }
+    Ok(jobs
+        .into_iter()
+        .map(|job| {
+            // Rolled back when it fails, whatever it wrote first.
+            in_one_transaction(ctx, |ctx| {
+                let outcome = run(ctx, job);
+                let keep = outcome.is_ok();
+                (outcome, keep)
+            })
+            .and_then(|outcome| outcome)
+        })
+        .collect())
+}
+
+/// Run `f` in an IMMEDIATE transaction with no savepoints inside; commit when it says to
+/// keep what it did, else roll back.
+fn in_one_transaction<C: AsMut<Store>, R>(ctx: &mut C, f: impl FnOnce(&mut C) -> (R, bool)) -> Result<R> {
+    ctx.as_mut().conn.execute_batch("BEGIN IMMEDIATE")?;
+    ctx.as_mut().grouped = true;
+    let (value, keep) = f(ctx);
+    let store = ctx.as_mut();
+    store.grouped = false;
+    if !keep {
+        store.conn.execute_batch("ROLLBACK")?;
+        return Ok(value);
+    }
+    if let Err(e) = store.conn.execute_batch("COMMIT") {
+        let _ = store.conn.execute_batch("ROLLBACK");
+        return Err(e.into());
+    }
+    Ok(value)
+}
+
+/// The jobs' results in one open transaction, or `None` when a failed job left changes
+/// behind (the caller rolls back).
+fn run_grouped<C: AsMut<Store>, T: Clone, R>(
+    ctx: &mut C,
+    jobs: &[T],
+    run: &mut impl FnMut(&mut C, T) -> Result<R>,
+) -> Option<Vec<Result<R>>> {
+    let mut results = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let changes_before = ctx.as_mut().conn.total_changes();
+        let outcome = run(ctx, job.clone());
+        // A failed statement is undone by SQLite itself and not counted; only rows that
+        // earlier statements of this job changed would be left behind.
+        if outcome.is_err() && ctx.as_mut().conn.total_changes() != changes_before {
+            return None;
+        }
+        results.push(outcome);
+    }
+    Some(results)
+}
+
+impl AsMut<Store> for Store {
+    fn as_mut(&mut self) -> &mut Store {
+        self
     }
 }
 

@@ -690,7 +690,7 @@ fn history_plans_and_context_usage() {
     // A session the archive has not read yet is read from its host first: an agent asking
     // mid-session gets its last answer counted (here Claude Code's transcript, from the real CLI).
     let claude = c.dir.path().join("claude");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-core/tests/fixtures/history/claude");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-history/tests/fixtures/history/claude");
     copy_tree(&fixture, &claude.join("projects"));
     const FRESH: &str = "3f0c2a4e-9b1d-4c55-8a77-0d2e6f1b9c01";
     let out = c.cmd(&["history", "context-usage", FRESH, "--json"]).env("CLAUDE_CONFIG_DIR", &claude).output().unwrap();

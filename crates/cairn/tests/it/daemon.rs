@@ -139,7 +139,7 @@ fn the_daemon_backfills_claude_code_transcripts_without_a_poke() {
     let project = claude.join("projects").join("-nonexistent-sandbox-cc-history-project");
     std::fs::create_dir_all(&project).unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../cairn-core/tests/fixtures/history/claude/-nonexistent-sandbox-cc-history-project")
+        .join("../cairn-history/tests/fixtures/history/claude/-nonexistent-sandbox-cc-history-project")
         .join(format!("{SESSION}.jsonl"));
     std::fs::copy(fixture, project.join(format!("{SESSION}.jsonl"))).unwrap();
     let claude_dir = claude.display().to_string();

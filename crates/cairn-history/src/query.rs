@@ -14,9 +14,9 @@ use serde_json::Value;
 
 use super::model::{HistoryHost, PartKind};
 use super::store::{HistoryDb, indexed_kind, parse_kind};
-use crate::error::{CairnError, ErrorCode, Result};
-use crate::search::query::{self, Term};
-use crate::settings::HistorySettings;
+use cairn_base::error::{CairnError, ErrorCode, Result};
+use cairn_base::query::{self, Term};
+use cairn_base::settings::HistorySettings;
 
 /// Tools whose input `history_pull_message` shows unless configured otherwise.
 pub const DEFAULT_INPUT_TOOLS: &[&str] =
@@ -507,9 +507,9 @@ pub fn check_id(what: &str, id: &str) -> Result<()> {
     // No such id can exist (the readers refuse them on ingest), so it is not found, with why.
     if id.len() > 200 || id.contains(['/', '\\', '\0']) || id.contains("..") {
         let code = match what {
-            "message_id" => crate::ErrorCode::MessageNotFound,
-            "part_id" => crate::ErrorCode::PartNotFound,
-            _ => crate::ErrorCode::HistorySessionNotFound,
+            "message_id" => cairn_base::ErrorCode::MessageNotFound,
+            "part_id" => cairn_base::ErrorCode::PartNotFound,
+            _ => cairn_base::ErrorCode::HistorySessionNotFound,
         };
         return Err(CairnError::new(
             code,
@@ -718,13 +718,13 @@ fn turn_preview(messages: Vec<(MessageRow, Vec<PartRow>)>, cfg: &HistorySettings
         .rev()
         .flat_map(|(_, parts)| parts.iter().rev())
         .find_map(|p| p.text.as_deref().filter(|t| p.kind == PartKind::Text && !p.injected && !t.trim().is_empty()))
-        .map(|t| crate::text::preview(t, lengths.assistant_preview_length));
+        .map(|t| cairn_base::text::preview(t, lengths.assistant_preview_length));
     let tool_parts: Vec<&PartRow> = assistants.iter().flat_map(|(_, parts)| parts.iter()).collect();
     let modified = modified_files(&tool_parts);
     Some(TurnPreview {
         turn_number: user.turn,
         user: TurnUser {
-            preview: text_of(user_parts).map(|t| crate::text::preview(&t, lengths.user_preview_length)),
+            preview: text_of(user_parts).map(|t| cairn_base::text::preview(&t, lengths.user_preview_length)),
             message_id: user.id.clone(),
             attachment: attachments(user_parts),
         },
@@ -922,7 +922,7 @@ fn preview_label(row: &MessageRow, parts: &[PartRow], length: usize) -> String {
     }
     // a message of only cairn's text (a hook's context) is shown as that, marked by the caller
     if let Some(text) = text_of(parts).or_else(|| injected_text_of(parts)) {
-        return crate::text::preview(&text, length);
+        return cairn_base::text::preview(&text, length);
     }
     let has = |kind: PartKind| parts.iter().any(|p| p.kind == kind);
     let label = if has(PartKind::Subtask) {
@@ -1780,7 +1780,7 @@ pub fn compactions(db: &HistoryDb, req: &CompactionsRequest) -> Result<Compactio
             time,
             trigger_message_id: trigger.as_ref().map(|m| m.id.clone()),
             summary_message_id: summary.as_ref().map(|m| m.id.clone()),
-            preview: crate::text::preview(&text, 60),
+            preview: cairn_base::text::preview(&text, 60),
         });
     }
     if let Some(read) = req.read

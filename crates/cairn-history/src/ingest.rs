@@ -14,7 +14,7 @@ use super::model::{Cursor, HistoryHost, IngestBatch};
 pub use super::store::SourceRef;
 use super::store::{ApplyOutcome, HistoryDb};
 use super::{claude, opencode};
-use crate::error::{CairnError, Result};
+use cairn_base::error::{CairnError, Result};
 
 /// Bytes of JSONL per chunk (one transaction each).
 pub const CHUNK_BYTES: usize = 4 * 1024 * 1024;
@@ -425,7 +425,7 @@ pub fn check_host_source(env: &dyn Fn(&str) -> Option<String>, request: &PokeReq
     let Some(path) = &request.path else { return Ok(()) };
     let refuse = || {
         let message = format!("{} is not a host's transcript or database", path.display());
-        CairnError::new(crate::ErrorCode::FileNotFound, message).with_hint(
+        CairnError::new(cairn_base::ErrorCode::FileNotFound, message).with_hint(
             "give a Claude Code transcript under <CLAUDE_CONFIG_DIR or ~/.claude>/projects, or an OpenCode database",
         )
     };
@@ -455,7 +455,7 @@ fn find_transcript(env: &dyn Fn(&str) -> Option<String>, session: &str) -> Resul
     claude::transcripts(&projects).into_iter().find(|p| p.file_name().is_some_and(|n| n == name.as_str())).ok_or_else(
         || {
             CairnError::new(
-                crate::ErrorCode::HistorySessionNotFound,
+                cairn_base::ErrorCode::HistorySessionNotFound,
                 format!("no Claude Code transcript for session {session}"),
             )
         },

@@ -11,9 +11,9 @@ use super::context_usage::{ContextUsageRequest, UsageSource, context_usage, cont
 use super::model::*;
 use super::plans::{MAX_READ_BYTES, PlanLocation, plan_dirs, plans};
 use super::store::{HistoryDb, SourceRef};
-use crate::agent::meter::MeterStatus;
-use crate::error::ErrorCode;
-use crate::settings::plugin::PluginConfig;
+use cairn_base::context_window::MeterStatus;
+use cairn_base::error::ErrorCode;
+use cairn_base::settings::plugin::PluginConfig;
 
 fn write_plan(dir: &Path, name: &str, body: &str, age_secs: u64) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();

@@ -1,10 +1,14 @@
-//! The conversation-history archive: every OpenCode and Claude Code session, read
-//! strictly read-only from the hosts' own storage into one model and kept in `history.db`.
+//! cairn-history: the conversation-history archive. Every OpenCode and Claude Code session,
+//! read strictly read-only from the hosts' own storage into one model and kept in `history.db`,
+//! beside the memory store and sharing none of its rules: it builds on `cairn-base` only, and
+//! `cairn-core` runs its ops (as `cairn_core::history`).
 
+mod archive;
 pub mod claude;
 pub mod context_usage;
 pub mod index;
 pub mod ingest;
+pub mod injected;
 pub mod model;
 pub mod opencode;
 pub mod plans;
@@ -12,6 +16,7 @@ pub mod query;
 pub mod store;
 mod text;
 
+pub use archive::HistoryArchive;
 pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
 
 #[cfg(test)]
@@ -20,8 +25,6 @@ mod index_tests;
 mod injected_tests;
 #[cfg(test)]
 mod plans_and_context_usage_tests;
-#[cfg(test)]
-mod project_tests;
 #[cfg(test)]
 mod test_sink;
 #[cfg(test)]

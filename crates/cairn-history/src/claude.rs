@@ -25,7 +25,7 @@ use super::model::{
     ToolStatus,
 };
 use super::text::{SkipCounter, clean_text, is_cairn_injection, project_of, valid_id};
-use crate::error::{CairnError, ErrorCode, Result};
+use cairn_base::error::{CairnError, ErrorCode, Result};
 
 /// A line longer than this is skipped (counted `line_too_large`) without being loaded: one
 /// pathological record must not take the daemon's memory.
@@ -432,7 +432,7 @@ impl TranscriptReader {
         if rank >= self.title_rank {
             self.title_rank = rank;
             if let Some(s) = self.session.as_mut() {
-                s.title = Some(crate::text::redact(title).0);
+                s.title = Some(cairn_base::text::redact(title).0);
             }
         }
     }
@@ -574,7 +574,7 @@ impl TranscriptReader {
     fn push_tool_use(&mut self, message_id: &str, idx: i64, block: &Block) {
         let Some(call_id) = block.id.as_deref() else { return };
         let part = self.part(message_id, idx, PartKind::Tool);
-        let input = block.input.map(|i| crate::text::redact(i.get()).0);
+        let input = block.input.map(|i| cairn_base::text::redact(i.get()).0);
         self.calls.insert(call_id.to_owned(), self.parts.len());
         self.parts.push(HistoryPart {
             tool: block.name.as_deref().map(str::to_owned),
@@ -666,12 +666,12 @@ fn normalize_claude_ts(raw: &str) -> Option<Cow<'_, str>> {
     if b.len() == 24 && b[4] == b'-' && b[10] == b'T' && b[19] == b'.' && b[23] == b'Z' {
         return Some(Cow::Borrowed(raw));
     }
-    crate::clock::normalize_ts(raw).map(Cow::Owned)
+    cairn_base::clock::normalize_ts(raw).map(Cow::Owned)
 }
 
 fn ms_ts(ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .map(crate::clock::format_ts)
+        .map(cairn_base::clock::format_ts)
         .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned())
 }
 

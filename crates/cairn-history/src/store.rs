@@ -23,8 +23,8 @@ use super::model::{
     Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolResult,
     ToolStatus,
 };
-use crate::clock::now_ts;
-use crate::error::{CairnError, Result};
+use cairn_base::clock::now_ts;
+use cairn_base::error::{CairnError, Result};
 
 /// File name of the archive inside the data dir.
 pub const HISTORY_DB_FILE: &str = "history.db";
@@ -46,10 +46,11 @@ const STATEMENT_CACHE: usize = 64;
 /// SQLite's default, restored on the writer after a scan.
 const AUTOCHECKPOINT_PAGES: u32 = 1000;
 
+/// `history.db`'s migrations in order; index + 1 is the version each one produces.
 pub(crate) const MIGRATIONS: &[&str] = &[
-    include_str!("../../migrations/history/0001_init.sql"),
-    include_str!("../../migrations/history/0002_fts_file.sql"),
-    include_str!("../../migrations/history/0003_history_injected.sql"),
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_fts_file.sql"),
+    include_str!("../migrations/0003_history_injected.sql"),
 ];
 
 /// One source a reader reads: a JSONL file (its absolute path), or an OpenCode database's
@@ -108,7 +109,7 @@ impl HistoryDb {
     /// Open (creating if needed) the archive at `path` and bring its schema up to date.
     pub fn open(path: &Path) -> Result<HistoryDb> {
         let mut conn = open_file(path)?;
-        crate::store::migrate::run_list(&mut conn, MIGRATIONS)?;
+        cairn_base::migrate::run_list(&mut conn, MIGRATIONS)?;
         let fts = open_fts(&index::fts_path(path))?;
         Self::init(conn, fts, Some(path.to_owned()))
     }
@@ -117,7 +118,7 @@ impl HistoryDb {
     pub fn open_in_memory() -> Result<HistoryDb> {
         let mut conn = Connection::open_in_memory()?;
         configure(&conn)?;
-        crate::store::migrate::run_list(&mut conn, MIGRATIONS)?;
+        cairn_base::migrate::run_list(&mut conn, MIGRATIONS)?;
         let fts = Connection::open_in_memory()?;
         configure(&fts)?;
         Self::init(conn, fts, None)
@@ -130,7 +131,9 @@ impl HistoryDb {
         Ok(HistoryDb { conn, fts, path, bulk: None })
     }
 
-    pub(crate) fn conn(&self) -> &Connection {
+    /// The archive's connection. Outside this crate only for reading: the Last Session record
+    /// and the history ops' session lookup in `cairn-core` still query it directly.
+    pub fn conn(&self) -> &Connection {
         &self.conn
     }
 
@@ -823,7 +826,7 @@ pub(crate) fn indexed_body(
         if !body.is_empty() {
             body.push('\n');
         }
-        body.push_str(crate::text::cut_at_char_boundary(piece, room));
+        body.push_str(cairn_base::text::cut_at_char_boundary(piece, room));
     }
     // the end: the last INDEXED_TAIL_BYTES, the pieces from the last one backwards
     let mut tail: Vec<&str> = Vec::new();

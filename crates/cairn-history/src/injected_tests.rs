@@ -14,8 +14,8 @@ use super::ingest;
 use super::model::*;
 use super::query::*;
 use super::store::{ApplyOutcome, HistoryDb, MIGRATIONS, SourceRef};
-use crate::agent::protocol::{Host, Part, ProtocolRequest, ToolProfile, protocol};
-use crate::settings::HistorySettings;
+use cairn_base::settings::HistorySettings;
+use cairn_core::agent::protocol::{Host, Part, ProtocolRequest, ToolProfile, protocol};
 
 const BLOCK: &str = "[MEMORY]\n## Relevant to Current Task\n- [92%] Staging deploys listen on port 8443";
 
@@ -389,7 +389,7 @@ fn an_archive_from_before_the_mark_is_backfilled_at_open() {
     let guidance = cairn_text(Host::Opencode, Part::History);
     {
         let mut conn = Connection::open(&db_path).unwrap();
-        crate::store::migrate::run_list(&mut conn, &MIGRATIONS[..2]).unwrap();
+        cairn_base::migrate::run_list(&mut conn, &MIGRATIONS[..2]).unwrap();
         conn.execute_batch(
             "INSERT INTO history_sessions (id, host, created_at, updated_at) VALUES
                  ('ses_oc', 'opencode', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'),

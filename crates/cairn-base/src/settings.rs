@@ -330,7 +330,7 @@ pub struct Settings {
 }
 
 /// What the rules read of the settings: the plugin tables and `[history]`. A door hands it to
-/// every [`Store`](crate::store::Store) it opens ([`Store::set_rules`](crate::store::Store::set_rules)),
+/// every `Store` it opens (`Store::set_rules`),
 /// so an op runs under its process's settings with no global; a store given none runs under
 /// the defaults (unit tests).
 #[derive(Debug, Clone, Default, PartialEq)]

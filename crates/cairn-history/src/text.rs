@@ -15,16 +15,16 @@ static SYSTEM_REMINDER: LazyLock<Regex> =
 pub fn clean_text(text: &str) -> String {
     if text.contains("<system-reminder>") {
         let stripped = SYSTEM_REMINDER.replace_all(text, "");
-        return crate::text::redact(&stripped).0;
+        return cairn_base::text::redact(&stripped).0;
     }
-    crate::text::redact(text).0
+    cairn_base::text::redact(text).0
 }
 
 /// Whether a text the host marks as injected (OpenCode's `synthetic` part, Claude Code's hook
 /// context) is one of cairn's, by its exact leading line: the host's word alone would take in
 /// OpenCode's own synthetic parts, the leading line alone a user who typed it.
 pub fn is_cairn_injection(text: &str) -> bool {
-    crate::agent::injected::cairn_injection(text).is_some()
+    super::injected::cairn_injection(text).is_some()
 }
 
 /// An id becomes part of keys and may be shown as a path segment: one with a path separator,
@@ -41,7 +41,7 @@ pub fn project_of(directory: &str) -> Option<String> {
         return hit;
     }
     let project =
-        crate::project::detect_project(Path::new(directory)).ok().map(|d| d.project).filter(|p| !p.is_empty());
+        cairn_base::project::detect_project(Path::new(directory)).ok().map(|d| d.project).filter(|p| !p.is_empty());
     if let Ok(mut cache) = CACHE.lock() {
         cache.insert(directory.to_owned(), project.clone());
     }

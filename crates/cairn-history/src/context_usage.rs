@@ -10,9 +10,9 @@ use serde_json::Value;
 use super::model::HistoryHost;
 use super::query::check_id;
 use super::store::HistoryDb;
-use crate::context_window::{ContextUsage, MeterStatus, thousands, trend_text, used_tokens, window_of};
-use crate::error::{CairnError, ErrorCode, Result};
-use crate::settings::plugin::ContextMeterSettings;
+use cairn_base::context_window::{ContextUsage, MeterStatus, thousands, trend_text, used_tokens, window_of};
+use cairn_base::error::{CairnError, ErrorCode, Result};
+use cairn_base::settings::plugin::ContextMeterSettings;
 
 /// Assistant messages looked at, newest first, for the latest answer and the one before (a
 /// Claude Code answer is one record per content block, all with the same usage).

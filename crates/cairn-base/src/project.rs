@@ -6,7 +6,7 @@
 //! basename (a worktree resolves to its main repository) → the one repository directly inside
 //! the directory (engram's `git_child`; two or more are `ambiguous`, with the candidates listed)
 //! → the directory's basename. Which of a call's hints wins over detection is
-//! [`crate::agent::resolve_project`]'s rule.
+//! `cairn_core::agent::resolve_project`'s rule.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::ingest::{HistorySink, SinkOutcome, SourceRef};
 use super::model::{Cursor, HistoryMessage, HistoryPart, HistorySession, IngestBatch, ToolStatus};
-use crate::error::Result;
+use cairn_base::error::Result;
 
 #[derive(Default)]
 pub struct MemorySink {

@@ -161,7 +161,7 @@ pub struct HistoryPart {
     pub pruned: bool,
     /// Text cairn put into the conversation (the `[MEMORY]` block, the protocol, its notes),
     /// as both the host (OpenCode `synthetic`, a Claude Code hook's context) and cairn's own
-    /// leading line say (`agent::injected`): kept and pullable, left out of previews, the
+    /// leading line say (`history::injected`): kept and pullable, left out of previews, the
     /// chart and search.
     #[serde(default)]
     pub injected: bool,

@@ -27,7 +27,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::store::{indexed_body, indexed_kind, parse_kind};
-use crate::error::Result;
+use cairn_base::error::Result;
 
 /// Text a scan's writer may queue ahead of its indexer before it waits (about 64 MB of
 /// transcripts): bounds how stale search is during a backfill, and how long a poke on another

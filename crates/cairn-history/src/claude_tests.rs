@@ -2,9 +2,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::history::ingest::{self, PokeRequest};
-use crate::history::model::{HistoryRole, PartKind, ToolStatus};
-use crate::history::test_sink::MemorySink;
+use crate::ingest::{self, PokeRequest};
+use crate::model::{HistoryRole, PartKind, ToolStatus};
+use crate::test_sink::MemorySink;
 
 const MAIN: &str = "3f0c2a4e-9b1d-4c55-8a77-0d2e6f1b9c01";
 
@@ -119,13 +119,12 @@ fn a_second_scan_reads_nothing_and_chunks_give_the_same_result() {
     // Tiny chunks: the same model.
     let mut small = MemorySink::default();
     let path = home.path().join(format!(".claude/projects/-nonexistent-sandbox-cc-history-project/{MAIN}.jsonl"));
-    let source =
-        ingest::SourceRef { key: path.display().to_string(), host: crate::history::model::HistoryHost::ClaudeCode };
+    let source = ingest::SourceRef { key: path.display().to_string(), host: crate::model::HistoryHost::ClaudeCode };
     let mut cursor = Cursor::default();
     loop {
         let (batch, next, more) = read_file(&path, &cursor, 2048).unwrap();
         let expected = small.cursors.get(&source.key).cloned();
-        crate::history::ingest::HistorySink::apply(&mut small, &source, expected.as_ref(), &batch, &next).unwrap();
+        crate::ingest::HistorySink::apply(&mut small, &source, expected.as_ref(), &batch, &next).unwrap();
         cursor = next;
         if !more {
             break;

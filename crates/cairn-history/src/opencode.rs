@@ -18,7 +18,7 @@ use super::model::{
     Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolStatus,
 };
 use super::text::{SkipCounter, clean_text, is_cairn_injection, project_of, valid_id};
-use crate::error::{CairnError, ErrorCode, Result};
+use cairn_base::error::{CairnError, ErrorCode, Result};
 
 /// Part types that carry nothing the history shows (bookkeeping of steps, snapshots, diffs).
 const SILENT_PART_TYPES: &[&str] = &["step-start", "step-finish", "snapshot", "patch", "agent", "retry"];
@@ -551,7 +551,7 @@ impl<'c> DbReader<'c> {
                         project: directory.as_deref().and_then(project_of),
                         directory,
                         parent_id: r.get::<_, Option<String>>(1)?.filter(|p| valid_id(p)),
-                        title: r.get::<_, Option<String>>(3)?.map(|t| crate::text::redact(&t).0),
+                        title: r.get::<_, Option<String>>(3)?.map(|t| cairn_base::text::redact(&t).0),
                         agent: None,
                         model: None,
                         created_at: ms_ts(r.get(4)?),
@@ -605,7 +605,7 @@ fn part_of(row: &Row, data: PartData, skips: &mut SkipCounter) -> Option<History
             kind: PartKind::Subtask,
             text: data.prompt.as_deref().map(clean_text),
             tool: data.agent,
-            input: data.description.map(|d| crate::text::redact(&d).0),
+            input: data.description.map(|d| cairn_base::text::redact(&d).0),
             ..base
         },
         "compaction" => {
@@ -642,7 +642,7 @@ fn tool_part(base: HistoryPart, data: PartData) -> HistoryPart {
         tool: data.tool,
         call_id: data.call_id,
         status: Some(status),
-        input: state.input.map(|i| crate::text::redact(&i.to_string()).0),
+        input: state.input.map(|i| cairn_base::text::redact(&i.to_string()).0),
         output: output.as_deref().map(clean_text),
         pruned: state.time.and_then(|t| t.compacted).is_some(),
         ..base
@@ -651,7 +651,7 @@ fn tool_part(base: HistoryPart, data: PartData) -> HistoryPart {
 
 fn ms_ts(ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .map(crate::clock::format_ts)
+        .map(cairn_base::clock::format_ts)
         .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned())
 }
 

@@ -6,8 +6,8 @@ use serde_json::json;
 use super::model::*;
 use super::query::*;
 use super::store::{ApplyOutcome, HistoryDb, SourceRef};
-use crate::error::ErrorCode;
-use crate::settings::HistorySettings;
+use cairn_base::error::ErrorCode;
+use cairn_base::settings::HistorySettings;
 
 const OC: &str = "ses_oc";
 const CHILD: &str = "ses_child";
@@ -207,7 +207,7 @@ fn turns(
     before: usize,
     after: usize,
     caller: Option<&str>,
-) -> crate::Result<TurnsPage> {
+) -> cairn_base::Result<TurnsPage> {
     let req = TurnsRequest {
         session_id: session.into(),
         turn_number: turn,
@@ -229,7 +229,7 @@ fn messages(
     before: usize,
     after: usize,
     caller: Option<&str>,
-) -> crate::Result<MessagesPage> {
+) -> cairn_base::Result<MessagesPage> {
     let req = MessagesRequest {
         session_id: session.into(),
         message_id: anchor.map(Into::into),
@@ -240,7 +240,7 @@ fn messages(
     browse_messages(db, &req, &cfg())
 }
 
-fn pull(db: &HistoryDb, session: &str, message: &str, caller: Option<&str>) -> crate::Result<PulledMessage> {
+fn pull(db: &HistoryDb, session: &str, message: &str, caller: Option<&str>) -> cairn_base::Result<PulledMessage> {
     let req = MessageRequest {
         session_id: session.into(),
         message_id: message.into(),
@@ -249,7 +249,13 @@ fn pull(db: &HistoryDb, session: &str, message: &str, caller: Option<&str>) -> c
     pull_message(db, &req, &cfg())
 }
 
-fn part_page(db: &HistoryDb, message: &str, part: &str, offset: usize, max_chars: usize) -> crate::Result<PulledPart> {
+fn part_page(
+    db: &HistoryDb,
+    message: &str,
+    part: &str,
+    offset: usize,
+    max_chars: usize,
+) -> cairn_base::Result<PulledPart> {
     let req = PartRequest {
         session_id: OC.into(),
         message_id: message.into(),
@@ -765,27 +771,6 @@ fn ids_shaped_like_paths_are_refused() {
     assert_eq!(err.code, ErrorCode::MessageNotFound);
     assert!(err.message.contains("ids hold no /"), "{err:?}");
     assert_eq!(turns(&db, "ses_missing", None, 0, 0, None).unwrap_err().code, ErrorCode::HistorySessionNotFound);
-}
-
-#[test]
-fn the_store_opens_history_db_beside_its_file_and_ops_reach_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = crate::Store::open(&dir.path().join("cairn.db")).unwrap();
-    let db = store.history().unwrap();
-    db.apply(&oc_source(), None, &opencode_batch(), &cursor(1)).unwrap();
-    assert!(dir.path().join("history.db").exists());
-    let op =
-        crate::ops::Op::from_value(json!({"op": "history_browse_turns", "args": {"session_id": OC, "num_before": 1}}))
-            .unwrap();
-    assert!(!op.writes_memory_store());
-    let page = crate::ops::execute_value(&mut store, op).unwrap();
-    assert_eq!(page["turns"].as_array().unwrap().len(), 2);
-    let camel = crate::ops::Op::from_value(json!({"op": "history_children", "args": {"sessionId": OC}})).unwrap();
-    assert_eq!(crate::ops::execute_value(&mut store, camel).unwrap()[0]["session_id"], CHILD);
-    let stats = crate::ops::execute_value(&mut store, crate::ops::Op::HistoryStats).unwrap();
-    assert_eq!(stats["hosts"][0]["sessions"], 2);
-    let forget = crate::ops::Op::from_value(json!({"op": "history_forget", "args": {"session_id": CHILD}})).unwrap();
-    assert_eq!(crate::ops::execute_value(&mut store, forget).unwrap()["status"], "forgotten");
 }
 
 #[test]

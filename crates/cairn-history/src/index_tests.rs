@@ -12,7 +12,7 @@ use super::index::fts_path;
 use super::ingest;
 use super::query::{SearchRequest, search};
 use super::store::HistoryDb;
-use crate::settings::HistorySettings;
+use cairn_base::settings::HistorySettings;
 
 /// Sessions found by a search over every session.
 fn sessions_found(db: &HistoryDb, q: &str) -> BTreeSet<String> {
@@ -174,7 +174,7 @@ fn an_archive_of_the_first_layout_upgrades_and_stays_searchable() {
     let db_path = home.path().join("history.db");
     {
         let conn = Connection::open(&db_path).unwrap();
-        conn.execute_batch(include_str!("../../migrations/history/0001_init.sql")).unwrap();
+        conn.execute_batch(include_str!("../migrations/0001_init.sql")).unwrap();
         conn.execute_batch(
             "INSERT INTO history_sessions (id, host, created_at, updated_at)
                  VALUES ('ses_old', 'opencode', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
@@ -257,7 +257,7 @@ fn a_scan_killed_at_any_moment_loses_nothing_committed() {
     let mut kills = 0;
     for delay_ms in [30u64, 80, 150, 250, 400] {
         let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "history::index_tests::scan_child", "--nocapture"])
+            .args(["--exact", "index_tests::scan_child", "--nocapture"])
             .env("CAIRN_TEST_SCAN_HOME", home.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -308,7 +308,7 @@ fn a_scan_killed_while_reading_ahead_stores_every_message_once() {
     let mut kills = 0;
     for delay_ms in [150u64, 400, 900] {
         let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "history::index_tests::scan_child", "--nocapture"])
+            .args(["--exact", "index_tests::scan_child", "--nocapture"])
             .env("CAIRN_TEST_SCAN_HOME", home.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

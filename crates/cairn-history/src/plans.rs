@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::error::{CairnError, ErrorCode, Result};
+use cairn_base::error::{CairnError, ErrorCode, Result};
 
 /// Most bytes of a plan `read` returns (the rest is announced, not sent).
 pub const MAX_READ_BYTES: usize = 64 * 1024;
@@ -218,7 +218,7 @@ fn read_plan(dirs: &[(PlanLocation, PathBuf)], name: &str) -> Result<PlanText> {
     for (location, dir) in dirs {
         let Some((path, meta)) = resolve(dir, name)? else { continue };
         let (bytes, truncated) = read_prefix(&path, MAX_READ_BYTES as u64)?;
-        let text = crate::text::redact(&utf8_prefix(&bytes, truncated)).0;
+        let text = cairn_base::text::redact(&utf8_prefix(&bytes, truncated)).0;
         return Ok(PlanText {
             name: name.to_owned(),
             location: *location,
@@ -281,7 +281,7 @@ fn utf8_prefix(bytes: &[u8], cut: bool) -> String {
 
 fn first_heading(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| l.starts_with('#'))?;
-    let heading = crate::text::redact(line.trim_start_matches('#').trim()).0;
+    let heading = cairn_base::text::redact(line.trim_start_matches('#').trim()).0;
     if heading.is_empty() {
         return None;
     }
@@ -293,7 +293,7 @@ fn first_heading(text: &str) -> Option<String> {
 }
 
 fn modified(meta: &std::fs::Metadata) -> String {
-    meta.modified().map_or_else(|_| String::new(), |t| crate::clock::format_ts(OffsetDateTime::from(t)))
+    meta.modified().map_or_else(|_| String::new(), |t| cairn_base::clock::format_ts(OffsetDateTime::from(t)))
 }
 
 /// A plan or its directory that exists but cannot be read: the host's file, not cairn's fault.
@@ -317,8 +317,8 @@ impl Plans {
             if plan.truncated {
                 out.push_str(&format!(
                     "\n\n[truncated: the first {} of {} bytes shown]",
-                    crate::context_window::thousands(plan.text.len() as u64),
-                    crate::context_window::thousands(plan.size)
+                    cairn_base::context_window::thousands(plan.text.len() as u64),
+                    cairn_base::context_window::thousands(plan.size)
                 ));
             }
             return out;

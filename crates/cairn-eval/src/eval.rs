@@ -672,7 +672,7 @@ fn load_locomo(args: &EvalArgs, context: TurnContext) -> Result<(Store, Vec<Ques
         let split = if index < 5 { "dev" } else { "test" };
         // Each conversation is its own project and every question searches its own, so the
         // others change no score (BM25 counts a scoped search's own memories): skip them.
-        if args.split != "all" && args.split != split {
+        if (args.split != "all" && args.split != split) || index < args.locomo_skip {
             continue;
         }
         let project = format!("locomo-{}", text(sample, "sample_id"));

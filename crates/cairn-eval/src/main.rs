@@ -49,6 +49,10 @@ pub struct EvalArgs {
     /// Only the first N LoCoMo conversations (each is one store)
     #[arg(long)]
     pub locomo_samples: Option<usize>,
+    /// Skip the first N LoCoMo conversations (with --locomo-samples, a range of them: a quick
+    /// look at a few test conversations, or a long embedding run taken in steps)
+    #[arg(long, default_value_t = 0)]
+    pub locomo_skip: usize,
     /// Print each missed question
     #[arg(long)]
     pub misses: bool,

@@ -15,7 +15,11 @@
 //!   conversations 0–4 are `dev`, 5–9 `test`.
 //!
 //! Vectors are cached under `<data dir>/eval-vectors/` by model id and text, so a re-run does
-//! not embed again.
+//! not embed again (the cache is written every 1,024 new vectors, so a stopped run keeps its
+//! work). `--turn-context` changes only the text a LoCoMo turn's vector is computed from
+//! (`turns.rs`); with `--split dev|test` only that half's conversations are loaded (each
+//! searches its own project, so the others change no score), and `--locomo-skip N` leaves out
+//! the first N.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;

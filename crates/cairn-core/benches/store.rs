@@ -370,7 +370,9 @@ fn main() {
 }
 
 /// Query embedding + hybrid search with each installed model (all-MiniLM-L6-v2 and
-/// multilingual-e5-small, from `scripts/install-test-deps.sh model e5`) over `count` vectors.
+/// multilingual-e5-small, from `scripts/install-test-deps.sh model e5`; or the model
+/// directories `CAIRN_BENCH_MODEL_DIRS` lists, `:`-separated, e.g. an install of
+/// nomic-embed-text-v1.5) over `count` vectors.
 /// Embedding 100k memories takes hours on 2 cores, so the stored vectors are random unit
 /// vectors: the scan and the fusion cost the same whatever the vectors say; the query is
 /// embedded for real. The models take turns in blocks of half the queries (A B A B), so both
@@ -378,7 +380,10 @@ fn main() {
 fn hybrid(path: &std::path::Path, mut indexed: Store, count: usize, queries: usize) {
     use cairn_core::search::semantic::Semantic;
     use cairn_embed::Embedder as _;
-    let dirs = [cairn_embed::install::test_model_dir(), cairn_embed::install::test_e5_dir()];
+    let dirs: Vec<std::path::PathBuf> = match std::env::var_os("CAIRN_BENCH_MODEL_DIRS") {
+        Some(list) => std::env::split_paths(&list).collect(),
+        None => vec![cairn_embed::install::test_model_dir(), cairn_embed::install::test_e5_dir()],
+    };
     let models: Vec<(String, std::sync::Arc<Semantic>)> = dirs
         .iter()
         .filter_map(|dir| match cairn_embed::LocalModel::load(dir) {
@@ -436,6 +441,8 @@ fn store_random_vectors(writer: &mut Store, semantic: &cairn_core::search::seman
     let mut rng = Rng(0xfeed);
     let started = Instant::now();
     let mut stored = 0;
+    // The model's own width (384 for MiniLM and e5, 768 for nomic): the scan's cost follows it.
+    let dims = semantic.embed_query("width").expect("embed").len();
     loop {
         let pending = writer.pending_embeddings(semantic.model_id(), 5_000).expect("pending");
         if pending.is_empty() {
@@ -444,7 +451,7 @@ fn store_random_vectors(writer: &mut Store, semantic: &cairn_core::search::seman
         let items: Vec<_> = pending
             .into_iter()
             .map(|p| {
-                let mut v: Vec<f32> = (0..384).map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0).collect();
+                let mut v: Vec<f32> = (0..dims).map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0).collect();
                 cairn_embed::normalise(&mut v);
                 (p, v)
             })

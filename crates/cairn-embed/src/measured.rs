@@ -1,0 +1,125 @@
+//! What each model of the catalogue was measured to find and to cost, for `cairn model list`:
+//! the figures that cannot be measured when the command runs (recall needs the evaluation
+//! sets, latency a store of 100,000 memories). Every figure comes from a run written up in
+//! docs/BENCHMARKS.md ("Models side by side"), which gives the command that repeats it; a
+//! figure not measured is `None`, never a guess. Size on disk is measured when the list is
+//! shown.
+
+/// Recall of hybrid search (the fusion and the shipped re-ranking) measured by `cairn-eval`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recall {
+    /// The coding set's test split (121 questions), R@5.
+    pub coding_r5: Option<f64>,
+    /// Its paraphrased questions, R@5.
+    pub paraphrase_r5: Option<f64>,
+    /// Its Spanish questions (memories in English), R@5.
+    pub spanish_r5: Option<f64>,
+    /// The held-out coding set (`eval/coding-heldout.json`, never fitted on), R@5.
+    pub heldout_r5: Option<f64>,
+    /// LoCoMo's test half (conversations 5–9, 775 questions), turn-level R@10.
+    pub locomo_r10: Option<f64>,
+}
+
+/// The figures of one model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    pub model: &'static str,
+    pub languages: &'static str,
+    /// When and on what the figures were measured.
+    pub measured_on: &'static str,
+    /// Resident memory the loaded model adds to the daemon (MiB): `VmRSS` of `cairn serve`
+    /// after its first hybrid search, less that of the same daemon without a model.
+    pub rss_mib: Option<u32>,
+    /// Query embedding + hybrid search at 100,000 memories, p50 (ms), a query never seen
+    /// before, in-process (`cargo bench -p cairn-core --bench store -- --count 100000
+    /// --semantic-only`; random stored vectors: the scan costs the same whatever they say).
+    /// The HTTP API adds ~0.3 ms (lexical search at 100k: 0.59 ms over HTTP).
+    pub hybrid_ms_p50_100k: Option<f64>,
+    pub recall: Recall,
+}
+
+/// Recall and RSS were measured on 2026-11-28, latency on 2026-11-25 (the store bench, before
+/// nomic was in the catalogue).
+const MEASURED_ON: &str = "2026-11-25 to 2026-11-28 on a shared 2-core x86-64 VM";
+
+/// The figures of every catalogue model (docs/BENCHMARKS.md "Models side by side").
+pub const MEASURED: &[Measured] = &[
+    Measured {
+        model: "multilingual-e5-small",
+        languages: "~100 languages",
+        measured_on: MEASURED_ON,
+        // VmRSS 1,145,868 kB against 39,760 kB without a model (RssAnon 1,114,408 kB): 470 MB
+        // of f32 weights (384 MB the 250,037-token vocabulary), the rest not broken down yet.
+        rss_mib: Some(1080),
+        hybrid_ms_p50_100k: Some(12.5),
+        recall: Recall {
+            coding_r5: Some(0.959),
+            paraphrase_r5: Some(0.896),
+            spanish_r5: Some(0.935),
+            heldout_r5: Some(0.967),
+            locomo_r10: Some(0.770),
+        },
+    },
+    Measured {
+        model: "all-MiniLM-L6-v2",
+        languages: "English",
+        measured_on: MEASURED_ON,
+        rss_mib: Some(185),
+        hybrid_ms_p50_100k: Some(7.8),
+        recall: Recall {
+            coding_r5: Some(0.946),
+            paraphrase_r5: Some(0.917),
+            spanish_r5: Some(0.804),
+            heldout_r5: Some(0.967),
+            // 2026-11-27 (docs/BENCHMARKS.md "Every split, every mode, both models").
+            locomo_r10: Some(0.767),
+        },
+    },
+    Measured {
+        model: "nomic-embed-text-v1.5",
+        languages: "English",
+        measured_on: MEASURED_ON,
+        // The f16 weights held as f32.
+        rss_mib: Some(629),
+        // Not measured at 100k; its query embedding alone took 159 ms p50 in cairn-eval on the
+        // coding set (busy machine), ten times the budget of the default.
+        hybrid_ms_p50_100k: None,
+        // No re-ranking is fitted for nomic: its hybrid is the fusion's order.
+        recall: Recall {
+            coding_r5: Some(0.935),
+            paraphrase_r5: Some(0.833),
+            spanish_r5: Some(0.891),
+            heldout_r5: Some(1.0),
+            // Its 5,882 LoCoMo turns did not fit in a session on 2 shared cores.
+            locomo_r10: None,
+        },
+    },
+];
+
+/// The measured figures of the catalogue's model `id`.
+pub fn measured(id: &str) -> Option<&'static Measured> {
+    MEASURED.iter().find(|m| m.model.eq_ignore_ascii_case(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_catalogue_model_has_its_figures_and_no_others() {
+        for spec in crate::install::CATALOGUE {
+            assert!(measured(spec.id).is_some(), "{} has no measured figures", spec.id);
+        }
+        assert_eq!(MEASURED.len(), crate::install::CATALOGUE.len());
+    }
+
+    #[test]
+    fn recall_figures_are_shares() {
+        for m in MEASURED {
+            let r = m.recall;
+            for v in [r.coding_r5, r.paraphrase_r5, r.spanish_r5, r.heldout_r5, r.locomo_r10].into_iter().flatten() {
+                assert!((0.0..=1.0).contains(&v), "{}: {v}", m.model);
+            }
+        }
+    }
+}

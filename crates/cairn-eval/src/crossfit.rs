@@ -289,6 +289,13 @@ pub fn render_constants(recipe: &Recipe, weights: &Features, bias: f64) -> Strin
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_recipe_without_set_identity_is_every_feature_but_the_two_that_tell_the_set() {
+        let expected: Vec<&str> =
+            NAMES.iter().copied().filter(|name| !["log_length", "in_session"].contains(name)).collect();
+        assert_eq!(NO_SET_IDENTITY.to_vec(), expected);
+    }
+
     fn pool(expected_at: &[usize], size: usize) -> Pool {
         Pool {
             set: "coding".into(),

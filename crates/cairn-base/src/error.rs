@@ -198,6 +198,7 @@ impl CairnError {
         Self { code, message: message.into(), hint: None }
     }
 
+    #[must_use]
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self

@@ -175,7 +175,7 @@ const CHILD_SCAN_LIMIT: usize = 20;
 fn child_repositories(dir: &Path, cwd: String) -> Option<ProjectDetection> {
     let mut children: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.path())
         .filter(|p| {

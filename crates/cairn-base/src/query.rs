@@ -54,18 +54,15 @@ pub fn parse(text: &str) -> Vec<Term> {
     while let Some(start) = rest.find('"') {
         push_words(&rest[..start], &mut terms);
         let after = &rest[start + 1..];
-        match after.find('"') {
-            Some(end) => {
-                let phrase = clean_phrase(&after[..end]);
-                if !phrase.is_empty() {
-                    terms.push(Term::Phrase(phrase));
-                }
-                rest = &after[end + 1..];
+        if let Some(end) = after.find('"') {
+            let phrase = clean_phrase(&after[..end]);
+            if !phrase.is_empty() {
+                terms.push(Term::Phrase(phrase));
             }
-            None => {
-                rest = after;
-                break;
-            }
+            rest = &after[end + 1..];
+        } else {
+            rest = after;
+            break;
         }
     }
     push_words(rest, &mut terms);

@@ -266,9 +266,9 @@ pub fn run(cfg: &Config, specs: &[TargetSpec], url_data_dir: Option<PathBuf>) ->
                         Ok(server) => {
                             let ms = server.ready_after.as_secs_f64() * 1000.0;
                             if round == 0 {
-                                first[i] = Some(ms)
+                                first[i] = Some(ms);
                             } else {
-                                cold[i].push(ms)
+                                cold[i].push(ms);
                             }
                             server.stop_gracefully();
                         }
@@ -601,7 +601,7 @@ fn load(cfg: &Config, w: &Workload, t: &mut Target) -> PhaseResult {
             }
             drop(tx);
         });
-        for (n, body) in rx.iter() {
+        for (n, body) in &rx {
             body_bytes += body.len();
             let (ms, r) = timed(|| client.post_json("/import", &body));
             lat.push(ms);
@@ -645,7 +645,7 @@ fn load(cfg: &Config, w: &Workload, t: &mut Target) -> PhaseResult {
     p.notes.push(format!(
         "{loaded} memories in {} requests of ≤{batch} ({:.1} MiB JSON){}",
         lat.len(),
-        body_bytes as f64 / (1 << 20) as f64,
+        body_bytes as f64 / f64::from(1 << 20),
         if existing > 0 { format!("; {existing} were already there") } else { String::new() }
     ));
     if imported != loaded {

@@ -97,8 +97,8 @@ fn config(a: &Args) -> Result<Config> {
     set!(size <- size, clients <- clients, seed <- seed, batch <- batch, saves <- saves, conc_saves <- conc_saves,
          searches <- searches, reads <- reads, cold_starts <- cold_starts, mcp_spawns <- mcp_spawns,
          mcp_calls <- mcp_calls, phase_secs <- phase_secs, load_secs <- load_secs, request_timeout_secs <- timeout_secs);
-    c.mode = a.mode.clone();
-    c.cairn_bin = a.cairn_bin.clone();
+    c.mode.clone_from(&a.mode);
+    c.cairn_bin.clone_from(&a.cairn_bin);
     if let Some(phases) = &a.phases {
         for p in phases {
             if !PHASES.contains(&p.as_str()) {

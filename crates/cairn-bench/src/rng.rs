@@ -35,7 +35,7 @@ impl Rng {
 
     /// Uniform in [0, n); n must be > 0.
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
 
     /// Uniform in [lo, hi] (inclusive).

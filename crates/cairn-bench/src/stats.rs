@@ -30,7 +30,7 @@ pub fn median(values: &[f64]) -> f64 {
     match v.len() {
         0 => 0.0,
         n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        n => f64::midpoint(v[n / 2 - 1], v[n / 2]),
     }
 }
 

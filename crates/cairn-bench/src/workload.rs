@@ -175,7 +175,7 @@ impl Workload {
         let title = w.title(kind);
         // Log-triangular sizes: mostly 400–900 bytes, tails to 200 and 2000.
         let (lo, hi) = ((MIN_BYTES as f64 + 60.0).ln(), (MAX_BYTES as f64).ln());
-        let target = (lo + (w.rng.f64() + w.rng.f64()) / 2.0 * (hi - lo)).exp() as usize;
+        let target = (lo + f64::midpoint(w.rng.f64(), w.rng.f64()) * (hi - lo)).exp() as usize;
         let content = w.content(target);
         let scope = if w.rng.chance(0.08) { "personal" } else { "project" };
         let topic_key = w.rng.chance(0.2).then(|| format!("{}/{}", family(kind), slug(&title)));

@@ -145,7 +145,7 @@ fn indexed_store() -> Store {
 }
 
 mod save {
-    use super::*;
+    use super::{Bencher, Gen, MEMORIES, PROJECTS, Store, black_box, filled, memory, memory_store};
 
     #[divan::bench]
     fn in_memory(bencher: Bencher) {
@@ -192,7 +192,7 @@ mod save {
 }
 
 mod search {
-    use super::*;
+    use super::{Bencher, QUESTIONS, SearchQuery, Store, black_box, indexed_store, memory_store};
 
     fn run(bencher: Bencher, store: &Store) {
         let mut q = 0;
@@ -229,7 +229,7 @@ fn context(bencher: Bencher) {
 }
 
 mod redact {
-    use super::*;
+    use super::{Bencher, Gen, black_box};
 
     fn text(with_private: bool) -> String {
         let mut g = Gen(0xACE);
@@ -264,7 +264,7 @@ fn query_parse(bencher: Bencher, question: &str) {
 /// each of the 40 candidates of the pool): no time word (the whole text scanned) and one near
 /// the end.
 mod mentions_time {
-    use super::*;
+    use super::{Bencher, Gen, black_box};
 
     fn text(with_time: bool) -> String {
         let body = Gen(0x71E).words(300);

@@ -41,15 +41,7 @@ fn check(id: &str, status: CheckStatus, message: impl Into<String>, hint: Option
 pub fn run(data_dir: &Path) -> DoctorReport {
     let mut checks = vec![data_dir_check(data_dir)];
     let db = data_dir.join(DB_FILE);
-    if !db.exists() {
-        checks.push(check(
-            "database",
-            CheckStatus::Warning,
-            "no database yet",
-            Some("it is created by the first save"),
-        ));
-        checks.extend(spool_check(data_dir, None));
-    } else {
+    if db.exists() {
         checks.extend(permission_check(&db));
         match Store::open_for_inspection(&db) {
             Ok(store) => {
@@ -59,6 +51,14 @@ pub fn run(data_dir: &Path) -> DoctorReport {
             }
             Err(e) => checks.push(check("database", CheckStatus::Error, e.message, e.hint.as_deref())),
         }
+    } else {
+        checks.push(check(
+            "database",
+            CheckStatus::Warning,
+            "no database yet",
+            Some("it is created by the first save"),
+        ));
+        checks.extend(spool_check(data_dir, None));
     }
     let status = checks.iter().map(|c| c.status).max().unwrap_or(CheckStatus::Ok);
     DoctorReport { status, checks }

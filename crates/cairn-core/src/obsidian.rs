@@ -519,14 +519,14 @@ impl Vault<'_> {
     fn write(&mut self, path: &str, text: &str, hash: String, report: &mut VaultReport) -> Result<()> {
         let full = self.dir.join(path);
         let already = std::fs::read(&full).ok().is_some_and(|bytes| sha256_hex(&bytes) == hash);
-        if !already {
+        if already {
+            report.unchanged += 1;
+        } else {
             if let Some(parent) = full.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| io_error(parent, &e))?;
             }
             write_atomically(&full, text.as_bytes())?;
             report.written.push(path.to_owned());
-        } else {
-            report.unchanged += 1;
         }
         self.new.files.insert(path.to_owned(), hash);
         Ok(())

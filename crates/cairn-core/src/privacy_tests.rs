@@ -57,12 +57,11 @@ proptest! {
         store.add_prompt(&NewPrompt { content: private.clone(), session_id: Some("s1".into()), ..Default::default() }).unwrap();
         store.end_session("s1", Some(&private)).unwrap();
         let import = format!(
-            r#"{{"sessions":[{{"id":"s2","summary":{p:?},"directory":{p:?},"agent":{p:?}}}],
-                "observations":[{{"session_id":"s2","title":{p:?},"content":{p:?},"topic_key":{p:?}}}],
-                "prompts":[{{"session_id":"s2","content":{p:?}}}],
-                "relations":[{{"sync_id":"r1","source_id":"a","target_id":"b","reason":{p:?},"evidence":{p:?},
-                    "marked_by_actor":{p:?},"marked_by_model":{p:?}}}]}}"#,
-            p = private
+            r#"{{"sessions":[{{"id":"s2","summary":{private:?},"directory":{private:?},"agent":{private:?}}}],
+                "observations":[{{"session_id":"s2","title":{private:?},"content":{private:?},"topic_key":{private:?}}}],
+                "prompts":[{{"session_id":"s2","content":{private:?}}}],
+                "relations":[{{"sync_id":"r1","source_id":"a","target_id":"b","reason":{private:?},"evidence":{private:?},
+                    "marked_by_actor":{private:?},"marked_by_model":{private:?}}}]}}"#
         );
         store.import_bytes(import.as_bytes()).unwrap();
         let bytes = file_bytes(&store);

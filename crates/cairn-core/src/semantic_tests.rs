@@ -28,7 +28,7 @@ struct ConceptEmbedder {
 }
 
 impl Embedder for ConceptEmbedder {
-    fn model_id(&self) -> &str {
+    fn model_id(&self) -> &'static str {
         "test:concepts"
     }
 
@@ -243,7 +243,7 @@ fn queries_of_only_punctuation_or_huge_size_do_not_fail() {
 struct ShortEmbedder;
 
 impl Embedder for ShortEmbedder {
-    fn model_id(&self) -> &str {
+    fn model_id(&self) -> &'static str {
         "test:short"
     }
 
@@ -335,7 +335,7 @@ fn min_score_applies_to_the_score_of_each_mode() {
         let scores: Vec<f64> = all.hits.iter().map(|h| crate::search::relevance(h, all.mode, best)).collect();
         let carried: Vec<f64> = all.hits.iter().map(|h| h.relevance).collect();
         assert_eq!(carried, scores, "{mode:?}: each hit carries its relevance");
-        for cut in [scores[0], (scores[0] + scores[scores.len() - 1]) / 2.0, (scores[0] + 0.01).min(1.0)] {
+        for cut in [scores[0], f64::midpoint(scores[0], scores[scores.len() - 1]), (scores[0] + 0.01).min(1.0)] {
             let expected = scores.iter().filter(|&&x| x >= cut).count();
             let kept = with(mode, Some(cut));
             assert_eq!(kept.hits.len(), expected, "{mode:?} at {cut}: {scores:?}");
@@ -378,17 +378,17 @@ struct PromptedEmbedder {
 }
 
 impl Embedder for PromptedEmbedder {
-    fn model_id(&self) -> &str {
+    fn model_id(&self) -> &'static str {
         "test:prompted"
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.passages.lock().unwrap().extend(texts.iter().map(|t| t.to_string()));
+        self.passages.lock().unwrap().extend(texts.iter().map(std::string::ToString::to_string));
         self.inner.embed(texts)
     }
 
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.queries.lock().unwrap().extend(texts.iter().map(|t| t.to_string()));
+        self.queries.lock().unwrap().extend(texts.iter().map(std::string::ToString::to_string));
         self.inner.embed(texts)
     }
 }

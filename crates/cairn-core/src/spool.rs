@@ -160,6 +160,7 @@ impl Spool {
     }
 
     /// The same spool with other bounds (tests).
+    #[must_use]
     pub fn with_bounds(mut self, max_events: usize, max_bytes: u64) -> Spool {
         self.max_events = max_events;
         self.max_bytes = max_bytes;
@@ -393,7 +394,9 @@ pub fn drain(spool: &Spool, target: &mut dyn DrainTarget) -> DrainReport {
             if target.count(SpoolCounts { corrupt, ..SpoolCounts::default() }).is_err() {
                 break;
             }
-            unreadable.into_iter().for_each(|item| spool.remove(item));
+            for item in unreadable {
+                spool.remove(item);
+            }
             report.corrupt += corrupt;
         }
         let (items, ops): (Vec<Pending>, Vec<(EventId, Op)>) =

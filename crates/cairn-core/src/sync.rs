@@ -46,6 +46,7 @@ pub struct Mutation {
     pub payload: Value,
 }
 
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
 fn is_zero(n: &i64) -> bool {
     *n == 0
 }

@@ -738,13 +738,12 @@ impl crate::sync::remote::HubTransport for MemHub {
         let mut seqs = Vec::new();
         for entry in &body.entries {
             let known = rows.iter().find(|(_, e)| e.project == entry.project && e.mutation_id == entry.mutation_id);
-            let seq = match known {
-                Some((seq, _)) => *seq,
-                None => {
-                    let seq = rows.len() as i64 + 1;
-                    rows.push((seq, entry.clone()));
-                    seq
-                }
+            let seq = if let Some((seq, _)) = known {
+                *seq
+            } else {
+                let seq = rows.len() as i64 + 1;
+                rows.push((seq, entry.clone()));
+                seq
             };
             seqs.push(seq);
         }

@@ -217,21 +217,18 @@ impl Store {
             }
             Ok(())
         };
-        match project {
-            Some(project) => {
-                let mut stmt = self.conn().prepare_cached(
-                    "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
-                     WHERE project = ?1 AND deleted_at IS NULL AND created_at >= ?2 GROUP BY day",
-                )?;
-                collect(&mut stmt.query(rusqlite::params![project, since])?)?;
-            }
-            None => {
-                let mut stmt = self.conn().prepare_cached(
-                    "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
-                     WHERE deleted_at IS NULL AND created_at >= ?1 GROUP BY day",
-                )?;
-                collect(&mut stmt.query([since])?)?;
-            }
+        if let Some(project) = project {
+            let mut stmt = self.conn().prepare_cached(
+                "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
+                 WHERE project = ?1 AND deleted_at IS NULL AND created_at >= ?2 GROUP BY day",
+            )?;
+            collect(&mut stmt.query(rusqlite::params![project, since])?)?;
+        } else {
+            let mut stmt = self.conn().prepare_cached(
+                "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
+                 WHERE deleted_at IS NULL AND created_at >= ?1 GROUP BY day",
+            )?;
+            collect(&mut stmt.query([since])?)?;
         }
         let days = (0..days as i64)
             .map(|offset| {

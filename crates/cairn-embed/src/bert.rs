@@ -740,6 +740,8 @@ fn widen_portable(half: &[u16], out: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 #[allow(unsafe_code)]
+// The pointer cast is for `_mm_loadu_si128`, which reads unaligned: no alignment is assumed.
+#[allow(clippy::cast_ptr_alignment)]
 fn widen_f16c(half: &[u16], out: &mut [f32]) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm256_cvtph_ps, _mm256_storeu_ps};
     let whole = half.len().min(out.len()) / 8 * 8;
@@ -1018,9 +1020,13 @@ fn softmax(row: &mut [f32], scale: f32) {
         }
     }
     let max = lanes.into_iter().fold(tail, f32::max);
-    row.iter_mut().for_each(|v| *v = exp_nonpositive((*v - max) * scale));
+    for v in row.iter_mut() {
+        *v = exp_nonpositive((*v - max) * scale);
+    }
     let inv = 1.0 / sum_by(row, |v| v);
-    row.iter_mut().for_each(|v| *v *= inv);
+    for v in row.iter_mut() {
+        *v *= inv;
+    }
 }
 
 /// `e^x` for `x <= 0` (softmax's range), within 1 ulp of `f32::exp`; below -87 it gives e^-87
@@ -1085,7 +1091,9 @@ fn mean_pool_normalised(x: &[f32], n: usize, h: usize) -> Vec<f32> {
     for row in x.chunks_exact(h) {
         add_in_place(&mut pooled, row);
     }
-    pooled.iter_mut().for_each(|v| *v /= n.max(1) as f32);
+    for v in &mut pooled {
+        *v /= n.max(1) as f32;
+    }
     crate::normalise(&mut pooled);
     pooled
 }
@@ -1128,7 +1136,8 @@ mod tests {
         let mut c = vec![0f32; rows * outputs];
         for i in 0..rows {
             for o in 0..outputs {
-                c[i * outputs + o] = (0..k).map(|j| a[i * k + j] as f64 * bt[o * k + j] as f64).sum::<f64>() as f32;
+                c[i * outputs + o] =
+                    (0..k).map(|j| f64::from(a[i * k + j]) * f64::from(bt[o * k + j])).sum::<f64>() as f32;
             }
         }
         c
@@ -1330,7 +1339,7 @@ mod tests {
         // Longer than the 8 lanes, scaled.
         let mut row: Vec<f32> = values(19, 6);
         let expected: Vec<f32> = {
-            let e: Vec<f64> = row.iter().map(|&v| (v as f64 * 0.5).exp()).collect();
+            let e: Vec<f64> = row.iter().map(|&v| (f64::from(v) * 0.5).exp()).collect();
             let sum: f64 = e.iter().sum();
             e.iter().map(|v| (v / sum) as f32).collect()
         };

@@ -335,7 +335,7 @@ mod tests {
         assert_eq!(file.str("general.architecture").unwrap(), "nomic-bert");
         assert_eq!(file.usize("n").unwrap(), 12);
         assert_eq!(file.f64("eps").unwrap(), 0.5);
-        let tokens: Vec<_> = file.get("tokens").unwrap().as_array().unwrap().iter().map(|v| v.as_str()).collect();
+        let tokens: Vec<_> = file.get("tokens").unwrap().as_array().unwrap().iter().map(super::Value::as_str).collect();
         assert_eq!(tokens, [Some("[CLS]"), Some("▁hi")]);
         assert_eq!(file.tensor_names().collect::<Vec<_>>(), ["a", "b"]);
         let a = file.tensor("a", &[2, 3]).unwrap();

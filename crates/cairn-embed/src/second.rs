@@ -77,7 +77,7 @@ fn thread() -> Option<&'static Thread> {
     static THREAD: OnceLock<Option<Thread>> = OnceLock::new();
     THREAD
         .get_or_init(|| {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
             if cores < 2 {
                 return None;
             }

@@ -52,7 +52,7 @@ impl Autosync {
     pub(crate) fn overlay(&self, status: &mut RemoteStatus) {
         let live = self.live.lock().unwrap_or_else(PoisonError::into_inner).clone();
         if !live.phase.is_empty() {
-            status.phase = live.phase.to_owned();
+            live.phase.clone_into(&mut status.phase);
         }
         status.last_error = live.last_error;
         status.consecutive_failures = live.failures;
@@ -314,7 +314,7 @@ mod tests {
             let waits: Vec<f64> = (0..50).map(|_| backoff(failures).as_secs_f64()).collect();
             assert!(waits.iter().all(|w| *w >= base * 0.75 && *w < base * 1.25), "{failures}: {waits:?}");
             let spread =
-                waits.iter().cloned().fold(f64::MIN, f64::max) - waits.iter().cloned().fold(f64::MAX, f64::min);
+                waits.iter().copied().fold(f64::MIN, f64::max) - waits.iter().copied().fold(f64::MAX, f64::min);
             assert!(spread > base * 0.1, "{failures}: no jitter in {waits:?}");
         }
     }

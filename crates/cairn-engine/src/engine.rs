@@ -356,7 +356,7 @@ impl Engine {
     /// The spool's state and counters for `/health` (`None` before [`Engine::start_spool`]).
     pub fn spool_health(&self) -> Option<(cairn_core::spool::SpoolStatus, Result<SpoolCounts>)> {
         let spool = self.spool.get()?;
-        let counts = self.read_store(|store| store.spool_counts());
+        let counts = self.read_store(cairn_core::Store::spool_counts);
         Some((spool.status(), counts))
     }
 
@@ -368,7 +368,7 @@ impl Engine {
         if self.spool.set(Spool::in_data_dir(data_dir)).is_err() {
             return true;
         }
-        if let Err(e) = self.with_writer(|store| store.prune_spool_events()) {
+        if let Err(e) = self.with_writer(cairn_core::Store::prune_spool_events) {
             tracing::warn!(error = %e, "could not forget old spooled event ids");
         }
         let engine = Arc::downgrade(self);
@@ -470,17 +470,16 @@ impl Engine {
 
     fn take_reader(&self) -> Result<Core> {
         let pooled = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
-        match pooled {
-            Some(reader) => Ok(reader),
-            None => {
-                let mut store = Store::open(self.path.as_deref().expect("readers only for file stores"))?;
-                store.set_rules(Arc::clone(&self.rules));
-                store.attach_index(Arc::clone(&self.index));
-                if let Some(semantic) = self.semantic() {
-                    store.attach_semantic(semantic);
-                }
-                Ok(Core::new(store))
+        if let Some(reader) = pooled {
+            Ok(reader)
+        } else {
+            let mut store = Store::open(self.path.as_deref().expect("readers only for file stores"))?;
+            store.set_rules(Arc::clone(&self.rules));
+            store.attach_index(Arc::clone(&self.index));
+            if let Some(semantic) = self.semantic() {
+                store.attach_semantic(semantic);
             }
+            Ok(Core::new(store))
         }
     }
 
@@ -703,7 +702,7 @@ fn embed_loop(
     let started = Instant::now();
     match reader.load_vectors() {
         Ok(n) => {
-            tracing::info!(vectors = n, elapsed = ?started.elapsed(), model = semantic.model_id(), "semantic index ready")
+            tracing::info!(vectors = n, elapsed = ?started.elapsed(), model = semantic.model_id(), "semantic index ready");
         }
         Err(e) => tracing::warn!(error = %e, "could not load stored vectors; they will be recomputed"),
     }

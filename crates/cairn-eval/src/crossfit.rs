@@ -224,7 +224,7 @@ pub fn compare(pools: &[Pool], model_id: &str) -> (Vec<Row>, Option<(Recipe, Fea
                 let on = |set: &str| pools.iter().filter(|p| p.set == set && p.split == "dev").collect::<Vec<_>>();
                 let locomo = recall(&on("locomo"), Order::Model(wc, *bc)).r10;
                 let coding = recall(&on("coding"), Order::Model(wl, *bl)).r5;
-                Some(((locomo + coding) / 2.0 * 1000.0).round() / 1000.0)
+                Some((f64::midpoint(locomo, coding) * 1000.0).round() / 1000.0)
             }
             _ => None,
         };

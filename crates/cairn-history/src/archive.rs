@@ -20,7 +20,10 @@ pub struct HistoryArchive {
 
 impl std::fmt::Debug for HistoryArchive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HistoryArchive").field("data_dir", &self.data_dir).field("open", &self.db.is_some()).finish()
+        f.debug_struct("HistoryArchive")
+            .field("data_dir", &self.data_dir)
+            .field("open", &self.db.is_some())
+            .finish_non_exhaustive()
     }
 }
 

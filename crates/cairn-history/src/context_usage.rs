@@ -159,14 +159,13 @@ pub fn context_usage(
             Some(id) if check_id("caller_session_id", id).is_ok() => session_host(conn, id)?.map(|h| (id.clone(), h)),
             _ => None,
         };
-        match own {
-            Some(own) => (Some(own), UsageSource::Caller),
-            None => {
-                if let Some(id) = &caller {
-                    preface = format!("Your session {id} is not in the history archive yet; ");
-                }
-                (latest_session(conn)?, UsageSource::Latest)
+        if let Some(own) = own {
+            (Some(own), UsageSource::Caller)
+        } else {
+            if let Some(id) = &caller {
+                preface = format!("Your session {id} is not in the history archive yet; ");
             }
+            (latest_session(conn)?, UsageSource::Latest)
         }
     };
     let Some((session_id, host)) = session else {
@@ -203,7 +202,7 @@ pub fn context_usage(
     let delta = previous.map(|p| i64::try_from(last.used).unwrap_or(i64::MAX) - i64::try_from(p.used).unwrap_or(0));
     let trend = delta.map(trend_text);
     let model_text = model.as_deref().map(|m| format!(", {m}")).unwrap_or_default();
-    let trend_note = trend.as_deref().map(|t| format!("; {t}")).unwrap_or_else(|| "; the first answer measured".into());
+    let trend_note = trend.as_deref().map_or_else(|| "; the first answer measured".into(), |t| format!("; {t}"));
     let note = format!(
         "{preface}{which}: {percent}% used ({} / {} tokens{model_text}), {}{trend_note}.",
         thousands(usage.used),
@@ -283,7 +282,7 @@ pub fn context_usage_turns(
     while let Some(row) = rows.next()? {
         let (turn_number, tokens, answer_model): (i64, String, Option<String>) =
             (row.get(0)?, row.get(1)?, row.get(2)?);
-        let used = serde_json::from_str::<Value>(&tokens).map(|v| used_tokens(&v)).unwrap_or(0);
+        let used = serde_json::from_str::<Value>(&tokens).map_or(0, |v| used_tokens(&v));
         // An answer still streaming reports zeros: not a measurement.
         if used == 0 {
             continue;
@@ -323,7 +322,7 @@ fn last_answers(conn: &rusqlite::Connection, session_id: &str) -> Result<Vec<Ans
     let mut out = Vec::new();
     for row in rows {
         let (id, tokens, model, created_at) = row?;
-        let used = serde_json::from_str::<Value>(&tokens).map(|v| used_tokens(&v)).unwrap_or(0);
+        let used = serde_json::from_str::<Value>(&tokens).map_or(0, |v| used_tokens(&v));
         // An OpenCode answer still streaming has all-zero tokens: not a measurement.
         if used > 0 {
             out.push(Answer { id, tokens, used, model: model.filter(|m| !m.trim().is_empty()), created_at });

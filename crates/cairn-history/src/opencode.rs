@@ -651,8 +651,7 @@ fn tool_part(base: HistoryPart, data: PartData) -> HistoryPart {
 
 fn ms_ts(ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .map(cairn_base::clock::format_ts)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned())
+        .map_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned(), cairn_base::clock::format_ts)
 }
 
 #[cfg(test)]

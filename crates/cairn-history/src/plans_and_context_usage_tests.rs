@@ -26,7 +26,7 @@ fn write_plan(dir: &Path, name: &str, body: &str, age_secs: u64) -> PathBuf {
 
 /// A data dir (`XDG_DATA_HOME`) and a git project with plans in both of OpenCode's places.
 struct PlanFixture {
-    _tmp: tempfile::TempDir,
+    tmp_dir: tempfile::TempDir,
     xdg: PathBuf,
     project: PathBuf,
 }
@@ -45,7 +45,7 @@ impl PlanFixture {
         write_plan(&global, ".hidden.md", "# hidden", 10);
         let local = project.join(".opencode").join("plans");
         write_plan(&local, "1767000200000-brave-fox.md", "## Ship the | router\nbody", 5);
-        PlanFixture { _tmp: tmp, xdg, project }
+        PlanFixture { tmp_dir: tmp, xdg, project }
     }
 
     fn env(&self) -> impl Fn(&str) -> Option<String> + '_ {
@@ -125,7 +125,7 @@ fn names_that_are_not_a_plain_md_file_are_refused() {
     let f = PlanFixture::new();
     let dirs = f.dirs();
     std::fs::write(f.xdg.join("opencode").join("secret.md"), "# outside").unwrap();
-    let outside = f._tmp.path().join("elsewhere.md");
+    let outside = f.tmp_dir.path().join("elsewhere.md");
     std::fs::write(&outside, "# elsewhere").unwrap();
     std::os::unix::fs::symlink(&outside, f.global().join("1767000500000-link-out.md")).unwrap();
     std::os::unix::fs::symlink(
@@ -133,7 +133,8 @@ fn names_that_are_not_a_plain_md_file_are_refused() {
         f.global().join("1767000600000-link-in.md"),
     )
     .unwrap();
-    std::os::unix::fs::symlink(f._tmp.path().join("nothing.md"), f.global().join("1767000700000-dangling.md")).unwrap();
+    std::os::unix::fs::symlink(f.tmp_dir.path().join("nothing.md"), f.global().join("1767000700000-dangling.md"))
+        .unwrap();
     std::fs::create_dir(f.global().join("1767000800000-a-dir.md")).unwrap();
     let abs = outside.display().to_string();
     for bad in [

@@ -222,6 +222,7 @@ pub struct MessagePreview {
     pub injected: bool,
 }
 
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
 fn is_false(b: &bool) -> bool {
     !*b
 }

@@ -41,7 +41,7 @@ pub const INDEXED_HEAD_BYTES: usize = 24 * 1024;
 pub const INDEXED_TAIL_BYTES: usize = INDEXED_BYTES - INDEXED_HEAD_BYTES;
 /// Most of `history.db` read through a memory map.
 const MMAP_BYTES: u64 = 1 << 30;
-const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const STATEMENT_CACHE: usize = 64;
 /// SQLite's default, restored on the writer after a scan.
 const AUTOCHECKPOINT_PAGES: u32 = 1000;

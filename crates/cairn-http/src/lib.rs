@@ -167,18 +167,21 @@ impl Client {
     }
 
     /// One connection per request (`Connection: close`), as a short-lived process wants.
+    #[must_use]
     pub fn one_shot(mut self) -> Self {
         self.keep_alive = false;
         self
     }
 
     /// How long to wait for the connection itself.
+    #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// Send `name: value` on every request.
+    #[must_use]
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
         self

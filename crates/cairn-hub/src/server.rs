@@ -109,7 +109,7 @@ fn tls_acceptor(files: &TlsFiles) -> Result<tokio_rustls::TlsAcceptor, HubError>
     let bad =
         |what: &str, e: &dyn std::fmt::Display| HubError::new(HubErrorCode::TlsConfigInvalid, format!("{what}: {e}"));
     let certs = CertificateDer::pem_file_iter(&files.cert)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .and_then(std::iter::Iterator::collect::<Result<Vec<_>, _>>)
         .map_err(|e| bad(&format!("cannot read the certificate {}", files.cert.display()), &e))?;
     if certs.is_empty() {
         return Err(bad(&format!("{}", files.cert.display()), &"no certificate in the file"));

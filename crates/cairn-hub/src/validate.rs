@@ -45,9 +45,8 @@ fn entry(index: usize, e: PushEntry) -> Result<ValidEntry, HubError> {
             _ => Err(invalid(index, name, "is missing or empty".into())),
         }
     };
-    let payload = match e.payload {
-        Some(p @ serde_json::Value::Object(_)) => p,
-        _ => return Err(invalid(index, "payload", "must be a JSON object".into())),
+    let Some(payload @ serde_json::Value::Object(_)) = e.payload else {
+        return Err(invalid(index, "payload", "must be a JSON object".into()));
     };
     let mutation_id = match e.mutation_id {
         None => None,

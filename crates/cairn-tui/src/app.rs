@@ -901,7 +901,7 @@ impl App {
             return;
         }
         let mut follow_up = None;
-        for view in self.stack.iter_mut() {
+        for view in &mut self.stack {
             if let Some(next) = answer(view, id, &result) {
                 follow_up = next;
                 break;

@@ -11,7 +11,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, Mo
 use crate::app::{App, Effect, Options, Response, View};
 
 struct Harness {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     client: Client,
     app: App,
     terminal: Terminal<TestBackend>,
@@ -46,7 +46,7 @@ impl Harness {
         let client = client_of(dir.path(), if write { LocalKind::Store } else { LocalKind::ReadOnly });
         let app = App::new(Options { write, connection: "file".into() });
         let terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
-        let mut h = Harness { _dir: dir, client, app, terminal };
+        let mut h = Harness { dir, client, app, terminal };
         h.pump();
         h
     }
@@ -118,7 +118,7 @@ fn the_dashboard_shows_projects_counts_recent_activity_and_status() {
 fn the_dashboard_says_which_hub_the_data_dir_syncs_with_and_how_it_stands() {
     let mut h = Harness::new(false);
     let config = "[sync]\nremote = \"http://127.0.0.1:9\"\ntoken = \"chub_test\"\nprojects = [\"shop\"]\n";
-    std::fs::write(h._dir.path().join("config.toml"), config).unwrap();
+    std::fs::write(h.dir.path().join("config.toml"), config).unwrap();
     h.key(KeyCode::Char('r'));
     let screen = h.screen();
     // No daemon runs here, so nothing syncs now; the hub and what waits for it are shown.
@@ -291,7 +291,7 @@ fn a_small_terminal_gets_a_message_not_a_broken_layout() {
 #[test]
 fn escape_sequences_in_a_title_never_reach_the_terminal() {
     let mut h = Harness::new(false);
-    let writer = client_of(h._dir.path(), LocalKind::Store);
+    let writer = client_of(h.dir.path(), LocalKind::Store);
     save(&writer, "shop", "\u{1b}[2J\u{1b}]0;pwned\u{7} evil \u{9b}31m title", "body \u{1b}[31mred");
     h.key(KeyCode::Char('g'));
     let screen = h.screen();

@@ -41,7 +41,7 @@ pub fn draw(frame: &mut Frame, app: &mut App) {
 
 /// The last guard: a cell whose symbol holds a control character is replaced.
 fn neutralise(frame: &mut Frame) {
-    for cell in frame.buffer_mut().content.iter_mut() {
+    for cell in &mut frame.buffer_mut().content {
         if is_unsafe_symbol(cell.symbol()) {
             cell.set_symbol("�");
         }

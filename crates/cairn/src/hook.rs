@@ -50,7 +50,7 @@ use crate::output::{note, out};
 /// The whole budget of a hook, from start to answer. Claude Code gives SessionEnd 1.5 s in
 /// all, process start included, so that one gets less.
 const DEADLINE: Duration = Duration::from_millis(1_400);
-const SESSION_END_DEADLINE: Duration = Duration::from_millis(1_000);
+const SESSION_END_DEADLINE: Duration = Duration::from_secs(1);
 /// Most stdin read: a hook payload is a few KB (a PostToolUse with a big tool output more).
 const MAX_STDIN: u64 = 16 * 1024 * 1024;
 /// Tail of a transcript read for the last answer: records are small, tool results are not.

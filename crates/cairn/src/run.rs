@@ -453,13 +453,11 @@ fn sync(env: &Env, args: SyncArgs) -> Result<()> {
 }
 
 fn import_engram(env: &Env, path: Option<PathBuf>) -> Result<()> {
-    let path = match path {
-        // The daemon may run elsewhere: it is given the path as this process sees it.
-        Some(p) => env.cwd.join(p),
-        None => {
-            let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-            cairn_core::transfer::default_engram_db(&home)
-        }
+    let path = if let Some(p) = path {
+        env.cwd.join(p)
+    } else {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        cairn_core::transfer::default_engram_db(&home)
     };
     let report: ImportReport = env.call(Op::ImportEngram { path })?;
     env.emit(&report, render::imported)

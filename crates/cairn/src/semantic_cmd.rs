@@ -233,7 +233,12 @@ impl From<&cairn_embed::measured::Measured> for MeasuredRow {
 /// Bytes of the files directly in `dir` (a model directory is flat), links followed.
 fn dir_bytes(dir: &std::path::Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries.flatten().filter_map(|e| std::fs::metadata(e.path()).ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::metadata(e.path()).ok())
+        .filter(std::fs::Metadata::is_file)
+        .map(|m| m.len())
+        .sum()
 }
 
 /// What installing `spec` downloads.

@@ -176,7 +176,7 @@ fn merge_known(tree: &mut Value, given: Value, prefix: &str, set: &mut dyn FnMut
 fn env_value(current: &Value, raw: &str) -> Value {
     let raw = raw.trim();
     match current {
-        Value::Bool(_) => raw.parse::<Switch>().map_or_else(|_| Value::String(raw.to_owned()), |s| Value::Bool(s.0)),
+        Value::Bool(_) => raw.parse::<Switch>().map_or_else(|()| Value::String(raw.to_owned()), |s| Value::Bool(s.0)),
         Value::Number(_) => raw.parse::<u64>().map_or_else(|_| Value::String(raw.to_owned()), Value::from),
         Value::Array(_) => {
             Value::Array(raw.split(',').map(str::trim).filter(|s| !s.is_empty()).map(Value::from).collect())

@@ -256,7 +256,7 @@ fn env_value(key: &str, current: &Value, raw: &str) -> Value {
             }
         }
         Value::Bool(_) => switch().unwrap_or_else(text),
-        Value::Number(n) if n.is_u64() => raw.parse::<u64>().map(Value::from).unwrap_or_else(|_| text()),
+        Value::Number(n) if n.is_u64() => raw.parse::<u64>().map_or_else(|_| text(), Value::from),
         Value::Number(_) => number().unwrap_or_else(text),
         Value::Array(_) => list(),
         _ => text(),

@@ -121,7 +121,7 @@ pub(crate) fn load(table: Option<toml::Table>, env: &dyn Fn(&str) -> Option<Stri
         token: token.trim().to_owned(),
         projects,
         autosync: file.autosync.unwrap_or(true),
-        push_debounce: file.push_debounce_ms.map(Duration::from_millis).unwrap_or(DEFAULT_PUSH_DEBOUNCE),
+        push_debounce: file.push_debounce_ms.map_or(DEFAULT_PUSH_DEBOUNCE, Duration::from_millis),
         pull_interval,
     }))
 }

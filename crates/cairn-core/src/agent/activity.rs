@@ -610,17 +610,17 @@ fn attach_pending_in(
 /// or for a new session named with a project (created here, as a save would).
 fn load_or_start(tx: &Connection, record: &ActivityRecord, now: OffsetDateTime) -> Result<SessionActivity> {
     let id = &record.session_id;
-    let project = match session_project_of(tx, id)? {
-        Some(project) => project,
-        None => {
-            let Some(project) = record.project.as_deref().filter(|p| !p.trim().is_empty()) else {
-                return Err(session_not_found(id)
-                    .with_hint("open it first (POST /sessions), or send a project to open it with"));
-            };
-            let session = NewSession { id: id.clone(), project: Some(project.to_owned()), ..NewSession::default() };
-            ensure_session(tx, &session, &format_ts(now))?;
-            normalize_project(project).0
-        }
+    let project = if let Some(project) = session_project_of(tx, id)? {
+        project
+    } else {
+        let Some(project) = record.project.as_deref().filter(|p| !p.trim().is_empty()) else {
+            return Err(
+                session_not_found(id).with_hint("open it first (POST /sessions), or send a project to open it with")
+            );
+        };
+        let session = NewSession { id: id.clone(), project: Some(project.to_owned()), ..NewSession::default() };
+        ensure_session(tx, &session, &format_ts(now))?;
+        normalize_project(project).0
     };
     let mut activity = read_activity(tx, id)?.unwrap_or_else(|| SessionActivity::fresh(id, &project, now));
     activity.project = project;

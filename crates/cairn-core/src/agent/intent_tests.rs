@@ -68,7 +68,7 @@ fn session_start_for_opencode_and_with_usage() {
     let out = run(
         &mut s,
         json!({"op": "session_start", "args": {
-            "session_id": "oc", "project": "p", "host": "opencode", "usage": {"used": 150000, "model": "m"}
+            "session_id": "oc", "project": "p", "host": "opencode", "usage": {"used": 150_000, "model": "m"}
         }}),
     )
     .unwrap();
@@ -134,7 +134,8 @@ fn user_prompt_with_a_host_answers_everything_the_message_needs() {
     assert_eq!(first["texts"], json!([block]));
     assert!(first.get("meter").is_none() && first.get("reminder").is_none());
 
-    let trigger = prompt(&mut s, "remember that staging uses fly.io too", json!({"used": 170000, "model": "claude-x"}));
+    let trigger =
+        prompt(&mut s, "remember that staging uses fly.io too", json!({"used": 170_000, "model": "claude-x"}));
     assert!(trigger.get("context").is_none(), "only the first prompt has the block");
     let texts = trigger["texts"].as_array().unwrap();
     assert_eq!(texts.len(), 2, "{trigger}");
@@ -171,7 +172,7 @@ fn context_meter_op_reads_a_hosts_numbers() {
     let r = run(
         &mut s,
         json!({"op": "context_meter", "args": {
-            "used": 96000, "limit": 128000, "model": "mock/mock-model", "host": "opencode"
+            "used": 96000, "limit": 128_000, "model": "mock/mock-model", "host": "opencode"
         }}),
     )
     .unwrap();
@@ -182,7 +183,7 @@ fn context_meter_op_reads_a_hosts_numbers() {
          memory_compact to compact this session; cairn keeps the summary."
     );
     assert_eq!((r["auto_compact"].as_bool(), r["compact_allowed"].as_bool()), (Some(false), Some(true)));
-    let big = run(&mut s, json!({"op": "context_meter", "args": {"used": 500000, "model": "opus[1m]"}})).unwrap();
+    let big = run(&mut s, json!({"op": "context_meter", "args": {"used": 500_000, "model": "opus[1m]"}})).unwrap();
     assert_eq!((big["limit"].as_u64(), big["line"].is_null()), (Some(1_000_000), true));
     let zero = run(&mut s, json!({"op": "context_meter", "args": {"used": 0}})).unwrap_err();
     assert_eq!(zero.code, ErrorCode::InvalidArgument);

@@ -344,7 +344,7 @@ fn archived_requests(conn: &rusqlite::Connection, id: &str) -> Result<Vec<String
     )?;
     let mut rows: Vec<String> = stmt
         .query_map(params![id, REQUESTS as i64], |r| r.get::<_, Option<String>>(0))?
-        .filter_map(|r| r.transpose())
+        .filter_map(std::result::Result::transpose)
         .collect::<rusqlite::Result<Vec<_>>>()?
         .into_iter()
         .filter(|t| !t.trim().is_empty())
@@ -398,12 +398,11 @@ fn tool_facts(conn: &rusqlite::Connection, id: &str, directory: &str) -> Result<
     for row in rows {
         let (tool, status, path, patch) = row?;
         let name = crate::history::query::canonical_tool(tool.as_deref().unwrap_or("tool"));
-        match index.get(&name) {
-            Some(&i) => counts[i].1 += 1,
-            None => {
-                index.insert(name.clone(), counts.len());
-                counts.push((name.clone(), 1));
-            }
+        if let Some(&i) = index.get(&name) {
+            counts[i].1 += 1;
+        } else {
+            index.insert(name.clone(), counts.len());
+            counts.push((name.clone(), 1));
         }
         let writes = matches!(name.as_str(), "edit" | "write" | "apply_patch");
         let mut paths: Vec<String> = path.into_iter().collect();

@@ -120,21 +120,18 @@ impl VectorIndex {
         }
         self.dims = vector.len();
         let (codes, scale) = quantise(vector);
-        match self.slot_of.get(&id) {
-            Some(&slot) => {
-                if self.scales[slot] == 0.0 {
-                    self.live += 1;
-                }
-                Arc::make_mut(&mut self.codes)[slot * self.dims..(slot + 1) * self.dims].copy_from_slice(&codes);
-                self.scales[slot] = scale;
-            }
-            None => {
-                self.slot_of.insert(id, self.ids.len());
-                self.ids.push(id);
-                Arc::make_mut(&mut self.codes).extend_from_slice(&codes);
-                self.scales.push(scale);
+        if let Some(&slot) = self.slot_of.get(&id) {
+            if self.scales[slot] == 0.0 {
                 self.live += 1;
             }
+            Arc::make_mut(&mut self.codes)[slot * self.dims..(slot + 1) * self.dims].copy_from_slice(&codes);
+            self.scales[slot] = scale;
+        } else {
+            self.slot_of.insert(id, self.ids.len());
+            self.ids.push(id);
+            Arc::make_mut(&mut self.codes).extend_from_slice(&codes);
+            self.scales.push(scale);
+            self.live += 1;
         }
         true
     }
@@ -338,7 +335,9 @@ impl Semantic {
     pub fn forget(&self, ids: &[i64]) {
         let mut guard = self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(index) = guard.as_mut() {
-            ids.iter().for_each(|&id| index.remove(id));
+            for &id in ids {
+                index.remove(id);
+            }
         }
     }
 

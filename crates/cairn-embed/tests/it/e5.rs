@@ -159,7 +159,7 @@ fn the_compact_unigram_equals_the_tokenizers_crate() {
         (0x4e00, 0x9fff),
         (0x1f300, 0x1faff),
         (0xe000, 0xe0ff),
-        (0x10ffd0, 0x10ffff),
+        (0x0010_ffd0, 0x0010_ffff),
         (0x2000, 0x206f),
     ];
     let mut seed = 0x2545_f491_4f6c_dd1du64;

@@ -60,7 +60,7 @@ impl InProcessHub {
                 .expect("serve");
             });
         });
-        let addr = addr_rx.recv_timeout(Duration::from_secs(60)).expect("the hub started");
+        let addr = addr_rx.recv_timeout(Duration::from_mins(1)).expect("the hub started");
         InProcessHub { addr, stop: Some(stop), thread: Some(thread) }
     }
 
@@ -105,7 +105,7 @@ impl ChildHub {
     }
 
     fn wait_healthy(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_mins(1);
         let agent = agent();
         while Instant::now() < deadline {
             if agent.get(format!("{}/health", self.base())).call().is_ok_and(|r| r.status() == 200) {
@@ -146,7 +146,7 @@ pub fn token_full(database_url: &str, projects: &[&str], access: Access) -> (i64
             &pool,
             &NewToken {
                 name: "test".into(),
-                projects: projects.iter().map(|p| p.to_string()).collect(),
+                projects: projects.iter().map(std::string::ToString::to_string).collect(),
                 access,
                 expires_in_secs: None,
             },
@@ -171,7 +171,7 @@ pub fn sql_exec(database_url: &str, statement: &str) {
         let (client, conn) = tokio_postgres::connect(database_url, tokio_postgres::NoTls).await.unwrap();
         tokio::spawn(conn);
         client.batch_execute(statement).await.unwrap();
-    })
+    });
 }
 
 pub fn agent() -> ureq::Agent {

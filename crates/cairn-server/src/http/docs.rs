@@ -71,7 +71,7 @@ impl ApiDoc {
 
 /// Complete the document built from the routes.
 fn finish(mut doc: utoipa::openapi::OpenApi, config: &HttpConfig) -> utoipa::openapi::OpenApi {
-    doc.info.version = config.version.clone();
+    doc.info.version.clone_from(&config.version);
     doc.info.license = None;
     if config.mcp.is_some() {
         doc.paths.paths.insert("/mcp".into(), mcp_path());

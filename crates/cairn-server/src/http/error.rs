@@ -73,11 +73,13 @@ impl ApiError {
         CairnError::new(code, message).into()
     }
 
+    #[must_use]
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.error.hint = Some(hint.into());
         self
     }
 
+    #[must_use]
     pub fn with_header(mut self, name: HeaderName, value: &'static str) -> Self {
         self.headers.push((name, HeaderValue::from_static(value)));
         self

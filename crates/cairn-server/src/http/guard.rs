@@ -127,7 +127,7 @@ fn require_loopback_host(req: &Request) -> Result<(), ApiError> {
     let host = match req.headers().get(header::HOST) {
         Some(value) => value.to_str().ok(),
         // HTTP/1.0 without Host, or an absolute-form request target.
-        None => req.uri().authority().map(|a| a.as_str()),
+        None => req.uri().authority().map(axum::http::uri::Authority::as_str),
     };
     match host {
         Some(h) if host_is_loopback(h) => Ok(()),

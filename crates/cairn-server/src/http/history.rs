@@ -176,7 +176,7 @@ pub struct PartParams {
     #[param(minimum = 0)]
     offset: Option<usize>,
     /// Page size, default 20000.
-    #[param(minimum = 1, maximum = 100000)]
+    #[param(minimum = 1, maximum = 100_000)]
     max_chars: Option<usize>,
     caller_session_id: Option<String>,
 }

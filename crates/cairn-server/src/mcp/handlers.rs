@@ -25,7 +25,12 @@ use cairn_core::{CairnError, Result};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
 
-use super::args::*;
+use super::args::{
+    CapturePassiveArgs, CompareArgs, ContextArgs, DeleteArgs, DoctorArgs, HistoryMessageArgs, HistoryMessagesArgs,
+    HistoryPartArgs, HistorySearchArgs, HistorySessionsArgs, HistoryTurnsArgs, IdArgs, JudgeArgs, MergeProjectsArgs,
+    RouterArgs, SaveArgs, SavePromptArgs, SearchArgs, SessionEndArgs, SessionStartArgs, SessionSummaryArgs, StatsArgs,
+    SuggestTopicKeyArgs, TimelineArgs, UpdateArgs,
+};
 use super::reply::{self, Scoped};
 use super::{CairnMcp, CallCtx, router_tool};
 use cairn_render::agent as render;

@@ -10,7 +10,12 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 
-use super::args::*;
+use super::args::{
+    Args, CapturePassiveArgs, CompareArgs, ContextArgs, DeleteArgs, DoctorArgs, HistoryMessageArgs,
+    HistoryMessagesArgs, HistoryPartArgs, HistorySearchArgs, HistorySessionsArgs, HistoryTurnsArgs, IdArgs, JudgeArgs,
+    MergeProjectsArgs, NoArgs, RouterArgs, SaveArgs, SavePromptArgs, SearchArgs, SessionEndArgs, SessionStartArgs,
+    SessionSummaryArgs, StatsArgs, SuggestTopicKeyArgs, TimelineArgs, UpdateArgs,
+};
 use super::{CairnMcp, CallCtx, reply, router_tool};
 
 /// Run a handler on parsed arguments; any failure becomes an `isError` result.

@@ -290,7 +290,7 @@ async fn stats_projects_doctor_and_sync() {
     // The time limit is a whole number of milliseconds up to the cap, `250.0` as well as `250`.
     let dir = repo.path();
     s.post("/sync/import", &json!({"directory": dir, "time_limit_ms": 250.0})).await.expect(200);
-    for bad in [json!(8001), json!(9223372036854775808u64), json!(-1), json!(2.5)] {
+    for bad in [json!(8001), json!(9_223_372_036_854_775_808_u64), json!(-1), json!(2.5)] {
         s.post("/sync/import", &json!({"directory": dir, "time_limit_ms": bad}))
             .await
             .expect_error(400, "invalid_argument");

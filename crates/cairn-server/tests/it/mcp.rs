@@ -305,10 +305,10 @@ async fn bad_calls_are_tool_errors_with_codes_and_the_server_keeps_working() {
     assert_eq!(mcp.err("mem_judge", json!({"judgment_id": "x", "relation": "maybe"})).await.0, "invalid_argument");
     assert_eq!(mcp.err("mem_session_end", json!({"id": "never-started"})).await.0, "session_not_found");
     for (tool, args) in [
-        ("mem_get_observation", json!({"id": 424242})),
-        ("mem_update", json!({"id": 424242, "title": "x"})),
-        ("mem_delete", json!({"id": 424242})),
-        ("mem_timeline", json!({"observation_id": 424242})),
+        ("mem_get_observation", json!({"id": 424_242})),
+        ("mem_update", json!({"id": 424_242, "title": "x"})),
+        ("mem_delete", json!({"id": 424_242})),
+        ("mem_timeline", json!({"observation_id": 424_242})),
     ] {
         let (code, body) = mcp.err(tool, args).await;
         assert_eq!(code, "observation_not_found", "{tool}: {body}");

@@ -254,9 +254,9 @@ fn install_hooks(path: &Path, hooks: &CstObject, bin: &str) -> Result<Status> {
             continue;
         }
         if ours.is_empty() {
-            created += 1
+            created += 1;
         } else {
-            updated += 1
+            updated += 1;
         }
         for node in ours {
             node.remove();

@@ -102,7 +102,7 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
         let servers = doc.get_mut("mcp_servers").and_then(Item::as_table_like_mut);
         match servers.and_then(|s| s.remove("cairn")) {
             Some(_) => {
-                if doc.get("mcp_servers").and_then(Item::as_table_like).is_some_and(|t| t.is_empty()) {
+                if doc.get("mcp_servers").and_then(Item::as_table_like).is_some_and(toml_edit::TableLike::is_empty) {
                     doc.remove("mcp_servers");
                 }
                 Status::Removed
@@ -209,18 +209,15 @@ fn register_cairn(config: &Path, doc: &mut DocumentMut, bin: &str) -> Result<Sta
         entry.insert("command", value(bin));
         status = Status::Updated;
     }
-    match entry.get_mut("args").and_then(Item::as_array_mut) {
-        Some(args) => {
-            let strs: Vec<&str> = args.iter().filter_map(|v| v.as_str()).collect();
-            if strs.first() == Some(&"mcp") && !strs.iter().any(|a| *a == "--host" || a.starts_with("--host=")) {
-                args.push("--host=codex");
-                status = Status::Updated;
-            }
-        }
-        None => {
-            entry.insert("args", value(wanted_args()));
+    if let Some(args) = entry.get_mut("args").and_then(Item::as_array_mut) {
+        let strs: Vec<&str> = args.iter().filter_map(|v| v.as_str()).collect();
+        if strs.first() == Some(&"mcp") && !strs.iter().any(|a| *a == "--host" || a.starts_with("--host=")) {
+            args.push("--host=codex");
             status = Status::Updated;
         }
+    } else {
+        entry.insert("args", value(wanted_args()));
+        status = Status::Updated;
     }
     Ok(status)
 }

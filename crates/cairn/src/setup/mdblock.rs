@@ -30,7 +30,7 @@ pub fn without_block(text: &str) -> Option<String> {
         end += 1;
     }
     let head = &text[..start];
-    let head = head.strip_suffix("\n\n").map(|h| format!("{h}\n")).unwrap_or_else(|| head.to_string());
+    let head = head.strip_suffix("\n\n").map_or_else(|| head.to_string(), |h| format!("{h}\n"));
     Some(format!("{head}{}", &text[end..]))
 }
 

@@ -666,8 +666,12 @@ fn history_plans_and_context_usage() {
             updated_at: "2026-03-02T10:00:09.000Z".into(),
         }],
         messages: vec![
-            answer("a1", 1, serde_json::json!({"input": 120000, "output": 3000, "cache": {"read": 20000, "write": 0}})),
-            answer("a2", 2, serde_json::json!({"total": 176400, "input": 1, "output": 1})),
+            answer(
+                "a1",
+                1,
+                serde_json::json!({"input": 120_000, "output": 3000, "cache": {"read": 20000, "write": 0}}),
+            ),
+            answer("a2", 2, serde_json::json!({"total": 176_400, "input": 1, "output": 1})),
         ],
         ..Default::default()
     };

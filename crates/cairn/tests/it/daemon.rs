@@ -62,7 +62,7 @@ fn a_daemon_that_had_to_take_another_port_is_found_and_followed() {
     let stderr = Stdio::from(std::fs::File::create(&log).unwrap());
     let env = [("CAIRN_AUTOSTART", "mcp"), ("CAIRN_PORT", port.as_str()), ("CAIRN_LOG", "warn,cairn_client=debug")];
     let mut mcp = McpChild::spawn_with(&data, &work, &env, stderr);
-    let _cleanup = Autostarted(&data);
+    let cleanup = Autostarted(&data);
     mcp.call("mem_save", json!({"title": "Ports", "content": "the daemon moved to a free port"})).unwrap();
     let (first_pid, addr) = wait_for_record(&data);
     assert_ne!(addr.port().to_string(), port, "it cannot have the taken port");
@@ -78,7 +78,7 @@ fn a_daemon_that_had_to_take_another_port_is_found_and_followed() {
 
     // The daemon goes; another comes back on yet another port: the first session follows it
     // instead of opening the file itself.
-    drop(_cleanup);
+    drop(cleanup);
     let restarted = Daemon::start(&data);
     assert_ne!(restarted.addr, addr);
     mcp.call("mem_save", json!({"title": "Moved", "content": "saved through the new daemon"})).unwrap();

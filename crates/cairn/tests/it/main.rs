@@ -1,5 +1,7 @@
 //! The integration tests of the `cairn` binary: one test binary (link time dominates on small
 //! machines), one module per area.
+// A skipped test says why, and the load and crash proofs print their figures, on stderr.
+#![allow(clippy::print_stderr)]
 
 mod cli;
 mod concurrency;

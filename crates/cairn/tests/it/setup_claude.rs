@@ -102,8 +102,10 @@ fn comments_and_other_settings_are_kept_and_uninstall_restores_both_files_byte_f
         after.contains("{ \"hooks\": [ { \"type\": \"command\", \"command\": \"notify-send done\" } ] },"),
         "{after}"
     );
-    let settings: Value =
-        jsonc_parser::cst::CstRootNode::parse(&after, &Default::default()).unwrap().to_serde_value().unwrap();
+    let settings: Value = jsonc_parser::cst::CstRootNode::parse(&after, &jsonc_parser::ParseOptions::default())
+        .unwrap()
+        .to_serde_value()
+        .unwrap();
     assert_eq!(settings["permissions"]["allow"], json!(["Bash(npm run test:*)", "mcp__cairn__*"]));
     assert_eq!(settings["hooks"]["Stop"][0]["hooks"][0]["command"], "notify-send done");
     assert_eq!(settings["hooks"]["Stop"][1], expected_hooks()["Stop"][0]);

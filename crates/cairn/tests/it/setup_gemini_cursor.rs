@@ -9,7 +9,10 @@ use crate::support::{TempHome, home_snapshot as snapshot, setup_bin as bin};
 
 fn parse_jsonc(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
-    jsonc_parser::cst::CstRootNode::parse(&text, &Default::default()).unwrap().to_serde_value().unwrap()
+    jsonc_parser::cst::CstRootNode::parse(&text, &jsonc_parser::ParseOptions::default())
+        .unwrap()
+        .to_serde_value()
+        .unwrap()
 }
 
 const SETTINGS: &str = "{\n  // my Gemini settings\n  \"theme\": \"Dracula\",\n  \"mcpServers\": {\n    \"github\": { \"httpUrl\": \"https://x/mcp\" } // remote\n  }\n}\n";

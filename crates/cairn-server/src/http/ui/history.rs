@@ -180,7 +180,7 @@ pub(super) async fn message(
                 esc(tool),
                 esc(status),
                 part_link(part_id),
-                esc(&input.as_ref().map(|v| v.to_string()).unwrap_or_default()),
+                esc(&input.as_ref().map(std::string::ToString::to_string).unwrap_or_default()),
                 esc(content.as_deref().unwrap_or(""))
             ),
             Part::Image { mime } => {

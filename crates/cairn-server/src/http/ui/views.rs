@@ -471,7 +471,7 @@ pub(super) async fn conflicts(State(state): State<AppState>) -> UiResult {
             title(&r.source_title, &r.source_id),
             title(&r.target_title, &r.target_id),
             esc(&r.relation),
-            r.confidence.map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into()),
+            r.confidence.map_or_else(|| "-".into(), |c| format!("{c:.2}")),
             when(&r.created_at),
             esc(&r.sync_id),
             id = r.id,

@@ -365,7 +365,7 @@ impl Client {
                 }
             }
         }
-        match spool.push(&id, source, &op) {
+        match spool.push(&id, source, op.name(), &op) {
             Pushed::Kept => Ok(Delivered::Spooled(id)),
             Pushed::Dropped(why) => Err(CairnError::new(
                 ErrorCode::DaemonUnavailable,

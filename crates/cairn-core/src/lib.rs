@@ -16,6 +16,7 @@ pub mod agent;
 pub mod context;
 pub mod core_context;
 pub mod doctor;
+pub mod event_id;
 pub mod memory;
 pub mod model;
 pub mod obsidian;

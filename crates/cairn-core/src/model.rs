@@ -256,3 +256,19 @@ pub const SESSION_RECORD_SOURCE_COMPACTED: &str = "session-record:compacted";
 pub fn record_says_compacted(tool_name: Option<&str>) -> bool {
     tool_name == Some(SESSION_RECORD_SOURCE_COMPACTED)
 }
+
+/// The session a memory lands in when its caller names none: `manual-save-<project>`
+/// (engram's convention, so its plugins agree).
+const CATCH_ALL_SESSION: &str = "manual-save";
+
+/// The session used when a caller names none.
+pub fn default_session_id(project: &str) -> String {
+    if project.is_empty() { CATCH_ALL_SESSION.to_owned() } else { format!("{CATCH_ALL_SESSION}-{project}") }
+}
+
+/// SQL `LIKE` pattern of the catch-all sessions. Their memories are unrelated to each other,
+/// so being saved next to one there says nothing: no session context in ranking, no
+/// contextual embedding.
+pub(crate) fn catch_all_sessions_like() -> String {
+    format!("{CATCH_ALL_SESSION}%")
+}

@@ -8,13 +8,14 @@
 
 pub mod call_log;
 mod catalogue;
-mod event_id;
+pub(crate) mod events;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use catalogue::{CATALOGUE, EventOutcome, OpKind, OpOutput, OpSpec, Writes};
-pub use event_id::EventId;
+pub use crate::event_id::EventId;
+pub use events::{DrainTarget, drain};
 
 use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, RecordSession, UserPrompt};
 use crate::context::ContextRequest;

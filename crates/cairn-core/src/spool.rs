@@ -11,7 +11,7 @@
 //! "request": {"op": NAME, "args": {...}}}`. The plugin writes the same shape from Node.
 //!
 //! Exactly once: the daemon applies an event's operation and records its id in the same store
-//! transaction ([`Core::run_event`]), and only then deletes the file. A crash between the
+//! transaction (`Core::run_event`, in `ops`), and only then deletes the file. A crash between the
 //! commit and the delete leaves the file: the next drain finds the id known and skips it.
 //!
 //! Bounded: at most [`MAX_EVENTS`] files and [`MAX_BYTES`] bytes. A full spool refuses the new
@@ -33,16 +33,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::core_context::Core;
-use crate::error::{ErrorCode, Result};
-/// The event ids the spool keys its records by are the ops' (an op's outcome names a duplicate
-/// by its id).
-pub use crate::ops::EventId;
-use crate::ops::{self, EventOutcome, Op};
+use crate::error::Result;
+/// The spool keys its records by event id (an op's outcome names a duplicate by its id).
+pub use crate::event_id::EventId;
 use crate::store::Store;
 
 /// Directory of the spool inside the data dir.
@@ -122,7 +118,7 @@ pub struct SpoolCounts {
 }
 
 impl SpoolCounts {
-    fn is_zero(self) -> bool {
+    pub(crate) fn is_zero(self) -> bool {
         self == SpoolCounts::default()
     }
 }
@@ -171,11 +167,12 @@ impl Spool {
         &self.dir
     }
 
-    /// Keep `op` for the daemon under `id`. Never an error: a refusal is counted and said.
-    pub fn push(&self, id: &EventId, source: &str, op: &Op) -> Pushed {
-        let request = match serde_json::to_value(op) {
+    /// Keep `request` (an op, `{"op": NAME, "args": {...}}`, named `name` in what is said) for
+    /// the daemon under `id`. Never an error: a refusal is counted and said.
+    pub fn push(&self, id: &EventId, source: &str, name: &str, request: &impl Serialize) -> Pushed {
+        let request = match serde_json::to_value(request) {
             Ok(request) => request,
-            Err(e) => return self.drop_one(format!("cannot encode {}: {e}", op.name())),
+            Err(e) => return self.drop_one(format!("cannot encode {name}: {e}")),
         };
         let record = Record {
             v: RECORD_VERSION,
@@ -186,14 +183,10 @@ impl Spool {
         };
         let bytes = match serde_json::to_vec(&record) {
             Ok(bytes) => bytes,
-            Err(e) => return self.drop_one(format!("cannot encode {}: {e}", op.name())),
+            Err(e) => return self.drop_one(format!("cannot encode {name}: {e}")),
         };
         if bytes.len() > MAX_RECORD_BYTES {
-            return self.drop_one(format!(
-                "{} is {} bytes, over the {MAX_RECORD_BYTES} of a record",
-                op.name(),
-                bytes.len()
-            ));
+            return self.drop_one(format!("{name} is {} bytes, over the {MAX_RECORD_BYTES} of a record", bytes.len()));
         }
         if let Err(e) = fs::create_dir_all(&self.dir) {
             return self.drop_one(format!("cannot create {}: {e}", self.dir.display()));
@@ -270,8 +263,9 @@ impl Spool {
         status
     }
 
-    /// Read one event. `Err` when it is unreadable: it is then counted and deleted.
-    pub fn read(&self, pending: &Pending) -> std::result::Result<Op, String> {
+    /// Read one event's request as it was written. `Err` when it is unreadable: it is then
+    /// counted and deleted.
+    pub fn read(&self, pending: &Pending) -> std::result::Result<Value, String> {
         let bytes = fs::read(&pending.path).map_err(|e| format!("cannot read: {e}"))?;
         let record: Record = serde_json::from_slice(&bytes).map_err(|e| format!("not a spool record: {e}"))?;
         if record.v != RECORD_VERSION {
@@ -280,12 +274,12 @@ impl Spool {
         if record.id != pending.id.as_str() {
             return Err(format!("its id {:?} is not its file name's", record.id));
         }
-        Op::from_value(record.request).map_err(|e| e.message)
+        Ok(record.request)
     }
 
     /// Note one more failure of `pending`; its failures so far (a sidecar file that grows one
     /// byte per failure, like the `dropped` counter).
-    fn note_failure(&self, pending: &Pending) -> u64 {
+    pub(crate) fn note_failure(&self, pending: &Pending) -> u64 {
         let marks = self.failures_path(&pending.id);
         let noted = fs::OpenOptions::new().create(true).append(true).open(&marks).and_then(|mut f| f.write_all(b"x"));
         if let Err(e) = noted {
@@ -299,7 +293,7 @@ impl Spool {
     }
 
     /// Move an event that keeps failing to `failed/`, out of the way of the ones behind it.
-    fn set_aside(&self, pending: &Pending) {
+    pub(crate) fn set_aside(&self, pending: &Pending) {
         let failed = self.dir.join(FAILED_DIR);
         let moved = fs::create_dir_all(&failed)
             .and_then(|()| fs::rename(&pending.path, failed.join(format!("{}.json", pending.id.as_str()))));
@@ -322,7 +316,7 @@ impl Spool {
 
     /// Take the refused events' count out of the `dropped` file (renamed aside first, so a
     /// byte appended meanwhile lands in a new file and is counted next time).
-    fn take_dropped(&self) -> u64 {
+    pub(crate) fn take_dropped(&self) -> u64 {
         let file = self.dir.join(DROPPED_FILE);
         let taken = self.dir.join(format!(".{DROPPED_FILE}.{}.taken", std::process::id()));
         if fs::rename(&file, &taken).is_err() {
@@ -334,7 +328,7 @@ impl Spool {
     }
 
     /// Temporary files of writers that died mid-write: unreadable events.
-    fn take_stale_tmp(&self) -> u64 {
+    pub(crate) fn take_stale_tmp(&self) -> u64 {
         let Ok(entries) = fs::read_dir(&self.dir) else { return 0 };
         let now = SystemTime::now();
         let mut n = 0;
@@ -350,156 +344,6 @@ impl Spool {
             }
         }
         n
-    }
-}
-
-/// Where a drain applies events: the daemon's writer, or a store in this process.
-pub trait DrainTarget {
-    /// Apply the events in order, each with its id recorded in the same transaction; one
-    /// result per event.
-    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>>;
-    /// Add to the store's counters.
-    fn count(&mut self, counts: SpoolCounts) -> Result<()>;
-}
-
-/// Events applied per group (one transaction each in the daemon).
-const DRAIN_CHUNK: usize = 32;
-
-/// Apply every waiting event in order. Unreadable ones are counted and deleted; one the store
-/// refuses (a 4xx error) is counted and deleted; a store that cannot write now (busy, stopping,
-/// disk full) stops the drain, leaving that event and the later ones for the next drain.
-pub fn drain(spool: &Spool, target: &mut dyn DrainTarget) -> DrainReport {
-    let mut report = DrainReport::default();
-    let dropped = spool.take_dropped();
-    let stale = spool.take_stale_tmp();
-    if dropped + stale > 0 && target.count(SpoolCounts { dropped, corrupt: stale, ..SpoolCounts::default() }).is_ok() {
-        report.dropped += dropped;
-        report.corrupt += stale;
-    }
-    let pending = spool.pending();
-    'chunks: for chunk in pending.chunks(DRAIN_CHUNK) {
-        let mut events = Vec::with_capacity(chunk.len());
-        let mut unreadable = Vec::new();
-        for item in chunk {
-            match spool.read(item) {
-                Ok(op) => events.push((item.clone(), op)),
-                Err(why) => {
-                    tracing::warn!(event = %item.id, why, "skipping an unreadable spooled event");
-                    unreadable.push(item);
-                }
-            }
-        }
-        if !unreadable.is_empty() {
-            let corrupt = unreadable.len() as u64;
-            if target.count(SpoolCounts { corrupt, ..SpoolCounts::default() }).is_err() {
-                break;
-            }
-            for item in unreadable {
-                spool.remove(item);
-            }
-            report.corrupt += corrupt;
-        }
-        let (items, ops): (Vec<Pending>, Vec<(EventId, Op)>) =
-            events.into_iter().map(|(item, op)| (item.clone(), (item.id, op))).unzip();
-        let results = target.apply(ops);
-        let mut refused = SpoolCounts::default();
-        // The group was applied whole (each event in its own savepoint): an event that
-        // failed stays for the next drain, and so do the groups after it; the others of its
-        // group are done.
-        let mut stop = false;
-        for (item, result) in items.iter().zip(results) {
-            match result {
-                Ok(EventOutcome::Duplicate(_)) => report.duplicates += 1,
-                Ok(EventOutcome::Applied(_)) => report.applied += 1,
-                Err(e) if is_refusal(e.code) => {
-                    tracing::warn!(event = %item.id, error = %e, "the store refused a spooled event");
-                    refused.rejected += 1;
-                }
-                Err(e) if is_store_unavailable(e.code) => {
-                    tracing::info!(event = %item.id, error = %e, "the store cannot take spooled events now; later");
-                    stop = true;
-                    continue;
-                }
-                Err(e) => {
-                    let failures = spool.note_failure(item);
-                    if failures < MAX_EVENT_FAILURES {
-                        tracing::warn!(event = %item.id, error = %e, failures, "a spooled event failed; trying it again later");
-                        stop = true;
-                    } else {
-                        tracing::error!(event = %item.id, error = %e, "a spooled event keeps failing; set aside in spool/failed");
-                        spool.set_aside(item);
-                        refused.failed += 1;
-                    }
-                    continue;
-                }
-            }
-            spool.remove(item);
-        }
-        if !refused.is_zero() && target.count(refused).is_ok() {
-            report.rejected += refused.rejected;
-            report.failed += refused.failed;
-        }
-        if stop {
-            break 'chunks;
-        }
-    }
-    report.pending = spool.status().pending;
-    report
-}
-
-/// An answer about the event itself (bad arguments, unknown session...): trying again gives
-/// the same answer. Anything else (busy, stopping, disk full, a bug) may pass later.
-fn is_refusal(code: ErrorCode) -> bool {
-    (400..500).contains(&code.http_status())
-}
-
-/// The store itself cannot write now (locked, disk full, stopping): no event is to blame.
-fn is_store_unavailable(code: ErrorCode) -> bool {
-    matches!(
-        code,
-        ErrorCode::DatabaseBusy
-            | ErrorCode::DataDirNotWritable
-            | ErrorCode::DatabaseCorrupt
-            | ErrorCode::SchemaTooNew
-            | ErrorCode::DaemonUnavailable
-            | ErrorCode::OperationInterrupted
-    )
-}
-
-/// The store keeps the ids it applied (migration `spool_events`); the op runs against the whole
-/// context, as any other does.
-impl Core {
-    /// Apply `op` unless `id` was applied before, and record `id`, inside the caller's
-    /// transaction (run it through [`Core::batch`], as the daemon's writer does, so the op
-    /// and its id commit together). A known id is a [`EventOutcome::Duplicate`].
-    pub fn run_event(&mut self, id: &EventId, op: Op) -> Result<EventOutcome> {
-        let known = self
-            .store
-            .conn()
-            .prepare_cached("SELECT 1 FROM spool_events WHERE id = ?1")?
-            .query_row([id.as_str()], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if known {
-            return Ok(EventOutcome::Duplicate(id.clone()));
-        }
-        let output = ops::execute(self, op)?;
-        let now = self.store.now();
-        self.store.write(|conn| {
-            conn.prepare_cached("INSERT INTO spool_events (id, applied_at) VALUES (?1, ?2)")?
-                .execute(rusqlite::params![id.as_str(), now])?;
-            Ok(())
-        })?;
-        Ok(EventOutcome::Applied(output))
-    }
-
-    /// Apply events in order, each in step with its id, in one group commit.
-    pub fn apply_events(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
-        let n = events.len();
-        match self.batch(events, |core, (id, op)| core.run_event(&id, op)) {
-            Ok(results) => results,
-            Err(e) => vec![Err(e); n],
-        }
     }
 }
 
@@ -551,17 +395,6 @@ impl Store {
         let cutoff = self.clock().now() - REMEMBER_APPLIED;
         let cutoff = crate::clock::format_ts(cutoff);
         self.write(|conn| Ok(conn.execute("DELETE FROM spool_events WHERE applied_at < ?1", [cutoff])?))
-    }
-}
-
-/// A store in this process as a drain target (tests, tools).
-impl DrainTarget for Core {
-    fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
-        self.apply_events(events)
-    }
-
-    fn count(&mut self, counts: SpoolCounts) -> Result<()> {
-        self.store.add_spool_counts(counts)
     }
 }
 

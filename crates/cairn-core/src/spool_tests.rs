@@ -5,7 +5,15 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::error::CairnError;
+use crate::core_context::Core;
+use crate::error::{CairnError, ErrorCode};
+use crate::ops::events::DRAIN_CHUNK;
+use crate::ops::{DrainTarget, EventOutcome, Op, drain};
+
+/// Keep `op` in `spool` as a door does.
+fn keep(spool: &Spool, id: &EventId, op: &Op) -> Pushed {
+    spool.push(id, "test", op.name(), op)
+}
 
 fn prompt(session: &str, n: usize) -> Op {
     Op::from_value(json!({"op": "add_prompt", "args": {"session_id": session, "project": "p",
@@ -57,9 +65,9 @@ fn event_ids_are_uuid_v7_in_creation_order() {
 #[test]
 fn a_drain_applies_every_event_in_order_and_empties_the_spool() {
     let (_dir, spool) = spool();
-    assert_eq!(spool.push(&EventId::new(), "test", &start("s1")), Pushed::Kept);
+    assert_eq!(keep(&spool, &EventId::new(), &start("s1")), Pushed::Kept);
     for n in 0..50 {
-        assert_eq!(spool.push(&EventId::new(), "test", &prompt("s1", n)), Pushed::Kept);
+        assert_eq!(keep(&spool, &EventId::new(), &prompt("s1", n)), Pushed::Kept);
     }
     assert_eq!(spool.status().pending, 51);
     let mut core = Core::new(Store::open_in_memory().unwrap());
@@ -90,12 +98,12 @@ fn an_event_id_is_applied_once() {
 fn a_drain_cut_between_commit_and_delete_skips_what_was_applied() {
     let (_dir, spool) = spool();
     for _ in 0..10 {
-        spool.push(&EventId::new(), "test", &tool_call("s"));
+        keep(&spool, &EventId::new(), &tool_call("s"));
     }
     let mut core = Core::new(Store::open_in_memory().unwrap());
     // The first drain's commits landed, its deletes did not: apply the first six by hand.
     let first_six: Vec<(EventId, Op)> =
-        spool.pending().into_iter().take(6).map(|p| (p.id.clone(), spool.read(&p).unwrap())).collect();
+        spool.pending().into_iter().take(6).map(|p| (p.id.clone(), Op::from_value(spool.read(&p).unwrap()).unwrap())).collect();
     assert!(core.apply_events(first_six).iter().all(Result::is_ok));
     let report = drain(&spool, &mut core);
     assert_eq!((report.duplicates, report.applied), (6, 4));
@@ -105,7 +113,7 @@ fn a_drain_cut_between_commit_and_delete_skips_what_was_applied() {
 #[test]
 fn unreadable_records_are_counted_and_skipped_and_the_rest_is_delivered() {
     let (_dir, spool) = spool();
-    spool.push(&EventId::new(), "test", &prompt("s", 0));
+    keep(&spool, &EventId::new(), &prompt("s", 0));
     let dir = spool.dir().to_owned();
     std::fs::write(dir.join(format!("{}.json", EventId::new())), b"{\"v\":1,\"id\":\"trunc").unwrap();
     std::fs::write(dir.join(format!("{}.json", EventId::new())), b"\xff\xfe garbage").unwrap();
@@ -117,7 +125,7 @@ fn unreadable_records_are_counted_and_skipped_and_the_rest_is_delivered() {
     std::fs::write(dir.join(format!("{unknown}.json")), record.to_string()).unwrap();
     // not an event file at all: left alone
     std::fs::write(dir.join("notes.txt"), b"hi").unwrap();
-    spool.push(&EventId::new(), "test", &prompt("s", 1));
+    keep(&spool, &EventId::new(), &prompt("s", 1));
     let mut core = Core::new(Store::open_in_memory().unwrap());
     let report = drain(&spool, &mut core);
     assert_eq!((report.applied, report.corrupt, report.pending), (2, 4, 0));
@@ -128,10 +136,10 @@ fn unreadable_records_are_counted_and_skipped_and_the_rest_is_delivered() {
 #[test]
 fn an_event_the_store_refuses_is_counted_and_the_rest_delivered() {
     let (_dir, spool) = spool();
-    spool.push(&EventId::new(), "test", &prompt("s", 0));
+    keep(&spool, &EventId::new(), &prompt("s", 0));
     let end = Op::from_value(json!({"op": "end_session", "args": {"id": "never-started"}})).unwrap();
-    spool.push(&EventId::new(), "test", &end);
-    spool.push(&EventId::new(), "test", &prompt("s", 1));
+    keep(&spool, &EventId::new(), &end);
+    keep(&spool, &EventId::new(), &prompt("s", 1));
     let mut core = Core::new(Store::open_in_memory().unwrap());
     let report = drain(&spool, &mut core);
     assert_eq!((report.applied, report.rejected, report.pending), (2, 1, 0));
@@ -152,7 +160,7 @@ fn a_busy_store_leaves_the_events_for_the_next_drain() {
     }
     let (_dir, spool) = spool();
     for n in 0..3 {
-        spool.push(&EventId::new(), "test", &prompt("s", n));
+        keep(&spool, &EventId::new(), &prompt("s", n));
     }
     assert_eq!(drain(&spool, &mut Busy).pending, 3);
     let mut core = Core::new(Store::open_in_memory().unwrap());
@@ -181,7 +189,7 @@ fn an_event_that_keeps_failing_is_set_aside_after_three_drains_and_the_rest_goes
     let (dir, spool) = spool();
     let group = DRAIN_CHUNK as u64;
     for n in 0..DRAIN_CHUNK + 2 {
-        spool.push(&EventId::new(), "test", &prompt("s", n));
+        keep(&spool, &EventId::new(), &prompt("s", n));
     }
     let mut target = OneBug(Core::new(Store::open_in_memory().unwrap()));
     let report = drain(&spool, &mut target);
@@ -209,7 +217,7 @@ fn a_full_spool_refuses_new_events_keeps_the_old_and_counts_the_refused() {
     let (_dir, spool) = spool();
     let spool = spool.with_bounds(5, 1024 * 1024);
     for n in 0..8 {
-        let pushed = spool.push(&EventId::new(), "test", &prompt("s", n));
+        let pushed = keep(&spool, &EventId::new(), &prompt("s", n));
         assert_eq!(matches!(pushed, Pushed::Kept), n < 5, "event {n}: {pushed:?}");
     }
     assert_eq!(spool.status().pending, 5);
@@ -227,7 +235,7 @@ fn a_full_spool_refuses_new_events_keeps_the_old_and_counts_the_refused() {
 fn the_byte_bound_holds_too() {
     let (_dir, spool) = spool();
     let spool = spool.with_bounds(1000, 2_000);
-    let kept = (0..100).filter(|n| spool.push(&EventId::new(), "test", &prompt("s", *n)) == Pushed::Kept).count();
+    let kept = (0..100).filter(|n| keep(&spool, &EventId::new(), &prompt("s", *n)) == Pushed::Kept).count();
     assert!(kept > 0 && kept < 100);
     assert!(spool.status().bytes <= 2_000);
 }
@@ -238,7 +246,7 @@ fn a_record_over_the_size_limit_is_refused() {
     let huge = Op::from_value(json!({"op": "add_prompt", "args": {"session_id": "s",
         "content": "x".repeat(MAX_RECORD_BYTES + 1)}}))
     .unwrap();
-    assert!(matches!(spool.push(&EventId::new(), "test", &huge), Pushed::Dropped(_)));
+    assert!(matches!(keep(&spool, &EventId::new(), &huge), Pushed::Dropped(_)));
     assert_eq!(spool.status().pending, 0);
 }
 
@@ -248,7 +256,7 @@ fn a_spool_that_cannot_be_written_refuses_without_failing() {
     // the data dir's `spool` is a file: nothing can be written under it
     std::fs::write(dir.path().join(SPOOL_DIR), b"").unwrap();
     let spool = Spool::in_data_dir(dir.path());
-    assert!(matches!(spool.push(&EventId::new(), "test", &prompt("s", 0)), Pushed::Dropped(_)));
+    assert!(matches!(keep(&spool, &EventId::new(), &prompt("s", 0)), Pushed::Dropped(_)));
 }
 
 #[test]
@@ -270,7 +278,7 @@ fn two_writers_at_once_both_get_through() {
             let spool = spool.clone();
             scope.spawn(move || {
                 for n in 0..100 {
-                    assert_eq!(spool.push(&EventId::new(), writer, &prompt(writer, n)), Pushed::Kept);
+                    assert_eq!({ let op = prompt(writer, n); spool.push(&EventId::new(), writer, op.name(), &op) }, Pushed::Kept);
                 }
             });
         }
@@ -299,7 +307,7 @@ proptest! {
         let mut kept = Vec::new();
         for n in 0..events {
             let op = if n % 2 == 0 { prompt("s", n) } else { tool_call("s") };
-            if spool.push(&EventId::new(), "test", &op) == Pushed::Kept {
+            if keep(&spool, &EventId::new(), &op) == Pushed::Kept {
                 kept.push(n);
             }
             prop_assert!(spool.status().pending as usize <= bound);
@@ -309,7 +317,7 @@ proptest! {
         for cut in cuts {
             // a drain that committed `cut` events and died before deleting their files
             let applied: Vec<(EventId, Op)> =
-                spool.pending().into_iter().take(cut).map(|p| (p.id.clone(), spool.read(&p).unwrap())).collect();
+                spool.pending().into_iter().take(cut).map(|p| (p.id.clone(), Op::from_value(spool.read(&p).unwrap()).unwrap())).collect();
             core.apply_events(applied);
         }
         let report = drain(&spool, &mut core);

@@ -29,7 +29,7 @@ pub fn semantic(config: &EmbedderConfig) -> Option<Arc<Semantic>> {
     let loading = Arc::clone(&semantic);
     let spawned = std::thread::Builder::new().name("cairn-model-load".into()).spawn(move || {
         // Loading reads and repacks ~90 MB: never at the expense of the first requests.
-        crate::workers::run_only_when_idle();
+        crate::workers::run_in_background();
         match build(&config) {
             Ok(embedder) => loading.set_embedder(embedder),
             Err(e) => {

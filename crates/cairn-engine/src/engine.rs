@@ -22,7 +22,8 @@ use cairn_core::ops::{self, EventOutcome, Op, OpOutput};
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::semantic::Semantic;
 use cairn_core::settings::RuleSettings;
-use cairn_core::spool::{DrainReport, DrainTarget, EventId, Spool, SpoolCounts};
+use cairn_core::ops::{DrainTarget, drain};
+use cairn_core::spool::{DrainReport, EventId, Spool, SpoolCounts};
 use cairn_core::sync::remote::RoundReport;
 use cairn_core::{CairnError, Core, ErrorCode, Result, Store};
 use tokio::sync::oneshot;
@@ -350,7 +351,7 @@ impl Engine {
     pub fn drain_spool(&self) -> DrainReport {
         let Some(spool) = self.spool.get() else { return DrainReport::default() };
         let _one_at_a_time = self.draining.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        cairn_core::spool::drain(spool, &mut WriterTarget(self))
+        drain(spool, &mut WriterTarget(self))
     }
 
     /// The spool's state and counters for `/health` (`None` before [`Engine::start_spool`]).
@@ -696,7 +697,7 @@ fn embed_loop(
     woken: &Mutex<mpsc::Receiver<()>>,
     alive: &Alive,
 ) {
-    crate::workers::run_only_when_idle();
+    crate::workers::run_in_background();
     let Ok(mut reader) = Store::open(path) else { return };
     reader.attach_semantic(Arc::clone(semantic));
     let started = Instant::now();

@@ -70,11 +70,11 @@ pub fn start(workers: &Workers, store_path: &Path, scan: HistoryScan) -> bool {
 
 /// Backfill, then scan every `scan.every` until the engine stops. A scan that fails (the
 /// archive unwritable, say) is logged and tried again at the next turn. A backfill reads and
-/// indexes every transcript: it gets only the CPU nothing else wants, so saves, searches and
-/// the agents' own work never wait behind it (pokes, which make a turn visible at once, run
+/// indexes every transcript: it runs at the lowest priority that still progresses, so saves,
+/// searches and the agents' own work barely wait behind it (pokes, which make a turn visible at once, run
 /// on the callers' threads at normal priority).
 fn run(db_path: &Path, scan: &HistoryScan, alive: &Alive) {
-    crate::workers::run_only_when_idle();
+    crate::workers::run_in_background();
     let mut db = match HistoryDb::open(db_path) {
         Ok(db) => db,
         Err(e) => {

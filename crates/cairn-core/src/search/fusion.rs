@@ -332,7 +332,7 @@ pub(crate) fn session_neighbours(store: &Store, ids: &[i64]) -> Result<Neighbour
     let args = ids
         .iter()
         .map(|&id| rusqlite::types::Value::Integer(id))
-        .chain([rusqlite::types::Value::Text(crate::sessions::catch_all_sessions_like())]);
+        .chain([rusqlite::types::Value::Text(crate::model::catch_all_sessions_like())]);
     let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

@@ -485,7 +485,7 @@ impl Store {
                AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.observation_id = o.id AND e.model = ?1)
              ORDER BY o.id DESC LIMIT ?2",
         )?;
-        let in_catch_all = crate::sessions::catch_all_sessions_like();
+        let in_catch_all = crate::model::catch_all_sessions_like();
         let rows = stmt.query_map(params![model, limit as i64, CONTEXT_MAX_CHARS, in_catch_all], |r| {
             Ok(PendingText {
                 id: r.get(0)?,

@@ -189,6 +189,11 @@ fn the_daemon_embeds_in_the_background_and_reports_pending() {
 }
 
 fn wait_for_embeddings(addr: std::net::SocketAddr) -> Value {
+    wait_for_embeddings_or_show(addr, None)
+}
+
+/// Waits as [`wait_for_embeddings`] does; on timeout the daemon's log is part of the failure.
+fn wait_for_embeddings_or_show(addr: std::net::SocketAddr, log: Option<&std::path::Path>) -> Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let (status, stats) = http(addr, "GET", "/stats", None);
@@ -196,7 +201,10 @@ fn wait_for_embeddings(addr: std::net::SocketAddr) -> Value {
         if stats["embeddings_pending"] == 0 && stats["semantic_search"] == "ready" {
             return stats;
         }
-        assert!(Instant::now() < deadline, "embeddings still pending: {stats}");
+        if Instant::now() >= deadline {
+            let said = log.map(|path| std::fs::read_to_string(path).unwrap_or_default()).unwrap_or_default();
+            panic!("embeddings still pending: {stats}\ndaemon log:\n{said}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -516,7 +524,7 @@ fn serve_installs_a_missing_model_in_the_background_and_turns_semantic_search_on
     let env_vars = [("CAIRN_MODEL", MINILM), ("CAIRN_MODEL_URL", url.as_str()), ("CAIRN_MODEL_INSTALL", "always")];
     let daemon = Daemon::start_with(&env.data(), &env_vars, Stdio::from(std::fs::File::create(&log).unwrap()));
     save_memories(daemon.addr);
-    let stats = wait_for_embeddings(daemon.addr);
+    let stats = wait_for_embeddings_or_show(daemon.addr, Some(&log));
     assert_eq!((stats["embedding_model"].as_str(), stats["embeddings_stored"].as_i64()), (Some(MINILM), Some(3)));
     let (status, hits) =
         http(daemon.addr, "GET", "/search?q=when%20do%20we%20ship%3F&project=demo&mode=semantic", None);

@@ -105,7 +105,7 @@ fn a_daemon_killed_mid_drain_applies_each_event_once() {
     let spool = Spool::in_data_dir(&data);
     let call = op("record_activity", json!({"session_id": "busy", "project": "p", "event": "tool_call"}));
     for _ in 0..EVENTS {
-        assert_eq!(spool.push(&EventId::new(), "test", &call), Pushed::Kept);
+        assert_eq!(spool.push(&EventId::new(), "test", call.name(), &call), Pushed::Kept);
     }
     let mut first = Daemon::start(&data);
     wait_until("the drain to begin", 60, || pending(&data) < EVENTS);
@@ -127,10 +127,10 @@ fn unreadable_records_are_counted_in_health_and_doctor() {
     std::fs::create_dir_all(&data).unwrap();
     let spool = Spool::in_data_dir(&data);
     let save = |n: usize| op("save", json!({"title": format!("spooled {n}"), "content": "kept", "project": "p"}));
-    spool.push(&EventId::new(), "test", &save(1));
+    spool.push(&EventId::new(), "test", "save", &save(1));
     std::fs::write(spool.dir().join(format!("{}.json", EventId::new())), b"{\"v\":1,\"id\":").unwrap();
     std::fs::write(spool.dir().join(format!("{}.json", EventId::new())), b"\x00\x01not json").unwrap();
-    spool.push(&EventId::new(), "test", &save(2));
+    spool.push(&EventId::new(), "test", "save", &save(2));
     {
         let daemon = Daemon::start(&data);
         wait_until("the spool drained", 30, || pending(&data) == 0);

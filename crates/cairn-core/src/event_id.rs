@@ -1,5 +1,5 @@
 //! The id of one host event: a write sent with one runs at most once (a host's retry, a spooled
-//! event met again), and [`super::EventOutcome::Duplicate`] names it.
+//! event met again), and [`crate::ops::EventOutcome::Duplicate`] names it.
 
 use crate::error::{CairnError, Result};
 

@@ -13,8 +13,8 @@ pub(crate) mod events;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use catalogue::{CATALOGUE, EventOutcome, OpKind, OpOutput, OpSpec, Writes};
 pub use crate::event_id::EventId;
+pub use catalogue::{CATALOGUE, EventOutcome, OpKind, OpOutput, OpSpec, Writes};
 pub use events::{DrainTarget, drain};
 
 use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, RecordSession, UserPrompt};

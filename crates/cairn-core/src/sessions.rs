@@ -25,8 +25,8 @@ pub struct NewSession {
     pub title: Option<String>,
 }
 
-pub use crate::model::default_session_id;
 pub(crate) use crate::model::catch_all_sessions_like;
+pub use crate::model::default_session_id;
 
 impl Store {
     /// Create a session, or fill in what an existing one lacks (project, directory, agent,

@@ -102,8 +102,12 @@ fn a_drain_cut_between_commit_and_delete_skips_what_was_applied() {
     }
     let mut core = Core::new(Store::open_in_memory().unwrap());
     // The first drain's commits landed, its deletes did not: apply the first six by hand.
-    let first_six: Vec<(EventId, Op)> =
-        spool.pending().into_iter().take(6).map(|p| (p.id.clone(), Op::from_value(spool.read(&p).unwrap()).unwrap())).collect();
+    let first_six: Vec<(EventId, Op)> = spool
+        .pending()
+        .into_iter()
+        .take(6)
+        .map(|p| (p.id.clone(), Op::from_value(spool.read(&p).unwrap()).unwrap()))
+        .collect();
     assert!(core.apply_events(first_six).iter().all(Result::is_ok));
     let report = drain(&spool, &mut core);
     assert_eq!((report.duplicates, report.applied), (6, 4));
@@ -278,7 +282,13 @@ fn two_writers_at_once_both_get_through() {
             let spool = spool.clone();
             scope.spawn(move || {
                 for n in 0..100 {
-                    assert_eq!({ let op = prompt(writer, n); spool.push(&EventId::new(), writer, op.name(), &op) }, Pushed::Kept);
+                    assert_eq!(
+                        {
+                            let op = prompt(writer, n);
+                            spool.push(&EventId::new(), writer, op.name(), &op)
+                        },
+                        Pushed::Kept
+                    );
                 }
             });
         }

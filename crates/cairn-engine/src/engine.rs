@@ -19,10 +19,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use cairn_core::ops::{self, EventOutcome, Op, OpOutput};
+use cairn_core::ops::{DrainTarget, drain};
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::semantic::Semantic;
 use cairn_core::settings::RuleSettings;
-use cairn_core::ops::{DrainTarget, drain};
 use cairn_core::spool::{DrainReport, EventId, Spool, SpoolCounts};
 use cairn_core::sync::remote::RoundReport;
 use cairn_core::{CairnError, Core, ErrorCode, Result, Store};

@@ -52,7 +52,7 @@ pub fn obs(project: &str, title: &str, content: &str) -> NewObservation {
 pub fn engine_store(indexed: bool) -> (Store, Arc<ManualClock>) {
     let (mut store, clock) = store_with_clock();
     if indexed {
-        let index = Arc::new(crate::search::index::SharedIndex::default());
+        let index = Arc::new(crate::index::SharedIndex::default());
         index.set(store.build_index().unwrap());
         store.attach_index(index);
     }

@@ -6,11 +6,13 @@
 //! reciprocal rank. Hybrid is the default whenever vectors exist; without a model, search is
 //! lexical and says so only when semantic search was asked for.
 
+mod embeddings;
 pub mod fusion;
-pub mod index;
 pub use cairn_base::query;
 pub mod rerank;
-pub mod semantic;
+/// The lexical index and the vectors live below the store that holds them; searches read them
+/// here.
+pub use crate::{index, semantic};
 pub mod snippet;
 pub mod temporal;
 

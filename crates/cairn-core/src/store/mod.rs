@@ -14,9 +14,8 @@ use crate::error::{CairnError, ErrorCode, Result};
 
 pub use migrate::SCHEMA_VERSION;
 
+pub use crate::settings::BUSY_TIMEOUT;
 pub use crate::settings::DB_FILE;
-/// How long a writer waits for another process's lock before giving up.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 128;
 
@@ -26,9 +25,9 @@ pub struct Store {
     path: Option<PathBuf>,
     clock: SharedClock,
     /// The daemon's in-memory search index, shared by its connections.
-    index: Option<Arc<crate::search::index::SharedIndex>>,
+    index: Option<Arc<crate::index::SharedIndex>>,
     /// The embedding model and its vectors, when semantic search is configured.
-    semantic: Option<Arc<crate::search::semantic::Semantic>>,
+    semantic: Option<Arc<crate::semantic::Semantic>>,
     /// Inside [`Store::batch`]'s shared transaction, where writes take no savepoint.
     grouped: bool,
     /// The settings the rules read, handed in by the door that opened this store.
@@ -129,7 +128,7 @@ impl Store {
     }
 
     /// Apply the changes logged since `index` last looked (the daemon's index follower).
-    pub fn follow_index(&self, index: &Arc<crate::search::index::SharedIndex>) -> Result<()> {
+    pub fn follow_index(&self, index: &Arc<crate::index::SharedIndex>) -> Result<()> {
         index.follow(&self.conn)
     }
 
@@ -158,26 +157,26 @@ impl Store {
     }
 
     /// Search through a shared in-memory index (the daemon holds one).
-    pub fn attach_index(&mut self, index: Arc<crate::search::index::SharedIndex>) {
+    pub fn attach_index(&mut self, index: Arc<crate::index::SharedIndex>) {
         self.index = Some(index);
     }
 
-    pub(crate) fn index(&self) -> Option<&Arc<crate::search::index::SharedIndex>> {
+    pub(crate) fn index(&self) -> Option<&Arc<crate::index::SharedIndex>> {
         self.index.as_ref()
     }
 
     /// Search semantically too, with this model and its vectors.
-    pub fn attach_semantic(&mut self, semantic: Arc<crate::search::semantic::Semantic>) {
+    pub fn attach_semantic(&mut self, semantic: Arc<crate::semantic::Semantic>) {
         self.semantic = Some(semantic);
     }
 
-    pub fn semantic(&self) -> Option<&Arc<crate::search::semantic::Semantic>> {
+    pub fn semantic(&self) -> Option<&Arc<crate::semantic::Semantic>> {
         self.semantic.as_ref()
     }
 
     /// Build an in-memory index of this store (consistent snapshot).
-    pub fn build_index(&self) -> Result<crate::search::index::MemoryIndex> {
-        crate::search::index::MemoryIndex::build(&self.conn)
+    pub fn build_index(&self) -> Result<crate::index::MemoryIndex> {
+        crate::index::MemoryIndex::build(&self.conn)
     }
 
     pub fn path(&self) -> Option<&Path> {

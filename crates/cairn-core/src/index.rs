@@ -18,8 +18,8 @@ use rusqlite::{Connection, OptionalExtension};
 use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::error::Result;
-use crate::search::query::Term;
 use crate::text::Scope;
+use cairn_base::query::Term;
 
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
@@ -643,7 +643,7 @@ impl SharedIndex {
         let shared = std::sync::Arc::clone(self);
         std::thread::spawn(move || {
             let built = Connection::open(&path).map_err(crate::error::CairnError::from).and_then(|c| {
-                c.busy_timeout(crate::store::BUSY_TIMEOUT)?;
+                c.busy_timeout(crate::settings::BUSY_TIMEOUT)?;
                 MemoryIndex::build(&c)
             });
             match built {

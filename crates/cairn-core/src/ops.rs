@@ -502,7 +502,7 @@ fn run_history(history: &mut HistoryArchive, rules: &RuleSettings, op: Op) -> Re
     let meter = rules.plugin.context_meter.clone();
     let dir = {
         let db = history.db()?;
-        history_session_of(&op).and_then(|id| session_directory(db, id))
+        history_session_of(&op).and_then(|id| db.session_directory(id))
     };
     let cfg = match dir {
         Some(dir) => history.settings_for(&rules.history, &dir)?,
@@ -587,7 +587,7 @@ fn plans(
         .directory
         .clone()
         .filter(|d| !d.as_os_str().to_string_lossy().trim().is_empty())
-        .or_else(|| crate::agent::given(req.session_id.clone()).and_then(|id| session_directory(db, &id)));
+        .or_else(|| crate::agent::given(req.session_id.clone()).and_then(|id| db.session_directory(&id)));
     let dirs = p::plan_dirs(&crate::history::ingest::process_env, directory.as_deref());
     p::plans(&dirs, req.read.as_deref())
 }
@@ -603,19 +603,6 @@ fn history_session_of(op: &Op) -> Option<&str> {
         Op::HistorySearch(r) => r.session_id.as_deref().or(r.caller_session_id.as_deref()),
         _ => None,
     }
-}
-
-/// Where the session ran (a project directory), when the archive knows it.
-fn session_directory(db: &crate::history::HistoryDb, session_id: &str) -> Option<std::path::PathBuf> {
-    use rusqlite::OptionalExtension;
-    let dir: Option<String> = db
-        .conn()
-        .query_row("SELECT directory FROM history_sessions WHERE id = ?1", [session_id], |row| row.get(0))
-        .optional()
-        .ok()
-        .flatten()
-        .flatten();
-    dir.filter(|d| !d.trim().is_empty()).map(std::path::PathBuf::from)
 }
 
 /// Run an operation; its result as the JSON the doors send (tests compare JSON; doors get

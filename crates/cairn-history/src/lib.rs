@@ -13,10 +13,12 @@ pub mod model;
 pub mod opencode;
 pub mod plans;
 pub mod query;
+mod session_facts;
 pub mod store;
 mod text;
 
 pub use archive::HistoryArchive;
+pub use session_facts::ArchivedSession;
 pub use store::{ApplyCounts, ApplyOutcome, HISTORY_DB_FILE, HistoryDb, SourceRef};
 
 #[cfg(test)]

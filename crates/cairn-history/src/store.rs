@@ -131,9 +131,8 @@ impl HistoryDb {
         Ok(HistoryDb { conn, fts, path, bulk: None })
     }
 
-    /// The archive's connection. Outside this crate only for reading: the Last Session record
-    /// and the history ops' session lookup in `cairn-core` still query it directly.
-    pub fn conn(&self) -> &Connection {
+    /// The archive's connection: its SQL stays in this crate.
+    pub(crate) fn conn(&self) -> &Connection {
         &self.conn
     }
 

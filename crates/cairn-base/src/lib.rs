@@ -7,6 +7,7 @@
 pub mod clock;
 pub mod context_window;
 pub mod error;
+pub mod lenient;
 pub mod migrate;
 pub mod project;
 pub mod query;

@@ -37,7 +37,7 @@ pub mod transfer;
 pub mod views;
 
 /// The shared base, under the paths it always had here.
-pub use cairn_base::{clock, context_window, error, project, settings, text};
+pub use cairn_base::{clock, context_window, error, lenient, project, settings, text};
 /// The conversation-history archive, its own crate.
 pub use cairn_history as history;
 pub use core_context::Core;

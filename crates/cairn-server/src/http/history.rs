@@ -24,60 +24,20 @@ fn caller(query: Option<String>, headers: &HeaderMap) -> Option<String> {
     given(query).or_else(|| given(headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned)))
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct SessionsParams {
-    /// Only this project's sessions.
-    project: Option<String>,
-    /// Words of the title, directory or id.
-    query: Option<String>,
-    /// `opencode` or `claude-code`.
-    #[param(pattern = r"^\s*(opencode|claude-code|claude)?\s*$")]
-    host: Option<String>,
-    /// Default 10, at most 500.
-    #[param(minimum = 0)]
-    limit: Option<usize>,
-    /// Sub-agent sessions too (default false).
-    include_children: Option<bool>,
-}
-
 /// Conversation-history sessions of every host, newest first.
 #[utoipa::path(get, operation_id = "history_sessions", path = "/history/sessions", tag = "history",
-    params(SessionsParams),
+    params(SessionsRequest),
     responses(
         (status = 200, description = "Sessions, newest first (`[]` when none)",
             body = Vec<cairn_core::history::query::SessionListing>),
         (status = 400, description = "Bad parameter (unknown host)", body = ErrorBody)))]
-pub(super) async fn sessions(State(state): State<AppState>, ApiQuery(p): ApiQuery<SessionsParams>) -> ApiResult {
-    let req = SessionsRequest {
-        project: given(p.project),
-        query: given(p.query),
-        host: given(p.host),
-        limit: p.limit.unwrap_or(10),
-        include_children: p.include_children.unwrap_or(false),
-    };
+pub(super) async fn sessions(State(state): State<AppState>, ApiQuery(req): ApiQuery<SessionsRequest>) -> ApiResult {
     Ok(ok(run(&state, Op::HistorySessions(req)).await?))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct TurnsParams {
-    #[param(min_length = 1, pattern = r"\S")]
-    session_id: String,
-    /// Default: the newest visible turn.
-    #[param(minimum = 1)]
-    turn_number: Option<i64>,
-    #[param(minimum = 0)]
-    num_before: Option<usize>,
-    #[param(minimum = 0)]
-    num_after: Option<usize>,
-    /// The caller's own session (else the `X-Cairn-Session` header).
-    caller_session_id: Option<String>,
 }
 
 /// Turn previews of a session.
 #[utoipa::path(get, operation_id = "history_browse_turns", path = "/history/turns", tag = "history",
-    params(TurnsParams),
+    params(TurnsRequest),
     responses(
         (status = 200, description = "The turns, ascending", body = cairn_core::history::query::TurnsPage),
         (status = 400, description = "Bad parameter or id", body = ErrorBody),
@@ -85,35 +45,15 @@ pub struct TurnsParams {
 pub(super) async fn turns(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiQuery(p): ApiQuery<TurnsParams>,
+    ApiQuery(mut req): ApiQuery<TurnsRequest>,
 ) -> ApiResult {
-    let req = TurnsRequest {
-        session_id: p.session_id,
-        turn_number: p.turn_number,
-        num_before: p.num_before.unwrap_or(0),
-        num_after: p.num_after.unwrap_or(0),
-        caller_session_id: caller(p.caller_session_id, &headers),
-    };
+    req.caller_session_id = caller(req.caller_session_id, &headers);
     Ok(ok(run(&state, Op::HistoryBrowseTurns(req)).await?))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct MessagesParams {
-    #[param(min_length = 1, pattern = r"\S")]
-    session_id: String,
-    /// The anchor (default: the latest visible message).
-    message_id: Option<String>,
-    #[param(minimum = 0)]
-    num_before: Option<usize>,
-    #[param(minimum = 0)]
-    num_after: Option<usize>,
-    caller_session_id: Option<String>,
 }
 
 /// Message previews around a message.
 #[utoipa::path(get, operation_id = "history_browse_messages", path = "/history/messages", tag = "history",
-    params(MessagesParams),
+    params(MessagesRequest),
     responses(
         (status = 200, description = "The window, with ids to page on", body = cairn_core::history::query::MessagesPage),
         (status = 400, description = "Bad parameter or id", body = ErrorBody),
@@ -121,31 +61,15 @@ pub struct MessagesParams {
 pub(super) async fn messages(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiQuery(p): ApiQuery<MessagesParams>,
+    ApiQuery(mut req): ApiQuery<MessagesRequest>,
 ) -> ApiResult {
-    let req = MessagesRequest {
-        session_id: p.session_id,
-        message_id: given(p.message_id),
-        num_before: p.num_before.unwrap_or(0),
-        num_after: p.num_after.unwrap_or(0),
-        caller_session_id: caller(p.caller_session_id, &headers),
-    };
+    req.caller_session_id = caller(req.caller_session_id, &headers);
     Ok(ok(run(&state, Op::HistoryBrowseMessages(req)).await?))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct MessageParams {
-    #[param(min_length = 1, pattern = r"\S")]
-    session_id: String,
-    #[param(min_length = 1, pattern = r"\S")]
-    message_id: String,
-    caller_session_id: Option<String>,
 }
 
 /// One message's parts, long ones cut.
 #[utoipa::path(get, operation_id = "history_pull_message", path = "/history/message", tag = "history",
-    params(MessageParams),
+    params(MessageRequest),
     responses(
         (status = 200, description = "The message", body = cairn_core::history::query::PulledMessage),
         (status = 400, description = "Bad parameter or id", body = ErrorBody),
@@ -153,37 +77,15 @@ pub struct MessageParams {
 pub(super) async fn message(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiQuery(p): ApiQuery<MessageParams>,
+    ApiQuery(mut req): ApiQuery<MessageRequest>,
 ) -> ApiResult {
-    let req = MessageRequest {
-        session_id: p.session_id,
-        message_id: p.message_id,
-        caller_session_id: caller(p.caller_session_id, &headers),
-    };
+    req.caller_session_id = caller(req.caller_session_id, &headers);
     Ok(ok(run(&state, Op::HistoryPullMessage(req)).await?))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct PartParams {
-    #[param(min_length = 1, pattern = r"\S")]
-    session_id: String,
-    #[param(min_length = 1, pattern = r"\S")]
-    message_id: String,
-    #[param(min_length = 1, pattern = r"\S")]
-    part_id: String,
-    /// First character (`next_offset` of the previous page); must be inside the part.
-    #[param(minimum = 0)]
-    offset: Option<usize>,
-    /// Page size, default 20000.
-    #[param(minimum = 1, maximum = 100_000)]
-    max_chars: Option<usize>,
-    caller_session_id: Option<String>,
 }
 
 /// One part in full, a page at a time.
 #[utoipa::path(get, operation_id = "history_pull_part", path = "/history/part", tag = "history",
-    params(PartParams),
+    params(PartRequest),
     responses(
         (status = 200, description = "One page of the part", body = cairn_core::history::query::PulledPart),
         (status = 400, description = "Bad parameter, id, offset past the end or max_chars out of range", body = ErrorBody),
@@ -191,40 +93,15 @@ pub struct PartParams {
 pub(super) async fn part(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiQuery(p): ApiQuery<PartParams>,
+    ApiQuery(mut req): ApiQuery<PartRequest>,
 ) -> ApiResult {
-    let req = PartRequest {
-        session_id: p.session_id,
-        message_id: p.message_id,
-        part_id: p.part_id,
-        offset: p.offset.unwrap_or(0),
-        max_chars: p.max_chars.unwrap_or(20_000),
-        caller_session_id: caller(p.caller_session_id, &headers),
-    };
+    req.caller_session_id = caller(req.caller_session_id, &headers);
     Ok(ok(run(&state, Op::HistoryPullPart(req)).await?))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct SearchParams {
-    /// Keywords or a tool name (at most 500 characters).
-    #[param(min_length = 1, max_length = 500, pattern = r"\S")]
-    query: String,
-    /// One session; omitted: the project's sessions (every session without a project).
-    session_id: Option<String>,
-    project: Option<String>,
-    /// Case-insensitive substring (default false).
-    literal: Option<bool>,
-    /// Pipe-separated subset of text, tool, reasoning (default `text|tool`).
-    #[serde(rename = "type")]
-    #[param(rename = "type", pattern = r"^\s*(text|tool|reasoning)?\s*([|,]\s*(text|tool|reasoning)?\s*)*$")]
-    kinds: Option<String>,
-    caller_session_id: Option<String>,
 }
 
 /// Search the history's parts, grouped by message.
 #[utoipa::path(get, operation_id = "history_search", path = "/history/search", tag = "history",
-    params(SearchParams),
+    params(SearchRequest),
     responses(
         (status = 200, description = "Matching messages, best first", body = cairn_core::history::query::SearchResults),
         (status = 400, description = "Empty or too long query, unknown type, bad id", body = ErrorBody),
@@ -232,67 +109,46 @@ pub struct SearchParams {
 pub(super) async fn search(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiQuery(p): ApiQuery<SearchParams>,
+    ApiQuery(mut req): ApiQuery<SearchRequest>,
 ) -> ApiResult {
-    let req = SearchRequest {
-        query: p.query,
-        session_id: given(p.session_id),
-        project: given(p.project),
-        literal: p.literal.unwrap_or(false),
-        kinds: given(p.kinds),
-        caller_session_id: caller(p.caller_session_id, &headers),
-    };
+    req.caller_session_id = caller(req.caller_session_id, &headers);
     Ok(ok(run(&state, Op::HistorySearch(req)).await?))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct SessionParams {
-    #[param(min_length = 1, pattern = r"\S")]
-    session_id: String,
 }
 
 /// The navigation chart of a session before its latest compaction.
 #[utoipa::path(get, operation_id = "history_chart", path = "/history/chart", tag = "history",
-    params(SessionParams),
+    params(SessionRef),
     responses(
         (status = 200, description = "`{session_id, chart}`", body = cairn_core::history::query::Chart),
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody)))]
-pub(super) async fn chart(State(state): State<AppState>, ApiQuery(p): ApiQuery<SessionParams>) -> ApiResult {
-    Ok(ok(run(&state, Op::HistoryChart(SessionRef { session_id: p.session_id })).await?))
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct CompactionsParams {
-    #[param(min_length = 1, pattern = r"\S")]
-    session_id: String,
-    /// 1-based: that compaction's full summary.
-    #[param(minimum = 1)]
-    read: Option<usize>,
+pub(super) async fn chart(State(state): State<AppState>, ApiQuery(req): ApiQuery<SessionRef>) -> ApiResult {
+    Ok(ok(run(&state, Op::HistoryChart(req)).await?))
 }
 
 /// A session's compactions.
 #[utoipa::path(get, operation_id = "history_compactions", path = "/history/compactions", tag = "history",
-    params(CompactionsParams),
+    params(CompactionsRequest),
     responses(
         (status = 200, description = "The compactions, oldest first", body = cairn_core::history::query::Compactions),
         (status = 400, description = "Bad id, or no such compaction to read", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody)))]
-pub(super) async fn compactions(State(state): State<AppState>, ApiQuery(p): ApiQuery<CompactionsParams>) -> ApiResult {
-    Ok(ok(run(&state, Op::HistoryCompactions(CompactionsRequest { session_id: p.session_id, read: p.read })).await?))
+pub(super) async fn compactions(
+    State(state): State<AppState>,
+    ApiQuery(req): ApiQuery<CompactionsRequest>,
+) -> ApiResult {
+    Ok(ok(run(&state, Op::HistoryCompactions(req)).await?))
 }
 
 /// A session's sub-agent sessions.
 #[utoipa::path(get, operation_id = "history_children", path = "/history/children", tag = "history",
-    params(SessionParams),
+    params(SessionRef),
     responses(
         (status = 200, description = "Child sessions, oldest first", body = Vec<cairn_core::history::query::SessionListing>),
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody)))]
-pub(super) async fn children(State(state): State<AppState>, ApiQuery(p): ApiQuery<SessionParams>) -> ApiResult {
-    Ok(ok(run(&state, Op::HistoryChildren(SessionRef { session_id: p.session_id })).await?))
+pub(super) async fn children(State(state): State<AppState>, ApiQuery(req): ApiQuery<SessionRef>) -> ApiResult {
+    Ok(ok(run(&state, Op::HistoryChildren(req)).await?))
 }
 
 /// What the history archive holds per host.

@@ -6,8 +6,6 @@
 //! Unknown fields are ignored, so engram-only extras (`project_choice_reason`, `recovery_token`)
 //! do not break a call.
 
-use std::str::FromStr;
-
 use cairn_core::CairnError;
 use rmcp::schemars::{self, JsonSchema};
 use serde::de::{DeserializeOwned, Error as _};
@@ -59,22 +57,8 @@ pub fn slim_schema(schema: &serde_json::Map<String, Value>) -> serde_json::Map<S
 }
 
 /// Integers may come as JSON numbers or as numeric strings (`"42"`): models send both, and
-/// engram's server accepted both.
-pub fn int<'de, D: Deserializer<'de>, T: DeserializeOwned + FromStr>(d: D) -> Result<T, D::Error> {
-    match Value::deserialize(d)? {
-        Value::String(s) => s.trim().parse().map_err(|_| D::Error::custom(format!("expected a number, got {s:?}"))),
-        other => serde_json::from_value(other).map_err(D::Error::custom),
-    }
-}
-
-/// [`int`] for optional fields (`null` is absent).
-pub fn opt_int<'de, D: Deserializer<'de>, T: DeserializeOwned + FromStr>(d: D) -> Result<Option<T>, D::Error> {
-    match Value::deserialize(d)? {
-        Value::Null => Ok(None),
-        Value::String(s) if s.trim().is_empty() => Ok(None),
-        other => int(other).map(Some).map_err(D::Error::custom),
-    }
-}
+/// engram's server accepted both. The same readers serve every door (`cairn_core::lenient`).
+pub use cairn_core::lenient::{int, opt_int};
 
 /// A list given as a JSON array or as one comma-separated string.
 fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
@@ -363,119 +347,6 @@ pub struct RouterArgs {
     /// The operation's arguments.
     #[serde(default)]
     pub args: serde_json::Map<String, Value>,
-}
-
-/// `history_sessions`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HistorySessionsArgs {
-    /// Only this project's sessions.
-    #[serde(default, alias = "projectPath")]
-    pub project: Option<String>,
-    /// Words of the title, directory or id.
-    #[serde(default)]
-    pub query: Option<String>,
-    /// opencode or claude-code.
-    #[serde(default)]
-    pub host: Option<String>,
-    /// Most sessions (default 10).
-    #[serde(default, deserialize_with = "opt_int")]
-    #[schemars(with = "Option<u32>")]
-    pub limit: Option<usize>,
-    /// Sub-agent sessions too.
-    #[serde(default)]
-    pub include_children: bool,
-}
-
-/// `history_browse_turns`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HistoryTurnsArgs {
-    /// `ses_…` (OpenCode) or a Claude Code session UUID.
-    #[serde(alias = "sessionId")]
-    pub session_id: String,
-    /// The turn to center on (default: the newest visible).
-    #[serde(default, deserialize_with = "opt_int")]
-    #[schemars(with = "Option<u32>")]
-    pub turn_number: Option<i64>,
-    #[serde(default, deserialize_with = "opt_int")]
-    #[schemars(with = "Option<u32>")]
-    pub num_before: Option<usize>,
-    #[serde(default, deserialize_with = "opt_int")]
-    #[schemars(with = "Option<u32>")]
-    pub num_after: Option<usize>,
-    /// Your own session id: your session is shown as before its latest compaction.
-    #[serde(default)]
-    pub caller_session_id: Option<String>,
-}
-
-/// `history_browse_messages`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HistoryMessagesArgs {
-    #[serde(alias = "sessionId")]
-    pub session_id: String,
-    /// The message to center on (default: the latest visible).
-    #[serde(default, alias = "messageId")]
-    pub message_id: Option<String>,
-    #[serde(default, deserialize_with = "opt_int")]
-    #[schemars(with = "Option<u32>")]
-    pub num_before: Option<usize>,
-    #[serde(default, deserialize_with = "opt_int")]
-    #[schemars(with = "Option<u32>")]
-    pub num_after: Option<usize>,
-    #[serde(default)]
-    pub caller_session_id: Option<String>,
-}
-
-/// `history_pull_message`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HistoryMessageArgs {
-    #[serde(alias = "sessionId")]
-    pub session_id: String,
-    #[serde(alias = "messageId")]
-    pub message_id: String,
-    #[serde(default)]
-    pub caller_session_id: Option<String>,
-}
-
-/// `history_pull_part`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HistoryPartArgs {
-    #[serde(alias = "sessionId")]
-    pub session_id: String,
-    #[serde(alias = "messageId")]
-    pub message_id: String,
-    #[serde(alias = "partId")]
-    pub part_id: String,
-    /// Where to start (next_offset of the previous page).
-    #[serde(default, deserialize_with = "opt_int")]
-    #[schemars(with = "Option<u32>")]
-    pub offset: Option<usize>,
-    /// Page size in characters (default 20000, at most 100000).
-    #[serde(default, deserialize_with = "opt_int")]
-    #[schemars(with = "Option<u32>")]
-    pub max_chars: Option<usize>,
-    #[serde(default)]
-    pub caller_session_id: Option<String>,
-}
-
-/// `history_search`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HistorySearchArgs {
-    /// Keywords or a tool name (at most 500 characters).
-    pub query: String,
-    /// One session; omitted: the project's sessions, newest first.
-    #[serde(default, alias = "sessionId")]
-    pub session_id: Option<String>,
-    /// Defaults to the current project.
-    #[serde(default)]
-    pub project: Option<String>,
-    /// Case-insensitive substring instead of ranked keywords.
-    #[serde(default)]
-    pub literal: bool,
-    /// Pipe-separated: text, tool, reasoning (default text|tool).
-    #[serde(default, rename = "type")]
-    pub kinds: Option<String>,
-    #[serde(default)]
-    pub caller_session_id: Option<String>,
 }
 
 #[cfg(test)]

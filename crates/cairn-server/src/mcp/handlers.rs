@@ -26,8 +26,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
 
 use super::args::{
-    CapturePassiveArgs, CompareArgs, ContextArgs, DeleteArgs, DoctorArgs, HistoryMessageArgs, HistoryMessagesArgs,
-    HistoryPartArgs, HistorySearchArgs, HistorySessionsArgs, HistoryTurnsArgs, IdArgs, JudgeArgs, MergeProjectsArgs,
+    CapturePassiveArgs, CompareArgs, ContextArgs, DeleteArgs, DoctorArgs, IdArgs, JudgeArgs, MergeProjectsArgs,
     RouterArgs, SaveArgs, SavePromptArgs, SearchArgs, SessionEndArgs, SessionStartArgs, SessionSummaryArgs, StatsArgs,
     SuggestTopicKeyArgs, TimelineArgs, UpdateArgs,
 };
@@ -437,75 +436,35 @@ impl CairnMcp {
         Ok(reply::text(text))
     }
 
-    pub(super) async fn history_sessions_op(&self, a: HistorySessionsArgs) -> Result<CallToolResult> {
-        let req = history::SessionsRequest {
-            project: given(a.project),
-            query: given(a.query),
-            host: given(a.host),
-            limit: a.limit.unwrap_or(10),
-            include_children: a.include_children,
-        };
+    pub(super) async fn history_sessions_op(&self, req: history::SessionsRequest) -> Result<CallToolResult> {
         self.history_json(Op::HistorySessions(req)).await
     }
 
-    pub(super) async fn history_browse_turns_op(&self, a: HistoryTurnsArgs) -> Result<CallToolResult> {
-        let req = history::TurnsRequest {
-            session_id: a.session_id,
-            turn_number: a.turn_number,
-            num_before: a.num_before.unwrap_or(0),
-            num_after: a.num_after.unwrap_or(0),
-            caller_session_id: given(a.caller_session_id),
-        };
+    pub(super) async fn history_browse_turns_op(&self, req: history::TurnsRequest) -> Result<CallToolResult> {
         self.history_json(Op::HistoryBrowseTurns(req)).await
     }
 
-    pub(super) async fn history_browse_messages_op(&self, a: HistoryMessagesArgs) -> Result<CallToolResult> {
-        let req = history::MessagesRequest {
-            session_id: a.session_id,
-            message_id: given(a.message_id),
-            num_before: a.num_before.unwrap_or(0),
-            num_after: a.num_after.unwrap_or(0),
-            caller_session_id: given(a.caller_session_id),
-        };
+    pub(super) async fn history_browse_messages_op(&self, req: history::MessagesRequest) -> Result<CallToolResult> {
         self.history_json(Op::HistoryBrowseMessages(req)).await
     }
 
-    pub(super) async fn history_pull_message_op(&self, a: HistoryMessageArgs) -> Result<CallToolResult> {
-        let req = history::MessageRequest {
-            session_id: a.session_id,
-            message_id: a.message_id,
-            caller_session_id: given(a.caller_session_id),
-        };
+    pub(super) async fn history_pull_message_op(&self, req: history::MessageRequest) -> Result<CallToolResult> {
         self.history_json(Op::HistoryPullMessage(req)).await
     }
 
-    pub(super) async fn history_pull_part_op(&self, a: HistoryPartArgs) -> Result<CallToolResult> {
-        let req = history::PartRequest {
-            session_id: a.session_id,
-            message_id: a.message_id,
-            part_id: a.part_id,
-            offset: a.offset.unwrap_or(0),
-            max_chars: a.max_chars.unwrap_or(20_000),
-            caller_session_id: given(a.caller_session_id),
-        };
+    pub(super) async fn history_pull_part_op(&self, req: history::PartRequest) -> Result<CallToolResult> {
         self.history_json(Op::HistoryPullPart(req)).await
     }
 
     /// Without a session, the search covers the caller's project.
-    pub(super) async fn history_search_op(&self, call: &CallCtx, a: HistorySearchArgs) -> Result<CallToolResult> {
-        let session_id = given(a.session_id);
-        let project = match (&session_id, given(a.project)) {
-            (None, None) => Some(self.resolve(call, None).await?.project),
-            (_, project) => project,
-        };
-        let req = history::SearchRequest {
-            query: a.query,
-            session_id,
-            project,
-            literal: a.literal,
-            kinds: given(a.kinds),
-            caller_session_id: given(a.caller_session_id),
-        };
+    pub(super) async fn history_search_op(
+        &self,
+        call: &CallCtx,
+        mut req: history::SearchRequest,
+    ) -> Result<CallToolResult> {
+        if req.session_id.is_none() && req.project.is_none() {
+            req.project = Some(self.resolve(call, None).await?.project);
+        }
         self.history_json(Op::HistorySearch(req)).await
     }
 

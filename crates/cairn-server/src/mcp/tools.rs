@@ -5,16 +5,16 @@
 use std::future::Future;
 
 use cairn_core::CairnError;
+use cairn_core::history::query as history;
 use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 
 use super::args::{
-    Args, CapturePassiveArgs, CompareArgs, ContextArgs, DeleteArgs, DoctorArgs, HistoryMessageArgs,
-    HistoryMessagesArgs, HistoryPartArgs, HistorySearchArgs, HistorySessionsArgs, HistoryTurnsArgs, IdArgs, JudgeArgs,
-    MergeProjectsArgs, NoArgs, RouterArgs, SaveArgs, SavePromptArgs, SearchArgs, SessionEndArgs, SessionStartArgs,
-    SessionSummaryArgs, StatsArgs, SuggestTopicKeyArgs, TimelineArgs, UpdateArgs,
+    Args, CapturePassiveArgs, CompareArgs, ContextArgs, DeleteArgs, DoctorArgs, IdArgs, JudgeArgs, MergeProjectsArgs,
+    NoArgs, RouterArgs, SaveArgs, SavePromptArgs, SearchArgs, SessionEndArgs, SessionStartArgs, SessionSummaryArgs,
+    StatsArgs, SuggestTopicKeyArgs, TimelineArgs, UpdateArgs,
 };
 use super::{CairnMcp, CallCtx, reply, router_tool};
 
@@ -375,7 +375,7 @@ impl CairnMcp {
             open_world_hint = false
         )
     )]
-    async fn history_sessions(&self, Parameters(args): Parameters<Args<HistorySessionsArgs>>) -> CallToolResult {
+    async fn history_sessions(&self, Parameters(args): Parameters<Args<history::SessionsRequest>>) -> CallToolResult {
         run(args, |a| self.history_sessions_op(a)).await
     }
 
@@ -391,7 +391,7 @@ impl CairnMcp {
             open_world_hint = false
         )
     )]
-    async fn history_browse_turns(&self, Parameters(args): Parameters<Args<HistoryTurnsArgs>>) -> CallToolResult {
+    async fn history_browse_turns(&self, Parameters(args): Parameters<Args<history::TurnsRequest>>) -> CallToolResult {
         run(args, |a| self.history_browse_turns_op(a)).await
     }
 
@@ -406,7 +406,10 @@ impl CairnMcp {
             open_world_hint = false
         )
     )]
-    async fn history_browse_messages(&self, Parameters(args): Parameters<Args<HistoryMessagesArgs>>) -> CallToolResult {
+    async fn history_browse_messages(
+        &self,
+        Parameters(args): Parameters<Args<history::MessagesRequest>>,
+    ) -> CallToolResult {
         run(args, |a| self.history_browse_messages_op(a)).await
     }
 
@@ -421,7 +424,10 @@ impl CairnMcp {
             open_world_hint = false
         )
     )]
-    async fn history_pull_message(&self, Parameters(args): Parameters<Args<HistoryMessageArgs>>) -> CallToolResult {
+    async fn history_pull_message(
+        &self,
+        Parameters(args): Parameters<Args<history::MessageRequest>>,
+    ) -> CallToolResult {
         run(args, |a| self.history_pull_message_op(a)).await
     }
 
@@ -436,7 +442,7 @@ impl CairnMcp {
             open_world_hint = false
         )
     )]
-    async fn history_pull_part(&self, Parameters(args): Parameters<Args<HistoryPartArgs>>) -> CallToolResult {
+    async fn history_pull_part(&self, Parameters(args): Parameters<Args<history::PartRequest>>) -> CallToolResult {
         run(args, |a| self.history_pull_part_op(a)).await
     }
 
@@ -454,7 +460,7 @@ impl CairnMcp {
     )]
     async fn history_search(
         &self,
-        Parameters(args): Parameters<Args<HistorySearchArgs>>,
+        Parameters(args): Parameters<Args<history::SearchRequest>>,
         Extension(call): Extension<CallCtx>,
     ) -> CallToolResult {
         run(args, |a| self.history_search_op(&call, a)).await

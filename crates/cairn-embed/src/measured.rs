@@ -27,8 +27,10 @@ pub struct Measured {
     pub languages: &'static str,
     /// When and on what the figures were measured.
     pub measured_on: &'static str,
-    /// Resident memory the loaded model adds to the daemon (MiB): `VmRSS` of `cairn serve`
-    /// after its first hybrid search, less that of the same daemon without a model.
+    /// Resident memory the loaded model adds to the daemon (MiB): `VmRSS` of a release `cairn
+    /// serve` after a save, its embedding and two hybrid searches, less that of the same daemon
+    /// without a model (29,684 kB). Measured 2026-11-28 15:25 UTC, after the allocator gave back
+    /// the memory of the model's load (before, it kept it: e5 showed 1,080 MiB).
     pub rss_mib: Option<u32>,
     /// Query embedding + hybrid search at 100,000 memories, p50 (ms), a query never seen
     /// before, in-process (`cargo bench -p cairn-core --bench store -- --count 100000
@@ -48,9 +50,9 @@ pub const MEASURED: &[Measured] = &[
         model: "multilingual-e5-small",
         languages: "~100 languages",
         measured_on: MEASURED_ON,
-        // VmRSS 1,145,868 kB against 39,760 kB without a model (RssAnon 1,114,408 kB): 470 MB
-        // of f32 weights (384 MB the 250,037-token vocabulary), the rest not broken down yet.
-        rss_mib: Some(1080),
+        // VmRSS 303,036 kB: the 250,037-token vocabulary's table in f16 (192 MB), the layers
+        // packed in f16, the tokenizer.
+        rss_mib: Some(267),
         hybrid_ms_p50_100k: Some(12.5),
         recall: Recall {
             coding_r5: Some(0.959),
@@ -64,7 +66,8 @@ pub const MEASURED: &[Measured] = &[
         model: "all-MiniLM-L6-v2",
         languages: "English",
         measured_on: MEASURED_ON,
-        rss_mib: Some(185),
+        // VmRSS 130,280 kB.
+        rss_mib: Some(98),
         hybrid_ms_p50_100k: Some(7.8),
         recall: Recall {
             coding_r5: Some(0.946),
@@ -79,8 +82,8 @@ pub const MEASURED: &[Measured] = &[
         model: "nomic-embed-text-v1.5",
         languages: "English",
         measured_on: MEASURED_ON,
-        // The f16 weights held as f32.
-        rss_mib: Some(629),
+        // VmRSS 313,732 kB.
+        rss_mib: Some(277),
         // Not measured at 100k; its query embedding alone took 159 ms p50 in cairn-eval on the
         // coding set (busy machine), ten times the budget of the default.
         hybrid_ms_p50_100k: None,

@@ -23,9 +23,18 @@ pub fn opt_int<'de, D: Deserializer<'de>, T: DeserializeOwned + FromStr>(d: D) -
     }
 }
 
-/// [`opt_int`] for a count with a default: absent, `null` or blank is `N`.
+/// An optional integer as a number or numeric text; `null` is absent. A blank string is an
+/// error here: an HTTP query's `limit=` is no number, and its schema says so.
+pub fn opt_number<'de, D: Deserializer<'de>, T: DeserializeOwned + FromStr>(d: D) -> Result<Option<T>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        other => number(other).map(Some).map_err(D::Error::custom),
+    }
+}
+
+/// [`opt_number`] for a count with a default: absent or `null` is `N`.
 pub fn count_or<'de, D: Deserializer<'de>, const N: usize>(d: D) -> Result<usize, D::Error> {
-    Ok(opt_int(d)?.unwrap_or(N))
+    Ok(opt_number(d)?.unwrap_or(N))
 }
 
 /// Optional text: blank (only white space) is absent.
@@ -33,13 +42,14 @@ pub fn given<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error
     Ok(Option::<String>::deserialize(d)?.filter(|s| !s.trim().is_empty()))
 }
 
-/// A flag given as a JSON boolean or as `"true"` / `"false"`; `null` and blank are false.
+/// A flag given as a JSON boolean or as `"true"` / `"false"`; `null` is false, a blank string an
+/// error (the schemas say boolean).
 pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     match Value::deserialize(d)? {
         Value::Null => Ok(false),
         Value::Bool(b) => Ok(b),
         Value::String(s) => match s.trim() {
-            "" | "false" => Ok(false),
+            "false" => Ok(false),
             "true" => Ok(true),
             other => Err(D::Error::custom(format!("expected true or false, got {other:?}"))),
         },
@@ -63,7 +73,7 @@ mod tests {
     struct Request {
         #[serde(default = "ten", deserialize_with = "super::count_or::<_, 10>")]
         limit: usize,
-        #[serde(default, deserialize_with = "super::opt_int")]
+        #[serde(default, deserialize_with = "super::opt_number")]
         turn: Option<i64>,
         #[serde(default, deserialize_with = "super::given")]
         project: Option<String>,
@@ -83,7 +93,7 @@ mod tests {
     fn numbers_come_as_numbers_or_text_and_blank_is_absent() {
         let all_absent = Request { limit: 10, turn: None, project: None, all: false };
         assert_eq!(read(json!({})).unwrap(), all_absent);
-        assert_eq!(read(json!({"limit": null, "turn": "", "project": "  ", "all": null})).unwrap(), all_absent);
+        assert_eq!(read(json!({"limit": null, "turn": null, "project": "  ", "all": null})).unwrap(), all_absent);
         let given = read(json!({"limit": " 5 ", "turn": -2, "project": "cairn", "all": "true"})).unwrap();
         assert_eq!(given, Request { limit: 5, turn: Some(-2), project: Some("cairn".into()), all: true });
         assert_eq!(read(json!({"limit": 7, "turn": "3", "all": false})).unwrap().limit, 7);
@@ -95,5 +105,9 @@ mod tests {
         assert!(read(json!({"limit": -1})).is_err(), "a count is never negative");
         assert!(read(json!({"turn": 1.5})).is_err());
         assert!(read(json!({"all": "yes"})).unwrap_err().contains("expected true or false"));
+        // blank text is no number and no flag (an HTTP query's `limit=` or `all=`)
+        assert!(read(json!({"limit": ""})).unwrap_err().contains("expected a number"));
+        assert!(read(json!({"turn": " "})).unwrap_err().contains("expected a number"));
+        assert!(read(json!({"all": ""})).unwrap_err().contains("expected true or false"));
     }
 }

@@ -74,7 +74,7 @@ pub struct TurnsRequest {
     #[cfg_attr(feature = "openapi", param(min_length = 1, pattern = r"\S"))]
     pub session_id: String,
     /// The turn to center on (default: the newest visible).
-    #[serde(default, deserialize_with = "lenient::opt_int")]
+    #[serde(default, deserialize_with = "lenient::opt_number")]
     #[cfg_attr(feature = "schema", schemars(with = "Option<u32>"))]
     #[cfg_attr(feature = "openapi", param(minimum = 1))]
     pub turn_number: Option<i64>,
@@ -204,7 +204,7 @@ pub struct CompactionsRequest {
     #[cfg_attr(feature = "openapi", param(min_length = 1, pattern = r"\S"))]
     pub session_id: String,
     /// 1-based: that compaction's full summary.
-    #[serde(default, deserialize_with = "lenient::opt_int")]
+    #[serde(default, deserialize_with = "lenient::opt_number")]
     #[cfg_attr(feature = "schema", schemars(with = "Option<u32>"))]
     #[cfg_attr(feature = "openapi", param(minimum = 1))]
     pub read: Option<usize>,

@@ -332,9 +332,8 @@ pub struct Settings {
 }
 
 /// What the rules read of the settings: the plugin tables and `[history]`. A door hands it to
-/// every `Store` it opens (`Store::set_rules`),
-/// so an op runs under its process's settings with no global; a store given none runs under
-/// the defaults (unit tests).
+/// every core context it opens (`Core::with_settings`), so an op runs under its process's
+/// settings with no global; a context given none runs under the defaults (unit tests).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RuleSettings {
     pub plugin: PluginConfig,

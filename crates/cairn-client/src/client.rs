@@ -191,7 +191,7 @@ impl LocalStore {
     fn run(&self, op: Op) -> Result<OpOutput> {
         let mut core = lock(&self.core);
         if needs_semantic(&op) {
-            attach_semantic(&mut core.store, self.embedder.as_ref(), !self.read_only);
+            attach_semantic(&mut core, self.embedder.as_ref(), !self.read_only);
         }
         ops::execute(&mut core, op)
     }
@@ -430,17 +430,16 @@ impl Client {
     pub fn embed_here(&self, progress: &mut dyn FnMut(usize, i64)) -> Result<Option<usize>> {
         let Target::Store(local) = self.target()? else { return Ok(None) };
         let mut core = lock(&local.core);
-        let store = &mut core.store;
-        attach_semantic(store, local.embedder.as_ref(), !local.read_only);
+        attach_semantic(&mut core, local.embedder.as_ref(), !local.read_only);
         let mut done = 0;
         loop {
-            let n = store.embed_pending(32)?;
+            let n = core.embed_pending(32)?;
             if n == 0 {
                 return Ok(Some(done));
             }
             done += n;
-            let model = store.semantic().map(|s| s.model_id().to_owned()).unwrap_or_default();
-            progress(done, store.count_pending_embeddings(&model)?);
+            let model = core.semantic.as_ref().map(|s| s.model_id().to_owned()).unwrap_or_default();
+            progress(done, core.store.count_pending_embeddings(&model)?);
         }
     }
 
@@ -546,11 +545,10 @@ fn open_local(options: &ConnectOptions) -> Result<Target> {
         }
         LocalKind::Store | LocalKind::ReadOnly => {
             let read_only = matches!(options.local, LocalKind::ReadOnly);
-            let mut store =
+            let store =
                 if read_only { Store::open_read_only(&options.db_path)? } else { Store::open(&options.db_path)? };
-            store.set_rules(Arc::clone(&options.rules));
             Ok(Target::Store(Arc::new(LocalStore {
-                core: Mutex::new(Core::new(store)),
+                core: Mutex::new(Core::new(store).with_settings(Arc::clone(&options.rules))),
                 embedder: options.embedder.clone(),
                 read_only,
             })))
@@ -576,16 +574,16 @@ fn needs_semantic(op: &Op) -> bool {
 
 /// Load the model here for an operation that uses it (a few hundred milliseconds), and embed
 /// a few memories saved without a daemon so they can be found (`catch_up`: not read-only).
-fn attach_semantic(store: &mut Store, config: Option<&EmbedderConfig>, catch_up: bool) {
+fn attach_semantic(core: &mut Core, config: Option<&EmbedderConfig>, catch_up: bool) {
     let Some(config) = config else { return };
-    if store.semantic().is_some() {
+    if core.semantic.is_some() {
         return;
     }
     match cairn_engine::embedder::semantic_now(config) {
         Ok(semantic) => {
-            store.attach_semantic(semantic);
+            core.semantic = Some(semantic);
             let prepared =
-                store.load_vectors().and_then(|_| if catch_up { store.embed_pending(LOCAL_CATCH_UP) } else { Ok(0) });
+                core.load_vectors().and_then(|_| if catch_up { core.embed_pending(LOCAL_CATCH_UP) } else { Ok(0) });
             if let Err(e) = prepared {
                 tracing::warn!(error = %e, "semantic search without a daemon: could not prepare vectors");
             }

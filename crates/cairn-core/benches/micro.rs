@@ -13,12 +13,12 @@
 
 use std::sync::Arc;
 
-use cairn_core::Store;
 use cairn_core::context::ContextRequest;
 use cairn_core::memory::NewObservation;
 use cairn_core::search::SearchQuery;
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::query;
+use cairn_core::{Core, Store};
 use divan::{Bencher, black_box};
 
 fn main() {
@@ -136,12 +136,11 @@ fn memory_store() -> Store {
 }
 
 /// A store searched through the daemon's in-memory index.
-fn indexed_store() -> Store {
-    let mut store = memory_store();
+fn indexed_store() -> Core {
+    let store = memory_store();
     let index = Arc::new(SharedIndex::default());
     index.set(store.build_index().expect("build the index"));
-    store.attach_index(index);
-    store
+    Core::new(store).with_index(index)
 }
 
 mod save {
@@ -192,21 +191,21 @@ mod save {
 }
 
 mod search {
-    use super::{Bencher, QUESTIONS, SearchQuery, Store, black_box, indexed_store, memory_store};
+    use super::{Bencher, Core, QUESTIONS, SearchQuery, black_box, indexed_store, memory_store};
 
-    fn run(bencher: Bencher, store: &Store) {
+    fn run(bencher: Bencher, core: &Core) {
         let mut q = 0;
         bencher.bench_local(|| {
             q += 1;
             let query = SearchQuery { limit: 10, ..SearchQuery::new(QUESTIONS[q % QUESTIONS.len()]) };
-            black_box(store.search(&query).expect("search"));
+            black_box(core.search(&query).expect("search"));
         });
     }
 
     /// FTS5: the CLI without a daemon, and phrase queries.
     #[divan::bench]
     fn lexical_fts5(bencher: Bencher) {
-        run(bencher, &memory_store());
+        run(bencher, &Core::new(memory_store()));
     }
 
     /// The daemon's in-memory BM25 index.
@@ -218,13 +217,13 @@ mod search {
 
 #[divan::bench]
 fn context(bencher: Bencher) {
-    let store = memory_store();
+    let core = Core::new(memory_store());
     let mut p = 0;
     bencher.bench_local(|| {
         p += 1;
         let request =
             ContextRequest { project: Some(PROJECTS[p % PROJECTS.len()].into()), ..ContextRequest::default() };
-        black_box(store.context(&request).expect("context"));
+        black_box(core.context(&request).expect("context"));
     });
 }
 

@@ -296,12 +296,12 @@ fn main() {
 
     // The same queries through FTS5 (what a one-shot CLI uses) and through the daemon's
     // in-memory index, side by side.
-    let reader = Store::open(&path).expect("open reader");
-    let mut indexed = Store::open(&path).expect("open indexed reader");
+    let reader = cairn_core::Core::new(Store::open(&path).expect("open reader"));
+    let indexed = Store::open(&path).expect("open indexed reader");
     let built = Instant::now();
     let index = std::sync::Arc::new(cairn_core::search::index::SharedIndex::default());
     index.set(indexed.build_index().expect("build index"));
-    indexed.attach_index(index);
+    let indexed = cairn_core::Core::new(indexed).with_index(index);
     println!("index built in {:.2} s", built.elapsed().as_secs_f64());
     if std::env::args().any(|a| a == "--semantic-only") {
         drop(reader);
@@ -360,7 +360,7 @@ fn main() {
             let req =
                 ContextRequest { project: Some(PROJECTS[i % PROJECTS.len()].to_owned()), ..ContextRequest::default() };
             let t = Instant::now();
-            std::hint::black_box(store.context(&req).expect("context"));
+            std::hint::black_box(reader.context(&req).expect("context"));
             t.elapsed()
         })
         .collect();
@@ -377,7 +377,7 @@ fn main() {
 /// vectors: the scan and the fusion cost the same whatever the vectors say; the query is
 /// embedded for real. The models take turns in blocks of half the queries (A B A B), so both
 /// see the same machine.
-fn hybrid(path: &std::path::Path, mut indexed: Store, count: usize, queries: usize) {
+fn hybrid(path: &std::path::Path, mut indexed: cairn_core::Core, count: usize, queries: usize) {
     use cairn_core::search::semantic::Semantic;
     use cairn_embed::Embedder as _;
     let dirs: Vec<std::path::PathBuf> = match std::env::var_os("CAIRN_BENCH_MODEL_DIRS") {
@@ -406,7 +406,7 @@ fn hybrid(path: &std::path::Path, mut indexed: Store, count: usize, queries: usi
     for _round in 0..2 {
         for (m, (_, semantic)) in models.iter().enumerate() {
             store_random_vectors(&mut writer, semantic, count);
-            indexed.attach_semantic(std::sync::Arc::clone(semantic));
+            indexed.semantic = Some(std::sync::Arc::clone(semantic));
             assert_eq!(indexed.load_vectors().expect("load vectors"), count);
             for (i, mode) in [SearchMode::Hybrid, SearchMode::Semantic].into_iter().enumerate() {
                 for _ in 0..block {
@@ -431,7 +431,7 @@ fn hybrid(path: &std::path::Path, mut indexed: Store, count: usize, queries: usi
     }
     let (_, first) = &models[0];
     store_random_vectors(&mut writer, first, count);
-    indexed.attach_semantic(std::sync::Arc::clone(first));
+    indexed.semantic = Some(std::sync::Arc::clone(first));
     indexed.load_vectors().expect("load vectors");
     rerank_cost(&indexed, first, queries);
 }
@@ -485,7 +485,7 @@ fn query_embedding_alone(models: &[(String, std::sync::Arc<cairn_core::search::s
 
 /// The ranking alone (query vector cached), fusion only and fusion + re-ranking, alternating
 /// query by query so both see the same machine.
-fn rerank_cost(indexed: &Store, semantic: &cairn_core::search::semantic::Semantic, queries: usize) {
+fn rerank_cost(indexed: &cairn_core::Core, semantic: &cairn_core::search::semantic::Semantic, queries: usize) {
     use cairn_core::search::SearchEngine;
     use cairn_core::search::fusion::{HybridEngine, SemanticEngine};
     let mut rng = Rng(0xcafe);

@@ -135,7 +135,7 @@ impl Budgeted {
     }
 }
 
-impl Store {
+impl crate::Core {
     /// Build the context block for a project (or all projects).
     pub fn context(&self, req: &ContextRequest) -> Result<Context> {
         // Checked for every layout: a threshold the recent layout ignores is still a mistake
@@ -144,6 +144,14 @@ impl Store {
         if req.layout == ContextLayout::MemoryBlock {
             return self.memory_block(req);
         }
+        self.store.recent_layout(req)
+    }
+}
+
+impl Store {
+    /// The context in the recent layout: pinned, recent and personal memories, sessions and
+    /// prompts (no search: the store alone answers it).
+    fn recent_layout(&self, req: &ContextRequest) -> Result<Context> {
         let project = req.project.as_deref().map(|p| normalize_project(p).0);
         let pinned = self.pinned(project.as_deref(), req.scope, req.memories)?;
         let recent = self.list(&ListFilter {

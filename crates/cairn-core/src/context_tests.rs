@@ -3,37 +3,43 @@ use time::Duration;
 use crate::context::ContextRequest;
 use crate::prompts::NewPrompt;
 use crate::sessions::NewSession;
-use crate::testutil::{obs, store_with_clock};
+use crate::testutil::{core_with_clock, obs};
 
 #[test]
 fn empty_store_gives_empty_context() {
-    let (s, _) = store_with_clock();
+    let (s, _) = core_with_clock();
     let ctx = s.context(&ContextRequest::default()).unwrap();
     assert_eq!(ctx.context, "");
 }
 
 #[test]
 fn sections_pinned_first_no_duplicates_within_budget() {
-    let (mut s, clock) = store_with_clock();
-    s.start_session(&NewSession {
-        id: "s1".into(),
-        project: Some("p".into()),
-        agent: Some("opencode".into()),
-        ..Default::default()
-    })
-    .unwrap();
-    let pinned = s.save(&obs("p", "Always run cargo fmt", "CI rejects unformatted code")).unwrap().id;
-    s.set_pinned(pinned, true).unwrap();
+    let (mut s, clock) = core_with_clock();
+    s.store
+        .start_session(&NewSession {
+            id: "s1".into(),
+            project: Some("p".into()),
+            agent: Some("opencode".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    let pinned = s.store.save(&obs("p", "Always run cargo fmt", "CI rejects unformatted code")).unwrap().id;
+    s.store.set_pinned(pinned, true).unwrap();
     for i in 0..5 {
         clock.advance(Duration::minutes(1));
         let mut o = obs("p", &format!("memory {i}"), &format!("content {i}"));
         o.session_id = Some("s1".into());
-        s.save(&o).unwrap();
+        s.store.save(&o).unwrap();
     }
-    s.end_session("s1", Some("Refactored the parser")).unwrap();
-    s.add_prompt(&NewPrompt { content: "fix the parser".into(), session_id: Some("s1".into()), ..Default::default() })
+    s.store.end_session("s1", Some("Refactored the parser")).unwrap();
+    s.store
+        .add_prompt(&NewPrompt {
+            content: "fix the parser".into(),
+            session_id: Some("s1".into()),
+            ..Default::default()
+        })
         .unwrap();
-    s.save(&obs("other", "not mine", "elsewhere")).unwrap();
+    s.store.save(&obs("other", "not mine", "elsewhere")).unwrap();
 
     let ctx = s.context(&ContextRequest { project: Some("p".into()), ..Default::default() }).unwrap();
     let md = &ctx.context;
@@ -54,11 +60,11 @@ fn sections_pinned_first_no_duplicates_within_budget() {
 
 #[test]
 fn personal_memories_follow_the_user() {
-    let (mut s, _) = store_with_clock();
+    let (mut s, _) = core_with_clock();
     let mut pref = obs("elsewhere", "Prefers small commits", "Keep commits small and focused");
     pref.scope = Some("personal".into());
-    s.save(&pref).unwrap();
-    s.save(&obs("p", "Local fact", "only here")).unwrap();
+    s.store.save(&pref).unwrap();
+    s.store.save(&obs("p", "Local fact", "only here")).unwrap();
     let ctx = s.context(&ContextRequest { project: Some("p".into()), ..Default::default() }).unwrap();
     assert!(ctx.context.contains("### Personal"), "{}", ctx.context);
     assert!(ctx.context.contains("Prefers small commits"));
@@ -71,7 +77,7 @@ mod memory_block {
     use crate::agent::CompactionSave;
     use crate::context::{ContextLayout, ContextRequest};
     use crate::memory::NewObservation;
-    use crate::testutil::{obs, store_with_clock};
+    use crate::testutil::{core_with_clock, obs};
 
     fn typed(project: &str, kind: &str, title: &str, content: &str) -> NewObservation {
         NewObservation { kind: Some(kind.into()), ..obs(project, title, content) }
@@ -91,11 +97,11 @@ mod memory_block {
 
     /// A store with one memory for each section (and a compaction summary newer than the
     /// session summary: it is the "Last Session").
-    fn filled() -> crate::Store {
-        let (mut s, clock) = store_with_clock();
-        let step = |s: &mut crate::Store, new: NewObservation| {
+    fn filled() -> crate::Core {
+        let (mut s, clock) = core_with_clock();
+        let step = |s: &mut crate::Core, new: NewObservation| {
             clock.advance(Duration::days(1));
-            s.save(&new).unwrap().id
+            s.store.save(&new).unwrap().id
         };
         step(&mut s, typed("shop", "project-brief", "Shop", "An online shop for bicycle parts"));
         step(&mut s, typed("shop", "architecture", "Hexagonal core", "Ports and adapters around the order domain"));
@@ -109,7 +115,7 @@ mod memory_block {
         let mut pref = typed("elsewhere", "preference", "Small commits", "The user wants small focused commits");
         pref.scope = Some("user".into());
         step(&mut s, pref);
-        s.save_session_summary(Some("s-old"), Some("shop"), "## Goal\nold session").unwrap();
+        s.store.save_session_summary(Some("s-old"), Some("shop"), "## Goal\nold session").unwrap();
         clock.advance(Duration::days(1));
         let compaction = CompactionSave {
             session_id: "s-new".into(),
@@ -117,7 +123,7 @@ mod memory_block {
             summary: "## Goal\nRefunds through Stripe\n## Accomplished\nWebhook handler".into(),
             ..CompactionSave::default()
         };
-        s.save_compaction(&compaction).unwrap();
+        s.store.save_compaction(&compaction).unwrap();
         s
     }
 
@@ -144,7 +150,7 @@ mod memory_block {
 
     #[test]
     fn empty_sections_omitted_and_budget_kept() {
-        let (s, _) = store_with_clock();
+        let (s, _) = core_with_clock();
         let nothing = s.context(&block(Some("anything"))).unwrap().context;
         assert!(nothing.starts_with("[MEMORY] Nothing is stored") && !nothing.contains('\n'), "one line: {nothing}");
         let s = filled();

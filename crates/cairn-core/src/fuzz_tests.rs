@@ -421,7 +421,7 @@ proptest! {
     #[test]
     fn any_query_text_searches_on_both_engines(text in query_text(), indexed in any::<bool>()) {
         let (mut store, _) = engine_store(indexed);
-        store.save(&obs("p", "Auth token refresh", "the login flow refreshes the token; 日本語 notes")).unwrap();
+        store.store.save(&obs("p", "Auth token refresh", "the login flow refreshes the token; 日本語 notes")).unwrap();
         match store.search(&SearchQuery::new(text.clone())) {
             Ok(_) => {}
             Err(e) => prop_assert_eq!(e.code, ErrorCode::EmptyField, "{:?}: {}", text, e.message),

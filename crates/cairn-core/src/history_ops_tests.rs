@@ -117,7 +117,7 @@ fn each_history_call_is_logged_when_asked() {
     first_preview(&mut store);
     assert!(!quiet.exists(), "nothing is logged unless asked");
     let history = crate::settings::HistorySettings { debug_log_tool_calls: true, ..Default::default() };
-    store.store.set_rules(std::sync::Arc::new(crate::settings::RuleSettings { history, ..Default::default() }));
+    store.settings = std::sync::Arc::new(crate::settings::RuleSettings { history, ..Default::default() });
     first_preview(&mut store);
     let log = root.path().join("data").join(crate::ops::call_log::CALL_LOG);
     let lines: Vec<serde_json::Value> =

@@ -664,19 +664,19 @@ mod tests {
     use crate::search::SearchQuery;
     use crate::testutil::obs;
 
-    fn indexed_pair() -> (tempfile::TempDir, Store, Store) {
+    fn indexed_pair() -> (tempfile::TempDir, crate::Core, Store) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cairn.db");
-        let mut daemon = Store::open(&path).unwrap();
+        let daemon = Store::open(&path).unwrap();
         let index = Arc::new(SharedIndex::default());
         index.set(daemon.build_index().unwrap());
-        daemon.attach_index(index);
+        let daemon = crate::Core::new(daemon).with_index(index);
         let other = Store::open(&path).unwrap();
         (dir, daemon, other)
     }
 
-    fn ids(store: &Store, text: &str) -> Vec<i64> {
-        store.search(&SearchQuery::new(text)).unwrap().hits.iter().map(|h| h.observation.id).collect()
+    fn ids(daemon: &crate::Core, text: &str) -> Vec<i64> {
+        daemon.search(&SearchQuery::new(text)).unwrap().hits.iter().map(|h| h.observation.id).collect()
     }
 
     #[test]
@@ -761,10 +761,10 @@ mod backlog_tests {
     fn a_large_backlog_is_answered_by_fts5_then_by_the_rebuilt_index() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cairn.db");
-        let mut daemon = Store::open(&path).unwrap();
+        let daemon = Store::open(&path).unwrap();
         let index = Arc::new(SharedIndex::default());
         index.set(daemon.build_index().unwrap());
-        daemon.attach_index(Arc::clone(&index));
+        let daemon = crate::Core::new(daemon).with_index(Arc::clone(&index));
         let mut other = Store::open(&path).unwrap();
         for i in 0..(INLINE_CATCH_UP + 50) {
             other.save(&obs("p", &format!("bulk {i}"), "imported zanzibar notes")).unwrap();
@@ -773,12 +773,12 @@ mod backlog_tests {
         let hits = daemon.search(&SearchQuery { limit: 5, ..SearchQuery::new("zanzibar") }).unwrap().hits;
         assert_eq!(hits.len(), 5);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while index.rebuilding.load(std::sync::atomic::Ordering::Acquire) || !caught_up(&index, &daemon) {
+        while index.rebuilding.load(std::sync::atomic::Ordering::Acquire) || !caught_up(&index, &daemon.store) {
             assert!(Instant::now() < deadline, "rebuild did not finish");
             std::thread::sleep(Duration::from_millis(10));
         }
         let terms = crate::search::query::parse("zanzibar");
-        let found = index.search(daemon.conn(), &terms, &IndexFilter::default(), 1000).unwrap().unwrap();
+        let found = index.search(daemon.store.conn(), &terms, &IndexFilter::default(), 1000).unwrap().unwrap();
         assert_eq!(found.len() as i64, INLINE_CATCH_UP + 50);
     }
 

@@ -155,27 +155,28 @@ fn partial_update_and_errors() {
 
 #[test]
 fn soft_delete_hides_everywhere_hard_delete_orphans() {
-    let (mut s, _) = store_with_clock();
-    let a = s.save(&obs("p", "alpha memory", "unique-word-xyzzy")).unwrap();
-    let b = s.save(&obs("p", "beta memory", "other")).unwrap();
-    s.conn()
+    let (mut s, _) = crate::testutil::core_with_clock();
+    let a = s.store.save(&obs("p", "alpha memory", "unique-word-xyzzy")).unwrap();
+    let b = s.store.save(&obs("p", "beta memory", "other")).unwrap();
+    s.store
+        .conn()
         .execute(
             "INSERT INTO relations (sync_id, source_id, target_id, relation, judgment_status, created_at, updated_at)
              VALUES ('rel-1', ?1, ?2, 'related', 'judged', 'x', 'x')",
             [&a.sync_id, &b.sync_id],
         )
         .unwrap();
-    s.delete(a.id, false).unwrap();
-    assert_eq!(s.get(a.id).unwrap_err().code, ErrorCode::ObservationNotFound);
+    s.store.delete(a.id, false).unwrap();
+    assert_eq!(s.store.get(a.id).unwrap_err().code, ErrorCode::ObservationNotFound);
     assert!(s.search(&crate::search::SearchQuery::new("xyzzy")).unwrap().hits.is_empty());
-    assert!(s.list(&ListFilter { limit: 10, ..Default::default() }).unwrap().iter().all(|o| o.id != a.id));
-    assert_eq!(s.delete(a.id, false).unwrap_err().code, ErrorCode::ObservationNotFound);
-    s.delete(b.id, true).unwrap();
-    let status: String = s.conn().query_row("SELECT judgment_status FROM relations", [], |r| r.get(0)).unwrap();
+    assert!(s.store.list(&ListFilter { limit: 10, ..Default::default() }).unwrap().iter().all(|o| o.id != a.id));
+    assert_eq!(s.store.delete(a.id, false).unwrap_err().code, ErrorCode::ObservationNotFound);
+    s.store.delete(b.id, true).unwrap();
+    let status: String = s.store.conn().query_row("SELECT judgment_status FROM relations", [], |r| r.get(0)).unwrap();
     assert_eq!(status, "orphaned");
     // The soft-deleted one can still be purged.
-    s.delete(a.id, true).unwrap();
-    assert_eq!(s.delete(a.id, true).unwrap_err().code, ErrorCode::ObservationNotFound);
+    s.store.delete(a.id, true).unwrap();
+    assert_eq!(s.store.delete(a.id, true).unwrap_err().code, ErrorCode::ObservationNotFound);
 }
 
 fn a_live_updated(s: &crate::store::Store, id: i64) -> String {
@@ -184,39 +185,39 @@ fn a_live_updated(s: &crate::store::Store, id: i64) -> String {
 
 #[test]
 fn a_soft_deleted_memory_waits_in_the_trash_and_comes_back_whole() {
-    let (mut s, clock) = store_with_clock();
-    let a = s.save(&obs("p", "alpha memory", "plugh content")).unwrap();
-    let b = s.save(&obs("q", "beta memory", "other")).unwrap();
+    let (mut s, clock) = crate::testutil::core_with_clock();
+    let a = s.store.save(&obs("p", "alpha memory", "plugh content")).unwrap();
+    let b = s.store.save(&obs("q", "beta memory", "other")).unwrap();
     let trash = |s: &crate::store::Store, project: Option<&str>| -> Vec<i64> {
         let filter = ListFilter { project: project.map(Into::into), limit: 10, deleted: true, ..Default::default() };
         s.list(&filter).unwrap().iter().map(|o| o.id).collect()
     };
-    assert!(trash(&s, None).is_empty());
-    let unchanged = s.restore(a.id).unwrap();
+    assert!(trash(&s.store, None).is_empty());
+    let unchanged = s.store.restore(a.id).unwrap();
     assert_eq!(
         (unchanged.updated_at.as_str(), unchanged.deleted_at.as_deref()),
-        (a_live_updated(&s, a.id).as_str(), None)
+        (a_live_updated(&s.store, a.id).as_str(), None)
     );
 
-    s.delete(b.id, false).unwrap();
+    s.store.delete(b.id, false).unwrap();
     clock.advance(Duration::seconds(5));
-    s.delete(a.id, false).unwrap();
-    assert_eq!(trash(&s, None), vec![a.id, b.id], "latest deletion first, not the highest id");
-    assert_eq!(trash(&s, Some("p")), vec![a.id]);
+    s.store.delete(a.id, false).unwrap();
+    assert_eq!(trash(&s.store, None), vec![a.id, b.id], "latest deletion first, not the highest id");
+    assert_eq!(trash(&s.store, Some("p")), vec![a.id]);
     assert!(s.search(&crate::search::SearchQuery::new("plugh")).unwrap().hits.is_empty());
 
-    let back = s.restore(a.id).unwrap();
+    let back = s.store.restore(a.id).unwrap();
     assert_eq!((back.title.as_str(), back.content.as_str()), ("alpha memory", "plugh content"));
     assert!(back.deleted_at.is_none());
-    assert_eq!(s.get(a.id).unwrap().id, a.id);
+    assert_eq!(s.store.get(a.id).unwrap().id, a.id);
     assert_eq!(s.search(&crate::search::SearchQuery::new("plugh")).unwrap().hits[0].observation.id, a.id);
-    assert_eq!(trash(&s, None), vec![b.id]);
-    assert_eq!(s.restore(a.id).unwrap().id, a.id, "a retried restore succeeds");
-    assert_eq!(trash(&s, None), vec![b.id]);
+    assert_eq!(trash(&s.store, None), vec![b.id]);
+    assert_eq!(s.store.restore(a.id).unwrap().id, a.id, "a retried restore succeeds");
+    assert_eq!(trash(&s.store, None), vec![b.id]);
 
-    s.delete(b.id, true).unwrap();
-    assert_eq!(s.restore(b.id).unwrap_err().code, ErrorCode::ObservationNotFound, "a hard delete is final");
-    assert_eq!(s.restore(999).unwrap_err().code, ErrorCode::ObservationNotFound);
+    s.store.delete(b.id, true).unwrap();
+    assert_eq!(s.store.restore(b.id).unwrap_err().code, ErrorCode::ObservationNotFound, "a hard delete is final");
+    assert_eq!(s.store.restore(999).unwrap_err().code, ErrorCode::ObservationNotFound);
 }
 
 #[test]

@@ -372,10 +372,33 @@ impl crate::agent::intent::SessionArchive for HistoryArchive {
 
 /// Run an operation against the core's context; its typed result.
 pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
-    let Core { store, history } = core;
+    Ok(match op {
+        Op::Search(q) => OpOutput::Search(search(core, &q)?),
+        Op::Context(req) => OpOutput::Context(core.context(&req)?),
+        Op::Stats => OpOutput::Stats(core.stats()?),
+        Op::Reindex { force } => OpOutput::Reindex(reindex(core, force)?),
+        Op::UserPrompt(prompt) => OpOutput::UserPrompt(core.user_prompt_op(&prompt)?),
+        Op::SessionStart(req) => OpOutput::SessionStart(core.session_start(&req)?),
+        Op::ContextMeter(req) => {
+            OpOutput::ContextMeter(crate::agent::meter::context_meter(&req, &core.settings.plugin)?)
+        }
+        Op::PluginConfig => OpOutput::PluginConfig(core.settings.plugin_config()),
+        other => {
+            let Core { store, history, settings, .. } = core;
+            execute_on_store(store, history, settings, other)?
+        }
+    })
+}
+
+/// The operations the memory store answers alone, and the history archive's.
+fn execute_on_store(
+    store: &mut Store,
+    history: &mut HistoryArchive,
+    settings: &RuleSettings,
+    op: Op,
+) -> Result<OpOutput> {
     Ok(match op {
         Op::Save(req) => OpOutput::Save(save(store, &req)?),
-        Op::Search(q) => OpOutput::Search(search(store, &q)?),
         Op::Get { id, revisions } => OpOutput::Get(get(store, id, revisions)?),
         Op::Update { id, patch } => OpOutput::Update(store.update(id, &patch)?),
         Op::Delete { id, hard } => {
@@ -385,7 +408,6 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
         Op::Restore { id } => OpOutput::Restore(store.restore(id)?),
         Op::Pin { id, pinned } => OpOutput::Pin(store.set_pinned(id, pinned)?),
         Op::List(filter) => OpOutput::List(store.list(&ListFilter { limit: clamp(filter.limit, 20), ..filter })?),
-        Op::Context(req) => OpOutput::Context(store.context(&req)?),
         Op::Timeline { id, before, after } => OpOutput::Timeline(store.timeline(id, before.min(50), after.min(50))?),
         Op::Sessions { project, limit, include_children } => {
             OpOutput::Sessions(store.recent_sessions(project.as_deref(), clamp(limit, 5), include_children)?)
@@ -421,7 +443,6 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
             store.delete_prompt(id)?;
             OpOutput::DeletePrompt(Deleted { id, status: DELETED.into() })
         }
-        Op::Stats => OpOutput::Stats(store.stats()?),
         Op::MemoriesPerDay { project, days } => {
             OpOutput::MemoriesPerDay(store.memories_per_day(crate::agent::given_str(project.as_deref()), days)?)
         }
@@ -444,7 +465,6 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
             OpOutput::MigrateProject(store.migrate_project(&old_project, &new_project)?)
         }
         Op::MergeProjects { from, to } => OpOutput::MergeProjects(store.merge_projects(&from, &to)?),
-        Op::Reindex { force } => OpOutput::Reindex(reindex(store, force)?),
         Op::ImportEngram { path } => OpOutput::ImportEngram(store.import_engram_db(&path)?),
         Op::RepairIndexes => {
             store.rebuild_fts()?;
@@ -454,29 +474,20 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
         Op::RecordActivity(record) => OpOutput::RecordActivity(store.record_activity(&record)?),
         Op::Doctor => OpOutput::Doctor(doctor(store)),
         Op::Protocol(req) => OpOutput::Protocol(crate::agent::protocol::protocol_checked(req)?),
-        Op::UserPrompt(prompt) => {
-            let plugin = store.rules().plugin_config();
-            OpOutput::UserPrompt(store.user_prompt_op(&prompt, &plugin)?)
-        }
         Op::SaveCompaction(summary) => {
             let saved = store.save_compaction(&summary)?;
             store.record_session_quietly(&summary.session_id, true, history);
             OpOutput::SaveCompaction(saved)
         }
         Op::RecordSession(req) => OpOutput::RecordSession(store.record_session(&req, history)?),
-        Op::SessionStart(req) => OpOutput::SessionStart(store.session_start(&req, history)?),
         Op::ToolCall(call) => OpOutput::ToolCall(store.tool_call(&call)?),
         Op::SyncExport(req) => OpOutput::SyncExport(store.sync_export_request(&req)?),
         Op::SyncImport { directory, time_limit_ms } => {
             OpOutput::SyncImport(store.sync_import(&directory, time_limit_ms.map(std::time::Duration::from_millis))?)
         }
         Op::SyncStatus { directory } => OpOutput::SyncStatus(store.sync_status(directory.as_deref())?),
-        Op::ContextMeter(req) => {
-            OpOutput::ContextMeter(crate::agent::meter::context_meter(&req, &store.rules().plugin)?)
-        }
         Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
-        Op::PluginConfig => OpOutput::PluginConfig(store.rules().plugin_config()),
-        history_op => run_history_op(history, store.rules(), history_op)?,
+        history_op => run_history_op(history, settings, history_op)?,
     })
 }
 
@@ -722,8 +733,9 @@ pub struct ReindexReport {
     pub pending: i64,
 }
 
-fn reindex(store: &mut Store, force: bool) -> Result<ReindexReport> {
-    let Some(semantic) = store.semantic().cloned() else {
+fn reindex(core: &mut Core, force: bool) -> Result<ReindexReport> {
+    let store = &mut core.store;
+    let Some(semantic) = core.semantic.clone() else {
         return Err(CairnError::new(ErrorCode::ModelMissing, "semantic search is off: there is no embedding model")
             .with_hint("run `cairn model install`, or configure an endpoint (CAIRN_EMBEDDER=http)"));
     };
@@ -736,10 +748,10 @@ fn reindex(store: &mut Store, force: bool) -> Result<ReindexReport> {
     Ok(ReindexReport { model: Some(semantic.model_id().to_owned()), cleared, pending })
 }
 
-fn search(store: &Store, q: &SearchQuery) -> Result<SearchResponse> {
-    let results = store.search(q)?;
+fn search(core: &Core, q: &SearchQuery) -> Result<SearchResponse> {
+    let results = core.search(q)?;
     let ids: Vec<String> = results.hits.iter().map(|h| h.observation.sync_id.clone()).collect();
-    let annotations = store.relation_annotations(&ids)?;
+    let annotations = core.store.relation_annotations(&ids)?;
     Ok(SearchResponse { hits: results.hits, notices: results.notices, annotations, mode: Some(results.mode) })
 }
 

@@ -1,4 +1,4 @@
-//! Semantic and hybrid search through `Store::search`, with a small concept embedder: words of
+//! Semantic and hybrid search through `Core::search`, with a small concept embedder: words of
 //! one concept (car, automobile, vehicle) share a dimension, so "meaning" is known exactly and
 //! a test can tell semantic matches from lexical ones.
 
@@ -10,8 +10,8 @@ use cairn_embed::{EmbedError, Embedder};
 use crate::memory::{NewObservation, ObservationPatch};
 use crate::search::semantic::Semantic;
 use crate::search::{MatchKind, SearchMode, SearchQuery};
-use crate::testutil::{obs, store_with_clock};
-use crate::{ErrorCode, Store};
+use crate::testutil::{core_with_clock, obs};
+use crate::{Core, ErrorCode};
 
 const CONCEPTS: &[&[&str]] = &[
     &["car", "automobile", "vehicle", "cars"],
@@ -55,19 +55,19 @@ impl Embedder for ConceptEmbedder {
     }
 }
 
-fn semantic_store() -> (Store, Arc<ConceptEmbedder>) {
-    let (mut store, _) = store_with_clock();
+fn semantic_store() -> (Core, Arc<ConceptEmbedder>) {
+    let (core, _) = core_with_clock();
     let embedder = Arc::new(ConceptEmbedder::default());
-    store.attach_semantic(Semantic::new(embedder.clone()));
-    store.load_vectors().unwrap();
-    (store, embedder)
+    let core = core.with_semantic(Some(Semantic::new(embedder.clone())));
+    core.load_vectors().unwrap();
+    (core, embedder)
 }
 
-fn embed_all(store: &mut Store) {
+fn embed_all(store: &mut Core) {
     while store.embed_pending(8).unwrap() > 0 {}
 }
 
-fn search(store: &Store, text: &str, mode: Option<SearchMode>) -> crate::search::SearchResults {
+fn search(store: &Core, text: &str, mode: Option<SearchMode>) -> crate::search::SearchResults {
     store.search(&SearchQuery { mode, all_projects: true, ..SearchQuery::new(text) }).unwrap()
 }
 
@@ -78,8 +78,8 @@ fn titles(results: &crate::search::SearchResults) -> Vec<&str> {
 #[test]
 fn semantic_search_finds_a_memory_sharing_no_word_with_the_query() {
     let (mut s, _) = semantic_store();
-    s.save(&obs("p", "Automobile registry", "we keep one row per vehicle")).unwrap();
-    s.save(&obs("p", "Release checklist", "tag, ship, announce")).unwrap();
+    s.store.save(&obs("p", "Automobile registry", "we keep one row per vehicle")).unwrap();
+    s.store.save(&obs("p", "Release checklist", "tag, ship, announce")).unwrap();
     embed_all(&mut s);
     let lexical = search(&s, "car", Some(SearchMode::Lexical));
     assert!(lexical.hits.is_empty(), "no shared word: {:?}", titles(&lexical));
@@ -96,9 +96,9 @@ fn semantic_search_finds_a_memory_sharing_no_word_with_the_query() {
 #[test]
 fn hybrid_ranks_a_memory_both_rankings_find_first_and_reports_both_scores() {
     let (mut s, _) = semantic_store();
-    s.save(&obs("p", "Postgres failover", "the database crashed during failover")).unwrap();
-    s.save(&obs("p", "Crash notes", "the app panicked on start")).unwrap();
-    s.save(&obs("p", "Database sizing", "postgres needs 8 GB")).unwrap();
+    s.store.save(&obs("p", "Postgres failover", "the database crashed during failover")).unwrap();
+    s.store.save(&obs("p", "Crash notes", "the app panicked on start")).unwrap();
+    s.store.save(&obs("p", "Database sizing", "postgres needs 8 GB")).unwrap();
     embed_all(&mut s);
     let hybrid = search(&s, "database crash", None);
     assert_eq!(hybrid.hits[0].observation.title, "Postgres failover");
@@ -118,8 +118,8 @@ fn a_when_question_marks_the_pool_memories_that_say_when() {
     let time_answer = NAMES.iter().position(|n| *n == "time_answer").expect("the feature is named");
     assert_eq!(time_answer, FEATURES - 1);
     let (mut s, _) = semantic_store();
-    let dated = s.save(&obs("p", "Deploy", "we did the rollout of the database last week")).unwrap().id;
-    let undated = s.save(&obs("p", "Deploy notes", "the database rollout needs a flag")).unwrap().id;
+    let dated = s.store.save(&obs("p", "Deploy", "we did the rollout of the database last week")).unwrap().id;
+    let undated = s.store.save(&obs("p", "Deploy notes", "the database rollout needs a flag")).unwrap().id;
     embed_all(&mut s);
     let marks = |text: &str| -> Vec<(i64, f64)> {
         let query = SearchQuery { text: text.into(), project: Some("p".into()), ..SearchQuery::default() };
@@ -134,8 +134,8 @@ fn a_when_question_marks_the_pool_memories_that_say_when() {
 
 #[test]
 fn without_a_model_search_is_lexical_and_says_so_only_when_asked() {
-    let (mut s, _) = store_with_clock();
-    s.save(&obs("p", "Car parking", "level 2")).unwrap();
+    let (mut s, _) = core_with_clock();
+    s.store.save(&obs("p", "Car parking", "level 2")).unwrap();
     let quiet = search(&s, "car", None);
     assert_eq!((quiet.mode, quiet.notices.len(), quiet.hits.len()), (SearchMode::Lexical, 0, 1));
     let asked = search(&s, "car", Some(SearchMode::Hybrid));
@@ -149,7 +149,7 @@ fn without_a_model_search_is_lexical_and_says_so_only_when_asked() {
 #[test]
 fn a_failing_embedder_falls_back_to_lexical_and_pauses() {
     let (mut s, embedder) = semantic_store();
-    s.save(&obs("p", "Car parking", "level 2")).unwrap();
+    s.store.save(&obs("p", "Car parking", "level 2")).unwrap();
     embed_all(&mut s);
     embedder.failing.store(true, Ordering::Relaxed);
     let first = search(&s, "parking car", Some(SearchMode::Hybrid));
@@ -160,7 +160,7 @@ fn a_failing_embedder_falls_back_to_lexical_and_pauses() {
     let second = search(&s, "level", Some(SearchMode::Hybrid));
     assert_eq!(second.mode, SearchMode::Lexical);
     assert_eq!(embedder.calls.load(Ordering::Relaxed), calls, "paused: the dead embedder is not asked again");
-    s.save(&obs("p", "Another car", "level 3")).unwrap();
+    s.store.save(&obs("p", "Another car", "level 3")).unwrap();
     assert_eq!(s.embed_pending(8).unwrap_err().code, ErrorCode::EmbedderUnavailable);
     assert_eq!(s.stats().unwrap().embeddings_pending, 1, "nothing is lost: it waits for the embedder");
 }
@@ -169,10 +169,10 @@ fn a_failing_embedder_falls_back_to_lexical_and_pauses() {
 fn a_revised_topic_ranks_by_its_current_text_only() {
     let (mut s, _) = semantic_store();
     let topic = |content: &str| NewObservation { topic_key: Some("infra/db".into()), ..obs("p", "Datastore", content) };
-    let first = s.save(&topic("we run postgres")).unwrap();
+    let first = s.store.save(&topic("we run postgres")).unwrap();
     embed_all(&mut s);
     assert_eq!(titles(&search(&s, "sql", Some(SearchMode::Semantic))), vec!["Datastore"]);
-    let revised = s.save(&topic("we moved everything to the automobile fleet service")).unwrap();
+    let revised = s.store.save(&topic("we moved everything to the automobile fleet service")).unwrap();
     assert_eq!(revised.id, first.id);
     assert_eq!(s.stats().unwrap().embeddings_pending, 1, "the old vector went with the old text");
     embed_all(&mut s);
@@ -185,27 +185,29 @@ fn a_revised_topic_ranks_by_its_current_text_only() {
 #[test]
 fn a_vector_computed_for_old_text_is_not_stored() {
     let (mut s, embedder) = semantic_store();
-    let saved = s.save(&obs("p", "Car", "parking")).unwrap();
-    let pending = s.pending_embeddings("test:concepts", 10).unwrap();
+    let saved = s.store.save(&obs("p", "Car", "parking")).unwrap();
+    let pending = s.store.pending_embeddings("test:concepts", 10).unwrap();
     let vectors = embedder.embed(&[pending[0].text().as_str()]).unwrap();
-    s.update(saved.id, &ObservationPatch { content: Some("database".into()), ..ObservationPatch::default() }).unwrap();
-    let stored = s.put_embeddings("test:concepts", &[(pending[0].clone(), vectors[0].clone())]).unwrap();
+    s.store
+        .update(saved.id, &ObservationPatch { content: Some("database".into()), ..ObservationPatch::default() })
+        .unwrap();
+    let stored = s.store.put_embeddings("test:concepts", &[(pending[0].clone(), vectors[0].clone())]).unwrap();
     assert!(stored.is_empty());
-    assert_eq!(s.count_pending_embeddings("test:concepts").unwrap(), 1);
+    assert_eq!(s.store.count_pending_embeddings("test:concepts").unwrap(), 1);
 }
 
 #[test]
 fn filters_apply_to_semantic_hits_and_deleted_memories_vanish() {
     let (mut s, _) = semantic_store();
-    s.save(&obs("alpha", "Automobile A", "x")).unwrap();
-    let b = s.save(&obs("beta", "Automobile B", "y")).unwrap();
-    let c = s.save(&obs("beta", "Vehicle C", "z")).unwrap();
+    s.store.save(&obs("alpha", "Automobile A", "x")).unwrap();
+    let b = s.store.save(&obs("beta", "Automobile B", "y")).unwrap();
+    let c = s.store.save(&obs("beta", "Vehicle C", "z")).unwrap();
     embed_all(&mut s);
     let q = SearchQuery { project: Some("beta".into()), mode: Some(SearchMode::Semantic), ..SearchQuery::new("car") };
     let mut got: Vec<i64> = s.search(&q).unwrap().hits.iter().map(|h| h.observation.id).collect();
     got.sort_unstable();
     assert_eq!(got, vec![b.id, c.id]);
-    s.delete(c.id, false).unwrap();
+    s.store.delete(c.id, false).unwrap();
     let after: Vec<i64> = s.search(&q).unwrap().hits.iter().map(|h| h.observation.id).collect();
     assert_eq!(after, vec![b.id]);
     assert_eq!(s.stats().unwrap().embeddings_stored, 2, "a deleted memory's vector is dropped");
@@ -215,25 +217,22 @@ fn filters_apply_to_semantic_hits_and_deleted_memories_vanish() {
 fn reindex_force_drops_vectors_and_pending_counts_them_again() {
     let (mut s, _) = semantic_store();
     for i in 0..5 {
-        s.save(&obs("p", &format!("Car {i}"), "v")).unwrap();
+        s.store.save(&obs("p", &format!("Car {i}"), "v")).unwrap();
     }
     assert_eq!(s.stats().unwrap().embeddings_pending, 5);
     embed_all(&mut s);
     let stats = s.stats().unwrap();
     assert_eq!((stats.embeddings_pending, stats.embeddings_stored), (0, 5));
     assert_eq!(stats.embedding_model.as_deref(), Some("test:concepts"));
-    let mut core = crate::Core::new(s);
-    let report = crate::ops::execute_value(&mut core, crate::ops::Op::Reindex { force: true }).unwrap();
+    let report = crate::ops::execute_value(&mut s, crate::ops::Op::Reindex { force: true }).unwrap();
     assert_eq!((report["cleared"].as_u64(), report["pending"].as_i64()), (Some(5), Some(5)));
-    assert!(
-        search(&core.store, "automobile", Some(SearchMode::Semantic)).notices[0].contains("no memory has an embedding")
-    );
+    assert!(search(&s, "automobile", Some(SearchMode::Semantic)).notices[0].contains("no memory has an embedding"));
 }
 
 #[test]
 fn queries_of_only_punctuation_or_huge_size_do_not_fail() {
     let (mut s, _) = semantic_store();
-    s.save(&obs("p", "Car", "x")).unwrap();
+    s.store.save(&obs("p", "Car", "x")).unwrap();
     embed_all(&mut s);
     assert!(search(&s, "?!…", None).hits.is_empty());
     let huge = "automobile ".repeat(10_000);
@@ -254,12 +253,12 @@ impl Embedder for ShortEmbedder {
 
 #[test]
 fn an_embedder_that_answers_too_few_vectors_is_an_error_and_nothing_is_lost() {
-    let (mut s, _) = store_with_clock();
-    s.attach_semantic(Semantic::new(Arc::new(ShortEmbedder)));
+    let (mut s, _) = core_with_clock();
+    s.semantic = Some(Semantic::new(Arc::new(ShortEmbedder)));
     s.load_vectors().unwrap();
-    s.save(&obs("p", "Car", "x")).unwrap();
+    s.store.save(&obs("p", "Car", "x")).unwrap();
     assert_eq!(s.embed_pending(8).unwrap_err().code, ErrorCode::EmbedderUnavailable);
-    assert_eq!(s.count_pending_embeddings("test:short").unwrap(), 1);
+    assert_eq!(s.store.count_pending_embeddings("test:short").unwrap(), 1);
 }
 
 fn in_session(session: &str, title: &str, content: &str) -> NewObservation {
@@ -271,15 +270,15 @@ fn the_memory_saved_after_a_hit_in_its_session_is_found_as_context() {
     let (mut s, _) = semantic_store();
     // The reply shares no word and no concept with the question; only its place says it
     // answers it.
-    s.save(&in_session("chat-1", "Tim", "how did the billing deploy go?")).unwrap();
+    s.store.save(&in_session("chat-1", "Tim", "how did the billing deploy go?")).unwrap();
     // Long enough to be embedded alone (a short one would carry the question in its vector).
     let long_reply = "smoothly, nobody noticed a thing. ".repeat(10);
-    let reply = s.save(&in_session("chat-1", "John", &long_reply)).unwrap();
-    s.save(&in_session("chat-2", "Ana", "lunch tomorrow at noon?")).unwrap();
+    let reply = s.store.save(&in_session("chat-1", "John", &long_reply)).unwrap();
+    s.store.save(&in_session("chat-2", "Ana", "lunch tomorrow at noon?")).unwrap();
     // The same exchange saved without a session: neighbours in the catch-all session are
     // not context.
-    s.save(&obs("q", "Notes", "how did the invoice deploy go?")).unwrap();
-    let unrelated = s.save(&obs("q", "Notes", "smoothly, nobody noticed a thing")).unwrap();
+    s.store.save(&obs("q", "Notes", "how did the invoice deploy go?")).unwrap();
+    let unrelated = s.store.save(&obs("q", "Notes", "smoothly, nobody noticed a thing")).unwrap();
     embed_all(&mut s);
     let found = search(&s, "billing deploy", None);
     let hit = found.hits.iter().find(|h| h.observation.id == reply.id).expect("the reply is found");
@@ -294,15 +293,15 @@ fn the_memory_saved_after_a_hit_in_its_session_is_found_as_context() {
 #[test]
 fn a_short_memory_in_a_session_is_embedded_with_the_one_before_it() {
     let (mut s, _) = semantic_store();
-    s.save(&in_session("chat-1", "Tim", "did the release of the billing service go well?")).unwrap();
-    let reply = s.save(&in_session("chat-1", "John", "yes, nobody noticed a thing")).unwrap();
+    s.store.save(&in_session("chat-1", "Tim", "did the release of the billing service go well?")).unwrap();
+    let reply = s.store.save(&in_session("chat-1", "John", "yes, nobody noticed a thing")).unwrap();
     // Without a session the memory before is no context; a long memory stands on its own.
-    s.save(&obs("p", "Notes", "did the release of the invoice service go well?")).unwrap();
-    let alone = s.save(&obs("p", "Notes", "yes, nobody noticed a thing")).unwrap();
+    s.store.save(&obs("p", "Notes", "did the release of the invoice service go well?")).unwrap();
+    let alone = s.store.save(&obs("p", "Notes", "yes, nobody noticed a thing")).unwrap();
     let long = "nobody noticed a thing ".repeat(20);
-    s.save(&in_session("chat-2", "Tim", "did the rollout go well?")).unwrap();
-    let long_reply = s.save(&in_session("chat-2", "John", &long)).unwrap();
-    let pending = s.pending_embeddings("test:concepts", 10).unwrap();
+    s.store.save(&in_session("chat-2", "Tim", "did the rollout go well?")).unwrap();
+    let long_reply = s.store.save(&in_session("chat-2", "John", &long)).unwrap();
+    let pending = s.store.pending_embeddings("test:concepts", 10).unwrap();
     let context_of = |id| pending.iter().find(|p| p.id == id).map(|p| p.context.clone()).unwrap();
     assert_eq!(context_of(reply.id), "did the release of the billing service go well?");
     assert_eq!(context_of(alone.id), "");
@@ -320,9 +319,9 @@ fn a_short_memory_in_a_session_is_embedded_with_the_one_before_it() {
 #[test]
 fn min_score_applies_to_the_score_of_each_mode() {
     let (mut s, _) = semantic_store();
-    s.save(&obs("p", "Postgres failover", "the database crashed during failover")).unwrap();
-    s.save(&obs("p", "Crash notes", "the app panicked on start, a database crash")).unwrap();
-    s.save(&obs("p", "Release checklist", "tag, ship, announce")).unwrap();
+    s.store.save(&obs("p", "Postgres failover", "the database crashed during failover")).unwrap();
+    s.store.save(&obs("p", "Crash notes", "the app panicked on start, a database crash")).unwrap();
+    s.store.save(&obs("p", "Release checklist", "tag, ship, announce")).unwrap();
     embed_all(&mut s);
     let with = |mode, min| {
         let q = SearchQuery { min_score: min, mode, project: Some("p".into()), ..SearchQuery::new("database crash") };
@@ -351,8 +350,8 @@ fn min_score_applies_to_the_score_of_each_mode() {
 #[test]
 fn memory_block_finds_relevant_memories_by_meaning() {
     let (mut s, _) = semantic_store();
-    s.save(&obs("p", "Automobile registry", "we keep one row per vehicle")).unwrap();
-    s.save(&obs("p", "Release checklist", "tag, ship, announce")).unwrap();
+    s.store.save(&obs("p", "Automobile registry", "we keep one row per vehicle")).unwrap();
+    s.store.save(&obs("p", "Release checklist", "tag, ship, announce")).unwrap();
     embed_all(&mut s);
     let req = crate::context::ContextRequest {
         project: Some("p".into()),
@@ -395,11 +394,11 @@ impl Embedder for PromptedEmbedder {
 
 #[test]
 fn queries_are_embedded_as_queries_and_memories_as_passages() {
-    let (mut s, _) = store_with_clock();
+    let (mut s, _) = core_with_clock();
     let embedder = Arc::new(PromptedEmbedder::default());
-    s.attach_semantic(Semantic::new(embedder.clone()));
+    s.semantic = Some(Semantic::new(embedder.clone()));
     s.load_vectors().unwrap();
-    s.save(&obs("p", "Automobile registry", "we keep one row per vehicle")).unwrap();
+    s.store.save(&obs("p", "Automobile registry", "we keep one row per vehicle")).unwrap();
     embed_all(&mut s);
     assert!(embedder.queries.lock().unwrap().is_empty());
     assert_eq!(embedder.passages.lock().unwrap().len(), 1);

@@ -48,13 +48,13 @@ pub fn obs(project: &str, title: &str, content: &str) -> NewObservation {
     }
 }
 
-/// A test store searched through the in-memory index (`indexed`) or FTS5.
-pub fn engine_store(indexed: bool) -> (Store, Arc<ManualClock>) {
-    let (mut store, clock) = store_with_clock();
+/// A test context searched through the in-memory index (`indexed`) or FTS5.
+pub fn engine_store(indexed: bool) -> (crate::Core, Arc<ManualClock>) {
+    let (core, clock) = core_with_clock();
     if indexed {
         let index = Arc::new(crate::index::SharedIndex::default());
-        index.set(store.build_index().unwrap());
-        store.attach_index(index);
+        index.set(core.store.build_index().unwrap());
+        return (core.with_index(index), clock);
     }
-    (store, clock)
+    (core, clock)
 }

@@ -126,6 +126,8 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// The store's counts; the semantic fields say "off" (the model is the context's: see
+    /// [`crate::Core::stats`]).
     pub fn stats(&self) -> Result<Stats> {
         let by_project = self.project_stats()?;
         let mut by_type = BTreeMap::new();
@@ -150,21 +152,10 @@ impl Store {
             schema_version: self.schema_version()?,
             db_path: self.path().map(|p| p.display().to_string()),
             db_bytes: self.disk_bytes(),
-            embedding_model: self.semantic().map(|s| s.model_id().to_owned()),
-            embeddings_pending: match self.semantic() {
-                Some(s) => self.count_pending_embeddings(s.model_id())?,
-                None => 0,
-            },
-            embeddings_stored: match self.semantic() {
-                Some(s) => {
-                    self.conn()
-                        .query_row("SELECT count(*) FROM embeddings WHERE model = ?1", [s.model_id()], |r| r.get(0))?
-                }
-                None => 0,
-            },
-            semantic_search: self
-                .semantic()
-                .map_or_else(|| "off (no embedding model: run `cairn model install`)".to_owned(), |s| s.status()),
+            embedding_model: None,
+            embeddings_pending: 0,
+            embeddings_stored: 0,
+            semantic_search: SEMANTIC_OFF.to_owned(),
         })
     }
 
@@ -238,5 +229,23 @@ impl Store {
             })
             .collect();
         Ok(MemoriesPerDay { days })
+    }
+}
+
+/// What `stats` says of semantic search without a model.
+const SEMANTIC_OFF: &str = "off (no embedding model: run `cairn model install`)";
+
+impl crate::Core {
+    /// The store's counts and the state of semantic search in this context.
+    pub fn stats(&self) -> Result<Stats> {
+        let mut stats = self.store.stats()?;
+        if let Some(semantic) = &self.semantic {
+            let model = semantic.model_id();
+            stats.embedding_model = Some(model.to_owned());
+            stats.embeddings_pending = self.store.count_pending_embeddings(model)?;
+            stats.embeddings_stored = self.store.count_embeddings(model)?;
+            stats.semantic_search = semantic.status();
+        }
+        Ok(stats)
     }
 }

@@ -85,7 +85,7 @@ impl SyncAccess for Engine {
         &self,
         f: impl FnOnce(&mut cairn_core::store::Store) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        self.with_writer(f)
+        self.with_writer(|core| f(&mut core.store))
     }
 }
 
@@ -193,7 +193,7 @@ fn run(engine: &Weak<Engine>, alive: &Alive, data_dir: &Path, woken: &mpsc::Rece
         }
     }
     if let Some(engine) = engine.upgrade()
-        && let Err(e) = engine.with_writer(move |s| s.sync_lease_release(&holder))
+        && let Err(e) = engine.with_writer(move |core| core.store.sync_lease_release(&holder))
     {
         tracing::debug!(error = %e, "could not give the sync lease back");
     }
@@ -231,7 +231,7 @@ fn one_round(
     }
     let ttl = LEASE_MIN.max(remote.pull_interval * 3);
     let who = holder.to_owned();
-    match engine.with_writer(move |s| s.sync_lease_take(&who, ttl)) {
+    match engine.with_writer(move |core| core.store.sync_lease_take(&who, ttl)) {
         Ok(None) => {}
         Ok(Some(other)) => {
             timers.next_pull = now + remote.pull_interval;

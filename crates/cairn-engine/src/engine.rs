@@ -56,7 +56,7 @@ enum Job {
     /// runs at most once per id: the id is recorded in the op's transaction.
     Op(Box<Op>, Option<EventId>, Reply),
     /// Work on the writer connection that is not an operation (health probes).
-    Call(Box<dyn FnOnce(&mut Store) + Send>),
+    Call(Box<dyn FnOnce(&mut Core) + Send>),
 }
 
 /// Shared access to one store.
@@ -128,13 +128,8 @@ impl Engine {
         rules: Arc<RuleSettings>,
         wal_limit: u64,
     ) -> Result<Arc<Engine>> {
-        let mut writer = Store::open(path)?;
-        writer.set_rules(Arc::clone(&rules));
+        let writer = Store::open(path)?;
         let index = Arc::new(SharedIndex::default());
-        writer.attach_index(Arc::clone(&index));
-        if let Some(semantic) = &semantic {
-            writer.attach_semantic(Arc::clone(semantic));
-        }
         let workers = Workers::new();
         // Checkpoints run on a background thread, and the writer finishes one between groups
         // now and then; a request never waits for SQLite's inline auto-checkpoint (at
@@ -152,8 +147,11 @@ impl Engine {
         wakes.push(embed_wake);
         let (sync_wake, sync_woken) = mpsc::sync_channel::<()>(1);
         wakes.push(sync_wake);
-        let mut engine =
-            Engine::new(Core::new(writer), Some(path.to_owned()), index, workers, wakes, Some(WAL_RESTART_EVERY))?;
+        let writer = Core::new(writer)
+            .with_settings(Arc::clone(&rules))
+            .with_index(Arc::clone(&index))
+            .with_semantic(semantic.clone());
+        let mut engine = Engine::new(writer, Some(path.to_owned()), index, workers, wakes, Some(WAL_RESTART_EVERY))?;
         engine.semantic = RwLock::new(semantic.clone());
         engine.rules = rules;
         engine.embed_woken = Arc::new(Mutex::new(embed_woken));
@@ -269,8 +267,8 @@ impl Engine {
             return Err(CairnError::internal("an in-memory store takes no model"));
         };
         let attached = Arc::clone(&semantic);
-        self.with_writer(move |store| {
-            store.attach_semantic(attached);
+        self.with_writer(move |core| {
+            core.semantic = Some(attached);
             Ok(())
         })?;
         *self.semantic.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(&semantic));
@@ -369,7 +367,7 @@ impl Engine {
         if self.spool.set(Spool::in_data_dir(data_dir)).is_err() {
             return true;
         }
-        if let Err(e) = self.with_writer(cairn_core::Store::prune_spool_events) {
+        if let Err(e) = self.with_writer(|core| core.store.prune_spool_events()) {
             tracing::warn!(error = %e, "could not forget old spooled event ids");
         }
         let engine = Arc::downgrade(self);
@@ -432,13 +430,10 @@ impl Engine {
     }
 
     /// Run `f` on the writer connection, in turn with the writes (blocking).
-    pub fn with_writer<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Store) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
+    pub fn with_writer<T: Send + 'static>(&self, f: impl FnOnce(&mut Core) -> Result<T> + Send + 'static) -> Result<T> {
         let (tx, rx) = mpsc::channel();
-        let call = Box::new(move |store: &mut Store| {
-            let _ = tx.send(f(store));
+        let call = Box::new(move |core: &mut Core| {
+            let _ = tx.send(f(core));
         });
         self.send(Job::Call(call))?;
         rx.recv().map_err(|_| writer_gone())?
@@ -474,13 +469,11 @@ impl Engine {
         if let Some(reader) = pooled {
             Ok(reader)
         } else {
-            let mut store = Store::open(self.path.as_deref().expect("readers only for file stores"))?;
-            store.set_rules(Arc::clone(&self.rules));
-            store.attach_index(Arc::clone(&self.index));
-            if let Some(semantic) = self.semantic() {
-                store.attach_semantic(semantic);
-            }
-            Ok(Core::new(store))
+            let store = Store::open(self.path.as_deref().expect("readers only for file stores"))?;
+            Ok(Core::new(store)
+                .with_settings(Arc::clone(&self.rules))
+                .with_index(Arc::clone(&self.index))
+                .with_semantic(self.semantic()))
         }
     }
 
@@ -514,7 +507,7 @@ impl DrainTarget for WriterTarget<'_> {
     }
 
     fn count(&mut self, counts: SpoolCounts) -> Result<()> {
-        self.0.with_writer(move |store| store.add_spool_counts(counts))
+        self.0.with_writer(move |core| core.store.add_spool_counts(counts))
     }
 }
 
@@ -541,7 +534,7 @@ fn writer_loop(mut core: Core, inbox: &mpsc::Receiver<Job>, wakes: &[Wake], rest
                 Job::Call(f) => {
                     // Keep order: queued writes land before the call sees the store.
                     commit_group(&mut core, std::mem::take(&mut pending));
-                    f(&mut core.store);
+                    f(&mut core);
                 }
             }
         }
@@ -698,8 +691,8 @@ fn embed_loop(
     alive: &Alive,
 ) {
     crate::workers::run_in_background();
-    let Ok(mut reader) = Store::open(path) else { return };
-    reader.attach_semantic(Arc::clone(semantic));
+    let Ok(reader) = Store::open(path) else { return };
+    let reader = Core::new(reader).with_semantic(Some(Arc::clone(semantic)));
     let started = Instant::now();
     match reader.load_vectors() {
         Ok(n) => {
@@ -710,7 +703,7 @@ fn embed_loop(
     let model = semantic.model_id().to_owned();
     if let Some(db) = db.upgrade() {
         let keep = model.clone();
-        if let Err(e) = db.with_writer(move |s| s.clear_embeddings(Some(&keep))) {
+        if let Err(e) = db.with_writer(move |core| core.store.clear_embeddings(Some(&keep))) {
             tracing::warn!(error = %e, "could not drop vectors of other models");
         }
     }
@@ -730,7 +723,7 @@ fn embed_loop(
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        let pending = match reader.pending_embeddings(&model, EMBED_BATCH) {
+        let pending = match reader.store.pending_embeddings(&model, EMBED_BATCH) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "could not list memories to embed");
@@ -760,7 +753,7 @@ fn embed_loop(
         let stored = db.with_writer(move |s| {
             // Checked on the writer, in turn with a switch of model: vectors of a model no
             // longer in use are never stored under the new one's name.
-            if s.semantic().is_some_and(|current| Arc::ptr_eq(current, &mine)) {
+            if s.semantic.as_ref().is_some_and(|current| Arc::ptr_eq(current, &mine)) {
                 s.store_embeddings(&items)
             } else {
                 Ok(0)
@@ -876,7 +869,7 @@ mod tests {
     fn with_writer_runs_in_turn() {
         let db = Engine::in_memory().unwrap();
         db.execute_blocking(save("x".into())).unwrap();
-        let count = db.with_writer(|s| Ok(s.stats()?.total_observations)).unwrap();
+        let count = db.with_writer(|core| Ok(core.store.stats()?.total_observations)).unwrap();
         assert_eq!(count, 1);
     }
 

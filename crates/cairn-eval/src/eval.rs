@@ -31,7 +31,7 @@ use cairn_core::memory::NewObservation;
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::{SearchMode, SearchQuery, rerank};
 use cairn_core::settings::{Overrides, Settings};
-use cairn_core::{CairnError, ErrorCode, Store};
+use cairn_core::{CairnError, Core, ErrorCode, Store};
 use cairn_embed::{EmbedError, Embedder};
 use serde::Serialize;
 use serde_json::Value;
@@ -209,7 +209,7 @@ fn with_store_texts((store, questions): (Store, Vec<Question>)) -> (Store, Vec<Q
 
 fn score_set(
     name: &str,
-    mut store: Store,
+    store: Store,
     questions: &[Question],
     embed_texts: &HashMap<i64, String>,
     semantic: Option<Arc<cairn_core::search::semantic::Semantic>>,
@@ -219,12 +219,12 @@ fn score_set(
     let memories = store.stats()?.total_observations as usize;
     let index = Arc::new(SharedIndex::default());
     index.set(store.build_index()?);
-    store.attach_index(index);
+    let mut store = Core::new(store).with_index(index);
     let model = semantic.as_ref().map(|s| s.model_id().to_owned());
     if let Some(semantic) = semantic {
         // A fresh semantic state per set: vectors of one set never leak into another.
         let fresh = cairn_core::search::semantic::Semantic::new(Arc::clone(semantic.embedder().expect("loaded")));
-        store.attach_semantic(fresh);
+        store.semantic = Some(fresh);
         store.load_vectors()?;
         let started = Instant::now();
         let mut done = 0;
@@ -259,7 +259,7 @@ fn score_set(
         misses: Vec::new(),
     };
     for &mode in modes {
-        if let Some(semantic) = store.semantic() {
+        if let Some(semantic) = &store.semantic {
             semantic.clear_query_cache();
         }
         let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
@@ -299,12 +299,12 @@ fn score_set(
 
 /// Embed up to `limit` memories still without a vector: from `embed_texts` when it has the
 /// memory (`--turn-context`), else from the store's own text, as the daemon does.
-fn embed_some(store: &mut Store, embed_texts: &HashMap<i64, String>, limit: usize) -> Result<usize> {
+fn embed_some(store: &mut Core, embed_texts: &HashMap<i64, String>, limit: usize) -> Result<usize> {
     if embed_texts.is_empty() {
         return Ok(store.embed_pending(limit)?);
     }
-    let semantic = Arc::clone(store.semantic().expect("attached before embedding"));
-    let pending = store.pending_embeddings(semantic.model_id(), limit)?;
+    let semantic = Arc::clone(store.semantic.as_ref().expect("attached before embedding"));
+    let pending = store.store.pending_embeddings(semantic.model_id(), limit)?;
     if pending.is_empty() {
         return Ok(0);
     }
@@ -330,7 +330,7 @@ struct Outputs<'a> {
 }
 
 /// Each question's hybrid pool in fused order, for cross-fitting.
-fn labelled_pools(set: &str, store: &Store, questions: &[Question]) -> Result<Vec<crossfit::Pool>> {
+fn labelled_pools(set: &str, store: &Core, questions: &[Question]) -> Result<Vec<crossfit::Pool>> {
     let mut pools = Vec::with_capacity(questions.len());
     for q in questions {
         let candidates = store
@@ -350,7 +350,7 @@ fn labelled_pools(set: &str, store: &Store, questions: &[Question]) -> Result<Ve
 }
 
 /// Each question's hybrid pool, a candidate labelled true when it is an expected memory.
-fn training_rows(store: &Store, questions: &[Question]) -> Result<Vec<(rerank::Features, bool)>> {
+fn training_rows(store: &Core, questions: &[Question]) -> Result<Vec<(rerank::Features, bool)>> {
     let mut rows = Vec::new();
     for q in questions {
         for (id, features) in store.rerank_pool(&q.query(TOP_K, None))? {
@@ -417,8 +417,8 @@ impl Dump {
     /// The set's memories (id, session, title, content) and, per question, the lexical and
     /// semantic rankings with their scores: what a fusion needs, so variants of it can be
     /// scored without rebuilding cairn.
-    fn rankings(&mut self, set: &str, store: &Store, questions: &[Question]) -> Result<()> {
-        for memory in store.export(None)?.observations {
+    fn rankings(&mut self, set: &str, store: &Core, questions: &[Question]) -> Result<()> {
+        for memory in store.store.export(None)?.observations {
             self.line(&serde_json::json!({
                 "set": set, "memory": memory.id, "session": memory.session_id, "project": memory.project,
                 "title": memory.title, "content": memory.content,

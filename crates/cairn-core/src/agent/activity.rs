@@ -451,15 +451,26 @@ impl Store {
         })
     }
 
+    /// The save reminder due now in a session, counted as sent.
+    fn due_reminder(&mut self, session_id: &str) -> Result<Option<String>> {
+        let now = self.clock().now();
+        let Some(reminder) = self.session_activity(session_id)?.reminder_due(now) else { return Ok(None) };
+        self.record_activity(&ActivityRecord {
+            session_id: session_id.to_owned(),
+            project: None,
+            event: ActivityEvent::ReminderSent,
+        })?;
+        Ok(Some(reminder))
+    }
+}
+
+impl crate::Core {
     /// Op `user_prompt`: [`Store::user_prompt`], then what the host injects with the message.
-    pub fn user_prompt_op(
-        &mut self,
-        prompt: &UserPrompt,
-        config: &crate::settings::plugin::PluginConfig,
-    ) -> Result<UserPromptOutcome> {
-        let mut outcome = self.user_prompt(prompt, &config.triggers.keyword_patterns)?;
+    pub fn user_prompt_op(&mut self, prompt: &UserPrompt) -> Result<UserPromptOutcome> {
+        let config = &self.settings.plugin_config();
+        let mut outcome = self.store.user_prompt(prompt, &config.triggers.keyword_patterns)?;
         if prompt.remind && !outcome.first_prompt {
-            outcome.reminder = self.due_reminder(&prompt.session_id)?;
+            outcome.reminder = self.store.due_reminder(&prompt.session_id)?;
         }
         if let Some(usage) = &prompt.usage {
             let host = prompt.host.unwrap_or(crate::agent::protocol::Host::ClaudeCode);
@@ -481,22 +492,11 @@ impl Store {
         Ok(outcome)
     }
 
-    /// The save reminder due now in a session, counted as sent.
-    fn due_reminder(&mut self, session_id: &str) -> Result<Option<String>> {
-        let now = self.clock().now();
-        let Some(reminder) = self.session_activity(session_id)?.reminder_due(now) else { return Ok(None) };
-        self.record_activity(&ActivityRecord {
-            session_id: session_id.to_owned(),
-            project: None,
-            event: ActivityEvent::ReminderSent,
-        })?;
-        Ok(Some(reminder))
-    }
-
     /// The `[MEMORY]` block for a first prompt, by the `[inject]` settings.
     fn prompt_block(&self, prompt: &UserPrompt, config: &crate::settings::plugin::PluginConfig) -> Result<String> {
         use crate::context::{ContextLayout, ContextRequest};
-        let project = self.session_project(&prompt.session_id)?.or_else(|| crate::agent::given(prompt.project.clone()));
+        let project =
+            self.store.session_project(&prompt.session_id)?.or_else(|| crate::agent::given(prompt.project.clone()));
         // a prompt, not search syntax: a quoted message is a phrase search that finds nothing
         let query: String =
             redact(&prompt.content).0.replace(['"', '*'], " ").split_whitespace().collect::<Vec<_>>().join(" ");

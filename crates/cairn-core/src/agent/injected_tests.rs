@@ -62,8 +62,8 @@ fn the_reminder_and_the_meter_are_recognised() {
 #[test]
 fn the_memory_block_and_the_session_context_are_recognised() {
     use crate::context::{ContextLayout, ContextRequest};
-    let (mut store, _) = crate::testutil::store_with_clock();
-    store.save(&crate::testutil::obs("shop", "Checkout flow", "Payments go through Stripe")).unwrap();
+    let (mut store, _) = crate::testutil::core_with_clock();
+    store.store.save(&crate::testutil::obs("shop", "Checkout flow", "Payments go through Stripe")).unwrap();
     for (layout, kind) in
         [(ContextLayout::MemoryBlock, Injection::MemoryBlock), (ContextLayout::Recent, Injection::SessionContext)]
     {
@@ -85,7 +85,7 @@ fn the_memory_block_and_the_session_context_are_recognised() {
 #[test]
 fn the_block_of_a_project_with_nothing_stored_is_recognised() {
     use crate::context::{ContextLayout, ContextRequest};
-    let (store, _) = crate::testutil::store_with_clock();
+    let (store, _) = crate::testutil::core_with_clock();
     let req = ContextRequest {
         project: Some("empty".into()),
         layout: ContextLayout::MemoryBlock,

@@ -17,6 +17,7 @@ use super::activity::{ActivityEvent, ActivityRecord, SessionActivity};
 use super::hooks::{MAX_CONTEXT_CHARS, StartInjection, StartKind, fingerprint, start_injection};
 use super::meter::{MeterReading, MeterRequest, reading};
 use super::protocol::{Host, Part, ProtocolRequest, ToolProfile, protocol};
+use crate::Core;
 use crate::context::{ContextLayout, ContextRequest};
 use crate::error::{ErrorCode, Result};
 use crate::history::ingest::PokeRequest;
@@ -180,21 +181,17 @@ pub fn host_text(host: Host, part: Part) -> String {
     protocol(ProtocolRequest { host, tools: ToolProfile::Agent, part, session_id: None }).text
 }
 
-impl Store {
+impl Core {
     /// `session_start`: register the session and answer what its host injects.
-    pub fn session_start(
-        &mut self,
-        req: &SessionStart,
-        archive: &mut dyn SessionArchive,
-    ) -> Result<SessionStartOutcome> {
+    pub fn session_start(&mut self, req: &SessionStart) -> Result<SessionStartOutcome> {
         validate_session_id(&req.session_id)?;
-        let config = self.rules().plugin_config();
+        let config = self.settings.plugin_config();
         let agent = crate::agent::given(req.agent.clone()).or_else(|| default_agent(req.host));
-        let project = match self.session_project(&req.session_id)? {
+        let project = match self.store.session_project(&req.session_id)? {
             Some(known) => Some(known),
             None => project_or_detected(req.project.as_deref(), req.directory.as_deref())?,
         };
-        let session = self.start_session(&NewSession {
+        let session = self.store.start_session(&NewSession {
             id: req.session_id.clone(),
             project: crate::agent::given(req.project.clone()).or(project),
             directory: req.directory.clone(),
@@ -205,12 +202,12 @@ impl Store {
         let project = session.project.clone();
         let kind = StartKind::of(req.source.as_deref());
         let injected_before =
-            kind == StartKind::Resume && self.session_activity(&req.session_id)?.context_fingerprint.is_some();
+            kind == StartKind::Resume && self.store.session_activity(&req.session_id)?.context_fingerprint.is_some();
         let protocol =
             if wants_protocol(&config, agent.as_deref()) { host_text(req.host, Part::Memory) } else { String::new() };
         let (compaction_note, chart) = if kind == StartKind::Compact {
             let note = host_text(req.host, Part::CompactionNote);
-            let chart = self.start_chart(archive, req, &config, protocol.len() + note.len());
+            let chart = start_chart(&mut self.history, &self.settings, req, &config, protocol.len() + note.len());
             (Some(note), chart)
         } else {
             (None, None)
@@ -222,7 +219,7 @@ impl Store {
         // The note is left out of the fingerprint: a resume after a compaction replays the
         // compact injection, and the same protocol and context again would be a second copy.
         let print = fingerprint(&[protocol.as_str(), context.as_str()].join("\u{0}"));
-        let update = self.record_activity(&ActivityRecord {
+        let update = self.store.record_activity(&ActivityRecord {
             session_id: req.session_id.clone(),
             project: Some(project.clone()),
             event: ActivityEvent::ContextInjected { fingerprint: print },
@@ -276,45 +273,47 @@ impl Store {
         let empty = ctx.memory_ids.is_empty() && ctx.session_ids.is_empty() && ctx.prompt_ids.is_empty();
         Ok(if empty && req.layout == ContextLayout::Recent { String::new() } else { ctx.context })
     }
+}
 
-    /// After a compaction in `chart` mode: the chart of the session's turns before it, when
-    /// the archive has them and it fits beside the `used` characters. The host's transcript
-    /// is read into the archive first.
-    fn start_chart(
-        &self,
-        archive: &mut dyn SessionArchive,
-        req: &SessionStart,
-        config: &PluginConfig,
-        used: usize,
-    ) -> Option<String> {
-        if config.compaction.mode != CompactionMode::Chart || !config.history.context_charting.enable {
+/// After a compaction in `chart` mode: the chart of the session's turns before it, when
+/// the archive has them and it fits beside the `used` characters. The host's transcript
+/// is read into the archive first.
+fn start_chart(
+    archive: &mut dyn SessionArchive,
+    rules: &RuleSettings,
+    req: &SessionStart,
+    config: &PluginConfig,
+    used: usize,
+) -> Option<String> {
+    if config.compaction.mode != CompactionMode::Chart || !config.history.context_charting.enable {
+        return None;
+    }
+    if let Some(path) = &req.transcript_path {
+        let host = match req.host {
+            Host::Opencode => HistoryHost::OpenCode,
+            _ => HistoryHost::ClaudeCode,
+        };
+        let poke = PokeRequest { host: Some(host), path: Some(path.clone()), session_id: None };
+        // Only a host's own transcript is read (anything else is refused, and not the
+        // archive's business); a failure leaves the chart to what is archived already.
+        if let Err(e) = archive.ingest(rules, poke) {
+            tracing::debug!(session = req.session_id, error = %e, "archiving the transcript before its chart");
+        }
+    }
+    let chart = match archive.chart(rules, &req.session_id) {
+        Ok(chart) => chart,
+        Err(e) => {
+            if e.code != ErrorCode::HistorySessionNotFound {
+                tracing::warn!(session = req.session_id, error = %e, "no chart after the compaction");
+            }
             return None;
         }
-        if let Some(path) = &req.transcript_path {
-            let host = match req.host {
-                Host::Opencode => HistoryHost::OpenCode,
-                _ => HistoryHost::ClaudeCode,
-            };
-            let poke = PokeRequest { host: Some(host), path: Some(path.clone()), session_id: None };
-            // Only a host's own transcript is read (anything else is refused, and not the
-            // archive's business); a failure leaves the chart to what is archived already.
-            if let Err(e) = archive.ingest(self.rules(), poke) {
-                tracing::debug!(session = req.session_id, error = %e, "archiving the transcript before its chart");
-            }
-        }
-        let chart = match archive.chart(self.rules(), &req.session_id) {
-            Ok(chart) => chart,
-            Err(e) => {
-                if e.code != ErrorCode::HistorySessionNotFound {
-                    tracing::warn!(session = req.session_id, error = %e, "no chart after the compaction");
-                }
-                return None;
-            }
-        };
-        let room = MAX_CONTEXT_CHARS.saturating_sub(used + 200);
-        (chart.len() <= room && !chart.trim().is_empty()).then_some(chart)
-    }
+    };
+    let room = MAX_CONTEXT_CHARS.saturating_sub(used + 200);
+    (chart.len() <= room && !chart.trim().is_empty()).then_some(chart)
+}
 
+impl Store {
     /// `tool_call`: count one of the agent's tool calls.
     pub fn tool_call(&mut self, call: &ToolCall) -> Result<ToolCallOutcome> {
         validate_session_id(&call.session_id)?;

@@ -278,7 +278,7 @@ mod block {
     #[test]
     fn last_session_and_recent_are_there_when_nothing_is_relevant() {
         let (s, _) = after_one_session();
-        let ctx = s.store.context(&block(Some("ses_2"), Some("zebra unicorn"))).unwrap();
+        let ctx = s.context(&block(Some("ses_2"), Some("zebra unicorn"))).unwrap();
         insta::assert_snapshot!(ctx.context);
         assert!(ctx.context.contains("## Last Session") && ctx.context.contains("src/refund.rs"));
         assert!(ctx.context.contains("## Recent") && ctx.context.contains("Use Stripe for refunds"));
@@ -295,31 +295,31 @@ mod block {
         prompt(&mut s, "ses_2", "Now the invoices");
         archive(&mut s, "ses_2", false);
         execute(&mut s, Op::EndSession { id: "ses_2".into(), summary: None, keep_activity: true }).unwrap();
-        let own = s.store.context(&block(Some("ses_2"), None)).unwrap().context;
+        let own = s.context(&block(Some("ses_2"), None)).unwrap().context;
         assert!(own.contains("Session ses_1 "), "{own}");
         // without a session: the newest
-        assert!(s.store.context(&block(None, None)).unwrap().context.contains("Session ses_2 "));
+        assert!(s.context(&block(None, None)).unwrap().context.contains("Session ses_2 "));
         clock.advance(Duration::minutes(1));
         let compacted = RecordSession { session_id: "ses_2".into(), compacted: true, ..RecordSession::default() };
         s.store.record_session(&compacted, &mut s.history).unwrap();
-        let after = s.store.context(&block(Some("ses_2"), None)).unwrap().context;
+        let after = s.context(&block(Some("ses_2"), None)).unwrap().context;
         assert!(after.contains("Session ses_2 ") && after.contains("compacted 1×"), "{after}");
         // a host's summary of the session comes with the record
         let summary =
             CompactionSave { session_id: "ses_2".into(), summary: "## Goal\nInvoices".into(), ..Default::default() };
         s.store.save_compaction(&summary).unwrap();
-        let both = s.store.context(&block(Some("ses_2"), None)).unwrap().context;
+        let both = s.context(&block(Some("ses_2"), None)).unwrap().context;
         assert!(both.contains("### Goal\nInvoices\nSession ses_2 "), "{both}");
     }
 
     #[test]
     fn nothing_stored_is_one_line_with_how_to_search() {
         let (s, _) = core_with_clock();
-        let ctx = s.store.context(&block(Some("ses_1"), Some("anything"))).unwrap();
+        let ctx = s.context(&block(Some("ses_1"), Some("anything"))).unwrap();
         insta::assert_snapshot!(ctx.context);
         assert!(!ctx.context.contains('\n') && ctx.context.starts_with("[MEMORY]"));
         assert!(ctx.memory_ids.is_empty() && ctx.session_ids.is_empty());
-        let tiny = s.store.context(&ContextRequest { budget_bytes: 20, ..block(None, None) }).unwrap();
+        let tiny = s.context(&ContextRequest { budget_bytes: 20, ..block(None, None) }).unwrap();
         assert!(tiny.context.is_empty() && tiny.truncated);
     }
 
@@ -332,8 +332,7 @@ mod block {
             s.store.save(&NewObservationExt::typed("architecture", &format!("Layer {i}"), &long)).unwrap();
         }
         for budget in [700, 1_200, 2_000, 6_000] {
-            let ctx =
-                s.store.context(&ContextRequest { budget_bytes: budget, ..block(Some("ses_2"), Some("refunds")) });
+            let ctx = s.context(&ContextRequest { budget_bytes: budget, ..block(Some("ses_2"), Some("refunds")) });
             let ctx = ctx.unwrap();
             assert!(ctx.context.len() <= budget, "{budget}: {}", ctx.context.len());
             assert!(ctx.context.contains("## Last Session"), "{budget}:\n{}", ctx.context);
@@ -342,7 +341,7 @@ mod block {
             }
         }
         for budget in [0, 10, 120] {
-            let ctx = s.store.context(&ContextRequest { budget_bytes: budget, ..block(Some("ses_2"), None) }).unwrap();
+            let ctx = s.context(&ContextRequest { budget_bytes: budget, ..block(Some("ses_2"), None) }).unwrap();
             assert!(ctx.context.len() <= budget && ctx.truncated, "{budget}: {}", ctx.context);
         }
     }

@@ -52,11 +52,12 @@ struct LastSession {
     text: String,
 }
 
-impl Store {
+impl crate::Core {
     /// The `[MEMORY]` block for `req.project` (see the module doc).
     pub(super) fn memory_block(&self, req: &ContextRequest) -> Result<Context> {
         check_min_score(req.similarity_threshold)?;
-        let plugin = self.rules().plugin_config();
+        let plugin = self.settings.plugin_config();
+        let store = &self.store;
         let project = req.project.as_deref().map(|p| normalize_project(p).0).filter(|p| !p.is_empty());
         let mut ctx = Context { project: project.clone(), budget_bytes: req.budget_bytes, ..Context::default() };
         let mut doc = Budgeted { out: "[MEMORY]\n".to_owned(), budget: req.budget_bytes, truncated: false };
@@ -65,11 +66,11 @@ impl Store {
         }
         let current = req.session_id.as_deref().map(str::trim).filter(|s| !s.is_empty());
         let last = match project.as_deref() {
-            Some(project) => self.last_session(project, current)?,
+            Some(project) => store.last_session(project, current)?,
             None => None,
         };
         let recent = match project.as_deref() {
-            Some(project) => self.recent_items(project, current, last.as_ref().map(|l| l.session_id.as_str()))?,
+            Some(project) => store.recent_items(project, current, last.as_ref().map(|l| l.session_id.as_str()))?,
             None => Vec::new(),
         };
         // Kept for the parts that are there whatever the prompt: the typed sections, the
@@ -88,7 +89,7 @@ impl Store {
 
         if let Some(project) = project.as_deref() {
             for (header, kinds) in TYPED_SECTIONS {
-                let items = self.typed_memories(project, kinds, header.ends_with("Brief"))?;
+                let items = store.typed_memories(project, kinds, header.ends_with("Brief"))?;
                 add(&mut doc, &mut ctx, header, items.iter().map(|o| (o.id, typed_line(o))).collect());
             }
         }
@@ -111,7 +112,7 @@ impl Store {
         }
         let max_profile = req.max_profile.unwrap_or(plugin.inject.max_profile);
         if max_profile > 0 {
-            let profile = self.profile(project.as_deref(), max_profile)?;
+            let profile = store.profile(project.as_deref(), max_profile)?;
             add(&mut doc, &mut ctx, "## User Preferences", profile.iter().map(|o| (o.id, typed_line(o))).collect());
         }
         if let Some(query) = req.query.as_deref().filter(|q| !q.trim().is_empty()) {
@@ -161,6 +162,28 @@ impl Store {
         Ok(ctx)
     }
 
+    /// The hits for `query` at or above `threshold`, as `- [72%, 2026-02-21] title: snippet`.
+    fn relevant(&self, query: &str, project: Option<&str>, threshold: f64, limit: usize) -> Result<Vec<(i64, String)>> {
+        // The query is what the user typed, not search syntax.
+        let query = crate::search::query::plain_words(query);
+        let query = query.as_str();
+        if limit == 0 || crate::search::query::parse(query).is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = SearchQuery {
+            text: query.to_owned(),
+            project: project.map(str::to_owned),
+            all_projects: project.is_none(),
+            limit,
+            ..SearchQuery::default()
+        };
+        let q = SearchQuery { min_score: Some(threshold), ..q };
+        let results = self.search(&q)?;
+        Ok(results.hits.iter().map(|hit| (hit.observation.id, relevant_line(hit, hit.relevance))).collect())
+    }
+}
+
+impl Store {
     /// The project's newest session that left a record or a summary, other than `current`
     /// unless `current` was compacted: its summary (when an agent or host wrote one) and its
     /// record.
@@ -260,26 +283,6 @@ impl Store {
         let mut stmt = self.conn().prepare_cached(&sql)?;
         let rows = stmt.query_map(rusqlite::params_from_iter(values), Observation::from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// The hits for `query` at or above `threshold`, as `- [72%, 2026-02-21] title: snippet`.
-    fn relevant(&self, query: &str, project: Option<&str>, threshold: f64, limit: usize) -> Result<Vec<(i64, String)>> {
-        // The query is what the user typed, not search syntax.
-        let query = crate::search::query::plain_words(query);
-        let query = query.as_str();
-        if limit == 0 || crate::search::query::parse(query).is_empty() {
-            return Ok(Vec::new());
-        }
-        let q = SearchQuery {
-            text: query.to_owned(),
-            project: project.map(str::to_owned),
-            all_projects: project.is_none(),
-            limit,
-            ..SearchQuery::default()
-        };
-        let q = SearchQuery { min_score: Some(threshold), ..q };
-        let results = self.search(&q)?;
-        Ok(results.hits.iter().map(|hit| (hit.observation.id, relevant_line(hit, hit.relevance))).collect())
     }
 }
 

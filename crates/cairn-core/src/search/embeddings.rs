@@ -3,6 +3,7 @@
 
 use rusqlite::params;
 
+use crate::Core;
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::semantic::{CONTEXT_MAX_CHARS, PendingText, encode};
 use crate::store::Store;
@@ -31,6 +32,11 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// How many vectors of `model` are stored.
+    pub fn count_embeddings(&self, model: &str) -> Result<i64> {
+        Ok(self.conn().query_row("SELECT count(*) FROM embeddings WHERE model = ?1", [model], |r| r.get(0))?)
     }
 
     /// How many live memories have no vector of `model`.
@@ -82,12 +88,14 @@ impl Store {
             })
         })
     }
+}
 
+impl Core {
     /// Read the attached model's stored vectors into memory (the daemon does this once, in
     /// the background). Returns how many.
     pub fn load_vectors(&self) -> Result<usize> {
-        match self.semantic() {
-            Some(semantic) => semantic.load(self.conn()),
+        match &self.semantic {
+            Some(semantic) => semantic.load(self.store.conn()),
             None => Ok(0),
         }
     }
@@ -95,11 +103,11 @@ impl Store {
     /// Embed up to `limit` pending memories with the attached model, in this process (the
     /// CLI's `reindex` when no daemon runs). Returns how many were stored.
     pub fn embed_pending(&mut self, limit: usize) -> Result<usize> {
-        let Some(semantic) = self.semantic().cloned() else {
+        let Some(semantic) = self.semantic.clone() else {
             return Err(CairnError::new(ErrorCode::ModelMissing, "no embedding model is configured")
                 .with_hint("run `cairn model install`, or set CAIRN_EMBEDDER=http with CAIRN_EMBED_URL"));
         };
-        let pending = self.pending_embeddings(semantic.model_id(), limit)?;
+        let pending = self.store.pending_embeddings(semantic.model_id(), limit)?;
         if pending.is_empty() {
             return Ok(0);
         }
@@ -110,10 +118,10 @@ impl Store {
     /// Store vectors with the attached model's id and add the ones stored to its in-memory
     /// index (the daemon's indexer embeds off the writer, then calls this on it).
     pub fn store_embeddings(&mut self, items: &[(PendingText, Vec<f32>)]) -> Result<usize> {
-        let Some(semantic) = self.semantic().cloned() else {
+        let Some(semantic) = self.semantic.clone() else {
             return Err(CairnError::new(ErrorCode::ModelMissing, "no embedding model is configured"));
         };
-        let stored = self.put_embeddings(semantic.model_id(), items)?;
+        let stored = self.store.put_embeddings(semantic.model_id(), items)?;
         let fresh: Vec<(i64, Vec<f32>)> =
             items.iter().filter(|(p, _)| stored.contains(&p.id)).map(|(p, v)| (p.id, v.clone())).collect();
         semantic.remember(&fresh);

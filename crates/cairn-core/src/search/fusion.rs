@@ -28,6 +28,7 @@ use std::collections::HashMap;
 
 use super::snippet::Matcher;
 use super::{Candidate, HitScores, MatchKind, SearchEngine, SearchQuery, passes_filters, query, rerank, temporal};
+use crate::Core;
 use crate::error::Result;
 use crate::store::Store;
 
@@ -58,8 +59,8 @@ impl SearchEngine for SemanticEngine<'_> {
         "semantic"
     }
 
-    fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
-        let Some(semantic) = store.semantic() else { return Ok(Vec::new()) };
+    fn candidates(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        let Some(semantic) = &core.semantic else { return Ok(Vec::new()) };
         let floor = rerank::cosine_scale_for(semantic.model_id()).min_similarity;
         // Filters are checked against the table; fetch more when too many fall out.
         let mut fetch = limit * 2 + 16;
@@ -72,7 +73,7 @@ impl SearchEngine for SemanticEngine<'_> {
                     exhausted = true;
                     break;
                 }
-                if passes_filters(store, id, query)?.is_some() {
+                if passes_filters(&core.store, id, query)?.is_some() {
                     kept.push(semantic_candidate(id, cosine));
                     if kept.len() == limit {
                         break;
@@ -106,12 +107,12 @@ impl SearchEngine for HybridEngine<'_> {
     /// The fused pool, re-ordered by the [`rerank`] model fitted for the embedding model;
     /// `scores.fused` is its relevance. With a model that has no fitted weights, the fusion's
     /// order.
-    fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
-        let Some(fitted) = store.semantic().and_then(|s| rerank::fitted_for(s.model_id())) else {
-            return self.fused(store, query, limit);
+    fn candidates(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        let Some(fitted) = core.semantic.as_ref().and_then(|s| rerank::fitted_for(s.model_id())) else {
+            return self.fused(core, query, limit);
         };
         let mut scored: Vec<(f64, Candidate)> = self
-            .pool(store, query, limit)?
+            .pool(core, query, limit)?
             .into_iter()
             .map(|(mut c, features)| {
                 let relevance = fitted.relevance(&features);
@@ -143,24 +144,28 @@ struct Fusion {
 impl HybridEngine<'_> {
     /// The ranking before re-ranking: both rankings with session context, fused by RRF. For
     /// benchmarks and studies; search uses [`HybridEngine::pool`].
-    pub fn fused(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
-        let mut pool = self.fusion(store, query, limit)?.pool;
+    pub fn fused(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        let mut pool = self.fusion(core, query, limit)?.pool;
         pool.truncate(limit);
         Ok(pool)
     }
 
-    fn fusion(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Fusion> {
+    fn fusion(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Fusion> {
+        let store = &core.store;
         let depth = (limit * DEPTH_PER_RESULT).max(MIN_DEPTH);
-        let lexical = self.lexical.candidates(store, query, depth)?;
-        let semantic = self.semantic.candidates(store, query, depth)?;
+        let lexical = self.lexical.candidates(core, query, depth)?;
+        let semantic = self.semantic.candidates(core, query, depth)?;
         let bm25: HashMap<i64, f64> = lexical.iter().filter_map(|c| Some((c.id, c.scores.lexical?))).collect();
         let best_bm25 = bm25.values().copied().fold(0.0, f64::max);
         let mut ids: Vec<i64> = lexical.iter().chain(&semantic).map(|c| c.id).collect();
         ids.sort_unstable();
         ids.dedup();
         let neighbours = session_neighbours(store, &ids)?;
-        let context_floor =
-            store.semantic().map_or(rerank::DEFAULT_COSINE, |s| rerank::cosine_scale_for(s.model_id())).context_floor;
+        let context_floor = core
+            .semantic
+            .as_ref()
+            .map_or(rerank::DEFAULT_COSINE, |s| rerank::cosine_scale_for(s.model_id()))
+            .context_floor;
         let lexical = with_context(store, query, lexical, |c| c.scores.lexical.unwrap_or(0.0), &neighbours)?;
         let semantic = with_context(
             store,
@@ -179,14 +184,14 @@ impl HybridEngine<'_> {
 
     /// The top of the fused ranking (at least [`rerank::POOL`], `limit` when larger), in fused
     /// order, each candidate with its [`rerank::Features`].
-    pub fn pool(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<(Candidate, rerank::Features)>> {
-        let mut fusion = self.fusion(store, query, limit)?;
+    pub fn pool(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<(Candidate, rerank::Features)>> {
+        let mut fusion = self.fusion(core, query, limit)?;
         // Memories only session context brought into the pool have not had their neighbours
         // looked up.
         let context_only: Vec<i64> =
             fusion.pool.iter().map(|c| c.id).filter(|id| fusion.ranked.binary_search(id).is_err()).collect();
-        fusion.neighbours.extend(session_neighbours(store, &context_only)?);
-        let read = Read::gather(store, &fusion, self.semantic.vector, query)?;
+        fusion.neighbours.extend(session_neighbours(&core.store, &context_only)?);
+        let read = Read::gather(core, &fusion, self.semantic.vector, query)?;
         let pool = std::mem::take(&mut fusion.pool);
         Ok(pool
             .into_iter()
@@ -255,7 +260,7 @@ struct Read {
 }
 
 impl Read {
-    fn gather(store: &Store, fusion: &Fusion, vector: &[f32], query: &SearchQuery) -> Result<Read> {
+    fn gather(core: &Core, fusion: &Fusion, vector: &[f32], query: &SearchQuery) -> Result<Read> {
         let ids: Vec<i64> = fusion.pool.iter().map(|c| c.id).collect();
         let mut wanted = ids.clone();
         for id in &ids {
@@ -263,10 +268,10 @@ impl Read {
                 wanted.extend(prev.into_iter().chain(next));
             }
         }
-        let cosines = store.semantic().map(|s| s.similarities(vector, &wanted)).unwrap_or_default();
+        let cosines = core.semantic.as_ref().map(|s| s.similarities(vector, &wanted)).unwrap_or_default();
         Ok(Read {
             cosines,
-            texts: texts(store, &ids)?,
+            texts: texts(&core.store, &ids)?,
             matcher: Matcher::new(&query::parse(&query.text)),
             asks_when: temporal::asks_when(&query.text),
         })

@@ -1,5 +1,6 @@
-//! Search behind one interface: an engine returns ranked candidates, `Store::search` adds the
-//! exact topic_key hits first, hydrates memories and applies the shared filters.
+//! Search behind one interface: an engine returns ranked candidates, [`Core::search`] adds the
+//! exact topic_key hits first, hydrates memories and applies the shared filters. Search runs
+//! on the core's context: the store's tables, and the index and vectors beside them.
 //!
 //! Engines: lexical BM25 (FTS5, or the daemon's in-memory index), semantic (nearest
 //! embeddings, see [`semantic`]) and hybrid, which fuses the two rankings by weighted
@@ -10,8 +11,7 @@ mod embeddings;
 pub mod fusion;
 pub use cairn_base::query;
 pub mod rerank;
-/// The lexical index and the vectors live below the store that holds them; searches read them
-/// here.
+/// The lexical index and the vectors are the core context's; searches read them here.
 pub use crate::{index, semantic};
 pub mod snippet;
 pub mod temporal;
@@ -19,6 +19,7 @@ pub mod temporal;
 use rusqlite::{OptionalExtension, params_from_iter, types::Value};
 use serde::{Deserialize, Serialize};
 
+use crate::Core;
 use crate::error::{CairnError, Result};
 use crate::model::{OBSERVATION_COLUMNS, Observation, PROMPT_COLUMNS, Prompt};
 use crate::store::Store;
@@ -229,7 +230,7 @@ impl Candidate {
 /// A ranking strategy. Implementations return candidates best first, already filtered.
 pub trait SearchEngine {
     fn name(&self) -> &'static str;
-    fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>>;
+    fn candidates(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>>;
 }
 
 /// FTS5 BM25 over title, content, type, topic_key and tool name, porter-stemmed, any-word
@@ -242,7 +243,8 @@ impl SearchEngine for LexicalEngine {
         "lexical"
     }
 
-    fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+    fn candidates(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        let store = &core.store;
         let Some(terms) = query::to_fts(&query::parse(&query.text)) else { return Ok(Vec::new()) };
         let expr = match fts_filter(query) {
             Some(filter) => format!("({terms}) AND {filter}"),
@@ -337,8 +339,8 @@ pub(crate) fn passes_filters(store: &Store, id: i64, query: &SearchQuery) -> Res
 pub struct IndexEngine;
 
 impl IndexEngine {
-    fn try_candidates(store: &Store, query: &SearchQuery, limit: usize) -> Result<Option<Vec<Candidate>>> {
-        let Some(index) = store.index() else { return Ok(None) };
+    fn try_candidates(core: &Core, query: &SearchQuery, limit: usize) -> Result<Option<Vec<Candidate>>> {
+        let Some(index) = &core.index else { return Ok(None) };
         let terms = query::parse(&query.text);
         if terms.iter().any(|t| matches!(t, query::Term::Phrase(_))) {
             return Ok(None);
@@ -348,8 +350,8 @@ impl IndexEngine {
             kind: query.kind.as_deref().map(|k| k.trim().to_lowercase()),
             scope: query.scope,
         };
-        let Some(found) = index.search(store.conn(), &terms, &filter, limit)? else { return Ok(None) };
-        // Snippets are made when hits are hydrated (`Store::search_with`), from the row it
+        let Some(found) = index.search(core.store.conn(), &terms, &filter, limit)? else { return Ok(None) };
+        // Snippets are made when hits are hydrated (`Core::search_with`), from the row it
         // reads anyway.
         Ok(Some(
             found.into_iter().map(|(id, score)| Candidate::lexical(id, -f64::from(score), String::new())).collect(),
@@ -362,10 +364,10 @@ impl SearchEngine for IndexEngine {
         "index"
     }
 
-    fn candidates(&self, store: &Store, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
-        match IndexEngine::try_candidates(store, query, limit)? {
+    fn candidates(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        match IndexEngine::try_candidates(core, query, limit)? {
             Some(found) => Ok(found),
-            None => LexicalEngine.candidates(store, query, limit),
+            None => LexicalEngine.candidates(core, query, limit),
         }
     }
 }
@@ -389,9 +391,9 @@ pub(crate) fn filter_clause(query: &SearchQuery) -> (String, Vec<Value>) {
     (sql, args)
 }
 
-impl Store {
+impl Core {
     /// Search in the query's mode (hybrid by default when vectors exist). Lexical runs
-    /// through the in-memory index when this store has one, else FTS5. When semantic search
+    /// through the in-memory index when this context has one, else FTS5. When semantic search
     /// was asked for but cannot answer, the results are lexical and a notice says why.
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
         check_min_score(query.min_score)?;
@@ -411,7 +413,7 @@ impl Store {
         Ok(results)
     }
 
-    /// [`Store::search`] before `min_score`.
+    /// [`Core::search`] before `min_score`.
     fn search_ranked(&self, query: &SearchQuery) -> Result<SearchResults> {
         let lexical = self.lexical_engine();
         let nothing_to_embed = query::parse(&query.text).is_empty();
@@ -451,15 +453,16 @@ impl Store {
         Ok(hybrid.pool(self, query, query.effective_limit())?.into_iter().map(|(c, f)| (c.id, f)).collect())
     }
 
-    /// The lexical engine of this store: the in-memory index when it has one, else FTS5.
+    /// The lexical engine of this context: the in-memory index when it has one, else FTS5.
     fn lexical_engine(&self) -> &'static dyn SearchEngine {
-        if self.index().is_some() { &IndexEngine } else { &LexicalEngine }
+        if self.index.is_some() { &IndexEngine } else { &LexicalEngine }
     }
 
     /// The query's embedding, or why semantic search cannot run.
     fn query_vector(&self, text: &str) -> std::result::Result<std::sync::Arc<[f32]>, semantic::Unavailable> {
         let semantic = self
-            .semantic()
+            .semantic
+            .as_ref()
             .ok_or_else(|| semantic::Unavailable::NoModel("no embedding model (run `cairn model install`)".into()))?;
         semantic.availability()?;
         semantic.embed_query(text)
@@ -476,10 +479,10 @@ impl Store {
             results.notices.push("the query has no words to search for (only punctuation)".into());
             return Ok(results);
         }
-        let mut hits = self.topic_hits(query, limit)?;
+        let mut hits = self.store.topic_hits(query, limit)?;
         let candidates = engine.candidates(self, query, limit + hits.len())?;
         let matcher = snippet::Matcher::new(&query::parse(&query.text));
-        let mut rows = self.get_many(candidates.iter().map(|c| c.id))?;
+        let mut rows = self.store.get_many(candidates.iter().map(|c| c.id))?;
         for candidate in candidates {
             if hits.len() >= limit {
                 break;
@@ -501,7 +504,7 @@ impl Store {
                 snippet,
                 matched: candidate.matched,
                 scores: candidate.scores,
-                // Set by `Store::search` once the whole page (and its best BM25) is known.
+                // Set by `Core::search` once the whole page (and its best BM25) is known.
                 relevance: 0.0,
             });
         }
@@ -513,8 +516,29 @@ impl Store {
         Ok(results)
     }
 
+    /// When a project-scoped search finds nothing, say whether other projects would have
+    /// (engram #146: "works in the CLI, empty in MCP" because of silent scoping).
+    fn elsewhere_notice(&self, query: &SearchQuery) -> Result<Option<String>> {
+        let Some(project) = query.project.as_deref().filter(|_| !query.all_projects) else { return Ok(None) };
+        let unscoped = SearchQuery { project: None, all_projects: true, limit: MAX_LIMIT, ..query.clone() };
+        let lexical = self.lexical_engine();
+        let elsewhere = lexical.candidates(self, &unscoped, MAX_LIMIT)?.len();
+        Ok((elsewhere > 0).then(|| {
+            let more = if elsewhere == MAX_LIMIT { "+" } else { "" };
+            format!(
+                "no match in project {:?}; {elsewhere}{more} in other projects (search all projects to see them)",
+                normalize_project(project).0
+            )
+        }))
+    }
+}
+
+impl Store {
     /// Live memories by id, in one query (hydrating a page of hits).
-    fn get_many(&self, ids: impl Iterator<Item = i64>) -> Result<std::collections::HashMap<i64, Observation>> {
+    pub(crate) fn get_many(
+        &self,
+        ids: impl Iterator<Item = i64>,
+    ) -> Result<std::collections::HashMap<i64, Observation>> {
         let ids: Vec<i64> = ids.collect();
         if ids.is_empty() {
             return Ok(std::collections::HashMap::new());
@@ -528,7 +552,7 @@ impl Store {
         rows.map(|r| r.map(|o| (o.id, o)).map_err(Into::into)).collect()
     }
 
-    fn topic_hits(&self, query: &SearchQuery, limit: usize) -> Result<Vec<SearchHit>> {
+    pub(crate) fn topic_hits(&self, query: &SearchQuery, limit: usize) -> Result<Vec<SearchHit>> {
         let Some(key) = normalize_topic_key(&query.text) else { return Ok(Vec::new()) };
         let (filter_sql, mut args) = filter_clause(query);
         args.insert(0, Value::Text(key));
@@ -553,22 +577,6 @@ impl Store {
                 relevance: 1.0,
             })
             .collect())
-    }
-
-    /// When a project-scoped search finds nothing, say whether other projects would have
-    /// (engram #146: "works in the CLI, empty in MCP" because of silent scoping).
-    fn elsewhere_notice(&self, query: &SearchQuery) -> Result<Option<String>> {
-        let Some(project) = query.project.as_deref().filter(|_| !query.all_projects) else { return Ok(None) };
-        let unscoped = SearchQuery { project: None, all_projects: true, limit: MAX_LIMIT, ..query.clone() };
-        let lexical = self.lexical_engine();
-        let elsewhere = lexical.candidates(self, &unscoped, MAX_LIMIT)?.len();
-        Ok((elsewhere > 0).then(|| {
-            let more = if elsewhere == MAX_LIMIT { "+" } else { "" };
-            format!(
-                "no match in project {:?}; {elsewhere}{more} in other projects (search all projects to see them)",
-                normalize_project(project).0
-            )
-        }))
     }
 
     /// Full-text search over prompts.

@@ -1,5 +1,6 @@
 //! The SQLite store: opening, pragmas, migrations. Domain operations live in their own modules
-//! as `impl Store` blocks (memory, sessions, prompts, search, context, transfer...).
+//! as `impl Store` blocks (memory, sessions, prompts, transfer...). What also needs the search
+//! index, the vectors or the settings runs on the core's context ([`crate::Core`]).
 
 pub(crate) mod migrate;
 
@@ -24,14 +25,8 @@ pub struct Store {
     conn: Connection,
     path: Option<PathBuf>,
     clock: SharedClock,
-    /// The daemon's in-memory search index, shared by its connections.
-    index: Option<Arc<crate::index::SharedIndex>>,
-    /// The embedding model and its vectors, when semantic search is configured.
-    semantic: Option<Arc<crate::semantic::Semantic>>,
     /// Inside [`Store::batch`]'s shared transaction, where writes take no savepoint.
     grouped: bool,
-    /// The settings the rules read, handed in by the door that opened this store.
-    rules: Arc<crate::settings::RuleSettings>,
 }
 
 impl std::fmt::Debug for Store {
@@ -86,15 +81,7 @@ impl Store {
 
     /// A store on `conn` with nothing attached.
     fn bare(conn: Connection, path: Option<PathBuf>) -> Store {
-        Store {
-            conn,
-            path,
-            clock: Arc::new(SystemClock),
-            index: None,
-            semantic: None,
-            grouped: false,
-            rules: Arc::default(),
-        }
+        Store { conn, path, clock: Arc::new(SystemClock), grouped: false }
     }
 
     /// A private in-memory store (unit tests, benchmarks).
@@ -110,16 +97,6 @@ impl Store {
         let mut store = Store::bare(conn, path);
         migrate::run(&mut store.conn)?;
         Ok(store)
-    }
-
-    /// Run the rules under these settings (a door does this with the settings it loaded).
-    pub fn set_rules(&mut self, rules: Arc<crate::settings::RuleSettings>) {
-        self.rules = rules;
-    }
-
-    /// The settings the rules read.
-    pub fn rules(&self) -> &crate::settings::RuleSettings {
-        &self.rules
     }
 
     /// Replace the clock (tests move time to cross the dedupe window).
@@ -154,24 +131,6 @@ impl Store {
         let busy = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0));
         self.conn.busy_timeout(BUSY_TIMEOUT)?;
         Ok(busy? == 0)
-    }
-
-    /// Search through a shared in-memory index (the daemon holds one).
-    pub fn attach_index(&mut self, index: Arc<crate::index::SharedIndex>) {
-        self.index = Some(index);
-    }
-
-    pub(crate) fn index(&self) -> Option<&Arc<crate::index::SharedIndex>> {
-        self.index.as_ref()
-    }
-
-    /// Search semantically too, with this model and its vectors.
-    pub fn attach_semantic(&mut self, semantic: Arc<crate::semantic::Semantic>) {
-        self.semantic = Some(semantic);
-    }
-
-    pub fn semantic(&self) -> Option<&Arc<crate::semantic::Semantic>> {
-        self.semantic.as_ref()
     }
 
     /// Build an in-memory index of this store (consistent snapshot).

@@ -32,7 +32,7 @@ const HEALTH_STORE_WAIT: Duration = Duration::from_millis(250);
     responses((status = 200, description = "The daemon answers", body = schema::Health)))]
 pub(super) async fn health(State(state): State<AppState>) -> Json<Value> {
     let engine = Arc::clone(&state.engine);
-    let probe = tokio::task::spawn_blocking(move || engine.with_writer(|store| store.schema_version()));
+    let probe = tokio::task::spawn_blocking(move || engine.with_writer(|core| core.store.schema_version()));
     let (schema_version, store) = match tokio::time::timeout(HEALTH_STORE_WAIT, probe).await {
         Ok(Ok(Ok(version))) => (version, json!("ok")),
         Ok(Ok(Err(e))) => (SCHEMA_VERSION, json!({ "code": e.code.as_str(), "message": e.message })),

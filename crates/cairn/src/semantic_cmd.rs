@@ -302,7 +302,7 @@ fn render_list(list: &ModelList) -> String {
         let _ = writeln!(
             text,
             "Recall of hybrid search on cairn's evaluation sets (R@5; LoCoMo R@10), RSS the model adds to the \
-             daemon, query embedding + hybrid search p50 at 100k memories: measured {on} (docs/BENCHMARKS.md, \
+             daemon, hybrid search p50 at 100k memories through the HTTP API (the query embedded, never seen before): measured {on} (docs/BENCHMARKS.md, \
              \"Models side by side\"); \"-\" not measured."
         );
     }

@@ -230,8 +230,20 @@ impl std::fmt::Display for Unavailable {
 /// An embedder with its vectors: what a store needs for semantic search. Shared by the
 /// daemon's connections and its background indexer. The model id is known at once (it names
 /// the vectors); the model itself may load later, in the background.
+/// A model's cosine scale, as hybrid search's fusion uses it (each model's is in
+/// `search::rerank`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CosineScale {
+    /// Below this a memory is not related to the query at all: it is no semantic candidate.
+    pub min_similarity: f32,
+    /// Above this a memory lends session context (the share of the cosine over it).
+    pub context_floor: f64,
+}
+
 pub struct Semantic {
     model_id: String,
+    /// A cosine scale other than the model's, for studies (`cairn-eval --cosine-scale`).
+    cosine_scale: OnceLock<CosineScale>,
     embedder: OnceLock<Arc<dyn Embedder>>,
     load_error: Mutex<Option<String>>,
     vectors: RwLock<Option<VectorIndex>>,
@@ -259,6 +271,7 @@ impl Semantic {
     pub fn pending(model_id: String) -> Arc<Semantic> {
         Arc::new(Semantic {
             model_id,
+            cosine_scale: OnceLock::new(),
             embedder: OnceLock::new(),
             load_error: Mutex::new(None),
             vectors: RwLock::new(None),
@@ -282,6 +295,17 @@ impl Semantic {
 
     pub fn model_id(&self) -> &str {
         &self.model_id
+    }
+
+    /// Search with this cosine scale instead of the model's: how an evaluation tries floors
+    /// for a model before any are chosen for it. Only the first call counts.
+    pub fn override_cosine_scale(&self, scale: CosineScale) {
+        let _ = self.cosine_scale.set(scale);
+    }
+
+    /// The scale given by [`Semantic::override_cosine_scale`], if any.
+    pub fn cosine_scale_override(&self) -> Option<CosineScale> {
+        self.cosine_scale.get().copied()
     }
 
     pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {

@@ -10,7 +10,7 @@
 
 use std::sync::OnceLock;
 
-use cairn_embed::{Embedder, LocalModel, dot};
+use cairn_embed::{Embedder, LocalModel, dot, dot_i8_rows};
 
 fn main() {
     divan::main();
@@ -180,5 +180,18 @@ fn dot_scan_384(bencher: divan::Bencher, n: usize) {
             best = best.max(dot(&query, v));
         }
         best
+    });
+}
+
+/// The scan semantic search runs: an i8 query against every stored i8 vector (one thread).
+#[divan::bench(args = [100_000])]
+fn scan_i8_384(bencher: divan::Bencher, n: usize) {
+    let codes: Vec<i8> = (0..n * 384).map(|i| ((i * 7919) % 255) as u8 as i8).collect();
+    let query: Vec<i8> = (0..384).map(|i| ((i * 37) % 255) as u8 as i8).collect();
+    let mut out = Vec::with_capacity(n);
+    bencher.bench_local(|| {
+        out.clear();
+        dot_i8_rows(divan::black_box(&query), &codes, &mut out);
+        out[n / 2]
     });
 }

@@ -35,15 +35,16 @@ pub struct Measured {
     /// A hybrid search at 100,000 memories through the HTTP API, p50 (ms): `cairn serve` with
     /// the model, cairn-bench's generated questions (never seen before, so each is embedded;
     /// ~10 words), random stored vectors of the model's width (the scan costs the same
-    /// whatever they say). `scripts/bench-models-http.py`, 2026-11-28 18:30 UTC, release build
-    /// with the second thread's timed wait (`second.rs`). Most of it is the query's embedding:
-    /// on a store of one memory the same kind of query took 15.4 ms with e5.
+    /// whatever they say). `scripts/bench-models-http.py`, 2026-11-28 20:45–21:40 UTC, release
+    /// build with the AVX-512 kernels, on a Xeon with AVX-512 in a quiet hour (`/bin/true` 0.7
+    /// ms): the median of its runs. Most of it is the query's embedding. In a slow hour of the
+    /// same day (`/bin/true` 1.8 ms, no AVX-512 kernels) e5 measured 17.4 ms.
     pub hybrid_ms_p50_100k: Option<f64>,
     pub recall: Recall,
 }
 
 /// Recall, RSS and latency measured on 2026-11-28 (MiniLM's LoCoMo figure on 2026-11-27).
-const MEASURED_ON: &str = "2026-11-27 to 2026-11-28 on a shared 2-core x86-64 VM";
+const MEASURED_ON: &str = "2026-11-27 to 2026-11-28 on a shared 2-core x86-64 VM (AVX-512)";
 
 /// The figures of every catalogue model (docs/BENCHMARKS.md "Models side by side").
 pub const MEASURED: &[Measured] = &[
@@ -54,7 +55,7 @@ pub const MEASURED: &[Measured] = &[
         // VmRSS 303,036 kB: the 250,037-token vocabulary's table in f16 (192 MB), the layers
         // packed in f16, the tokenizer.
         rss_mib: Some(267),
-        hybrid_ms_p50_100k: Some(17.4),
+        hybrid_ms_p50_100k: Some(11.3),
         recall: Recall {
             coding_r5: Some(0.959),
             paraphrase_r5: Some(0.896),
@@ -69,7 +70,7 @@ pub const MEASURED: &[Measured] = &[
         measured_on: MEASURED_ON,
         // VmRSS 130,280 kB.
         rss_mib: Some(98),
-        hybrid_ms_p50_100k: Some(13.5),
+        hybrid_ms_p50_100k: Some(8.1),
         recall: Recall {
             coding_r5: Some(0.946),
             paraphrase_r5: Some(0.917),
@@ -86,15 +87,14 @@ pub const MEASURED: &[Measured] = &[
         // VmRSS 313,732 kB.
         rss_mib: Some(277),
         // Twice e5's width (768) and a larger network: the query's embedding is most of it.
-        hybrid_ms_p50_100k: Some(58.0),
-        // No re-ranking is fitted for nomic: its hybrid is the fusion's order.
+        hybrid_ms_p50_100k: Some(34.7),
+        // With its own re-ranking (fitted on both dev halves, 2026-11-28 21:30 UTC).
         recall: Recall {
-            coding_r5: Some(0.935),
-            paraphrase_r5: Some(0.833),
+            coding_r5: Some(0.946),
+            paraphrase_r5: Some(0.875),
             spanish_r5: Some(0.891),
             heldout_r5: Some(1.0),
-            // Its 5,882 LoCoMo turns did not fit in a session on 2 shared cores.
-            locomo_r10: None,
+            locomo_r10: Some(0.783),
         },
     },
 ];

@@ -1,6 +1,8 @@
 //! The brute-force scan behind semantic search: one i8-quantised query against every stored
 //! i8 vector. Memory-bound at ~40 MB per 100k vectors; the AVX2 build (chosen at run time)
-//! does the widening multiply-adds 16 lanes at a time, about twice the portable build.
+//! does the widening multiply-adds 16 lanes at a time, about twice the portable build, and the
+//! AVX-512BW build 32 at a time (100k rows on one thread: 2.12 → 1.71 ms on a Xeon with
+//! AVX-512, `cargo bench -p cairn-embed --bench embed -- scan_i8`).
 
 use std::sync::Arc;
 
@@ -81,10 +83,17 @@ impl crate::second::Part for Scan {
     }
 }
 
-/// The crate's second `unsafe` call: the AVX2 build of the same safe loop, called only when
-/// the CPU has AVX2 (checked just before), which is all `target_feature` requires.
+/// The crate's `unsafe` calls of the scan: the AVX-512BW or the AVX2 build of the same safe
+/// loop, each called only when the CPU has its features (checked just before), which is all
+/// `target_feature` requires.
 #[allow(unsafe_code)]
 fn dispatch(query: &[i8], codes: &[i8], out: &mut [i32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512bw") {
+        // SAFETY: AVX-512BW (and so AVX-512F) is present (checked above); the function is
+        // otherwise safe code.
+        return unsafe { rows_avx512(query, codes, out) };
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: AVX2 is present (checked above); the function is otherwise safe code.
@@ -96,6 +105,13 @@ fn dispatch(query: &[i8], codes: &[i8], out: &mut [i32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn rows_avx2(query: &[i8], codes: &[i8], out: &mut [i32]) {
+    rows(query, codes, out);
+}
+
+/// The same loop where the CPU has AVX-512BW: 32 lanes of `vpmaddwd` per instruction.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx2")]
+fn rows_avx512(query: &[i8], codes: &[i8], out: &mut [i32]) {
     rows(query, codes, out);
 }
 
@@ -125,6 +141,17 @@ mod tests {
         let mut portable = vec![0; 4];
         rows(&query, &codes, &mut portable);
         assert_eq!(portable, naive);
+        // The AVX2 build, which `dispatch` skips on an AVX-512 CPU.
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            let mut avx2 = vec![0; 4];
+            #[allow(unsafe_code)]
+            // SAFETY: the CPU has AVX2, checked just above.
+            unsafe {
+                rows_avx2(&query, &codes, &mut avx2);
+            }
+            assert_eq!(avx2, naive);
+        }
     }
 
     #[test]

@@ -148,6 +148,10 @@ pub fn run(args: EvalArgs) -> Result<()> {
         }
     };
     let semantic = cache.clone().map(|c| cairn_core::search::semantic::Semantic::new(c as Arc<dyn Embedder>));
+    if let (Some(semantic), Some(scale)) = (&semantic, args.cosine_scale) {
+        semantic.override_cosine_scale(scale);
+        note(&format!("cosine scale: min_similarity {}, context_floor {}", scale.min_similarity, scale.context_floor));
+    }
     let modes: Vec<SearchMode> = args
         .modes
         .iter()
@@ -186,7 +190,8 @@ pub fn run(args: EvalArgs) -> Result<()> {
     }
     if let Some(rows) = training {
         let model = semantic.as_ref().map_or_else(|| "?".to_owned(), |s| s.model_id().to_owned());
-        print_fitted_model(&model, &rows);
+        let scale = semantic.as_deref().map_or(rerank::DEFAULT_COSINE, rerank::cosine_scale_of);
+        print_fitted_model(&model, scale, &rows);
     }
     if let Some(pools) = pools {
         let model = semantic.as_ref().map_or_else(|| "?".to_owned(), |s| s.model_id().to_owned());
@@ -224,6 +229,9 @@ fn score_set(
     if let Some(semantic) = semantic {
         // A fresh semantic state per set: vectors of one set never leak into another.
         let fresh = cairn_core::search::semantic::Semantic::new(Arc::clone(semantic.embedder().expect("loaded")));
+        if let Some(scale) = semantic.cosine_scale_override() {
+            fresh.override_cosine_scale(scale);
+        }
         store.semantic = Some(fresh);
         store.load_vectors()?;
         let started = Instant::now();
@@ -361,7 +369,7 @@ fn training_rows(store: &Core, questions: &[Question]) -> Result<Vec<(rerank::Fe
 }
 
 /// Fit the re-ranking model and print it as a `rerank::Fitted` constant for `rerank.rs`.
-fn print_fitted_model(model_id: &str, rows: &[(rerank::Features, bool)]) {
+fn print_fitted_model(model_id: &str, scale: rerank::CosineScale, rows: &[(rerank::Features, bool)]) {
     if rows.is_empty() {
         note("--fit-rerank: nothing to fit (no model, or no question in the split)");
         return;
@@ -379,7 +387,6 @@ fn print_fitted_model(model_id: &str, rows: &[(rerank::Features, bool)]) {
         let _ = writeln!(out, "        {w:.4}, // {feature}");
     }
     // The floors the candidates were gathered with: the weights belong to them.
-    let scale = rerank::cosine_scale_for(model_id);
     let _ = writeln!(
         out,
         "    ],\n    bias: {bias:.4},\n    cosine: CosineScale {{ min_similarity: {}, context_floor: {} }},\n}};",

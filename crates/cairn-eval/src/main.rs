@@ -78,6 +78,21 @@ pub struct EvalArgs {
     /// turns before and N after it in its session, for every turn)
     #[arg(long, value_name = "CONTEXT", default_value = "shipped")]
     pub turn_context: String,
+    /// Search with this cosine scale instead of the model's: `MIN,FLOOR`, the cosine below
+    /// which a memory is no semantic candidate and the one above which it lends session
+    /// context (how a new model's floors are chosen on the dev halves)
+    #[arg(long, value_name = "MIN,FLOOR", value_parser = parse_cosine_scale)]
+    pub cosine_scale: Option<cairn_core::search::rerank::CosineScale>,
+}
+
+fn parse_cosine_scale(text: &str) -> Result<cairn_core::search::rerank::CosineScale, String> {
+    let (min, floor) = text.split_once(',').ok_or("expected MIN,FLOOR, for example 0.75,0.8")?;
+    let min: f32 = min.trim().parse().map_err(|e| format!("MIN: {e}"))?;
+    let floor: f64 = floor.trim().parse().map_err(|e| format!("FLOOR: {e}"))?;
+    if !(-1.0..=1.0).contains(&min) || !(-1.0..=1.0).contains(&floor) || f64::from(min) > floor {
+        return Err("each is a cosine (-1 to 1), and MIN is at most FLOOR".into());
+    }
+    Ok(cairn_core::search::rerank::CosineScale { min_similarity: min, context_floor: floor })
 }
 
 /// Exit codes as `cairn`'s (docs/CLI.md "Exit codes"): 3 invalid input, 4 not found, …
@@ -116,4 +131,25 @@ pub fn emit<T: serde::Serialize>(json: bool, value: &T, human: impl FnOnce(&T) -
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{}", text.trim_end())?;
     Ok(stdout.flush()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cosine_scale;
+
+    #[test]
+    fn a_cosine_scale_is_two_cosines_in_order() {
+        let scale = parse_cosine_scale("0.75, 0.8").expect("valid");
+        assert_eq!((scale.min_similarity, scale.context_floor), (0.75, 0.8));
+        for (bad, why) in [
+            ("0.8", "MIN,FLOOR"),
+            ("x,0.8", "MIN:"),
+            ("0.5,y", "FLOOR:"),
+            ("0.9,0.8", "at most"),
+            ("0.2,1.5", "cosine"),
+        ] {
+            let err = parse_cosine_scale(bad).expect_err(bad);
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
 }

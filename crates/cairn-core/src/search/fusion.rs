@@ -61,7 +61,7 @@ impl SearchEngine for SemanticEngine<'_> {
 
     fn candidates(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
         let Some(semantic) = &core.semantic else { return Ok(Vec::new()) };
-        let floor = rerank::cosine_scale_for(semantic.model_id()).min_similarity;
+        let floor = rerank::cosine_scale_of(semantic).min_similarity;
         // Filters are checked against the table; fetch more when too many fall out.
         let mut fetch = limit * 2 + 16;
         loop {
@@ -161,11 +161,8 @@ impl HybridEngine<'_> {
         ids.sort_unstable();
         ids.dedup();
         let neighbours = session_neighbours(store, &ids)?;
-        let context_floor = core
-            .semantic
-            .as_ref()
-            .map_or(rerank::DEFAULT_COSINE, |s| rerank::cosine_scale_for(s.model_id()))
-            .context_floor;
+        let context_floor =
+            core.semantic.as_ref().map_or(rerank::DEFAULT_COSINE, |s| rerank::cosine_scale_of(s)).context_floor;
         let lexical = with_context(store, query, lexical, |c| c.scores.lexical.unwrap_or(0.0), &neighbours)?;
         let semantic = with_context(
             store,

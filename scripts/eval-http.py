@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Recall of a coding-memory set through the HTTP API, the way an agent searches.
+
+`cairn-eval` scores search in-process. This asks a real `cairn serve` instead: a fresh data
+dir, the set's memories saved one by one with `POST /observations` (in `seq` order, so a
+revised topic_key revises in place), the daemon left to embed them, then every question as
+`GET /search?q=…&project=…&mode=…&limit=10` (no project: `all_projects=true`). It prints R@1,
+R@5 and R@10 per split and category, as `cairn-eval` does, so the two can be compared: the
+same engine should give the same figures through either door.
+
+    python3 scripts/eval-http.py --cairn target/release/cairn --set eval/coding-heldout.json \\
+        --model multilingual-e5-small=target/test-deps/multilingual-e5-small
+
+`--model` is NAME=DIR (CAIRN_MODEL / CAIRN_MODEL_DIR of the daemon); without it the daemon's
+own default applies. Only loopback; the data dir and HOME are temporary.
+"""
+import argparse
+import collections
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(port, method, path, body=None, timeout=60):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.load(r)
+
+
+def start_daemon(cairn, data_dir, home, env_extra, log):
+    port = free_port()
+    env = dict(os.environ, HOME=home, CAIRN_DATA_DIR=data_dir, CAIRN_AUTOSTART="never")
+    env.update(env_extra)
+    proc = subprocess.Popen([cairn, "serve", "--port", str(port), "--model-install", "never"],
+                            env=env, stdout=log, stderr=log)
+    deadline = time.time() + 120
+    while True:
+        try:
+            call(port, "GET", "/health", timeout=2)
+            return proc, port
+        except (urllib.error.URLError, ConnectionError, OSError):
+            if proc.poll() is not None or time.time() > deadline:
+                raise SystemExit("cairn serve did not start (see its log)")
+            time.sleep(0.1)
+
+
+def save_memories(port, memories):
+    """key → id, memories saved in seq order."""
+    ids = {}
+    for m in sorted(memories, key=lambda m: m.get("seq", 0)):
+        body = {k: m[k] for k in ("title", "content", "project", "scope", "topic_key") if m.get(k) is not None}
+        body["type"] = m.get("type")
+        ids[m["key"]] = call(port, "POST", "/observations", body)["id"]
+    return ids
+
+
+def wait_for_embeddings(port, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        stats = call(port, "GET", "/stats")
+        total = stats.get("total_observations")
+        if stats.get("semantic_search") == "ready" and stats.get("embeddings_stored") == total:
+            return stats
+        time.sleep(1)
+    raise SystemExit(f"the daemon did not embed every memory in {timeout} s: {stats}")
+
+
+def search(port, question, mode):
+    params = {"q": question["query"], "limit": "10", "mode": mode}
+    if question.get("project"):
+        params["project"] = question["project"]
+    else:
+        params["all_projects"] = "true"
+    return call(port, "GET", "/search?" + urllib.parse.urlencode(params))
+
+
+def ranks(hits, expected_ids, must_contain):
+    """The 1-based place of each expected memory (None when absent from the top 10)."""
+    places = {}
+    for place, hit in enumerate(hits, 1):
+        if must_contain and must_contain not in hit.get("content", ""):
+            continue
+        places.setdefault(hit["id"], place)
+    return [places.get(i) for i in expected_ids]
+
+
+def score(results):
+    """group → (n, R@1, R@5, R@10)"""
+    groups = collections.defaultdict(list)
+    for q, r in results:
+        for group in ("all", f"split:{q['split']}", f"{q['split']}:{q['category']}"):
+            groups[group].append(r)
+    table = {}
+    for group, rs in groups.items():
+        def recall(k):
+            return sum(sum(1 for x in r if x is not None and x <= k) / max(len(r), 1) for r in rs) / len(rs)
+        table[group] = (len(rs), recall(1), recall(5), recall(10))
+    return table
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cairn", required=True)
+    ap.add_argument("--set", required=True, help="a coding-memory set (eval/coding-memory.json, eval/coding-heldout.json)")
+    ap.add_argument("--model", help="NAME=DIR")
+    ap.add_argument("--modes", default="lexical,semantic,hybrid")
+    ap.add_argument("--embed-timeout", type=int, default=900)
+    ap.add_argument("--json", help="also write the figures here")
+    args = ap.parse_args()
+
+    with open(args.set) as f:
+        doc = json.load(f)
+    work = tempfile.mkdtemp(prefix="cairn-eval-http-")
+    env = {}
+    if args.model:
+        name, model_dir = args.model.split("=", 1)
+        env = {"CAIRN_MODEL": name, "CAIRN_MODEL_DIR": os.path.abspath(model_dir)}
+    log = open(os.path.join(work, "serve.log"), "ab")
+    proc, port = start_daemon(os.path.abspath(args.cairn), os.path.join(work, "data"), os.path.join(work, "home"), env, log)
+    try:
+        ids = save_memories(port, doc["memories"])
+        started = time.time()
+        wait_for_embeddings(port, args.embed_timeout)
+        print(f"{len(doc['memories'])} saves, {len(set(ids.values()))} memories embedded ({time.time() - started:.0f} s)")
+        figures = {}
+        for mode in args.modes.split(","):
+            results = []
+            for q in doc["questions"]:
+                expected = [ids[k] for k in q["expected"]]
+                results.append((q, ranks(search(port, q, mode), expected, q.get("expect_contains"))))
+            figures[mode] = score(results)
+        print(f"{'mode':<9} {'group':<22} {'n':>4} {'R@1':>6} {'R@5':>6} {'R@10':>6}")
+        for mode, table in figures.items():
+            for group in sorted(table):
+                n, r1, r5, r10 = table[group]
+                print(f"{mode:<9} {group:<22} {n:>4} {r1:>6.3f} {r5:>6.3f} {r10:>6.3f}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(figures, f, indent=1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -64,6 +64,7 @@ impl ApiDoc {
             let doc = finish(self.raw.clone(), &self.config);
             let mut doc = serde_json::to_value(&doc).unwrap_or(serde_json::Value::Null);
             bound_integers(&mut doc);
+            non_blank_patterns(&mut doc);
             doc
         })
     }
@@ -124,8 +125,28 @@ fn bound_integers(value: &mut serde_json::Value) {
     }
 }
 
+/// Make every `\S` pattern (the attributes' short way to say "not blank") say what the server
+/// means by it: [`NON_BLANK`].
+fn non_blank_patterns(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(object) => {
+            if object.get("pattern").and_then(serde_json::Value::as_str) == Some(r"\S") {
+                object.insert("pattern".into(), NON_BLANK.into());
+            }
+            object.values_mut().for_each(non_blank_patterns);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(non_blank_patterns),
+        _ => {}
+    }
+}
+
 /// Whitespace as Rust's `str::trim` sees it (Unicode White_Space), for patterns.
 const TRIMMED: &str = "[\\t\\n\\x0b\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+
+/// A text the server does not see as blank: one character that Rust's `str::trim` keeps. (Not
+/// `\S`: ECMA-262's `\s` leaves out U+0085, which `trim` removes, so a schema-valid `q=%C2%85`
+/// was refused as empty.) The same set as [`TRIMMED`], negated.
+const NON_BLANK: &str = "[^\\t\\n\\x0b\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
 
 /// A keyword parameter the server trims and lowercases: one of `words` in any case, with
 /// whitespace around it, or blank (no value).
@@ -270,5 +291,54 @@ mod tests {
         let listed: Vec<&str> = names.split(',').map(|name| name.trim().trim_end_matches('.')).collect();
         let catalogue: Vec<&str> = CATALOGUE.iter().map(|spec| spec.name).collect();
         assert_eq!(listed, catalogue);
+    }
+
+    /// The class [`super::NON_BLANK`] excludes is exactly what `str::trim` removes: every
+    /// character of the Basic Multilingual Plane is either in the class's list or kept by trim.
+    #[test]
+    fn non_blank_excludes_exactly_what_trim_removes() {
+        let class = super::NON_BLANK.strip_prefix("[^").and_then(|c| c.strip_suffix(']')).expect("a negated class");
+        let excluded = |c: char| -> bool {
+            let mut rest = class;
+            while !rest.is_empty() {
+                let (first, after) = escaped(rest);
+                if let Some(after_dash) = after.strip_prefix('-') {
+                    let (last, after_range) = escaped(after_dash);
+                    if (first..=last).contains(&c) {
+                        return true;
+                    }
+                    rest = after_range;
+                } else {
+                    if c == first {
+                        return true;
+                    }
+                    rest = after;
+                }
+            }
+            false
+        };
+        for c in (0u32..=0xffff).filter_map(char::from_u32) {
+            let blank = c.to_string().trim().is_empty();
+            assert_eq!(excluded(c), blank, "U+{:04X}", u32::from(c));
+        }
+    }
+
+    /// One character of a regex class written as the document writes it: itself, `\t`, `\n`,
+    /// `\f`, `\r`, `\xHH` or `\uHHHH`; and what follows it.
+    fn escaped(text: &str) -> (char, &str) {
+        let Some(rest) = text.strip_prefix('\\') else {
+            let c = text.chars().next().expect("not empty");
+            return (c, &text[c.len_utf8()..]);
+        };
+        let hex = |digits: &str| char::from_u32(u32::from_str_radix(digits, 16).expect("hex")).expect("a char");
+        match rest.as_bytes()[0] {
+            b't' => ('\t', &rest[1..]),
+            b'n' => ('\n', &rest[1..]),
+            b'f' => ('\x0c', &rest[1..]),
+            b'r' => ('\r', &rest[1..]),
+            b'x' => (hex(&rest[1..3]), &rest[3..]),
+            b'u' => (hex(&rest[1..5]), &rest[5..]),
+            other => panic!("unexpected escape \\{}", other as char),
+        }
     }
 }

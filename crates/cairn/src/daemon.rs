@@ -22,6 +22,11 @@ use crate::output::note;
 /// How long a stopping daemon waits for its background work (an embedding batch, the index
 /// build) before it leaves anyway.
 const ENGINE_STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long a starting daemon keeps trying a store that another process holds locked (a
+/// backup, a `cairn` command writing directly, a daemon still finishing). Each attempt already
+/// waits the store's busy timeout (10 s); a daemon that a host started, and that gave up, would
+/// leave the host's writes in the spool until its next session.
+const STORE_LOCKED_WAIT: Duration = Duration::from_secs(120);
 
 /// Options of `cairn serve` beyond the settings.
 pub struct ServeArgs {
@@ -79,7 +84,7 @@ pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
 async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: ServeArgs) -> Result<()> {
     let semantic = cairn_engine::embedder::semantic(&settings.embedder_config());
     let rules = Arc::new(settings.rules());
-    let engine = Engine::open_with(&data_dir.join(cairn_core::store::DB_FILE), semantic, rules)?;
+    let engine = open_engine(&data_dir, semantic, rules, STORE_LOCKED_WAIT).await?;
     engine.start_history(cairn_engine::history::HistoryScan::from_settings(&settings.history.config));
     // What hooks and plugins kept while no daemon answered: applied now, in order, then on
     // every poke and every few seconds.
@@ -140,6 +145,27 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
 /// in a terminal does (the README's start command): 91 MB is a download to see happen, and a
 /// daemon a host auto-started (`--or-any-port`), a service manager, a test or a benchmark
 /// started stays offline and as it was measured.
+/// The engine on the data dir's store, retried while the store is locked (`database_busy`)
+/// until `wait` has passed; any other error at once.
+async fn open_engine(
+    data_dir: &std::path::Path,
+    semantic: Option<Arc<cairn_core::search::semantic::Semantic>>,
+    rules: Arc<cairn_core::settings::RuleSettings>,
+    wait: Duration,
+) -> Result<Arc<Engine>> {
+    let started = std::time::Instant::now();
+    let path = data_dir.join(cairn_core::store::DB_FILE);
+    loop {
+        match Engine::open_with(&path, semantic.clone(), Arc::clone(&rules)) {
+            Err(e) if e.code == ErrorCode::DatabaseBusy && started.elapsed() < wait => {
+                tracing::warn!(error = %e.message, "the store is locked by another process; trying again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            opened => return Ok(opened?),
+        }
+    }
+}
+
 fn installs_model(choice: ModelInstall, auto_started: bool) -> bool {
     use std::io::IsTerminal as _;
     match choice {

@@ -486,6 +486,32 @@ fn context_budget_setting_reaches_the_daemon() {
     assert_eq!((body["budget_bytes"].as_u64(), body["truncated"].as_bool()), (Some(300), Some(true)), "{body}");
 }
 
+/// A daemon started while another process holds the store locked for longer than the store's
+/// busy timeout (10 s) keeps trying and comes up once the lock is released; it used to exit
+/// with `database_busy`, leaving a host's writes in the spool until its next session.
+#[test]
+fn a_daemon_started_on_a_locked_store_comes_up_when_the_lock_is_released() {
+    let c = Cairn::new();
+    std::fs::create_dir_all(c.data_dir()).unwrap();
+    let db = c.data_dir().join("cairn.db");
+    let held = std::time::Duration::from_secs(12);
+    let (locked, lock_taken) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("BEGIN EXCLUSIVE; CREATE TABLE held_by_the_test (x);").unwrap();
+        locked.send(()).unwrap();
+        std::thread::sleep(held);
+        conn.execute_batch("ROLLBACK").unwrap();
+    });
+    lock_taken.recv().unwrap();
+    let started = std::time::Instant::now();
+    let daemon = crate::support::Daemon::start_with(&c.data_dir(), &[("CAIRN_EMBEDDER", "none")], Stdio::null());
+    assert!(started.elapsed() + std::time::Duration::from_secs(1) >= held, "it came up while the store was locked");
+    holder.join().unwrap();
+    let (status, body) = crate::support::http(daemon.addr, "GET", "/health", None);
+    assert_eq!(status, 200, "{body}");
+}
+
 /// `cairn config` shows the plugin tables with where each value came from (a file, a variable).
 #[test]
 fn config_shows_the_plugin_settings() {

@@ -227,9 +227,6 @@ impl std::fmt::Display for Unavailable {
     }
 }
 
-/// An embedder with its vectors: what a store needs for semantic search. Shared by the
-/// daemon's connections and its background indexer. The model id is known at once (it names
-/// the vectors); the model itself may load later, in the background.
 /// A model's cosine scale, as hybrid search's fusion uses it (each model's is in
 /// `search::rerank`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -240,6 +237,9 @@ pub struct CosineScale {
     pub context_floor: f64,
 }
 
+/// An embedder with its vectors: what a store needs for semantic search. Shared by the
+/// daemon's connections and its background indexer. The model id is known at once (it names
+/// the vectors); the model itself may load later, in the background.
 pub struct Semantic {
     model_id: String,
     /// A cosine scale other than the model's, for studies (`cairn-eval --cosine-scale`).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Recall of a coding-memory set through the HTTP API, the way an agent searches.
+"""Recall of a coding-memory set, or of LoCoMo, through the HTTP API, the way an agent searches.
 
 `cairn-eval` scores search in-process. This asks a real `cairn serve` instead: a fresh data
 dir, the set's memories saved one by one with `POST /observations` (in `seq` order, so a
@@ -10,6 +10,13 @@ same engine should give the same figures through either door.
 
     python3 scripts/eval-http.py --cairn target/release/cairn --set eval/coding-heldout.json \\
         --model multilingual-e5-small=target/test-deps/multilingual-e5-small
+
+`--locomo FILE` (LoCoMo's locomo10.json, not in the repository) instead of `--set`: each
+conversation is a project, each of its sessions a session (`POST /sessions`), each turn a
+memory titled `speaker (date)` as `cairn-eval` loads it; the daemon embeds each turn with its
+own rule (the previous turn for a short one), and each question of categories 1–4 searches
+its conversation's project; R@10 over the evidence turns. `--split test` (the default:
+conversations 5–9, which no fit saw), `dev` or `all`.
 
 `--model` is NAME=DIR (CAIRN_MODEL / CAIRN_MODEL_DIR of the daemon); without it the daemon's
 own default applies. Only loopback; the data dir and HOME are temporary.
@@ -71,6 +78,42 @@ def save_memories(port, memories):
     return ids
 
 
+def load_locomo(port, path, split):
+    """Save the chosen conversations' turns; the questions, each with its evidence turns' ids."""
+    with open(path) as f:
+        samples = json.load(f)
+    questions = []
+    for index, sample in enumerate(samples):
+        half = "dev" if index < 5 else "test"
+        if split not in ("all", half):
+            continue
+        project = f"locomo-{sample['sample_id']}"
+        conversation = sample["conversation"]
+        turn_ids = {}
+        session = 1
+        while f"session_{session}" in conversation:
+            date = conversation[f"session_{session}_date_time"]
+            session_id = f"{project}-s{session}"
+            call(port, "POST", "/sessions", {"id": session_id, "project": project})
+            for turn in conversation[f"session_{session}"]:
+                content = turn["text"]
+                if turn.get("blip_caption"):
+                    content += f" [shares a photo: {turn['blip_caption']}]"
+                body = {"session_id": session_id, "project": project, "type": "conversation",
+                        "title": f"{turn['speaker']} ({date})", "content": content}
+                turn_ids[turn["dia_id"]] = call(port, "POST", "/observations", body)["id"]
+            session += 1
+        for n, qa in enumerate(sample["qa"]):
+            if qa.get("category") not in (1, 2, 3, 4):
+                continue
+            evidence = [e for ev in qa.get("evidence", []) for e in ev.replace(";", " ").replace(",", " ").split()]
+            expected = [turn_ids[e] for e in evidence if e in turn_ids]
+            if expected:
+                questions.append({"query": qa["question"], "project": project, "split": half,
+                                  "category": f"cat{qa['category']}", "expected_ids": expected})
+    return questions
+
+
 def wait_for_embeddings(port, timeout):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -118,15 +161,16 @@ def score(results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cairn", required=True)
-    ap.add_argument("--set", required=True, help="a coding-memory set (eval/coding-memory.json, eval/coding-heldout.json)")
+    source = ap.add_mutually_exclusive_group(required=True)
+    source.add_argument("--set", help="a coding-memory set (eval/coding-memory.json, eval/coding-heldout.json)")
+    source.add_argument("--locomo", help="LoCoMo's locomo10.json")
+    ap.add_argument("--split", default="test", choices=["dev", "test", "all"], help="LoCoMo's conversations")
     ap.add_argument("--model", help="NAME=DIR")
     ap.add_argument("--modes", default="lexical,semantic,hybrid")
     ap.add_argument("--embed-timeout", type=int, default=900)
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    with open(args.set) as f:
-        doc = json.load(f)
     work = tempfile.mkdtemp(prefix="cairn-eval-http-")
     env = {}
     if args.model:
@@ -135,16 +179,22 @@ def main():
     log = open(os.path.join(work, "serve.log"), "ab")
     proc, port = start_daemon(os.path.abspath(args.cairn), os.path.join(work, "data"), os.path.join(work, "home"), env, log)
     try:
-        ids = save_memories(port, doc["memories"])
         started = time.time()
-        wait_for_embeddings(port, args.embed_timeout)
-        print(f"{len(doc['memories'])} saves, {len(set(ids.values()))} memories embedded ({time.time() - started:.0f} s)")
+        if args.locomo:
+            questions = load_locomo(port, args.locomo, args.split)
+        else:
+            with open(args.set) as f:
+                doc = json.load(f)
+            ids = save_memories(port, doc["memories"])
+            questions = [dict(q, expected_ids=[ids[k] for k in q["expected"]]) for q in doc["questions"]]
+        saved = time.time() - started
+        stats = wait_for_embeddings(port, args.embed_timeout)
+        print(f"{stats['total_observations']} memories saved ({saved:.0f} s) and embedded ({time.time() - started:.0f} s in all)")
         figures = {}
         for mode in args.modes.split(","):
             results = []
-            for q in doc["questions"]:
-                expected = [ids[k] for k in q["expected"]]
-                results.append((q, ranks(search(port, q, mode), expected, q.get("expect_contains"))))
+            for q in questions:
+                results.append((q, ranks(search(port, q, mode), q["expected_ids"], q.get("expect_contains"))))
             figures[mode] = score(results)
         print(f"{'mode':<9} {'group':<22} {'n':>4} {'R@1':>6} {'R@5':>6} {'R@10':>6}")
         for mode, table in figures.items():

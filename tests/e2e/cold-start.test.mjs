@@ -15,7 +15,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startAnthropicMock } from './lib/anthropic-mock.mjs';
@@ -78,10 +78,55 @@ async function op(url, name, args) {
 }
 
 /**
- * Wait until the daemon is up and has applied the spool, then check the session and its prompt
- * are stored, the prompt once, and nothing was lost on the way.
+ * What the data dir holds when a check fails: its files two levels down with their sizes, and
+ * the end of the log of the daemons the hosts started (a cold start that loses something must
+ * say where it stopped).
  */
-async function assertStored({ dataDir, sessionID, token, what }) {
+function diagnostics(dataDir) {
+  const files = [];
+  const walk = (dir, depth) => {
+    let names = [];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const full = path.join(dir, name);
+      try {
+        const st = statSync(full);
+        files.push(`${path.relative(dataDir, full)}${st.isDirectory() ? '/' : ` ${st.size} B`}`);
+        if (st.isDirectory() && depth > 0) walk(full, depth - 1);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  };
+  walk(dataDir, 1);
+  let log = '(no daemon.log)';
+  try {
+    log = readFileSync(path.join(dataDir, 'daemon.log'), 'utf8').slice(-4_000);
+  } catch {
+    // never written
+  }
+  return `\n--- data dir\n${files.join('\n')}\n--- daemon.log (end)\n${log}`;
+}
+
+/**
+ * Wait until the daemon is up and has applied the spool, then check the session and its prompt
+ * are stored, the prompt once, and nothing was lost on the way. A failure carries the data
+ * dir's files and the daemon's log.
+ */
+async function assertStored(args) {
+  try {
+    await checkStored(args);
+  } catch (err) {
+    err.message += diagnostics(args.dataDir);
+    throw err;
+  }
+}
+
+async function checkStored({ dataDir, sessionID, token, what }) {
   const until = Date.now() + DRAIN_WAIT_MS;
   const url = await daemonUrl(dataDir, until);
   assert.ok(url, `${what}: no daemon came up within ${DRAIN_WAIT_MS} ms of the lock's release`);

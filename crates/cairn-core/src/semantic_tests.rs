@@ -124,7 +124,7 @@ fn a_when_question_marks_the_pool_memories_that_say_when() {
     let marks = |text: &str| -> Vec<(i64, f64)> {
         let query = SearchQuery { text: text.into(), project: Some("p".into()), ..SearchQuery::default() };
         let mut pool: Vec<(i64, f64)> =
-            s.rerank_pool(&query).unwrap().into_iter().map(|(id, f)| (id, f[time_answer])).collect();
+            s.rerank_pool(&query).unwrap().into_iter().map(|(id, c)| (id, c.features[time_answer])).collect();
         pool.sort_by_key(|(id, _)| *id);
         pool
     };
@@ -288,6 +288,38 @@ fn the_memory_saved_after_a_hit_in_its_session_is_found_as_context() {
     assert!(found.hits.iter().all(|h| h.observation.id != unrelated.id), "no context without a session");
     let found = search(&s, "billing deploy", Some(SearchMode::Lexical));
     assert!(found.hits.iter().all(|h| h.observation.id != reply.id), "lexical search alone has no context");
+}
+
+#[test]
+fn each_pool_memory_knows_the_pool_memories_within_two_saves_in_its_session() {
+    let (mut s, _) = semantic_store();
+    let mut chat = Vec::new();
+    let mut other = Vec::new();
+    for turn in 0..5 {
+        chat.push(s.store.save(&in_session("chat-1", "Tim", &format!("billing turn {turn}"))).unwrap().id);
+        // Another session's turns between them: the distance is counted in the session's own
+        // saves.
+        if turn < 2 {
+            other.push(s.store.save(&in_session("chat-2", "Ana", &format!("billing aside {turn}"))).unwrap().id);
+        }
+    }
+    let loose = s.store.save(&obs("p", "Notes", "billing notes")).unwrap().id;
+    embed_all(&mut s);
+    let query = SearchQuery { text: "billing".into(), project: Some("p".into()), ..SearchQuery::default() };
+    let pool = s.rerank_pool(&query).unwrap();
+    let ids: Vec<i64> = pool.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.len(), 8, "every memory is in the pool: {ids:?}");
+    let near = |id: i64| -> Vec<i64> {
+        let (_, c) = pool.iter().find(|(i, _)| *i == id).unwrap();
+        let mut near: Vec<i64> = c.near.iter().map(|&place| ids[place]).collect();
+        near.sort_unstable();
+        near
+    };
+    assert_eq!(near(chat[0]), vec![chat[1], chat[2]]);
+    assert_eq!(near(chat[2]), vec![chat[0], chat[1], chat[3], chat[4]]);
+    assert_eq!(near(chat[4]), vec![chat[2], chat[3]]);
+    assert_eq!(near(other[0]), vec![other[1]]);
+    assert_eq!(near(loose), Vec::<i64>::new(), "a memory outside a session has no neighbours");
 }
 
 #[test]

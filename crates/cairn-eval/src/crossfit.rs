@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use cairn_core::search::rerank::{self, FEATURES, Features, NAMES};
+use cairn_core::search::rerank::{self, FEATURES, Features, Linear, NAMES, SECOND_FEATURES, SECOND_NAMES};
 use serde::Serialize;
 
 use crate::fit;
@@ -27,8 +27,15 @@ pub struct Pool {
     pub category: String,
     /// How many memories answer it (one outside the pool counts as missed).
     pub expected: usize,
-    /// Candidates in fused order: id, features, whether it is expected.
-    pub candidates: Vec<(i64, Features, bool)>,
+    /// Candidates in fused order.
+    pub candidates: Vec<Candidate>,
+}
+
+/// A candidate of a pool: its id, what the re-ranking reads of it, and whether it is expected.
+pub struct Candidate {
+    pub id: i64,
+    pub read: rerank::Candidate,
+    pub relevant: bool,
 }
 
 /// A way to fit the re-ranking: which features it may use, and how hard the weights are
@@ -38,6 +45,36 @@ pub struct Recipe {
     pub name: &'static str,
     pub features: &'static [&'static str],
     pub l2: f64,
+    /// A second pass over the first one's scores of the pool ([`rerank::SECOND_NAMES`]), as
+    /// the engine ships, or the first pass alone.
+    pub two_pass: bool,
+}
+
+/// The recipe every model ships: all the features, L2 3, two passes.
+pub const SHIPPED: Recipe =
+    Recipe { name: "all15 L2=3 two-pass (shipped recipe)", features: &ALL, l2: fit::L2, two_pass: true };
+
+/// A fitted re-ranking: the first pass, and the second when the recipe has one.
+#[derive(Debug, Clone, Copy)]
+pub struct Fit {
+    pub first: Linear<FEATURES>,
+    pub second: Option<Linear<SECOND_FEATURES>>,
+}
+
+impl Fit {
+    /// The fitted re-ranking as the engine ships it.
+    pub fn of(fitted: &rerank::Fitted) -> Fit {
+        Fit { first: fitted.first, second: Some(fitted.second) }
+    }
+
+    /// The score of each candidate of a pool, in pool order (higher ranks first).
+    fn scores(&self, pool: &[rerank::Candidate]) -> Vec<f64> {
+        let first: Vec<f64> = pool.iter().map(|c| self.first.score(&c.features)).collect();
+        match &self.second {
+            None => first,
+            Some(second) => rerank::second_features(pool, &first).iter().map(|x| second.score(x)).collect(),
+        }
+    }
 }
 
 const ALL: [&str; FEATURES] = NAMES;
@@ -66,12 +103,14 @@ const PLACES: [&str; 5] = ["fused_place", "lexical_place", "semantic_place", "bm
 
 /// The recipes compared, fixed before any figure was seen.
 pub const RECIPES: &[Recipe] = &[
-    Recipe { name: "all15 L2=3 (shipped recipe)", features: &ALL, l2: 3.0 },
-    Recipe { name: "all15 L2=30", features: &ALL, l2: 30.0 },
-    Recipe { name: "no-set-identity13 L2=3", features: &NO_SET_IDENTITY, l2: 3.0 },
-    Recipe { name: "no-set-identity13 L2=30", features: &NO_SET_IDENTITY, l2: 30.0 },
-    Recipe { name: "core8 L2=3", features: &CORE, l2: 3.0 },
-    Recipe { name: "places5 L2=3", features: &PLACES, l2: 3.0 },
+    SHIPPED,
+    Recipe { name: "all15 L2=3 one pass", features: &ALL, l2: 3.0, two_pass: false },
+    Recipe { name: "all15 L2=30 one pass", features: &ALL, l2: 30.0, two_pass: false },
+    Recipe { name: "no-set-identity13 L2=3 two-pass", features: &NO_SET_IDENTITY, l2: 3.0, two_pass: true },
+    Recipe { name: "no-set-identity13 L2=3 one pass", features: &NO_SET_IDENTITY, l2: 3.0, two_pass: false },
+    Recipe { name: "no-set-identity13 L2=30 one pass", features: &NO_SET_IDENTITY, l2: 30.0, two_pass: false },
+    Recipe { name: "core8 L2=3 one pass", features: &CORE, l2: 3.0, two_pass: false },
+    Recipe { name: "places5 L2=3 one pass", features: &PLACES, l2: 3.0, two_pass: false },
 ];
 
 impl Recipe {
@@ -84,30 +123,48 @@ impl Recipe {
     }
 
     /// Fit on the dev questions of `sources` (features outside the recipe zeroed, so their
-    /// weights stay 0 under the L2 penalty).
-    pub fn fit(&self, pools: &[Pool], sources: &[&str]) -> Option<(Features, f64)> {
+    /// weights stay 0 under the L2 penalty): the first pass, then the second on the first's
+    /// scores.
+    pub fn fit(&self, pools: &[Pool], sources: &[&str]) -> Option<Fit> {
         let mask = self.mask();
-        let rows: Vec<(Features, bool)> = pools
+        let chosen: Vec<(Vec<rerank::Candidate>, Vec<bool>)> = pools
             .iter()
             .filter(|p| p.split == "dev" && sources.contains(&p.set.as_str()))
-            .flat_map(|p| p.candidates.iter().map(move |(_, f, y)| (masked(f, &mask), *y)))
+            .map(|p| {
+                let read = p.candidates.iter().map(|c| masked(&c.read, &mask)).collect();
+                (read, p.candidates.iter().map(|c| c.relevant).collect())
+            })
+            .collect();
+        let rows: Vec<(Features, bool)> = chosen
+            .iter()
+            .flat_map(|(read, labels)| read.iter().map(|c| c.features).zip(labels.iter().copied()))
             .collect();
         if rows.is_empty() {
             return None;
         }
-        let (mut weights, bias) = fit::fit(&rows, self.l2);
-        for (w, keep) in weights.iter_mut().zip(mask) {
-            if !keep {
-                *w = 0.0;
-            }
+        let (weights, bias) = fit::fit(&rows, self.l2);
+        let first = Linear { weights: keep(weights, &mask), bias };
+        if !self.two_pass {
+            return Some(Fit { first, second: None });
         }
-        Some((weights, bias))
+        let rows: Vec<([f64; SECOND_FEATURES], bool)> = chosen
+            .iter()
+            .flat_map(|(read, labels)| {
+                let scores: Vec<f64> = read.iter().map(|c| first.score(&c.features)).collect();
+                rerank::second_features(read, &scores).into_iter().zip(labels.iter().copied())
+            })
+            .collect();
+        let (weights, bias) = fit::fit(&rows, self.l2);
+        let mut second_mask = [true; SECOND_FEATURES];
+        second_mask[..FEATURES].copy_from_slice(&mask);
+        Some(Fit { first, second: Some(Linear { weights: keep(weights, &second_mask), bias }) })
     }
 }
 
-fn masked(features: &Features, mask: &[bool; FEATURES]) -> Features {
-    let mut out = *features;
-    for (x, keep) in out.iter_mut().zip(mask) {
+/// The candidate with the features outside the recipe zeroed.
+fn masked(read: &rerank::Candidate, mask: &[bool; FEATURES]) -> rerank::Candidate {
+    let mut out = read.clone();
+    for (x, keep) in out.features.iter_mut().zip(mask) {
         if !keep {
             *x = 0.0;
         }
@@ -115,11 +172,21 @@ fn masked(features: &Features, mask: &[bool; FEATURES]) -> Features {
     out
 }
 
+/// The weights with those outside the recipe set to 0 (exactly, not just near it).
+fn keep<const N: usize>(mut weights: [f64; N], mask: &[bool; N]) -> [f64; N] {
+    for (w, keep) in weights.iter_mut().zip(mask) {
+        if !keep {
+            *w = 0.0;
+        }
+    }
+    weights
+}
+
 /// A way to order a pool: the fusion's own order, or a linear model's.
 #[derive(Clone, Copy)]
 pub enum Order<'a> {
     Fusion,
-    Model(&'a Features, f64),
+    Model(&'a Fit),
 }
 
 /// Recall@1/5/10 of the questions of one (set, split[, category]) group under `order`.
@@ -134,15 +201,12 @@ pub struct Recall {
 pub fn recall(pools: &[&Pool], order: Order<'_>) -> Recall {
     let mut sums = [0.0; 3];
     for pool in pools {
-        let mut ranked: Vec<(f64, i64, bool)> = pool
-            .candidates
-            .iter()
-            .enumerate()
-            .map(|(place, (id, f, y))| match order {
-                Order::Fusion => (-(place as f64), *id, *y),
-                Order::Model(w, b) => (b + w.iter().zip(f).map(|(a, x)| a * x).sum::<f64>(), *id, *y),
-            })
-            .collect();
+        let scores: Vec<f64> = match order {
+            Order::Fusion => (0..pool.candidates.len()).map(|place| -(place as f64)).collect(),
+            Order::Model(fit) => fit.scores(&pool.candidates.iter().map(|c| c.read.clone()).collect::<Vec<_>>()),
+        };
+        let mut ranked: Vec<(f64, i64, bool)> =
+            pool.candidates.iter().zip(scores).map(|(c, score)| (score, c.id, c.relevant)).collect();
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
         for (slot, k) in [1usize, 5, 10].into_iter().enumerate() {
             let found = ranked.iter().take(k).filter(|c| c.2).count();
@@ -205,13 +269,13 @@ fn score(pools: &[Pool], order: Order<'_>) -> BTreeMap<String, Recall> {
 
 /// The whole comparison: the fusion, the shipped model, and every recipe fitted on each
 /// set's dev half and on both.
-pub fn compare(pools: &[Pool], model_id: &str) -> (Vec<Row>, Option<(Recipe, Features, f64)>) {
+pub fn compare(pools: &[Pool], model_id: &str) -> (Vec<Row>, Option<(Recipe, Fit)>) {
     let mut rows =
         vec![Row { order: "fusion (no re-ranking)".into(), recall: score(pools, Order::Fusion), cross_dev: None }];
     if let Some(shipped) = rerank::fitted_for(model_id) {
         rows.push(Row {
             order: "shipped constants".into(),
-            recall: score(pools, Order::Model(&shipped.weights, shipped.bias)),
+            recall: score(pools, Order::Model(&Fit::of(shipped))),
             cross_dev: None,
         });
     }
@@ -220,10 +284,10 @@ pub fn compare(pools: &[Pool], model_id: &str) -> (Vec<Row>, Option<(Recipe, Fea
         let from_coding = recipe.fit(pools, &["coding"]);
         let from_locomo = recipe.fit(pools, &["locomo"]);
         let cross_dev = match (&from_coding, &from_locomo) {
-            (Some((wc, bc)), Some((wl, bl))) => {
+            (Some(from_coding), Some(from_locomo)) => {
                 let on = |set: &str| pools.iter().filter(|p| p.set == set && p.split == "dev").collect::<Vec<_>>();
-                let locomo = recall(&on("locomo"), Order::Model(wc, *bc)).r10;
-                let coding = recall(&on("coding"), Order::Model(wl, *bl)).r5;
+                let locomo = recall(&on("locomo"), Order::Model(from_coding)).r10;
+                let coding = recall(&on("coding"), Order::Model(from_locomo)).r5;
                 Some((f64::midpoint(locomo, coding) * 1000.0).round() / 1000.0)
             }
             _ => None,
@@ -238,15 +302,15 @@ pub fn compare(pools: &[Pool], model_id: &str) -> (Vec<Row>, Option<(Recipe, Fea
             ("locomo dev", from_locomo),
             ("both dev", recipe.fit(pools, &["coding", "locomo"])),
         ] {
-            let Some((w, b)) = fitted else { continue };
+            let Some(fit) = fitted else { continue };
             rows.push(Row {
                 order: format!("{} fitted on {source}", recipe.name),
-                recall: score(pools, Order::Model(&w, b)),
+                recall: score(pools, Order::Model(&fit)),
                 cross_dev: (source == "both dev").then_some(cross_dev).flatten(),
             });
         }
     }
-    let chosen = best.and_then(|(_, recipe)| recipe.fit(pools, &["coding", "locomo"]).map(|(w, b)| (recipe, w, b)));
+    let chosen = best.and_then(|(_, recipe)| recipe.fit(pools, &["coding", "locomo"]).map(|fit| (recipe, fit)));
     (rows, chosen)
 }
 
@@ -275,13 +339,31 @@ pub fn render(rows: &[Row]) -> String {
     text
 }
 
-/// The chosen recipe's weights fitted on both dev halves, as `rerank.rs` constants.
-pub fn render_constants(recipe: &Recipe, weights: &Features, bias: f64) -> String {
-    let mut out = format!("// chosen recipe: {} (fitted on both dev halves)\n    weights: [\n", recipe.name);
-    for (name, w) in NAMES.iter().zip(weights) {
-        let _ = writeln!(out, "        {w:.4}, // {name}");
+/// The chosen recipe's weights fitted on both dev halves, as the `first` and `second` fields
+/// of a `rerank.rs` constant.
+pub fn render_constants(recipe: &Recipe, fit: &Fit) -> String {
+    format!("// chosen recipe: {} (fitted on both dev halves)\n{}", recipe.name, render_fit(fit))
+}
+
+/// A fit as the fields of a `rerank::Fitted` constant (a one-pass fit has a neutral second
+/// pass: its first-pass score, unchanged).
+pub fn render_fit(fit: &Fit) -> String {
+    let second = fit.second.unwrap_or_else(|| {
+        let mut weights = [0.0; SECOND_FEATURES];
+        weights[..FEATURES].copy_from_slice(&fit.first.weights);
+        Linear { weights, bias: fit.first.bias }
+    });
+    let names: Vec<&str> = NAMES.iter().chain(&SECOND_NAMES).copied().collect();
+    let mut out = String::new();
+    for (pass, weights, bias) in
+        [("first", &fit.first.weights[..], fit.first.bias), ("second", &second.weights[..], second.bias)]
+    {
+        let _ = writeln!(out, "    {pass}: Linear {{\n        weights: [");
+        for (name, w) in names.iter().zip(weights) {
+            let _ = writeln!(out, "            {w:.4}, // {name}");
+        }
+        let _ = writeln!(out, "        ],\n        bias: {bias:.4},\n    }},");
     }
-    let _ = writeln!(out, "    ],\n    bias: {bias:.4},");
     out
 }
 
@@ -304,9 +386,10 @@ mod tests {
             expected: expected_at.len(),
             candidates: (0..size)
                 .map(|place| {
-                    let mut f = [0.0; FEATURES];
-                    f[0] = place as f64; // a feature that grows down the fused order
-                    (place as i64, f, expected_at.contains(&place))
+                    let mut features = [0.0; FEATURES];
+                    features[0] = place as f64; // a feature that grows down the fused order
+                    let read = rerank::Candidate { features, near: Vec::new() };
+                    Candidate { id: place as i64, read, relevant: expected_at.contains(&place) }
                 })
                 .collect(),
         }
@@ -322,9 +405,10 @@ mod tests {
     #[test]
     fn a_model_reorders_the_pool_by_its_score() {
         let p = pool(&[19], 20);
-        let mut w = [0.0; FEATURES];
-        w[0] = 1.0; // the last place scores highest
-        let r = recall(&[&p], Order::Model(&w, 0.0));
+        let mut weights = [0.0; FEATURES];
+        weights[0] = 1.0; // the last place scores highest
+        let fit = Fit { first: Linear { weights, bias: 0.0 }, second: None };
+        let r = recall(&[&p], Order::Model(&fit));
         assert_eq!(r.r1, 1.0);
         assert_eq!(recall(&[&p], Order::Fusion).r10, 0.0);
     }
@@ -339,9 +423,20 @@ mod tests {
     #[test]
     fn features_outside_a_recipe_get_no_weight() {
         let pools: Vec<Pool> = (0..30).map(|i| pool(&[i % 20], 20)).collect();
-        let recipe = Recipe { name: "t", features: &["lexical_place"], l2: 1.0 };
-        let (w, _) = recipe.fit(&pools, &["coding"]).expect("rows");
-        assert_eq!(w[0], 0.0);
-        assert!(recipe.fit(&pools, &["locomo"]).is_none());
+        for two_pass in [false, true] {
+            let recipe = Recipe { name: "t", features: &["lexical_place"], l2: 1.0, two_pass };
+            let fit = recipe.fit(&pools, &["coding"]).expect("rows");
+            assert_eq!(fit.first.weights[0], 0.0);
+            assert_eq!(fit.second.is_some(), two_pass);
+            if let Some(second) = fit.second {
+                assert_eq!(second.weights[0], 0.0, "{second:?}");
+                assert_eq!(
+                    second.weights[FEATURES..].len(),
+                    SECOND_NAMES.len(),
+                    "the second pass's own features are fitted"
+                );
+            }
+            assert!(recipe.fit(&pools, &["locomo"]).is_none());
+        }
     }
 }

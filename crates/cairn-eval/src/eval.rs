@@ -37,7 +37,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::turns::{self, TurnContext};
-use crate::{EvalArgs, crossfit, emit, fit, note};
+use crate::{EvalArgs, crossfit, emit, note};
 
 const TOP_K: usize = 10;
 
@@ -161,9 +161,8 @@ pub fn run(args: EvalArgs) -> Result<()> {
         .filter(|m| semantic.is_some() || *m == SearchMode::Lexical)
         .collect();
     let mut reports = Vec::new();
-    let mut training = args.fit_rerank.then(Vec::new);
     let mut dump = args.dump.as_deref().map(Dump::create).transpose()?;
-    let mut pools = args.cross_fit.then(Vec::new);
+    let mut pools = (args.cross_fit || args.fit_rerank).then(Vec::new);
     let turn_context = TurnContext::parse(&args.turn_context)?;
     for set in &args.sets {
         let (store, questions, embed_texts) = match set.as_str() {
@@ -176,9 +175,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
                     .into());
             }
         };
-        // The held-out set never feeds a fit.
-        let training = if set == "heldout" { None } else { training.as_mut() };
-        let outputs = Outputs { misses: args.misses, dump: dump.as_mut(), training, pools: pools.as_mut() };
+        let outputs = Outputs { misses: args.misses, dump: dump.as_mut(), pools: pools.as_mut() };
         let mut report = score_set(set, store, &questions, &embed_texts, semantic.clone(), &modes, outputs)?;
         if set == "locomo" {
             report.turn_context = Some(turn_context.label());
@@ -188,17 +185,20 @@ pub fn run(args: EvalArgs) -> Result<()> {
     if let Some(dump) = dump {
         dump.finish()?;
     }
-    if let Some(rows) = training {
-        let model = semantic.as_ref().map_or_else(|| "?".to_owned(), |s| s.model_id().to_owned());
-        let scale = semantic.as_deref().map_or(rerank::DEFAULT_COSINE, rerank::cosine_scale_of);
-        print_fitted_model(&model, scale, &rows);
-    }
     if let Some(pools) = pools {
         let model = semantic.as_ref().map_or_else(|| "?".to_owned(), |s| s.model_id().to_owned());
-        let (rows, chosen) = crossfit::compare(&pools, &model);
-        note(&crossfit::render(&rows));
-        if let Some((recipe, weights, bias)) = chosen {
-            note(&crossfit::render_constants(&recipe, &weights, bias));
+        if args.fit_rerank {
+            // Fitted on the dev questions of the coding set and LoCoMo: the held-out set's
+            // pools (set "heldout") never feed a fit.
+            let scale = semantic.as_deref().map_or(rerank::DEFAULT_COSINE, rerank::cosine_scale_of);
+            print_fitted_model(&model, scale, &pools);
+        }
+        if args.cross_fit {
+            let (rows, chosen) = crossfit::compare(&pools, &model);
+            note(&crossfit::render(&rows));
+            if let Some((recipe, fit)) = chosen {
+                note(&crossfit::render_constants(&recipe, &fit));
+            }
         }
     }
     if let Some(cache) = &cache {
@@ -250,9 +250,6 @@ fn score_set(
     }
     if let Some(dump) = outputs.dump {
         dump.rankings(name, &store, questions)?;
-    }
-    if let Some(rows) = outputs.training {
-        rows.extend(training_rows(&store, questions)?);
     }
     if let Some(pools) = outputs.pools {
         pools.extend(labelled_pools(name, &store, questions)?);
@@ -331,9 +328,8 @@ struct Outputs<'a> {
     misses: bool,
     /// `--dump`: the rankings, as JSON lines.
     dump: Option<&'a mut Dump>,
-    /// `--fit-rerank`: every question's pool with its features, labelled.
-    training: Option<&'a mut Vec<(rerank::Features, bool)>>,
-    /// `--cross-fit`: every question's pool, labelled, with its set, split and category.
+    /// `--cross-fit`, `--fit-rerank`: every question's pool, labelled, with its set, split and
+    /// category.
     pools: Option<&'a mut Vec<crossfit::Pool>>,
 }
 
@@ -344,7 +340,7 @@ fn labelled_pools(set: &str, store: &Core, questions: &[Question]) -> Result<Vec
         let candidates = store
             .rerank_pool(&q.query(TOP_K, None))?
             .into_iter()
-            .map(|(id, features)| (id, features, q.expected.contains(&id)))
+            .map(|(id, read)| crossfit::Candidate { id, read, relevant: q.expected.contains(&id) })
             .collect();
         pools.push(crossfit::Pool {
             set: set.to_owned(),
@@ -357,39 +353,29 @@ fn labelled_pools(set: &str, store: &Core, questions: &[Question]) -> Result<Vec
     Ok(pools)
 }
 
-/// Each question's hybrid pool, a candidate labelled true when it is an expected memory.
-fn training_rows(store: &Core, questions: &[Question]) -> Result<Vec<(rerank::Features, bool)>> {
-    let mut rows = Vec::new();
-    for q in questions {
-        for (id, features) in store.rerank_pool(&q.query(TOP_K, None))? {
-            rows.push((features, q.expected.contains(&id)));
-        }
-    }
-    Ok(rows)
-}
-
-/// Fit the re-ranking model and print it as a `rerank::Fitted` constant for `rerank.rs`.
-fn print_fitted_model(model_id: &str, scale: rerank::CosineScale, rows: &[(rerank::Features, bool)]) {
-    if rows.is_empty() {
+/// Fit the re-ranking with the recipe every model ships and print it as a `rerank::Fitted`
+/// constant for `rerank.rs`.
+fn print_fitted_model(model_id: &str, scale: rerank::CosineScale, pools: &[crossfit::Pool]) {
+    let sources = ["coding", "locomo"];
+    let Some(fit) = crossfit::SHIPPED.fit(pools, &sources) else {
         note("--fit-rerank: nothing to fit (no model, or no question in the split)");
         return;
-    }
-    let (weights, bias) = fit::fit(rows, fit::L2);
-    let positives = rows.iter().filter(|r| r.1).count();
-    let mut out = format!("// fitted on {} candidates ({positives} relevant), L2 {}\n", rows.len(), fit::L2);
+    };
+    let rows = pools.iter().filter(|p| p.split == "dev" && sources.contains(&p.set.as_str()));
+    let (candidates, relevant) =
+        rows.fold((0, 0), |(n, r), p| (n + p.candidates.len(), r + p.candidates.iter().filter(|c| c.relevant).count()));
+    let mut out = format!("// fitted on {candidates} candidates ({relevant} relevant), {}\n", crossfit::SHIPPED.name);
     // The model's name without the `local:`/`http:` kind and config hash of its id.
     let is_hash = |p: &str| p.len() == 8 && p.chars().all(|c| c.is_ascii_hexdigit());
     let name = model_id.split(':').find(|p| !matches!(*p, "local" | "http") && !is_hash(p)).unwrap_or(model_id);
     let constant: String =
         name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
-    let _ = writeln!(out, "pub const {constant}: Fitted = Fitted {{\n    model: {name:?},\n    weights: [");
-    for (feature, w) in rerank::NAMES.iter().zip(weights) {
-        let _ = writeln!(out, "        {w:.4}, // {feature}");
-    }
+    let _ = writeln!(out, "pub const {constant}: Fitted = Fitted {{\n    model: {name:?},");
+    out.push_str(&crossfit::render_fit(&fit));
     // The floors the candidates were gathered with: the weights belong to them.
     let _ = writeln!(
         out,
-        "    ],\n    bias: {bias:.4},\n    cosine: CosineScale {{ min_similarity: {}, context_floor: {} }},\n}};",
+        "    cosine: CosineScale {{ min_similarity: {}, context_floor: {} }},\n}};",
         scale.min_similarity, scale.context_floor
     );
     note(&out);
@@ -422,8 +408,9 @@ impl Dump {
     }
 
     /// The set's memories (id, session, title, content) and, per question, the lexical and
-    /// semantic rankings with their scores: what a fusion needs, so variants of it can be
-    /// scored without rebuilding cairn.
+    /// semantic rankings with their scores and the re-ranker's pool with its features: what
+    /// a fusion or a re-ranking needs, so variants of them can be scored without rebuilding
+    /// cairn.
     fn rankings(&mut self, set: &str, store: &Core, questions: &[Question]) -> Result<()> {
         for memory in store.store.export(None)?.observations {
             self.line(&serde_json::json!({
@@ -436,6 +423,11 @@ impl Dump {
                 "set": set, "question": q.id, "category": q.category, "split": q.split, "text": q.text,
                 "expected": q.expected, "must_contain": q.must_contain,
             });
+            // The re-ranker's pool in fused order, each candidate with its features: what a
+            // variant of the re-ranking is studied on.
+            let pool: Vec<(i64, rerank::Features, Vec<usize>)> =
+                store.rerank_pool(&q.query(TOP_K, None))?.into_iter().map(|(id, c)| (id, c.features, c.near)).collect();
+            line["pool"] = serde_json::json!(pool);
             // Hybrid carries the re-ranker's relevance: what `min_score` and the `[MEMORY]`
             // block's `similarity_threshold` cut on (docs/BENCHMARKS.md "Similarity threshold").
             for mode in [SearchMode::Lexical, SearchMode::Semantic, SearchMode::Hybrid] {

@@ -3,26 +3,24 @@
 //! candidate is an expected memory. The core only applies the fitted constants; the training
 //! lives here, with the evaluation that produces its data.
 
-use cairn_core::search::rerank::{FEATURES, Features};
-
 /// L2 penalty the weights are fitted with (on the weights, not the intercept).
 pub const L2: f64 = 3.0;
 
 /// Fit a logistic regression on labelled candidates: minimises
 /// `l2/2 · |w|² + Σ cᵢ · logloss(yᵢ, σ(b + w·xᵢ))`, where each class weighs as much in total
-/// as the other (few candidates are relevant). Newton's method on 15 unknowns converges in a
-/// handful of steps. Returns the weights and the intercept.
-pub fn fit(rows: &[(Features, bool)], l2: f64) -> (Features, f64) {
-    const N: usize = FEATURES + 1;
+/// as the other (few candidates are relevant). Newton's method on a few dozen unknowns
+/// converges in a handful of steps. Returns the weights and the intercept.
+pub fn fit<const N: usize>(rows: &[([f64; N], bool)], l2: f64) -> ([f64; N], f64) {
+    let unknowns = N + 1; // the weights, then the intercept
     let positives = rows.iter().filter(|r| r.1).count().max(1) as f64;
     let negatives = rows.iter().filter(|r| !r.1).count().max(1) as f64;
     let total = rows.len() as f64;
     let class_weight = |y: bool| if y { total / (2.0 * positives) } else { total / (2.0 * negatives) };
-    let mut beta = [0.0f64; N]; // weights, then the intercept
+    let mut beta = vec![0.0f64; unknowns];
     for _ in 0..50 {
-        let mut gradient = [0.0f64; N];
-        let mut hessian = [[0.0f64; N]; N];
-        for i in 0..FEATURES {
+        let mut gradient = vec![0.0f64; unknowns];
+        let mut hessian = vec![vec![0.0f64; unknowns]; unknowns];
+        for i in 0..N {
             gradient[i] = l2 * beta[i];
             hessian[i][i] = l2;
         }
@@ -33,42 +31,43 @@ pub fn fit(rows: &[(Features, bool)], l2: f64) -> (Features, f64) {
             let c = class_weight(*label);
             let residual = c * (p - if *label { 1.0 } else { 0.0 });
             let curvature = c * p * (1.0 - p);
-            for i in 0..N {
+            for i in 0..unknowns {
                 gradient[i] += residual * x[i];
-                for j in 0..N {
+                for j in 0..unknowns {
                     hessian[i][j] += curvature * x[i] * x[j];
                 }
             }
         }
         let step = solve(hessian, gradient);
         let mut largest = 0.0f64;
-        for i in 0..N {
-            beta[i] -= step[i];
-            largest = largest.max(step[i].abs());
+        for (b, s) in beta.iter_mut().zip(&step) {
+            *b -= s;
+            largest = largest.max(s.abs());
         }
         if largest < 1e-9 {
             break;
         }
     }
-    let mut weights = [0.0; FEATURES];
-    weights.copy_from_slice(&beta[..FEATURES]);
-    (weights, beta[FEATURES])
+    let mut weights = [0.0; N];
+    weights.copy_from_slice(&beta[..N]);
+    (weights, beta[N])
 }
 
-/// The logistic function (the core's `rerank::relevance` applies the same one).
+/// The logistic function (the core's `rerank::Fitted::relevance` applies the same one).
 fn sigmoid(z: f64) -> f64 {
     1.0 / (1.0 + (-z).exp())
 }
 
 /// Solve `a · x = b` by Gaussian elimination with partial pivoting (a is positive definite
 /// here, so never singular).
-fn solve<const N: usize>(mut a: [[f64; N]; N], mut b: [f64; N]) -> [f64; N] {
-    for col in 0..N {
-        let pivot = (col..N).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs())).unwrap_or(col);
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
+    let n = b.len();
+    for col in 0..n {
+        let pivot = (col..n).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs())).unwrap_or(col);
         a.swap(col, pivot);
         b.swap(col, pivot);
-        let (pivot_row, pivot_b) = (a[col], b[col]);
-        for row in col + 1..N {
+        let (pivot_row, pivot_b) = (a[col].clone(), b[col]);
+        for row in col + 1..n {
             let factor = a[row][col] / pivot_row[col];
             for (x, p) in a[row][col..].iter_mut().zip(&pivot_row[col..]) {
                 *x -= factor * p;
@@ -76,9 +75,9 @@ fn solve<const N: usize>(mut a: [[f64; N]; N], mut b: [f64; N]) -> [f64; N] {
             b[row] -= factor * pivot_b;
         }
     }
-    let mut x = [0.0; N];
-    for row in (0..N).rev() {
-        let tail: f64 = (row + 1..N).map(|k| a[row][k] * x[k]).sum();
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let tail: f64 = (row + 1..n).map(|k| a[row][k] * x[k]).sum();
         x[row] = (b[row] - tail) / a[row][row];
     }
     x
@@ -87,6 +86,7 @@ fn solve<const N: usize>(mut a: [[f64; N]; N], mut b: [f64; N]) -> [f64; N] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_core::search::rerank::{FEATURES, Features};
 
     fn dot(a: &Features, b: &Features) -> f64 {
         a.iter().zip(b).map(|(x, y)| x * y).sum()

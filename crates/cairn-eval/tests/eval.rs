@@ -149,15 +149,20 @@ fn fits_the_rerank_model() {
     let printed = stderr(&out);
     assert!(printed.contains("pub const ALL_MINILM_L6_V2: Fitted = Fitted {"), "{printed}");
     assert!(printed.contains("model: \"all-MiniLM-L6-v2\","), "{printed}");
-    let weights: Vec<f64> = printed
-        .lines()
-        .skip_while(|l| !l.trim_start().starts_with("weights: ["))
-        .skip(1)
-        .take_while(|l| !l.trim_start().starts_with(']'))
-        .map(|l| l.trim().split(',').next().unwrap().parse().unwrap())
-        .collect();
-    assert_eq!(weights.len(), cairn_core::search::rerank::FEATURES, "{printed}");
-    assert!(weights[0] > 0.0, "a better place in the fusion means more relevant: {printed}");
+    // Two passes, each one weight a line: the features, then (second pass) its own two.
+    let pass = |name: &str| -> Vec<f64> {
+        printed
+            .lines()
+            .skip_while(|l| l.trim() != format!("{name}: Linear {{"))
+            .skip(2)
+            .take_while(|l| !l.trim_start().starts_with(']'))
+            .map(|l| l.trim().split(',').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let (first, second) = (pass("first"), pass("second"));
+    assert_eq!(first.len(), cairn_core::search::rerank::FEATURES, "{printed}");
+    assert_eq!(second.len(), cairn_core::search::rerank::SECOND_FEATURES, "{printed}");
+    assert!(first[0] > 0.0, "a better place in the fusion means more relevant: {printed}");
     assert!(printed.contains("    bias: "), "{printed}");
 }
 

@@ -111,11 +111,12 @@ impl SearchEngine for HybridEngine<'_> {
         let Some(fitted) = core.semantic.as_ref().and_then(|s| rerank::fitted_for(s.model_id())) else {
             return self.fused(core, query, limit);
         };
-        let mut scored: Vec<(f64, Candidate)> = self
-            .pool(core, query, limit)?
+        let (pool, read): (Vec<Candidate>, Vec<rerank::Candidate>) = self.pool(core, query, limit)?.into_iter().unzip();
+        let mut scored: Vec<(f64, Candidate)> = fitted
+            .relevance(&read)
             .into_iter()
-            .map(|(mut c, features)| {
-                let relevance = fitted.relevance(&features);
+            .zip(pool)
+            .map(|(relevance, mut c)| {
                 c.scores.fused = relevance;
                 c.rank = -relevance;
                 (relevance, c)
@@ -180,25 +181,60 @@ impl HybridEngine<'_> {
     }
 
     /// The top of the fused ranking (at least [`rerank::POOL`], `limit` when larger), in fused
-    /// order, each candidate with its [`rerank::Features`].
-    pub fn pool(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<(Candidate, rerank::Features)>> {
+    /// order, each candidate with what the re-ranking reads of it.
+    pub fn pool(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<(Candidate, rerank::Candidate)>> {
         let mut fusion = self.fusion(core, query, limit)?;
         // Memories only session context brought into the pool have not had their neighbours
-        // looked up.
+        // looked up, nor have the neighbours of the pool (for the memories two saves away).
         let context_only: Vec<i64> =
             fusion.pool.iter().map(|c| c.id).filter(|id| fusion.ranked.binary_search(id).is_err()).collect();
         fusion.neighbours.extend(session_neighbours(&core.store, &context_only)?);
+        let unlooked: Vec<i64> = fusion
+            .pool
+            .iter()
+            .filter_map(|c| fusion.neighbours.get(&c.id))
+            .flat_map(|&(prev, next)| prev.into_iter().chain(next))
+            .filter(|id| !fusion.neighbours.contains_key(id))
+            .collect();
+        fusion.neighbours.extend(session_neighbours(&core.store, &unlooked)?);
         let read = Read::gather(core, &fusion, self.semantic.vector, query)?;
+        let near = near_in_pool(&fusion.pool, &fusion.neighbours);
         let pool = std::mem::take(&mut fusion.pool);
         Ok(pool
             .into_iter()
+            .zip(near)
             .enumerate()
-            .map(|(place, c)| {
+            .map(|(place, (c, near))| {
                 let features = fusion.features(place, c.id, &read);
-                (c, features)
+                (c, rerank::Candidate { features, near })
             })
             .collect())
     }
+}
+
+/// For each memory of the pool, the places in the pool of the memories at most
+/// [`rerank::NEAR`] saves before or after it in its session.
+fn near_in_pool(pool: &[Candidate], neighbours: &Neighbours) -> Vec<Vec<usize>> {
+    let places: HashMap<i64, usize> = pool.iter().enumerate().map(|(place, c)| (c.id, place)).collect();
+    // The pool's memories met walking `NEAR` saves back (or forward) from `start`.
+    let walk = |start: i64, forward: bool| {
+        let mut found = Vec::with_capacity(rerank::NEAR);
+        let mut at = start;
+        for _ in 0..rerank::NEAR {
+            let Some(&(prev, next)) = neighbours.get(&at) else { break };
+            let Some(step) = (if forward { next } else { prev }) else { break };
+            found.extend(places.get(&step).copied());
+            at = step;
+        }
+        found
+    };
+    pool.iter()
+        .map(|c| {
+            let mut near = walk(c.id, false);
+            near.extend(walk(c.id, true));
+            near
+        })
+        .collect()
 }
 
 impl Fusion {

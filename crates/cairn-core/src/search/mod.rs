@@ -440,10 +440,10 @@ impl Core {
         Ok(results)
     }
 
-    /// The hybrid pool of a query, in fused order, with each candidate's re-ranking features:
-    /// what `cairn-eval --fit-rerank` (crates/cairn-eval) fits the [`rerank`] model on. Empty
-    /// when the query has no words or semantic search cannot run.
-    pub fn rerank_pool(&self, query: &SearchQuery) -> Result<Vec<(i64, rerank::Features)>> {
+    /// The hybrid pool of a query, in fused order: each candidate's id and what the re-ranking
+    /// reads of it, what `cairn-eval --fit-rerank` (crates/cairn-eval) fits the [`rerank`]
+    /// model on. Empty when the query has no words or semantic search cannot run.
+    pub fn rerank_pool(&self, query: &SearchQuery) -> Result<Vec<(i64, rerank::Candidate)>> {
         if query::parse(&query.text).is_empty() {
             return Ok(Vec::new());
         }

@@ -1,31 +1,42 @@
-//! The second stage of hybrid search: the fused pool re-ordered by a linear model.
+//! The second stage of hybrid search: the fused pool re-ordered by a linear model, in two
+//! passes.
 //!
 //! Reciprocal rank fusion only sees places. The places throw away what the scores and the
 //! memories themselves say: how far behind the best BM25 hit a memory is and how many of the
 //! question's words it holds, the cosine of a memory that only session context brought in,
 //! whether the memory saved right before it matched the words, whether its title names what
 //! the question names (a person, a project), and how much it holds (a three-word reply
-//! rarely answers anything). A logistic regression over those [`NAMES`], fitted on the dev
-//! halves of both evaluation sets (`cargo run --release -p cairn-eval -- --sets coding,locomo
-//! --split dev --fit-rerank`: the fitting lives in that dev crate), orders the top [`POOL`] of the fusion. On the test halves, never used for
-//! fitting: LoCoMo recall@10 0.721 → 0.767 and recall@1 0.293 → 0.409; the coding set's
-//! recall@5 0.938 → 0.946 and recall@1 0.769 → 0.784 (docs/BENCHMARKS.md). Each embedding
-//! model has its own weights and cosine scale ([`FITTED`]); multilingual-e5-small's bring its LoCoMo dev
-//! recall@10 from 0.754 (fusion) to 0.790.
+//! rarely answers anything). The first pass is a logistic regression over those [`NAMES`]; it
+//! scores each candidate of the top [`POOL`] of the fusion on its own.
 //!
-//! Fitted on one set and scored on the other (`cairn-eval --cross-fit`, docs/BENCHMARKS.md
-//! "Cross-fitting"): e5's recipe fitted on LoCoMo's dev half alone keeps the coding test
-//! split's recall@5 at 0.959; fitted on the coding set's dev half alone (53 questions) it takes
-//! LoCoMo's test recall@10 to 0.666, below the fusion's 0.726.
+//! The second pass reads the first one's scores of the whole pool ([`SECOND_NAMES`]): how far
+//! a candidate is below the pool's best, and the best score among the memories at most
+//! [`NEAR`] saves away in its session. A turn that answers ("Super good! It was rich and
+//! creamy") rarely shares a word with the question; the turn two saves before it, which the
+//! first pass put on top, says it is near. Each pass is fitted on the dev halves of both
+//! evaluation sets (`cargo run --release -p cairn-eval -- --sets coding,locomo --split dev
+//! --fit-rerank`: the fitting lives in that dev crate), the second on the first's scores.
+//! Every model has its own weights and cosine scale ([`FITTED`]); the second pass's two weights
+//! came out alike for all three (0.66–0.73, 0.30–0.33).
+//!
+//! On the test halves, never used for fitting (docs/BENCHMARKS.md "A second pass"), with
+//! multilingual-e5-small: LoCoMo recall@10 0.726 (fusion) → 0.770 (one pass) → 0.781 (two);
+//! the coding set's recall@5 0.956 → 0.959 → 0.975, its paraphrased questions 0.896 → 0.896 →
+//! 0.938. Fitted on one set and scored on the other (`cairn-eval --cross-fit`): fitted on
+//! LoCoMo's dev half alone, the coding test split's recall@5 is 0.975; fitted on the coding
+//! set's dev half alone (53 questions, few of them in a session), LoCoMo's test recall@10 is
+//! 0.670, below the fusion's 0.726.
 //!
 //! Tried on the same split without gain: gradient-boosted trees (better on dev, worse on
-//! test), a pairwise objective, squares and products of the features, session-level
-//! features, and the memories two places away in the session (+0.003).
+//! test), a pairwise and a listwise objective, squares and products of the features,
+//! session-level features, a pool of 80, a third pass, and the query's words (IDF-weighted)
+//! in a turn and in its neighbours.
 //!
-//! The model is a dot product over fourteen numbers per candidate; gathering them costs two
-//! indexed queries (the candidates' titles and the start of their contents, the neighbours of
-//! the memories only context found), a pass over the lexical ones for the query's words, and 40 dot products with
-//! the query vector.
+//! The model is two dot products over fifteen and seventeen numbers per candidate; gathering
+//! them costs three indexed queries (the candidates' titles and the start of their contents,
+//! the neighbours of the memories only context found, those of the pool's neighbours), a pass
+//! over the lexical ones for the query's words, and a dot product with the query vector for
+//! each candidate and its neighbours.
 
 /// Weights fitted for one embedding model. Cosines live on a scale of their own in every
 /// model (another model may put unrelated text at 0.5), so each model has its own, and with a
@@ -35,13 +46,38 @@ pub struct Fitted {
     /// The model's name, as its vectors' id names it (`all-MiniLM-L6-v2`,
     /// `local:all-MiniLM-L6-v2:…`).
     pub model: &'static str,
-    /// Weights of [`NAMES`].
-    pub weights: Features,
-    /// The intercept.
-    pub bias: f64,
+    /// The first pass: a score for each candidate from its own [`NAMES`].
+    pub first: Linear<FEATURES>,
+    /// The second pass, whose probability is the relevance: the same [`NAMES`] and the
+    /// [`SECOND_NAMES`] made of the first pass's scores of the pool.
+    pub second: Linear<SECOND_FEATURES>,
     /// Where the model's cosines say "related" (the fusion's floors, chosen on the dev halves
     /// with this model; the weights were fitted with them).
     pub cosine: CosineScale,
+}
+
+/// A linear score over `N` features: `bias + weights · x`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Linear<const N: usize> {
+    pub weights: [f64; N],
+    pub bias: f64,
+}
+
+impl<const N: usize> Linear<N> {
+    /// The score (a log-odds) of one feature vector.
+    pub fn score(&self, x: &[f64; N]) -> f64 {
+        self.bias + self.weights.iter().zip(x).map(|(w, x)| w * x).sum::<f64>()
+    }
+}
+
+/// One candidate of the pool as the re-ranking reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// Its [`NAMES`].
+    pub features: Features,
+    /// Places in the pool of the memories saved at most [`NEAR`] saves before or after it in
+    /// its session (none for memories saved outside a session).
+    pub near: Vec<usize>,
 }
 
 pub use crate::semantic::CosineScale;
@@ -64,10 +100,37 @@ pub fn cosine_scale_of(semantic: &crate::semantic::Semantic) -> CosineScale {
 }
 
 impl Fitted {
-    /// The model's relevance of a candidate, 0–1.
-    pub fn relevance(&self, features: &Features) -> f64 {
-        sigmoid(self.bias + dot(&self.weights, features))
+    /// The relevance of each candidate of the pool, 0–1, in pool order.
+    pub fn relevance(&self, pool: &[Candidate]) -> Vec<f64> {
+        let first: Vec<f64> = pool.iter().map(|c| self.first.score(&c.features)).collect();
+        second_features(pool, &first).iter().map(|x| sigmoid(self.second.score(x))).collect()
     }
+}
+
+/// How many saves away in its session a memory still counts as near a candidate: an answer
+/// is often two turns after the question it answers ("how was the ice cream?" "Super good!").
+pub const NEAR: usize = 2;
+
+/// The second pass's features of each candidate: its [`NAMES`], then the [`SECOND_NAMES`]
+/// computed from the first pass's scores of the whole pool (`first`, in pool order).
+pub fn second_features(pool: &[Candidate], first: &[f64]) -> Vec<[f64; SECOND_FEATURES]> {
+    let best = first.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lowest = first.iter().copied().fold(f64::INFINITY, f64::min);
+    pool.iter()
+        .zip(first)
+        .map(|(c, &score)| {
+            let near = c
+                .near
+                .iter()
+                .filter_map(|&place| first.get(place))
+                .fold(None, |m: Option<f64>, &s| Some(m.map_or(s, |m| m.max(s))));
+            let mut x = [0.0; SECOND_FEATURES];
+            x[..FEATURES].copy_from_slice(&c.features);
+            x[FEATURES] = score - best;
+            x[FEATURES + 1] = near.map_or(0.0, |s| s - lowest);
+            x
+        })
+        .collect()
 }
 
 /// The weights fitted for the vectors of this model, if any (its id names the model).
@@ -117,33 +180,72 @@ pub const NAMES: [&str; FEATURES] = [
     "time_answer",
 ];
 
+/// How many features the second pass reads.
+pub const SECOND_FEATURES: usize = FEATURES + 2;
+
+/// What the second pass reads besides [`NAMES`].
+pub const SECOND_NAMES: [&str; 2] = [
+    // The candidate's first-pass score less the best of the pool (0 for the best, negative
+    // below): how far it is from the strongest candidate of this question, where the first
+    // pass's score alone cannot say whether 2.0 is a clear winner or one of many.
+    "below_best",
+    // The best first-pass score among the memories near it in its session (within [`NEAR`]
+    // saves, in the pool), above the pool's lowest; 0 without one. The turn that answers is
+    // often near the turn that matches the words.
+    "near_best",
+];
+
 /// Every model with fitted weights, each fitted by `cairn-eval --sets coding,locomo --split dev
-/// --fit-rerank` with that model (L2 penalty 3 on the weights, not the intercept).
+/// --fit-rerank` with that model (both passes with an L2 penalty 3 on the weights, not the
+/// intercept).
 pub const FITTED: &[Fitted] = &[MINI_LM, MULTILINGUAL_E5_SMALL, NOMIC_EMBED_TEXT_V1_5];
 
-/// all-MiniLM-L6-v2.
-// cosine_prev's fitted weight happens to round to π/8.
-#[allow(clippy::approx_constant)]
+/// all-MiniLM-L6-v2 (fitted on 31,164 candidates, 946 relevant). Test halves, never fitted
+/// on: LoCoMo recall@10 0.780, the coding set's recall@5 0.946.
 pub const MINI_LM: Fitted = Fitted {
     model: "all-MiniLM-L6-v2",
-    weights: [
-        6.9851,  // fused_place
-        3.0834,  // lexical_place
-        9.7759,  // semantic_place
-        1.3980,  // bm25
-        3.0842,  // cosine
-        -0.3927, // cosine_prev
-        0.8037,  // cosine_next
-        1.3298,  // bm25_prev
-        0.4941,  // bm25_next
-        1.6142,  // title_match
-        0.9202,  // log_length
-        -1.1623, // in_session
-        -2.6425, // coverage
-        4.8018,  // bm25_coverage
-        0.2616,  // time_answer
-    ],
-    bias: -8.7388,
+    first: Linear {
+        weights: [
+            6.9814,  // fused_place
+            3.0781,  // lexical_place
+            9.7759,  // semantic_place
+            1.4045,  // bm25
+            3.0858,  // cosine
+            -0.3916, // cosine_prev
+            0.8034,  // cosine_next
+            1.3272,  // bm25_prev
+            0.4928,  // bm25_next
+            1.6149,  // title_match
+            0.9197,  // log_length
+            -1.1619, // in_session
+            -2.6457, // coverage
+            4.7980,  // bm25_coverage
+            0.2598,  // time_answer
+        ],
+        bias: -8.7373,
+    },
+    second: Linear {
+        weights: [
+            1.2062,  // fused_place
+            0.0357,  // lexical_place
+            3.6923,  // semantic_place
+            -0.2779, // bm25
+            1.5509,  // cosine
+            -0.8825, // cosine_prev
+            0.4182,  // cosine_next
+            -0.0525, // bm25_prev
+            -0.6285, // bm25_next
+            0.9582,  // title_match
+            0.3316,  // log_length
+            -1.5896, // in_session
+            -0.0303, // coverage
+            2.1088,  // bm25_coverage
+            0.0322,  // time_answer
+            0.6614,  // below_best
+            0.3254,  // near_best
+        ],
+        bias: -1.2761,
+    },
     cosine: DEFAULT_COSINE,
 };
 
@@ -151,27 +253,53 @@ pub const MINI_LM: Fitted = Fitted {
 /// the coding set the 100th nearest memory of a question is at 0.71–0.79 and every expected
 /// memory at 0.78 or more, so 0.2 and 0.3 (MiniLM's floors) admitted everything and let every
 /// memory lend context. A context floor of 0.8 took LoCoMo's dev recall@10 before re-ranking
-/// from 0.731 to 0.754 (recall@1 0.240 → 0.350); after re-ranking, test recall@10 0.761 → 0.768.
+/// from 0.731 to 0.754 (recall@1 0.240 → 0.350); after re-ranking, test recall@10 0.761 → 0.768
+/// (one pass, 2026-11-25). Test halves with both passes, never fitted on: LoCoMo recall@10
+/// 0.781, the coding set's recall@5 0.975.
 pub const MULTILINGUAL_E5_SMALL: Fitted = Fitted {
     model: "multilingual-e5-small",
-    weights: [
-        8.4148,  // fused_place
-        2.7721,  // lexical_place
-        12.9828, // semantic_place
-        1.1877,  // bm25
-        3.2037,  // cosine
-        -0.9806, // cosine_prev
-        1.3181,  // cosine_next
-        1.4278,  // bm25_prev
-        0.5655,  // bm25_next
-        1.7641,  // title_match
-        0.9601,  // log_length
-        -0.2130, // in_session
-        -2.4935, // coverage
-        4.6772,  // bm25_coverage
-        0.4569,  // time_answer
-    ],
-    bias: -11.5081,
+    first: Linear {
+        weights: [
+            8.4022,  // fused_place
+            2.7625,  // lexical_place
+            12.9808, // semantic_place
+            1.1948,  // bm25
+            3.2173,  // cosine
+            -0.9812, // cosine_prev
+            1.3180,  // cosine_next
+            1.4275,  // bm25_prev
+            0.5642,  // bm25_next
+            1.7646,  // title_match
+            0.9595,  // log_length
+            -0.2132, // in_session
+            -2.4943, // coverage
+            4.6717,  // bm25_coverage
+            0.4570,  // time_answer
+        ],
+        bias: -11.5163,
+    },
+    second: Linear {
+        weights: [
+            2.1989,  // fused_place
+            0.2041,  // lexical_place
+            6.1387,  // semantic_place
+            -0.3609, // bm25
+            1.3653,  // cosine
+            -0.3689, // cosine_prev
+            0.1013,  // cosine_next
+            -0.2599, // bm25_prev
+            -0.5645, // bm25_next
+            1.0582,  // title_match
+            0.3884,  // log_length
+            -0.6588, // in_session
+            0.1392,  // coverage
+            1.7824,  // bm25_coverage
+            0.2558,  // time_answer
+            0.7111,  // below_best
+            0.3160,  // near_best
+        ],
+        bias: -2.9135,
+    },
     cosine: CosineScale { min_similarity: 0.75, context_floor: 0.8 },
 };
 
@@ -180,34 +308,54 @@ pub const MULTILINGUAL_E5_SMALL: Fitted = Fitted {
 /// the dev halves a context floor of 0.5 lifted the fusion alone (LoCoMo dev recall@10 0.758
 /// → 0.781) but not the re-ranked order that ships (the cross-fit's `cross_dev` 0.834 with
 /// 0.2 / 0.3, 0.835 with 0.2 / 0.5 or 0.5 / 0.55: one question), so no floor was changed
-/// (docs/BENCHMARKS.md "nomic-embed-text-v1.5 on LoCoMo"). Test halves, never fitted on:
-/// LoCoMo recall@10 0.783 (the fusion alone 0.721), the coding set's recall@5 0.946.
+/// (docs/BENCHMARKS.md "nomic-embed-text-v1.5 on LoCoMo"). Test halves with both passes, never
+/// fitted on: LoCoMo recall@10 0.812 (the fusion alone 0.721), the coding set's recall@5 0.959.
 pub const NOMIC_EMBED_TEXT_V1_5: Fitted = Fitted {
     model: "nomic-embed-text-v1.5",
-    weights: [
-        7.8226,  // fused_place
-        2.6520,  // lexical_place
-        11.8622, // semantic_place
-        1.4617,  // bm25
-        5.9076,  // cosine
-        -1.7465, // cosine_prev
-        1.3468,  // cosine_next
-        1.3549,  // bm25_prev
-        0.4917,  // bm25_next
-        1.7332,  // title_match
-        0.7545,  // log_length
-        -0.5024, // in_session
-        -2.8156, // coverage
-        4.6856,  // bm25_coverage
-        0.2970,  // time_answer
-    ],
-    bias: -10.9575,
+    first: Linear {
+        weights: [
+            7.8226,  // fused_place
+            2.6520,  // lexical_place
+            11.8622, // semantic_place
+            1.4617,  // bm25
+            5.9076,  // cosine
+            -1.7465, // cosine_prev
+            1.3468,  // cosine_next
+            1.3549,  // bm25_prev
+            0.4917,  // bm25_next
+            1.7332,  // title_match
+            0.7545,  // log_length
+            -0.5024, // in_session
+            -2.8156, // coverage
+            4.6856,  // bm25_coverage
+            0.2970,  // time_answer
+        ],
+        bias: -10.9575,
+    },
+    second: Linear {
+        weights: [
+            1.4134,  // fused_place
+            0.0847,  // lexical_place
+            4.1450,  // semantic_place
+            -0.1509, // bm25
+            3.4592,  // cosine
+            -0.9097, // cosine_prev
+            0.1334,  // cosine_next
+            -0.1996, // bm25_prev
+            -0.5146, // bm25_next
+            0.9672,  // title_match
+            0.2232,  // log_length
+            -0.9853, // in_session
+            -0.1129, // coverage
+            1.8545,  // bm25_coverage
+            0.2566,  // time_answer
+            0.7268,  // below_best
+            0.3037,  // near_best
+        ],
+        bias: -2.4215,
+    },
     cosine: DEFAULT_COSINE,
 };
-
-fn dot(a: &Features, b: &Features) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
 
 fn sigmoid(z: f64) -> f64 {
     1.0 / (1.0 + (-z).exp())
@@ -244,16 +392,60 @@ mod tests {
         }
     }
 
+    /// A pool of candidates with these features and no session neighbours.
+    fn pool(features: &[Features]) -> Vec<Candidate> {
+        features.iter().map(|&features| Candidate { features, near: Vec::new() }).collect()
+    }
+
     #[test]
     fn relevance_is_a_probability_ordered_like_the_weighted_sum() {
-        let mut low = [0.0; FEATURES];
-        let mut high = [0.0; FEATURES];
-        for i in 0..FEATURES {
-            low[i] = if MINI_LM.weights[i] > 0.0 { 0.0 } else { 1.0 };
-            high[i] = 1.0 - low[i];
+        for fitted in FITTED {
+            let mut low = [0.0; FEATURES];
+            let mut high = [0.0; FEATURES];
+            for i in 0..FEATURES {
+                // Where both passes agree on a feature's sign, the "high" candidate has it.
+                let (first, second) = (fitted.first.weights[i], fitted.second.weights[i]);
+                if first > 0.0 && second > 0.0 {
+                    high[i] = 1.0;
+                } else if first < 0.0 && second < 0.0 {
+                    low[i] = 1.0;
+                }
+            }
+            let relevance = fitted.relevance(&pool(&[low, high]));
+            assert!(relevance.iter().all(|r| (0.0..=1.0).contains(r)), "{}: {relevance:?}", fitted.model);
+            assert!(relevance[1] > relevance[0], "{}: {relevance:?}", fitted.model);
         }
-        let (l, h) = (MINI_LM.relevance(&low), MINI_LM.relevance(&high));
-        assert!((0.0..=1.0).contains(&l) && (0.0..=1.0).contains(&h));
-        assert!(h >= l);
+    }
+
+    #[test]
+    fn the_second_pass_reads_the_distance_to_the_best_and_the_best_near_memory() {
+        let first = [3.0, 1.0, -2.0, 0.5];
+        let mut read = pool(&[[0.0; FEATURES]; 4]);
+        read[1].near = vec![0, 3];
+        read[2].near = vec![3];
+        let x = second_features(&read, &first);
+        let below_best: Vec<f64> = x.iter().map(|x| x[FEATURES]).collect();
+        assert_eq!(below_best, vec![0.0, -2.0, -5.0, -2.5]);
+        let near_best: Vec<f64> = x.iter().map(|x| x[FEATURES + 1]).collect();
+        // Above the pool's lowest (-2): the best near memory of candidate 1 is candidate 0 (3).
+        assert_eq!(near_best, vec![0.0, 5.0, 2.5, 0.0], "none near: 0");
+        assert_eq!(SECOND_NAMES.len(), SECOND_FEATURES - FEATURES);
+    }
+
+    #[test]
+    fn a_memory_near_a_strong_match_rises_above_an_equal_one_alone() {
+        // Two candidates alike in every feature; one sits next to the pool's best match in its
+        // session (the answer after the question), the other has no neighbour in the pool.
+        let mut strong = [0.0; FEATURES];
+        strong[0] = 1.0 / 11.0; // first place of the fusion
+        strong[4] = 0.9;
+        let mut plain = [0.0; FEATURES];
+        plain[4] = 0.3;
+        let mut read = pool(&[strong, plain, plain]);
+        read[1].near = vec![0];
+        for fitted in FITTED {
+            let r = fitted.relevance(&read);
+            assert!(r[1] > r[2], "{}: {r:?}", fitted.model);
+        }
     }
 }

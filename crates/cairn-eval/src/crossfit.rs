@@ -38,6 +38,12 @@ pub struct Candidate {
     pub relevant: bool,
 }
 
+impl std::borrow::Borrow<rerank::Candidate> for Candidate {
+    fn borrow(&self) -> &rerank::Candidate {
+        &self.read
+    }
+}
+
 /// A way to fit the re-ranking: which features it may use, and how hard the weights are
 /// pulled to zero.
 #[derive(Debug, Clone, Copy)]
@@ -68,11 +74,10 @@ impl Fit {
     }
 
     /// The score of each candidate of a pool, in pool order (higher ranks first).
-    fn scores(&self, pool: &[rerank::Candidate]) -> Vec<f64> {
-        let first: Vec<f64> = pool.iter().map(|c| self.first.score(&c.features)).collect();
+    fn scores(&self, pool: &[Candidate]) -> Vec<f64> {
         match &self.second {
-            None => first,
-            Some(second) => rerank::second_features(pool, &first).iter().map(|x| second.score(x)).collect(),
+            None => pool.iter().map(|c| self.first.score(&c.read.features)).collect(),
+            Some(second) => rerank::two_pass_scores(&self.first, second, pool),
         }
     }
 }
@@ -203,7 +208,7 @@ pub fn recall(pools: &[&Pool], order: Order<'_>) -> Recall {
     for pool in pools {
         let scores: Vec<f64> = match order {
             Order::Fusion => (0..pool.candidates.len()).map(|place| -(place as f64)).collect(),
-            Order::Model(fit) => fit.scores(&pool.candidates.iter().map(|c| c.read.clone()).collect::<Vec<_>>()),
+            Order::Model(fit) => fit.scores(&pool.candidates),
         };
         let mut ranked: Vec<(f64, i64, bool)> =
             pool.candidates.iter().zip(scores).map(|(c, score)| (score, c.id, c.relevant)).collect();

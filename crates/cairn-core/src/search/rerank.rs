@@ -38,6 +38,8 @@
 //! over the lexical ones for the query's words, and a dot product with the query vector for
 //! each candidate and its neighbours.
 
+use std::borrow::Borrow;
+
 /// Weights fitted for one embedding model. Cosines live on a scale of their own in every
 /// model (another model may put unrelated text at 0.5), so each model has its own, and with a
 /// model that has none hybrid search keeps the fusion's order.
@@ -102,9 +104,19 @@ pub fn cosine_scale_of(semantic: &crate::semantic::Semantic) -> CosineScale {
 impl Fitted {
     /// The relevance of each candidate of the pool, 0–1, in pool order.
     pub fn relevance(&self, pool: &[Candidate]) -> Vec<f64> {
-        let first: Vec<f64> = pool.iter().map(|c| self.first.score(&c.features)).collect();
-        second_features(pool, &first).iter().map(|x| sigmoid(self.second.score(x))).collect()
+        two_pass_scores(&self.first, &self.second, pool).into_iter().map(sigmoid).collect()
     }
+}
+
+/// The log-odds of each candidate of the pool after both passes, in pool order: the
+/// relevance before the logistic function (what orders the pool; `cairn-eval` orders by it).
+pub fn two_pass_scores<C: Borrow<Candidate>>(
+    first: &Linear<FEATURES>,
+    second: &Linear<SECOND_FEATURES>,
+    pool: &[C],
+) -> Vec<f64> {
+    let scores: Vec<f64> = pool.iter().map(|c| first.score(&c.borrow().features)).collect();
+    second_features(pool, &scores).iter().map(|x| second.score(x)).collect()
 }
 
 /// How many saves away in its session a memory still counts as near a candidate: an answer
@@ -113,17 +125,14 @@ pub const NEAR: usize = 2;
 
 /// The second pass's features of each candidate: its [`NAMES`], then the [`SECOND_NAMES`]
 /// computed from the first pass's scores of the whole pool (`first`, in pool order).
-pub fn second_features(pool: &[Candidate], first: &[f64]) -> Vec<[f64; SECOND_FEATURES]> {
+pub fn second_features<C: Borrow<Candidate>>(pool: &[C], first: &[f64]) -> Vec<[f64; SECOND_FEATURES]> {
     let best = first.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let lowest = first.iter().copied().fold(f64::INFINITY, f64::min);
     pool.iter()
         .zip(first)
         .map(|(c, &score)| {
-            let near = c
-                .near
-                .iter()
-                .filter_map(|&place| first.get(place))
-                .fold(None, |m: Option<f64>, &s| Some(m.map_or(s, |m| m.max(s))));
+            let c = c.borrow();
+            let near = c.near.iter().filter_map(|&place| first.get(place).copied()).reduce(f64::max);
             let mut x = [0.0; SECOND_FEATURES];
             x[..FEATURES].copy_from_slice(&c.features);
             x[FEATURES] = score - best;

@@ -80,8 +80,13 @@ def save_memories(port, memories):
 
 def load_locomo(port, path, split):
     """Save the chosen conversations' turns; the questions, each with its evidence turns' ids."""
-    with open(path) as f:
-        samples = json.load(f)
+    try:
+        with open(path) as f:
+            samples = json.load(f)
+        if not isinstance(samples, list):
+            raise ValueError("expected a JSON array of conversations")
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"cannot read LoCoMo from {path}: {e}")
     questions = []
     for index, sample in enumerate(samples):
         half = "dev" if index < 5 else "test"

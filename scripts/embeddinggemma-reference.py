@@ -33,6 +33,9 @@ The steps:
 - `--locomo` gives semantic recall@10 over LoCoMo's turns. Each turn is embedded as cairn
   embeds it: `speaker (date).\\n` then the turn, after the previous turn of its session when
   it has at most 250 characters. Each question is ranked against its own conversation.
+- `--fixture TEXTS OUT` writes the token ids and vectors of a fixture's texts
+  (`crates/cairn-embed/tests/fixtures/gemma-texts.json` → `gemma-reference.json`), which
+  cairn-embed's test compares its own with.
 - `--vectors TEXT…` prints the document vectors of the texts as JSON, as reference vectors
   for tests.
 
@@ -185,6 +188,19 @@ def locomo(model, path, split):
           f"({len(recalls)} questions; by category 1-4: {by_category})")
 
 
+def fixture(model, texts_path, out_path):
+    cases = []
+    for case in json.load(open(texts_path))["texts"]:
+        kind = "query" if case["prompt"] == "query" else "doc"
+        ids = model.tok.encode(PREFIX[kind] + case["text"]).ids[:512]
+        vector = model.encode_batch([ids])[0]
+        cases.append({"prompt": case["prompt"], "text": case["text"], "ids": ids,
+                      "vector": [round(float(x), 7) for x in vector]})
+    json.dump({"source": "scripts/embeddinggemma-reference.py (numpy, float32, over the hub's f32 safetensors)",
+               "cases": cases}, open(out_path, "w"), ensure_ascii=False)
+    print(f"wrote {len(cases)} cases to {out_path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model-dir", required=True, help="the unzipped model_download folder")
@@ -192,12 +208,16 @@ def main():
     ap.add_argument("--locomo")
     ap.add_argument("--split", default="test", choices=["dev", "test", "all"])
     ap.add_argument("--vectors", nargs="*")
+    ap.add_argument("--fixture", nargs=2, metavar=("TEXTS", "OUT"),
+                    help="token ids and vectors of a fixture's texts (query or document), for cairn-embed's test")
     args = ap.parse_args()
     model = Model(args.model_dir)
     if args.check:
         check(model)
     if args.locomo:
         locomo(model, args.locomo, args.split)
+    if args.fixture:
+        fixture(model, *args.fixture)
     if args.vectors:
         print(json.dumps([[round(float(x), 6) for x in v] for v in model.encode(args.vectors, "doc")]))
 

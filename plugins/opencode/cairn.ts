@@ -64,9 +64,62 @@ function isCairnTool(tool: string): boolean {
   return t.startsWith("cairn_") || t.startsWith("mem_") || t.startsWith("history_") || t === "memory" || t === "memory_compact";
 }
 
-/** `<private>…</private>` → `[REDACTED]`; case-insensitive, multi-line, an unclosed tag to the end. */
+/**
+ * A `<private…>` or `</private…>` tag at `at` (a `<`): `<`, optional whitespace, an optional `/`,
+ * optional whitespace, `private` in any case, then anything but a letter or digit, up to the next
+ * `>` (or the end). Cairn's own scanner (`cairn-base` `text/private.rs`) reads tags the same way;
+ * both are tested on `tests/fixtures/redaction-cases.json`.
+ */
+function privateTagAt(text: string, at: number): { closing: boolean; end: number } | null {
+  let i = at + 1;
+  while (i < text.length && /\s/.test(text[i])) i++;
+  const closing = text[i] === "/";
+  if (closing) {
+    i++;
+    while (i < text.length && /\s/.test(text[i])) i++;
+  }
+  if (text.slice(i, i + 7).toLowerCase() !== "private") return null;
+  i += 7;
+  if (i < text.length && /[A-Za-z0-9]/.test(text[i])) return null;
+  const close = text.indexOf(">", i);
+  return { closing, end: close < 0 ? text.length : close + 1 };
+}
+
+/**
+ * `<private>…</private>` → `[REDACTED]`, failing closed: nested blocks to their outermost closer,
+ * attributes and whitespace inside tags allowed, an opener with no closer (`<private/>` too) to
+ * the end, a stray closer the whole text.
+ */
 function stripPrivate(text: string): string {
-  return text.replace(/<private>[\s\S]*?<\/private>/gi, "[REDACTED]").replace(/<private>[\s\S]*$/i, "[REDACTED]");
+  let out = "";
+  let keptFrom = 0;
+  let depth = 0;
+  let blockStart = 0;
+  let found = false;
+  let pos = 0;
+  for (let at = text.indexOf("<", pos); at >= 0; at = text.indexOf("<", pos)) {
+    const tag = privateTagAt(text, at);
+    if (!tag) {
+      pos = at + 1;
+      continue;
+    }
+    found = true;
+    if (tag.closing) {
+      if (depth === 0) return "[REDACTED]";
+      depth--;
+      if (depth === 0) {
+        out += text.slice(keptFrom, blockStart) + "[REDACTED]";
+        keptFrom = tag.end;
+      }
+    } else {
+      if (depth === 0) blockStart = at;
+      depth++;
+    }
+    pos = tag.end;
+  }
+  if (!found) return text;
+  out += depth > 0 ? text.slice(keptFrom, blockStart) + "[REDACTED]" : text.slice(keptFrom);
+  return out.trim();
 }
 
 /** Every string inside a request body, stripped. */

@@ -52,6 +52,9 @@ error_codes! {
     InvalidArgument => "invalid_argument", 400, 3;
     /// Input is not valid UTF-8.
     InvalidUtf8 => "invalid_utf8", 400, 3;
+    /// Text to be stored holds a NUL character (U+0000): never text anyone means, and a hub
+    /// (PostgreSQL) cannot store it. Other control characters are text like any other.
+    NulCharacter => "nul_character", 400, 3;
     /// Content is larger than cairn accepts at all (beyond truncation).
     ContentTooLarge => "content_too_large", 413, 3;
     /// No observation with that id (or it was deleted).
@@ -98,6 +101,11 @@ error_codes! {
     Forbidden => "forbidden", 403, 3;
     /// A bearer token is required or was wrong.
     Unauthorized => "unauthorized", 401, 3;
+    /// A change sent with a body type a browser page may send anywhere (`text/plain`, a form):
+    /// the JSON routes take `application/json` (or no declared type) only.
+    UnsupportedMediaType => "unsupported_media_type", 415, 3;
+    /// An HTTP/1.1 request without the `Host` header every HTTP/1.1 request must carry.
+    MissingHost => "missing_host", 400, 3;
     /// No such route.
     RouteNotFound => "route_not_found", 404, 4;
     /// A request body is not well-formed JSON.
@@ -155,6 +163,18 @@ error_codes! {
     SyncManifestInvalid => "sync_manifest_invalid", 422, 3;
     /// Another import of the same repository is running (the daemon runs one at a time).
     SyncBusy => "sync_busy", 409, 5;
+    /// A symbolic link where a chunk folder, its manifest or a chunk belongs: git commits links,
+    /// and sync follows none (it could lead out of the repository).
+    SyncSymlinkRefused => "sync_symlink_refused", 422, 3;
+    /// A FIFO, device, socket or folder where a chunk folder's file belongs (or a file where its
+    /// folder belongs): only regular files are read, so nothing blocks or streams forever.
+    SyncFileNotRegular => "sync_file_not_regular", 422, 3;
+    /// A manifest or chunk larger than sync reads (checked before reading, and again while
+    /// inflating a chunk).
+    SyncFileTooLarge => "sync_file_too_large", 422, 3;
+    /// One entry of a sync manifest is malformed (no hex `id`, wrong types): refused alone, the
+    /// other entries are applied.
+    SyncManifestEntryInvalid => "sync_manifest_entry_invalid", 422, 3;
     /// `cairn remote sync` or `/sync/remote` with no hub set (`cairn remote add`).
     RemoteNotConfigured => "remote_not_configured", 409, 5;
     /// A hub address that is not `https://HOST[:PORT]` (or `http://` on loopback).
@@ -167,6 +187,16 @@ error_codes! {
     RemoteRefused => "remote_refused", 409, 5;
     /// The hub answered something that is not the mutation protocol.
     RemoteAnswerInvalid => "remote_answer_invalid", 502, 1;
+    /// No LLM is configured (`cairn llm use …`), or the one configured lacks what it needs (its
+    /// API key's variable, its model file, its command): the user has to act.
+    LlmNotConfigured => "llm_not_configured", 503, 6;
+    /// The LLM is down, slow, rate-limited or answered something unusable: retried with backoff.
+    LlmUnavailable => "llm_unavailable", 503, 6;
+    /// The LLM or its provider refused the request (a content filter, a request it rejects):
+    /// retrying the same request will not help.
+    LlmRefused => "llm_refused", 502, 1;
+    /// Today's token budget for remote LLM calls is spent (`[llm] daily_token_budget`).
+    LlmBudgetSpent => "llm_budget_spent", 429, 1;
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal => "internal", 500, 1;
 }
@@ -281,7 +311,7 @@ mod tests {
             let unusable_store =
                 matches!(code, ErrorCode::DatabaseCorrupt | ErrorCode::SchemaTooNew | ErrorCode::DataDirNotWritable);
             let expected = match code.http_status() {
-                400 | 401 | 403 | 413 | 422 => 3,
+                400 | 401 | 403 | 413 | 415 | 422 => 3,
                 404 => 4,
                 409 => 5,
                 503 => 6,

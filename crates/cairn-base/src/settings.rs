@@ -16,10 +16,12 @@ pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10)
 pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
 
 pub mod history;
+pub mod llm;
 pub mod plugin;
 pub mod remote;
 
 pub use history::{HISTORY_ENV_KEYS, HistorySettings, HistorySettingsLoaded};
+pub use llm::{LLM_ENV_VARS, LlmProviderKind, LlmSettings, load_llm};
 pub use plugin::{PLUGIN_KEYS, PluginConfig, PluginSettings};
 pub use remote::{RemoteSettings, load_remote};
 
@@ -288,9 +290,12 @@ pub(crate) struct FileConfig {
     context_meter: Option<serde_json::Map<String, serde_json::Value>>,
     // `[history]`, checked in `history.rs`.
     history: Option<serde_json::Map<String, serde_json::Value>>,
+    privacy: Option<PrivacyFile>,
     // `[sync]`, the hub this data dir syncs with, checked in `remote.rs` (its mistakes stop
     // only sync, never the rest of cairn).
     sync: Option<toml::Table>,
+    // `[llm]`, checked in `llm.rs` (its mistakes turn only the LLM off).
+    llm: Option<toml::Table>,
 }
 
 /// The effective configuration.
@@ -327,8 +332,13 @@ pub struct Settings {
     pub plugin: PluginSettings,
     /// `[history]`: the conversation-history tools and scans.
     pub history: HistorySettingsLoaded,
+    /// `[privacy] redact_secrets` (`CAIRN_REDACT_SECRETS`): secrets found by pattern are
+    /// redacted on save (what leaves the machine is redacted of them whatever this says).
+    pub redact_secrets: Setting<bool>,
     /// `[sync]`: the hub this data dir syncs with, when one is set.
     pub remote: Option<RemoteSettings>,
+    /// `[llm]`: the language model of background extraction, and its daily budget.
+    pub llm: LlmSettings,
 }
 
 /// What the rules read of the settings: the plugin tables and `[history]`. A door hands it to
@@ -338,6 +348,27 @@ pub struct Settings {
 pub struct RuleSettings {
     pub plugin: PluginConfig,
     pub history: HistorySettings,
+    pub privacy: PrivacySettings,
+}
+
+/// `[privacy]` as the rules read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrivacySettings {
+    /// Redact secrets found by pattern on save, not only `<private>` blocks.
+    pub redact_secrets: bool,
+}
+
+impl Default for PrivacySettings {
+    fn default() -> Self {
+        PrivacySettings { redact_secrets: true }
+    }
+}
+
+/// What `[privacy]` may set.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PrivacyFile {
+    redact_secrets: Option<bool>,
 }
 
 impl RuleSettings {
@@ -362,7 +393,11 @@ impl Settings {
 
     /// What the rules of this process read ([`RuleSettings`]).
     pub fn rules(&self) -> RuleSettings {
-        RuleSettings { plugin: self.plugin.config.clone(), history: self.history.config.clone() }
+        RuleSettings {
+            plugin: self.plugin.config.clone(),
+            history: self.history.config.clone(),
+            privacy: PrivacySettings { redact_secrets: self.redact_secrets.value },
+        }
     }
 
     /// Same, with an injectable environment (tests).
@@ -388,6 +423,7 @@ impl Settings {
                 tracing::warn!(error = %e, "[sync] is ignored");
                 None
             }),
+            llm: llm::load(file.llm.take(), env),
             port: Setting::default(DEFAULT_PORT),
             bind: Setting::default(DEFAULT_BIND.to_owned()),
             http_token: Setting::default(None),
@@ -396,6 +432,7 @@ impl Settings {
             log: Setting::default("warn".to_owned()),
             autostart: Setting::default(Autostart::Mcp),
             direct: Setting::default(false),
+            redact_secrets: Setting::default(true),
             embedder: Setting::default(EmbedderKind::Local),
             model: Setting::default(DEFAULT_MODEL.to_owned()),
             model_dir: Setting::default(default_model_dir(&data_dir.value)),
@@ -474,6 +511,9 @@ impl Settings {
         if let Some(v) = file.direct {
             self.direct = Setting { value: v, source: Source::ConfigFile };
         }
+        if let Some(v) = file.privacy.and_then(|p| p.redact_secrets) {
+            self.redact_secrets = Setting { value: v, source: Source::ConfigFile };
+        }
         if let Some(v) = file.embedder {
             self.embedder = Setting { value: v, source: Source::ConfigFile };
         }
@@ -529,6 +569,10 @@ impl Settings {
         if let Some(v) = env("CAIRN_DIRECT") {
             let value = parse_env::<Switch>("CAIRN_DIRECT", &v)?.0;
             self.direct = Setting { value, source: from_env("CAIRN_DIRECT") };
+        }
+        if let Some(v) = env("CAIRN_REDACT_SECRETS") {
+            let value = parse_env::<Switch>("CAIRN_REDACT_SECRETS", &v)?.0;
+            self.redact_secrets = Setting { value, source: from_env("CAIRN_REDACT_SECRETS") };
         }
         if let Some(v) = env("CAIRN_EMBEDDER") {
             self.embedder = Setting { value: parse_env("CAIRN_EMBEDDER", &v)?, source: from_env("CAIRN_EMBEDDER") };
@@ -697,7 +741,7 @@ pub(crate) fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
         CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display())).with_hint(
             "keys: port, bind, http_token, context_budget, log, autostart, direct, embedder, model, model_dir, \
              embed_url, embed_model, embed_api_key, embed_timeout_secs, embed_batch_size, and the tables \
-             [inject], [triggers], [compaction], [context_meter], [history], [sync]",
+             [inject], [triggers], [compaction], [context_meter], [history], [privacy], [sync], [llm]",
         )
     })
 }

@@ -3,7 +3,14 @@
 
 use regex::Regex;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::sync::LazyLock;
+
+mod nul;
+mod private;
+pub mod secrets;
+
+pub use nul::{nul_path, refuse_nul, refuse_nul_in_json};
 
 use crate::error::{CairnError, ErrorCode, Result};
 
@@ -20,32 +27,94 @@ pub const MAX_TOPIC_KEY_BYTES: usize = 120;
 const REDACTED: &str = "[REDACTED]";
 const TRUNCATED_SUFFIX: &str = "... [truncated]";
 
-static PRIVATE_BLOCK: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?is)<private\s*>.*?</private\s*>").expect("valid regex"));
-// An opening tag with no closing tag: everything after it is private. Failing open here would
-// leak exactly what the user asked us to keep.
-static PRIVATE_UNCLOSED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?is)<private\s*>.*\z").expect("valid regex"));
 static WHITESPACE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("valid regex"));
 
-/// Replace every `<private>…</private>` block (case-insensitive, multi-line) with `[REDACTED]`.
-/// An unclosed `<private>` redacts to the end of the text. Returns the text and whether
+/// Replace every `<private>…</private>` block (any case, any attributes, nested, spread over
+/// lines) with `[REDACTED]`, failing closed: an opener with no closer redacts to the end of the
+/// text, a stray closer the whole of it (see `text::private`). Returns the text and whether
 /// anything was redacted.
 pub fn redact(text: &str) -> (String, bool) {
-    if !may_hold_private(text) {
-        return (text.to_owned(), false);
-    }
-    let closed = PRIVATE_BLOCK.replace_all(text, REDACTED);
-    let all = PRIVATE_UNCLOSED.replace_all(&closed, REDACTED);
-    (all.trim().to_owned(), true)
+    let (out, hit) = private::redact_private(text);
+    (out.into_owned(), hit)
 }
 
-/// Whether `text` holds `<private` in any case: every archived message passes through here,
-/// so the `<`s are found a vector at a time and only they are compared.
-fn may_hold_private(text: &str) -> bool {
-    const MARK: &[u8] = b"<private";
-    let bytes = text.as_bytes();
-    memchr::memchr_iter(b'<', bytes)
-        .any(|at| bytes.get(at..at + MARK.len()).is_some_and(|w| w.eq_ignore_ascii_case(MARK)))
+/// What a text is redacted of before it is written: `<private>` blocks always, and secrets by
+/// pattern ([`secrets`]) when `secrets` is on (the `[privacy] redact_secrets` setting on save;
+/// always on whatever leaves the machine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Redaction {
+    pub secrets: bool,
+}
+
+impl Default for Redaction {
+    /// Secrets too: the setting's default.
+    fn default() -> Self {
+        Redaction::OUTBOUND
+    }
+}
+
+impl Redaction {
+    /// `<private>` blocks only.
+    pub const PRIVATE: Redaction = Redaction { secrets: false };
+    /// `<private>` blocks and secrets: what leaves the machine.
+    pub const OUTBOUND: Redaction = Redaction { secrets: true };
+
+    /// `text` redacted, and whether anything was; unallocated when nothing was.
+    pub fn apply(self, text: &str) -> (Cow<'_, str>, bool) {
+        let (private, private_hit) = private::redact_private(text);
+        if !self.secrets {
+            return (private, private_hit);
+        }
+        match secrets::redact_secrets(&private) {
+            (Cow::Borrowed(_), false) => (private, private_hit),
+            (out, secret_hit) => (Cow::Owned(out.into_owned()), private_hit || secret_hit),
+        }
+    }
+
+    /// Redact a field in place; whether anything was.
+    pub fn field(self, text: &mut String) -> bool {
+        let (out, hit) = self.apply(text);
+        if hit {
+            // Owned or not: a stray closer answers the borrowed `[REDACTED]`.
+            let out = out.into_owned();
+            *text = out;
+        }
+        hit
+    }
+
+    /// Redact an optional field in place; whether anything was.
+    pub fn opt(self, text: &mut Option<String>) -> bool {
+        text.as_mut().is_some_and(|t| self.field(t))
+    }
+}
+
+/// A write's input: every text field of it goes through one [`Redaction`], applied where the
+/// core accepts the write, so no door can forget a field. Returns whether anything was
+/// redacted. Redacting twice changes nothing more (`[REDACTED…]` holds no tag and no secret), so
+/// an id redacted here matches the same id redacted on a later write.
+pub trait RedactFields {
+    fn redact_fields(&mut self, with: Redaction) -> bool;
+}
+
+/// Redact every field with `with`; whether any was (every field is redacted, none skipped).
+pub fn redact_all(with: Redaction, fields: &mut [&mut String]) -> bool {
+    fields.iter_mut().fold(false, |hit, field| with.field(field) | hit)
+}
+
+/// Redact every optional field with `with`; whether any was.
+pub fn redact_all_opt(with: Redaction, fields: &mut [&mut Option<String>]) -> bool {
+    fields.iter_mut().fold(false, |hit, field| with.opt(field) | hit)
+}
+
+/// `<private>` blocks and secrets out of `text`: what every path that leaves the machine (git
+/// chunks, a hub push, `cairn export`, a model's prompt) sends, whatever the save setting.
+pub fn redact_outbound(text: &str) -> Cow<'_, str> {
+    Redaction::OUTBOUND.apply(text).0
+}
+
+/// Whether `text` still holds a `<private>` tag or a secret (what `cairn doctor` counts).
+pub fn holds_private_or_secret(text: &str) -> bool {
+    Redaction::OUTBOUND.apply(text).1
 }
 
 /// Redact an optional field.
@@ -275,9 +344,128 @@ mod tests {
     fn text_without_tags_is_untouched() {
         assert_eq!(redact("  plain  ").0, "  plain  ");
         // `<`s that do not open `<private`, one cut short at the end of the text
-        for text in ["a < b <pri", "<p> <privat", "x <<PRIVATE", "é<"] {
+        for text in ["a < b <pri", "<p> <privat", "x <<PRIVAT", "é<"] {
             assert_eq!(redact(text).0, text);
         }
+    }
+
+    /// The cases shared with the OpenCode plugin's tests (`tests/fixtures/redaction-cases.json`).
+    #[test]
+    fn every_shared_tag_shape_redacts_as_the_fixture_says() {
+        let fixture: serde_json::Value =
+            serde_json::from_str(include_str!("../../../tests/fixtures/redaction-cases.json")).unwrap();
+        let cases = fixture["cases"].as_array().unwrap();
+        assert!(cases.len() >= 20);
+        for case in cases {
+            let (name, input) = (case["name"].as_str().unwrap(), case["input"].as_str().unwrap());
+            let (out, hit) = redact(input);
+            assert_eq!(out, case["expected"].as_str().unwrap(), "{name}");
+            assert_eq!(hit, case["redacted"].as_bool().unwrap(), "{name}: redacted flag");
+            assert!(!out.contains("SECRET"), "{name}: leaked");
+            assert_eq!(redact(&out).0, out, "{name}: redacting again changes nothing");
+        }
+    }
+
+    /// Any text with `SECRET` after an opener, however the tags around it are mangled, loses it.
+    #[test]
+    fn no_arrangement_of_tags_leaks_what_follows_an_opener() {
+        let pieces =
+            ["<private>", "</private>", "<PRIVATE note='a'>", "</private >", "<private/>", "< /private>", "x", "\n"];
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    let text = format!("{a}{b}<private>SECRET{c}");
+                    assert!(!redact(&text).0.contains("SECRET"), "{text:?}");
+                }
+            }
+        }
+    }
+
+    fn secret(text: &str) -> String {
+        Redaction::OUTBOUND.apply(text).0.into_owned()
+    }
+
+    #[test]
+    fn each_secret_kind_is_redacted_by_name() {
+        let cases = [
+            ("id AKIAQWERTYUIOPASDFGH here", "id [REDACTED:aws-access-key] here"),
+            ("ASIAQWERTYUIOPASDFGH", "[REDACTED:aws-access-key]"),
+            ("ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5", "[REDACTED:github-token]"),
+            ("gho_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5", "[REDACTED:github-token]"),
+            ("ghu_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5", "[REDACTED:github-token]"),
+            ("ghs_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5", "[REDACTED:github-token]"),
+            ("ghr_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5", "[REDACTED:github-token]"),
+            ("github_pat_11ABCDEFG0aB3dE5gH7jK9_mN1pQ3sT5vW7yZ9", "[REDACTED:github-token]"),
+            ("Authorization: Bearer abc123DEF456ghi789.jkl", "Authorization: Bearer [REDACTED:bearer-token]"),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nafter",
+                "[REDACTED:private-key]\nafter",
+            ),
+            ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNz and no end", "[REDACTED:private-key]"),
+            ("postgres://app:s3cr3tPw@db.local:5432/x", "postgres://app:[REDACTED:url-password]@db.local:5432/x"),
+            ("xoxb-1234567890-abcdefghij", "[REDACTED:slack-token]"),
+            ("sk_live_aB3dE5gH7jK9mN1pQ3sT", "[REDACTED:stripe-key]"),
+            ("sk-aB3dE5gH7jK9mN1pQ3sT5vW7", "[REDACTED:openai-key]"),
+            ("sk-proj-aB3dE5gH7jK9mN1pQ3sT5vW7", "[REDACTED:openai-key]"),
+            ("sk-ant-api03-aB3dE5gH7jK9mN1pQ3sT5vW7", "[REDACTED:anthropic-key]"),
+            ("AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "[REDACTED:google-api-key]"),
+            (
+                "t=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                "t=[REDACTED:jwt]",
+            ),
+            ("DB_PASSWORD=Zq8%vL2!pR5w", "DB_PASSWORD=[REDACTED:env-secret]"),
+            ("export API_KEY=\"f9K2mQ7xL4pW8zR1\"", "export API_KEY=\"[REDACTED:env-secret]\""),
+            ("client_secret: 9fK2mQ7xL4pW8zR1", "client_secret: [REDACTED:env-secret]"),
+        ];
+        for (input, expected) in cases {
+            let (out, hit) = Redaction::OUTBOUND.apply(input);
+            assert_eq!(out, expected, "{input}");
+            assert!(hit, "{input}");
+        }
+    }
+
+    #[test]
+    fn placeholders_and_plain_text_are_not_secrets() {
+        for text in [
+            "AKIAIOSFODNN7EXAMPLE",
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+            "sk-proj-xxxxxxxxxxxxxxxxxxxxxxxx",
+            "Authorization: Bearer <your-token>",
+            "Authorization: Bearer ${GITHUB_TOKEN}",
+            "API_KEY=${API_KEY}",
+            "API_KEY=$API_KEY",
+            "PASSWORD=changeme123",
+            "TOKEN=**************",
+            "SECRET=your-secret-here",
+            "PASSWORD=hunter2hunter2",
+            "Passwords: argon2id.",
+            "token: refreshed every hour",
+            "postgres://app:$DB_PASS@db.local/x",
+            "postgres://app:****@db.local/x",
+            "see https://example.com/a:b@c and http://host:8080/",
+            "the bearer of bad news",
+            "a token bucket of 100 tokens; password rules; the secret sauce",
+            "sk-short",
+            "",
+        ] {
+            let (out, hit) = Redaction::OUTBOUND.apply(text);
+            assert_eq!(out, text);
+            assert!(!hit, "{text}");
+        }
+    }
+
+    #[test]
+    fn secrets_only_when_asked_private_always() {
+        let text = "<private>p</private> AKIAQWERTYUIOPASDFGH";
+        assert_eq!(Redaction::PRIVATE.apply(text), (Cow::Owned("[REDACTED] AKIAQWERTYUIOPASDFGH".into()), true));
+        assert_eq!(redact_outbound(text), "[REDACTED] [REDACTED:aws-access-key]");
+        assert!(holds_private_or_secret(text) && !holds_private_or_secret("plain"));
+        assert_eq!(secret(&redact_outbound(text)), redact_outbound(text), "twice changes nothing more");
+        let mut fields = (String::from("AKIAQWERTYUIOPASDFGH"), Some(String::from("ok")));
+        assert!(redact_all(Redaction::OUTBOUND, &mut [&mut fields.0]));
+        assert!(!redact_all_opt(Redaction::OUTBOUND, &mut [&mut fields.1]));
+        assert_eq!(fields.0, "[REDACTED:aws-access-key]");
     }
 
     #[test]

@@ -413,6 +413,38 @@ impl Client {
         }
     }
 
+    /// Extract memories from archived conversations (`cairn extract`): through the daemon when
+    /// one runs (`wait`: its report, else `None` once it started), else here with the model
+    /// `open_model` gives, waiting in any case (nothing else would finish the work).
+    pub fn extract(
+        &self,
+        selection: &cairn_core::extract::Selection,
+        wait: bool,
+        timeout: Duration,
+        open_model: impl FnOnce() -> Result<Option<Box<dyn cairn_llm::LlmProvider>>>,
+    ) -> Result<Option<cairn_core::extract::ExtractionReport>> {
+        use cairn_core::extract::Selection;
+        match self.target()? {
+            Target::Daemon(daemon) => {
+                let session = match selection {
+                    Selection::Session(id) => Some(id.as_str()),
+                    _ => None,
+                };
+                daemon.extract(session, wait, timeout)
+            }
+            Target::Engine(engine) => engine.extract_now(selection).map(Some),
+            Target::Store(local) => {
+                let model = open_model()?.ok_or_else(|| {
+                    CairnError::new(ErrorCode::LlmNotConfigured, "no model is configured to extract memories")
+                        .with_hint("cairn llm use local (or openai, anthropic, agent-cli)")
+                })?;
+                let policy = cairn_core::extract::ExtractionPolicy::default();
+                let mut core = lock(&local.core);
+                cairn_core::extract::run_pass(&mut *core, model.as_ref(), selection, &policy, &|| false).map(Some)
+            }
+        }
+    }
+
     fn daemon_now(&self) -> Option<DaemonClient> {
         let mut slot = lock(&self.inner.target);
         if let Some(Target::Daemon(daemon)) = slot.as_ref() {

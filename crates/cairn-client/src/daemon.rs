@@ -233,6 +233,25 @@ impl DaemonClient {
         serde_json::from_value(value).map_err(|e| unavailable(format!("sync round report: {e}")))
     }
 
+    /// Have the daemon extract memories from archived conversations (one, or every one with
+    /// something new): its report when `wait`, else `None` once it started.
+    pub fn extract(
+        &self,
+        session_id: Option<&str>,
+        wait: bool,
+        timeout: Duration,
+    ) -> Result<Option<cairn_core::extract::ExtractionReport>> {
+        let body = serde_json::json!({"session_id": session_id, "wait": wait}).to_string();
+        let (status, body) =
+            self.request("POST", "/extract", Some(body.as_bytes()), timeout).map_err(RequestError::into_inner)?;
+        let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        match status {
+            200 => serde_json::from_value(value).map(Some).map_err(|e| unavailable(format!("extraction report: {e}"))),
+            202 => Ok(None),
+            _ => Err(error_from_body(&value, status)),
+        }
+    }
+
     fn request(
         &self,
         method: &str,

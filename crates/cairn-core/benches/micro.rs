@@ -6,7 +6,8 @@
 //!   and into a file store whose projects sync (the change journal's triggers);
 //! - `search`: one query on 3,000 memories, FTS5 (the lexical engine) and the in-memory index;
 //! - `context`: the session-start block of a project;
-//! - `redact`: privacy redaction of 2 KB of text, with and without a `<private>` block;
+//! - `redact`: privacy redaction of 2 KB of text, with and without a `<private>` block, and
+//!   the outbound redaction (`<private>` and secrets) with and without a secret;
 //! - `query`: parsing a question into an FTS5 expression.
 //!
 //! Deterministic data (a fixed generator), so two runs compare. Figures in docs/BENCHMARKS.md.
@@ -251,6 +252,21 @@ mod redact {
     fn with_private_block_2kb(bencher: Bencher) {
         let text = text(true);
         bencher.bench_local(|| black_box(cairn_core::text::redact(black_box(&text))));
+    }
+
+    /// What a save does by default and whatever leaves the machine: `<private>` and secrets.
+    /// The common case: no candidate literal, one gate pass after the tag scan.
+    #[divan::bench]
+    fn outbound_plain_2kb(bencher: Bencher) {
+        let text = text(false);
+        bencher.bench_local(|| black_box(cairn_core::text::redact_outbound(black_box(&text))));
+    }
+
+    /// A text holding a secret: every pattern runs.
+    #[divan::bench]
+    fn outbound_with_secret_2kb(bencher: Bencher) {
+        let text = format!("{} GITHUB_TOKEN=ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5", text(false));
+        bencher.bench_local(|| black_box(cairn_core::text::redact_outbound(black_box(&text))));
     }
 }
 

@@ -10,6 +10,7 @@ use crate::index::SharedIndex;
 use crate::semantic::Semantic;
 use crate::settings::RuleSettings;
 use crate::store::Store;
+use crate::text::Redaction;
 
 /// What an operation runs against, for one data dir: one per connection (the daemon's writer
 /// and each of its readers has its own, as a process without a daemon does). The search index
@@ -51,7 +52,8 @@ impl Core {
 
     /// Run the rules under these settings.
     #[must_use]
-    pub fn with_settings(self, settings: Arc<RuleSettings>) -> Core {
+    pub fn with_settings(mut self, settings: Arc<RuleSettings>) -> Core {
+        self.store.set_redaction(Redaction { secrets: settings.privacy.redact_secrets });
         Core { settings, ..self }
     }
 

@@ -96,6 +96,12 @@ fn remote_check(data_dir: &Path, store: &Store) -> Option<Check> {
             format!("{summary}; last error: {error}"),
             Some("cairn remote status shows the phase; cairn remote sync retries now"),
         ),
+        None if status.parked > 0 => check(
+            "sync",
+            CheckStatus::Warning,
+            format!("{summary}; {} change(s) parked: the hub will not take them", status.parked),
+            Some("cairn remote status names them and why; edit or delete the memory to send it again"),
+        ),
         None => check("sync", CheckStatus::Ok, summary, None),
     })
 }
@@ -173,7 +179,33 @@ fn database_checks(store: &Store) -> Vec<Check> {
     for (id, table) in [("fts_observations", "observations_fts"), ("fts_prompts", "prompts_fts")] {
         checks.push(fts_check(store, id, table));
     }
+    checks.push(privacy_check(store));
     checks
+}
+
+/// Stored text that still holds a `<private>` tag or a secret: how much, and a few memory ids
+/// (never the text).
+fn privacy_check(store: &Store) -> Check {
+    let found = match store.privacy_findings() {
+        Ok(found) => found,
+        Err(e) => return check("privacy", CheckStatus::Warning, e.message, None),
+    };
+    if found.total() == 0 {
+        return check("privacy", CheckStatus::Ok, "no stored text holds private content or a secret", None);
+    }
+    let ids = found.memory_ids.iter().map(|id| format!("#{id}")).collect::<Vec<_>>().join(", ");
+    let message = format!(
+        "stored text still holds private content or a secret: {} memories{}, {} revisions, {} prompts, \
+         {} sessions, {} relations, {} sync journal entries",
+        found.memories,
+        if ids.is_empty() { String::new() } else { format!(" ({ids})") },
+        found.revisions,
+        found.prompts,
+        found.sessions,
+        found.relations,
+        found.journal
+    );
+    check("privacy", CheckStatus::Warning, message, Some("`cairn privacy rewrite` redacts them (--dry-run first)"))
 }
 
 /// The spool of events hooks and plugins kept while no daemon answered: what waits, and what

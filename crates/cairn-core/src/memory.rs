@@ -160,8 +160,13 @@ impl Store {
         content: &str,
     ) -> Result<SaveOutcome> {
         require("content", content)?;
-        let project_name = project.map(|p| normalize_project(p).0).unwrap_or_default();
-        let session_id = session_id.map_or_else(|| default_session_id(&project_name), str::to_owned);
+        // Redacted first: the session id and project name go into the title and the session row.
+        let with = self.redaction();
+        let content = with.apply(content).0.into_owned();
+        let project = project.map(|p| with.apply(p).0.into_owned());
+        let project_name = project.as_deref().map(|p| normalize_project(p).0).unwrap_or_default();
+        let session_id =
+            session_id.map_or_else(|| default_session_id(&project_name), |id| with.apply(id).0.into_owned());
         let title = if project_name.is_empty() {
             format!("Session summary ({session_id})")
         } else {
@@ -169,14 +174,14 @@ impl Store {
         };
         let new = NewObservation {
             title,
-            content: content.to_owned(),
+            content: content.clone(),
             kind: Some("session_summary".into()),
             session_id: Some(session_id.clone()),
-            project: project.map(str::to_owned),
+            project,
             topic_key: Some(format!("session/{session_id}")),
             ..NewObservation::default()
         };
-        let summary = redact(content).0;
+        let summary = content;
         self.save_then(&new, |tx, _| {
             tx.execute("UPDATE sessions SET summary = ?2 WHERE id = ?1", params![session_id, summary])?;
             Ok(())
@@ -189,7 +194,9 @@ impl Store {
         new: &NewObservation,
         then: impl FnOnce(&Connection, &SaveOutcome) -> Result<()>,
     ) -> Result<SaveOutcome> {
-        let prepared = prepare(new)?;
+        let (new, redacted) = self.redacted(new);
+        let new = &new;
+        let prepared = prepare(new, redacted)?;
         let mut warnings = Vec::new();
         let explicit_project = new.project.as_deref().map(|raw| {
             let (name, changed) = normalize_project(raw);
@@ -285,6 +292,8 @@ impl Store {
             return Err(CairnError::invalid("nothing to update: give at least one field")
                 .with_hint("fields: type, title, content, project, scope, topic_key, tool_name"));
         }
+        let (patch, _) = self.redacted(patch);
+        let patch = &patch;
         let now = self.now();
         self.write(|tx| {
             // Read inside the write transaction: read before it, another process's update
@@ -445,16 +454,16 @@ struct SaveContext<'a> {
     now: &'a str,
 }
 
-fn prepare(new: &NewObservation) -> Result<Prepared> {
+/// The fields of `new`, already redacted (`redacted`: whether anything was), checked and
+/// normalised.
+fn prepare(new: &NewObservation, redacted: bool) -> Result<Prepared> {
     require("title", &new.title)?;
     require("content", &new.content)?;
-    let (title, title_redacted) = redact(&new.title);
-    let (content, content_redacted) = redact(&new.content);
-    let title = text::fit_content("title", title.lines().next().unwrap_or_default().trim(), MAX_TITLE_BYTES)?.text;
-    let fitted = text::fit_content("content", &content, MAX_CONTENT_BYTES)?;
+    let title = text::fit_content("title", new.title.lines().next().unwrap_or_default().trim(), MAX_TITLE_BYTES)?.text;
+    let fitted = text::fit_content("content", &new.content, MAX_CONTENT_BYTES)?;
     let kind = normalize_kind(new.kind.as_deref())?;
-    let topic_key = new.topic_key.as_deref().map(|k| redact(k).0).as_deref().and_then(normalize_topic_key);
-    let tool_name = new.tool_name.as_deref().map(|t| redact(t).0).filter(|t| !t.trim().is_empty());
+    let topic_key = new.topic_key.as_deref().and_then(normalize_topic_key);
+    let tool_name = new.tool_name.clone().filter(|t| !t.trim().is_empty());
     Ok(Prepared {
         kind,
         hash: normalized_hash(&fitted.text),
@@ -464,7 +473,7 @@ fn prepare(new: &NewObservation) -> Result<Prepared> {
         topic_key,
         scope: new.scope.as_deref().map_or(Scope::Project, Scope::parse),
         truncated_from: fitted.truncated_from,
-        redacted: title_redacted || content_redacted,
+        redacted,
     })
 }
 

@@ -172,6 +172,11 @@ pub enum Op {
     },
     /// Checks of the data dir and database.
     Doctor,
+    /// Redact stored text that still holds private content or a secret (`crate::privacy`).
+    PrivacyRewrite {
+        #[serde(default)]
+        dry_run: bool,
+    },
     /// A session's activity: counts, reminders, the pending prompt (`crate::agent::activity`).
     SessionActivity {
         session_id: String,
@@ -261,6 +266,9 @@ pub enum Op {
         #[serde(default)]
         directory: Option<std::path::PathBuf>,
     },
+    /// Where extraction stands: what models wrote, the conversations failing and when each is
+    /// retried (`crate::extract`; `cairn llm status` shows it).
+    ExtractionStatus,
 }
 
 fn yes() -> bool {
@@ -372,6 +380,7 @@ impl crate::agent::intent::SessionArchive for HistoryArchive {
 
 /// Run an operation against the core's context; its typed result.
 pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
+    refuse_nul_in_writes(&op)?;
     Ok(match op {
         Op::Search(q) => OpOutput::Search(search(core, &q)?),
         Op::Context(req) => OpOutput::Context(core.context(&req)?),
@@ -388,6 +397,27 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
             execute_on_store(store, history, settings, other)?
         }
     })
+}
+
+/// A write whose text holds a NUL character (U+0000) is refused before it runs, the field
+/// named (`content`, `observations[2].title`): every door's write passes here, so none stores
+/// one (no hub could take it). Reads store nothing, and the names a write only looks up (the
+/// session to end or delete, the project to rename) are not checked: a row stored with a NUL
+/// before this rule stays reachable, to be cleaned up.
+fn refuse_nul_in_writes(op: &Op) -> Result<()> {
+    use crate::text::refuse_nul;
+    if op.spec().writes == Writes::Nothing {
+        return Ok(());
+    }
+    match op {
+        Op::DeleteSession { .. } | Op::HistoryForget(_) => Ok(()),
+        Op::EndSession { summary, .. } => summary.as_deref().map_or(Ok(()), |s| refuse_nul("summary", s)),
+        Op::MigrateProject { new_project, .. } => refuse_nul("new_project", new_project),
+        Op::MergeProjects { to, .. } => refuse_nul("to", to),
+        Op::Import { data } => crate::text::refuse_nul_in_json("", data),
+        // An op that does not serialise holds a path that is not UTF-8, and no text.
+        other => serde_json::to_value(other).map_or(Ok(()), |op| crate::text::refuse_nul_in_json("", &op["args"])),
+    }
 }
 
 /// The operations the memory store answers alone, and the history archive's.
@@ -473,6 +503,7 @@ fn execute_on_store(
         Op::SessionActivity { session_id } => OpOutput::SessionActivity(store.session_activity(&session_id)?),
         Op::RecordActivity(record) => OpOutput::RecordActivity(store.record_activity(&record)?),
         Op::Doctor => OpOutput::Doctor(doctor(store)),
+        Op::PrivacyRewrite { dry_run } => OpOutput::PrivacyRewrite(store.privacy_rewrite(dry_run)?),
         Op::Protocol(req) => OpOutput::Protocol(crate::agent::protocol::protocol_checked(req)?),
         Op::SaveCompaction(summary) => {
             let saved = store.save_compaction(&summary)?;
@@ -486,6 +517,7 @@ fn execute_on_store(
             OpOutput::SyncImport(store.sync_import(&directory, time_limit_ms.map(std::time::Duration::from_millis))?)
         }
         Op::SyncStatus { directory } => OpOutput::SyncStatus(store.sync_status(directory.as_deref())?),
+        Op::ExtractionStatus => OpOutput::ExtractionStatus(store.extraction_status()?),
         Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
         history_op => run_history_op(history, settings, history_op)?,
     })
@@ -778,6 +810,43 @@ mod tests {
         assert!(!Op::Stats.writes_memory_store() && Op::Stats.is_replay_safe());
     }
 
+    /// A NUL in text a write would store is refused, the field named, nothing stored; a
+    /// project named with one before the rule (stored here straight through the store) can
+    /// still be renamed, and its session ended.
+    #[test]
+    fn a_nul_in_stored_text_is_refused_and_old_rows_holding_one_stay_reachable() {
+        let mut core = Core::new(Store::open_in_memory().unwrap());
+        let refused = execute(
+            &mut core,
+            Op::from_value(json!({"op": "save", "args": {"title": "t", "content": "a\u{0}b"}})).unwrap(),
+        );
+        let err = refused.unwrap_err();
+        assert_eq!(
+            (err.code, err.message.starts_with("content holds a NUL")),
+            (ErrorCode::NulCharacter, true),
+            "{err:?}"
+        );
+        let session =
+            NewSession { id: "old-session".into(), project: Some("old\0project".into()), ..NewSession::default() };
+        core.store.start_session(&session).unwrap();
+        let saved = crate::testutil::obs("old\0project", "kept", "stored before the rule");
+        core.store.save(&NewObservation { session_id: Some(session.id.clone()), ..saved }).unwrap();
+        let rename = Op::MigrateProject { old_project: "old\0project".into(), new_project: "clean\0".into() };
+        assert_eq!(execute(&mut core, rename).unwrap_err().code, ErrorCode::NulCharacter);
+        execute(&mut core, Op::MigrateProject { old_project: "old\0project".into(), new_project: "clean".into() })
+            .unwrap();
+        let end = |summary: &str| Op::EndSession {
+            id: session.id.clone(),
+            summary: Some(summary.into()),
+            keep_activity: false,
+        };
+        assert_eq!(execute(&mut core, end("s\0")).unwrap_err().code, ErrorCode::NulCharacter);
+        execute(&mut core, end("done")).unwrap();
+        // The old memory, now in `clean`, and the session's summary; nothing of the refusals.
+        let stats = core.store.stats().unwrap();
+        assert_eq!((stats.total_observations, stats.by_project.len()), (2, 1), "{stats:?}");
+    }
+
     #[test]
     fn bad_ops_name_the_problem() {
         let err = Op::from_value(json!({"op": "save", "args": {"title": 3}})).unwrap_err();
@@ -840,7 +909,10 @@ mod tests {
             K::ContextMeter => json!({"used": 1}),
             K::SyncExport | K::SyncImport => json!({"directory": "/nonexistent/repo"}),
             K::SyncStatus => json!({}),
-            K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats | K::RepairIndexes => return None,
+            K::PrivacyRewrite => json!({"dry_run": true}),
+            K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats | K::RepairIndexes | K::ExtractionStatus => {
+                return None;
+            }
         })
     }
 
@@ -919,6 +991,7 @@ mod tests {
             "context_usage_turns",
             "context_meter",
             "sync_status",
+            "extraction_status",
         ];
         assert_eq!(named(|spec| spec.writes == Writes::Nothing), reads);
         // history.db is written through its own owner (`HistoryArchive`), never the memory store's writer: a

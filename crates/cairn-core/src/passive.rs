@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::memory::NewObservation;
 use crate::store::Store;
-use crate::text::{normalize_project, normalized_hash, redact, require};
+use crate::text::{normalize_project, normalized_hash, require};
 
 /// Learnings shorter than this (bytes or words) are noise, not knowledge.
 const MIN_BYTES: usize = 20;
@@ -85,7 +85,9 @@ impl Store {
     /// Extract and save learnings; one already known in the project counts as a duplicate.
     pub fn capture_passive(&mut self, capture: &PassiveCapture) -> Result<PassiveOutcome> {
         require("content", &capture.content)?;
-        let learnings = extract_learnings(&redact(&capture.content).0);
+        let (capture, _) = self.redacted(capture);
+        let capture = &capture;
+        let learnings = extract_learnings(&capture.content);
         let mut outcome = PassiveOutcome { extracted: learnings.len(), ..PassiveOutcome::default() };
         let source = capture.source.clone().unwrap_or_else(|| "mcp-passive".to_owned());
         let given =

@@ -8,11 +8,20 @@ use crate::memory::{NewObservation, ObservationPatch};
 use crate::prompts::NewPrompt;
 use crate::sessions::NewSession;
 
+/// Every tag shape, the unusual ones failing closed.
+const TAG_SHAPES: u8 = 9;
+
 fn wrap(secret: &str, tag_case: u8) -> String {
-    match tag_case % 3 {
+    match tag_case % TAG_SHAPES {
         0 => format!("<private>{secret}</private>"),
         1 => format!("<PRIVATE>\n{secret}\n</Private>"),
-        _ => format!("<private>{secret}"), // unclosed: redacted to the end
+        2 => format!("<private>{secret}"), // unclosed: redacted to the end
+        3 => format!("<private>a<private>b</private>{secret}</private>"),
+        4 => format!("<private note=\"x\">{secret}</private>"),
+        5 => format!("< private\n>{secret}</private >"),
+        6 => format!("<private/>{secret}"),
+        7 => format!("{secret}</private>"), // stray closer: the whole text
+        _ => format!("<Private class='a'>{secret}"),
     }
 }
 
@@ -33,7 +42,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 
     #[test]
-    fn private_content_never_reaches_the_file(secret in "[A-Za-z0-9]{16,24}", case in 0u8..3, prefix in "[a-z ]{0,20}") {
+    fn private_content_never_reaches_the_file(secret in "[A-Za-z0-9]{16,24}", case in 0u8..TAG_SHAPES, prefix in "[a-z ]{0,20}") {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("cairn.db")).unwrap();
         let private = format!("{prefix} {}", wrap(&secret, case));
@@ -49,6 +58,25 @@ proptest! {
             session_id: Some("s1".into()),
             ..Default::default()
         }).unwrap();
+        // Every other field of a save: type, project, scope, a new session's id and directory.
+        let other = store.save(&NewObservation {
+            title: "t".into(),
+            content: "c".into(),
+            kind: Some(format!("a {}", wrap(&secret, case))),
+            project: Some(private.clone()),
+            scope: Some(private.clone()),
+            session_id: Some(private.clone()),
+            directory: Some(private.clone()),
+            ..Default::default()
+        }).unwrap();
+        prop_assert!(other.redacted && !other.session_id.contains(&secret) && !other.kind.contains(&secret), "{other:?}");
+        // A later write naming the same private session id lands in the same (redacted) session.
+        let again = store.save(&NewObservation {
+            title: "t2".into(), content: "c2".into(), session_id: Some(private.clone()), ..Default::default()
+        }).unwrap();
+        prop_assert_eq!(&again.session_id, &other.session_id);
+        store.end_session(&private, Some("done")).unwrap();
+        store.save_session_summary(Some(&private), Some(&private), &private).unwrap();
         store.update(saved.id, &ObservationPatch {
             content: Some(format!("edited {private}")),
             title: Some(format!("t {private}")),
@@ -69,4 +97,81 @@ proptest! {
         let exported = serde_json::to_string(&store.export(None).unwrap()).unwrap();
         prop_assert!(!exported.contains(&secret));
     }
+}
+
+#[test]
+fn redacted_is_reported_exactly_when_something_was() {
+    let mut store = Store::open_in_memory().unwrap();
+    let plain =
+        store.save(&NewObservation { title: "t".into(), content: "a < b".into(), ..Default::default() }).unwrap();
+    assert!(!plain.redacted);
+    let attrs = store
+        .save(&NewObservation {
+            title: "t".into(),
+            content: "<private note=\"x\">S</private> k".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(attrs.redacted);
+    assert_eq!(store.get(attrs.id).unwrap().content, "[REDACTED] k");
+    let kind = store
+        .save(&NewObservation {
+            title: "t".into(),
+            content: "c".into(),
+            kind: Some("a <private>S</private>".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(kind.redacted && kind.kind == "a [redacted]", "{kind:?}");
+}
+
+const AWS: &str = "AKIAQWERTYUIOPASDFGH";
+
+fn memory_with_secret() -> NewObservation {
+    NewObservation {
+        title: "deploy key".into(),
+        content: format!("the key is {AWS} and GITHUB_TOKEN=ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"),
+        project: Some("p".into()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn secrets_are_redacted_on_save_by_default() {
+    let mut store = Store::open_in_memory().unwrap();
+    let saved = store.save(&memory_with_secret()).unwrap();
+    assert!(saved.redacted);
+    let stored = store.get(saved.id).unwrap().content;
+    assert_eq!(stored, "the key is [REDACTED:aws-access-key] and GITHUB_TOKEN=[REDACTED:github-token]");
+    assert_eq!(store.privacy_findings().unwrap().total(), 0);
+}
+
+#[test]
+fn with_the_setting_off_secrets_are_stored_but_never_leave_and_a_rewrite_erases_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("cairn.db")).unwrap();
+    store.set_redaction(crate::text::Redaction::PRIVATE);
+    store.sync_enrol("p").unwrap();
+    let saved = store.save(&memory_with_secret()).unwrap();
+    assert!(!saved.redacted);
+    store.update(saved.id, &ObservationPatch { content: Some(format!("v2 {AWS}")), ..Default::default() }).unwrap();
+    store
+        .add_prompt(&NewPrompt { content: format!("use {AWS}"), project: Some("p".into()), ..Default::default() })
+        .unwrap();
+    assert!(store.get(saved.id).unwrap().content.contains(AWS), "stored as is");
+    // What leaves the machine is redacted all the same.
+    assert!(!serde_json::to_string(&store.export(None).unwrap()).unwrap().contains(AWS));
+    assert!(!serde_json::to_string(&store.sync_pending("git:x", None, 100).unwrap()).unwrap().contains(AWS));
+    // Doctor's count: the memory, its earlier version, the prompt, the journal entries.
+    let found = store.privacy_findings().unwrap();
+    assert_eq!((found.memories, found.revisions, found.prompts), (1, 1, 1), "{found:?}");
+    assert!(found.journal >= 2 && found.memory_ids == vec![saved.id], "{found:?}");
+    let dry = store.privacy_rewrite(true).unwrap();
+    assert!(dry.dry_run && !dry.vacuumed && store.get(saved.id).unwrap().content.contains(AWS));
+    assert!(contains(&file_bytes(&store), AWS));
+    let done = store.privacy_rewrite(false).unwrap();
+    assert!(done.vacuumed && done.found == found);
+    assert_eq!(store.privacy_findings().unwrap().total(), 0);
+    assert!(!contains(&file_bytes(&store), AWS), "the secret is gone from the database file");
+    assert_eq!(store.get(saved.id).unwrap().content, "v2 [REDACTED:aws-access-key]");
 }

@@ -24,8 +24,9 @@ impl Store {
     /// Record a prompt. An identical prompt already recorded for the same session is not
     /// stored twice (plugins may report the same message more than once).
     pub fn add_prompt(&mut self, new: &NewPrompt) -> Result<Prompt> {
+        let (new, _) = self.redacted(new);
         let now = self.now();
-        let id = self.write(|tx| insert_prompt(tx, new, &now))?;
+        let id = self.write(|tx| insert_prompt(tx, &new, &now))?;
         self.get_prompt(id)
     }
 

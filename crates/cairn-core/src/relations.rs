@@ -274,6 +274,8 @@ impl Store {
 
     /// Record an agent's verdict on a pending (or earlier judged) relation.
     pub fn judge(&mut self, j: &Judgment) -> Result<Relation> {
+        let (j, _) = self.redacted(j);
+        let j = &j;
         validate_verdict(&j.relation)?;
         if let Some(c) = j.confidence.filter(|c| !(0.0..=1.0).contains(c)) {
             return Err(CairnError::invalid(format!("confidence {c} is outside 0..1")));
@@ -305,6 +307,8 @@ impl Store {
 
     /// Record a verdict between two memories directly; one relation per unordered pair.
     pub fn compare(&mut self, c: &Comparison) -> Result<Relation> {
+        let (c, _) = self.redacted(c);
+        let c = &c;
         validate_verdict(&c.relation)?;
         if !(0.0..=1.0).contains(&c.confidence) {
             return Err(CairnError::invalid(format!("confidence {} is outside 0..1", c.confidence)));

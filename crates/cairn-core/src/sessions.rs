@@ -32,6 +32,8 @@ impl Store {
     /// Create a session, or fill in what an existing one lacks (project, directory, agent,
     /// parent). Idempotent: agents call it at every start.
     pub fn start_session(&mut self, new: &NewSession) -> Result<Session> {
+        let (new, _) = self.redacted(new);
+        let new = &new;
         validate_session_id(&new.id)?;
         let now = self.now();
         self.write(|tx| ensure_session(tx, new, &now))?;
@@ -41,7 +43,9 @@ impl Store {
     /// End a session with an optional summary. Unknown ids are an error (engram says "ok").
     pub fn end_session(&mut self, id: &str, summary: Option<&str>) -> Result<Session> {
         let now = self.now();
-        let summary = summary.map(|s| redact(s).0).filter(|s| !s.trim().is_empty());
+        // The id as it was stored: redacted the same way.
+        let id = &*self.redaction().apply(id).0;
+        let summary = summary.map(|s| self.redaction().apply(s).0.into_owned()).filter(|s| !s.trim().is_empty());
         let changed = self.write(|tx| {
             Ok(tx.execute(
                 "UPDATE sessions SET ended_at = ?2, summary = COALESCE(?3, summary) WHERE id = ?1",

@@ -23,7 +23,7 @@ pub use version::Version;
 
 use crate::error::{CairnError, Result};
 use crate::store::Store;
-use crate::text::normalize_project;
+use crate::text::{RedactFields, Redaction, normalize_project};
 
 /// Source recorded for the store's own writes.
 pub const LOCAL_SOURCE: &str = "local";
@@ -157,7 +157,11 @@ impl Store {
             .map(|(seq, project, entity, entity_key, op, payload)| {
                 let payload = serde_json::from_str(&payload)
                     .map_err(|e| CairnError::internal(format!("journal entry {seq} is not JSON: {e}")))?;
-                Ok(Mutation { seq, project, entity, entity_key, op, payload })
+                let mut mutation = Mutation { seq, project, entity, entity_key, op, payload };
+                // What is pending goes out (a git chunk, a hub push): redacted whatever the
+                // save setting, and whatever was stored before redaction.
+                mutation.redact_fields(Redaction::OUTBOUND);
+                Ok(mutation)
             })
             .collect()
     }
@@ -194,16 +198,7 @@ impl Store {
     /// repeated acknowledgement changes nothing).
     pub fn sync_ack(&mut self, target_key: &str, seq: i64) -> Result<()> {
         let now = self.now();
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO sync_targets (target_key, last_exported_seq, last_run_at, last_error) VALUES (?1, ?2, ?3, NULL)
-                 ON CONFLICT (target_key) DO UPDATE SET
-                    last_exported_seq = max(last_exported_seq, excluded.last_exported_seq),
-                    last_run_at = excluded.last_run_at, last_error = NULL",
-                params![target_key, seq, now],
-            )?;
-            Ok(())
-        })
+        self.write(|tx| record_ack(tx, target_key, seq, &now))
     }
 
     /// Remember the last failure of a target (shown by the sync status).
@@ -238,15 +233,29 @@ impl Store {
         mutations: &[Mutation],
         then: impl FnOnce(&rusqlite::Connection) -> Result<()>,
     ) -> Result<ApplyReport> {
+        // Another store's records are stored by this store's rules, like a local save.
+        let mutations: Vec<Mutation> = mutations.iter().map(|m| self.redacted(m).0).collect();
         let now = self.now();
         self.write(|tx| {
             tx.execute("UPDATE sync_clock SET applying = ?1", [source])?;
-            let report = apply::apply_all(tx, source, mutations, &now)?;
+            let report = apply::apply_all(tx, source, &mutations, &now)?;
             then(tx)?;
             tx.execute("UPDATE sync_clock SET applying = NULL", [])?;
             Ok(report)
         })
     }
+}
+
+/// Move `target_key`'s mark to `seq` (never back) and clear its last error, in `tx`.
+pub(crate) fn record_ack(tx: &rusqlite::Connection, target_key: &str, seq: i64, now: &str) -> Result<()> {
+    tx.execute(
+        "INSERT INTO sync_targets (target_key, last_exported_seq, last_run_at, last_error) VALUES (?1, ?2, ?3, NULL)
+         ON CONFLICT (target_key) DO UPDATE SET
+            last_exported_seq = max(last_exported_seq, excluded.last_exported_seq),
+            last_run_at = excluded.last_run_at, last_error = NULL",
+        params![target_key, seq, now],
+    )?;
+    Ok(())
 }
 
 /// What a target never receives: mutations applied from the part of its key before `#`.

@@ -367,7 +367,7 @@ fn bad_chunks_are_refused_with_their_code_and_the_rest_is_applied() {
         ("missing fields", sha8(&missing_fields), Some(gzip(&missing_fields)), ErrorCode::SyncMutationInvalid),
         ("missing file", "deadbeef".into(), None, ErrorCode::SyncChunkMissing),
         ("hash mismatch", "12345678".into(), good_chunk("mismatch").1, ErrorCode::SyncChunkHashMismatch),
-        ("path in the id", "../../escape".into(), None, ErrorCode::SyncManifestInvalid),
+        ("path in the id", "../../escape".into(), None, ErrorCode::SyncManifestEntryInvalid),
     ];
     for (name, id, bytes, code) in cases {
         let repo = tempfile::tempdir().unwrap();
@@ -391,9 +391,11 @@ fn bad_chunks_are_refused_with_their_code_and_the_rest_is_applied() {
         assert_eq!(summary.refused[0].code, code.as_str(), "{name}: {summary:?}");
         assert!(store.get(kept.id).is_ok(), "{name}");
         assert_eq!(count(&store, "SELECT count(*) FROM observations"), 3, "{name}");
-        // Refused chunks are not recorded: fixed, they apply on the next run.
+        // Refused chunks are not recorded: fixed, they apply on the next run (an entry naming
+        // no chunk is not one).
         let status = store.sync_status(Some(repo.path())).unwrap();
-        assert_eq!(status.folders[0].pending_import, 1, "{name}");
+        let pending = usize::from(code != ErrorCode::SyncManifestEntryInvalid);
+        assert_eq!(status.folders[0].pending_import, pending, "{name}");
         assert!(status.folders[0].error.is_some(), "{name}");
     }
 }
@@ -403,7 +405,7 @@ fn a_broken_or_newer_manifest_is_refused_and_nothing_is_lost() {
     for (manifest, code) in [
         ("{not json", ErrorCode::SyncManifestInvalid),
         (r#"{"version": 9, "chunks": []}"#, ErrorCode::SyncFormatTooNew),
-        (r#"{"version": 1, "chunks": [{"no_id": true}]}"#, ErrorCode::SyncManifestInvalid),
+        (r#"{"version": 1, "chunks": {"no": "list"}}"#, ErrorCode::SyncManifestInvalid),
     ] {
         let repo = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(repo.path().join(".cairn")).unwrap();
@@ -539,6 +541,9 @@ enum Action {
     Judge(usize, usize, usize),
     Deliver(usize, usize, bool, bool),
     Tick(usize, i64),
+    /// A memory whose text holds a NUL, as a cairn that did not refuse one stored it: no hub
+    /// can take it, so it never leaves its store (nothing else touches it).
+    CreateNul(usize),
 }
 
 fn action() -> impl Strategy<Value = Action> {
@@ -560,6 +565,8 @@ struct Peers {
     memories: Vec<String>,
     /// Every text a store acknowledged, per memory sync id.
     written: Vec<(String, String)>,
+    /// Sync ids of the memories holding a NUL, with the store that holds each.
+    with_nul: Vec<(String, usize)>,
 }
 
 impl Peers {
@@ -576,7 +583,7 @@ impl Peers {
             stores.push(store);
             clocks.push(clock);
         }
-        Peers { stores, clocks, memories: Vec::new(), written: Vec::new() }
+        Peers { stores, clocks, memories: Vec::new(), written: Vec::new(), with_nul: Vec::new() }
     }
 
     fn live(&self, store: usize, memory: usize) -> Option<i64> {
@@ -632,6 +639,11 @@ impl Peers {
                 }
             }
             Action::Deliver(f, t, reverse, twice) => self.deliver(f, t, reverse, twice),
+            Action::CreateNul(s) => {
+                let n = self.with_nul.len();
+                let saved = self.stores[s].save(&obs("p", &format!("With a NUL {n}"), "before\0after")).unwrap();
+                self.with_nul.push((saved.sync_id, s));
+            }
             Action::Tick(s, secs) => self.clocks[s].advance(Duration::seconds(secs)),
         }
     }
@@ -704,9 +716,10 @@ proptest! {
     }
 }
 
-/// A hub as the protocol describes it (seqs in commit order, idempotency keys, all-or-nothing
-/// pushes, pages capped by the hub), with faults injected: the answer of a committed push
-/// lost, a push or pull that fails before anything happens.
+/// A hub as the protocol describes it (seqs in commit order, idempotency keys, the entries it
+/// can store committed together and the others refused one by one, pages capped by the hub),
+/// with faults injected: the answer of a committed push lost, a push or pull that fails before
+/// anything happens.
 #[derive(Default)]
 struct MemHub {
     rows: std::sync::Mutex<Vec<(i64, crate::sync::remote::PushEntry)>>,
@@ -729,14 +742,26 @@ enum HubFault {
 const MEM_HUB_PAGE: usize = 3;
 
 impl crate::sync::remote::HubTransport for MemHub {
-    fn push(&self, body: &crate::sync::remote::PushBody) -> Result<Vec<i64>, crate::sync::remote::HubFailure> {
+    fn push(
+        &self,
+        body: &crate::sync::remote::PushBody,
+    ) -> Result<crate::sync::remote::PushAnswer, crate::sync::remote::HubFailure> {
         let fault = *self.fault.lock().unwrap();
         if fault == HubFault::FailPush {
             return Err(crate::sync::remote::HubFailure::Unavailable("refused connection".into()));
         }
         let mut rows = self.rows.lock().unwrap();
-        let mut seqs = Vec::new();
-        for entry in &body.entries {
+        let mut answer = crate::sync::remote::PushAnswer::default();
+        for (index, entry) in body.entries.iter().enumerate() {
+            if let Some(error_code) = mem_hub_refuses(entry) {
+                let error = format!("entry {index}: refused ({error_code})");
+                answer.rejected.push(crate::sync::remote::RejectedEntry {
+                    index,
+                    error_code: error_code.into(),
+                    error,
+                });
+                continue;
+            }
             let known = rows.iter().find(|(_, e)| e.project == entry.project && e.mutation_id == entry.mutation_id);
             let seq = if let Some((seq, _)) = known {
                 *seq
@@ -745,12 +770,12 @@ impl crate::sync::remote::HubTransport for MemHub {
                 rows.push((seq, entry.clone()));
                 seq
             };
-            seqs.push(seq);
+            answer.accepted_seqs.push(seq);
         }
         if fault == HubFault::LoseCommittedAnswer {
             return Err(crate::sync::remote::HubFailure::Unavailable("connection reset".into()));
         }
-        Ok(seqs)
+        Ok(answer)
     }
 
     fn pull(
@@ -783,6 +808,18 @@ impl crate::sync::remote::HubTransport for MemHub {
             has_more: after.len() > page,
             latest_seq: visible.last().map_or(0, |(seq, _)| *seq),
         })
+    }
+}
+
+/// What the hub refuses entry by entry: a NUL (PostgreSQL stores none; a client that sends one
+/// anyway is answered so) and, for the tests of parking, a memory titled so.
+fn mem_hub_refuses(entry: &crate::sync::remote::PushEntry) -> Option<&'static str> {
+    if crate::text::nul_path(&entry.payload).is_some() {
+        Some("nul_character")
+    } else if entry.payload["title"].as_str().is_some_and(|t| t.contains("hub refuses")) {
+        Some("invalid_entry")
+    } else {
+        None
     }
 }
 
@@ -837,6 +874,7 @@ fn hub_action() -> impl Strategy<Value = (Action, HubFault)> {
     prop_oneof![
         5 => action().prop_filter("rounds instead of direct delivery", |a| !matches!(a, Action::Deliver(..))).prop_map(|a| (a, HubFault::None)),
         4 => (0..3usize, fault).prop_map(|(s, f)| (Action::Deliver(s, s, false, false), f)),
+        1 => (0..3usize).prop_map(|s| (Action::CreateNul(s), HubFault::None)),
     ]
 }
 
@@ -844,9 +882,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     /// Three stores (one clock hours behind) sync only through one hub, whose answers get lost
-    /// after commits and whose requests fail mid-round: once every store has run clean rounds,
-    /// all hold the same memories and relations, every acknowledged text survives, nothing is
-    /// pending, and the hub holds each journal entry once.
+    /// after commits and whose requests fail mid-round, some memories holding a NUL no hub can
+    /// store: once every store has run clean rounds, all hold the same memories and relations
+    /// (but for those, each parked on its own store, in nobody's way), every acknowledged text
+    /// survives, nothing is pending, and the hub holds each journal entry once.
     #[test]
     fn stores_syncing_through_a_failing_hub_converge(steps in proptest::collection::vec(hub_action(), 1..40)) {
         let mut peers = Peers::new();
@@ -867,11 +906,21 @@ proptest! {
             let report = peers.round(&hub, s, HubFault::None).unwrap();
             prop_assert!(report.in_sync && report.pushed == 0 && report.pulled == 0, "{:?}", report);
         }
-        let reference = dump(&peers.stores[0]);
+        let shared = |store: &Store| {
+            let text = dump(store);
+            text.lines().filter(|l| !peers.with_nul.iter().any(|(id, _)| l.contains(id.as_str()))).collect::<Vec<_>>().join("\n")
+        };
+        let reference = shared(&peers.stores[0]);
         for store in &peers.stores[1..] {
-            prop_assert_eq!(&dump(store), &reference);
+            prop_assert_eq!(&shared(store), &reference);
+        }
+        for (s, store) in peers.stores.iter().enumerate() {
+            let mine = peers.with_nul.iter().filter(|(_, at)| *at == s).count();
+            let (parked, _) = store.sync_parked(&hub_remote().target_key("p"), 0).unwrap();
+            prop_assert_eq!(parked, i64::try_from(mine).unwrap(), "store {} parks its memories holding a NUL", s);
         }
         let rows = hub.rows.lock().unwrap();
+        prop_assert!(rows.iter().all(|(_, e)| crate::text::nul_path(&e.payload).is_none()), "a NUL reached the hub");
         let mut keys: Vec<&str> = rows.iter().map(|(_, e)| e.mutation_id.as_str()).collect();
         keys.sort_unstable();
         let all = keys.len();
@@ -881,6 +930,54 @@ proptest! {
         let lost = peers.first_lost_text();
         prop_assert!(lost.is_none(), "{:?}", lost);
     }
+}
+
+fn titles(store: &Store) -> Vec<String> {
+    let mut stmt = store.conn().prepare("SELECT title FROM observations ORDER BY title").unwrap();
+    stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+}
+
+/// An entry the hub refuses on its own and one no hub could store (a NUL, never sent) are
+/// parked with their reasons: the changes before and after them reach the other store, the
+/// round is in sync, the status names them, and once the refused memory is edited it travels.
+#[test]
+fn entries_a_hub_will_not_take_are_parked_and_the_others_sync() {
+    let mut peers = Peers::new();
+    let hub = MemHub::default();
+    let a = &mut peers.stores[0];
+    a.save(&obs("p", "before", "the first change")).unwrap();
+    let refused = a.save(&obs("p", "the hub refuses this", "any text")).unwrap();
+    a.save(&obs("p", "with a NUL", "before\0after")).unwrap();
+    a.save(&obs("p", "after", "the last change")).unwrap();
+
+    let report = peers.round(&hub, 0, HubFault::None).unwrap();
+    assert!(report.in_sync && report.pending == 0, "{report:?}");
+    let parked: Vec<(&str, &str, &str)> =
+        report.parked.iter().map(|p| (p.code.as_str(), p.refused_by.as_str(), p.reason.as_str())).collect();
+    assert_eq!(parked.len(), 2, "{parked:?}");
+    assert_eq!((parked[0].0, parked[0].1), ("invalid_entry", "hub"), "{parked:?}");
+    assert_eq!((parked[1].0, parked[1].1), ("nul_character", "client"), "{parked:?}");
+    assert!(parked[1].2.contains("payload.content"), "{parked:?}");
+    peers.round(&hub, 1, HubFault::None).unwrap();
+    assert_eq!(titles(&peers.stores[1]), ["after", "before"]);
+    let status = peers.stores[0].remote_status(&hub_remote()).unwrap();
+    assert_eq!((status.parked, status.pending, status.per_project[0].parked), (2, 0, 2), "{status:?}");
+    assert_eq!(status.parked_entries.len(), 2);
+
+    // Nothing is retried: the next round sends nothing.
+    let again = peers.round(&hub, 0, HubFault::None).unwrap();
+    assert!(again.in_sync && again.pushed == 0 && again.parked.is_empty(), "{again:?}");
+    // Edited, the refused memory reaches the hub and is no longer parked.
+    let id = id_of(&peers.stores[0], &refused.sync_id);
+    let retitle = ObservationPatch { title: Some("now the hub takes it".into()), ..Default::default() };
+    peers.stores[0].update(id, &retitle).unwrap();
+    let report = peers.round(&hub, 0, HubFault::None).unwrap();
+    assert_eq!((report.pushed, report.parked.len()), (1, 0), "{report:?}");
+    peers.round(&hub, 1, HubFault::None).unwrap();
+    assert_eq!(titles(&peers.stores[1]), ["after", "before", "now the hub takes it"]);
+    let status = peers.stores[0].remote_status(&hub_remote()).unwrap();
+    assert_eq!(status.parked, 1, "{status:?}");
+    assert_eq!(status.parked_entries[0].code, "nul_character");
 }
 
 #[test]

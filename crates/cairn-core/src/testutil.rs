@@ -13,6 +13,11 @@ use crate::store::Store;
 pub struct ManualClock(Mutex<OffsetDateTime>);
 
 impl ManualClock {
+    /// A clock standing at `unix_seconds`.
+    pub fn at(unix_seconds: i64) -> ManualClock {
+        ManualClock(Mutex::new(OffsetDateTime::from_unix_timestamp(unix_seconds).unwrap()))
+    }
+
     pub fn advance(&self, by: Duration) {
         let mut now = self.0.lock().unwrap();
         *now += by;

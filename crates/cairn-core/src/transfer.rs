@@ -15,8 +15,8 @@ use crate::model::{
 };
 use crate::store::Store;
 use crate::text::{
-    MAX_CONTENT_BYTES, MAX_TITLE_BYTES, Scope, fit_content, normalize_project, normalize_topic_key, normalized_hash,
-    redact, redact_opt,
+    MAX_CONTENT_BYTES, MAX_TITLE_BYTES, RedactFields, Redaction, Scope, fit_content, normalize_project,
+    normalize_topic_key, normalized_hash, redact, redact_opt,
 };
 
 /// Format version written in exports (engram's, so its tools read ours).
@@ -108,7 +108,7 @@ impl Store {
                 sessions.push(self.get_session(id)?);
             }
         }
-        Ok(ExportData {
+        let mut data = ExportData {
             version: EXPORT_VERSION.to_owned(),
             generator: format!("cairn {}", env!("CARGO_PKG_VERSION")),
             exported_at: self.now(),
@@ -116,7 +116,11 @@ impl Store {
             observations,
             prompts,
             relations,
-        })
+        };
+        // An export leaves the machine: whatever was stored before redaction (or with
+        // `redact_secrets` off) goes out redacted.
+        data.redact_fields(Redaction::OUTBOUND);
+        Ok(data)
     }
 
     fn collect<T>(
@@ -138,6 +142,8 @@ impl Store {
 
     /// Import parsed records in one transaction: on any invalid record nothing changes.
     pub fn import(&mut self, data: &ImportData) -> Result<ImportReport> {
+        let (data, _) = self.redacted(data);
+        let data = &data;
         let now = self.now();
         self.write(|tx| {
             let mut report = ImportReport::default();

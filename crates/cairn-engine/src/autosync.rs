@@ -281,6 +281,14 @@ fn record(shared: &Autosync, outcome: &Result<RoundReport>) {
     {
         tracing::warn!(error = %e, "sync with the hub failed; retrying later");
     }
+    // Parked entries do not fail the round (the others went on) and are never retried: say so
+    // once, when they are parked; the status lists them.
+    if let Ok(report) = outcome {
+        for p in &report.parked {
+            tracing::warn!(project = %p.project, entity = %p.entity, key = %p.entity_key, code = %p.code,
+                reason = %p.reason, "a change the hub will not take is parked");
+        }
+    }
 }
 
 fn answer(waiters: &mut Vec<Waiter>, outcome: &Result<RoundReport>) {

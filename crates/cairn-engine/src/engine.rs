@@ -11,6 +11,7 @@
 //!   frames itself every 200 ms, so the WAL restarts from its beginning.
 //! - A shared in-memory search index is built in the background at open.
 
+use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,7 @@ use cairn_core::search::index::SharedIndex;
 use cairn_core::search::semantic::Semantic;
 use cairn_core::settings::RuleSettings;
 use cairn_core::spool::{DrainReport, EventId, Spool, SpoolCounts};
+use cairn_core::sync::git::{ImportBatch, ImportSummary, ImportTarget, import_repository};
 use cairn_core::sync::remote::RoundReport;
 use cairn_core::{CairnError, Core, ErrorCode, Result, Store};
 use tokio::sync::oneshot;
@@ -91,6 +93,8 @@ pub struct Engine {
     /// wake-ups it takes when it starts.
     autosync: Arc<crate::autosync::Autosync>,
     sync_woken: Mutex<Option<mpsc::Receiver<()>>>,
+    /// The model memories are extracted with, and the lock that keeps passes apart.
+    pub(crate) extraction: crate::extraction::Extraction,
 }
 
 impl std::fmt::Debug for Engine {
@@ -198,6 +202,7 @@ impl Engine {
             rules: Arc::default(),
             autosync: Arc::default(),
             sync_woken: Mutex::new(None),
+            extraction: crate::extraction::Extraction::default(),
         })
     }
 
@@ -293,7 +298,7 @@ impl Engine {
         now.saturating_sub(Duration::from_millis(self.last_used_ms.load(Ordering::Relaxed)))
     }
 
-    fn touch(&self) {
+    pub(crate) fn touch(&self) {
         let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_used_ms.store(ms, Ordering::Relaxed);
     }
@@ -308,6 +313,15 @@ impl Engine {
     /// just runs.
     pub async fn execute_event(self: &Arc<Self>, op: Op, event: Option<EventId>) -> Result<EventOutcome> {
         self.touch();
+        if let Op::SyncImport { directory, time_limit_ms } = &op
+            && self.path.is_some()
+        {
+            let (db, directory, time_limit_ms) = (Arc::clone(self), directory.clone(), *time_limit_ms);
+            return tokio::task::spawn_blocking(move || db.sync_import(&directory, time_limit_ms))
+                .await
+                .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
+                .map(|summary| EventOutcome::Applied(OpOutput::SyncImport(summary)));
+        }
         if op.writes_memory_store() || self.path.is_none() {
             let bulk = matches!(op, Op::Import { .. });
             let event = event.filter(|_| op.writes_memory_store());
@@ -329,6 +343,11 @@ impl Engine {
     /// Run an operation on the calling thread (not from async code: it blocks).
     pub fn execute_blocking(&self, op: Op) -> Result<OpOutput> {
         self.touch();
+        if let Op::SyncImport { directory, time_limit_ms } = &op
+            && self.path.is_some()
+        {
+            return self.sync_import(directory, *time_limit_ms).map(OpOutput::SyncImport);
+        }
         if op.writes_memory_store() || self.path.is_none() {
             return applied(self.submit(op, None)?.blocking_recv().map_err(|_| writer_gone())??);
         }
@@ -418,6 +437,14 @@ impl Engine {
         crate::autosync::round_now(self, &remote)
     }
 
+    /// Git sync's import: the chunk files are read and checked on this thread, with the
+    /// chunks applied already looked up on a reader; only then is each batch applied, in one
+    /// turn of the writer. A file that blocks or a large repository never holds the writes
+    /// queued behind the import.
+    fn sync_import(&self, directory: &Path, time_limit_ms: Option<u64>) -> Result<ImportSummary> {
+        import_repository(directory, time_limit_ms.map(Duration::from_millis), &mut WriterImport(self))
+    }
+
     /// Run `f` on a pooled reader (not the writer: it wakes nobody).
     pub(crate) fn read_store<T>(&self, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
         if self.path.is_none() {
@@ -464,7 +491,7 @@ impl Engine {
         Ok(output)
     }
 
-    fn take_reader(&self) -> Result<Core> {
+    pub(crate) fn take_reader(&self) -> Result<Core> {
         let pooled = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
         if let Some(reader) = pooled {
             Ok(reader)
@@ -477,7 +504,7 @@ impl Engine {
         }
     }
 
-    fn return_reader(&self, reader: Core) {
+    pub(crate) fn return_reader(&self, reader: Core) {
         let mut pool = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if pool.len() < MAX_IDLE_READERS {
             pool.push(reader);
@@ -489,7 +516,7 @@ impl Engine {
 const SPOOL_POLL: Duration = Duration::from_secs(2);
 
 /// Sleep `total`, waking early when the engine stops.
-fn sleep_while(alive: &Alive, total: Duration) {
+pub(crate) fn sleep_while(alive: &Alive, total: Duration) {
     let step = Duration::from_millis(100);
     let mut slept = Duration::ZERO;
     while slept < total && alive.get() {
@@ -508,6 +535,25 @@ impl DrainTarget for WriterTarget<'_> {
 
     fn count(&mut self, counts: SpoolCounts) -> Result<()> {
         self.0.with_writer(move |core| core.store.add_spool_counts(counts))
+    }
+}
+
+/// The daemon's writer as the target of a git sync import (its files read off the writer).
+struct WriterImport<'a>(&'a Engine);
+
+impl ImportTarget for WriterImport<'_> {
+    fn applied_chunks(&mut self, source: &str) -> Result<HashSet<String>> {
+        let source = source.to_owned();
+        self.0.read_store(move |store| store.sync_applied_chunks(&source))
+    }
+
+    fn apply_batch(&mut self, batch: ImportBatch) -> Result<ImportSummary> {
+        // Guarded as an op is: a bug in one apply must not take the writer down.
+        self.0.with_writer(move |core| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| core.store.sync_apply_batch(batch))).unwrap_or_else(|_| {
+                Err(CairnError::internal("the import panicked; the chunk being applied was not kept"))
+            })
+        })
     }
 }
 
@@ -863,6 +909,34 @@ mod tests {
         assert!(results[0].is_ok() && results[2].is_ok());
         assert_eq!(results[1].as_ref().unwrap_err().code, cairn_core::ErrorCode::EmptyField);
         assert_eq!(core.store.stats().unwrap().total_observations, 2);
+    }
+
+    /// A git import meets a FIFO as a chunk (git cannot commit one, but a checkout can hold
+    /// one): it is refused, and the writes queued behind the import go on. A FIFO opened for
+    /// reading on the writer would hold every write until something wrote to it.
+    #[test]
+    fn a_git_import_meeting_a_fifo_never_holds_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join(".cairn/chunks")).unwrap();
+        std::fs::write(repo.join(".cairn/manifest.json"), r#"{"version": 1, "chunks": [{"id": "0badf00d"}]}"#).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(repo.join(".cairn/chunks/0badf00d.jsonl.gz")).status();
+        assert!(made.unwrap().success());
+        let db = Engine::open(&dir.path().join("cairn.db")).unwrap();
+        db.execute_blocking(save("before".into())).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let importer = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let _ = tx.send(importer.execute_blocking(Op::SyncImport { directory: repo, time_limit_ms: Some(8_000) }));
+        });
+        // Only a guard against a hang, not a measure of speed.
+        let imported = rx.recv_timeout(Duration::from_secs(60)).expect("the import ended");
+        let Ok(OpOutput::SyncImport(summary)) = imported else { panic!("{imported:?}") };
+        assert_eq!(summary.refused.len(), 1, "{summary:?}");
+        assert_eq!(summary.refused[0].code, "sync_file_not_regular");
+        db.execute_blocking(save("after".into())).unwrap();
+        let count = db.with_writer(|core| Ok(core.store.stats()?.total_observations)).unwrap();
+        assert_eq!(count, 2);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cairn_core::sync::remote::{HubFailure, HubTransport, PullPage, PushBody};
+use cairn_core::sync::remote::{HubFailure, HubTransport, PullPage, PushAnswer, PushBody};
 
 /// One request, connect to last byte: a push of 8 MiB on a slow link fits.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -45,17 +45,20 @@ fn agent() -> ureq::Agent {
 
 #[cfg(feature = "remote")]
 impl HubTransport for HubClient {
-    fn push(&self, body: &PushBody) -> Result<Vec<i64>, HubFailure> {
-        #[derive(serde::Deserialize)]
-        struct Accepted {
-            accepted_seqs: Vec<i64>,
-        }
+    fn push(&self, body: &PushBody) -> Result<PushAnswer, HubFailure> {
         let request = self
             .agent
             .post(format!("{}/sync/mutations/push", self.url))
             .header("Authorization", &format!("Bearer {}", self.token));
-        let answer = request.send_json(body).map_err(unanswered)?;
-        Ok(read_answer::<Accepted>(answer)?.accepted_seqs)
+        let (status, text) = read_text(request.send_json(body).map_err(unanswered)?)?;
+        // A push none of whose entries the hub could store is refused whole, each entry listed:
+        // the round parks them like the refusals of a push that stored the others.
+        if (400..500).contains(&status)
+            && let Some(rejected) = rejected_entries(&text)
+        {
+            return Ok(PushAnswer { accepted_seqs: Vec::new(), rejected });
+        }
+        parse_answer(status, &text)
     }
 
     fn pull(&self, since: i64, limit: usize, project: Option<&str>) -> Result<PullPage, HubFailure> {
@@ -68,7 +71,8 @@ impl HubTransport for HubClient {
         if let Some(project) = project {
             request = request.query("project", project);
         }
-        read_answer(request.call().map_err(unanswered)?)
+        let (status, text) = read_text(request.call().map_err(unanswered)?)?;
+        parse_answer(status, &text)
     }
 }
 
@@ -78,9 +82,9 @@ fn unanswered(error: ureq::Error) -> HubFailure {
     HubFailure::Unavailable(error.to_string())
 }
 
-/// A 2xx body as `T`; a 5xx as unavailable; a 4xx as refused with the hub's code.
+/// An answer's status and body.
 #[cfg(feature = "remote")]
-fn read_answer<T: serde::de::DeserializeOwned>(mut answer: ureq::http::Response<ureq::Body>) -> Result<T, HubFailure> {
+fn read_text(mut answer: ureq::http::Response<ureq::Body>) -> Result<(u16, String), HubFailure> {
     let status = answer.status().as_u16();
     let text = answer
         .body_mut()
@@ -88,13 +92,30 @@ fn read_answer<T: serde::de::DeserializeOwned>(mut answer: ureq::http::Response<
         .limit(ANSWER_LIMIT)
         .read_to_string()
         .map_err(|e| HubFailure::Unavailable(format!("answer cut: {e}")))?;
+    Ok((status, text))
+}
+
+/// The entries a refusal lists in `rejected`, if it lists any.
+#[cfg(feature = "remote")]
+fn rejected_entries(text: &str) -> Option<Vec<cairn_core::sync::remote::RejectedEntry>> {
+    #[derive(serde::Deserialize)]
+    struct Refusal {
+        #[serde(default)]
+        rejected: Vec<cairn_core::sync::remote::RejectedEntry>,
+    }
+    serde_json::from_str::<Refusal>(text).ok().map(|r| r.rejected).filter(|r| !r.is_empty())
+}
+
+/// A 2xx body as `T`; a 5xx as unavailable; a 4xx as refused with the hub's code.
+#[cfg(feature = "remote")]
+fn parse_answer<T: serde::de::DeserializeOwned>(status: u16, text: &str) -> Result<T, HubFailure> {
     match status {
-        200..=299 => serde_json::from_str(&text).map_err(|e| HubFailure::Invalid(format!("{status} answer: {e}"))),
-        500..=599 => Err(HubFailure::Unavailable(format!("{status}: {}", error_field(&text, "error")))),
+        200..=299 => serde_json::from_str(text).map_err(|e| HubFailure::Invalid(format!("{status} answer: {e}"))),
+        500..=599 => Err(HubFailure::Unavailable(format!("{status}: {}", error_field(text, "error")))),
         _ => Err(HubFailure::Refused {
             status,
-            code: error_field(&text, "error_code"),
-            message: error_field(&text, "error"),
+            code: error_field(text, "error_code"),
+            message: error_field(text, "error"),
         }),
     }
 }
@@ -110,7 +131,7 @@ fn error_field(text: &str, field: &str) -> String {
 /// Without the `remote` feature there is no TLS client: every request fails the same way.
 #[cfg(not(feature = "remote"))]
 impl HubTransport for HubClient {
-    fn push(&self, _body: &PushBody) -> Result<Vec<i64>, HubFailure> {
+    fn push(&self, _body: &PushBody) -> Result<PushAnswer, HubFailure> {
         Err(not_built(&self.url, &self.token))
     }
 

@@ -11,6 +11,7 @@
 pub mod autosync;
 pub mod embedder;
 mod engine;
+pub mod extraction;
 pub mod history;
 pub mod hub_client;
 pub mod workers;

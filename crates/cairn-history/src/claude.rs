@@ -13,8 +13,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -136,43 +134,12 @@ pub(crate) fn read_file_limited(
             format!("not a transcript name cairn accepts: {}", path.display()),
         )
     })?;
-    let mut file = File::open(path).map_err(|e| unreadable(path, &e))?;
-    let meta = file.metadata().map_err(|e| unreadable(path, &e))?;
-    let size = meta.len();
-    let mtime_ms = mtime_ms(&meta);
-    let mut skips = SkipCounter::default();
-    // A file shorter than what was read is a new file under the old name: start over.
-    let start = if size < cursor.offset {
-        skips.add("file_shrunk");
-        0
-    } else {
-        cursor.offset
-    };
-    let mut next = Cursor { offset: start, size, mtime_ms, watermark: None };
-    if start == size {
-        let batch = IngestBatch { skipped: skips.into_vec(), ..IngestBatch::default() };
-        return Ok((batch, next, false));
-    }
-    let chunk = read_chunk(&mut file, start, size, max_bytes).map_err(|e| unreadable(path, &e))?;
     let mut reader = TranscriptReader::new(identity);
-    // When the chunk reached the end of the file, what follows its last newline is a partial
-    // line: no more to read until the host finishes it.
-    let reached_end = start + chunk.len() as u64 >= size;
-    let consumed = match last_newline(&chunk) {
-        Some(end) => {
-            reader.lines(&chunk[..=end], start, &mut skips);
-            end as u64 + 1
-        }
-        None => {
-            // No whole line in the chunk: either a partial last line (wait for it) or one line
-            // longer than the chunk (read it alone, or skip it when it is absurdly long).
-            long_line(&mut file, (start, size), max_line, &mut reader, &mut skips)
-                .map_err(|e| unreadable(path, &e))?
-                .unwrap_or_default()
-        }
-    };
-    next.offset = start + consumed;
-    let more = consumed > 0 && next.offset < size && !(reached_end && last_newline(&chunk).is_some());
+    let tail = super::jsonl::tail(path, cursor, max_bytes, max_line, &mut |line, offset, skips| {
+        reader.line(line, offset, skips);
+    })?;
+    let (next, more, skips) = (tail.next, tail.more, tail.skips);
+    let mtime_ms = next.mtime_ms;
     let mut batch = reader.finish();
     batch.skipped = skips.into_vec();
     // A chunk of records without times (titles only) still needs a span: the file's mtime.
@@ -185,67 +152,7 @@ pub(crate) fn read_file_limited(
     Ok((batch, next, more))
 }
 
-fn unreadable(path: &Path, err: &std::io::Error) -> CairnError {
-    CairnError::new(ErrorCode::HistorySourceUnreadable, format!("cannot read {}: {err}", path.display()))
-}
-
-pub(crate) fn mtime_ms(meta: &std::fs::Metadata) -> i64 {
-    meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_millis() as i64)
-}
-
-fn read_chunk(file: &mut File, start: u64, size: u64, max_bytes: usize) -> std::io::Result<Vec<u8>> {
-    let want = (size - start).min(max_bytes.max(1) as u64) as usize;
-    let mut buf = vec![0u8; want];
-    file.seek(SeekFrom::Start(start))?;
-    let mut got = 0;
-    while got < want {
-        match file.read(&mut buf[got..])? {
-            0 => break,
-            n => got += n,
-        }
-    }
-    buf.truncate(got);
-    Ok(buf)
-}
-
-fn last_newline(buf: &[u8]) -> Option<usize> {
-    memchr::memrchr(b'\n', buf)
-}
-
-/// The line at `start` is longer than a chunk. Find its end by streaming; parse it if it is at
-/// most `max_line` bytes, else count it skipped. `None`: it has no end yet (being written).
-fn long_line(
-    file: &mut File,
-    (start, size): (u64, u64),
-    max_line: u64,
-    reader: &mut TranscriptReader,
-    skips: &mut SkipCounter,
-) -> std::io::Result<Option<u64>> {
-    file.seek(SeekFrom::Start(start))?;
-    let mut pos = start;
-    let mut buf = vec![0u8; 1 << 20];
-    let end = loop {
-        if pos >= size {
-            return Ok(None);
-        }
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            return Ok(None);
-        }
-        if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
-            break pos + i as u64;
-        }
-        pos += n as u64;
-    };
-    let len = end - start + 1;
-    if len > max_line {
-        skips.add("line_too_large");
-        return Ok(Some(len));
-    }
-    let line = read_chunk(file, start, end + 1, len as usize)?;
-    reader.lines(&line, start, skips);
-    Ok(Some(len))
-}
+pub(crate) use super::jsonl::mtime_ms;
 
 // --- parsing -----------------------------------------------------------------------------
 
@@ -359,19 +266,6 @@ impl TranscriptReader {
             parts: Vec::new(),
             results: Vec::new(),
             calls: HashMap::new(),
-        }
-    }
-
-    /// Every complete line of `buf` (which ends with `\n`), `base` its offset in the file.
-    fn lines(&mut self, buf: &[u8], base: u64, skips: &mut SkipCounter) {
-        let mut at = 0usize;
-        while at < buf.len() {
-            let end = memchr::memchr(b'\n', &buf[at..]).map_or(buf.len(), |i| at + i);
-            let line = trim_cr(&buf[at..end]);
-            if !line.iter().all(u8::is_ascii_whitespace) {
-                self.line(line, base + at as u64, skips);
-            }
-            at = end + 1;
         }
     }
 
@@ -672,10 +566,6 @@ fn normalize_claude_ts(raw: &str) -> Option<Cow<'_, str>> {
 fn ms_ts(ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
         .map_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned(), cairn_base::clock::format_ts)
-}
-
-fn trim_cr(line: &[u8]) -> &[u8] {
-    line.strip_suffix(b"\r").unwrap_or(line)
 }
 
 #[cfg(test)]

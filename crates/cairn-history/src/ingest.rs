@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::model::{Cursor, HistoryHost, IngestBatch};
 pub use super::store::SourceRef;
 use super::store::{ApplyOutcome, HistoryDb};
-use super::{claude, opencode};
+use super::{claude, codex, gemini, opencode};
 use cairn_base::error::{CairnError, Result};
 
 /// Bytes of JSONL per chunk (one transaction each).
@@ -200,9 +200,15 @@ fn scan_sources(
 ) -> Result<ScanReport> {
     let databases = opencode::locate(env);
     let transcripts = claude::locate(env).map(|p| claude::transcripts(&p)).unwrap_or_default();
+    let others = other_transcripts(env);
     let mut tally = Progress {
-        sources_total: (databases.len() + transcripts.len()) as u64,
-        bytes_total: databases.iter().chain(&transcripts).map(|p| file_size(p)).sum(),
+        sources_total: (databases.len() + transcripts.len() + others.len()) as u64,
+        bytes_total: databases
+            .iter()
+            .chain(&transcripts)
+            .chain(others.iter().map(|(_, p)| p))
+            .map(|p| file_size(p))
+            .sum(),
         ..Progress::default()
     };
     let mut report = ScanReport::default();
@@ -280,7 +286,51 @@ fn scan_sources(
         drop(ahead);
         Ok(())
     })?;
+    // Codex's rollouts and Gemini CLI's chats: fewer and smaller, read here one by one.
+    for (host, path) in &others {
+        if stop() {
+            break;
+        }
+        tally.source = path.display().to_string();
+        report.merge(ingest_file(db, *host, path, stop, &mut |_| {})?);
+        tally.sources_done += 1;
+        tally.bytes_done += file_size(path);
+        progress(tally.clone());
+    }
     Ok(report)
+}
+
+/// Codex's rollouts and Gemini CLI's chats, with their host.
+fn other_transcripts(env: &dyn Fn(&str) -> Option<String>) -> Vec<(HistoryHost, PathBuf)> {
+    let rollouts = codex::locate(env).map(|p| codex::rollouts(&p)).unwrap_or_default();
+    let chats = gemini::locate(env).map(|p| gemini::chats(&p)).unwrap_or_default();
+    rollouts
+        .into_iter()
+        .map(|p| (HistoryHost::Codex, p))
+        .chain(chats.into_iter().map(|p| (HistoryHost::Gemini, p)))
+        .collect()
+}
+
+/// Which host's transcript `path` is, by where it lies: Codex's sessions, Gemini CLI's chats,
+/// else Claude Code's.
+fn host_of(env: &dyn Fn(&str) -> Option<String>, path: &Path) -> HistoryHost {
+    let under = |root: Option<PathBuf>| root.is_some_and(|r| path.starts_with(&r));
+    if under(codex::locate(env)) {
+        HistoryHost::Codex
+    } else if under(gemini::locate(env)) && gemini::is_chat_name(path) {
+        HistoryHost::Gemini
+    } else {
+        HistoryHost::ClaudeCode
+    }
+}
+
+/// The reader of `host`'s transcripts.
+fn read_transcript(host: HistoryHost, path: &Path, cursor: &Cursor) -> Result<(IngestBatch, Cursor, bool)> {
+    match host {
+        HistoryHost::Codex => codex::read_file(path, cursor, CHUNK_BYTES),
+        HistoryHost::Gemini => gemini::read_file(path, cursor, CHUNK_BYTES),
+        HistoryHost::ClaudeCode | HistoryHost::OpenCode => claude::read_file(path, cursor, CHUNK_BYTES),
+    }
 }
 
 /// One chunk the reader thread read: the transcript's index in the scan, the cursor the chunk
@@ -392,7 +442,28 @@ pub fn poke_until(
 ) -> Result<ScanReport> {
     match (request.host, &request.path, &request.session_id) {
         (_, Some(path), _) if is_database(path) => ingest_database(db, path, stop),
-        (_, Some(path), _) => ingest_transcript(db, path, stop, &mut |_| {}),
+        (_, Some(path), _) => ingest_file(db, host_of(env, path), path, stop, &mut |_| {}),
+        (Some(HistoryHost::Codex), None, Some(session)) => {
+            let path = codex::locate(env)
+                .map(|p| codex::rollouts(&p))
+                .unwrap_or_default()
+                .into_iter()
+                .find(|p| codex::identify(p).as_deref() == Some(session.as_str()))
+                .ok_or_else(|| {
+                    CairnError::new(
+                        cairn_base::ErrorCode::HistorySessionNotFound,
+                        format!("no Codex rollout for session {session}"),
+                    )
+                })?;
+            ingest_file(db, HistoryHost::Codex, &path, stop, &mut |_| {})
+        }
+        (Some(host @ (HistoryHost::Codex | HistoryHost::Gemini)), None, _) => {
+            let mut report = ScanReport::default();
+            for (_, path) in other_transcripts(env).into_iter().filter(|(h, _)| *h == host) {
+                report.merge(ingest_file(db, host, &path, stop, &mut |_| {})?);
+            }
+            Ok(report)
+        }
         (Some(HistoryHost::ClaudeCode), None, Some(session)) => {
             let path = find_transcript(env, session)?;
             ingest_transcript(db, &path, stop, &mut |_| {})
@@ -426,15 +497,20 @@ pub fn check_host_source(env: &dyn Fn(&str) -> Option<String>, request: &PokeReq
     let refuse = || {
         let message = format!("{} is not a host's transcript or database", path.display());
         CairnError::new(cairn_base::ErrorCode::FileNotFound, message).with_hint(
-            "give a Claude Code transcript under <CLAUDE_CONFIG_DIR or ~/.claude>/projects, or an OpenCode database",
+            "give a Claude Code transcript under <CLAUDE_CONFIG_DIR or ~/.claude>/projects, a Codex rollout under \
+             <CODEX_HOME or ~/.codex>/sessions, a Gemini CLI chat under ~/.gemini/tmp, or an OpenCode database",
         )
     };
     let real = path.canonicalize().map_err(|_| refuse())?;
-    let under_claude = claude::locate(env)
-        .and_then(|root| root.canonicalize().ok())
-        .is_some_and(|root| real.starts_with(root) && real.extension().is_some_and(|e| e == "jsonl"));
+    let under = |root: Option<PathBuf>, ok: &dyn Fn(&Path) -> bool| {
+        root.and_then(|root| root.canonicalize().ok()).is_some_and(|root| real.starts_with(root) && ok(&real))
+    };
+    let jsonl = |p: &Path| p.extension().is_some_and(|e| e == "jsonl");
+    let host_file = under(claude::locate(env), &jsonl)
+        || under(codex::locate(env), &|p| codex::identify(p).is_some())
+        || under(gemini::locate(env), &gemini::is_chat_name);
     let an_opencode_db = opencode::locate(env).iter().filter_map(|db| db.canonicalize().ok()).any(|db| db == real);
-    if under_claude || an_opencode_db { Ok(()) } else { Err(refuse()) }
+    if host_file || an_opencode_db { Ok(()) } else { Err(refuse()) }
 }
 
 fn is_database(path: &Path) -> bool {
@@ -462,19 +538,30 @@ fn find_transcript(env: &dyn Fn(&str) -> Option<String>, session: &str) -> Resul
     )
 }
 
-/// Tail one transcript to its end, chunk by chunk. `read` gets the bytes read so far.
+/// Tail one Claude Code transcript to its end, chunk by chunk. `read` gets the bytes read so far.
 fn ingest_transcript(
     db: &mut dyn HistorySink,
     path: &Path,
     stop: &dyn Fn() -> bool,
     read: &mut dyn FnMut(u64),
 ) -> Result<ScanReport> {
-    let source = SourceRef { key: path.display().to_string(), host: HistoryHost::ClaudeCode };
+    ingest_file(db, HistoryHost::ClaudeCode, path, stop, read)
+}
+
+/// Tail one transcript of `host` to its end, chunk by chunk. `read` gets the bytes read so far.
+fn ingest_file(
+    db: &mut dyn HistorySink,
+    host: HistoryHost,
+    path: &Path,
+    stop: &dyn Fn() -> bool,
+    read: &mut dyn FnMut(u64),
+) -> Result<ScanReport> {
+    let source = SourceRef { key: path.display().to_string(), host };
     let mut report = ScanReport { sources: 1, ..ScanReport::default() };
     if unchanged_since_cursor(db, &source, path)? {
         return Ok(report);
     }
-    drive(db, &source, &mut report, stop, &mut |cursor| claude::read_file(path, cursor, CHUNK_BYTES), &mut |r, b| {
+    drive(db, &source, &mut report, stop, &mut |cursor| read_transcript(host, path, cursor), &mut |r, b| {
         r.bytes += b;
         read(r.bytes);
     })?;

@@ -1,14 +1,19 @@
-//! cairn-history: the conversation-history archive. Every OpenCode and Claude Code session,
+//! cairn-history: the conversation-history archive. Every OpenCode, Claude Code, Codex and
+//! Gemini CLI session,
 //! read strictly read-only from the hosts' own storage into one model and kept in `history.db`,
 //! beside the memory store and sharing none of its rules: it builds on `cairn-base` only, and
 //! `cairn-core` runs its ops (as `cairn_core::history`).
 
 mod archive;
 pub mod claude;
+pub mod codex;
 pub mod context_usage;
+pub mod extraction;
+pub mod gemini;
 pub mod index;
 pub mod ingest;
 pub mod injected;
+mod jsonl;
 pub mod model;
 pub mod opencode;
 pub mod plans;

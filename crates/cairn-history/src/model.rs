@@ -13,13 +13,21 @@ pub enum HistoryHost {
     #[serde(rename = "opencode")]
     OpenCode,
     ClaudeCode,
+    Codex,
+    Gemini,
 }
 
 impl HistoryHost {
+    /// Every host whose conversations are archived, in the order they are listed.
+    pub const ALL: [HistoryHost; 4] =
+        [HistoryHost::OpenCode, HistoryHost::ClaudeCode, HistoryHost::Codex, HistoryHost::Gemini];
+
     pub fn as_str(self) -> &'static str {
         match self {
             HistoryHost::OpenCode => "opencode",
             HistoryHost::ClaudeCode => "claude-code",
+            HistoryHost::Codex => "codex",
+            HistoryHost::Gemini => "gemini",
         }
     }
 
@@ -27,6 +35,8 @@ impl HistoryHost {
         match s {
             "opencode" => Some(HistoryHost::OpenCode),
             "claude-code" | "claude" => Some(HistoryHost::ClaudeCode),
+            "codex" => Some(HistoryHost::Codex),
+            "gemini" | "gemini-cli" => Some(HistoryHost::Gemini),
             _ => None,
         }
     }

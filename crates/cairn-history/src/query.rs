@@ -50,7 +50,7 @@ pub struct SessionsRequest {
     /// Words of the title, directory or id.
     #[serde(default, deserialize_with = "lenient::given")]
     pub query: Option<String>,
-    /// opencode or claude-code.
+    /// opencode, claude-code, codex or gemini.
     #[serde(default, deserialize_with = "lenient::given")]
     #[cfg_attr(feature = "openapi", param(pattern = r"^\s*(opencode|claude-code|claude)?\s*$"))]
     pub host: Option<String>,
@@ -674,7 +674,8 @@ pub fn sessions(db: &HistoryDb, req: &SessionsRequest) -> Result<Vec<SessionList
     }
     if let Some(host) = req.host.as_deref().filter(|h| !h.is_empty()) {
         let host = HistoryHost::parse(host.trim()).ok_or_else(|| {
-            CairnError::invalid(format!("unknown host {host:?}")).with_hint("use opencode or claude-code")
+            CairnError::invalid(format!("unknown host {host:?}"))
+                .with_hint("use opencode, claude-code, codex or gemini")
         })?;
         values.push(host.as_str().to_owned());
         sql.push_str(&format!(" AND s.host = ?{}", values.len()));
@@ -1871,11 +1872,9 @@ pub fn compactions(db: &HistoryDb, req: &CompactionsRequest) -> Result<Compactio
 /// Per host: what the archive holds, what the readers skipped, which sources fail.
 pub fn stats(db: &HistoryDb) -> Result<HistoryStats> {
     let conn = db.conn();
-    // Both hosts always, so an empty archive says so per host.
-    let mut hosts: BTreeMap<String, HostHistoryStats> = [HistoryHost::OpenCode, HistoryHost::ClaudeCode]
-        .into_iter()
-        .map(|h| (h.as_str().to_owned(), empty_host_stats(h.as_str())))
-        .collect();
+    // Every host always, so an empty archive says so per host.
+    let mut hosts: BTreeMap<String, HostHistoryStats> =
+        HistoryHost::ALL.into_iter().map(|h| (h.as_str().to_owned(), empty_host_stats(h.as_str()))).collect();
     type SessionRow = (String, i64, Option<String>, Option<String>);
     let sessions: Vec<SessionRow> = collect(
         conn,
@@ -1920,9 +1919,11 @@ pub fn stats(db: &HistoryDb) -> Result<HistoryStats> {
     for (name, count) in errors {
         host_entry(&mut hosts, name).errors = count as u64;
     }
-    // OpenCode first, then Claude Code, then anything else by name.
+    // The hosts in their order (`HistoryHost::ALL`), then anything else by name.
     let mut hosts: Vec<HostHistoryStats> = hosts.into_values().collect();
-    hosts.sort_by_key(|h| (HistoryHost::parse(&h.host).map_or(2, |h| h as u8), h.host.clone()));
+    hosts.sort_by_key(|h| {
+        (HistoryHost::parse(&h.host).map_or(HistoryHost::ALL.len() as u8, |h| h as u8), h.host.clone())
+    });
     Ok(HistoryStats { hosts })
 }
 

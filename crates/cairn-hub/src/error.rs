@@ -34,6 +34,12 @@ pub enum HubErrorCode {
     InvalidEntry,
     /// A relation entry whose payload lacks a required field (engram's code for it).
     ValidationError,
+    /// A NUL character (U+0000) in an entry's text or payload, or in `created_by`: PostgreSQL
+    /// stores none, in text or JSONB.
+    NulCharacter,
+    /// A `mutation_id` that is empty or blank, longer than 512 characters, or holds a control
+    /// character.
+    InvalidMutationId,
     /// A pull query parameter that is not what the route takes.
     InvalidQuery,
     /// No route here.
@@ -58,7 +64,7 @@ pub enum HubErrorCode {
 
 impl HubErrorCode {
     /// Every code, for the uniqueness test and the docs.
-    pub const ALL: [HubErrorCode; 23] = [
+    pub const ALL: [HubErrorCode; 25] = [
         Self::AuthRequired,
         Self::TokenUnknown,
         Self::TokenRevoked,
@@ -72,6 +78,8 @@ impl HubErrorCode {
         Self::EmptyProject,
         Self::InvalidEntry,
         Self::ValidationError,
+        Self::NulCharacter,
+        Self::InvalidMutationId,
         Self::InvalidQuery,
         Self::NotFound,
         Self::DatabaseUnavailable,
@@ -99,6 +107,8 @@ impl HubErrorCode {
             Self::EmptyProject => "empty_project",
             Self::InvalidEntry => "invalid_entry",
             Self::ValidationError => "validation_error",
+            Self::NulCharacter => "nul_character",
+            Self::InvalidMutationId => "invalid_mutation_id",
             Self::InvalidQuery => "invalid_query",
             Self::NotFound => "not_found",
             Self::DatabaseUnavailable => "database_unavailable",
@@ -124,6 +134,8 @@ impl HubErrorCode {
             | Self::EmptyProject
             | Self::InvalidEntry
             | Self::ValidationError
+            | Self::NulCharacter
+            | Self::InvalidMutationId
             | Self::InvalidQuery
             | Self::PlainHttpNotLoopback
             | Self::TlsConfigInvalid
@@ -155,18 +167,31 @@ pub struct InvalidField {
     pub entity: String,
 }
 
-/// A failure with its code, a message for people, and for relation validation the fields.
+/// A failure with its code, a message for people, for relation validation the fields, and
+/// for a push none of whose entries could be stored each entry's refusal.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct HubError {
     pub code: HubErrorCode,
     pub message: String,
     pub invalid: Vec<InvalidField>,
+    pub rejected: Vec<crate::wire::RejectedEntry>,
 }
 
 impl HubError {
     pub fn new(code: HubErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), invalid: Vec::new() }
+        Self { code, message: message.into(), invalid: Vec::new(), rejected: Vec::new() }
+    }
+
+    /// This failure as the refusal of entry `index` of a push.
+    pub fn rejected_entry(&self, index: usize) -> crate::wire::RejectedEntry {
+        crate::wire::RejectedEntry {
+            index,
+            status: self.code.status().as_u16(),
+            error_class: self.code.class().to_owned(),
+            error_code: self.code.as_str().to_owned(),
+            error: self.message.clone(),
+        }
     }
 
     /// Classify a PostgreSQL failure: a lost or refused connection, a server shutting down or
@@ -218,6 +243,9 @@ impl IntoResponse for HubError {
         if self.code == HubErrorCode::ValidationError {
             body["reason_code"] = "validation_error".into();
             body["invalid"] = serde_json::to_value(&self.invalid).unwrap_or_default();
+        }
+        if !self.rejected.is_empty() {
+            body["rejected"] = serde_json::to_value(&self.rejected).unwrap_or_default();
         }
         let mut response = (self.code.status(), axum::Json(body)).into_response();
         if self.code == HubErrorCode::DatabaseUnavailable {

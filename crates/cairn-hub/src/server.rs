@@ -188,15 +188,21 @@ async fn push(State(hub): State<Hub>, headers: HeaderMap, body: Body) -> Respons
         let caller = tokens::authenticate(&hub.pool, authorization(&headers)).await?;
         caller_id = Some(caller.token_id);
         let bytes = read_limited(&headers, body).await?;
-        let (entries, created_by) = validate::push_body(&bytes)?;
-        entry_count = entries.len();
-        for e in &entries {
+        let checked = validate::push_body(&bytes)?;
+        entry_count = checked.received();
+        if checked.valid.is_empty() {
+            return Err(checked.refusal());
+        }
+        for e in &checked.valid {
             require_write(&caller, &e.project)?;
         }
-        let created_by = created_by.unwrap_or_else(|| caller.name.clone());
-        let seqs = store::push(&hub.pool, &caller, &created_by, &entries).await?;
+        let rejected = checked.rejected();
+        let created_by = checked.created_by.unwrap_or_else(|| caller.name.clone());
+        let entries = checked.valid;
+        let seqs = store::push(&hub.pool, &caller, &created_by, &entries, entry_count).await?;
         Ok::<_, HubError>(PushResponse {
             accepted_seqs: seqs,
+            rejected,
             project: entries[0].project.clone(),
             project_source: "request_body".into(),
             project_path: String::new(),

@@ -18,11 +18,13 @@ const PUSH_LOCK_KEY: i64 = 0x6361_6972_6e5f_7073; // "cairn_ps"
 
 /// Insert a validated batch and return one seq per entry, in entry order, after COMMIT.
 /// An entry whose `(project, mutation_id)` is already stored gets that row's seq back.
+/// `received` counts the push's entries, those refused before the write too (the audit row's).
 pub async fn push(
     pool: &Pool,
     caller: &Caller,
     created_by: &str,
     entries: &[ValidEntry],
+    received: usize,
 ) -> Result<Vec<i64>, HubError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
@@ -60,7 +62,7 @@ pub async fn push(
     tx.execute(
         "INSERT INTO hub_audit_log (token_id, action, project, outcome, http_status, entry_count, accepted_count) \
          VALUES ($1, 'push', $2, 'ok', 200, $3, $4)",
-        &[&caller.token_id, &project, &count(entries.len()), &count(seqs.len())],
+        &[&caller.token_id, &project, &count(received), &count(seqs.len())],
     )
     .await?;
     tx.commit().await?;

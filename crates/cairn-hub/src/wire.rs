@@ -39,13 +39,27 @@ pub struct PushEntry {
     pub mutation_id: Option<String>,
 }
 
-/// `POST /sync/mutations/push` answer: one seq per entry, in entry order, all committed.
+/// `POST /sync/mutations/push` answer: one seq per stored entry, in entry order, all
+/// committed; the entries not stored are in `rejected` (absent when every entry was stored).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PushResponse {
     pub accepted_seqs: Vec<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedEntry>,
     pub project: String,
     pub project_source: String,
     pub project_path: String,
+}
+
+/// An entry of a push the hub refused on its own, the error body's fields with its index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedEntry {
+    pub index: usize,
+    /// The HTTP status the entry alone would have been answered with (a 4xx).
+    pub status: u16,
+    pub error_class: String,
+    pub error_code: String,
+    pub error: String,
 }
 
 /// One mutation as a puller gets it.

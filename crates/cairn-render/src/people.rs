@@ -8,7 +8,7 @@ use cairn_core::memory::{SaveAction, SaveOutcome};
 use cairn_core::model::{Observation, Revision, SessionSummary};
 use cairn_core::project::ProjectDetection;
 use cairn_core::search::SearchResults;
-use cairn_core::settings::{ENV_VARS, PLUGIN_KEYS, PluginSettings, Settings};
+use cairn_core::settings::{ENV_VARS, LLM_ENV_VARS, LlmSettings, PLUGIN_KEYS, PluginSettings, Settings};
 use cairn_core::text::preview;
 use cairn_core::transfer::ImportReport;
 use cairn_core::views::Stats;
@@ -242,10 +242,29 @@ pub fn sync_status(s: &cairn_core::sync::git::SyncStatus) -> String {
         ));
     }
     if let Some(remote) = &s.remote {
-        lines.push(format!("Hub: {} — {}, {} pending", remote.url, remote.phase, remote.pending));
+        let parked = if remote.parked > 0 { format!(", {} parked", remote.parked) } else { String::new() };
+        lines.push(format!("Hub: {} — {}, {} pending{parked}", remote.url, remote.phase, remote.pending));
     }
     if let Some(error) = &s.remote_config_error {
         lines.push(format!("Hub: [sync] cannot be read: {error}"));
+    }
+    lines.join("\n")
+}
+
+/// `cairn extract --wait`: what the pass did, and each conversation that failed.
+pub fn extraction_report(r: &cairn_core::extract::ExtractionReport) -> String {
+    let mut lines = vec![format!(
+        "{} conversation(s): {} fact(s) saved, {} duplicate(s) skipped, {} summar{}, {} brief(s), {} failure(s)",
+        r.sessions,
+        r.facts_saved,
+        r.duplicates_skipped,
+        r.summaries,
+        if r.summaries == 1 { "y" } else { "ies" },
+        r.briefs,
+        r.failures
+    )];
+    for failed in &r.failed {
+        lines.push(format!("  {} failed ({}): {}; retried later", failed.session_id, failed.code, failed.error));
     }
     lines.join("\n")
 }
@@ -262,8 +281,24 @@ pub fn remote_round(r: &cairn_core::sync::remote::RoundReport) -> String {
     if !r.not_granted.is_empty() {
         lines.push(format!("  not shared (the token has no grant): {}", r.not_granted.join(", ")));
     }
+    if !r.parked.is_empty() {
+        lines.push(format!(
+            "  parked {} change(s) the hub will not take (`cairn remote status` lists them):",
+            r.parked.len()
+        ));
+        lines.extend(r.parked.iter().take(PARKED_LINES).map(parked_line));
+    }
     lines.push(if r.in_sync { "in sync".to_owned() } else { format!("{} change(s) still to push", r.pending) });
     lines.join("\n")
+}
+
+/// Parked entries listed in a text (the JSON has them all).
+const PARKED_LINES: usize = 5;
+
+/// One parked journal entry: which row, who refused it and why.
+fn parked_line(p: &cairn_core::sync::remote::ParkedEntry) -> String {
+    let by = if p.refused_by == "hub" { "refused by the hub" } else { "not sent" };
+    format!("    {} {} {} (journal seq {}), {by}: {}: {}", p.project, p.entity, p.entity_key, p.seq, p.code, p.reason)
 }
 
 /// What a phase means for the person reading it.
@@ -293,6 +328,13 @@ pub fn remote_status(r: &cairn_core::sync::remote::RemoteStatus) -> String {
         }
         let error = p.last_error.as_deref().map(|e| format!(", last error: {e}")).unwrap_or_default();
         lines.push(format!("  {}: {} pending{error}", p.project, p.pending));
+    }
+    if r.parked > 0 {
+        lines.push(format!(
+            "parked: {} change(s) the hub will not take; never retried (edit or delete the memory to send it again):",
+            r.parked
+        ));
+        lines.extend(r.parked_entries.iter().take(PARKED_LINES).map(parked_line));
     }
     if let Some(at) = &r.last_round_at {
         lines.push(format!("last round: {at}"));
@@ -333,6 +375,7 @@ pub fn settings(s: &Settings) -> String {
         ("log", s.log.value.clone(), s.log.source.to_string()),
         ("autostart", format!("{:?}", s.autostart.value).to_lowercase(), s.autostart.source.to_string()),
         ("direct", s.direct.value.to_string(), s.direct.source.to_string()),
+        ("privacy.redact_secrets", s.redact_secrets.value.to_string(), s.redact_secrets.source.to_string()),
         ("embedder", format!("{:?}", s.embedder.value).to_lowercase(), s.embedder.source.to_string()),
         ("model", s.model.value.clone(), s.model.source.to_string()),
         ("model_dir", s.model_dir.value.display().to_string(), s.model_dir.source.to_string()),
@@ -348,13 +391,41 @@ pub fn settings(s: &Settings) -> String {
     for (name, value, source) in rows {
         let _ = writeln!(text, "{name:<15} {value:<40} ({source})");
     }
+    text.push_str(&llm_settings(&s.llm));
     text.push_str(&plugin_settings(&s.plugin));
     text.push_str("\nEnvironment variables:\n");
-    for (name, what) in ENV_VARS {
+    for (name, what) in ENV_VARS.iter().chain(LLM_ENV_VARS) {
         let _ = writeln!(text, "  {name:<29} {what}");
     }
     for (_, name, what) in PLUGIN_KEYS {
         let _ = writeln!(text, "  {name:<29} {what}");
+    }
+    text
+}
+
+/// `[llm]` of `cairn config`: the LLM of background extraction, each key with where it came from.
+fn llm_settings(llm: &LlmSettings) -> String {
+    let optional = |v: &Option<String>| v.clone().unwrap_or_else(|| "not set".into());
+    let budget = match llm.daily_token_budget.value {
+        0 => "0 (no limit)".to_owned(),
+        n => n.to_string(),
+    };
+    let timeout = llm.timeout_secs.value.map_or_else(|| "the provider's default".to_owned(), |t| t.to_string());
+    let rows = [
+        ("llm.provider", llm.provider.value.to_string(), llm.provider.source.to_string()),
+        ("llm.model", optional(&llm.model.value), llm.model.source.to_string()),
+        ("llm.base_url", optional(&llm.base_url.value), llm.base_url.source.to_string()),
+        ("llm.api_key_env", optional(&llm.api_key_env.value), llm.api_key_env.source.to_string()),
+        ("llm.command", optional(&llm.command.value), llm.command.source.to_string()),
+        ("llm.daily_token_budget", budget, llm.daily_token_budget.source.to_string()),
+        ("llm.timeout_secs", timeout, llm.timeout_secs.source.to_string()),
+    ];
+    let mut text = String::from("\nLLM ([llm], `cairn llm status`):\n");
+    for (name, value, source) in rows {
+        let _ = writeln!(text, "{name:<28} {value:<27} ({source})");
+    }
+    if let Some(problem) = &llm.problem {
+        let _ = writeln!(text, "problem: {problem} (the LLM is off)");
     }
     text
 }
@@ -368,6 +439,23 @@ fn plugin_settings(plugin: &PluginSettings) -> String {
         let value = tree[section][name].to_string();
         let source = plugin.sources.get(*key).map_or_else(|| "default".to_owned(), ToString::to_string);
         let _ = writeln!(text, "{key:<28} {value:<27} ({source})");
+    }
+    text
+}
+
+/// `cairn privacy rewrite`: what held private content or a secret, and what was done.
+pub fn privacy_rewrite(r: &cairn_core::privacy::PrivacyRewrite) -> String {
+    let f = &r.found;
+    if f.total() == 0 {
+        return "nothing stored holds private content or a secret\n".to_owned();
+    }
+    let verb = if r.dry_run { "would redact" } else { "redacted" };
+    let mut text = format!(
+        "{verb}: {} memories, {} revisions, {} prompts, {} sessions, {} relations, {} sync journal entries\n",
+        f.memories, f.revisions, f.prompts, f.sessions, f.relations, f.journal
+    );
+    if r.vacuumed {
+        text.push_str("the database file was rebuilt: no old byte is left in it\n");
     }
     text
 }

@@ -127,6 +127,11 @@ pub enum Command {
         #[arg(long)]
         repair: bool,
     },
+    /// Private content and secrets already stored
+    Privacy {
+        #[command(subcommand)]
+        action: PrivacyAction,
+    },
     /// Run the daemon: the HTTP API (engram-compatible) and MCP over HTTP at /mcp, on loopback
     Serve {
         /// Port (engram's `serve [port]` form)
@@ -209,6 +214,15 @@ pub enum Command {
         #[command(subcommand)]
         action: ModelAction,
     },
+    /// The LLM that extracts memories from sessions in the background: choose one (`use`),
+    /// see what it spent (`status`), or turn it off (docs/LLM.md)
+    Llm {
+        #[command(subcommand)]
+        action: LlmAction,
+    },
+    /// Extract memories from archived conversations now, with the configured LLM (the daemon
+    /// does it by itself as conversations go idle)
+    Extract(ExtractArgs),
     /// Compute missing embeddings now and wait for them (--force: recompute all)
     Reindex {
         /// Drop every stored vector first (after changing models by hand)
@@ -255,13 +269,17 @@ pub enum Command {
     },
     /// Print the Memory Protocol (or another text cairn shows agents) for a host
     Protocol(ProtocolArgs),
-    /// Run one Claude Code hook: the hook's JSON on stdin, Claude Code's answer on stdout;
-    /// always exits 0 within 1.5 s
+    /// Run one hook of Claude Code, Codex or Gemini CLI: the hook's JSON on stdin, the host's
+    /// answer on stdout; always exits 0 within 1.5 s
     Hook {
         /// SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, SubagentStart,
-        /// SubagentStop, Stop, PreCompact, PostCompact or SessionEnd (or session-start...)
+        /// SubagentStop, Stop, PreCompact, PostCompact or SessionEnd (or session-start...);
+        /// Gemini CLI's BeforeAgent, AfterAgent and PreCompress too
         #[arg(default_value = "")]
         event: String,
+        /// Whose hook: claude-code, codex or gemini
+        #[arg(long, default_value = "claude-code")]
+        host: String,
     },
 }
 
@@ -299,8 +317,9 @@ pub struct SetupArgs {
     /// Import engram's memories (~/.engram/engram.db) when it has any
     #[arg(long)]
     pub import_engram: bool,
-    /// claude-code: let it use cairn's MCP tools without asking (`mcp__cairn__*` in
-    /// `permissions.allow`)
+    /// claude-code, codex, gemini: let it use cairn's MCP tools without asking
+    /// (`mcp__cairn__*` in `permissions.allow`; Codex `default_tools_approval_mode`; Gemini
+    /// CLI `trust`)
     #[arg(long)]
     pub permissions: bool,
     /// claude-code: print the commands that install cairn's Claude Code plugin instead (it
@@ -330,14 +349,59 @@ pub enum SetupAgent {
     /// (both under $CLAUDE_CONFIG_DIR when set)
     ClaudeCode,
     /// Codex: `[mcp_servers.cairn]` and `experimental_compact_prompt_file` in
-    /// ~/.codex/config.toml ($CODEX_HOME)
+    /// ~/.codex/config.toml ($CODEX_HOME), cairn's hooks in ~/.codex/hooks.json
     Codex,
-    /// Gemini CLI: `mcpServers.cairn` in ~/.gemini/settings.json, the protocol in a marked
-    /// block of ~/.gemini/GEMINI.md (also `gemini-cli`, engram's name for it)
+    /// Gemini CLI: `mcpServers.cairn` and cairn's hooks in ~/.gemini/settings.json, the
+    /// protocol in a marked block of ~/.gemini/GEMINI.md (also `gemini-cli`, engram's name for it)
     #[value(alias = "gemini-cli")]
     Gemini,
     /// Cursor: `mcpServers.cairn` in ~/.cursor/mcp.json
     Cursor,
+    /// Pi: no MCP client; nothing is written (says so)
+    Pi,
+    /// Antigravity: `mcpServers.cairn` in ~/.gemini/config/mcp_config.json, the protocol in GEMINI.md
+    #[value(alias = "antigravity")]
+    AntigravityCli,
+    /// Windsurf: `mcpServers.cairn` in ~/.codeium/windsurf/mcp_config.json, the protocol in
+    /// memories/global_rules.md
+    Windsurf,
+    /// Qwen Code: `mcpServers.cairn` in ~/.qwen/settings.json, the protocol in QWEN.md
+    Qwen,
+    /// Kiro: `mcpServers.cairn` in ~/.kiro/settings/mcp.json, the protocol in steering/cairn.md
+    Kiro,
+    /// VS Code (Copilot): `servers.cairn` in ~/.config/Code/User/mcp.json, the protocol in
+    /// prompts/cairn.instructions.md
+    #[value(alias = "vscode")]
+    VscodeCopilot,
+    /// Kilo Code: `mcp.cairn` in ~/.config/kilo/opencode.json, the protocol in AGENTS.md
+    Kilocode,
+    /// CommandCode: `mcpServers.cairn` in ~/.commandcode/mcp.json, the protocol in AGENTS.md
+    Commandcode,
+    /// Cline: `mcpServers.cairn` in ~/.cline/data/settings/cline_mcp_settings.json, the
+    /// protocol in ~/.cline/rules/cairn.md
+    Cline,
+    /// Kimi Code: `mcpServers.cairn` in ~/.kimi-code/mcp.json ($KIMI_CODE_HOME), the protocol
+    /// in AGENTS.md
+    Kimi,
+}
+
+impl SetupAgent {
+    /// The name of a host set up by `setup::more_hosts` (`None`: one with a module of its own).
+    pub fn more_host(self) -> Option<&'static str> {
+        Some(match self {
+            Self::Pi => "pi",
+            Self::AntigravityCli => "antigravity-cli",
+            Self::Windsurf => "windsurf",
+            Self::Qwen => "qwen",
+            Self::Kiro => "kiro",
+            Self::VscodeCopilot => "vscode-copilot",
+            Self::Kilocode => "kilocode",
+            Self::Commandcode => "commandcode",
+            Self::Cline => "cline",
+            Self::Kimi => "kimi",
+            Self::Opencode | Self::ClaudeCode | Self::Codex | Self::Gemini | Self::Cursor => return None,
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -454,6 +518,97 @@ pub enum ModelAction {
     Status,
 }
 
+/// `cairn extract`.
+#[derive(Debug, Args)]
+pub struct ExtractArgs {
+    /// Only this conversation (a history session id: `cairn history sessions`)
+    #[arg(long, conflicts_with = "all")]
+    pub session: Option<String>,
+    /// Every archived conversation with something new (the default)
+    #[arg(long)]
+    pub all: bool,
+    /// Return when done, with counts (sessions, facts saved, duplicates skipped, failures)
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LlmAction {
+    /// Choose the LLM (written to [llm] in config.toml)
+    Use {
+        #[command(subcommand)]
+        provider: LlmUse,
+    },
+    /// The LLM in use: provider, model, reachable or not, tokens spent today against the daily
+    /// budget, the last failure
+    Status {
+        /// Also send one tiny request now (a few tokens; exits non-zero when it fails)
+        #[arg(long)]
+        check: bool,
+    },
+    /// Turn the LLM off: nothing is extracted, everything else keeps working
+    Off,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LlmUse {
+    /// A small model run in this process from a GGUF file, offline: installed (downloaded, or
+    /// copied from --from FILE, checked against its pinned sha256), then chosen
+    Local {
+        /// A local model of cairn's catalogue [default: the default one]
+        #[arg(long)]
+        model: Option<String>,
+        /// Install from this copy of the model's GGUF file instead of downloading it
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+    },
+    /// An OpenAI-compatible chat endpoint: Ollama, llama.cpp's server, LM Studio, vLLM,
+    /// OpenRouter, OpenAI
+    Openai {
+        /// The API root, e.g. `http://localhost:11434/v1` or `https://api.openai.com/v1`
+        #[arg(long, value_name = "URL")]
+        base_url: String,
+        /// The model as the server names it
+        #[arg(long)]
+        model: String,
+        /// The environment variable holding the key (never the key itself) [default:
+        /// OPENAI_API_KEY, optional for a server on this machine]
+        #[arg(long, value_name = "VAR")]
+        api_key_env: Option<String>,
+        /// Tokens this provider may spend per UTC day (0: no limit) [default: 200000]
+        #[arg(long, value_name = "TOKENS")]
+        daily_token_budget: Option<u64>,
+    },
+    /// Anthropic's Messages API
+    Anthropic {
+        /// The model, e.g. claude-haiku-4-5
+        #[arg(long)]
+        model: String,
+        /// The environment variable holding the key [default: ANTHROPIC_API_KEY]
+        #[arg(long, value_name = "VAR")]
+        api_key_env: Option<String>,
+        /// Another address of the same API [default: `https://api.anthropic.com`]
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
+        /// Tokens this provider may spend per UTC day (0: no limit) [default: 200000]
+        #[arg(long, value_name = "TOKENS")]
+        daily_token_budget: Option<u64>,
+    },
+    /// Your agent CLI, already signed in, on your subscription
+    AgentCli {
+        /// claude (`claude -p`), opencode (`opencode run`), or a command line that reads the
+        /// prompt on stdin (or takes it in place of `{prompt}`) [default: claude]
+        #[arg(long, value_name = "CMD")]
+        command: Option<String>,
+        /// Passed to claude or opencode as --model [claude's default here: haiku]
+        #[arg(long)]
+        model: Option<String>,
+        /// Tokens this provider may spend per UTC day (0: no limit) [default: 200000]
+        #[arg(long, value_name = "TOKENS")]
+        daily_token_budget: Option<u64>,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum RemoteAction {
     /// Sync with the hub at URL (written to [sync] in config.toml); every project unless the
@@ -492,7 +647,7 @@ pub enum HistoryAction {
         /// Words of the title, directory or id
         #[arg(long)]
         query: Option<String>,
-        /// opencode or claude-code
+        /// opencode, claude-code, codex or gemini
         #[arg(long)]
         host: Option<String>,
         #[arg(long, default_value_t = 10)]
@@ -592,7 +747,7 @@ pub enum HistoryAction {
     /// backfills all that OpenCode and Claude Code still keep), or one transcript or session.
     /// Runs in this process, with a progress bar on a terminal; the daemon scans on its own too.
     Ingest {
-        /// opencode or claude-code: only this host's sources
+        /// opencode, claude-code, codex or gemini: only this host's sources
         #[arg(long)]
         host: Option<String>,
         /// One Claude Code transcript (.jsonl) or one OpenCode database
@@ -699,5 +854,17 @@ pub enum HubTokenAction {
         db: HubDatabase,
         /// The token's id (from `list`)
         id: i64,
+    },
+}
+
+/// `cairn privacy`.
+#[derive(Debug, Subcommand)]
+pub enum PrivacyAction {
+    /// Redact stored memories, revisions, prompts, sessions and sync journal entries that still
+    /// hold a `<private>` tag or a secret, then rebuild the database file so no old byte is left
+    Rewrite {
+        /// Only count what would be redacted
+        #[arg(long)]
+        dry_run: bool,
     },
 }

@@ -91,6 +91,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     engine.start_spool();
     // Sync with the hub of `[sync]` (idle until `cairn remote add` sets one).
     engine.start_autosync();
+    crate::extract_cmd::start_in_daemon(&engine, settings, &data_dir);
     cairn_engine::embedder::watch_model(&engine, settings_now(settings));
     let install = if installs_model(args.model_install, args.or_any_port) {
         crate::semantic_cmd::model_to_install_at_start(settings)

@@ -304,7 +304,8 @@ fn ingest(env: &Env, host: Option<String>, path: Option<PathBuf>, session: Optio
 }
 
 fn bad_host(raw: &str) -> cairn_core::CairnError {
-    cairn_core::CairnError::invalid(format!("host {raw:?} is not known")).with_hint("use opencode or claude-code")
+    cairn_core::CairnError::invalid(format!("host {raw:?} is not known"))
+        .with_hint("use opencode, claude-code, codex or gemini")
 }
 
 /// A bar on stderr when it is a terminal; hidden otherwise (scripts and tests see only stdout).

@@ -1,4 +1,5 @@
-//! `cairn hook <event>`: one Claude Code hook, a translator. Reads the hook's JSON on stdin,
+//! `cairn hook [--host codex|gemini] <event>`: one hook of Claude Code (or of Codex, which
+//! copies Claude Code's contract, or Gemini CLI, which renames its events), a translator. Reads the hook's JSON on stdin,
 //! sends the event's one op (`session_start`, `user_prompt`, `tool_call`, ...; the rules are
 //! cairn-core's) through the one client (the daemon, started if needed, else the file), and
 //! prints Claude Code's answer.
@@ -25,11 +26,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, anyhow, bail};
 use cairn_client::{Client, ConnectOptions, Delivered, Role};
 use cairn_core::agent::hooks::{
-    AGENT, FAIL_OPEN, HookEvent, HookInput, clean, context_answer, last_assistant_text, transcript_usage,
-    updated_input_answer, with_session_id,
+    FAIL_OPEN, HookEvent, HookInput, agent_of, clean, context_answer_for, last_assistant_text, transcript_usage,
+    updated_input_answer, with_session_id, without_hook_context,
 };
 use cairn_core::agent::intent::{
-    SessionStart, SessionStartOutcome, ToolCall, ToolCallOutcome, is_cairn_tool, wants_protocol,
+    SessionStart, SessionStartOutcome, ToolCall, ToolCallOutcome, history_host, is_cairn_tool, wants_protocol,
 };
 use cairn_core::agent::meter::MeterRequest;
 use cairn_core::agent::protocol::{Host, Part, ToolProfile};
@@ -38,7 +39,6 @@ use cairn_core::agent::{
     protocol, resolve_project,
 };
 use cairn_core::history::ingest::{PokeRequest, ScanReport, check_host_source, process_env};
-use cairn_core::history::model::HistoryHost;
 use cairn_core::ops::{EventOutcome, Op, OpOutput};
 use cairn_core::sessions::NewSession;
 use cairn_core::settings::{Overrides, Settings};
@@ -56,10 +56,16 @@ const MAX_STDIN: u64 = 16 * 1024 * 1024;
 /// Tail of a transcript read for the last answer: records are small, tool results are not.
 const TRANSCRIPT_TAIL: u64 = 512 * 1024;
 
-/// Run the hook for `event` and print its answer. Never an error: the exit code is 0.
-pub fn run(event: &str, overrides: Overrides) -> Result<()> {
+/// Run `host`'s hook for `event` and print its answer. Never an error: the exit code is 0.
+pub fn run(event: &str, host: &str, overrides: Overrides) -> Result<()> {
     let started = Instant::now();
-    let Some(event) = HookEvent::parse(event) else {
+    let Ok(host @ (Host::ClaudeCode | Host::Codex | Host::Gemini)) = Host::parse(host) else {
+        note(&format!(
+            "cairn hook: {host:?} is not a host with hooks: claude-code, codex or gemini (answered {FAIL_OPEN})"
+        ));
+        return print(FAIL_OPEN);
+    };
+    let Some(event) = HookEvent::parse_for(host, event) else {
         note(&format!("cairn hook: unknown event {event:?} (answered {FAIL_OPEN})"));
         return print(FAIL_OPEN);
     };
@@ -84,7 +90,7 @@ pub fn run(event: &str, overrides: Overrides) -> Result<()> {
     };
     let answer = match watchdog {
         Err(e) => Err(anyhow!("cannot start the hook's thread: {e}")),
-        Ok(_) => std::panic::catch_unwind(AssertUnwindSafe(|| answer(event, &overrides, until)))
+        Ok(_) => std::panic::catch_unwind(AssertUnwindSafe(|| answer(host, event, &overrides, until)))
             .unwrap_or_else(|_| Err(anyhow!("the hook's work stopped without an answer"))),
     };
     if answered.swap(true, Ordering::SeqCst) {
@@ -114,7 +120,7 @@ fn print(text: &str) -> Result<()> {
     Ok(())
 }
 
-fn answer(event: HookEvent, overrides: &Overrides, deadline: Instant) -> Result<String> {
+fn answer(host: Host, event: HookEvent, overrides: &Overrides, deadline: Instant) -> Result<String> {
     let payload = read_payload()?;
     let input = HookInput::from_value(&payload);
     let session = input.session_id.clone().context("the payload has no session_id")?;
@@ -127,7 +133,7 @@ fn answer(event: HookEvent, overrides: &Overrides, deadline: Instant) -> Result<
     let settings = Settings::load(overrides)?;
     crate::hook_log::init(&settings.log.value);
     let client = Client::new(ConnectOptions::from_settings(&settings, Role::Hook)?);
-    let hook = Hook { input, session, settings, client, deadline };
+    let hook = Hook { host, input, session, settings, client, deadline };
     match event {
         HookEvent::SessionStart => hook.session_start(),
         HookEvent::UserPromptSubmit => hook.user_prompt_submit(),
@@ -169,6 +175,8 @@ fn read_payload() -> Result<Value> {
 }
 
 struct Hook {
+    /// Whose hook: its agent name, its texts, its transcripts.
+    host: Host,
     input: HookInput,
     session: String,
     settings: Settings,
@@ -196,7 +204,7 @@ impl Hook {
 
     fn deliver(&self, op: Op) -> Result<Option<OpOutput>> {
         let budget = self.deadline.saturating_duration_since(Instant::now());
-        match self.client.deliver(op, AGENT, budget)? {
+        match self.client.deliver(op, agent_of(self.host), budget)? {
             Delivered::Answered(EventOutcome::Applied(output)) => Ok(Some(output)),
             // Applied before under the same event id: its result is not kept.
             Delivered::Answered(EventOutcome::Duplicate(_)) => Ok(None),
@@ -231,13 +239,18 @@ impl Hook {
         Ok(resolve_project(&hints, |_| Ok(None))?.project)
     }
 
-    /// A text of the one protocol source, for Claude Code with the agent tools; empty when
-    /// `[inject] protocol` leaves Claude Code out.
+    /// A text of the one protocol source, for the host with the agent tools; empty when
+    /// `[inject] protocol` leaves its agent out.
     fn protocol(&self, part: Part) -> String {
-        if part == Part::Memory && !wants_protocol(&self.settings.plugin.config, Some(AGENT)) {
+        if part == Part::Memory && !wants_protocol(&self.settings.plugin.config, Some(agent_of(self.host))) {
             return String::new();
         }
-        protocol(ProtocolRequest { host: Host::ClaudeCode, tools: ToolProfile::Agent, part, session_id: None }).text
+        protocol(ProtocolRequest { host: self.host, tools: ToolProfile::Agent, part, session_id: None }).text
+    }
+
+    /// The answer in the host's words.
+    fn context_answer(&self, event: HookEvent, parts: &[String]) -> String {
+        context_answer_for(self.host, event, parts)
     }
 
     /// The transcript's last 512 KB (`None` when there is none to read).
@@ -267,8 +280,8 @@ impl Hook {
             session_id: self.session.clone(),
             project: self.named_project(),
             directory: self.directory(),
-            agent: Some(AGENT.to_owned()),
-            host: Host::ClaudeCode,
+            agent: Some(agent_of(self.host).to_owned()),
+            host: self.host,
             source: self.input.source.clone(),
             transcript_path: self.input.transcript_path.as_ref().map(PathBuf::from),
             ..SessionStart::default()
@@ -277,7 +290,7 @@ impl Hook {
             return Ok(FAIL_OPEN.to_owned());
         };
         self.start_sync_import();
-        Ok(context_answer(HookEvent::SessionStart, &start.texts))
+        Ok(self.context_answer(HookEvent::SessionStart, &start.texts))
     }
 
     /// When the repository holds git sync chunks, have the daemon import them in the
@@ -296,25 +309,30 @@ impl Hook {
     /// Store the prompt and inject what `user_prompt` answers for it: the `[MEMORY]` block of a
     /// first prompt, the trigger note, the save reminder when due, the context meter.
     fn user_prompt_submit(&self) -> Result<String> {
-        let prompt = clean(self.input.prompt.as_deref().context("UserPromptSubmit without a prompt")?);
+        let prompt = self.input.prompt.as_deref().context("UserPromptSubmit without a prompt")?;
+        let prompt = clean(&without_hook_context(prompt));
         let Some(outcome) = self.write::<UserPromptOutcome>(Op::UserPrompt(UserPrompt {
             session_id: self.session.clone(),
             project: self.named_project(),
             content: prompt,
-            agent: Some(AGENT.to_owned()),
+            agent: Some(agent_of(self.host).to_owned()),
             directory: self.directory(),
-            host: Some(Host::ClaudeCode),
+            host: Some(self.host),
             remind: true,
             usage: self.usage(),
         }))?
         else {
             return Ok(FAIL_OPEN.to_owned());
         };
-        Ok(context_answer(HookEvent::UserPromptSubmit, &outcome.texts))
+        Ok(self.context_answer(HookEvent::UserPromptSubmit, &outcome.texts))
     }
 
-    /// The window's usage from the transcript's last answer (the meter's numbers).
+    /// The window's usage from the transcript's last answer (the meter's numbers); only
+    /// Claude Code's transcript is read for it.
     fn usage(&self) -> Option<MeterRequest> {
+        if self.host != Host::ClaudeCode {
+            return None;
+        }
         let tail = self.transcript_tail(self.input.transcript_path.as_deref())?;
         let usage = transcript_usage(&tail, 0)?;
         Some(MeterRequest { used: usage.used, limit: None, model: Some(usage.model), host: Host::ClaudeCode })
@@ -322,7 +340,7 @@ impl Hook {
 
     /// Count the agent's tool calls (cairn's own are counted by its MCP server: no round trip).
     fn post_tool_use(&self) -> Result<String> {
-        let Some(tool) = self.input.tool_name.clone().filter(|t| !is_cairn_tool(Host::ClaudeCode, t)) else {
+        let Some(tool) = self.input.tool_name.clone().filter(|t| !is_cairn_tool(self.host, t)) else {
             return Ok(FAIL_OPEN.to_owned());
         };
         let _: Option<ToolCallOutcome> = self.write(Op::ToolCall(ToolCall {
@@ -330,7 +348,7 @@ impl Hook {
             project: self.named_project(),
             directory: self.directory(),
             tool,
-            host: Host::ClaudeCode,
+            host: self.host,
             remind: false,
         }))?;
         Ok(FAIL_OPEN.to_owned())
@@ -388,9 +406,8 @@ impl Hook {
     /// daemon's periodic scan reads the file later.
     fn archive(&self, transcript: Option<&str>) {
         let Some(path) = transcript else { return };
-        let poke =
-            PokeRequest { host: Some(HistoryHost::ClaudeCode), path: Some(PathBuf::from(path)), session_id: None };
-        // Only Claude Code's own transcripts are archived (the daemon refuses anything else):
+        let poke = PokeRequest { host: history_host(self.host), path: Some(PathBuf::from(path)), session_id: None };
+        // Only the host's own transcripts are archived (the daemon refuses anything else):
         // one elsewhere (a test, a wrapper) is simply not the archive's business.
         if check_host_source(&process_env, &poke).is_err() {
             return;
@@ -410,7 +427,7 @@ impl Hook {
         if upstream.enable && !agent_off {
             parts.push(
                 protocol(ProtocolRequest {
-                    host: Host::ClaudeCode,
+                    host: self.host,
                     tools: ToolProfile::Agent,
                     part: Part::Upstream,
                     session_id: Some(self.session.clone()),
@@ -418,7 +435,7 @@ impl Hook {
                 .text,
             );
         }
-        Ok(context_answer(HookEvent::SubagentStart, &parts))
+        Ok(self.context_answer(HookEvent::SubagentStart, &parts))
     }
 
     /// SessionEnd: the session ends here, not at every Stop; an unknown session is registered first
@@ -451,7 +468,7 @@ impl Hook {
                     id: self.session.clone(),
                     project: Some(self.project()?),
                     directory: self.cwd(),
-                    agent: Some(AGENT.to_owned()),
+                    agent: Some(agent_of(self.host).to_owned()),
                     ..NewSession::default()
                 }))?;
                 end()?;

@@ -4,11 +4,13 @@ mod alloc;
 mod cli;
 mod config_file;
 mod daemon;
+mod extract_cmd;
 mod history_cmd;
 mod hook;
 mod hook_log;
 #[cfg(feature = "hub")]
 mod hub_cmd;
+mod llm_cmd;
 mod obsidian_cmd;
 mod output;
 mod remote_cmd;
@@ -30,8 +32,8 @@ use clap::Parser;
 fn main() -> ExitCode {
     // A hook runs on every agent event and its budget is milliseconds: `cairn hook <event>` as
     // Claude Code runs it skips building the whole CLI (clap's tree of every command).
-    if let Some(event) = bare_hook_event(std::env::args_os().skip(1)) {
-        let _ = hook::run(&event, cairn_core::settings::Overrides::default());
+    if let Some((host, event)) = bare_hook_event(std::env::args_os().skip(1)) {
+        let _ = hook::run(&event, &host, cairn_core::settings::Overrides::default());
         return ExitCode::SUCCESS;
     }
     let cli = cli::Cli::parse();
@@ -43,11 +45,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// The event of exactly `hook <event>` (no flag anywhere); anything else goes through clap.
-fn bare_hook_event(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<String> {
-    let (command, event) = (args.next()?, args.next()?);
-    let event = event.into_string().ok()?;
-    (command == "hook" && !event.starts_with('-') && args.next().is_none()).then_some(event)
+/// The host and event of exactly `hook <event>` or `hook --host=<host> <event>` (as setup
+/// writes them; no other flag anywhere); anything else goes through clap.
+fn bare_hook_event(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<(String, String)> {
+    let (command, mut event) = (args.next()?, args.next()?.into_string().ok()?);
+    let mut host = "claude-code".to_owned();
+    if let Some(name) = event.strip_prefix("--host=") {
+        name.clone_into(&mut host);
+        event = args.next()?.into_string().ok()?;
+    }
+    (command == "hook" && !event.starts_with('-') && args.next().is_none()).then_some((host, event))
 }
 
 /// Log to stderr with the `log` setting (defaults < config.toml < `CAIRN_LOG`): called once
@@ -86,7 +93,11 @@ mod tests {
     #[test]
     fn only_a_bare_hook_skips_the_cli_parser() {
         let event = |args: &[&str]| bare_hook_event(args.iter().map(std::ffi::OsString::from));
-        assert_eq!(event(&["hook", "SessionStart"]).as_deref(), Some("SessionStart"));
+        let bare = |host: &str, e: &str| Some((host.to_owned(), e.to_owned()));
+        assert_eq!(event(&["hook", "SessionStart"]), bare("claude-code", "SessionStart"));
+        assert_eq!(event(&["hook", "--host=gemini", "BeforeAgent"]), bare("gemini", "BeforeAgent"));
+        assert_eq!(event(&["hook", "--host=codex"]), None, "clap answers the missing event");
+        assert_eq!(event(&["hook", "--host", "codex", "Stop"]), None);
         assert_eq!(event(&["hook"]), None, "clap answers the missing event");
         assert_eq!(event(&["hook", "--help"]), None);
         assert_eq!(event(&["hook", "Stop", "--data-dir", "x"]), None);

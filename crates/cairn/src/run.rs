@@ -87,8 +87,8 @@ pub fn run(cli: Cli) -> Result<()> {
         ..Overrides::default()
     };
     // A hook answers even when the settings do not load: it runs before anything can fail.
-    if let Command::Hook { event } = &cli.command {
-        return crate::hook::run(event, overrides);
+    if let Command::Hook { event, host } = &cli.command {
+        return crate::hook::run(event, host, overrides);
     }
     // The hub is its own service: it reads no data dir and no settings.
     #[cfg(feature = "hub")]
@@ -133,6 +133,8 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Hub { .. } => unreachable!("`cairn hub` runs before the settings load"),
         Command::Version => out(&format!("cairn {}", cairn_core::VERSION)),
         Command::Model { action } => crate::semantic_cmd::model(env, action),
+        Command::Llm { action } => crate::llm_cmd::llm(env, action),
+        Command::Extract(args) => crate::extract_cmd::extract(env, args),
         Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),
         Command::Conflicts { action } => crate::semantic_cmd::conflicts(env, action),
         Command::History { action } => crate::history_cmd::history(env, action),
@@ -172,6 +174,10 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Project => env.emit(&env.project()?, render::project),
         Command::Config => env.emit(&env.settings, render::settings),
         Command::Doctor { repair } => doctor_cmd(env, repair),
+        Command::Privacy { action: crate::cli::PrivacyAction::Rewrite { dry_run } } => {
+            let report: cairn_core::privacy::PrivacyRewrite = env.call(Op::PrivacyRewrite { dry_run })?;
+            env.emit(&report, render::privacy_rewrite)
+        }
         Command::SuggestTopic { kind, title, content } => {
             let suggestion = cairn_core::ops::suggest_topic_key(kind.as_deref(), &title, &content)?;
             env.emit(&suggestion, |s| s.topic_key.clone())
@@ -184,8 +190,9 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
             env.emit(&text, |t| t.text.clone())
         }
         // Run before the settings load (see `run`); here only for completeness.
-        Command::Hook { event } => crate::hook::run(
+        Command::Hook { event, host } => crate::hook::run(
             &event,
+            &host,
             Overrides { data_dir: Some(env.settings.data_dir.value.clone()), ..Overrides::default() },
         ),
     }
@@ -470,8 +477,8 @@ fn doctor_cmd(env: &Env, repair: bool) -> Result<()> {
         note("rebuilt the full-text indexes");
     }
     let mut report = doctor::run(dir);
-    for wiring in crate::setup::wirings() {
-        let check = wiring.check();
+    let wirings = crate::setup::wirings().into_iter().map(|w| w.check());
+    for check in std::iter::once(crate::llm_cmd::doctor_check(env)).chain(wirings) {
         if check.status == doctor::CheckStatus::Warning && report.status == doctor::CheckStatus::Ok {
             report.status = doctor::CheckStatus::Warning;
         }

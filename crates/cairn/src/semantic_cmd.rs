@@ -403,13 +403,13 @@ fn write_config_key(path: &std::path::Path, key: &str, value: &str) -> Result<()
 
 /// An install's progress on stderr: a bar on a terminal, else a line per file at every tenth
 /// of its size (a log stays readable).
-enum Progress {
+pub(crate) enum Progress {
     Bar { bar: indicatif::ProgressBar, file: String },
     Lines { file: String, shown: u64 },
 }
 
 impl Progress {
-    fn on_stderr() -> Progress {
+    pub(crate) fn on_stderr() -> Progress {
         use std::io::IsTerminal as _;
         if !std::io::stderr().is_terminal() {
             return Progress::Lines { file: String::new(), shown: 0 };
@@ -423,7 +423,7 @@ impl Progress {
         Progress::Bar { bar, file: String::new() }
     }
 
-    fn show(&mut self, name: &str, done: u64, total: u64) {
+    pub(crate) fn show(&mut self, name: &str, done: u64, total: u64) {
         match self {
             Progress::Bar { bar, file } => {
                 if name != file {
@@ -447,7 +447,7 @@ impl Progress {
         }
     }
 
-    fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Progress::Bar { bar, .. } = self {
             bar.finish_and_clear();
         }
@@ -507,7 +507,7 @@ pub fn install_in_background(spec: &'static ModelSpec, dest: std::path::PathBuf,
     }
 }
 
-fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     match n {
         0..1_000_000 => format!("{:.1} kB", n as f64 / 1e3),
         _ => format!("{:.1} MB", n as f64 / 1e6),

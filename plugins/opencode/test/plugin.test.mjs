@@ -125,6 +125,19 @@ describe('chat.message: prompt capture, memory block, memory trigger, privacy', 
     assert.equal(daemon.ops('user_prompt')[0].body.args.content, 'keep [REDACTED] this and [REDACTED]');
   });
 
+  test('private tags: every shape of the shared fixture, as cairn itself redacts them', async () => {
+    const fixture = JSON.parse(readFileSync(new URL('../../../tests/fixtures/redaction-cases.json', import.meta.url), 'utf8'));
+    for (const c of fixture.cases) {
+      const { hooks, daemon } = await setup();
+      const [input, output] = hookArgs(mainChat('plain'));
+      output.parts[0].text = c.input;
+      await hooks['chat.message'](input, output);
+      const sent = daemon.ops('user_prompt')[0].body.args.content;
+      assert.equal(sent, c.expected, c.name);
+      assert.ok(!sent.includes('SECRET'), `${c.name}: leaked`);
+    }
+  });
+
   test('huge and malformed prompts: cut to 2,000 chars; odd parts ignored', async () => {
     const { hooks, daemon } = await setup();
     const [input, output] = hookArgs(mainChat('plain'));

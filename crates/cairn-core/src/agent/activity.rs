@@ -243,6 +243,8 @@ impl Store {
 
     /// Record one event of a session and answer the activity after it.
     pub fn record_activity(&mut self, record: &ActivityRecord) -> Result<ActivityUpdate> {
+        let (record, _) = self.redacted(record);
+        let record = &record;
         validate_session_id(&record.session_id)?;
         let event = clean_event(&record.event)?;
         let now = self.clock().now();
@@ -287,6 +289,8 @@ impl Store {
         new: &NewObservation,
         activity: &SaveActivity,
     ) -> Result<(SaveOutcome, Option<ActivityUpdate>)> {
+        let (activity, _) = self.redacted(activity);
+        let activity = &activity;
         validate_session_id(&activity.session_id)?;
         let now = self.clock().now();
         let mut counted = None;
@@ -379,9 +383,11 @@ impl Store {
     /// [`MAX_PROMPT_CHARS`]; shorter than [`MIN_PROMPT_CHARS`] is not stored), make it the
     /// session's pending prompt, count it, and say whether it was the first and a trigger.
     pub fn user_prompt(&mut self, prompt: &UserPrompt, keyword_patterns: &[String]) -> Result<UserPromptOutcome> {
+        let (prompt, _) = self.redacted(prompt);
+        let prompt = &prompt;
         validate_session_id(&prompt.session_id)?;
         require("content", &prompt.content)?;
-        let content = redact(&prompt.content).0;
+        let content = prompt.content.clone();
         let trimmed = content.trim();
         let memory_trigger = crate::text::memory_trigger(trimmed, keyword_patterns);
         // An unknown session without a project: the one of the directory the host reports.

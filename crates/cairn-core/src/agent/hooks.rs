@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 pub use super::meter::ContextUsage;
 use super::meter::{used_tokens, window_of};
+use super::protocol::Host;
 use crate::text::redact;
 
 /// Most characters of injected context: Claude Code cuts anything over 10,000 to a preview and
@@ -74,6 +75,26 @@ impl HookEvent {
         HookEvent::ALL.into_iter().find(|e| e.name().to_ascii_lowercase() == key)
     }
 
+    /// The event a host's hook names `raw`: Claude Code's names (Codex uses the same), and for
+    /// Gemini CLI also its own (`BeforeAgent` is the prompt, `AfterAgent` the turn's end,
+    /// `PreCompress` the compaction, `BeforeTool`/`AfterTool` a tool call).
+    pub fn parse_for(host: Host, raw: &str) -> Option<HookEvent> {
+        let gemini = GEMINI_EVENTS.iter().find(|(name, _)| name.eq_ignore_ascii_case(raw.trim()));
+        match gemini {
+            Some((_, event)) if host == Host::Gemini => Some(*event),
+            _ => HookEvent::parse(raw),
+        }
+    }
+
+    /// The name `host` gives the event (the answer's `hookEventName`).
+    pub fn name_for(self, host: Host) -> &'static str {
+        let gemini = GEMINI_EVENTS.iter().find(|(_, e)| *e == self).map(|(name, _)| *name);
+        match gemini {
+            Some(name) if host == Host::Gemini => name,
+            _ => self.name(),
+        }
+    }
+
     /// Whether Claude Code reads `additionalContext` from this event's answer.
     pub fn takes_context(self) -> bool {
         matches!(
@@ -84,6 +105,28 @@ impl HookEvent {
                 | HookEvent::PostToolUse
                 | HookEvent::SubagentStart
         )
+    }
+}
+
+/// Gemini CLI's names for the events it shares with Claude Code (checked against 0.61: the
+/// payloads carry the same `session_id`, `transcript_path`, `cwd`, `prompt`; `AfterAgent` has
+/// the answer as `prompt_response`).
+const GEMINI_EVENTS: [(&str, HookEvent); 5] = [
+    ("BeforeAgent", HookEvent::UserPromptSubmit),
+    ("AfterAgent", HookEvent::Stop),
+    ("PreCompress", HookEvent::PreCompact),
+    ("BeforeTool", HookEvent::PreToolUse),
+    ("AfterTool", HookEvent::PostToolUse),
+];
+
+/// The agent name a host's hook sessions are registered with.
+pub fn agent_of(host: Host) -> &'static str {
+    match host {
+        Host::ClaudeCode => AGENT,
+        Host::Codex => "codex",
+        Host::Gemini => "gemini",
+        Host::Opencode => "opencode",
+        Host::Mcp => "mcp",
     }
 }
 
@@ -123,7 +166,8 @@ impl HookInput {
             prompt: text("prompt"),
             tool_name: text("tool_name"),
             tool_input: value.get("tool_input").filter(|v| v.is_object()).cloned(),
-            last_assistant_message: text("last_assistant_message"),
+            // Gemini CLI's AfterAgent names the answer `prompt_response`
+            last_assistant_message: text("last_assistant_message").or_else(|| text("prompt_response")),
             agent_transcript_path: text("agent_transcript_path"),
             agent_type: text("agent_type"),
             trigger: text("trigger"),
@@ -242,12 +286,33 @@ pub fn cap_context(text: &str) -> String {
 /// The answer printed on stdout: `additionalContext` for an event that takes one, else
 /// [`FAIL_OPEN`]. The parts are joined by blank lines; empty ones are dropped.
 pub fn context_answer(event: HookEvent, parts: &[String]) -> String {
+    context_answer_for(Host::ClaudeCode, event, parts)
+}
+
+/// [`context_answer`] in `host`'s words (Gemini CLI wants its own event name back).
+pub fn context_answer_for(host: Host, event: HookEvent, parts: &[String]) -> String {
     let text = parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()).collect::<Vec<_>>().join("\n\n");
     if text.is_empty() || !event.takes_context() {
         return FAIL_OPEN.to_owned();
     }
-    json!({ "hookSpecificOutput": { "hookEventName": event.name(), "additionalContext": cap_context(&text) } })
+    json!({ "hookSpecificOutput": { "hookEventName": event.name_for(host), "additionalContext": cap_context(&text) } })
         .to_string()
+}
+
+/// The user's prompt without the `<hook_context>` blocks Gemini CLI puts in front of it (what
+/// the SessionStart hook answered): that text is cairn's, not the user's.
+pub fn without_hook_context(prompt: &str) -> String {
+    const OPEN: &str = "<hook_context>";
+    const CLOSE: &str = "</hook_context>";
+    let mut out = String::with_capacity(prompt.len());
+    let mut rest = prompt;
+    while let Some(start) = rest.find(OPEN) {
+        let Some(end) = rest[start..].find(CLOSE) else { break };
+        out.push_str(&rest[..start]);
+        rest = &rest[start + end + CLOSE.len()..];
+    }
+    out.push_str(rest);
+    out.trim().to_owned()
 }
 
 /// PreToolUse's answer with the tool's new input (no permission decision: Claude Code's own
@@ -318,6 +383,31 @@ mod tests {
         assert_eq!(HookEvent::parse("post-compact"), Some(HookEvent::PostCompact));
         assert_eq!(HookEvent::parse("Notification"), None);
         assert_eq!(HookEvent::parse(""), None);
+    }
+
+    #[test]
+    fn gemini_names_its_events_and_gets_them_back() {
+        assert_eq!(HookEvent::parse_for(Host::Gemini, "BeforeAgent"), Some(HookEvent::UserPromptSubmit));
+        assert_eq!(HookEvent::parse_for(Host::Gemini, "AfterAgent"), Some(HookEvent::Stop));
+        assert_eq!(HookEvent::parse_for(Host::Gemini, "PreCompress"), Some(HookEvent::PreCompact));
+        assert_eq!(HookEvent::parse_for(Host::Gemini, "SessionStart"), Some(HookEvent::SessionStart));
+        assert_eq!(HookEvent::parse_for(Host::Codex, "BeforeAgent"), None, "Claude Code's names only");
+        assert_eq!(HookEvent::parse_for(Host::Codex, "UserPromptSubmit"), Some(HookEvent::UserPromptSubmit));
+        let answer = context_answer_for(Host::Gemini, HookEvent::UserPromptSubmit, &["ctx".into()]);
+        assert!(answer.contains(r#""hookEventName":"BeforeAgent""#), "{answer}");
+        let answer = context_answer_for(Host::Codex, HookEvent::SessionStart, &["ctx".into()]);
+        assert!(answer.contains(r#""hookEventName":"SessionStart""#), "{answer}");
+        let after = HookInput::from_value(&json!({"session_id": "s", "prompt_response": "## Key Learnings"}));
+        assert_eq!(after.last_assistant_message.as_deref(), Some("## Key Learnings"));
+        assert_eq!((agent_of(Host::Codex), agent_of(Host::Gemini)), ("codex", "gemini"));
+    }
+
+    #[test]
+    fn a_prompt_loses_the_context_gemini_put_in_front_of_it() {
+        let prompt = "<hook_context>[MEMORY] deploy with pnpm</hook_context>\n\nhello there";
+        assert_eq!(without_hook_context(prompt), "hello there");
+        assert_eq!(without_hook_context("a <hook_context>x</hook_context> b"), "a  b");
+        assert_eq!(without_hook_context("plain <hook_context> unclosed"), "plain <hook_context> unclosed");
     }
 
     #[test]

@@ -40,9 +40,26 @@ pub trait SessionArchive {
 /// The agent name a host's sessions are registered with, when the caller names none.
 fn default_agent(host: Host) -> Option<String> {
     match host {
-        Host::ClaudeCode => Some(super::hooks::AGENT.to_owned()),
-        Host::Opencode => Some("opencode".to_owned()),
-        _ => None,
+        Host::Mcp => None,
+        host => Some(super::hooks::agent_of(host).to_owned()),
+    }
+}
+
+/// Whether `session_start` brings the protocol. Codex and Gemini CLI get it from what setup
+/// wrote, whether or not their hooks run (Codex: the MCP server's instructions; Gemini CLI:
+/// `GEMINI.md`), so their hooks bring the context alone rather than a second copy.
+fn protocol_at_start(host: Host) -> bool {
+    !matches!(host, Host::Codex | Host::Gemini)
+}
+
+/// The history archive's name for a host's transcripts (`None`: it has none cairn reads).
+pub fn history_host(host: Host) -> Option<HistoryHost> {
+    match host {
+        Host::Opencode => Some(HistoryHost::OpenCode),
+        Host::ClaudeCode => Some(HistoryHost::ClaudeCode),
+        Host::Codex => Some(HistoryHost::Codex),
+        Host::Gemini => Some(HistoryHost::Gemini),
+        Host::Mcp => None,
     }
 }
 
@@ -152,6 +169,8 @@ pub fn is_cairn_tool(host: Host, tool: &str) -> bool {
             let t = tool.to_ascii_lowercase();
             ["cairn_", "mem_", "history_"].iter().any(|p| t.starts_with(p)) || t == "memory" || t == "memory_compact"
         }
+        // Gemini CLI names an MCP tool `mcp_<server>_<tool>`
+        Host::Gemini => tool.starts_with("mcp_cairn_"),
         _ => super::hooks::is_cairn_tool(tool),
     }
 }
@@ -203,8 +222,11 @@ impl Core {
         let kind = StartKind::of(req.source.as_deref());
         let injected_before =
             kind == StartKind::Resume && self.store.session_activity(&req.session_id)?.context_fingerprint.is_some();
-        let protocol =
-            if wants_protocol(&config, agent.as_deref()) { host_text(req.host, Part::Memory) } else { String::new() };
+        let protocol = if protocol_at_start(req.host) && wants_protocol(&config, agent.as_deref()) {
+            host_text(req.host, Part::Memory)
+        } else {
+            String::new()
+        };
         let (compaction_note, chart) = if kind == StartKind::Compact {
             let note = host_text(req.host, Part::CompactionNote);
             let chart = start_chart(&mut self.history, &self.settings, req, &config, protocol.len() + note.len());
@@ -289,10 +311,7 @@ fn start_chart(
         return None;
     }
     if let Some(path) = &req.transcript_path {
-        let host = match req.host {
-            Host::Opencode => HistoryHost::OpenCode,
-            _ => HistoryHost::ClaudeCode,
-        };
+        let host = history_host(req.host).unwrap_or(HistoryHost::ClaudeCode);
         let poke = PokeRequest { host: Some(host), path: Some(path.clone()), session_id: None };
         // Only a host's own transcript is read (anything else is refused, and not the
         // archive's business); a failure leaves the chart to what is archived already.

@@ -82,6 +82,27 @@ fn session_start_for_opencode_and_with_usage() {
 }
 
 #[test]
+fn codex_and_gemini_get_the_context_at_start_and_the_protocol_from_their_setup() {
+    let (mut s, _clock) = core_with_clock();
+    s.store.save(&obs("shop", "Deploy", "we deploy with fly.io")).unwrap();
+    for (host, agent) in [("codex", "codex"), ("gemini", "gemini")] {
+        let session = format!("{host}-1");
+        let out = run(
+            &mut s,
+            json!({"op": "session_start", "args": {"session_id": session, "project": "Shop", "host": host}}),
+        )
+        .unwrap();
+        assert_eq!(out["protocol"], "", "{host}: the MCP instructions or GEMINI.md carry it");
+        assert_eq!(out["texts"], json!([out["context"]]), "{host}");
+        assert!(out["context"].as_str().unwrap().contains("fly.io"), "{out}");
+        assert_eq!(s.store.get_session(&session).unwrap().agent, agent);
+    }
+    assert!(crate::agent::intent::is_cairn_tool(crate::agent::protocol::Host::Gemini, "mcp_cairn_mem_save"));
+    assert!(crate::agent::intent::is_cairn_tool(crate::agent::protocol::Host::Codex, "mcp__cairn__mem_save"));
+    assert!(!crate::agent::intent::is_cairn_tool(crate::agent::protocol::Host::Gemini, "run_shell_command"));
+}
+
+#[test]
 fn tool_call_counts_the_hosts_tools_not_cairns() {
     let (mut s, clock) = core_with_clock();
     let call = |s: &mut Core, tool: &str, host: &str, remind: bool| {

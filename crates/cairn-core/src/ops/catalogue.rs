@@ -18,6 +18,7 @@ use crate::agent::meter::MeterReading;
 use crate::agent::{ActivityUpdate, ProtocolText, SessionActivity, UserPromptOutcome};
 use crate::context::Context;
 use crate::doctor::DoctorReport;
+use crate::extract::ExtractionStatus;
 use crate::history::context_usage::{ContextUsageReport, ContextUsageTurns};
 use crate::history::ingest::ScanReport;
 use crate::history::plans::Plans;
@@ -28,6 +29,7 @@ use crate::history::query::{
 use crate::memory::SaveOutcome;
 use crate::model::{Observation, Prompt, Session, SessionSummary};
 use crate::passive::PassiveOutcome;
+use crate::privacy::PrivacyRewrite;
 use crate::projects::MigrateOutcome;
 use crate::relations::{RelationDetail, RelationPage, RelationStats, ScanResult};
 use crate::settings::PluginConfig;
@@ -348,6 +350,11 @@ catalogue! {
         args: "-",
         about: "Checks of the data dir and database.",
     }
+    PrivacyRewrite -> PrivacyRewrite {
+        name: "privacy_rewrite", writes: MemoryStore, replay_safe: false, project_defaulted: false,
+        args: "dry_run",
+        about: "Redact stored text that still holds private content or a secret, then rebuild the file.",
+    }
     ImportEngram -> ImportReport {
         name: "import_engram", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "path* (an engram.db file, read only)",
@@ -511,6 +518,11 @@ catalogue! {
         name: "sync_status", writes: Nothing, replay_safe: true, project_defaulted: false,
         args: "directory",
         about: "Projects that sync, export targets and pending changes, the repository's chunk folders.",
+    }
+    ExtractionStatus -> ExtractionStatus {
+        name: "extraction_status", writes: Nothing, replay_safe: true, project_defaulted: false,
+        args: "-",
+        about: "Memories a model extracted from conversations: counts, and the conversations failing (retried with backoff).",
     }
 }
 

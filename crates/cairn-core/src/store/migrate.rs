@@ -20,6 +20,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0008_spool_events.sql"),
     include_str!("../../migrations/0009_sync_journal.sql"),
     include_str!("../../migrations/0010_sync_remote.sql"),
+    include_str!("../../migrations/0011_extraction.sql"),
+    include_str!("../../migrations/0012_sync_parked.sql"),
 ];
 
 /// The schema version this build writes.

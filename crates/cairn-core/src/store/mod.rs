@@ -12,6 +12,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::clock::{Clock, SharedClock, SystemClock, format_ts};
 use crate::error::{CairnError, ErrorCode, Result};
+use crate::text::{RedactFields, Redaction};
 
 pub use migrate::SCHEMA_VERSION;
 
@@ -27,6 +28,9 @@ pub struct Store {
     clock: SharedClock,
     /// Inside [`Store::batch`]'s shared transaction, where writes take no savepoint.
     grouped: bool,
+    /// What every write is redacted of (`crate::redaction`): secrets too unless the settings
+    /// say otherwise (`Core::with_settings`).
+    redaction: Redaction,
 }
 
 impl std::fmt::Debug for Store {
@@ -81,12 +85,30 @@ impl Store {
 
     /// A store on `conn` with nothing attached.
     fn bare(conn: Connection, path: Option<PathBuf>) -> Store {
-        Store { conn, path, clock: Arc::new(SystemClock), grouped: false }
+        Store { conn, path, clock: Arc::new(SystemClock), grouped: false, redaction: Redaction::default() }
     }
 
     /// A private in-memory store (unit tests, benchmarks).
     pub fn open_in_memory() -> Result<Store> {
         Self::init(Connection::open_in_memory()?, None)
+    }
+
+    /// What writes are redacted of from now on (`[privacy] redact_secrets`).
+    pub fn set_redaction(&mut self, redaction: Redaction) {
+        self.redaction = redaction;
+    }
+
+    /// What writes are redacted of.
+    pub fn redaction(&self) -> Redaction {
+        self.redaction
+    }
+
+    /// `input` with every text field redacted by this store's rule, and whether anything was:
+    /// what each write does first with what it was given.
+    pub(crate) fn redacted<T: RedactFields + Clone>(&self, input: &T) -> (T, bool) {
+        let mut input = input.clone();
+        let hit = input.redact_fields(self.redaction);
+        (input, hit)
     }
 
     fn init(conn: Connection, path: Option<PathBuf>) -> Result<Store> {
@@ -177,6 +199,28 @@ impl Store {
         let value = f(&tx)?;
         tx.commit()?;
         Ok(value)
+    }
+
+    /// Run `f`, whose writes each take a savepoint, as one transaction: all of it or none. Inside
+    /// a transaction already (a batch, a caller's), `f` just runs in it.
+    pub(crate) fn in_transaction<T>(&mut self, f: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
+        if self.grouped || !self.conn.is_autocommit() {
+            return f(self);
+        }
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        match f(self) {
+            Ok(value) => match self.conn.execute_batch("COMMIT") {
+                Ok(()) => Ok(value),
+                Err(e) => {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    Err(e.into())
+                }
+            },
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
     }
 
     /// Group commit: run several jobs in one transaction and commit once. Results are only

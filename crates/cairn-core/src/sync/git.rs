@@ -5,6 +5,15 @@
 //! `manifest.json` `{version: 1, chunks: [{id, created_by, created_at, sessions, memories,
 //! prompts}]}` and `chunks/<id>.jsonl.gz`, the gzip of ONE JSON object `{sessions,
 //! observations, prompts, relations?, mutations?}` whose sha256 starts with `id`.
+//!
+//! The folder comes from whoever commits to the repository: its files are read and written only
+//! through `files::Folder` (no link followed, regular files only, sizes capped before reading).
+//! An import reads and checks every chunk first and applies them afterwards, in batches of
+//! bounded size, each in one write ([`ImportTarget`]): the daemon's writer never waits on a file.
+
+mod files;
+#[cfg(all(test, unix))]
+mod files_tests;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
@@ -20,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use self::files::Folder;
 use super::{ApplyReport, Mutation};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::store::Store;
@@ -28,8 +38,24 @@ use crate::store::Store;
 pub const FORMAT_VERSION: i64 = 1;
 /// Mutations per chunk: a first sync of a large store becomes several chunks of bounded size.
 pub const CHUNK_MAX_MUTATIONS: usize = 5_000;
-/// A chunk inflating past this is refused (a gzip bomb, or not a chunk).
-const CHUNK_MAX_BYTES: u64 = 256 * 1024 * 1024;
+/// How much of a chunk folder sync reads. A file is refused before it is read when it is
+/// larger than its cap, and reading stops one byte past it in case the file grows meanwhile.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadLimits {
+    /// A `manifest.json` (an entry is about 150 bytes: some 100,000 chunks).
+    pub manifest_bytes: u64,
+    /// A chunk file, and its JSON once inflated (a gzip bomb, or not a chunk, past it).
+    pub chunk_bytes: u64,
+    /// The chunks an import holds in memory before it applies them (at least one chunk).
+    pub batch_bytes: u64,
+}
+
+impl ReadLimits {
+    pub(crate) const DEFAULT: ReadLimits =
+        ReadLimits { manifest_bytes: 16 * 1024 * 1024, chunk_bytes: 256 * 1024 * 1024, batch_bytes: 64 * 1024 * 1024 };
+}
+
+const MANIFEST: &str = "manifest.json";
 
 /// Which folder of the repository holds the chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,14 +72,6 @@ impl Layout {
             Layout::Engram => ".engram",
         }
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Manifest {
-    pub version: i64,
-    #[serde(default)]
-    pub chunks: Vec<ChunkEntry>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,7 +281,6 @@ impl Store {
 
     /// Export the pending journal of `projects` (enrolling them first) as chunks under `dir`.
     pub fn sync_export(&mut self, dir: &Path, projects: &[String], layout: Layout) -> Result<ExportSummary> {
-        let folder = dir.join(layout.folder());
         let source = folder_key(dir, layout);
         let mut summary = ExportSummary { folder: layout.folder().to_owned(), projects: Vec::new() };
         for project in projects {
@@ -280,7 +297,7 @@ impl Store {
                 let Some(last_seq) = pending.last().map(|m| m.seq) else { break };
                 let mutations = latest_per_row(pending);
                 done.mutations += mutations.len();
-                let written = write_chunk(&folder, mutations, &self.now())?;
+                let written = write_chunk(dir, layout, mutations, &self.now())?;
                 let chunk_id = written.id;
                 if let Some(entry) = written.entry {
                     done.chunks.push(entry);
@@ -306,63 +323,56 @@ impl Store {
     /// per chunk. A chunk that cannot be read or applied is listed in `refused` and the rest are
     /// applied. With a time limit, stops between chunks once it is reached (`chunks_left`).
     pub fn sync_import(&mut self, dir: &Path, time_limit: Option<Duration>) -> Result<ImportSummary> {
-        let _guard = ImportGuard::take(dir)?;
-        let deadline = time_limit.map(|limit| Instant::now() + limit);
-        let mut summary = ImportSummary::default();
-        for layout in [Layout::Cairn, Layout::Engram] {
-            let folder = dir.join(layout.folder());
-            if !folder.join("manifest.json").exists() {
-                continue;
-            }
-            summary.folders.push(layout.folder().to_owned());
-            let source = folder_key(dir, layout);
-            let manifest = match read_manifest(&folder) {
-                Ok(m) => m,
-                Err(e) => {
-                    summary.refused.push(refusal(layout, "manifest.json", &e));
-                    self.sync_record_error(&source, &e.message)?;
-                    continue;
-                }
-            };
-            let applied = self.applied_chunks(&source)?;
-            for entry in &manifest.chunks {
-                if applied.contains(&entry.id) {
-                    summary.chunks_already_applied += 1;
-                    continue;
-                }
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    summary.chunks_left += 1;
-                    continue;
-                }
-                match self.import_chunk(&folder, &source, entry) {
-                    Ok(report) => {
-                        summary.chunks_applied += 1;
-                        add(&mut summary.applied, &report);
-                    }
-                    Err(e) => {
-                        summary.refused.push(refusal(layout, &entry.id, &e));
-                        self.sync_record_error(&source, &format!("chunk {}: {}", entry.id, e.message))?;
-                    }
-                }
-            }
-        }
-        Ok(summary)
+        import_repository(dir, time_limit, self)
     }
 
-    fn applied_chunks(&self, source: &str) -> Result<HashSet<String>> {
+    /// The chunks of a folder (its [`folder_key`]) applied here.
+    pub fn sync_applied_chunks(&self, source: &str) -> Result<HashSet<String>> {
         let mut stmt = self.conn().prepare("SELECT chunk_id FROM sync_chunks WHERE target_key = ?1")?;
         let rows = stmt.query_map([source], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    fn import_chunk(&mut self, folder: &Path, source: &str, entry: &ChunkEntry) -> Result<ApplyReport> {
-        let mutations = read_chunk(folder, &entry.id)?;
+    /// Apply chunks an import read, one transaction each, and record the errors it met.
+    pub fn sync_apply_batch(&mut self, batch: ImportBatch) -> Result<ImportSummary> {
+        let mut summary = ImportSummary::default();
+        for chunk in batch.chunks {
+            // Applied since the manifest was read (by another process importing the same folder).
+            if self.chunk_applied(&chunk.source, &chunk.id)? {
+                summary.chunks_already_applied += 1;
+                continue;
+            }
+            match self.import_chunk(&chunk) {
+                Ok(report) => {
+                    summary.chunks_applied += 1;
+                    add(&mut summary.applied, &report);
+                }
+                Err(e) => {
+                    summary.refused.push(refusal(chunk.layout, &chunk.id, &e));
+                    self.sync_record_error(&chunk.source, &format!("chunk {}: {}", chunk.id, e.message))?;
+                }
+            }
+        }
+        for (source, message) in batch.errors {
+            self.sync_record_error(&source, &message)?;
+        }
+        Ok(summary)
+    }
+
+    fn chunk_applied(&self, source: &str, chunk_id: &str) -> Result<bool> {
+        Ok(self.conn().query_row(
+            "SELECT EXISTS (SELECT 1 FROM sync_chunks WHERE target_key = ?1 AND chunk_id = ?2)",
+            params![source, chunk_id],
+            |r| r.get(0),
+        )?)
+    }
+
+    fn import_chunk(&mut self, chunk: &ReadChunk) -> Result<ApplyReport> {
         let now = self.now();
-        let chunk_id = entry.id.clone();
-        self.apply_mutations_then(source, &mutations, |tx| {
+        self.apply_mutations_then(&chunk.source, &chunk.mutations, |tx| {
             tx.execute(
                 "INSERT OR IGNORE INTO sync_chunks (target_key, chunk_id, applied_at) VALUES (?1, ?2, ?3)",
-                params![source, chunk_id, now],
+                params![chunk.source, chunk.id, now],
             )?;
             Ok(())
         })
@@ -387,10 +397,7 @@ impl Store {
         let mut folders = Vec::new();
         if let Some(dir) = dir {
             for layout in [Layout::Cairn, Layout::Engram] {
-                let folder = dir.join(layout.folder());
-                if folder.join("manifest.json").exists() {
-                    folders.push(self.folder_status(dir, layout)?);
-                }
+                folders.extend(self.folder_status(dir, layout)?);
             }
         }
         let (remote, remote_config_error) = match self.data_dir().map(crate::settings::load_remote) {
@@ -415,28 +422,35 @@ impl Store {
         })
     }
 
-    fn folder_status(&self, dir: &Path, layout: Layout) -> Result<FolderStatus> {
+    /// The folder's manifest against what was applied here; `None` without a manifest.
+    fn folder_status(&self, dir: &Path, layout: Layout) -> Result<Option<FolderStatus>> {
         let source = folder_key(dir, layout);
-        let applied = self.applied_chunks(&source)?;
+        let applied = self.sync_applied_chunks(&source)?;
         let last_error: Option<String> = self
             .conn()
             .query_row("SELECT last_error FROM sync_targets WHERE target_key = ?1", [&source], |r| r.get(0))
             .unwrap_or(None);
-        Ok(match read_manifest(&dir.join(layout.folder())) {
-            Ok(manifest) => FolderStatus {
-                folder: layout.folder().to_owned(),
-                manifest_chunks: manifest.chunks.len(),
-                applied_chunks: manifest.chunks.iter().filter(|c| applied.contains(&c.id)).count(),
-                pending_import: manifest.chunks.iter().filter(|c| !applied.contains(&c.id)).count(),
-                error: last_error,
-            },
-            Err(e) => FolderStatus {
-                folder: layout.folder().to_owned(),
+        let folder = layout.folder().to_owned();
+        Ok(match open_manifest(dir, layout, ReadLimits::DEFAULT) {
+            Ok(None) => None,
+            Ok(Some((_, manifest))) => {
+                let chunks = manifest.entries().chunks;
+                let applied_here = chunks.iter().filter(|c| applied.contains(&c.id)).count();
+                Some(FolderStatus {
+                    folder,
+                    manifest_chunks: chunks.len(),
+                    applied_chunks: applied_here,
+                    pending_import: chunks.len() - applied_here,
+                    error: last_error,
+                })
+            }
+            Err(e) => Some(FolderStatus {
+                folder,
                 manifest_chunks: 0,
                 applied_chunks: applied.len(),
                 pending_import: 0,
                 error: Some(e.message),
-            },
+            }),
         })
     }
 }
@@ -479,8 +493,9 @@ struct WrittenChunk {
     entry: Option<ChunkEntry>,
 }
 
-/// Build, write and list one chunk of `mutations` (already one per row, in journal order).
-fn write_chunk(folder: &Path, mutations: Vec<Mutation>, now: &str) -> Result<WrittenChunk> {
+/// Build, write and list one chunk of `mutations` (already one per row, in journal order) in
+/// `repo`'s chunk folder.
+fn write_chunk(repo: &Path, layout: Layout, mutations: Vec<Mutation>, now: &str) -> Result<WrittenChunk> {
     let mut chunk = ChunkData { version: Some(FORMAT_VERSION), ..ChunkData::default() };
     for m in &mutations {
         let hard = m.payload.get("hard_delete").and_then(Value::as_bool).unwrap_or(false);
@@ -496,17 +511,19 @@ fn write_chunk(folder: &Path, mutations: Vec<Mutation>, now: &str) -> Result<Wri
     chunk.mutations = mutations.into_iter().map(|m| Mutation { seq: 0, ..m }).collect();
     let json = serde_json::to_vec(&chunk).map_err(|e| CairnError::internal(format!("chunk JSON: {e}")))?;
     let id = chunk_id(&json);
-    let mut manifest = read_manifest(folder)?;
-    if manifest.chunks.iter().any(|c| c.id == id) {
+    // Made when missing; a link in its place (or at its manifest) is refused, not written through.
+    let folder = Folder::create(repo, layout.folder())?;
+    let mut manifest = ManifestFile::read(&folder, ReadLimits::DEFAULT)?.unwrap_or_default();
+    if manifest.lists(&id) {
         return Ok(WrittenChunk { id, entry: None });
     }
-    let chunks = folder.join("chunks");
-    std::fs::create_dir_all(&chunks).map_err(|e| io_error(&chunks, &e))?;
-    let path = chunks.join(format!("{id}.jsonl.gz"));
+    let chunks = folder.create_subfolder("chunks")?;
+    let name = format!("{id}.jsonl.gz");
+    let path = chunks.path().join(&name);
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
     gz.write_all(&json).map_err(|e| io_error(&path, &e))?;
     let bytes = gz.finish().map_err(|e| io_error(&path, &e))?;
-    write_atomically(&path, &bytes)?;
+    chunks.write_atomically(&name, &bytes)?;
     let entry = ChunkEntry {
         id: id.clone(),
         created_by: created_by(),
@@ -515,10 +532,8 @@ fn write_chunk(folder: &Path, mutations: Vec<Mutation>, now: &str) -> Result<Wri
         memories: counts.1,
         prompts: counts.2,
     };
-    manifest.chunks.push(entry.clone());
-    let mut text = serde_json::to_vec_pretty(&manifest).map_err(|e| CairnError::internal(e.to_string()))?;
-    text.push(b'\n');
-    write_atomically(&folder.join("manifest.json"), &text)?;
+    manifest.chunks.push(serde_json::to_value(&entry).map_err(|e| CairnError::internal(e.to_string()))?);
+    folder.write_atomically(MANIFEST, &manifest.to_json()?)?;
     Ok(WrittenChunk { id, entry: Some(entry) })
 }
 
@@ -539,58 +554,148 @@ fn io_error(path: &Path, e: &std::io::Error) -> CairnError {
     CairnError::internal(format!("{}: {e}", path.display()))
 }
 
-/// Write through a temporary file and a rename: a reader (or a crash) never sees half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|e| io_error(&tmp, &e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io_error(path, &e))
+/// A `manifest.json` as read: its entries kept as written (an export appends its own and writes
+/// the rest back untouched, malformed ones included: they are someone else's to fix).
+#[derive(Debug, Default)]
+struct ManifestFile {
+    version: Option<Value>,
+    chunks: Vec<Value>,
+    /// Other top-level keys, written back as they were.
+    rest: serde_json::Map<String, Value>,
 }
 
-/// The folder's manifest; none yet is an empty one.
-pub fn read_manifest(folder: &Path) -> Result<Manifest> {
-    let path = folder.join("manifest.json");
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Manifest { version: FORMAT_VERSION, chunks: Vec::new() });
+/// A manifest's entries as an import sees them.
+#[derive(Debug, Default)]
+struct ManifestEntries {
+    /// Each chunk once, in the manifest's order.
+    chunks: Vec<ChunkEntry>,
+    /// Entries that name no chunk: their position (from 1) and why.
+    malformed: Vec<(usize, String)>,
+}
+
+impl ManifestFile {
+    /// The folder's manifest; `None` when there is none.
+    fn read(folder: &Folder, limits: ReadLimits) -> Result<Option<ManifestFile>> {
+        let Some(bytes) = folder.read_file(MANIFEST, limits.manifest_bytes)? else { return Ok(None) };
+        Self::parse(&folder.path().join(MANIFEST), &bytes).map(Some)
+    }
+
+    /// A manifest is refused whole only when it is not a JSON object with a list of chunks, or
+    /// is from a newer format; a bad entry is refused alone ([`ManifestFile::entries`]).
+    fn parse(path: &Path, bytes: &[u8]) -> Result<ManifestFile> {
+        let invalid =
+            |why: String| CairnError::new(ErrorCode::SyncManifestInvalid, format!("{} {why}", path.display()));
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| invalid(format!("is not JSON: {e}")))?;
+        let Value::Object(mut rest) = value else { return Err(invalid("is not a JSON object".to_owned())) };
+        let version = rest.remove("version");
+        match version.as_ref().map(Value::as_i64) {
+            None | Some(Some(..=FORMAT_VERSION)) => {}
+            Some(Some(newer)) => {
+                return Err(CairnError::new(
+                    ErrorCode::SyncFormatTooNew,
+                    format!("{} is format version {newer}; this cairn reads version {FORMAT_VERSION}", path.display()),
+                )
+                .with_hint("upgrade cairn to import these chunks"));
+            }
+            Some(None) => return Err(invalid("has a version that is not a whole number".to_owned())),
         }
-        Err(e) => return Err(io_error(&path, &e)),
-    };
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| CairnError::new(ErrorCode::SyncManifestInvalid, format!("{} is not JSON: {e}", path.display())))?;
-    let version = value.get("version").and_then(Value::as_i64).unwrap_or(FORMAT_VERSION);
-    if version > FORMAT_VERSION {
-        return Err(CairnError::new(
-            ErrorCode::SyncFormatTooNew,
-            format!("{} is format version {version}; this cairn reads version {FORMAT_VERSION}", path.display()),
-        )
-        .with_hint("upgrade cairn to import these chunks"));
+        let chunks = match rest.remove("chunks") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(chunks)) => chunks,
+            Some(_) => return Err(invalid("has a \"chunks\" that is not a list".to_owned())),
+        };
+        Ok(ManifestFile { version, chunks, rest })
     }
-    let manifest: Manifest = serde_json::from_value(value).map_err(|e| {
-        CairnError::new(ErrorCode::SyncManifestInvalid, format!("{} has the wrong shape: {e}", path.display()))
-    })?;
-    Ok(manifest)
+
+    fn lists(&self, id: &str) -> bool {
+        self.chunks.iter().any(|c| c.get("id").and_then(Value::as_str) == Some(id))
+    }
+
+    /// The chunks listed, each once (a manifest naming one twice, or 5,000 times, applies it
+    /// once), and the entries that name none.
+    fn entries(&self) -> ManifestEntries {
+        let mut entries = ManifestEntries::default();
+        let mut seen = HashSet::new();
+        for (i, value) in self.chunks.iter().enumerate() {
+            match parse_entry(value) {
+                Ok(entry) => {
+                    if seen.insert(entry.id.clone()) {
+                        entries.chunks.push(entry);
+                    }
+                }
+                Err(why) => entries.malformed.push((i + 1, why)),
+            }
+        }
+        entries
+    }
+
+    /// Pretty JSON, the version first (as engram writes it).
+    fn to_json(&self) -> Result<Vec<u8>> {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            version: &'a Value,
+            chunks: &'a [Value],
+            #[serde(flatten)]
+            rest: &'a serde_json::Map<String, Value>,
+        }
+        let version = self.version.clone().unwrap_or(Value::from(FORMAT_VERSION));
+        let out = Out { version: &version, chunks: &self.chunks, rest: &self.rest };
+        let mut text = serde_json::to_vec_pretty(&out).map_err(|e| CairnError::internal(e.to_string()))?;
+        text.push(b'\n');
+        Ok(text)
+    }
 }
 
-/// Read, check and convert one chunk into mutations, in the order they apply.
-fn read_chunk(folder: &Path, id: &str) -> Result<Vec<Mutation>> {
+/// One manifest entry, or why it names no chunk.
+fn parse_entry(value: &Value) -> std::result::Result<ChunkEntry, String> {
+    let entry: ChunkEntry = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
     // The id names a file: anything but a short hex name could leave the folder.
+    let id = &entry.id;
     if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(CairnError::new(ErrorCode::SyncManifestInvalid, format!("chunk id {id:?} is not a hex digest")));
+        return Err(format!("chunk id {id:?} is not a hex digest"));
     }
-    let path = folder.join("chunks").join(format!("{id}.jsonl.gz"));
-    let file = std::fs::File::open(&path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => CairnError::new(
+    Ok(entry)
+}
+
+/// The repository's chunk folder of `layout` and its manifest; `None` when either is missing.
+fn open_manifest(repo: &Path, layout: Layout, limits: ReadLimits) -> Result<Option<(Folder, ManifestFile)>> {
+    let Some(folder) = Folder::open(repo, layout.folder())? else { return Ok(None) };
+    Ok(ManifestFile::read(&folder, limits)?.map(|manifest| (folder, manifest)))
+}
+
+/// Read, check and convert one chunk into mutations, in the order they apply; with the size of
+/// its JSON.
+fn read_chunk(folder: &Folder, id: &str, limits: ReadLimits) -> Result<(Vec<Mutation>, u64)> {
+    let name = format!("{id}.jsonl.gz");
+    let missing = || {
+        CairnError::new(
             ErrorCode::SyncChunkMissing,
-            format!("the manifest lists chunk {id}, but {} is not there", path.display()),
+            format!(
+                "the manifest lists chunk {id}, but {} is not there",
+                folder.path().join("chunks").join(&name).display()
+            ),
         )
-        .with_hint("pull the commit that added it (git pull), then import again"),
-        _ => io_error(&path, &e),
-    })?;
+        .with_hint("pull the commit that added it (git pull), then import again")
+    };
+    let chunks = folder.subfolder("chunks")?.ok_or_else(missing)?;
+    let file = chunks.open_file(&name, limits.chunk_bytes)?.ok_or_else(missing)?;
+    let cap = limits.chunk_bytes;
     let mut json = Vec::new();
-    GzDecoder::new(file).take(CHUNK_MAX_BYTES).read_to_end(&mut json).map_err(|e| {
-        CairnError::new(ErrorCode::SyncChunkCorrupt, format!("chunk {id} is not a complete gzip file: {e}"))
-    })?;
+    // One byte past the cap tells a chunk that is too large from one that fits.
+    GzDecoder::new(file.take(cap.saturating_add(1))).take(cap.saturating_add(1)).read_to_end(&mut json).map_err(
+        |e| CairnError::new(ErrorCode::SyncChunkCorrupt, format!("chunk {id} is not a complete gzip file: {e}")),
+    )?;
+    let size = json.len() as u64;
+    if size > cap {
+        return Err(CairnError::new(
+            ErrorCode::SyncFileTooLarge,
+            format!(
+                "chunk {id} ({}) inflates past {cap} bytes; sync reads at most that",
+                chunks.path().join(&name).display()
+            ),
+        )
+        .with_hint("it is not a chunk cairn or engram wrote: remove it from the manifest and the folder"));
+    }
     if chunk_id(&json)[..id.len().min(8)] != id[..id.len().min(8)] {
         return Err(CairnError::new(
             ErrorCode::SyncChunkHashMismatch,
@@ -608,7 +713,157 @@ fn read_chunk(folder: &Path, id: &str) -> Result<Vec<Mutation>> {
     }
     let chunk: ChunkData = serde_json::from_value(value)
         .map_err(|e| CairnError::new(ErrorCode::SyncMutationInvalid, format!("chunk {id} has the wrong shape: {e}")))?;
-    Ok(chunk_mutations(chunk))
+    Ok((chunk_mutations(chunk), size))
+}
+
+/// Where an import applies the chunks it read: the store itself, or (in the daemon) the
+/// store's writer, which is asked only once the files of a batch are read and checked.
+pub trait ImportTarget {
+    /// The chunks of a folder (its [`folder_key`]) applied already.
+    fn applied_chunks(&mut self, source: &str) -> Result<HashSet<String>>;
+    /// Apply a batch, in one write ([`Store::sync_apply_batch`]).
+    fn apply_batch(&mut self, batch: ImportBatch) -> Result<ImportSummary>;
+}
+
+impl ImportTarget for Store {
+    fn applied_chunks(&mut self, source: &str) -> Result<HashSet<String>> {
+        self.sync_applied_chunks(source)
+    }
+
+    fn apply_batch(&mut self, batch: ImportBatch) -> Result<ImportSummary> {
+        self.sync_apply_batch(batch)
+    }
+}
+
+/// Chunks read and checked, and the errors met reading them (recorded on their folder).
+#[derive(Debug, Default)]
+pub struct ImportBatch {
+    chunks: Vec<ReadChunk>,
+    errors: Vec<(String, String)>,
+}
+
+#[derive(Debug)]
+struct ReadChunk {
+    layout: Layout,
+    source: String,
+    id: String,
+    mutations: Vec<Mutation>,
+}
+
+impl ImportSummary {
+    fn absorb(&mut self, part: ImportSummary) {
+        self.chunks_applied += part.chunks_applied;
+        self.chunks_already_applied += part.chunks_already_applied;
+        self.refused.extend(part.refused);
+        self.chunks_left += part.chunks_left;
+        add(&mut self.applied, &part.applied);
+    }
+}
+
+/// A folder of the repository being imported.
+struct ImportFolder {
+    layout: Layout,
+    source: String,
+    folder: Folder,
+}
+
+/// Apply every chunk of `dir`'s `.cairn/` and `.engram/` not applied yet through `target`:
+/// each chunk is read and checked before any is applied, and the chunks read are applied in
+/// batches of bounded size, one write each. A chunk (or manifest entry) that cannot be read or
+/// applied is listed in `refused`, the rest are applied. With a time limit, stops reading
+/// between chunks once it is reached (`chunks_left`).
+pub fn import_repository(
+    dir: &Path,
+    time_limit: Option<Duration>,
+    target: &mut dyn ImportTarget,
+) -> Result<ImportSummary> {
+    import_with_limits(dir, time_limit, target, ReadLimits::DEFAULT)
+}
+
+pub(crate) fn import_with_limits(
+    dir: &Path,
+    time_limit: Option<Duration>,
+    target: &mut dyn ImportTarget,
+    limits: ReadLimits,
+) -> Result<ImportSummary> {
+    let _guard = ImportGuard::take(dir)?;
+    let deadline = time_limit.map(|limit| Instant::now() + limit);
+    let mut summary = ImportSummary::default();
+    let mut batch = ImportBatch::default();
+    let mut folders = Vec::new();
+    let mut pending: Vec<(usize, String)> = Vec::new();
+    for layout in [Layout::Cairn, Layout::Engram] {
+        let source = folder_key(dir, layout);
+        let (folder, manifest) = match open_manifest(dir, layout, limits) {
+            Ok(Some(found)) => found,
+            Ok(None) => continue,
+            Err(e) => {
+                summary.folders.push(layout.folder().to_owned());
+                refuse(&mut summary, &mut batch, layout, &source, MANIFEST, &e);
+                continue;
+            }
+        };
+        summary.folders.push(layout.folder().to_owned());
+        let entries = manifest.entries();
+        for (position, why) in &entries.malformed {
+            let e = CairnError::new(
+                ErrorCode::SyncManifestEntryInvalid,
+                format!(
+                    "{} entry {position} of {}: {why}",
+                    folder.path().join(MANIFEST).display(),
+                    manifest.chunks.len()
+                ),
+            );
+            refuse(&mut summary, &mut batch, layout, &source, &format!("{MANIFEST}#{position}"), &e);
+        }
+        let applied = target.applied_chunks(&source)?;
+        for entry in entries.chunks {
+            if applied.contains(&entry.id) {
+                summary.chunks_already_applied += 1;
+            } else {
+                pending.push((folders.len(), entry.id));
+            }
+        }
+        folders.push(ImportFolder { layout, source, folder });
+    }
+    let mut batch_bytes = 0;
+    for (i, (index, id)) in pending.iter().enumerate() {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            summary.chunks_left += pending.len() - i;
+            break;
+        }
+        let ImportFolder { layout, source, folder } = &folders[*index];
+        match read_chunk(folder, id, limits) {
+            Ok((mutations, size)) => {
+                batch.chunks.push(ReadChunk { layout: *layout, source: source.clone(), id: id.clone(), mutations });
+                batch_bytes += size;
+            }
+            Err(e) => refuse(&mut summary, &mut batch, *layout, source, id, &e),
+        }
+        if batch_bytes >= limits.batch_bytes {
+            summary.absorb(target.apply_batch(std::mem::take(&mut batch))?);
+            batch_bytes = 0;
+        }
+    }
+    if !batch.chunks.is_empty() || !batch.errors.is_empty() {
+        summary.absorb(target.apply_batch(batch)?);
+    }
+    Ok(summary)
+}
+
+/// A chunk (or the manifest, or one of its entries) not applied: listed, and recorded on its
+/// folder with the batch.
+fn refuse(
+    summary: &mut ImportSummary,
+    batch: &mut ImportBatch,
+    layout: Layout,
+    source: &str,
+    what: &str,
+    e: &CairnError,
+) {
+    summary.refused.push(refusal(layout, what, e));
+    let message = if what == MANIFEST { e.message.clone() } else { format!("chunk {what}: {}", e.message) };
+    batch.errors.push((source.to_owned(), message));
 }
 
 /// The chunk's own mutations when it has them; else mutations made from its arrays (engram's

@@ -3,9 +3,15 @@
 //!
 //! - **Push** reads each project's journal from the hub target's high-water mark, in batches
 //!   that fit the hub's limits (100 entries, 8 MiB), each entry with an idempotency key
-//!   `<node id>:<journal seq>`. The mark moves only when the hub answered a seq for every
-//!   entry: the hub commits a batch whole or not at all, so a push with no answer is sent
-//!   again and the hub hands back the seqs of its first commit.
+//!   `<node id>:<journal seq>`. The mark moves only when the hub answered for every entry: a
+//!   seq (stored) or a refusal of that entry alone; the hub commits the entries it stores
+//!   together or not at all, so a push with no answer is sent again and the hub hands back the
+//!   seqs of its first commit.
+//! - **Parking**: an entry the hub refused by itself (its code and reason), or one that could
+//!   never be stored there and is not sent (a NUL character, which PostgreSQL refuses; an entry
+//!   larger than a push), is parked: kept with its reason in `sync_parked`, shown by the status,
+//!   never retried, and the mark moves past it so the entries after it go on. A later change of
+//!   the same row that reaches the hub forgets it.
 //! - **Pull** reads pages after the cursor and applies each page in one transaction with the
 //!   cursor's move, so a crash leaves either both or neither. This store's own mutations coming
 //!   back are recognised by their key and skipped.
@@ -82,6 +88,49 @@ pub struct PullPage {
     pub latest_seq: i64,
 }
 
+/// The answer to a push: one seq per stored entry, in entry order, and the entries the hub
+/// refused one by one (none in an older hub's answer: it stored every entry or none).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushAnswer {
+    pub accepted_seqs: Vec<i64>,
+    #[serde(default)]
+    pub rejected: Vec<RejectedEntry>,
+}
+
+/// An entry of a push the hub would not store, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedEntry {
+    /// Its index in the push.
+    pub index: usize,
+    #[serde(default)]
+    pub error_code: String,
+    #[serde(default)]
+    pub error: String,
+}
+
+/// A journal entry that will not reach the hub, kept with its reason (see the module's
+/// "Parking").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ParkedEntry {
+    pub project: String,
+    pub entity: String,
+    pub entity_key: String,
+    /// The journal entry's seq (its idempotency key is `<node id>:<seq>`).
+    pub seq: i64,
+    /// The hub's code (`nul_character`, `invalid_entry`, …), or cairn's for an entry it did
+    /// not send (`nul_character`, `payload_too_large`).
+    pub code: String,
+    pub reason: String,
+    /// `hub` (it refused the entry) or `client` (cairn did not send it).
+    pub refused_by: String,
+    pub parked_at: String,
+}
+
+/// Who parked an entry.
+const REFUSED_BY_HUB: &str = "hub";
+const REFUSED_BY_CLIENT: &str = "client";
+
 /// How a request to the hub failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HubFailure {
@@ -126,7 +175,7 @@ fn refusal_hint(code: &str) -> &'static str {
 
 /// How a round reaches the hub.
 pub trait HubTransport: Send + Sync {
-    fn push(&self, body: &PushBody) -> std::result::Result<Vec<i64>, HubFailure>;
+    fn push(&self, body: &PushBody) -> std::result::Result<PushAnswer, HubFailure>;
     fn pull(&self, since: i64, limit: usize, project: Option<&str>) -> std::result::Result<PullPage, HubFailure>;
 }
 
@@ -156,9 +205,12 @@ pub struct ProjectRefusal {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RoundReport {
-    /// Journal entries the hub acknowledged.
+    /// Journal entries the hub stored.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub pushed: usize,
+    /// Journal entries parked in this round: refused by the hub one by one, or not sent.
+    #[serde(default)]
+    pub parked: Vec<ParkedEntry>,
     /// Mutations received from the hub (this store's own excluded).
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub pulled: usize,
@@ -168,7 +220,8 @@ pub struct RoundReport {
     /// for. They stay on this machine; not an error.
     #[serde(default)]
     pub not_granted: Vec<String>,
-    /// Journal entries still to push (those of refused projects; not-granted ones not counted).
+    /// Journal entries still to push (those of refused projects; not-granted and parked ones not
+    /// counted).
     pub pending: i64,
     /// The hub's last seq this store has applied.
     pub cursor: i64,
@@ -204,7 +257,10 @@ fn push_pending(
             continue;
         }
         match push_project(access, hub, remote, &project, &node) {
-            Ok(n) => report.pushed += n,
+            Ok(done) => {
+                report.pushed += done.pushed;
+                report.parked.extend(done.parked);
+            }
             Err(RoundError::Store(e)) => return Err(e),
             Err(RoundError::Hub(HubFailure::Refused { status, code, message })) if status != 401 => {
                 let error = HubFailure::Refused { status, code: code.clone(), message: message.clone() }
@@ -241,48 +297,113 @@ impl From<CairnError> for RoundError {
     }
 }
 
-/// Push one project's journal in batches until nothing is pending; the entries acknowledged.
+/// What pushing one project did.
+#[derive(Default)]
+struct Pushed {
+    pushed: usize,
+    parked: Vec<ParkedEntry>,
+}
+
+/// An entry the hub stored: its row and journal seq (parked entries of the row before it are
+/// forgotten).
+type Delivered = (String, String, i64);
+
+/// Push one project's journal in batches until nothing is pending.
 fn push_project(
     access: &impl SyncAccess,
     hub: &dyn HubTransport,
     remote: &RemoteSettings,
     project: &str,
     node: &str,
-) -> std::result::Result<usize, RoundError> {
+) -> std::result::Result<Pushed, RoundError> {
     let target = remote.target_key(project);
-    let mut pushed = 0;
+    let mut done = Pushed::default();
     loop {
         let (key, name) = (target.clone(), project.to_owned());
         let pending = access.with_store(move |s| s.sync_pending(&key, Some(&name), PUSH_MAX_ENTRIES))?;
-        let entries = fit_one_push(pending, node);
-        let Some(last_seq) = entries.last().map(|(seq, _)| *seq) else { return Ok(pushed) };
-        let body =
-            PushBody { entries: entries.into_iter().map(|(_, e)| e).collect(), created_by: super::git::created_by() };
-        let seqs = hub.push(&body).map_err(RoundError::Hub)?;
-        if seqs.len() != body.entries.len() {
-            return Err(RoundError::Hub(HubFailure::Invalid(format!(
-                "{} seqs accepted for {} entries",
-                seqs.len(),
-                body.entries.len()
-            ))));
+        let Some(Batch { through, send, mut parked }) = plan_push(pending, node) else { return Ok(done) };
+        let mut delivered: Vec<Delivered> = Vec::with_capacity(send.len());
+        if !send.is_empty() {
+            let (seqs, entries): (Vec<i64>, Vec<PushEntry>) = send.into_iter().unzip();
+            let body = PushBody { entries, created_by: super::git::created_by() };
+            let answer = hub.push(&body).map_err(RoundError::Hub)?;
+            let refusals = refusals(answer, body.entries.len()).map_err(RoundError::Hub)?;
+            for ((seq, entry), refusal) in seqs.into_iter().zip(body.entries).zip(refusals) {
+                match refusal {
+                    None => delivered.push((entry.entity, entry.entity_key, seq)),
+                    Some(r) => parked.push(ParkedEntry {
+                        project: entry.project,
+                        entity: entry.entity,
+                        entity_key: entry.entity_key,
+                        seq,
+                        code: r.error_code,
+                        reason: r.error,
+                        refused_by: REFUSED_BY_HUB.into(),
+                        parked_at: String::new(),
+                    }),
+                }
+            }
         }
+        done.pushed += delivered.len();
         let key = target.clone();
-        access.with_store(move |s| s.sync_ack(&key, last_seq))?;
-        pushed += body.entries.len();
+        let recorded = access.with_store(move |s| s.sync_ack_push(&key, through, parked, &delivered))?;
+        done.parked.extend(recorded);
     }
 }
 
-/// The oldest pending entries that fit in one push (at least one: a single entry over the
-/// limit goes alone and the hub's refusal says so).
-fn fit_one_push(pending: Vec<Mutation>, node: &str) -> Vec<(i64, PushEntry)> {
+/// The hub's refusal of each entry sent (`None`: stored), once the answer is seen to account
+/// for every entry exactly once.
+fn refusals(answer: PushAnswer, sent: usize) -> std::result::Result<Vec<Option<RejectedEntry>>, HubFailure> {
+    let (stored, refused) = (answer.accepted_seqs.len(), answer.rejected.len());
+    if stored + refused != sent {
+        return Err(HubFailure::Invalid(format!(
+            "{stored} seqs accepted and {refused} entries refused for {sent} entries"
+        )));
+    }
+    let mut per_entry = vec![None; sent];
+    for r in answer.rejected {
+        match per_entry.get_mut(r.index) {
+            Some(slot @ None) => *slot = Some(r),
+            _ => return Err(HubFailure::Invalid(format!("a refusal of entry {} of a push of {sent}", r.index))),
+        }
+    }
+    Ok(per_entry)
+}
+
+/// One push's worth of pending entries: those to send, those parked without sending (at least
+/// one of either), and the last journal seq they cover.
+struct Batch {
+    through: i64,
+    send: Vec<(i64, PushEntry)>,
+    parked: Vec<ParkedEntry>,
+}
+
+/// The oldest pending entries that fit in one push, less those a hub could never store, which
+/// are parked; `None` when nothing is pending.
+fn plan_push(pending: Vec<Mutation>, node: &str) -> Option<Batch> {
+    let mut batch = Batch { through: 0, send: Vec::with_capacity(pending.len()), parked: Vec::new() };
     let mut bytes = 0;
-    let mut out = Vec::with_capacity(pending.len());
     for m in pending {
         let size = m.payload.to_string().len() + m.entity_key.len() + m.project.len() + 128;
-        if !out.is_empty() && bytes + size > PUSH_MAX_BYTES {
+        if let Some((code, reason)) = unsendable(&m, size) {
+            batch.through = m.seq;
+            batch.parked.push(ParkedEntry {
+                project: m.project,
+                entity: m.entity,
+                entity_key: m.entity_key,
+                seq: m.seq,
+                code: code.to_owned(),
+                reason,
+                refused_by: REFUSED_BY_CLIENT.into(),
+                parked_at: String::new(),
+            });
+            continue;
+        }
+        if !batch.send.is_empty() && bytes + size > PUSH_MAX_BYTES {
             break;
         }
         bytes += size;
+        batch.through = m.seq;
         let entry = PushEntry {
             mutation_id: format!("{node}:{}", m.seq),
             project: m.project,
@@ -291,9 +412,30 @@ fn fit_one_push(pending: Vec<Mutation>, node: &str) -> Vec<(i64, PushEntry)> {
             op: m.op,
             payload: m.payload,
         };
-        out.push((m.seq, entry));
+        batch.send.push((m.seq, entry));
     }
-    out
+    (batch.through > 0).then_some(batch)
+}
+
+/// Why a journal entry cannot go to a hub at all, with the code the hub would answer: a NUL
+/// character (PostgreSQL stores none, in text or JSONB), or more bytes than one push carries.
+fn unsendable(m: &Mutation, size: usize) -> Option<(&'static str, String)> {
+    let fields = [("project", &m.project), ("entity", &m.entity), ("entity_key", &m.entity_key), ("op", &m.op)];
+    let nul = fields
+        .iter()
+        .find(|(_, value)| value.contains('\0'))
+        .map(|(name, _)| (*name).to_owned())
+        .or_else(|| crate::text::nul_path(&m.payload).map(|path| format!("payload.{path}")));
+    if let Some(field) = nul {
+        let reason = format!(
+            "{field} holds a NUL character (U+0000), which a hub cannot store; edit the memory to send it again"
+        );
+        return Some((ErrorCode::NulCharacter.as_str(), reason));
+    }
+    (size > PUSH_MAX_BYTES).then(|| {
+        let reason = format!("the entry is {size} bytes; one push carries at most {PUSH_MAX_BYTES}");
+        (ErrorCode::PayloadTooLarge.as_str(), reason)
+    })
 }
 
 fn record_target_error(access: &impl SyncAccess, target: String, error: CairnError) -> Result<()> {
@@ -399,7 +541,13 @@ pub struct RemoteProjectStatus {
     pub last_pushed_seq: i64,
     pub last_push_at: Option<String>,
     pub last_error: Option<String>,
+    /// Journal entries parked: the hub will not take them (see `RemoteStatus::parked_entries`).
+    #[serde(default)]
+    pub parked: i64,
 }
+
+/// Parked entries the status lists (the count covers them all).
+pub const PARKED_SHOWN: usize = 20;
 
 /// The phase of a data dir's sync with its hub when no daemon reports a live one.
 pub const PHASE_NO_DAEMON: &str = "no_daemon";
@@ -425,6 +573,13 @@ pub struct RemoteStatus {
     pub projects: Vec<String>,
     pub autosync: bool,
     pub pending: i64,
+    /// Journal entries parked over every project: refused by the hub one by one, or not sent.
+    /// They are not retried; a later change of the same row sends it again.
+    #[serde(default)]
+    pub parked: i64,
+    /// The newest parked entries (at most [`PARKED_SHOWN`]), with their reasons.
+    #[serde(default)]
+    pub parked_entries: Vec<ParkedEntry>,
     pub per_project: Vec<RemoteProjectStatus>,
     /// The hub's last seq applied here.
     pub cursor: i64,
@@ -569,6 +724,83 @@ impl Store {
         })
     }
 
+    /// After a push to `target_key`: record the entries `parked` (those a later entry of the
+    /// same row in `delivered` already supersedes are dropped), forget the parked entries of
+    /// the rows `delivered` has now reached the hub with, and move the mark to `through`, in one
+    /// transaction. The entries parked, as recorded.
+    pub fn sync_ack_push(
+        &mut self,
+        target_key: &str,
+        through: i64,
+        mut parked: Vec<ParkedEntry>,
+        delivered: &[(String, String, i64)],
+    ) -> Result<Vec<ParkedEntry>> {
+        let now = self.now();
+        parked.retain(|p| {
+            !delivered.iter().any(|(entity, key, seq)| *entity == p.entity && *key == p.entity_key && *seq > p.seq)
+        });
+        parked.sort_by_key(|p| p.seq);
+        for p in &mut parked {
+            p.parked_at.clone_from(&now);
+        }
+        self.write(|tx| {
+            let mut park = tx.prepare_cached(
+                "INSERT INTO sync_parked (target_key, seq, project, entity, entity_key, code, reason, refused_by, parked_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT (target_key, seq) DO UPDATE SET code = excluded.code, reason = excluded.reason,
+                    refused_by = excluded.refused_by, parked_at = excluded.parked_at",
+            )?;
+            for p in &parked {
+                park.execute(params![
+                    target_key,
+                    p.seq,
+                    p.project,
+                    p.entity,
+                    p.entity_key,
+                    p.code,
+                    p.reason,
+                    p.refused_by,
+                    p.parked_at
+                ])?;
+            }
+            let mut forget = tx.prepare_cached(
+                "DELETE FROM sync_parked WHERE target_key = ?1 AND entity_key = ?2 AND entity = ?3 AND seq < ?4",
+            )?;
+            for (entity, key, seq) in delivered {
+                forget.execute(params![target_key, key, entity, seq])?;
+            }
+            super::record_ack(tx, target_key, through, &now)?;
+            Ok(parked)
+        })
+    }
+
+    /// How many entries are parked for `target_key`, and the newest `limit` of them.
+    pub fn sync_parked(&self, target_key: &str, limit: usize) -> Result<(i64, Vec<ParkedEntry>)> {
+        let count =
+            self.conn()
+                .query_row("SELECT count(*) FROM sync_parked WHERE target_key = ?1", [target_key], |r| r.get(0))?;
+        let newest = self
+            .conn()
+            .prepare_cached(
+                "SELECT project, entity, entity_key, seq, code, reason, refused_by, parked_at FROM sync_parked
+                 WHERE target_key = ?1 ORDER BY seq DESC LIMIT ?2",
+            )?
+            .query_map(params![target_key, i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+                Ok(ParkedEntry {
+                    project: r.get(0)?,
+                    entity: r.get(1)?,
+                    entity_key: r.get(2)?,
+                    seq: r.get(3)?,
+                    code: r.get(4)?,
+                    reason: r.get(5)?,
+                    refused_by: r.get(6)?,
+                    parked_at: r.get(7)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok((count, newest))
+    }
+
     /// Take (or renew) the sync lease for `holder` for `ttl`: `None` when taken, else who holds
     /// it. An expired lease is anyone's.
     pub fn sync_lease_take(&mut self, holder: &str, ttl: std::time::Duration) -> Result<Option<String>> {
@@ -607,6 +839,7 @@ impl Store {
     /// The store's side of `cairn remote status` (the daemon fills in its autosync's phase).
     pub fn remote_status(&self, remote: &RemoteSettings) -> Result<RemoteStatus> {
         let mut per_project = Vec::new();
+        let mut parked_entries = Vec::new();
         for project in self.sync_projects()?.into_iter().filter(|p| remote.covers(p)) {
             let target = remote.target_key(&project);
             let row: Option<(i64, Option<String>, Option<String>)> = self
@@ -620,6 +853,8 @@ impl Store {
             let (last_pushed_seq, last_push_at, last_error) = row.unwrap_or((0, None, None));
             let pending = self.sync_pending_count(&target, Some(&project))?;
             let not_granted = remote.projects.is_empty() && self.no_grant_lately(&target)?;
+            let (parked, newest) = self.sync_parked(&target, PARKED_SHOWN)?;
+            parked_entries.extend(newest);
             per_project.push(RemoteProjectStatus {
                 project,
                 pending,
@@ -627,8 +862,11 @@ impl Store {
                 last_pushed_seq,
                 last_push_at,
                 last_error,
+                parked,
             });
         }
+        parked_entries.sort_by(|a, b| b.parked_at.cmp(&a.parked_at).then(b.seq.cmp(&a.seq)));
+        parked_entries.truncate(PARKED_SHOWN);
         let source = remote.source_key();
         let pull: Option<(i64, String, Option<String>, Option<String>)> = self
             .conn()
@@ -661,6 +899,8 @@ impl Store {
             projects: remote.projects.clone(),
             autosync: remote.autosync,
             pending: per_project.iter().filter(|p| !p.not_granted).map(|p| p.pending).sum(),
+            parked: per_project.iter().map(|p| p.parked).sum(),
+            parked_entries,
             per_project,
             cursor,
             last_pull_at,

@@ -36,6 +36,7 @@ const ERROR_RESPONSE: &str = "Error";
         (name = "projects", description = "Project identity and maintenance"),
         (name = "history", description = "Conversation history of OpenCode and Claude Code sessions"),
         (name = "daemon", description = "Health, stats, export/import, doctor, the operation RPC"),
+        (name = "opencode-memory", description = "opencode-memory's memory server wire (`/memories`): extraction by the configured model"),
         (name = "mcp", description = "MCP over streamable HTTP (when enabled)"),
     )
 )]
@@ -238,7 +239,8 @@ fn add_shared_responses(op: &mut Operation, open_route: bool) {
     let responses = &mut op.responses.responses;
     responses.entry("403".into()).or_insert_with(|| {
         shared(
-            "`forbidden`: the Host is not a loopback name, the peer is not local, or a browser request is cross-site",
+            "`forbidden`: the Host is not a loopback name, the peer is not local, a browser request is cross-site, \
+             or a change comes from a page that is not cairn's own",
         )
     });
     if !open_route {
@@ -268,7 +270,10 @@ fn mcp_path() -> PathItem {
             .response("202", ResponseBuilder::new().description("A notification or response was accepted"))
             .response(
                 "default",
-                ResponseBuilder::new().description("The MCP transport refused the request (plain text)"),
+                ResponseBuilder::new().description(
+                    "The MCP transport refused the request (plain text; a body that is no JSON, or a known \
+                     method with params of the wrong shape: 400 with the JSON-RPC error)",
+                ),
             )
             .build()
     };

@@ -10,8 +10,9 @@
 //! | query parameter of the wrong type | 400 | `invalid_argument` |
 //! | path id that is not a positive integer | 400 | `invalid_argument` |
 //!
-//! Bodies are read whatever their `Content-Type`: engram's hooks post with curl, whose default
-//! is form-encoded. Cross-site browser posts are refused by the security layer instead.
+//! Bodies are read as JSON whatever their `Content-Type` says, none included (engram's hooks
+//! post with curl and name `application/json`); a change declared as a type a web page may send
+//! anywhere (`text/plain`, a form) is refused before it gets here (`guard`).
 
 use axum::body::Bytes;
 use axum::extract::path::ErrorKind;

@@ -1,9 +1,17 @@
 //! Who may talk to the daemon, and how much they may send. Applied to every route, the MCP
 //! endpoint and the unknown-route fallback alike.
 //!
+//! 0. HTTP/1.1 without `Host` (which every HTTP/1.1 request must carry) gets 400 `missing_host`.
 //! 1. Browsers: a request a web page made cross-site (`Sec-Fetch-Site: cross-site`, or an
 //!    `Origin` that is not a loopback origin, `null` included) is refused. A page on the
 //!    internet must not read or write memories through the user's browser.
+//!    A change (any method but `GET`, `HEAD`, `OPTIONS`: `/v1/op`, `/mcp` and the `/ui` forms
+//!    included) is held to more: a `Sec-Fetch-Site` other than `same-origin` or `none` and an
+//!    `Origin` other than the daemon's own (a loopback name on the port it serves, or exactly
+//!    the `Host` the request was sent to) are refused, so a page served from another local
+//!    port cannot write either; a request without either header is a tool, not a browser, and
+//!    passes. Outside `/ui` a change may not declare a body of a type a page can send without
+//!    asking (`text/plain`, `multipart/form-data`, a form): 415 `unsupported_media_type`.
 //! 2. DNS rebinding: the `Host` must name loopback (`localhost`, `*.localhost`, `127.0.0.0/8`,
 //!    `[::1]`, any port), and the peer must be a loopback address. A request carrying the
 //!    configured bearer token is exempt: it proves the caller was given the token, which a
@@ -21,7 +29,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, Method, Version, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use cairn_client::daemon::{DATA_DIR_HEADER, data_dir_from_header, same_dir};
@@ -52,7 +60,9 @@ pub(super) async fn security(State(state): State<AppState>, req: Request, next: 
 }
 
 fn admit(config: &HttpConfig, req: &Request) -> Result<(), ApiError> {
+    require_host_header(req)?;
     refuse_cross_site(req.headers())?;
+    refuse_foreign_changes(req)?;
     let authorized = config.token.as_deref().is_some_and(|token| {
         bearer_matches(req.headers(), token)
             || super::ui::presented_token(req).is_some_and(|given| same_token(&given, token))
@@ -114,6 +124,103 @@ fn refuse_cross_site(headers: &HeaderMap) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+/// The address a connection was accepted on, set by `serve` on every request: the daemon's
+/// own origin is a loopback name on this port.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ServedOn(pub SocketAddr);
+
+fn require_host_header(req: &Request) -> Result<(), ApiError> {
+    if req.version() == Version::HTTP_11 && !req.headers().contains_key(header::HOST) {
+        return Err(ApiError::new(ErrorCode::MissingHost, "an HTTP/1.1 request must carry a Host header")
+            .with_hint("send `Host: 127.0.0.1:PORT` (every HTTP/1.1 client does)"));
+    }
+    Ok(())
+}
+
+/// Whether a request asks for a change: any method but the safe ones (no `GET` route changes
+/// anything; an unknown method is treated as a change).
+fn changes_state(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Bodies a web page can send anywhere without asking first (a CORS "simple" request, or a
+/// `no-cors` fetch): a JSON route refuses them, so no page can smuggle a change in one.
+const SIMPLE_BODY_TYPES: &[&str] = &["text/plain", "multipart/form-data", "application/x-www-form-urlencoded"];
+
+/// A change must come from cairn itself or from a tool (see the module doc, 1).
+fn refuse_foreign_changes(req: &Request) -> Result<(), ApiError> {
+    if !changes_state(req.method()) {
+        return Ok(());
+    }
+    let headers = req.headers();
+    let forbidden = |why: String| {
+        ApiError::new(ErrorCode::Forbidden, why)
+            .with_hint("changes are accepted from cairn's own page and from local tools only")
+    };
+    for site in headers.get_all("sec-fetch-site") {
+        let site = site.to_str().unwrap_or("<not text>");
+        if !(site.eq_ignore_ascii_case("same-origin") || site.eq_ignore_ascii_case("none")) {
+            return Err(forbidden(format!("a {site:?} browser request may not change anything")));
+        }
+    }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let served_port = match req.extensions().get::<ServedOn>() {
+        Some(ServedOn(addr)) => Some(addr.port()),
+        None => host.and_then(|h| authority_port(h, 80)),
+    };
+    for origin in headers.get_all(header::ORIGIN) {
+        let text = origin.to_str().unwrap_or("<not text>");
+        if !is_own_origin(text, host, served_port) {
+            return Err(forbidden(format!("origin {text:?} is not this daemon's: it may not change anything")));
+        }
+    }
+    if super::ui::is_ui_path(req.uri().path()) {
+        return Ok(()); // the page's own forms: held to the checks above
+    }
+    for declared in headers.get_all(header::CONTENT_TYPE) {
+        let text = declared.to_str().unwrap_or("");
+        let essence = text.split(';').next().unwrap_or("").trim();
+        if SIMPLE_BODY_TYPES.iter().any(|simple| essence.eq_ignore_ascii_case(simple)) {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                format!("a change sent as {essence:?} is refused: this route takes JSON"),
+            )
+            .with_hint("send the body with `Content-Type: application/json`"));
+        }
+    }
+    Ok(())
+}
+
+/// This daemon's origin: exactly the `Host` the request was sent to (the page itself, under
+/// whatever name it was opened), or a loopback name on the port the daemon serves.
+fn is_own_origin(origin: &str, host: Option<&str>, served_port: Option<u16>) -> bool {
+    let Some((scheme, authority)) = origin.split_once("://") else { return false };
+    let default_port = if scheme.eq_ignore_ascii_case("http") {
+        80
+    } else if scheme.eq_ignore_ascii_case("https") {
+        443
+    } else {
+        return false;
+    };
+    if authority.is_empty() || authority.contains(['/', '@', '?', '#']) {
+        return false;
+    }
+    if host.is_some_and(|h| h.trim().eq_ignore_ascii_case(authority)) {
+        return true;
+    }
+    host_is_loopback(authority) && served_port.is_some_and(|port| authority_port(authority, default_port) == Some(port))
+}
+
+/// The port of `host[:port]` (`[v6][:port]`), `default` when none is written.
+fn authority_port(authority: &str, default: u16) -> Option<u16> {
+    let after_host = match authority.strip_prefix('[') {
+        Some(rest) => rest.split_once(']')?.1,
+        None => authority.split_once(':').map_or("", |(_, port)| port),
+    };
+    let port = after_host.strip_prefix(':').unwrap_or(after_host);
+    if port.is_empty() { Some(default) } else { port.parse().ok() }
 }
 
 /// `http(s)://<loopback host>[:port]`; `null` (sandboxed frames, files) is not.
@@ -258,6 +365,72 @@ mod tests {
         for bad in ["null", "http://evil.example", "file://", "http://localhost@evil.example", "ws://localhost"] {
             assert!(!origin_is_loopback(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn own_origin_is_a_loopback_name_on_the_served_port_or_the_host_itself() {
+        let host = Some("127.0.0.1:7437");
+        for own in ["http://127.0.0.1:7437", "http://localhost:7437", "http://[::1]:7437", "HTTPS://LOCALHOST:7437"] {
+            assert!(is_own_origin(own, host, Some(7437)), "{own}");
+        }
+        // A daemon reached by a token holder under another name: the page itself.
+        assert!(is_own_origin("http://192.168.1.5:7437", Some("192.168.1.5:7437"), Some(7437)));
+        assert!(is_own_origin("http://localhost", Some("localhost"), None), "default port, named by Host");
+        for foreign in [
+            "http://127.0.0.1:5173",
+            "http://localhost:7438",
+            "http://localhost",
+            "http://evil.example:7437",
+            "null",
+            "ws://127.0.0.1:7437",
+            "http://127.0.0.1:7437/",
+            "http://x@127.0.0.1:7437",
+            "http://",
+        ] {
+            assert!(!is_own_origin(foreign, host, Some(7437)), "{foreign}");
+        }
+        assert!(!is_own_origin("http://127.0.0.1:7437", None, None), "no port known, no Host: not provably own");
+        assert_eq!(authority_port("[::1]:80", 1), Some(80));
+        assert_eq!(authority_port("[::1]", 443), Some(443));
+        assert_eq!(authority_port("localhost:x", 80), None);
+    }
+
+    fn change(path: &str, headers: &[(&str, &str)]) -> Result<(), ErrorCode> {
+        let mut req = Request::builder().method(Method::POST).uri(path).header(header::HOST, "127.0.0.1:7437");
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let mut req = req.body(Body::empty()).unwrap();
+        req.extensions_mut().insert(ServedOn(([127, 0, 0, 1], 7437).into()));
+        refuse_foreign_changes(&req).map_err(|e| e.code())
+    }
+
+    #[test]
+    fn changes_are_judged_from_the_browser_headers_and_the_body_type() {
+        assert_eq!(change("/observations", &[]), Ok(()), "no browser headers: a tool");
+        let own = [("origin", "http://127.0.0.1:7437"), ("sec-fetch-site", "same-origin")];
+        assert_eq!(change("/observations", &own), Ok(()));
+        assert_eq!(change("/observations", &[("origin", "http://localhost:7437")]), Ok(()));
+        assert_eq!(change("/observations", &[("sec-fetch-site", "none")]), Ok(()));
+        for foreign in [
+            &[("origin", "http://localhost:5173")][..],
+            &[("origin", "http://127.0.0.1:7437"), ("sec-fetch-site", "same-site")],
+            &[("sec-fetch-site", "same-site")],
+            &[("origin", "null")],
+        ] {
+            for path in ["/observations", "/v1/op", "/mcp", "/ui/memory/1/pin"] {
+                assert_eq!(change(path, foreign), Err(ErrorCode::Forbidden), "{path} {foreign:?}");
+            }
+        }
+        for simple in
+            ["text/plain;charset=UTF-8", "multipart/form-data; boundary=x", "Application/X-WWW-Form-Urlencoded"]
+        {
+            assert_eq!(change("/v1/op", &[("content-type", simple)]), Err(ErrorCode::UnsupportedMediaType));
+        }
+        assert_eq!(change("/v1/op", &[("content-type", "application/json")]), Ok(()));
+        // The page's own forms are form-encoded.
+        let form = [("content-type", "application/x-www-form-urlencoded"), own[0], own[1]];
+        assert_eq!(change("/ui/memory/1/pin", &form), Ok(()));
     }
 
     #[test]

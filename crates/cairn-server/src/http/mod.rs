@@ -7,9 +7,11 @@
 //!
 //! - `error`: [`ErrorBody`], the one error body, for every failure of every route.
 //! - `extract`: extractors that turn bad input into that body with a stable code.
-//! - `guard`: Host / Origin / token checks and body limits, on every route including `/mcp`.
+//! - `guard`: Host / Origin / token checks, who may change anything, and body limits, on every
+//!   route including `/mcp`.
 //! - `docs`: the OpenAPI 3.1 document, generated from the handlers.
-//! - routes: `memories`, `sessions` (and prompts), `conflicts`, `admin`.
+//! - routes: `memories`, `sessions` (and prompts), `conflicts`, `admin`, `wire` (opencode-memory's
+//!   `/memories`, and `/extract`).
 //! - `ui`: the web page at `/ui` (server-rendered HTML over the same operations; not in the
 //!   OpenAPI document).
 
@@ -24,16 +26,20 @@ mod memories;
 mod schema;
 mod sessions;
 mod ui;
+mod wire;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json, Router, middleware};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
 // engram's clients send `project=` for "no project": an empty filter means no filter (core's
 // blank-means-absent rule, the same in every door).
 use cairn_core::agent::given;
@@ -51,6 +57,9 @@ pub use guard::is_loopback;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Default cap on an import (`POST /import`, and `POST /v1/op` which may carry one).
 pub const DEFAULT_IMPORT_MAX_BODY_BYTES: usize = 50 * 1024 * 1024;
+/// Default time a client has to send a request's head (and the time an idle kept-alive
+/// connection stays open): a client that trickles its headers cannot hold a connection longer.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How the HTTP door is set up.
 #[derive(Clone)]
@@ -70,6 +79,9 @@ pub struct HttpConfig {
     /// Cancelled when the daemon stops: the web page's live streams end then, or a graceful
     /// shutdown would wait for them forever.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// How long a connection may take to send a request's head, and stay idle between
+    /// requests, before it is closed.
+    pub header_read_timeout: Duration,
 }
 
 impl Default for HttpConfig {
@@ -83,6 +95,7 @@ impl Default for HttpConfig {
             mcp: None,
             context_budget: cairn_core::context::DEFAULT_BUDGET_BYTES,
             shutdown: tokio_util::sync::CancellationToken::new(),
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
         }
     }
 }
@@ -97,6 +110,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("import_max_body_bytes", &self.import_max_body_bytes)
             .field("mcp", &self.mcp.is_some())
             .field("context_budget", &self.context_budget)
+            .field("header_read_timeout", &self.header_read_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -109,13 +123,61 @@ pub struct AppState {
 }
 
 /// Serve until `shutdown` resolves, then finish the requests in flight and return.
+///
+/// hyper's HTTP/1 server directly rather than `axum::serve`, which sets no timer: without one a
+/// client that never finishes its request head holds its connection (and task) forever.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(state.config.header_read_timeout);
+    let app = router(state);
+    let connections = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    wait_after_accept_error(&e).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(local) = stream.local_addr() else { continue };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(ConnectInfo(peer));
+            req.extensions_mut().insert(guard::ServedOn(local));
+            tower_service::Service::call(&mut app.clone(), req)
+        });
+        // No upgrades: nothing here speaks WebSocket (the live list and `/mcp` stream with SSE).
+        let connection = connections.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::trace!("connection from {peer} ended: {e}");
+            }
+        });
+    }
+    drop(listener);
+    connections.shutdown().await;
+    Ok(())
+}
+
+/// An accept that failed for the connection's own reason (reset before accept) is retried at
+/// once; one that failed for the process's (out of file descriptors) after a pause, as
+/// `axum::serve` does, so the loop does not spin.
+async fn wait_after_accept_error(error: &std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(error.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
+        return;
+    }
+    tracing::warn!("accepting a connection failed: {error}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// Every route, the fallbacks and the security layers.
@@ -197,6 +259,10 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(history::context_usage))
         .routes(routes!(admin::op))
         .routes(routes!(admin::drain_spool))
+        .routes(routes!(wire::add, wire::list))
+        .routes(routes!(wire::search))
+        .routes(routes!(wire::delete))
+        .routes(routes!(wire::extract))
         .routes(routes!(admin::openapi))
 }
 

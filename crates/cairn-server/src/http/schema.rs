@@ -358,14 +358,14 @@ pub struct OpRequest {
     /// sessions, start_session, session_summary, end_session, get_session, delete_session,
     /// add_prompt, recent_prompts, search_prompts, delete_prompt, stats, memories_per_day, export, import,
     /// capture_passive, suggest_topic_key, judge, compare, relations, relation_stats,
-    /// get_relation, scan_relations, migrate_project, merge_projects, doctor, import_engram,
+    /// get_relation, scan_relations, migrate_project, merge_projects, doctor, privacy_rewrite, import_engram,
     /// repair_indexes, reindex,
     /// session_activity, record_activity, protocol, user_prompt, save_compaction,
     /// record_session, profile, plugin_config, history_sessions, history_browse_turns,
     /// history_browse_messages, history_pull_message, history_pull_part, history_search,
     /// history_chart, history_compactions, history_children, history_stats, history_forget,
     /// history_ingest, plans, context_usage, context_usage_turns, session_start, tool_call,
-    /// context_meter, sync_export, sync_import, sync_status.
+    /// context_meter, sync_export, sync_import, sync_status, extraction_status.
     pub op: String,
     /// The operation's arguments (omit for operations without any).
     pub args: Option<Value>,

@@ -17,6 +17,7 @@
 
 mod args;
 mod handlers;
+mod jsonrpc;
 pub mod profile;
 mod reply;
 mod router_tool;
@@ -173,10 +174,12 @@ fn instructions(tools: &ToolSelection, host: Option<Host>) -> String {
 }
 
 /// Serve MCP on stdin/stdout until the client leaves or Ctrl-C. stdout carries JSON-RPC only:
-/// log through `tracing` (to stderr), never print.
+/// log through `tracing` (to stderr), never print. When stdin ends, the requests already read
+/// are finished and their answers written before this returns.
 pub async fn serve_stdio(client: Client, opts: McpOptions) -> cairn_core::Result<()> {
+    let pipes = stdio::guarded(tokio::io::stdin(), tokio::io::stdout());
     let service = CairnMcp::new(client, opts)
-        .serve(stdio::guarded(tokio::io::stdin(), tokio::io::stdout()))
+        .serve((pipes.read, pipes.write))
         .await
         .map_err(|e| CairnError::internal(format!("MCP handshake failed: {e}")))?;
     let cancel = service.cancellation_token();
@@ -187,6 +190,8 @@ pub async fn serve_stdio(client: Client, opts: McpOptions) -> cairn_core::Result
     });
     let reason = service.waiting().await;
     ctrl_c.abort();
+    // rmcp has closed its end: what it wrote is still being copied to stdout.
+    let _ = pipes.finished.await;
     tracing::debug!(?reason, "MCP stdio session ended");
     reason.map(|_| ()).map_err(|e| CairnError::internal(format!("MCP server stopped: {e}")))
 }
@@ -204,7 +209,7 @@ pub fn http_router(client: Client, opts: McpOptions, cancel: CancellationToken) 
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    axum::Router::new().route_service("/", service)
+    axum::Router::new().route_service("/", service).layer(axum::middleware::from_fn(jsonrpc::judge_http_message))
 }
 
 #[cfg(test)]

@@ -1,141 +1,303 @@
-//! stdin/stdout for `cairn mcp`, with one guard in front of rmcp: a request whose id can be
-//! read but whose envelope is wrong (`params` that is not an object, a `jsonrpc` other than
-//! `"2.0"`) is answered here with a JSON-RPC error *carrying its id*. rmcp answers such lines
-//! with an id-less error (or not at all), which leaves the client waiting for that id until it
-//! gives up. Everything else passes through unchanged; stdout is written by one task, whole
-//! lines only, so answers from rmcp and from here never interleave.
+//! stdin/stdout for `cairn mcp`, with a guard in front of rmcp:
+//!
+//! - Every line is judged first (`jsonrpc::judge`): what rmcp would leave unanswered or answer
+//!   wrongly (not JSON, not UTF-8, a bad envelope, params of the wrong shape) is answered here,
+//!   and the next line is served as usual. A line longer than 16 MiB is never held whole: the
+//!   reader drops what is over the limit as it reads and answers `-32700`.
+//! - At the end of stdin every request already read is finished and its answer written before
+//!   rmcp is told the input ended (rmcp drops the answers still in flight when it sees EOF).
+//! - stdout is written by one task, whole lines only, so answers from rmcp and from here never
+//!   interleave; [`Guarded::finished`] resolves once the last one is flushed.
 
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
-use tokio::sync::mpsc;
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-/// Longest line passed on (rmcp drops longer ones itself; this bounds our buffer too).
-const MAX_LINE: usize = 16 * 1024 * 1024;
+use serde::Deserialize;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
-/// Start pumping `input` → rmcp and rmcp → `output`; returns rmcp's ends (read, write).
-pub fn guarded<R, W>(input: R, output: W) -> (DuplexStream, DuplexStream)
+use super::jsonrpc::{self, MAX_MESSAGE, Verdict};
+
+/// How long the end of stdin waits for the requests still running: the client has left, so
+/// this only bounds a request that never finishes.
+const EOF_GRACE: Duration = Duration::from_secs(120);
+
+/// rmcp's ends of the pipes, and the task writing stdout.
+#[derive(Debug)]
+pub struct Guarded {
+    /// What rmcp reads: the lines that passed the guard.
+    pub read: DuplexStream,
+    /// What rmcp writes: its answers, copied to the output.
+    pub write: DuplexStream,
+    /// Ends once rmcp has closed its end and every answer is written and flushed.
+    pub finished: JoinHandle<()>,
+}
+
+/// Start pumping `input` → rmcp and rmcp → `output`.
+pub fn guarded<R, W>(input: R, output: W) -> Guarded
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (rmcp_read, mut feed) = tokio::io::duplex(1 << 16);
+    let (rmcp_read, feed) = tokio::io::duplex(1 << 16);
     let (rmcp_write, drain) = tokio::io::duplex(1 << 16);
-    let (replies, mut pending) = mpsc::channel::<Vec<u8>>(64);
-
-    tokio::spawn(async move {
-        let mut input = BufReader::new(input);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match (&mut input).take(MAX_LINE as u64).read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            if let Some(reply) = refusal(&line) {
-                if replies.send(reply).await.is_err() {
-                    break;
-                }
-                continue;
-            }
-            if feed.write_all(&line).await.is_err() {
-                break;
-            }
-        }
-        // EOF on stdin: rmcp sees EOF too and ends the session.
-        let _ = feed.shutdown().await;
-    });
-
-    tokio::spawn(async move {
-        let mut output = output;
-        let mut drain = BufReader::new(drain);
-        let mut line = Vec::new();
-        let (mut rmcp_open, mut replies_open) = (true, true);
-        loop {
-            tokio::select! {
-                read = drain.read_until(b'\n', &mut line), if rmcp_open => match read {
-                    Ok(0) | Err(_) => rmcp_open = false,
-                    Ok(_) => {
-                        if output.write_all(&line).await.and(output.flush().await).is_err() {
-                            break;
-                        }
-                        line.clear();
-                    }
-                },
-                reply = pending.recv(), if replies_open => match reply {
-                    Some(reply) => {
-                        if output.write_all(&reply).await.and(output.flush().await).is_err() {
-                            break;
-                        }
-                    }
-                    None => replies_open = false,
-                },
-                else => break,
-            }
-        }
-    });
-
-    (rmcp_read, rmcp_write)
+    let (replies, pending) = mpsc::channel::<Vec<u8>>(64);
+    let in_flight = Arc::new(InFlight::new());
+    tokio::spawn(pump_input(BufReader::new(input), feed, replies, Arc::clone(&in_flight)));
+    let finished = tokio::spawn(pump_output(drain, pending, output, in_flight));
+    Guarded { read: rmcp_read, write: rmcp_write, finished }
 }
 
-/// The error answer to a request rmcp would leave without one, if `line` is such a request.
-fn refusal(line: &[u8]) -> Option<Vec<u8>> {
-    let Ok(Value::Object(msg)) = serde_json::from_slice::<Value>(line) else { return None };
-    let id = msg.get("id").filter(|id| id.is_string() || id.is_number())?;
-    msg.get("method").filter(|m| m.is_string())?;
-    let (code, message) = if msg.get("jsonrpc") != Some(&json!("2.0")) {
-        (-32600, "Invalid Request: \"jsonrpc\" must be \"2.0\"")
-    } else if msg.get("params").is_some_and(|p| !p.is_object() && !p.is_null()) {
-        (-32602, "Invalid params: \"params\" must be an object")
-    } else {
+async fn pump_input<R: AsyncBufRead + Unpin>(
+    mut input: R,
+    mut feed: DuplexStream,
+    replies: mpsc::Sender<Vec<u8>>,
+    in_flight: Arc<InFlight>,
+) {
+    let mut line = Vec::new();
+    loop {
+        let read = match read_line_capped(&mut input, &mut line, MAX_MESSAGE).await {
+            Ok(Line::End) | Err(_) => break,
+            Ok(read) => read,
+        };
+        let verdict = match read {
+            Line::TooLong => Verdict::Answer(jsonrpc::parse_error(&format!(
+                "the message is longer than {} MiB",
+                MAX_MESSAGE / (1024 * 1024)
+            ))),
+            _ => jsonrpc::judge(strip_line_end(&line)),
+        };
+        match verdict {
+            Verdict::Blank => {}
+            Verdict::Answer(answer) => {
+                if replies.send(as_line(&answer)).await.is_err() {
+                    break;
+                }
+            }
+            Verdict::Pass { request, cancels } => {
+                if let Some(id) = request {
+                    in_flight.begin(id);
+                }
+                if let Some(id) = cancels {
+                    in_flight.end(&id);
+                }
+                if !line.ends_with(b"\n") {
+                    line.push(b'\n'); // the last line of the input, unterminated: rmcp drops those
+                }
+                if feed.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    // The end of stdin: rmcp sees it only once the requests it has are answered.
+    let _ = tokio::time::timeout(EOF_GRACE, in_flight.settled()).await;
+    let _ = feed.shutdown().await;
+}
+
+async fn pump_output<W: AsyncWrite + Unpin>(
+    drain: DuplexStream,
+    mut pending: mpsc::Receiver<Vec<u8>>,
+    mut output: W,
+    in_flight: Arc<InFlight>,
+) {
+    let mut drain = BufReader::new(drain);
+    let mut line = Vec::new();
+    let mut replies_open = true;
+    loop {
+        tokio::select! {
+            read = drain.read_until(b'\n', &mut line) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if write_line(&mut output, &line).await.is_err() {
+                        return;
+                    }
+                    if let Some(id) = answered_id(&line) {
+                        in_flight.end(&id);
+                    }
+                    line.clear();
+                }
+            },
+            reply = pending.recv(), if replies_open => match reply {
+                Some(reply) => {
+                    if write_line(&mut output, &reply).await.is_err() {
+                        return;
+                    }
+                }
+                None => replies_open = false,
+            },
+        }
+    }
+    // rmcp is done; the guard's own answers already queued still go out.
+    while let Ok(reply) = pending.try_recv() {
+        if write_line(&mut output, &reply).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(output: &mut W, line: &[u8]) -> io::Result<()> {
+    output.write_all(line).await?;
+    output.flush().await
+}
+
+fn as_line(answer: &serde_json::Value) -> Vec<u8> {
+    let mut line = answer.to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+fn strip_line_end(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// The id of an answer rmcp wrote (not of a request or notification it sends the client).
+fn answered_id(line: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Envelope {
+        id: Option<serde_json::Value>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let envelope: Envelope = serde_json::from_slice(line).ok()?;
+    if envelope.method.is_some() {
         return None;
-    };
-    let mut reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string();
-    reply.push('\n');
-    Some(reply.into_bytes())
+    }
+    envelope.id.filter(|id| id.is_string() || id.is_number()).map(|id| id.to_string())
+}
+
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A whole line (the last one may lack its `\n`).
+    Read,
+    /// A line longer than the limit, read to its end and dropped.
+    TooLong,
+    /// The input ended.
+    End,
+}
+
+/// Read one line into `line`, never holding more than `max` bytes of it: past that the rest of
+/// the line is consumed and dropped as it arrives.
+async fn read_line_capped<R: AsyncBufRead + Unpin>(input: &mut R, line: &mut Vec<u8>, max: usize) -> io::Result<Line> {
+    line.clear();
+    let mut too_long = false;
+    loop {
+        let buf = input.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(match (too_long, line.is_empty()) {
+                (true, _) => Line::TooLong,
+                (false, true) => Line::End,
+                (false, false) => Line::Read,
+            });
+        }
+        let newline = buf.iter().position(|&b| b == b'\n');
+        let taken = newline.map_or(buf.len(), |at| at + 1);
+        let content = newline.unwrap_or(buf.len());
+        if !too_long && line.len() + content > max {
+            too_long = true;
+            line.clear();
+        }
+        if !too_long {
+            line.extend_from_slice(&buf[..taken]);
+        }
+        input.consume(taken);
+        if newline.is_some() {
+            return Ok(if too_long { Line::TooLong } else { Line::Read });
+        }
+    }
+}
+
+/// The requests rmcp has been given and not yet answered, by id (an id may repeat).
+struct InFlight {
+    ids: Mutex<HashMap<String, usize>>,
+    count: watch::Sender<usize>,
+}
+
+impl InFlight {
+    fn new() -> Self {
+        Self { ids: Mutex::new(HashMap::new()), count: watch::Sender::new(0) }
+    }
+
+    fn begin(&self, id: String) {
+        *self.ids.lock().unwrap_or_else(PoisonError::into_inner).entry(id).or_default() += 1;
+        self.count.send_modify(|n| *n += 1);
+    }
+
+    fn end(&self, id: &str) {
+        let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(open) = ids.get_mut(id) else { return };
+        *open -= 1;
+        if *open == 0 {
+            ids.remove(id);
+        }
+        drop(ids);
+        self.count.send_modify(|n| *n = n.saturating_sub(1));
+    }
+
+    async fn settled(&self) {
+        let _ = self.count.subscribe().wait_for(|n| *n == 0).await;
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+    use tokio::io::AsyncReadExt;
+
     use super::*;
 
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_dropped_as_it_is_read() {
+        let input: &[u8] = b"0123456789abc\nshort\nlast";
+        let mut reader = BufReader::with_capacity(4, input);
+        let mut line = Vec::new();
+        assert_eq!(read_line_capped(&mut reader, &mut line, 8).await.unwrap(), Line::TooLong);
+        assert!(line.capacity() <= 16, "never held whole: {}", line.capacity());
+        assert_eq!(read_line_capped(&mut reader, &mut line, 8).await.unwrap(), Line::Read);
+        assert_eq!(line, b"short\n");
+        assert_eq!(read_line_capped(&mut reader, &mut line, 8).await.unwrap(), Line::Read);
+        assert_eq!(line, b"last");
+        assert_eq!(read_line_capped(&mut reader, &mut line, 8).await.unwrap(), Line::End);
+    }
+
     #[test]
-    fn requests_with_a_readable_id_and_a_bad_envelope_are_answered_with_it() {
-        let reply = |line: &str| refusal(line.as_bytes()).map(|r| serde_json::from_slice::<Value>(&r).unwrap());
-        let r = reply(r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":[1]}"#).unwrap();
-        assert_eq!((r["id"].clone(), r["error"]["code"].clone()), (json!(7), json!(-32602)));
-        let r = reply(r#"{"jsonrpc":"1.0","id":"a","method":"tools/list"}"#).unwrap();
-        assert_eq!((r["id"].clone(), r["error"]["code"].clone()), (json!("a"), json!(-32600)));
-        // Left to rmcp: good requests, notifications, answers, and what has no usable id.
-        for line in [
-            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
-            r#"{"jsonrpc":"2.0","method":"notifications/x","params":5}"#,
-            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
-            r#"{"jsonrpc":"2.0","id":{},"method":"ping","params":5}"#,
-            "not json",
-        ] {
-            assert!(reply(line).is_none(), "{line}");
-        }
+    fn answers_are_told_from_requests_and_notifications() {
+        assert_eq!(answered_id(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Some("1".into()));
+        assert_eq!(answered_id(br#"{"jsonrpc":"2.0","id":"x","error":{}}"#), Some("\"x\"".into()));
+        assert_eq!(answered_id(br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), None);
+        assert_eq!(answered_id(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#), None);
     }
 
     #[tokio::test]
-    async fn lines_pass_through_and_refusals_come_back_whole() {
-        let (client, server_in) = tokio::io::duplex(4096);
+    async fn lines_pass_through_refusals_come_back_whole_and_the_end_waits_for_answers() {
+        let (mut client, server_in) = tokio::io::duplex(4096);
         let (server_out, mut client_out) = tokio::io::duplex(4096);
-        let (mut rmcp_read, mut rmcp_write) = guarded(server_in, server_out);
-        let mut client = client;
+        let Guarded { read: mut rmcp_read, write: mut rmcp_write, finished } = guarded(server_in, server_out);
         client.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n").await.unwrap();
         client.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":3}\n").await.unwrap();
+        client.write_all(b"not json\n").await.unwrap();
+        drop(client); // the end of the input, with request 1 not answered yet
         let mut got = Vec::new();
         BufReader::new(&mut rmcp_read).read_until(b'\n', &mut got).await.unwrap();
         assert_eq!(&got, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n", "only the good line reaches rmcp");
         rmcp_write.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n").await.unwrap();
-        drop(client);
+        // Once request 1 is answered, rmcp sees the end of the input.
+        let mut rest = Vec::new();
+        rmcp_read.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "{rest:?}");
         drop(rmcp_write);
+        finished.await.unwrap();
         let mut out = String::new();
         client_out.read_to_string(&mut out).await.unwrap();
-        let ids: Vec<Value> = out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].clone()).collect();
-        assert_eq!(ids.len(), 2, "{out}");
-        assert!(ids.contains(&json!(1)) && ids.contains(&json!(2)), "{out}");
+        let answers: Vec<Value> = out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).collect();
+        let codes: Vec<(Value, Value)> =
+            answers.iter().map(|a| (a["id"].clone(), a["error"]["code"].clone())).collect();
+        assert_eq!(answers.len(), 3, "{out}");
+        assert!(codes.contains(&(json!(1), Value::Null)), "{out}");
+        assert!(codes.contains(&(json!(2), json!(-32602))), "{out}");
+        assert!(codes.contains(&(Value::Null, json!(-32700))), "{out}");
     }
 }

@@ -35,6 +35,8 @@ struct Server {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
     dir: tempfile::TempDir,
+    /// The daemon's engine (a test hands it a model with `set_llm`).
+    engine: Arc<Engine>,
 }
 
 struct Reply {
@@ -101,18 +103,18 @@ async fn start_with(tweak: impl FnOnce(&mut HttpConfig)) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let state = AppState { engine, config: Arc::new(config) };
+    let state = AppState { engine: Arc::clone(&engine), config: Arc::new(config) };
     let task = tokio::spawn(serve(listener, state, async {
         let _ = stopped.await;
     }));
     let client = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    Server { addr, client, stop: Some(stop), task: Some(task), dir }
+    Server { addr, client, stop: Some(stop), task: Some(task), dir, engine }
 }
 
 impl Server {
     async fn call(&self, method: &str, path: &str, body: Option<Vec<u8>>, headers: &[(&str, &str)]) -> Reply {
         let mut req = Request::builder().method(method).uri(format!("http://{}{path}", self.addr));
-        if body.is_some() {
+        if body.is_some() && !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type")) {
             req = req.header("content-type", "application/json");
         }
         for (name, value) in headers {
@@ -910,6 +912,151 @@ async fn foreign_hosts_origins_and_cross_site_requests_are_refused() {
     }
 }
 
+/// Every family of route that changes something, with a body it accepts.
+fn change_routes(id: i64) -> Vec<(&'static str, String, Option<Vec<u8>>)> {
+    let body = |v: Value| Some(serde_json::to_vec(&v).unwrap());
+    vec![
+        ("POST", "/observations".into(), body(json!({"title": "t", "content": "c"}))),
+        ("PATCH", format!("/observations/{id}"), body(json!({"title": "changed"}))),
+        ("POST", format!("/observations/{id}/pin"), None),
+        ("DELETE", format!("/observations/{id}"), None),
+        ("POST", "/sessions".into(), body(json!({"id": "s-new", "project": "p"}))),
+        ("POST", "/prompts".into(), body(json!({"session_id": "s-new", "content": "hi"}))),
+        ("POST", "/import".into(), body(json!({"version": 1, "observations": []}))),
+        ("POST", "/v1/op".into(), body(json!({"op": "pin", "args": {"id": id, "pinned": true}}))),
+        ("POST", "/mcp".into(), body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))),
+        ("POST", format!("/ui/memory/{id}/pin"), Some(b"pinned=true".to_vec())),
+    ]
+}
+
+async fn start_with_mcp_stub() -> Server {
+    let mcp = axum::Router::new().route("/", axum::routing::post(|| async { "mcp-stub" }));
+    start_with(|c| c.mcp = Some(mcp)).await
+}
+
+#[tokio::test]
+async fn changes_are_taken_only_from_the_daemons_own_origin_or_from_tools_on_every_route() {
+    let s = start_with_mcp_stub().await;
+    let id = s.save(json!({"title": "kept", "content": "as it was"})).await["id"].as_i64().unwrap();
+    let before = s.store_state().await;
+    let other_port = format!("http://127.0.0.1:{}", s.addr.port() + 1);
+    let own = format!("http://127.0.0.1:{}", s.addr.port());
+    let refused: Vec<Vec<(&str, &str)>> = vec![
+        vec![("origin", other_port.as_str())],
+        vec![("origin", "http://localhost:5173"), ("sec-fetch-site", "same-site")],
+        vec![("origin", own.as_str()), ("sec-fetch-site", "same-site")],
+        vec![("sec-fetch-site", "same-site")],
+        vec![("origin", "null")],
+    ];
+    for headers in &refused {
+        for (method, path, body) in change_routes(id) {
+            let reply = s.call(method, &path, body, headers).await;
+            assert_eq!((reply.status, reply.code().as_str()), (403, "forbidden"), "{method} {path} {headers:?}");
+        }
+    }
+    assert_eq!(s.store_state().await, before, "nothing changed");
+    // Reads from another local page stay as they were (a page cannot read the answers anyway).
+    s.call("GET", "/stats", None, &[("origin", other_port.as_str())]).await.expect(200);
+
+    // The daemon's own origin, under each loopback name, and tools (no browser headers) may.
+    let port = s.addr.port();
+    let own_origins: Vec<String> =
+        ["127.0.0.1", "localhost", "[::1]"].iter().map(|h| format!("http://{h}:{port}")).collect();
+    let mut senders: Vec<Vec<(&str, &str)>> = vec![vec![], vec![("sec-fetch-site", "none")]];
+    senders.extend(own_origins.iter().map(|o| vec![("origin", o.as_str()), ("sec-fetch-site", "same-origin")]));
+    for headers in &senders {
+        let body = serde_json::to_vec(&json!({"title": "t", "content": format!("sent with {headers:?}")})).unwrap();
+        let saved = s.call("POST", "/observations", Some(body), headers).await;
+        let id = saved.expect(201)["id"].as_i64().unwrap();
+        for (method, path, body) in change_routes(id) {
+            let mut headers = headers.clone();
+            if path.starts_with("/ui/") {
+                headers.push(("content-type", "application/x-www-form-urlencoded"));
+            }
+            let reply = s.call(method, &path, body, &headers).await;
+            assert!(
+                !matches!(reply.status, 403 | 415),
+                "{method} {path} {headers:?}: {} {}",
+                reply.status,
+                String::from_utf8_lossy(&reply.bytes)
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn bodies_a_page_may_send_anywhere_are_refused_on_json_routes() {
+    let s = start_with_mcp_stub().await;
+    let id = s.save(json!({"title": "kept", "content": "as it was"})).await["id"].as_i64().unwrap();
+    let before = s.store_state().await;
+    for kind in ["text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"] {
+        for (method, path, body) in change_routes(id).into_iter().filter(|(_, p, _)| !p.starts_with("/ui/")) {
+            let body = body.or_else(|| Some(Vec::new()));
+            let reply = s.call(method, &path, body, &[("content-type", kind)]).await;
+            assert_eq!(
+                (reply.status, reply.code().as_str()),
+                (415, "unsupported_media_type"),
+                "{method} {path} {kind}"
+            );
+        }
+    }
+    assert_eq!(s.store_state().await, before, "nothing changed");
+}
+
+#[tokio::test]
+async fn http11_without_a_host_header_is_refused() {
+    let s = start().await;
+    let port = s.addr.port();
+    let absolute = format!("GET http://127.0.0.1:{port}/health HTTP/1.1\r\nConnection: close\r\n\r\n");
+    for request in [
+        &b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"[..],
+        b"GET /stats HTTP/1.1\r\nConnection: close\r\n\r\n",
+        absolute.as_bytes(),
+    ] {
+        let (status, body) = s.raw(request).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (400, Some("missing_host")),
+            "{}",
+            String::from_utf8_lossy(request)
+        );
+    }
+    let (status, _) = s.raw(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await;
+    assert_eq!(status, 200);
+}
+
+/// A slowloris client: it sends its request head a byte at a time and never finishes it. The
+/// server must close the connection (the bound here is generous; the timeout is 200 ms).
+#[tokio::test]
+async fn a_client_that_never_finishes_its_request_head_is_disconnected() {
+    let s = start_with(|c| c.header_read_timeout = Duration::from_millis(200)).await;
+    let mut slow = Vec::new();
+    for _ in 0..5 {
+        let stream = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        let (mut read, mut write) = stream.into_split();
+        let trickle = tokio::spawn(async move {
+            let mut sent = write.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n").await;
+            while sent.is_ok() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                sent = write.write_all(b"X").await;
+            }
+        });
+        let closed = tokio::spawn(async move {
+            let mut answer = Vec::new();
+            let _ = read.read_to_end(&mut answer).await; // an end or a reset: closed either way
+            answer
+        });
+        slow.push((closed, trickle));
+    }
+    for (closed, trickle) in slow {
+        let answer =
+            tokio::time::timeout(TIMEOUT, closed).await.expect("the slow connection was never closed").unwrap();
+        assert!(!answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
+        trickle.abort();
+    }
+    s.get("/health").await.expect(200);
+}
+
 #[tokio::test]
 async fn token_is_required_everywhere_but_health() {
     let s = start_with(|c| c.token = Some("s3cret-token".into())).await;
@@ -1015,6 +1162,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/conflicts/compare"),
     ("get", "/conflicts/{relation_id}"),
     ("post", "/v1/op"),
+    ("post", "/memories"),
+    ("get", "/memories"),
+    ("post", "/memories/search"),
+    ("delete", "/memories/{id}"),
+    ("post", "/extract"),
     ("get", "/openapi.json"),
     ("post", "/reindex"),
     ("get", "/protocol"),
@@ -1346,6 +1498,9 @@ mod plugin;
 /// The web page at `/ui`.
 mod ui;
 
+/// opencode-memory's `/memories` and `POST /extract`, with a scripted model.
+mod wire;
+
 // ---------------------------------------------------------------------------------------------
 // Conversation history
 
@@ -1551,4 +1706,33 @@ async fn history_routes_refuse_bad_input_with_stable_codes() {
         let reply = s.post("/history/ingest", body).await;
         assert_eq!((reply.status, reply.code().as_str()), (*status, *code), "{body}");
     }
+}
+
+/// A NUL character (U+0000) in any text a write carries is refused with its own code, the
+/// message naming the field, and nothing stored changes; other control characters (a tab, an
+/// escape sequence pasted from a terminal) are kept as they were.
+#[tokio::test]
+async fn a_nul_character_in_written_text_is_refused_naming_the_field() {
+    let s = start().await;
+    let kept = "tab\there, colour \u{1b}[31mred\u{1b}[0m, bell \u{7}";
+    let id = s.save(json!({"title": "controls", "content": kept, "session_id": "s-1"})).await["id"].as_i64().unwrap();
+    assert_eq!(s.get(&format!("/observations/{id}")).await.expect(200)["content"], kept);
+    let mut import = s.get("/export").await.expect(200);
+    import["observations"][0]["content"] = json!("imported\u{0}text");
+    import["observations"][0]["sync_id"] = json!("0190f3c2-0000-7000-8000-000000000001");
+    let before = s.store_state().await;
+    let cases = [
+        ("POST", "/observations".to_owned(), json!({"title": "t", "content": "a\u{0}b"}), "content"),
+        ("POST", "/observations".to_owned(), json!({"title": "t\u{0}", "content": "c"}), "title"),
+        ("POST", "/observations".to_owned(), json!({"title": "t", "content": "c", "topic_key": "k\u{0}"}), "topic_key"),
+        ("PATCH", format!("/observations/{id}"), json!({"content": "x\u{0}y"}), "content"),
+        ("POST", "/prompts".to_owned(), json!({"content": "p\u{0}", "session_id": "s-1"}), "content"),
+        ("POST", "/sessions".to_owned(), json!({"id": "s\u{0}2"}), "id"),
+        ("POST", "/import".to_owned(), import, "observations[0].content"),
+    ];
+    for (method, path, body, field) in cases {
+        let refused = s.send(method, &path, &body).await.expect_error(400, "nul_character");
+        assert!(refused["detail"].as_str().unwrap().contains(field), "{method} {path}: {refused}");
+    }
+    assert_eq!(s.store_state().await, before);
 }

@@ -584,6 +584,52 @@ async fn streamable_http_with_project_header() {
     tokio::time::timeout(Duration::from_secs(10), server).await.expect("shutdown after cancel").unwrap();
 }
 
+/// `POST /mcp` with a body that is no JSON gets the JSON-RPC parse error (rmcp alone answers
+/// 415 in plain text), and `tools/call` with array `arguments` gets invalid params.
+#[tokio::test]
+async fn streamable_http_answers_bad_json_with_json_rpc_errors() {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let client = cairn_client::Client::in_process(Engine::in_memory().unwrap());
+    let router = cairn_server::mcp::http_router(client, McpOptions::new(dir.path()), cancel.clone());
+    let app = axum::Router::new().nest("/mcp", router);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = cancel.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await.unwrap();
+    });
+    let http: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    for (body, id, code) in [
+        (&b"this is not json"[..], Value::Null, -32700),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\"}", Value::Null, -32700),
+        (
+            br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mem_stats","arguments":[1]}}"#,
+            json!(4),
+            -32602,
+        ),
+    ] {
+        let req = hyper::Request::post(format!("http://{addr}/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Full::new(Bytes::copy_from_slice(body)))
+            .unwrap();
+        let res = tokio::time::timeout(Duration::from_secs(10), http.request(req)).await.unwrap().unwrap();
+        let status = res.status().as_u16();
+        let bytes = res.into_body().collect().await.unwrap().to_bytes();
+        let answer: Value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| panic!("{status} {e}: {:?}", String::from_utf8_lossy(&bytes)));
+        assert_eq!((status, answer["id"].clone(), answer["error"]["code"].as_i64()), (400, id, Some(code)), "{answer}");
+    }
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(10), server).await.expect("shutdown after cancel").unwrap();
+}
+
 /// A minimal HTTP client for the daemon's API next to an MCP server.
 struct Http {
     addr: std::net::SocketAddr,
@@ -726,4 +772,28 @@ async fn history_tools_answer_json_and_typed_errors() {
     assert_eq!(found, json!({"messages": []}));
     let (code, _) = mcp.err("history_search", json!({"query": "x", "type": "images"})).await;
     assert_eq!(code, "invalid_argument");
+}
+
+/// A NUL character in a tool's text is an `isError` result with `nul_character` naming the
+/// field, through the named tools and the router tool alike; nothing is saved.
+#[tokio::test]
+async fn a_nul_character_is_a_tool_error_naming_the_field() {
+    let mcp = start("all,router").await;
+    let id = mcp.save("kept", "stays as it is", json!({})).await;
+    let calls = [
+        ("mem_save", json!({"title": "t", "content": "a\u{0}b"}), "content"),
+        ("mem_save", json!({"title": "t\u{0}", "content": "c"}), "title"),
+        ("mem_update", json!({"id": id, "content": "x\u{0}"}), "content"),
+        ("mem_save_prompt", json!({"content": "p\u{0}"}), "content"),
+        ("mem_session_summary", json!({"content": "s\u{0}", "session_id": "s1"}), "content"),
+        ("memory", json!({"op": "save", "args": {"title": "t", "content": "r\u{0}"}}), "content"),
+    ];
+    for (tool, args, field) in calls {
+        let (code, body) = mcp.err(tool, args).await;
+        assert_eq!(code, "nul_character", "{tool}: {body}");
+        assert!(body["message"].as_str().unwrap().contains(field), "{tool}: {body}");
+    }
+    let stats = mcp.ok("memory", json!({"op": "stats"})).await;
+    assert!(stats.contains(" 1 memories (") && stats.contains(" 0 prompts"), "{stats}");
+    assert!(mcp.ok("mem_get_observation", json!({"id": id})).await.contains("stays as it is"));
 }

@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use cairn_core::{CairnError, ErrorCode};
-use jsonc_parser::cst::{CstArray, CstNode, CstObject};
+use jsonc_parser::cst::{CstArray, CstNode};
 use serde_json::Value;
 
+use super::hook_groups::{self, array_prop, is_cairn_group, is_engram_group, prop_names, shell_quote};
 use super::jsonc::{self, Config, Doc, drop_if_empty};
 use super::{Answers, Plan, Status, Step, path_str};
 use crate::cli::SetupArgs;
@@ -25,9 +26,6 @@ const HOOKS_JSON: &str = include_str!("../../../../plugins/claude-code/hooks/hoo
 
 /// What the MCP entry runs after the binary (as the plugin's `.mcp.json`).
 const MCP_ARGS: [&str; 3] = ["mcp", "--tools=agent", "--host=claude-code"];
-
-/// The key order of hooks.json (and of Claude Code's documentation).
-const HOOK_KEYS: &[&str] = &["matcher", "hooks", "type", "command", "timeout", "async"];
 
 /// The allow rule `--permissions` adds: every tool of the `cairn` server.
 pub const ALLOW_RULE: &str = "mcp__cairn__*";
@@ -93,69 +91,6 @@ pub fn wanted_hooks(bin: &str) -> Vec<(String, Vec<Value>)> {
     out
 }
 
-/// `path` as one shell word (Claude Code runs hook commands through a shell).
-fn shell_quote(path: &str) -> String {
-    if !path.is_empty() && path.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c)) {
-        path.to_string()
-    } else {
-        format!("'{}'", path.replace('\'', r"'\''"))
-    }
-}
-
-/// The program of a `<program> hook <Event>` command, unquoted, when it is one.
-fn hook_program(command: &str) -> Option<String> {
-    let (program, event) = command.trim().rsplit_once(" hook ")?;
-    if event.is_empty() || !event.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-        return None;
-    }
-    let program = program.trim();
-    let program = if let Some(inner) = program.strip_prefix('\'').and_then(|p| p.strip_suffix('\'')) {
-        inner.replace(r"'\''", "'")
-    } else if let Some(inner) = program.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
-        inner.to_string()
-    } else {
-        program.to_string()
-    };
-    Some(program)
-}
-
-/// Whether every hook of a matcher group is `<…/cairn> hook <Event>` (cairn's, from setup or
-/// written by hand after the README).
-fn is_cairn_group(group: &Value) -> bool {
-    let Some(hooks) = group.get("hooks").and_then(Value::as_array) else { return false };
-    !hooks.is_empty()
-        && hooks.iter().all(|h| {
-            h.get("command")
-                .and_then(Value::as_str)
-                .and_then(hook_program)
-                .is_some_and(|p| Path::new(&p).file_stem().is_some_and(|s| s == "cairn") && !p.contains("engram"))
-        })
-}
-
-/// Whether a matcher group runs engram (its plugin's hooks copied into settings).
-fn is_engram_group(group: &Value) -> bool {
-    group.get("hooks").and_then(Value::as_array).is_some_and(|hooks| {
-        hooks.iter().any(|h| h.get("command").and_then(Value::as_str).is_some_and(|c| c.contains("engram")))
-    })
-}
-
-/// `obj[name]` as an array: `None` when absent, an error when it is something else.
-fn array_prop(path: &Path, obj: &CstObject, name: &str, what: &str) -> Result<Option<CstArray>> {
-    let Some(prop) = obj.get(name) else { return Ok(None) };
-    match prop.value().and_then(|v| v.as_array()) {
-        Some(a) => Ok(Some(a)),
-        None => Err(jsonc::invalid(
-            path,
-            format!("has `{what}` but it is not an array"),
-            "fix the file by hand (or move it away) and run again; it was not changed",
-        )),
-    }
-}
-
-fn prop_names(obj: &CstObject) -> Vec<String> {
-    obj.properties().iter().filter_map(|p| p.name()?.decoded_value().ok()).collect()
-}
-
 /// Everything `cairn setup claude-code` would do.
 pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
     let mut plan = Plan::default();
@@ -177,20 +112,11 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
     let settings = Config::open(o.config_dir.join("settings.json"))?;
     let state = Config::open(o.state_file.clone())?;
     let settings_root = settings.root();
-    let hooks = jsonc::object_prop(&settings.path, &settings_root, "hooks", "hooks")?;
+    jsonc::object_prop(&settings.path, &settings_root, "hooks", "hooks")?;
     let servers = jsonc::object_prop(&state.path, &state.root(), "mcpServers", "mcpServers")?;
 
     // 1. hooks
-    let status = if o.uninstall {
-        let status = remove_cairn_hooks(&settings.path, hooks.as_ref())?;
-        if status == Status::Removed {
-            drop_if_empty(&settings_root, "hooks");
-        }
-        status
-    } else {
-        let hooks = hooks.clone().unwrap_or_else(|| settings_root.object_value_or_set("hooks"));
-        install_hooks(&settings.path, &hooks, bin)?
-    };
+    let status = hook_groups::plan(&settings.path, &settings_root, wanted_hooks(bin), o.uninstall)?;
     plan.steps.push(Step::new("hooks", status, Some(&settings.path)));
     // cairn's plugin runs the same hooks: both at once would run every hook twice
     if !o.uninstall
@@ -236,61 +162,6 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
     plan.ops.extend(settings.op());
     plan.ops.extend(state.op());
     Ok(plan)
-}
-
-/// Make each event's cairn groups the plugin's (this binary), leaving every other group.
-fn install_hooks(path: &Path, hooks: &CstObject, bin: &str) -> Result<Status> {
-    let mut created = 0;
-    let mut updated = 0;
-    for (event, wanted) in wanted_hooks(bin) {
-        let array = match array_prop(path, hooks, &event, &format!("hooks.{event}"))? {
-            Some(a) => a,
-            None => hooks.array_value_or_set(&event),
-        };
-        let ours: Vec<CstNode> =
-            array.elements().into_iter().filter(|e| e.to_serde_value().is_some_and(|v| is_cairn_group(&v))).collect();
-        let current: Vec<Value> = ours.iter().filter_map(CstNode::to_serde_value).collect();
-        if current == wanted {
-            continue;
-        }
-        if ours.is_empty() {
-            created += 1;
-        } else {
-            updated += 1;
-        }
-        for node in ours {
-            node.remove();
-        }
-        for group in &wanted {
-            array.append(jsonc::to_input_ordered(group, HOOK_KEYS));
-        }
-    }
-    Ok(match (created, updated) {
-        (0, 0) => Status::Unchanged,
-        (_, 0) => Status::Created,
-        _ => Status::Updated,
-    })
-}
-
-/// Remove cairn's groups from every event (and the events and `hooks` they leave empty).
-fn remove_cairn_hooks(path: &Path, hooks: Option<&CstObject>) -> Result<Status> {
-    let Some(hooks) = hooks else { return Ok(Status::Absent) };
-    let mut removed = false;
-    for event in prop_names(hooks) {
-        let Some(array) = array_prop(path, hooks, &event, &format!("hooks.{event}"))? else { continue };
-        let ours: Vec<CstNode> =
-            array.elements().into_iter().filter(|e| e.to_serde_value().is_some_and(|v| is_cairn_group(&v))).collect();
-        if ours.is_empty() {
-            continue;
-        }
-        for node in ours {
-            node.remove();
-        }
-        removed = true;
-        // (an event the user left empty themselves stays)
-        drop_if_empty(hooks, &event);
-    }
-    Ok(if removed { Status::Removed } else { Status::Absent })
 }
 
 /// `permissions.allow` gains [`ALLOW_RULE`] when asked; uninstall takes it out again.
@@ -450,19 +321,13 @@ pub fn wiring(binary: &Path) -> Option<super::Wiring> {
     }
     let read = |p: &Path| -> Option<Value> { serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok() };
     let command = read(&state_file).and_then(|v| v["mcpServers"]["cairn"]["command"].as_str().map(String::from));
-    let hook = read(&config_dir.join("settings.json")).and_then(|v| {
-        v["hooks"].as_object()?.values().flat_map(|g| g.as_array().cloned().unwrap_or_default()).find_map(|g| {
-            if !is_cairn_group(&g) {
-                return None;
-            }
-            hook_program(g["hooks"][0]["command"].as_str()?)
-        })
-    });
+    let hook = read(&config_dir.join("settings.json")).and_then(|v| hook_groups::program_in(v.get("hooks")));
     Some(super::Wiring::from_paths("claude-code", [command, hook].into_iter().flatten().collect(), binary))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::hook_groups::hook_program;
     use super::*;
 
     #[test]

@@ -1,6 +1,17 @@
 //! `cairn setup codex`: `[mcp_servers.cairn]` in Codex's
 //! `config.toml` and cairn's compaction prompt as `experimental_compact_prompt_file`, edited
-//! with toml_edit so comments and layout stay.
+//! with toml_edit so comments and layout stay; cairn's lifecycle hooks in `hooks.json` beside it.
+//!
+//! Hooks (checked against Codex 0.171): `$CODEX_HOME/hooks.json` holds Claude Code's shape
+//! (`hooks.<Event>: [{matcher?, hooks: [{type, command, timeout}]}]`), with the same payloads
+//! and answers, so `cairn hook --host=codex` runs them: SessionStart injects the project's
+//! context, UserPromptSubmit stores the prompt, Stop archives the rollout, SessionEnd ends the
+//! session. Codex runs a new or changed hook only once the user has trusted it (`/hooks` in
+//! Codex, or `--dangerously-bypass-hook-trust` for automation): setup does not trust hooks on
+//! the user's behalf, it says so. Until then the MCP server alone works. SessionEnd's time limit
+//! is clamped to 3 s by Codex. `--permissions` sets the server's
+//! `default_tools_approval_mode = "approve"` (Codex asks before each MCP tool call otherwise, and
+//! `codex exec` refuses one).
 //!
 //! Host facts (Codex config reference, developers.openai.com/codex): the user config is
 //! `$CODEX_HOME/config.toml` (`~/.codex/config.toml`); a stdio server is `[mcp_servers.<name>]`
@@ -18,6 +29,8 @@ use cairn_core::agent::ProtocolRequest;
 use cairn_core::{CairnError, ErrorCode};
 use toml_edit::{Array, DocumentMut, Item, Table, value};
 
+use super::hook_groups::{self, HookSpec};
+use super::jsonc::Config;
 use super::{Answers, FileOp, Plan, Status, Step, path_str, read_config};
 use crate::cli::SetupArgs;
 
@@ -25,6 +38,19 @@ const MCP_ARGS: [&str; 3] = ["mcp", "--tools=agent", "--host=codex"];
 /// The compaction prompt setup writes beside `config.toml`.
 pub const COMPACT_FILE: &str = "cairn-compact-prompt.md";
 const COMPACT_KEY: &str = "experimental_compact_prompt_file";
+/// What `--permissions` sets on cairn's server: its tools run without asking.
+const APPROVAL_KEY: &str = "default_tools_approval_mode";
+
+/// The hooks setup writes into `hooks.json` (time limits in seconds, as Claude Code's).
+const HOOKS: &[HookSpec] = &[
+    HookSpec { event: "SessionStart", matcher: None, timeout: 5 },
+    HookSpec { event: "UserPromptSubmit", matcher: None, timeout: 5 },
+    HookSpec { event: "PreToolUse", matcher: Some("mcp__cairn__.*"), timeout: 5 },
+    HookSpec { event: "PostToolUse", matcher: None, timeout: 5 },
+    HookSpec { event: "Stop", matcher: None, timeout: 5 },
+    HookSpec { event: "PreCompact", matcher: None, timeout: 5 },
+    HookSpec { event: "SessionEnd", matcher: None, timeout: 2 },
+];
 
 pub struct Options {
     pub binary: PathBuf,
@@ -32,7 +58,16 @@ pub struct Options {
     pub codex_home: PathBuf,
     pub uninstall: bool,
     pub disable_engram: bool,
+    /// cairn's MCP tools without asking (`default_tools_approval_mode = "approve"`).
+    pub permissions: bool,
+    /// cairn's variables setup runs with, passed on to the MCP server (see [`PINNED_VARS`]).
+    pub pinned_env: Vec<(String, String)>,
 }
+
+/// Codex starts an MCP server with a cleared environment (HOME, PATH and a few more): the store
+/// and port setup runs with are passed on in the entry's `env`, so `cairn mcp` uses the store
+/// the hooks (which get Codex's whole environment) use.
+pub const PINNED_VARS: [&str; 2] = ["CAIRN_DATA_DIR", "CAIRN_PORT"];
 
 impl Options {
     pub fn from_env(args: &SetupArgs, binary: &Path) -> Result<Options> {
@@ -41,6 +76,11 @@ impl Options {
             codex_home: codex_home()?,
             uninstall: args.uninstall,
             disable_engram: args.disable_engram,
+            permissions: args.permissions,
+            pinned_env: PINNED_VARS
+                .iter()
+                .filter_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()).map(|v| ((*k).to_owned(), v)))
+                .collect(),
         })
     }
 }
@@ -89,6 +129,8 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
         .map_err(|e: toml_edit::TomlError| invalid(&config, &format!("is not valid TOML: {}", e.message())))?;
     let compact = o.codex_home.join(COMPACT_FILE);
     let compact_str = path_str(&compact)?.to_string();
+    // parsed before anything is planned: a bad one stops the run with nothing changed
+    let hooks = Config::open(o.codex_home.join("hooks.json"))?;
 
     // 1. [mcp_servers.cairn]
     let servers_ok = match doc.get("mcp_servers") {
@@ -110,9 +152,26 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
             None => Status::Absent,
         }
     } else {
-        register_cairn(&config, &mut doc, bin)?
+        let status = register_cairn(&config, &mut doc, bin)?;
+        if pin_env(&mut doc, &o.pinned_env) && status == Status::Unchanged { Status::Updated } else { status }
     };
     plan.steps.push(Step::new("mcp.cairn", status, Some(&config)));
+    if let Some(status) = permissions(o, &mut doc, answers) {
+        plan.steps
+            .push(Step::new("permissions", status, Some(&config)).detail(format!("{APPROVAL_KEY} = \"approve\"")));
+    }
+
+    // 1b. the lifecycle hooks
+    let status = hook_groups::plan(&hooks.path, &hooks.root(), hook_groups::groups(bin, "codex", HOOKS), o.uninstall)?;
+    plan.steps.push(Step::new("hooks", status, Some(&hooks.path)));
+    if matches!(status, Status::Created | Status::Updated) {
+        plan.warnings.push(
+            "Codex runs new hooks only once you trust them: start `codex` and trust cairn's in /hooks \
+             (until then cairn's MCP server works, without the context at session start)"
+                .into(),
+        );
+    }
+    plan.ops.extend(hooks.op());
 
     // 2. engram's server and instructions: before the compaction prompt, which may be engram's
     if !o.uninstall {
@@ -222,6 +281,51 @@ fn register_cairn(config: &Path, doc: &mut DocumentMut, bin: &str) -> Result<Sta
     Ok(status)
 }
 
+/// The pinned variables in cairn's entry's `env` (kept beside the user's own); whether any
+/// was added or changed.
+fn pin_env(doc: &mut DocumentMut, vars: &[(String, String)]) -> bool {
+    let Some(entry) = doc.get_mut("mcp_servers").and_then(|s| s.get_mut("cairn")).and_then(Item::as_table_like_mut)
+    else {
+        return false;
+    };
+    if vars.is_empty() || entry.contains_key("url") {
+        return false;
+    }
+    if entry.get("env").is_none() {
+        entry.insert("env", value(toml_edit::InlineTable::new()));
+    }
+    let Some(env) = entry.get_mut("env").and_then(Item::as_table_like_mut) else { return false };
+    let mut changed = false;
+    for (key, val) in vars {
+        if env.get(key).and_then(Item::as_str) != Some(val.as_str()) {
+            env.insert(key, value(val.as_str()));
+            changed = true;
+        }
+    }
+    if changed && let Some(inline) = entry.get_mut("env").and_then(Item::as_inline_table_mut) {
+        // the spacing of an inline table the user wrote on one line stays one line
+        inline.fmt();
+    }
+    changed
+}
+
+/// `--permissions`: cairn's server runs its tools without asking; uninstall removes the server
+/// with it. `None`: not asked for and not there.
+fn permissions(o: &Options, doc: &mut DocumentMut, answers: &Answers) -> Option<Status> {
+    if o.uninstall {
+        return None;
+    }
+    let entry = doc.get_mut("mcp_servers")?.get_mut("cairn")?.as_table_like_mut()?;
+    if entry.get(APPROVAL_KEY).and_then(Item::as_str) == Some("approve") {
+        return Some(Status::Unchanged);
+    }
+    if !answers.ask(o.permissions, "Let Codex use cairn's memory tools without asking?") {
+        return None;
+    }
+    entry.insert(APPROVAL_KEY, value("approve"));
+    Some(Status::Created)
+}
+
 /// engram's `[mcp_servers.engram]` (turned off with `enabled = false`) and its
 /// `model_instructions_file` / compaction prompt (removed: they replace Codex's own).
 fn engram(o: &Options, config: &Path, doc: &mut DocumentMut, answers: &Answers, plan: &mut Plan) {
@@ -274,5 +378,8 @@ pub fn wiring(binary: &Path) -> Option<super::Wiring> {
     }
     let doc: Option<DocumentMut> = std::fs::read_to_string(home.join("config.toml")).ok().and_then(|t| t.parse().ok());
     let command = doc.and_then(|d| d.get("mcp_servers")?.get("cairn")?.get("command")?.as_str().map(String::from));
-    Some(super::Wiring::from_paths("codex", command.into_iter().collect(), binary))
+    let hooks: Option<serde_json::Value> =
+        std::fs::read_to_string(home.join("hooks.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
+    let hook = hooks.and_then(|v| hook_groups::program_in(v.get("hooks")));
+    Some(super::Wiring::from_paths("codex", [command, hook].into_iter().flatten().collect(), binary))
 }

@@ -9,6 +9,15 @@
 //! prompt, so it is not used). Cursor: the global `~/.cursor/mcp.json` holds `mcpServers`;
 //! Cursor has no global rules file (rules are per project, `.cursor/rules/*.mdc`, or set in
 //! its settings UI), so the protocol reaches it as the MCP server's instructions.
+//!
+//! Gemini CLI's lifecycle hooks (checked against 0.61) are `hooks` in the same settings.json,
+//! in Claude Code's shape with its own event names and time limits in milliseconds; the
+//! payloads are Claude Code's (`session_id`, `transcript_path`, `cwd`, `prompt`), and
+//! `hookSpecificOutput.additionalContext` reaches the model (SessionStart's in front of the
+//! first prompt as `<hook_context>`). `cairn hook --host=gemini` runs them: SessionStart
+//! injects the project's context, BeforeAgent stores the prompt, AfterAgent archives the chat,
+//! SessionEnd ends the session. `--permissions` sets `trust: true` on cairn's server (Gemini
+//! CLI asks before each MCP tool call otherwise, and a headless `gemini -p` cannot ask).
 
 use std::path::{Path, PathBuf};
 
@@ -16,8 +25,18 @@ use anyhow::Result;
 use cairn_core::agent::ProtocolRequest;
 use cairn_core::{CairnError, ErrorCode};
 
+use super::hook_groups::{self, HookSpec};
 use super::jsonc::{self, Config, drop_if_empty};
 use super::{Answers, Plan, Status, Step, mdblock, path_str};
+
+/// Gemini CLI's hooks setup writes (time limits in milliseconds).
+const GEMINI_HOOKS: &[HookSpec] = &[
+    HookSpec { event: "SessionStart", matcher: None, timeout: 5_000 },
+    HookSpec { event: "BeforeAgent", matcher: None, timeout: 5_000 },
+    HookSpec { event: "AfterAgent", matcher: None, timeout: 5_000 },
+    HookSpec { event: "PreCompress", matcher: None, timeout: 5_000 },
+    HookSpec { event: "SessionEnd", matcher: None, timeout: 2_000 },
+];
 
 /// One host of this shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +90,8 @@ pub struct Options {
     pub dir: PathBuf,
     pub uninstall: bool,
     pub disable_engram: bool,
+    /// Gemini CLI: cairn's MCP tools without asking (`trust: true` on its server).
+    pub permissions: bool,
 }
 
 impl Options {
@@ -81,6 +102,7 @@ impl Options {
             dir: host.dir(&super::home_dir()?),
             uninstall: args.uninstall,
             disable_engram: args.disable_engram,
+            permissions: args.permissions,
         })
     }
 }
@@ -120,6 +142,14 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
         super::register_mcp_servers_entry(&config.path, &servers, bin, &o.host.args(), None)?
     };
     plan.steps.push(Step::new("mcp.cairn", status, Some(&config.path)));
+    if o.host == Host::Gemini {
+        if let Some(status) = trust(o, &root, answers) {
+            plan.steps.push(Step::new("permissions", status, Some(&config.path)).detail("mcpServers.cairn.trust"));
+        }
+        let wanted = hook_groups::groups(bin, "gemini", GEMINI_HOOKS);
+        let status = hook_groups::plan(&config.path, &root, wanted, o.uninstall)?;
+        plan.steps.push(Step::new("hooks", status, Some(&config.path)));
+    }
 
     if !o.uninstall
         && let Some(servers) = &servers
@@ -151,6 +181,28 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
     Ok(plan)
 }
 
+/// `--permissions` (Gemini CLI): `trust: true` on cairn's server, so its tools run without a
+/// confirmation. `None`: not asked for and not there.
+fn trust(o: &Options, root: &jsonc_parser::cst::CstObject, answers: &Answers) -> Option<Status> {
+    if o.uninstall {
+        return None;
+    }
+    let entry = root.object_value("mcpServers")?.object_value("cairn")?;
+    if jsonc::value(&entry, "trust") == Some(serde_json::Value::Bool(true)) {
+        return Some(Status::Unchanged);
+    }
+    if !answers.ask(o.permissions, "Let Gemini CLI use cairn's memory tools without asking?") {
+        return None;
+    }
+    match entry.get("trust") {
+        Some(prop) => prop.set_value(true.into()),
+        None => {
+            entry.append("trust", true.into());
+        }
+    }
+    Some(Status::Created)
+}
+
 /// How the host is wired to cairn, for `cairn doctor`.
 pub fn wiring(host: Host, binary: &Path) -> Option<super::Wiring> {
     let dir = host.dir(&super::home_dir().ok()?);
@@ -160,6 +212,7 @@ pub fn wiring(host: Host, binary: &Path) -> Option<super::Wiring> {
     let path = host.config(&dir);
     let value =
         std::fs::read_to_string(&path).ok().and_then(|t| jsonc::Doc::parse(&path, &t).ok()?.root.to_serde_value());
-    let command = value.and_then(|v| v["mcpServers"]["cairn"]["command"].as_str().map(String::from));
-    Some(super::Wiring::from_paths(host.name(), command.into_iter().collect(), binary))
+    let command = value.as_ref().and_then(|v| v["mcpServers"]["cairn"]["command"].as_str().map(String::from));
+    let hook = value.as_ref().and_then(|v| hook_groups::program_in(v.get("hooks")));
+    Some(super::Wiring::from_paths(host.name(), [command, hook].into_iter().flatten().collect(), binary))
 }

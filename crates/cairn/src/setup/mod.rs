@@ -8,15 +8,18 @@
 //! first. A run that finds everything in place changes nothing and says so.
 //!
 //! One module per host (`opencode.rs`, `claude_code.rs`, `codex.rs`; `gemini_cursor.rs` does
-//! Gemini CLI and Cursor), each with a [`crate::cli::SetupAgent`] variant and a `wiring`
-//! function for `cairn doctor`.
+//! Gemini CLI and Cursor; `more_hosts.rs` the rest of engram's hosts, one table row each), each
+//! with a [`crate::cli::SetupAgent`] variant and a `wiring` function for `cairn doctor`;
+//! `hook_groups.rs` is the hooks object Claude Code, Codex and Gemini CLI share.
 
 pub mod claude_code;
 pub mod codex;
 pub mod engram_history;
 pub mod gemini_cursor;
+pub mod hook_groups;
 pub mod jsonc;
 pub mod mdblock;
+pub mod more_hosts;
 pub mod opencode;
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -401,6 +404,7 @@ pub fn wirings() -> Vec<Wiring> {
         opencode::wiring(&binary),
     ]
     .into_iter()
+    .chain(more_hosts::HOSTS.iter().map(|spec| more_hosts::wiring(spec, &binary)))
     .flatten()
     .collect()
 }
@@ -432,6 +436,19 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
                 gemini_cursor::Host::Cursor
             };
             (host.name(), gemini_cursor::plan(&gemini_cursor::Options::from_env(host, &args, &binary)?, &answers)?)
+        }
+        SetupAgent::Pi
+        | SetupAgent::AntigravityCli
+        | SetupAgent::Windsurf
+        | SetupAgent::Qwen
+        | SetupAgent::Kiro
+        | SetupAgent::VscodeCopilot
+        | SetupAgent::Kilocode
+        | SetupAgent::Commandcode
+        | SetupAgent::Cline
+        | SetupAgent::Kimi => {
+            let spec = more_hosts::spec(args.agent.more_host().unwrap_or_default());
+            (spec.name, more_hosts::plan(spec, &binary, args.uninstall)?)
         }
     };
     let changed = plan.steps.iter().any(|s| s.status.changes());
@@ -500,10 +517,14 @@ pub fn render(report: &Report) -> String {
     }
     let (host, what) = match report.agent {
         "claude-code" => ("Claude Code", "the hooks and the MCP server"),
-        "codex" => ("Codex", "the MCP server and the compaction prompt"),
-        "gemini" => ("Gemini CLI", "the MCP server and GEMINI.md"),
+        "codex" => ("Codex", "the MCP server, the hooks and the compaction prompt"),
+        "gemini" => ("Gemini CLI", "the MCP server, the hooks and GEMINI.md"),
         "cursor" => ("Cursor", "the MCP server"),
-        _ => ("OpenCode", "the plugin and the MCP server"),
+        "opencode" => ("OpenCode", "the plugin and the MCP server"),
+        other => (
+            more_hosts::HOSTS.iter().find(|h| h.name == other).map_or(other, |h| h.title),
+            "the MCP server and the instructions",
+        ),
     };
     if !report.changed {
         out.push_str("Nothing to change: everything is already in place.\n");

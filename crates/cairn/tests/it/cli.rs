@@ -197,6 +197,29 @@ fn oversized_content_truncated_or_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("content_too_large"));
 }
 
+/// A NUL character on stdin or in an import file: exit 3 with `nul_character` naming the
+/// field, nothing stored.
+#[test]
+fn a_nul_character_is_refused_naming_the_field() {
+    let c = Cairn::new();
+    c.ok(&["save", "kept", "stays"]);
+    let out = c.run_stdin(&["save", "title", "-"], b"a\0b");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("error[nul_character]") && stderr.contains("content"), "{stderr}");
+    let file = c.dir.path().join("export.json");
+    c.ok(&["export", file.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&file).unwrap().replace("\"stays\"", "\"sta\\u0000ys\"");
+    std::fs::write(&file, text).unwrap();
+    let other = Cairn::new();
+    let out = other.run(&["import", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("error[nul_character]") && stderr.contains("observations[0].content"), "{stderr}");
+    assert_eq!(c.json(&["stats"])["total_observations"], 1);
+    assert_eq!(other.json(&["stats"])["total_observations"], 0);
+}
+
 #[test]
 fn export_import_idempotent_and_malformed_rejected() {
     let a = Cairn::new();

@@ -7,11 +7,15 @@ mod cli;
 mod concurrency;
 mod crash;
 mod daemon;
+#[cfg(unix)]
+mod git_sync;
 mod hook;
 #[cfg(feature = "hub")]
 mod hub;
+mod llm;
 mod load;
 mod mcp_fuzz;
+mod mcp_stdio;
 mod obsidian;
 mod privacy;
 #[cfg(feature = "hub")]
@@ -21,5 +25,6 @@ mod setup;
 mod setup_claude;
 mod setup_codex;
 mod setup_gemini_cursor;
+mod setup_more_hosts;
 mod spool;
 mod support;

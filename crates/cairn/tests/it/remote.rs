@@ -355,3 +355,59 @@ fn two_daemons_autosync_through_a_hub_killed_and_restarted() {
     assert_eq!(one["mutations"], two["mutations"]);
     assert!(one["mutations"].as_array().unwrap().len() >= 5, "{one}");
 }
+
+/// A memory whose text holds a NUL (stored by a cairn that did not refuse it yet; PostgreSQL
+/// cannot store one) is parked with its reason instead of stalling the sync: every other change
+/// before and after it reaches the second data dir, pulls go on, the status names the parked
+/// entry, nothing stored is lost, and once the memory is edited it travels again.
+#[test]
+fn a_nul_in_a_stored_memory_is_parked_and_every_other_change_syncs() {
+    let Some(pg) = PgCluster::start() else { return };
+    let hub = Hub::start(&pg.create_database("hub"));
+    let token = hub.token("alpha", &[]);
+    let dirs = tempfile::tempdir().unwrap();
+    let (a, b) = (dirs.path().join("a"), dirs.path().join("b"));
+    for dir in [&a, &b] {
+        ok(dir, &["remote", "add", &hub.url(), "--token", &token, "--project", "alpha"]);
+    }
+    save(&a, "before", "saved before the bad one");
+    let bad = save(&a, "bad", "a clean first version");
+    ok(&a, &["remote", "sync"]);
+    let db = rusqlite::Connection::open(a.join("cairn.db")).unwrap();
+    db.execute("UPDATE observations SET content = 'a' || char(0) || 'b' WHERE id = ?1", [bad]).unwrap();
+    drop(db);
+    save(&a, "after", "saved after the bad one");
+    save(&b, "from b", "written on b");
+    ok(&b, &["remote", "sync"]);
+
+    let round: Value = serde_json::from_str(&ok(&a, &["--json", "remote", "sync"])).unwrap();
+    assert_eq!((&round["in_sync"], round["parked"].as_array().map(Vec::len)), (&json!(true), Some(1)), "{round}");
+    ok(&b, &["remote", "sync"]);
+    let on_b: Vec<(String, String)> = memories(&b, "alpha").into_iter().map(|m| (m.1, m.2)).collect();
+    for (title, content) in [
+        ("before", "saved before the bad one"),
+        ("bad", "a clean first version"),
+        ("after", "saved after the bad one"),
+        ("from b", "written on b"),
+    ] {
+        assert!(on_b.contains(&(title.to_owned(), content.to_owned())), "{title} missing on b: {on_b:?}");
+    }
+    assert!(titles(&a).contains(&"from b".to_owned()), "a pulled b's memory");
+    let status: Value = serde_json::from_str(&ok(&a, &["--json", "remote", "status"])).unwrap();
+    assert_eq!((&status["pending"], &status["parked"]), (&json!(0), &json!(1)), "{status}");
+    let parked = &status["parked_entries"][0];
+    assert_eq!((&parked["entity"], &parked["code"]), (&json!("observation"), &json!("nul_character")), "{status}");
+    assert!(parked["reason"].as_str().unwrap().contains("payload.content"), "{status}");
+    assert!(status["cursor"].as_i64() > Some(0), "{status}");
+    let text = ok(&a, &["remote", "status"]);
+    assert!(text.contains("parked: 1") && text.contains("nul_character"), "{text}");
+    assert!(memories(&a, "alpha").iter().any(|m| m.1 == "bad" && m.2 == "a\0b"), "kept as stored on a");
+
+    // Edited, the memory travels again and is no longer parked.
+    ok(&a, &["update", &bad.to_string(), "--content", "fixed on a"]);
+    ok(&a, &["remote", "sync"]);
+    ok(&b, &["remote", "sync"]);
+    assert!(memories(&b, "alpha").iter().any(|m| m.1 == "bad" && m.2 == "fixed on a"));
+    let status: Value = serde_json::from_str(&ok(&a, &["--json", "remote", "status"])).unwrap();
+    assert_eq!(status["parked"], json!(0), "{status}");
+}

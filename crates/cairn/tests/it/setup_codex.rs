@@ -82,13 +82,22 @@ fn a_stale_entry_is_repointed_and_a_foreign_compact_prompt_is_left_alone() {
     let report: Value = serde_json::from_str(&stdout).unwrap();
     let statuses: Vec<_> =
         report["steps"].as_array().unwrap().iter().map(|s| (s["item"].clone(), s["status"].clone())).collect();
-    assert_eq!(statuses, [("mcp.cairn".into(), "updated".into()), ("compact prompt".into(), "skipped".into())]);
+    assert_eq!(
+        statuses,
+        [
+            ("mcp.cairn".into(), "updated".into()),
+            ("hooks".into(), "created".into()),
+            ("compact prompt".into(), "skipped".into())
+        ]
+    );
     let after = std::fs::read_to_string(home.config()).unwrap();
     assert_eq!(
         after,
         format!(
-            "experimental_compact_prompt_file = \"/mine/compact.md\"\n\n[mcp_servers.cairn]\ncommand = \"{}\"\nargs = [\"mcp\", \"--tools=all\", \"--host=codex\"]\nenv = {{ CAIRN_PROJECT = \"x\" }}\n",
-            bin().display()
+            "experimental_compact_prompt_file = \"/mine/compact.md\"\n\n[mcp_servers.cairn]\ncommand = \"{}\"\nargs = [\"mcp\", \"--tools=all\", \"--host=codex\"]\nenv = {{ CAIRN_PROJECT = \"x\", CAIRN_DATA_DIR = \"{}\" }}\n",
+            bin().display(),
+            // Codex clears an MCP server's environment: the store setup ran with is passed on
+            home.root.join("cairn-data").display()
         )
     );
 }
@@ -151,4 +160,63 @@ fn codex_home_is_honoured_and_doctor_reports_the_wiring() {
     let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
     let check = report["checks"].as_array().unwrap().iter().find(|c| c["id"] == "setup.codex").unwrap().clone();
     assert_eq!(check["status"], "ok", "{check}");
+}
+
+#[test]
+fn codex_gets_cairns_hooks_beside_the_users_and_uninstall_takes_only_cairns() {
+    let home = TempHome::new(&[".codex"]);
+    let hooks = home.root.join(".codex/hooks.json");
+    let mine = "{\n  // my hooks\n  \"hooks\": {\n    \"Stop\": [\n      { \"hooks\": [{ \"type\": \"command\", \"command\": \"notify-send done\" }] }\n    ]\n  }\n}\n";
+    std::fs::write(&hooks, mine).unwrap();
+    let (stdout, stderr) = home.ok("codex", &["--permissions"]);
+    assert!(stdout.contains("hooks"), "{stdout}");
+    assert!(stderr.contains("trust cairn's in /hooks"), "setup says Codex asks the user to trust them: {stderr}");
+    let written = std::fs::read_to_string(&hooks).unwrap();
+    let program = bin().display().to_string();
+    snapshot!(home, "setup_codex_hooks", written.replace(&program, "<cairn>"));
+    assert!(written.contains("notify-send done") && written.contains("// my hooks"), "{written}");
+    let config = std::fs::read_to_string(home.config()).unwrap();
+    assert!(config.contains("default_tools_approval_mode = \"approve\""), "{config}");
+    let before = home.tree();
+    let (stdout, _) = home.ok("codex", &["--permissions"]);
+    assert!(stdout.contains("Nothing to change"), "{stdout}");
+    assert_eq!(home.tree(), before);
+    home.ok("codex", &["--uninstall"]);
+    assert_eq!(std::fs::read_to_string(&hooks).unwrap(), mine, "the user's own hooks stay, cairn's go");
+}
+
+#[test]
+fn a_malformed_read_only_or_linked_hooks_file_is_refused_with_nothing_changed() {
+    let home = TempHome::new(&[".codex"]);
+    std::fs::write(home.config(), CONFIG).unwrap();
+    let hooks = home.root.join(".codex/hooks.json");
+    std::fs::write(&hooks, "{ \"hooks\": [ }").unwrap();
+    let before = home.tree();
+    let out = home.setup("codex", &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hooks.json is not valid JSON"), "{out:?}");
+    assert_eq!(home.tree(), before, "nothing changed");
+
+    std::fs::write(&hooks, "{\"hooks\": {\"Stop\": {}}}").unwrap();
+    let out = home.setup("codex", &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has `hooks.Stop` but it is not an array"), "{out:?}");
+
+    let real = home.root.join("elsewhere.json");
+    std::fs::write(&real, "{}").unwrap();
+    std::fs::remove_file(&hooks).unwrap();
+    std::os::unix::fs::symlink(&real, &hooks).unwrap();
+    let before = home.tree();
+    let out = home.setup("codex", &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a symbolic link"), "{out:?}");
+    assert_eq!(home.tree(), before);
+
+    std::fs::remove_file(&hooks).unwrap();
+    std::fs::write(&hooks, "{}").unwrap();
+    let mut perms = std::fs::metadata(&hooks).unwrap().permissions();
+    perms.set_readonly(true);
+    std::fs::set_permissions(&hooks, perms).unwrap();
+    let before = home.tree();
+    let out = home.setup("codex", &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is read-only"), "{out:?}");
+    assert_eq!(home.tree(), before);
 }

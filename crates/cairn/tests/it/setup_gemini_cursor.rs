@@ -132,3 +132,30 @@ fn setup_help_lists_the_hosts_with_engrams_names() {
     assert!(help.contains("gemini-cli"), "{help}");
     snapshot!(home, "setup_help", help);
 }
+
+#[test]
+fn gemini_gets_its_lifecycle_hooks_and_trust_and_uninstall_takes_them_out() {
+    let home = TempHome::new(&[".gemini"]);
+    let settings = home.root.join(".gemini/settings.json");
+    std::fs::write(&settings, SETTINGS).unwrap();
+    home.ok("gemini", &["--permissions"]);
+    let value = parse_jsonc(&settings);
+    assert_eq!(value["mcpServers"]["cairn"]["trust"], true);
+    let program = bin().display().to_string();
+    let hooks = serde_json::to_string_pretty(&value["hooks"]).unwrap().replace(&program, "<cairn>");
+    snapshot!(home, "setup_gemini_hooks", hooks);
+    home.ok("gemini", &["--uninstall"]);
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), SETTINGS);
+}
+
+#[test]
+fn a_malformed_gemini_settings_file_is_refused_with_nothing_changed() {
+    let home = TempHome::new(&[".gemini"]);
+    let settings = home.root.join(".gemini/settings.json");
+    std::fs::write(&settings, "{\"hooks\": {\"BeforeAgent\": 3}}").unwrap();
+    let before = home.tree();
+    let out = home.setup("gemini", &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has `hooks.BeforeAgent` but it is not an array"), "{out:?}");
+    assert_eq!(home.tree(), before);
+}

@@ -8,7 +8,8 @@
 //!   SameSite=Strict` cookie scoped to `/ui`, which the guard then accepts on `/ui` routes only.
 //! - Writes (`POST` forms) must come from this page: a browser's `Sec-Fetch-Site` must be
 //!   `same-origin` (or `none`) and an `Origin`, when sent, must be this daemon's own; anything
-//!   else is refused with 403 `forbidden` before the handler runs.
+//!   else is refused with 403 `forbidden` before the handler runs (`guard`, the one check of
+//!   every change on every route).
 //! - Every response carries a strict Content-Security-Policy: the page's own script and style
 //!   only, no inline script, no request beyond the daemon.
 //! - Assets are compiled into the binary.
@@ -67,7 +68,6 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/assets/ui.js", get(|| async { asset(JS, "text/javascript; charset=utf-8") }))
         // Not a fallback: the API's own fallback answers every other path.
         .route("/ui/{*rest}", get(not_found))
-        .layer(middleware::from_fn(same_origin_writes))
         .layer(middleware::from_fn(token_cookie))
         .layer(middleware::from_fn(headers))
 }
@@ -154,39 +154,6 @@ async fn token_cookie(req: Request, next: Next) -> Response {
     response
 }
 
-/// A write must come from this page. Browsers say where a request comes from (`Sec-Fetch-Site`,
-/// `Origin`); a tool that sends neither is not a browser and cannot be tricked into a write.
-async fn same_origin_writes(req: Request, next: Next) -> Response {
-    if matches!(*req.method(), Method::GET | Method::HEAD) {
-        return next.run(req).await;
-    }
-    match check_same_origin(req.headers()) {
-        Ok(()) => next.run(req).await,
-        Err(refusal) => refusal.into_response(),
-    }
-}
-
-pub(super) fn check_same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
-    let refuse = |why: String| {
-        ApiError::new(ErrorCode::Forbidden, why).with_hint("changes are accepted from the daemon's own page only")
-    };
-    if let Some(site) = headers.get("sec-fetch-site") {
-        let site = site.to_str().unwrap_or("");
-        if !(site.eq_ignore_ascii_case("same-origin") || site.eq_ignore_ascii_case("none")) {
-            return Err(refuse(format!("a {site} request may not change memories")));
-        }
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-        let own = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
-        if own.is_none_or(|o| !o.eq_ignore_ascii_case(host)) {
-            return Err(refuse(format!("origin {origin:?} is not this page's")));
-        }
-    }
-    Ok(())
-}
-
 /// Security headers on every answer of the page.
 async fn headers(req: Request, next: Next) -> Response {
     let mut response = next.run(req).await;
@@ -262,21 +229,6 @@ pub(super) fn page(page: &Page) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn same_origin_is_judged_from_the_browser_headers() {
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, "127.0.0.1:7437".parse().unwrap());
-        assert!(check_same_origin(&h).is_ok(), "no browser headers: a tool");
-        h.insert(header::ORIGIN, "http://127.0.0.1:7437".parse().unwrap());
-        h.insert("sec-fetch-site", "same-origin".parse().unwrap());
-        assert!(check_same_origin(&h).is_ok());
-        h.insert(header::ORIGIN, "http://localhost:5173".parse().unwrap());
-        assert_eq!(check_same_origin(&h).unwrap_err().code(), ErrorCode::Forbidden);
-        h.insert(header::ORIGIN, "http://127.0.0.1:7437".parse().unwrap());
-        h.insert("sec-fetch-site", "same-site".parse().unwrap());
-        assert_eq!(check_same_origin(&h).unwrap_err().code(), ErrorCode::Forbidden);
-    }
 
     #[test]
     fn token_comes_from_the_query_then_the_cookie() {

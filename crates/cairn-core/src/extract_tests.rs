@@ -1,0 +1,285 @@
+//! The extraction pipeline end to end in-process: an archived conversation, a scripted model,
+//! the memories saved with their provenance; the cooldown, dedupe, summaries, the brief,
+//! failures retried with backoff, and a restart that resumes from the mark.
+
+use std::sync::Arc;
+
+use cairn_llm::scripted::{Ask, ScriptedProvider};
+use cairn_llm::{ChatRequest, LlmError};
+use serde_json::json;
+use time::Duration;
+
+use super::*;
+use crate::clock::Clock;
+use crate::history::model::*;
+use crate::history::store::SourceRef;
+use crate::memory::NewObservation;
+use crate::search::SearchQuery;
+use crate::testutil::{ManualClock, store_with_clock};
+
+const SESSION: &str = "ses_extract";
+const PROJECT: &str = "shop";
+
+/// A conversation of `turns` turns (a user message and an answer each) archived at `at`.
+fn archive(core: &mut Core, session: &str, turns: usize, at: &str, directory: Option<&str>) {
+    let mut batch = IngestBatch {
+        sessions: vec![HistorySession {
+            id: session.into(),
+            host: HistoryHost::OpenCode,
+            project: Some(PROJECT.into()),
+            directory: directory.map(Into::into),
+            parent_id: None,
+            title: None,
+            agent: None,
+            model: None,
+            created_at: at.into(),
+            updated_at: at.into(),
+        }],
+        ..IngestBatch::default()
+    };
+    for turn in 0..turns {
+        for (k, role) in [HistoryRole::User, HistoryRole::Assistant].into_iter().enumerate() {
+            let seq = (turn * 2 + k) as i64;
+            let message = HistoryMessage::new(session, &format!("msg_{seq:03}"), role, seq, at);
+            let said = if role == HistoryRole::User {
+                format!(
+                    "Question {turn}: why does the checkout test fail? <private>hunter2</private> key AKIAABCDEFGHIJKLMNOP"
+                )
+            } else {
+                format!("Answer {turn}: the fixture pinned an old tax table.")
+            };
+            batch.parts.push(HistoryPart {
+                text: Some(said),
+                ..HistoryPart::new(session, &message.id, &format!("prt_{seq:03}"), 0, PartKind::Text)
+            });
+            batch.messages.push(message);
+        }
+    }
+    let source = SourceRef { key: format!("opencode.db#{session}"), host: HistoryHost::OpenCode };
+    let cursor = core.history.db().unwrap().cursor(&source.key).unwrap();
+    let next = Cursor { offset: 0, size: 0, mtime_ms: 1 + turns as i64, watermark: None };
+    core.history.db().unwrap().apply(&source, cursor.as_ref(), &batch, &next).unwrap();
+}
+
+/// A core with extraction on since now, and its clock.
+fn core() -> (Core, Arc<ManualClock>) {
+    let (mut store, clock) = store_with_clock();
+    store.start_extraction().unwrap();
+    (Core::new(store), clock)
+}
+
+fn now(clock: &ManualClock) -> String {
+    format_ts(clock.now())
+}
+
+/// Facts answered for every window: one per message it was shown, citing it.
+/// Summaries say how many were written before them: the first is "Fixed the tax table fixture.".
+fn facts_script(content: &'static str) -> ScriptedProvider {
+    let summaries = std::sync::atomic::AtomicUsize::new(0);
+    ScriptedProvider::new(move |ask, _| match ask {
+        Ask::Facts => Ok(json!({"facts": [{"type": "bugfix", "title": "Checkout test fixture", "content": content,
+            "message_ids": ["m1", "m2"]}]})
+        .to_string()),
+        Ask::Summary => {
+            let n = summaries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let text = if n == 0 { "Fixed the tax table fixture.".to_owned() } else { format!("Summary {n}.") };
+            Ok(json!({"title": "Fixing checkout", "summary": text}).to_string())
+        }
+        Ask::Brief => Ok(r#"{"title": "shop: a web shop", "content": "A web shop in Rust."}"#.into()),
+        Ask::Other => Err(LlmError::Malformed("unexpected".into())),
+    })
+}
+
+const FACT: &str =
+    "The checkout test failed because its fixture pinned an old tax table; regenerating the fixture fixed it.";
+
+fn pass(core: &mut Core, provider: &ScriptedProvider, selection: &Selection) -> ExtractionReport {
+    run_pass(core, provider, selection, &ExtractionPolicy::default(), &|| false).unwrap()
+}
+
+fn user_text(request: &ChatRequest) -> &str {
+    &request.messages[1].content
+}
+
+#[test]
+fn an_idle_conversation_becomes_facts_with_provenance_found_by_search() {
+    let (mut core, clock) = core();
+    archive(&mut core, SESSION, 1, &now(&clock), None);
+    let provider = facts_script(FACT);
+
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!(report, ExtractionReport::default(), "not idle yet: the cooldown runs");
+    assert!(provider.requests().is_empty());
+
+    clock.advance(Duration::seconds(16));
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!((report.sessions, report.facts_saved, report.failures), (1, 1, 0));
+    let sent = user_text(&provider.asked(Ask::Facts)[0]).to_owned();
+    assert!(sent.contains("[m1] user: Question 0"), "{sent}");
+    assert!(!sent.contains("hunter2") && !sent.contains("AKIAABCDEFGHIJKLMNOP"), "redacted before sending: {sent}");
+
+    let hits = core.search(&SearchQuery { text: "tax table fixture".into(), ..SearchQuery::default() }).unwrap().hits;
+    assert_eq!(hits.len(), 1);
+    let memory = &hits[0].observation;
+    assert_eq!(
+        (memory.session_id.as_str(), memory.project.as_str(), memory.kind.as_str()),
+        (SESSION, PROJECT, "bugfix")
+    );
+    let provenance = core.store.provenance(memory.id).unwrap().expect("marked as extracted");
+    assert_eq!(provenance.origin, Origin::Fact);
+    assert_eq!(provenance.session_id.as_deref(), Some(SESSION));
+    assert_eq!(provenance.message_ids, ["msg_000", "msg_001"]);
+    assert_eq!((provenance.provider.as_str(), provenance.model.as_str()), ("scripted", "scripted-1"));
+
+    let again = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!(again.sessions, 0, "nothing new after the mark");
+    let status = core.store.extraction_status().unwrap();
+    assert_eq!((status.sessions, status.facts_saved, status.extracted_memories), (1, 1, 1));
+}
+
+#[test]
+fn a_fact_already_stored_saves_nothing() {
+    let (mut core, clock) = core();
+    core.store
+        .save(&NewObservation {
+            title: "Checkout fixture".into(),
+            content: "Regenerating the fixture fixed the checkout test: its tax table was old.".into(),
+            project: Some(PROJECT.into()),
+            ..NewObservation::default()
+        })
+        .unwrap();
+    archive(&mut core, SESSION, 1, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    let near = "The checkout test fixture had an old tax table; regenerating the fixture fixed the test.";
+    let report = pass(&mut core, &facts_script(near), &Selection::Due);
+    assert_eq!((report.facts_saved, report.duplicates_skipped), (0, 1), "what the agent saved already says it");
+    let listed = core.store.list(&crate::memory::ListFilter { limit: 10, ..Default::default() }).unwrap();
+    assert_eq!(listed.len(), 1);
+}
+
+#[test]
+fn a_summary_every_five_turns_and_at_the_end() {
+    let (mut core, clock) = core();
+    archive(&mut core, SESSION, 4, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    let provider = facts_script(FACT);
+    assert_eq!(pass(&mut core, &provider, &Selection::Due).summaries, 0, "4 turns: not yet");
+
+    archive(&mut core, SESSION, 5, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!(report.summaries, 1, "the fifth turn");
+    let summary = core.store.extracted_summary(SESSION).unwrap().unwrap();
+    assert_eq!(summary, "Fixed the tax table fixture.");
+    let asked = provider.asked(Ask::Summary);
+    assert!(user_text(&asked[0]).contains("Question 0") && user_text(&asked[0]).contains("Question 4"));
+
+    archive(&mut core, SESSION, 6, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    assert_eq!(pass(&mut core, &provider, &Selection::Due).summaries, 0, "one turn since the summary");
+    clock.advance(ExtractionPolicy::default().ended_after);
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!((report.sessions, report.summaries), (1, 1), "the conversation ended: its last turn summarised");
+    let last = user_text(&provider.asked(Ask::Summary)[1]).to_owned();
+    assert!(last.starts_with("Previous summary:\nFixed the tax table fixture."), "{last}");
+    assert!(last.contains("Question 5") && !last.contains("Question 4"), "{last}");
+    assert_eq!(core.store.extracted_summary(SESSION).unwrap().as_deref(), Some("Summary 1."), "revised");
+    assert_eq!(pass(&mut core, &provider, &Selection::Due).sessions, 0, "summarised once");
+}
+
+#[test]
+fn the_first_conversation_of_a_project_writes_its_brief_from_the_readme() {
+    let (mut core, clock) = core();
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("README.md"), "# shop\nA web shop. <private>internal</private>").unwrap();
+    std::fs::write(repo.path().join("Cargo.toml"), "[package]\nname = \"shop\"").unwrap();
+    let dir = repo.path().display().to_string();
+    archive(&mut core, SESSION, 1, &now(&clock), Some(&dir));
+    archive(&mut core, "ses_second", 1, &now(&clock), Some(&dir));
+    clock.advance(Duration::seconds(20));
+    let provider = facts_script(FACT);
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!(report.briefs, 1, "one brief for the project, not one per conversation");
+    let asked = provider.asked(Ask::Brief);
+    assert_eq!(asked.len(), 1);
+    let sent = user_text(&asked[0]);
+    assert!(sent.contains("=== README.md ===\n# shop") && sent.contains("=== Cargo.toml ==="), "{sent}");
+    assert!(!sent.contains("internal"), "redacted: {sent}");
+    assert!(core.store.has_brief(PROJECT).unwrap());
+}
+
+#[test]
+fn a_malformed_answer_is_retried_with_backoff_and_saves_nothing() {
+    let (mut core, clock) = core();
+    archive(&mut core, SESSION, 1, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    let broken = ScriptedProvider::new(|_, _| Ok("Sorry, I can't do that.".into()));
+    let report = pass(&mut core, &broken, &Selection::Due);
+    assert_eq!((report.facts_saved, report.failures), (0, 1));
+    assert_eq!(report.failed[0].code, "llm_unavailable");
+    let status = core.store.extraction_status().unwrap();
+    assert_eq!(status.failing.len(), 1);
+    assert_eq!(status.failing[0].attempts, 1);
+    assert_eq!(
+        status.failing[0].next_attempt_at.as_deref(),
+        Some(format_ts(clock.now() + Duration::seconds(30)).as_str())
+    );
+    assert!(core.store.list(&crate::memory::ListFilter { limit: 10, ..Default::default() }).unwrap().is_empty());
+
+    assert_eq!(pass(&mut core, &broken, &Selection::Due).sessions, 0, "waiting out the backoff");
+    clock.advance(Duration::seconds(31));
+    pass(&mut core, &broken, &Selection::Due);
+    let failing = &core.store.extraction_status().unwrap().failing[0];
+    assert_eq!(failing.attempts, 2);
+    assert_eq!(
+        failing.next_attempt_at.as_deref(),
+        Some(format_ts(clock.now() + Duration::seconds(60)).as_str()),
+        "doubled"
+    );
+
+    let report = pass(&mut core, &facts_script(FACT), &Selection::Session(SESSION.into()));
+    assert_eq!(report.facts_saved, 1, "asked for by name: no waiting");
+    assert!(core.store.extraction_status().unwrap().failing.is_empty(), "the failure is cleared");
+}
+
+#[test]
+fn a_restart_resumes_from_the_mark_after_a_failed_window() {
+    let data = tempfile::tempdir().unwrap();
+    let path = data.path().join("cairn.db");
+    let clock = Arc::new(ManualClock::at(1_780_000_000));
+    let open = || {
+        let mut store = Store::open(&path).unwrap();
+        store.set_clock(clock.clone());
+        Core::new(store)
+    };
+    let mut core = open();
+    core.store.start_extraction().unwrap();
+    archive(&mut core, SESSION, 6, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    // Small windows: the six turns go in several; the model fails from the second on.
+    let policy = ExtractionPolicy { window_bytes: 300, ..ExtractionPolicy::default() };
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let flaky = ScriptedProvider::new(move |_, request| {
+        if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            let said = &request.messages[1].content;
+            let first = said.lines().next().unwrap_or_default().to_owned();
+            Ok(json!({"facts": [{"type": "discovery", "content": format!("First window fact: {first}")}]}).to_string())
+        } else {
+            Err(LlmError::Unavailable("connection refused".into()))
+        }
+    });
+    let report = run_pass(&mut core, &flaky, &Selection::Due, &policy, &|| false).unwrap();
+    assert_eq!((report.facts_saved, report.failures), (1, 1), "the first window is saved whole");
+    let first_windows = flaky.asked(Ask::Facts).len();
+    assert_eq!(first_windows, 2);
+    drop(core);
+
+    let mut core = open();
+    clock.advance(Duration::minutes(2));
+    let recorder = facts_script(FACT);
+    run_pass(&mut core, &recorder, &Selection::Due, &policy, &|| false).unwrap();
+    let resumed = recorder.asked(Ask::Facts);
+    assert!(!user_text(&resumed[0]).contains("Question 0:"), "the saved window is not sent again");
+    let failed_window = user_text(&flaky.asked(Ask::Facts)[1]).to_owned();
+    assert_eq!(user_text(&resumed[0]), failed_window, "it resumes with the window that failed");
+}

@@ -1,0 +1,409 @@
+//! What cairn asks a model when it writes memories by itself, and how it reads the answers:
+//! atomic facts out of a conversation, a session's running summary, a project's brief.
+//!
+//! The prompts live in `prompts/*.md`. Answers are read forgivingly in form (a code fence,
+//! prose around the JSON, trailing commas, a bare array) and strictly in content: a fact with no
+//! content, or one that is transcript noise (raw `[user]:` lines, tool dumps, long code blocks),
+//! is dropped, and an unknown type becomes `DEFAULT_FACT_TYPE`. An answer with no JSON at all
+//! is `LlmError::Malformed`, which callers retry later.
+//!
+//! Callers hand over text that is already redacted; nothing here sends anything.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use crate::{ChatMessage, ChatRequest, LlmError, Role};
+
+pub(crate) const EXTRACT_PROMPT: &str = include_str!("prompts/extract.md");
+pub(crate) const SUMMARY_PROMPT: &str = include_str!("prompts/summary.md");
+pub(crate) const BRIEF_PROMPT: &str = include_str!("prompts/brief.md");
+
+/// The types a fact may have. Anything else a model writes maps to one of these
+/// (`normalize_type`) or to `DEFAULT_FACT_TYPE`.
+pub const FACT_TYPES: &[&str] = &["decision", "bugfix", "preference", "config", "architecture", "discovery", "pattern"];
+/// The type of a fact whose type the model left out or made up.
+pub const DEFAULT_FACT_TYPE: &str = "discovery";
+/// Bytes of one message shown to the model: a pasted log is cut, not sent whole.
+pub const MAX_MESSAGE_BYTES: usize = 6 * 1024;
+/// The longest content a fact may have: an atomic fact is a few sentences, not a dump.
+pub const MAX_FACT_BYTES: usize = 1500;
+/// Lines of a code block a fact may quote before it counts as a dump.
+const MAX_CODE_LINES: usize = 6;
+/// Answer caps (tokens) per kind of request.
+const FACTS_MAX_TOKENS: u32 = 1200;
+const SUMMARY_MAX_TOKENS: u32 = 600;
+const BRIEF_MAX_TOKENS: u32 = 600;
+
+/// One message of a conversation as the model sees it: its id (cited back by the model as
+/// `m1`, `m2`, ... in order), who spoke, and its text (already redacted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptMessage {
+    pub id: String,
+    pub role: Role,
+    pub text: String,
+}
+
+/// One atomic fact a model extracted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    /// One of `FACT_TYPES`.
+    pub kind: String,
+    pub title: String,
+    pub content: String,
+    /// The ids (not the labels) of the messages it came from, in the order cited.
+    pub message_ids: Vec<String>,
+}
+
+/// A titled text a model wrote: a session summary or a project brief.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub title: Option<String>,
+    pub content: String,
+}
+
+/// The request that asks for the facts of `messages`.
+pub fn facts_request(messages: &[TranscriptMessage]) -> ChatRequest {
+    request(EXTRACT_PROMPT, transcript(messages), FACTS_MAX_TOKENS)
+}
+
+/// The request that asks for a session's summary, updating `previous` with `messages`.
+pub fn summary_request(previous: Option<&str>, messages: &[TranscriptMessage]) -> ChatRequest {
+    let mut input = String::new();
+    if let Some(previous) = previous.map(str::trim).filter(|p| !p.is_empty()) {
+        input.push_str("Previous summary:\n");
+        input.push_str(previous);
+        input.push_str("\n\n");
+    }
+    input.push_str("Messages since:\n");
+    input.push_str(&transcript(messages));
+    request(SUMMARY_PROMPT, input, SUMMARY_MAX_TOKENS)
+}
+
+/// The request that asks for a project's brief from its files (`(name, text)`).
+pub fn brief_request(files: &[(String, String)]) -> ChatRequest {
+    let mut input = String::new();
+    for (name, text) in files {
+        input.push_str("=== ");
+        input.push_str(name);
+        input.push_str(" ===\n");
+        input.push_str(text.trim());
+        input.push_str("\n\n");
+    }
+    request(BRIEF_PROMPT, input, BRIEF_MAX_TOKENS)
+}
+
+fn request(system: &str, user: String, max_tokens: u32) -> ChatRequest {
+    ChatRequest {
+        messages: vec![ChatMessage::system(system.trim()), ChatMessage::user(user)],
+        max_tokens,
+        temperature: 0.0,
+        json: true,
+    }
+}
+
+/// The label the model cites a message by: `m1` for the first.
+fn label(index: usize) -> String {
+    format!("m{}", index + 1)
+}
+
+/// The conversation as the model reads it: `[m1] user: ...`, one message per block.
+fn transcript(messages: &[TranscriptMessage]) -> String {
+    let mut out = String::new();
+    for (i, message) in messages.iter().enumerate() {
+        let speaker = match message.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+        };
+        let text = cut(message.text.trim(), MAX_MESSAGE_BYTES);
+        out.push_str(&format!("[{}] {speaker}: {text}\n\n", label(i)));
+    }
+    out
+}
+
+/// `text` cut to `max` bytes at a character boundary, marked when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} […]", &text[..end])
+}
+
+/// Split `messages` into consecutive windows whose transcript fits `max_bytes` (a message
+/// longer than that is a window of its own, cut when sent). Every message is in exactly one.
+pub fn windows(messages: &[TranscriptMessage], max_bytes: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, message) in messages.iter().enumerate() {
+        let cost = message.text.len().min(MAX_MESSAGE_BYTES) + 32;
+        if i > start && size + cost > max_bytes {
+            out.push(start..i);
+            (start, size) = (i, 0);
+        }
+        size += cost;
+    }
+    if start < messages.len() {
+        out.push(start..messages.len());
+    }
+    out
+}
+
+/// The facts of an answer to `facts_request` over `messages`. Noise and empty facts are
+/// dropped, as are repeats; `Malformed` when the answer holds no usable JSON.
+pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<Fact>, LlmError> {
+    let value = json_value(answer)?;
+    let items = match &value {
+        Value::Array(items) => items,
+        Value::Object(object) => match ["facts", "memories", "items"].iter().find_map(|k| object.get(*k)) {
+            Some(Value::Array(items)) => items,
+            Some(Value::Null) | None if object.contains_key("content") => std::slice::from_ref(&value),
+            _ => return Err(LlmError::Malformed("the answer has no `facts` list".into())),
+        },
+        _ => return Err(LlmError::Malformed("the answer is not a JSON object".into())),
+    };
+    let mut seen = HashSet::new();
+    let facts = items
+        .iter()
+        .filter_map(|item| fact(item, messages))
+        .filter(|f| seen.insert(f.content.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()))
+        .collect();
+    Ok(facts)
+}
+
+/// The summary of an answer to `summary_request`: its JSON, else its plain text.
+pub fn parse_summary(answer: &str) -> Result<Written, LlmError> {
+    parse_written(answer, &["summary", "content", "text"])
+}
+
+/// The brief of an answer to `brief_request`: its JSON, else its plain text.
+pub fn parse_brief(answer: &str) -> Result<Written, LlmError> {
+    parse_written(answer, &["content", "brief", "summary", "text"])
+}
+
+fn parse_written(answer: &str, keys: &[&str]) -> Result<Written, LlmError> {
+    let (title, content) = match json_value(answer) {
+        Ok(Value::Object(object)) => {
+            let content = keys.iter().find_map(|k| object.get(*k)).map(text_of).unwrap_or_default();
+            (object.get("title").map(text_of), content)
+        }
+        Ok(other) => (None, text_of(&other)),
+        // A model that answered in prose answered all the same.
+        Err(_) => (None, strip_reasoning(answer).trim().to_owned()),
+    };
+    let content = content.trim().to_owned();
+    if content.is_empty() || is_noise(&content) {
+        return Err(LlmError::Malformed("the answer has no usable text".into()));
+    }
+    let title = title.map(|t| one_line(&t)).filter(|t| !t.is_empty());
+    Ok(Written { title, content })
+}
+
+/// A JSON value's text: a string as is, a list of strings as lines, anything else as JSON.
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(|i| format!("- {}", text_of(i))).collect::<Vec<_>>().join("\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// One fact out of one item of the list, or `None` when it is empty or noise.
+fn fact(item: &Value, messages: &[TranscriptMessage]) -> Option<Fact> {
+    let object = item.as_object()?;
+    let field = |keys: &[&str]| keys.iter().find_map(|k| object.get(*k)).map(text_of);
+    let content = field(&["content", "fact", "memory", "text"])?.trim().to_owned();
+    if content.is_empty() || content.len() > MAX_FACT_BYTES || is_noise(&content) {
+        return None;
+    }
+    let title = field(&["title", "name"]).map(|t| one_line(&t)).filter(|t| !t.is_empty() && !is_noise(t));
+    let kind = normalize_type(field(&["type", "kind", "category"]).as_deref().unwrap_or_default());
+    let cited = ["message_ids", "messages", "sources", "source"].iter().find_map(|k| object.get(*k));
+    Some(Fact {
+        kind: kind.to_owned(),
+        title: title.unwrap_or_else(|| title_from(&content)),
+        content,
+        message_ids: cited.map(|c| resolve_ids(c, messages)).unwrap_or_default(),
+    })
+}
+
+/// The message ids behind the labels (or ids) a model cited; unknown ones are left out.
+fn resolve_ids(cited: &Value, messages: &[TranscriptMessage]) -> Vec<String> {
+    let raw: Vec<String> = match cited {
+        Value::Array(items) => items.iter().map(text_of).collect(),
+        other => vec![text_of(other)],
+    };
+    let mut ids = Vec::new();
+    for one in raw {
+        let one = one.trim().trim_matches(['[', ']']);
+        let by_label = one
+            .strip_prefix('m')
+            .or_else(|| one.strip_prefix('M'))
+            .unwrap_or(one)
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| messages.get(i));
+        let found = by_label.or_else(|| messages.iter().find(|m| m.id == one));
+        if let Some(message) = found
+            && !ids.contains(&message.id)
+        {
+            ids.push(message.id.clone());
+        }
+    }
+    ids
+}
+
+/// A type a model wrote, as one of `FACT_TYPES` (synonyms mapped, the rest the default).
+pub fn normalize_type(raw: &str) -> &'static str {
+    let raw = raw.trim().to_lowercase().replace(['_', ' '], "-");
+    if let Some(known) = FACT_TYPES.iter().find(|t| **t == raw) {
+        return known;
+    }
+    match raw.as_str() {
+        "bug" | "bug-fix" | "fix" | "error-solution" | "error" | "solution" => "bugfix",
+        "preferences" | "user-preference" | "convention" | "style" => "preference",
+        "configuration" | "project-config" | "tech-context" | "setup" | "environment" | "dependency" => "config",
+        "architectural" | "design" | "structure" | "component" => "architecture",
+        "decisions" | "choice" => "decision",
+        "learned-pattern" | "patterns" | "practice" | "best-practice" | "workflow" => "pattern",
+        _ => DEFAULT_FACT_TYPE,
+    }
+}
+
+/// Whether `text` is transcript noise rather than a fact: raw speaker lines, tool calls or
+/// results, cairn's own injected blocks, or a long code block or log.
+pub fn is_noise(text: &str) -> bool {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let speaker_line = |l: &&str| {
+        let l = l.to_lowercase();
+        ["[user]", "[assistant]", "[system]", "user:", "assistant:", "human:", "[tool", "tool_use", "tool_result"]
+            .iter()
+            .any(|p| l.starts_with(p))
+    };
+    if lines.iter().any(speaker_line) || text.contains("[MEMORY]") {
+        return true;
+    }
+    let mut in_code = false;
+    let mut code_lines = 0;
+    for line in &lines {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        } else if in_code {
+            code_lines += 1;
+        }
+    }
+    let prompt_lines = lines.iter().filter(|l| l.starts_with("$ ") || l.starts_with("> ")).count();
+    code_lines > MAX_CODE_LINES || prompt_lines > 2
+}
+
+/// A title for a fact that came without one: its first sentence, at most 80 bytes.
+fn title_from(content: &str) -> String {
+    let first = content.split(['.', '\n']).next().unwrap_or(content);
+    let line = one_line(first);
+    if line.len() <= 80 { line } else { cut(&line, 77).replace(" […]", "…") }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Reasoning models think aloud first (`<think>…</think>`): that is not the answer.
+fn strip_reasoning(answer: &str) -> &str {
+    match answer.rfind("</think>") {
+        Some(end) => &answer[end + "</think>".len()..],
+        None => answer,
+    }
+}
+
+/// The one JSON value in a model's answer: inside a code fence or amid prose, with trailing
+/// commas forgiven.
+fn json_value(answer: &str) -> Result<Value, LlmError> {
+    let answer = strip_reasoning(answer);
+    let fenced = fenced_block(answer).unwrap_or(answer);
+    let body = balanced_json(fenced)
+        .or_else(|| balanced_json(answer))
+        .ok_or_else(|| LlmError::Malformed(format!("no JSON in the answer: {}", preview(answer))))?;
+    serde_json::from_str(&without_trailing_commas(body))
+        .map_err(|e| LlmError::Malformed(format!("the answer's JSON does not parse ({e}): {}", preview(body))))
+}
+
+/// What a failure quotes of an answer.
+fn preview(text: &str) -> String {
+    cut(&one_line(text), 120)
+}
+
+/// The inside of the first ``` fence, if the answer has one.
+fn fenced_block(text: &str) -> Option<&str> {
+    let start = text.find("```")?;
+    let after = &text[start + 3..];
+    let body_start = after.find('\n').map_or(0, |n| n + 1);
+    let body = &after[body_start..];
+    let end = body.find("```").unwrap_or(body.len());
+    Some(&body[..end])
+}
+
+/// The first balanced `{…}` or `[…]` of `text` (brackets inside strings ignored).
+fn balanced_json(text: &str) -> Option<&str> {
+    let start = text.find(['{', '['])?;
+    let mut depth = 0usize;
+    let (mut in_string, mut escaped) = (false, false);
+    for (offset, c) in text[start..].char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&text[start..=start + offset]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `json` without the commas before a closing bracket that models like to leave.
+fn without_trailing_commas(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let chars: Vec<char> = json.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if c == ',' {
+            let next = chars[i + 1..].iter().find(|n| !n.is_whitespace());
+            if matches!(next, Some('}' | ']')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "extract_tests.rs"]
+mod tests;

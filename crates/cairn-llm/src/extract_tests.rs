@@ -1,0 +1,137 @@
+use super::*;
+
+fn messages() -> Vec<TranscriptMessage> {
+    vec![
+        TranscriptMessage { id: "msg_a".into(), role: Role::User, text: "Why does the build fail?".into() },
+        TranscriptMessage {
+            id: "msg_b".into(),
+            role: Role::Assistant,
+            text: "The lockfile pins serde 1.0.100.".into(),
+        },
+    ]
+}
+
+#[test]
+fn facts_come_out_of_a_fenced_answer_with_prose_and_trailing_commas() {
+    let answer = "Sure! Here are the facts:\n```json\n{\"facts\": [\n  {\"type\": \"bugfix\", \"title\": \"Build fails on old serde\", \
+                  \"content\": \"The build failed because Cargo.lock pinned serde 1.0.100; `cargo update -p serde` fixed it.\", \
+                  \"message_ids\": [\"m1\", \"m2\",],},\n]}\n```\nHope this helps.";
+    let facts = parse_facts(answer, &messages()).unwrap();
+    assert_eq!(facts.len(), 1);
+    assert_eq!(facts[0].kind, "bugfix");
+    assert_eq!(facts[0].title, "Build fails on old serde");
+    assert_eq!(facts[0].message_ids, ["msg_a", "msg_b"], "labels resolve to the real ids");
+}
+
+#[test]
+fn a_bare_array_and_reasoning_before_it_are_accepted() {
+    let answer =
+        "<think>the user wants {facts}</think>[{\"content\": \"The project uses tabs.\", \"type\": \"style\"}]";
+    let facts = parse_facts(answer, &messages()).unwrap();
+    assert_eq!(facts.len(), 1);
+    assert_eq!(facts[0].kind, "preference", "a synonym maps to a known type");
+    assert_eq!(facts[0].title, "The project uses tabs", "a missing title comes from the content");
+    assert!(facts[0].message_ids.is_empty());
+}
+
+#[test]
+fn unknown_types_map_to_the_default_and_unknown_message_ids_are_left_out() {
+    let answer = r#"{"facts": [{"type": "trivia", "content": "Releases are tagged vX.Y.Z.", "message_ids": ["m9", "msg_b", 2]}]}"#;
+    let facts = parse_facts(answer, &messages()).unwrap();
+    assert_eq!(facts[0].kind, DEFAULT_FACT_TYPE);
+    assert_eq!(facts[0].message_ids, ["msg_b"], "m9 does not exist; msg_b and 2 are the same message");
+}
+
+#[test]
+fn empty_facts_and_transcript_noise_are_dropped() {
+    let dump = format!("```\n{}```", "line\n".repeat(20));
+    let answer = serde_json::json!({"facts": [
+        {"type": "decision", "content": "   "},
+        {"type": "decision"},
+        {"type": "discovery", "content": "[user]: why does it fail\n[assistant]: because"},
+        {"type": "discovery", "content": "User: please fix the tests"},
+        {"type": "config", "content": dump},
+        {"type": "config", "content": "$ cargo test\n$ cargo build\n$ cargo run\nok"},
+        {"type": "config", "content": "x".repeat(MAX_FACT_BYTES + 1)},
+        {"type": "config", "content": "Tests run with `cargo nextest run`."},
+        {"type": "config", "content": "Tests   run with `cargo nextest run`."},
+    ]})
+    .to_string();
+    let facts = parse_facts(&answer, &messages()).unwrap();
+    let contents: Vec<&str> = facts.iter().map(|f| f.content.as_str()).collect();
+    assert_eq!(contents, ["Tests run with `cargo nextest run`."], "one real fact, its repeat dropped");
+}
+
+#[test]
+fn an_empty_list_is_a_valid_answer() {
+    assert!(parse_facts(r#"{"facts": []}"#, &messages()).unwrap().is_empty());
+}
+
+#[test]
+fn answers_without_usable_json_are_malformed() {
+    for answer in [
+        "I'm sorry, I cannot help with that.",
+        "{\"facts\": [ {\"content\": \"unterminated",
+        "{\"facts\": \"none\"}",
+        "{\"answer\": 42}",
+        "\"just a string\"",
+    ] {
+        let err = parse_facts(answer, &messages()).unwrap_err();
+        assert!(matches!(err, LlmError::Malformed(_)), "{answer}: {err}");
+        assert!(err.retryable(), "a malformed answer is retried later");
+    }
+}
+
+#[test]
+fn brackets_inside_strings_do_not_end_the_json() {
+    let answer = r#"Answer: {"facts": [{"content": "Use `vec![1, 2]` and `{}` in format strings.", "type": "pattern"}]} trailing } ]"#;
+    let facts = parse_facts(answer, &messages()).unwrap();
+    assert_eq!(facts[0].content, "Use `vec![1, 2]` and `{}` in format strings.");
+}
+
+#[test]
+fn summaries_and_briefs_read_json_or_plain_text() {
+    let summary =
+        parse_summary("```json\n{\"title\": \"Fixing the  build\", \"summary\": \"Pinned serde.\",}\n```").unwrap();
+    assert_eq!(summary, Written { title: Some("Fixing the build".into()), content: "Pinned serde.".into() });
+    let plain = parse_brief("cairn is a memory server for coding agents, written in Rust.").unwrap();
+    assert_eq!(plain.content, "cairn is a memory server for coding agents, written in Rust.");
+    assert_eq!(plain.title, None);
+    let listed = parse_brief(r#"{"title": "cairn", "content": ["Rust workspace", "SQLite store"]}"#).unwrap();
+    assert_eq!(listed.content, "- Rust workspace\n- SQLite store");
+    assert!(matches!(parse_summary("{\"summary\": \"\"}"), Err(LlmError::Malformed(_))));
+    assert!(matches!(parse_summary("   "), Err(LlmError::Malformed(_))));
+    assert!(matches!(parse_summary("[user]: hi\n[assistant]: hello"), Err(LlmError::Malformed(_))));
+}
+
+#[test]
+fn the_requests_label_messages_and_ask_for_json_at_temperature_zero() {
+    let request = facts_request(&messages());
+    assert!(request.json && request.temperature == 0.0);
+    assert_eq!(request.messages[0].role, Role::System);
+    let user = &request.messages[1].content;
+    assert!(user.contains("[m1] user: Why does the build fail?"), "{user}");
+    assert!(user.contains("[m2] assistant: The lockfile"), "{user}");
+    let summary = summary_request(Some("Earlier: set up CI."), &messages());
+    assert!(summary.messages[1].content.starts_with("Previous summary:\nEarlier: set up CI."));
+    let brief = brief_request(&[("README.md".into(), "# cairn\nMemory.".into())]);
+    assert!(brief.messages[1].content.contains("=== README.md ===\n# cairn"));
+}
+
+#[test]
+fn a_long_message_is_cut_before_it_is_sent() {
+    let long = vec![TranscriptMessage { id: "m".into(), role: Role::User, text: "é".repeat(MAX_MESSAGE_BYTES) }];
+    let sent = &facts_request(&long).messages[1].content;
+    assert!(sent.len() < MAX_MESSAGE_BYTES + 64 && sent.contains("[…]"));
+}
+
+#[test]
+fn windows_cover_every_message_once_within_the_budget() {
+    let many: Vec<TranscriptMessage> =
+        (0..10).map(|i| TranscriptMessage { id: format!("{i}"), role: Role::User, text: "w".repeat(300) }).collect();
+    let windows = windows(&many, 1000);
+    assert_eq!(windows, [0..3, 3..6, 6..9, 9..10]);
+    let oversized = super::windows(&many[..1], 10);
+    assert_eq!((oversized.len(), oversized[0].clone()), (1, 0..1), "an oversized message is a window of its own");
+    assert!(super::windows(&[], 1000).is_empty());
+}

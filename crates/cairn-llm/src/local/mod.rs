@@ -1,0 +1,37 @@
+//! The local provider: a small instruction model from a GGUF file, run in-process on the CPU
+//! with candle's quantized Qwen2 and Llama architectures (pure Rust; llama.cpp would add a C++
+//! build of several minutes to every cold build).
+//!
+//! - `catalogue`: the models cairn knows, each pinned by sha256, with measured figures.
+//! - `install_from_file`, `install_download`: a verified copy into the models dir.
+//! - `LocalProvider`: the model loaded once; each chat renders the family's chat template,
+//!   decodes greedily at temperature 0, stops at end of turn or `max_tokens`, and with a JSON
+//!   request keeps the answer valid JSON and stops when its top-level value closes.
+
+mod catalogue;
+mod install;
+mod json;
+mod model;
+mod provider;
+mod template;
+
+pub use catalogue::{
+    LocalMeasured, LocalModelSpec, QWEN25_CODER_0_5B, QWEN25_CODER_1_5B, SMOLLM2_135M, catalogue, default_model, find,
+};
+#[cfg(feature = "local-download")]
+pub use install::install_download;
+pub use install::{install_from_file, installed_path};
+pub use json::JsonPrefix;
+pub use provider::{LocalOptions, LocalProvider, LocalTimings, THREADS_ENV};
+pub use template::{ChatTemplate, Piece};
+
+/// Where tests and the benchmark find a model's GGUF: `CAIRN_TEST_LLM_DIR`, else the copies
+/// `scripts/install-test-deps.sh llm` (SmolLM2) and `llm-qwen` put in `target/test-deps/llm`.
+#[doc(hidden)]
+pub fn test_model_file(spec: &LocalModelSpec) -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("CAIRN_TEST_LLM_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/llm"),
+        std::path::PathBuf::from,
+    );
+    installed_path(spec, &dir)
+}

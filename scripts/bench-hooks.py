@@ -3,7 +3,13 @@
 optionally side by side with engram's Claude Code hook scripts against the same daemon.
 
 Usage: scripts/bench-hooks.py [--bin target/release/cairn] [--runs 50] [--baseline-bin OTHER]
-                              [--engram-scripts DIR] [--floor]
+                              [--engram-scripts DIR] [--floor] [--host claude-code|codex|gemini] [--cold]
+
+`--host codex|gemini`: the events `cairn setup codex|gemini` wires, run as `cairn hook
+--host=<host> <Event>` with that host's payloads (Codex copies Claude Code's; Gemini CLI renames
+the events). `--cold`: no daemon when each hook starts (the bench's is stopped before every
+run, and one a hook started is stopped after it): what a hook costs on a cold start, where it
+starts the daemon or keeps its write in the spool within its budget.
 
 Starts `cairn serve --port 0` on a temp data dir (stopped by its pid at the end), seeds a few
 memories, then runs each hook `--runs` times as Claude Code would: a new process, the payload
@@ -77,6 +83,48 @@ def rows():
     ]
 
 
+def host_rows(host):
+    """The rows of `--host codex|gemini`: (label, event, payload fields, None)."""
+    if host == "codex":
+        return [
+            ("SessionStart (startup)", "SessionStart", {"source": "startup"}, None),
+            ("UserPromptSubmit", "UserPromptSubmit", {"prompt": "how does the payment worker retry failed charges?"},
+             None),
+            ("PreToolUse", "PreToolUse", {"tool_name": "mcp__cairn__mem_save", "tool_input": {"title": "t"}}, None),
+            ("PostToolUse", "PostToolUse", {"tool_name": "shell", "tool_input": {"command": "ls"}}, None),
+            ("Stop", "Stop", {"last_assistant_message": "All done."}, None),
+            ("PreCompact", "PreCompact", {"trigger": "auto"}, None),
+            ("SessionEnd", "SessionEnd", {"reason": "other"}, None),
+        ]
+    return [
+        ("SessionStart (startup)", "SessionStart", {"source": "startup"}, None),
+        ("BeforeAgent", "BeforeAgent", {"prompt": "how does the payment worker retry failed charges?"}, None),
+        ("AfterAgent", "AfterAgent", {"prompt": "retry?", "prompt_response": "All done."}, None),
+        ("PreCompress", "PreCompress", {"trigger": "auto"}, None),
+        ("SessionEnd", "SessionEnd", {"reason": "exit"}, None),
+    ]
+
+
+def stop_daemon_of(data):
+    """Stop whatever daemon runs on `data` and wait until it is gone (`--cold`)."""
+    try:
+        pid = json.loads((data / "daemon.json").read_text())["pid"]
+    except (OSError, ValueError, KeyError):
+        return
+    try:
+        os.kill(pid, 15)
+    except OSError:
+        pass
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            break
+        time.sleep(0.01)
+    (data / "daemon.json").unlink(missing_ok=True)
+
+
 def percentile(values, p):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -126,6 +174,9 @@ def main():
                     help="time only the rows whose label starts with LABEL (repeatable)")
     ap.add_argument("--floor", action="store_true",
                     help="time /bin/true in the same rotation: the cost of any process start here")
+    ap.add_argument("--host", choices=["claude-code", "codex", "gemini"], default="claude-code",
+                    help="whose hooks: Claude Code's (default), Codex's or Gemini CLI's")
+    ap.add_argument("--cold", action="store_true", help="no daemon running when each hook starts")
     ap.add_argument("--engram-scripts", metavar="DIR",
                     help="engram's plugin/claude-code/scripts, timed side by side against the same daemon")
     args = ap.parse_args()
@@ -161,7 +212,7 @@ def main():
             engram_env = dict(env, ENGRAM_PORT=port)
             base = {"transcript_path": str(transcript), "cwd": str(project)}
             table = []
-            for label, event, extra, script in rows():
+            for label, event, extra, script in (rows() if args.host == "claude-code" else host_rows(args.host)):
                 if args.only and not any(label.startswith(only) for only in args.only):
                     continue
                 script_path = engram / script if engram and script and (engram / script).is_file() else None
@@ -169,7 +220,8 @@ def main():
                 for run in range(args.runs):
                     # a new session each run and tool, so "first prompt" and "startup" are real firsts
                     payload = dict(base, **extra, hook_event_name=event)
-                    jobs = [("cairn", [args.bin, "hook", event], hook_env)]
+                    host_flag = [] if args.host == "claude-code" else [f"--host={args.host}"]
+                    jobs = [("cairn", [args.bin, "hook", *host_flag, event], hook_env)]
                     if baseline:
                         jobs.append(("baseline", [baseline, "hook", event], base_hook_env))
                     if args.floor:
@@ -179,6 +231,8 @@ def main():
                     # the order rotates, so no tool always runs right after another
                     jobs = jobs[run % len(jobs):] + jobs[:run % len(jobs)]
                     for who, cmd, job_env in jobs:
+                        if args.cold and who == "cairn":
+                            stop_daemon_of(Path(env["CAIRN_DATA_DIR"]))
                         ms, cpu, stdout = timed(cmd, dict(payload, session_id=str(uuid.uuid4())), job_env, project,
                                                 f"{who} {label}")
                         times[who][0].append(ms)
@@ -219,7 +273,9 @@ def stop_started_daemons(data_dirs, ours):
 
 
 def print_table(table, args, baseline, engram):
-    print(f"cairn hook, daemon running, {args.runs} runs each ({args.bin})")
+    host = "" if args.host == "claude-code" else f" --host={args.host}"
+    state = "no daemon at each start (cold)" if args.cold else "daemon running"
+    print(f"cairn hook{host}, {state}, {args.runs} runs each ({args.bin})")
     if baseline:
         print(f"baseline: {baseline}, its own daemon")
     if engram:

@@ -12,8 +12,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import { assertUnchangedBy, walk } from './lib/agent-cli.mjs';
 import { makeCairnSandbox, probeCairnSubcommand, stopDaemon } from './lib/cairn.mjs';
 import { findGeminiBin, geminiHome, runGemini, startGeminiMock } from './lib/gemini.mjs';
 
@@ -105,12 +106,8 @@ describe('Gemini CLI + cairn setup gemini', { skip, timeout: 600_000 }, () => {
   test('the archive finds run 1 in the chat, which the read left as it was', () => {
     const chats = walk(path.join(sandbox.home, '.gemini', 'tmp')).filter((f) => /\/chats\/session-.*\.jsonl?$/.test(f));
     assert.equal(chats.length, 2, chats.join('\n'));
-    const before = chats.map((f) => [readFileSync(f), statSync(f).mtimeMs]);
-    const found = cairnJson(['history', 'search', `${TOKEN}-prompt`]);
+    const found = assertUnchangedBy(chats, () => cairnJson(['history', 'search', `${TOKEN}-prompt`]));
     assert.ok(JSON.stringify(found).includes(`${TOKEN}-prompt`), JSON.stringify(found));
-    chats.forEach((f, i) => {
-      assert.ok(readFileSync(f).equals(before[i][0]) && statSync(f).mtimeMs === before[i][1], `${f} changed`);
-    });
   });
 });
 
@@ -123,11 +120,4 @@ function isDaemonOf(pid, dataDir) {
   } catch {
     return false;
   }
-}
-
-function walk(dir) {
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)],
-  );
 }

@@ -72,6 +72,9 @@ describe('cairn setup opencode + real OpenCode', { skip, timeout: 300_000 }, () 
 
     const config = resolvedConfig();
     assert.ok(config.plugin.includes(pluginUrl('plugins', 'cairn.ts')), `plugin not loaded: ${JSON.stringify(config.plugin)}`);
+    // its modules sit beside it, where OpenCode does not look for plugins
+    assert.ok(existsSync(path.join(configDir, 'plugins', 'cairn', 'daemon.ts')), 'the plugin\'s modules are not installed');
+    assert.ok(!config.plugin.some((p) => p.includes('/plugins/cairn/')), `a module loaded as a plugin: ${JSON.stringify(config.plugin)}`);
     assert.ok(!config.plugin.some((p) => p.includes('engram')), `engram still loaded: ${JSON.stringify(config.plugin)}`);
     assert.equal(config.mcp.cairn.type, 'local');
     assert.deepEqual(config.mcp.cairn.command, [probe.bin, 'mcp', '--tools=agent', '--host=opencode']);
@@ -89,6 +92,7 @@ describe('cairn setup opencode + real OpenCode', { skip, timeout: 300_000 }, () 
 
     setup('--uninstall');
     assert.ok(!existsSync(path.join(configDir, 'plugins', 'cairn.ts')));
+    assert.ok(!existsSync(path.join(configDir, 'plugins', 'cairn', 'daemon.ts')), 'a module left behind');
     const config = resolvedConfig();
     assert.ok(!config.plugin?.some((p) => p.includes('cairn.ts')), `plugin still loaded: ${JSON.stringify(config.plugin)}`);
     assert.equal(config.mcp?.cairn, undefined);

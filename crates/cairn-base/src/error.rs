@@ -5,47 +5,11 @@
 
 use std::fmt;
 
-/// Defines [`ErrorCode`] from one table: each code with its stable name, its HTTP status and
-/// its CLI exit code, side by side, so they cannot drift apart.
-macro_rules! error_codes {
-    ($($(#[doc = $doc:literal])* $code:ident => $name:literal, $status:literal, $exit:literal;)*) => {
-        /// Stable error codes. The string form (see [`ErrorCode::as_str`]) is part of the public
-        /// contract: clients match on it, so a code is never renamed or reused.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum ErrorCode {
-            $($(#[doc = $doc])* $code,)*
-        }
-
-        impl ErrorCode {
-            /// Every code, for docs and the OpenAPI document.
-            pub const ALL: &'static [ErrorCode] = &[$(Self::$code),*];
-
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(Self::$code => $name,)*
-                }
-            }
-
-            /// The HTTP status a server answers with.
-            pub fn http_status(self) -> u16 {
-                match self {
-                    $(Self::$code => $status,)*
-                }
-            }
-
-            /// The CLI exit code (documented in docs/CLI.md, "Exit codes"): 3 bad input, 4 not found,
-            /// 5 conflict, 6 unavailable or a store that cannot be used, 1 anything else.
-            pub fn exit_code(self) -> i32 {
-                match self {
-                    $(Self::$code => $exit,)*
-                }
-            }
-        }
-    };
-}
-
-// code => name, HTTP status, exit code
-error_codes! {
+// code => name, HTTP status, exit code (the macro: cairn-wire's, which the hub's table uses too)
+cairn_wire::error_table! {
+    /// Stable error codes. The string form (see [`ErrorCode::as_str`]) is part of the public
+    /// contract: clients match on it, so a code is never renamed or reused.
+    pub enum ErrorCode;
     /// A required text field (title, content, query, id...) is empty or blank.
     EmptyField => "empty_field", 400, 3;
     /// An argument has the wrong form (bad id, unknown sort, out of range...).
@@ -65,6 +29,9 @@ error_codes! {
     PromptNotFound => "prompt_not_found", 404, 4;
     /// No relation with that id.
     RelationNotFound => "relation_not_found", 404, 4;
+    /// A `supersedes` verdict that would close a cycle (A replaces B, which already replaces A,
+    /// directly or through others): refused, so one memory of the chain is always current.
+    SupersessionCycle => "supersession_cycle", 409, 5;
     /// The session already belongs to another project.
     SessionProjectMismatch => "session_project_mismatch", 400, 3;
     /// A session that still has observations cannot be deleted.
@@ -199,13 +166,6 @@ error_codes! {
     LlmBudgetSpent => "llm_budget_spent", 429, 1;
     /// Anything else: a bug or an I/O failure cairn did not anticipate.
     Internal => "internal", 500, 1;
-}
-
-impl ErrorCode {
-    /// The code with this name.
-    pub fn from_name(name: &str) -> Option<ErrorCode> {
-        Self::ALL.iter().copied().find(|c| c.as_str() == name)
-    }
 }
 
 impl fmt::Display for ErrorCode {

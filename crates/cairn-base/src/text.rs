@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 
 mod nul;
 mod private;
+pub use private::PRIVATE_TAG;
 pub mod secrets;
 
 pub use nul::{nul_path, refuse_nul, refuse_nul_in_json};
@@ -24,7 +25,8 @@ pub const MAX_TITLE_BYTES: usize = 500;
 /// Cap of a normalised topic key (engram's).
 pub const MAX_TOPIC_KEY_BYTES: usize = 120;
 
-const REDACTED: &str = "[REDACTED]";
+/// What a `<private>` block (or a secret) is replaced with.
+pub const REDACTED: &str = "[REDACTED]";
 const TRUNCATED_SUFFIX: &str = "... [truncated]";
 
 static WHITESPACE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\s+").expect("valid regex"));
@@ -281,7 +283,7 @@ pub fn normalized_hash(content: &str) -> String {
         }
         collapsed.push_str(word);
     }
-    cairn_embed::hex(&Sha256::digest(collapsed.to_lowercase().as_bytes()))
+    hex::encode(Sha256::digest(collapsed.to_lowercase().as_bytes()))
 }
 
 /// Cut `text` to `max` characters, appending `...` when cut (for previews).
@@ -538,7 +540,7 @@ mod tests {
         #[test]
         fn hash_matches_the_regex_definition(text in "[ \t\n\u{a0}\u{3000}aAΣσς É.]{0,40}") {
             let reference = WHITESPACE.replace_all(text.trim(), " ").to_lowercase();
-            proptest::prop_assert_eq!(normalized_hash(&text), cairn_embed::hex(&Sha256::digest(reference.as_bytes())));
+            proptest::prop_assert_eq!(normalized_hash(&text), hex::encode(Sha256::digest(reference.as_bytes())));
         }
     }
 

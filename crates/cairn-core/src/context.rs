@@ -219,7 +219,17 @@ impl Store {
             .filter(|o| !seen_text.contains(&normalize_for_dedupe(&o.content)))
             .take(req.memories)
             .collect();
-        let n = doc.section("### Recent memories", fresh.iter().map(|o| memory_line(o, 300)));
+        // A replaced memory is shown as history: after the current ones, marked with what
+        // replaced it.
+        let replaced = self.superseded_ids(&fresh.iter().map(|o| o.id).collect::<Vec<_>>())?;
+        let (current, history): (Vec<&Observation>, Vec<&Observation>) =
+            fresh.into_iter().partition(|o| !replaced.contains_key(&o.id));
+        let fresh: Vec<&Observation> = current.into_iter().chain(history).collect();
+        let lines = fresh.iter().map(|o| match replaced.get(&o.id) {
+            Some(by) => format!("{} (superseded_by: #{by})", memory_line(o, 300)),
+            None => memory_line(o, 300),
+        });
+        let n = doc.section("### Recent memories", lines.collect::<Vec<_>>());
         ctx.memory_ids.extend(fresh.iter().take(n).map(|o| o.id));
         seen_text.extend(fresh.iter().map(|o| normalize_for_dedupe(&o.content)));
 

@@ -805,6 +805,8 @@ impl Store {
                 return Ok(CommitOutcome { stale: true, ..CommitOutcome::default() });
             }
             let mut outcome = CommitOutcome::default();
+            // Only facts count as facts saved: a summary or a brief is counted by its own kind.
+            let mut facts_saved = 0_i64;
             for memory in &commit.memories {
                 if memory.origin == Origin::Fact
                     && already_said(store.conn(), &commit.project, &memory.content)?.is_some()
@@ -814,7 +816,10 @@ impl Store {
                 }
                 match store.save_extracted(commit, memory, &now)? {
                     SaveAction::Duplicate => outcome.duplicates += 1,
-                    SaveAction::Created | SaveAction::Revised => outcome.saved += 1,
+                    SaveAction::Created | SaveAction::Revised => {
+                        outcome.saved += 1;
+                        facts_saved += i64::from(memory.origin == Origin::Fact);
+                    }
                 }
             }
             let mark = commit.new_mark.clone().or(state.mark);
@@ -838,7 +843,7 @@ impl Store {
                     mark.as_ref().map(|m| m.id.as_str()),
                     if commit.summarized { 0 } else { commit.turns },
                     commit.brief_checked,
-                    outcome.saved as i64,
+                    facts_saved,
                     outcome.duplicates as i64,
                     now,
                     commit.summarized,

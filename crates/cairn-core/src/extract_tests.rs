@@ -171,6 +171,9 @@ fn a_summary_every_five_turns_and_at_the_end() {
     assert_eq!(report.summaries, 1, "the fifth turn");
     let summary = core.store.extracted_summary(SESSION).unwrap().unwrap();
     assert_eq!(summary, "Fixed the tax table fixture.");
+    let status = core.store.extraction_status().unwrap();
+    assert_eq!(status.facts_saved, 1, "the summary is not a fact saved (one fact, deduped across windows)");
+    assert_eq!(status.extracted_memories, 2, "the fact and the summary");
     let asked = provider.asked(Ask::Summary);
     assert!(user_text(&asked[0]).contains("Question 0") && user_text(&asked[0]).contains("Question 4"));
 

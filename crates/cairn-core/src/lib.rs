@@ -63,6 +63,8 @@ mod module_graph_tests;
 #[cfg(test)]
 mod obsidian_tests;
 #[cfg(test)]
+mod plugin_rules_tests;
+#[cfg(test)]
 mod privacy_tests;
 #[cfg(test)]
 mod search_tests;

@@ -490,6 +490,9 @@ fn execute_on_store(
         Op::Relations(filter) => OpOutput::Relations(store.list_relations(&filter)?),
         Op::RelationStats { project } => OpOutput::RelationStats(store.relation_stats(project.as_deref())?),
         Op::GetRelation { id } => OpOutput::GetRelation(store.relation_detail(id)?),
+        // The model lives in the daemon's engine, which runs a semantic scan itself (off the
+        // writer); a store alone has none.
+        Op::ScanRelations(req) if req.semantic => return Err(crate::relations::judge::no_model_here()),
         Op::ScanRelations(req) => OpOutput::ScanRelations(store.scan_relations(&req)?),
         Op::MigrateProject { old_project, new_project } => {
             OpOutput::MigrateProject(store.migrate_project(&old_project, &new_project)?)
@@ -681,6 +684,9 @@ pub struct GetResponse {
     pub observation: Observation,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revisions: Option<Vec<Revision>>,
+    /// Where a memory a model wrote came from (extraction); absent for one an agent saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<crate::extract::Provenance>,
 }
 
 /// The answer to `suggest_topic_key`.
@@ -705,7 +711,8 @@ pub struct CompareResponse {
 fn get(store: &Store, id: i64, revisions: bool) -> Result<GetResponse> {
     let observation = store.get(id)?;
     let revisions = if revisions { Some(store.revisions(id)?) } else { None };
-    Ok(GetResponse { observation, revisions })
+    let provenance = store.provenance(id)?;
+    Ok(GetResponse { observation, revisions, provenance })
 }
 
 /// Op `suggest_topic_key` (the CLI's `suggest-topic` calls it directly: it needs no store).

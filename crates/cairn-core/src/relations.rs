@@ -18,12 +18,19 @@ use crate::search::query;
 use crate::store::Store;
 use crate::text::{normalize_project, redact_opt};
 
+pub mod judge;
+
+/// How much two memories say the same (word overlap, 0..1).
+pub use crate::search::overlap::similarity;
+
 /// Verdicts an agent or a person may give.
 pub const VERDICTS: &[&str] = &["related", "compatible", "scoped", "conflicts_with", "supersedes", "not_conflict"];
 /// Candidates scoring below this share too little to be worth a look.
 pub const CANDIDATE_MIN_SCORE: f64 = 0.5;
 /// Candidates reported per save.
 pub const CANDIDATE_LIMIT: usize = 3;
+/// Pairs a semantic scan judges when not told (engram's `max_semantic`).
+pub const DEFAULT_MAX_SEMANTIC: usize = 100;
 
 /// A memory that may duplicate or contradict the one just saved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,6 +153,15 @@ pub struct ScanRequest {
     pub apply: bool,
     #[serde(default)]
     pub max_insert: Option<usize>,
+    /// Judge the pairs with the configured model (and the rules) instead of only listing them.
+    #[serde(default)]
+    pub semantic: bool,
+    /// Semantic: most pairs judged in this call (default [`DEFAULT_MAX_SEMANTIC`]).
+    #[serde(default)]
+    pub max_semantic: Option<usize>,
+    /// Semantic: pairs of the list to skip (a previous call's `next_offset`).
+    #[serde(default)]
+    pub offset: Option<usize>,
 }
 
 /// A retroactive relation scan.
@@ -166,6 +182,38 @@ pub struct ScanResult {
     pub dry_run: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// Semantic: pairs given a verdict (by a rule or the model).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub semantic_judged: usize,
+    /// Semantic: pairs the model was unsure of (left pending for a person or an agent).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub semantic_skipped: usize,
+    /// Semantic: model calls that failed (the pairs stay pending).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub semantic_errors: usize,
+    /// Semantic: pairs still to judge after this call.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub semantic_remaining: usize,
+    /// Semantic: the `offset` of the next call (pairs that stay listed are skipped).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub next_offset: usize,
+}
+
+/// A scan's `since`: blank is no limit; a value that is not a time is refused (read as "no
+/// limit", an applied scan would pair up every memory of the project).
+fn checked_since(since: Option<&str>) -> Result<Option<String>> {
+    match since.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(s) => Ok(Some(
+            crate::clock::normalize_ts(s)
+                .ok_or_else(|| CairnError::invalid(format!("since {s:?} is not an RFC 3339 time")))?,
+        )),
+        None => Ok(None),
+    }
 }
 
 fn validate_verdict(relation: &str) -> Result<()> {
@@ -185,6 +233,32 @@ impl Store {
     /// With `record`, each becomes a pending relation to judge.
     pub fn find_candidates(&mut self, id: i64, limit: usize, record: bool) -> Result<Vec<Candidate>> {
         let saved = self.get(id)?;
+        let scored = self.lexical_neighbours(&saved, limit, CANDIDATE_MIN_SCORE)?;
+        let mut found = Vec::new();
+        for (score, other) in scored {
+            let judgment_id = if record { self.insert_pending(&saved.sync_id, &other.sync_id)? } else { String::new() };
+            found.push(Candidate {
+                id: other.id,
+                sync_id: other.sync_id,
+                title: other.title,
+                kind: other.kind,
+                score: (score * 1000.0).round() / 1000.0,
+                judgment_id,
+                topic_key: other.topic_key,
+            });
+        }
+        Ok(found)
+    }
+
+    /// Memories of `saved`'s project and scope sharing words with it (BM25 over its title),
+    /// scored by [`similarity`], at least `floor`, best first, at most `limit`.
+    pub(crate) fn lexical_neighbours(
+        &self,
+        saved: &crate::model::Observation,
+        limit: usize,
+        floor: f64,
+    ) -> Result<Vec<(f64, crate::model::Observation)>> {
+        let id = saved.id;
         let terms = query::parse(&saved.title);
         let Some(expr) = query::to_fts(&terms) else { return Ok(Vec::new()) };
         let mut stmt = self.conn().prepare_cached(
@@ -202,26 +276,14 @@ impl Store {
             if other.project != saved.project || other.scope != saved.scope {
                 continue;
             }
-            let score = similarity(&saved, &other);
-            if score >= CANDIDATE_MIN_SCORE {
+            let score = similarity(saved, &other);
+            if score >= floor {
                 scored.push((score, other));
             }
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let mut found = Vec::new();
-        for (score, other) in scored.into_iter().take(limit) {
-            let judgment_id = if record { self.insert_pending(&saved.sync_id, &other.sync_id)? } else { String::new() };
-            found.push(Candidate {
-                id: other.id,
-                sync_id: other.sync_id,
-                title: other.title,
-                kind: other.kind,
-                score: (score * 1000.0).round() / 1000.0,
-                judgment_id,
-                topic_key: other.topic_key,
-            });
-        }
-        Ok(found)
+        scored.truncate(limit);
+        Ok(scored)
     }
 
     fn insert_pending(&mut self, source: &str, target: &str) -> Result<String> {
@@ -282,6 +344,9 @@ impl Store {
         }
         let current = self.get_relation_by_sync_id(&j.judgment_id)?;
         self.require_same_project(&current.source_id, &current.target_id)?;
+        if j.relation == "supersedes" {
+            self.check_no_cycle(&current.source_id, &current.target_id, Some(&current.sync_id))?;
+        }
         let now = self.now();
         self.write(|tx| {
             tx.execute(
@@ -331,6 +396,9 @@ impl Store {
                 |r| r.get(0),
             )
             .optional()?;
+        if c.relation == "supersedes" {
+            self.check_no_cycle(&a.sync_id, &b.sync_id, existing.as_deref())?;
+        }
         let now = self.now();
         let reasoning = redact_opt(Some(&c.reasoning));
         let model = redact_opt(c.model.as_deref());
@@ -340,7 +408,8 @@ impl Store {
                 "INSERT INTO relations (sync_id, source_id, target_id, relation, reason, confidence, judgment_status,
                     marked_by_actor, marked_by_kind, marked_by_model, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'judged', 'cairn', 'system', ?7, ?8, ?8)
-                 ON CONFLICT(sync_id) DO UPDATE SET relation = excluded.relation, reason = excluded.reason,
+                 ON CONFLICT(sync_id) DO UPDATE SET source_id = excluded.source_id, target_id = excluded.target_id,
+                    relation = excluded.relation, reason = excluded.reason,
                     confidence = excluded.confidence, judgment_status = 'judged', marked_by_actor = 'cairn',
                     marked_by_kind = 'system', marked_by_model = excluded.marked_by_model, updated_at = excluded.updated_at",
                 params![sync_id, a.sync_id, b.sync_id, c.relation, reasoning, c.confidence, model, now],
@@ -441,15 +510,7 @@ impl Store {
             return Err(CairnError::empty("project"));
         }
         let max_insert = req.max_insert.unwrap_or(100);
-        // A `since` that is not a time is refused: read as "no limit", an applied scan would
-        // pair up every memory of the project.
-        let since = match req.since.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-            Some(s) => Some(
-                crate::clock::normalize_ts(s)
-                    .ok_or_else(|| CairnError::invalid(format!("since {s:?} is not an RFC 3339 time")))?,
-            ),
-            None => None,
-        };
+        let since = checked_since(req.since.as_deref())?;
         let ids: Vec<i64> = {
             let mut stmt = self.conn().prepare(
                 "SELECT id FROM observations WHERE project = ?1 AND deleted_at IS NULL AND (?2 IS NULL OR created_at >= ?2) ORDER BY id",
@@ -535,7 +596,10 @@ impl Store {
             match (status.as_str(), relation.as_str()) {
                 ("judged", "supersedes") => {
                     add(&source, format!("supersedes: {}", label(&b, &target)));
-                    add(&target, format!("superseded_by: {}", label(&a, &source)));
+                    // A deleted replacement replaces nothing: the older memory is current again.
+                    if a.is_some() {
+                        add(&target, format!("superseded_by: {}", label(&a, &source)));
+                    }
                 }
                 ("judged", "conflicts_with") => add(&source, format!("conflicts: {}", label(&b, &target))),
                 ("pending", _) => {
@@ -547,31 +611,6 @@ impl Store {
         }
         Ok(notes)
     }
-}
-
-/// How much two memories say the same: Dice coefficient of their word sets, title 60 %,
-/// content 40 %.
-pub fn similarity(a: &crate::model::Observation, b: &crate::model::Observation) -> f64 {
-    0.6 * dice(&stems(&a.title), &stems(&b.title)) + 0.4 * dice(&stems(&a.content), &stems(&b.content))
-}
-
-fn stems(text: &str) -> std::collections::HashSet<String> {
-    let terms = query::parse(text);
-    terms
-        .iter()
-        .filter_map(|t| match t {
-            query::Term::Word(w) | query::Term::Prefix(w) => Some(w.chars().take(6).collect::<String>()),
-            query::Term::Phrase(_) => None,
-        })
-        .take(200)
-        .collect()
-}
-
-fn dice(a: &std::collections::HashSet<String>, b: &std::collections::HashSet<String>) -> f64 {
-    if a.is_empty() && b.is_empty() {
-        return 0.0;
-    }
-    2.0 * a.intersection(b).count() as f64 / (a.len() + b.len()) as f64
 }
 
 fn side(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<(i64, String)>> {
@@ -655,9 +694,10 @@ mod tests {
             })
             .unwrap();
         assert_eq!(rel.sync_id, again.sync_id, "one relation per pair");
+        // Re-judged the other way: the verdict is what was said last (a before, b after).
         let notes = s.relation_annotations(&[a.sync_id.clone(), b.sync_id.clone()]).unwrap();
-        assert!(notes[&b.sync_id][0].starts_with("supersedes: #1"));
-        assert!(notes[&a.sync_id][0].starts_with("superseded_by: #2"));
+        assert!(notes[&a.sync_id][0].starts_with("supersedes: #2"), "{notes:?}");
+        assert!(notes[&b.sync_id][0].starts_with("superseded_by: #1"), "{notes:?}");
         let bad = Comparison {
             memory_id_a: a.id,
             memory_id_b: c.id,
@@ -677,7 +717,7 @@ mod tests {
         assert_eq!(of_a.total, 1, "a relation is listed for either of its memories");
         let of_c = s.list_relations(&RelationFilter { memory_id: Some(c.id), ..Default::default() }).unwrap();
         assert_eq!(of_c.total, 0);
-        assert_eq!(page.relations[0].source_title.as_deref(), Some("Use Postgres 16"));
+        assert_eq!(page.relations[0].source_title.as_deref(), Some("Use Postgres 15"), "as re-judged last");
         assert_eq!(s.relation_stats(Some("p")).unwrap().by_relation["supersedes"], 1);
     }
 

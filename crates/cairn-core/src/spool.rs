@@ -52,7 +52,7 @@ pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest record: a hook's biggest write is a passive capture of one long answer.
 pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
 /// One byte per event refused (full spool, record too large, disk full).
-const DROPPED_FILE: &str = "dropped";
+pub const DROPPED_FILE: &str = "dropped";
 /// Where events that kept failing are moved, out of the way of the ones behind them.
 pub const FAILED_DIR: &str = "failed";
 /// Failures of one event (not of the store) before it is moved to [`FAILED_DIR`].

@@ -12,6 +12,7 @@
 mod apply;
 pub mod git;
 pub mod remote;
+mod status;
 mod version;
 
 use rusqlite::{OptionalExtension, params};
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use apply::{ApplyReport, DEFERRED_TRIES};
+pub use status::{SyncStatus, TargetStatus};
 pub use version::Version;
 
 use crate::error::{CairnError, Result};
@@ -27,6 +29,15 @@ use crate::text::{RedactFields, Redaction, normalize_project};
 
 /// Source recorded for the store's own writes.
 pub const LOCAL_SOURCE: &str = "local";
+
+/// Who wrote a chunk or a push: `$USER`, `$USERNAME`, the host name, else `unknown` (engram's
+/// rule).
+pub fn created_by() -> String {
+    ["USER", "USERNAME", "HOSTNAME"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
 
 /// One change as it travels: engram's mutation wire entry `{project, entity, entity_key, op,
 /// payload}` (with the journal's `seq` when read from a journal or a hub).

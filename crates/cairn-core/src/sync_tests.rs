@@ -263,7 +263,7 @@ fn engram_layout_is_written_with_engram_field_names() {
     let mut json = Vec::new();
     std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut json).unwrap();
     assert_eq!(
-        &cairn_embed::hex(&sha2::Digest::finalize(sha2::Digest::chain_update(sha2::Sha256::default(), &json)))[..8],
+        &hex::encode(sha2::Digest::finalize(sha2::Digest::chain_update(sha2::Sha256::default(), &json)))[..8],
         id
     );
     let chunk: serde_json::Value = serde_json::from_slice(&json).unwrap();
@@ -328,7 +328,7 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 }
 
 fn sha8(bytes: &[u8]) -> String {
-    cairn_embed::hex(&<sha2::Sha256 as sha2::Digest>::digest(bytes))[..8].to_owned()
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))[..8].to_owned()
 }
 
 /// A chunk file as a test wants it: `(id in the manifest, file bytes or none)`.
@@ -744,14 +744,14 @@ const MEM_HUB_PAGE: usize = 3;
 impl crate::sync::remote::HubTransport for MemHub {
     fn push(
         &self,
-        body: &crate::sync::remote::PushBody,
-    ) -> Result<crate::sync::remote::PushAnswer, crate::sync::remote::HubFailure> {
+        body: &crate::sync::remote::PushRequest,
+    ) -> Result<crate::sync::remote::PushResponse, crate::sync::remote::HubFailure> {
         let fault = *self.fault.lock().unwrap();
         if fault == HubFault::FailPush {
             return Err(crate::sync::remote::HubFailure::Unavailable("refused connection".into()));
         }
         let mut rows = self.rows.lock().unwrap();
-        let mut answer = crate::sync::remote::PushAnswer::default();
+        let mut answer = crate::sync::remote::PushResponse::default();
         for (index, entry) in body.entries.iter().enumerate() {
             if let Some(error_code) = mem_hub_refuses(entry) {
                 let error = format!("entry {index}: refused ({error_code})");
@@ -759,6 +759,7 @@ impl crate::sync::remote::HubTransport for MemHub {
                     index,
                     error_code: error_code.into(),
                     error,
+                    ..Default::default()
                 });
                 continue;
             }
@@ -783,7 +784,7 @@ impl crate::sync::remote::HubTransport for MemHub {
         since: i64,
         limit: usize,
         project: Option<&str>,
-    ) -> Result<crate::sync::remote::PullPage, crate::sync::remote::HubFailure> {
+    ) -> Result<crate::sync::remote::PullResponse, crate::sync::remote::HubFailure> {
         let rows = self.rows.lock().unwrap();
         let visible: Vec<_> = rows.iter().filter(|(_, e)| project.is_none_or(|p| e.project == p)).collect();
         let after: Vec<_> = visible.iter().filter(|(seq, _)| *seq > since).collect();
@@ -791,7 +792,7 @@ impl crate::sync::remote::HubTransport for MemHub {
         if since > 0 && *self.fault.lock().unwrap() == HubFault::FailSecondPull {
             return Err(crate::sync::remote::HubFailure::Unavailable("timed out".into()));
         }
-        Ok(crate::sync::remote::PullPage {
+        Ok(crate::sync::remote::PullResponse {
             mutations: after
                 .iter()
                 .take(page)
@@ -802,11 +803,13 @@ impl crate::sync::remote::HubTransport for MemHub {
                     entity_key: e.entity_key.clone(),
                     op: e.op.clone(),
                     payload: e.payload.clone(),
-                    mutation_id: Some(e.mutation_id.clone()),
+                    mutation_id: e.mutation_id.clone(),
+                    ..Default::default()
                 })
                 .collect(),
             has_more: after.len() > page,
             latest_seq: visible.last().map_or(0, |(seq, _)| *seq),
+            ..Default::default()
         })
     }
 }
@@ -921,7 +924,7 @@ proptest! {
         }
         let rows = hub.rows.lock().unwrap();
         prop_assert!(rows.iter().all(|(_, e)| crate::text::nul_path(&e.payload).is_none()), "a NUL reached the hub");
-        let mut keys: Vec<&str> = rows.iter().map(|(_, e)| e.mutation_id.as_str()).collect();
+        let mut keys: Vec<&str> = rows.iter().map(|(_, e)| e.mutation_id.as_deref().unwrap_or_default()).collect();
         keys.sort_unstable();
         let all = keys.len();
         keys.dedup();

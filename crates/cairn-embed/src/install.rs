@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::EmbedError;
-use crate::local::hex;
 
 /// One file of a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -432,7 +431,7 @@ fn sha256_file(path: &Path) -> Result<String, EmbedError> {
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hex(&hasher.finalize()))
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// Download the model from `base_url` (`{base_url}/{file}`), Hugging Face's layout.
@@ -550,7 +549,7 @@ pub(crate) fn copy_checked(
         copied += n as u64;
         progress(name, copied, size);
     }
-    let actual = hex(&hasher.finalize());
+    let actual = hex::encode(hasher.finalize());
     if actual != sha256 {
         return Err(EmbedError::ChecksumMismatch { file: name.to_owned(), expected: sha256.to_owned(), actual });
     }
@@ -610,7 +609,7 @@ fn install_with(
                 Ok(())
             })?;
             out.sync_all().map_err(|e| io("sync", &path, e))?;
-            let actual = hex(&hasher.finalize());
+            let actual = hex::encode(hasher.finalize());
             if actual != file.sha256 {
                 return Err(EmbedError::ChecksumMismatch {
                     file: file.name.to_owned(),
@@ -752,7 +751,7 @@ mod tests {
     use super::*;
 
     fn sha(bytes: &[u8]) -> String {
-        hex(&Sha256::digest(bytes))
+        hex::encode(Sha256::digest(bytes))
     }
 
     fn spec_for(files: &'static [ModelFile]) -> ModelSpec {

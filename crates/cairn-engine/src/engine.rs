@@ -93,6 +93,10 @@ pub struct Engine {
     /// wake-ups it takes when it starts.
     autosync: Arc<crate::autosync::Autosync>,
     sync_woken: Mutex<Option<mpsc::Receiver<()>>>,
+    /// The judge's wake-ups after a commit, taken when it starts ([`Engine::start_judging`]).
+    pub(crate) judge_woken: Mutex<Option<mpsc::Receiver<()>>>,
+    /// Keeps judging passes from overlapping.
+    pub(crate) judging: crate::judging::JudgingLock,
     /// The model memories are extracted with, and the lock that keeps passes apart.
     pub(crate) extraction: crate::extraction::Extraction,
 }
@@ -151,6 +155,8 @@ impl Engine {
         wakes.push(embed_wake);
         let (sync_wake, sync_woken) = mpsc::sync_channel::<()>(1);
         wakes.push(sync_wake);
+        let (judge_wake, judge_woken) = mpsc::sync_channel::<()>(1);
+        wakes.push(judge_wake);
         let writer = Core::new(writer)
             .with_settings(Arc::clone(&rules))
             .with_index(Arc::clone(&index))
@@ -160,6 +166,7 @@ impl Engine {
         engine.rules = rules;
         engine.embed_woken = Arc::new(Mutex::new(embed_woken));
         engine.sync_woken = Mutex::new(Some(sync_woken));
+        engine.judge_woken = Mutex::new(Some(judge_woken));
         let engine = Arc::new(engine);
         if let Some(semantic) = semantic {
             start_embedding(&engine, path, semantic);
@@ -202,6 +209,8 @@ impl Engine {
             rules: Arc::default(),
             autosync: Arc::default(),
             sync_woken: Mutex::new(None),
+            judge_woken: Mutex::new(None),
+            judging: Mutex::new(()),
             extraction: crate::extraction::Extraction::default(),
         })
     }
@@ -322,6 +331,17 @@ impl Engine {
                 .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
                 .map(|summary| EventOutcome::Applied(OpOutput::SyncImport(summary)));
         }
+        if let Op::ScanRelations(req) = &op
+            && req.semantic
+        {
+            // Seconds of model time per pair: on a blocking thread, reads on a reader and each
+            // verdict through the writer, never holding it.
+            let (db, req) = (Arc::clone(self), req.clone());
+            return tokio::task::spawn_blocking(move || db.scan_semantic(&req, &mut |_, _| {}))
+                .await
+                .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
+                .map(|result| EventOutcome::Applied(OpOutput::ScanRelations(result)));
+        }
         if op.writes_memory_store() || self.path.is_none() {
             let bulk = matches!(op, Op::Import { .. });
             let event = event.filter(|_| op.writes_memory_store());
@@ -347,6 +367,11 @@ impl Engine {
             && self.path.is_some()
         {
             return self.sync_import(directory, *time_limit_ms).map(OpOutput::SyncImport);
+        }
+        if let Op::ScanRelations(req) = &op
+            && req.semantic
+        {
+            return self.scan_semantic(req, &mut |_, _| {}).map(OpOutput::ScanRelations);
         }
         if op.writes_memory_store() || self.path.is_none() {
             return applied(self.submit(op, None)?.blocking_recv().map_err(|_| writer_gone())??);

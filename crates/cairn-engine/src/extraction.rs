@@ -21,6 +21,8 @@ use crate::Engine;
 
 /// The worker's name in `/health`.
 pub const EXTRACT_WORKER: &str = "cairn-extract";
+/// The worker that takes up a model chosen while the daemon runs, in `/health`.
+pub const LLM_WATCH_WORKER: &str = "cairn-llm-watch";
 
 /// The engine's hold on extraction: the model in use (none: extraction is off) and the lock
 /// that keeps passes from overlapping.
@@ -77,6 +79,24 @@ impl Engine {
                         Err(e) => tracing::warn!(error = %e, "extraction pass failed; retrying at the next"),
                     }
                 }
+                drop(engine);
+                crate::engine::sleep_while(&alive, every);
+            }
+        })
+    }
+
+    /// Run `look` on a worker of its own (`cairn-llm-watch`) at once, then every `every`: how
+    /// the daemon takes up `cairn llm use …` / `cairn llm off` without a restart. `look` reads
+    /// the settings (the binary's business) and hands a changed model to [`Engine::set_llm`];
+    /// opening a local model takes seconds, which this thread spends, never a pass's. `false`
+    /// when the thread could not start.
+    pub fn watch_llm(self: &Arc<Self>, every: Duration, mut look: impl FnMut(&Engine) + Send + 'static) -> bool {
+        let engine = Arc::downgrade(self);
+        let alive = self.workers.alive();
+        self.workers.spawn_loop(LLM_WATCH_WORKER, move || {
+            while alive.get() {
+                let Some(engine) = engine.upgrade() else { return };
+                look(&engine);
                 drop(engine);
                 crate::engine::sleep_while(&alive, every);
             }

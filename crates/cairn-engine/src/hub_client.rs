@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cairn_core::sync::remote::{HubFailure, HubTransport, PullPage, PushAnswer, PushBody};
+use cairn_core::sync::remote::{HubFailure, HubTransport, PullResponse, PushRequest, PushResponse};
 
 /// One request, connect to last byte: a push of 8 MiB on a slow link fits.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -45,7 +45,7 @@ fn agent() -> ureq::Agent {
 
 #[cfg(feature = "remote")]
 impl HubTransport for HubClient {
-    fn push(&self, body: &PushBody) -> Result<PushAnswer, HubFailure> {
+    fn push(&self, body: &PushRequest) -> Result<PushResponse, HubFailure> {
         let request = self
             .agent
             .post(format!("{}/sync/mutations/push", self.url))
@@ -56,12 +56,12 @@ impl HubTransport for HubClient {
         if (400..500).contains(&status)
             && let Some(rejected) = rejected_entries(&text)
         {
-            return Ok(PushAnswer { accepted_seqs: Vec::new(), rejected });
+            return Ok(PushResponse { rejected, ..PushResponse::default() });
         }
         parse_answer(status, &text)
     }
 
-    fn pull(&self, since: i64, limit: usize, project: Option<&str>) -> Result<PullPage, HubFailure> {
+    fn pull(&self, since: i64, limit: usize, project: Option<&str>) -> Result<PullResponse, HubFailure> {
         let mut request = self
             .agent
             .get(format!("{}/sync/mutations/pull", self.url))
@@ -131,11 +131,11 @@ fn error_field(text: &str, field: &str) -> String {
 /// Without the `remote` feature there is no TLS client: every request fails the same way.
 #[cfg(not(feature = "remote"))]
 impl HubTransport for HubClient {
-    fn push(&self, _body: &PushBody) -> Result<PushAnswer, HubFailure> {
+    fn push(&self, _body: &PushRequest) -> Result<PushResponse, HubFailure> {
         Err(not_built(&self.url, &self.token))
     }
 
-    fn pull(&self, _since: i64, _limit: usize, _project: Option<&str>) -> Result<PullPage, HubFailure> {
+    fn pull(&self, _since: i64, _limit: usize, _project: Option<&str>) -> Result<PullResponse, HubFailure> {
         Err(not_built(&self.url, &self.token))
     }
 }

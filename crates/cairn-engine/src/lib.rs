@@ -14,6 +14,7 @@ mod engine;
 pub mod extraction;
 pub mod history;
 pub mod hub_client;
+pub mod judging;
 pub mod workers;
 
 pub use engine::Engine;

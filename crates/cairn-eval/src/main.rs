@@ -5,6 +5,7 @@
 
 mod crossfit;
 mod eval;
+mod extraction;
 mod fit;
 mod turns;
 
@@ -21,9 +22,12 @@ use clap::Parser;
 #[command(
     name = "cairn-eval",
     version,
-    after_help = "Example: cargo run --release -p cairn-eval -- --sets coding,locomo --locomo locomo10.json --split dev"
+    after_help = "Example: cargo run --release -p cairn-eval -- --sets coding,locomo --locomo locomo10.json --split dev",
+    args_conflicts_with_subcommands = true
 )]
 pub struct EvalArgs {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// Data directory: its settings choose the embedding model (as for `cairn`), and vectors
     /// are cached under `<DIR>/eval-vectors` [env: CAIRN_DATA_DIR]
     #[arg(long, value_name = "DIR")]
@@ -85,6 +89,12 @@ pub struct EvalArgs {
     pub cosine_scale: Option<cairn_core::search::rerank::CosineScale>,
 }
 
+/// What else cairn-eval scores besides retrieval.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    Extraction(extraction::ExtractionArgs),
+}
+
 fn parse_cosine_scale(text: &str) -> Result<cairn_core::search::rerank::CosineScale, String> {
     let (min, floor) = text.split_once(',').ok_or("expected MIN,FLOOR, for example 0.75,0.8")?;
     let min: f32 = min.trim().parse().map_err(|e| format!("MIN: {e}"))?;
@@ -97,9 +107,12 @@ fn parse_cosine_scale(text: &str) -> Result<cairn_core::search::rerank::CosineSc
 
 /// Exit codes as `cairn`'s (docs/CLI.md "Exit codes"): 3 invalid input, 4 not found, …
 fn main() -> ExitCode {
-    let args = EvalArgs::parse();
-    let json = args.json;
-    match eval::run(args) {
+    let mut args = EvalArgs::parse();
+    let (json, result) = match args.command.take() {
+        Some(Command::Extraction(extraction)) => (extraction.json, extraction::run(&extraction)),
+        None => (args.json, eval::run(args)),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => report(&err, json),
     }

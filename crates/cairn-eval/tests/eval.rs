@@ -190,3 +190,20 @@ fn the_held_out_set_has_only_test_questions_and_scores() {
     let dev = env.json(&["--sets", "heldout", "--heldout-file", held_out, "--modes", "lexical", "--split", "dev"]);
     assert!(dev[0]["modes"]["lexical"]["all"].is_null(), "{dev}");
 }
+
+/// The extraction set through the real pipeline with the oracle (answers are the annotation's
+/// own notes): every fact recalled, every memory correct, no noise; an unknown split is a clear
+/// error.
+#[test]
+fn extraction_with_the_oracle_recalls_every_fact_of_the_set() {
+    let env = Env::new();
+    let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/extraction");
+    let set = set.to_str().unwrap();
+    let report = env.json(&["extraction", "--provider", "scripted", "--split", "all", "--dir", set]);
+    assert_eq!((report["sessions"].as_u64(), report["facts"].as_u64()), (Some(24), Some(87)), "{report}");
+    assert_eq!((report["recall"].as_f64(), report["precision"].as_f64()), (Some(1.0), Some(1.0)), "{report}");
+    assert_eq!((report["noise"].as_u64(), report["failures"].as_u64()), (Some(0), Some(0)), "{report}");
+    assert_eq!(report["retrieval"]["questions"].as_u64(), Some(48), "{report}");
+    let out = env.run(&["extraction", "--provider", "scripted", "--split", "train", "--dir", set]);
+    assert!(!out.status.success() && stderr(&out).contains("--split dev, test or all"), "{}", stderr(&out));
+}

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::jsonl::sorted_dir;
 use super::model::{
     Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolResult,
     ToolStatus,
@@ -82,15 +83,6 @@ pub fn transcripts(projects: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-fn sorted_dir(dir: &Path) -> Vec<PathBuf> {
-    let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(_) => Vec::new(),
-    };
-    entries.sort();
-    entries
 }
 
 /// Which session a transcript file is, from its path alone.

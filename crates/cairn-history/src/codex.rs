@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::jsonl::sorted_dir;
 use super::model::{
     Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolResult,
     ToolStatus,
@@ -52,7 +53,7 @@ pub fn rollouts(sessions: &Path) -> Vec<PathBuf> {
     for year in sorted_dirs(sessions) {
         for month in sorted_dirs(&year) {
             for day in sorted_dirs(&month) {
-                for file in sorted_entries(&day) {
+                for file in sorted_dir(&day) {
                     if file.is_file() && identify(&file).is_some() {
                         out.push(file);
                     }
@@ -63,17 +64,8 @@ pub fn rollouts(sessions: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
-    let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(_) => Vec::new(),
-    };
-    entries.sort();
-    entries
-}
-
 fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
-    sorted_entries(dir).into_iter().filter(|p| p.is_dir()).collect()
+    sorted_dir(dir).into_iter().filter(|p| p.is_dir()).collect()
 }
 
 /// `rollout-2026-12-01T22-18-40-<uuid>.jsonl` → the session id `<uuid>` (its last 36

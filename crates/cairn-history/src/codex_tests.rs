@@ -1,37 +1,18 @@
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::*;
 use crate::ingest;
 use crate::model::{HistoryRole, PartKind, ToolStatus};
-use crate::test_sink::MemorySink;
+use crate::test_sink::{MemorySink, env_for, home_with_fixture};
 
 /// The rollout recorded from Codex 0.171 (`codex exec`, one MCP tool call, the scripted model
 /// of tests/e2e), its paths and long instructions cut.
 const SESSION: &str = "01a233b2-e74b-76c3-a14c-67c65c24cda6";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/history/codex")
-}
-
-/// The recorded rollout copied into `<tmp>/.codex/sessions`, and its path there.
+/// The recorded file copied where the host keeps it in a temp HOME, and its path there.
 fn codex_home() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let day = tmp.path().join(".codex/sessions/2026/12/01");
-    std::fs::create_dir_all(&day).unwrap();
-    let mut copied = None;
-    for entry in std::fs::read_dir(fixture().join("2026/12/01")).unwrap() {
-        let entry = entry.unwrap();
-        let target = day.join(entry.file_name());
-        std::fs::copy(entry.path(), &target).unwrap();
-        copied = Some(target);
-    }
-    (tmp, copied.unwrap())
-}
-
-fn env_for(home: &Path) -> impl Fn(&str) -> Option<String> + use<> {
-    let home = home.to_path_buf();
-    move |name| (name == "HOME").then(|| home.display().to_string())
+    home_with_fixture("codex/2026/12/01", ".codex/sessions/2026/12/01")
 }
 
 #[test]
@@ -118,4 +99,30 @@ fn a_compaction_and_a_sub_agent_are_read() {
     assert!(batch.messages[1].compaction && batch.messages[2].summary);
     assert_eq!(batch.parts[1].text.as_deref(), Some("SUMMARY of the work"));
     assert!(read_file(&tmp.path().join("notes.jsonl"), &Cursor::default(), 1).is_err(), "not a rollout name");
+}
+
+#[test]
+fn records_of_a_newer_codex_are_counted_and_the_rest_archived_byte_for_byte() {
+    let (home, path) = codex_home();
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    // a newer Codex: a record type and a response item not known here, then a prompt
+    writeln!(file, r#"{{"timestamp":"2026-12-01T22:31:00.000Z","type":"rollout_format","payload":{{"version":99}}}}"#)
+        .unwrap();
+    writeln!(
+        file,
+        r#"{{"timestamp":"2026-12-01T22:31:01.000Z","type":"response_item","payload":{{"type":"teleport","id":"x"}}}}"#
+    )
+    .unwrap();
+    writeln!(file, r#"{{"timestamp":"2026-12-01T22:31:02.000Z","type":"response_item","payload":{{"type":"message","role":"user","content":[{{"type":"input_text","text":"NEWER prompt"}}]}}}}"#).unwrap();
+    writeln!(file, "{{\"timestamp\":\"2026-12-01T22:31:03.000Z\",\"type\":\"respo").unwrap();
+    drop(file);
+    let before = std::fs::read(&path).unwrap();
+    let mut sink = MemorySink::default();
+    let report = ingest::scan(&mut sink, &env_for(home.path()), &mut |_| {}).unwrap();
+    assert_eq!(report.skipped.get("unknown_record_type"), Some(&1), "{report:?}");
+    assert_eq!(report.skipped.get("unknown_item_type"), Some(&1), "{report:?}");
+    assert_eq!(report.skipped.get("invalid_json"), Some(&1), "a line cut short in the middle: {report:?}");
+    assert!(report.errors.is_empty(), "{report:?}");
+    assert!(sink.parts.values().any(|p| p.text.as_deref() == Some("NEWER prompt")), "the rest is archived");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the rollout is left byte for byte");
 }

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::jsonl::sorted_dir;
 use super::model::{
     Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolStatus,
 };
@@ -37,23 +38,14 @@ pub fn locate(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 /// Every chat under `tmp`: `*/chats/session-*.jsonl` and `.json`, sorted.
 pub fn chats(tmp: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for project in sorted(tmp) {
-        for file in sorted(&project.join("chats")) {
+    for project in sorted_dir(tmp) {
+        for file in sorted_dir(&project.join("chats")) {
             if file.is_file() && is_chat_name(&file) {
                 out.push(file);
             }
         }
     }
     out
-}
-
-fn sorted(dir: &Path) -> Vec<PathBuf> {
-    let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(_) => Vec::new(),
-    };
-    entries.sort();
-    entries
 }
 
 /// `session-….jsonl` or `session-….json`.

@@ -1,37 +1,18 @@
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::*;
 use crate::ingest;
 use crate::model::HistoryRole;
-use crate::test_sink::MemorySink;
+use crate::test_sink::{MemorySink, env_for, home_with_fixture};
 
 /// The chat recorded from Gemini CLI 0.61 (`gemini -p`, SessionStart and BeforeAgent hooks
 /// answering context that is not cairn's, the scripted model of tests/e2e), paths cut.
 const SESSION: &str = "5772958c-af24-4091-afb1-a1cfa8346137";
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/history/gemini/e2e-project/chats")
-}
-
-/// The recorded chat copied into `<tmp>/.gemini/tmp/e2e-project/chats`, and its path there.
+/// The recorded file copied where the host keeps it in a temp HOME, and its path there.
 fn gemini_home() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let chats = tmp.path().join(".gemini/tmp/e2e-project/chats");
-    std::fs::create_dir_all(&chats).unwrap();
-    let mut copied = None;
-    for entry in std::fs::read_dir(fixture()).unwrap() {
-        let entry = entry.unwrap();
-        let target = chats.join(entry.file_name());
-        std::fs::copy(entry.path(), &target).unwrap();
-        copied = Some(target);
-    }
-    (tmp, copied.unwrap())
-}
-
-fn env_for(home: &Path) -> impl Fn(&str) -> Option<String> + use<> {
-    let home = home.to_path_buf();
-    move |name| (name == "HOME").then(|| home.display().to_string())
+    home_with_fixture("gemini/e2e-project/chats", ".gemini/tmp/e2e-project/chats")
 }
 
 #[test]
@@ -94,4 +75,36 @@ fn a_whole_file_chat_cut_short_is_counted_and_read_once_complete() {
     assert_eq!(messages.len(), 2);
     let tool = sink.parts_of(&messages[1].id).into_iter().find(|p| p.tool.is_some()).unwrap();
     assert_eq!(tool.output.as_deref(), Some("saved #1"));
+}
+
+#[test]
+fn lines_of_a_newer_gemini_cli_are_counted_the_rest_archived_and_a_truncated_chat_read_again() {
+    let (home, path) = gemini_home();
+    let before = std::fs::read(&path).unwrap();
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    // what a newer Gemini CLI might write: a record of a shape not known here, a message type
+    // not known here, then an ordinary prompt
+    writeln!(file, r#"{{"$checkpoint":{{"v":2}}}}"#).unwrap();
+    writeln!(file, r#"{{"id":"m-new","timestamp":"2026-12-01T22:31:00.000Z","type":"hologram","content":"?"}}"#)
+        .unwrap();
+    writeln!(
+        file,
+        r#"{{"id":"m-ok","timestamp":"2026-12-01T22:32:00.000Z","type":"user","content":[{{"text":"NEWER prompt"}}]}}"#
+    )
+    .unwrap();
+    drop(file);
+    let grown = std::fs::read(&path).unwrap();
+    let mut sink = MemorySink::default();
+    let report = ingest::scan(&mut sink, &env_for(home.path()), &mut |_| {}).unwrap();
+    assert_eq!(report.skipped.get("unknown_record_type"), Some(&1), "{report:?}");
+    assert_eq!(report.skipped.get("unknown_message_type"), Some(&1), "{report:?}");
+    assert_eq!(sink.text_of(&format!("{SESSION}:m-ok")), "NEWER prompt", "the rest is archived");
+    assert_eq!(sink.messages_of(SESSION).len(), 3);
+    assert_eq!(std::fs::read(&path).unwrap(), grown, "the host's file is left as it was");
+
+    // cut back to its first state (a new file under the old name): read again from the start
+    std::fs::write(&path, &before).unwrap();
+    let shrunk = ingest::scan(&mut sink, &env_for(home.path()), &mut |_| {}).unwrap();
+    assert_eq!(shrunk.skipped.get("file_shrunk"), Some(&1), "{shrunk:?}");
+    assert!(shrunk.errors.is_empty(), "{shrunk:?}");
 }

@@ -80,6 +80,17 @@ fn lines(buf: &[u8], base: u64, skips: &mut SkipCounter, line: &mut dyn FnMut(&[
     }
 }
 
+/// The entries of `dir`, sorted by path (none when it cannot be read): how every reader lists a
+/// host's session directories, in the same order on every run.
+pub(crate) fn sorted_dir(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut entries: Vec<std::path::PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => Vec::new(),
+    };
+    entries.sort();
+    entries
+}
+
 pub(crate) fn unreadable(path: &Path, err: &std::io::Error) -> CairnError {
     CairnError::new(ErrorCode::HistorySourceUnreadable, format!("cannot read {}: {err}", path.display()))
 }

@@ -103,3 +103,26 @@ impl HistorySink for MemorySink {
         Ok(())
     }
 }
+
+/// A temp HOME with the recorded session files of `tests/fixtures/history/<fixture>` copied
+/// into `<HOME>/<target>`, as the host keeps them; the HOME and the path of the last file.
+pub fn home_with_fixture(fixture: &str, target: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(target);
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/history").join(fixture);
+    let mut copied = None;
+    for entry in std::fs::read_dir(source).unwrap() {
+        let entry = entry.unwrap();
+        let path = dir.join(entry.file_name());
+        std::fs::copy(entry.path(), &path).unwrap();
+        copied = Some(path);
+    }
+    (tmp, copied.expect("the fixture holds a file"))
+}
+
+/// The environment of a scan whose HOME is `home`.
+pub fn env_for(home: &std::path::Path) -> impl Fn(&str) -> Option<String> + use<> {
+    let home = home.to_path_buf();
+    move |name| (name == "HOME").then(|| home.display().to_string())
+}

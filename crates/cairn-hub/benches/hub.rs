@@ -9,8 +9,8 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use cairn_hub::pgtest::PgCluster;
 use cairn_hub::tokens::{Access, NewToken};
+use cairn_pgtest::PgCluster;
 use serde_json::json;
 
 const CLIENTS: usize = 20;

@@ -1,163 +1,11 @@
-//! The hub's failures: each one a stable code, an HTTP status and engram's error class.
-//!
-//! Codes are part of the wire format (docs/HUB.md): add new ones, never rename one.
+//! The hub's failures: each one a stable code ([`HubErrorCode`], in cairn-wire's table with its
+//! HTTP status and engram's error class, since clients match on it), a message, and the body
+//! the hub answers with.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-
-/// Every failure the hub answers or a `cairn hub` command reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HubErrorCode {
-    /// No `Authorization: Bearer` header.
-    AuthRequired,
-    /// A bearer token the hub never issued.
-    TokenUnknown,
-    /// A revoked token.
-    TokenRevoked,
-    /// A token past its expiry.
-    TokenExpired,
-    /// The token has no grant on a project of the request (engram's code for it).
-    PolicyForbidden,
-    /// A push to a project the token may only read.
-    ReadOnlyGrant,
-    /// A push of more entries than the hub takes at once.
-    TooManyEntries,
-    /// A push body over the byte limit.
-    PayloadTooLarge,
-    /// A body that is not the JSON the route takes.
-    MalformedBody,
-    /// A push without entries.
-    EmptyEntries,
-    /// An entry without a project (engram's code for it).
-    EmptyProject,
-    /// An entry field missing, empty, too long or of the wrong type.
-    InvalidEntry,
-    /// A relation entry whose payload lacks a required field (engram's code for it).
-    ValidationError,
-    /// A NUL character (U+0000) in an entry's text or payload, or in `created_by`: PostgreSQL
-    /// stores none, in text or JSONB.
-    NulCharacter,
-    /// A `mutation_id` that is empty or blank, longer than 512 characters, or holds a control
-    /// character.
-    InvalidMutationId,
-    /// A pull query parameter that is not what the route takes.
-    InvalidQuery,
-    /// No route here.
-    NotFound,
-    /// PostgreSQL cannot be reached or is restarting: back off and retry.
-    DatabaseUnavailable,
-    /// Anything else the hub did not expect.
-    Internal,
-    /// `cairn hub serve` on a non-loopback address without TLS.
-    PlainHttpNotLoopback,
-    /// A TLS certificate or key that cannot be read or used, or only one of the two.
-    TlsConfigInvalid,
-    /// The listen address cannot be resolved or bound.
-    ListenFailed,
-    /// A database URL that does not parse.
-    InvalidDatabaseUrl,
-    /// `cairn hub token` arguments that make no token (no project, a bad duration).
-    InvalidTokenRequest,
-    /// `cairn hub token revoke` of an id that does not exist.
-    TokenNotFound,
-}
-
-impl HubErrorCode {
-    /// Every code, for the uniqueness test and the docs.
-    pub const ALL: [HubErrorCode; 25] = [
-        Self::AuthRequired,
-        Self::TokenUnknown,
-        Self::TokenRevoked,
-        Self::TokenExpired,
-        Self::PolicyForbidden,
-        Self::ReadOnlyGrant,
-        Self::TooManyEntries,
-        Self::PayloadTooLarge,
-        Self::MalformedBody,
-        Self::EmptyEntries,
-        Self::EmptyProject,
-        Self::InvalidEntry,
-        Self::ValidationError,
-        Self::NulCharacter,
-        Self::InvalidMutationId,
-        Self::InvalidQuery,
-        Self::NotFound,
-        Self::DatabaseUnavailable,
-        Self::Internal,
-        Self::PlainHttpNotLoopback,
-        Self::TlsConfigInvalid,
-        Self::ListenFailed,
-        Self::InvalidDatabaseUrl,
-        Self::InvalidTokenRequest,
-        Self::TokenNotFound,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::AuthRequired => "auth_required",
-            Self::TokenUnknown => "token_unknown",
-            Self::TokenRevoked => "token_revoked",
-            Self::TokenExpired => "token_expired",
-            Self::PolicyForbidden => "policy_forbidden",
-            Self::ReadOnlyGrant => "read_only_grant",
-            Self::TooManyEntries => "too_many_entries",
-            Self::PayloadTooLarge => "payload_too_large",
-            Self::MalformedBody => "malformed_body",
-            Self::EmptyEntries => "empty_entries",
-            Self::EmptyProject => "empty_project",
-            Self::InvalidEntry => "invalid_entry",
-            Self::ValidationError => "validation_error",
-            Self::NulCharacter => "nul_character",
-            Self::InvalidMutationId => "invalid_mutation_id",
-            Self::InvalidQuery => "invalid_query",
-            Self::NotFound => "not_found",
-            Self::DatabaseUnavailable => "database_unavailable",
-            Self::Internal => "internal_error",
-            Self::PlainHttpNotLoopback => "plain_http_not_loopback",
-            Self::TlsConfigInvalid => "tls_config_invalid",
-            Self::ListenFailed => "listen_failed",
-            Self::InvalidDatabaseUrl => "invalid_database_url",
-            Self::InvalidTokenRequest => "invalid_token_request",
-            Self::TokenNotFound => "token_not_found",
-        }
-    }
-
-    pub fn status(self) -> StatusCode {
-        match self {
-            Self::AuthRequired | Self::TokenUnknown | Self::TokenRevoked | Self::TokenExpired => {
-                StatusCode::UNAUTHORIZED
-            }
-            Self::PolicyForbidden | Self::ReadOnlyGrant => StatusCode::FORBIDDEN,
-            Self::TooManyEntries | Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::MalformedBody
-            | Self::EmptyEntries
-            | Self::EmptyProject
-            | Self::InvalidEntry
-            | Self::ValidationError
-            | Self::NulCharacter
-            | Self::InvalidMutationId
-            | Self::InvalidQuery
-            | Self::PlainHttpNotLoopback
-            | Self::TlsConfigInvalid
-            | Self::InvalidDatabaseUrl
-            | Self::InvalidTokenRequest => StatusCode::BAD_REQUEST,
-            Self::NotFound | Self::TokenNotFound => StatusCode::NOT_FOUND,
-            Self::DatabaseUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Internal | Self::ListenFailed => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    /// engram's `error_class`: `policy` (auth and grants), `invalid_request` (the client must
-    /// change the request), `transient` (retry later), `internal`.
-    pub fn class(self) -> &'static str {
-        match self.status() {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => "policy",
-            StatusCode::SERVICE_UNAVAILABLE => "transient",
-            StatusCode::INTERNAL_SERVER_ERROR => "internal",
-            _ => "invalid_request",
-        }
-    }
-}
+pub use cairn_wire::hub::HubErrorCode;
+use cairn_wire::sync::RejectedEntry;
 
 /// One invalid field of one push entry (engram's `invalid[]`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -175,7 +23,7 @@ pub struct HubError {
     pub code: HubErrorCode,
     pub message: String,
     pub invalid: Vec<InvalidField>,
-    pub rejected: Vec<crate::wire::RejectedEntry>,
+    pub rejected: Vec<RejectedEntry>,
 }
 
 impl HubError {
@@ -184,10 +32,10 @@ impl HubError {
     }
 
     /// This failure as the refusal of entry `index` of a push.
-    pub fn rejected_entry(&self, index: usize) -> crate::wire::RejectedEntry {
-        crate::wire::RejectedEntry {
+    pub fn rejected_entry(&self, index: usize) -> RejectedEntry {
+        RejectedEntry {
             index,
-            status: self.code.status().as_u16(),
+            status: self.code.http_status(),
             error_class: self.code.class().to_owned(),
             error_code: self.code.as_str().to_owned(),
             error: self.message.clone(),
@@ -247,25 +95,12 @@ impl IntoResponse for HubError {
         if !self.rejected.is_empty() {
             body["rejected"] = serde_json::to_value(&self.rejected).unwrap_or_default();
         }
-        let mut response = (self.code.status(), axum::Json(body)).into_response();
+        let status = StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, axum::Json(body)).into_response();
         if self.code == HubErrorCode::DatabaseUnavailable {
             // A hint for clients without their own backoff; cairn's clients back off with jitter.
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
         }
         response
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::HubErrorCode;
-
-    #[test]
-    fn codes_are_unique_and_snake_case() {
-        let mut seen = std::collections::HashSet::new();
-        for code in HubErrorCode::ALL {
-            assert!(seen.insert(code.as_str()), "duplicate code {}", code.as_str());
-            assert!(code.as_str().chars().all(|c| c.is_ascii_lowercase() || c == '_'));
-        }
     }
 }

@@ -13,6 +13,7 @@ use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
+use cairn_wire::sync::{MAX_PULL_LIMIT, MAX_PUSH_BYTES, PushResponse};
 use deadpool_postgres::Pool;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -20,7 +21,6 @@ use tokio::net::TcpListener;
 use crate::error::{HubError, HubErrorCode};
 use crate::store::AuditRow;
 use crate::tokens::{Access, Caller};
-use crate::wire::{MAX_PULL_LIMIT, MAX_PUSH_BYTES, PushResponse};
 use crate::{db, store, tokens, validate};
 
 /// How `cairn hub serve` runs.
@@ -216,7 +216,7 @@ async fn push(State(hub): State<Hub>, headers: HeaderMap, body: Body) -> Respons
                 token_id: caller_id,
                 action: "push",
                 outcome: e.code.as_str(),
-                http_status: e.code.status().as_u16(),
+                http_status: e.code.http_status(),
                 entries: entry_count,
                 ..AuditRow::default()
             };
@@ -317,7 +317,7 @@ async fn pull(
     .await;
     let (code, status, count) = match &outcome {
         Ok(answer) => ("ok", 200, answer.mutations.len()),
-        Err(e) => (e.code.as_str(), e.code.status().as_u16(), 0),
+        Err(e) => (e.code.as_str(), e.code.http_status(), 0),
     };
     let row = AuditRow {
         token_id: caller_id,

@@ -5,7 +5,7 @@ use tokio_postgres::IsolationLevel;
 
 use crate::error::HubError;
 use crate::tokens::{Caller, TS_SQL};
-use crate::wire::{PullResponse, PulledMutation, ValidEntry};
+use cairn_wire::sync::{PullResponse, PulledMutation, PushEntry};
 
 /// The transaction-scoped advisory lock every push holds while it takes seqs and commits.
 ///
@@ -23,7 +23,7 @@ pub async fn push(
     pool: &Pool,
     caller: &Caller,
     created_by: &str,
-    entries: &[ValidEntry],
+    entries: &[PushEntry],
     received: usize,
 ) -> Result<Vec<i64>, HubError> {
     let mut client = pool.get().await?;

@@ -5,14 +5,14 @@
 use serde_json::Value;
 
 use crate::error::{HubError, HubErrorCode, InvalidField};
-use crate::wire::{
-    MAX_FIELD_CHARS, MAX_PUSH_ENTRIES, PushEntry, PushRequest, RELATION_REQUIRED_FIELDS, RejectedEntry, ValidEntry,
+use cairn_wire::sync::{
+    MAX_FIELD_CHARS, MAX_PUSH_ENTRIES, PushEntry, PushRequest, RELATION_REQUIRED_FIELDS, ReceivedEntry, RejectedEntry,
 };
 
 /// A push body checked: the entries the hub can store, in push order, and those it refuses.
 #[derive(Debug)]
 pub struct CheckedPush {
-    pub valid: Vec<ValidEntry>,
+    pub valid: Vec<PushEntry>,
     /// Each refused entry's index in the push and why, in push order.
     pub refused: Vec<(usize, HubError)>,
     pub created_by: Option<String>,
@@ -52,7 +52,7 @@ impl CheckedPush {
 
 /// Parse and check a push body (already within the byte limit).
 pub fn push_body(body: &[u8]) -> Result<CheckedPush, HubError> {
-    let request: PushRequest = serde_json::from_slice(body).map_err(|e| {
+    let request: PushRequest<ReceivedEntry> = serde_json::from_slice(body).map_err(|e| {
         HubError::new(HubErrorCode::MalformedBody, format!("the push body is not valid JSON for this route: {e}"))
     })?;
     if request.entries.is_empty() {
@@ -89,7 +89,7 @@ fn created_by(value: Option<String>) -> Result<Option<String>, HubError> {
     }
 }
 
-fn entry(index: usize, e: PushEntry) -> Result<ValidEntry, HubError> {
+fn entry(index: usize, e: ReceivedEntry) -> Result<PushEntry, HubError> {
     let texts = [("project", &e.project), ("entity", &e.entity), ("entity_key", &e.entity_key), ("op", &e.op)];
     if let Some((name, _)) = texts.iter().find(|(_, value)| value.as_deref().is_some_and(|v| v.contains('\0'))) {
         return Err(nul(index, name));
@@ -114,7 +114,7 @@ fn entry(index: usize, e: PushEntry) -> Result<ValidEntry, HubError> {
         return Err(nul(index, &format!("payload.{path}")));
     }
     let mutation_id = e.mutation_id.map(|id| mutation_id(index, id)).transpose()?;
-    let valid = ValidEntry {
+    let valid = PushEntry {
         project: field("project", Some(project))?,
         entity: field("entity", e.entity)?,
         entity_key: field("entity_key", e.entity_key)?,
@@ -173,7 +173,7 @@ fn nul_path(value: &Value) -> Option<String> {
 
 /// A relation upsert must carry the fields a store needs to apply the judgment later; every
 /// missing one is named, as engram's `invalid[]` does. A relation delete needs only its key.
-fn check_relation(index: usize, e: &ValidEntry) -> Result<(), HubError> {
+fn check_relation(index: usize, e: &PushEntry) -> Result<(), HubError> {
     if e.entity != "relation" || e.op == "delete" {
         return Ok(());
     }

@@ -6,12 +6,14 @@
 //! ```
 //! MODEL is a catalogue name (default: every model whose file `scripts/install-test-deps.sh llm
 //! llm-qwen` installed). `CANDLE_NUM_THREADS` sets the threads. Each model runs in its own
-//! process (the example re-runs itself), so each peak RSS is that model's alone.
+//! process (the example re-runs itself), so each peak RSS is that model's alone. `--runs N`
+//! runs each N times, and `--compare` alternates cairn's Qwen2 forward with candle's
+//! (`quantized_qwen2`) in the same loop, so both see the same machine.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::time::Instant;
 
-use cairn_llm::local::{LocalProvider, catalogue, find, test_model_file};
+use cairn_llm::local::{LocalOptions, LocalProvider, catalogue, find, test_model_file};
 use cairn_llm::{ChatMessage, ChatRequest};
 
 const SYSTEM: &str = "You extract durable facts from a coding session for a memory store. \
@@ -94,14 +96,15 @@ fn peak_rss_mb() -> u64 {
         .map_or(0, |kb| kb / 1024)
 }
 
-fn run_one(name: &str) {
+fn run_one(name: &str, reference: bool) {
     let spec = find(name).unwrap_or_else(|| panic!("no model {name} in the catalogue"));
     let Some(path) = test_model_file(spec) else {
         eprintln!("{name}: not installed (scripts/install-test-deps.sh llm llm-qwen); skipped");
         return;
     };
     let load = Instant::now();
-    let provider = LocalProvider::open(&path, spec).expect("the model loads");
+    let options = LocalOptions { reference_kernels: reference, ..LocalOptions::default() };
+    let provider = LocalProvider::open_with(&path, spec, &options).expect("the model loads");
     let load = load.elapsed();
     let request = ChatRequest {
         messages: vec![
@@ -116,36 +119,56 @@ fn run_one(name: &str) {
     let (reply, t) = provider.chat_timed(&request).expect("the chat answers");
     let call = call.elapsed();
     let parsed = serde_json::from_str::<serde_json::Value>(&reply.text).is_ok();
+    let cpu = |d: Option<std::time::Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64());
     println!(
-        "{name}\tthreads {}\tload {:.1} s\tprompt {} tok in {:.1} s = {:.0} tok/s\toutput {} tok in {:.1} s = {:.1} tok/s\t\
-         call {:.1} s\tpeak RSS {} MB\tjson parses: {parsed}",
+        "{name}\t{}\tthreads {}\tload {:.1} s\tprompt {} tok in {:.1} s = {:.0} tok/s (cpu {:.1} s)\t\
+         output {} tok in {:.1} s = {:.1} tok/s (cpu {:.1} s)\tcall {:.1} s\tpeak RSS {} MB\tjson parses: {parsed}\tload avg {}",
+        if reference { "candle-qwen2" } else { "cairn" },
         LocalProvider::threads(),
         load.as_secs_f64(),
         t.prompt_tokens,
         t.prompt.as_secs_f64(),
         t.prompt_tokens as f64 / t.prompt.as_secs_f64(),
+        cpu(t.prompt_cpu),
         t.output_tokens,
         t.generation.as_secs_f64(),
         t.output_tokens as f64 / t.generation.as_secs_f64().max(1e-9),
+        cpu(t.generation_cpu),
         call.as_secs_f64(),
         peak_rss_mb(),
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split(' ').next().unwrap_or_default(),
     );
     eprintln!("--- {name} answered:\n{}\n---", reply.text);
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if let [flag, name] = args.as_slice()
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, name, kernels] = args.as_slice()
         && flag == "--one"
     {
-        run_one(name);
+        run_one(name, kernels == "candle");
         return;
     }
+    let compare = args.iter().any(|a| a == "--compare");
+    let runs =
+        args.iter().position(|a| a == "--runs").and_then(|i| args.get(i + 1)?.parse::<usize>().ok()).unwrap_or(1);
+    if let Some(i) = args.iter().position(|a| a == "--runs") {
+        args.drain(i..(i + 2).min(args.len()));
+    }
+    args.retain(|a| a != "--compare");
     let names: Vec<String> =
         if args.is_empty() { catalogue().iter().map(|s| s.name.to_owned()).collect() } else { args };
+    let kernels: &[&str] = if compare { &["cairn", "candle"] } else { &["cairn"] };
     let me = std::env::current_exe().expect("the example's path");
-    for name in names {
-        let status = std::process::Command::new(&me).args(["--one", &name]).status().expect("the example re-runs");
-        assert!(status.success(), "{name}: {status}");
+    for _ in 0..runs {
+        for name in &names {
+            for kernel in kernels {
+                let status = std::process::Command::new(&me)
+                    .args(["--one", name, kernel])
+                    .status()
+                    .expect("the example re-runs");
+                assert!(status.success(), "{name}: {status}");
+            }
+        }
     }
 }

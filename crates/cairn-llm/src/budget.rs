@@ -310,6 +310,17 @@ fn day_of(ts: &str) -> String {
     ts.get(..10).unwrap_or(ts).to_owned()
 }
 
+/// A metered provider's day: who it is, what it spent against its budget, its last failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Spend {
+    pub provider: String,
+    pub model: String,
+    /// Whether the budget applies (remote providers); a local model's tokens are only shown.
+    pub remote: bool,
+    pub today: BudgetStatus,
+    pub last_failure: Option<Failure>,
+}
+
 /// A provider whose calls are counted, and refused past the budget when it is remote.
 pub struct Metered {
     inner: Box<dyn LlmProvider>,
@@ -383,6 +394,23 @@ impl LlmProvider for Metered {
 
     fn probe(&self) -> Result<(), LlmError> {
         self.inner.probe()
+    }
+
+    fn spend(&self) -> Option<Spend> {
+        let read = || -> Result<Spend, LlmError> {
+            let mut today = self.budget.status()?;
+            if !self.remote {
+                (today.budget, today.remaining) = (None, None);
+            }
+            Ok(Spend {
+                provider: self.inner.kind().to_owned(),
+                model: self.inner.model().to_owned(),
+                remote: self.remote,
+                today,
+                last_failure: self.budget.ledger().last_failure()?,
+            })
+        };
+        read().map_err(|e| tracing::warn!(error = %e, "cannot read the token ledger")).ok()
     }
 }
 
@@ -488,6 +516,28 @@ mod tests {
         }
         assert_eq!(unlimited.budget().status().unwrap().remaining, None);
         assert_eq!(calls.load(Ordering::SeqCst), 6);
+    }
+
+    #[test]
+    fn spend_says_what_today_cost_against_the_budget_and_the_last_failure() {
+        let tmp = tempfile::tempdir().unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let remote = metered(tmp.path(), Some(1500), at("2026-03-01"), calls.clone(), true);
+        remote.chat(&request()).unwrap();
+        remote.chat(&request()).unwrap();
+        remote.chat(&request()).unwrap_err();
+        let spend = remote.spend().expect("metered");
+        assert_eq!((spend.provider.as_str(), spend.model.as_str(), spend.remote), ("openai", "m", true));
+        assert_eq!(
+            (spend.today.today.remote_tokens, spend.today.budget, spend.today.remaining),
+            (2000, Some(1500), Some(0))
+        );
+        assert_eq!(spend.last_failure.map(|f| f.kind).as_deref(), Some("budget_spent"));
+        // A local model's tokens are shown; no budget is said to apply to them.
+        let local = metered(tmp.path(), Some(1500), at("2026-03-01"), calls, false);
+        let spend = local.spend().unwrap();
+        assert_eq!((spend.remote, spend.today.budget, spend.today.remaining), (false, None, None));
+        assert_eq!(Fixed(Arc::default()).spend(), None, "a bare provider meters nothing");
     }
 
     #[test]

@@ -323,7 +323,7 @@ fn strip_reasoning(answer: &str) -> &str {
 
 /// The one JSON value in a model's answer: inside a code fence or amid prose, with trailing
 /// commas forgiven.
-fn json_value(answer: &str) -> Result<Value, LlmError> {
+pub(crate) fn json_value(answer: &str) -> Result<Value, LlmError> {
     let answer = strip_reasoning(answer);
     let fenced = fenced_block(answer).unwrap_or(answer);
     let body = balanced_json(fenced)

@@ -24,6 +24,8 @@ pub mod config;
 pub mod extract;
 #[cfg(feature = "remote")]
 mod http;
+/// The prompt and parsing of a verdict between two memories (supersedes, conflicts_with, ...).
+pub mod judge;
 /// The local provider: a small instruction model from a GGUF file, in-process on the CPU.
 #[cfg(feature = "local")]
 pub mod local;
@@ -133,6 +135,12 @@ pub trait LlmProvider: Send + Sync {
     /// models, an agent CLI is found on PATH). The default: nothing to check.
     fn probe(&self) -> Result<(), LlmError> {
         Ok(())
+    }
+    /// What this provider's calls spent today against the budget, and the last failure, when
+    /// they are metered (`budget::Metered`, as every provider `config::open` gives); `None` for
+    /// a bare one. For what the daemon shows (`/ui`) of the model it runs.
+    fn spend(&self) -> Option<budget::Spend> {
+        None
     }
 }
 

@@ -25,6 +25,25 @@ pub fn memory_line(o: &Observation) -> String {
     format!("#{} [{}] {} — {}", o.id, o.kind, o.title, preview(&o.content, LINE_PREVIEW))
 }
 
+/// Where a memory a model wrote came from, on one line: `Extracted: fact from session S
+/// (messages a, b) by openai qwen2.5:1.5b at T`.
+pub fn provenance(p: &cairn_core::extract::Provenance) -> String {
+    let origin = match p.origin {
+        cairn_core::extract::Origin::Fact => "fact",
+        cairn_core::extract::Origin::Summary => "session summary",
+        cairn_core::extract::Origin::Brief => "project brief",
+    };
+    let mut out = format!("Extracted: {origin}");
+    if let Some(session) = &p.session_id {
+        let _ = write!(out, " from session {session}");
+    }
+    if !p.message_ids.is_empty() {
+        let _ = write!(out, " (messages {})", p.message_ids.join(", "));
+    }
+    let _ = write!(out, " by {} {} at {}", p.provider, p.model, p.created_at);
+    out
+}
+
 /// The session around a memory: its session, the memories before, the memory itself, after.
 pub fn timeline(t: &Timeline) -> String {
     let focus = &t.focus.observation;

@@ -217,7 +217,7 @@ pub fn sync_imported(s: &cairn_core::sync::git::ImportSummary) -> String {
     lines.join("\n")
 }
 
-pub fn sync_status(s: &cairn_core::sync::git::SyncStatus) -> String {
+pub fn sync_status(s: &cairn_core::sync::SyncStatus) -> String {
     let mut lines = Vec::new();
     if s.projects.is_empty() {
         lines.push("No project syncs yet: `cairn sync` in a repository starts.".to_owned());

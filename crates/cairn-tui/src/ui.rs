@@ -213,7 +213,7 @@ fn empty_note<T>(frame: &mut Frame, list: &ListView<T>, area: Rect) {
 // ----- dashboard ----------------------------------------------------------------------
 
 /// The dashboard's sync lines: the hub and its phase, or the projects git syncs, or `off`.
-fn sync_lines(sync: Option<&cairn_core::sync::git::SyncStatus>) -> Vec<String> {
+fn sync_lines(sync: Option<&cairn_core::sync::SyncStatus>) -> Vec<String> {
     let Some(sync) = sync else { return vec!["sync: off".into()] };
     match &sync.remote {
         Some(remote) => {

@@ -781,7 +781,8 @@ pub enum ConflictsAction {
     },
     /// Look for duplicate or contradicting pairs among the project's memories
     Scan {
-        /// Record what is found as pending relations (default: only report)
+        /// Record what is found as pending relations (default: only report; with --semantic,
+        /// verdicts are recorded unless --dry-run)
         #[arg(long)]
         apply: bool,
         /// Only memories created at or after this time (RFC 3339)
@@ -790,6 +791,16 @@ pub enum ConflictsAction {
         /// Record at most this many
         #[arg(long)]
         max: Option<usize>,
+        /// Judge each pair without a verdict with the configured model (and the certain rules);
+        /// progress on stderr
+        #[arg(long)]
+        semantic: bool,
+        /// With --semantic: judge at most this many pairs
+        #[arg(long, default_value_t = 100, requires = "semantic")]
+        limit: usize,
+        /// With --semantic: judge, report, record nothing
+        #[arg(long, requires = "semantic", conflicts_with = "apply")]
+        dry_run: bool,
     },
 }
 

@@ -81,6 +81,10 @@ pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
     runtime.block_on(run_daemon(settings, data_dir, bind, args))
 }
 
+/// How often the judge looks for memories that arrived without a commit of this daemon waking
+/// it (another process wrote them).
+const JUDGE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: ServeArgs) -> Result<()> {
     let semantic = cairn_engine::embedder::semantic(&settings.embedder_config());
     let rules = Arc::new(settings.rules());
@@ -91,7 +95,9 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     engine.start_spool();
     // Sync with the hub of `[sync]` (idle until `cairn remote add` sets one).
     engine.start_autosync();
-    crate::extract_cmd::start_in_daemon(&engine, settings, &data_dir);
+    crate::extract_cmd::start_in_daemon(&engine, &data_dir);
+    // Every memory that arrives is judged against its neighbours, off the writes' path.
+    engine.start_judging(JUDGE_EVERY);
     cairn_engine::embedder::watch_model(&engine, settings_now(settings));
     let install = if installs_model(args.model_install, args.or_any_port) {
         crate::semantic_cmd::model_to_install_at_start(settings)
@@ -108,6 +114,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         version: cairn_core::VERSION.to_owned(),
         context_budget: settings.context_budget.value,
         host: None,
+        instructions_context: None,
     };
     let mcp = cairn_server::mcp::http_router(Client::in_process(Arc::clone(&engine)), mcp_options, cancel.clone());
     let config = HttpConfig {
@@ -254,12 +261,35 @@ pub fn mcp(settings: &Settings, tools: &str, host: Option<&str>) -> Result<()> {
         version: cairn_core::VERSION.to_owned(),
         context_budget: settings.context_budget.value,
         host,
+        instructions_context: None,
     };
+    let client = Client::new(options);
+    client.warm_up();
+    let mut mcp_options = mcp_options;
+    if host == Some(cairn_core::agent::protocol::Host::Codex) {
+        // Codex runs cairn's hooks only once the user trusted them: until then the project's
+        // context reaches the model in the server's instructions.
+        mcp_options.instructions_context = crate::setup::codex::mcp_context(
+            &client,
+            mcp_options.project.clone(),
+            &mcp_options.cwd,
+            mcp_options.context_budget,
+        );
+    }
+    let codex = (host == Some(cairn_core::agent::protocol::Host::Codex))
+        .then(|| Arc::new(crate::setup::codex::Rollouts::new(mcp_options.project.clone())));
+    if let Some(rollouts) = &codex {
+        // off the server's start: Codex waits for the MCP handshake
+        let (client, rollouts) = (client.clone(), Arc::clone(rollouts));
+        let _ = std::thread::Builder::new().name("codex-archive".into()).spawn(move || rollouts.archive(&client));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    runtime.block_on(async move {
-        let client = Client::new(options);
-        client.warm_up();
-        cairn_server::mcp::serve_stdio(client, mcp_options).await
+    runtime.block_on({
+        let client = client.clone();
+        async move { cairn_server::mcp::serve_stdio(client, mcp_options).await }
     })?;
+    if let Some(rollouts) = codex {
+        rollouts.archive(&client);
+    }
     Ok(())
 }

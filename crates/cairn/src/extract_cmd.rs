@@ -2,13 +2,13 @@
 //! (through the daemon when one runs, else in this process); and the daemon's extraction
 //! worker, started with the model `[llm]` names.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 use cairn_core::extract::{ExtractionPolicy, Selection};
-use cairn_core::settings::Settings;
+use cairn_core::settings::{CONFIG_FILE, LlmSettings};
 use cairn_engine::Engine;
 use cairn_llm::LlmProvider;
 
@@ -42,24 +42,70 @@ pub fn extract(env: &Env, args: ExtractArgs) -> Result<()> {
     env.emit(&serde_json::json!({"status": "started"}), |_| String::new())
 }
 
-/// The daemon's part: the model `[llm]` names (opened on a background thread: a local model
-/// takes seconds to load) and the worker that extracts conversations as they go idle. With no
-/// model the worker idles; a model that cannot be opened is logged, and everything else runs.
-pub fn start_in_daemon(engine: &Arc<Engine>, settings: &Settings, data_dir: &Path) {
+/// The daemon's part: the worker that extracts conversations as they go idle, and the watcher
+/// that keeps its model the one `[llm]` names: opened at start, and again whenever `cairn llm
+/// use …` or `cairn llm off` rewrites config.toml, without a restart. With no model the worker
+/// idles; a model that cannot be opened is logged, and everything else runs.
+pub fn start_in_daemon(engine: &Arc<Engine>, data_dir: &Path) {
     engine.start_extraction(ExtractionPolicy::default(), EXTRACT_EVERY);
-    let (engine, llm, data_dir) = (Arc::clone(engine), settings.llm.clone(), data_dir.to_owned());
-    let opened =
-        std::thread::Builder::new().name("cairn-llm-open".into()).spawn(
-            move || match cairn_llm::config::open_from_env(&llm, &data_dir) {
-                Ok(Some(model)) => {
-                    tracing::info!(provider = model.kind(), model = model.model(), "extraction: model ready");
-                    engine.set_llm(Some(Arc::new(model)));
+    let mut watch = LlmWatch::new(data_dir);
+    if !engine.watch_llm(LLM_WATCH_EVERY, move |engine| watch.look(engine)) {
+        tracing::warn!("extraction is off: could not start the model's watcher");
+    }
+}
+
+/// How often the daemon looks whether `[llm]` changed: config.toml's modification time only,
+/// the file read again when it moved.
+const LLM_WATCH_EVERY: Duration = Duration::from_secs(2);
+
+/// The daemon's hold on `[llm]`: what the model in use was opened from, so that a look finding
+/// the same settings opens nothing again (a local model is a second of loading and a GB).
+struct LlmWatch {
+    data_dir: PathBuf,
+    /// config.toml's modification time at the last look (`Some(None)`: there was no file);
+    /// `None` before the first look.
+    seen: Option<Option<SystemTime>>,
+    /// The settings the engine's model (or its absence) comes from.
+    opened: Option<LlmSettings>,
+    /// The last opening failed: tried again on the next change of the file even when the
+    /// settings read the same (`cairn llm use local` installed the file they name).
+    failed: bool,
+}
+
+impl LlmWatch {
+    fn new(data_dir: &Path) -> LlmWatch {
+        LlmWatch { data_dir: data_dir.to_owned(), seen: None, opened: None, failed: false }
+    }
+
+    fn look(&mut self, engine: &Engine) {
+        let modified = std::fs::metadata(self.data_dir.join(CONFIG_FILE)).and_then(|m| m.modified()).ok();
+        if self.seen == Some(modified) {
+            return;
+        }
+        self.seen = Some(modified);
+        let settings = cairn_core::settings::load_llm(&self.data_dir);
+        if self.opened.as_ref() == Some(&settings) && !self.failed {
+            return;
+        }
+        let first = self.opened.is_none();
+        self.failed = false;
+        match cairn_llm::config::open_from_env(&settings, &self.data_dir) {
+            Ok(Some(model)) => {
+                tracing::info!(provider = model.kind(), model = model.model(), "extraction: model ready");
+                engine.set_llm(Some(Arc::new(model)));
+            }
+            Ok(None) => {
+                if !first {
+                    tracing::info!("extraction is off: [llm] provider = \"off\"");
                 }
-                Ok(None) => tracing::debug!("extraction is off: no [llm] model"),
-                Err(e) => tracing::warn!(error = %e, "extraction is off: the [llm] model could not be opened"),
-            },
-        );
-    if let Err(e) = opened {
-        tracing::warn!(error = %e, "extraction is off: could not start opening the model");
+                engine.set_llm(None);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "extraction is off: the [llm] model could not be opened");
+                self.failed = true;
+                engine.set_llm(None);
+            }
+        }
+        self.opened = Some(settings);
     }
 }

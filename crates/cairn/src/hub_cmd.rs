@@ -123,12 +123,7 @@ fn render_list(all: &[TokenInfo]) -> String {
 /// (3 invalid input, 4 not found, 6 store unavailable, 1 otherwise).
 pub fn error_parts(err: &anyhow::Error) -> (&'static str, String, Option<String>, i32) {
     let Some(e) = err.downcast_ref::<HubError>() else { return ("internal", format!("{err:#}"), None, 1) };
-    let exit = match e.code {
-        HubErrorCode::TokenNotFound => 4,
-        HubErrorCode::DatabaseUnavailable => 6,
-        code if code.status() == 400 => 3,
-        _ => 1,
-    };
+    let exit = e.code.exit_code();
     let hint = match e.code {
         HubErrorCode::PlainHttpNotLoopback => {
             Some("plain HTTP is allowed on loopback only; use a TLS certificate for other addresses".into())

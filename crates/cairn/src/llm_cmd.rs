@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use cairn_core::doctor::{Check, CheckStatus};
+use cairn_core::extract::ExtractionStatus;
+use cairn_core::ops::Op;
 use cairn_core::settings::llm::check_env_var_name;
 use cairn_core::settings::{CONFIG_FILE, LlmProviderKind, LlmSettings, Setting, Source, load_llm};
 use cairn_core::{CairnError, ErrorCode};
@@ -327,6 +329,111 @@ fn install_local(_data_dir: &Path, _model: Option<&str>, _from: Option<&Path>) -
     .into())
 }
 
+/// A local LLM of the catalogue, as `cairn model list` shows it beside the embedding models.
+#[derive(Debug, Serialize)]
+pub struct LocalModelRow {
+    name: &'static str,
+    description: &'static str,
+    /// The default of `cairn llm use local`.
+    default: bool,
+    installed: bool,
+    /// `[llm]` runs it (`provider = "local"` naming it, or naming none while it is the default).
+    in_use: bool,
+    file: String,
+    bytes: u64,
+    /// Whether `cairn llm use local --model NAME` can download it (else `--from FILE`).
+    downloadable: bool,
+    measured: Option<LocalMeasuredRow>,
+}
+
+/// What was measured of a local model (its catalogue entry; docs/benchmarks/llm.md).
+#[derive(Debug, Serialize)]
+struct LocalMeasuredRow {
+    /// The whole extraction of a 20-turn coding session, seconds, on 2 cores.
+    session_seconds: f32,
+    prompt_tokens_per_s: f32,
+    output_tokens_per_s: f32,
+    peak_rss_mb: u32,
+    quality: &'static str,
+}
+
+/// The catalogue's local LLMs, installed or not (empty in a build without the local provider).
+#[cfg(feature = "local")]
+pub fn local_model_rows(env: &Env) -> Vec<LocalModelRow> {
+    let llm = &env.settings.llm;
+    let dir = cairn_llm::config::local_models_dir(&env.settings.data_dir.value);
+    let chosen = (llm.provider.value == LlmProviderKind::Local && llm.problem.is_none())
+        .then(|| cairn_llm::config::local_spec(llm.model.value.as_deref()).ok())
+        .flatten();
+    cairn_llm::local::catalogue()
+        .iter()
+        .map(|spec| {
+            let installed = cairn_llm::local::installed_path(spec, &dir);
+            LocalModelRow {
+                name: spec.name,
+                description: spec.description,
+                default: spec.name == cairn_llm::local::default_model().name,
+                installed: installed.is_some(),
+                in_use: chosen.is_some_and(|c| c.name == spec.name),
+                file: installed.unwrap_or_else(|| dir.join(spec.file_name)).display().to_string(),
+                bytes: spec.bytes,
+                downloadable: !spec.url.is_empty(),
+                measured: spec.measured.map(|m| LocalMeasuredRow {
+                    session_seconds: m.session_seconds,
+                    prompt_tokens_per_s: m.prompt_tokens_per_s,
+                    output_tokens_per_s: m.output_tokens_per_s,
+                    peak_rss_mb: m.peak_rss_mb,
+                    quality: m.quality,
+                }),
+            }
+        })
+        .collect()
+}
+
+#[cfg(not(feature = "local"))]
+pub fn local_model_rows(_env: &Env) -> Vec<LocalModelRow> {
+    Vec::new()
+}
+
+/// The local LLM rows of `cairn model list`'s text.
+pub fn render_local_model_rows(rows: &[LocalModelRow]) -> String {
+    use std::fmt::Write as _;
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("Local LLMs (memories extracted from sessions; cairn llm use local --model NAME):\n");
+    for m in rows {
+        let state = match (m.in_use, m.installed) {
+            (true, true) => "in use",
+            (true, false) => "in use, not installed",
+            (false, true) => "installed",
+            (false, false) => "not installed",
+        };
+        let _ = writeln!(text, "{} {:<29} {:<22} {}", if m.in_use { "*" } else { " " }, m.name, state, m.description);
+        let size = crate::semantic_cmd::human_bytes(m.bytes);
+        let size = match (m.installed, m.downloadable) {
+            (true, _) => format!("{size} on disk"),
+            (false, true) => format!("{size} download"),
+            (false, false) => format!("{size}, install with --from FILE"),
+        };
+        let figures = m.measured.as_ref().map_or_else(
+            || "not measured".to_owned(),
+            |f| {
+                format!(
+                    "{:.0} s per 20-turn session, prompt {:.1} tokens/s, output {:.1} tokens/s, peak RSS {} MB; {}",
+                    f.session_seconds, f.prompt_tokens_per_s, f.output_tokens_per_s, f.peak_rss_mb, f.quality
+                )
+            },
+        );
+        let _ = writeln!(text, "    {size}; {figures}");
+    }
+    text.push_str(
+        "Extraction of a 20-turn coding session on 2 shared cores, candle on the CPU (docs/benchmarks/llm.md). \
+         `cairn llm status` shows the LLM in use, whichever provider.\n",
+    );
+    text
+}
+
 /// The local model `[llm]` names, and where its file is (or would be).
 #[derive(Debug, Serialize)]
 struct LocalFile {
@@ -389,12 +496,16 @@ struct Status {
     today: BudgetStatus,
     last_failure: Option<Failure>,
     check: Option<Checked>,
+    /// What extraction wrote, and the conversations whose extraction fails (retried later, with
+    /// backoff); `None` when there is no store yet.
+    extraction: Option<ExtractionStatus>,
 }
 
 fn status(env: &Env, check: bool) -> Result<()> {
     let settings = &env.settings.llm;
     let data_dir = &env.settings.data_dir.value;
     let mut report = describe(settings, data_dir)?;
+    report.extraction = extraction_status(env);
     let mut failed = None;
     let usable = settings.provider.value != LlmProviderKind::Off && settings.problem.is_none();
     if check && usable {
@@ -423,6 +534,17 @@ fn status(env: &Env, check: bool) -> Result<()> {
         }
         None => env.emit(&report, render_status),
     }
+}
+
+/// Where extraction stands in the store (through the daemon when one runs); `None` when the data
+/// dir has no store yet: a look creates none.
+fn extraction_status(env: &Env) -> Option<ExtractionStatus> {
+    if !env.settings.data_dir.value.join(cairn_core::store::DB_FILE).is_file() {
+        return None;
+    }
+    env.call::<ExtractionStatus>(Op::ExtractionStatus)
+        .map_err(|e| tracing::debug!(error = %e, "extraction status unavailable"))
+        .ok()
 }
 
 /// The same failure again (LlmError is not `Clone`: it may later carry sources).
@@ -481,6 +603,7 @@ fn describe(settings: &LlmSettings, data_dir: &Path) -> Result<Status> {
         today,
         last_failure,
         check: None,
+        extraction: None,
     };
     if report.problem.is_some() {
         return Ok(report);
@@ -609,6 +732,22 @@ fn render_status(s: &Status) -> String {
     if let Some(f) = &s.last_failure {
         let later = if f.retryable { "retried later" } else { "needs you" };
         row("last failure", format!("{} {} {} ({later}): {}", f.at, f.provider, f.kind, f.message));
+    }
+    if let Some(x) = s.extraction.as_ref().filter(|x| x.sessions > 0 || !x.failing.is_empty()) {
+        let last = x.last_extracted_at.as_deref().map_or_else(String::new, |at| format!(", the last at {at}"));
+        row(
+            "extracted",
+            format!(
+                "{} memories from {} conversation(s) ({} fact(s) saved, {} duplicate(s) skipped){last}",
+                x.extracted_memories, x.sessions, x.facts_saved, x.duplicates_skipped
+            ),
+        );
+        for f in &x.failing {
+            let code = f.last_error_code.as_deref().unwrap_or("failed");
+            let next = f.next_attempt_at.as_deref().unwrap_or("-");
+            let error = f.last_error.as_deref().unwrap_or_default();
+            row("failing", format!("{} ({code}, {} attempt(s), next at {next}): {error}", f.session_id, f.attempts));
+        }
     }
     if let Some(c) = &s.check {
         match (&c.answer, &c.error) {

@@ -8,7 +8,7 @@ use anyhow::Result;
 use cairn_core::ops::Op;
 use cairn_core::settings::remote::{normalize_projects, normalize_remote_url};
 use cairn_core::settings::{CONFIG_FILE, RemoteSettings, Source, load_remote};
-use cairn_core::sync::git::SyncStatus;
+use cairn_core::sync::SyncStatus;
 use cairn_core::sync::remote::{HubFailure, HubTransport, RemoteStatus};
 use cairn_core::{CairnError, ErrorCode};
 use cairn_engine::hub_client::HubClient;

@@ -321,7 +321,13 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
 fn get(env: &Env, raw: &str, with_revisions: bool) -> Result<()> {
     let id = parse_id(raw)?;
     let found: GetResponse = env.call(Op::Get { id, revisions: with_revisions })?;
-    env.emit(&found, |found| render::observation(&found.observation, found.revisions.as_deref()))
+    env.emit(&found, |found| {
+        let text = render::observation(&found.observation, found.revisions.as_deref());
+        match &found.provenance {
+            Some(p) => format!("{}\n{}", text.trim_end_matches('\n'), cairn_render::provenance(p)),
+            None => text,
+        }
+    })
 }
 
 fn update(env: &Env, args: UpdateArgs) -> Result<()> {
@@ -435,7 +441,7 @@ fn sync(env: &Env, args: SyncArgs) -> Result<()> {
     }
     let directory = env.cwd().to_owned();
     if args.status {
-        let status: cairn_core::sync::git::SyncStatus = env.call(Op::SyncStatus { directory: Some(directory) })?;
+        let status: cairn_core::sync::SyncStatus = env.call(Op::SyncStatus { directory: Some(directory) })?;
         return env.emit(&status, render::sync_status);
     }
     if args.import {
@@ -470,6 +476,15 @@ fn import_engram(env: &Env, path: Option<PathBuf>) -> Result<()> {
     env.emit(&report, render::imported)
 }
 
+/// `cairn doctor --json`: the checks, and each installed host's wiring piece by piece (the
+/// `setup.<host>` checks say the same in one line each).
+#[derive(serde::Serialize)]
+struct DoctorOutput {
+    #[serde(flatten)]
+    report: doctor::DoctorReport,
+    hosts: Vec<crate::setup::Wiring>,
+}
+
 fn doctor_cmd(env: &Env, repair: bool) -> Result<()> {
     let dir = &env.settings.data_dir.value;
     if repair {
@@ -477,14 +492,17 @@ fn doctor_cmd(env: &Env, repair: bool) -> Result<()> {
         note("rebuilt the full-text indexes");
     }
     let mut report = doctor::run(dir);
-    let wirings = crate::setup::wirings().into_iter().map(|w| w.check());
-    for check in std::iter::once(crate::llm_cmd::doctor_check(env)).chain(wirings) {
+    let hosts = crate::setup::wirings();
+    let host_checks = hosts.iter().map(crate::setup::Wiring::check);
+    for check in std::iter::once(crate::llm_cmd::doctor_check(env)).chain(host_checks) {
         if check.status == doctor::CheckStatus::Warning && report.status == doctor::CheckStatus::Ok {
             report.status = doctor::CheckStatus::Warning;
         }
         report.checks.push(check);
     }
-    env.emit(&report, render::doctor)?;
+    let output = DoctorOutput { report, hosts };
+    env.emit(&output, |o| render::doctor(&o.report))?;
+    let report = output.report;
     if report.status == doctor::CheckStatus::Error {
         return Err(CairnError::new(ErrorCode::DatabaseCorrupt, "doctor found errors").into());
     }

@@ -255,6 +255,8 @@ struct ModelList {
     models: Vec<ModelRow>,
     /// An earlier default kept in use: that the default changed and how to switch.
     note: Option<String>,
+    /// The local LLMs of extraction (`cairn llm use local`), installed or not.
+    llm: Vec<crate::llm_cmd::LocalModelRow>,
 }
 
 fn list_models(env: &Env) -> Result<()> {
@@ -282,6 +284,7 @@ fn list_models(env: &Env) -> Result<()> {
         default: cairn_core::settings::DEFAULT_MODEL,
         models,
         note: env.settings.kept_model_note(),
+        llm: crate::llm_cmd::local_model_rows(env),
     };
     env.emit(&list, render_list)
 }
@@ -312,6 +315,7 @@ fn render_list(list: &ModelList) -> String {
     if let Some(note) = &list.note {
         let _ = writeln!(text, "note: {note}");
     }
+    text.push_str(&crate::llm_cmd::render_local_model_rows(&list.llm));
     text
 }
 
@@ -682,9 +686,15 @@ pub fn conflicts(env: &Env, action: ConflictsAction) -> Result<()> {
                 text
             })
         }
-        ConflictsAction::Scan { apply, since, max } => {
+        ConflictsAction::Scan { semantic: true, since, limit, dry_run, .. } => {
             let project = env.project()?.project;
-            let request = ScanRequest { project, since, apply, max_insert: max };
+            let result =
+                semantic_scan(env, ScanRequest { project, since, apply: !dry_run, ..ScanRequest::default() }, limit)?;
+            env.emit(&result, render_semantic_scan)
+        }
+        ConflictsAction::Scan { apply, since, max, .. } => {
+            let project = env.project()?.project;
+            let request = ScanRequest { project, since, apply, max_insert: max, ..ScanRequest::default() };
             let result: ScanResult = env.call(Op::ScanRelations(request))?;
             env.emit(&result, |r| {
                 let verb = if r.dry_run { "would record" } else { "recorded" };
@@ -706,6 +716,68 @@ pub fn conflicts(env: &Env, action: ConflictsAction) -> Result<()> {
             })
         }
     }
+}
+
+/// Pairs judged per call to the daemon: a few model calls, so progress shows and no call
+/// comes near the client's time limit.
+const SEMANTIC_BATCH: usize = 4;
+
+/// A semantic scan in batches, progress on stderr after each; the counts of all of them.
+fn semantic_scan(env: &Env, base: ScanRequest, limit: usize) -> Result<ScanResult> {
+    let mut total = ScanResult::default();
+    let mut offset = 0;
+    let mut done = 0;
+    loop {
+        let max_semantic = SEMANTIC_BATCH.min(limit - done);
+        let request =
+            ScanRequest { semantic: true, max_semantic: Some(max_semantic), offset: Some(offset), ..base.clone() };
+        let batch: ScanResult = env.call(Op::ScanRelations(request))?;
+        let judged_now = batch.semantic_judged + batch.semantic_skipped + batch.semantic_errors;
+        done += judged_now;
+        if total.project.is_empty() {
+            total = ScanResult {
+                semantic_judged: 0,
+                semantic_skipped: 0,
+                semantic_errors: 0,
+                inserted: 0,
+                ..batch.clone()
+            };
+        }
+        total.semantic_judged += batch.semantic_judged;
+        total.semantic_skipped += batch.semantic_skipped;
+        total.semantic_errors += batch.semantic_errors;
+        total.inserted += batch.inserted;
+        total.semantic_remaining = batch.semantic_remaining;
+        total.next_offset = batch.next_offset;
+        total.warning.clone_from(&batch.warning);
+        note(&format!("judged {done} of {} pairs", (done + batch.semantic_remaining).min(limit)));
+        offset = batch.next_offset;
+        if batch.warning.is_some() || batch.semantic_remaining == 0 || judged_now == 0 || done >= limit {
+            total.capped = batch.semantic_remaining > 0;
+            return Ok(total);
+        }
+    }
+}
+
+fn render_semantic_scan(r: &ScanResult) -> String {
+    let verb = if r.dry_run { "would record" } else { "recorded" };
+    let mut text = format!(
+        "{}: {} memories, {} pairs to judge; {} judged, {} unsure (pending), {} failed; {verb} {}",
+        r.project,
+        r.inspected,
+        r.candidates_found,
+        r.semantic_judged,
+        r.semantic_skipped,
+        r.semantic_errors,
+        if r.dry_run { r.semantic_judged } else { r.inserted }
+    );
+    if let Some(w) = &r.warning {
+        let _ = write!(text, "\nwarning: {w}");
+    }
+    if r.semantic_remaining > 0 {
+        let _ = write!(text, "\nhint: {} pairs left; run it again (or raise --limit)", r.semantic_remaining);
+    }
+    text
 }
 
 fn render_relations(page: &RelationPage) -> String {

@@ -9,9 +9,10 @@
 // input item with the same `call_id`. Every request body is kept for assertions.
 
 import http from 'node:http';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { runInProcessGroup } from './agent-cli.mjs';
 import { REPO_ROOT } from './cairn.mjs';
 
 /** Codex: `$CODEX_BIN`, else the npm package's launcher. */
@@ -179,29 +180,7 @@ export function codexHome(sandbox, mock) {
   return { dir, env };
 }
 
-/**
- * One `codex <args>` in `cwd`, in its own process group (killed with what it started when it
- * ends or after `timeoutMs`); resolves `{ code, stdout, stderr }` and never rejects.
- */
+/** One `codex <args>` in `cwd`, in its own process group; never rejects. */
 export function runCodex(bin, args, { cwd, env, timeoutMs = 120_000 }) {
-  return new Promise((resolve) => {
-    const child = spawn(bin, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const killGroup = () => {
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    };
-    const timer = setTimeout(killGroup, timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      killGroup();
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return runInProcessGroup(bin, args, { cwd, env, timeoutMs });
 }

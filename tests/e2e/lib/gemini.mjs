@@ -8,9 +8,10 @@
 // Gemini CLI sends the result back as a `functionResponse` part. Every request is kept.
 
 import http from 'node:http';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { runInProcessGroup } from './agent-cli.mjs';
 import { REPO_ROOT } from './cairn.mjs';
 
 /** Gemini CLI: `$GEMINI_BIN`, else the npm package's launcher. */
@@ -133,24 +134,5 @@ export function geminiHome(sandbox, mock) {
 
 /** One `gemini <args>` in `cwd`, killed with what it started after `timeoutMs`; never rejects. */
 export function runGemini(bin, args, { cwd, env, timeoutMs = 180_000 }) {
-  return new Promise((resolve) => {
-    const child = spawn(bin, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    const killGroup = () => {
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    };
-    const timer = setTimeout(killGroup, timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      killGroup();
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return runInProcessGroup(bin, args, { cwd, env, timeoutMs });
 }

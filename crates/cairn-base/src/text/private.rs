@@ -16,7 +16,9 @@ use std::borrow::Cow;
 
 use super::REDACTED;
 
-const NAME: &[u8] = b"private";
+/// The tag's name (`<private>`, `</PRIVATE …>`), matched in any case.
+pub const PRIVATE_TAG: &str = "private";
+const NAME: &[u8] = PRIVATE_TAG.as_bytes();
 
 /// A `<private…>` or `</private…>` tag starting at a `<`: whether it closes, and the byte just
 /// after it.

@@ -160,6 +160,12 @@ pub struct ToolCallOutcome {
     pub activity: Option<SessionActivity>,
 }
 
+/// How OpenCode names cairn's tools (any case): its MCP tools `cairn_…`, engram's `mem_…`, the
+/// history tools, the router, and the plugin's own tool. The plugin reads the same lists
+/// (generated into `plugins/opencode/cairn/rules.ts`).
+pub const OPENCODE_TOOL_PREFIXES: [&str; 3] = ["cairn_", "mem_", "history_"];
+pub const OPENCODE_TOOL_NAMES: [&str; 2] = ["memory", "memory_compact"];
+
 /// Whether `tool` is one of cairn's own tools as `host` names them: Claude Code's
 /// `mcp__cairn__…`/`mcp__plugin_cairn_…`, OpenCode's `cairn_…`, `mem_…`, `history_…`,
 /// `memory` and the plugin's `memory_compact`.
@@ -167,7 +173,7 @@ pub fn is_cairn_tool(host: Host, tool: &str) -> bool {
     match host {
         Host::Opencode => {
             let t = tool.to_ascii_lowercase();
-            ["cairn_", "mem_", "history_"].iter().any(|p| t.starts_with(p)) || t == "memory" || t == "memory_compact"
+            OPENCODE_TOOL_PREFIXES.iter().any(|p| t.starts_with(p)) || OPENCODE_TOOL_NAMES.contains(&t.as_str())
         }
         // Gemini CLI names an MCP tool `mcp_<server>_<tool>`
         Host::Gemini => tool.starts_with("mcp_cairn_"),

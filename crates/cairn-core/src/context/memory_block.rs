@@ -90,7 +90,10 @@ impl crate::Core {
         if let Some(project) = project.as_deref() {
             for (header, kinds) in TYPED_SECTIONS {
                 let items = store.typed_memories(project, kinds, header.ends_with("Brief"))?;
-                add(&mut doc, &mut ctx, header, items.iter().map(|o| (o.id, typed_line(o))).collect());
+                // A replaced decision is history, never a section's current fact.
+                let replaced = store.superseded_ids(&items.iter().map(|o| o.id).collect::<Vec<_>>())?;
+                let current = items.iter().filter(|o| !replaced.contains_key(&o.id));
+                add(&mut doc, &mut ctx, header, current.map(|o| (o.id, typed_line(o))).collect());
             }
         }
         doc.budget = full_budget.saturating_sub(recent_reserve);
@@ -179,7 +182,20 @@ impl crate::Core {
         };
         let q = SearchQuery { min_score: Some(threshold), ..q };
         let results = self.search(&q)?;
-        Ok(results.hits.iter().map(|hit| (hit.observation.id, relevant_line(hit, hit.relevance))).collect())
+        // Search puts the current memory first; a replaced one that still made the page says so.
+        let ids: Vec<i64> = results.hits.iter().map(|h| h.observation.id).collect();
+        let replaced = self.store.superseded_ids(&ids)?;
+        Ok(results
+            .hits
+            .iter()
+            .map(|hit| {
+                let mut line = relevant_line(hit, hit.relevance);
+                if let Some(by) = replaced.get(&hit.observation.id) {
+                    line.push_str(&format!(" (superseded_by: #{by})"));
+                }
+                (hit.observation.id, line)
+            })
+            .collect())
     }
 }
 
@@ -258,8 +274,10 @@ impl Store {
         let limit = (RECENT_MEMORIES * 4) as i64;
         // the Last Session's own memories are in its record already
         let rows = stmt.query_map(params![project, record, summary, compaction, limit, last], Observation::from_row)?;
-        for o in rows {
-            let o = o?;
+        let rows: Vec<Observation> = rows.collect::<rusqlite::Result<_>>()?;
+        // Recent lists what is current: a replaced memory is history.
+        let replaced = self.superseded_ids(&rows.iter().map(|o| o.id).collect::<Vec<_>>())?;
+        for o in rows.into_iter().filter(|o| !replaced.contains_key(&o.id)) {
             let date = o.updated_at.get(..10).unwrap_or(&o.updated_at).to_owned();
             items.push((
                 RecentItem::Memory(o.id),

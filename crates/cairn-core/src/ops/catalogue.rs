@@ -33,7 +33,8 @@ use crate::privacy::PrivacyRewrite;
 use crate::projects::MigrateOutcome;
 use crate::relations::{RelationDetail, RelationPage, RelationStats, ScanResult};
 use crate::settings::PluginConfig;
-use crate::sync::git::{ExportSummary, ImportSummary, SyncStatus};
+use crate::sync::SyncStatus;
+use crate::sync::git::{ExportSummary, ImportSummary};
 use crate::transfer::{ExportData, ImportReport};
 use crate::views::{MemoriesPerDay, Stats, Timeline};
 

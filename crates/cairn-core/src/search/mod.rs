@@ -7,8 +7,10 @@
 //! reciprocal rank. Hybrid is the default whenever vectors exist; without a model, search is
 //! lexical and says so only when semantic search was asked for.
 
+pub mod currency;
 mod embeddings;
 pub mod fusion;
+pub mod overlap;
 pub use cairn_base::query;
 pub mod rerank;
 /// The lexical index and the vectors are the core context's; searches read them here.
@@ -156,6 +158,8 @@ pub enum MatchKind {
     Hybrid,
     /// Saved right next to a hit in the same session (hybrid search's session context).
     Context,
+    /// The memory that replaced a hit (a judged `supersedes`), shown before it.
+    Replacement,
 }
 
 /// The scores behind a hit's place.
@@ -410,6 +414,7 @@ impl Core {
                 results.notices.push(format!("{before} hits were below min_score {min}"));
             }
         }
+        self.newest_first(query, &mut results.hits)?;
         Ok(results)
     }
 

@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0010_sync_remote.sql"),
     include_str!("../../migrations/0011_extraction.sql"),
     include_str!("../../migrations/0012_sync_parked.sql"),
+    include_str!("../../migrations/0013_judging.sql"),
 ];
 
 /// The schema version this build writes.

@@ -404,7 +404,7 @@ fn keep_text(tx: &Connection, id: i64, kind: &str, title: &str, content: &str, n
 fn flag_contested(tx: &Connection, sync_id: &str, a: &Version, b: &Version, now: &str) -> Result<()> {
     let (lo, hi) = if a < b { (a, b) } else { (b, a) };
     let digest = Sha256::digest(format!("{sync_id}\u{1f}{}\u{1f}{}", lo.stamp(), hi.stamp()).as_bytes());
-    let relation_id = format!("rel-sync-{}", &cairn_embed::hex(&digest)[..16]);
+    let relation_id = format!("rel-sync-{}", &hex::encode(digest)[..16]);
     tx.prepare_cached(
         "INSERT OR IGNORE INTO relations (sync_id, source_id, target_id, relation, reason, judgment_status,
             marked_by_actor, marked_by_kind, created_at, updated_at)

@@ -25,88 +25,29 @@ use std::sync::Mutex;
 
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+pub use cairn_wire::hub::HubErrorCode;
+use cairn_wire::sync::{MAX_PULL_LIMIT, MAX_PUSH_BYTES, MAX_PUSH_ENTRIES};
+pub use cairn_wire::sync::{PullResponse, PulledMutation, PushEntry, PushRequest, PushResponse, RejectedEntry};
 
 use super::{ApplyReport, Mutation};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::settings::RemoteSettings;
 use crate::store::Store;
 
-/// Most entries in one push (the hub's limit, engram's).
-pub const PUSH_MAX_ENTRIES: usize = 100;
-/// Most bytes of entries in one push: under the hub's 8 MiB, with room for the envelope.
-pub const PUSH_MAX_BYTES: usize = 7 * 1024 * 1024;
-/// Mutations asked for per pull.
-pub const PULL_PAGE: usize = 100;
+/// Most entries in one push (the hub's limit).
+pub const PUSH_MAX_ENTRIES: usize = MAX_PUSH_ENTRIES;
+/// Most bytes of entries in one push: the hub's limit less 1 MiB of room for the envelope.
+pub const PUSH_MAX_BYTES: usize = MAX_PUSH_BYTES - 1024 * 1024;
+/// Mutations asked for per pull (the most a hub gives).
+pub const PULL_PAGE: usize = MAX_PULL_LIMIT as usize;
 /// The lease's name: one syncing process per data dir.
 const LEASE: &str = "remote";
 /// With every project syncing, a project the token has no grant for is asked about again
 /// after this long (a grant may be added), not at every round.
 const NOT_GRANTED_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
 /// The hub's code for a project the token has no grant on.
-const NO_GRANT: &str = "policy_forbidden";
-
-/// One entry of `POST /sync/mutations/push`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PushEntry {
-    pub project: String,
-    pub entity: String,
-    pub entity_key: String,
-    pub op: String,
-    pub payload: Value,
-    /// The hub's idempotency key: `<node id>:<journal seq>`.
-    pub mutation_id: String,
-}
-
-/// The body of `POST /sync/mutations/push`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PushBody {
-    pub entries: Vec<PushEntry>,
-    pub created_by: String,
-}
-
-/// One mutation of `GET /sync/mutations/pull`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PulledMutation {
-    pub seq: i64,
-    pub project: String,
-    pub entity: String,
-    pub entity_key: String,
-    pub op: String,
-    pub payload: Value,
-    #[serde(default)]
-    pub mutation_id: Option<String>,
-}
-
-/// The answer of `GET /sync/mutations/pull`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PullPage {
-    pub mutations: Vec<PulledMutation>,
-    #[serde(default)]
-    pub has_more: bool,
-    #[serde(default)]
-    pub latest_seq: i64,
-}
-
-/// The answer to a push: one seq per stored entry, in entry order, and the entries the hub
-/// refused one by one (none in an older hub's answer: it stored every entry or none).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PushAnswer {
-    pub accepted_seqs: Vec<i64>,
-    #[serde(default)]
-    pub rejected: Vec<RejectedEntry>,
-}
-
-/// An entry of a push the hub would not store, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RejectedEntry {
-    /// Its index in the push.
-    pub index: usize,
-    #[serde(default)]
-    pub error_code: String,
-    #[serde(default)]
-    pub error: String,
-}
+const NO_GRANT: HubErrorCode = HubErrorCode::PolicyForbidden;
 
 /// A journal entry that will not reach the hub, kept with its reason (see the module's
 /// "Parking").
@@ -162,11 +103,12 @@ impl HubFailure {
 }
 
 fn refusal_hint(code: &str) -> &'static str {
-    match code {
-        "token_unknown" | "token_revoked" | "token_expired" | "auth_required" => {
+    use HubErrorCode::{AuthRequired, PolicyForbidden, ReadOnlyGrant, TokenExpired, TokenRevoked, TokenUnknown};
+    match HubErrorCode::from_name(code) {
+        Some(TokenUnknown | TokenRevoked | TokenExpired | AuthRequired) => {
             "ask the hub's operator for a new token (`cairn hub token create`), then `cairn remote add URL --token T`"
         }
-        "policy_forbidden" | "read_only_grant" => {
+        Some(PolicyForbidden | ReadOnlyGrant) => {
             "the token has no read-write grant for that project: limit the projects with `cairn remote add URL --token T --project P`"
         }
         _ => "see `cairn remote status`",
@@ -175,8 +117,8 @@ fn refusal_hint(code: &str) -> &'static str {
 
 /// How a round reaches the hub.
 pub trait HubTransport: Send + Sync {
-    fn push(&self, body: &PushBody) -> std::result::Result<PushAnswer, HubFailure>;
-    fn pull(&self, since: i64, limit: usize, project: Option<&str>) -> std::result::Result<PullPage, HubFailure>;
+    fn push(&self, body: &PushRequest) -> std::result::Result<PushResponse, HubFailure>;
+    fn pull(&self, since: i64, limit: usize, project: Option<&str>) -> std::result::Result<PullResponse, HubFailure>;
 }
 
 /// How a round reaches the store: each call is one short piece of work on the writer (never
@@ -266,7 +208,7 @@ fn push_pending(
                 let error = HubFailure::Refused { status, code: code.clone(), message: message.clone() }
                     .into_error(&remote.url);
                 record_target_error(access, remote.target_key(&project), error)?;
-                if every_project && code == NO_GRANT {
+                if every_project && code == NO_GRANT.as_str() {
                     report.not_granted.push(project);
                 } else {
                     report.refused.push(ProjectRefusal { project, hub_code: code, message });
@@ -325,7 +267,7 @@ fn push_project(
         let mut delivered: Vec<Delivered> = Vec::with_capacity(send.len());
         if !send.is_empty() {
             let (seqs, entries): (Vec<i64>, Vec<PushEntry>) = send.into_iter().unzip();
-            let body = PushBody { entries, created_by: super::git::created_by() };
+            let body = PushRequest { entries, created_by: Some(super::created_by()) };
             let answer = hub.push(&body).map_err(RoundError::Hub)?;
             let refusals = refusals(answer, body.entries.len()).map_err(RoundError::Hub)?;
             for ((seq, entry), refusal) in seqs.into_iter().zip(body.entries).zip(refusals) {
@@ -353,7 +295,7 @@ fn push_project(
 
 /// The hub's refusal of each entry sent (`None`: stored), once the answer is seen to account
 /// for every entry exactly once.
-fn refusals(answer: PushAnswer, sent: usize) -> std::result::Result<Vec<Option<RejectedEntry>>, HubFailure> {
+fn refusals(answer: PushResponse, sent: usize) -> std::result::Result<Vec<Option<RejectedEntry>>, HubFailure> {
     let (stored, refused) = (answer.accepted_seqs.len(), answer.rejected.len());
     if stored + refused != sent {
         return Err(HubFailure::Invalid(format!(
@@ -405,7 +347,7 @@ fn plan_push(pending: Vec<Mutation>, node: &str) -> Option<Batch> {
         bytes += size;
         batch.through = m.seq;
         let entry = PushEntry {
-            mutation_id: format!("{node}:{}", m.seq),
+            mutation_id: Some(format!("{node}:{}", m.seq)),
             project: m.project,
             entity: m.entity,
             entity_key: m.entity_key,
@@ -708,7 +650,7 @@ impl Store {
         let Some((Some(error), Some(at))) = row else { return Ok(false) };
         let retry = time::Duration::try_from(NOT_GRANTED_RETRY).unwrap_or_default();
         let recent = crate::clock::parse_ts(&at).is_some_and(|at| self.clock().now() - at < retry);
-        Ok(recent && error.contains(&format!("403 {NO_GRANT}")))
+        Ok(recent && error.contains(&format!("403 {}", NO_GRANT.as_str())))
     }
 
     /// Remember that pulling from `source` failed.

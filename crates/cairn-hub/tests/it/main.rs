@@ -1,5 +1,5 @@
 //! cairn-hub's integration tests: a real PostgreSQL (a throwaway cluster per test, see
-//! `cairn_hub::pgtest`), hubs in this process or as child processes, a real HTTP client.
+//! `cairn_pgtest`), hubs in this process or as child processes, a real HTTP client.
 
 mod auth;
 mod bad_input;

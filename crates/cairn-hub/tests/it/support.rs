@@ -5,8 +5,8 @@ use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub use cairn_hub::pgtest::PgCluster;
 use cairn_hub::tokens::{Access, NewToken};
+pub use cairn_pgtest::PgCluster;
 use serde_json::{Value, json};
 
 /// A cluster and a fresh database in it, or return from the test (skipped, with a note)

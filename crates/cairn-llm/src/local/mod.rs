@@ -13,6 +13,7 @@ mod install;
 mod json;
 mod model;
 mod provider;
+mod qwen2;
 mod template;
 
 pub use catalogue::{

@@ -11,25 +11,30 @@ use candle_transformers::models::{quantized_llama, quantized_qwen2};
 use tokenizers::Tokenizer;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 
+use super::qwen2::Qwen2;
 use super::template::ChatTemplate;
 use crate::LlmError;
 
 /// The weights of one architecture. Each holds its own KV cache; a forward pass at position 0
 /// starts a new sequence.
 pub(crate) enum Weights {
-    Qwen2(quantized_qwen2::ModelWeights),
-    Llama(quantized_llama::ModelWeights),
+    /// cairn's own Qwen2 forward (`qwen2.rs`).
+    Qwen2(Box<Qwen2>),
+    /// candle-transformers' Qwen2, which `qwen2.rs` is measured and tested against.
+    Qwen2Reference(Box<quantized_qwen2::ModelWeights>),
+    Llama(Box<quantized_llama::ModelWeights>),
 }
 
 impl Weights {
     /// The logits of the token after `tokens`, which sit at `position` onwards.
     pub(crate) fn forward(&mut self, tokens: &[u32], position: usize) -> candle_core::Result<Vec<f32>> {
-        let input = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+        let input = || Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0);
         let logits = match self {
-            Self::Qwen2(model) => model.forward(&input, position)?,
-            Self::Llama(model) => model.forward(&input, position)?,
+            Self::Qwen2(model) => model.forward(tokens, position)?,
+            Self::Qwen2Reference(model) => model.forward(&input()?, position)?.squeeze(0)?,
+            Self::Llama(model) => model.forward(&input()?, position)?.squeeze(0)?,
         };
-        logits.squeeze(0)?.to_dtype(candle_core::DType::F32)?.to_vec1()
+        logits.to_dtype(candle_core::DType::F32)?.to_vec1()
     }
 }
 
@@ -51,8 +56,10 @@ fn model_file_error(path: &Path, what: impl std::fmt::Display) -> LlmError {
     ))
 }
 
-/// Open `path`. Every failure is an `LlmError::ModelFile` naming the file and the fix.
-pub(crate) fn load(path: &Path) -> Result<Loaded, LlmError> {
+/// Open `path`, with a KV cache of at most `max_context` positions (`reference`: Qwen2 models
+/// run on candle-transformers' forward instead of cairn's, to compare the two). Every failure
+/// is an `LlmError::ModelFile` naming the file and the fix.
+pub(crate) fn load(path: &Path, max_context: usize, reference: bool) -> Result<Loaded, LlmError> {
     let mut file = std::fs::File::open(path).map_err(|e| model_file_error(path, format!("cannot be read: {e}")))?;
     let content = Content::read(&mut file).map_err(|e| model_file_error(path, format!("is not a GGUF model: {e}")))?;
     check_tensor_extents(&content, &mut file).map_err(|what| model_file_error(path, what))?;
@@ -73,8 +80,13 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, LlmError> {
         stop_tokens.push(eos);
     }
     let weights = match architecture.as_str() {
-        "qwen2" => quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map(Weights::Qwen2),
-        "llama" => quantized_llama::ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map(Weights::Llama),
+        "qwen2" if reference => quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
+            .map(|m| Weights::Qwen2Reference(Box::new(m))),
+        "qwen2" => {
+            Qwen2::from_gguf(&content, &mut file, max_context.min(context_length)).map(|m| Weights::Qwen2(Box::new(m)))
+        }
+        "llama" => quantized_llama::ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
+            .map(|m| Weights::Llama(Box::new(m))),
         other => {
             return Err(model_file_error(
                 path,

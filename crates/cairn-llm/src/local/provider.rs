@@ -35,11 +35,15 @@ pub struct LocalOptions {
     pub max_context: usize,
     /// The seed of sampling at a temperature above 0 (0 is greedy and needs none).
     pub seed: u64,
+    /// Run Qwen2 models on candle-transformers' forward pass instead of cairn's (`qwen2.rs`):
+    /// for the benchmark and the test that compare the two.
+    #[doc(hidden)]
+    pub reference_kernels: bool,
 }
 
 impl Default for LocalOptions {
     fn default() -> Self {
-        Self { max_context: 8192, seed: 299_792_458 }
+        Self { max_context: 8192, seed: 299_792_458, reference_kernels: false }
     }
 }
 
@@ -50,6 +54,10 @@ pub struct LocalTimings {
     pub prompt: Duration,
     pub output_tokens: usize,
     pub generation: Duration,
+    /// CPU time the process spent in each phase (all its threads; Linux only): what the work
+    /// cost, where wall time also counts the time other processes held the cores.
+    pub prompt_cpu: Option<Duration>,
+    pub generation_cpu: Option<Duration>,
 }
 
 /// A GGUF model in memory. `chat` takes `&self`: calls run one at a time (the KV cache is the
@@ -103,7 +111,8 @@ impl LocalProvider {
                 spec.name
             )));
         }
-        let loaded = std::panic::catch_unwind(|| model::load(path)).map_err(|panic| {
+        let loaded = std::panic::catch_unwind(|| model::load(path, options.max_context, options.reference_kernels))
+            .map_err(|panic| {
             LlmError::ModelFile(format!("{} could not be loaded ({})", path.display(), panic_text(&*panic)))
         })??;
         Ok(Self {
@@ -177,14 +186,18 @@ impl LocalProvider {
         max_tokens: usize,
         request: &ChatRequest,
     ) -> candle_core::Result<(Vec<u32>, LocalTimings)> {
-        let started = Instant::now();
+        let (started, cpu) = (Instant::now(), process_cpu());
         let mut logits = Vec::new();
         for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
             logits = weights.forward(chunk, i * PREFILL_CHUNK)?;
         }
-        let mut timings =
-            LocalTimings { prompt_tokens: prompt.len(), prompt: started.elapsed(), ..LocalTimings::default() };
-        let started = Instant::now();
+        let mut timings = LocalTimings {
+            prompt_tokens: prompt.len(),
+            prompt: started.elapsed(),
+            prompt_cpu: cpu.zip(process_cpu()).map(|(a, b)| b.saturating_sub(a)),
+            ..LocalTimings::default()
+        };
+        let (started, cpu) = (Instant::now(), process_cpu());
         let mut sampler = (request.temperature > 0.0).then(|| {
             LogitsProcessor::from_sampling(self.seed, Sampling::All { temperature: f64::from(request.temperature) })
         });
@@ -208,6 +221,7 @@ impl LocalProvider {
         }
         timings.output_tokens = output.len();
         timings.generation = started.elapsed();
+        timings.generation_cpu = cpu.zip(process_cpu()).map(|(a, b)| b.saturating_sub(a));
         Ok((output, timings))
     }
 
@@ -241,6 +255,21 @@ impl LocalProvider {
     fn token_text(&self, token: u32) -> String {
         self.tokenizer.decode(&[token], false).unwrap_or_default()
     }
+}
+
+/// The CPU time of this process so far (user and system, every thread), from `/proc/self/stat`
+/// (in USER_HZ ticks of 10 ms); `None` where there is no such file.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces: count from after its closing paren.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+#[cfg(test)]
+pub(super) fn argmax_of(logits: &[f32]) -> u32 {
+    argmax(logits)
 }
 
 fn argmax(logits: &[f32]) -> u32 {

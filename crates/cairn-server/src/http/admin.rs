@@ -263,7 +263,7 @@ pub(super) async fn plugin_config(State(state): State<AppState>) -> ApiResult {
 /// relations waiting for their memories; with `directory`, that repository's chunk folders
 /// (manifest chunks, applied, pending import).
 #[utoipa::path(get, operation_id = "sync_status", path = "/sync/status", tag = "daemon", params(SyncStatusParams),
-    responses((status = 200, description = "Sync status; `enabled` is whether any project syncs", body = cairn_core::sync::git::SyncStatus)))]
+    responses((status = 200, description = "Sync status; `enabled` is whether any project syncs", body = cairn_core::sync::SyncStatus)))]
 pub(super) async fn sync_status(State(state): State<AppState>, ApiQuery(p): ApiQuery<SyncStatusParams>) -> ApiResult {
     let directory = given(p.directory).map(PathBuf::from);
     Ok(ok(run(&state, Op::SyncStatus { directory }).await?))

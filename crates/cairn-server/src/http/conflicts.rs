@@ -4,17 +4,16 @@
 use axum::Json;
 use axum::extract::State;
 use axum::response::IntoResponse;
-use cairn_core::ErrorCode;
 use cairn_core::ops::Op;
 use cairn_core::relations::{Comparison, Judgment, RelationDetail, RelationFilter, ScanRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
-use super::error::{ApiError, ErrorBody};
+use super::error::ErrorBody;
 use super::extract::{ApiJson, ApiQuery, PathId};
 use super::schema;
-use super::{ApiResult, AppState, given, ok, run, run_typed, with_fields};
+use super::{ApiResult, AppState, given, ok, run, run_typed};
 
 /// Listing sizes of the deferred queue (engram: default 50, at most 500).
 const DEFAULT_PAGE: usize = 50;
@@ -103,44 +102,47 @@ pub struct ScanBody {
     /// RFC 3339: only memories created at or after.
     #[schema(schema_with = super::docs::date_time_or_empty)]
     pub since: Option<String>,
-    /// Record the pairs found (default: dry run).
+    /// Record what is found (default: dry run). With `semantic`, the verdicts.
     pub apply: Option<bool>,
     /// Most pairs recorded in one run (default 100).
     pub max_insert: Option<usize>,
-    /// Judge pairs with an LLM: not available yet (400).
+    /// Judge the pairs with the configured model (and the certain rules): 503
+    /// `llm_not_configured` without one.
     pub semantic: Option<bool>,
-    /// engram's LLM-scan tuning; accepted (old clients send it) and unused.
+    /// Semantic: most pairs judged in this call (default 100).
+    pub max_semantic: Option<usize>,
+    /// Semantic: pairs to skip (the previous call's `next_offset`), to go on in batches.
+    pub offset: Option<usize>,
+    /// engram's LLM-scan tuning; accepted (old clients send it) and unused: cairn judges one
+    /// pair at a time, with the model's own time limit.
     #[allow(dead_code)]
     pub concurrency: Option<u32>,
     #[allow(dead_code)]
     pub timeout_per_call_seconds: Option<u32>,
-    #[allow(dead_code)]
-    pub max_semantic: Option<u32>,
 }
 
-/// Look for relation candidates across a project; with `apply`, record them as pending.
+/// Look for relation candidates across a project (with `semantic`, judge them).
+///
+/// With `apply`, the pairs are recorded as pending. With `semantic`, each pair without a verdict
+/// is judged (the certain rules, then the model) and, with `apply`, the verdicts are recorded; a
+/// pair no judge is sure of stays pending.
 #[utoipa::path(post, operation_id = "scan_conflicts", path = "/conflicts/scan", tag = "conflicts",
     request_body = ScanBody,
     responses(
-        (status = 200, description = "What the scan found (and recorded)", body = schema::ScanResult),
-        (status = 400, description = "Missing project, or `semantic: true`", body = ErrorBody)))]
+        (status = 200, description = "What the scan found (and recorded)", body = cairn_core::relations::ScanResult),
+        (status = 400, description = "Missing project, or `since` is not a time", body = ErrorBody),
+        (status = 503, description = "`semantic` without a configured model", body = ErrorBody)))]
 pub(super) async fn scan(State(state): State<AppState>, ApiJson(b): ApiJson<ScanBody>) -> ApiResult {
-    if b.semantic == Some(true) {
-        return Err(ApiError::new(ErrorCode::InvalidArgument, "semantic scan needs an LLM runner; not available yet")
-            .with_hint("run the lexical scan (semantic: false) and judge pairs with POST /conflicts/judge"));
-    }
     let request = ScanRequest {
         project: b.project,
         since: given(b.since),
         apply: b.apply.unwrap_or(false),
         max_insert: b.max_insert,
+        semantic: b.semantic.unwrap_or(false),
+        max_semantic: b.max_semantic,
+        offset: b.offset,
     };
-    let result = run(&state, Op::ScanRelations(request)).await?;
-    let zero = || json!(0);
-    Ok(ok(with_fields(
-        result,
-        [("semantic_judged", zero()), ("semantic_skipped", zero()), ("semantic_errors", zero())],
-    )))
+    Ok(ok(run(&state, Op::ScanRelations(request)).await?))
 }
 
 /// A verdict on a pending relation (re-judging overwrites).

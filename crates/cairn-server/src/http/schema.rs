@@ -41,6 +41,9 @@ pub struct ObservationDetail {
     #[serde(flatten)]
     pub observation: Observation,
     pub revisions: Option<Vec<Revision>>,
+    /// Where a memory a model wrote came from (session, messages, provider, model); absent for
+    /// a memory an agent or a person saved.
+    pub provenance: Option<cairn_core::extract::Provenance>,
 }
 
 /// A search result: the memory plus its ranking.
@@ -269,16 +272,6 @@ pub struct Judged {
 pub struct Compared {
     pub sync_id: String,
     pub relation: Relation,
-}
-
-/// A retroactive relation scan. `semantic_*` are engram's LLM-scan counters (always 0).
-#[derive(Serialize, ToSchema)]
-pub struct ScanResult {
-    #[serde(flatten)]
-    pub scan: cairn_core::relations::ScanResult,
-    pub semantic_judged: u64,
-    pub semantic_skipped: u64,
-    pub semantic_errors: u64,
 }
 
 /// Sync-deferred relations (none: sync is not available yet).

@@ -285,8 +285,18 @@ impl CairnMcp {
     }
 
     pub(super) async fn get_observation(&self, a: IdArgs) -> Result<CallToolResult> {
-        let GetResponse { observation: o, .. } = self.call(Op::Get { id: a.id, revisions: false }).await?;
-        Ok(reply::envelope(None, render::observation(&o), json!({ "id": o.id, "project": o.project })))
+        let GetResponse { observation: o, provenance, .. } = self.call(Op::Get { id: a.id, revisions: false }).await?;
+        let mut text = render::observation(&o);
+        if let Some(p) = &provenance {
+            text.push('\n');
+            text.push_str(&cairn_render::provenance(p));
+        }
+        let session = provenance.as_ref().and_then(|p| p.session_id.clone());
+        let meta = match session {
+            Some(session) => json!({ "id": o.id, "project": o.project, "extracted_from_session": session }),
+            None => json!({ "id": o.id, "project": o.project }),
+        };
+        Ok(reply::envelope(None, text, meta))
     }
 
     pub(super) async fn suggest_topic_key(&self, a: SuggestTopicKeyArgs) -> Result<CallToolResult> {

@@ -63,6 +63,9 @@ pub struct McpOptions {
     /// `cairn mcp --host`: the agent host this server was started for. Where cairn's plugin or
     /// hooks already give the agent the protocol, the instructions are one line, not a copy.
     pub host: Option<Host>,
+    /// The project's recent context, added to the instructions when the host's hooks cannot
+    /// give it at the session's start (Codex before the user trusted cairn's hooks).
+    pub instructions_context: Option<String>,
 }
 
 impl McpOptions {
@@ -75,6 +78,7 @@ impl McpOptions {
             version: cairn_core::VERSION.into(),
             context_budget: cairn_core::context::DEFAULT_BUDGET_BYTES,
             host: None,
+            instructions_context: None,
         }
     }
 }
@@ -136,7 +140,10 @@ impl ServerHandler for CairnMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("cairn", self.state.opts.version.clone()).with_title("cairn memory"))
-            .with_instructions(instructions(&self.state.opts.tools, self.state.opts.host))
+            .with_instructions(match &self.state.opts.instructions_context {
+                Some(context) => format!("{}\n\n{context}", instructions(&self.state.opts.tools, self.state.opts.host)),
+                None => instructions(&self.state.opts.tools, self.state.opts.host),
+            })
     }
 
     /// rmcp answers an unknown tool with a protocol error; agents handle a readable tool

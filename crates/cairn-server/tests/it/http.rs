@@ -688,8 +688,8 @@ async fn conflicts_routes() {
     let semantic = s
         .post("/conflicts/scan", &json!({"project": "p", "semantic": true}))
         .await
-        .expect_error(400, "invalid_argument");
-    assert_eq!(semantic["detail"], "semantic scan needs an LLM runner; not available yet");
+        .expect_error(503, "llm_not_configured");
+    assert_eq!(semantic["detail"], "a semantic scan needs a model to judge with");
     assert_eq!(s.store_state().await, before);
 
     assert_eq!(
@@ -1500,6 +1500,9 @@ mod ui;
 
 /// opencode-memory's `/memories` and `POST /extract`, with a scripted model.
 mod wire;
+
+/// Issue 42's replaced decision: the newest fact first, judged supersession, semantic scans.
+mod supersession;
 
 // ---------------------------------------------------------------------------------------------
 // Conversation history

@@ -313,7 +313,7 @@ pub fn plugin_plan(config_dir: &Path) -> Plan {
     plan
 }
 
-/// How Claude Code is wired to cairn, for `cairn doctor`.
+/// How Claude Code is wired to cairn, for `cairn doctor`: the MCP entry and the hooks.
 pub fn wiring(binary: &Path) -> Option<super::Wiring> {
     let (config_dir, state_file) = paths().ok()?;
     if !config_dir.is_dir() && !state_file.is_file() {
@@ -321,8 +321,17 @@ pub fn wiring(binary: &Path) -> Option<super::Wiring> {
     }
     let read = |p: &Path| -> Option<Value> { serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok() };
     let command = read(&state_file).and_then(|v| v["mcpServers"]["cairn"]["command"].as_str().map(String::from));
-    let hook = read(&config_dir.join("settings.json")).and_then(|v| hook_groups::program_in(v.get("hooks")));
-    Some(super::Wiring::from_paths("claude-code", [command, hook].into_iter().flatten().collect(), binary))
+    let settings_path = config_dir.join("settings.json");
+    let settings = read(&settings_path);
+    let events: Vec<String> = wanted_hooks("cairn").into_iter().map(|(event, _)| event).collect();
+    let events: Vec<&str> = events.iter().map(String::as_str).collect();
+    Some(super::Wiring::new(
+        "claude-code",
+        vec![
+            super::wiring::Piece::running("mcp", &state_file, command, binary),
+            hook_groups::piece(&settings_path, settings.as_ref().and_then(|v| v.get("hooks")), &events, binary),
+        ],
+    ))
 }
 
 #[cfg(test)]

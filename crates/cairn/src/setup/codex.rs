@@ -8,8 +8,10 @@
 //! context, UserPromptSubmit stores the prompt, Stop archives the rollout, SessionEnd ends the
 //! session. Codex runs a new or changed hook only once the user has trusted it (`/hooks` in
 //! Codex, or `--dangerously-bypass-hook-trust` for automation): setup does not trust hooks on
-//! the user's behalf, it says so. Until then the MCP server alone works. SessionEnd's time limit
-//! is clamped to 3 s by Codex. `--permissions` sets the server's
+//! the user's behalf, it says so. Until then `cairn mcp --host=codex` puts the project's context
+//! in its instructions, archives the rollouts itself and records the archived sessions and their
+//! prompts in the memory store ([`mcp_context`], [`Rollouts`]). SessionEnd's time limit is
+//! clamped to 3 s by Codex. `--permissions` sets the server's
 //! `default_tools_approval_mode = "approve"` (Codex asks before each MCP tool call otherwise, and
 //! `codex exec` refuses one).
 //!
@@ -30,7 +32,7 @@ use cairn_core::{CairnError, ErrorCode};
 use toml_edit::{Array, DocumentMut, Item, Table, value};
 
 use super::hook_groups::{self, HookSpec};
-use super::jsonc::Config;
+use super::jsonc::{self, Config};
 use super::{Answers, FileOp, Plan, Status, Step, path_str, read_config};
 use crate::cli::SetupArgs;
 
@@ -167,7 +169,8 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
     if matches!(status, Status::Created | Status::Updated) {
         plan.warnings.push(
             "Codex runs new hooks only once you trust them: start `codex` and trust cairn's in /hooks \
-             (until then cairn's MCP server works, without the context at session start)"
+             (until then cairn's MCP server gives the agent the project's context, and records the \
+             sessions and prompts when Codex closes it or starts it next)"
                 .into(),
         );
     }
@@ -370,16 +373,380 @@ fn engram(o: &Options, config: &Path, doc: &mut DocumentMut, answers: &Answers, 
     }
 }
 
-/// How Codex is wired to cairn, for `cairn doctor`.
+/// How Codex is wired to cairn, for `cairn doctor`: the MCP entry and the hooks (Codex reads
+/// the protocol from the MCP server's instructions: no file of its own).
 pub fn wiring(binary: &Path) -> Option<super::Wiring> {
     let home = codex_home().ok()?;
     if !home.is_dir() {
         return None;
     }
-    let doc: Option<DocumentMut> = std::fs::read_to_string(home.join("config.toml")).ok().and_then(|t| t.parse().ok());
+    let config = home.join("config.toml");
+    let doc: Option<DocumentMut> = std::fs::read_to_string(&config).ok().and_then(|t| t.parse().ok());
     let command = doc.and_then(|d| d.get("mcp_servers")?.get("cairn")?.get("command")?.as_str().map(String::from));
-    let hooks: Option<serde_json::Value> =
-        std::fs::read_to_string(home.join("hooks.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
-    let hook = hooks.and_then(|v| hook_groups::program_in(v.get("hooks")));
-    Some(super::Wiring::from_paths("codex", [command, hook].into_iter().flatten().collect(), binary))
+    let hooks_path = home.join("hooks.json");
+    let hooks: Option<serde_json::Value> = std::fs::read_to_string(&hooks_path)
+        .ok()
+        .and_then(|t| jsonc::Doc::parse(&hooks_path, &t).ok()?.root.to_serde_value());
+    let events: Vec<&str> = HOOKS.iter().map(|h| h.event).collect();
+    Some(super::Wiring::new(
+        "codex",
+        vec![
+            super::wiring::Piece::running("mcp", &config, command, binary),
+            hook_groups::piece(&hooks_path, hooks.as_ref().and_then(|v| v.get("hooks")), &events, binary),
+        ],
+    ))
+}
+
+/// Whether Codex will run cairn's SessionStart hook without asking: the user trusted it in
+/// `/hooks`, which Codex (0.171) records as `[hooks.state."<hooks.json>:session_start:<group>:<hook>"]`
+/// `trusted_hash = "sha256:…"` in `config.toml`. Setup never writes that record (trusting a
+/// hook is the user's review, not a setup step); this only reads it. A record of an older
+/// definition (Codex asks again after the hook changed) still counts: the hash is Codex's
+/// own, and a second copy of the context costs less than none.
+pub fn session_start_hook_trusted(codex_home: &Path) -> bool {
+    let hooks_path = codex_home.join("hooks.json");
+    let Some(hooks) = std::fs::read_to_string(&hooks_path)
+        .ok()
+        .and_then(|t| jsonc::Doc::parse(&hooks_path, &t).ok()?.root.to_serde_value())
+    else {
+        return false;
+    };
+    let Some(group) = hooks["hooks"]["SessionStart"]
+        .as_array()
+        .and_then(|groups| groups.iter().position(hook_groups::is_cairn_group))
+    else {
+        return false;
+    };
+    let Some(doc) =
+        std::fs::read_to_string(codex_home.join("config.toml")).ok().and_then(|t| t.parse::<DocumentMut>().ok())
+    else {
+        return false;
+    };
+    let Some(states) = doc.get("hooks").and_then(|h| h.get("state")).and_then(Item::as_table_like) else {
+        return false;
+    };
+    let suffix = format!(":session_start:{group}:0");
+    states.iter().any(|(key, state)| {
+        key.ends_with(&suffix)
+            && Path::new(&key[..key.len() - suffix.len()]).file_name().is_some_and(|n| n == "hooks.json")
+            && state.get("trusted_hash").and_then(Item::as_str).is_some()
+            && state.get("enabled").and_then(Item::as_bool) != Some(false)
+    })
+}
+
+/// The most of the project's context `cairn mcp --host=codex` puts in its instructions: Codex
+/// sends them with every request of the session.
+const MCP_CONTEXT_BYTES: usize = 4_000;
+
+/// The project's recent context for `cairn mcp --host=codex` to add to its instructions when
+/// Codex will not run cairn's SessionStart hook (the user has not trusted it yet). Codex reads
+/// a server's instructions once, when it starts the server at the session's start, and sends
+/// them with every request as the description of the server's tools: so memory reaches the
+/// model from the first request without the model asking, hooks or not. `None` when the hook
+/// gives it (trusted), the project holds nothing, or the store cannot be reached (the server
+/// starts all the same).
+pub fn mcp_context(
+    client: &cairn_client::Client,
+    project: Option<String>,
+    cwd: &Path,
+    budget: usize,
+) -> Option<String> {
+    if session_start_hook_trusted(&codex_home().ok()?) {
+        return None;
+    }
+    let hints = cairn_core::agent::ProjectHints {
+        explicit: None,
+        session_id: None,
+        header: None,
+        process: project,
+        dir: None,
+        process_cwd: cwd.to_path_buf(),
+    };
+    let project = cairn_core::agent::resolve_project(&hints, |_| Ok(None)).ok()?.project;
+    let request = cairn_core::context::ContextRequest {
+        project: Some(project),
+        budget_bytes: budget.min(MCP_CONTEXT_BYTES),
+        ..cairn_core::context::ContextRequest::default()
+    };
+    let context: cairn_core::context::Context = client.call(cairn_core::ops::Op::Context(request)).ok()?;
+    let empty = context.memory_ids.is_empty() && context.session_ids.is_empty() && context.prompt_ids.is_empty();
+    (!empty && !context.context.trim().is_empty()).then_some(context.context)
+}
+
+/// Archive Codex's rollouts now rather than at the daemon's next scan: without trusted hooks
+/// no Stop hook does it. Best effort: the periodic scan reads them later all the same.
+pub fn archive_rollouts(client: &cairn_client::Client) {
+    use cairn_core::history::ingest::{PokeRequest, ScanReport};
+    let poke = PokeRequest { host: Some(cairn_core::history::model::HistoryHost::Codex), path: None, session_id: None };
+    if let Err(e) = client.call::<ScanReport>(cairn_core::ops::Op::HistoryIngest(poke)) {
+        tracing::debug!(error = %e, "archiving Codex's rollouts after the session failed");
+    }
+}
+
+/// What `cairn mcp --host=codex` does with Codex's rollouts when Codex starts it (what earlier
+/// sessions wrote) and when Codex closes it (when Codex lets it finish): archive them, and,
+/// while Codex does not run cairn's hooks, record the archived sessions and their prompts in
+/// the memory store as the SessionStart, UserPromptSubmit and SessionEnd hooks would.
+pub struct Rollouts {
+    /// Record the sessions: cairn's SessionStart hook is not trusted, so no hook records them.
+    /// Once it is, the hooks record every session as it runs, and a second recording of
+    /// the same prompt by another path is left to them (the store keeps a prompt once per
+    /// session and text, so a recording by both would add nothing, but the hook's is the one
+    /// that sees the prompt as it was typed).
+    record: bool,
+    /// `--project` / `CAIRN_PROJECT` of `cairn mcp`, which a hook would name too.
+    project: Option<String>,
+}
+
+impl Rollouts {
+    /// Whether to record is decided once, as Codex decides which hooks to run at its start.
+    pub fn new(project: Option<String>) -> Rollouts {
+        let record = codex_home().is_ok_and(|home| !session_start_hook_trusted(&home));
+        Rollouts { record, project }
+    }
+
+    pub fn archive(&self, client: &cairn_client::Client) {
+        archive_rollouts(client);
+        if self.record {
+            let recorded = record_sessions(client, self.project.as_deref());
+            tracing::debug!(recorded, "Codex sessions recorded from their rollouts");
+        }
+    }
+}
+
+/// The newest archived Codex sessions [`record_sessions`] looks at: a server starts with
+/// each session, so earlier ones were looked at by earlier servers.
+const RECORDED_SESSIONS: usize = 10;
+
+/// Record the newest archived Codex sessions (main sessions; a sub-agent's prompts are the
+/// model's) in the memory store: the session with its directory, project, start and end, and
+/// each user prompt. Idempotent: a session whose recorded end is not older than its newest
+/// archived message is skipped, and the store keeps a prompt once per session and text. How
+/// many sessions were recorded; a failure is a log line (the next server tries again).
+pub fn record_sessions(client: &cairn_client::Client, project: Option<&str>) -> usize {
+    use cairn_core::history::query::{SessionListing, SessionsRequest};
+    let request = SessionsRequest {
+        host: Some(cairn_core::history::model::HistoryHost::Codex.as_str().to_owned()),
+        limit: RECORDED_SESSIONS,
+        ..SessionsRequest::default()
+    };
+    let sessions: Vec<SessionListing> = match client.call(cairn_core::ops::Op::HistorySessions(request)) {
+        Ok(sessions) => sessions,
+        Err(e) => {
+            tracing::debug!(error = %e, "listing the archived Codex sessions failed");
+            return 0;
+        }
+    };
+    let mut recorded = 0;
+    for session in &sessions {
+        match record_session(client, session, project) {
+            Ok(true) => recorded += 1,
+            Ok(false) => {}
+            Err(e) => tracing::debug!(session = %session.session_id, error = %e, "recording a Codex session failed"),
+        }
+    }
+    recorded
+}
+
+/// One archived session into the memory store; whether anything had to be recorded.
+fn record_session(
+    client: &cairn_client::Client,
+    archived: &cairn_core::history::query::SessionListing,
+    project: Option<&str>,
+) -> cairn_core::Result<bool> {
+    use cairn_core::ops::Op;
+    let id = &archived.session_id;
+    if archived.messages == 0 {
+        // a rollout Codex has only just opened (this server's own session, at its start)
+        return Ok(false);
+    }
+    let known = match client.call::<cairn_core::model::Session>(Op::GetSession { id: id.clone() }) {
+        Ok(session) => Some(session),
+        Err(e) if e.code == ErrorCode::SessionNotFound => None,
+        Err(e) => return Err(e),
+    };
+    let last_message = cairn_core::clock::normalize_ts(&archived.updated).unwrap_or_else(|| archived.updated.clone());
+    let ended = known.as_ref().and_then(|s| s.ended_at.clone());
+    if ended.as_ref().is_some_and(|end| *end >= last_message) {
+        return Ok(false);
+    }
+    let prompts = archived_prompts(client, id)?;
+    // Op::Import, not StartSession: it keeps the rollout's times (the session started at its
+    // first prompt and ended at its last message, not when this server saw it), and fills only
+    // what a session a hook started lacks, as StartSession does. The end goes in last: a
+    // server Codex kills half-way leaves the session open, and the next one records the rest.
+    let mut record = serde_json::json!({
+        "id": id,
+        "project": session_project(archived, project)?,
+        "directory": archived.directory,
+        "agent": "codex",
+        "started_at": prompts.first().and_then(|p| cairn_core::clock::normalize_ts(&p.time)).unwrap_or(last_message.clone()),
+    });
+    let import = |record: &serde_json::Value| {
+        let data = serde_json::json!({ "sessions": [record] });
+        client.call::<cairn_core::transfer::ImportReport>(Op::Import { data }).map(drop)
+    };
+    import(&record)?;
+    for prompt in prompts {
+        // no project: the session's, as the hook's prompt goes
+        let new = cairn_core::prompts::NewPrompt {
+            content: prompt.text,
+            session_id: Some(id.clone()),
+            ..cairn_core::prompts::NewPrompt::default()
+        };
+        client.call::<cairn_core::model::Prompt>(Op::AddPrompt(new))?;
+    }
+    if ended.is_some() {
+        // ended before and resumed since (`codex resume`): it ends again now
+        client.call::<cairn_core::model::Session>(Op::EndSession {
+            id: id.clone(),
+            summary: None,
+            keep_activity: true,
+        })?;
+    } else {
+        record["ended_at"] = serde_json::Value::String(last_message);
+        import(&record)?;
+        // the next session's "Last Session", which EndSession revises (and the Stop hook)
+        let last_session = cairn_core::agent::RecordSession { session_id: id.clone(), project: None, compacted: false };
+        if let Err(e) = client.call::<Option<cairn_core::memory::SaveOutcome>>(Op::RecordSession(last_session)) {
+            tracing::debug!(session = %id, error = %e, "the Last Session record of a Codex session was not revised");
+        }
+    }
+    Ok(true)
+}
+
+/// The project a hook would give the session: `CAIRN_PROJECT`, else its directory's.
+fn session_project(
+    archived: &cairn_core::history::query::SessionListing,
+    project: Option<&str>,
+) -> cairn_core::Result<String> {
+    let hints = cairn_core::agent::ProjectHints {
+        process: project.map(str::to_owned),
+        dir: archived.directory.as_ref().map(PathBuf::from),
+        process_cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        ..cairn_core::agent::ProjectHints::default()
+    };
+    Ok(cairn_core::agent::resolve_project(&hints, |_| Ok(None))?.project)
+}
+
+/// A user prompt as the archive holds it.
+struct ArchivedPrompt {
+    time: String,
+    text: String,
+}
+
+/// The most turns one history request returns.
+const TURNS_PER_PAGE: usize = 50;
+
+/// The session's user prompts, oldest first, as the UserPromptSubmit hook stores them:
+/// Codex's own context and cairn's injected texts left out, trimmed, too short ones dropped,
+/// long ones cut ([`cairn_core::agent::activity`]'s limits), so a prompt a hook stored is the
+/// same text and not stored twice.
+fn archived_prompts(client: &cairn_client::Client, session_id: &str) -> cairn_core::Result<Vec<ArchivedPrompt>> {
+    use cairn_core::agent::activity::{MAX_PROMPT_CHARS, MIN_PROMPT_CHARS};
+    use cairn_core::history::query::{MessageRequest, PulledMessage, TurnsPage, TurnsRequest};
+    use cairn_core::ops::Op;
+    let mut prompts = Vec::new();
+    let mut first_turn = 1;
+    loop {
+        let page = TurnsRequest {
+            session_id: session_id.to_owned(),
+            turn_number: Some(first_turn),
+            num_before: 0,
+            num_after: TURNS_PER_PAGE,
+            caller_session_id: None,
+        };
+        let page: TurnsPage = match client.call(Op::HistoryBrowseTurns(page)) {
+            Ok(page) => page,
+            // past the last turn (or none at all)
+            Err(e) if e.code == ErrorCode::TurnOutOfRange => break,
+            Err(e) => return Err(e),
+        };
+        for turn in &page.turns {
+            let request = MessageRequest {
+                session_id: session_id.to_owned(),
+                message_id: turn.user.message_id.clone(),
+                caller_session_id: None,
+            };
+            let message: PulledMessage = client.call(Op::HistoryPullMessage(request))?;
+            let text = user_text(client, session_id, &message)?;
+            let text = cairn_core::agent::hooks::clean(&cairn_core::agent::hooks::without_hook_context(&text));
+            let trimmed = text.trim();
+            if trimmed.chars().count() > MIN_PROMPT_CHARS {
+                prompts.push(ArchivedPrompt {
+                    time: message.time.clone(),
+                    text: trimmed.chars().take(MAX_PROMPT_CHARS).collect(),
+                });
+            }
+        }
+        match page.turns.last() {
+            Some(last) if page.turns.len() > TURNS_PER_PAGE => first_turn = last.turn_number + 1,
+            _ => break,
+        }
+    }
+    Ok(prompts)
+}
+
+/// The user's own text of a message, whole (a section cut for the preview is pulled in full).
+fn user_text(
+    client: &cairn_client::Client,
+    session_id: &str,
+    message: &cairn_core::history::query::PulledMessage,
+) -> cairn_core::Result<String> {
+    use cairn_core::history::query::{PartRequest, PulledPart, Section};
+    let mut texts = Vec::new();
+    for section in &message.sections {
+        let Section::Text { content, part_id, injected: false } = section else { continue };
+        let whole = match part_id {
+            None => content.clone(),
+            Some(part_id) => {
+                let request = PartRequest {
+                    session_id: session_id.to_owned(),
+                    message_id: message.message_id.clone(),
+                    part_id: part_id.clone(),
+                    offset: 0,
+                    max_chars: 100_000,
+                    caller_session_id: None,
+                };
+                client.call::<PulledPart>(cairn_core::ops::Op::HistoryPullPart(request))?.content
+            }
+        };
+        texts.push(whole);
+    }
+    Ok(texts.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Codex home whose hooks.json has the user's SessionStart group first and cairn's second,
+    /// and whose config.toml holds `state` (Codex's trust records).
+    fn home(state: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let hooks = r#"{"hooks": {"SessionStart": [
+            {"hooks": [{"type": "command", "command": "notify-send hi"}]},
+            {"hooks": [{"type": "command", "command": "/usr/bin/cairn hook --host=codex SessionStart"}]}
+        ]}}"#;
+        std::fs::write(dir.path().join("hooks.json"), hooks).unwrap();
+        std::fs::write(
+            dir.path().join("config.toml"),
+            state.replace("HOOKS", &dir.path().join("hooks.json").display().to_string()),
+        )
+        .unwrap();
+        dir
+    }
+
+    #[test]
+    fn only_a_trust_record_of_cairns_session_start_hook_counts() {
+        let trusted = "[hooks.state.\"HOOKS:session_start:1:0\"]\ntrusted_hash = \"sha256:ab\"\n";
+        assert!(session_start_hook_trusted(home(trusted).path()));
+        let the_users = "[hooks.state.\"HOOKS:session_start:0:0\"]\ntrusted_hash = \"sha256:ab\"\n";
+        assert!(!session_start_hook_trusted(home(the_users).path()), "the user's hook, not cairn's");
+        let off = format!("{trusted}enabled = false\n");
+        assert!(!session_start_hook_trusted(home(&off).path()), "turned off in /hooks");
+        assert!(!session_start_hook_trusted(home("model = \"m\"\n").path()), "never reviewed");
+        let other_event = "[hooks.state.\"HOOKS:stop:1:0\"]\ntrusted_hash = \"sha256:ab\"\n";
+        assert!(!session_start_hook_trusted(home(other_event).path()));
+    }
 }

@@ -203,8 +203,10 @@ fn trust(o: &Options, root: &jsonc_parser::cst::CstObject, answers: &Answers) ->
     Some(Status::Created)
 }
 
-/// How the host is wired to cairn, for `cairn doctor`.
+/// How the host is wired to cairn, for `cairn doctor`: the MCP entry, and Gemini CLI's hooks
+/// and GEMINI.md block.
 pub fn wiring(host: Host, binary: &Path) -> Option<super::Wiring> {
+    use super::wiring::{Piece, block_is_current};
     let dir = host.dir(&super::home_dir().ok()?);
     if !dir.is_dir() {
         return None;
@@ -213,6 +215,13 @@ pub fn wiring(host: Host, binary: &Path) -> Option<super::Wiring> {
     let value =
         std::fs::read_to_string(&path).ok().and_then(|t| jsonc::Doc::parse(&path, &t).ok()?.root.to_serde_value());
     let command = value.as_ref().and_then(|v| v["mcpServers"]["cairn"]["command"].as_str().map(String::from));
-    let hook = value.as_ref().and_then(|v| hook_groups::program_in(v.get("hooks")));
-    Some(super::Wiring::from_paths(host.name(), [command, hook].into_iter().flatten().collect(), binary))
+    let mut pieces = vec![Piece::running("mcp", &path, command, binary)];
+    if host == Host::Gemini {
+        let events: Vec<&str> = GEMINI_HOOKS.iter().map(|h| h.event).collect();
+        pieces.push(hook_groups::piece(&path, value.as_ref().and_then(|v| v.get("hooks")), &events, binary));
+        let md = dir.join("GEMINI.md");
+        let text = std::fs::read_to_string(&md).ok();
+        pieces.push(Piece::instructions(&md, block_is_current(text.as_deref(), &protocol_text())));
+    }
+    Some(super::Wiring::new(host.name(), pieces))
 }

@@ -101,6 +101,21 @@ pub fn program_in(hooks: Option<&Value>) -> Option<String> {
     })
 }
 
+/// The hooks piece of a host's `hooks` object (in `path`) for `cairn doctor`: how many of
+/// `events` hold a group of cairn's, and the binary the first of them runs.
+pub fn piece(path: &Path, hooks: Option<&Value>, events: &[&str], running: &Path) -> super::wiring::Piece {
+    let found = events
+        .iter()
+        .filter(|event| {
+            hooks
+                .and_then(|h| h.get(**event))
+                .and_then(Value::as_array)
+                .is_some_and(|groups| groups.iter().any(is_cairn_group))
+        })
+        .count();
+    super::wiring::Piece::hooks(path, program_in(hooks), found, events.len(), running)
+}
+
 /// `obj[name]` as an array: `None` when absent, an error when it is something else.
 pub fn array_prop(path: &Path, obj: &CstObject, name: &str, what: &str) -> Result<Option<CstArray>> {
     let Some(prop) = obj.get(name) else { return Ok(None) };

@@ -21,6 +21,9 @@ pub mod jsonc;
 pub mod mdblock;
 pub mod more_hosts;
 pub mod opencode;
+pub mod wiring;
+
+pub use wiring::Wiring;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -157,7 +160,8 @@ pub struct FileDiff {
     pub diff: String,
 }
 
-/// A new file longer than this (a plugin's source) is not shown in full.
+/// A new file longer than this (a plugin's source) is not shown in full; nor is a new
+/// TypeScript file (the OpenCode plugin's modules, short or not: cairn's code, not a config).
 const NEW_FILE_LINES: usize = 60;
 
 /// The unified diff of each file the plan writes: edits, and new config files, in full.
@@ -168,7 +172,10 @@ fn diffs(plan: &Plan) -> Vec<FileDiff> {
             FileOp::Write { path, contents } => {
                 let new = String::from_utf8_lossy(contents);
                 let old = std::fs::read(path).ok();
-                let diff = if old.is_none() && new.lines().count() > NEW_FILE_LINES {
+                let source = path.extension().is_some_and(|e| e == "ts");
+                let diff = if old.is_none() && source {
+                    "new file (not shown: the plugin's source)\n".to_owned()
+                } else if old.is_none() && new.lines().count() > NEW_FILE_LINES {
                     format!("new file (not shown: over {NEW_FILE_LINES} lines)\n")
                 } else {
                     let old = String::from_utf8_lossy(old.as_deref().unwrap_or_default());
@@ -346,51 +353,6 @@ pub fn read_config(path: &Path) -> Result<Option<String>> {
     String::from_utf8(bytes)
         .map(Some)
         .map_err(|_| jsonc::invalid(path, "is not UTF-8".into(), "fix the file (or move it away) and run again"))
-}
-
-/// How one host is wired to cairn, for `cairn doctor`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wiring {
-    pub agent: &'static str,
-    /// The cairn binaries the host's config runs (MCP server, hooks, plugin).
-    pub binaries: Vec<String>,
-    /// Those that do not exist any more.
-    pub stale: Vec<String>,
-    /// Whether one of them is the binary running now.
-    pub current: bool,
-}
-
-impl Wiring {
-    pub fn from_paths(agent: &'static str, mut binaries: Vec<String>, running: &Path) -> Wiring {
-        binaries.sort();
-        binaries.dedup();
-        let stale = binaries.iter().filter(|b| !Path::new(b).is_file()).cloned().collect();
-        let current = binaries.iter().any(|b| std::fs::canonicalize(b).is_ok_and(|p| p == running));
-        Wiring { agent, binaries, stale, current }
-    }
-
-    /// The doctor check: ok when wired to binaries that exist, a warning for a stale path.
-    pub fn check(&self) -> cairn_core::doctor::Check {
-        use cairn_core::doctor::{Check, CheckStatus};
-        let id = format!("setup.{}", self.agent);
-        let (status, message, hint) = if self.binaries.is_empty() {
-            (
-                CheckStatus::Ok,
-                "installed, not connected to cairn".to_string(),
-                Some(format!("cairn setup {}", self.agent)),
-            )
-        } else if !self.stale.is_empty() {
-            (
-                CheckStatus::Warning,
-                format!("runs a cairn that is not there any more: {}", self.stale.join(", ")),
-                Some(format!("cairn setup {} (points it at this binary)", self.agent)),
-            )
-        } else {
-            let which = if self.current { "this binary" } else { "another binary" };
-            (CheckStatus::Ok, format!("connected ({which}: {})", self.binaries.join(", ")), None)
-        };
-        Check { id, status, message, hint }
-    }
 }
 
 /// The wiring of every host installed in this HOME.

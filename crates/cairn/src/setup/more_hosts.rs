@@ -313,8 +313,10 @@ fn whole_file(plan: &mut Plan, path: &Path, text: &str, uninstall: bool) -> Resu
     Ok(())
 }
 
-/// How a host of [`HOSTS`] is wired to cairn, for `cairn doctor`.
+/// How a host of [`HOSTS`] is wired to cairn, for `cairn doctor`: the MCP entry and the
+/// instructions.
 pub fn wiring(spec: &'static HostSpec, binary: &Path) -> Option<super::Wiring> {
+    use super::wiring::{Piece, block_is_current};
     let dir = spec.dir().ok()?;
     if !dir.is_dir() {
         return None;
@@ -328,5 +330,18 @@ pub fn wiring(spec: &'static HostSpec, binary: &Path) -> Option<super::Wiring> {
         Value::Array(parts) => parts.first().and_then(Value::as_str).map(str::to_owned),
         _ => None,
     });
-    Some(super::Wiring::from_paths(spec.name, command.into_iter().collect(), binary))
+    let mut pieces = vec![Piece::running("mcp", &path, command, binary)];
+    match spec.instructions {
+        Some(Instructions::Block(rel)) => {
+            let text = std::fs::read_to_string(dir.join(rel)).ok();
+            pieces.push(Piece::instructions(&dir.join(rel), block_is_current(text.as_deref(), &protocol_text(spec))));
+        }
+        Some(Instructions::Whole(rel, header)) => {
+            let text = std::fs::read_to_string(dir.join(rel)).ok();
+            let wanted = format!("{header}{}", protocol_text(spec));
+            pieces.push(Piece::instructions(&dir.join(rel), text.map(|t| t == wanted)));
+        }
+        None => {}
+    }
+    Some(super::Wiring::new(spec.name, pieces))
 }

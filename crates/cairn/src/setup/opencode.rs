@@ -19,6 +19,29 @@ use crate::cli::SetupArgs;
 /// The plugin's source (`plugins/opencode/cairn.ts`), embedded at build time.
 const TEMPLATE: &str = include_str!("../../../../plugins/opencode/cairn.ts");
 
+/// The folder of the plugin's modules, beside it in the plugin directory (OpenCode loads
+/// `plugins/*.{ts,js}` only, so nothing in it is taken for a plugin).
+const MODULE_DIR: &str = "cairn";
+
+/// The plugin's modules (`plugins/opencode/cairn/*.ts`), installed as they are.
+const MODULES: &[(&str, &str)] = &[
+    ("chat.ts", include_str!("../../../../plugins/opencode/cairn/chat.ts")),
+    ("compaction.ts", include_str!("../../../../plugins/opencode/cairn/compaction.ts")),
+    ("daemon.ts", include_str!("../../../../plugins/opencode/cairn/daemon.ts")),
+    ("events.ts", include_str!("../../../../plugins/opencode/cairn/events.ts")),
+    ("facts.ts", include_str!("../../../../plugins/opencode/cairn/facts.ts")),
+    ("link.ts", include_str!("../../../../plugins/opencode/cairn/link.ts")),
+    ("memory.ts", include_str!("../../../../plugins/opencode/cairn/memory.ts")),
+    ("meter.ts", include_str!("../../../../plugins/opencode/cairn/meter.ts")),
+    ("parts.ts", include_str!("../../../../plugins/opencode/cairn/parts.ts")),
+    ("private.ts", include_str!("../../../../plugins/opencode/cairn/private.ts")),
+    ("rules.ts", include_str!("../../../../plugins/opencode/cairn/rules.ts")),
+    ("sessions.ts", include_str!("../../../../plugins/opencode/cairn/sessions.ts")),
+    ("spool.ts", include_str!("../../../../plugins/opencode/cairn/spool.ts")),
+    ("tools.ts", include_str!("../../../../plugins/opencode/cairn/tools.ts")),
+    ("util.ts", include_str!("../../../../plugins/opencode/cairn/util.ts")),
+];
+
 /// The one line of the plugin that setup rewrites (the contract with the plugin's source).
 pub const BAKED_LINE: &str =
     "const BAKED_CAIRN_BIN: string | null = null; // cairn setup writes the binary's path here";
@@ -114,14 +137,21 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
     let root = doc.root_object(&config)?;
     let mcp = jsonc::object_prop(&config, &root, "mcp", "mcp")?;
 
-    // 1. the plugin
+    // 1. the plugin: its file and its modules
     let plugin = o.config_dir.join("plugins").join(PLUGIN_FILE);
+    let modules = o.config_dir.join("plugins").join(MODULE_DIR);
     let current = std::fs::read_to_string(&plugin).ok();
     if o.uninstall {
         match current {
             Some(text) if text.contains("BAKED_CAIRN_BIN") => {
                 plan.steps.push(Step::new("plugin", Status::Removed, Some(&plugin)));
                 plan.ops.push(FileOp::Remove { path: plugin });
+                for (name, _) in MODULES {
+                    let path = modules.join(name);
+                    if path.is_file() {
+                        plan.ops.push(FileOp::Remove { path });
+                    }
+                }
             }
             Some(_) => {
                 plan.steps
@@ -131,15 +161,23 @@ pub fn plan(o: &Options, answers: &Answers) -> Result<Plan> {
         }
     } else {
         let wanted = plugin_source(TEMPLATE, bin).expect("the build checks the template");
+        let mut writes: Vec<FileOp> = Vec::new();
+        if current.as_deref() != Some(wanted.as_str()) {
+            writes.push(FileOp::Write { path: plugin.clone(), contents: wanted.into_bytes() });
+        }
+        for (name, source) in MODULES {
+            let path = modules.join(name);
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(*source) {
+                writes.push(FileOp::Write { path, contents: source.as_bytes().to_vec() });
+            }
+        }
         let status = match &current {
             None => Status::Created,
-            Some(text) if *text == wanted => Status::Unchanged,
+            Some(_) if writes.is_empty() => Status::Unchanged,
             Some(_) => Status::Updated,
         };
         plan.steps.push(Step::new("plugin", status, Some(&plugin)));
-        if status != Status::Unchanged {
-            plan.ops.push(FileOp::Write { path: plugin, contents: wanted.into_bytes() });
-        }
+        plan.ops.extend(writes);
     }
 
     // 2. mcp.cairn
@@ -363,12 +401,19 @@ pub fn wiring(binary: &Path) -> Option<super::Wiring> {
             (c["mcp"]["cairn"]["type"] != "remote").then(|| c["mcp"]["cairn"]["command"][0].as_str().map(String::from))
         })
         .flatten();
-    let plugin = std::fs::read_to_string(dir.join("plugins").join(PLUGIN_FILE)).ok().and_then(|text| {
+    let plugin_path = dir.join("plugins").join(PLUGIN_FILE);
+    let plugin = std::fs::read_to_string(&plugin_path).ok().and_then(|text| {
         let line = text.lines().find(|l| l.starts_with("const BAKED_CAIRN_BIN"))?;
         let quoted = line.split_once("= ")?.1.split_once(';')?.0;
         serde_json::from_str::<String>(quoted).ok()
     });
-    Some(super::Wiring::from_paths("opencode", [mcp, plugin].into_iter().flatten().collect(), binary))
+    Some(super::Wiring::new(
+        "opencode",
+        vec![
+            super::wiring::Piece::running("mcp", &path, mcp, binary),
+            super::wiring::Piece::running("plugin", &plugin_path, plugin, binary),
+        ],
+    ))
 }
 
 #[cfg(test)]
@@ -385,5 +430,25 @@ mod tests {
         assert_eq!(plugin_source("no line here", "/x"), None);
         // the embedded plugin has the line (the build checks it too)
         assert!(plugin_source(TEMPLATE, "/x").is_some());
+    }
+
+    /// Every module of the plugin is installed: a new file in `plugins/opencode/cairn/` that is
+    /// not in [`MODULES`] would be imported by the plugin and missing beside it.
+    #[test]
+    fn every_module_of_the_plugin_is_embedded() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../plugins/opencode").join(MODULE_DIR);
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".ts"))
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<String> = MODULES.iter().map(|(name, _)| (*name).to_owned()).collect();
+        assert_eq!(embedded, on_disk, "list the plugin's modules in MODULES (crates/cairn/src/setup/opencode.rs)");
+        for (name, source) in MODULES {
+            assert_eq!(*source, std::fs::read_to_string(dir.join(name)).unwrap(), "{name}");
+        }
+        // the plugin imports its modules from the folder they are installed in
+        assert!(TEMPLATE.contains(&format!("from \"./{MODULE_DIR}/")));
     }
 }

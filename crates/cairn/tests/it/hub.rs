@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use cairn_hub::pgtest::PgCluster;
+use cairn_pgtest::PgCluster;
 
 use crate::support::{cairn, http};
 

@@ -1,7 +1,7 @@
 //! `cairn llm use|status|off` end to end: the binary against a scripted OpenAI-compatible server
 //! on loopback, config.toml as a user keeps it, the ledger across processes.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -27,21 +27,7 @@ impl FakeOpenAi {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut first = String::new();
-                let _ = reader.read_line(&mut first);
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0; length];
-                let _ = reader.read_exact(&mut body);
+                let (first, _body) = crate::support::read_request(&stream);
                 let path = first.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
                 recorded.lock().unwrap().push(path.clone());
                 let answer = if path == "GET /v1/models" {

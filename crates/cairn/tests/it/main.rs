@@ -4,9 +4,11 @@
 #![allow(clippy::print_stderr)]
 
 mod cli;
+mod codex_sessions;
 mod concurrency;
 mod crash;
 mod daemon;
+mod extract;
 #[cfg(unix)]
 mod git_sync;
 mod hook;
@@ -25,6 +27,7 @@ mod setup;
 mod setup_claude;
 mod setup_codex;
 mod setup_gemini_cursor;
+mod setup_hosts;
 mod setup_more_hosts;
 mod spool;
 mod support;

@@ -285,7 +285,7 @@ fn models_are_listed_chosen_in_the_config_and_refused_when_unknown() {
     let listed = env.json(&["model", "list"]);
     assert_eq!((listed["default"].as_str(), listed["models"][0]["name"].as_str()), (Some(E5_MODEL), Some(E5_MODEL)));
     // Each model's measured figures and download size; not installed, so nothing on disk.
-    insta::assert_json_snapshot!("model_list_fresh_json", listed, { ".models[].dir" => "[DIR]" });
+    insta::assert_json_snapshot!("model_list_fresh_json", listed, { ".models[].dir" => "[DIR]", ".llm[].file" => "[FILE]" });
     assert!(
         listed["models"].as_array().unwrap().iter().all(|m| m["disk_bytes"].is_null() && m["measured"].is_object())
     );

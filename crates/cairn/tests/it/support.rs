@@ -343,6 +343,27 @@ pub fn serve_files(dir: std::path::PathBuf, corrupt: Option<&'static str>) -> So
     addr
 }
 
+/// Read one HTTP/1.1 request from `stream`: its request line (`"POST /v1/chat/completions
+/// HTTP/1.1\r\n"`) and its body (by `content-length`), for the loopback fakes of providers.
+pub fn read_request(stream: &std::net::TcpStream) -> (String, Vec<u8>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut first = String::new();
+    let _ = reader.read_line(&mut first);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    let _ = std::io::Read::read_exact(&mut reader, &mut body);
+    (first, body)
+}
+
 /// A server on loopback that answers every request with `status` and an empty body (a gated
 /// hub's 401, a rate limit's 429).
 pub fn serve_status(status: u16) -> SocketAddr {

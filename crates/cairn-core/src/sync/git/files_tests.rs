@@ -27,7 +27,7 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 }
 
 fn sha8(bytes: &[u8]) -> String {
-    cairn_embed::hex(&<sha2::Sha256 as sha2::Digest>::digest(bytes))[..8].to_owned()
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))[..8].to_owned()
 }
 
 /// The JSON of a chunk holding one memory titled `title`, `padding` spaces after it (still

@@ -6,15 +6,17 @@ use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
+use cairn_core::extract::ExtractionStatus;
 use cairn_core::history::query::HistoryStats;
 use cairn_core::memory::{ListFilter, ObservationPatch};
 use cairn_core::model::{Observation, Prompt, SessionSummary};
 use cairn_core::ops::{GetResponse, Op, SearchResponse};
 use cairn_core::relations::{Judgment, RelationFilter, RelationPage, VERDICTS};
 use cairn_core::search::SearchQuery;
-use cairn_core::sync::git::SyncStatus;
+use cairn_core::sync::SyncStatus;
 use cairn_core::text::Scope;
 use cairn_core::views::{MemoriesPerDay, Stats, Timeline};
+use cairn_llm::budget::Spend;
 use serde::Deserialize;
 
 use super::html::{self, Page, Section, bytes, esc, memory_link, table, when};
@@ -49,6 +51,7 @@ pub(super) async fn dashboard(State(state): State<AppState>) -> UiResult {
     ));
     p.raw(&model_status(&stats));
     p.raw(&sync_status(sync.as_ref()));
+    p.raw(&llm_status(&state).await);
     p.raw(
         "<section aria-labelledby=\"live-h\"><h2 id=\"live-h\">Live</h2>\
          <p class=\"muted\" id=\"live-state\">New memories, prompts and sessions appear here while the page is open \
@@ -97,6 +100,62 @@ fn model_status(stats: &Stats) -> String {
         stats.embeddings_stored,
         stats.embeddings_pending
     )
+}
+
+/// The model extraction runs on, what it spent today against the daily budget, what it wrote,
+/// and what fails; or that it is off.
+async fn llm_status(state: &AppState) -> String {
+    let extraction: Option<ExtractionStatus> = run(state, Op::ExtractionStatus).await.ok();
+    let provider = state.engine.llm();
+    // The spend is read from the token ledger (SQLite): off the async threads.
+    let spend = match provider {
+        Some(provider) => tokio::task::spawn_blocking(move || provider.spend()).await.ok().flatten(),
+        None => None,
+    };
+    llm_line(spend.as_ref(), extraction.as_ref(), state.engine.llm().is_some())
+}
+
+fn llm_line(spend: Option<&Spend>, extraction: Option<&ExtractionStatus>, on: bool) -> String {
+    let mut line = match spend {
+        Some(s) => {
+            let t = &s.today;
+            let spent = if s.remote { t.today.remote_tokens } else { t.today.local_tokens };
+            let spent = match (t.budget, t.remaining) {
+                (Some(budget), Some(left)) => format!("{spent} of {budget} tokens spent today ({left} left)"),
+                _ if s.remote => format!("{spent} tokens spent today (no budget)"),
+                _ => format!("{spent} tokens today (a local model: no budget applies)"),
+            };
+            format!(
+                "<strong>{}</strong> · model {} · {spent}, {} call(s)",
+                esc(&s.provider),
+                esc(&s.model),
+                t.today.calls
+            )
+        }
+        None if on => "<strong>on</strong>".to_owned(),
+        None => {
+            "<strong>off</strong> (<code>cairn llm use local</code> or <code>openai</code>, <code>anthropic</code>, \
+                 <code>agent-cli</code>: memories extracted from sessions)"
+                .to_owned()
+        }
+    };
+    if let Some(x) = extraction.filter(|x| x.sessions > 0 || !x.failing.is_empty()) {
+        let _ = write!(line, " · {} memories extracted from {} conversation(s)", x.extracted_memories, x.sessions);
+        if let Some(first) = x.failing.first() {
+            let _ = write!(
+                line,
+                " · {} failing, retried later (next: {} {}: {})",
+                x.failing.len(),
+                esc(&first.session_id),
+                esc(first.last_error_code.as_deref().unwrap_or("")),
+                esc(first.last_error.as_deref().unwrap_or(""))
+            );
+        }
+    }
+    if let Some(f) = spend.and_then(|s| s.last_failure.as_ref()) {
+        let _ = write!(line, " · last failure {}: {} ({})", when(&f.at), esc(&f.message), esc(&f.kind));
+    }
+    format!("<p class=\"status\" id=\"llm-status\">LLM: {line}</p>")
 }
 
 /// The hub this data dir syncs with and how it stands, or the projects git syncs, or off.

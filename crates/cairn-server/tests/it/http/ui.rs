@@ -60,6 +60,7 @@ async fn views_render_server_side_with_stored_text_escaped() {
     assert!(html.contains("<svg") && html.contains("Memories per type"), "charts drawn on the server");
     assert!(html.contains("id=\"live\""));
     assert!(html.contains("Sync: off"), "no project syncs and no hub is set");
+    assert!(html.contains("LLM: <strong>off</strong>"), "no model: extraction is off, and said so");
     assert!(!html.contains("<script>alert"), "the title is never markup");
     assert!(html.contains("&lt;script&gt;alert(&#39;owned&#39;)&lt;/script&gt;"));
 
@@ -213,4 +214,45 @@ async fn delete_and_restore_from_the_page() {
     assert_eq!((restored.status, restored.header("location")), (303, format!("/ui/memory/{id}").as_str()));
     assert_eq!(server.get(&format!("/ui/memory/{id}")).await.status, 200);
     server.shutdown().await.unwrap();
+}
+
+/// The dashboard shows the daemon's model, what it spent today against the daily budget, what
+/// extraction wrote and the last failure.
+#[tokio::test]
+async fn the_dashboard_shows_the_models_spend_against_the_budget() {
+    use cairn_llm::budget::{Budget, Ledger, Metered};
+    use cairn_llm::{ChatMessage, ChatReply, ChatRequest, LlmError, LlmProvider, Usage};
+
+    /// Answers once (1,000 tokens), then is down.
+    struct OnceThenDown(std::sync::atomic::AtomicBool);
+    impl LlmProvider for OnceThenDown {
+        fn kind(&self) -> &'static str {
+            "openai"
+        }
+        fn model(&self) -> &'static str {
+            "qwen2.5:1.5b"
+        }
+        fn chat(&self, _: &ChatRequest) -> Result<ChatReply, LlmError> {
+            if self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Err(LlmError::Unavailable("connection refused".into()));
+            }
+            let usage = Usage { input_tokens: 600, output_tokens: 400 };
+            Ok(ChatReply { text: "ok".into(), usage, model: "qwen2.5:1.5b".into() })
+        }
+    }
+
+    let server = start().await;
+    let ledger = Arc::new(Ledger::open(server.dir.path()).unwrap());
+    let model = OnceThenDown(std::sync::atomic::AtomicBool::new(false));
+    let metered = Metered::new(Box::new(model), Budget::new(ledger, Some(5000)), true);
+    let ask = ChatRequest { messages: vec![ChatMessage::user("hi")], max_tokens: 4, temperature: 0.0, json: false };
+    metered.chat(&ask).unwrap();
+    metered.chat(&ask).unwrap_err();
+    server.engine.set_llm(Some(Arc::new(metered)));
+
+    let html = server.get("/ui").await.text();
+    let line = html.split("id=\"llm-status\">").nth(1).and_then(|l| l.split("</p>").next()).expect("an LLM line");
+    assert!(line.starts_with("LLM: <strong>openai</strong> · model qwen2.5:1.5b"), "{line}");
+    assert!(line.contains("1000 of 5000 tokens spent today (4000 left), 1 call(s)"), "{line}");
+    assert!(line.contains("last failure") && line.contains("connection refused (unavailable)"), "{line}");
 }

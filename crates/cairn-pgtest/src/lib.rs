@@ -1,8 +1,9 @@
 //! A throwaway PostgreSQL cluster for tests: `initdb` and `pg_ctl` in a temp dir, on a free
 //! port of 127.0.0.1, its unix socket in the same dir; stopped and deleted on drop.
 //!
-//! Used by this crate's tests and benchmark, and meant for any test that needs a hub. Run as
-//! root, the server runs as the `postgres` user (`runuser`), since PostgreSQL refuses root.
+//! A dev-dependency only (cairn-hub's tests and benchmark, the `cairn` binary's hub tests):
+//! never part of a product build. Run as root, the server runs as the `postgres` user
+//! (`runuser`), since PostgreSQL refuses root.
 //! Without PostgreSQL's binaries [`PgCluster::start`] returns `None` (the test skips with a
 //! note), unless `CAIRN_REQUIRE_PG` is set (CI), where that is a failure.
 

@@ -1,0 +1,93 @@
+//! Where sync stands, over every way a store syncs: the journal and its targets, the
+//! repository's chunk folders ([`super::git`]) and the hub ([`super::remote`]). It reads both;
+//! neither reads it, so git and remote sync stay apart.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::git::{FolderStatus, Layout};
+use super::remote::RemoteStatus;
+use crate::error::Result;
+use crate::store::Store;
+
+/// One export target (a chunk folder and project, or a hub).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TargetStatus {
+    pub target_key: String,
+    pub last_exported_seq: i64,
+    /// Journal entries not yet sent there.
+    pub pending: i64,
+    pub last_run_at: Option<String>,
+    pub last_error: Option<String>,
+}
+
+/// Where a data dir's sync stands: the journal, every target, the repository's chunk folders
+/// and the hub (`cairn sync status`, `GET /sync/status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SyncStatus {
+    /// Whether any project syncs.
+    pub enabled: bool,
+    pub projects: Vec<String>,
+    pub node_id: String,
+    /// The journal's last seq.
+    pub journal_seq: i64,
+    pub targets: Vec<TargetStatus>,
+    /// The repository's chunk folders, when a directory was given.
+    pub folders: Vec<FolderStatus>,
+    /// Relations waiting for their memories, and those given up.
+    pub deferred_pending: i64,
+    pub deferred_dead: i64,
+    /// The hub this data dir syncs with (`cairn remote`), when one is set.
+    pub remote: Option<RemoteStatus>,
+    /// Why `[sync]` in config.toml could not be read, when it could not.
+    pub remote_config_error: Option<String>,
+}
+
+impl Store {
+    /// Enrolled projects, export targets and their pending counts, and (with `dir`) the
+    /// repository's chunk folders.
+    pub fn sync_status(&self, dir: Option<&Path>) -> Result<SyncStatus> {
+        let projects = self.sync_projects()?;
+        let mut stmt = self.conn().prepare(
+            "SELECT target_key, last_exported_seq, last_run_at, last_error FROM sync_targets ORDER BY target_key",
+        )?;
+        let rows: Vec<(String, i64, Option<String>, Option<String>)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut targets = Vec::with_capacity(rows.len());
+        for (target_key, last_exported_seq, last_run_at, last_error) in rows {
+            let project = target_key.split_once('#').map(|(_, p)| p.to_owned());
+            let pending = self.sync_pending_count(&target_key, project.as_deref())?;
+            targets.push(TargetStatus { target_key, last_exported_seq, pending, last_run_at, last_error });
+        }
+        let mut folders = Vec::new();
+        if let Some(dir) = dir {
+            for layout in [Layout::Cairn, Layout::Engram] {
+                folders.extend(self.folder_status(dir, layout)?);
+            }
+        }
+        let (remote, remote_config_error) = match self.data_dir().map(crate::settings::load_remote) {
+            Some(Ok(Some(settings))) => (Some(self.remote_status(&settings)?), None),
+            Some(Err(e)) => (None, Some(e.message)),
+            _ => (None, None),
+        };
+        let deferred = |status: &str| -> Result<i64> {
+            Ok(self.conn().query_row("SELECT count(*) FROM sync_deferred WHERE status = ?1", [status], |r| r.get(0))?)
+        };
+        Ok(SyncStatus {
+            enabled: !projects.is_empty(),
+            projects,
+            node_id: self.sync_node_id()?,
+            journal_seq: self.conn().query_row("SELECT coalesce(max(seq), 0) FROM sync_journal", [], |r| r.get(0))?,
+            targets,
+            folders,
+            deferred_pending: deferred("pending")?,
+            deferred_dead: deferred("dead")?,
+            remote,
+            remote_config_error,
+        })
+    }
+}

@@ -1,0 +1,422 @@
+//! `cairn-eval extraction`: memory extraction through the real pipeline, scored on the
+//! held-out extraction set (`eval/extraction/`, see its README).
+//!
+//! Every session of the split is archived in a private in-memory store as a host's reader would
+//! write it, then extracted one session at a time by `cairn_core::extract::run_pass` (redaction,
+//! windows, the prompt, the parser, dedupe, the save) with the provider the flags name. Each
+//! session's saved memories are judged against its annotation (`score.rs`: the matching rule,
+//! recall, precision, noise), and each question of the set is searched twice, in the extracted
+//! memories alone and in the session's raw turns saved as memories, both with the same lexical
+//! search across all projects: hit@1 and hit@k of the question's session.
+//!
+//! Summaries and briefs are off: the set scores facts (a summary would be one more model call
+//! per session, and no annotated fact).
+
+mod data;
+mod provider;
+mod score;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Result;
+use cairn_core::extract::{ExtractionPolicy, Selection, run_pass};
+use cairn_core::memory::{ListFilter, NewObservation};
+use cairn_core::search::index::SharedIndex;
+use cairn_core::search::{SearchMode, SearchQuery};
+use cairn_core::{Core, Store};
+use serde::Serialize;
+
+use crate::{emit, note};
+use data::Session;
+use provider::{Call, Choice};
+use score::Verdict;
+
+/// Score memory extraction on the held-out extraction set (recall, precision, noise, speed,
+/// and retrieval of extracted memories against raw turns)
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Example: cargo run --release -p cairn-eval -- extraction --provider local --split dev")]
+pub struct ExtractionArgs {
+    /// The model: local (a GGUF in-process), openai (any OpenAI-compatible endpoint) or scripted
+    /// (an oracle answering with the annotation itself: checks the pipeline and the scorer)
+    #[arg(long, default_value = "local")]
+    pub provider: String,
+    /// local: a catalogue name (default: the default local model); openai: the model to ask
+    #[arg(long)]
+    pub model: Option<String>,
+    /// local: the GGUF file (default: the copy in target/test-deps/llm)
+    #[arg(long, value_name = "FILE")]
+    pub model_file: Option<PathBuf>,
+    /// openai: the API root, e.g. http://localhost:11434/v1
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// openai: the environment variable holding the key
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// dev (tune prompts here), test (report, never tune) or all
+    #[arg(long, default_value = "dev")]
+    pub split: String,
+    /// Only these sessions (comma-separated ids, e.g. s01,s03)
+    #[arg(long, value_delimiter = ',')]
+    pub sessions: Vec<String>,
+    /// The set's directory
+    #[arg(long, value_name = "DIR", default_value = "eval/extraction")]
+    pub dir: PathBuf,
+    /// Questions count a hit at k when the session is in the first k results
+    #[arg(long, default_value_t = 5)]
+    pub k: usize,
+    /// Print every memory with its verdict and every missed fact
+    #[arg(long)]
+    pub details: bool,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub provider: String,
+    pub model: String,
+    pub split: String,
+    pub sessions: usize,
+    pub facts: usize,
+    pub recalled: usize,
+    pub recall: f64,
+    pub memories: usize,
+    pub correct: usize,
+    pub precision: f64,
+    pub redundant: usize,
+    pub wrong: usize,
+    pub noise: usize,
+    /// Among memories that state a fact: the share whose type is that fact's type.
+    pub type_agreement: f64,
+    /// Sessions whose extraction failed (the model's error recorded, retried later).
+    pub failures: u64,
+    pub seconds_per_session_p50: f64,
+    pub seconds_per_session_max: f64,
+    pub prompt_tokens_per_s: Option<f64>,
+    pub generation_tokens_per_s: Option<f64>,
+    pub prompt_tokens_p50: u64,
+    pub output_tokens_p50: u64,
+    pub peak_rss_mb: u64,
+    /// `/proc/loadavg`'s one-minute figure before and after the run.
+    pub load_before: f64,
+    pub load_after: f64,
+    pub retrieval: Retrieval,
+    pub per_session: Vec<SessionReport>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Retrieval {
+    pub questions: usize,
+    pub k: usize,
+    pub extracted_hit_at_1: f64,
+    pub extracted_hit_at_k: f64,
+    pub turns_hit_at_1: f64,
+    pub turns_hit_at_k: f64,
+    /// An extracted memory in the first k states the question's own fact (the answer itself,
+    /// not only its session).
+    pub extracted_answer_at_k: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SessionReport {
+    pub id: String,
+    pub seconds: f64,
+    pub calls: Vec<Call>,
+    pub missed: Vec<String>,
+    pub memories: Vec<Judged>,
+    pub failure: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Judged {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub content: String,
+    pub verdict: Verdict,
+}
+
+pub fn run(args: &ExtractionArgs) -> Result<()> {
+    let sessions = data::load(&args.dir, &args.split, &args.sessions)?;
+    if sessions.is_empty() {
+        anyhow::bail!("no session of split {} matches", args.split);
+    }
+    let choice = Choice {
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        model_file: args.model_file.clone(),
+        base_url: args.base_url.clone(),
+        api_key_env: args.api_key_env.clone(),
+    };
+    let load_before = load_average();
+    let provider = provider::open(&choice, &sessions)?;
+    let mut core = Core::new(Store::open_in_memory()?);
+    data::archive(&mut core, &sessions, "2026-01-05T10:00:00.000Z")?;
+    let policy = ExtractionPolicy {
+        summary_every_turns: u32::MAX,
+        ended_after: time::Duration::MAX,
+        ..ExtractionPolicy::default()
+    };
+    let mut report = Report {
+        provider: args.provider.clone(),
+        model: cairn_llm::LlmProvider::model(&provider).to_owned(),
+        split: args.split.clone(),
+        sessions: sessions.len(),
+        ..Report::default()
+    };
+    for session in &sessions {
+        let started = Instant::now();
+        let pass = run_pass(&mut core, &provider, &Selection::Session(session.id.clone()), &policy, &|| false)?;
+        let seconds = started.elapsed().as_secs_f64();
+        report.failures += pass.failures;
+        let saved = memories_of(&core, &session.id)?;
+        let verdicts =
+            score::judge(session, &saved.iter().map(|m| (m.title.clone(), m.content.clone())).collect::<Vec<_>>());
+        let stated: Vec<&String> = verdicts.iter().flat_map(|v| &v.states).collect();
+        let one = SessionReport {
+            id: session.id.clone(),
+            seconds,
+            calls: provider.take(),
+            missed: session
+                .facts
+                .iter()
+                .filter(|f| !stated.contains(&&f.id))
+                .map(|f| format!("{}: {}", f.id, f.note))
+                .collect(),
+            memories: saved
+                .into_iter()
+                .zip(verdicts)
+                .map(|(m, verdict)| Judged { kind: m.kind, title: m.title, content: m.content, verdict })
+                .collect(),
+            failure: pass.failed.first().map(|f| format!("{}: {}", f.code, f.error)),
+        };
+        note(&format!(
+            "  {}: {:.1} s, {} memories, {}/{} facts{}",
+            one.id,
+            one.seconds,
+            one.memories.len(),
+            session.facts.len() - one.missed.len(),
+            session.facts.len(),
+            one.failure.as_deref().map(|f| format!(", failed: {f}")).unwrap_or_default()
+        ));
+        report.per_session.push(one);
+    }
+    tally(&mut report, &sessions);
+    report.retrieval = retrieval(core, &sessions, args.k)?;
+    report.peak_rss_mb = peak_rss_mb();
+    report.load_before = load_before;
+    report.load_after = load_average();
+    emit(args.json, &report, |r| render(r, args.details))
+}
+
+/// The facts a model wrote for a session, in the order they were saved (summaries left out).
+fn memories_of(core: &Core, session_id: &str) -> Result<Vec<cairn_core::model::Observation>> {
+    let mut all = core.store.list(&ListFilter { limit: 100_000, ..ListFilter::default() })?;
+    all.retain(|m| m.session_id == session_id && m.kind != cairn_core::extract::SUMMARY_TYPE);
+    all.sort_by_key(|m| m.id);
+    Ok(all)
+}
+
+fn tally(report: &mut Report, sessions: &[Session]) {
+    let (mut stated_types, mut agreeing) = (0usize, 0usize);
+    for (one, session) in report.per_session.iter().zip(sessions) {
+        report.facts += session.facts.len();
+        report.recalled += session.facts.len() - one.missed.len();
+        for m in &one.memories {
+            report.memories += 1;
+            report.correct += usize::from(m.verdict.correct());
+            report.wrong += usize::from(!m.verdict.correct());
+            report.redundant += usize::from(m.verdict.redundant);
+            report.noise += usize::from(m.verdict.noise.is_some());
+            if let Some(first) = m.verdict.states.first() {
+                stated_types += 1;
+                agreeing += usize::from(session.facts.iter().any(|f| f.id == *first && f.kind == m.kind));
+            }
+        }
+    }
+    let share = |a: usize, b: usize| if b == 0 { 0.0 } else { round3(a as f64 / b as f64) };
+    report.recall = share(report.recalled, report.facts);
+    report.precision = share(report.correct, report.memories);
+    report.type_agreement = share(agreeing, stated_types);
+    let calls: Vec<&Call> = report.per_session.iter().flat_map(|s| &s.calls).collect();
+    let mut seconds: Vec<f64> = report.per_session.iter().map(|s| s.seconds).collect();
+    seconds.sort_by(f64::total_cmp);
+    report.seconds_per_session_p50 = round3(median(&seconds));
+    report.seconds_per_session_max = round3(seconds.last().copied().unwrap_or(0.0));
+    let rate = |tokens: u64, secs: f64| (secs > 0.0).then(|| round3(tokens as f64 / secs));
+    let prompt_s: f64 = calls.iter().filter_map(|c| c.prompt_seconds).sum();
+    let gen_s: f64 = calls.iter().filter_map(|c| c.generation_seconds).sum();
+    report.prompt_tokens_per_s = rate(calls.iter().map(|c| c.prompt_tokens).sum(), prompt_s);
+    report.generation_tokens_per_s = rate(calls.iter().map(|c| c.output_tokens).sum(), gen_s);
+    let mut prompt: Vec<u64> = calls.iter().map(|c| c.prompt_tokens).collect();
+    let mut output: Vec<u64> = calls.iter().map(|c| c.output_tokens).collect();
+    prompt.sort_unstable();
+    output.sort_unstable();
+    report.prompt_tokens_p50 = prompt.get(prompt.len() / 2).copied().unwrap_or(0);
+    report.output_tokens_p50 = output.get(output.len() / 2).copied().unwrap_or(0);
+}
+
+/// Each question searched in the extracted memories and in the raw turns (same lexical search,
+/// all projects): does the question's session come first, or in the first `k`?
+fn retrieval(extracted: Core, sessions: &[Session], k: usize) -> Result<Retrieval> {
+    let extracted = with_index(extracted)?;
+    let mut turns = Store::open_in_memory()?;
+    for session in sessions {
+        for turn in data::turns(session) {
+            let title: String = turn.lines().next().unwrap_or_default().chars().take(80).collect();
+            turns.save(&NewObservation {
+                title,
+                content: turn,
+                kind: Some("turn".into()),
+                session_id: Some(session.id.clone()),
+                project: Some(session.project.clone()),
+                ..NewObservation::default()
+            })?;
+        }
+    }
+    let turns = with_index(Core::new(turns))?;
+    let mut out = Retrieval { k, ..Retrieval::default() };
+    let mut hits = [0usize; 4];
+    let mut answers = 0;
+    for session in sessions {
+        for question in &session.questions {
+            out.questions += 1;
+            let fact = session.facts.iter().find(|f| f.id == question.fact);
+            for (slot, core) in [&extracted, &turns].into_iter().enumerate() {
+                let found = core.search(&SearchQuery {
+                    text: question.query.clone(),
+                    all_projects: true,
+                    limit: k,
+                    mode: Some(SearchMode::Lexical),
+                    ..SearchQuery::default()
+                })?;
+                let rank = found.hits.iter().position(|h| h.observation.session_id == session.id);
+                if slot == 0 {
+                    let says = |h: &cairn_core::search::SearchHit| {
+                        let text = format!("{}\n{}", h.observation.title, h.observation.content);
+                        h.observation.session_id == session.id
+                            && fact.is_some_and(|f| score::states(&text, &f.keywords))
+                    };
+                    answers += usize::from(found.hits.iter().any(says));
+                }
+                hits[slot * 2] += usize::from(rank == Some(0));
+                hits[slot * 2 + 1] += usize::from(rank.is_some());
+            }
+        }
+    }
+    let share = |n: usize| round3(n as f64 / out.questions.max(1) as f64);
+    (out.extracted_hit_at_1, out.extracted_hit_at_k, out.turns_hit_at_1, out.turns_hit_at_k) =
+        (share(hits[0]), share(hits[1]), share(hits[2]), share(hits[3]));
+    out.extracted_answer_at_k = share(answers);
+    Ok(out)
+}
+
+fn with_index(core: Core) -> Result<Core> {
+    let index = Arc::new(SharedIndex::default());
+    index.set(core.store.build_index()?);
+    Ok(core.with_index(index))
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => f64::midpoint(sorted[n / 2 - 1], sorted[n / 2]),
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn peak_rss_mb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+fn render(r: &Report, details: bool) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "extraction: {} ({}), split {}, {} sessions", r.provider, r.model, r.split, r.sessions);
+    let _ = writeln!(t, "  recall     {:.3}  ({} of {} facts)", r.recall, r.recalled, r.facts);
+    let _ = writeln!(
+        t,
+        "  precision  {:.3}  ({} of {} memories; {} wrong, {} redundant; type agrees {:.3})",
+        r.precision, r.correct, r.memories, r.wrong, r.redundant, r.type_agreement
+    );
+    let _ = writeln!(t, "  noise      {} memories with transcript or tool output", r.noise);
+    let _ = writeln!(t, "  failures   {}", r.failures);
+    let _ = writeln!(
+        t,
+        "  speed      {:.1} s per session (p50; max {:.1} s); prompt {} tok p50, output {} tok p50",
+        r.seconds_per_session_p50, r.seconds_per_session_max, r.prompt_tokens_p50, r.output_tokens_p50
+    );
+    if let (Some(p), Some(g)) = (r.prompt_tokens_per_s, r.generation_tokens_per_s) {
+        let _ = writeln!(t, "             prompt {p:.1} tok/s, generation {g:.2} tok/s");
+    }
+    let _ = writeln!(t, "  peak RSS   {} MB; load {:.2} → {:.2}", r.peak_rss_mb, r.load_before, r.load_after);
+    let q = &r.retrieval;
+    let _ = writeln!(
+        t,
+        "  retrieval  {} questions, lexical: extracted hit@1 {:.3} hit@{} {:.3} | raw turns hit@1 {:.3} hit@{} {:.3}",
+        q.questions, q.extracted_hit_at_1, q.k, q.extracted_hit_at_k, q.turns_hit_at_1, q.k, q.turns_hit_at_k
+    );
+    let _ = writeln!(
+        t,
+        "             an extracted memory in the first {} states the answer: {:.3}",
+        q.k, q.extracted_answer_at_k
+    );
+    if details {
+        let mut by_verdict: BTreeMap<&str, usize> = BTreeMap::new();
+        for s in &r.per_session {
+            let _ = writeln!(
+                t,
+                "\n{} ({:.1} s){}",
+                s.id,
+                s.seconds,
+                s.failure.as_deref().map(|f| format!(" FAILED {f}")).unwrap_or_default()
+            );
+            for m in &s.memories {
+                let v = &m.verdict;
+                let label = match (v.states.is_empty(), v.acceptable, v.redundant) {
+                    (false, _, true) => "redundant",
+                    (false, _, false) => "fact",
+                    (true, true, _) => "acceptable",
+                    (true, false, _) => "WRONG",
+                };
+                *by_verdict.entry(label).or_default() += 1;
+                let _ = writeln!(
+                    t,
+                    "  [{label} {}] ({}) {} — {}",
+                    v.states.join(","),
+                    m.kind,
+                    m.title,
+                    m.content.replace('\n', " ")
+                );
+                if let Some(why) = &v.noise {
+                    let _ = writeln!(t, "    NOISE: {why}");
+                }
+            }
+            for missed in &s.missed {
+                let _ = writeln!(t, "  MISSED {missed}");
+            }
+        }
+        let _ = writeln!(t, "\nverdicts: {by_verdict:?}");
+    }
+    t
+}

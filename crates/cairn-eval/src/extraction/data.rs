@@ -1,0 +1,183 @@
+//! The held-out extraction set (`eval/extraction/{dev,test}/*.json`): coding sessions written
+//! for cairn, each with the atomic facts a reader should take from it, and questions a later
+//! session would search with. The split is fixed by the file's directory (odd-numbered
+//! sessions are dev, even-numbered test); prompts are tuned on dev only.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use cairn_core::history::model::{
+    Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolStatus,
+};
+use cairn_core::history::store::SourceRef;
+use cairn_core::{CairnError, Core};
+use serde::Deserialize;
+
+/// One session of the set.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Session {
+    pub id: String,
+    pub split: String,
+    pub host: String,
+    pub project: String,
+    pub title: String,
+    pub messages: Vec<Message>,
+    pub facts: Vec<Fact>,
+    /// True statements of the session that are not required (a detail, a figure): a memory
+    /// that says one is no noise, and no fact is recalled by it.
+    #[serde(default)]
+    pub acceptable: Vec<Acceptable>,
+    pub questions: Vec<Question>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub text: String,
+    #[serde(default)]
+    pub tools: Vec<ToolCall>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ToolCall {
+    pub tool: String,
+    pub input: serde_json::Value,
+    pub output: String,
+}
+
+/// An annotated fact: its type and the keyword groups a memory must hold to state it (every
+/// group, any one alternative of each, case-insensitive substrings).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Fact {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What the fact says, for people (and the oracle provider's answers).
+    pub note: String,
+    pub keywords: Vec<Vec<String>>,
+}
+
+/// (Its `note`, for people, is not read.)
+#[derive(Debug, Clone, Deserialize)]
+pub struct Acceptable {
+    pub keywords: Vec<Vec<String>>,
+}
+
+/// A question a later session asks; its answer is `fact` of this session.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Question {
+    pub query: String,
+    pub fact: String,
+}
+
+/// The sessions of `split` (`dev`, `test` or `all`) under `dir`, in id order; `only` keeps the
+/// named ones.
+pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
+    let splits: &[&str] = match split {
+        "dev" => &["dev"],
+        "test" => &["test"],
+        "all" => &["dev", "test"],
+        other => {
+            return Err(CairnError::invalid(format!("unknown split {other:?}"))
+                .with_hint("use --split dev, test or all")
+                .into());
+        }
+    };
+    let mut sessions = Vec::new();
+    for split in splits {
+        let folder = dir.join(split);
+        let entries = std::fs::read_dir(&folder)
+            .with_context(|| format!("reading {} (run from the repository root, or pass --dir)", folder.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            let session: Session =
+                serde_json::from_str(&text).with_context(|| format!("{} is not a session", path.display()))?;
+            if session.split != *split {
+                anyhow::bail!("{} says split {:?} but sits in {split}/", path.display(), session.split);
+            }
+            sessions.push(session);
+        }
+    }
+    sessions.retain(|s| only.is_empty() || only.contains(&s.id));
+    sessions.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(sessions)
+}
+
+/// The session as the archive stores it: one message per entry, its text a text part and each
+/// tool call a tool part with its input and output (what a host's reader writes).
+pub fn batch(session: &Session, at: &str) -> IngestBatch {
+    let host = if session.host == "claude-code" { HistoryHost::ClaudeCode } else { HistoryHost::OpenCode };
+    let mut batch = IngestBatch {
+        sessions: vec![HistorySession {
+            id: session.id.clone(),
+            host,
+            project: Some(session.project.clone()),
+            directory: None,
+            parent_id: None,
+            title: Some(session.title.clone()),
+            agent: None,
+            model: None,
+            created_at: at.to_owned(),
+            updated_at: at.to_owned(),
+        }],
+        ..IngestBatch::default()
+    };
+    for (seq, message) in session.messages.iter().enumerate() {
+        let role = if message.role == "user" { HistoryRole::User } else { HistoryRole::Assistant };
+        let id = format!("{}_msg_{seq:03}", session.id);
+        let mut idx = 0;
+        let mut part = |kind| {
+            idx += 1;
+            HistoryPart::new(&session.id, &id, &format!("{id}_prt_{idx}"), idx, kind)
+        };
+        if !message.text.is_empty() {
+            batch.parts.push(HistoryPart { text: Some(message.text.clone()), ..part(PartKind::Text) });
+        }
+        for (n, call) in message.tools.iter().enumerate() {
+            batch.parts.push(HistoryPart {
+                tool: Some(call.tool.clone()),
+                call_id: Some(format!("{id}_call_{n}")),
+                status: Some(ToolStatus::Completed),
+                input: Some(call.input.to_string()),
+                output: Some(call.output.clone()),
+                ..part(PartKind::Tool)
+            });
+        }
+        batch.messages.push(HistoryMessage::new(&session.id, &id, role, seq as i64, at));
+    }
+    batch
+}
+
+/// Archive every session in `core`'s history, as an ingest would.
+pub fn archive(core: &mut Core, sessions: &[Session], at: &str) -> Result<()> {
+    for session in sessions {
+        let source = SourceRef { key: format!("eval/{}", session.id), host: HistoryHost::OpenCode };
+        let next = Cursor { offset: 0, size: 0, mtime_ms: 1, watermark: None };
+        core.history.db()?.apply(&source, None, &batch(session, at), &next)?;
+    }
+    Ok(())
+}
+
+/// The turns of a session as plain memories would hold them (the baseline retrieval corpus):
+/// a user message with the answers that follow it, tool calls as one-line notes.
+pub fn turns(session: &Session) -> Vec<String> {
+    let mut turns: Vec<String> = Vec::new();
+    for message in &session.messages {
+        let mut said = message.text.clone();
+        for call in &message.tools {
+            said.push_str(&format!("\n(ran {}: {})", call.tool, call.input));
+        }
+        match turns.last_mut() {
+            Some(turn) if message.role != "user" => {
+                turn.push('\n');
+                turn.push_str(&said);
+            }
+            _ => turns.push(said),
+        }
+    }
+    turns
+}

@@ -1,0 +1,152 @@
+//! The model an extraction run asks, chosen by flag, and what each of its calls cost.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use cairn_core::CairnError;
+use cairn_llm::local::{LocalProvider, find as find_local, test_model_file};
+use cairn_llm::openai::{OpenAiConfig, OpenAiProvider};
+use cairn_llm::scripted::{Ask, ScriptedProvider};
+use cairn_llm::{ChatReply, ChatRequest, LlmError, LlmProvider};
+use serde::Serialize;
+
+use super::data::Session;
+
+/// What one call cost.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Call {
+    pub seconds: f64,
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    /// The local model's split of the time (prompt evaluation, generation); `None` elsewhere.
+    pub prompt_seconds: Option<f64>,
+    pub generation_seconds: Option<f64>,
+}
+
+enum Inner {
+    Local(Box<LocalProvider>),
+    Other(Box<dyn LlmProvider>),
+}
+
+/// A provider that records every call.
+pub struct Timed {
+    inner: Inner,
+    calls: Mutex<Vec<Call>>,
+}
+
+impl Timed {
+    /// The calls since the last `take`.
+    pub fn take(&self) -> Vec<Call> {
+        std::mem::take(&mut *self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+impl LlmProvider for Timed {
+    fn kind(&self) -> &'static str {
+        match &self.inner {
+            Inner::Local(p) => p.kind(),
+            Inner::Other(p) => p.kind(),
+        }
+    }
+
+    fn model(&self) -> &str {
+        match &self.inner {
+            Inner::Local(p) => p.model(),
+            Inner::Other(p) => p.model(),
+        }
+    }
+
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, LlmError> {
+        let started = Instant::now();
+        let (reply, split) = match &self.inner {
+            Inner::Local(p) => {
+                let (reply, t) = p.chat_timed(request)?;
+                (reply, Some((t.prompt, t.generation)))
+            }
+            Inner::Other(p) => (p.chat(request)?, None),
+        };
+        let call = Call {
+            seconds: started.elapsed().as_secs_f64(),
+            prompt_tokens: reply.usage.input_tokens,
+            output_tokens: reply.usage.output_tokens,
+            prompt_seconds: split.map(|(p, _): (Duration, Duration)| p.as_secs_f64()),
+            generation_seconds: split.map(|(_, g)| g.as_secs_f64()),
+        };
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(call);
+        Ok(reply)
+    }
+}
+
+/// Which provider, from the flags.
+pub struct Choice {
+    pub provider: String,
+    pub model: Option<String>,
+    pub model_file: Option<PathBuf>,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+}
+
+/// Open the provider the flags name. `scripted` is the oracle: it answers each session with its
+/// own annotated facts (the scorer and the pipeline checked end to end, no model).
+pub fn open(choice: &Choice, sessions: &[Session]) -> Result<Timed> {
+    let inner = match choice.provider.as_str() {
+        "local" => Inner::Local(Box::new(open_local(choice)?)),
+        "openai" => {
+            let base_url = choice.base_url.clone().ok_or_else(|| {
+                CairnError::invalid("--provider openai needs --base-url")
+                    .with_hint("e.g. --base-url http://localhost:11434/v1")
+            })?;
+            let config = OpenAiConfig {
+                base_url,
+                model: choice.model.clone().unwrap_or_default(),
+                api_key_env: choice.api_key_env.clone(),
+                timeout: Duration::from_secs(600),
+            };
+            let key_env = choice.api_key_env.as_deref().unwrap_or(cairn_llm::openai::DEFAULT_KEY_ENV);
+            Inner::Other(Box::new(OpenAiProvider::new(&config, std::env::var(key_env).ok())?))
+        }
+        "scripted" => Inner::Other(Box::new(oracle(sessions))),
+        other => {
+            return Err(CairnError::invalid(format!("unknown provider {other:?}"))
+                .with_hint("use --provider local, openai or scripted")
+                .into());
+        }
+    };
+    Ok(Timed { inner, calls: Mutex::new(Vec::new()) })
+}
+
+fn open_local(choice: &Choice) -> Result<LocalProvider> {
+    let name = choice.model.as_deref().unwrap_or(cairn_llm::local::default_model().name);
+    let spec = find_local(name).ok_or_else(|| {
+        CairnError::invalid(format!("no local model {name:?}")).with_hint("cairn llm use local lists the catalogue")
+    })?;
+    let path = choice.model_file.clone().or_else(|| test_model_file(spec)).ok_or_else(|| {
+        CairnError::invalid(format!("{name} is not installed in target/test-deps/llm"))
+            .with_hint("scripts/install-test-deps.sh llm-qwen, or pass --model-file FILE")
+    })?;
+    Ok(LocalProvider::open(&path, spec)?)
+}
+
+/// Answers a facts request with the annotated facts of the session whose first message the
+/// transcript shows (its notes as contents); anything else with an empty answer.
+fn oracle(sessions: &[Session]) -> ScriptedProvider {
+    let sessions = sessions.to_vec();
+    ScriptedProvider::new(move |ask, request| {
+        let transcript = request.messages.last().map_or("", |m| m.content.as_str());
+        let session = sessions.iter().find(|s| s.messages.first().is_some_and(|m| transcript.contains(&m.text)));
+        Ok(match (ask, session) {
+            (Ask::Facts, Some(session)) => {
+                let facts: Vec<_> = session
+                    .facts
+                    .iter()
+                    .map(|f| serde_json::json!({"type": f.kind, "content": f.note, "message_ids": ["m1"]}))
+                    .collect();
+                serde_json::json!({ "facts": facts }).to_string()
+            }
+            (Ask::Facts, None) => r#"{"facts": []}"#.to_owned(),
+            _ => r#"{"summary": "-"}"#.to_owned(),
+        })
+    })
+}

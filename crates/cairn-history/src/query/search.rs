@@ -1,0 +1,525 @@
+//! `history_search`: ranked candidates (FTS, trigram, literal), grouped into hits with
+//! snippets.
+
+use super::pull::tool_shown;
+use super::requests::SearchRequest;
+use super::results::{SearchHitPart, SearchMessage, SearchResults};
+use super::{DEFAULT_INPUT_TOOLS, DEFAULT_OUTPUT_TOOLS, MAX_QUERY_CHARS, MessageRow, View, latest_compaction, view};
+use crate::model::PartKind;
+use crate::store::{HistoryDb, indexed_kind, parse_kind};
+use cairn_base::error::{CairnError, Result};
+use cairn_base::query::{self, Term};
+use cairn_base::settings::HistorySettings;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use std::collections::{HashMap, HashSet};
+
+/// Candidates one search ranks per hit it may show (`search.message_limit` ×
+/// `search.max_hits_per_message`), within [`MIN_RANKED`, `MAX_RANKED`].
+pub(super) const RANKED_PER_HIT: usize = 4;
+pub(super) const MIN_RANKED: usize = 100;
+pub(super) const MAX_RANKED: usize = 2_000;
+/// Parts (by rowid, newest first) the first ranking looks at; each retry looks at 8× more.
+pub(super) const FIRST_WINDOW: i64 = 20_000;
+
+/// A part that matched, with what ranks it. Only what grouping needs: the text of a part is
+/// read for the hits shown, not for every candidate.
+pub(super) struct Candidate {
+    session_id: String,
+    message: MessageRow,
+    part: HitPart,
+    rank: f64,
+}
+
+pub(super) struct HitPart {
+    rowid: i64,
+    id: String,
+    kind: PartKind,
+    tool: Option<String>,
+}
+
+/// Parts matching the query, grouped by message, best first.
+pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Result<SearchResults> {
+    let conn = db.conn();
+    let text = req.query.trim();
+    if text.is_empty() {
+        return Err(CairnError::empty("query"));
+    }
+    if text.chars().count() > MAX_QUERY_CHARS {
+        return Err(CairnError::invalid(format!("query is longer than {MAX_QUERY_CHARS} characters")));
+    }
+    let kinds = parse_kinds(req.kinds.as_deref())?;
+    let views = search_scope(conn, req)?;
+    // The index's tokenizer (unicode61) keeps a run of Chinese or Japanese characters as one
+    // word, so a word inside a sentence is never found by it: such queries are substrings,
+    // looked up in the trigram index (3 characters or more; shorter ones scan the parts).
+    let unsegmented = crate::text::has_unsegmented_script(text);
+    let literal = req.literal || unsegmented;
+    // FTS5's query syntax ends a string at a NUL ("unterminated string"): such a query scans.
+    let indexable = text.chars().count() >= 3 && !text.contains('\0');
+    let candidates = if unsegmented && !req.literal && indexable {
+        trigram_candidates(conn, db.fts(), &views, &kinds, text)?
+    } else if literal {
+        literal_candidates(conn, &views, &kinds, text)?
+    } else {
+        let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
+        let ranked = shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED);
+        ranked_candidates(conn, db.fts(), &views, &kinds, text, ranked)?
+    };
+    let needles: Vec<String> = if literal { vec![text.to_lowercase()] } else { needles_of(&query::parse(text)) };
+    group_hits(conn, candidates, &needles, cfg)
+}
+
+pub(super) fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
+    let raw = raw.filter(|r| !r.trim().is_empty()).unwrap_or("text|tool");
+    let mut kinds = Vec::new();
+    for name in raw.split(['|', ',']).map(str::trim).filter(|n| !n.is_empty()) {
+        let kind = ["text", "tool", "reasoning"].into_iter().find(|k| *k == name).ok_or_else(|| {
+            CairnError::invalid(format!("unknown type {name:?}"))
+                .with_hint("type is a |-separated subset of text|tool|reasoning")
+        })?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    // only separators ("| |"): the default, not an empty filter
+    if kinds.is_empty() {
+        kinds = vec!["text", "tool"];
+    }
+    Ok(kinds)
+}
+
+/// The sessions searched: the one asked for, else the project's (all, without a project),
+/// newest first.
+pub(super) fn search_scope(conn: &Connection, req: &SearchRequest) -> Result<Vec<View>> {
+    if let Some(session_id) = req.session_id.as_deref().filter(|s| !s.is_empty()) {
+        return Ok(vec![view(conn, session_id, req.caller_session_id.as_deref())?]);
+    }
+    let (sql, values): (&str, Vec<String>) = match req.project.as_deref().filter(|p| !p.is_empty()) {
+        Some(project) => (
+            "SELECT id FROM history_sessions WHERE project = ?1 ORDER BY updated_at DESC LIMIT 5000",
+            vec![project.to_owned()],
+        ),
+        None => ("SELECT id FROM history_sessions ORDER BY updated_at DESC LIMIT 5000", Vec::new()),
+    };
+    let ids: Vec<String> = {
+        let mut stmt = conn.prepare_cached(sql)?;
+        stmt.query_map(params_from_iter(values), |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+    };
+    let caller = req.caller_session_id.as_deref();
+    ids.into_iter()
+        .map(|id| {
+            let boundary = if caller == Some(id.as_str()) { latest_compaction(conn, &id)? } else { None };
+            Ok(View { session_id: id, boundary })
+        })
+        .collect()
+}
+
+/// FTS5 BM25 over the parts, filtered inside the index by session (for one session); the type
+/// is checked on the ranked rows, not in the index.
+///
+/// Two costs of FTS5's ranking are kept bounded:
+/// - BM25 counts, at each query, the rows holding each phrase: a word in most rows costs a walk
+///   over most of the index. Such a word adds little or nothing to BM25 (FTS5 floors the IDF of
+///   a word in half the rows or more at 1e-6), so a word found in half of the newest
+///   [`SAMPLE_WINDOW`] parts, or estimated in more than [`COMMON_ROWS`] parts, is left out of the
+///   ranking ([`split_common`]). Rows that match only such words come after the ranked ones,
+///   newest first (a query of common words only: its newest matches).
+/// - FTS5 ranks every row that matches before it sorts, about a microsecond each: the ranking
+///   starts with the newest parts (a rowid range, which FTS5 applies in the index), the newest
+///   [`FIRST_WINDOW`] parts of the scope, then 8× as many, until enough candidates are found or
+///   the whole scope was ranked. A query of rare words ranks every match (few rows, cheap).
+pub(super) fn ranked_candidates(
+    conn: &Connection,
+    fts: &Connection,
+    views: &[View],
+    kinds: &[&str],
+    text: &str,
+    ranked: usize,
+) -> Result<Vec<Candidate>> {
+    let terms = query::parse(text);
+    // Only symbols or stop characters: nothing to rank by, so nothing found (the memory
+    // search answers the same); `literal` finds punctuation.
+    let Some(all_words) = query::to_fts(&terms) else {
+        return Ok(Vec::new());
+    };
+    let session_filter = match views {
+        [one] => format!(" AND {{session}} : \"{}\"", one.session_id.replace('"', "")),
+        _ => String::new(),
+    };
+    // Two statements: each is one step down the table's b-tree, where both in one scan it.
+    let all: (Option<i64>, Option<i64>) = (
+        conn.prepare_cached("SELECT min(rowid) FROM history_parts")?.query_row([], |r| r.get(0))?,
+        conn.prepare_cached("SELECT max(rowid) FROM history_parts")?.query_row([], |r| r.get(0))?,
+    );
+    let (Some(first), Some(last)) = all else { return Ok(Vec::new()) };
+    let (oldest, newest) = match views {
+        [one] => {
+            let span: (Option<i64>, Option<i64>) = conn
+                .prepare_cached("SELECT min(rowid), max(rowid) FROM history_parts WHERE session_id = ?1")?
+                .query_row([&one.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let (Some(oldest), Some(newest)) = span else { return Ok(Vec::new()) };
+            (oldest, newest)
+        }
+        _ => (first, last),
+    };
+    let mut found = Found {
+        conn,
+        views: views.iter().map(|v| (v.session_id.as_str(), v)).collect(),
+        kinds,
+        seen: HashSet::new(),
+        candidates: Vec::new(),
+    };
+    let (rare, common) = split_common(fts, terms, first, last)?;
+    if let Some(words) = query::to_fts(&rare) {
+        let expression = format!("{{body}} : ({words}){session_filter}");
+        let mut window = FIRST_WINDOW;
+        loop {
+            let from = newest.saturating_sub(window);
+            let mut stmt = fts.prepare_cached(
+                "SELECT rowid, rank FROM history_fts WHERE history_fts MATCH ?1 AND rowid > ?2 ORDER BY rank LIMIT ?3",
+            )?;
+            let hits: Vec<(i64, f64)> = stmt
+                .query_map(params![expression, from, ranked as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            // A row ranks the same in every window (BM25's statistics are the whole index's):
+            // the rows of a smaller window are kept, not hydrated again.
+            found.add(&hits)?;
+            // Enough left after the type, scope and visibility (half the ranked), or nothing
+            // more to rank.
+            if from < oldest || found.candidates.len() >= ranked / 2 {
+                break;
+            }
+            // Few matches so far (rare words): rank the whole scope at once when it should
+            // hold no more than a few thousand.
+            let expected = (hits.len() as i64).max(1).saturating_mul((newest - oldest) / window.max(1) + 1);
+            window = if expected <= FULL_RANK_ROWS { i64::MAX } else { window.saturating_mul(8) };
+        }
+    }
+    if !common.is_empty() && found.candidates.len() < ranked / 2 {
+        let expression = format!("{{body}} : ({all_words}){session_filter}");
+        let mut stmt = fts.prepare_cached(
+            "SELECT rowid, 0.0 FROM history_fts WHERE history_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2",
+        )?;
+        let hits: Vec<(i64, f64)> = stmt
+            .query_map(params![expression, ranked as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        found.add(&hits)?;
+    }
+    let mut candidates = found.candidates;
+    // Best first (FTS5's rank is negative; the unranked have 0); ties broken by time, newest first.
+    candidates.sort_by(|a, b| a.rank.total_cmp(&b.rank).then_with(|| b.message.created_at.cmp(&a.message.created_at)));
+    Ok(candidates)
+}
+
+/// Matches FTS5 ranks in one go (about a microsecond each) when widening the window.
+pub(super) const FULL_RANK_ROWS: i64 = 5_000;
+/// A word estimated in more rows than this is not ranked by BM25 (counting its rows at every
+/// query would cost about 0.1 µs each).
+pub(super) const COMMON_ROWS: i64 = 50_000;
+/// Parts (by rowid, newest first) in which [`split_common`] counts a word.
+pub(super) const SAMPLE_WINDOW: i64 = 2_000;
+
+/// The query's terms that rank (`.0`), and the common ones (`.1`): in half the newest parts or
+/// more (BM25 gives them no weight), or estimated in more than [`COMMON_ROWS`] parts (the
+/// costly ones to count). Nothing is left out of a small archive. `first` and `last` are the archive's lowest and highest part rowids (the
+/// sample counts rowids, not rows: parts of a forgotten session only make a word look rarer).
+pub(super) fn split_common(
+    conn: &Connection,
+    terms: Vec<Term>,
+    first: i64,
+    last: i64,
+) -> Result<(Vec<Term>, Vec<Term>)> {
+    if last - first < SAMPLE_WINDOW {
+        return Ok((terms, Vec::new()));
+    }
+    let (from, sampled) = (last - SAMPLE_WINDOW, SAMPLE_WINDOW);
+    let mut split = (Vec::new(), Vec::new());
+    for term in terms {
+        let Some(words) = query::to_fts(std::slice::from_ref(&term)) else { continue };
+        let matched: i64 = conn
+            .prepare_cached("SELECT count(*) FROM history_fts WHERE history_fts MATCH ?1 AND rowid > ?2")?
+            .query_row(params![format!("{{body}} : ({words})"), from], |r| r.get(0))?;
+        // In half the rows (BM25 weighs it 0), or in more rows than one query should walk.
+        let rows = last - first + 1;
+        let estimated = matched.saturating_mul(rows) / sampled;
+        if estimated >= (rows / 2).min(COMMON_ROWS) { split.1.push(term) } else { split.0.push(term) }
+    }
+    Ok(split)
+}
+
+/// The candidates of one search as they are found: hydrated, checked against the type, the
+/// scope and the visibility, each part once.
+pub(super) struct Found<'a> {
+    conn: &'a Connection,
+    views: HashMap<&'a str, &'a View>,
+    kinds: &'a [&'a str],
+    seen: HashSet<i64>,
+    candidates: Vec<Candidate>,
+}
+
+impl Found<'_> {
+    fn add(&mut self, hits: &[(i64, f64)]) -> Result<()> {
+        for &(rowid, rank) in hits {
+            if !self.seen.insert(rowid) {
+                continue;
+            }
+            let Some((session_id, message, part)) = hydrate(self.conn, rowid)? else { continue };
+            let Some(view) = self.views.get(session_id.as_str()) else { continue };
+            let kind_ok = indexed_kind(part.kind).is_some_and(|k| self.kinds.contains(&k));
+            if kind_ok && view.shows(&message) {
+                self.candidates.push(Candidate { session_id, message, part, rank });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The message and the kind of a matching part (not its text).
+pub(super) fn hydrate(conn: &Connection, rowid: i64) -> Result<Option<(String, MessageRow, HitPart)>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT p.session_id, m.id, m.role, m.seq, coalesce(m.turn_number, 0), m.summary, m.compaction,
+                 m.synthetic, m.created_at, p.id, p.kind, p.tool
+             FROM history_parts p JOIN history_messages m ON m.session_id = p.session_id AND m.id = p.message_id
+             WHERE p.rowid = ?1",
+        )?
+        .query_row([rowid], |r| {
+            let message = MessageRow {
+                id: r.get(1)?,
+                role: r.get(2)?,
+                seq: r.get(3)?,
+                turn: r.get(4)?,
+                summary: r.get(5)?,
+                compaction: r.get(6)?,
+                synthetic: r.get(7)?,
+                created_at: r.get(8)?,
+            };
+            let part = HitPart { rowid, id: r.get(9)?, kind: parse_kind(&r.get::<_, String>(10)?), tool: r.get(11)? };
+            Ok((r.get(0)?, message, part))
+        })
+        .optional()?)
+}
+
+/// Parts looked at per trigram lookup, newest first, until [`LITERAL_CANDIDATES`] are found.
+pub(super) const TRIGRAM_PAGE: i64 = 2_000;
+/// Candidates a substring search gathers (as the scan does).
+pub(super) const LITERAL_CANDIDATES: usize = 300;
+
+/// A substring in Chinese or Japanese (3 characters or more), through the trigram index: only
+/// the parts that hold such characters are in it (what the word index holds of each, see
+/// [`crate::store::indexed_body`]; `literal` scans whole parts). Newest parts first; for one
+/// session, within its rowids.
+pub(super) fn trigram_candidates(
+    conn: &Connection,
+    fts: &Connection,
+    views: &[View],
+    kinds: &[&str],
+    text: &str,
+) -> Result<Vec<Candidate>> {
+    let by_session: HashMap<&str, (usize, &View)> =
+        views.iter().enumerate().map(|(i, v)| (v.session_id.as_str(), (i, v))).collect();
+    let (oldest, mut below) = match views {
+        [one] => {
+            let span: (Option<i64>, Option<i64>) = conn
+                .prepare_cached("SELECT min(rowid), max(rowid) FROM history_parts WHERE session_id = ?1")?
+                .query_row([&one.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let (Some(oldest), Some(newest)) = span else { return Ok(Vec::new()) };
+            (oldest, newest.saturating_add(1))
+        }
+        _ => (i64::MIN, i64::MAX),
+    };
+    // the whole query as one phrase: with trigrams, a substring match
+    let phrase = format!("\"{}\"", text.replace('"', "\"\""));
+    let mut lookup = fts.prepare_cached(
+        "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
+         ORDER BY rowid DESC LIMIT ?4",
+    )?;
+    let mut candidates = Vec::new();
+    loop {
+        let rowids: Vec<i64> = lookup
+            .query_map(params![phrase, oldest, below, TRIGRAM_PAGE], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for &rowid in &rowids {
+            let Some((session_id, message, part)) = hydrate(conn, rowid)? else { continue };
+            let Some(&(order, view)) = by_session.get(session_id.as_str()) else { continue };
+            let kind_ok = indexed_kind(part.kind).is_some_and(|k| kinds.contains(&k));
+            if kind_ok && view.shows(&message) {
+                candidates.push((order, Candidate { session_id, message, part, rank: 0.0 }));
+            }
+        }
+        match rowids.last() {
+            Some(&last) if rowids.len() as i64 == TRIGRAM_PAGE && candidates.len() < LITERAL_CANDIDATES => {
+                below = last;
+            }
+            _ => break,
+        }
+    }
+    // The scan's order: sessions as the scope lists them, newest messages first, parts in order.
+    candidates.sort_by(|(a_order, a), (b_order, b)| {
+        a_order
+            .cmp(b_order)
+            .then_with(|| (b.message.seq, &b.message.id).cmp(&(a.message.seq, &a.message.id)))
+            .then_with(|| a.part.rowid.cmp(&b.part.rowid))
+    });
+    Ok(candidates.into_iter().take(LITERAL_CANDIDATES).map(|(_, c)| c).collect())
+}
+
+/// Case-insensitive substring over the scope's parts, newest sessions and messages first.
+pub(super) fn literal_candidates(
+    conn: &Connection,
+    views: &[View],
+    kinds: &[&str],
+    text: &str,
+) -> Result<Vec<Candidate>> {
+    let needle = text.to_lowercase();
+    let mut candidates = Vec::new();
+    for view in views {
+        let mut stmt = conn.prepare_cached(
+            "SELECT p.rowid FROM history_parts p JOIN history_messages m
+                 ON m.session_id = p.session_id AND m.id = p.message_id
+             WHERE p.session_id = ?1 AND p.kind IN ('text', 'subtask', 'reasoning', 'tool') AND p.injected = 0
+               AND instr(lower(coalesce(p.text, '') || char(10) || coalesce(p.tool, '') || char(10)
+                   || coalesce(p.input, '') || char(10) || coalesce(p.output, '')), ?2) > 0
+             ORDER BY m.seq DESC, m.id DESC, p.idx LIMIT 300",
+        )?;
+        let rowids: Vec<i64> =
+            stmt.query_map(params![view.session_id, needle], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        for rowid in rowids {
+            let Some((session_id, message, part)) = hydrate(conn, rowid)? else { continue };
+            let kind_ok = indexed_kind(part.kind).is_some_and(|k| kinds.contains(&k));
+            if kind_ok && view.shows(&message) {
+                candidates.push(Candidate { session_id, message, part, rank: 0.0 });
+            }
+        }
+        if candidates.len() >= 300 {
+            break;
+        }
+    }
+    Ok(candidates)
+}
+
+/// The words of the query, lowercased, to place snippets.
+pub(super) fn needles_of(terms: &[Term]) -> Vec<String> {
+    terms
+        .iter()
+        .map(|t| match t {
+            Term::Word(w) | Term::Prefix(w) | Term::Phrase(w) => w.to_lowercase(),
+        })
+        .collect()
+}
+
+pub(super) fn group_hits(
+    conn: &Connection,
+    candidates: Vec<Candidate>,
+    needles: &[String],
+    cfg: &HistorySettings,
+) -> Result<SearchResults> {
+    let limits = &cfg.search;
+    let mut messages: Vec<SearchMessage> = Vec::new();
+    let mut seen_parts: HashSet<(String, String)> = HashSet::new();
+    for c in candidates {
+        if c.part.kind == PartKind::Tool && !tool_searchable(c.part.tool.as_deref(), cfg) {
+            continue;
+        }
+        if !seen_parts.insert((c.session_id.clone(), c.part.id.clone())) {
+            continue;
+        }
+        let index = messages.iter().position(|m| m.session_id == c.session_id && m.message_id == c.message.id);
+        let index = match index {
+            Some(i) => i,
+            None if messages.len() < limits.message_limit => {
+                messages.push(SearchMessage {
+                    session_id: c.session_id.clone(),
+                    role: c.message.role.clone(),
+                    turn_number: c.message.turn,
+                    message_id: c.message.id.clone(),
+                    hits: Vec::new(),
+                    remain_hits: None,
+                });
+                messages.len() - 1
+            }
+            None => continue,
+        };
+        let message = &mut messages[index];
+        if message.hits.len() < limits.max_hits_per_message {
+            message.hits.push(hit_of(conn, &c.part, needles, cfg)?);
+        } else {
+            *message.remain_hits.get_or_insert(0) += 1;
+        }
+    }
+    Ok(SearchResults { messages })
+}
+
+/// Tool I/O is searchable only where it would be shown.
+pub(super) fn tool_searchable(tool: Option<&str>, cfg: &HistorySettings) -> bool {
+    let name = tool.unwrap_or("");
+    tool_shown(name, DEFAULT_INPUT_TOOLS, &cfg.show_tool_input)
+        || tool_shown(name, DEFAULT_OUTPUT_TOOLS, &cfg.show_tool_output)
+}
+
+pub(super) fn hit_of(
+    conn: &Connection,
+    part: &HitPart,
+    needles: &[String],
+    cfg: &HistorySettings,
+) -> Result<SearchHitPart> {
+    let (text, input, output): (Option<String>, Option<String>, Option<String>) = conn
+        .prepare_cached("SELECT text, input, output FROM history_parts WHERE rowid = ?1")?
+        .query_row([part.rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    let body = match part.kind {
+        PartKind::Tool => [part.tool.as_deref(), input.as_deref(), output.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => text.unwrap_or_default(),
+    };
+    Ok(SearchHitPart {
+        kind: indexed_kind(part.kind).unwrap_or("text").to_owned(),
+        tool_name: part.tool.clone(),
+        part_id: part.id.clone(),
+        snippets: snippets(&body, needles, cfg.search.snippet_length, cfg.search.max_snippets_per_hit),
+    })
+}
+
+/// Windows of `length` characters around the first matches of the needles (ASCII
+/// case-insensitive); the text's start when none is found (a stemmed match).
+pub(super) fn snippets(text: &str, needles: &[String], length: usize, max: usize) -> Vec<String> {
+    let lower = text.to_ascii_lowercase();
+    let mut starts: Vec<usize> = needles
+        .iter()
+        .filter(|n| !n.is_empty())
+        .flat_map(|n| lower.match_indices(n.as_str()).map(|(i, _)| i).take(max))
+        .collect();
+    starts.sort_unstable();
+    let mut windows: Vec<String> = Vec::new();
+    let mut covered_until = 0;
+    for start in starts {
+        if windows.len() >= max {
+            break;
+        }
+        if start < covered_until && !windows.is_empty() {
+            continue;
+        }
+        let (window, end) = window_around(text, start, length);
+        covered_until = end;
+        windows.push(window);
+    }
+    if windows.is_empty() && !text.trim().is_empty() {
+        windows.push(window_around(text, 0, length).0);
+    }
+    windows
+}
+
+/// About `length` characters of `text` around byte `at` (a third before it), with `…` where
+/// cut; and the byte where the window ends.
+pub(super) fn window_around(text: &str, at: usize, length: usize) -> (String, usize) {
+    let before_chars = length / 3;
+    let start = text[..at].char_indices().rev().nth(before_chars.saturating_sub(1)).map_or(0, |(i, _)| i);
+    let start = if at == 0 { 0 } else { start };
+    let end = text[start..].char_indices().nth(length).map_or(text.len(), |(i, _)| start + i);
+    let flat = text[start..end].split_whitespace().collect::<Vec<_>>().join(" ");
+    let lead = if start > 0 { "…" } else { "" };
+    let tail = if end < text.len() { "…" } else { "" };
+    (format!("{lead}{flat}{tail}"), end)
+}

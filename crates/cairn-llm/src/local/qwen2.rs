@@ -1,0 +1,291 @@
+//! Qwen2's forward pass (Qwen2.5, Qwen2.5-Coder) over candle's quantized kernels, shaped for
+//! decoding on a small CPU. candle-transformers' `quantized_qwen2` computes the same function;
+//! this one differs where it cost memory or time on a 2-core machine (docs/benchmarks/llm.md):
+//!
+//! - The token embedding stays quantized: a token's row is dequantized when it is looked up,
+//!   and the same tensor is the output layer (Qwen2.5's tied embeddings). candle's keeps an f32
+//!   copy of the 151,936 × 1,536 table (933 MB) and reads the quantized one a second time.
+//! - The KV cache is allocated once per call, in blocks, and written in place; candle's
+//!   concatenates the whole cache with every token (copying ~60 MB per token at 2k tokens).
+//! - Grouped-query attention reads each key and value head once: the query heads that share a
+//!   KV head are stacked into one matrix, instead of copying the KV heads six times over.
+//!
+//! Its logits are candle's `quantized_qwen2`'s, to the noise of candle's own kernel paths (the
+//! test below).
+
+use candle_core::quantized::{QMatMul, QTensor, gguf_file};
+use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_transformers::quantized_nn::RmsNorm;
+use std::sync::Arc;
+
+/// The KV cache grows by this many positions at a time.
+const CACHE_BLOCK: usize = 1024;
+
+struct Layer {
+    wq: QMatMul,
+    wk: QMatMul,
+    wv: QMatMul,
+    bq: Tensor,
+    bk: Tensor,
+    bv: Tensor,
+    wo: QMatMul,
+    attention_norm: RmsNorm,
+    gate: QMatMul,
+    up: QMatMul,
+    down: QMatMul,
+    ffn_norm: RmsNorm,
+    /// `(n_kv_head, capacity, head_dim)` each; positions past the sequence's length are unused.
+    keys: Option<Tensor>,
+    values: Option<Tensor>,
+}
+
+/// The token embedding: quantized rows looked up one by one, or (for a width the quantization
+/// blocks do not divide) a dequantized table.
+enum Embedding {
+    Quantized(Arc<QTensor>),
+    Dense(Tensor),
+}
+
+impl Embedding {
+    fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::Quantized(table) => table.embedding(ids),
+            Self::Dense(table) => {
+                let (b, t) = ids.dims2()?;
+                table.index_select(&ids.flatten_all()?, 0)?.reshape((b, t, table.dim(1)?))
+            }
+        }
+    }
+}
+
+pub(crate) struct Qwen2 {
+    embedding: Embedding,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    output: QMatMul,
+    cos: Tensor,
+    sin: Tensor,
+    n_head: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+    /// Positions held in the KV cache.
+    cached: usize,
+}
+
+impl Qwen2 {
+    pub(crate) fn from_gguf<R: std::io::Seek + std::io::Read>(
+        content: &gguf_file::Content,
+        reader: &mut R,
+        max_context: usize,
+    ) -> Result<Self> {
+        let device = &Device::Cpu;
+        let number = |key: &str| -> Result<&gguf_file::Value> {
+            content.metadata.get(key).ok_or_else(|| candle_core::Error::Msg(format!("no {key} in the GGUF")))
+        };
+        let n_head = number("qwen2.attention.head_count")?.to_u32()? as usize;
+        let n_kv_head = number("qwen2.attention.head_count_kv")?.to_u32()? as usize;
+        let width = number("qwen2.embedding_length")?.to_u32()? as usize;
+        let context = number("qwen2.context_length")?.to_u32()? as usize;
+        let blocks = number("qwen2.block_count")?.to_u32()? as usize;
+        let eps = f64::from(number("qwen2.attention.layer_norm_rms_epsilon")?.to_f32()?);
+        let rope_base = number("qwen2.rope.freq_base").and_then(gguf_file::Value::to_f32).unwrap_or(10_000.0);
+        let head_dim = width / n_head;
+        let mut tensor = |name: &str| content.tensor(reader, name, device);
+
+        let table = Arc::new(tensor("token_embd.weight")?);
+        let embedding = if width.is_multiple_of(table.dtype().block_size()) {
+            Embedding::Quantized(Arc::clone(&table))
+        } else {
+            Embedding::Dense(table.dequantize(device)?)
+        };
+        let output = match tensor("output.weight") {
+            Ok(own) => QMatMul::from_qtensor(own)?,
+            Err(_) => QMatMul::from_arc(table)?,
+        };
+        let norm = RmsNorm::from_qtensor(tensor("output_norm.weight")?, eps)?;
+        let mut layers = Vec::with_capacity(blocks);
+        for i in 0..blocks {
+            let mut weight = |what: &str| tensor(&format!("blk.{i}.{what}"));
+            layers.push(Layer {
+                wq: QMatMul::from_qtensor(weight("attn_q.weight")?)?,
+                wk: QMatMul::from_qtensor(weight("attn_k.weight")?)?,
+                wv: QMatMul::from_qtensor(weight("attn_v.weight")?)?,
+                bq: weight("attn_q.bias")?.dequantize(device)?,
+                bk: weight("attn_k.bias")?.dequantize(device)?,
+                bv: weight("attn_v.bias")?.dequantize(device)?,
+                wo: QMatMul::from_qtensor(weight("attn_output.weight")?)?,
+                attention_norm: RmsNorm::from_qtensor(weight("attn_norm.weight")?, eps)?,
+                gate: QMatMul::from_qtensor(weight("ffn_gate.weight")?)?,
+                up: QMatMul::from_qtensor(weight("ffn_up.weight")?)?,
+                down: QMatMul::from_qtensor(weight("ffn_down.weight")?)?,
+                ffn_norm: RmsNorm::from_qtensor(weight("ffn_norm.weight")?, eps)?,
+                keys: None,
+                values: None,
+            });
+        }
+        let (cos, sin) = rotary_tables(head_dim, rope_base, context.min(max_context.max(1)))?;
+        Ok(Self { embedding, layers, norm, output, cos, sin, n_head, n_kv_head, head_dim, cached: 0 })
+    }
+
+    /// The logits of the token after `tokens`, which sit at `position` onwards (0 starts a new
+    /// sequence; any other position must be where the cached one ends).
+    pub(crate) fn forward(&mut self, tokens: &[u32], position: usize) -> Result<Tensor> {
+        if position != self.cached && position != 0 {
+            candle_core::bail!("position {position} does not continue the {} cached", self.cached);
+        }
+        let seq = tokens.len();
+        let end = position + seq;
+        if end > self.cos.dim(0)? {
+            candle_core::bail!("position {end} is past the context of {}", self.cos.dim(0)?);
+        }
+        let ids = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+        let mut x = self.embedding.forward(&ids)?;
+        let mask = (seq > 1).then(|| causal_mask(seq, position)).transpose()?;
+        let cos = self.cos.narrow(0, position, seq)?;
+        let sin = self.sin.narrow(0, position, seq)?;
+        let shape = Shape { n_head: self.n_head, n_kv_head: self.n_kv_head, head_dim: self.head_dim };
+        for layer in &mut self.layers {
+            let attended =
+                layer.attend(&layer.attention_norm.forward(&x)?, &shape, position, (&cos, &sin), mask.as_ref())?;
+            x = (attended + x)?;
+            let h = layer.ffn_norm.forward(&x)?;
+            let mlp =
+                layer.down.forward(&(candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?)?;
+            x = (mlp + x)?;
+        }
+        self.cached = end;
+        let last = self.norm.forward(&x.narrow(1, seq - 1, 1)?)?;
+        self.output.forward(&last)?.squeeze(1)?.squeeze(0)
+    }
+}
+
+struct Shape {
+    n_head: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+}
+
+impl Layer {
+    /// Self-attention of `h` (`(1, seq, width)`) over the cache and itself.
+    fn attend(
+        &mut self,
+        hidden: &Tensor,
+        shape: &Shape,
+        position: usize,
+        (cos, sin): (&Tensor, &Tensor),
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let (_, seq, width) = hidden.dims3()?;
+        let Shape { n_head, n_kv_head, head_dim } = *shape;
+        let heads = |t: Tensor, n: usize| t.reshape((1, seq, n, head_dim))?.transpose(1, 2)?.contiguous();
+        let query = heads(self.wq.forward(hidden)?.broadcast_add(&self.bq)?, n_head)?;
+        let key = heads(self.wk.forward(hidden)?.broadcast_add(&self.bk)?, n_kv_head)?;
+        let value = heads(self.wv.forward(hidden)?.broadcast_add(&self.bv)?, n_kv_head)?;
+        let query = candle_nn::rotary_emb::rope(&query, cos, sin)?;
+        let key = candle_nn::rotary_emb::rope(&key, cos, sin)?;
+        let end = position + seq;
+        let keys = store(&mut self.keys, &key.squeeze(0)?, position)?;
+        let values = store(&mut self.values, &value.squeeze(0)?, position)?;
+        let keys = keys.narrow(1, 0, end)?;
+        let values = values.narrow(1, 0, end)?;
+        // The query heads that share a KV head, stacked: (n_kv_head, group × seq, head_dim).
+        let group = n_head / n_kv_head;
+        let query = query.reshape((n_kv_head, group * seq, head_dim))?;
+        let scores = (query.matmul(&keys.t()?)? / (head_dim as f64).sqrt())?;
+        let scores = match mask {
+            Some(mask) => scores.reshape((n_kv_head, group, seq, end))?.broadcast_add(mask)?.reshape((
+                n_kv_head,
+                group * seq,
+                end,
+            ))?,
+            None => scores,
+        };
+        let weights = candle_nn::ops::softmax_last_dim(&scores)?;
+        let y = weights.matmul(&values)?; // (n_kv_head, group × seq, head_dim)
+        let y = y.reshape((n_head, seq, head_dim))?.transpose(0, 1)?.reshape((1, seq, width))?;
+        self.wo.forward(&y)
+    }
+}
+
+/// Write `fresh` (`(n_kv_head, seq, head_dim)`) into `cache` at `position`, growing it by whole
+/// blocks when it is full (a new sequence at position 0 reuses it). Returns the cache.
+fn store(cache: &mut Option<Tensor>, fresh: &Tensor, position: usize) -> Result<Tensor> {
+    let (heads, seq, head_dim) = fresh.dims3()?;
+    let needed = position + seq;
+    let capacity = cache.as_ref().map_or(Ok(0), |c| c.dim(1))?;
+    if needed > capacity {
+        let grown = needed.div_ceil(CACHE_BLOCK) * CACHE_BLOCK;
+        let bigger = Tensor::zeros((heads, grown, head_dim), DType::F32, &Device::Cpu)?;
+        if let Some(old) = cache.as_ref().filter(|_| position > 0) {
+            bigger.slice_set(&old.narrow(1, 0, position)?.contiguous()?, 1, 0)?;
+        }
+        *cache = Some(bigger);
+    }
+    let cache = cache.as_ref().expect("allocated above");
+    cache.slice_set(&fresh.contiguous()?, 1, position)?;
+    Ok(cache.clone())
+}
+
+/// The additive causal mask of `seq` new positions after `position` cached ones: `(seq, end)`,
+/// 0 where a position may look, -inf where it may not.
+fn causal_mask(seq: usize, position: usize) -> Result<Tensor> {
+    let end = position + seq;
+    let mask: Vec<f32> =
+        (0..seq).flat_map(|i| (0..end).map(move |j| if j <= position + i { 0.0 } else { f32::NEG_INFINITY })).collect();
+    Tensor::from_vec(mask, (seq, end), &Device::Cpu)
+}
+
+/// RoPE's cosine and sine tables for `positions` positions.
+fn rotary_tables(head_dim: usize, base: f32, positions: usize) -> Result<(Tensor, Tensor)> {
+    let inverse: Vec<f32> = (0..head_dim).step_by(2).map(|i| 1.0 / base.powf(i as f32 / head_dim as f32)).collect();
+    let inverse = Tensor::new(inverse.as_slice(), &Device::Cpu)?;
+    let angles = Tensor::arange(0, positions as u32, &Device::Cpu)?
+        .to_dtype(DType::F32)?
+        .reshape((positions, 1))?
+        .broadcast_mul(&inverse.unsqueeze(0)?)?;
+    Ok((angles.cos()?, angles.sin()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::catalogue::{QWEN25_CODER_0_5B, QWEN25_CODER_1_5B};
+    use super::super::model::load;
+    use super::*;
+
+    #[test]
+    fn the_causal_mask_lets_a_position_see_the_cache_and_itself() {
+        let mask = causal_mask(2, 3).unwrap().to_vec2::<f32>().unwrap();
+        assert_eq!(mask[0], [0.0, 0.0, 0.0, 0.0, f32::NEG_INFINITY]);
+        assert_eq!(mask[1], [0.0; 5]);
+    }
+
+    /// The logits of candle-transformers' Qwen2, through a prompt taken in chunks and two
+    /// decoded tokens (the cache written in place, grouped heads stacked). Skipped without
+    /// a Qwen GGUF (`scripts/install-test-deps.sh llm-qwen`).
+    #[test]
+    fn logits_match_candles_qwen2() {
+        let Some(path) = [QWEN25_CODER_0_5B, QWEN25_CODER_1_5B].iter().find_map(super::super::test_model_file) else {
+            // No Qwen GGUF installed: nothing to compare (scripts/install-test-deps.sh llm-qwen).
+            return;
+        };
+        let mut ours = load(&path, 256, false).unwrap().weights;
+        let mut theirs = load(&path, 256, true).unwrap().weights;
+        let tokens: Vec<u32> = (0..14).map(|i| 9_000 + i * 37).collect();
+        let steps: [(usize, usize); 5] = [(0, 1), (1, 9), (9, 12), (12, 13), (13, 14)];
+        for (from, to) in steps {
+            let a = ours.forward(&tokens[from..to], from).unwrap();
+            let b = theirs.forward(&tokens[from..to], from).unwrap();
+            let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            // Not bit for bit: candle quantizes activations per kernel path, so candle's own
+            // Qwen2 differs from itself by ~2.5 % of the largest logit between a prefill and
+            // the same tokens one by one. The same next token, and no more than that noise.
+            assert_eq!(
+                super::super::provider::argmax_of(&a),
+                super::super::provider::argmax_of(&b),
+                "tokens {from}..{to}"
+            );
+            assert!(worst <= 0.05 * scale.max(1.0), "tokens {from}..{to}: differ by {worst} (scale {scale})");
+        }
+    }
+}

@@ -1,0 +1,21 @@
+// GENERATED from cairn's Rust source by cairn-core's `plugin_rules_tests.rs`: do not edit.
+// Regenerate: CAIRN_WRITE_PLUGIN_RULES=1 cargo nextest run -p cairn-core plugin_rules
+
+/** The spool (cairn-core `spool.rs`): the record version, where records go, and the bounds. */
+export const SPOOL_RECORD_VERSION = 1;
+export const SPOOL_DIR = "spool";
+export const SPOOL_DROPPED_FILE = "dropped";
+export const SPOOL_MAX_EVENTS = 10000;
+export const SPOOL_MAX_BYTES = 67108864;
+export const SPOOL_MAX_RECORD_BYTES = 1048576;
+
+/** The catalogue's operations that write the memory store (`ops/catalogue.rs`): delivered through the spool when no daemon answers. */
+export const WRITE_OPS: ReadonlySet<string> = new Set(["save", "update", "delete", "restore", "pin", "start_session", "session_summary", "end_session", "delete_session", "add_prompt", "delete_prompt", "import", "capture_passive", "judge", "compare", "scan_relations", "migrate_project", "merge_projects", "privacy_rewrite", "import_engram", "repair_indexes", "reindex", "record_activity", "user_prompt", "save_compaction", "record_session", "session_start", "tool_call", "sync_export", "sync_import"]);
+
+/** cairn's own tools as OpenCode names them, in any case (`agent/intent.rs`, `is_cairn_tool`). */
+export const CAIRN_TOOL_PREFIXES: readonly string[] = ["cairn_", "mem_", "history_"];
+export const CAIRN_TOOL_NAMES: readonly string[] = ["memory", "memory_compact"];
+
+/** `<private>` redaction (cairn-base `text`): the tag's name and what a block becomes. */
+export const PRIVATE_TAG = "private";
+export const REDACTED = "[REDACTED]";

@@ -7,7 +7,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use crate::agent::intent::{OPENCODE_TOOL_NAMES, OPENCODE_TOOL_PREFIXES};
+use serde_json::{Value, json};
+
 use crate::ops::{CATALOGUE, Writes};
+use crate::settings::PluginConfig;
 use crate::spool;
 use crate::text::{PRIVATE_TAG, REDACTED};
 
@@ -27,6 +30,24 @@ fn js(text: &str) -> String {
 fn js_strings<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     let quoted: Vec<String> = items.into_iter().map(js).collect();
     format!("[{}]", quoted.join(", "))
+}
+
+/// The settings the plugin works with until the daemon's `plugin_config` answers (or from a
+/// daemon without that op): Rust's defaults, only the keys the plugin reads before it asks
+/// (a threshold or a limit sent before the user's own config arrived could override it).
+fn plugin_defaults() -> Value {
+    let all = serde_json::to_value(PluginConfig::default()).expect("the defaults serialise");
+    let inject: serde_json::Map<String, Value> = ["protocol", "mode", "budget_bytes", "profile"]
+        .iter()
+        .map(|key| ((*key).to_owned(), all["inject"][*key].clone()))
+        .collect();
+    json!({
+        "inject": inject,
+        "triggers": all["triggers"],
+        "compaction": all["compaction"],
+        "context_meter": all["context_meter"],
+        "history": all["history"],
+    })
 }
 
 /// The file's text, from the Rust source.
@@ -55,6 +76,10 @@ fn rules_ts() -> String {
     line("/** `<private>` redaction (cairn-base `text`): the tag's name and what a block becomes. */".into());
     line(format!("export const PRIVATE_TAG = {};", js(PRIVATE_TAG)));
     line(format!("export const REDACTED = {};", js(REDACTED)));
+    line(String::new());
+    line("/** The plugin's settings until the daemon's `plugin_config` answers (cairn-base `settings/plugin.rs` defaults). */".into());
+    let defaults = serde_json::to_string_pretty(&plugin_defaults()).expect("JSON serialises");
+    line(format!("export const PLUGIN_DEFAULTS: Record<string, Record<string, any>> = {defaults};"));
     ts
 }
 
@@ -77,7 +102,8 @@ fn plugin_rules_are_generated_from_the_rust_source() {
 /// The plugin's write ops are the ones it sends that write: every one of them is in the file.
 #[test]
 fn the_plugins_writes_are_catalogue_writes() {
-    let ts = rules_ts();
+    let rules = rules_ts();
+    let ts = rules.lines().find(|l| l.starts_with("export const WRITE_OPS")).expect("the write ops line");
     for op in ["start_session", "user_prompt", "record_activity", "capture_passive", "save_compaction", "end_session"] {
         assert!(ts.contains(&format!("\"{op}\"")), "{op} is not a write of the catalogue");
     }

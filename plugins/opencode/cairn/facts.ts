@@ -2,16 +2,12 @@
 // (`plugin_config`), the texts shown to the agent (`protocol`), and the history reads.
 
 import type { Link } from "./link.ts";
+import { PLUGIN_DEFAULTS } from "./rules.ts";
 import { cached, CALL_TIMEOUT, unknownOp, within, type Dict, type Json, type Log } from "./util.ts";
 
-/** plugin_config defaults: the contract's, used until (or when) the daemon answers. */
-const DEFAULT_CONFIG = {
-  inject: { protocol: true as boolean | string[], mode: "first_message", budget_bytes: 6000, profile: true } as Dict,
-  triggers: { keyword_patterns: [] as string[] },
-  compaction: { mode: "chart", auto_at: null as number | null, min_percent: 50 },
-  context_meter: { enabled: true, yellow: 70, red: 85, critical: 92, default_limit: 200000 },
-  history: { upstream_history: { enable: true, disable_for_agents: [] as string[] }, context_charting: { enable: true } } as Dict,
-};
+/** plugin_config defaults, used until (or when) the daemon answers: Rust's own, generated into rules.ts. */
+const DEFAULT_CONFIG = PLUGIN_DEFAULTS;
+
 export type TextPart = "memory" | "compaction_note" | "continuity" | "trigger" | "history" | "chart_prompt";
 export const TEXT_PARTS: readonly TextPart[] = ["memory", "trigger", "compaction_note", "continuity", "history", "chart_prompt"];
 

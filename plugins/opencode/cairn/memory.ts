@@ -4,6 +4,7 @@
 import type { Facts } from "./facts.ts";
 import type { Link } from "./link.ts";
 import type { Session, Sessions } from "./sessions.ts";
+import { PLUGIN_DEFAULTS } from "./rules.ts";
 import { background, type Dict, type Json, type Log } from "./util.ts";
 
 /** Task output and turn text sent for "## Key Learnings" capture. */
@@ -19,7 +20,7 @@ export function makeMemory(client: Json, link: Link, facts: Facts, sessions: Ses
    */
   async function memoryBlock(query: string | undefined, sessionID: string): Promise<string | null> {
     const inject = facts.settings.config.inject;
-    const args: Dict = { project: await facts.projectOrUndefined(), layout: "memory_block", budget_bytes: inject?.budget_bytes ?? 6000, session_id: sessionID };
+    const args: Dict = { project: await facts.projectOrUndefined(), layout: "memory_block", budget_bytes: inject?.budget_bytes ?? PLUGIN_DEFAULTS.inject.budget_bytes, session_id: sessionID };
     // a prompt, not search syntax: `opencode run` quotes the message, and a quoted query is a
     // phrase search that finds nothing
     const q = (query ?? "").replace(/["*]/g, " ").replace(/\s+/g, " ").trim().slice(0, 500);

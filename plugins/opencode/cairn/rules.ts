@@ -19,3 +19,39 @@ export const CAIRN_TOOL_NAMES: readonly string[] = ["memory", "memory_compact"];
 /** `<private>` redaction (cairn-base `text`): the tag's name and what a block becomes. */
 export const PRIVATE_TAG = "private";
 export const REDACTED = "[REDACTED]";
+
+/** The plugin's settings until the daemon's `plugin_config` answers (cairn-base `settings/plugin.rs` defaults). */
+export const PLUGIN_DEFAULTS: Record<string, Record<string, any>> = {
+  "compaction": {
+    "auto_at": null,
+    "min_percent": 50,
+    "mode": "chart"
+  },
+  "context_meter": {
+    "critical": 92,
+    "default_limit": 200000,
+    "enabled": true,
+    "red": 85,
+    "yellow": 70
+  },
+  "history": {
+    "context_charting": {
+      "enable": true,
+      "recent_messages": 5,
+      "recent_turns": 10
+    },
+    "upstream_history": {
+      "disable_for_agents": [],
+      "enable": true
+    }
+  },
+  "inject": {
+    "budget_bytes": 8000,
+    "mode": "first_message",
+    "profile": true,
+    "protocol": true
+  },
+  "triggers": {
+    "keyword_patterns": []
+  }
+};

@@ -18,12 +18,12 @@ pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
 pub mod history;
 pub mod llm;
 pub mod plugin;
-pub mod remote;
+pub mod sync;
 
 pub use history::{HISTORY_ENV_KEYS, HistorySettings, HistorySettingsLoaded};
 pub use llm::{LLM_ENV_VARS, LlmProviderKind, LlmSettings, load_llm};
 pub use plugin::{PLUGIN_KEYS, PluginConfig, PluginSettings};
-pub use remote::{RemoteSettings, load_remote};
+pub use sync::{RemoteSettings, load_remote};
 
 /// Default HTTP port: engram's, so engram's plugins can point at cairn unchanged.
 pub const DEFAULT_PORT: u16 = 7437;
@@ -291,7 +291,7 @@ pub(crate) struct FileConfig {
     // `[history]`, checked in `history.rs`.
     history: Option<serde_json::Map<String, serde_json::Value>>,
     privacy: Option<PrivacyFile>,
-    // `[sync]`, the hub this data dir syncs with, checked in `remote.rs` (its mistakes stop
+    // `[sync]`, the hub this data dir syncs with, checked in `settings/sync.rs` (its mistakes stop
     // only sync, never the rest of cairn).
     sync: Option<toml::Table>,
     // `[llm]`, checked in `llm.rs` (its mistakes turn only the LLM off).
@@ -419,7 +419,7 @@ impl Settings {
             history: HistorySettingsLoaded::load(file.history.take(), env)?,
             // A mistake in `[sync]` must not keep the daemon (and so the hooks' capture) from
             // starting: sync reports it (`cairn remote status`, `cairn doctor`) and stays off.
-            remote: remote::load(file.sync.take(), env).unwrap_or_else(|e| {
+            remote: sync::load(file.sync.take(), env).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "[sync] is ignored");
                 None
             }),

@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use crate::agent::activity::MAX_PROMPT_CHARS;
 use crate::agent::intent::{OPENCODE_TOOL_NAMES, OPENCODE_TOOL_PREFIXES};
 use serde_json::{Value, json};
 
@@ -72,6 +73,9 @@ fn rules_ts() -> String {
     line("/** cairn's own tools as OpenCode names them, in any case (`agent/intent.rs`, `is_cairn_tool`). */".into());
     line(format!("export const CAIRN_TOOL_PREFIXES: readonly string[] = {};", js_strings(OPENCODE_TOOL_PREFIXES)));
     line(format!("export const CAIRN_TOOL_NAMES: readonly string[] = {};", js_strings(OPENCODE_TOOL_NAMES)));
+    line(String::new());
+    line("/** The longest prompt kept (`agent/activity.rs`): the plugin cuts before it redacts and sends. */".into());
+    line(format!("export const MAX_PROMPT_CHARS = {MAX_PROMPT_CHARS};"));
     line(String::new());
     line("/** `<private>` redaction (cairn-base `text`): the tag's name and what a block becomes. */".into());
     line(format!("export const PRIVATE_TAG = {};", js(PRIVATE_TAG)));

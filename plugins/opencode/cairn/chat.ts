@@ -4,10 +4,10 @@
 
 import { guard, type Parts } from "./parts.ts";
 import { stripPrivate } from "./private.ts";
+import { MAX_PROMPT_CHARS } from "./rules.ts";
 import { HOOK_WAIT, partId, sleep, SUBAGENT_WAIT, unknownOp, within, type Dict, type Json } from "./util.ts";
 
 /** What OpenCode's `opencode run` prompt is cut to before it leaves the process. */
-const MAX_PROMPT_CHARS = 2000;
 
 export function chatMessageHook(p: Parts) {
   const { log, facts, sessions, memory } = p;

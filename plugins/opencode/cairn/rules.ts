@@ -16,6 +16,9 @@ export const WRITE_OPS: ReadonlySet<string> = new Set(["save", "update", "delete
 export const CAIRN_TOOL_PREFIXES: readonly string[] = ["cairn_", "mem_", "history_"];
 export const CAIRN_TOOL_NAMES: readonly string[] = ["memory", "memory_compact"];
 
+/** The longest prompt kept (`agent/activity.rs`): the plugin cuts before it redacts and sends. */
+export const MAX_PROMPT_CHARS = 2000;
+
 /** `<private>` redaction (cairn-base `text`): the tag's name and what a block becomes. */
 export const PRIVATE_TAG = "private";
 export const REDACTED = "[REDACTED]";

@@ -173,13 +173,18 @@ impl RedactFields for RelationRecord {
     }
 }
 
+/// Every record of a list, each by its own rules; whether any was redacted.
+fn redact_each<T: RedactFields>(records: &mut [T], with: Redaction) -> bool {
+    records.iter_mut().fold(false, |hit, record| record.redact_fields(with) | hit)
+}
+
 impl RedactFields for ImportData {
     fn redact_fields(&mut self, with: Redaction) -> bool {
-        let sessions = self.sessions.iter_mut().fold(false, |hit, r| r.redact_fields(with) | hit);
-        let observations = self.observations.iter_mut().fold(false, |hit, r| r.redact_fields(with) | hit);
-        let prompts = self.prompts.iter_mut().fold(false, |hit, r| r.redact_fields(with) | hit);
-        let relations = self.relations.iter_mut().fold(false, |hit, r| r.redact_fields(with) | hit);
-        sessions | observations | prompts | relations
+        // `|`, not `||`: every record is redacted, whatever an earlier one held.
+        redact_each(&mut self.sessions, with)
+            | redact_each(&mut self.observations, with)
+            | redact_each(&mut self.prompts, with)
+            | redact_each(&mut self.relations, with)
     }
 }
 
@@ -239,11 +244,11 @@ impl RedactFields for Relation {
 
 impl RedactFields for ExportData {
     fn redact_fields(&mut self, with: Redaction) -> bool {
-        let sessions = self.sessions.iter_mut().fold(false, |hit, r| r.redact_fields(with) | hit);
-        let observations = self.observations.iter_mut().fold(false, |hit, r| r.redact_fields(with) | hit);
-        let prompts = self.prompts.iter_mut().fold(false, |hit, r| r.redact_fields(with) | hit);
-        let relations = self.relations.iter_mut().fold(false, |hit, r| r.redact_fields(with) | hit);
-        sessions | observations | prompts | relations
+        // `|`, not `||`: every record is redacted, whatever an earlier one held.
+        redact_each(&mut self.sessions, with)
+            | redact_each(&mut self.observations, with)
+            | redact_each(&mut self.prompts, with)
+            | redact_each(&mut self.relations, with)
     }
 }
 

@@ -475,7 +475,8 @@ fn upsert_relation(tx: &Connection, r: &RelationRecord, payload: &Value, now: &s
         "INSERT INTO relations (sync_id, source_id, target_id, relation, reason, evidence, confidence,
             judgment_status, marked_by_actor, marked_by_kind, marked_by_model, session_id, created_at, updated_at, hlc)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-         ON CONFLICT(sync_id) DO UPDATE SET relation = excluded.relation, reason = excluded.reason,
+         ON CONFLICT(sync_id) DO UPDATE SET source_id = excluded.source_id, target_id = excluded.target_id,
+            relation = excluded.relation, reason = excluded.reason,
             evidence = excluded.evidence, confidence = excluded.confidence,
             judgment_status = excluded.judgment_status, marked_by_actor = excluded.marked_by_actor,
             marked_by_kind = excluded.marked_by_kind, marked_by_model = excluded.marked_by_model,

@@ -52,28 +52,57 @@ pub const MODEL_WATCH_EVERY: Duration = Duration::from_secs(2);
 /// [`MODEL_WATCH_EVERY`], `current` gives the embedder the settings ask for now (config.toml
 /// is read again; the environment is the daemon's); when its model's files are there and it is
 /// not the model in use, it is loaded in the background and handed to the engine, which then
-/// embeds every memory with it, newest first. A model that failed to load is not retried until
-/// it changes. `false` when the thread could not start.
+/// embeds every memory with it, newest first. A model that failed to load is tried again once
+/// its files change (installed again over a broken copy), not at every turn. `false` when the
+/// thread could not start.
 pub fn watch_model(engine: &Arc<Engine>, current: impl Fn() -> Option<EmbedderConfig> + Send + 'static) -> bool {
     let db = Arc::downgrade(engine);
     let alive = engine.workers.alive();
     engine.workers.spawn_loop("cairn-model-watch", move || {
+        // The files of the model last handed over: a failed load is retried when they differ.
+        let mut handed_over: Option<Vec<FileStamp>> = None;
         while alive.get() {
             let waited = std::time::Instant::now();
             while alive.get() && waited.elapsed() < MODEL_WATCH_EVERY {
                 std::thread::sleep(Duration::from_millis(100));
             }
             let Some(db) = db.upgrade() else { return };
-            if let Some(config) = current()
-                && let Ok(Some(id)) = model_id(&config)
-                && db.semantic().is_none_or(|in_use| in_use.model_id() != id)
-                && let Some(semantic) = semantic(&config)
-                && let Err(e) = db.use_semantic(semantic)
-            {
+            let Some(config) = current() else { continue };
+            let Ok(Some(id)) = model_id(&config) else { continue };
+            let stamps = file_stamps(&config);
+            let wanted = match db.semantic() {
+                None => true,
+                Some(in_use) if in_use.model_id() != id => true,
+                Some(in_use) => failed_to_load(&in_use) && handed_over.as_ref() != Some(&stamps),
+            };
+            if !wanted {
+                continue;
+            }
+            let Some(semantic) = semantic(&config) else { continue };
+            handed_over = Some(stamps);
+            if let Err(e) = db.use_semantic(semantic) {
                 tracing::warn!(error = %e.message, "could not take up the new model");
             }
         }
     })
+}
+
+/// A model file's name, length and modification time: enough to tell a copy installed again.
+type FileStamp = (String, u64, Option<std::time::SystemTime>);
+
+fn file_stamps(config: &EmbedderConfig) -> Vec<FileStamp> {
+    if config.kind != EmbedderKind::Local {
+        return Vec::new();
+    }
+    let stamp = |name: &str| {
+        let meta = std::fs::metadata(config.model_dir.join(name)).ok();
+        (name.to_owned(), meta.as_ref().map_or(0, std::fs::Metadata::len), meta.and_then(|m| m.modified().ok()))
+    };
+    cairn_embed::REQUIRED_FILES.iter().map(|name| stamp(name)).collect()
+}
+
+fn failed_to_load(semantic: &Semantic) -> bool {
+    matches!(semantic.availability(), Err(cairn_core::search::semantic::Unavailable::NoModel(_)))
 }
 
 /// Semantic search with the model loaded now (the CLI without a daemon, `cairn eval`).

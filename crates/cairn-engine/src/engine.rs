@@ -529,9 +529,20 @@ impl Engine {
         }
     }
 
+    /// Back to the pool, unless the model changed while it was out: a reader taken before
+    /// [`Engine::use_semantic`] and given back after its clear of the pool would otherwise stay
+    /// pooled with the old model (or none), and every read after it would answer without the
+    /// new one. The model is read under the pool's lock, so a switch either clears this reader
+    /// or is seen by this check.
     pub(crate) fn return_reader(&self, reader: Core) {
         let mut pool = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if pool.len() < MAX_IDLE_READERS {
+        let current = self.semantic();
+        let same_model = match (&reader.semantic, &current) {
+            (Some(held), Some(now)) => Arc::ptr_eq(held, now),
+            (None, None) => true,
+            _ => false,
+        };
+        if same_model && pool.len() < MAX_IDLE_READERS {
             pool.push(reader);
         }
     }
@@ -1004,6 +1015,26 @@ mod tests {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// A reader out on a request while the model switches is not pooled again with the old
+    /// model: every read after the switch answers with the new one (once, a daemon kept
+    /// answering `embedding_model: null` for good after `cairn model install`).
+    #[test]
+    fn a_reader_out_during_a_model_switch_is_not_pooled_with_the_old_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let db = Engine::open(&path).unwrap();
+        db.execute_blocking(save("memory".into())).unwrap();
+        let out_on_a_request = db.take_reader().unwrap();
+        let model = Semantic::new(Arc::new(Fixed { id: "taken-up", axis: 0, slow: Duration::ZERO }));
+        db.use_semantic(model).unwrap();
+        db.return_reader(out_on_a_request);
+        for _ in 0..3 {
+            let stats: Stats = db.execute_blocking(Op::Stats).unwrap().into_typed().unwrap();
+            assert_eq!(stats.embedding_model.as_deref(), Some("taken-up"));
+        }
+        db.stop(Duration::from_secs(5));
     }
 
     /// An engine opened without a model takes one up, embeds every memory with it; switched to

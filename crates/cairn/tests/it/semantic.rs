@@ -448,6 +448,13 @@ fn link_model(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// A daemon for `env` logging at debug level to a file, so a failure can show what it did.
+fn logged_daemon(env: &Env) -> (Daemon, std::path::PathBuf) {
+    let log = env.dir.path().join("serve.log");
+    let file = Stdio::from(std::fs::File::create(&log).unwrap());
+    (Daemon::start_with(&env.data(), &[("CAIRN_LOG", "cairn=debug,cairn_engine=debug,cairn_core=debug")], file), log)
+}
+
 /// The pid `daemon.json` names: the same process before and after shows no restart happened.
 fn recorded_pid(env: &Env) -> u32 {
     crate::support::recorded(&env.data()).expect("daemon.json").0
@@ -468,7 +475,7 @@ fn a_running_daemon_takes_up_a_model_installed_after_its_start() {
     let Some(model) = model_dir() else { return };
     let env = Env::new();
     env.json(&["model", "use", MINILM]);
-    let daemon = Daemon::start(&env.data());
+    let (daemon, log) = logged_daemon(&env);
     let pid = recorded_pid(&env);
     save_memories(daemon.addr);
     let before = env.json(&["search", "when", "do", "we", "ship?"]);
@@ -476,7 +483,7 @@ fn a_running_daemon_takes_up_a_model_installed_after_its_start() {
     let out = env.run(&["model", "install", MINILM, "--from", model.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("a running daemon takes it up within seconds"), "{}", stderr(&out));
-    let stats = wait_for_embeddings(daemon.addr);
+    let stats = wait_for_embeddings_or_show(daemon.addr, Some(&log));
     assert_eq!((stats["embedding_model"].as_str(), stats["embeddings_stored"].as_i64()), (Some(MINILM), Some(3)));
     let found = env.json(&["search", "when", "do", "we", "ship?"]);
     assert_eq!(found["mode"], "hybrid", "{found}");
@@ -484,6 +491,38 @@ fn a_running_daemon_takes_up_a_model_installed_after_its_start() {
     let semantic = env.json(&["search", "when", "do", "we", "ship?", "--mode", "semantic"]);
     assert_eq!(semantic["hits"][0]["matched"], "semantic", "{semantic}");
     assert_eq!(recorded_pid(&env), pid, "the same daemon answered: no restart");
+    drop(daemon);
+}
+
+/// An installed model whose weights were damaged afterwards fails to load; `cairn model
+/// install` puts a good copy over it, and the running daemon tries the same model again: no
+/// restart needed.
+#[test]
+fn a_model_that_failed_to_load_is_taken_up_when_installed_again() {
+    let Some(model) = model_dir() else { return };
+    let env = Env::new();
+    env.json(&["model", "use", MINILM]);
+    let out = env.run(&["model", "install", MINILM, "--from", model.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let weights = env.data().join("models").join(MINILM).join("model.safetensors");
+    std::fs::remove_file(&weights).unwrap();
+    std::fs::write(&weights, b"not a model").unwrap();
+    let (daemon, log) = logged_daemon(&env);
+    save_memories(daemon.addr);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = http(daemon.addr, "GET", "/stats", None).1;
+        if stats["semantic_search"].as_str().is_some_and(|s| s.contains("safetensors")) {
+            break;
+        }
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(Instant::now() < deadline, "the broken model never failed: {stats}\n{said}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = env.run(&["model", "install", MINILM, "--from", model.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stats = wait_for_embeddings_or_show(daemon.addr, Some(&log));
+    assert_eq!((stats["embedding_model"].as_str(), stats["embeddings_stored"].as_i64()), (Some(MINILM), Some(3)));
     drop(daemon);
 }
 
@@ -498,7 +537,7 @@ fn a_running_daemon_takes_up_a_model_chosen_with_model_use() {
         return;
     }
     link_model(&e5, &env.data().join("models").join(E5_MODEL));
-    let daemon = Daemon::start(&env.data());
+    let (daemon, log) = logged_daemon(&env);
     let pid = recorded_pid(&env);
     save_memories(daemon.addr);
     assert_eq!(wait_for_embeddings(daemon.addr)["embedding_model"], MINILM);
@@ -506,10 +545,11 @@ fn a_running_daemon_takes_up_a_model_chosen_with_model_use() {
     assert!(stderr(&out).contains("a running daemon takes up multilingual-e5-small"), "{}", stderr(&out));
     let deadline = Instant::now() + Duration::from_secs(120);
     while http(daemon.addr, "GET", "/stats", None).1["embedding_model"] != E5_MODEL {
-        assert!(Instant::now() < deadline, "the daemon did not take up {E5_MODEL}");
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(Instant::now() < deadline, "the daemon did not take up {E5_MODEL}; its log:\n{said}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(wait_for_embeddings(daemon.addr)["embeddings_stored"], 3);
+    assert_eq!(wait_for_embeddings_or_show(daemon.addr, Some(&log))["embeddings_stored"], 3);
     assert_eq!(env.vectors(), vec![(E5_MODEL.to_owned(), 3)]);
     assert_eq!(env.json(&["search", "when", "do", "we", "ship?"])["mode"], "hybrid");
     assert_eq!(recorded_pid(&env), pid, "the same daemon answered: no restart");

@@ -26,6 +26,10 @@ use serde_json::Value;
 pub const DAEMON_FILE: &str = "daemon.json";
 /// How long a health check may take before the daemon counts as absent.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a second health check waits when the first got no answer in time but the daemon's
+/// process is alive: a daemon slowed by a busy machine is still the one to write through (its
+/// index and its queue), not a reason to open the file beside it.
+const BUSY_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an operation may take (an import of a large file).
 const OP_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -132,7 +136,10 @@ impl DaemonClient {
     pub fn discover(data_dir: &Path, token: Option<String>) -> Option<DaemonClient> {
         let info = DaemonInfo::read(data_dir)?;
         let client = DaemonClient::of_data_dir(info.addr, token, data_dir);
-        let health = client.health().ok()?;
+        let health = client
+            .health_within(PROBE_TIMEOUT)
+            .or_else(|e| if process_alive(info.pid) { client.health_within(BUSY_PROBE_TIMEOUT) } else { Err(e) })
+            .ok()?;
         let served = health.get("data_dir").and_then(Value::as_str).map(PathBuf::from)?;
         same_dir(&served, data_dir).then_some(client)
     }
@@ -146,7 +153,11 @@ impl DaemonClient {
     }
 
     pub fn health(&self) -> Result<Value> {
-        let (status, body) = self.request("GET", "/health", None, PROBE_TIMEOUT).map_err(RequestError::into_inner)?;
+        self.health_within(PROBE_TIMEOUT)
+    }
+
+    fn health_within(&self, timeout: Duration) -> Result<Value> {
+        let (status, body) = self.request("GET", "/health", None, timeout).map_err(RequestError::into_inner)?;
         if status != 200 {
             return Err(unavailable(format!("health check answered {status}")));
         }
@@ -496,6 +507,49 @@ mod tests {
             // pids are below 2^22 on Linux: this one cannot run
             record(dir.path(), u32::MAX - 1);
             assert!(DaemonClient::from_record(dir.path(), None).is_none());
+        }
+    }
+
+    /// A daemon that answers `/health` for `data_dir` only after `delay`.
+    fn slow_daemon(data_dir: &Path, delay: Duration) -> SocketAddr {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let body = serde_json::json!({"status": "ok", "data_dir": data_dir}).to_string();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                std::thread::sleep(delay);
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes());
+            }
+        });
+        addr
+    }
+
+    /// A daemon slowed past the first probe by a busy machine is still found while its process
+    /// lives (a CLI write then goes through it, not into the file beside it); a record whose
+    /// process is gone is not waited for.
+    #[test]
+    fn a_slow_daemon_whose_process_lives_is_still_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = slow_daemon(dir.path(), PROBE_TIMEOUT + Duration::from_millis(700));
+        let info = |pid| DaemonInfo {
+            pid,
+            addr,
+            data_dir: dir.path().to_owned(),
+            version: "test".into(),
+            started_at: "now".into(),
+        };
+        info(std::process::id()).write().unwrap();
+        assert!(DaemonClient::discover(dir.path(), None).is_some(), "the live daemon answered the second probe");
+        if cfg!(target_os = "linux") {
+            info(u32::MAX - 1).write().unwrap();
+            assert!(DaemonClient::discover(dir.path(), None).is_none(), "a dead record is not waited for");
         }
     }
 }

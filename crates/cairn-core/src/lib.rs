@@ -53,6 +53,8 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[cfg(test)]
 mod context_tests;
 #[cfg(test)]
+mod file_graph_tests;
+#[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
 mod history_ops_tests;

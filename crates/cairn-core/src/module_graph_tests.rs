@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Top-level module → the top-level modules its code names.
-type Graph = BTreeMap<String, BTreeSet<String>>;
+pub(crate) type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// Modules that still reach each other, one list per strongly connected component. The test
 /// fails when this differs from what the code has, both ways: a new cycle, or a module that left
@@ -87,7 +87,7 @@ fn root_reexports(lib: &str) -> BTreeMap<String, String> {
 }
 
 /// The file without comments and without its inline `#[cfg(test)]` modules.
-fn code_of(source: &str) -> String {
+pub(crate) fn code_of(source: &str) -> String {
     let mut code = String::new();
     let mut lines = source.lines().peekable();
     while let Some(line) = lines.next() {
@@ -166,7 +166,7 @@ fn identifier(text: &str) -> &str {
 }
 
 /// Strongly connected components of more than one module, each sorted, in name order (Tarjan).
-fn cycles(graph: &Graph) -> Vec<Vec<String>> {
+pub(crate) fn cycles(graph: &Graph) -> Vec<Vec<String>> {
     struct Walk<'a> {
         graph: &'a Graph,
         index: BTreeMap<&'a str, usize>,

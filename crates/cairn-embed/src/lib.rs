@@ -18,6 +18,7 @@
 #![allow(clippy::many_single_char_names)]
 
 mod bert;
+mod files;
 mod gemma;
 mod gguf;
 pub mod install;
@@ -34,7 +35,8 @@ mod unigram;
 #[cfg(feature = "remote")]
 pub mod http;
 
-pub use local::{LocalModel, REQUIRED_FILES, is_model_dir, local_model_id, missing_file};
+pub use files::REQUIRED_FILES;
+pub use local::{LocalModel, is_model_dir, local_model_id, missing_file};
 pub use scan::{dot_i8_rows, dot_i8_rows_shared};
 
 /// Turns texts into unit-length vectors (so a dot product is the cosine similarity).

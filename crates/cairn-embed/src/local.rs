@@ -3,14 +3,13 @@
 use std::path::{Path, PathBuf};
 
 use crate::bert::{Bert, BertConfig};
+use crate::files::REQUIRED_FILES;
 use crate::gemma::{Gemma, GemmaConfig};
 use crate::safetensors::Tensors;
 use crate::second::Claim;
 use crate::tokenizer::TextTokenizer;
 use crate::{EmbedError, Embedder};
 
-/// Files a model directory must hold.
-pub const REQUIRED_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 /// Tokens per text when the model directory does not say (sentence-transformers' default for
 /// MiniLM); longer texts are truncated.
 const DEFAULT_MAX_TOKENS: usize = 256;

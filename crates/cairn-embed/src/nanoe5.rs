@@ -618,7 +618,7 @@ pub fn find_e5_file(root: &Path, depth: usize) -> Option<PathBuf> {
     if root.is_file() && root.file_name().is_some_and(|n| n == E5_FILE) {
         return Some(root.to_path_buf());
     }
-    crate::install::find_below(root, depth, |dir| Some(dir.join(E5_FILE)).filter(|f| f.is_file()))
+    crate::files::find_below(root, depth, |dir| Some(dir.join(E5_FILE)).filter(|f| f.is_file()))
 }
 
 #[cfg(test)]

@@ -365,7 +365,7 @@ pub fn extract_from_zip(
         8 => Box::new(flate2::read::DeflateDecoder::new(raw)),
         other => return Err(bad(&format!("{name} is compressed with method {other} (stored and deflate are read)"))),
     };
-    crate::install::copy_checked(reader, to, name, sha256, size, progress)
+    crate::files::copy_checked(reader, to, name, sha256, size, progress)
 }
 
 /// The first `nomic-embed-text-v1.5.f16.gguf` at or below `root`.
@@ -373,7 +373,7 @@ pub fn find_gguf_file(root: &Path, depth: usize) -> Option<PathBuf> {
     if root.is_file() {
         return Some(root.to_path_buf()).filter(|p| p.file_name().is_some_and(|n| n == GGUF_FILE));
     }
-    crate::install::find_below(root, depth, |dir| Some(dir.join(GGUF_FILE)).filter(|p| p.is_file()))
+    crate::files::find_below(root, depth, |dir| Some(dir.join(GGUF_FILE)).filter(|p| p.is_file()))
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ impl<'data> Tensors<'data> {
     /// The same as f16 bits, rounded to nearest even, without an f32 copy of the whole tensor
     /// on the way (EmbeddingGemma's token table is 805 MB as f32, 403 MB as f16).
     pub fn get_f16(&self, name: &str, shape: &[usize]) -> Result<Vec<u16>, EmbedError> {
-        self.values(name, shape, crate::bert::f32_to_f16)
+        self.values(name, shape, f32_to_f16)
     }
 
     /// The tensor `name`, checked to have `shape`, each value widened to f32 then `convert`ed.
@@ -89,6 +89,42 @@ fn halves(bytes: &[u8]) -> impl Iterator<Item = u16> + '_ {
     bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]))
 }
 
+/// f32 → IEEE half, rounded to nearest even (overflow to infinity, underflow through the
+/// subnormals to zero).
+pub(crate) fn f32_to_f16(v: f32) -> u16 {
+    let bits = v.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exponent = ((bits >> 23) & 0xff) as i32;
+    let mantissa = bits & 0x7f_ffff;
+    if exponent == 0xff {
+        return sign | 0x7c00 | if mantissa != 0 { 0x200 } else { 0 };
+    }
+    let e = exponent - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = mantissa | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = 1u32 << (shift - 1);
+        let rest = m & ((1 << shift) - 1);
+        let mut out = m >> shift;
+        if rest > half || (rest == half && out & 1 == 1) {
+            out += 1;
+        }
+        return sign | out as u16;
+    }
+    let mut out = ((e as u32) << 10) | (mantissa >> 13);
+    let rest = mantissa & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && out & 1 == 1) {
+        out += 1; // may carry into the exponent, which is the right rounding
+    }
+    sign | out as u16
+}
+
 /// IEEE 754 half → single precision, subnormals and infinities included.
 pub(crate) fn f16_to_f32(h: u16) -> f32 {
     let sign = u32::from(h >> 15) << 31;
@@ -110,6 +146,22 @@ pub(crate) fn f16_to_f32(h: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f16_rounding_round_trips_and_rounds_to_nearest() {
+        for h in (0u16..=0xffff).filter(|h| (h >> 10) & 0x1f != 0x1f) {
+            assert_eq!(f32_to_f16(f16_to_f32(h)), h, "{h:#x}");
+        }
+        // One f16 step at 1.0 is 2⁻¹⁰: halfway cases go to the even neighbour.
+        assert_eq!(f32_to_f16(1.0 + 1.0 / 2048.0), 0x3c00);
+        assert_eq!(f32_to_f16(1.0 + 3.0 / 2048.0), 0x3c02);
+        assert_eq!(f32_to_f16(1.0 + 3.0 / 4096.0), 0x3c01);
+        assert_eq!(f32_to_f16(1e6), 0x7c00);
+        assert_eq!(f32_to_f16(1e-9), 0);
+        assert_eq!(f32_to_f16(f32::NAN) & 0x7e00, 0x7e00);
+        let v = 0.123_456_7f32;
+        assert!((f16_to_f32(f32_to_f16(v)) - v).abs() < v / 2048.0);
+    }
 
     fn file(header: impl AsRef<[u8]>, data: &[u8]) -> Vec<u8> {
         let header = header.as_ref();

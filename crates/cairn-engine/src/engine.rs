@@ -426,7 +426,7 @@ impl Engine {
                     }
                 }
                 drop(engine);
-                sleep_while(&alive, SPOOL_POLL);
+                crate::workers::sleep_while(&alive, SPOOL_POLL);
             }
         })
     }
@@ -550,16 +550,6 @@ impl Engine {
 
 /// How often the daemon looks at the spool without being poked.
 const SPOOL_POLL: Duration = Duration::from_secs(2);
-
-/// Sleep `total`, waking early when the engine stops.
-pub(crate) fn sleep_while(alive: &Alive, total: Duration) {
-    let step = Duration::from_millis(100);
-    let mut slept = Duration::ZERO;
-    while slept < total && alive.get() {
-        std::thread::sleep(step);
-        slept += step;
-    }
-}
 
 /// The daemon's writer as the spool's drain target.
 struct WriterTarget<'a>(&'a Engine);

@@ -80,7 +80,7 @@ impl Engine {
                     }
                 }
                 drop(engine);
-                crate::engine::sleep_while(&alive, every);
+                crate::workers::sleep_while(&alive, every);
             }
         })
     }
@@ -98,7 +98,7 @@ impl Engine {
                 let Some(engine) = engine.upgrade() else { return };
                 look(&engine);
                 drop(engine);
-                crate::engine::sleep_while(&alive, every);
+                crate::workers::sleep_while(&alive, every);
             }
         })
     }

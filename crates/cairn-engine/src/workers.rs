@@ -159,6 +159,16 @@ pub fn run_in_background() {
     }
 }
 
+/// Sleep `total`, waking early when the engine stops.
+pub(crate) fn sleep_while(alive: &Alive, total: Duration) {
+    let step = Duration::from_millis(100);
+    let mut slept = Duration::ZERO;
+    while slept < total && alive.get() {
+        std::thread::sleep(step);
+        slept += step;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use super::store::{indexed_body, indexed_kind, parse_kind};
+use crate::indexed::{indexed_body, indexed_kind};
+use crate::model::parse_kind;
 use cairn_base::error::Result;
 
 /// Text a scan's writer may queue ahead of its indexer before it waits (about 64 MB of
@@ -335,8 +336,8 @@ pub(crate) fn run_indexer(db_path: &Path, wake: &Receiver<()>, progress: &Arc<Pr
 }
 
 fn indexer_loop(db_path: &Path, wake: &Receiver<()>, progress: &Progress) -> Result<()> {
-    let main = super::store::open_reader(db_path)?;
-    let mut fts = super::store::open_fts(&fts_path(db_path))?;
+    let main = crate::connection::open_reader(db_path)?;
+    let mut fts = crate::connection::open_fts(&fts_path(db_path))?;
     // The checkpointer copies this file's WAL too.
     fts.execute_batch("PRAGMA wal_autocheckpoint=0")?;
     loop {
@@ -374,7 +375,7 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 /// (the writers wait for the few frames left) lets it start over from its beginning. At the
 /// end of the scan, a TRUNCATE of both.
 pub(crate) fn run_checkpointer(db_path: &Path, done: &Receiver<()>) -> Result<()> {
-    let files = [super::store::open_reader(db_path)?, super::store::open_fts(&fts_path(db_path))?];
+    let files = [crate::connection::open_reader(db_path)?, crate::connection::open_fts(&fts_path(db_path))?];
     loop {
         for conn in &files {
             let (_, log, copied): (i64, i64, i64) =

@@ -532,7 +532,7 @@ fn an_index_without_the_ends_of_long_parts_is_rebuilt_at_open() {
 
 #[test]
 fn the_indexed_body_is_whole_up_to_the_budget_then_head_and_tail() {
-    use super::store::{INDEXED_BYTES, INDEXED_HEAD_BYTES, INDEXED_TAIL_BYTES, indexed_body};
+    use crate::indexed::{INDEXED_BYTES, INDEXED_HEAD_BYTES, INDEXED_TAIL_BYTES, indexed_body};
     let small = "a".repeat(INDEXED_BYTES - 10);
     assert_eq!(indexed_body(PartKind::Text, None, Some(&small), None, None), small);
     // The middle starts past the head and ends before the tail: left out.

@@ -7,10 +7,12 @@
 mod archive;
 pub mod claude;
 pub mod codex;
+mod connection;
 pub mod context_usage;
 pub mod extraction;
 pub mod gemini;
 pub mod index;
+mod indexed;
 pub mod ingest;
 pub mod injected;
 mod jsonl;

@@ -240,3 +240,43 @@ impl IngestBatch {
         self.sessions.is_empty() && self.messages.is_empty() && self.parts.is_empty() && self.results.is_empty()
     }
 }
+
+pub(crate) fn role_str(role: HistoryRole) -> &'static str {
+    match role {
+        HistoryRole::User => "user",
+        HistoryRole::Assistant => "assistant",
+    }
+}
+
+pub(crate) fn kind_str(kind: PartKind) -> &'static str {
+    match kind {
+        PartKind::Text => "text",
+        PartKind::Reasoning => "reasoning",
+        PartKind::Tool => "tool",
+        PartKind::File => "file",
+        PartKind::Image => "image",
+        PartKind::Subtask => "subtask",
+        PartKind::Compaction => "compaction",
+    }
+}
+
+pub(crate) fn parse_kind(raw: &str) -> PartKind {
+    match raw {
+        "reasoning" => PartKind::Reasoning,
+        "tool" => PartKind::Tool,
+        "file" => PartKind::File,
+        "image" => PartKind::Image,
+        "subtask" => PartKind::Subtask,
+        "compaction" => PartKind::Compaction,
+        _ => PartKind::Text,
+    }
+}
+
+pub(crate) fn status_str(status: ToolStatus) -> &'static str {
+    match status {
+        ToolStatus::Pending => "pending",
+        ToolStatus::Running => "running",
+        ToolStatus::Completed => "completed",
+        ToolStatus::Error => "error",
+    }
+}

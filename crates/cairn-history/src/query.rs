@@ -9,7 +9,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::model::PartKind;
-use super::store::parse_kind;
+use crate::model::parse_kind;
 use cairn_base::error::{CairnError, ErrorCode, Result};
 
 /// Tools whose input `history_pull_message` shows unless configured otherwise.

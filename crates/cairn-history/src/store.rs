@@ -14,35 +14,22 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, LazyLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::index::{self, Op};
 use super::model::{
-    Cursor, HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, PartKind, ToolResult,
-    ToolStatus,
+    Cursor, HistoryHost, HistoryMessage, HistoryPart, HistorySession, IngestBatch, ToolResult, ToolStatus,
 };
+use crate::connection::{configure, open_file, open_fts};
+pub use crate::indexed::{INDEXED_BYTES, INDEXED_HEAD_BYTES, INDEXED_TAIL_BYTES};
+use crate::indexed::{indexed_kind, indexed_len};
+use crate::model::{kind_str, parse_kind, role_str, status_str};
 use cairn_base::clock::now_ts;
 use cairn_base::error::{CairnError, Result};
 
 /// File name of the archive inside the data dir.
 pub const HISTORY_DB_FILE: &str = "history.db";
-/// The index holds at most this much of one part (the whole is stored): a part up to this size
-/// whole, a longer one by its first [`INDEXED_HEAD_BYTES`] and its last [`INDEXED_TAIL_BYTES`].
-/// A 5 MB tool output is found by its start and by its end (where a build log's error is) and
-/// does not cost 5 MB of postings. The budget is what the index held when it kept only the
-/// start: indexing 32 KiB of each end as well cost the 1M-part ingest 10% (docs/BENCHMARKS.md).
-pub const INDEXED_BYTES: usize = 32 * 1024;
-/// The start of a long part in the index: a command, its arguments and its first output.
-pub const INDEXED_HEAD_BYTES: usize = 24 * 1024;
-/// The end of a long part in the index: the last hundred lines or so of a log, where its
-/// errors and summary are.
-pub const INDEXED_TAIL_BYTES: usize = INDEXED_BYTES - INDEXED_HEAD_BYTES;
-/// Most of `history.db` read through a memory map.
-const MMAP_BYTES: u64 = 1 << 30;
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-const STATEMENT_CACHE: usize = 64;
 /// SQLite's default, restored on the writer after a scan.
 const AUTOCHECKPOINT_PAGES: u32 = 1000;
 
@@ -328,42 +315,6 @@ impl Drop for HistoryDb {
             let _ = bulk.checkpointer.join();
         }
     }
-}
-
-/// One of `history.db`'s connections, or the index file's: WAL, memory-mapped reads.
-fn open_file(path: &Path) -> Result<Connection> {
-    let conn = Connection::open(path)
-        .map_err(|e| CairnError::from(e).with_hint("check that the data dir is writable (cairn doctor)"))?;
-    conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))?;
-    // Reads through the OS page cache, shared by every connection, without a system call per
-    // page: a search hydrates a few hundred rows spread over the file.
-    conn.query_row(&format!("PRAGMA mmap_size={MMAP_BYTES}"), [], |_| Ok(()))?;
-    configure(&conn)?;
-    Ok(conn)
-}
-
-fn configure(conn: &Connection) -> Result<()> {
-    conn.busy_timeout(BUSY_TIMEOUT)?;
-    // secure_delete FAST: a forgotten session's pages are zeroed when that costs no extra
-    // I/O, without the full cost of ON on every FTS segment merge of a large ingest.
-    conn.execute_batch(
-        "PRAGMA synchronous=NORMAL;
-         PRAGMA temp_store=MEMORY;
-         PRAGMA secure_delete=FAST;",
-    )?;
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    Ok(())
-}
-
-/// A scan indexer's connection to `history.db` (already migrated by the writer that started it).
-pub(crate) fn open_reader(path: &Path) -> Result<Connection> {
-    open_file(path)
-}
-
-/// A connection to the index file.
-pub(crate) fn open_fts(path: &Path) -> Result<Connection> {
-    open_file(path)
 }
 
 fn read_cursor(conn: &Connection, key: &str) -> Result<Option<Cursor>> {
@@ -769,95 +720,6 @@ fn apply_result(conn: &Connection, r: &ToolResult, fts: &mut IndexQueue) -> Resu
     Ok(true)
 }
 
-/// The searchable type of a part kind (`history_search`'s `type`), or `None` when not indexed.
-pub(crate) fn indexed_kind(kind: PartKind) -> Option<&'static str> {
-    match kind {
-        PartKind::Text | PartKind::Subtask => Some("text"),
-        PartKind::Reasoning => Some("reasoning"),
-        PartKind::Tool => Some("tool"),
-        PartKind::File | PartKind::Image | PartKind::Compaction => None,
-    }
-}
-
-/// About how much of `part` the index holds (what [`indexed_body`] makes of it).
-fn indexed_len(part: &HistoryPart) -> u64 {
-    if indexed_kind(part.kind).is_none() || part.injected {
-        return 0;
-    }
-    let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    let whole = if part.kind == PartKind::Tool {
-        len(&part.tool) + len(&part.input) + len(&part.output)
-    } else {
-        len(&part.text)
-    };
-    whole.min(INDEXED_BYTES) as u64
-}
-
-/// What the index holds of a part: its text, or a tool's name, input and output (joined by
-/// newlines); whole up to [`INDEXED_BYTES`], else its first [`INDEXED_HEAD_BYTES`] and its last
-/// [`INDEXED_TAIL_BYTES`] (empty for a kind that is not indexed).
-pub(crate) fn indexed_body(
-    kind: PartKind,
-    tool: Option<&str>,
-    text: Option<&str>,
-    input: Option<&str>,
-    output: Option<&str>,
-) -> String {
-    if indexed_kind(kind).is_none() {
-        return String::new();
-    }
-    let pieces: Vec<&str> = if kind == PartKind::Tool { vec![tool, input, output] } else { vec![text] }
-        .into_iter()
-        .flatten()
-        .filter(|p| !p.is_empty())
-        .collect();
-    let whole = pieces.iter().map(|p| p.len() + 1).sum::<usize>().saturating_sub(1);
-    if whole <= INDEXED_BYTES {
-        return pieces.join("\n");
-    }
-    let mut body = String::with_capacity(INDEXED_BYTES + 1);
-    // the start: pieces in order until INDEXED_HEAD_BYTES
-    for piece in &pieces {
-        let room = INDEXED_HEAD_BYTES.saturating_sub(body.len() + usize::from(!body.is_empty()));
-        if room == 0 {
-            break;
-        }
-        if !body.is_empty() {
-            body.push('\n');
-        }
-        body.push_str(cairn_base::text::cut_at_char_boundary(piece, room));
-    }
-    // the end: the last INDEXED_TAIL_BYTES, the pieces from the last one backwards
-    let mut tail: Vec<&str> = Vec::new();
-    let mut taken = 0;
-    for piece in pieces.iter().rev() {
-        let room = INDEXED_TAIL_BYTES.saturating_sub(taken + usize::from(!tail.is_empty()));
-        if room == 0 {
-            break;
-        }
-        let end = last_at_char_boundary(piece, room);
-        taken += end.len() + usize::from(!tail.is_empty());
-        tail.push(end);
-    }
-    for piece in tail.iter().rev() {
-        body.push('\n');
-        body.push_str(piece);
-    }
-    body
-}
-
-/// The last `max` bytes of `text` at most, starting on a character boundary.
-fn last_at_char_boundary(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
-}
-
 fn record_skips(conn: &Connection, source: &SourceRef, skipped: &HashMap<&str, u64>) -> Result<()> {
     for (reason, count) in skipped.iter().filter(|(_, n)| **n > 0) {
         conn.prepare_cached(
@@ -886,44 +748,4 @@ fn store_cursor(conn: &Connection, source: &SourceRef, next: &Cursor, counts: &A
         now_ts()
     ])?;
     Ok(())
-}
-
-pub(crate) fn role_str(role: HistoryRole) -> &'static str {
-    match role {
-        HistoryRole::User => "user",
-        HistoryRole::Assistant => "assistant",
-    }
-}
-
-pub(crate) fn kind_str(kind: PartKind) -> &'static str {
-    match kind {
-        PartKind::Text => "text",
-        PartKind::Reasoning => "reasoning",
-        PartKind::Tool => "tool",
-        PartKind::File => "file",
-        PartKind::Image => "image",
-        PartKind::Subtask => "subtask",
-        PartKind::Compaction => "compaction",
-    }
-}
-
-pub(crate) fn parse_kind(raw: &str) -> PartKind {
-    match raw {
-        "reasoning" => PartKind::Reasoning,
-        "tool" => PartKind::Tool,
-        "file" => PartKind::File,
-        "image" => PartKind::Image,
-        "subtask" => PartKind::Subtask,
-        "compaction" => PartKind::Compaction,
-        _ => PartKind::Text,
-    }
-}
-
-pub(crate) fn status_str(status: ToolStatus) -> &'static str {
-    match status {
-        ToolStatus::Pending => "pending",
-        ToolStatus::Running => "running",
-        ToolStatus::Completed => "completed",
-        ToolStatus::Error => "error",
-    }
 }

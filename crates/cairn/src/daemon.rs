@@ -100,7 +100,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     engine.start_judging(JUDGE_EVERY);
     cairn_engine::embedder::watch_model(&engine, settings_now(settings));
     let install = if installs_model(args.model_install, args.or_any_port) {
-        crate::semantic_cmd::model_to_install_at_start(settings)
+        crate::model_cmd::model_to_install_at_start(settings)
     } else {
         None
     };
@@ -138,7 +138,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     note(&format!("cairn {} serving {} at http://{addr}", cairn_core::VERSION, data_dir.display()));
     if let Some(spec) = install {
         // After the start line, and on a thread: the HTTP API answers (lexically) meanwhile.
-        crate::semantic_cmd::install_in_background(spec, settings.model_dir.value.clone(), args.model_url.clone());
+        crate::model_cmd::install_in_background(spec, settings.model_dir.value.clone(), args.model_url.clone());
     }
     let shutdown = shutdown_signal(Arc::clone(&engine), args.idle_exit, cancel.clone());
     let served = cairn_server::http::serve(listener, state, shutdown).await;

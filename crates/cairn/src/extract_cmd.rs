@@ -13,8 +13,8 @@ use cairn_engine::Engine;
 use cairn_llm::LlmProvider;
 
 use crate::cli::ExtractArgs;
+use crate::env::Env;
 use crate::output::note;
-use crate::run::Env;
 
 /// How often the daemon's worker looks for conversations gone idle (the cooldown itself is
 /// 15 s: a conversation is extracted within about 20 s of its last message).

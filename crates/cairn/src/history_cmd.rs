@@ -20,8 +20,8 @@ use cairn_core::settings::ensure_data_dir;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::HistoryAction;
+use crate::env::Env;
 use crate::output::note;
-use crate::run::Env;
 
 pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
     match action {

@@ -19,8 +19,8 @@ use serde::Serialize;
 use toml_edit::{DocumentMut, Item, Table, value};
 
 use crate::cli::{LlmAction, LlmUse};
+use crate::env::Env;
 use crate::output::note;
-use crate::run::Env;
 
 /// How long `status` waits for a remote provider's cheap answer (its model list).
 const PROBE_TIMEOUT_SECS: u64 = 10;
@@ -289,10 +289,10 @@ fn install_local(data_dir: &Path, model: Option<&str>, from: Option<&Path>) -> R
                 "downloading {} ({}, {}) from {}",
                 spec.name,
                 spec.file_name,
-                crate::semantic_cmd::human_bytes(spec.bytes),
+                crate::output::human_bytes(spec.bytes),
                 spec.url
             ));
-            let progress = std::cell::RefCell::new(crate::semantic_cmd::Progress::on_stderr());
+            let progress = std::cell::RefCell::new(crate::output::Progress::on_stderr());
             let downloaded = local::install_download(spec, &dir, &|done, total| {
                 progress.borrow_mut().show(spec.file_name, done, total);
             });
@@ -410,7 +410,7 @@ pub fn render_local_model_rows(rows: &[LocalModelRow]) -> String {
             (false, false) => "not installed",
         };
         let _ = writeln!(text, "{} {:<29} {:<22} {}", if m.in_use { "*" } else { " " }, m.name, state, m.description);
-        let size = crate::semantic_cmd::human_bytes(m.bytes);
+        let size = crate::output::human_bytes(m.bytes);
         let size = match (m.installed, m.downloadable) {
             (true, _) => format!("{size} on disk"),
             (false, true) => format!("{size} download"),
@@ -693,7 +693,7 @@ fn render_status(s: &Status) -> String {
         row("model", model.clone());
     }
     if let Some(file) = &s.local {
-        let size = file.bytes.map_or_else(String::new, |b| format!(" ({})", crate::semantic_cmd::human_bytes(b)));
+        let size = file.bytes.map_or_else(String::new, |b| format!(" ({})", crate::output::human_bytes(b)));
         let state = if file.installed { "" } else { ", not installed" };
         row("file", format!("{}{size}{state}", file.path));
     }

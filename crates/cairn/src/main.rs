@@ -3,7 +3,9 @@
 mod alloc;
 mod cli;
 mod config_file;
+mod conflicts_cmd;
 mod daemon;
+mod env;
 mod extract_cmd;
 mod history_cmd;
 mod hook;
@@ -11,11 +13,11 @@ mod hook_log;
 #[cfg(feature = "hub")]
 mod hub_cmd;
 mod llm_cmd;
+mod model_cmd;
 mod obsidian_cmd;
 mod output;
 mod remote_cmd;
 mod run;
-mod semantic_cmd;
 mod setup;
 
 use std::process::ExitCode;

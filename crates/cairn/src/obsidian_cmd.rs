@@ -12,8 +12,8 @@ use cairn_core::ops::Op;
 use cairn_core::transfer::ExportData;
 use cairn_core::{CairnError, ErrorCode};
 
+use crate::env::Env;
 use crate::output::{note, out};
-use crate::run::Env;
 
 pub fn export(env: &Env, dir: &Path, watch: Option<Duration>) -> Result<()> {
     let report = export_once(env, dir)?;

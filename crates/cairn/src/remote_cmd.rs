@@ -16,8 +16,8 @@ use serde::Serialize;
 use toml_edit::{Array, DocumentMut, Item, Table, value};
 
 use crate::cli::RemoteAction;
+use crate::env::Env;
 use crate::output::note;
-use crate::run::Env;
 
 pub fn remote(env: &Env, action: RemoteAction) -> Result<()> {
     match action {

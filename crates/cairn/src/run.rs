@@ -3,17 +3,15 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock as OnceCell;
 use std::time::Duration;
 
 use anyhow::Result;
 use cairn_client::{Client, ConnectOptions, Role};
-use cairn_core::agent::{ProjectHints, ProtocolRequest, resolve_project};
+use cairn_core::agent::ProtocolRequest;
 use cairn_core::context::{Context, ContextLayout, ContextRequest};
 use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, SessionSummary};
 use cairn_core::ops::{DeleteResponse, GetResponse, Op, RepairReport, SaveRequest, SaveResponse, SearchResponse};
-use cairn_core::project::ProjectDetection;
 use cairn_core::search::{SearchMode, SearchQuery, SearchResults};
 use cairn_core::settings::{Overrides, Settings};
 use cairn_core::text::Scope;
@@ -22,63 +20,9 @@ use cairn_core::views::{Stats, Timeline};
 use cairn_core::{CairnError, ErrorCode, doctor};
 
 use crate::cli::{Cli, Command, ContextArgs, SaveArgs, SearchArgs, UpdateArgs};
-use crate::output::{json, note, out};
+use crate::env::{Env, parse_id};
+use crate::output::{note, out};
 use cairn_render::people as render;
-
-/// Shared state of one invocation.
-pub struct Env {
-    pub settings: Settings,
-    pub json: bool,
-    cwd: PathBuf,
-    /// Made on the first operation: `serve`, `mcp` and `config` never need one.
-    client: OnceCell<Client>,
-}
-
-impl Env {
-    /// The one client of this invocation: the daemon of the data dir, else the file.
-    pub(crate) fn client(&self) -> Result<&Client> {
-        if let Some(client) = self.client.get() {
-            return Ok(client);
-        }
-        let options = ConnectOptions::from_settings(&self.settings, Role::Cli)?;
-        Ok(self.client.get_or_init(|| Client::new(options)))
-    }
-
-    /// Run one operation and decode its result.
-    pub(crate) fn call<T: 'static>(&self, op: Op) -> Result<T> {
-        Ok(self.client()?.call(op)?)
-    }
-
-    /// Embed every pending memory in this process when no daemon runs (`cairn reindex`).
-    /// `None` when a daemon does the work.
-    pub(crate) fn embed_here(&self, progress: &mut dyn FnMut(usize, i64)) -> Result<Option<usize>> {
-        Ok(self.client()?.embed_here(progress)?)
-    }
-
-    /// The project: `--project` / `CAIRN_PROJECT`, else detected from the current directory
-    /// (core's one resolution rule; the CLI has no session or header).
-    pub(crate) fn project(&self) -> Result<ProjectDetection> {
-        let hints = ProjectHints {
-            process: self.settings.project.value.clone(),
-            process_cwd: self.cwd.clone(),
-            ..ProjectHints::default()
-        };
-        let detection = resolve_project(&hints, |_| Ok(None))?;
-        if let Some(w) = &detection.warning {
-            note(&format!("warning: {w}"));
-        }
-        Ok(detection)
-    }
-
-    /// The directory cairn was run in.
-    pub(crate) fn cwd(&self) -> &std::path::Path {
-        &self.cwd
-    }
-
-    pub(crate) fn emit<T: serde::Serialize>(&self, value: &T, human: impl FnOnce(&T) -> String) -> Result<()> {
-        if self.json { json(value) } else { out(&human(value)) }
-    }
-}
 
 pub fn run(cli: Cli) -> Result<()> {
     let mut overrides = Overrides {
@@ -106,7 +50,7 @@ pub fn run(cli: Cli) -> Result<()> {
         crate::init_logging(&settings.log.value);
     }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let env = Env { settings, json: cli.global.json, cwd, client: OnceCell::new() };
+    let env = Env::new(settings, cli.global.json, cwd);
     dispatch(&env, cli.command)
 }
 
@@ -132,11 +76,11 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         #[cfg(feature = "hub")]
         Command::Hub { .. } => unreachable!("`cairn hub` runs before the settings load"),
         Command::Version => out(&format!("cairn {}", cairn_core::VERSION)),
-        Command::Model { action } => crate::semantic_cmd::model(env, action),
+        Command::Model { action } => crate::model_cmd::model(env, action),
         Command::Llm { action } => crate::llm_cmd::llm(env, action),
         Command::Extract(args) => crate::extract_cmd::extract(env, args),
-        Command::Reindex { force } => crate::semantic_cmd::reindex(env, force),
-        Command::Conflicts { action } => crate::semantic_cmd::conflicts(env, action),
+        Command::Reindex { force } => crate::model_cmd::reindex(env, force),
+        Command::Conflicts { action } => crate::conflicts_cmd::conflicts(env, action),
         Command::History { action } => crate::history_cmd::history(env, action),
         Command::Save(args) => save(env, args),
         Command::Search(args) => search(env, args),
@@ -223,13 +167,6 @@ fn tui(_env: &Env, _write: bool) -> Result<()> {
         .into())
 }
 
-/// `12` or `#12`.
-pub(crate) fn parse_id(raw: &str) -> Result<i64> {
-    raw.trim().trim_start_matches('#').parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(|| {
-        CairnError::invalid(format!("{raw:?} is not a memory id")).with_hint("ids look like 12 or #12").into()
-    })
-}
-
 fn utf8(field: &str, raw: OsString) -> Result<String> {
     raw.into_string().map_err(|_| {
         CairnError::new(ErrorCode::InvalidUtf8, format!("{field} is not valid UTF-8"))
@@ -275,7 +212,7 @@ fn save(env: &Env, args: SaveArgs) -> Result<()> {
         topic_key: args.topic,
         tool_name: None,
         pinned: args.pin,
-        directory: Some(env.cwd.display().to_string()),
+        directory: Some(env.cwd().display().to_string()),
     };
     let response: SaveResponse = env.call(Op::Save(SaveRequest { observation: new, ..SaveRequest::default() }))?;
     let outcome = response.outcome;
@@ -467,7 +404,7 @@ fn sync(env: &Env, args: SyncArgs) -> Result<()> {
 
 fn import_engram(env: &Env, path: Option<PathBuf>) -> Result<()> {
     let path = if let Some(p) = path {
-        env.cwd.join(p)
+        env.cwd().join(p)
     } else {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
         cairn_core::transfer::default_engram_db(&home)

@@ -8,6 +8,7 @@
 //! hooks ([`hooks`]).
 
 pub mod activity;
+pub mod archived_sessions;
 pub mod hooks;
 pub mod host;
 pub mod intent;

@@ -5,8 +5,10 @@ use super::pull::tool_shown;
 use super::requests::SearchRequest;
 use super::results::{SearchHitPart, SearchMessage, SearchResults};
 use super::{DEFAULT_INPUT_TOOLS, DEFAULT_OUTPUT_TOOLS, MAX_QUERY_CHARS, MessageRow, View, latest_compaction, view};
+use crate::indexed::indexed_kind;
 use crate::model::PartKind;
-use crate::store::{HistoryDb, indexed_kind, parse_kind};
+use crate::model::parse_kind;
+use crate::store::HistoryDb;
 use cairn_base::error::{CairnError, Result};
 use cairn_base::query::{self, Term};
 use cairn_base::settings::HistorySettings;
@@ -307,7 +309,7 @@ pub(super) const LITERAL_CANDIDATES: usize = 300;
 
 /// A substring in Chinese or Japanese (3 characters or more), through the trigram index: only
 /// the parts that hold such characters are in it (what the word index holds of each, see
-/// [`crate::store::indexed_body`]; `literal` scans whole parts). Newest parts first; for one
+/// [`crate::indexed::indexed_body`]; `literal` scans whole parts). Newest parts first; for one
 /// session, within its rowids.
 pub(super) fn trigram_candidates(
     conn: &Connection,

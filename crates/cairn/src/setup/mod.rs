@@ -33,8 +33,8 @@ use cairn_core::{CairnError, ErrorCode};
 use serde::Serialize;
 
 use crate::cli::{SetupAgent, SetupArgs};
+use crate::env::Env;
 use crate::output::note;
-use crate::run::Env;
 
 /// What became (or would become) of one thing setup looks after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -4,6 +4,9 @@
 
 pub(crate) mod judging;
 pub(crate) mod migrate;
+pub(crate) mod sync_chunks;
+pub(crate) mod sync_journal;
+pub(crate) mod sync_remote;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

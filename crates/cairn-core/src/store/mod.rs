@@ -2,8 +2,11 @@
 //! as `impl Store` blocks (memory, sessions, prompts, transfer...). What also needs the search
 //! index, the vectors or the settings runs on the core's context ([`crate::Core`]).
 
+pub(crate) mod activity;
+pub(crate) mod agent;
 pub(crate) mod judging;
 pub(crate) mod migrate;
+pub(crate) mod spool;
 pub(crate) mod sync_chunks;
 pub(crate) mod sync_journal;
 pub(crate) mod sync_remote;

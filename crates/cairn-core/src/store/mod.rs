@@ -4,12 +4,14 @@
 
 pub(crate) mod activity;
 pub(crate) mod agent;
+pub(crate) mod foreign;
 pub(crate) mod judging;
 pub(crate) mod migrate;
 pub(crate) mod spool;
 pub(crate) mod sync_chunks;
 pub(crate) mod sync_journal;
 pub(crate) mod sync_remote;
+pub(crate) mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

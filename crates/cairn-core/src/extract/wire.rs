@@ -382,7 +382,7 @@ impl Store {
             let mut results = Vec::new();
             for memory in &written.memories {
                 if memory.origin == Origin::Fact
-                    && let Some(id) = already_said(store.conn(), &project, &memory.content)?
+                    && let Some(id) = already_said(store, &project, &memory.content)?
                 {
                     results.push(AddResult {
                         id: id.to_string(),

@@ -4,6 +4,7 @@
 
 pub(crate) mod activity;
 pub(crate) mod agent;
+pub(crate) mod extraction;
 pub(crate) mod foreign;
 pub(crate) mod judging;
 pub(crate) mod migrate;

@@ -298,6 +298,15 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Directories cairn's own sessions ran in, with their project.
+    pub(crate) fn session_directories(&self) -> Result<Vec<(String, Option<String>)>> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT DISTINCT directory, project FROM sessions WHERE directory != '' LIMIT 10000")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Memory `id`'s provenance row, if a model wrote it.
     pub(crate) fn provenance_row(&self, id: i64) -> Result<Option<ProvenanceRow>> {
         Ok(self
@@ -328,6 +337,25 @@ pub(crate) fn record_provenance(tx: &Connection, p: &ProvenanceRow) -> Result<()
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (observation_id) DO UPDATE SET message_ids = excluded.message_ids,
             provider = excluded.provider, model = excluded.model, created_at = excluded.created_at",
+    )?
+    .execute(params![
+        p.observation_id,
+        p.origin,
+        p.session_id,
+        p.message_ids,
+        p.provider,
+        p.model,
+        p.created_at
+    ])?;
+    Ok(())
+}
+
+/// Record where memory `p.observation_id` came from in `tx`, replacing the whole row.
+pub(crate) fn replace_provenance(tx: &Connection, p: &ProvenanceRow) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO memory_provenance
+            (observation_id, origin, session_id, message_ids, provider, model, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         p.observation_id,

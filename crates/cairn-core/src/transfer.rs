@@ -14,7 +14,7 @@ use crate::model::{Observation, Prompt, Relation, Session};
 use crate::store::Store;
 use crate::store::foreign::ForeignDb;
 use crate::store::transfer::{self as rows, ExportRows};
-pub(crate) use crate::store::transfer::{CleanObservation, Stamp, overwrite_observation, write_new_observation};
+use crate::store::transfer::{CleanObservation, Stamp, overwrite_observation, write_new_observation};
 use crate::text::{
     MAX_CONTENT_BYTES, MAX_TITLE_BYTES, RedactFields, Redaction, Scope, fit_content, normalize_project,
     normalize_topic_key, normalized_hash, redact, redact_opt,

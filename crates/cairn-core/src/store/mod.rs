@@ -9,6 +9,7 @@ pub(crate) mod foreign;
 pub(crate) mod judging;
 pub(crate) mod migrate;
 pub(crate) mod spool;
+pub(crate) mod sync_apply;
 pub(crate) mod sync_chunks;
 pub(crate) mod sync_journal;
 pub(crate) mod sync_remote;

@@ -179,14 +179,21 @@ pub(crate) fn memory_exists(tx: &Connection, sync_id: &str) -> Result<bool> {
         .query_row([sync_id], |r| r.get(0))?)
 }
 
-/// The stored relation `sync_id`'s stamp, `updated_at`, relation and status.
-pub(crate) fn relation_version(
-    tx: &Connection,
-    sync_id: &str,
-) -> Result<Option<(Option<String>, String, String, String)>> {
+/// A relation's version as stored: its stamp, and what decides between equal stamps.
+pub(crate) struct RelationVersion {
+    pub hlc: Option<String>,
+    pub updated_at: String,
+    pub relation: String,
+    pub status: String,
+}
+
+/// The stored relation `sync_id`'s version.
+pub(crate) fn relation_version(tx: &Connection, sync_id: &str) -> Result<Option<RelationVersion>> {
     Ok(tx
         .prepare_cached("SELECT hlc, updated_at, relation, judgment_status FROM relations WHERE sync_id = ?1")?
-        .query_row([sync_id], |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?)))
+        .query_row([sync_id], |x| {
+            Ok(RelationVersion { hlc: x.get(0)?, updated_at: x.get(1)?, relation: x.get(2)?, status: x.get(3)? })
+        })
         .optional()?)
 }
 

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use super::Mutation;
 use super::version::{Version, compare};
 use crate::error::{CairnError, ErrorCode, Result};
-use crate::store::sync_apply::{self as rows, LocalMemory};
+use crate::store::sync_apply::{self as rows, LocalMemory, RelationVersion};
 use crate::store::transfer::{
     CleanObservation, CleanRelation, CleanSession, Stamp, overwrite_observation, write_new_observation,
 };
@@ -369,7 +369,13 @@ fn upsert_relation(tx: &Connection, r: &RelationRecord, payload: &Value, now: &s
     let local = rows::relation_version(tx, &r.sync_id)?;
     let relation = r.relation.as_deref().unwrap_or("pending");
     let status = r.judgment_status.as_deref().unwrap_or("pending");
-    if let Some((local_hlc, local_updated, local_relation, local_status)) = local {
+    if let Some(RelationVersion {
+        hlc: local_hlc,
+        updated_at: local_updated,
+        relation: local_relation,
+        status: local_status,
+    }) = local
+    {
         let local_version = Version::of(local_hlc.as_deref(), &local_updated);
         let remote_key = format!("{relation}\u{1f}{status}");
         let local_key = format!("{local_relation}\u{1f}{local_status}");

@@ -7,11 +7,10 @@
 //! observations, prompts, relations?, mutations?}` whose sha256 starts with `id`.
 //!
 //! The folder comes from whoever commits to the repository: its files are read and written only
-//! through `files::Folder` (no link followed, regular files only, sizes capped before reading).
+//! through `edge::chunk_folder::Folder` (no link followed, regular files only, sizes capped before reading).
 //! An import reads and checks every chunk first and applies them afterwards, in batches of
 //! bounded size, each in one write ([`ImportTarget`]): the daemon's writer never waits on a file.
 
-mod files;
 #[cfg(all(test, unix))]
 mod files_tests;
 
@@ -28,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use self::files::Folder;
 use super::{ApplyReport, Mutation};
+use crate::edge::chunk_folder::Folder;
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::store::{Store, sync_chunks};
 

@@ -20,7 +20,6 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 
@@ -34,6 +33,8 @@ use crate::history::extraction::{ExtractableMessage, Mark, SessionTail};
 use crate::history::model::HistoryRole;
 use crate::memory::{NewObservation, SaveAction};
 use crate::store::Store;
+pub use crate::store::extraction::FailingSession;
+use crate::store::extraction::{self, ProvenanceRow, StateAdvance};
 
 pub mod wire;
 
@@ -466,16 +467,6 @@ fn brief_memory(project: &str, written: prompts::Written) -> Extracted {
     }
 }
 
-/// A conversation's extraction state, as stored.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct SessionState {
-    mark: Option<Mark>,
-    summary_mark: Option<Mark>,
-    turns_since_summary: u32,
-    brief_checked: bool,
-    next_attempt_at: Option<String>,
-}
-
 impl Core {
     /// The conversations with work, and the work (redacted), for a pass.
     pub fn extraction_plan(&mut self, selection: &Selection, policy: &ExtractionPolicy) -> Result<Vec<SessionWork>> {
@@ -637,17 +628,14 @@ fn words(text: &str) -> std::collections::HashSet<String> {
 const NEAR_DUPLICATE_SHARE: f64 = 0.8;
 /// Fewer words than this are compared by their exact hash only (too few to judge by overlap).
 const NEAR_DUPLICATE_MIN_WORDS: usize = 4;
+/// Memories sharing words with a new fact that are compared with it, the best matches first.
+const NEAR_DUPLICATE_CANDIDATES: usize = 20;
 
 /// Whether a live memory of `project` already says `content`: the same normalized text, or one
 /// holding nearly all of its words (found through the full-text index).
-fn already_said(conn: &Connection, project: &str, content: &str) -> Result<Option<i64>> {
+fn already_said(store: &Store, project: &str, content: &str) -> Result<Option<i64>> {
     let hash = crate::text::normalized_hash(&redact_for_model(content));
-    let exact: Option<i64> = conn
-        .prepare_cached(
-            "SELECT id FROM observations WHERE normalized_hash = ?1 AND project = ?2 AND deleted_at IS NULL LIMIT 1",
-        )?
-        .query_row(params![hash, project], |r| r.get(0))
-        .optional()?;
+    let exact = store.live_memory_with_hash(&hash, project)?;
     if exact.is_some() {
         return Ok(exact);
     }
@@ -656,16 +644,7 @@ fn already_said(conn: &Connection, project: &str, content: &str) -> Result<Optio
         return Ok(None);
     }
     let query = mine.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(" OR ");
-    let mut stmt = conn.prepare_cached(
-        "SELECT o.id, o.title, o.content FROM observations_fts f JOIN observations o ON o.id = f.rowid
-         WHERE observations_fts MATCH ?1 AND o.project = ?2 AND o.deleted_at IS NULL
-         ORDER BY f.rank LIMIT 20",
-    )?;
-    let candidates = stmt.query_map(params![query, project], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
-    })?;
-    for candidate in candidates {
-        let (id, title, body) = candidate?;
+    for (id, title, body) in store.live_memories_matching(&query, project, NEAR_DUPLICATE_CANDIDATES)? {
         let theirs = words(&format!("{title} {body}"));
         let shared = mine.iter().filter(|w| theirs.contains(*w)).count();
         if shared as f64 >= NEAR_DUPLICATE_SHARE * mine.len() as f64 {
@@ -673,20 +652,6 @@ fn already_said(conn: &Connection, project: &str, content: &str) -> Result<Optio
         }
     }
     Ok(None)
-}
-
-/// A failing conversation, as `extraction_status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct FailingSession {
-    pub session_id: String,
-    pub project: String,
-    pub attempts: u32,
-    /// When it is tried again.
-    pub next_attempt_at: Option<String>,
-    pub last_error_code: Option<String>,
-    pub last_error: Option<String>,
-    pub last_error_at: Option<String>,
 }
 
 /// Where extraction stands (op `extraction_status`, shown by `cairn llm status`).
@@ -720,79 +685,14 @@ pub struct Provenance {
 }
 
 impl Store {
-    /// When extraction was first on.
-    pub fn extraction_since(&self) -> Result<Option<String>> {
-        Ok(self
-            .conn()
-            .prepare_cached("SELECT value FROM extraction_meta WHERE key = 'since'")?
-            .query_row([], |r| r.get(0))
-            .optional()?)
-    }
-
-    /// Record that extraction is on from now (kept when it already was): the background worker
-    /// calls it when it starts with a model.
-    pub fn start_extraction(&mut self) -> Result<String> {
-        let now = self.now();
-        self.write(|tx| {
-            tx.execute("INSERT OR IGNORE INTO extraction_meta (key, value) VALUES ('since', ?1)", [&now])?;
-            Ok(tx.query_row("SELECT value FROM extraction_meta WHERE key = 'since'", [], |r| r.get(0))?)
-        })
-    }
-
-    fn extraction_state(&self, session_id: &str) -> Result<SessionState> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT mark_seq, mark_id, summary_seq, summary_id, turns_since_summary, brief_checked, next_attempt_at
-                 FROM extraction_state WHERE session_id = ?1",
-            )?
-            .query_row([session_id], |r| {
-                let mark = |seq: Option<i64>, id: Option<String>| seq.zip(id).map(|(seq, id)| Mark { seq, id });
-                Ok(SessionState {
-                    mark: mark(r.get(0)?, r.get(1)?),
-                    summary_mark: mark(r.get(2)?, r.get(3)?),
-                    turns_since_summary: r.get(4)?,
-                    brief_checked: r.get(5)?,
-                    next_attempt_at: r.get(6)?,
-                })
-            })
-            .optional()?
-            .unwrap_or_default())
-    }
-
-    /// Whether the conversation's host ended it (a session cairn records by the same id).
-    fn session_ended(&self, session_id: &str) -> Result<bool> {
-        Ok(self
-            .conn()
-            .prepare_cached("SELECT ended_at IS NOT NULL FROM sessions WHERE id = ?1")?
-            .query_row([session_id], |r| r.get::<_, bool>(0))
-            .optional()?
-            .unwrap_or(false))
-    }
-
     /// The running summary a model wrote for the conversation.
     fn extracted_summary(&self, session_id: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT content FROM observations WHERE topic_key = ?1 AND type = ?2 AND deleted_at IS NULL
-                 ORDER BY updated_at DESC LIMIT 1",
-            )?
-            .query_row(params![format!("summary/{session_id}"), SUMMARY_TYPE], |r| r.get(0))
-            .optional()?)
+        self.newest_memory_content(&format!("summary/{session_id}"), SUMMARY_TYPE)
     }
 
     /// Whether the project has a brief (a model's or anyone's).
     fn has_brief(&self, project: &str) -> Result<bool> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT 1 FROM observations WHERE project = ?1 AND deleted_at IS NULL
-                   AND (type IN ('project-brief', 'project_brief') OR topic_key = ?2) LIMIT 1",
-            )?
-            .query_row(params![project, BRIEF_TOPIC], |_| Ok(()))
-            .optional()?
-            .is_some())
+        self.has_brief_under(project, BRIEF_TOPIC)
     }
 
     /// Save what a model wrote for one window, summary or brief, and move the conversation's
@@ -808,9 +708,7 @@ impl Store {
             // Only facts count as facts saved: a summary or a brief is counted by its own kind.
             let mut facts_saved = 0_i64;
             for memory in &commit.memories {
-                if memory.origin == Origin::Fact
-                    && already_said(store.conn(), &commit.project, &memory.content)?.is_some()
-                {
+                if memory.origin == Origin::Fact && already_said(store, &commit.project, &memory.content)?.is_some() {
                     outcome.duplicates += 1;
                     continue;
                 }
@@ -823,32 +721,17 @@ impl Store {
                 }
             }
             let mark = commit.new_mark.clone().or(state.mark);
-            store.conn().execute(
-                "INSERT INTO extraction_state (session_id, project, mark_seq, mark_id, turns_since_summary,
-                    summary_seq, summary_id, brief_checked, facts_saved, duplicates_skipped, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, CASE WHEN ?10 THEN ?3 END, CASE WHEN ?10 THEN ?4 END, ?6, ?7, ?8, ?9)
-                 ON CONFLICT (session_id) DO UPDATE SET
-                    project = excluded.project, mark_seq = excluded.mark_seq, mark_id = excluded.mark_id,
-                    turns_since_summary = CASE WHEN ?10 THEN 0 ELSE turns_since_summary + ?5 END,
-                    summary_seq = CASE WHEN ?10 THEN excluded.mark_seq ELSE summary_seq END,
-                    summary_id = CASE WHEN ?10 THEN excluded.mark_id ELSE summary_id END,
-                    brief_checked = brief_checked OR excluded.brief_checked,
-                    facts_saved = facts_saved + ?7, duplicates_skipped = duplicates_skipped + ?8,
-                    attempts = 0, next_attempt_at = NULL, last_error_code = NULL, last_error = NULL,
-                    updated_at = ?9",
-                params![
-                    commit.session_id,
-                    commit.project,
-                    mark.as_ref().map(|m| m.seq),
-                    mark.as_ref().map(|m| m.id.as_str()),
-                    if commit.summarized { 0 } else { commit.turns },
-                    commit.brief_checked,
-                    facts_saved,
-                    outcome.duplicates as i64,
-                    now,
-                    commit.summarized,
-                ],
-            )?;
+            store.advance_extraction_state(&StateAdvance {
+                session_id: &commit.session_id,
+                project: &commit.project,
+                mark: mark.as_ref(),
+                turns: if commit.summarized { 0 } else { commit.turns },
+                summarized: commit.summarized,
+                brief_checked: commit.brief_checked,
+                facts_saved,
+                duplicates: outcome.duplicates as i64,
+                now: &now,
+            })?;
             Ok(outcome)
         })
     }
@@ -856,10 +739,7 @@ impl Store {
     /// Save one memory a model wrote, with its provenance, in the caller's transaction.
     fn save_extracted(&mut self, commit: &ExtractionCommit, memory: &Extracted, now: &str) -> Result<SaveAction> {
         // The conversation's own session, when cairn recorded it, decides the project.
-        let known: bool = self
-            .conn()
-            .prepare_cached("SELECT EXISTS(SELECT 1 FROM sessions WHERE id = ?1)")?
-            .query_row([&commit.session_id], |r| r.get(0))?;
+        let known = self.session_known(&commit.session_id)?;
         let new = NewObservation {
             title: memory.title.clone(),
             content: memory.content.clone(),
@@ -873,21 +753,18 @@ impl Store {
         let ids = serde_json::to_string(&memory.message_ids)?;
         let outcome = self.save_then(&new, |tx, saved| {
             if saved.action != SaveAction::Duplicate {
-                tx.prepare_cached(
-                    "INSERT INTO memory_provenance (observation_id, origin, session_id, message_ids, provider, model, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                     ON CONFLICT (observation_id) DO UPDATE SET message_ids = excluded.message_ids,
-                        provider = excluded.provider, model = excluded.model, created_at = excluded.created_at",
-                )?
-                .execute(params![
-                    saved.id,
-                    memory.origin.as_str(),
-                    commit.session_id,
-                    ids,
-                    commit.provider,
-                    commit.model,
-                    now
-                ])?;
+                extraction::record_provenance(
+                    tx,
+                    &ProvenanceRow {
+                        observation_id: saved.id,
+                        origin: memory.origin.as_str().to_owned(),
+                        session_id: Some(commit.session_id.clone()),
+                        message_ids: ids.clone(),
+                        provider: commit.provider.clone(),
+                        model: commit.model.clone(),
+                        created_at: now.to_owned(),
+                    },
+                )?;
             }
             Ok(())
         })?;
@@ -904,100 +781,46 @@ impl Store {
         policy: &ExtractionPolicy,
     ) -> Result<()> {
         let now = self.clock().now();
-        let attempts: u32 = self
-            .conn()
-            .prepare_cached("SELECT attempts FROM extraction_state WHERE session_id = ?1")?
-            .query_row([session_id], |r| r.get(0))
-            .optional()?
-            .unwrap_or(0);
+        let attempts = self.extraction_attempts(session_id)?;
         let wait = backoff(policy, attempts + 1);
         let (now_ts, next) = (format_ts(now), format_ts(now + wait));
-        let code = code.as_str();
         let message = crate::text::cut_at_char_boundary(message, 500).to_owned();
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO extraction_state (session_id, attempts, next_attempt_at, last_error_code, last_error,
-                    last_error_at, updated_at)
-                 VALUES (?1, 1, ?2, ?3, ?4, ?5, ?5)
-                 ON CONFLICT (session_id) DO UPDATE SET attempts = attempts + 1, next_attempt_at = ?2,
-                    last_error_code = ?3, last_error = ?4, last_error_at = ?5, updated_at = ?5",
-                params![session_id, next, code, message, now_ts],
-            )?;
-            Ok(())
-        })
+        self.write_extraction_failure(session_id, &next, code.as_str(), &message, &now_ts)
     }
 
     /// Where extraction stands.
     pub fn extraction_status(&self) -> Result<ExtractionStatus> {
-        let (sessions, facts_saved, duplicates_skipped, last): (i64, i64, i64, Option<String>) =
-            self.conn().query_row(
-                "SELECT count(mark_id), coalesce(sum(facts_saved), 0), coalesce(sum(duplicates_skipped), 0),
-                    max(CASE WHEN mark_id IS NOT NULL THEN updated_at END)
-             FROM extraction_state",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )?;
-        let extracted: i64 = self.conn().query_row(
-            "SELECT count(*) FROM memory_provenance p JOIN observations o ON o.id = p.observation_id
-             WHERE o.deleted_at IS NULL",
-            [],
-            |r| r.get(0),
-        )?;
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT session_id, project, attempts, next_attempt_at, last_error_code, last_error, last_error_at
-             FROM extraction_state WHERE next_attempt_at IS NOT NULL ORDER BY next_attempt_at, session_id LIMIT 50",
-        )?;
-        let failing = stmt
-            .query_map([], |r| {
-                Ok(FailingSession {
-                    session_id: r.get(0)?,
-                    project: r.get(1)?,
-                    attempts: r.get(2)?,
-                    next_attempt_at: r.get(3)?,
-                    last_error_code: r.get(4)?,
-                    last_error: r.get(5)?,
-                    last_error_at: r.get(6)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
+        let totals = self.extraction_totals()?;
         Ok(ExtractionStatus {
             since: self.extraction_since()?,
-            sessions: sessions as u64,
-            facts_saved: facts_saved as u64,
-            duplicates_skipped: duplicates_skipped as u64,
-            extracted_memories: extracted as u64,
-            last_extracted_at: last,
-            failing,
+            sessions: totals.sessions as u64,
+            facts_saved: totals.facts_saved as u64,
+            duplicates_skipped: totals.duplicates_skipped as u64,
+            extracted_memories: self.extracted_memory_count()? as u64,
+            last_extracted_at: totals.last_extracted_at,
+            failing: self.failing_extractions(FAILING_SHOWN)?,
         })
     }
 
     /// Where a memory came from, when a model wrote it.
     pub fn provenance(&self, id: i64) -> Result<Option<Provenance>> {
-        self.conn()
-            .prepare_cached(
-                "SELECT origin, session_id, message_ids, provider, model, created_at FROM memory_provenance
-                 WHERE observation_id = ?1",
-            )?
-            .query_row([id], |r| {
-                let origin = match r.get::<_, String>(0)?.as_str() {
-                    "summary" => Origin::Summary,
-                    "brief" => Origin::Brief,
-                    _ => Origin::Fact,
-                };
-                let ids: String = r.get(2)?;
-                Ok(Provenance {
-                    origin,
-                    session_id: r.get(1)?,
-                    message_ids: serde_json::from_str(&ids).unwrap_or_default(),
-                    provider: r.get(3)?,
-                    model: r.get(4)?,
-                    created_at: r.get(5)?,
-                })
-            })
-            .optional()
-            .map_err(Into::into)
+        Ok(self.provenance_row(id)?.map(|row| Provenance {
+            origin: match row.origin.as_str() {
+                "summary" => Origin::Summary,
+                "brief" => Origin::Brief,
+                _ => Origin::Fact,
+            },
+            session_id: row.session_id,
+            message_ids: serde_json::from_str(&row.message_ids).unwrap_or_default(),
+            provider: row.provider,
+            model: row.model,
+            created_at: row.created_at,
+        }))
     }
 }
+
+/// Failing conversations `extraction_status` lists, the next retry first.
+const FAILING_SHOWN: usize = 50;
 
 /// The wait before attempt number `attempt + 1` after `attempt` failures in a row.
 fn backoff(policy: &ExtractionPolicy, failures: u32) -> Duration {

@@ -4,7 +4,7 @@
 //! Map: [`agent`] (the agent protocol: project resolution, current project, session activity)
 //! · [`store`] (SQLite, migrations) · [`memory`] (save / revise / dedupe / update / delete)
 //! · [`sessions`] · [`prompts`] · [`search`] (engines, lexical BM25) · [`context`] · [`views`]
-//! (timeline, stats) · [`transfer`] (export / import / engram import) · [`obsidian`] (the Obsidian vault export) · [`project`] (identity)
+//! (timeline, stats) · [`transfer`] (export / import / engram import) · [`edge`] (file I/O: the Obsidian vault export) · [`project`] (identity)
 //! · [`topic`] · [`text`] (redaction, limits, normalisation) · [`settings`] · [`doctor`] ·
 //! [`error`] (the one error table).
 //!
@@ -16,12 +16,12 @@ pub mod agent;
 pub mod context;
 pub mod core_context;
 pub mod doctor;
+pub mod edge;
 pub mod event_id;
 pub mod extract;
 pub mod index;
 pub mod memory;
 pub mod model;
-pub mod obsidian;
 pub mod ops;
 pub mod passive;
 pub mod privacy;
@@ -44,6 +44,8 @@ pub use cairn_base::{clock, context_window, error, lenient, project, settings, t
 /// The conversation-history archive, its own crate.
 pub use cairn_history as history;
 pub use core_context::Core;
+/// The vault export, at the edge, under the path it always had.
+pub use edge::obsidian;
 pub use error::{CairnError, ErrorCode, Result};
 pub use store::Store;
 

@@ -352,10 +352,7 @@ impl Store {
     /// The spool's counters kept in the store.
     pub fn spool_counts(&self) -> Result<SpoolCounts> {
         let mut counts = SpoolCounts::default();
-        let mut stmt = self.conn().prepare_cached("SELECT name, value FROM spool_counters")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-        for row in rows {
-            let (name, value) = row?;
+        for (name, value) in self.spool_counter_rows()? {
             let value = u64::try_from(value).unwrap_or(0);
             match name.as_str() {
                 "dropped" => counts.dropped = value,
@@ -370,31 +367,21 @@ impl Store {
 
     /// Add to the spool's counters.
     pub fn add_spool_counts(&mut self, add: SpoolCounts) -> Result<()> {
-        self.write(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "INSERT INTO spool_counters (name, value) VALUES (?1, ?2)
-                 ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
-            )?;
-            let named = [
-                ("dropped", add.dropped),
-                ("corrupt", add.corrupt),
-                ("rejected", add.rejected),
-                ("failed", add.failed),
-            ];
-            for (name, n) in named {
-                if n > 0 {
-                    stmt.execute(rusqlite::params![name, i64::try_from(n).unwrap_or(i64::MAX)])?;
-                }
-            }
-            Ok(())
-        })
+        let named =
+            [("dropped", add.dropped), ("corrupt", add.corrupt), ("rejected", add.rejected), ("failed", add.failed)];
+        let named: Vec<(&str, i64)> = named
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| (name, i64::try_from(n).unwrap_or(i64::MAX)))
+            .collect();
+        self.add_spool_counters(&named)
     }
 
     /// Forget event ids applied longer ago than [`REMEMBER_APPLIED`].
     pub fn prune_spool_events(&mut self) -> Result<usize> {
         let cutoff = self.clock().now() - REMEMBER_APPLIED;
         let cutoff = crate::clock::format_ts(cutoff);
-        self.write(|conn| Ok(conn.execute("DELETE FROM spool_events WHERE applied_at < ?1", [cutoff])?))
+        self.delete_spool_events_before(&cutoff)
     }
 }
 

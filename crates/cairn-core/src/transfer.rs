@@ -5,15 +5,16 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::normalize_ts;
 use crate::error::{CairnError, ErrorCode, Result};
-use crate::model::{
-    OBSERVATION_COLUMNS, Observation, PROMPT_COLUMNS, Prompt, RELATION_COLUMNS, Relation, SESSION_COLUMNS, Session,
-};
+use crate::model::{Observation, Prompt, Relation, Session};
 use crate::store::Store;
+use crate::store::foreign::ForeignDb;
+use crate::store::transfer::{self as rows, ExportRows};
+use crate::store::transfer::{CleanObservation, Stamp, overwrite_observation, write_new_observation};
 use crate::text::{
     MAX_CONTENT_BYTES, MAX_TITLE_BYTES, RedactFields, Redaction, Scope, fit_content, normalize_project,
     normalize_topic_key, normalized_hash, redact, redact_opt,
@@ -68,34 +69,8 @@ impl Store {
     /// Export everything, or one project's sessions, memories and prompts.
     pub fn export(&self, project: Option<&str>) -> Result<ExportData> {
         let project = project.map(|p| normalize_project(p).0);
-        let sessions = self.collect(
-            &format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE ?1 IS NULL OR s.project = ?1 ORDER BY s.started_at, s.id"),
-            &project,
-            Session::from_row,
-        )?;
-        let observations = self.collect(
-            &format!(
-                "SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE ?1 IS NULL OR o.project = ?1 ORDER BY o.id"
-            ),
-            &project,
-            Observation::from_row,
-        )?;
-        let prompts = self.collect(
-            &format!("SELECT {PROMPT_COLUMNS} FROM prompts p WHERE ?1 IS NULL OR p.project = ?1 ORDER BY p.id"),
-            &project,
-            Prompt::from_row,
-        )?;
-        let relations = self.collect(
-            &format!(
-                "SELECT {RELATION_COLUMNS} FROM relations r WHERE ?1 IS NULL OR EXISTS (
-                    SELECT 1 FROM observations o WHERE o.project = ?1 AND o.sync_id IN (r.source_id, r.target_id))
-                 ORDER BY r.id"
-            ),
-            &project,
-            Relation::from_row,
-        )?;
+        let ExportRows { mut sessions, observations, prompts, relations } = self.export_rows(project.as_deref())?;
         // Sessions referenced by exported rows must travel with them, whatever their project.
-        let mut sessions = sessions;
         if project.is_some() {
             let known: HashSet<String> = sessions.iter().map(|s| s.id.clone()).collect();
             let needed: HashSet<&String> = observations
@@ -121,17 +96,6 @@ impl Store {
         // `redact_secrets` off) goes out redacted.
         data.redact_fields(Redaction::OUTBOUND);
         Ok(data)
-    }
-
-    fn collect<T>(
-        &self,
-        sql: &str,
-        project: &Option<String>,
-        map: fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    ) -> Result<Vec<T>> {
-        let mut stmt = self.conn().prepare(sql)?;
-        let rows = stmt.query_map([project], map)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Import an export file's bytes (cairn's or engram's format). All or nothing.
@@ -298,28 +262,19 @@ fn import_sessions(tx: &Connection, sessions: &[SessionRecord], report: &mut Imp
         }
         let started_at = timestamp(s.started_at.as_deref(), "1970-01-01T00:00:00.000Z", &at)?;
         let ended_at = optional_timestamp(s.ended_at.as_deref(), &at)?;
-        let exists: bool =
-            tx.query_row("SELECT EXISTS(SELECT 1 FROM sessions WHERE id = ?1)", [&s.id], |r| r.get(0))?;
-        tx.execute(
-            "INSERT INTO sessions (id, project, directory, agent, parent_id, started_at, ended_at, summary)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-             ON CONFLICT(id) DO UPDATE SET
-                project   = CASE WHEN sessions.project = '' THEN excluded.project ELSE sessions.project END,
-                directory = CASE WHEN sessions.directory = '' THEN excluded.directory ELSE sessions.directory END,
-                agent     = CASE WHEN sessions.agent = '' THEN excluded.agent ELSE sessions.agent END,
-                parent_id = COALESCE(sessions.parent_id, excluded.parent_id),
-                ended_at  = COALESCE(sessions.ended_at, excluded.ended_at),
-                summary   = COALESCE(sessions.summary, excluded.summary)",
-            params![
-                s.id,
-                normalize_project(s.project.as_deref().unwrap_or_default()).0,
-                redact(s.directory.as_deref().unwrap_or_default()).0,
-                redact(s.agent.as_deref().unwrap_or_default()).0,
-                s.parent_id,
+        let exists = rows::session_exists(tx, &s.id)?;
+        rows::merge_session(
+            tx,
+            &rows::CleanSession {
+                id: &s.id,
+                project: normalize_project(s.project.as_deref().unwrap_or_default()).0,
+                directory: redact(s.directory.as_deref().unwrap_or_default()).0,
+                agent: redact(s.agent.as_deref().unwrap_or_default()).0,
+                parent_id: s.parent_id.as_deref(),
                 started_at,
                 ended_at,
-                redact_opt(s.summary.as_deref()).filter(|x| !x.is_empty()),
-            ],
+                summary: redact_opt(s.summary.as_deref()).filter(|x| !x.is_empty()),
+            },
         )?;
         if exists {
             report.skipped += 1;
@@ -343,10 +298,7 @@ fn ensure_referenced_sessions(tx: &Connection, data: &ImportData, now: &str) -> 
             return Err(invalid_import(format!("record {i}: session_id is empty")));
         }
         let project = normalize_project(project.as_deref().unwrap_or_default()).0;
-        tx.execute(
-            "INSERT OR IGNORE INTO sessions (id, project, directory, started_at) VALUES (?1, ?2, '', ?3)",
-            params![id, project, now],
-        )?;
+        rows::ensure_stub_session(tx, id, &project, now)?;
     }
     Ok(())
 }
@@ -366,11 +318,7 @@ fn import_observations(
     for (i, o) in rows.iter().enumerate() {
         let at = format!("observations[{i}]");
         let row = clean_observation(o, now, &at)?;
-        let existing: Option<(i64, String)> = tx
-            .query_row("SELECT id, updated_at FROM observations WHERE sync_id = ?1", [&row.sync_id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?;
+        let existing = rows::observation_version(tx, &row.sync_id)?;
         match existing {
             None => {
                 insert_observation(tx, o.id, &row)?;
@@ -384,27 +332,6 @@ fn import_observations(
         }
     }
     Ok(())
-}
-
-/// An import row after the same rules a save applies (redaction, limits, normalisation).
-pub(crate) struct CleanObservation {
-    pub(crate) sync_id: String,
-    pub(crate) session_id: String,
-    pub(crate) kind: String,
-    pub(crate) title: String,
-    pub(crate) content: String,
-    pub(crate) tool_name: Option<String>,
-    pub(crate) project: String,
-    pub(crate) scope: Scope,
-    pub(crate) topic_key: Option<String>,
-    pub(crate) revision_count: i64,
-    pub(crate) duplicate_count: i64,
-    pub(crate) pinned: bool,
-    pub(crate) last_seen_at: Option<String>,
-    pub(crate) created_at: String,
-    pub(crate) updated_at: String,
-    pub(crate) deleted_at: Option<String>,
-    pub(crate) review_after: Option<String>,
 }
 
 pub(crate) fn clean_observation(o: &ObservationRecord, now: &str, at: &str) -> Result<CleanObservation> {
@@ -443,100 +370,10 @@ fn insert_observation(tx: &Connection, wanted_id: Option<i64>, r: &CleanObservat
     // Keep the original local id when it is free, so `#id` references in memories still hold
     // after a restore.
     let id_free = match wanted_id {
-        Some(id) if (1..=MAX_KEPT_ID).contains(&id) => {
-            !tx.query_row("SELECT EXISTS(SELECT 1 FROM observations WHERE id = ?1)", [id], |x| x.get::<_, bool>(0))?
-        }
+        Some(id) if (1..=MAX_KEPT_ID).contains(&id) => !rows::observation_id_taken(tx, id)?,
         _ => false,
     };
     write_new_observation(tx, if id_free { wanted_id } else { None }, r, None)
-}
-
-/// Insert a memory as given: under `id` (a free one, else the next), with a version stamp
-/// when it came from another store (`None`: the journal trigger stamps a local write). The
-/// one statement for whole rows that imports and sync share.
-pub(crate) fn write_new_observation(
-    tx: &Connection,
-    id: Option<i64>,
-    r: &CleanObservation,
-    hlc: Option<&str>,
-) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO observations (id, sync_id, session_id, type, title, content, tool_name, project, scope,
-            topic_key, normalized_hash, revision_count, duplicate_count, pinned, last_seen_at, created_at,
-            updated_at, deleted_at, review_after, hlc)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
-    )?
-    .execute(params![
-        id,
-        r.sync_id,
-        r.session_id,
-        r.kind,
-        r.title,
-        r.content,
-        r.tool_name,
-        r.project,
-        r.scope.as_str(),
-        r.topic_key,
-        normalized_hash(&r.content),
-        r.revision_count,
-        r.duplicate_count,
-        r.pinned,
-        r.last_seen_at,
-        r.created_at,
-        r.updated_at,
-        r.deleted_at,
-        r.review_after,
-        hlc
-    ])?;
-    Ok(())
-}
-
-/// Where the version stamp of an overwritten memory comes from.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Stamp<'a> {
-    /// A local write (an import): the row keeps its session, and the journal trigger stamps it.
-    Local,
-    /// Another store's version, applied as it is (its session, its stamp, or none).
-    Remote(Option<&'a str>),
-}
-
-/// Overwrite a memory's fields with `r` in one statement, so the journal trigger fires once.
-/// Counts only grow.
-pub(crate) fn overwrite_observation(tx: &Connection, id: i64, r: &CleanObservation, stamp: Stamp<'_>) -> Result<()> {
-    let (remote, hlc) = match stamp {
-        Stamp::Local => (false, None),
-        Stamp::Remote(hlc) => (true, hlc),
-    };
-    tx.prepare_cached(
-        "UPDATE observations SET session_id = CASE WHEN ?19 THEN ?2 ELSE session_id END, type = ?3, title = ?4,
-            content = ?5, tool_name = ?6, project = ?7, scope = ?8, topic_key = ?9, normalized_hash = ?10,
-            revision_count = max(revision_count, ?11), duplicate_count = max(duplicate_count, ?12), pinned = ?13,
-            last_seen_at = ?14, updated_at = ?15, deleted_at = ?16, review_after = ?17,
-            hlc = CASE WHEN ?19 THEN ?18 ELSE hlc END
-         WHERE id = ?1",
-    )?
-    .execute(params![
-        id,
-        r.session_id,
-        r.kind,
-        r.title,
-        r.content,
-        r.tool_name,
-        r.project,
-        r.scope.as_str(),
-        r.topic_key,
-        normalized_hash(&r.content),
-        r.revision_count,
-        r.duplicate_count,
-        r.pinned,
-        r.last_seen_at,
-        r.updated_at,
-        r.deleted_at,
-        r.review_after,
-        hlc,
-        remote
-    ])?;
-    Ok(())
 }
 
 pub(crate) fn import_prompts(
@@ -556,28 +393,22 @@ pub(crate) fn import_prompts(
             Some(s) => s.to_owned(),
             None => derived_sync_id("prompt", &[&p.session_id, &created_at, &content]),
         };
-        let exists: bool =
-            tx.query_row("SELECT EXISTS(SELECT 1 FROM prompts WHERE sync_id = ?1)", [&sync_id], |r| r.get(0))?;
-        if exists {
+        if rows::prompt_exists(tx, &sync_id)? {
             report.skipped += 1;
             continue;
         }
         let id_free = match p.id {
-            Some(id) if (1..=MAX_KEPT_ID).contains(&id) => {
-                !tx.query_row("SELECT EXISTS(SELECT 1 FROM prompts WHERE id = ?1)", [id], |r| r.get::<_, bool>(0))?
-            }
+            Some(id) if (1..=MAX_KEPT_ID).contains(&id) => !rows::prompt_id_taken(tx, id)?,
             _ => false,
         };
-        tx.execute(
-            "INSERT INTO prompts (id, sync_id, session_id, content, project, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                if id_free { p.id } else { None },
-                sync_id,
-                p.session_id,
-                content,
-                normalize_project(p.project.as_deref().unwrap_or_default()).0,
-                created_at
-            ],
+        rows::insert_prompt(
+            tx,
+            if id_free { p.id } else { None },
+            &sync_id,
+            &p.session_id,
+            &content,
+            &normalize_project(p.project.as_deref().unwrap_or_default()).0,
+            &created_at,
         )?;
         report.prompts_imported += 1;
     }
@@ -592,38 +423,29 @@ fn import_relations(tx: &Connection, rows: &[RelationRecord], now: &str, report:
         }
         let created_at = timestamp(r.created_at.as_deref(), now, &at)?;
         let updated_at = timestamp(r.updated_at.as_deref(), &created_at, &at)?;
-        let existing: Option<String> = tx
-            .query_row("SELECT updated_at FROM relations WHERE sync_id = ?1", [&r.sync_id], |x| x.get(0))
-            .optional()?;
+        let existing = rows::relation_updated_at(tx, &r.sync_id)?;
         if existing.as_deref().is_some_and(|current| current >= updated_at.as_str()) {
             report.skipped += 1;
             continue;
         }
-        tx.execute(
-            "INSERT INTO relations (sync_id, source_id, target_id, relation, reason, evidence, confidence,
-                judgment_status, marked_by_actor, marked_by_kind, marked_by_model, session_id, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-             ON CONFLICT(sync_id) DO UPDATE SET relation = excluded.relation, reason = excluded.reason,
-                evidence = excluded.evidence, confidence = excluded.confidence,
-                judgment_status = excluded.judgment_status, marked_by_actor = excluded.marked_by_actor,
-                marked_by_kind = excluded.marked_by_kind, marked_by_model = excluded.marked_by_model,
-                session_id = excluded.session_id, updated_at = excluded.updated_at",
-            params![
-                r.sync_id,
-                r.source_id,
-                r.target_id,
-                r.relation.as_deref().unwrap_or("pending"),
-                redact_opt(r.reason.as_deref()),
-                redact_opt(r.evidence.as_deref()),
-                r.confidence,
-                r.judgment_status.as_deref().unwrap_or("pending"),
-                redact_opt(r.marked_by_actor.as_deref()),
-                redact_opt(r.marked_by_kind.as_deref()),
-                redact_opt(r.marked_by_model.as_deref()),
-                r.session_id.as_deref().filter(|s| !s.trim().is_empty()),
-                created_at,
-                updated_at
-            ],
+        rows::merge_relation(
+            tx,
+            &rows::CleanRelation {
+                sync_id: &r.sync_id,
+                source_id: &r.source_id,
+                target_id: &r.target_id,
+                relation: r.relation.as_deref().unwrap_or("pending"),
+                reason: redact_opt(r.reason.as_deref()),
+                evidence: redact_opt(r.evidence.as_deref()),
+                confidence: r.confidence,
+                judgment_status: r.judgment_status.as_deref().unwrap_or("pending"),
+                marked_by_actor: redact_opt(r.marked_by_actor.as_deref()),
+                marked_by_kind: redact_opt(r.marked_by_kind.as_deref()),
+                marked_by_model: redact_opt(r.marked_by_model.as_deref()),
+                session_id: r.session_id.as_deref().filter(|s| !s.trim().is_empty()),
+                created_at: &created_at,
+                updated_at: &updated_at,
+            },
         )?;
         report.relations_imported += 1;
     }
@@ -636,10 +458,9 @@ pub fn read_engram_db(path: &Path) -> Result<ImportData> {
         return Err(CairnError::new(ErrorCode::FileNotFound, format!("no engram database at {}", path.display()))
             .with_hint("give its path: cairn import-engram /path/to/engram.db"));
     }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| unrecognized(path, &e.to_string()))?;
-    conn.busy_timeout(crate::store::BUSY_TIMEOUT)?;
-    let reader = EngramReader { conn: &conn, path };
+    let db = ForeignDb::open_read_only(path).map_err(|e| unrecognized(path, &e.to_string()))?;
+    db.set_busy_timeout(crate::store::BUSY_TIMEOUT)?;
+    let reader = EngramReader { db: &db, path };
     reader.require_table("sessions", &["id"])?;
     reader.require_table("observations", &["id", "session_id", "title", "content"])?;
     Ok(ImportData {
@@ -659,21 +480,13 @@ fn unrecognized(path: &Path, why: &str) -> CairnError {
 }
 
 struct EngramReader<'a> {
-    conn: &'a Connection,
+    db: &'a ForeignDb,
     path: &'a Path,
 }
 
 impl EngramReader<'_> {
     fn columns(&self, table: &str) -> Result<Vec<String>> {
-        let mut stmt = self
-            .conn
-            .prepare(&format!("PRAGMA table_info({table})"))
-            .map_err(|e| unrecognized(self.path, &e.to_string()))?;
-        let cols = stmt
-            .query_map([], |r| r.get::<_, String>(1))
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| unrecognized(self.path, &e.to_string()))?;
-        Ok(cols)
+        self.db.columns(table).map_err(|e| unrecognized(self.path, &e.to_string()))
     }
 
     fn require_table(&self, table: &str, needed: &[&str]) -> Result<()> {
@@ -687,27 +500,14 @@ impl EngramReader<'_> {
         Ok(())
     }
 
-    /// `col` if the table has it, else NULL: engram's schema grew over time.
-    fn select_list(&self, table: &str, wanted: &[&str]) -> Result<String> {
-        let cols = self.columns(table)?;
-        Ok(wanted
-            .iter()
-            .map(|w| if cols.iter().any(|c| c == w) { format!("CAST({w} AS TEXT)") } else { "NULL".to_owned() })
-            .collect::<Vec<_>>()
-            .join(", "))
-    }
-
+    /// The `wanted` columns of every row of `table` (none without the table), each as text, NULL
+    /// where the table lacks the column: engram's schema grew over time.
     fn rows<T>(&self, table: &str, wanted: &[&str], map: impl Fn(&[Option<String>]) -> T) -> Result<Vec<T>> {
-        if self.columns(table)?.is_empty() {
+        let cols = self.columns(table)?;
+        if cols.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = format!("SELECT {} FROM {table}", self.select_list(table, wanted)?);
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| unrecognized(self.path, &e.to_string()))?;
-        let n = wanted.len();
-        let values = stmt
-            .query_map([], |r| (0..n).map(|i| r.get::<_, Option<String>>(i)).collect::<rusqlite::Result<Vec<_>>>())
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| unrecognized(self.path, &e.to_string()))?;
+        let values = self.db.text_rows(table, wanted, &cols).map_err(|e| unrecognized(self.path, &e.to_string()))?;
         Ok(values.iter().map(|v| map(v)).collect())
     }
 

@@ -1,12 +1,11 @@
 //! What host plugins and hooks store for the agent without it asking: the summary a host wrote
 //! when it compacted a session (the compaction summary), and the user's profile they inject.
 
-use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::memory::{NewObservation, SaveOutcome};
-use crate::model::{OBSERVATION_COLUMNS, Observation};
+use crate::model::Observation;
 use crate::sessions::validate_session_id;
 use crate::store::Store;
 use crate::text::{normalize_project, require};
@@ -88,15 +87,7 @@ impl Store {
     pub fn profile(&self, project: Option<&str>, limit: usize) -> Result<Vec<Observation>> {
         let project = project.map(|p| normalize_project(p).0).filter(|p| !p.is_empty());
         let limit = if limit == 0 { 5 } else { limit.min(MAX_PROFILE) };
-        let mut stmt = self.conn().prepare_cached(&format!(
-            "SELECT {OBSERVATION_COLUMNS} FROM observations o
-             WHERE o.deleted_at IS NULL
-               AND (o.scope = 'personal' OR (o.type = 'preference' AND o.project = ?1))
-             ORDER BY o.pinned DESC, o.type = 'preference' DESC, COALESCE(o.last_seen_at, o.updated_at) DESC, o.id DESC
-             LIMIT ?2"
-        ))?;
-        let rows = stmt.query_map(params![project, limit as i64], Observation::from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.profile_memories(project.as_deref(), limit)
     }
 }
 

@@ -9,13 +9,11 @@
 //! sync id, so exports, imports and sync carry it like any memory; search finds it; `mem_context`
 //! lists it among the recent memories. The `[MEMORY]` block shows it as "Last Session".
 
-use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::history::HistoryArchive;
 use crate::memory::{NewObservation, SaveOutcome};
-use crate::model::{SESSION_COLUMNS, Session};
 use crate::sessions::{catch_all_sessions_like, validate_session_id};
 use crate::store::Store;
 use crate::text::{normalize_project, preview, redact};
@@ -151,10 +149,7 @@ impl Store {
         if is_catch_all(id) {
             return Ok(None);
         }
-        let session = self
-            .conn()
-            .query_row(&format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ?1"), [id], Session::from_row)
-            .optional()?;
+        let session = self.find_session(id)?;
         if session.as_ref().is_some_and(|s| s.parent_id.is_some()) {
             return Ok(None);
         }
@@ -165,9 +160,13 @@ impl Store {
             started_at: session.as_ref().map_or_else(|| self.now(), |s| s.started_at.clone()),
             ..SessionFacts::default()
         };
-        facts.requests = self.session_requests(id)?;
-        facts.learnings = self.session_learnings(id)?;
-        facts.saved = self.session_saved(id)?;
+        facts.requests = self.session_requests(id, REQUESTS)?;
+        facts.learnings = self.session_learnings(id, LEARNINGS)?;
+        facts.saved = self
+            .session_saved(id, &SESSION_KINDS, SAVED)?
+            .into_iter()
+            .map(|(id, title)| format!("#{id} {}", preview(&title, 80)))
+            .collect();
         let directory = session.as_ref().map(|s| s.directory.clone()).unwrap_or_default();
         let archived = match history.db().and_then(|db| db.session_facts(id, &directory, REQUESTS, TOOL_PARTS)) {
             Ok(archived) => archived,
@@ -201,7 +200,9 @@ impl Store {
         }
         let project = project.or_else(|| req.project.as_deref().map(|p| normalize_project(p).0));
         let topic = session_record_topic(id);
-        let compacted = req.compacted || facts.compactions > 0 || self.record_compacted(&topic)?;
+        let compacted = req.compacted
+            || facts.compactions > 0
+            || record_says_compacted(self.newest_tool_name(&topic, SESSION_RECORD)?.as_deref());
         if compacted && facts.compactions == 0 {
             facts.compactions = 1;
         }
@@ -230,53 +231,6 @@ impl Store {
         if let Err(err) = self.record_session(&req, history) {
             tracing::warn!(session = session_id, error = %err, "the session's Last Session record was not revised");
         }
-    }
-
-    fn record_compacted(&self, topic: &str) -> Result<bool> {
-        let tool: Option<Option<String>> = self
-            .conn()
-            .query_row(
-                "SELECT tool_name FROM observations WHERE topic_key = ?1 AND type = ?2 AND deleted_at IS NULL
-                 ORDER BY updated_at DESC LIMIT 1",
-                params![topic, SESSION_RECORD],
-                |r| r.get(0),
-            )
-            .optional()?;
-        Ok(record_says_compacted(tool.flatten().as_deref()))
-    }
-
-    /// The session's newest prompts, oldest first.
-    fn session_requests(&self, id: &str) -> Result<Vec<String>> {
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT content FROM prompts WHERE session_id = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2",
-        )?;
-        let mut rows: Vec<String> =
-            stmt.query_map(params![id, REQUESTS as i64], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-        rows.reverse();
-        Ok(rows)
-    }
-
-    /// The session's Key Learnings (passive capture), newest first.
-    fn session_learnings(&self, id: &str) -> Result<Vec<String>> {
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT content FROM observations WHERE session_id = ?1 AND type = 'passive' AND deleted_at IS NULL
-             ORDER BY created_at DESC, id DESC LIMIT ?2",
-        )?;
-        Ok(stmt.query_map(params![id, LEARNINGS as i64], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// The memories the session saved (`#id title`), newest first.
-    fn session_saved(&self, id: &str) -> Result<Vec<String>> {
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT id, title FROM observations
-             WHERE session_id = ?1 AND deleted_at IS NULL AND type NOT IN (?2, ?3, ?4, ?5)
-             ORDER BY id DESC LIMIT ?6",
-        )?;
-        let [a, b, c, d] = SESSION_KINDS;
-        let rows = stmt.query_map(params![id, a, b, c, d, SAVED as i64], |r| {
-            Ok(format!("#{} {}", r.get::<_, i64>(0)?, preview(&r.get::<_, String>(1)?, 80)))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }
 

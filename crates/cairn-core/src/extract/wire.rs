@@ -10,7 +10,6 @@
 //! Without a model, an explicit add (one short user message, no summary or init mode) is kept
 //! as written; anything that needs a model to read it is refused with `llm_not_configured`.
 
-use rusqlite::params;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -25,6 +24,7 @@ use crate::memory::{ListFilter, NewObservation, SaveAction};
 use crate::model::Observation;
 use crate::search::SearchQuery;
 use crate::store::Store;
+use crate::store::extraction::{self, ProvenanceRow};
 use crate::text::Scope;
 
 /// The longest text an explicit add keeps as written when no model is configured.
@@ -363,15 +363,6 @@ fn verbatim(text: &str, kind: Option<String>) -> Written {
 }
 
 impl Store {
-    /// Directories cairn's own sessions ran in, with their project.
-    fn session_directories(&self) -> Result<Vec<(String, Option<String>)>> {
-        let mut stmt = self
-            .conn()
-            .prepare_cached("SELECT DISTINCT directory, project FROM sessions WHERE directory != '' LIMIT 10000")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
     fn save_wire(&mut self, container: &Container, written: &Written) -> Result<AddResponse> {
         let now = self.now();
         let (project, scope) = match container {
@@ -382,7 +373,7 @@ impl Store {
             let mut results = Vec::new();
             for memory in &written.memories {
                 if memory.origin == Origin::Fact
-                    && let Some(id) = already_said(store.conn(), &project, &memory.content)?
+                    && let Some(id) = already_said(store, &project, &memory.content)?
                 {
                     results.push(AddResult {
                         id: id.to_string(),
@@ -403,18 +394,18 @@ impl Store {
                 let from_model = !written.provider.is_empty();
                 let saved = store.save_then(&new, |tx, saved| {
                     if from_model && saved.action != SaveAction::Duplicate {
-                        tx.prepare_cached(
-                            "INSERT OR REPLACE INTO memory_provenance
-                                (observation_id, origin, session_id, message_ids, provider, model, created_at)
-                             VALUES (?1, ?2, NULL, '[]', ?3, ?4, ?5)",
-                        )?
-                        .execute(params![
-                            saved.id,
-                            memory.origin.as_str(),
-                            written.provider,
-                            written.model,
-                            now
-                        ])?;
+                        extraction::replace_provenance(
+                            tx,
+                            &ProvenanceRow {
+                                observation_id: saved.id,
+                                origin: memory.origin.as_str().to_owned(),
+                                session_id: None,
+                                message_ids: "[]".to_owned(),
+                                provider: written.provider.clone(),
+                                model: written.model.clone(),
+                                created_at: now.clone(),
+                            },
+                        )?;
                     }
                     Ok(())
                 })?;

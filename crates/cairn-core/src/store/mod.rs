@@ -2,8 +2,18 @@
 //! as `impl Store` blocks (memory, sessions, prompts, transfer...). What also needs the search
 //! index, the vectors or the settings runs on the core's context ([`crate::Core`]).
 
+pub(crate) mod activity;
+pub(crate) mod agent;
+pub(crate) mod extraction;
+pub(crate) mod foreign;
 pub(crate) mod judging;
 pub(crate) mod migrate;
+pub(crate) mod spool;
+pub(crate) mod sync_apply;
+pub(crate) mod sync_chunks;
+pub(crate) mod sync_journal;
+pub(crate) mod sync_remote;
+pub(crate) mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

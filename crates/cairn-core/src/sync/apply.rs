@@ -12,7 +12,7 @@
 
 use std::cmp::Ordering;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -20,10 +20,13 @@ use sha2::{Digest, Sha256};
 use super::Mutation;
 use super::version::{Version, compare};
 use crate::error::{CairnError, ErrorCode, Result};
+use crate::store::sync_apply::{self as rows, LocalMemory, RelationVersion};
+use crate::store::transfer::{
+    CleanObservation, CleanRelation, CleanSession, Stamp, overwrite_observation, write_new_observation,
+};
 use crate::text::{normalize_project, normalized_hash, redact, redact_opt};
 use crate::transfer::{
-    CleanObservation, ImportReport, ObservationRecord, PromptRecord, RelationRecord, SessionRecord, clean_observation,
-    import_prompts,
+    ImportReport, ObservationRecord, PromptRecord, RelationRecord, SessionRecord, clean_observation, import_prompts,
 };
 
 /// A deferred relation is given up (status `dead`) after this many applies without its memories.
@@ -117,32 +120,20 @@ fn apply_session(tx: &Connection, m: &Mutation, at: &str, report: &mut ApplyRepo
         .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".to_owned());
     let ended_at = s.ended_at.as_deref().and_then(crate::clock::normalize_ts);
     let summary = redact_opt(s.summary.as_deref()).filter(|x| !x.is_empty());
-    let inserted = tx.execute(
-        "INSERT OR IGNORE INTO sessions (id, project, directory, agent, parent_id, started_at, ended_at, summary)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            s.id,
-            project,
-            directory,
-            redact(s.agent.as_deref().unwrap_or_default()).0,
-            s.parent_id,
-            started_at,
-            ended_at,
-            summary
-        ],
-    )?;
+    let session = CleanSession {
+        id: &s.id,
+        project,
+        directory,
+        agent: redact(s.agent.as_deref().unwrap_or_default()).0,
+        parent_id: s.parent_id.as_deref(),
+        started_at,
+        ended_at,
+        summary,
+    };
+    let inserted = rows::insert_session_if_new(tx, &session)?;
     // Fill in only what is missing, and only when something is: a no-op update would be
     // journaled again.
-    let filled = tx.execute(
-        "UPDATE sessions SET
-            project = CASE WHEN project = '' THEN ?2 ELSE project END,
-            directory = CASE WHEN directory IN ('', ?6) AND ?3 != '' THEN ?3 ELSE directory END,
-            ended_at = coalesce(ended_at, ?4),
-            summary = coalesce(summary, ?5)
-         WHERE id = ?1 AND ((project = '' AND ?2 != '') OR (directory IN ('', ?6) AND ?3 NOT IN ('', directory))
-            OR (ended_at IS NULL AND ?4 IS NOT NULL) OR (summary IS NULL AND ?5 IS NOT NULL))",
-        params![s.id, project, directory, ended_at, summary, STUB_DIRECTORY],
-    )?;
+    let filled = rows::fill_session(tx, &session, STUB_DIRECTORY)?;
     if inserted + filled > 0 {
         report.applied += 1;
     } else {
@@ -153,18 +144,14 @@ fn apply_session(tx: &Connection, m: &Mutation, at: &str, report: &mut ApplyRepo
 
 /// Rows may name a session that did not travel with them.
 fn ensure_session(tx: &Connection, id: &str, project: &str) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO sessions (id, project, directory, started_at) VALUES (?1, ?2, ?3, '1970-01-01T00:00:00.000Z')",
-    )?
-    .execute(params![id, project, STUB_DIRECTORY])?;
-    Ok(())
+    rows::ensure_recovered_session(tx, id, project, STUB_DIRECTORY)
 }
 
 fn apply_prompt(tx: &Connection, m: &Mutation, now: &str, at: &str, report: &mut ApplyReport) -> Result<()> {
     let given = given_key(&m.payload, "sync_id", &m.entity_key);
     if m.op == "delete" {
         let sync_id = given.ok_or_else(|| invalid(at, "sync_id is empty"))?;
-        let gone = tx.execute("DELETE FROM prompts WHERE sync_id = ?1", [&sync_id])?;
+        let gone = rows::delete_prompt(tx, &sync_id)?;
         if gone > 0 {
             report.applied += 1;
         } else {
@@ -189,59 +176,18 @@ fn apply_prompt(tx: &Connection, m: &Mutation, now: &str, at: &str, report: &mut
     Ok(())
 }
 
-/// A memory as stored, for comparing with an incoming version.
-struct Local {
-    id: i64,
-    hlc: Option<String>,
-    updated_at: String,
-    kind: String,
-    title: String,
-    content: String,
-    deleted: bool,
-}
-
-impl Local {
-    fn version(&self) -> Version {
-        Version::of(self.hlc.as_deref(), &self.updated_at)
-    }
-}
-
-fn local_memory(tx: &Connection, sync_id: &str) -> Result<Option<Local>> {
-    Ok(tx
-        .prepare_cached(
-            "SELECT id, hlc, updated_at, type, title, content, deleted_at IS NOT NULL FROM observations WHERE sync_id = ?1",
-        )?
-        .query_row([sync_id], |r| {
-            Ok(Local {
-                id: r.get(0)?,
-                hlc: r.get(1)?,
-                updated_at: r.get(2)?,
-                kind: r.get(3)?,
-                title: r.get(4)?,
-                content: r.get(5)?,
-                deleted: r.get(6)?,
-            })
-        })
-        .optional()?)
+/// A memory's version as stored.
+fn version_of(local: &LocalMemory) -> Version {
+    Version::of(local.hlc.as_deref(), &local.updated_at)
 }
 
 fn tombstone(tx: &Connection, sync_id: &str) -> Result<Option<Version>> {
-    let stamp: Option<String> = tx
-        .prepare_cached("SELECT hlc FROM sync_tombstones WHERE entity_key = ?1")?
-        .query_row([sync_id], |r| r.get(0))
-        .optional()?;
-    Ok(stamp.as_deref().and_then(Version::parse))
+    Ok(rows::tombstone_stamp(tx, sync_id)?.as_deref().and_then(Version::parse))
 }
 
 /// Move this store's clock past a stamp it received.
 fn observe(tx: &Connection, v: &Version) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE sync_clock SET
-            counter = CASE WHEN ?1 > wall_ms THEN ?2 WHEN ?1 = wall_ms THEN max(counter, ?2) ELSE counter END,
-            wall_ms = max(wall_ms, ?1)",
-    )?
-    .execute(params![v.wall_ms, v.counter])?;
-    Ok(())
+    rows::observe_clock(tx, v.wall_ms, v.counter)
 }
 
 /// What decides between two versions with the same stamp.
@@ -279,13 +225,13 @@ fn apply_observation(tx: &Connection, m: &Mutation, now: &str, at: &str, report:
         return Ok(());
     }
     let remote_key = text_key(&row.kind, &row.title, &row.content, row.deleted_at.is_some());
-    let Some(local) = local_memory(tx, &sync_id)? else {
+    let Some(local) = rows::local_memory(tx, &sync_id)? else {
         ensure_session(tx, &row.session_id, &row.project)?;
         insert_memory(tx, &row, hlc)?;
         report.applied += 1;
         return Ok(());
     };
-    let local_version = local.version();
+    let local_version = version_of(&local);
     let local_key = text_key(&local.kind, &local.title, &local.content, local.deleted);
     let same_text = local.kind == row.kind && local.title == row.title && local.content == row.content;
     match compare((&remote, &remote_key), (&local_version, &local_key)) {
@@ -336,31 +282,18 @@ fn apply_bare_delete(
         report.skipped += 1;
         return Ok(());
     }
-    let local = local_memory(tx, sync_id)?;
-    if local.as_ref().is_some_and(|l| l.version() > remote) {
+    let local = rows::local_memory(tx, sync_id)?;
+    if local.as_ref().is_some_and(|l| version_of(l) > remote) {
         report.skipped += 1;
         return Ok(());
     }
     // The tombstone first: the delete trigger journals the stamp it finds there.
-    tx.execute(
-        "INSERT INTO sync_tombstones (entity_key, hlc, deleted_at) VALUES (?1, ?2, ?3)
-         ON CONFLICT (entity_key) DO UPDATE SET hlc = excluded.hlc, deleted_at = excluded.deleted_at",
-        params![sync_id, remote.stamp(), when],
-    )?;
+    rows::write_tombstone(tx, sync_id, &remote.stamp(), when)?;
     match local {
-        Some(local) if !hard => {
-            tx.execute(
-                "UPDATE observations SET deleted_at = ?2, updated_at = ?2, hlc = ?3 WHERE id = ?1",
-                params![local.id, when, hlc],
-            )?;
-        }
+        Some(local) if !hard => rows::soft_delete_memory(tx, local.id, when, hlc)?,
         Some(local) => {
-            tx.execute("DELETE FROM observations WHERE id = ?1", [local.id])?;
-            tx.execute(
-                "UPDATE relations SET judgment_status = 'orphaned', updated_at = ?2
-             WHERE (source_id = ?1 OR target_id = ?1) AND judgment_status != 'orphaned'",
-                params![sync_id, now],
-            )?;
+            rows::hard_delete_memory(tx, local.id)?;
+            rows::orphan_relations(tx, sync_id, now)?;
         }
         None => {}
     }
@@ -369,34 +302,21 @@ fn apply_bare_delete(
 }
 
 fn insert_memory(tx: &Connection, r: &CleanObservation, hlc: Option<&str>) -> Result<()> {
-    crate::transfer::write_new_observation(tx, None, r, hlc)
+    write_new_observation(tx, None, r, hlc)
 }
 
 fn update_memory(tx: &Connection, id: i64, r: &CleanObservation, hlc: Option<&str>) -> Result<()> {
-    crate::transfer::overwrite_observation(tx, id, r, crate::transfer::Stamp::Remote(hlc))
+    overwrite_observation(tx, id, r, Stamp::Remote(hlc))
 }
 
 /// Whether this text is already one of the memory's revisions.
 fn text_known(tx: &Connection, id: i64, r: &CleanObservation) -> Result<bool> {
-    Ok(tx
-        .prepare_cached(
-            "SELECT EXISTS(SELECT 1 FROM observation_revisions
-             WHERE observation_id = ?1 AND type = ?2 AND title = ?3 AND content = ?4)",
-        )?
-        .query_row(params![id, r.kind, r.title, r.content], |x| x.get(0))?)
+    rows::revision_exists(tx, id, &r.kind, &r.title, &r.content)
 }
 
 /// Keep a text the memory no longer shows as its newest revision (once).
 fn keep_text(tx: &Connection, id: i64, kind: &str, title: &str, content: &str, now: &str) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO observation_revisions (observation_id, revision, type, title, content, replaced_at)
-         SELECT ?1, coalesce((SELECT max(revision) FROM observation_revisions WHERE observation_id = ?1), 0) + 1,
-            ?2, ?3, ?4, ?5
-         WHERE NOT EXISTS (SELECT 1 FROM observation_revisions
-            WHERE observation_id = ?1 AND type = ?2 AND title = ?3 AND content = ?4)",
-    )?
-    .execute(params![id, kind, title, content, now])?;
-    Ok(())
+    rows::keep_revision(tx, id, kind, title, content, now)
 }
 
 /// A pending relation of the memory with itself: the two raced versions, one of them now a
@@ -405,24 +325,13 @@ fn flag_contested(tx: &Connection, sync_id: &str, a: &Version, b: &Version, now:
     let (lo, hi) = if a < b { (a, b) } else { (b, a) };
     let digest = Sha256::digest(format!("{sync_id}\u{1f}{}\u{1f}{}", lo.stamp(), hi.stamp()).as_bytes());
     let relation_id = format!("rel-sync-{}", &hex::encode(digest)[..16]);
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO relations (sync_id, source_id, target_id, relation, reason, judgment_status,
-            marked_by_actor, marked_by_kind, created_at, updated_at)
-         VALUES (?1, ?2, ?2, 'pending', ?3, 'pending', 'cairn sync', 'sync', ?4, ?4)",
-    )?
-    .execute(params![
-        relation_id,
+    rows::insert_contested(
+        tx,
+        &relation_id,
         sync_id,
         "edited on two machines at once: the newer edit is shown, the other is kept as a revision",
-        now
-    ])?;
-    Ok(())
-}
-
-fn memory_exists(tx: &Connection, sync_id: &str) -> Result<bool> {
-    Ok(tx
-        .prepare_cached("SELECT EXISTS(SELECT 1 FROM observations WHERE sync_id = ?1)")?
-        .query_row([sync_id], |r| r.get(0))?)
+        now,
+    )
 }
 
 fn apply_relation(
@@ -437,7 +346,7 @@ fn apply_relation(
     if r.sync_id.trim().is_empty() || r.source_id.trim().is_empty() || r.target_id.trim().is_empty() {
         return Err(invalid(at, "sync_id, source_id and target_id are required"));
     }
-    if !memory_exists(tx, &r.source_id)? || !memory_exists(tx, &r.target_id)? {
+    if !rows::memory_exists(tx, &r.source_id)? || !rows::memory_exists(tx, &r.target_id)? {
         defer(tx, source, &r.sync_id, payload, now)?;
         report.deferred += 1;
         return Ok(());
@@ -457,13 +366,16 @@ fn upsert_relation(tx: &Connection, r: &RelationRecord, payload: &Value, now: &s
     let updated_at = r.updated_at.as_deref().and_then(crate::clock::normalize_ts).unwrap_or_else(|| created_at.clone());
     let remote = Version::of(hlc, &updated_at);
     observe(tx, &remote)?;
-    let local: Option<(Option<String>, String, String, String)> = tx
-        .prepare_cached("SELECT hlc, updated_at, relation, judgment_status FROM relations WHERE sync_id = ?1")?
-        .query_row([&r.sync_id], |x| Ok((x.get(0)?, x.get(1)?, x.get(2)?, x.get(3)?)))
-        .optional()?;
+    let local = rows::relation_version(tx, &r.sync_id)?;
     let relation = r.relation.as_deref().unwrap_or("pending");
     let status = r.judgment_status.as_deref().unwrap_or("pending");
-    if let Some((local_hlc, local_updated, local_relation, local_status)) = local {
+    if let Some(RelationVersion {
+        hlc: local_hlc,
+        updated_at: local_updated,
+        relation: local_relation,
+        status: local_status,
+    }) = local
+    {
         let local_version = Version::of(local_hlc.as_deref(), &local_updated);
         let remote_key = format!("{relation}\u{1f}{status}");
         let local_key = format!("{local_relation}\u{1f}{local_status}");
@@ -471,46 +383,28 @@ fn upsert_relation(tx: &Connection, r: &RelationRecord, payload: &Value, now: &s
             return Ok(false);
         }
     }
-    tx.prepare_cached(
-        "INSERT INTO relations (sync_id, source_id, target_id, relation, reason, evidence, confidence,
-            judgment_status, marked_by_actor, marked_by_kind, marked_by_model, session_id, created_at, updated_at, hlc)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-         ON CONFLICT(sync_id) DO UPDATE SET source_id = excluded.source_id, target_id = excluded.target_id,
-            relation = excluded.relation, reason = excluded.reason,
-            evidence = excluded.evidence, confidence = excluded.confidence,
-            judgment_status = excluded.judgment_status, marked_by_actor = excluded.marked_by_actor,
-            marked_by_kind = excluded.marked_by_kind, marked_by_model = excluded.marked_by_model,
-            session_id = excluded.session_id, updated_at = excluded.updated_at, hlc = excluded.hlc",
-    )?
-    .execute(params![
-        r.sync_id,
-        r.source_id,
-        r.target_id,
+    let row = CleanRelation {
+        sync_id: &r.sync_id,
+        source_id: &r.source_id,
+        target_id: &r.target_id,
         relation,
-        redact_opt(r.reason.as_deref()),
-        redact_opt(r.evidence.as_deref()),
-        r.confidence,
-        status,
-        redact_opt(r.marked_by_actor.as_deref()),
-        redact_opt(r.marked_by_kind.as_deref()),
-        redact_opt(r.marked_by_model.as_deref()),
-        r.session_id.as_deref().filter(|s| !s.trim().is_empty()),
-        created_at,
-        updated_at,
-        hlc
-    ])?;
+        reason: redact_opt(r.reason.as_deref()),
+        evidence: redact_opt(r.evidence.as_deref()),
+        confidence: r.confidence,
+        judgment_status: status,
+        marked_by_actor: redact_opt(r.marked_by_actor.as_deref()),
+        marked_by_kind: redact_opt(r.marked_by_kind.as_deref()),
+        marked_by_model: redact_opt(r.marked_by_model.as_deref()),
+        session_id: r.session_id.as_deref().filter(|s| !s.trim().is_empty()),
+        created_at: &created_at,
+        updated_at: &updated_at,
+    };
+    rows::upsert_synced_relation(tx, &row, hlc)?;
     Ok(true)
 }
 
 fn defer(tx: &Connection, source: &str, sync_id: &str, payload: &Value, now: &str) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO sync_deferred (sync_id, entity, payload, source, created_at, updated_at)
-         VALUES (?1, 'relation', ?2, ?3, ?4, ?4)
-         ON CONFLICT (sync_id) DO UPDATE SET payload = excluded.payload, source = excluded.source,
-            status = 'pending', attempts = 0, updated_at = excluded.updated_at",
-    )?
-    .execute(params![sync_id, payload.to_string(), source, now])?;
-    Ok(())
+    rows::defer_relation(tx, source, sync_id, &payload.to_string(), now)
 }
 
 /// Apply the waiting relations whose memories are here now; count a try for the others.
@@ -520,35 +414,23 @@ fn retry_deferred(
     just_deferred: &std::collections::HashSet<String>,
     report: &mut ApplyReport,
 ) -> Result<()> {
-    let waiting: Vec<(String, String)> = tx
-        .prepare_cached("SELECT sync_id, payload FROM sync_deferred WHERE status = 'pending' ORDER BY created_at")?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+    let waiting = rows::pending_deferred(tx)?;
     for (sync_id, payload) in waiting {
         if just_deferred.contains(&sync_id) {
             continue;
         }
         let value: Value = serde_json::from_str(&payload).unwrap_or(Value::Null);
         let Ok(r) = RelationRecord::deserialize(&value) else {
-            tx.execute(
-                "UPDATE sync_deferred SET status = 'dead', last_error = 'not a relation', updated_at = ?2 WHERE sync_id = ?1",
-                params![sync_id, now],
-            )?;
+            rows::bury_deferred(tx, &sync_id, "not a relation", now)?;
             continue;
         };
-        if memory_exists(tx, &r.source_id)? && memory_exists(tx, &r.target_id)? {
+        if rows::memory_exists(tx, &r.source_id)? && rows::memory_exists(tx, &r.target_id)? {
             upsert_relation(tx, &r, &value, now)?;
-            tx.execute("DELETE FROM sync_deferred WHERE sync_id = ?1", [&sync_id])?;
+            rows::drop_deferred(tx, &sync_id)?;
             report.deferred_applied += 1;
             continue;
         }
-        tx.execute(
-            "UPDATE sync_deferred SET attempts = attempts + 1,
-                status = CASE WHEN attempts + 1 >= ?3 THEN 'dead' ELSE 'pending' END,
-                last_error = 'its memories have not arrived', updated_at = ?2
-             WHERE sync_id = ?1",
-            params![sync_id, now, DEFERRED_TRIES],
-        )?;
+        rows::count_deferred_try(tx, &sync_id, "its memories have not arrived", DEFERRED_TRIES, now)?;
     }
     Ok(())
 }

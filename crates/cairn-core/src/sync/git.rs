@@ -7,11 +7,10 @@
 //! observations, prompts, relations?, mutations?}` whose sha256 starts with `id`.
 //!
 //! The folder comes from whoever commits to the repository: its files are read and written only
-//! through `files::Folder` (no link followed, regular files only, sizes capped before reading).
+//! through `edge::chunk_folder::Folder` (no link followed, regular files only, sizes capped before reading).
 //! An import reads and checks every chunk first and applies them afterwards, in batches of
 //! bounded size, each in one write ([`ImportTarget`]): the daemon's writer never waits on a file.
 
-mod files;
 #[cfg(all(test, unix))]
 mod files_tests;
 
@@ -24,15 +23,14 @@ use std::time::{Duration, Instant};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
-use rusqlite::params;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use self::files::Folder;
 use super::{ApplyReport, Mutation};
+use crate::edge::chunk_folder::Folder;
 use crate::error::{CairnError, ErrorCode, Result};
-use crate::store::Store;
+use crate::store::{Store, sync_chunks};
 
 /// The manifest and chunk format this cairn writes and reads.
 pub const FORMAT_VERSION: i64 = 1;
@@ -264,13 +262,7 @@ impl Store {
                 // The chunk is on disk and in the manifest: record it as applied here (it
                 // holds this store's own rows) and move the mark, together.
                 let now = self.now();
-                self.write(|tx| {
-                    tx.execute(
-                        "INSERT OR IGNORE INTO sync_chunks (target_key, chunk_id, applied_at) VALUES (?1, ?2, ?3)",
-                        params![source, chunk_id, now],
-                    )?;
-                    Ok(())
-                })?;
+                self.write(|tx| sync_chunks::record_chunk(tx, &source, &chunk_id, &now))?;
                 self.sync_ack(&target, last_seq)?;
             }
             summary.projects.push(done);
@@ -285,19 +277,12 @@ impl Store {
         import_repository(dir, time_limit, self)
     }
 
-    /// The chunks of a folder (its [`folder_key`]) applied here.
-    pub fn sync_applied_chunks(&self, source: &str) -> Result<HashSet<String>> {
-        let mut stmt = self.conn().prepare("SELECT chunk_id FROM sync_chunks WHERE target_key = ?1")?;
-        let rows = stmt.query_map([source], |r| r.get(0))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
     /// Apply chunks an import read, one transaction each, and record the errors it met.
     pub fn sync_apply_batch(&mut self, batch: ImportBatch) -> Result<ImportSummary> {
         let mut summary = ImportSummary::default();
         for chunk in batch.chunks {
             // Applied since the manifest was read (by another process importing the same folder).
-            if self.chunk_applied(&chunk.source, &chunk.id)? {
+            if self.sync_chunk_applied(&chunk.source, &chunk.id)? {
                 summary.chunks_already_applied += 1;
                 continue;
             }
@@ -318,22 +303,10 @@ impl Store {
         Ok(summary)
     }
 
-    fn chunk_applied(&self, source: &str, chunk_id: &str) -> Result<bool> {
-        Ok(self.conn().query_row(
-            "SELECT EXISTS (SELECT 1 FROM sync_chunks WHERE target_key = ?1 AND chunk_id = ?2)",
-            params![source, chunk_id],
-            |r| r.get(0),
-        )?)
-    }
-
     fn import_chunk(&mut self, chunk: &ReadChunk) -> Result<ApplyReport> {
         let now = self.now();
         self.apply_mutations_then(&chunk.source, &chunk.mutations, |tx| {
-            tx.execute(
-                "INSERT OR IGNORE INTO sync_chunks (target_key, chunk_id, applied_at) VALUES (?1, ?2, ?3)",
-                params![chunk.source, chunk.id, now],
-            )?;
-            Ok(())
+            sync_chunks::record_chunk(tx, &chunk.source, &chunk.id, &now)
         })
     }
 
@@ -341,10 +314,7 @@ impl Store {
     pub(super) fn folder_status(&self, dir: &Path, layout: Layout) -> Result<Option<FolderStatus>> {
         let source = folder_key(dir, layout);
         let applied = self.sync_applied_chunks(&source)?;
-        let last_error: Option<String> = self
-            .conn()
-            .query_row("SELECT last_error FROM sync_targets WHERE target_key = ?1", [&source], |r| r.get(0))
-            .unwrap_or(None);
+        let last_error = self.sync_target_last_error(&source);
         let folder = layout.folder().to_owned();
         Ok(match open_manifest(dir, layout, ReadLimits::DEFAULT) {
             Ok(None) => None,

@@ -23,7 +23,6 @@
 
 use std::sync::Mutex;
 
-use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 pub use cairn_wire::hub::HubErrorCode;
@@ -33,7 +32,9 @@ pub use cairn_wire::sync::{PullResponse, PulledMutation, PushEntry, PushRequest,
 use super::{ApplyReport, Mutation};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::settings::RemoteSettings;
-use crate::store::Store;
+use crate::store::sync_journal::{self, TargetRow};
+pub use crate::store::sync_remote::ParkedEntry;
+use crate::store::{Store, sync_remote};
 
 /// Most entries in one push (the hub's limit).
 pub const PUSH_MAX_ENTRIES: usize = MAX_PUSH_ENTRIES;
@@ -48,25 +49,6 @@ const LEASE: &str = "remote";
 const NOT_GRANTED_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
 /// The hub's code for a project the token has no grant on.
 const NO_GRANT: HubErrorCode = HubErrorCode::PolicyForbidden;
-
-/// A journal entry that will not reach the hub, kept with its reason (see the module's
-/// "Parking").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ParkedEntry {
-    pub project: String,
-    pub entity: String,
-    pub entity_key: String,
-    /// The journal entry's seq (its idempotency key is `<node id>:<seq>`).
-    pub seq: i64,
-    /// The hub's code (`nul_character`, `invalid_entry`, …), or cairn's for an entry it did
-    /// not send (`nul_character`, `payload_too_large`).
-    pub code: String,
-    pub reason: String,
-    /// `hub` (it refused the entry) or `client` (cairn did not send it).
-    pub refused_by: String,
-    pub parked_at: String,
-}
 
 /// Who parked an entry.
 const REFUSED_BY_HUB: &str = "hub";
@@ -547,14 +529,8 @@ impl Store {
 
     /// Where pulling from `source` resumes; 0 when the cursor was kept for other projects.
     pub fn sync_pull_cursor(&self, source: &str, scope: &str) -> Result<i64> {
-        let row: Option<(i64, String)> = self
-            .conn()
-            .query_row("SELECT cursor, scope FROM sync_pulls WHERE source = ?1", [source], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?;
-        Ok(match row {
-            Some((cursor, kept)) if kept == scope => cursor,
+        Ok(match self.sync_pull_row(source)? {
+            Some(pull) if pull.scope == scope => pull.cursor,
             _ => 0,
         })
     }
@@ -596,15 +572,8 @@ impl Store {
             self.sync_enrol(&project)?;
         }
         let now = self.now();
-        let report = self.apply_mutations_then(source, &mutations, |tx| {
-            tx.execute(
-                "INSERT INTO sync_pulls (source, cursor, scope, last_pull_at, last_error) VALUES (?1, ?2, ?3, ?4, NULL)
-                 ON CONFLICT (source) DO UPDATE SET cursor = excluded.cursor, scope = excluded.scope,
-                    last_pull_at = excluded.last_pull_at, last_error = NULL",
-                params![source, cursor, scope, now],
-            )?;
-            Ok(())
-        })?;
+        let report = self
+            .apply_mutations_then(source, &mutations, |tx| sync_remote::record_pull(tx, source, cursor, scope, &now))?;
         Ok((mutations.len(), report))
     }
 
@@ -616,54 +585,17 @@ impl Store {
         else {
             return Ok(false);
         };
-        Ok(self
-            .conn()
-            .prepare_cached("SELECT 1 FROM sync_journal WHERE seq = ?1 AND entity_key = ?2 AND source = 'local'")?
-            .exists(params![seq, m.entity_key])?)
-    }
-
-    /// A pull ended well: forget its last error (written only when there is one to forget, or
-    /// no row yet, so a quiet round commits nothing).
-    pub fn sync_pull_recovered(&mut self, source: &str, scope: &str, cursor: i64) -> Result<()> {
-        let now = self.now();
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO sync_pulls (source, cursor, scope, last_pull_at) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (source) DO UPDATE SET last_error = NULL, last_pull_at = excluded.last_pull_at,
-                    cursor = excluded.cursor, scope = excluded.scope
-                 WHERE sync_pulls.last_error IS NOT NULL OR sync_pulls.scope != excluded.scope",
-                params![source, cursor, scope, now],
-            )?;
-            Ok(())
-        })
+        self.sync_local_entry_exists(seq, &m.entity_key)
     }
 
     /// The hub said lately (within [`NOT_GRANTED_RETRY`]) that the token has no grant on this
     /// target's project.
     fn no_grant_lately(&self, target: &str) -> Result<bool> {
-        let row: Option<(Option<String>, Option<String>)> = self
-            .conn()
-            .query_row("SELECT last_error, last_run_at FROM sync_targets WHERE target_key = ?1", [target], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()?;
-        let Some((Some(error), Some(at))) = row else { return Ok(false) };
+        let row = self.sync_target_row(target)?;
+        let Some(TargetRow { last_error: Some(error), last_run_at: Some(at), .. }) = row else { return Ok(false) };
         let retry = time::Duration::try_from(NOT_GRANTED_RETRY).unwrap_or_default();
         let recent = crate::clock::parse_ts(&at).is_some_and(|at| self.clock().now() - at < retry);
         Ok(recent && error.contains(&format!("403 {}", NO_GRANT.as_str())))
-    }
-
-    /// Remember that pulling from `source` failed.
-    pub fn sync_pull_error(&mut self, source: &str, error: &str) -> Result<()> {
-        let now = self.now();
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO sync_pulls (source, last_pull_at, last_error) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (source) DO UPDATE SET last_pull_at = excluded.last_pull_at, last_error = excluded.last_error",
-                params![source, now, error],
-            )?;
-            Ok(())
-        })
     }
 
     /// After a push to `target_key`: record the entries `parked` (those a later entry of the
@@ -686,61 +618,11 @@ impl Store {
             p.parked_at.clone_from(&now);
         }
         self.write(|tx| {
-            let mut park = tx.prepare_cached(
-                "INSERT INTO sync_parked (target_key, seq, project, entity, entity_key, code, reason, refused_by, parked_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                 ON CONFLICT (target_key, seq) DO UPDATE SET code = excluded.code, reason = excluded.reason,
-                    refused_by = excluded.refused_by, parked_at = excluded.parked_at",
-            )?;
-            for p in &parked {
-                park.execute(params![
-                    target_key,
-                    p.seq,
-                    p.project,
-                    p.entity,
-                    p.entity_key,
-                    p.code,
-                    p.reason,
-                    p.refused_by,
-                    p.parked_at
-                ])?;
-            }
-            let mut forget = tx.prepare_cached(
-                "DELETE FROM sync_parked WHERE target_key = ?1 AND entity_key = ?2 AND entity = ?3 AND seq < ?4",
-            )?;
-            for (entity, key, seq) in delivered {
-                forget.execute(params![target_key, key, entity, seq])?;
-            }
-            super::record_ack(tx, target_key, through, &now)?;
+            sync_remote::park(tx, target_key, &parked)?;
+            sync_remote::forget_parked(tx, target_key, delivered)?;
+            sync_journal::record_ack(tx, target_key, through, &now)?;
             Ok(parked)
         })
-    }
-
-    /// How many entries are parked for `target_key`, and the newest `limit` of them.
-    pub fn sync_parked(&self, target_key: &str, limit: usize) -> Result<(i64, Vec<ParkedEntry>)> {
-        let count =
-            self.conn()
-                .query_row("SELECT count(*) FROM sync_parked WHERE target_key = ?1", [target_key], |r| r.get(0))?;
-        let newest = self
-            .conn()
-            .prepare_cached(
-                "SELECT project, entity, entity_key, seq, code, reason, refused_by, parked_at FROM sync_parked
-                 WHERE target_key = ?1 ORDER BY seq DESC LIMIT ?2",
-            )?
-            .query_map(params![target_key, i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
-                Ok(ParkedEntry {
-                    project: r.get(0)?,
-                    entity: r.get(1)?,
-                    entity_key: r.get(2)?,
-                    seq: r.get(3)?,
-                    code: r.get(4)?,
-                    reason: r.get(5)?,
-                    refused_by: r.get(6)?,
-                    parked_at: r.get(7)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok((count, newest))
     }
 
     /// Take (or renew) the sync lease for `holder` for `ttl`: `None` when taken, else who holds
@@ -749,11 +631,7 @@ impl Store {
         let now = self.clock().now();
         let (now_text, until) = (crate::clock::format_ts(now), crate::clock::format_ts(now + ttl));
         self.write(|tx| {
-            let current: Option<(String, String)> = tx
-                .query_row("SELECT holder, expires_at FROM sync_lease WHERE name = ?1", [LEASE], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })
-                .optional()?;
+            let current = sync_remote::lease(tx, LEASE)?;
             if let Some((other, expires)) = current
                 && other != holder
                 && expires > now_text
@@ -761,21 +639,14 @@ impl Store {
             {
                 return Ok(Some(other));
             }
-            tx.execute(
-                "INSERT INTO sync_lease (name, holder, expires_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at",
-                params![LEASE, holder, until],
-            )?;
+            sync_remote::set_lease(tx, LEASE, holder, &until)?;
             Ok(None)
         })
     }
 
     /// Give the lease back (only if `holder` has it).
     pub fn sync_lease_release(&mut self, holder: &str) -> Result<()> {
-        self.write(|tx| {
-            tx.execute("DELETE FROM sync_lease WHERE name = ?1 AND holder = ?2", params![LEASE, holder])?;
-            Ok(())
-        })
+        self.write(|tx| sync_remote::release_lease(tx, LEASE, holder))
     }
 
     /// The store's side of `cairn remote status` (the daemon fills in its autosync's phase).
@@ -784,15 +655,10 @@ impl Store {
         let mut parked_entries = Vec::new();
         for project in self.sync_projects()?.into_iter().filter(|p| remote.covers(p)) {
             let target = remote.target_key(&project);
-            let row: Option<(i64, Option<String>, Option<String>)> = self
-                .conn()
-                .query_row(
-                    "SELECT last_exported_seq, last_run_at, last_error FROM sync_targets WHERE target_key = ?1",
-                    [&target],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()?;
-            let (last_pushed_seq, last_push_at, last_error) = row.unwrap_or((0, None, None));
+            let (last_pushed_seq, last_push_at, last_error) = match self.sync_target_row(&target)? {
+                Some(row) => (row.last_exported_seq, row.last_run_at, row.last_error),
+                None => (0, None, None),
+            };
             let pending = self.sync_pending_count(&target, Some(&project))?;
             let not_granted = remote.projects.is_empty() && self.no_grant_lately(&target)?;
             let (parked, newest) = self.sync_parked(&target, PARKED_SHOWN)?;
@@ -810,26 +676,13 @@ impl Store {
         parked_entries.sort_by(|a, b| b.parked_at.cmp(&a.parked_at).then(b.seq.cmp(&a.seq)));
         parked_entries.truncate(PARKED_SHOWN);
         let source = remote.source_key();
-        let pull: Option<(i64, String, Option<String>, Option<String>)> = self
-            .conn()
-            .query_row(
-                "SELECT cursor, scope, last_pull_at, last_error FROM sync_pulls WHERE source = ?1",
-                [&source],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()?;
-        let (cursor, last_pull_at, last_pull_error) = match pull {
-            Some((cursor, scope, at, error)) if scope == remote.scope_text() => (cursor, at, error),
-            Some((_, _, at, error)) => (0, at, error),
+        let (cursor, last_pull_at, last_pull_error) = match self.sync_pull_row(&source)? {
+            Some(pull) if pull.scope == remote.scope_text() => (pull.cursor, pull.last_pull_at, pull.last_error),
+            Some(pull) => (0, pull.last_pull_at, pull.last_error),
             None => (0, None, None),
         };
         let now = self.now();
-        let lease_holder = self
-            .conn()
-            .query_row("SELECT holder FROM sync_lease WHERE name = ?1 AND expires_at > ?2", params![LEASE, now], |r| {
-                r.get(0)
-            })
-            .optional()?;
+        let lease_holder = self.sync_lease_holder(LEASE, &now)?;
         Ok(RemoteStatus {
             phase: if remote.autosync { PHASE_NO_DAEMON } else { PHASE_MANUAL }.to_owned(),
             last_error: None,

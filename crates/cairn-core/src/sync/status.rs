@@ -10,6 +10,7 @@ use super::git::{FolderStatus, Layout};
 use super::remote::RemoteStatus;
 use crate::error::Result;
 use crate::store::Store;
+use crate::store::sync_journal::TargetRow;
 
 /// One export target (a chunk folder and project, or a hub).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,16 +52,12 @@ impl Store {
     /// repository's chunk folders.
     pub fn sync_status(&self, dir: Option<&Path>) -> Result<SyncStatus> {
         let projects = self.sync_projects()?;
-        let mut stmt = self.conn().prepare(
-            "SELECT target_key, last_exported_seq, last_run_at, last_error FROM sync_targets ORDER BY target_key",
-        )?;
-        let rows: Vec<(String, i64, Option<String>, Option<String>)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-            .collect::<rusqlite::Result<_>>()?;
+        let rows = self.sync_target_rows()?;
         let mut targets = Vec::with_capacity(rows.len());
-        for (target_key, last_exported_seq, last_run_at, last_error) in rows {
-            let project = target_key.split_once('#').map(|(_, p)| p.to_owned());
-            let pending = self.sync_pending_count(&target_key, project.as_deref())?;
+        for row in rows {
+            let project = row.target_key.split_once('#').map(|(_, p)| p.to_owned());
+            let pending = self.sync_pending_count(&row.target_key, project.as_deref())?;
+            let TargetRow { target_key, last_exported_seq, last_run_at, last_error } = row;
             targets.push(TargetStatus { target_key, last_exported_seq, pending, last_run_at, last_error });
         }
         let mut folders = Vec::new();
@@ -74,18 +71,15 @@ impl Store {
             Some(Err(e)) => (None, Some(e.message)),
             _ => (None, None),
         };
-        let deferred = |status: &str| -> Result<i64> {
-            Ok(self.conn().query_row("SELECT count(*) FROM sync_deferred WHERE status = ?1", [status], |r| r.get(0))?)
-        };
         Ok(SyncStatus {
             enabled: !projects.is_empty(),
             projects,
             node_id: self.sync_node_id()?,
-            journal_seq: self.conn().query_row("SELECT coalesce(max(seq), 0) FROM sync_journal", [], |r| r.get(0))?,
+            journal_seq: self.sync_journal_seq()?,
             targets,
             folders,
-            deferred_pending: deferred("pending")?,
-            deferred_dead: deferred("dead")?,
+            deferred_pending: self.sync_deferred_count("pending")?,
+            deferred_dead: self.sync_deferred_count("dead")?,
             remote,
             remote_config_error,
         })

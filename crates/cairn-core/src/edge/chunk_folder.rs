@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{CairnError, ErrorCode, Result};
 
 /// One folder of the repository's chunk folder tree, opened without following a link.
-pub(super) struct Folder {
+pub(crate) struct Folder {
     dir: sys::Dir,
     /// For messages only: every access goes through `dir`.
     path: PathBuf,
@@ -25,23 +25,23 @@ pub(super) struct Folder {
 
 impl Folder {
     /// The folder `name` of the repository `repo`; `None` when there is none.
-    pub(super) fn open(repo: &Path, name: &str) -> Result<Option<Folder>> {
+    pub(crate) fn open(repo: &Path, name: &str) -> Result<Option<Folder>> {
         let root = sys::Dir::open_root(repo).map_err(|e| io_error(repo, &e))?;
         Folder { dir: root, path: repo.to_owned() }.subfolder(name)
     }
 
     /// The folder `name` of the repository `repo`, made when missing.
-    pub(super) fn create(repo: &Path, name: &str) -> Result<Folder> {
+    pub(crate) fn create(repo: &Path, name: &str) -> Result<Folder> {
         let root = sys::Dir::open_root(repo).map_err(|e| io_error(repo, &e))?;
         Folder { dir: root, path: repo.to_owned() }.create_subfolder(name)
     }
 
-    pub(super) fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The folder `name` in this one; `None` when there is none.
-    pub(super) fn subfolder(&self, name: &str) -> Result<Option<Folder>> {
+    pub(crate) fn subfolder(&self, name: &str) -> Result<Option<Folder>> {
         let path = self.path.join(name);
         match self.dir.open_dir(name) {
             Ok(dir) => Ok(Some(Folder { dir, path })),
@@ -52,7 +52,7 @@ impl Folder {
 
     /// The folder `name` in this one, made when missing (a link there is refused, not
     /// followed).
-    pub(super) fn create_subfolder(&self, name: &str) -> Result<Folder> {
+    pub(crate) fn create_subfolder(&self, name: &str) -> Result<Folder> {
         let path = self.path.join(name);
         match self.dir.make_dir(name) {
             Ok(()) => {}
@@ -64,7 +64,7 @@ impl Folder {
 
     /// The regular file `name` of this folder, opened for reading, at most `cap` bytes long;
     /// `None` when there is none.
-    pub(super) fn open_file(&self, name: &str, cap: u64) -> Result<Option<File>> {
+    pub(crate) fn open_file(&self, name: &str, cap: u64) -> Result<Option<File>> {
         let path = self.path.join(name);
         let file = match self.dir.open_file(name) {
             Ok(file) => file,
@@ -83,7 +83,7 @@ impl Folder {
     }
 
     /// The content of the regular file `name`, at most `cap` bytes; `None` when there is none.
-    pub(super) fn read_file(&self, name: &str, cap: u64) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn read_file(&self, name: &str, cap: u64) -> Result<Option<Vec<u8>>> {
         let Some(file) = self.open_file(name, cap)? else { return Ok(None) };
         let path = self.path.join(name);
         let mut bytes = Vec::new();
@@ -98,7 +98,7 @@ impl Folder {
     /// Write `name` through a temporary file and a rename: a reader (or a crash) never sees half
     /// a file. The temporary file is made new (a link or file left under its name is removed,
     /// never written through); the rename replaces a link at `name` rather than follow it.
-    pub(super) fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn write_atomically(&self, name: &str, bytes: &[u8]) -> Result<()> {
         let tmp = Path::new(name).with_extension("tmp");
         let tmp = tmp.to_str().unwrap_or(name);
         let tmp_path = self.path.join(tmp);
@@ -168,7 +168,7 @@ fn describe(kind: std::fs::FileType) -> &'static str {
     }
 }
 
-pub(super) fn too_large(path: &Path, size: u64, cap: u64) -> CairnError {
+pub(crate) fn too_large(path: &Path, size: u64, cap: u64) -> CairnError {
     CairnError::new(
         ErrorCode::SyncFileTooLarge,
         format!("{} is {} bytes or more; sync reads at most {cap} bytes there", path.display(), size),

@@ -3,7 +3,11 @@
 //! index, the vectors or the settings runs on the core's context ([`crate::Core`]).
 
 pub(crate) mod judging;
+pub(crate) mod memories;
 pub(crate) mod migrate;
+pub(crate) mod projects;
+pub(crate) mod prompts;
+pub(crate) mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -8,6 +8,7 @@ pub(crate) mod migrate;
 pub(crate) mod projects;
 pub(crate) mod prompts;
 pub(crate) mod sessions;
+pub(crate) mod views;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -448,3 +448,21 @@ fn insert(
     ])?;
     Ok(Inserted::New { id: tx.last_insert_rowid(), sync_id })
 }
+
+impl Store {
+    /// Whether a live memory of `project` (any project: `None`) holds this text already
+    /// (passive capture skips it).
+    pub(crate) fn known_in_project(&self, project: Option<&str>, content: &str) -> Result<bool> {
+        let hash = normalized_hash(content);
+        let found = self
+            .conn()
+            .query_row(
+                "SELECT 1 FROM observations WHERE normalized_hash = ?1 AND project = COALESCE(?2, project)
+                 AND deleted_at IS NULL LIMIT 1",
+                rusqlite::params![hash, project],
+                |_| Ok(()),
+            )
+            .optional()?;
+        Ok(found.is_some())
+    }
+}

@@ -7,6 +7,7 @@ pub(crate) mod embeddings;
 pub(crate) mod judging;
 pub(crate) mod memories;
 pub(crate) mod migrate;
+pub(crate) mod privacy;
 pub(crate) mod projects;
 pub(crate) mod prompts;
 pub(crate) mod sessions;

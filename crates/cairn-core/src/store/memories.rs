@@ -1,7 +1,7 @@
 //! The SQL of memories (`crate::memory` holds the rules): save (topic revision, dedupe,
 //! insert), partial update, soft and hard delete, pinning, restore, reads of live memories.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 use crate::clock::format_ts;
 use crate::error::{CairnError, Result};
@@ -464,5 +464,23 @@ impl Store {
             )
             .optional()?;
         Ok(found.is_some())
+    }
+
+    /// Live memories by id, in one query (hydrating a page of hits).
+    pub(crate) fn get_many(
+        &self,
+        ids: impl Iterator<Item = i64>,
+    ) -> Result<std::collections::HashMap<i64, Observation>> {
+        let ids: Vec<i64> = ids.collect();
+        if ids.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        let placeholders = vec!["?"; ids.len()].join(",");
+        // Cached: a page of hits has the same length every time, so the same text.
+        let mut stmt = self.conn().prepare_cached(&format!(
+            "SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.deleted_at IS NULL AND o.id IN ({placeholders})"
+        ))?;
+        let rows = stmt.query_map(params_from_iter(ids), Observation::from_row)?;
+        rows.map(|r| r.map(|o| (o.id, o)).map_err(Into::into)).collect()
     }
 }

@@ -2,6 +2,7 @@
 //! as `impl Store` blocks (memory, sessions, prompts, transfer...). What also needs the search
 //! index, the vectors or the settings runs on the core's context ([`crate::Core`]).
 
+pub(crate) mod context;
 pub(crate) mod doctor;
 pub(crate) mod embeddings;
 pub(crate) mod judging;

@@ -84,3 +84,16 @@ pub(crate) fn insert_prompt(tx: &rusqlite::Connection, new: &NewPrompt, now: &st
     )?;
     Ok(tx.last_insert_rowid())
 }
+
+impl Store {
+    /// Prompts matching an FTS5 expression (`crate::search` builds it), best first.
+    pub(crate) fn prompts_matching(&self, fts: &str, project: Option<&str>, limit: usize) -> Result<Vec<Prompt>> {
+        let mut stmt = self.conn().prepare_cached(&format!(
+            "SELECT {PROMPT_COLUMNS} FROM prompts_fts JOIN prompts p ON p.id = prompts_fts.rowid
+             WHERE prompts_fts MATCH ?1 AND (?2 IS NULL OR p.project = ?2)
+             ORDER BY bm25(prompts_fts), p.created_at DESC LIMIT ?3"
+        ))?;
+        let rows = stmt.query_map(params![fts, project, limit as i64], Prompt::from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

@@ -256,7 +256,7 @@ fn integrity_check(store: &Store) -> Check {
 /// content), i.e. every live memory is indexed and nothing else is.
 fn fts_check(store: &Store, id: &str, table: &str) -> Check {
     match store.fts_integrity(table) {
-        Ok(_) => check(id, CheckStatus::Ok, format!("{table} matches its table"), None),
+        Ok(()) => check(id, CheckStatus::Ok, format!("{table} matches its table"), None),
         Err(e) if e.to_string().contains("readonly") => {
             // A read-only connection cannot run the check command; count rows instead.
             check(id, CheckStatus::Ok, format!("{table} present (full check needs write access)"), None)

@@ -1,6 +1,12 @@
-//! The SQLite store: opening, pragmas, migrations. Domain operations live in their own modules
-//! as `impl Store` blocks (memory, sessions, prompts, transfer...). What also needs the search
-//! index, the vectors or the settings runs on the core's context ([`crate::Core`]).
+//! The SQLite store: opening, pragmas, migrations, and each table's SQL in its own module
+//! (`memories`, `sessions`, `prompts`, `projects`, `views`, `privacy`, `doctor`, `context`,
+//! `embeddings`, `judging`...), as `impl Store` blocks and functions over a connection. The
+//! domain modules (`crate::memory`, `crate::sessions`, `crate::context`...) hold the types and
+//! rules and call these. A store module names a domain module only when that module does not
+//! reach the store back (no cycle: the module graph test keeps it so); otherwise the types the
+//! SQL reads live here and the domain module re-exports them (`views`, `judging`). What also
+//! needs the search index, the vectors or the settings runs on the core's context
+//! ([`crate::Core`]).
 
 pub(crate) mod context;
 pub(crate) mod doctor;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::memory::ListFilter;
-use crate::model::{OBSERVATION_COLUMNS, Observation};
+use crate::model::Observation;
 use crate::store::Store;
 use crate::text::{Scope, normalize_project, preview};
 
@@ -245,19 +245,6 @@ impl Store {
         ctx.bytes = doc.out.len();
         ctx.context = doc.out;
         Ok(ctx)
-    }
-
-    fn pinned(&self, project: Option<&str>, scope: Option<Scope>, limit: usize) -> Result<Vec<Observation>> {
-        let project_filter = if project.is_some() { "(o.project = ?1 OR o.scope = 'personal')" } else { "?1 IS NULL" };
-        let mut stmt = self.conn().prepare_cached(&format!(
-            "SELECT {OBSERVATION_COLUMNS} FROM observations o
-             WHERE o.pinned = 1 AND o.deleted_at IS NULL AND {project_filter}
-               AND (?2 IS NULL OR o.scope = ?2)
-             ORDER BY o.updated_at DESC LIMIT ?3"
-        ))?;
-        let rows =
-            stmt.query_map(rusqlite::params![project, scope.map(Scope::as_str), limit as i64], Observation::from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }
 

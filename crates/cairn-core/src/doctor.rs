@@ -1,9 +1,11 @@
-//! `cairn doctor`: read-only checks of the data dir and the database.
+//! `cairn doctor`: read-only checks of the data dir and the database (their SQL is
+//! `crate::store::doctor`).
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::store::doctor::INTEGRITY_CHECK;
 use crate::store::{DB_FILE, SCHEMA_VERSION, Store};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -175,7 +177,7 @@ fn database_checks(store: &Store) -> Vec<Check> {
         ),
         Err(e) => check("schema", CheckStatus::Error, e.message, None),
     });
-    checks.push(sql_check(store, "integrity", "PRAGMA integrity_check", "ok"));
+    checks.push(integrity_check(store));
     for (id, table) in [("fts_observations", "observations_fts"), ("fts_prompts", "prompts_fts")] {
         checks.push(fts_check(store, id, table));
     }
@@ -240,20 +242,21 @@ fn spool_check(data_dir: &Path, store: Option<&Store>) -> Option<Check> {
     })
 }
 
-fn sql_check(store: &Store, id: &str, sql: &str, expected: &str) -> Check {
-    match store.conn().query_row(sql, [], |r| r.get::<_, String>(0)) {
-        Ok(v) if v == expected => check(id, CheckStatus::Ok, format!("{sql}: {v}"), None),
-        Ok(v) => check(id, CheckStatus::Error, format!("{sql}: {v}"), Some("restore from an export")),
-        Err(e) => check(id, CheckStatus::Error, format!("{sql} failed: {e}"), Some("restore from an export")),
+/// SQLite's own check of the database file.
+fn integrity_check(store: &Store) -> Check {
+    let (id, label) = ("integrity", INTEGRITY_CHECK);
+    match store.integrity() {
+        Ok(v) if v == "ok" => check(id, CheckStatus::Ok, format!("{label}: {v}"), None),
+        Ok(v) => check(id, CheckStatus::Error, format!("{label}: {v}"), Some("restore from an export")),
+        Err(e) => check(id, CheckStatus::Error, format!("{label} failed: {e}"), Some("restore from an export")),
     }
 }
 
 /// FTS5's integrity check compares the index with its content (rank 1: also the external
 /// content), i.e. every live memory is indexed and nothing else is.
 fn fts_check(store: &Store, id: &str, table: &str) -> Check {
-    let sql = format!("INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)");
-    match store.conn().execute(&sql, []) {
-        Ok(_) => check(id, CheckStatus::Ok, format!("{table} matches its table"), None),
+    match store.fts_integrity(table) {
+        Ok(()) => check(id, CheckStatus::Ok, format!("{table} matches its table"), None),
         Err(e) if e.to_string().contains("readonly") => {
             // A read-only connection cannot run the check command; count rows instead.
             check(id, CheckStatus::Ok, format!("{table} present (full check needs write access)"), None)
@@ -264,16 +267,5 @@ fn fts_check(store: &Store, id: &str, table: &str) -> Check {
             format!("{table} is out of step: {e}"),
             Some("run `cairn doctor --repair` to rebuild the index"),
         ),
-    }
-}
-
-impl Store {
-    /// Rebuild both full-text indexes from their tables.
-    pub fn rebuild_fts(&mut self) -> crate::error::Result<()> {
-        self.write(|tx| {
-            tx.execute("INSERT INTO observations_fts(observations_fts) VALUES('rebuild')", [])?;
-            tx.execute("INSERT INTO prompts_fts(prompts_fts) VALUES('rebuild')", [])?;
-            Ok(())
-        })
     }
 }

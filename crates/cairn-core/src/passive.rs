@@ -4,13 +4,12 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
-use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::memory::NewObservation;
 use crate::store::Store;
-use crate::text::{normalize_project, normalized_hash, require};
+use crate::text::{normalize_project, require};
 
 /// Learnings shorter than this (bytes or words) are noise, not knowledge.
 const MIN_BYTES: usize = 20;
@@ -115,20 +114,6 @@ impl Store {
             outcome.ids.push(saved.id);
         }
         Ok(outcome)
-    }
-
-    fn known_in_project(&self, project: Option<&str>, content: &str) -> Result<bool> {
-        let hash = normalized_hash(content);
-        let found = self
-            .conn()
-            .query_row(
-                "SELECT 1 FROM observations WHERE normalized_hash = ?1 AND project = COALESCE(?2, project)
-                 AND deleted_at IS NULL LIMIT 1",
-                rusqlite::params![hash, project],
-                |_| Ok(()),
-            )
-            .optional()?;
-        Ok(found.is_some())
     }
 }
 

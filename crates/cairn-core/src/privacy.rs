@@ -7,7 +7,8 @@
 //! soft-deleted memories, prompts, sessions, relations and the journal's own earlier payloads.
 //! It runs with `secure_delete` on (freed space is zeroed) and ends with a `VACUUM` and a
 //! truncating WAL checkpoint when it runs outside a transaction, so the old bytes are gone from
-//! the database file, not only from its rows.
+//! the database file, not only from its rows. The tables it reads and rewrites, and their SQL,
+//! are `crate::store::privacy`.
 
 use rusqlite::Connection;
 use rusqlite::types::Value as SqlValue;
@@ -17,6 +18,7 @@ use crate::error::Result;
 use crate::memory::ObservationPatch;
 use crate::redaction::redact_json;
 use crate::store::Store;
+use crate::store::privacy::{IN_PLACE, Row, Table, live_memory_fields, rewrite_row, table_rows};
 use crate::text::{RedactFields, Redaction, redact_outbound};
 
 /// How many ids a finding names.
@@ -64,77 +66,6 @@ pub struct PrivacyRewrite {
     pub vacuumed: bool,
 }
 
-/// A table's rows whose text columns are checked, keyed by what identifies a row.
-struct Table {
-    select: &'static str,
-    update: &'static str,
-}
-
-/// Everything but live memories, redacted in place. Each select gives the key column(s) first
-/// (`keys`), then the text columns the update sets in order.
-const IN_PLACE: &[(&str, usize, Table)] = &[
-    (
-        "revisions",
-        2,
-        Table {
-            select: "SELECT observation_id, revision, type, title, content FROM observation_revisions",
-            update: "UPDATE observation_revisions SET type = ?3, title = ?4, content = ?5
-                     WHERE observation_id = ?1 AND revision = ?2",
-        },
-    ),
-    (
-        "deleted memories",
-        1,
-        Table {
-            select: "SELECT id, type, title, content, coalesce(topic_key, ''), coalesce(tool_name, '')
-                     FROM observations WHERE deleted_at IS NOT NULL",
-            update: "UPDATE observations SET type = ?2, title = ?3, content = ?4, topic_key = nullif(?5, ''),
-                     tool_name = nullif(?6, '') WHERE id = ?1",
-        },
-    ),
-    (
-        "prompts",
-        1,
-        Table { select: "SELECT id, content FROM prompts", update: "UPDATE prompts SET content = ?2 WHERE id = ?1" },
-    ),
-    (
-        "sessions",
-        1,
-        Table {
-            select: "SELECT id, coalesce(summary, ''), coalesce(title, ''), directory, agent FROM sessions",
-            update: "UPDATE sessions SET summary = nullif(?2, ''), title = nullif(?3, ''), directory = ?4, agent = ?5
-                     WHERE id = ?1",
-        },
-    ),
-    (
-        "relations",
-        1,
-        Table {
-            select: "SELECT id, coalesce(reason, ''), coalesce(evidence, '') FROM relations",
-            update: "UPDATE relations SET reason = nullif(?2, ''), evidence = nullif(?3, '') WHERE id = ?1",
-        },
-    ),
-    (
-        "journal",
-        1,
-        Table {
-            select: "SELECT seq, payload FROM sync_journal",
-            update: "UPDATE sync_journal SET payload = ?2 WHERE seq = ?1",
-        },
-    ),
-    (
-        "journal",
-        1,
-        Table {
-            select: "SELECT sync_id, payload FROM sync_deferred",
-            update: "UPDATE sync_deferred SET payload = ?2 WHERE sync_id = ?1",
-        },
-    ),
-];
-
-/// One row: its key values and its text values, redacted.
-type Row = (Vec<SqlValue>, Vec<String>);
-
 /// `texts` redacted, when any of them held private text or a secret. A journal payload is
 /// JSON: its strings are redacted, not its text (an unclosed tag would eat its closing braces).
 fn redacted(kind: &str, texts: &[String]) -> Option<Vec<String>> {
@@ -160,49 +91,12 @@ fn redacted(kind: &str, texts: &[String]) -> Option<Vec<String>> {
 
 /// The rows of `table` with a text that holds private text or a secret, redacted.
 fn rows_holding(conn: &Connection, kind: &str, table: &Table, keys: usize) -> Result<Vec<Row>> {
-    let mut stmt = conn.prepare(table.select)?;
-    let columns = stmt.column_count();
-    let rows = stmt.query_map([], |r| {
-        let key = (0..keys).map(|i| r.get::<_, SqlValue>(i)).collect::<rusqlite::Result<Vec<_>>>()?;
-        let texts = (keys..columns).map(|i| r.get::<_, String>(i)).collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok((key, texts))
-    })?;
-    let mut found = Vec::new();
-    for row in rows {
-        let (key, texts) = row?;
-        if let Some(texts) = redacted(kind, &texts) {
-            found.push((key, texts));
-        }
-    }
-    Ok(found)
+    table_rows(conn, table, keys, |texts| redacted(kind, texts))
 }
 
 /// Live memories with a field that holds private text or a secret, and their patch.
 fn live_memories_holding(conn: &Connection) -> Result<Vec<(i64, ObservationPatch)>> {
-    let mut stmt = conn.prepare(
-        "SELECT id, type, title, content, topic_key, tool_name FROM observations WHERE deleted_at IS NULL ORDER BY id",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            ObservationPatch {
-                kind: Some(r.get(1)?),
-                title: Some(r.get(2)?),
-                content: Some(r.get(3)?),
-                topic_key: r.get(4)?,
-                tool_name: r.get(5)?,
-                ..ObservationPatch::default()
-            },
-        ))
-    })?;
-    let mut found = Vec::new();
-    for row in rows {
-        let (id, mut patch) = row?;
-        if patch.redact_fields(Redaction::OUTBOUND) {
-            found.push((id, patch));
-        }
-    }
-    Ok(found)
+    live_memory_fields(conn, |patch| patch.redact_fields(Redaction::OUTBOUND))
 }
 
 impl Store {
@@ -245,23 +139,21 @@ impl Store {
         if dry_run || found.total() == 0 {
             return Ok(PrivacyRewrite { dry_run, found, vacuumed: false });
         }
-        self.conn().pragma_update(None, "secure_delete", true)?;
+        self.set_secure_delete()?;
         for (id, patch) in live_memories_holding(self.conn())? {
             self.update(id, &patch)?;
         }
         self.write(|tx| {
             for (kind, keys, table) in IN_PLACE {
                 for (key, texts) in rows_holding(tx, kind, table, *keys)? {
-                    let values: Vec<SqlValue> = key.into_iter().chain(texts.into_iter().map(SqlValue::Text)).collect();
-                    tx.execute(table.update, rusqlite::params_from_iter(values))?;
+                    rewrite_row(tx, table, key, texts)?;
                 }
             }
             Ok(())
         })?;
         let vacuumed = self.conn().is_autocommit();
         if vacuumed {
-            self.conn().execute_batch("VACUUM")?;
-            self.conn().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            self.vacuum_and_checkpoint()?;
         }
         Ok(PrivacyRewrite { dry_run, found, vacuumed })
     }

@@ -14,11 +14,13 @@ use time::{Duration, OffsetDateTime};
 use crate::clock::{format_ts, parse_ts};
 use crate::error::{CairnError, Result};
 use crate::memory::{NewObservation, SaveOutcome};
-use crate::prompts::{NewPrompt, insert_prompt};
-use crate::sessions::{NewSession, ensure_session, session_not_found, validate_session_id};
+use crate::prompts::NewPrompt;
+use crate::sessions::{NewSession, session_not_found, validate_session_id};
 use crate::store::Store;
 use crate::store::activity::{self as activity_rows, read_activity, session_project_of, write_activity};
 pub use crate::store::activity::{PendingPrompt, SessionActivity};
+use crate::store::prompts::insert_prompt;
+use crate::store::sessions::ensure_session;
 use crate::text::{MAX_CONTENT_BYTES, fit_content, normalize_project, redact, require};
 
 /// Quiet period before the first reminder, and between reminders.

@@ -9,12 +9,10 @@
 
 use std::collections::HashSet;
 
-use rusqlite::params;
-
 use super::{Budgeted, Context, ContextRequest};
 use crate::error::Result;
+use crate::model::Observation;
 use crate::model::{COMPACTION_SUMMARY, SESSION_RECORD, record_says_compacted};
-use crate::model::{OBSERVATION_COLUMNS, Observation};
 use crate::search::{SearchQuery, check_min_score};
 use crate::store::Store;
 use crate::text::{cut_bytes, normalize_project, preview};
@@ -89,7 +87,7 @@ impl crate::Core {
 
         if let Some(project) = project.as_deref() {
             for (header, kinds) in TYPED_SECTIONS {
-                let items = store.typed_memories(project, kinds, header.ends_with("Brief"))?;
+                let items = store.typed_memories(project, kinds, header.ends_with("Brief"), PER_SECTION)?;
                 // A replaced decision is history, never a section's current fact.
                 let replaced = store.superseded_ids(&items.iter().map(|o| o.id).collect::<Vec<_>>())?;
                 let current = items.iter().filter(|o| !replaced.contains_key(&o.id));
@@ -204,15 +202,7 @@ impl Store {
     /// unless `current` was compacted: its summary (when an agent or host wrote one) and its
     /// record.
     fn last_session(&self, project: &str, current: Option<&str>) -> Result<Option<LastSession>> {
-        let [record, summary, compaction] = SESSION_KINDS;
-        let sql = format!(
-            "SELECT {OBSERVATION_COLUMNS} FROM observations o
-             WHERE o.project = ?1 AND o.deleted_at IS NULL AND o.type IN (?2, ?3, ?4)
-             ORDER BY o.updated_at DESC, o.id DESC LIMIT 50"
-        );
-        let mut stmt = self.conn().prepare_cached(&sql)?;
-        let rows = stmt.query_map(params![project, record, summary, compaction], Observation::from_row)?;
-        let newest: Vec<Observation> = rows.collect::<rusqlite::Result<_>>()?;
+        let newest = self.newest_of_kinds(project, SESSION_KINDS, 50)?;
         let current_compacted = newest.iter().any(|o| {
             Some(o.session_id.as_str()) == current
                 && (o.kind == COMPACTION_SUMMARY
@@ -263,18 +253,9 @@ impl Store {
                 break;
             }
         }
-        let [record, summary, compaction] = SESSION_KINDS;
-        let sql = format!(
-            "SELECT {OBSERVATION_COLUMNS} FROM observations o
-             WHERE o.project = ?1 AND o.deleted_at IS NULL AND o.type NOT IN (?2, ?3, ?4) AND o.session_id IS NOT ?6
-             ORDER BY o.updated_at DESC, o.id DESC LIMIT ?5"
-        );
-        let mut stmt = self.conn().prepare_cached(&sql)?;
-        // More than shown: some are in the sections above already.
-        let limit = (RECENT_MEMORIES * 4) as i64;
-        // the Last Session's own memories are in its record already
-        let rows = stmt.query_map(params![project, record, summary, compaction, limit, last], Observation::from_row)?;
-        let rows: Vec<Observation> = rows.collect::<rusqlite::Result<_>>()?;
+        // More than shown: some are in the sections above already; the Last Session's own
+        // memories are in its record already.
+        let rows = self.newest_besides_kinds(project, SESSION_KINDS, last, RECENT_MEMORIES * 4)?;
         // Recent lists what is current: a replaced memory is history.
         let replaced = self.superseded_ids(&rows.iter().map(|o| o.id).collect::<Vec<_>>())?;
         for o in rows.into_iter().filter(|o| !replaced.contains_key(&o.id)) {
@@ -285,22 +266,6 @@ impl Store {
             ));
         }
         Ok(items)
-    }
-
-    /// A project's memories of these types, newest first; the brief also by its topic.
-    fn typed_memories(&self, project: &str, kinds: &[&str], brief: bool) -> Result<Vec<Observation>> {
-        let placeholders = (0..kinds.len()).map(|i| format!("?{}", i + 3)).collect::<Vec<_>>().join(", ");
-        let by_topic = if brief { " OR o.topic_key = 'project/brief'" } else { "" };
-        let sql = format!(
-            "SELECT {OBSERVATION_COLUMNS} FROM observations o
-             WHERE o.project = ?1 AND o.deleted_at IS NULL AND (o.type IN ({placeholders}){by_topic})
-             ORDER BY o.updated_at DESC, o.id DESC LIMIT ?2"
-        );
-        let mut values: Vec<rusqlite::types::Value> = vec![project.to_owned().into(), (PER_SECTION as i64).into()];
-        values.extend(kinds.iter().map(|k| rusqlite::types::Value::from((*k).to_owned())));
-        let mut stmt = self.conn().prepare_cached(&sql)?;
-        let rows = stmt.query_map(rusqlite::params_from_iter(values), Observation::from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }
 

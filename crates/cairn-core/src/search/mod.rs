@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Core;
 use crate::error::{CairnError, Result};
-use crate::model::{OBSERVATION_COLUMNS, Observation, PROMPT_COLUMNS, Prompt};
+use crate::model::{OBSERVATION_COLUMNS, Observation, Prompt};
 use crate::store::Store;
 use crate::text::{Scope, normalize_project, normalize_topic_key};
 
@@ -539,24 +539,6 @@ impl Core {
 }
 
 impl Store {
-    /// Live memories by id, in one query (hydrating a page of hits).
-    pub(crate) fn get_many(
-        &self,
-        ids: impl Iterator<Item = i64>,
-    ) -> Result<std::collections::HashMap<i64, Observation>> {
-        let ids: Vec<i64> = ids.collect();
-        if ids.is_empty() {
-            return Ok(std::collections::HashMap::new());
-        }
-        let placeholders = vec!["?"; ids.len()].join(",");
-        // Cached: a page of hits has the same length every time, so the same text.
-        let mut stmt = self.conn().prepare_cached(&format!(
-            "SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.deleted_at IS NULL AND o.id IN ({placeholders})"
-        ))?;
-        let rows = stmt.query_map(params_from_iter(ids), Observation::from_row)?;
-        rows.map(|r| r.map(|o| (o.id, o)).map_err(Into::into)).collect()
-    }
-
     pub(crate) fn topic_hits(&self, query: &SearchQuery, limit: usize) -> Result<Vec<SearchHit>> {
         let Some(key) = normalize_topic_key(&query.text) else { return Ok(Vec::new()) };
         let (filter_sql, mut args) = filter_clause(query);
@@ -592,12 +574,6 @@ impl Store {
         let Some(fts) = query::to_fts(&query::parse(text)) else { return Ok(Vec::new()) };
         let limit = if limit == 0 { DEFAULT_LIMIT } else { limit.min(MAX_LIMIT) };
         let project = project.map(|p| normalize_project(p).0);
-        let mut stmt = self.conn().prepare_cached(&format!(
-            "SELECT {PROMPT_COLUMNS} FROM prompts_fts JOIN prompts p ON p.id = prompts_fts.rowid
-             WHERE prompts_fts MATCH ?1 AND (?2 IS NULL OR p.project = ?2)
-             ORDER BY bm25(prompts_fts), p.created_at DESC LIMIT ?3"
-        ))?;
-        let rows = stmt.query_map(rusqlite::params![fts, project, limit as i64], Prompt::from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.prompts_matching(&fts, project.as_deref(), limit)
     }
 }

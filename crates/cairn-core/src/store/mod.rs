@@ -1,19 +1,35 @@
-//! The SQLite store: opening, pragmas, migrations. Domain operations live in their own modules
-//! as `impl Store` blocks (memory, sessions, prompts, transfer...). What also needs the search
-//! index, the vectors or the settings runs on the core's context ([`crate::Core`]).
+//! The SQLite store: opening, pragmas, migrations, and each table's SQL in its own module
+//! (`memories`, `sessions`, `prompts`, `projects`, `views`, `privacy`, `doctor`, `context`,
+//! `embeddings`, `judging`, `sync_journal`, `sync_apply`, `transfer`, `extraction`, `spool`,
+//! `activity`...), as `impl Store` blocks and functions over a connection. The
+//! domain modules (`crate::memory`, `crate::sessions`, `crate::context`...) hold the types and
+//! rules and call these. A store module names a domain module only when that module does not
+//! reach the store back (no cycle: the module graph test keeps it so); otherwise the types the
+//! SQL reads live here and the domain module re-exports them (`views`, `judging`). What also
+//! needs the search index, the vectors or the settings runs on the core's context
+//! ([`crate::Core`]).
 
 pub(crate) mod activity;
 pub(crate) mod agent;
+pub(crate) mod context;
+pub(crate) mod doctor;
+pub(crate) mod embeddings;
 pub(crate) mod extraction;
 pub(crate) mod foreign;
 pub(crate) mod judging;
+pub(crate) mod memories;
 pub(crate) mod migrate;
+pub(crate) mod privacy;
+pub(crate) mod projects;
+pub(crate) mod prompts;
+pub(crate) mod sessions;
 pub(crate) mod spool;
 pub(crate) mod sync_apply;
 pub(crate) mod sync_chunks;
 pub(crate) mod sync_journal;
 pub(crate) mod sync_remote;
 pub(crate) mod transfer;
+pub(crate) mod views;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

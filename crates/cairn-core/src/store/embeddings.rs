@@ -1,0 +1,90 @@
+//! The SQL of the vectors (`crate::semantic` holds them in memory, `crate::search::embeddings`
+//! runs the passes): which memories still need one, storing them, counting, clearing.
+
+use rusqlite::params;
+
+use crate::error::Result;
+use crate::semantic::{CONTEXT_MAX_CHARS, PendingText, encode};
+use crate::store::Store;
+
+impl Store {
+    /// Memories of the current model still without a vector, newest first.
+    pub fn pending_embeddings(&self, model: &str, limit: usize) -> Result<Vec<PendingText>> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT o.id, o.title, o.content,
+               CASE WHEN length(o.content) <= ?3 AND o.session_id NOT LIKE ?4 THEN
+                 (SELECT p.content FROM observations p WHERE p.session_id = o.session_id AND p.id < o.id
+                    AND p.deleted_at IS NULL ORDER BY p.id DESC LIMIT 1)
+               END
+             FROM observations o
+             WHERE o.deleted_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.observation_id = o.id AND e.model = ?1)
+             ORDER BY o.id DESC LIMIT ?2",
+        )?;
+        let in_catch_all = crate::model::catch_all_sessions_like();
+        let rows = stmt.query_map(params![model, limit as i64, CONTEXT_MAX_CHARS, in_catch_all], |r| {
+            Ok(PendingText {
+                id: r.get(0)?,
+                title: r.get(1)?,
+                content: r.get(2)?,
+                context: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// How many vectors of `model` are stored.
+    pub fn count_embeddings(&self, model: &str) -> Result<i64> {
+        Ok(self.conn().query_row("SELECT count(*) FROM embeddings WHERE model = ?1", [model], |r| r.get(0))?)
+    }
+
+    /// How many live memories have no vector of `model`.
+    pub fn count_pending_embeddings(&self, model: &str) -> Result<i64> {
+        Ok(self.conn().query_row(
+            "SELECT count(*) FROM observations o WHERE o.deleted_at IS NULL
+               AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.observation_id = o.id AND e.model = ?1)",
+            [model],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Store vectors computed from `PendingText`s. A memory whose text changed since it was
+    /// read (or that was deleted) is skipped: its vector would describe old text. Returns the
+    /// ids stored.
+    pub fn put_embeddings(&mut self, model: &str, items: &[(PendingText, Vec<f32>)]) -> Result<Vec<i64>> {
+        let now = self.now();
+        self.write(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "INSERT OR REPLACE INTO embeddings (observation_id, model, dims, vector, created_at)
+                 SELECT id, ?2, ?3, ?4, ?5 FROM observations
+                 WHERE id = ?1 AND deleted_at IS NULL AND title = ?6 AND content = ?7",
+            )?;
+            let mut stored = Vec::with_capacity(items.len());
+            for (pending, vector) in items {
+                let n = stmt.execute(params![
+                    pending.id,
+                    model,
+                    vector.len() as i64,
+                    encode(vector),
+                    now,
+                    pending.title,
+                    pending.content
+                ])?;
+                if n == 1 {
+                    stored.push(pending.id);
+                }
+            }
+            Ok(stored)
+        })
+    }
+
+    /// Drop vectors: all of them, or those of other models than `keep_model`.
+    pub fn clear_embeddings(&mut self, keep_model: Option<&str>) -> Result<usize> {
+        self.write(|conn| {
+            Ok(match keep_model {
+                Some(model) => conn.execute("DELETE FROM embeddings WHERE model != ?1", [model])?,
+                None => conn.execute("DELETE FROM embeddings", [])?,
+            })
+        })
+    }
+}

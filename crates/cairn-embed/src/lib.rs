@@ -20,6 +20,7 @@
 mod bert;
 mod gemma;
 mod gguf;
+mod hamming;
 pub mod install;
 mod local;
 pub mod measured;
@@ -34,6 +35,7 @@ mod unigram;
 #[cfg(feature = "remote")]
 pub mod http;
 
+pub use hamming::hamming_rows;
 pub use local::{LocalModel, REQUIRED_FILES, is_model_dir, local_model_id, missing_file};
 pub use scan::{dot_i8_rows, dot_i8_rows_shared};
 

@@ -4,6 +4,7 @@
 
 pub(crate) mod judging;
 pub(crate) mod migrate;
+pub(crate) mod vectors;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -5,12 +5,15 @@
 //!   `cairn reindex`), newest memories first; [`crate::Store::count_pending_embeddings`] says how many
 //!   are still missing. A memory whose text changes loses its vector at once (a trigger), so a
 //!   superseded revision is never what matches.
-//! - The in-memory copy is quantised to i8 with a scale per vector: a quarter of the memory
-//!   and bandwidth of f32, and a cosine error around 1e-3, far below what changes a ranking.
+//! - The in-memory copy is one bit per dimension ([`VectorIndex`]): a Hamming scan of every
+//!   code picks a shortlist, whose f32 vectors are read back from the table and scored
+//!   exactly. 48 bytes a memory at 384 dimensions instead of 1,536 (384 for i8 codes), and
+//!   the cosines search reports are the model's own.
 //! - The model is behind [`Embedder`]; when it is missing or failing, search says so and stays
 //!   lexical. Nothing here ever fails a search.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -18,6 +21,10 @@ use cairn_embed::{EmbedError, Embedder};
 use rusqlite::Connection;
 
 use crate::error::{CairnError, ErrorCode, Result};
+use crate::store::vectors;
+
+mod vector_index;
+pub use vector_index::VectorIndex;
 
 /// Characters of a memory given to the model: MiniLM reads 256 tokens (about 1,200
 /// characters of English); endpoints with longer windows get a little more.
@@ -27,6 +34,13 @@ const QUERY_CACHE: usize = 512;
 /// After an embedder error, queries stay lexical this long before trying again, so a dead
 /// endpoint costs one timeout, not one per search.
 const PAUSE_AFTER_ERROR: Duration = Duration::from_secs(30);
+/// Memories scored exactly per result a nearest-neighbour search wants: the Hamming
+/// shortlist is this many times deeper than the answer, and never shallower than
+/// [`SHORTLIST_MIN`]. Recall by shortlist size on e5's real vectors: docs/benchmarks/server.md
+/// ("1,000,000 memories with vectors"): 4× keeps 0.907 of an exact top-10, 8× 0.967, and a
+/// top-10 inside a 464-deep shortlist 0.999.
+const SHORTLIST_PER_RESULT: usize = 4;
+const SHORTLIST_MIN: usize = 400;
 
 /// The text of a memory that is embedded.
 pub fn embed_text(title: &str, content: &str) -> String {
@@ -85,121 +99,6 @@ impl PendingText {
     }
 }
 
-/// Vectors in memory, i8-quantised, one slot per memory.
-#[derive(Debug, Default)]
-pub struct VectorIndex {
-    dims: usize,
-    ids: Vec<i64>,
-    slot_of: HashMap<i64, usize>,
-    /// Shared with the thread that scans half of them (`dot_i8_rows_shared`); written only
-    /// under the index's write lock, when no scan holds them, so never copied.
-    codes: Arc<Vec<i8>>,
-    /// Per slot: the factor turning the i8 dot product back into a cosine; 0 = empty slot.
-    scales: Vec<f32>,
-    live: usize,
-}
-
-impl VectorIndex {
-    pub fn len(&self) -> usize {
-        self.live
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.live == 0
-    }
-
-    pub fn dims(&self) -> usize {
-        self.dims
-    }
-
-    /// Add or replace the vector of memory `id`. Vectors of another length are refused.
-    pub fn upsert(&mut self, id: i64, vector: &[f32]) -> bool {
-        if vector.is_empty() || (self.dims != 0 && vector.len() != self.dims) {
-            return false;
-        }
-        self.dims = vector.len();
-        let (codes, scale) = quantise(vector);
-        if let Some(&slot) = self.slot_of.get(&id) {
-            if self.scales[slot] == 0.0 {
-                self.live += 1;
-            }
-            Arc::make_mut(&mut self.codes)[slot * self.dims..(slot + 1) * self.dims].copy_from_slice(&codes);
-            self.scales[slot] = scale;
-        } else {
-            self.slot_of.insert(id, self.ids.len());
-            self.ids.push(id);
-            Arc::make_mut(&mut self.codes).extend_from_slice(&codes);
-            self.scales.push(scale);
-            self.live += 1;
-        }
-        true
-    }
-
-    pub fn remove(&mut self, id: i64) {
-        if let Some(&slot) = self.slot_of.get(&id)
-            && self.scales[slot] != 0.0
-        {
-            self.scales[slot] = 0.0;
-            self.live -= 1;
-        }
-    }
-
-    /// The `k` memories most similar to `query` (unit length), best first, with cosines.
-    pub fn top(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
-        if query.len() != self.dims || k == 0 || self.live == 0 {
-            return Vec::new();
-        }
-        let (q, q_scale) = quantise(query);
-        let mut dots = Vec::with_capacity(self.ids.len());
-        cairn_embed::dot_i8_rows_shared(&q, &self.codes, &mut dots);
-        let mut scored: Vec<(f32, u32)> = Vec::with_capacity(self.live);
-        for (slot, (&dot, &scale)) in dots.iter().zip(&self.scales).enumerate() {
-            if scale != 0.0 {
-                scored.push((dot as f32 * scale * q_scale, slot as u32));
-            }
-        }
-        let k = k.min(scored.len());
-        if k < scored.len() {
-            scored.select_nth_unstable_by(k, |a, b| b.0.total_cmp(&a.0));
-            scored.truncate(k);
-        }
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        scored.into_iter().map(|(score, slot)| (self.ids[slot as usize], score)).collect()
-    }
-
-    /// Cosines of `query` (unit length) with the vectors of `ids`; ids without a vector are
-    /// left out. For re-ranking a few candidates, not for scanning.
-    pub fn similarities(&self, query: &[f32], ids: &[i64]) -> HashMap<i64, f32> {
-        let mut out = HashMap::with_capacity(ids.len());
-        if query.len() != self.dims || self.live == 0 {
-            return out;
-        }
-        let (q, q_scale) = quantise(query);
-        let mut dot = Vec::with_capacity(1);
-        for &id in ids {
-            let Some(&slot) = self.slot_of.get(&id) else { continue };
-            let scale = self.scales[slot];
-            if scale == 0.0 {
-                continue;
-            }
-            dot.clear();
-            cairn_embed::dot_i8_rows(&q, &self.codes[slot * self.dims..(slot + 1) * self.dims], &mut dot);
-            out.insert(id, dot[0] as f32 * scale * q_scale);
-        }
-        out
-    }
-}
-
-/// i8 codes of a vector and the scale that maps them back (`v ≈ code · scale`).
-fn quantise(v: &[f32]) -> (Vec<i8>, f32) {
-    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
-    if max == 0.0 {
-        return (vec![0; v.len()], f32::MIN_POSITIVE);
-    }
-    let scale = max / 127.0;
-    (v.iter().map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8).collect(), scale)
-}
-
 /// Why semantic search is not answering right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unavailable {
@@ -247,6 +146,11 @@ pub struct Semantic {
     embedder: OnceLock<Arc<dyn Embedder>>,
     load_error: Mutex<Option<String>>,
     vectors: RwLock<Option<VectorIndex>>,
+    /// Score every vector exactly, no shortlist (`cairn-eval --exact-vectors`: the f32
+    /// baseline the binary codes are measured against).
+    exact: AtomicBool,
+    /// Vectors in memory when the codes' centre was last taken (see [`Semantic::remember`]).
+    centred_at: AtomicUsize,
     query_cache: Mutex<HashMap<String, Arc<[f32]>>>,
     paused: Mutex<Option<(Instant, String)>>,
 }
@@ -275,6 +179,8 @@ impl Semantic {
             embedder: OnceLock::new(),
             load_error: Mutex::new(None),
             vectors: RwLock::new(None),
+            exact: AtomicBool::new(false),
+            centred_at: AtomicUsize::new(0),
             query_cache: Mutex::new(HashMap::new()),
             paused: Mutex::new(None),
         })
@@ -320,17 +226,39 @@ impl Semantic {
         }
     }
 
-    /// Read every vector of this model from the database into memory.
+    /// Score every vector exactly instead of a shortlist: the baseline an evaluation compares
+    /// the binary codes with.
+    pub fn override_exact_scan(&self) {
+        self.exact.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Semantic::override_exact_scan`] was called.
+    pub fn exact_scan(&self) -> bool {
+        self.exact.load(Ordering::Relaxed)
+    }
+
+    /// Read every vector of this model from the database into memory, as binary codes
+    /// around the mean of a sample of them.
     pub fn load(&self, conn: &Connection) -> Result<usize> {
-        let mut index = VectorIndex::default();
-        let mut stmt = conn.prepare("SELECT observation_id, vector FROM embeddings WHERE model = ?1")?;
-        let mut rows = stmt.query([self.model_id()])?;
-        while let Some(row) = rows.next()? {
-            let id: i64 = row.get(0)?;
-            let blob: Vec<u8> = row.get(1)?;
-            index.upsert(id, &decode(&blob));
-        }
+        let mut sum: Vec<f64> = Vec::new();
+        let mut sampled = 0usize;
+        vectors::sample_vectors(conn, self.model_id(), |blob| {
+            let v = decode(blob);
+            if sum.is_empty() {
+                sum = vec![0.0; v.len()];
+            }
+            if v.len() == sum.len() {
+                sum.iter_mut().zip(&v).for_each(|(s, x)| *s += f64::from(*x));
+                sampled += 1;
+            }
+        })?;
+        let centre = sum.iter().map(|s| (s / sampled.max(1) as f64) as f32).collect();
+        let mut index = VectorIndex::with_centre(centre);
+        vectors::each_vector(conn, self.model_id(), |id, blob| {
+            index.upsert(id, &decode(blob));
+        })?;
         let n = index.len();
+        self.centred_at.store(n, Ordering::Relaxed);
         *self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(index);
         Ok(n)
     }
@@ -344,13 +272,24 @@ impl Semantic {
         self.vectors.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().map_or(0, VectorIndex::len)
     }
 
-    /// Record freshly stored vectors (the indexer calls this after its commit).
-    pub fn remember(&self, stored: &[(i64, Vec<f32>)]) {
-        let mut guard = self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(index) = guard.as_mut() {
+    /// Record freshly stored vectors (the indexer calls this after its commit). While the
+    /// index is small, its codes are rebuilt from the table each time it has doubled since
+    /// their centre was taken: a store that starts empty gets a centre from its first few
+    /// hundred vectors, then a better one, and stops at [`vectors::CENTRE_SAMPLE`] (a few
+    /// rebuilds of a few thousand vectors, once).
+    pub fn remember(&self, conn: &Connection, stored: &[(i64, Vec<f32>)]) {
+        let live = {
+            let mut guard = self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let Some(index) = guard.as_mut() else { return };
             for (id, v) in stored {
                 index.upsert(*id, v);
             }
+            index.len()
+        };
+        let centred_at = self.centred_at.load(Ordering::Relaxed);
+        let stale = centred_at < vectors::CENTRE_SAMPLE as usize && live >= SHORTLIST_MIN && live >= 2 * centred_at;
+        if stale && let Err(e) = self.load(conn) {
+            tracing::warn!(error = %e, "rebuilding the vector codes failed; keeping the old ones");
         }
     }
 
@@ -444,23 +383,58 @@ impl Semantic {
         Unavailable::Failing(why)
     }
 
-    /// Cosines of a query vector with the vectors of some memories (see
-    /// [`VectorIndex::similarities`]).
-    pub fn similarities(&self, query: &[f32], ids: &[i64]) -> HashMap<i64, f32> {
-        self.vectors
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .map_or_else(HashMap::new, |index| index.similarities(query, ids))
+    /// Cosines of a query vector (unit length) with the stored vectors of some memories,
+    /// exact (read from the table); memories without a vector in memory are left out. For
+    /// re-ranking a few candidates, not for scanning.
+    pub fn similarities(&self, conn: &Connection, query: &[f32], ids: &[i64]) -> HashMap<i64, f32> {
+        let known: Vec<i64> = {
+            let guard = self.vectors.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match guard.as_ref() {
+                Some(index) if index.dims() == query.len() => {
+                    ids.iter().copied().filter(|&id| index.contains(id)).collect()
+                }
+                _ => return HashMap::new(),
+            }
+        };
+        self.exact_cosines(conn, query, &known).into_iter().collect()
     }
 
-    /// Nearest memories to a query vector.
-    pub fn nearest(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
-        self.vectors
+    /// The `k` memories nearest to a query vector (unit length), best first, with exact
+    /// cosines: a Hamming shortlist of the binary codes, scored with the stored vectors.
+    pub fn nearest(&self, conn: &Connection, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        let depth = if self.exact.load(Ordering::Relaxed) {
+            usize::MAX
+        } else {
+            k.saturating_mul(SHORTLIST_PER_RESULT).max(SHORTLIST_MIN)
+        };
+        let shortlist = self
+            .vectors
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .as_ref()
-            .map_or_else(Vec::new, |index| index.top(query, k))
+            .map_or_else(Vec::new, |index| index.shortlist(query, depth));
+        let mut scored = self.exact_cosines(conn, query, &shortlist);
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored.truncate(k);
+        scored
+    }
+
+    /// Cosines of `query` with the stored vectors of `ids`. A failed read leaves the rest out:
+    /// semantic search never fails a search, it only finds less.
+    fn exact_cosines(&self, conn: &Connection, query: &[f32], ids: &[i64]) -> Vec<(i64, f32)> {
+        let mut out = Vec::with_capacity(ids.len());
+        let mut vector = Vec::with_capacity(query.len());
+        let read = vectors::vectors_of(conn, self.model_id(), ids, |id, blob| {
+            vector.clear();
+            vector.extend(blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+            if vector.len() == query.len() {
+                out.push((id, cairn_embed::dot(query, &vector)));
+            }
+        });
+        if let Err(e) = read {
+            tracing::warn!(error = %e, "reading stored vectors failed; semantic search found less");
+        }
+        out
     }
 }
 
@@ -498,59 +472,140 @@ pub fn embed_error(err: &EmbedError) -> CairnError {
 mod tests {
     use super::*;
 
-    fn unit(v: &[f32]) -> Vec<f32> {
-        let mut v = v.to_vec();
-        cairn_embed::normalise(&mut v);
-        v
-    }
+    struct NoModel;
 
-    #[test]
-    fn quantised_scan_ranks_like_exact_cosine() {
-        let mut index = VectorIndex::default();
-        let docs = [unit(&[1.0, 0.0, 0.0, 0.2]), unit(&[0.7, 0.7, 0.0, 0.0]), unit(&[0.0, 0.0, 1.0, 0.0])];
-        for (i, d) in docs.iter().enumerate() {
-            assert!(index.upsert(i as i64 + 1, d));
+    impl Embedder for NoModel {
+        fn model_id(&self) -> &'static str {
+            "test:vectors"
         }
-        let q = unit(&[0.9, 0.3, 0.0, 0.1]);
-        let top = index.top(&q, 3);
-        let ids: Vec<i64> = top.iter().map(|t| t.0).collect();
-        assert_eq!(ids, vec![1, 2, 3]);
-        for (id, score) in top {
-            let exact = cairn_embed::dot(&q, &docs[id as usize - 1]);
-            assert!((score - exact).abs() < 0.02, "{score} vs {exact}");
+
+        fn embed(&self, _texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, EmbedError> {
+            Err(EmbedError::Endpoint("vectors are stored by the test".into()))
         }
     }
 
-    #[test]
-    fn similarities_of_chosen_memories_equal_the_scan() {
-        let mut index = VectorIndex::default();
-        let docs = [unit(&[1.0, 0.0, 0.0, 0.2]), unit(&[0.7, 0.7, 0.0, 0.0]), unit(&[0.0, 0.0, 1.0, 0.0])];
-        for (i, d) in docs.iter().enumerate() {
-            index.upsert(i as i64 + 1, d);
+    /// A deterministic generator of values in [-1, 1).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self) -> f32 {
+            self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((self.0 >> 33) % 20_000) as f32 / 10_000.0 - 1.0
         }
-        index.remove(3);
-        let q = unit(&[0.9, 0.3, 0.0, 0.1]);
-        let scanned: HashMap<i64, f32> = index.top(&q, 3).into_iter().collect();
-        let chosen = index.similarities(&q, &[2, 1, 3, 42]);
-        assert_eq!(chosen.len(), 2, "a removed memory and an unknown id have no similarity");
-        for (id, cosine) in chosen {
-            assert_eq!(cosine, scanned[&id]);
+    }
+
+    const DIMS: usize = 384;
+
+    /// Unit vectors the way a sentence model makes them: one direction every text shares
+    /// (all positive, so a code compared with 0 would say little), topics around it, and each
+    /// text near its topic.
+    fn clustered(n: usize, seed: u64) -> Vec<Vec<f32>> {
+        let mut rng = Lcg(seed);
+        let shared: Vec<f32> = (0..DIMS).map(|_| 0.5 + rng.next().abs()).collect();
+        let topics: Vec<Vec<f32>> = (0..40).map(|_| (0..DIMS).map(|_| rng.next()).collect()).collect();
+        (0..n)
+            .map(|i| {
+                let topic = &topics[i % topics.len()];
+                let mut v: Vec<f32> = (0..DIMS).map(|d| shared[d] * 0.8 + topic[d] * 0.5 + rng.next() * 0.6).collect();
+                cairn_embed::normalise(&mut v);
+                v
+            })
+            .collect()
+    }
+
+    fn table_with(vectors: &[Vec<f32>]) -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE embeddings (observation_id INTEGER PRIMARY KEY, model TEXT NOT NULL,
+             dims INTEGER NOT NULL, vector BLOB NOT NULL, created_at TEXT NOT NULL)",
+        )
+        .unwrap();
+        for (i, v) in vectors.iter().enumerate() {
+            store_vector(&conn, i as i64 + 1, v);
         }
-        assert!(index.similarities(&[1.0, 0.0], &[1]).is_empty(), "a query of another length matches nothing");
+        conn
+    }
+
+    fn store_vector(conn: &Connection, id: i64, v: &[f32]) {
+        conn.execute(
+            "INSERT OR REPLACE INTO embeddings VALUES (?1, 'test:vectors', ?2, ?3, '')",
+            rusqlite::params![id, v.len() as i64, encode(v)],
+        )
+        .unwrap();
+    }
+
+    fn exact_top(vectors: &[Vec<f32>], query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        let mut all: Vec<(i64, f32)> =
+            vectors.iter().enumerate().map(|(i, v)| (i as i64 + 1, cairn_embed::dot(query, v))).collect();
+        all.sort_by(|a, b| b.1.total_cmp(&a.1));
+        all.truncate(k);
+        all
     }
 
     #[test]
-    fn removed_and_replaced_vectors() {
-        let mut index = VectorIndex::default();
-        index.upsert(1, &unit(&[1.0, 0.0]));
-        index.upsert(2, &unit(&[0.0, 1.0]));
-        index.remove(1);
-        assert_eq!(index.len(), 1);
-        assert_eq!(index.top(&unit(&[1.0, 0.0]), 5).iter().map(|t| t.0).collect::<Vec<_>>(), vec![2]);
-        index.upsert(1, &unit(&[1.0, 0.1]));
-        assert_eq!(index.top(&unit(&[1.0, 0.0]), 1)[0].0, 1);
-        assert!(!index.upsert(3, &[1.0, 0.0, 0.0]), "another length is refused");
-        assert!(index.top(&[1.0], 1).is_empty());
+    fn the_shortlist_finds_the_exact_nearest_with_exact_cosines() {
+        let vectors = clustered(4_000, 7);
+        let conn = table_with(&vectors);
+        let semantic = Semantic::new(Arc::new(NoModel));
+        assert_eq!(semantic.load(&conn).unwrap(), 4_000);
+        let (mut found, mut wanted) = (0, 0);
+        for query in clustered(4_050, 7).into_iter().skip(4_000) {
+            let exact = exact_top(&vectors, &query, 10);
+            // A search for 10 shortlists 400 of 4,000: a tenth is scored exactly.
+            let near = semantic.nearest(&conn, &query, 10);
+            assert_eq!(near.len(), 10);
+            for (id, cosine) in &near {
+                assert_eq!(*cosine, cairn_embed::dot(&query, &vectors[*id as usize - 1]), "the model's own cosine");
+            }
+            wanted += exact.len();
+            found += exact.iter().filter(|e| near.iter().any(|n| n.0 == e.0)).count();
+        }
+        let recall = found as f64 / wanted as f64;
+        assert!(recall >= 0.98, "recall@10 of the shortlist against an exact scan: {recall}");
+        semantic.override_exact_scan();
+        let query = clustered(4_001, 7).pop().unwrap();
+        assert_eq!(semantic.nearest(&conn, &query, 10), exact_top(&vectors, &query, 10), "the exact scan is exact");
+    }
+
+    #[test]
+    fn a_vector_gone_from_the_table_is_never_answered() {
+        let vectors = clustered(50, 3);
+        let conn = table_with(&vectors);
+        let semantic = Semantic::new(Arc::new(NoModel));
+        semantic.load(&conn).unwrap();
+        let top = semantic.nearest(&conn, &vectors[9], 1);
+        assert_eq!(top[0].0, 10);
+        // Deleted by a trigger on another connection, before this index hears of it.
+        conn.execute("DELETE FROM embeddings WHERE observation_id = 10", []).unwrap();
+        assert_ne!(semantic.nearest(&conn, &vectors[9], 1)[0].0, 10);
+        assert!(semantic.similarities(&conn, &vectors[9], &[10, 11, 99]).keys().eq([&11]));
+        semantic.forget(&[11]);
+        assert!(semantic.similarities(&conn, &vectors[9], &[11]).is_empty(), "a forgotten memory has no cosine");
+        assert!(semantic.nearest(&conn, &[1.0, 0.0], 3).is_empty(), "a query of another length matches nothing");
+    }
+
+    #[test]
+    fn codes_of_a_store_that_started_empty_are_rebuilt_around_a_centre() {
+        let conn = table_with(&[]);
+        let semantic = Semantic::new(Arc::new(NoModel));
+        semantic.load(&conn).unwrap();
+        let vectors = clustered(1_000, 11);
+        let mut batch = Vec::new();
+        for (i, v) in vectors.iter().enumerate() {
+            store_vector(&conn, i as i64 + 1, v);
+            batch.push((i as i64 + 1, v.clone()));
+            if batch.len() == 100 {
+                semantic.remember(&conn, &batch);
+                batch.clear();
+            }
+        }
+        assert_eq!(semantic.indexed(), 1_000);
+        // Rebuilt at 400 vectors and again at 800, from the table.
+        assert_eq!(semantic.centred_at.load(Ordering::Relaxed), 800);
+        let guard = semantic.vectors.read().unwrap();
+        let index = guard.as_ref().unwrap();
+        let query = &vectors[0];
+        assert!(index.shortlist(query, 5).contains(&1));
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod bert;
 mod files;
 mod gemma;
 mod gguf;
+mod hamming;
 pub mod install;
 mod local;
 pub mod measured;
@@ -36,6 +37,7 @@ mod unigram;
 pub mod http;
 
 pub use files::REQUIRED_FILES;
+pub use hamming::hamming_rows;
 pub use local::{LocalModel, is_model_dir, local_model_id, missing_file};
 pub use scan::{dot_i8_rows, dot_i8_rows_shared};
 

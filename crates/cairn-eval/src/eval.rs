@@ -152,6 +152,10 @@ pub fn run(args: EvalArgs) -> Result<()> {
         semantic.override_cosine_scale(scale);
         note(&format!("cosine scale: min_similarity {}, context_floor {}", scale.min_similarity, scale.context_floor));
     }
+    if let (Some(semantic), true) = (&semantic, args.exact_vectors) {
+        semantic.override_exact_scan();
+        note("vectors: every one scored exactly (f32), no shortlist");
+    }
     let modes: Vec<SearchMode> = args
         .modes
         .iter()
@@ -231,6 +235,9 @@ fn score_set(
         let fresh = cairn_core::search::semantic::Semantic::new(Arc::clone(semantic.embedder().expect("loaded")));
         if let Some(scale) = semantic.cosine_scale_override() {
             fresh.override_cosine_scale(scale);
+        }
+        if semantic.exact_scan() {
+            fresh.override_exact_scan();
         }
         store.semantic = Some(fresh);
         store.load_vectors()?;

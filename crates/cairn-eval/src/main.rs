@@ -87,6 +87,10 @@ pub struct EvalArgs {
     /// context (how a new model's floors are chosen on the dev halves)
     #[arg(long, value_name = "MIN,FLOOR", value_parser = parse_cosine_scale)]
     pub cosine_scale: Option<cairn_core::search::rerank::CosineScale>,
+    /// Score every stored vector exactly (f32) instead of a shortlist of the binary codes:
+    /// the baseline the compact index is measured against
+    #[arg(long)]
+    pub exact_vectors: bool,
 }
 
 /// What else cairn-eval scores besides retrieval.

@@ -227,7 +227,7 @@ impl Core {
             && let Some(vector) = self.store.stored_vector(memory.id, semantic.model_id())?
         {
             let floor = crate::search::currency::same_thing_cosine(semantic);
-            let close = semantic.nearest(&vector, NEIGHBOURS * 4 + 1);
+            let close = semantic.nearest(self.store.conn(), &vector, NEIGHBOURS * 4 + 1);
             near.extend(close.into_iter().filter(|(_, cosine)| *cosine >= floor).map(|(id, _)| (id, true)));
         }
         if arrived {

@@ -40,7 +40,7 @@ impl Core {
         let stored = self.store.put_embeddings(semantic.model_id(), items)?;
         let fresh: Vec<(i64, Vec<f32>)> =
             items.iter().filter(|(p, _)| stored.contains(&p.id)).map(|(p, v)| (p.id, v.clone())).collect();
-        semantic.remember(&fresh);
+        semantic.remember(self.store.conn(), &fresh);
         Ok(stored.len())
     }
 }

@@ -65,7 +65,7 @@ impl SearchEngine for SemanticEngine<'_> {
         // Filters are checked against the table; fetch more when too many fall out.
         let mut fetch = limit * 2 + 16;
         loop {
-            let nearest = semantic.nearest(self.vector, fetch);
+            let nearest = semantic.nearest(core.store.conn(), self.vector, fetch);
             let mut exhausted = nearest.len() < fetch;
             let mut kept = Vec::with_capacity(limit);
             for (id, cosine) in nearest {
@@ -301,7 +301,8 @@ impl Read {
                 wanted.extend(prev.into_iter().chain(next));
             }
         }
-        let cosines = core.semantic.as_ref().map(|s| s.similarities(vector, &wanted)).unwrap_or_default();
+        let cosines =
+            core.semantic.as_ref().map(|s| s.similarities(core.store.conn(), vector, &wanted)).unwrap_or_default();
         Ok(Read {
             cosines,
             texts: texts(&core.store, &ids)?,

@@ -29,6 +29,7 @@ pub(crate) mod sync_chunks;
 pub(crate) mod sync_journal;
 pub(crate) mod sync_remote;
 pub(crate) mod transfer;
+pub(crate) mod vectors;
 pub(crate) mod views;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,217 @@
+//! The vectors semantic search scans, in memory: one bit per dimension (is the value above
+//! the dimension's centre?), 48 bytes a vector at 384 dimensions. At a million memories that
+//! is 48 MB where i8 codes took 384 MB and f32 1.5 GB. The bits only choose a shortlist, by
+//! Hamming distance; [`super::Semantic`] scores the shortlist exactly with the f32 vectors of
+//! the table, so a cosine search reports is always the model's own.
+//!
+//! The centre is the mean of the vectors when the index is built (a sample of the table).
+//! Sentence models put every text in one narrow cone (e5's cosines are rarely below 0.7), so
+//! the sign of a raw value says little; its side of the mean splits the memories in two.
+
+use std::collections::HashMap;
+
+/// The in-memory index: binary codes, one slot per memory.
+#[derive(Debug, Default)]
+pub struct VectorIndex {
+    dims: usize,
+    /// u64 words per code.
+    words: usize,
+    /// Per dimension, the value a bit compares with.
+    centre: Vec<f32>,
+    ids: Vec<i64>,
+    slot_of: HashMap<i64, u32>,
+    codes: Vec<u64>,
+    /// Per slot: whether it holds a memory's vector (a removed memory's slot is kept for when
+    /// it comes back, as a changed memory does).
+    filled: Vec<bool>,
+    live: usize,
+}
+
+impl VectorIndex {
+    /// An empty index whose codes compare each dimension with `centre` (empty: with 0).
+    pub fn with_centre(centre: Vec<f32>) -> VectorIndex {
+        VectorIndex { centre, ..VectorIndex::default() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    /// Whether memory `id` has a vector here.
+    pub fn contains(&self, id: i64) -> bool {
+        self.slot_of.get(&id).is_some_and(|&slot| self.filled[slot as usize])
+    }
+
+    /// Add or replace the vector of memory `id`. Vectors of another length are refused.
+    pub fn upsert(&mut self, id: i64, vector: &[f32]) -> bool {
+        if vector.is_empty() || (self.dims != 0 && vector.len() != self.dims) {
+            return false;
+        }
+        if self.dims == 0 {
+            self.dims = vector.len();
+            self.words = self.dims.div_ceil(64);
+            if self.centre.len() != self.dims {
+                self.centre = vec![0.0; self.dims];
+            }
+        }
+        let code = self.code(vector);
+        if let Some(&slot) = self.slot_of.get(&id) {
+            let slot = slot as usize;
+            if !self.filled[slot] {
+                self.filled[slot] = true;
+                self.live += 1;
+            }
+            self.codes[slot * self.words..(slot + 1) * self.words].copy_from_slice(&code);
+        } else {
+            let Ok(slot) = u32::try_from(self.ids.len()) else { return false };
+            self.slot_of.insert(id, slot);
+            self.ids.push(id);
+            self.codes.extend_from_slice(&code);
+            self.filled.push(true);
+            self.live += 1;
+        }
+        true
+    }
+
+    pub fn remove(&mut self, id: i64) {
+        if let Some(&slot) = self.slot_of.get(&id)
+            && self.filled[slot as usize]
+        {
+            self.filled[slot as usize] = false;
+            self.live -= 1;
+        }
+    }
+
+    /// The memories whose codes are nearest to `query`'s, at most `n` (every memory when
+    /// there are no more than `n`), in no particular order. Empty for a query of another
+    /// length.
+    pub fn shortlist(&self, query: &[f32], n: usize) -> Vec<i64> {
+        if query.len() != self.dims || n == 0 || self.live == 0 {
+            return Vec::new();
+        }
+        if n >= self.live {
+            return self.filled_slots().map(|slot| self.ids[slot]).collect();
+        }
+        let code = self.code(query);
+        let mut distances = vec![0u16; self.ids.len()];
+        cairn_embed::hamming_rows(&code, &self.codes, &mut distances);
+        // A histogram of the distances (at most 64 × words) gives the cut: every slot
+        // nearer than it, then slots at it until `n`. Linear, and no sort of a million.
+        let mut at = vec![0usize; self.words * 64 + 1];
+        for slot in self.filled_slots() {
+            at[usize::from(distances[slot])] += 1;
+        }
+        let mut cut = 0;
+        let mut nearer = 0;
+        while nearer + at[cut] < n {
+            nearer += at[cut];
+            cut += 1;
+        }
+        let mut ties = n - nearer;
+        let mut out = Vec::with_capacity(n);
+        for slot in self.filled_slots() {
+            let d = usize::from(distances[slot]);
+            if d < cut {
+                out.push(self.ids[slot]);
+            } else if d == cut && ties > 0 {
+                out.push(self.ids[slot]);
+                ties -= 1;
+            }
+        }
+        out
+    }
+
+    fn filled_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.filled.iter().enumerate().filter(|(_, filled)| **filled).map(|(slot, _)| slot)
+    }
+
+    /// The binary code of a vector: bit i set when dimension i is above the centre.
+    fn code(&self, vector: &[f32]) -> Vec<u64> {
+        let mut code = vec![0u64; self.words];
+        for (i, (&x, &c)) in vector.iter().zip(&self.centre).enumerate() {
+            if x > c {
+                code[i / 64] |= 1 << (i % 64);
+            }
+        }
+        code
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shortlist_holds_the_nearest_codes() {
+        let mut index = VectorIndex::with_centre(vec![0.0; 4]);
+        index.upsert(1, &[1.0, 1.0, 1.0, 1.0]);
+        index.upsert(2, &[1.0, 1.0, 1.0, -1.0]);
+        index.upsert(3, &[-1.0, -1.0, 1.0, -1.0]);
+        index.upsert(4, &[-1.0, -1.0, -1.0, -1.0]);
+        let mut near = index.shortlist(&[0.9, 0.8, 0.7, 0.6], 2);
+        near.sort_unstable();
+        assert_eq!(near, vec![1, 2]);
+        assert_eq!(index.shortlist(&[0.9, 0.8, 0.7, 0.6], 3).len(), 3, "a tie at the cut fills to n");
+        let mut all = index.shortlist(&[0.9, 0.8, 0.7, 0.6], 10);
+        all.sort_unstable();
+        assert_eq!(all, vec![1, 2, 3, 4], "n at least the memories: every one");
+    }
+
+    #[test]
+    fn codes_compare_with_the_centre() {
+        // Every vector is positive: with a centre of 0 every code is the same.
+        let mut index = VectorIndex::with_centre(vec![0.5, 0.5]);
+        index.upsert(1, &[0.9, 0.1]);
+        index.upsert(2, &[0.1, 0.9]);
+        assert_eq!(index.shortlist(&[0.8, 0.2], 1), vec![1]);
+        assert_eq!(index.shortlist(&[0.2, 0.8], 1), vec![2]);
+    }
+
+    #[test]
+    fn removed_and_replaced_vectors() {
+        let mut index = VectorIndex::default();
+        index.upsert(1, &[1.0, 0.0]);
+        index.upsert(2, &[-1.0, 0.5]);
+        index.remove(1);
+        assert_eq!(index.len(), 1);
+        assert!(!index.contains(1));
+        assert_eq!(index.shortlist(&[1.0, 0.0], 1), vec![2], "a removed memory is never listed");
+        index.upsert(1, &[1.0, 0.1]);
+        assert!(index.contains(1));
+        assert_eq!(index.len(), 2);
+        index.upsert(2, &[1.0, 0.2]);
+        assert_eq!(index.len(), 2, "a replaced vector keeps its slot");
+        assert!(!index.upsert(3, &[1.0, 0.0, 0.0]), "another length is refused");
+        assert!(index.shortlist(&[1.0], 1).is_empty());
+    }
+
+    #[test]
+    fn a_long_scan_lists_exactly_n_of_the_nearest() {
+        let dims = 96;
+        let mut index = VectorIndex::default();
+        let vector = |seed: u64| -> Vec<f32> {
+            (0..dims)
+                .map(|i| ((seed.wrapping_mul(2_654_435_761).wrapping_add(i * 40_503)) % 1000) as f32 - 500.0)
+                .collect()
+        };
+        for id in 0..5_000 {
+            index.upsert(id, &vector(id as u64));
+        }
+        for id in (0..5_000).step_by(7) {
+            index.remove(id);
+        }
+        let query = vector(11);
+        let near = index.shortlist(&query, 100);
+        assert_eq!(near.len(), 100);
+        assert!(near.contains(&11), "the query's own vector is nearest");
+        assert!(near.iter().all(|id| id % 7 != 0), "no removed memory");
+    }
+}

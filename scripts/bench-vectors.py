@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""The daemon with N memories and a vector each: resident memory, hybrid search with unseen
+queries through HTTP, and cold start to a first answer (issue 44's "1M memories with vectors").
+
+Embedding a million memories takes days on 2 cores, so the stored vectors are synthetic: unit
+vectors of the model's width built like a sentence model's (one direction every text shares,
+1,000 topics around it, each memory near its topic), written straight into the `embeddings`
+table under the model's id. The query is embedded for real. The scan, the shortlist's exact
+re-score from the table, the fusion and the re-ranking cost what they cost with real vectors.
+
+Steps: one `cairn serve` without a model loads the memories (cairn-bench's load phase; kept in
+--work and reused); per build (--cairn, and --compare for a second one, side by side), a copy
+of the store with the vectors gets a daemon with the model: the time from its start to its
+first /health, to its first hybrid search answered (lexical while the vectors load), and to
+"semantic index ready" in its log (every vector in memory), then cairn-bench's hybrid searches, then VmRSS and VmHWM.
+
+    python3 scripts/bench-vectors.py --cairn target/release/cairn \\
+        --bench target/release/cairn-bench --size 1000000 --searches 300 \\
+        --model multilingual-e5-small=target/test-deps/multilingual-e5-small --work /tmp/vectors-1m
+"""
+
+import argparse
+import array
+import importlib.util
+import json
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("bench_models_http", os.path.join(HERE, "bench-models-http.py"))
+models = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(models)
+
+
+def store_clustered_vectors(db, model_id, dims, seed, topics=1000):
+    """A synthetic sentence-model vector for every live memory, under `model_id`."""
+    rng = random.Random(seed)
+    shared = [0.5 + abs(rng.uniform(-1, 1)) for _ in range(dims)]
+    bases = [[0.8 * s + 0.5 * rng.uniform(-1, 1) for s in shared] for _ in range(topics)]
+    noise_scale = 0.6 / 128.0
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM embeddings")
+    ids = [r[0] for r in con.execute("SELECT id FROM observations WHERE deleted_at IS NULL")]
+    rows = []
+    for oid in ids:
+        base = bases[rng.randrange(topics)]
+        noise = rng.randbytes(dims)
+        v = [b + (n - 128) * noise_scale for b, n in zip(base, noise)]
+        norm = sum(x * x for x in v) ** 0.5
+        blob = array.array("f", [x / norm for x in v]).tobytes()
+        rows.append((oid, model_id, dims, blob, "2026-12-02T00:00:00.000Z"))
+        if len(rows) == 20000:
+            con.executemany("INSERT INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
+            rows.clear()
+    con.executemany("INSERT INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    return len(ids)
+
+
+def vm_kb(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def cold_start(cairn, data, home, env, log):
+    """Seconds from spawn to the first /health, to the first hybrid search answered, and to
+    semantic search "ready"; the running daemon."""
+    log_start = os.path.getsize(log) if os.path.exists(log) else 0
+    started = time.time()
+    d = models.Daemon(cairn, data, home, env, log)
+    health = time.time() - started
+    q = urllib.parse.quote("why did the deploy of the billing service fail last week")
+    models.get_json(d.port, f"/search?q={q}&limit=10&mode=hybrid", timeout=60)
+    first = time.time() - started
+    # The daemon logs when every vector is in memory (polling /stats instead would count
+    # pending embeddings over the whole table, at a million memories a load of its own).
+    while "semantic index ready" not in open(log, errors="replace").read()[log_start:]:
+        time.sleep(0.2)
+    ready = time.time() - started
+    return d, health, first, ready
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cairn", required=True)
+    ap.add_argument("--compare", help="a second cairn binary, measured on the same store")
+    ap.add_argument("--bench", required=True)
+    ap.add_argument("--size", type=int, default=100_000)
+    ap.add_argument("--searches", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--model", required=True, help="NAME=DIR")
+    ap.add_argument("--work", required=True, help="the stores are kept here")
+    args = ap.parse_args()
+    bench = os.path.abspath(args.bench)
+    builds = [("this", os.path.abspath(args.cairn))]
+    if args.compare:
+        builds.append(("compare", os.path.abspath(args.compare)))
+    name, model_dir = args.model.split("=", 1)
+    env = models.model_env(name, model_dir)
+    work = os.path.abspath(args.work)
+    home = os.path.join(work, "home")
+    os.makedirs(home, exist_ok=True)
+    base = os.path.join(work, "base")
+    if not os.path.exists(os.path.join(base, "cairn.db")):
+        os.makedirs(base, exist_ok=True)
+        d = models.Daemon(builds[0][1], base, home, {"CAIRN_EMBEDDER": "none"}, os.path.join(work, "base.log"))
+        print(f"loading {args.size} memories ...", file=sys.stderr)
+        subprocess.run(
+            [bench, "--url", d.url(), "--size", str(args.size), "--phases", "load", "--seed", str(args.seed),
+             "--load-secs", "3600"],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+        d.stop()
+    vectors_db = os.path.join(work, "vectors.db")
+    if not os.path.exists(vectors_db):
+        probe_dir = os.path.join(work, "probe")
+        shutil.rmtree(probe_dir, ignore_errors=True)
+        os.makedirs(probe_dir)
+        shutil.copy(os.path.join(base, "cairn.db"), os.path.join(probe_dir, "cairn.db"))
+        probe = models.Daemon(builds[0][1], probe_dir, home, env, os.path.join(work, "probe.log"))
+        model_id = models.get_json(probe.port, "/stats").get("embedding_model")
+        probe.stop()
+        dims = models.model_width(model_dir)
+        started = time.time()
+        n = store_clustered_vectors(os.path.join(probe_dir, "cairn.db"), model_id, dims, args.seed)
+        print(f"{n} vectors of {dims} dims under {model_id} in {time.time() - started:.0f} s", file=sys.stderr)
+        shutil.move(os.path.join(probe_dir, "cairn.db"), vectors_db)
+    rows = []
+    for label, cairn in builds:
+        data = os.path.join(work, label)
+        shutil.rmtree(data, ignore_errors=True)
+        os.makedirs(data)
+        shutil.copy(vectors_db, os.path.join(data, "cairn.db"))
+        log = os.path.join(work, f"{label}.log")
+        d, health, first, ready = cold_start(cairn, data, home, env, log)
+        out = os.path.join(work, f"{label}-hybrid.json")
+        cmd = [bench, "--url", d.url(), "--size", str(args.size), "--phases", "search-project,search-question",
+               "--searches", str(args.searches), "--mode", "hybrid", "--seed", str(args.seed), "--json", out]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            p50 = models.p50s(json.load(f))
+        rss, hwm = vm_kb(d.proc.pid, "VmRSS"), vm_kb(d.proc.pid, "VmHWM")
+        d.stop()
+        rows.append((label, cairn, health, first, ready, p50, rss, hwm))
+    print(f"\n{args.size} memories with {name} vectors, {args.searches} unseen queries per phase")
+    print("| build | first /health | first hybrid answer | vectors ready | hybrid p50, project | "
+          "hybrid p50, question | VmRSS after | VmHWM |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, cairn, health, first, ready, p50, rss, hwm in rows:
+        print(f"| {label} ({cairn}) | {health * 1000:.0f} ms | {first * 1000:.0f} ms | {ready:.1f} s "
+              f"| {p50.get('search-project', 0):.2f} ms | {p50.get('search-question', 0):.2f} ms "
+              f"| {rss / 1024:.0f} MiB | {hwm / 1024:.0f} MiB |")
+
+
+if __name__ == "__main__":
+    main()

@@ -26,6 +26,8 @@ pub mod extract;
 mod http;
 /// The prompt and parsing of a verdict between two memories (supersedes, conflicts_with, ...).
 pub mod judge;
+/// The prompt and parsing of deep recall: search hits re-ranked by a model reading the question.
+pub mod rerank;
 /// The local provider: a small instruction model from a GGUF file, in-process on the CPU.
 #[cfg(feature = "local")]
 pub mod local;

@@ -145,3 +145,69 @@ fn fallback_code(e: &LlmError) -> ErrorCode {
         LlmError::Unavailable(_) | LlmError::Timeout(_) | LlmError::Malformed(_) => ErrorCode::LlmUnavailable,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cairn_llm::scripted::ScriptedProvider;
+    use serde_json::json;
+
+    use super::*;
+    use crate::Core;
+    use crate::ops::{Op, execute_value};
+    use crate::settings::{PrivacySettings, RuleSettings};
+    use crate::store::Store;
+
+    /// A store that keeps secrets (`redact_secrets = false`), with three memories on tokens.
+    fn core_keeping_secrets() -> Core {
+        let rules = RuleSettings { privacy: PrivacySettings { redact_secrets: false }, ..RuleSettings::default() };
+        let mut core = Core::new(Store::open_in_memory().unwrap()).with_settings(Arc::new(rules));
+        for (title, content) in [
+            ("Token rotation", "rotate the deploy token monthly"),
+            ("Token for CI", "the CI token is ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"),
+            ("Token scopes", "the token needs repo and workflow scopes"),
+        ] {
+            let save = json!({"op": "save", "args": {"title": title, "content": content, "project": "p"}});
+            execute_value(&mut core, Op::from_value(save).unwrap()).unwrap();
+        }
+        core
+    }
+
+    #[test]
+    fn what_the_model_reads_is_redacted_and_its_order_is_kept() {
+        let core = core_keeping_secrets();
+        let query = SearchQuery { project: Some("p".into()), ..SearchQuery::new("token") };
+        let first = core.search(&pool_query(&query)).unwrap().hits;
+        assert!(first.iter().any(|h| h.observation.content.contains("ghp_")), "the store keeps the secret");
+        let model = ScriptedProvider::new(|_, _| Ok(r#"{"ranking": [3]}"#.into()));
+        let (hits, report) = rerank(&query, first.clone(), Some(&model));
+        assert!(report.reranked && report.code.is_none(), "{report:?}");
+        assert_eq!(hits[0].observation.id, first[2].observation.id);
+        assert_eq!(hits[0].scores.deep, Some(1));
+        assert_eq!(hits[1..].iter().map(|h| h.observation.id).collect::<Vec<_>>(), vec![
+            first[0].observation.id,
+            first[1].observation.id
+        ]);
+        let prompt = &model.requests()[0].messages[1].content;
+        assert!(!prompt.contains("ghp_") && prompt.contains("[REDACTED:github-token]"), "{prompt}");
+    }
+
+    #[test]
+    fn without_a_model_or_with_nonsense_the_first_stage_answers_cut_to_the_limit() {
+        let core = core_keeping_secrets();
+        let query = SearchQuery { project: Some("p".into()), limit: 2, ..SearchQuery::new("token") };
+        let first = core.search(&pool_query(&query)).unwrap().hits;
+        assert_eq!(first.len(), 3, "the pool is wider than the limit");
+        let (hits, report) = rerank(&query, first.clone(), None);
+        assert_eq!((hits.len(), report.code.as_deref()), (2, Some("llm_not_configured")));
+        assert!(report.notice().unwrap().contains("first-stage order"));
+        let nonsense = ScriptedProvider::new(|_, _| Ok("passage two, surely".into()));
+        let (hits, report) = rerank(&query, first.clone(), Some(&nonsense));
+        assert_eq!(hits.iter().map(|h| h.observation.id).collect::<Vec<_>>(), vec![
+            first[0].observation.id,
+            first[1].observation.id
+        ]);
+        assert_eq!(report.code.as_deref(), Some("llm_unavailable"));
+    }
+}

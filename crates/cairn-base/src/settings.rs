@@ -17,8 +17,8 @@ pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
 
 pub mod history;
 pub mod llm;
-pub mod search;
 pub mod plugin;
+pub mod search;
 pub mod sync;
 
 pub use history::{HISTORY_ENV_KEYS, HistorySettings, HistorySettingsLoaded};

@@ -26,14 +26,14 @@ pub mod extract;
 mod http;
 /// The prompt and parsing of a verdict between two memories (supersedes, conflicts_with, ...).
 pub mod judge;
-/// The prompt and parsing of deep recall: search hits re-ranked by a model reading the question.
-pub mod rerank;
 /// The local provider: a small instruction model from a GGUF file, in-process on the CPU.
 #[cfg(feature = "local")]
 pub mod local;
 /// Any OpenAI-compatible chat endpoint.
 #[cfg(feature = "remote")]
 pub mod openai;
+/// The prompt and parsing of deep recall: search hits re-ranked by a model reading the question.
+pub mod rerank;
 /// A provider answering from a script, for the tests of what runs on the port.
 #[cfg(feature = "scripted")]
 pub mod scripted;

@@ -109,9 +109,13 @@ mod tests {
 
     #[test]
     fn nonsense_is_malformed_never_an_order() {
-        for answer in
-            ["I think passage three.", r#"{"ranking": [42, 0]}"#, r#"{"answer": "yes"}"#, r#""3""#, r#"{"ranking": "3"}"#]
-        {
+        for answer in [
+            "I think passage three.",
+            r#"{"ranking": [42, 0]}"#,
+            r#"{"answer": "yes"}"#,
+            r#""3""#,
+            r#"{"ranking": "3"}"#,
+        ] {
             assert!(matches!(parse_rerank(answer, 5), Err(LlmError::Malformed(_))), "{answer}");
         }
     }

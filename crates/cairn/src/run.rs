@@ -303,7 +303,13 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
         limit: args.limit,
         mode: args.mode.as_deref().map(SearchMode::parse).transpose()?,
         min_score: args.min_score,
-        deep: if args.deep { Some(true) } else if args.no_deep { Some(false) } else { None },
+        deep: if args.deep {
+            Some(true)
+        } else if args.no_deep {
+            Some(false)
+        } else {
+            None
+        },
     };
     let response: SearchResponse = env.call(Op::Search(query))?;
     let results = SearchResults {

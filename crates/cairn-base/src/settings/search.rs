@@ -36,10 +36,7 @@ pub struct SearchSettings {
 
 impl Default for SearchSettings {
     fn default() -> Self {
-        SearchSettings {
-            deep: Setting::default(false),
-            deep_timeout_ms: Setting::default(DEFAULT_DEEP_TIMEOUT_MS),
-        }
+        SearchSettings { deep: Setting::default(false), deep_timeout_ms: Setting::default(DEFAULT_DEEP_TIMEOUT_MS) }
     }
 }
 
@@ -58,8 +55,11 @@ pub(crate) fn load(table: Option<toml::Table>) -> Result<SearchSettings> {
     }
     if let Some(ms) = file.deep_timeout_ms {
         if !DEEP_TIMEOUT_RANGE.contains(&ms) {
-            return Err(CairnError::new(ErrorCode::InvalidArgument, format!("[search] deep_timeout_ms = {ms} is out of range"))
-                .with_hint(format!("use a value in {DEEP_TIMEOUT_RANGE:?}")));
+            return Err(CairnError::new(
+                ErrorCode::InvalidArgument,
+                format!("[search] deep_timeout_ms = {ms} is out of range"),
+            )
+            .with_hint(format!("use a value in {DEEP_TIMEOUT_RANGE:?}")));
         }
         s.deep_timeout_ms = Setting { value: ms, source: Source::ConfigFile };
     }

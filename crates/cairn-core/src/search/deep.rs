@@ -86,7 +86,12 @@ pub fn rerank(
     };
     if candidates < 2 {
         hits.truncate(limit);
-        let report = DeepReport { reranked: true, candidates, model: Some(provider.model().to_owned()), ..DeepReport::default() };
+        let report = DeepReport {
+            reranked: true,
+            candidates,
+            model: Some(provider.model().to_owned()),
+            ..DeepReport::default()
+        };
         return (hits, report);
     }
     let texts: Vec<String> = hits[fixed..fixed + candidates].iter().map(outbound).collect();
@@ -94,7 +99,8 @@ pub fn rerank(
     let started = Instant::now();
     let answer = provider.chat(&rerank_request(&question, &texts));
     let llm_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let mut report = DeepReport { candidates, llm_ms, model: Some(provider.model().to_owned()), ..DeepReport::default() };
+    let mut report =
+        DeepReport { candidates, llm_ms, model: Some(provider.model().to_owned()), ..DeepReport::default() };
     let order = answer.and_then(|reply| {
         if !reply.model.is_empty() {
             report.model = Some(reply.model);
@@ -185,10 +191,10 @@ mod tests {
         assert!(report.reranked && report.code.is_none(), "{report:?}");
         assert_eq!(hits[0].observation.id, first[2].observation.id);
         assert_eq!(hits[0].scores.deep, Some(1));
-        assert_eq!(hits[1..].iter().map(|h| h.observation.id).collect::<Vec<_>>(), vec![
-            first[0].observation.id,
-            first[1].observation.id
-        ]);
+        assert_eq!(
+            hits[1..].iter().map(|h| h.observation.id).collect::<Vec<_>>(),
+            vec![first[0].observation.id, first[1].observation.id]
+        );
         let prompt = &model.requests()[0].messages[1].content;
         assert!(!prompt.contains("ghp_") && prompt.contains("[REDACTED:github-token]"), "{prompt}");
     }
@@ -204,10 +210,10 @@ mod tests {
         assert!(report.notice().unwrap().contains("first-stage order"));
         let nonsense = ScriptedProvider::new(|_, _| Ok("passage two, surely".into()));
         let (hits, report) = rerank(&query, first.clone(), Some(&nonsense));
-        assert_eq!(hits.iter().map(|h| h.observation.id).collect::<Vec<_>>(), vec![
-            first[0].observation.id,
-            first[1].observation.id
-        ]);
+        assert_eq!(
+            hits.iter().map(|h| h.observation.id).collect::<Vec<_>>(),
+            vec![first[0].observation.id, first[1].observation.id]
+        );
         assert_eq!(report.code.as_deref(), Some("llm_unavailable"));
     }
 }

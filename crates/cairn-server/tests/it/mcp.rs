@@ -817,7 +817,8 @@ async fn mem_search_takes_deep() {
     let order = plain["ids"].as_array().unwrap().clone();
     let last = order.last().unwrap().as_i64().unwrap();
     let answer = if last == second { r#"{"ranking": [2]}"# } else { r#"{"ranking": [2, 1]}"# };
-    engine.set_llm(Some(std::sync::Arc::new(cairn_llm::scripted::ScriptedProvider::new(move |_, _| Ok(answer.into())))));
+    engine
+        .set_llm(Some(std::sync::Arc::new(cairn_llm::scripted::ScriptedProvider::new(move |_, _| Ok(answer.into())))));
     let deep = mcp.ok_json("mem_search", json!({"query": "redis pool", "deep": true})).await;
     assert_eq!(deep["deep"]["reranked"], true, "{deep}");
     assert!(deep["deep"]["llm_ms"].is_u64(), "{deep}");

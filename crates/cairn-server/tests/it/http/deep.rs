@@ -35,7 +35,13 @@ fn deep_header(reply: &Reply) -> Value {
 }
 
 fn notices(reply: &Reply) -> String {
-    reply.headers.get_all("x-cairn-notice").iter().map(|v| v.to_str().unwrap().to_owned()).collect::<Vec<_>>().join("\n")
+    reply
+        .headers
+        .get_all("x-cairn-notice")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A model that answers every re-ranking with `answer`.

@@ -55,7 +55,7 @@ fn answering(answer: &'static str) -> Arc<ScriptedProvider> {
 #[tokio::test]
 async fn the_model_order_answers_marked_and_timed() {
     let s = start().await;
-    let ids = four_memories(&s).await;
+    four_memories(&s).await;
     let first_stage = ids_of(&s.get("/search?q=redis+pool&project=alpha").await.expect(200));
     assert_eq!(first_stage.len(), 4);
     let model = answering(r#"{"ranking": [4, 2]}"#);

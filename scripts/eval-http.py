@@ -18,6 +18,13 @@ own rule (the previous turn for a short one), and each question of categories 1â
 its conversation's project; R@10 over the evidence turns. `--split test` (the default:
 conversations 5â€“9, which no fit saw), `dev` or `all`.
 
+Deep recall: a mode `hybrid+deep` (any mode with `+deep`) asks `deep=true`; `--llm-file GGUF`
+installs a local LLM of cairn's catalogue into the temporary data dir (a link) and turns it on
+(`CAIRN_LLM_PROVIDER=local`); `--deep-timeout-ms` writes `[search] deep_timeout_ms`. Each mode
+also prints the p50 latency per query, and deep modes how often the model re-ranked and its
+p50 time. `--sample N --seed S` takes N questions of the split at random (the same ones for
+every mode): a subsample, for costs a full run cannot pay.
+
 `--model` is NAME=DIR (CAIRN_MODEL / CAIRN_MODEL_DIR of the daemon); without it the daemon's
 own default applies. Only loopback; the data dir and HOME are temporary.
 """
@@ -26,7 +33,9 @@ import collections
 import json
 import os
 import shutil
+import random
 import signal
+import statistics
 import socket
 import subprocess
 import tempfile
@@ -131,12 +140,21 @@ def wait_for_embeddings(port, timeout):
 
 
 def search(port, question, mode):
+    """(hits, seconds, deep report or None)"""
+    mode, _, deep = mode.partition("+")
     params = {"q": question["query"], "limit": "10", "mode": mode}
+    if deep == "deep":
+        params["deep"] = "true"
     if question.get("project"):
         params["project"] = question["project"]
     else:
         params["all_projects"] = "true"
-    return call(port, "GET", "/search?" + urllib.parse.urlencode(params))
+    started = time.perf_counter()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/search?" + urllib.parse.urlencode(params))
+    with urllib.request.urlopen(req, timeout=900) as r:
+        hits = json.load(r)
+        report = r.headers.get("x-cairn-deep")
+    return hits, time.perf_counter() - started, json.loads(report) if report else None
 
 
 def ranks(hits, expected_ids, must_contain):
@@ -174,6 +192,10 @@ def main():
     ap.add_argument("--modes", default="lexical,semantic,hybrid")
     ap.add_argument("--embed-timeout", type=int, default=900)
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--sample", type=int, help="only this many questions, drawn at random (--seed)")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--llm-file", help="a GGUF of cairn's local catalogue: the daemon's LLM")
+    ap.add_argument("--deep-timeout-ms", type=int, help="[search] deep_timeout_ms")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="cairn-eval-http-")
@@ -181,8 +203,18 @@ def main():
     if args.model:
         name, model_dir = args.model.split("=", 1)
         env = {"CAIRN_MODEL": name, "CAIRN_MODEL_DIR": os.path.abspath(model_dir)}
+    data = os.path.join(work, "data")
+    if args.llm_file:
+        models = os.path.join(data, "models", "llm")
+        os.makedirs(models)
+        os.symlink(os.path.abspath(args.llm_file), os.path.join(models, os.path.basename(args.llm_file)))
+        env["CAIRN_LLM_PROVIDER"] = "local"
+    if args.deep_timeout_ms:
+        os.makedirs(data, exist_ok=True)
+        with open(os.path.join(data, "config.toml"), "w") as f:
+            f.write(f"[search]\ndeep_timeout_ms = {args.deep_timeout_ms}\n")
     log = open(os.path.join(work, "serve.log"), "ab")
-    proc, port = start_daemon(os.path.abspath(args.cairn), os.path.join(work, "data"), os.path.join(work, "home"), env, log)
+    proc, port = start_daemon(os.path.abspath(args.cairn), data, os.path.join(work, "home"), env, log)
     try:
         started = time.time()
         if args.locomo:
@@ -192,23 +224,40 @@ def main():
                 doc = json.load(f)
             ids = save_memories(port, doc["memories"])
             questions = [dict(q, expected_ids=[ids[k] for k in q["expected"]]) for q in doc["questions"]]
+        if args.sample and args.sample < len(questions):
+            chosen = sorted(random.Random(args.seed).sample(range(len(questions)), args.sample))
+            questions = [questions[i] for i in chosen]
         saved = time.time() - started
         stats = wait_for_embeddings(port, args.embed_timeout)
         print(f"{stats['total_observations']} memories saved ({saved:.0f} s) and embedded ({time.time() - started:.0f} s in all)")
         figures = {}
+        costs = {}
         for mode in args.modes.split(","):
-            results = []
+            results, seconds, reports = [], [], []
             for q in questions:
-                results.append((q, ranks(search(port, q, mode), q["expected_ids"], q.get("expect_contains"))))
+                hits, took, report = search(port, q, mode)
+                results.append((q, ranks(hits, q["expected_ids"], q.get("expect_contains"))))
+                seconds.append(took)
+                if report:
+                    reports.append(report)
             figures[mode] = score(results)
+            costs[mode] = {"p50_ms": round(statistics.median(seconds) * 1000, 1),
+                           "max_ms": round(max(seconds) * 1000, 1)}
+            if reports:
+                costs[mode]["reranked"] = sum(1 for r in reports if r.get("reranked"))
+                costs[mode]["fallbacks"] = dict(collections.Counter(r["code"] for r in reports if r.get("code")))
+                costs[mode]["llm_p50_ms"] = statistics.median(r["llm_ms"] for r in reports)
+            print(f"{mode}: {costs[mode]}", flush=True)
         print(f"{'mode':<9} {'group':<22} {'n':>4} {'R@1':>6} {'R@5':>6} {'R@10':>6}")
         for mode, table in figures.items():
             for group in sorted(table):
                 n, r1, r5, r10 = table[group]
                 print(f"{mode:<9} {group:<22} {n:>4} {r1:>6.3f} {r5:>6.3f} {r10:>6.3f}")
+        for mode, cost in costs.items():
+            print(f"{mode:<12} {cost}")
         if args.json:
             with open(args.json, "w") as f:
-                json.dump(figures, f, indent=1)
+                json.dump({"figures": figures, "costs": costs, "questions": len(questions)}, f, indent=1)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

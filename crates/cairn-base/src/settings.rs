@@ -18,6 +18,7 @@ pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024;
 pub mod history;
 pub mod llm;
 pub mod plugin;
+pub mod search;
 pub mod sync;
 
 pub use history::{HISTORY_ENV_KEYS, HistorySettings, HistorySettingsLoaded};
@@ -296,6 +297,8 @@ pub(crate) struct FileConfig {
     sync: Option<toml::Table>,
     // `[llm]`, checked in `llm.rs` (its mistakes turn only the LLM off).
     llm: Option<toml::Table>,
+    // `[search]`, checked in `search.rs`.
+    search: Option<toml::Table>,
 }
 
 /// The effective configuration.
@@ -339,6 +342,9 @@ pub struct Settings {
     pub remote: Option<RemoteSettings>,
     /// `[llm]`: the language model of background extraction, and its daily budget.
     pub llm: LlmSettings,
+    /// `[search]`: deep recall by default, and how long it waits for the model.
+    #[serde(default)]
+    pub search: search::SearchSettings,
 }
 
 /// What the rules read of the settings: the plugin tables and `[history]`. A door hands it to
@@ -424,6 +430,7 @@ impl Settings {
                 None
             }),
             llm: llm::load(file.llm.take(), env),
+            search: search::load(file.search.take())?,
             port: Setting::default(DEFAULT_PORT),
             bind: Setting::default(DEFAULT_BIND.to_owned()),
             http_token: Setting::default(None),
@@ -741,7 +748,7 @@ pub(crate) fn read_config_file(data_dir: &Path) -> Result<FileConfig> {
         CairnError::new(ErrorCode::InvalidConfig, format!("{} is invalid: {e}", path.display())).with_hint(
             "keys: port, bind, http_token, context_budget, log, autostart, direct, embedder, model, model_dir, \
              embed_url, embed_model, embed_api_key, embed_timeout_secs, embed_batch_size, and the tables \
-             [inject], [triggers], [compaction], [context_meter], [history], [privacy], [sync], [llm]",
+             [inject], [triggers], [compaction], [context_meter], [history], [privacy], [sync], [llm], [search]",
         )
     })
 }

@@ -45,7 +45,7 @@ fn fuse_30_and_30(bencher: divan::Bencher) {
             rank: -0.5,
             snippet: String::new(),
             matched: MatchKind::Semantic,
-            scores: HitScores { lexical: None, semantic: Some(0.5), fused: 0.5 },
+            scores: HitScores { lexical: None, semantic: Some(0.5), fused: 0.5, deep: None },
         })
         .collect();
     bencher.bench(|| fuse(divan::black_box(lexical.clone()), divan::black_box(semantic.clone()), 10));

@@ -320,6 +320,9 @@ pub struct SearchResponse {
     /// The ranking used (lexical, semantic, hybrid).
     #[serde(default)]
     pub mode: Option<crate::search::SearchMode>,
+    /// What deep recall did, when it was asked for (`deep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deep: Option<crate::search::deep::DeepReport>,
 }
 
 impl Op {
@@ -788,10 +791,14 @@ fn reindex(core: &mut Core, force: bool) -> Result<ReindexReport> {
 }
 
 fn search(core: &Core, q: &SearchQuery) -> Result<SearchResponse> {
-    let results = core.search(q)?;
+    let mut results = core.search(q)?;
+    // Deep recall needs a model, which only the daemon's engine holds (it runs deep searches
+    // itself, `cairn_engine::deep`): here the first stage answers and says so.
+    let deep = (q.deep == Some(true)).then(|| crate::search::deep::DeepReport::no_model(0));
+    results.notices.extend(deep.as_ref().and_then(crate::search::deep::DeepReport::notice));
     let ids: Vec<String> = results.hits.iter().map(|h| h.observation.sync_id.clone()).collect();
     let annotations = core.store.relation_annotations(&ids)?;
-    Ok(SearchResponse { hits: results.hits, notices: results.notices, annotations, mode: Some(results.mode) })
+    Ok(SearchResponse { hits: results.hits, notices: results.notices, annotations, mode: Some(results.mode), deep })
 }
 
 #[cfg(test)]

@@ -99,6 +99,8 @@ pub struct Engine {
     pub(crate) judging: crate::judging::JudgingLock,
     /// The model memories are extracted with, and the lock that keeps passes apart.
     pub(crate) extraction: crate::extraction::Extraction,
+    /// Deep recall's default, its time budget and the model call in flight.
+    pub(crate) deep: crate::deep::Deep,
 }
 
 impl std::fmt::Debug for Engine {
@@ -212,6 +214,7 @@ impl Engine {
             judge_woken: Mutex::new(None),
             judging: Mutex::new(()),
             extraction: crate::extraction::Extraction::default(),
+            deep: crate::deep::Deep::default(),
         })
     }
 
@@ -331,6 +334,14 @@ impl Engine {
                 .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
                 .map(|summary| EventOutcome::Applied(OpOutput::SyncImport(summary)));
         }
+        if let Some(query) = self.deep_query(&op) {
+            // The model reads on a blocking thread, holding no connection.
+            let db = Arc::clone(self);
+            return tokio::task::spawn_blocking(move || db.deep_search(&query))
+                .await
+                .map_err(|e| CairnError::internal(format!("worker failed: {e}")))?
+                .map(|found| EventOutcome::Applied(OpOutput::Search(found)));
+        }
         if let Op::ScanRelations(req) = &op
             && req.semantic
         {
@@ -367,6 +378,9 @@ impl Engine {
             && self.path.is_some()
         {
             return self.sync_import(directory, *time_limit_ms).map(OpOutput::SyncImport);
+        }
+        if let Some(query) = self.deep_query(&op) {
+            return self.deep_search(&query).map(OpOutput::Search);
         }
         if let Op::ScanRelations(req) = &op
             && req.semantic

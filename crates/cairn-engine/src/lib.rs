@@ -9,6 +9,7 @@
 //! database or starts a thread of its own.
 
 pub mod autosync;
+pub mod deep;
 pub mod embedder;
 mod engine;
 pub mod extraction;

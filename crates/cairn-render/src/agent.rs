@@ -77,6 +77,15 @@ pub fn search(query: &str, scope_label: &str, resp: &SearchResponse) -> String {
     }
     let noun = if resp.hits.len() == 1 { "memory" } else { "memories" };
     let mut out = format!("Found {} {noun}:", resp.hits.len());
+    if let Some(deep) = &resp.deep {
+        // Deep recall says what it did first: an agent weighs a re-ranked list, or a fallback.
+        if let Some(notice) = deep.notice() {
+            let _ = write!(out, "\nNote: {notice}");
+        } else {
+            let model = deep.model.as_deref().unwrap_or("the model");
+            let _ = write!(out, "\n(deep recall: re-ranked by {model} in {} ms)", deep.llm_ms);
+        }
+    }
     let mut cut_any = false;
     for (n, hit) in resp.hits.iter().enumerate() {
         let o = &hit.observation;

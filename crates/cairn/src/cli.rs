@@ -445,6 +445,13 @@ pub struct SearchArgs {
     /// relative to the best hit (lexical)
     #[arg(long)]
     pub min_score: Option<f64>,
+    /// Deep recall: a language model re-ranks the best candidates (slower; needs `cairn llm
+    /// use`). Default: `[search] deep`
+    #[arg(long, overrides_with = "no_deep")]
+    pub deep: bool,
+    /// No deep recall, whatever `[search] deep` says
+    #[arg(long)]
+    pub no_deep: bool,
 }
 
 #[derive(Debug, Args)]

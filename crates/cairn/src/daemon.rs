@@ -98,6 +98,11 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     crate::extract_cmd::start_in_daemon(&engine, &data_dir);
     // Every memory that arrives is judged against its neighbours, off the writes' path.
     engine.start_judging(JUDGE_EVERY);
+    // Deep recall (`[search] deep`): off unless a search or the config asks for it.
+    engine.set_deep_policy(cairn_engine::deep::DeepPolicy {
+        by_default: settings.search.deep.value,
+        timeout: std::time::Duration::from_millis(settings.search.deep_timeout_ms.value),
+    });
     cairn_engine::embedder::watch_model(&engine, settings_now(settings));
     let install = if installs_model(args.model_install, args.or_any_port) {
         crate::model_cmd::model_to_install_at_start(settings)

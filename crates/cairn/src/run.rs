@@ -240,6 +240,13 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
         limit: args.limit,
         mode: args.mode.as_deref().map(SearchMode::parse).transpose()?,
         min_score: args.min_score,
+        deep: if args.deep {
+            Some(true)
+        } else if args.no_deep {
+            Some(false)
+        } else {
+            None
+        },
     };
     let response: SearchResponse = env.call(Op::Search(query))?;
     let results = SearchResults {
@@ -252,7 +259,24 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
             note(&format!("hint: {n}"));
         }
     }
-    env.emit(&results, render::search)
+    match response.deep {
+        Some(deep) => {
+            if !env.json && deep.reranked {
+                let model = deep.model.as_deref().unwrap_or("the model");
+                note(&format!("deep recall: {model} re-ranked {} candidates in {} ms", deep.candidates, deep.llm_ms));
+            }
+            env.emit(&DeepResults { results: &results, deep }, |r| render::search(r.results))
+        }
+        None => env.emit(&results, render::search),
+    }
+}
+
+/// `cairn search --deep --json`: the results and what deep recall did.
+#[derive(serde::Serialize)]
+struct DeepResults<'a> {
+    #[serde(flatten)]
+    results: &'a SearchResults,
+    deep: cairn_core::search::deep::DeepReport,
 }
 
 fn get(env: &Env, raw: &str, with_revisions: bool) -> Result<()> {

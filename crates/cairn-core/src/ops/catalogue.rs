@@ -182,7 +182,7 @@ catalogue! {
     }
     Search -> SearchResponse {
         name: "search", writes: Nothing, replay_safe: true, project_defaulted: true,
-        args: "query*, type, scope, limit, all_projects, mode (lexical|semantic|hybrid), min_score (0-1)",
+        args: "query*, type, scope, limit, all_projects, mode (lexical|semantic|hybrid), min_score (0-1), deep",
         about: "Search memories, with relation notes on the hits.",
     }
     Get -> GetResponse {

@@ -89,7 +89,7 @@ impl SearchEngine for SemanticEngine<'_> {
 }
 
 fn semantic_candidate(id: i64, cosine: f32) -> Candidate {
-    let scores = HitScores { lexical: None, semantic: Some(cosine), fused: f64::from(cosine) };
+    let scores = HitScores { lexical: None, semantic: Some(cosine), fused: f64::from(cosine), deep: None };
     Candidate { id, rank: -f64::from(cosine), snippet: String::new(), matched: MatchKind::Semantic, scores }
 }
 
@@ -395,7 +395,7 @@ fn with_context(
             if let Some(entry) = scored.get_mut(&id) {
                 entry.0 += share * s;
             } else if passes_filters(store, id, query)?.is_some() {
-                let scores = HitScores { lexical: None, semantic: None, fused: 0.0 };
+                let scores = HitScores { lexical: None, semantic: None, fused: 0.0, deep: None };
                 let found = Candidate { id, rank: 0.0, snippet: String::new(), matched: MatchKind::Context, scores };
                 scored.insert(id, (share * s, found));
             }

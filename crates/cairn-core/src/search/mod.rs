@@ -8,6 +8,7 @@
 //! lexical and says so only when semantic search was asked for.
 
 pub mod currency;
+pub mod deep;
 mod embeddings;
 pub mod fusion;
 pub mod overlap;
@@ -58,6 +59,10 @@ pub struct SearchQuery {
     /// always pass. Hits below it are dropped, so fewer than `limit` may come back.
     #[serde(default)]
     pub min_score: Option<f64>,
+    /// Deep recall ([`deep`]): a language model re-ranks the first stage's best candidates.
+    /// `None`: the daemon's default (`[search] deep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deep: Option<bool>,
 }
 
 /// How relevant a hit is, 0–1, in the terms of the ranking that found it (see
@@ -173,6 +178,10 @@ pub struct HitScores {
     /// What the hit is ordered by: in hybrid search the re-ranking model's relevance (0–1),
     /// otherwise BM25 or the cosine (topic-key hits: 1000).
     pub fused: f64,
+    /// Deep recall: the hit's place (1 = best) in the language model's ranking, when the
+    /// model named it (then the hit is ordered by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deep: Option<u32>,
 }
 
 /// One result.
@@ -226,7 +235,7 @@ pub struct Candidate {
 impl Candidate {
     /// A BM25 candidate (`rank` is FTS5's: negative, lower better).
     pub fn lexical(id: i64, rank: f64, snippet: String) -> Candidate {
-        let scores = HitScores { lexical: Some(-rank), semantic: None, fused: -rank };
+        let scores = HitScores { lexical: Some(-rank), semantic: None, fused: -rank, deep: None };
         Candidate { id, rank, snippet, matched: MatchKind::Lexical, scores }
     }
 }
@@ -560,7 +569,7 @@ impl Store {
                 rank: -1000.0,
                 score: 1000.0,
                 matched: MatchKind::TopicKey,
-                scores: HitScores { lexical: None, semantic: None, fused: 1000.0 },
+                scores: HitScores { lexical: None, semantic: None, fused: 1000.0, deep: None },
                 relevance: 1.0,
             })
             .collect())

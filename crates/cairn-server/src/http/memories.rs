@@ -330,6 +330,10 @@ pub struct SearchParams {
     /// (hybrid), BM25 relative to the best hit (lexical).
     #[param(minimum = 0, maximum = 1)]
     min_score: Option<f64>,
+    /// Deep recall: a language model reads the question with the best 20 candidates and
+    /// re-ranks them (default: `[search] deep`). What it did is in `X-Cairn-Deep`; without a
+    /// model the first-stage order answers, with a notice.
+    deep: Option<bool>,
 }
 
 /// Search memories.
@@ -340,7 +344,9 @@ pub struct SearchParams {
     responses(
         (status = 200, description = "Hits, best first (`[]` when none)", body = Vec<schema::SearchHit>,
             headers(("X-Cairn-Notice" = String,
-                description = "Why the answer is empty or was shaped by a rule (one header per notice)"))),
+                description = "Why the answer is empty or was shaped by a rule (one header per notice)"),
+                ("X-Cairn-Deep" = String,
+                description = "Deep recall's report as JSON: reranked, candidates, model, llm_ms, code (why not)"))),
         (status = 400, description = "Missing or empty q, or a bad parameter", body = ErrorBody)))]
 pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<SearchParams>) -> ApiResult {
     let text = p
@@ -355,8 +361,9 @@ pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<
         limit: p.limit.unwrap_or(0),
         mode: given(p.mode).map(|m| SearchMode::parse(&m)).transpose()?,
         min_score: p.min_score,
+        deep: p.deep,
     };
-    let SearchResponse { hits, notices, mut annotations, .. } = run_typed(&state, Op::Search(query)).await?;
+    let SearchResponse { hits, notices, mut annotations, deep, .. } = run_typed(&state, Op::Search(query)).await?;
     // Each hit with its relation notes (the core keys them by sync id).
     let hits: Vec<AnnotatedHit> = hits
         .into_iter()
@@ -365,6 +372,9 @@ pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<
     let mut response = Json(hits).into_response();
     for notice in &notices {
         response.headers_mut().append("x-cairn-notice", header_text(notice));
+    }
+    if let Some(report) = deep.and_then(|d| serde_json::to_string(&d).ok()) {
+        response.headers_mut().insert("x-cairn-deep", header_text(&report));
     }
     Ok(response)
 }

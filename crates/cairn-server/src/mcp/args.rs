@@ -127,6 +127,10 @@ pub struct SearchArgs {
     /// Least relevance 0-1 (cosine, re-ranker relevance, or BM25 relative to the best hit).
     #[serde(default)]
     pub min_score: Option<f64>,
+    /// Deep recall: a language model reads the question with the best candidates and re-ranks
+    /// them (slower; default per config). Without a model the usual ranking answers.
+    #[serde(default)]
+    pub deep: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

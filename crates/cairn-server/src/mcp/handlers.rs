@@ -205,12 +205,17 @@ impl CairnMcp {
             limit: a.limit.unwrap_or(0),
             mode: given(a.mode).map(|m| SearchMode::parse(&m)).transpose()?,
             min_score: a.min_score,
+            deep: a.deep,
         };
         let resp: SearchResponse = self.call(Op::Search(query)).await?;
         let label = if all_projects { "all projects".to_owned() } else { format!("project {}", scoped.project) };
         let text = Self::with_nudge(call, render::search(&a.query, &label, &resp));
         let ids: Vec<i64> = resp.hits.iter().map(|h| h.observation.id).collect();
-        Ok(reply::envelope(Some(&scoped), text, json!({ "count": ids.len(), "ids": ids })))
+        let mut extra = json!({ "count": ids.len(), "ids": ids });
+        if let Some(deep) = &resp.deep {
+            extra["deep"] = json!(deep);
+        }
+        Ok(reply::envelope(Some(&scoped), text, extra))
     }
 
     pub(super) async fn context(&self, call: &CallCtx, a: ContextArgs) -> Result<CallToolResult> {

@@ -1739,3 +1739,7 @@ async fn a_nul_character_in_written_text_is_refused_naming_the_field() {
     }
     assert_eq!(s.store_state().await, before);
 }
+
+/// Deep recall: `deep=true` re-ranks by a scripted model, falls back without one, on nonsense
+/// and on a slow model.
+mod deep;

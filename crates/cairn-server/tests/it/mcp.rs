@@ -797,3 +797,31 @@ async fn a_nul_character_is_a_tool_error_naming_the_field() {
     assert!(stats.contains(" 1 memories (") && stats.contains(" 0 prompts"), "{stats}");
     assert!(mcp.ok("mem_get_observation", json!({"id": id})).await.contains("stays as it is"));
 }
+
+/// `mem_search` takes `deep`: without a model the usual ranking answers, with the code; with
+/// one, the hits come in its order and the answer says how long it took.
+#[tokio::test]
+async fn mem_search_takes_deep() {
+    let engine = Engine::in_memory().unwrap();
+    let mcp = start_with("all", Some("it-proj"), Client::in_process(std::sync::Arc::clone(&engine))).await;
+    let tools = mcp.client.list_all_tools().await.unwrap();
+    let search = tools.iter().find(|t| t.name == "mem_search").unwrap();
+    assert!(search.input_schema["properties"].get("deep").is_some(), "{:?}", search.input_schema);
+    let first = mcp.save("Redis pool size", "raised the redis pool to 50", json!({})).await;
+    let second = mcp.save("Redis pool leak", "a leaked connection emptied the redis pool", json!({})).await;
+
+    let plain = mcp.ok_json("mem_search", json!({"query": "redis pool", "deep": true})).await;
+    assert_eq!(plain["deep"]["code"], "llm_not_configured", "{plain}");
+    assert!(plain["result"].as_str().unwrap().contains("deep recall skipped"), "{plain}");
+
+    let order = plain["ids"].as_array().unwrap().clone();
+    let last = order.last().unwrap().as_i64().unwrap();
+    let answer = if last == second { r#"{"ranking": [2]}"# } else { r#"{"ranking": [2, 1]}"# };
+    engine
+        .set_llm(Some(std::sync::Arc::new(cairn_llm::scripted::ScriptedProvider::new(move |_, _| Ok(answer.into())))));
+    let deep = mcp.ok_json("mem_search", json!({"query": "redis pool", "deep": true})).await;
+    assert_eq!(deep["deep"]["reranked"], true, "{deep}");
+    assert!(deep["deep"]["llm_ms"].is_u64(), "{deep}");
+    assert_eq!(deep["ids"][0].as_i64(), Some(last), "the model's first is first: {deep}");
+    assert!([first, second].contains(&last));
+}

@@ -89,8 +89,7 @@ impl Store {
         let learnings = extract_learnings(&capture.content);
         let mut outcome = PassiveOutcome { extracted: learnings.len(), ..PassiveOutcome::default() };
         let source = capture.source.clone().unwrap_or_else(|| "mcp-passive".to_owned());
-        let given =
-            crate::agent::intent::project_or_detected(capture.project.as_deref(), capture.directory.as_deref())?;
+        let given = crate::agent::project_or_detected(capture.project.as_deref(), capture.directory.as_deref())?;
         for learning in learnings {
             let project = given.as_deref().map(|p| normalize_project(p).0);
             if self.known_in_project(project.as_deref(), &learning)? {

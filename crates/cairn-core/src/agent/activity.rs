@@ -365,7 +365,7 @@ impl Store {
         // An unknown session without a project: the one of the directory the host reports.
         let project = match self.session_project(&prompt.session_id)? {
             Some(_) => prompt.project.clone().filter(|p| !p.trim().is_empty()),
-            None => crate::agent::intent::project_or_detected(prompt.project.as_deref(), prompt.directory.as_deref())?,
+            None => crate::agent::project_or_detected(prompt.project.as_deref(), prompt.directory.as_deref())?,
         };
         self.start_session(&NewSession {
             id: prompt.session_id.clone(),
@@ -447,14 +447,14 @@ impl crate::Core {
         }
         if let Some(usage) = &prompt.usage {
             let host = prompt.host.unwrap_or(crate::agent::protocol::Host::ClaudeCode);
-            outcome.meter = Some(crate::agent::intent::meter_of(usage, host, config));
+            outcome.meter = Some(crate::agent::meter::meter_of(usage, host, config));
         }
         let Some(host) = prompt.host else { return Ok(outcome) };
         if outcome.first_prompt {
             outcome.context = Some(self.prompt_block(prompt, config)?).filter(|c| !c.trim().is_empty());
         }
         if outcome.memory_trigger {
-            outcome.trigger = Some(crate::agent::intent::host_text(host, crate::agent::protocol::Part::Trigger));
+            outcome.trigger = Some(crate::agent::protocol::host_text(host, crate::agent::protocol::Part::Trigger));
         }
         let meter_line = outcome.meter.as_ref().and_then(|m| m.line.clone());
         outcome.texts = [outcome.context.clone(), outcome.trigger.clone(), outcome.reminder.clone(), meter_line]

@@ -56,7 +56,7 @@ impl Store {
         // A known session keeps its project; a new one is created with the one given.
         let project = match self.session_project(&c.session_id)? {
             Some(project) => Some(project),
-            None => crate::agent::intent::project_or_detected(c.project.as_deref(), c.directory.as_deref())?
+            None => crate::agent::project_or_detected(c.project.as_deref(), c.directory.as_deref())?
                 .map(|p| normalize_project(&p).0),
         };
         let title = match project.as_deref().filter(|p| !p.is_empty()) {

@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use super::activity::{ActivityEvent, ActivityRecord, SessionActivity};
 use super::hooks::{MAX_CONTEXT_CHARS, StartInjection, StartKind, fingerprint, start_injection};
-use super::meter::{MeterReading, MeterRequest, reading};
-use super::protocol::{Host, Part, ProtocolRequest, ToolProfile, protocol};
+use super::meter::{MeterReading, MeterRequest, meter_of};
+use super::project_or_detected;
+use super::protocol::{Host, Part, host_text};
 use crate::Core;
 use crate::context::{ContextLayout, ContextRequest};
 use crate::error::{ErrorCode, Result};
@@ -181,29 +182,12 @@ pub fn is_cairn_tool(host: Host, tool: &str) -> bool {
     }
 }
 
-/// The project of a call that names none: detected from the `directory` the host reports
-/// (a git root, else its name), here in the daemon, which caches it per directory, so a hook
-/// process does not run git at every event. `None` without a directory.
-pub fn project_or_detected(project: Option<&str>, directory: Option<&str>) -> Result<Option<String>> {
-    if let Some(project) = crate::agent::given_str(project) {
-        return Ok(Some(project.to_owned()));
-    }
-    let Some(dir) = crate::agent::given_str(directory).map(PathBuf::from) else { return Ok(None) };
-    let hints = super::ProjectHints { dir: Some(dir.clone()), process_cwd: dir, ..super::ProjectHints::default() };
-    Ok(Some(super::resolve_project(&hints, |_| Ok(None))?.project))
-}
-
 /// Whether `[inject] protocol` gives the protocol to `agent`.
 pub fn wants_protocol(config: &PluginConfig, agent: Option<&str>) -> bool {
     match &config.inject.protocol {
         ProtocolAgents::All(on) => *on,
         ProtocolAgents::Named(agents) => agent.is_none_or(|a| agents.iter().any(|n| n == a)),
     }
-}
-
-/// A text of the one protocol source for `host` with the agent tools.
-pub fn host_text(host: Host, part: Part) -> String {
-    protocol(ProtocolRequest { host, tools: ToolProfile::Agent, part, session_id: None }).text
 }
 
 impl Core {
@@ -358,9 +342,4 @@ impl Store {
         })?;
         Ok(ToolCallOutcome { counted: true, reminder: update.reminder, activity: Some(update.activity) })
     }
-}
-
-/// The meter of a host's usage under `config`.
-pub fn meter_of(usage: &MeterRequest, host: Host, config: &PluginConfig) -> MeterReading {
-    reading(&usage.usage(config.context_meter.default_limit), host, &config.context_meter, &config.compaction)
 }

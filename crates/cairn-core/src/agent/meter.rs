@@ -10,7 +10,7 @@ pub use crate::context_window::{
     ContextUsage, MeterStatus, ONE_MILLION, thousands, trend_text, used_tokens, window_of,
 };
 use crate::error::{CairnError, Result};
-use crate::settings::plugin::{CompactionSettings, ContextMeterSettings};
+use crate::settings::plugin::{CompactionSettings, ContextMeterSettings, PluginConfig};
 
 /// The arguments of op `context_meter`: what a host knows of one answer's usage. The host
 /// plugin asks instead of computing, so every host shows the same line and takes the same
@@ -224,4 +224,9 @@ mod tests {
             crate::ErrorCode::InvalidArgument
         );
     }
+}
+
+/// The meter of a host's usage under `config`.
+pub fn meter_of(usage: &MeterRequest, host: Host, config: &PluginConfig) -> MeterReading {
+    reading(&usage.usage(config.context_meter.default_limit), host, &config.context_meter, &config.compaction)
 }

@@ -225,6 +225,18 @@ fn hint_text(err: &CairnError) -> String {
     }
 }
 
+/// The project of a call that names none: detected from the `directory` the host reports
+/// (a git root, else its name), here in the daemon, which caches it per directory, so a hook
+/// process does not run git at every event. `None` without a directory.
+pub fn project_or_detected(project: Option<&str>, directory: Option<&str>) -> Result<Option<String>> {
+    if let Some(project) = given_str(project) {
+        return Ok(Some(project.to_owned()));
+    }
+    let Some(dir) = given_str(directory).map(PathBuf::from) else { return Ok(None) };
+    let hints = ProjectHints { dir: Some(dir.clone()), process_cwd: dir, ..ProjectHints::default() };
+    Ok(Some(resolve_project(&hints, |_| Ok(None))?.project))
+}
+
 #[cfg(test)]
 mod injected_tests;
 #[cfg(test)]

@@ -471,3 +471,8 @@ mod tests {
         assert_eq!((json.host, json.tools, json.part), (Host::Opencode, ToolProfile::Agent, Part::CompactionNote));
     }
 }
+
+/// A text of the one protocol source for `host` with the agent tools.
+pub fn host_text(host: Host, part: Part) -> String {
+    protocol(ProtocolRequest { host, tools: ToolProfile::Agent, part, session_id: None }).text
+}

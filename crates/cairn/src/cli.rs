@@ -258,6 +258,20 @@ pub enum Command {
     Setup(SetupArgs),
     /// Print the version
     Version,
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell); see
+    /// docs/INSTALL.md for where each shell looks
+    Completions {
+        /// The shell to complete for
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page cairn(1) in roff (`cairn man | man -l -`); --out-dir writes one
+    /// page per command
+    Man {
+        /// Write cairn.1, cairn-save.1... into this folder (created if missing)
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Suggest a topic key for a memory
     SuggestTopic {
         #[arg(long = "type")]

@@ -2,6 +2,7 @@
 //! as `impl Store` blocks (memory, sessions, prompts, transfer...). What also needs the search
 //! index, the vectors or the settings runs on the core's context ([`crate::Core`]).
 
+pub mod disk_use;
 pub(crate) mod judging;
 pub(crate) mod migrate;
 

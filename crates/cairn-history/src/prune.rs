@@ -110,6 +110,11 @@ pub fn prune(
     Ok(report)
 }
 
+/// [`prune`] now, to the end.
+pub fn prune_now(db: &mut HistoryDb, request: &PruneRequest) -> Result<PruneReport> {
+    prune(db, request, OffsetDateTime::now_utc(), &mut |_| true)
+}
+
 fn add(report: &mut PruneReport, c: &Candidate) {
     report.sessions += 1;
     report.messages += c.messages;

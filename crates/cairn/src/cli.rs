@@ -738,6 +738,19 @@ pub enum HistoryAction {
     Stats,
     /// Erase one session from the archive (not its sub-agents)
     Forget { session: String },
+    /// Remove whole sessions not updated for DAYS days, or the oldest ones past --max-bytes,
+    /// from the archive (they stay forgotten: a later scan does not bring them back)
+    Prune {
+        /// Sessions last updated more than this many days ago (1..=36500)
+        #[arg(long, value_name = "DAYS", allow_negative_numbers = true)]
+        older_than: Option<i64>,
+        /// Remove the oldest sessions until the archive's live bytes are under this
+        #[arg(long, value_name = "BYTES")]
+        max_bytes: Option<u64>,
+        /// Count what would go; remove nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// OpenCode's saved plans, newest first: the project's (.opencode/plans of the git
     /// worktree) and the global ones (its data dir's plans/); --read NAME shows one
     Plans {

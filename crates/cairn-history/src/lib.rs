@@ -19,6 +19,7 @@ mod jsonl;
 pub mod model;
 pub mod opencode;
 pub mod plans;
+pub mod prune;
 pub mod query;
 mod session_facts;
 pub mod store;

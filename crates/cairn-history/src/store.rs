@@ -263,27 +263,38 @@ impl HistoryDb {
     /// sessions of their own), and remember it so a later scan of a host file that still
     /// holds it does not bring it back. Answers the rows removed (0: there was no such session).
     pub fn forget_session(&mut self, id: &str) -> Result<u64> {
+        self.forget_sessions(&[id])
+    }
+
+    /// [`HistoryDb::forget_session`] for several sessions in one transaction (retention prunes
+    /// a batch at a time: a kill between two batches leaves whole sessions, never half of one).
+    /// Returns the rows removed.
+    pub fn forget_sessions(&mut self, ids: &[&str]) -> Result<u64> {
         let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)?;
-        let rowids: Vec<(i64, String)> = {
-            let mut stmt = tx.prepare_cached("SELECT rowid, kind FROM history_parts WHERE session_id = ?1")?;
-            stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?
-        };
         let mut last_seq = None;
-        for (rowid, kind) in &rowids {
-            if indexed_kind(parse_kind(kind)).is_some() {
-                last_seq = Some(index::enqueue(&tx, *rowid, *rowid, Op::Deleted)?);
+        let mut removed = 0;
+        for id in ids {
+            let rowids: Vec<(i64, String)> = {
+                let mut stmt = tx.prepare_cached("SELECT rowid, kind FROM history_parts WHERE session_id = ?1")?;
+                stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?
+            };
+            for (rowid, kind) in &rowids {
+                if indexed_kind(parse_kind(kind)).is_some() {
+                    last_seq = Some(index::enqueue(&tx, *rowid, *rowid, Op::Deleted)?);
+                }
             }
-        }
-        let parts = tx.execute("DELETE FROM history_parts WHERE session_id = ?1", [id])?;
-        let messages = tx.execute("DELETE FROM history_messages WHERE session_id = ?1", [id])?;
-        let sessions = tx.execute("DELETE FROM history_sessions WHERE id = ?1", [id])?;
-        let removed = (parts + messages + sessions) as u64;
-        if removed > 0 {
-            tx.execute(
-                "INSERT INTO history_forgotten (session_id, forgotten_at) VALUES (?1, ?2)
-                 ON CONFLICT(session_id) DO UPDATE SET forgotten_at = excluded.forgotten_at",
-                params![id, now_ts()],
-            )?;
+            let parts = tx.execute("DELETE FROM history_parts WHERE session_id = ?1", [id])?;
+            let messages = tx.execute("DELETE FROM history_messages WHERE session_id = ?1", [id])?;
+            let sessions = tx.execute("DELETE FROM history_sessions WHERE id = ?1", [id])?;
+            let gone = (parts + messages + sessions) as u64;
+            if gone > 0 {
+                tx.execute(
+                    "INSERT INTO history_forgotten (session_id, forgotten_at) VALUES (?1, ?2)
+                     ON CONFLICT(session_id) DO UPDATE SET forgotten_at = excluded.forgotten_at",
+                    params![id, now_ts()],
+                )?;
+            }
+            removed += gone;
         }
         tx.commit()?;
         self.index_written(last_seq, 0)?;

@@ -7,6 +7,7 @@
 //! written once, here.
 
 pub mod agent;
+pub mod disk;
 pub mod people;
 
 use std::fmt::Write as _;

@@ -154,6 +154,8 @@ pub fn stats(s: &Stats) -> String {
         s.db_path.as_deref().unwrap_or("-"),
         s.db_bytes
     );
+    text.push_str("\n\n");
+    text.push_str(&crate::disk::disk_use(&s.disk));
     text
 }
 

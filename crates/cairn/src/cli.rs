@@ -258,6 +258,20 @@ pub enum Command {
     Setup(SetupArgs),
     /// Print the version
     Version,
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell); see
+    /// docs/INSTALL.md for where each shell looks
+    Completions {
+        /// The shell to complete for
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page cairn(1) in roff (`cairn man | man -l -`); --out-dir writes one
+    /// page per command
+    Man {
+        /// Write cairn.1, cairn-save.1... into this folder (created if missing)
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Suggest a topic key for a memory
     SuggestTopic {
         #[arg(long = "type")]
@@ -731,6 +745,19 @@ pub enum HistoryAction {
     Stats,
     /// Erase one session from the archive (not its sub-agents)
     Forget { session: String },
+    /// Remove whole sessions not updated for DAYS days, or the oldest ones past --max-bytes,
+    /// from the archive (they stay forgotten: a later scan does not bring them back)
+    Prune {
+        /// Sessions last updated more than this many days ago (1..=36500)
+        #[arg(long, value_name = "DAYS", allow_negative_numbers = true)]
+        older_than: Option<i64>,
+        /// Remove the oldest sessions until the archive's live bytes are under this
+        #[arg(long, value_name = "BYTES")]
+        max_bytes: Option<u64>,
+        /// Count what would go; remove nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// OpenCode's saved plans, newest first: the project's (.opencode/plans of the git
     /// worktree) and the global ones (its data dir's plans/); --read NAME shows one
     Plans {

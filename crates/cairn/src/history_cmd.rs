@@ -106,6 +106,7 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
             let stats: HistoryStats = env.call(Op::HistoryStats)?;
             env.emit(&stats, stats_text)
         }
+        HistoryAction::Prune { older_than, max_bytes, dry_run } => prune(env, older_than, max_bytes, dry_run),
         HistoryAction::Ingest { host, path, session } => ingest(env, host, path, session),
         HistoryAction::Plans { read, directory } => {
             let directory = Some(directory.map_or_else(|| env.cwd().to_owned(), |d| env.cwd().join(d)));
@@ -335,4 +336,27 @@ fn report_text(r: &ScanReport) -> String {
         lines.push(format!("  {}: {}", e.source, e.code));
     }
     lines.join("\n")
+}
+
+/// `cairn history prune`: on the archive file (as `history ingest`), a batch per transaction.
+fn prune(env: &Env, older_than: Option<i64>, max_bytes: Option<u64>, dry_run: bool) -> Result<()> {
+    use cairn_core::history::prune::{PruneRequest, prune_now};
+    let older_than_days = older_than
+        .map(|days| {
+            u64::try_from(days).map_err(|_| {
+                cairn_core::CairnError::invalid(format!("--older-than must be a positive number of days (got {days})"))
+            })
+        })
+        .transpose()?;
+    let request = PruneRequest { older_than_days, max_bytes, dry_run };
+    cairn_core::history::prune::check(&request)?;
+    let mut db = HistoryDb::open(&env.settings.data_dir.value.join(HISTORY_DB_FILE))?;
+    let report = prune_now(&mut db, &request)?;
+    env.emit(&report, |r| {
+        let verb = if r.dry_run { "Would remove" } else { "Removed" };
+        format!(
+            "{verb} {} sessions, {} messages, {} parts ({} bytes of text); archive {} -> {} bytes",
+            r.sessions, r.messages, r.parts, r.bytes, r.archive_bytes_before, r.archive_bytes_after
+        )
+    })
 }

@@ -2,6 +2,7 @@
 
 mod alloc;
 mod cli;
+mod completions_cmd;
 mod config_file;
 mod conflicts_cmd;
 mod daemon;

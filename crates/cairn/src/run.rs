@@ -34,6 +34,12 @@ pub fn run(cli: Cli) -> Result<()> {
     if let Command::Hook { event, host } = &cli.command {
         return crate::hook::run(event, host, overrides);
     }
+    // Generated from the CLI definition: no settings, no data dir.
+    match &cli.command {
+        Command::Completions { shell } => return crate::completions_cmd::completions(*shell),
+        Command::Man { out_dir } => return crate::completions_cmd::man(out_dir.as_deref()),
+        _ => {}
+    }
     // The hub is its own service: it reads no data dir and no settings.
     #[cfg(feature = "hub")]
     let cli = match cli.command {
@@ -75,6 +81,7 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Tui { write } => tui(env, write),
         #[cfg(feature = "hub")]
         Command::Hub { .. } => unreachable!("`cairn hub` runs before the settings load"),
+        Command::Completions { .. } | Command::Man { .. } => unreachable!("run before the settings load"),
         Command::Version => out(&format!("cairn {}", cairn_core::VERSION)),
         Command::Model { action } => crate::model_cmd::model(env, action),
         Command::Llm { action } => crate::llm_cmd::llm(env, action),

@@ -9,6 +9,7 @@
 //! needs the search index, the vectors or the settings runs on the core's context
 //! ([`crate::Core`]).
 
+pub mod disk_use;
 pub(crate) mod activity;
 pub(crate) mod agent;
 pub(crate) mod context;

@@ -92,6 +92,9 @@ pub struct Stats {
     pub embeddings_stored: i64,
     /// `ready`, or why semantic search is not answering.
     pub semantic_search: String,
+    /// Where the bytes of the data dir are (memories, vectors, indexes, archive, WAL, models).
+    #[serde(default)]
+    pub disk: crate::store::disk_use::DiskUse,
 }
 
 impl Store {
@@ -158,6 +161,7 @@ impl Store {
             embeddings_pending: 0,
             embeddings_stored: 0,
             semantic_search: SEMANTIC_OFF.to_owned(),
+            disk: self.disk_use()?,
         })
     }
 

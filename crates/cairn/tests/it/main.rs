@@ -14,6 +14,7 @@ mod git_sync;
 mod hook;
 #[cfg(feature = "hub")]
 mod hub;
+mod install;
 mod llm;
 mod load;
 mod mcp_fuzz;

@@ -63,6 +63,9 @@ pub(super) async fn dashboard(State(state): State<AppState>) -> UiResult {
     let types: Vec<(String, u64, String)> =
         stats.by_type.iter().map(|(kind, n)| (kind.clone(), *n as u64, n.to_string())).collect();
     p.raw(&charts::bars("Memories per type", &types));
+    let disk: Vec<(String, u64, String)> =
+        cairn_render::disk::parts(&stats.disk).into_iter().map(|(part, n)| (part.to_owned(), n, bytes(n))).collect();
+    p.raw(&charts::bars("Disk use per part", &disk));
     if let Some(history) = history {
         let hosts: Vec<(String, u64, String)> =
             history.hosts.iter().map(|h| (h.host.clone(), h.bytes, bytes(h.bytes))).collect();

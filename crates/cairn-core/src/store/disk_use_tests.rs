@@ -1,0 +1,76 @@
+use super::*;
+use crate::testutil::obs;
+
+fn filled_store(dir: &Path, memories: usize) -> Store {
+    let mut store = Store::open(&dir.join("cairn.db")).unwrap();
+    for i in 0..memories {
+        let text = format!("memory {i} about the parser, the cache and the deploy script");
+        store.save(&obs("p", &format!("title {i}"), &text)).unwrap();
+    }
+    store
+}
+
+fn vectors(store: &mut Store, dims: usize) {
+    let pending = store.pending_embeddings("test-model", 10_000).unwrap();
+    let items: Vec<_> = pending.into_iter().map(|p| (p, vec![0.5_f32; dims])).collect();
+    store.put_embeddings("test-model", &items).unwrap();
+}
+
+#[test]
+fn every_part_of_a_data_dir_is_counted_and_the_total_adds_them_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = filled_store(dir.path(), 300);
+    vectors(&mut store, 384);
+    std::fs::write(dir.path().join("history.db"), vec![0u8; 8192]).unwrap();
+    std::fs::write(dir.path().join("history-fts.db"), vec![0u8; 4096]).unwrap();
+    std::fs::create_dir_all(dir.path().join("models/some-model")).unwrap();
+    std::fs::write(dir.path().join("models/some-model/weights.bin"), vec![0u8; 1000]).unwrap();
+    std::fs::create_dir_all(dir.path().join("spool")).unwrap();
+    std::fs::write(dir.path().join("spool/event.json"), b"{}").unwrap();
+
+    let disk = store.disk_use().unwrap();
+    assert_eq!(disk.history_bytes, 8192);
+    assert_eq!(disk.history_index_bytes, 4096);
+    assert_eq!(disk.models_bytes, 1000);
+    // 300 vectors of 384 f32 are 460 KB: the largest part of this store.
+    assert!(disk.vectors_bytes >= 300 * 384 * 4, "{disk:?}");
+    assert!(disk.vectors_bytes > disk.memories_bytes, "{disk:?}");
+    assert!(disk.memories_bytes > 0 && disk.search_index_bytes > 0, "{disk:?}");
+    assert!(disk.sync_bytes >= 2, "the spool file at least: {disk:?}");
+    assert!(disk.wal_bytes > 0, "the open store has its WAL: {disk:?}");
+    let parts = disk.memories_bytes
+        + disk.vectors_bytes
+        + disk.search_index_bytes
+        + disk.sync_bytes
+        + disk.free_bytes
+        + disk.wal_bytes
+        + disk.history_bytes
+        + disk.history_index_bytes
+        + disk.models_bytes;
+    assert_eq!(disk.total_bytes, parts);
+    // The database's used pages are split, none lost: the parts in it match its pages.
+    let page_size = store.pragma_u64("page_size").unwrap();
+    let used = page_size * (store.pragma_u64("page_count").unwrap() - store.pragma_u64("freelist_count").unwrap());
+    let in_db = disk.memories_bytes + disk.vectors_bytes + disk.search_index_bytes + disk.sync_bytes - 2;
+    assert_eq!(in_db, used);
+}
+
+#[test]
+fn a_measure_is_reused_while_the_file_barely_moves_and_taken_again_when_it_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = filled_store(dir.path(), 200);
+    assert!(store.disk_use().unwrap().method.contains("measured now"));
+    assert!(store.disk_use().unwrap().method.contains("earlier"), "nothing changed: the measure is re-used");
+    vectors(&mut store, 768);
+    let grown = store.disk_use().unwrap();
+    assert!(grown.method.contains("measured now"), "vectors doubled the file: measured again");
+    assert!(grown.vectors_bytes >= 200 * 768 * 4, "{grown:?}");
+}
+
+#[test]
+fn an_in_memory_store_has_its_tables_and_no_files() {
+    let store = Store::open_in_memory().unwrap();
+    let disk = store.disk_use().unwrap();
+    assert!(disk.memories_bytes > 0);
+    assert_eq!((disk.history_bytes, disk.models_bytes, disk.wal_bytes), (0, 0, 0));
+}

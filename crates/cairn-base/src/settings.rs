@@ -10,6 +10,8 @@ use crate::error::{CairnError, ErrorCode, Result};
 
 /// File name of the database inside the data dir.
 pub const DB_FILE: &str = "cairn.db";
+/// The directory inside the data dir where hooks and plugins keep what no daemon took yet.
+pub const SPOOL_DIR: &str = "spool";
 /// How long a connection to the store waits for another process's lock before giving up.
 pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Default size of a context block: large enough to be useful, small next to a context window.

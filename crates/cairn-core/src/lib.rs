@@ -13,6 +13,7 @@
 //! same JSON integer, with the `int64` format the document always gave them).
 
 pub mod agent;
+pub mod archived_sessions;
 pub mod context;
 pub mod core_context;
 pub mod doctor;

@@ -21,6 +21,7 @@ use cairn_embed::{EmbedError, Embedder};
 use rusqlite::Connection;
 
 use crate::error::{CairnError, ErrorCode, Result};
+pub use crate::store::embeddings::{CONTEXT_MAX_CHARS, PendingText, decode, encode};
 use crate::store::vectors;
 
 mod vector_index;
@@ -51,14 +52,6 @@ pub fn embed_text(title: &str, content: &str) -> String {
     text
 }
 
-/// A memory saved in a session whose content is at most this long (characters) is embedded
-/// together with the memory saved right before it in the session. A short turn of a
-/// conversation or a working session ("Yes, last Tuesday!", "that fixed it") means little
-/// alone; what it answers says what it is about. Longer memories stand on their own, and
-/// memories saved without a session (the project's catch-all `manual-save-…` session) have
-/// no neighbour that is context. Chosen on the dev half of LoCoMo: recall@10 of hybrid search
-/// 0.744 → 0.765 (every memory in a session: 0.758); see docs/BENCHMARKS.md.
-pub const CONTEXT_MAX_CHARS: i64 = 250;
 /// Bytes of the previous memory embedded with a short one: with the title and the
 /// memory itself this stays well inside MiniLM's 256 tokens.
 pub const CONTEXT_CHARS: usize = 300;
@@ -80,17 +73,6 @@ pub fn embed_text_in_context(title: &str, content: &str, context: &str) -> Strin
     text.push('\n');
     text.push_str(crate::text::cut_at_char_boundary(content, MAX_EMBED_CHARS));
     text
-}
-
-/// A memory waiting for its vector, with the text it had when read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingText {
-    pub id: i64,
-    pub title: String,
-    pub content: String,
-    /// The content of the memory saved right before this one in its session, when this one is
-    /// short enough to need it; empty otherwise.
-    pub context: String,
 }
 
 impl PendingText {
@@ -436,16 +418,6 @@ impl Semantic {
         }
         out
     }
-}
-
-/// A vector as stored: f32 little-endian.
-pub fn encode(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// A stored vector back (a trailing partial value is dropped).
-pub fn decode(blob: &[u8]) -> Vec<f32> {
-    blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
 /// An embedder failure as a cairn error (for `cairn reindex` and `cairn model`).

@@ -41,8 +41,7 @@ use crate::error::Result;
 pub use crate::event_id::EventId;
 use crate::store::Store;
 
-/// Directory of the spool inside the data dir.
-pub const SPOOL_DIR: &str = "spool";
+pub use crate::settings::SPOOL_DIR;
 /// The record format this build writes and reads.
 pub const RECORD_VERSION: u64 = 1;
 /// Most events kept.

@@ -112,6 +112,11 @@ pub fn context_meter(req: &MeterRequest, config: &crate::settings::PluginConfig)
     Ok(reading(&req.usage(config.context_meter.default_limit), req.host, &config.context_meter, &config.compaction))
 }
 
+/// The meter of a host's usage under `config`.
+pub fn meter_of(usage: &MeterRequest, host: Host, config: &PluginConfig) -> MeterReading {
+    reading(&usage.usage(config.context_meter.default_limit), host, &config.context_meter, &config.compaction)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,9 +229,4 @@ mod tests {
             crate::ErrorCode::InvalidArgument
         );
     }
-}
-
-/// The meter of a host's usage under `config`.
-pub fn meter_of(usage: &MeterRequest, host: Host, config: &PluginConfig) -> MeterReading {
-    reading(&usage.usage(config.context_meter.default_limit), host, &config.context_meter, &config.compaction)
 }

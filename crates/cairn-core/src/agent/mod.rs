@@ -8,7 +8,6 @@
 //! hooks ([`hooks`]).
 
 pub mod activity;
-pub mod archived_sessions;
 pub mod hooks;
 pub mod host;
 pub mod intent;

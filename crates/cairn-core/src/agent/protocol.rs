@@ -360,6 +360,11 @@ Patterns, gotchas, tool quirks, environment details.
 
 You are summarizing for yourself, not another agent.";
 
+/// A text of the one protocol source for `host` with the agent tools.
+pub fn host_text(host: Host, part: Part) -> String {
+    protocol(ProtocolRequest { host, tools: ToolProfile::Agent, part, session_id: None }).text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,9 +475,4 @@ mod tests {
         let json: ProtocolRequest = serde_json::from_str(r#"{"host":"opencode","part":"compaction_note"}"#).unwrap();
         assert_eq!((json.host, json.tools, json.part), (Host::Opencode, ToolProfile::Agent, Part::CompactionNote));
     }
-}
-
-/// A text of the one protocol source for `host` with the agent tools.
-pub fn host_text(host: Host, part: Part) -> String {
-    protocol(ProtocolRequest { host, tools: ToolProfile::Agent, part, session_id: None }).text
 }

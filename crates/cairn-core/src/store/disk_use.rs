@@ -200,7 +200,7 @@ fn add_files(disk: &mut DiskUse, dir: &Path) {
         .iter()
         .flat_map(|db| ["-wal", "-shm"].map(|suffix| file_bytes(&with_suffix(db, suffix))))
         .sum();
-    disk.sync_bytes += tree_bytes(&dir.join(crate::spool::SPOOL_DIR));
+    disk.sync_bytes += tree_bytes(&dir.join(crate::settings::SPOOL_DIR));
     disk.models_bytes = tree_bytes(&dir.join("models"));
 }
 

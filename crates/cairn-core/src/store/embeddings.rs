@@ -4,8 +4,37 @@
 use rusqlite::params;
 
 use crate::error::Result;
-use crate::semantic::{CONTEXT_MAX_CHARS, PendingText, encode};
 use crate::store::Store;
+
+/// A memory saved in a session whose content is at most this long (characters) is embedded
+/// together with the memory saved right before it in the session. A short turn of a
+/// conversation or a working session ("Yes, last Tuesday!", "that fixed it") means little
+/// alone; what it answers says what it is about. Longer memories stand on their own, and
+/// memories saved without a session (the project's catch-all `manual-save-…` session) have
+/// no neighbour that is context. Chosen on the dev half of LoCoMo: recall@10 of hybrid search
+/// 0.744 → 0.765 (every memory in a session: 0.758); see docs/BENCHMARKS.md.
+pub const CONTEXT_MAX_CHARS: i64 = 250;
+
+/// A memory waiting for its vector, with the text it had when read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingText {
+    pub id: i64,
+    pub title: String,
+    pub content: String,
+    /// The content of the memory saved right before this one in its session, when this one is
+    /// short enough to need it; empty otherwise.
+    pub context: String,
+}
+
+/// A vector as stored: f32 little-endian.
+pub fn encode(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A stored vector back (a trailing partial value is dropped).
+pub fn decode(blob: &[u8]) -> Vec<f32> {
+    blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
 
 impl Store {
     /// Memories of the current model still without a vector, newest first.

@@ -120,7 +120,7 @@ impl Store {
             .prepare_cached("SELECT vector FROM embeddings WHERE observation_id = ?1 AND model = ?2")?
             .query_row(params![id, model], |r| r.get(0))
             .optional()?;
-        Ok(blob.map(|b| crate::semantic::decode(&b)))
+        Ok(blob.map(|b| crate::store::embeddings::decode(&b)))
     }
 
     /// Live memories of `of`'s project and scope among `ids` (the neighbour candidates).

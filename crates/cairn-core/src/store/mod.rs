@@ -9,10 +9,10 @@
 //! needs the search index, the vectors or the settings runs on the core's context
 //! ([`crate::Core`]).
 
-pub mod disk_use;
 pub(crate) mod activity;
 pub(crate) mod agent;
 pub(crate) mod context;
+pub mod disk_use;
 pub(crate) mod doctor;
 pub(crate) mod embeddings;
 pub(crate) mod extraction;

@@ -511,7 +511,7 @@ impl Rollouts {
             let run = |op| client.run(op);
             let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
             let codex = cairn_core::history::model::HistoryHost::Codex;
-            let recorded = cairn_core::agent::archived_sessions::record(&run, codex, self.project.as_deref(), &cwd);
+            let recorded = cairn_core::archived_sessions::record(&run, codex, self.project.as_deref(), &cwd);
             tracing::debug!(recorded, "Codex sessions recorded from their rollouts");
         }
     }

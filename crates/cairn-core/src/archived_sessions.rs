@@ -106,7 +106,7 @@ fn record_session(run: &RunOp<'_>, archived: &SessionListing, project: Option<&s
         record["ended_at"] = serde_json::Value::String(last_message);
         import(&record)?;
         // the next session's "Last Session", which EndSession revises (and the Stop hook)
-        let last_session = super::RecordSession { session_id: id.clone(), project: None, compacted: false };
+        let last_session = crate::agent::RecordSession { session_id: id.clone(), project: None, compacted: false };
         if let Err(e) = call::<Option<crate::memory::SaveOutcome>>(run, Op::RecordSession(last_session)) {
             tracing::debug!(session = %id, error = %e, "the Last Session record of an archived session was not revised");
         }
@@ -116,13 +116,13 @@ fn record_session(run: &RunOp<'_>, archived: &SessionListing, project: Option<&s
 
 /// The project a hook would give the session: `CAIRN_PROJECT`, else its directory's.
 fn session_project(archived: &SessionListing, project: Option<&str>, cwd: &Path) -> Result<String> {
-    let hints = super::ProjectHints {
+    let hints = crate::agent::ProjectHints {
         process: project.map(str::to_owned),
         dir: archived.directory.as_ref().map(PathBuf::from),
         process_cwd: cwd.to_owned(),
-        ..super::ProjectHints::default()
+        ..crate::agent::ProjectHints::default()
     };
-    Ok(super::resolve_project(&hints, |_| Ok(None))?.project)
+    Ok(crate::agent::resolve_project(&hints, |_| Ok(None))?.project)
 }
 
 /// A user prompt as the archive holds it.
@@ -139,7 +139,7 @@ const TURNS_PER_PAGE: usize = 50;
 /// long ones cut ([`crate::agent::activity`]'s limits), so a prompt a hook stored is the
 /// same text and not stored twice.
 fn archived_prompts(run: &RunOp<'_>, session_id: &str) -> Result<Vec<ArchivedPrompt>> {
-    use super::activity::{MAX_PROMPT_CHARS, MIN_PROMPT_CHARS};
+    use crate::agent::activity::{MAX_PROMPT_CHARS, MIN_PROMPT_CHARS};
     use crate::history::query::{MessageRequest, PulledMessage, TurnsPage, TurnsRequest};
     let mut prompts = Vec::new();
     let mut first_turn = 1;
@@ -165,7 +165,7 @@ fn archived_prompts(run: &RunOp<'_>, session_id: &str) -> Result<Vec<ArchivedPro
             };
             let message: PulledMessage = call(run, Op::HistoryPullMessage(request))?;
             let text = user_text(run, session_id, &message)?;
-            let text = super::hooks::clean(&super::hooks::without_hook_context(&text));
+            let text = crate::agent::hooks::clean(&crate::agent::hooks::without_hook_context(&text));
             let trimmed = text.trim();
             if trimmed.chars().count() > MIN_PROMPT_CHARS {
                 prompts.push(ArchivedPrompt {

@@ -257,7 +257,7 @@ impl Semantic {
     /// Record freshly stored vectors (the indexer calls this after its commit). While the
     /// index is small, its codes are rebuilt from the table each time it has doubled since
     /// their centre was taken: a store that starts empty gets a centre from its first few
-    /// hundred vectors, then a better one, and stops at [`vectors::CENTRE_SAMPLE`] (a few
+    /// hundred vectors, then a better one, and stops at `CENTRE_SAMPLE` (a few
     /// rebuilds of a few thousand vectors, once).
     pub fn remember(&self, conn: &Connection, stored: &[(i64, Vec<f32>)]) {
         let live = {

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
-use cairn_client::{Client, ConnectOptions, Role};
 use cairn_core::agent::ProtocolRequest;
 use cairn_core::context::{Context, ContextLayout, ContextRequest};
 use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
@@ -153,6 +152,7 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
 /// read-only); `--write` sends edits to the daemon, started when none runs.
 #[cfg(feature = "tui")]
 fn tui(env: &Env, write: bool) -> Result<()> {
+    use cairn_client::{Client, ConnectOptions, Role};
     let mut options = ConnectOptions::from_settings(&env.settings, Role::Cli)?;
     if write {
         if !options.direct && options.autostart.is_none() {

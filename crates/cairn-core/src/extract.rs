@@ -27,11 +27,11 @@ use cairn_llm::extract::{self as prompts, Fact, TranscriptMessage};
 use cairn_llm::{LlmError, LlmProvider, Role};
 
 use crate::clock::{format_ts, parse_ts};
-use crate::core_context::Core;
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::history::extraction::{ExtractableMessage, Mark, SessionTail};
 use crate::history::model::HistoryRole;
 use crate::memory::{NewObservation, SaveAction};
+use crate::owners::Core;
 use crate::store::Store;
 pub use crate::store::extraction::FailingSession;
 use crate::store::extraction::{self, ProvenanceRow, StateAdvance};

@@ -15,7 +15,6 @@
 pub mod agent;
 pub mod archived_sessions;
 pub mod context;
-pub mod core_context;
 pub mod doctor;
 pub mod edge;
 pub mod event_id;
@@ -24,6 +23,7 @@ pub mod index;
 pub mod memory;
 pub mod model;
 pub mod ops;
+pub mod owners;
 pub mod passive;
 pub mod privacy;
 pub mod projects;
@@ -44,10 +44,10 @@ pub mod views;
 pub use cairn_base::{clock, context_window, error, lenient, project, settings, text};
 /// The conversation-history archive, its own crate.
 pub use cairn_history as history;
-pub use core_context::Core;
 /// The vault export, at the edge, under the path it always had.
 pub use edge::obsidian;
 pub use error::{CairnError, ErrorCode, Result};
+pub use owners::Core;
 pub use store::Store;
 
 /// Version of this build, reported by `/health` and `--version`.

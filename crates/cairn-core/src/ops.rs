@@ -19,7 +19,6 @@ pub use events::{DrainTarget, drain};
 
 use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, RecordSession, UserPrompt};
 use crate::context::ContextRequest;
-use crate::core_context::Core;
 use crate::doctor::{CheckStatus, DoctorReport};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::history::HistoryArchive;
@@ -29,6 +28,7 @@ use crate::history::query::{
 };
 use crate::memory::{ListFilter, NewObservation, ObservationPatch, SaveOutcome};
 use crate::model::{Observation, Relation, Revision};
+use crate::owners::Core;
 use crate::passive::PassiveCapture;
 use crate::prompts::NewPrompt;
 use crate::relations::{CANDIDATE_LIMIT, Candidate, Comparison, Judgment, RelationFilter, ScanRequest};

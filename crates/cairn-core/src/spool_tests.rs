@@ -5,10 +5,10 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::core_context::Core;
 use crate::error::{CairnError, ErrorCode};
 use crate::ops::events::DRAIN_CHUNK;
 use crate::ops::{DrainTarget, EventOutcome, Op, drain};
+use crate::owners::Core;
 
 /// Keep `op` in `spool` as a door does.
 fn keep(spool: &Spool, id: &EventId, op: &Op) -> Pushed {

@@ -18,10 +18,10 @@ use cairn_llm::extract::{self as prompts, TranscriptMessage};
 use cairn_llm::{LlmProvider, Role};
 
 use super::{Extracted, Origin, already_said, fact_memory, redact_for_model};
-use crate::core_context::Core;
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::memory::{ListFilter, NewObservation, SaveAction};
 use crate::model::Observation;
+use crate::owners::Core;
 use crate::search::SearchQuery;
 use crate::store::Store;
 use crate::store::extraction::{self, ProvenanceRow};

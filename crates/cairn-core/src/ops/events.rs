@@ -5,9 +5,9 @@
 use rusqlite::OptionalExtension;
 
 use super::{EventOutcome, Op};
-use crate::core_context::Core;
 use crate::error::{ErrorCode, Result};
 use crate::event_id::EventId;
+use crate::owners::Core;
 use crate::spool::{DrainReport, MAX_EVENT_FAILURES, Pending, Spool, SpoolCounts};
 
 /// Where a drain applies events: the daemon's writer, or a store in this process.

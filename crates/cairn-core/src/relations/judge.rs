@@ -21,9 +21,9 @@ use cairn_llm::judge::{JudgedMemory, judge_request, parse_judge};
 use cairn_llm::{LlmError, LlmProvider};
 use serde::{Deserialize, Serialize};
 
-use crate::core_context::Core;
 use crate::error::Result;
 use crate::model::Observation;
+use crate::owners::Core;
 pub use crate::store::judging::{JudgeKind, Pair, PairOutcome, SKIPPED_KINDS, Verdict};
 use crate::text::normalized_hash;
 

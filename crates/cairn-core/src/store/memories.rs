@@ -80,7 +80,7 @@ impl Store {
         let window_start = format_ts(self.clock().now() - DEDUPE_WINDOW);
         let review_after = review_after_for(&prepared.kind, self.clock().now());
         self.write(|tx| {
-            let project = resolve_project(tx, new.session_id.as_deref(), explicit_project.as_deref())?;
+            let project = project_of_save(tx, new.session_id.as_deref(), explicit_project.as_deref())?;
             let session_id = new.session_id.clone().unwrap_or_else(|| default_session_id(&project));
             validate_session_id(&session_id)?;
             let session = NewSession {
@@ -326,7 +326,7 @@ struct SaveContext<'a> {
 }
 
 /// The project a save lands in (`choose_project`), given the session's as stored.
-fn resolve_project(tx: &Connection, session_id: Option<&str>, explicit: Option<&str>) -> Result<String> {
+fn project_of_save(tx: &Connection, session_id: Option<&str>, explicit: Option<&str>) -> Result<String> {
     let session_project: Option<String> = match session_id {
         Some(id) => {
             tx.prepare_cached("SELECT project FROM sessions WHERE id = ?1")?.query_row([id], |r| r.get(0)).optional()?

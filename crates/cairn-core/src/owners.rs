@@ -1,4 +1,4 @@
-//! The core's context: the owners an operation runs against, handed in whole to
+//! `Core`, the owners an operation runs against, handed in whole to
 //! [`crate::ops::execute`]. The memory store and the history archive each have their own owner
 //! here; neither holds the other.
 

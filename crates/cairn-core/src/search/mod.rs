@@ -19,7 +19,7 @@ pub use crate::{index, semantic};
 pub mod snippet;
 pub mod temporal;
 
-use rusqlite::{OptionalExtension, params_from_iter, types::Value};
+use rusqlite::{params_from_iter, types::Value};
 use serde::{Deserialize, Serialize};
 
 use crate::Core;
@@ -267,7 +267,7 @@ impl SearchEngine for LexicalEngine {
         // "foo-bar"), so rows are checked exactly; fetch more when too many fall out.
         let mut fetch = limit * 2 + 8;
         loop {
-            let ranked = ranked_rows(store, &expr, fetch)?;
+            let ranked = store.fts_ranked(&expr, fetch)?;
             let exhausted = ranked.len() < fetch;
             let mut kept: Vec<(i64, f64, String)> = Vec::with_capacity(limit);
             for (id, rank) in ranked {
@@ -283,31 +283,12 @@ impl SearchEngine for LexicalEngine {
                 kept.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.2.cmp(&a.2)).then_with(|| b.0.cmp(&a.0)));
                 return kept
                     .into_iter()
-                    .map(|(id, rank, _)| Ok(Candidate::lexical(id, rank, snippet(store, &terms, id)?)))
+                    .map(|(id, rank, _)| Ok(Candidate::lexical(id, rank, store.fts_snippet(&terms, id)?)))
                     .collect();
             }
             fetch *= 4;
         }
     }
-}
-
-/// Top rows by BM25 (the weights live in the table's `rank` setting, so FTS5 sorts
-/// internally instead of handing SQLite every match).
-fn ranked_rows(store: &Store, expr: &str, limit: usize) -> Result<Vec<(i64, f64)>> {
-    let mut stmt = store.conn().prepare_cached(
-        "SELECT rowid, rank FROM observations_fts WHERE observations_fts MATCH ?1 ORDER BY rank LIMIT ?2",
-    )?;
-    let rows = stmt.query_map(rusqlite::params![expr, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-/// The best passage of one memory, matches in bold. Only computed for the hits returned.
-fn snippet(store: &Store, terms: &str, id: i64) -> Result<String> {
-    let mut stmt = store.conn().prepare_cached(
-        "SELECT snippet(observations_fts, -1, '**', '**', '…', 24) FROM observations_fts
-         WHERE observations_fts MATCH ?1 AND rowid = ?2",
-    )?;
-    Ok(stmt.query_row(rusqlite::params![terms, id], |r| r.get(0)).optional()?.unwrap_or_default())
 }
 
 /// Filters as an FTS5 expression over the indexed project / scope / type columns.
@@ -331,12 +312,7 @@ fn fts_filter(query: &SearchQuery) -> Option<String> {
 
 /// The exact filter check of one row; returns its `updated_at` (for tie-breaks) when it passes.
 pub(crate) fn passes_filters(store: &Store, id: i64, query: &SearchQuery) -> Result<Option<String>> {
-    let mut stmt = store.conn().prepare_cached(
-        "SELECT project, scope, type, updated_at FROM observations WHERE id = ?1 AND deleted_at IS NULL",
-    )?;
-    let row: Option<(String, String, String, String)> =
-        stmt.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).optional()?;
-    let Some((project, scope, kind, updated_at)) = row else { return Ok(None) };
+    let Some((project, scope, kind, updated_at)) = store.filtered_fields(id)? else { return Ok(None) };
     let project_ok = match query.project.as_deref().filter(|_| !query.all_projects) {
         Some(wanted) => project == normalize_project(wanted).0 || scope == Scope::Personal.as_str(),
         None => true,

@@ -23,6 +23,7 @@ pub(crate) mod migrate;
 pub(crate) mod privacy;
 pub(crate) mod projects;
 pub(crate) mod prompts;
+pub(crate) mod search;
 pub(crate) mod sessions;
 pub(crate) mod spool;
 pub(crate) mod sync_apply;

@@ -371,7 +371,7 @@ impl Store {
             id: prompt.session_id.clone(),
             project,
             directory: prompt.directory.clone(),
-            agent: prompt.agent.clone(),
+            agent: session_agent(prompt),
             ..NewSession::default()
         })?;
         let kept: Option<String> =
@@ -635,5 +635,15 @@ fn apply(a: &mut SessionActivity, event: &ActivityEvent, now: OffsetDateTime, up
             a.context_fingerprint = Some(fingerprint.clone());
         }
         ActivityEvent::ReminderSent => a.reminder_sent(now),
+    }
+}
+/// The agent a prompt's session is registered under: its host's name when the host is named,
+/// as `session_start` and the OpenCode plugin's registration give it, so the session reads the
+/// same whichever of them arrives first (OpenCode's own agents, `build` or `plan`, are modes of
+/// the host, not the session's agent); else the agent the caller names.
+fn session_agent(prompt: &UserPrompt) -> Option<String> {
+    match prompt.host {
+        Some(host) if host != crate::agent::protocol::Host::Mcp => Some(crate::agent::hooks::agent_of(host).to_owned()),
+        _ => prompt.agent.clone(),
     }
 }

@@ -284,6 +284,26 @@ fn user_prompt_creates_the_session_stores_and_counts_once() {
     assert!(s.store.user_prompt(&prompt, &[]).unwrap().first_prompt);
 }
 
+/// A prompt that arrives before its host registers the session (OpenCode sends both at the
+/// start, in either order) registers it under the host's name, as the registration would, not
+/// under OpenCode's agent mode; without a host, the named agent.
+#[test]
+fn a_prompt_first_registers_its_session_under_the_hosts_name() {
+    let (mut s, _clock) = core_with_clock();
+    let prompt = |session: &str, host: Option<&str>| {
+        let mut args = serde_json::json!({"session_id": session, "project": "shop", "agent": "build",
+            "content": "please explain the layout of this repository"});
+        if let Some(host) = host {
+            args["host"] = serde_json::json!(host);
+        }
+        Op::from_value(serde_json::json!({"op": "user_prompt", "args": args})).unwrap()
+    };
+    execute(&mut s, prompt("oc-first", Some("opencode"))).unwrap();
+    assert_eq!(s.store.get_session("oc-first").unwrap().agent, "opencode");
+    execute(&mut s, prompt("plain", None)).unwrap();
+    assert_eq!(s.store.get_session("plain").unwrap().agent, "build");
+}
+
 #[test]
 fn user_prompt_bad_input_and_configured_triggers() {
     let (mut s, _clock) = store_with_clock();

@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use crate::prompt_text;
 use crate::{ChatMessage, ChatRequest, LlmError};
 
 pub(crate) const JUDGE_PROMPT: &str = include_str!("prompts/judge.md");
@@ -51,8 +52,8 @@ pub fn judge_request(newer: &JudgedMemory<'_>, older: &JudgedMemory<'_>) -> Chat
         format!(
             "Memory {label} (saved {}):\nTitle: {}\n{}\n",
             m.saved_at.get(..10).unwrap_or(m.saved_at),
-            one_line(&m.title),
-            cut(m.content.trim(), MAX_MEMORY_BYTES)
+            prompt_text::one_line(&m.title),
+            prompt_text::cut(m.content.trim(), MAX_MEMORY_BYTES, " […]")
         )
     };
     let user = format!("{}\n{}", memory("A", newer), memory("B", older));
@@ -71,8 +72,9 @@ pub fn parse_judge(answer: &str) -> Result<JudgeAnswer, LlmError> {
     };
     let field = |keys: &[&str]| keys.iter().find_map(|k| object.get(*k).or_else(|| object.get(&capitalized(k))));
     let raw_relation = field(&["relation", "verdict"]).and_then(Value::as_str).unwrap_or_default();
-    let relation = normalize_relation(raw_relation)
-        .ok_or_else(|| LlmError::Malformed(format!("{:?} is not one of the six relations", cut(raw_relation, 40))))?;
+    let relation = normalize_relation(raw_relation).ok_or_else(|| {
+        LlmError::Malformed(format!("{:?} is not one of the six relations", prompt_text::cut(raw_relation, 40, " […]")))
+    })?;
     let confidence = match field(&["confidence", "score"]) {
         Some(Value::Number(n)) => n.as_f64(),
         Some(Value::String(s)) => s.trim().trim_end_matches('%').parse::<f64>().ok(),
@@ -81,8 +83,8 @@ pub fn parse_judge(answer: &str) -> Result<JudgeAnswer, LlmError> {
     .map(|c| if c > 1.0 && c <= 100.0 { c / 100.0 } else { c })
     .filter(|c| (0.0..=1.0).contains(c))
     .ok_or_else(|| LlmError::Malformed("the verdict has no confidence between 0 and 1".into()))?;
-    let reason = field(&["reason", "reasoning", "why"]).and_then(Value::as_str).map(one_line).unwrap_or_default();
-    Ok(JudgeAnswer { relation: relation.to_owned(), confidence, reason: cut(&reason, 300) })
+    let reason = field(&["reason", "reasoning", "why"]).and_then(Value::as_str).map(prompt_text::one_line).unwrap_or_default();
+    Ok(JudgeAnswer { relation: relation.to_owned(), confidence, reason: prompt_text::cut(&reason, 300, " […]") })
 }
 
 /// A relation as a model may spell it ("Supersedes", "conflicts with", "not-conflict").
@@ -100,21 +102,6 @@ fn normalize_relation(raw: &str) -> Option<&'static str> {
 fn capitalized(key: &str) -> String {
     let mut chars = key.chars();
     chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} […]", &text[..end])
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub mod local;
 /// Any OpenAI-compatible chat endpoint.
 #[cfg(feature = "remote")]
 pub mod openai;
+mod prompt_text;
 /// The prompt and parsing of deep recall: search hits re-ranked by a model reading the question.
 pub mod rerank;
 /// A provider answering from a script, for the tests of what runs on the port.

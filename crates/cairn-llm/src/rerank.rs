@@ -11,6 +11,7 @@
 
 use serde_json::Value;
 
+use crate::prompt_text;
 use crate::{ChatMessage, ChatRequest, LlmError};
 
 pub(crate) const RERANK_PROMPT: &str = include_str!("prompts/rerank.md");
@@ -31,9 +32,16 @@ pub fn is_rerank_request(request: &ChatRequest) -> bool {
 /// The request that asks which of `candidates` (already redacted) answer `question`; the
 /// model numbers them from 1.
 pub fn rerank_request(question: &str, candidates: &[String]) -> ChatRequest {
-    let mut user = format!("Question: {}\n\nPassages:\n", one_line(&cut(question, MAX_QUESTION_BYTES)));
+    let mut user = format!(
+        "Question: {}\n\nPassages:\n",
+        prompt_text::one_line(&prompt_text::cut(question, MAX_QUESTION_BYTES, "…"))
+    );
     for (i, text) in candidates.iter().enumerate() {
-        user.push_str(&format!("[{}] {}\n", i + 1, one_line(&cut(text, MAX_CANDIDATE_BYTES))));
+        user.push_str(&format!(
+            "[{}] {}\n",
+            i + 1,
+            prompt_text::one_line(&prompt_text::cut(text, MAX_CANDIDATE_BYTES, "…"))
+        ));
     }
     user.push_str("\nWhich passages answer the question? JSON only.");
     ChatRequest {
@@ -76,21 +84,6 @@ pub fn parse_rerank(answer: &str, count: usize) -> Result<Vec<usize>, LlmError> 
         return Err(LlmError::Malformed(format!("none of the numbers answered is a passage (1 to {count})")));
     }
     Ok(order)
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]

@@ -83,7 +83,8 @@ pub fn parse_judge(answer: &str) -> Result<JudgeAnswer, LlmError> {
     .map(|c| if c > 1.0 && c <= 100.0 { c / 100.0 } else { c })
     .filter(|c| (0.0..=1.0).contains(c))
     .ok_or_else(|| LlmError::Malformed("the verdict has no confidence between 0 and 1".into()))?;
-    let reason = field(&["reason", "reasoning", "why"]).and_then(Value::as_str).map(prompt_text::one_line).unwrap_or_default();
+    let reason =
+        field(&["reason", "reasoning", "why"]).and_then(Value::as_str).map(prompt_text::one_line).unwrap_or_default();
     Ok(JudgeAnswer { relation: relation.to_owned(), confidence, reason: prompt_text::cut(&reason, 300, " […]") })
 }
 

@@ -171,17 +171,8 @@ pub fn when(ts: &str) -> String {
     format!("<time datetime=\"{}\">{}</time>", esc(ts), esc(&short))
 }
 
-/// A byte count for people.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{n} B") } else { format!("{value:.1} {}", UNITS[unit]) }
-}
+/// A byte count for people, in powers of 1024 (as the CLI shows it).
+pub use cairn_render::disk::bytes;
 
 #[cfg(test)]
 mod tests {

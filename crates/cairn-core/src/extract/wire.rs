@@ -45,7 +45,8 @@ pub struct WireMessage {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AddRequest {
     pub messages: Vec<WireMessage>,
-    /// The container tag: the user's or a project's.
+    /// The container tag: the user's or a project's (not blank).
+    #[cfg_attr(feature = "openapi", schema(pattern = r"\S"))]
     pub user_id: String,
     /// Kept with the memories; `type` sets their type.
     #[serde(default)]
@@ -88,7 +89,10 @@ pub struct Written {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchRequest {
+    #[cfg_attr(feature = "openapi", schema(pattern = r"\S"))]
     pub query: String,
+    /// The container tag (not blank).
+    #[cfg_attr(feature = "openapi", schema(pattern = r"\S"))]
     pub user_id: String,
     /// Default 5.
     #[serde(default)]

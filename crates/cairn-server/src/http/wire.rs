@@ -61,7 +61,8 @@ pub(super) async fn search(State(state): State<AppState>, ApiJson(body): ApiJson
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// The container tag.
+    /// The container tag (not blank).
+    #[param(pattern = r"\S")]
     user_id: String,
     /// Default 20, at most 500.
     limit: Option<usize>,

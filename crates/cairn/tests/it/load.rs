@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, McpChild, Rng, http};
+use crate::support::{Daemon, McpChild, Rng, assert_rss_flat, http, vm_rss_kb};
 
 const WARM_UP: Duration = Duration::from_secs(3);
 const PRELOAD: usize = 2000;
@@ -148,7 +148,7 @@ fn many_clients_for_a_while_no_errors_and_flat_memory() {
         &tally.errors[..tally.errors.len().min(5)]
     );
     let samples = samples.lock().unwrap().clone();
-    assert_flat(&samples);
+    assert_rss_flat("load", &samples);
 }
 
 /// 2000 memories in one import, so searches and context work on a realistic index.
@@ -283,45 +283,6 @@ impl KeepAlive {
         let answer = self.0.send(method, path, body.as_deref().map(str::as_bytes), &[]).map_err(|e| e.to_string())?;
         Ok((answer.status, answer.json().unwrap_or(Value::Null)))
     }
-}
-
-fn vm_rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn median(values: &[u64]) -> u64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable();
-    sorted[sorted.len() / 2]
-}
-
-/// The last third's median RSS may exceed the first third's by a quarter plus 16 MiB. Some
-/// growth is by design and bounded: SQLite page caches fill to their limit as the file grows,
-/// and the search index keeps up to 10,000 replaced or erased memories before it compacts
-/// (about 6 MiB over a 60 s run here, then flat). A leak of about 2 KiB per request (some
-/// 25 MiB over the 20 s between the medians, at ~650 requests/s) fails it.
-fn assert_flat(samples_kb: &[u64]) {
-    if cfg!(not(target_os = "linux")) || samples_kb.len() < 6 {
-        eprintln!("load: {} RSS samples, not enough to judge memory", samples_kb.len());
-        return;
-    }
-    let third = samples_kb.len() / 3;
-    let first = median(&samples_kb[..third]);
-    let last = median(&samples_kb[samples_kb.len() - third..]);
-    let peak = samples_kb.iter().max().copied().unwrap_or(0);
-    let mib: Vec<String> = samples_kb.iter().map(|kb| format!("{:.0}", *kb as f64 / 1024.0)).collect();
-    eprintln!("load: daemon RSS per second (MiB): {}", mib.join(" "));
-    eprintln!(
-        "load: daemon RSS first third {:.1} MiB, last third {:.1} MiB, peak {:.1} MiB ({} samples)",
-        first as f64 / 1024.0,
-        last as f64 / 1024.0,
-        peak as f64 / 1024.0,
-        samples_kb.len()
-    );
-    let bound = first + first / 4 + 16 * 1024;
-    assert!(last <= bound, "daemon memory grew: {first} KiB → {last} KiB (bound {bound} KiB): {samples_kb:?}");
 }
 
 fn report(tally: &Tally, elapsed: Duration) {

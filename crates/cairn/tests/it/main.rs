@@ -24,6 +24,7 @@ mod privacy;
 #[cfg(feature = "hub")]
 mod remote;
 mod semantic;
+mod soak;
 mod setup;
 mod setup_claude;
 mod setup_codex;

@@ -18,7 +18,6 @@ use cairn_hub::tokens::{Access, NewToken};
 use cairn_pgtest::PgCluster;
 use serde_json::json;
 
-
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -68,20 +67,7 @@ fn main() {
             std::thread::spawn(move || {
                 let agent = ureq::Agent::new_with_defaults();
                 for n in 0..pushes {
-                    let entries: Vec<_> = (0..batch)
-                        .map(|i| {
-                            let key = format!("c{c}-{n}-{i}");
-                            json!({ "project": "bench", "entity": "observation", "entity_key": key, "op": "upsert",
-                                    "payload": { "sync_id": key, "title": "a memory", "content": "x".repeat(400) }, "mutation_id": key })
-                        })
-                        .collect();
-                    let t = Instant::now();
-                    agent
-                        .post(format!("{base}/sync/mutations/push"))
-                        .header("Authorization", &format!("Bearer {token}"))
-                        .send_json(json!({ "entries": entries }))
-                        .expect("push");
-                    tx.send(t.elapsed()).expect("report");
+                    tx.send(push(&agent, &base, &token, &format!("c{c}-{n}"), batch)).expect("report");
                 }
             })
         })
@@ -111,20 +97,9 @@ fn main() {
     // pages, which is the first sync's figure (docs/benchmarks/sync.md), not this one.
     let mut since = i64::try_from(prefill).expect("prefill");
     loop {
-        let t = Instant::now();
-        let body: serde_json::Value = agent
-            .get(format!("{base}/sync/mutations/pull?since_seq={since}&limit=100"))
-            .header("Authorization", &format!("Bearer {token}"))
-            .call()
-            .expect("pull")
-            .body_mut()
-            .read_json()
-            .expect("json");
-        pull.push(t.elapsed());
-        if let Some(last) = body["mutations"].as_array().and_then(|m| m.last()) {
-            since = last["seq"].as_i64().expect("seq");
-        }
-        if body["has_more"] != true {
+        let (took, more) = pull_page(&agent, &base, &token, &mut since);
+        pull.push(took);
+        if !more {
             break;
         }
     }
@@ -201,35 +176,11 @@ fn everyone_syncing(
                 let agent = ureq::Agent::new_with_defaults();
                 let mut since = i64::try_from(seen).expect("cursor");
                 for n in 0..syncs {
-                    let entries: Vec<_> = (0..batch)
-                        .map(|i| {
-                            let key = format!("sync-c{c}-{n}-{i}");
-                            json!({ "project": "bench", "entity": "observation", "entity_key": key, "op": "upsert",
-                                    "payload": { "sync_id": key, "title": "a memory", "content": "x".repeat(400) }, "mutation_id": key })
-                        })
-                        .collect();
-                    let t = Instant::now();
-                    agent
-                        .post(format!("{base}/sync/mutations/push"))
-                        .header("Authorization", &format!("Bearer {token}"))
-                        .send_json(json!({ "entries": entries }))
-                        .expect("push");
-                    tx.send((true, t.elapsed())).expect("report");
+                    tx.send((true, push(&agent, &base, &token, &format!("sync-c{c}-{n}"), batch))).expect("report");
                     loop {
-                        let t = Instant::now();
-                        let body: serde_json::Value = agent
-                            .get(format!("{base}/sync/mutations/pull?since_seq={since}&limit=100"))
-                            .header("Authorization", &format!("Bearer {token}"))
-                            .call()
-                            .expect("pull")
-                            .body_mut()
-                            .read_json()
-                            .expect("json");
-                        tx.send((false, t.elapsed())).expect("report");
-                        if let Some(last) = body["mutations"].as_array().and_then(|m| m.last()) {
-                            since = last["seq"].as_i64().expect("seq");
-                        }
-                        if body["has_more"] != true {
+                        let (took, more) = pull_page(&agent, &base, &token, &mut since);
+                        tx.send((false, took)).expect("report");
+                        if !more {
                             break;
                         }
                     }
@@ -248,6 +199,42 @@ fn everyone_syncing(
     (push, pull)
 }
 
+/// One push of `batch` entries keyed `{prefix}-{i}`; its latency.
+fn push(agent: &ureq::Agent, base: &str, token: &str, prefix: &str, batch: usize) -> Duration {
+    let entries: Vec<_> = (0..batch)
+        .map(|i| {
+            let key = format!("{prefix}-{i}");
+            json!({ "project": "bench", "entity": "observation", "entity_key": key, "op": "upsert",
+                    "payload": { "sync_id": key, "title": "a memory", "content": "x".repeat(400) }, "mutation_id": key })
+        })
+        .collect();
+    let t = Instant::now();
+    agent
+        .post(format!("{base}/sync/mutations/push"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .send_json(json!({ "entries": entries }))
+        .expect("push");
+    t.elapsed()
+}
+
+/// One pull page from `since` (moved past it); its latency and whether more is waiting.
+fn pull_page(agent: &ureq::Agent, base: &str, token: &str, since: &mut i64) -> (Duration, bool) {
+    let t = Instant::now();
+    let body: serde_json::Value = agent
+        .get(format!("{base}/sync/mutations/pull?since_seq={since}&limit=100"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .call()
+        .expect("pull")
+        .body_mut()
+        .read_json()
+        .expect("json");
+    let took = t.elapsed();
+    if let Some(last) = body["mutations"].as_array().and_then(|m| m.last()) {
+        *since = last["seq"].as_i64().expect("seq");
+    }
+    (took, body["has_more"] == true)
+}
+
 async fn database_sizes(url: &str) -> (i64, i64) {
     let pool = cairn_hub::db::pool(url).expect("pool");
     let client = pool.get().await.expect("connection");
@@ -261,7 +248,9 @@ async fn database_sizes(url: &str) -> (i64, i64) {
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 

@@ -24,12 +24,12 @@ mod privacy;
 #[cfg(feature = "hub")]
 mod remote;
 mod semantic;
-mod soak;
 mod setup;
 mod setup_claude;
 mod setup_codex;
 mod setup_gemini_cursor;
 mod setup_hosts;
 mod setup_more_hosts;
+mod soak;
 mod spool;
 mod support;

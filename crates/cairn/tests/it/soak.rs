@@ -38,9 +38,32 @@ const TOPICS_PER_SAVER: u64 = 8;
 /// Largest WAL tolerated: SQLite checkpoints at 4 MiB; a WAL past this means a reader pinned it.
 const WAL_BOUND: u64 = 64 << 20;
 const WORDS: &[&str] = &[
-    "auth", "login", "cookie", "redis", "postgres", "migration", "index", "cache", "timeout", "retry", "queue",
-    "worker", "deploy", "router", "handler", "logging", "flaky", "fixture", "tokio", "axum", "serde", "deadlock",
-    "latency", "schema", "webhook", "backoff",
+    "auth",
+    "login",
+    "cookie",
+    "redis",
+    "postgres",
+    "migration",
+    "index",
+    "cache",
+    "timeout",
+    "retry",
+    "queue",
+    "worker",
+    "deploy",
+    "router",
+    "handler",
+    "logging",
+    "flaky",
+    "fixture",
+    "tokio",
+    "axum",
+    "serde",
+    "deadlock",
+    "latency",
+    "schema",
+    "webhook",
+    "backoff",
 ];
 
 fn measured() -> Duration {
@@ -267,7 +290,9 @@ fn host_sessions(dirs: &Dirs, host: Host, seed: u64, stop: &AtomicBool) -> Ledge
             Host::Claude => "claude hook",
             Host::Codex => "codex hook",
         };
-        ledger.timed(label, || run_hook(dirs, host, "SessionStart", &payload("SessionStart", json!({"source": "startup"}))));
+        ledger.timed(label, || {
+            run_hook(dirs, host, "SessionStart", &payload("SessionStart", json!({"source": "startup"})))
+        });
         for turn in 0..3 {
             let prompt = format!("{marker} turn {turn}: why does the {} {} fail", pick(&mut rng), pick(&mut rng));
             transcript.user(&prompt);
@@ -278,7 +303,8 @@ fn host_sessions(dirs: &Dirs, host: Host, seed: u64, stop: &AtomicBool) -> Ledge
         }
         ledger.timed(label, || run_hook(dirs, host, "Stop", &payload("Stop", json!({}))));
         if matches!(host, Host::Claude) {
-            ledger.timed(label, || run_hook(dirs, host, "SessionEnd", &payload("SessionEnd", json!({"reason": "exit"}))));
+            ledger
+                .timed(label, || run_hook(dirs, host, "SessionEnd", &payload("SessionEnd", json!({"reason": "exit"}))));
         }
         ledger.sessions.push((label, session, marker));
         i += 1;
@@ -411,14 +437,18 @@ fn saver(addr: SocketAddr, n: u64, seed: u64, stop: &AtomicBool) -> Ledger {
             let (title, content) = (format!("saver {n} topic {topic}"), format!("{} revised {i}", pick(&mut rng)));
             let body = json!({"session_id": session, "project": PROJECT, "type": "decision", "title": title,
                 "content": content, "topic_key": format!("soak/s{n}-t{topic}")});
-            if let Some(saved) = ledger.timed("save (revise)", || expect(http(addr, "POST", "/observations", Some(&body)), 201)) {
+            if let Some(saved) =
+                ledger.timed("save (revise)", || expect(http(addr, "POST", "/observations", Some(&body)), 201))
+            {
                 ledger.live.insert(saved["id"].as_i64().unwrap(), (title, content));
             }
         } else {
             let title = format!("{} fixed by saver {n} note {i}", pick(&mut rng));
             let content = format!("{} {} {} so the soak {n}-{i} holds", pick(&mut rng), pick(&mut rng), pick(&mut rng));
             let body = json!({"session_id": session, "project": PROJECT, "type": "bugfix", "title": title, "content": content});
-            if let Some(saved) = ledger.timed("save (new)", || expect(http(addr, "POST", "/observations", Some(&body)), 201)) {
+            if let Some(saved) =
+                ledger.timed("save (new)", || expect(http(addr, "POST", "/observations", Some(&body)), 201))
+            {
                 let id = saved["id"].as_i64().unwrap();
                 ledger.live.insert(id, (title, content));
                 mine.push_back(id);
@@ -426,7 +456,9 @@ fn saver(addr: SocketAddr, n: u64, seed: u64, stop: &AtomicBool) -> Ledger {
         }
         if mine.len() > LIVE_PER_SAVER {
             let id = mine.pop_front().unwrap();
-            if ledger.timed("delete", || expect(http(addr, "DELETE", &format!("/observations/{id}"), None), 200)).is_some()
+            if ledger
+                .timed("delete", || expect(http(addr, "DELETE", &format!("/observations/{id}"), None), 200))
+                .is_some()
                 && let Some((title, _)) = ledger.live.remove(&id)
             {
                 ledger.deleted.insert(id, title);
@@ -557,7 +589,11 @@ fn assert_every_write_is_there(addr: SocketAddr, ledger: &Ledger, when: &str) {
         let (status, _) = http(addr, "GET", &format!("/observations/{id}"), None);
         assert_eq!(status, 404, "{when}: deleted memory #{id} is back");
     }
-    eprintln!("soak: {when}: {} acknowledged memories as written, {} deleted ones gone", ledger.live.len(), ledger.deleted.len());
+    eprintln!(
+        "soak: {when}: {} acknowledged memories as written, {} deleted ones gone",
+        ledger.live.len(),
+        ledger.deleted.len()
+    );
 }
 
 /// Every session is in the memory store (its hooks registered it) and in the history archive
@@ -597,7 +633,11 @@ fn assert_the_mirror_holds_every_write(dirs: &Dirs, ledger: &Ledger) {
     for (id, title) in &ledger.deleted {
         assert!(!mirrored.contains_key(title), "the mirror still holds deleted #{id} {title:?}");
     }
-    eprintln!("soak: the mirror holds {} live memories as written, none of {} deleted", ledger.live.len(), ledger.deleted.len());
+    eprintln!(
+        "soak: the mirror holds {} live memories as written, none of {} deleted",
+        ledger.live.len(),
+        ledger.deleted.len()
+    );
 }
 
 fn assert_a_clean_log(log: &Path) {

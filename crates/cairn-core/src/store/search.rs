@@ -3,10 +3,23 @@
 
 use std::collections::HashMap;
 
-use rusqlite::OptionalExtension;
+use rusqlite::types::Value;
+use rusqlite::{OptionalExtension, params_from_iter};
 
 use super::Store;
 use crate::error::Result;
+use crate::model::{OBSERVATION_COLUMNS, Observation};
+use crate::text::Scope;
+
+/// What a search may return (`crate::search` builds it from a query; the in-memory index
+/// applies it too, as `crate::index::IndexFilter`).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryFilter {
+    /// Only this project (plus personal memories), when set.
+    pub project: Option<String>,
+    pub kind: Option<String>,
+    pub scope: Option<Scope>,
+}
 
 /// What re-ranking reads of a live memory: its title, the start of its content and the
 /// content's length in characters.
@@ -92,4 +105,38 @@ impl Store {
         let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+
+    /// The live memories with topic key `key` that pass `filter`, the last updated first.
+    pub(crate) fn topic_rows(&self, key: &str, filter: &MemoryFilter, limit: usize) -> Result<Vec<Observation>> {
+        let (filter_sql, mut args) = filter_clause(filter);
+        args.insert(0, Value::Text(key.to_owned()));
+        args.push(Value::Integer(limit as i64));
+        let sql = format!(
+            "SELECT {OBSERVATION_COLUMNS} FROM observations o
+             WHERE o.topic_key = ? AND o.deleted_at IS NULL {filter_sql}
+             ORDER BY o.updated_at DESC LIMIT ?"
+        );
+        let mut stmt = self.conn().prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args), Observation::from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+/// The SQL of `filter` over `observations o`: project (plus personal memories), type, scope.
+fn filter_clause(filter: &MemoryFilter) -> (String, Vec<Value>) {
+    let mut sql = String::new();
+    let mut args = Vec::new();
+    if let Some(project) = &filter.project {
+        sql.push_str(" AND (o.project = ? OR o.scope = 'personal')");
+        args.push(Value::Text(project.clone()));
+    }
+    if let Some(kind) = &filter.kind {
+        sql.push_str(" AND o.type = ?");
+        args.push(Value::Text(kind.clone()));
+    }
+    if let Some(scope) = filter.scope {
+        sql.push_str(" AND o.scope = ?");
+        args.push(Value::Text(scope.as_str().to_owned()));
+    }
+    (sql, args)
 }

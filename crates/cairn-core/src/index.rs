@@ -14,10 +14,12 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::RwLock;
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use rust_stemmers::{Algorithm, Stemmer};
 
 use crate::error::Result;
+use crate::store::Store;
+use crate::store::index_feed::{self as feed, IndexedRow as Row};
 use crate::text::Scope;
 use cairn_base::query::Term;
 
@@ -72,14 +74,8 @@ struct Doc {
     updated_at: Box<str>,
 }
 
-/// What a search may return.
-#[derive(Debug, Clone, Default)]
-pub struct IndexFilter {
-    /// Only this project (plus personal memories), when set.
-    pub project: Option<String>,
-    pub kind: Option<String>,
-    pub scope: Option<Scope>,
-}
+/// What a search may return (the store's filter: the SQL search applies the same one).
+pub use crate::store::search::MemoryFilter as IndexFilter;
 
 /// The index proper. Not synchronised: see [`SharedIndex`].
 pub struct MemoryIndex {
@@ -109,36 +105,6 @@ impl std::fmt::Debug for MemoryIndex {
             .field("terms", &self.vocab.len())
             .finish_non_exhaustive()
     }
-}
-
-/// One row as the index needs it.
-struct Row {
-    id: i64,
-    title: String,
-    content: String,
-    kind: String,
-    project: String,
-    scope: String,
-    topic_key: Option<String>,
-    tool_name: Option<String>,
-    updated_at: String,
-}
-
-const ROW_SQL: &str =
-    "SELECT id, title, content, type, project, scope, topic_key, tool_name, updated_at FROM observations";
-
-fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok(Row {
-        id: r.get(0)?,
-        title: r.get(1)?,
-        content: r.get(2)?,
-        kind: r.get(3)?,
-        project: r.get(4)?,
-        scope: r.get(5)?,
-        topic_key: r.get(6)?,
-        tool_name: r.get(7)?,
-        updated_at: r.get(8)?,
-    })
 }
 
 impl MemoryIndex {
@@ -177,13 +143,9 @@ impl MemoryIndex {
     fn build_in_chunks(conn: &Connection, chunk: usize, mut between: impl FnMut()) -> Result<MemoryIndex> {
         let mut index = MemoryIndex::empty();
         index.applied_seq = max_seq(conn)?;
-        let mut stmt = conn.prepare(&format!("{ROW_SQL} WHERE id > ?1 AND deleted_at IS NULL ORDER BY id LIMIT ?2"))?;
         let mut after = 0i64;
         loop {
-            // Collected, so the statement is reset (its read transaction ends) before the
-            // rows are tokenised.
-            let rows: Vec<Row> =
-                stmt.query_map(rusqlite::params![after, chunk as i64], read_row)?.collect::<rusqlite::Result<_>>()?;
+            let rows = feed::live_rows_after(conn, after, chunk)?;
             let full = rows.len() == chunk;
             for row in &rows {
                 index.add(row);
@@ -230,25 +192,20 @@ impl MemoryIndex {
 
     /// Whether changes after `applied_seq` were already trimmed from the log.
     fn log_trimmed(&self, conn: &Connection) -> Result<bool> {
-        let oldest: Option<i64> =
-            conn.prepare_cached("SELECT min(seq) FROM observation_changes")?.query_row([], |r| r.get(0))?;
+        let oldest = feed::oldest_change_seq(conn)?;
         Ok(oldest.is_some_and(|oldest| oldest > self.applied_seq + 1))
     }
 
     /// Re-read every memory changed since `applied_seq` (removed, then added if still live).
     fn apply_logged(&mut self, conn: &Connection) -> Result<()> {
-        let mut stmt =
-            conn.prepare_cached("SELECT seq, observation_id FROM observation_changes WHERE seq > ?1 ORDER BY seq")?;
-        let changes: Vec<(i64, i64)> =
-            stmt.query_map([self.applied_seq], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+        let changes = feed::changes_after(conn, self.applied_seq)?;
         let Some(&(last, _)) = changes.last() else { return Ok(()) };
         let mut ids: Vec<i64> = changes.iter().map(|c| c.1).collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut load = conn.prepare_cached(&format!("{ROW_SQL} WHERE id = ?1 AND deleted_at IS NULL"))?;
         for id in ids {
             self.remove(id);
-            if let Some(row) = load.query_row([id], read_row).optional()? {
+            if let Some(row) = feed::live_row(conn, id)? {
                 self.add(&row);
             }
         }
@@ -496,9 +453,22 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// The store's side of the index: it builds one and feeds it, over its own connection (here,
+/// so that the store needs nothing of the index).
+impl Store {
+    /// Apply the changes logged since `index` last looked (the daemon's index follower).
+    pub fn follow_index(&self, index: &std::sync::Arc<SharedIndex>) -> Result<()> {
+        index.follow(self.conn())
+    }
+
+    /// Build an in-memory index of this store (consistent snapshot).
+    pub fn build_index(&self) -> Result<MemoryIndex> {
+        MemoryIndex::build(self.conn())
+    }
+}
+
 fn max_seq(conn: &Connection) -> Result<i64> {
-    // Cached: the daemon asks after every commit and before every search.
-    Ok(conn.prepare_cached("SELECT COALESCE(max(seq), 0) FROM observation_changes")?.query_row([], |r| r.get(0))?)
+    feed::newest_change_seq(conn)
 }
 
 /// Fold one alphanumeric run into `out` the way [`tokenize`] folds it (empty when the run is

@@ -76,6 +76,8 @@ mod search_tests;
 #[cfg(test)]
 mod semantic_tests;
 #[cfg(test)]
+mod sql_boundary_tests;
+#[cfg(test)]
 mod sync_tests;
 #[cfg(test)]
 mod testutil;

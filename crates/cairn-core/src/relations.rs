@@ -9,13 +9,13 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CairnError, ErrorCode, Result};
-use crate::model::{RELATION_COLUMNS, Relation, new_sync_id};
+use crate::model::{Relation, new_sync_id};
 use crate::search::query;
 use crate::store::Store;
+use crate::store::relations::{AgentVerdict, AnnotatedRelation, ComparedPair, RelationQuery};
 use crate::text::{normalize_project, redact_opt};
 
 pub mod judge;
@@ -76,21 +76,7 @@ pub struct Comparison {
 }
 
 /// A relation with both memories' titles, for listings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct RelationRow {
-    pub id: i64,
-    pub sync_id: String,
-    pub relation: String,
-    pub judgment_status: String,
-    pub source_id: String,
-    pub source_title: Option<String>,
-    pub target_id: String,
-    pub target_title: Option<String>,
-    pub confidence: Option<f64>,
-    pub created_at: String,
-    pub updated_at: String,
-}
+pub use crate::store::relations::RelationRow;
 
 /// One relation with the titles of its two memories (`None` when a memory is gone or deleted),
 /// so a reader sees what it links without two more lookups.
@@ -261,14 +247,9 @@ impl Store {
         let id = saved.id;
         let terms = query::parse(&saved.title);
         let Some(expr) = query::to_fts(&terms) else { return Ok(Vec::new()) };
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?1 ORDER BY rank LIMIT ?2",
-        )?;
-        let ranked: Vec<i64> =
-            stmt.query_map(params![expr, (limit * 20 + 20) as i64], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-        drop(stmt);
+        let ranked = self.fts_ranked(&expr, limit * 20 + 20)?;
         let mut scored = Vec::new();
-        for cid in ranked {
+        for (cid, _) in ranked {
             if cid == id {
                 continue;
             }
@@ -288,49 +269,23 @@ impl Store {
 
     fn insert_pending(&mut self, source: &str, target: &str) -> Result<String> {
         let sync_id = new_sync_id();
-        let now = self.now();
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO relations (sync_id, source_id, target_id, relation, judgment_status, marked_by_actor,
-                    marked_by_kind, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, 'pending', 'pending', 'cairn', 'system', ?4, ?4)",
-                params![sync_id, source, target, now],
-            )?;
-            Ok(())
-        })?;
+        self.insert_pending_relation(&sync_id, source, target)?;
         Ok(sync_id)
     }
 
     pub fn get_relation_by_sync_id(&self, sync_id: &str) -> Result<Relation> {
-        self.conn()
-            .query_row(
-                &format!("SELECT {RELATION_COLUMNS} FROM relations r WHERE r.sync_id = ?1"),
-                [sync_id],
-                Relation::from_row,
-            )
-            .optional()?
-            .ok_or_else(|| relation_not_found(&format!("{sync_id:?}")))
+        self.relation_by_sync_id(sync_id)?.ok_or_else(|| relation_not_found(&format!("{sync_id:?}")))
     }
 
     pub fn get_relation(&self, id: i64) -> Result<Relation> {
-        self.conn()
-            .query_row(&format!("SELECT {RELATION_COLUMNS} FROM relations r WHERE r.id = ?1"), [id], Relation::from_row)
-            .optional()?
-            .ok_or_else(|| relation_not_found(&format!("#{id}")))
+        self.relation_by_id(id)?.ok_or_else(|| relation_not_found(&format!("#{id}")))
     }
 
     /// A relation and the titles of the memories it links.
     pub fn relation_detail(&self, id: i64) -> Result<RelationDetail> {
         let relation = self.get_relation(id)?;
-        let title = |sync_id: &str| -> Result<Option<String>> {
-            Ok(self
-                .conn()
-                .query_row("SELECT title FROM observations WHERE sync_id = ?1 AND deleted_at IS NULL", [sync_id], |r| {
-                    r.get(0)
-                })
-                .optional()?)
-        };
-        let (source_title, target_title) = (title(&relation.source_id)?, title(&relation.target_id)?);
+        let source_title = self.live_title_by_sync_id(&relation.source_id)?;
+        let target_title = self.live_title_by_sync_id(&relation.target_id)?;
         Ok(RelationDetail { relation, source_title, target_title })
     }
 
@@ -347,26 +302,15 @@ impl Store {
         if j.relation == "supersedes" {
             self.check_no_cycle(&current.source_id, &current.target_id, Some(&current.sync_id))?;
         }
-        let now = self.now();
-        self.write(|tx| {
-            tx.execute(
-                "UPDATE relations SET relation = ?2, reason = ?3, evidence = ?4, confidence = ?5,
-                    judgment_status = 'judged', marked_by_actor = 'agent', marked_by_kind = 'agent',
-                    marked_by_model = NULL, session_id = ?6, updated_at = ?7
-                 WHERE sync_id = ?1",
-                params![
-                    j.judgment_id,
-                    j.relation,
-                    redact_opt(j.reason.as_deref()),
-                    redact_opt(j.evidence.as_deref()),
-                    j.confidence,
-                    // A blank session id names no session.
-                    j.session_id.as_deref().filter(|s| !s.trim().is_empty()),
-                    now
-                ],
-            )?;
-            Ok(())
-        })?;
+        let verdict = AgentVerdict {
+            relation: &j.relation,
+            reason: redact_opt(j.reason.as_deref()),
+            evidence: redact_opt(j.evidence.as_deref()),
+            confidence: j.confidence,
+            // A blank session id names no session.
+            session_id: j.session_id.as_deref().filter(|s| !s.trim().is_empty()),
+        };
+        self.set_agent_verdict(&j.judgment_id, &verdict)?;
         self.get_relation_by_sync_id(&j.judgment_id)
     }
 
@@ -387,47 +331,26 @@ impl Store {
         let a = self.get(c.memory_id_a)?;
         let b = self.get(c.memory_id_b)?;
         self.require_same_project(&a.sync_id, &b.sync_id)?;
-        let existing: Option<String> = self
-            .conn()
-            .query_row(
-                "SELECT sync_id FROM relations WHERE (source_id = ?1 AND target_id = ?2) OR (source_id = ?2 AND target_id = ?1)
-                 ORDER BY updated_at DESC LIMIT 1",
-                params![a.sync_id, b.sync_id],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let existing = self.relation_between(&a.sync_id, &b.sync_id)?;
         if c.relation == "supersedes" {
             self.check_no_cycle(&a.sync_id, &b.sync_id, existing.as_deref())?;
         }
-        let now = self.now();
-        let reasoning = redact_opt(Some(&c.reasoning));
-        let model = redact_opt(c.model.as_deref());
         let sync_id = existing.unwrap_or_else(new_sync_id);
-        self.write(|tx| {
-            tx.execute(
-                "INSERT INTO relations (sync_id, source_id, target_id, relation, reason, confidence, judgment_status,
-                    marked_by_actor, marked_by_kind, marked_by_model, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'judged', 'cairn', 'system', ?7, ?8, ?8)
-                 ON CONFLICT(sync_id) DO UPDATE SET source_id = excluded.source_id, target_id = excluded.target_id,
-                    relation = excluded.relation, reason = excluded.reason,
-                    confidence = excluded.confidence, judgment_status = 'judged', marked_by_actor = 'cairn',
-                    marked_by_kind = 'system', marked_by_model = excluded.marked_by_model, updated_at = excluded.updated_at",
-                params![sync_id, a.sync_id, b.sync_id, c.relation, reasoning, c.confidence, model, now],
-            )?;
-            Ok(())
-        })?;
+        let pair = ComparedPair {
+            source: &a.sync_id,
+            target: &b.sync_id,
+            relation: &c.relation,
+            reasoning: redact_opt(Some(&c.reasoning)),
+            confidence: c.confidence,
+            model: redact_opt(c.model.as_deref()),
+        };
+        self.upsert_compared_relation(&sync_id, &pair)?;
         self.get_relation_by_sync_id(&sync_id)
     }
 
     /// Relations across projects are refused: a verdict only makes sense within one.
     fn require_same_project(&self, a: &str, b: &str) -> Result<()> {
-        let project = |sync_id: &str| -> Result<Option<String>> {
-            Ok(self
-                .conn()
-                .query_row("SELECT project FROM observations WHERE sync_id = ?1", [sync_id], |r| r.get(0))
-                .optional()?)
-        };
-        match (project(a)?, project(b)?) {
+        match (self.project_by_sync_id(a)?, self.project_by_sync_id(b)?) {
             (Some(pa), Some(pb)) if !pa.is_empty() && !pb.is_empty() && pa != pb => {
                 Err(CairnError::invalid(format!("the memories belong to different projects ({pa:?} and {pb:?})")))
             }
@@ -448,57 +371,22 @@ impl Store {
             None => None,
         };
         let project = filter.project.as_deref().map(|p| normalize_project(p).0);
-        let where_sql = "WHERE (?1 IS NULL OR r.judgment_status = ?1) AND (?2 IS NULL OR r.created_at >= ?2)
-             AND (?3 IS NULL OR a.project = ?3 OR b.project = ?3) AND (?6 IS NULL OR a.id = ?6 OR b.id = ?6)";
-        let from = "FROM relations r LEFT JOIN observations a ON a.sync_id = r.source_id
-                    LEFT JOIN observations b ON b.sync_id = r.target_id";
-        let total: i64 = self.conn().query_row(
-            &format!("SELECT count(*) {from} {where_sql}"),
-            params![filter.status, since, project, None::<i64>, None::<i64>, filter.memory_id],
-            |r| r.get(0),
-        )?;
-        let mut stmt = self.conn().prepare(&format!(
-            "SELECT r.id, r.sync_id, r.relation, r.judgment_status, r.source_id,
-                    CASE WHEN a.deleted_at IS NULL THEN a.title END, r.target_id,
-                    CASE WHEN b.deleted_at IS NULL THEN b.title END, r.confidence, r.created_at, r.updated_at
-             {from} {where_sql} ORDER BY r.created_at DESC, r.id DESC LIMIT ?4 OFFSET ?5"
-        ))?;
-        let rows = stmt.query_map(
-            params![filter.status, since, project, limit as i64, offset as i64, filter.memory_id],
-            |r| {
-                Ok(RelationRow {
-                    id: r.get(0)?,
-                    sync_id: r.get(1)?,
-                    relation: r.get(2)?,
-                    judgment_status: r.get(3)?,
-                    source_id: r.get(4)?,
-                    source_title: r.get(5)?,
-                    target_id: r.get(6)?,
-                    target_title: r.get(7)?,
-                    confidence: r.get(8)?,
-                    created_at: r.get(9)?,
-                    updated_at: r.get(10)?,
-                })
-            },
-        )?;
-        Ok(RelationPage { total, limit, offset, relations: rows.collect::<rusqlite::Result<_>>()? })
+        let query = RelationQuery {
+            status: filter.status.as_deref(),
+            since: since.as_deref(),
+            project: project.as_deref(),
+            memory_id: filter.memory_id,
+            limit,
+            offset,
+        };
+        let (total, relations) = self.relation_rows(&query)?;
+        Ok(RelationPage { total, limit, offset, relations })
     }
 
     pub fn relation_stats(&self, project: Option<&str>) -> Result<RelationStats> {
         let project = project.map(|p| normalize_project(p).0);
-        let mut stats = RelationStats { project: project.clone(), ..RelationStats::default() };
-        for (column, map) in [("relation", &mut stats.by_relation), ("judgment_status", &mut stats.by_judgment_status)]
-        {
-            let mut stmt = self.conn().prepare(&format!(
-                "SELECT r.{column}, count(*) FROM relations r
-                 LEFT JOIN observations a ON a.sync_id = r.source_id LEFT JOIN observations b ON b.sync_id = r.target_id
-                 WHERE ?1 IS NULL OR a.project = ?1 OR b.project = ?1 GROUP BY r.{column}"
-            ))?;
-            for row in stmt.query_map([&project], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
-                let (k, v) = row?;
-                map.insert(k, v);
-            }
-        }
+        let (by_relation, by_judgment_status) = self.relation_counts(project.as_deref())?;
+        let stats = RelationStats { project, by_relation, by_judgment_status, ..RelationStats::default() };
         Ok(stats)
     }
 
@@ -511,12 +399,7 @@ impl Store {
         }
         let max_insert = req.max_insert.unwrap_or(100);
         let since = checked_since(req.since.as_deref())?;
-        let ids: Vec<i64> = {
-            let mut stmt = self.conn().prepare(
-                "SELECT id FROM observations WHERE project = ?1 AND deleted_at IS NULL AND (?2 IS NULL OR created_at >= ?2) ORDER BY id",
-            )?;
-            stmt.query_map(params![project, since], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
-        };
+        let ids = self.live_ids_of_project(&project, since.as_deref())?;
         let mut result = ScanResult { project, dry_run: !req.apply, ..ScanResult::default() };
         // Each pair once: A finds B and B finds A.
         let mut seen_pairs = std::collections::HashSet::new();
@@ -549,41 +432,14 @@ impl Store {
         Ok(result)
     }
 
-    fn related(&self, a: &str, b: &str) -> Result<bool> {
-        Ok(self.conn().query_row(
-            "SELECT EXISTS(SELECT 1 FROM relations WHERE (source_id = ?1 AND target_id = ?2) OR (source_id = ?2 AND target_id = ?1))",
-            params![a, b],
-            |r| r.get(0),
-        )?)
-    }
-
     /// Lines to show under search results (engram §7.5), keyed by memory sync id.
     pub fn relation_annotations(&self, sync_ids: &[String]) -> Result<HashMap<String, Vec<String>>> {
         let mut notes: HashMap<String, Vec<String>> = HashMap::new();
         if sync_ids.is_empty() {
             return Ok(notes);
         }
-        let placeholders = vec!["?"; sync_ids.len()].join(",");
-        let sql = format!(
-            "SELECT r.source_id, r.target_id, r.relation, r.judgment_status, a.id, a.title, a.deleted_at, b.id, b.title, b.deleted_at
-             FROM relations r LEFT JOIN observations a ON a.sync_id = r.source_id LEFT JOIN observations b ON b.sync_id = r.target_id
-             WHERE r.judgment_status != 'orphaned' AND (r.source_id IN ({placeholders}) OR r.target_id IN ({placeholders}))"
-        );
-        // Cached: a page of hits has the same length every time, so the same text.
-        let mut stmt = self.conn().prepare_cached(&sql)?;
-        let args: Vec<&String> = sync_ids.iter().chain(sync_ids.iter()).collect();
-        let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                side(r, 4)?,
-                side(r, 7)?,
-            ))
-        })?;
-        for row in rows {
-            let (source, target, relation, status, a, b) = row?;
+        for row in self.relations_touching(sync_ids)? {
+            let AnnotatedRelation { source, target, relation, status, source_live: a, target_live: b } = row;
             let label = |s: &Option<(i64, String)>, sync_id: &str| match s {
                 Some((id, title)) => format!("#{id} ({title})"),
                 None => format!("{sync_id} (deleted)"),
@@ -611,16 +467,6 @@ impl Store {
         }
         Ok(notes)
     }
-}
-
-fn side(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Option<(i64, String)>> {
-    let id: Option<i64> = r.get(at)?;
-    let title: Option<String> = r.get(at + 1)?;
-    let deleted: Option<String> = r.get(at + 2)?;
-    Ok(match (id, title, deleted) {
-        (Some(id), Some(title), None) => Some((id, title)),
-        _ => None,
-    })
 }
 
 #[cfg(test)]

@@ -428,7 +428,7 @@ fn import_relations(tx: &Connection, rows: &[RelationRecord], now: &str, report:
             report.skipped += 1;
             continue;
         }
-        rows::merge_relation(
+        rows::write_relation(
             tx,
             &rows::CleanRelation {
                 sync_id: &r.sync_id,
@@ -446,6 +446,7 @@ fn import_relations(tx: &Connection, rows: &[RelationRecord], now: &str, report:
                 created_at: &created_at,
                 updated_at: &updated_at,
             },
+            Stamp::Local,
         )?;
         report.relations_imported += 1;
     }

@@ -170,12 +170,7 @@ fn router(pool: Pool) -> Router {
 
 /// 200 when PostgreSQL answers, else 503 `database_unavailable` (for load balancers).
 async fn health(State(hub): State<Hub>) -> Response {
-    let alive = async {
-        let client = hub.pool.get().await?;
-        client.execute("SELECT 1", &[]).await?;
-        Ok::<_, HubError>(())
-    };
-    match alive.await {
+    match store::ping(&hub.pool).await {
         Ok(()) => Json(serde_json::json!({ "status": "ok", "service": "cairn-hub" })).into_response(),
         Err(e) => e.into_response(),
     }

@@ -1,10 +1,14 @@
-//! Push, pull and the audit log: every SQL statement the sync routes run.
+//! Push, pull and the audit log: every SQL statement the sync routes run; `tokens`: the
+//! tokens' and grants' statements.
+
+pub(crate) mod tokens;
 
 use deadpool_postgres::Pool;
 use tokio_postgres::IsolationLevel;
 
+use self::tokens::TS_SQL;
 use crate::error::HubError;
-use crate::tokens::{Caller, TS_SQL};
+use crate::tokens::Caller;
 use cairn_wire::sync::{PullResponse, PulledMutation, PushEntry};
 
 /// The transaction-scoped advisory lock every push holds while it takes seqs and commits.
@@ -157,4 +161,11 @@ async fn write_audit(pool: &Pool, row: AuditRow<'_>) -> Result<(), HubError> {
 
 fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// Whether PostgreSQL answers a trivial query (the health route).
+pub async fn ping(pool: &Pool) -> Result<(), HubError> {
+    let client = pool.get().await?;
+    client.execute("SELECT 1", &[]).await?;
+    Ok(())
 }

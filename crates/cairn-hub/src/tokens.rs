@@ -9,6 +9,7 @@ use deadpool_postgres::Pool;
 use sha2::{Digest, Sha256};
 
 use crate::error::{HubError, HubErrorCode};
+use crate::store::tokens as rows;
 
 /// What a token issues: every printed token starts with it, so a leaked one is recognisable.
 pub const TOKEN_PREFIX: &str = "chub_";
@@ -89,9 +90,6 @@ impl Caller {
     }
 }
 
-/// RFC 3339 UTC with milliseconds, fixed width: the project's timestamp form.
-pub(crate) const TS_SQL: &str = r#"'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'"#;
-
 fn digest(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
@@ -112,82 +110,50 @@ pub async fn create(pool: &Pool, request: &NewToken) -> Result<CreatedToken, Hub
         return Err(HubError::new(HubErrorCode::InvalidTokenRequest, "a token needs at least one --project"));
     }
     let token = random_token()?;
-    let mut client = pool.get().await?;
-    let tx = client.transaction().await?;
-    let row = tx
-        .query_one(
-            &format!(
-                "INSERT INTO hub_tokens (name, token_sha256, expires_at) \
-                 VALUES ($1, $2, CASE WHEN $3::bigint IS NULL THEN NULL ELSE now() + make_interval(secs => $3::bigint) END) \
-                 RETURNING id, to_char(expires_at AT TIME ZONE 'UTC', {TS_SQL})"
-            ),
-            &[&request.name, &digest(&token), &request.expires_in_secs],
-        )
-        .await?;
-    let id: i64 = row.get(0);
-    for project in &projects {
-        tx.execute(
-            "INSERT INTO hub_grants (token_id, project, access) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-            &[&id, project, &request.access.as_str()],
-        )
-        .await?;
-    }
-    tx.commit().await?;
-    Ok(CreatedToken { id, name: request.name.clone(), projects, access: request.access, expires_at: row.get(1), token })
+    let (id, expires_at) = rows::insert_token(
+        pool,
+        &request.name,
+        &digest(&token),
+        request.expires_in_secs,
+        &projects,
+        request.access.as_str(),
+    )
+    .await?;
+    Ok(CreatedToken { id, name: request.name.clone(), projects, access: request.access, expires_at, token })
 }
 
 /// Every token ever issued, oldest first, with its status (`active`, `revoked`, `expired`).
 pub async fn list(pool: &Pool) -> Result<Vec<TokenInfo>, HubError> {
-    let client = pool.get().await?;
-    let rows = client
-        .query(
-            &format!(
-                "SELECT t.id, t.name, \
-                   CASE WHEN t.revoked_at IS NOT NULL THEN 'revoked' \
-                        WHEN t.expires_at IS NOT NULL AND t.expires_at <= now() THEN 'expired' \
-                        ELSE 'active' END, \
-                   to_char(t.created_at AT TIME ZONE 'UTC', {TS_SQL}), \
-                   to_char(t.expires_at AT TIME ZONE 'UTC', {TS_SQL}), \
-                   COALESCE(array_agg(g.project ORDER BY g.project) FILTER (WHERE g.project IS NOT NULL), '{{}}'), \
-                   COALESCE(array_agg(g.access ORDER BY g.project) FILTER (WHERE g.project IS NOT NULL), '{{}}') \
-                 FROM hub_tokens t LEFT JOIN hub_grants g ON g.token_id = t.id \
-                 GROUP BY t.id ORDER BY t.id"
-            ),
-            &[],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|row| {
-            let status: String = row.get(2);
-            let projects: Vec<String> = row.get(5);
-            let accesses: Vec<String> = row.get(6);
-            TokenInfo {
-                id: row.get(0),
-                name: row.get(1),
-                status: match status.as_str() {
-                    "revoked" => "revoked",
-                    "expired" => "expired",
-                    _ => "active",
-                },
-                created_at: row.get(3),
-                expires_at: row.get(4),
-                grants: projects
-                    .into_iter()
-                    .zip(accesses)
-                    .map(|(project, access)| Grant { project, access: Access::parse(&access) })
-                    .collect(),
-            }
+    Ok(rows::token_rows(pool)
+        .await?
+        .into_iter()
+        .map(|row| TokenInfo {
+            id: row.id,
+            name: row.name,
+            status: match row.status.as_str() {
+                "revoked" => "revoked",
+                "expired" => "expired",
+                _ => "active",
+            },
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+            grants: grants(row.projects, &row.accesses),
         })
         .collect())
 }
 
+/// Grants from the parallel arrays the database aggregates.
+fn grants(projects: Vec<String>, accesses: &[String]) -> Vec<Grant> {
+    projects
+        .into_iter()
+        .zip(accesses)
+        .map(|(project, access)| Grant { project, access: Access::parse(access) })
+        .collect()
+}
+
 /// Revoke a token: every request with it gets 401 from now on. Revoking twice is not an error.
 pub async fn revoke(pool: &Pool, id: i64) -> Result<(), HubError> {
-    let client = pool.get().await?;
-    let found =
-        client.execute("UPDATE hub_tokens SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1", &[&id]).await?;
-    if found == 0 {
+    if rows::revoke_token(pool, id).await? == 0 {
         return Err(HubError::new(HubErrorCode::TokenNotFound, format!("no token with id {id}")));
     }
     Ok(())
@@ -200,36 +166,16 @@ pub async fn authenticate(pool: &Pool, header: Option<&str>) -> Result<Caller, H
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| HubError::new(HubErrorCode::AuthRequired, "send `Authorization: Bearer <token>`"))?;
-    let client = pool.get().await?;
-    let statement = client
-        .prepare_cached(
-            "SELECT t.id, t.name, t.revoked_at IS NOT NULL, COALESCE(t.expires_at <= now(), false), \
-               COALESCE(array_agg(g.project) FILTER (WHERE g.project IS NOT NULL), '{}'), \
-               COALESCE(array_agg(g.access) FILTER (WHERE g.project IS NOT NULL), '{}') \
-             FROM hub_tokens t LEFT JOIN hub_grants g ON g.token_id = t.id \
-             WHERE t.token_sha256 = $1 GROUP BY t.id",
-        )
-        .await?;
-    let Some(row) = client.query_opt(&statement, &[&digest(token)]).await? else {
+    let Some(row) = rows::token_by_digest(pool, &digest(token)).await? else {
         return Err(HubError::new(HubErrorCode::TokenUnknown, "this token is not known to the hub"));
     };
-    if row.get::<_, bool>(2) {
+    if row.revoked {
         return Err(HubError::new(HubErrorCode::TokenRevoked, "this token was revoked"));
     }
-    if row.get::<_, bool>(3) {
+    if row.expired {
         return Err(HubError::new(HubErrorCode::TokenExpired, "this token has expired"));
     }
-    let projects: Vec<String> = row.get(4);
-    let accesses: Vec<String> = row.get(5);
-    Ok(Caller {
-        token_id: row.get(0),
-        name: row.get(1),
-        grants: projects
-            .into_iter()
-            .zip(accesses)
-            .map(|(project, a)| Grant { project, access: Access::parse(&a) })
-            .collect(),
-    })
+    Ok(Caller { token_id: row.id, name: row.name, grants: grants(row.projects, &row.accesses) })
 }
 
 /// `30d`, `12h`, `90m`, `45s` or a bare number of seconds, as seconds.

@@ -2,8 +2,6 @@
 //! ids it applied. The spool (`crate::spool`) only keeps the records on disk; running them is
 //! an op's work, so it lives here, above both.
 
-use rusqlite::OptionalExtension;
-
 use super::{EventOutcome, Op};
 use crate::error::{ErrorCode, Result};
 use crate::event_id::EventId;
@@ -130,23 +128,12 @@ impl Core {
     /// transaction (run it through [`Core::batch`], as the daemon's writer does, so the op
     /// and its id commit together). A known id is a [`EventOutcome::Duplicate`].
     pub fn run_event(&mut self, id: &EventId, op: Op) -> Result<EventOutcome> {
-        let known = self
-            .store
-            .conn()
-            .prepare_cached("SELECT 1 FROM spool_events WHERE id = ?1")?
-            .query_row([id.as_str()], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if known {
+        if self.store.spool_event_applied(id.as_str())? {
             return Ok(EventOutcome::Duplicate(id.clone()));
         }
         let output = super::execute(self, op)?;
         let now = self.store.now();
-        self.store.write(|conn| {
-            conn.prepare_cached("INSERT INTO spool_events (id, applied_at) VALUES (?1, ?2)")?
-                .execute(rusqlite::params![id.as_str(), now])?;
-            Ok(())
-        })?;
+        self.store.record_spool_event(id.as_str(), &now)?;
         Ok(EventOutcome::Applied(output))
     }
 

@@ -31,6 +31,7 @@ use super::{Candidate, HitScores, MatchKind, SearchEngine, SearchQuery, passes_f
 use crate::Core;
 use crate::error::Result;
 use crate::store::Store;
+use crate::store::search::MemoryHead;
 
 /// RRF's damping constant: larger flattens the difference between neighbouring places. 60
 /// (the usual value) let a memory both rankings put around 20th outrank one that either put
@@ -286,7 +287,7 @@ fn reciprocal_place(place: usize) -> f64 {
 /// pool's texts, and the query's words.
 struct Read {
     cosines: HashMap<i64, f32>,
-    texts: HashMap<i64, Text>,
+    texts: HashMap<i64, MemoryHead>,
     matcher: Matcher,
     /// Whether the query asks when something happened.
     asks_when: bool,
@@ -305,7 +306,7 @@ impl Read {
             core.semantic.as_ref().map(|s| s.similarities(core.store.conn(), vector, &wanted)).unwrap_or_default();
         Ok(Read {
             cosines,
-            texts: texts(&core.store, &ids)?,
+            texts: core.store.memory_heads(&ids, COVERAGE_CHARS)?,
             matcher: Matcher::new(&query::parse(&query.text)),
             asks_when: temporal::asks_when(&query.text),
         })
@@ -322,58 +323,14 @@ impl Read {
 /// note.
 const COVERAGE_CHARS: i64 = 2_000;
 
-/// What re-ranking reads of a candidate.
-struct Text {
-    title: String,
-    /// The first [`COVERAGE_CHARS`] of the content.
-    head: String,
-    /// Characters of the whole content.
-    length: i64,
-}
-
-/// Title, start and length of the content of live memories.
-fn texts(store: &Store, ids: &[i64]) -> Result<HashMap<i64, Text>> {
-    if ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    // The ids as one JSON array: one statement text whatever their number, so it stays cached.
-    let ids = serde_json::to_string(ids).unwrap_or_default();
-    let mut stmt = store.conn().prepare_cached(&format!(
-        "SELECT id, title, substr(content, 1, {COVERAGE_CHARS}), length(content) FROM observations
-         WHERE deleted_at IS NULL AND id IN (SELECT value FROM json_each(?1))"
-    ))?;
-    let rows =
-        stmt.query_map([ids], |r| Ok((r.get(0)?, Text { title: r.get(1)?, head: r.get(2)?, length: r.get(3)? })))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
 /// Memory id → the memories saved right before and right after it in its session.
-pub(crate) type Neighbours = HashMap<i64, (Option<i64>, Option<i64>)>;
+pub(crate) use crate::store::search::Neighbours;
 
-/// The memories saved just before and just after each of `ids` in the same session (by id,
-/// which is save order), for session context. Memories saved without a session share their
-/// project's catch-all `manual-save-…` session: that is no context, so they have none.
+/// The memories saved just before and just after each of `ids` in the same session, for
+/// session context. Memories saved without a session share their project's catch-all
+/// `manual-save-…` session: that is no context, so they have none.
 pub(crate) fn session_neighbours(store: &Store, ids: &[i64]) -> Result<Neighbours> {
-    if ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let placeholders = vec!["?"; ids.len()].join(",");
-    let sql = format!(
-        "SELECT c.id,
-           (SELECT o.id FROM observations o WHERE o.session_id = c.session_id AND o.id < c.id
-              AND o.deleted_at IS NULL ORDER BY o.id DESC LIMIT 1),
-           (SELECT o.id FROM observations o WHERE o.session_id = c.session_id AND o.id > c.id
-              AND o.deleted_at IS NULL ORDER BY o.id LIMIT 1)
-         FROM observations c WHERE c.id IN ({placeholders}) AND c.session_id NOT LIKE ?"
-    );
-    // Not cached: the text changes with the number of ids and would evict hot statements.
-    let mut stmt = store.conn().prepare(&sql)?;
-    let args = ids
-        .iter()
-        .map(|&id| rusqlite::types::Value::Integer(id))
-        .chain([rusqlite::types::Value::Text(crate::model::catch_all_sessions_like())]);
-    let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store.session_neighbours_of(ids, crate::model::catch_all_sessions_like())
 }
 
 /// One ranking with session context, best first: each memory passes a share of its strength

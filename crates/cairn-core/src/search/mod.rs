@@ -19,12 +19,11 @@ pub use crate::{index, semantic};
 pub mod snippet;
 pub mod temporal;
 
-use rusqlite::{params_from_iter, types::Value};
 use serde::{Deserialize, Serialize};
 
 use crate::Core;
 use crate::error::{CairnError, Result};
-use crate::model::{OBSERVATION_COLUMNS, Observation, Prompt};
+use crate::model::{Observation, Prompt};
 use crate::store::Store;
 use crate::text::{Scope, normalize_project, normalize_topic_key};
 
@@ -334,11 +333,7 @@ impl IndexEngine {
         if terms.iter().any(|t| matches!(t, query::Term::Phrase(_))) {
             return Ok(None);
         }
-        let filter = index::IndexFilter {
-            project: query.project.as_deref().filter(|_| !query.all_projects).map(|p| normalize_project(p).0),
-            kind: query.kind.as_deref().map(|k| k.trim().to_lowercase()),
-            scope: query.scope,
-        };
+        let filter = memory_filter(query);
         let Some(found) = index.search(core.store.conn(), &terms, &filter, limit)? else { return Ok(None) };
         // Snippets are made when hits are hydrated (`Core::search_with`), from the row it
         // reads anyway.
@@ -361,23 +356,14 @@ impl SearchEngine for IndexEngine {
     }
 }
 
-/// SQL filters shared by every engine: project (plus personal memories), type, scope.
-pub(crate) fn filter_clause(query: &SearchQuery) -> (String, Vec<Value>) {
-    let mut sql = String::new();
-    let mut args = Vec::new();
-    if let Some(project) = query.project.as_deref().filter(|_| !query.all_projects) {
-        sql.push_str(" AND (o.project = ? OR o.scope = 'personal')");
-        args.push(Value::Text(normalize_project(project).0));
+/// What `query` lets a search return: its project (unless all projects; plus personal
+/// memories), type and scope, normalised as the store keeps them.
+fn memory_filter(query: &SearchQuery) -> index::IndexFilter {
+    index::IndexFilter {
+        project: query.project.as_deref().filter(|_| !query.all_projects).map(|p| normalize_project(p).0),
+        kind: query.kind.as_deref().map(|k| k.trim().to_lowercase()),
+        scope: query.scope,
     }
-    if let Some(kind) = &query.kind {
-        sql.push_str(" AND o.type = ?");
-        args.push(Value::Text(kind.trim().to_lowercase()));
-    }
-    if let Some(scope) = query.scope {
-        sql.push_str(" AND o.scope = ?");
-        args.push(Value::Text(scope.as_str().to_owned()));
-    }
-    (sql, args)
 }
 
 impl Core {
@@ -526,17 +512,7 @@ impl Core {
 impl Store {
     pub(crate) fn topic_hits(&self, query: &SearchQuery, limit: usize) -> Result<Vec<SearchHit>> {
         let Some(key) = normalize_topic_key(&query.text) else { return Ok(Vec::new()) };
-        let (filter_sql, mut args) = filter_clause(query);
-        args.insert(0, Value::Text(key));
-        args.push(Value::Integer(limit as i64));
-        let sql = format!(
-            "SELECT {OBSERVATION_COLUMNS} FROM observations o
-             WHERE o.topic_key = ? AND o.deleted_at IS NULL {filter_sql}
-             ORDER BY o.updated_at DESC LIMIT ?"
-        );
-        let mut stmt = self.conn().prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args), Observation::from_row)?;
-        let observations: Vec<Observation> = rows.collect::<rusqlite::Result<_>>()?;
+        let observations = self.topic_rows(&key, &memory_filter(query), limit)?;
         Ok(observations
             .into_iter()
             .map(|o| SearchHit {

@@ -1,10 +1,11 @@
 //! The SQL the agent protocol reads beside its own table (`crate::agent` holds the rules): the
-//! user's profile, and what a session left for its Last Session record.
+//! user's profile, and what a session left for its Last Session record (the session row
+//! itself is `store::sessions`' `find_session`).
 
 use rusqlite::{OptionalExtension, params};
 
 use crate::error::Result;
-use crate::model::{OBSERVATION_COLUMNS, Observation, SESSION_COLUMNS, Session};
+use crate::model::{OBSERVATION_COLUMNS, Observation};
 use crate::store::Store;
 
 impl Store {
@@ -20,14 +21,6 @@ impl Store {
         ))?;
         let rows = stmt.query_map(params![project, limit as i64], Observation::from_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// Session `id`, if it exists.
-    pub(crate) fn find_session(&self, id: &str) -> Result<Option<Session>> {
-        Ok(self
-            .conn()
-            .query_row(&format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ?1"), [id], Session::from_row)
-            .optional()?)
     }
 
     /// The tool name of the newest live memory of `kind` under `topic` (`None`: no such memory,

@@ -17,12 +17,14 @@ pub(crate) mod doctor;
 pub(crate) mod embeddings;
 pub(crate) mod extraction;
 pub(crate) mod foreign;
+pub(crate) mod index_feed;
 pub(crate) mod judging;
 pub(crate) mod memories;
 pub(crate) mod migrate;
 pub(crate) mod privacy;
 pub(crate) mod projects;
 pub(crate) mod prompts;
+pub(crate) mod relations;
 pub(crate) mod search;
 pub(crate) mod sessions;
 pub(crate) mod spool;
@@ -156,11 +158,6 @@ impl Store {
         self.clock = clock;
     }
 
-    /// Apply the changes logged since `index` last looked (the daemon's index follower).
-    pub fn follow_index(&self, index: &Arc<crate::index::SharedIndex>) -> Result<()> {
-        index.follow(&self.conn)
-    }
-
     /// Set a pragma on this connection (daemon tuning such as `wal_autocheckpoint`).
     pub fn conn_pragma(&self, name: &str, value: i64) -> Result<()> {
         self.conn.pragma_update(None, name, value)?;
@@ -183,11 +180,6 @@ impl Store {
         let busy = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0));
         self.conn.busy_timeout(BUSY_TIMEOUT)?;
         Ok(busy? == 0)
-    }
-
-    /// Build an in-memory index of this store (consistent snapshot).
-    pub fn build_index(&self) -> Result<crate::index::MemoryIndex> {
-        crate::index::MemoryIndex::build(&self.conn)
     }
 
     pub fn path(&self) -> Option<&Path> {

@@ -40,10 +40,15 @@ impl Store {
     }
 
     pub fn get_session(&self, id: &str) -> Result<Session> {
-        self.conn()
+        self.find_session(id)?.ok_or_else(|| session_not_found(id))
+    }
+
+    /// Session `id`, if it exists.
+    pub(crate) fn find_session(&self, id: &str) -> Result<Option<Session>> {
+        Ok(self
+            .conn()
             .query_row(&format!("SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.id = ?1"), [id], Session::from_row)
-            .optional()?
-            .ok_or_else(|| session_not_found(id))
+            .optional()?)
     }
 
     /// Sessions ordered by their latest activity (newest memory or start), with memory counts.

@@ -1,7 +1,7 @@
 //! The SQL of the spool's bookkeeping (`crate::spool` holds the rules and the files): its
 //! counters kept across restarts, and the event ids applied.
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use crate::error::Result;
 use crate::store::Store;
@@ -31,5 +31,20 @@ impl Store {
     /// Forget the event ids applied before `cutoff`; how many were.
     pub(crate) fn delete_spool_events_before(&mut self, cutoff: &str) -> Result<usize> {
         self.write(|conn| Ok(conn.execute("DELETE FROM spool_events WHERE applied_at < ?1", [cutoff])?))
+    }
+
+    /// Whether the event `id` was applied before.
+    pub(crate) fn spool_event_applied(&self, id: &str) -> Result<bool> {
+        let mut stmt = self.conn().prepare_cached("SELECT 1 FROM spool_events WHERE id = ?1")?;
+        Ok(stmt.query_row([id], |_| Ok(())).optional()?.is_some())
+    }
+
+    /// Record the event `id` as applied at `applied_at`, in the caller's transaction.
+    pub(crate) fn record_spool_event(&mut self, id: &str, applied_at: &str) -> Result<()> {
+        self.write(|conn| {
+            conn.prepare_cached("INSERT INTO spool_events (id, applied_at) VALUES (?1, ?2)")?
+                .execute(params![id, applied_at])?;
+            Ok(())
+        })
     }
 }

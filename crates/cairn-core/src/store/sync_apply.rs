@@ -1,11 +1,12 @@
 //! The SQL of applying other stores' mutations (`crate::sync::apply` holds the rules: who wins,
 //! what is kept, what waits): sessions filled in, memories' versions and tombstones, the
-//! store's clock, revisions kept, contested and synced relations, relations that wait.
+//! store's clock, revisions kept, contested relations, relations that wait (a relation that
+//! travelled is written by `store::transfer::write_relation`, which imports share).
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::Result;
-use crate::store::transfer::{CleanRelation, CleanSession};
+use crate::store::transfer::CleanSession;
 
 /// Insert a session that travelled, unless one has its id; rows inserted.
 pub(crate) fn insert_session_if_new(tx: &Connection, s: &CleanSession<'_>) -> Result<usize> {
@@ -195,40 +196,6 @@ pub(crate) fn relation_version(tx: &Connection, sync_id: &str) -> Result<Option<
             Ok(RelationVersion { hlc: x.get(0)?, updated_at: x.get(1)?, relation: x.get(2)?, status: x.get(3)? })
         })
         .optional()?)
-}
-
-/// Insert a relation that travelled, or replace the stored one whole (its ends too), with
-/// its stamp.
-pub(crate) fn upsert_synced_relation(tx: &Connection, r: &CleanRelation<'_>, hlc: Option<&str>) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO relations (sync_id, source_id, target_id, relation, reason, evidence, confidence,
-            judgment_status, marked_by_actor, marked_by_kind, marked_by_model, session_id, created_at, updated_at, hlc)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-         ON CONFLICT(sync_id) DO UPDATE SET source_id = excluded.source_id, target_id = excluded.target_id,
-            relation = excluded.relation, reason = excluded.reason,
-            evidence = excluded.evidence, confidence = excluded.confidence,
-            judgment_status = excluded.judgment_status, marked_by_actor = excluded.marked_by_actor,
-            marked_by_kind = excluded.marked_by_kind, marked_by_model = excluded.marked_by_model,
-            session_id = excluded.session_id, updated_at = excluded.updated_at, hlc = excluded.hlc",
-    )?
-    .execute(params![
-        r.sync_id,
-        r.source_id,
-        r.target_id,
-        r.relation,
-        r.reason,
-        r.evidence,
-        r.confidence,
-        r.judgment_status,
-        r.marked_by_actor,
-        r.marked_by_kind,
-        r.marked_by_model,
-        r.session_id,
-        r.created_at,
-        r.updated_at,
-        hlc
-    ])?;
-    Ok(())
 }
 
 /// Keep relation `sync_id` (its `payload`, JSON) waiting for its memories, its tries reset.

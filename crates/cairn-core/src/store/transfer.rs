@@ -283,34 +283,47 @@ pub(crate) fn relation_updated_at(tx: &Connection, sync_id: &str) -> Result<Opti
     Ok(tx.query_row("SELECT updated_at FROM relations WHERE sync_id = ?1", [sync_id], |x| x.get(0)).optional()?)
 }
 
-/// Insert an imported relation, or replace the verdict of the stored one (its ends and
-/// creation stay).
-pub(crate) fn merge_relation(tx: &Connection, r: &CleanRelation<'_>) -> Result<()> {
-    tx.execute(
+/// Insert a relation, or replace the stored one, in one statement (imports and sync share
+/// it, as they share [`overwrite_observation`]). Its creation time stays. A local write (an
+/// import) replaces the verdict only: the stored relation keeps its ends, and the journal
+/// trigger stamps it. Another store's version replaces the row whole, its ends too, with its
+/// stamp.
+pub(crate) fn write_relation(tx: &Connection, r: &CleanRelation<'_>, stamp: Stamp<'_>) -> Result<()> {
+    let (remote, hlc) = match stamp {
+        Stamp::Local => (false, None),
+        Stamp::Remote(hlc) => (true, hlc),
+    };
+    tx.prepare_cached(
         "INSERT INTO relations (sync_id, source_id, target_id, relation, reason, evidence, confidence,
-            judgment_status, marked_by_actor, marked_by_kind, marked_by_model, session_id, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-         ON CONFLICT(sync_id) DO UPDATE SET relation = excluded.relation, reason = excluded.reason,
+            judgment_status, marked_by_actor, marked_by_kind, marked_by_model, session_id, created_at, updated_at, hlc)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+         ON CONFLICT(sync_id) DO UPDATE SET
+            source_id = CASE WHEN ?16 THEN excluded.source_id ELSE relations.source_id END,
+            target_id = CASE WHEN ?16 THEN excluded.target_id ELSE relations.target_id END,
+            relation = excluded.relation, reason = excluded.reason,
             evidence = excluded.evidence, confidence = excluded.confidence,
             judgment_status = excluded.judgment_status, marked_by_actor = excluded.marked_by_actor,
             marked_by_kind = excluded.marked_by_kind, marked_by_model = excluded.marked_by_model,
-            session_id = excluded.session_id, updated_at = excluded.updated_at",
-        params![
-            r.sync_id,
-            r.source_id,
-            r.target_id,
-            r.relation,
-            r.reason,
-            r.evidence,
-            r.confidence,
-            r.judgment_status,
-            r.marked_by_actor,
-            r.marked_by_kind,
-            r.marked_by_model,
-            r.session_id,
-            r.created_at,
-            r.updated_at
-        ],
-    )?;
+            session_id = excluded.session_id, updated_at = excluded.updated_at,
+            hlc = CASE WHEN ?16 THEN excluded.hlc ELSE relations.hlc END",
+    )?
+    .execute(params![
+        r.sync_id,
+        r.source_id,
+        r.target_id,
+        r.relation,
+        r.reason,
+        r.evidence,
+        r.confidence,
+        r.judgment_status,
+        r.marked_by_actor,
+        r.marked_by_kind,
+        r.marked_by_model,
+        r.session_id,
+        r.created_at,
+        r.updated_at,
+        hlc,
+        remote
+    ])?;
     Ok(())
 }

@@ -22,7 +22,7 @@ use super::version::{Version, compare};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::store::sync_apply::{self as rows, LocalMemory, RelationVersion};
 use crate::store::transfer::{
-    CleanObservation, CleanRelation, CleanSession, Stamp, overwrite_observation, write_new_observation,
+    CleanObservation, CleanRelation, CleanSession, Stamp, overwrite_observation, write_new_observation, write_relation,
 };
 use crate::text::{normalize_project, normalized_hash, redact, redact_opt};
 use crate::transfer::{
@@ -399,7 +399,7 @@ fn upsert_relation(tx: &Connection, r: &RelationRecord, payload: &Value, now: &s
         created_at: &created_at,
         updated_at: &updated_at,
     };
-    rows::upsert_synced_relation(tx, &row, hlc)?;
+    write_relation(tx, &row, Stamp::Remote(hlc))?;
     Ok(true)
 }
 

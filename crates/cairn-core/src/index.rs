@@ -21,6 +21,8 @@ use crate::error::Result;
 use crate::text::Scope;
 use cairn_base::query::Term;
 
+mod bytes;
+
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
 /// Field weights: the same emphasis as the FTS5 `rank` configuration.

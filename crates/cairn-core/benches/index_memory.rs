@@ -177,6 +177,9 @@ fn main() {
                 t.elapsed()
             })
             .collect();
-        println!("search {name:<9} p50 {:>8.1} µs  ({hits} hits over {queries} queries, digest {digest:016x})", median(samples));
+        println!(
+            "search {name:<9} p50 {:>8.1} µs  ({hits} hits over {queries} queries, digest {digest:016x})",
+            median(samples)
+        );
     }
 }

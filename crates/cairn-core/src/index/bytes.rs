@@ -34,21 +34,23 @@ impl MemoryIndex {
         vec![
             ("postings (used)", self.postings_used_bytes()),
             ("postings (slack)", self.postings_slack_bytes()),
-            ("posting list headers", self.postings.capacity() * size_of::<Vec<super::Posting>>()),
+            ("posting list headers", self.postings.capacity() * size_of::<super::PostingList>()),
             ("docs", self.docs.capacity() * size_of::<super::Doc>()),
-            ("docs' updated_at strings", strings_bytes(self.docs.iter().map(|d| &*d.updated_at))),
             ("slot_of", hash_map_bytes(&self.slot_of)),
             ("vocab (stems)", btree_bytes(&self.vocab) + strings_bytes(self.vocab.keys().map(|k| &**k))),
-            ("token_terms (tokens)", hash_map_bytes(&self.token_terms) + strings_bytes(self.token_terms.keys().map(|k| &**k))),
+            (
+                "token_terms (tokens)",
+                hash_map_bytes(&self.token_terms) + strings_bytes(self.token_terms.keys().map(|k| &**k)),
+            ),
             ("names, project stats", hash_map_bytes(&self.names) + hash_map_bytes(&self.project_stats)),
         ]
     }
 
     fn postings_used_bytes(&self) -> usize {
-        self.postings.iter().map(|l| l.len() * size_of::<super::Posting>()).sum()
+        self.postings.iter().map(super::PostingList::used_bytes).sum()
     }
 
     fn postings_slack_bytes(&self) -> usize {
-        self.postings.iter().map(|l| (l.capacity() - l.len()) * size_of::<super::Posting>()).sum()
+        self.postings.iter().map(|l| l.capacity_bytes() - l.used_bytes()).sum()
     }
 }

@@ -75,12 +75,11 @@ fn mib(bytes: usize) -> f64 {
 /// A bare store with the columns the index reads, holding memories `0..count` (kept between
 /// runs when `CAIRN_BENCH_DB` names a file that already has them).
 fn open_rows(count: usize) -> (Connection, Option<tempfile::TempDir>) {
-    let (path, dir) = match std::env::var_os("CAIRN_BENCH_DB") {
-        Some(p) => (std::path::PathBuf::from(p), None),
-        None => {
-            let dir = tempfile::tempdir().expect("temp dir");
-            (dir.path().join("index.db"), Some(dir))
-        }
+    let (path, dir) = if let Some(p) = std::env::var_os("CAIRN_BENCH_DB") {
+        (std::path::PathBuf::from(p), None)
+    } else {
+        let dir = tempfile::tempdir().expect("temp dir");
+        (dir.path().join("index.db"), Some(dir))
     };
     let mut conn = Connection::open(&path).expect("open");
     conn.execute_batch(

@@ -132,7 +132,7 @@ impl Postings<'_> {
     }
 
     /// The next varint: one byte for most postings, so that case goes first.
-    #[inline(always)]
+    #[inline]
     fn varint(&mut self) -> Option<u64> {
         let (&first, tail) = self.rest.split_first()?;
         self.rest = tail;

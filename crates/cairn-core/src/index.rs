@@ -23,6 +23,13 @@ use crate::store::index_feed::{self as feed, IndexedRow as Row};
 use crate::text::Scope;
 use cairn_base::query::Term;
 
+mod bytes;
+mod postings;
+#[cfg(test)]
+mod reference_tests;
+
+use postings::PostingList;
+
 const K1: f32 = 1.2;
 const B: f32 = 0.75;
 /// Field weights: the same emphasis as the FTS5 `rank` configuration.
@@ -35,13 +42,6 @@ const W_TOOL: f32 = 0.5;
 const MAX_PREFIX_EXPANSION: usize = 64;
 /// Longest token indexed: longer ones are hashes and base64, not words.
 const MAX_TOKEN_CHARS: usize = 48;
-
-#[derive(Debug, Clone, Copy)]
-struct Posting {
-    slot: u32,
-    /// Field-weighted term frequency.
-    tf: f32,
-}
 
 /// Size of a collection for BM25: live memories and their summed field-weighted length.
 #[derive(Debug, Clone, Copy, Default)]
@@ -71,7 +71,9 @@ struct Doc {
     /// Field-weighted length.
     len: f32,
     live: bool,
-    updated_at: Box<str>,
+    /// Milliseconds since the epoch (ties rank the newer first): what the stored RFC 3339
+    /// string orders by, in 8 bytes instead of a string on the heap per memory.
+    updated_ms: i64,
 }
 
 /// What a search may return (the store's filter: the SQL search applies the same one).
@@ -83,9 +85,14 @@ pub struct MemoryIndex {
     vocab: BTreeMap<Box<str>, u32>,
     /// Token → term id: text repeats its words (Zipf), so most tokens skip the stemmer.
     token_terms: HashMap<Box<str>, u32>,
-    postings: Vec<Vec<Posting>>,
+    postings: Vec<PostingList>,
     docs: Vec<Doc>,
+    /// Slots of the live memories not in the ordered run below (changed since the build).
     slot_of: HashMap<i64, u32>,
+    /// How many leading slots hold ids in increasing order (a build adds them so, and new
+    /// memories continue it): their slots are found by binary search instead of a map entry
+    /// each, 16-odd bytes a memory.
+    ordered: u32,
     names: HashMap<Box<str>, u32>,
     /// Live memories and their total length.
     all: Stats,
@@ -116,6 +123,7 @@ impl MemoryIndex {
             postings: Vec::new(),
             docs: Vec::new(),
             slot_of: HashMap::new(),
+            ordered: 0,
             names: HashMap::new(),
             all: Stats::default(),
             dead: 0,
@@ -156,6 +164,7 @@ impl MemoryIndex {
             }
             between();
         }
+        index.shrink();
         // A log trimmed past the start cannot say what the scan missed: leave `applied_seq`
         // where it was, and the next catch-up sees the gap and builds again.
         if !index.log_trimmed(conn)? {
@@ -213,6 +222,13 @@ impl MemoryIndex {
         Ok(())
     }
 
+    /// Give back what growth left unused (once a build has read every row).
+    fn shrink(&mut self) {
+        self.postings.iter_mut().for_each(PostingList::shrink);
+        self.postings.shrink_to_fit();
+        self.docs.shrink_to_fit();
+    }
+
     fn intern(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.names.get(name) {
             return id;
@@ -241,7 +257,7 @@ impl MemoryIndex {
         }
         let slot = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
         for (term, weight) in tf {
-            self.postings[term as usize].push(Posting { slot, tf: weight });
+            self.postings[term as usize].push(slot, weight);
         }
         let doc = Doc {
             id: row.id,
@@ -250,16 +266,22 @@ impl MemoryIndex {
             personal: row.scope == Scope::Personal.as_str(),
             len,
             live: true,
-            updated_at: row.updated_at.as_str().into(),
+            updated_ms: updated_ms(&row.updated_at),
         };
         self.all.add(len);
         self.stats_of(doc.personal, doc.project).add(len);
+        grow_by_an_eighth(&mut self.docs);
         self.docs.push(doc);
-        self.slot_of.insert(row.id, slot);
+        let continues_run = slot == self.ordered && (slot == 0 || self.docs[slot as usize - 1].id < row.id);
+        if continues_run {
+            self.ordered += 1;
+        } else {
+            self.slot_of.insert(row.id, slot);
+        }
     }
 
     fn remove(&mut self, id: i64) {
-        if let Some(slot) = self.slot_of.remove(&id) {
+        if let Some(slot) = self.live_slot(id) {
             let doc = &mut self.docs[slot as usize];
             if doc.live {
                 doc.live = false;
@@ -269,6 +291,17 @@ impl MemoryIndex {
                 self.stats_of(personal, project).remove(len);
             }
         }
+    }
+
+    /// Where memory `id` lives now, forgetting it: a changed memory's slot is in `slot_of`;
+    /// one in the ordered run may be there dead (changed or deleted since), which is no slot.
+    fn live_slot(&mut self, id: i64) -> Option<u32> {
+        if let Some(slot) = self.slot_of.remove(&id) {
+            return Some(slot);
+        }
+        let run = &self.docs[..self.ordered as usize];
+        let at = run.binary_search_by_key(&id, |d| d.id).ok()?;
+        run[at].live.then_some(at as u32)
     }
 
     fn stats_of(&mut self, personal: bool, project: u32) -> &mut Stats {
@@ -295,7 +328,7 @@ impl MemoryIndex {
         }
         let id = u32::try_from(self.postings.len()).unwrap_or(u32::MAX);
         self.vocab.insert(stem.into(), id);
-        self.postings.push(Vec::new());
+        self.postings.push(PostingList::default());
         id
     }
 
@@ -364,13 +397,21 @@ impl MemoryIndex {
             for &term in &ids {
                 let list = &self.postings[term as usize];
                 matched.clear();
-                for p in list {
-                    let doc = &self.docs[p.slot as usize];
-                    if !doc.live || !accept(doc) {
-                        continue;
+                let mut postings = list.iter();
+                let mut run = [(0u32, 0f32); 256];
+                loop {
+                    let n = postings.fill(&mut run);
+                    if n == 0 {
+                        break;
                     }
-                    let norm = K1 * (1.0 - B + B * doc.len / avg_len);
-                    matched.push((p.slot, p.tf * (K1 + 1.0) / (p.tf + norm)));
+                    for &(slot, tf) in &run[..n] {
+                        let doc = &self.docs[slot as usize];
+                        if !doc.live || !accept(doc) {
+                            continue;
+                        }
+                        let norm = K1 * (1.0 - B + B * doc.len / avg_len);
+                        matched.push((slot, tf * (K1 + 1.0) / (tf + norm)));
+                    }
                 }
                 if matched.is_empty() {
                     continue;
@@ -418,7 +459,7 @@ impl MemoryIndex {
             return a_score > b.0;
         }
         let (a, bd) = (&self.docs[a_slot as usize], &self.docs[b.1 as usize]);
-        (&a.updated_at, a.id) > (&bd.updated_at, bd.id)
+        (a.updated_ms, a.id) > (bd.updated_ms, bd.id)
     }
 }
 
@@ -464,6 +505,20 @@ impl Store {
     /// Build an in-memory index of this store (consistent snapshot).
     pub fn build_index(&self) -> Result<MemoryIndex> {
         MemoryIndex::build(self.conn())
+    }
+}
+
+/// A stored timestamp (cairn writes one fixed-width UTC format, so its string order is its
+/// time order) as milliseconds; one that does not parse ranks oldest.
+fn updated_ms(stored: &str) -> i64 {
+    cairn_base::clock::parse_ts(stored).map_or(i64::MIN, |t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+}
+
+/// Make room for one more item, growing by an eighth rather than doubling: the daemon's
+/// first save after a build must not double a million memories' worth of capacity.
+fn grow_by_an_eighth<T>(items: &mut Vec<T>) {
+    if items.len() == items.capacity() {
+        items.reserve_exact((items.capacity() / 8).max(16));
     }
 }
 

@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::Result;
 
 /// One memory as the index needs it.
+#[derive(Debug, Clone)]
 pub(crate) struct IndexedRow {
     pub(crate) id: i64,
     pub(crate) title: String,

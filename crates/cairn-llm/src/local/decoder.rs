@@ -80,10 +80,12 @@ impl Config {
             rope_base: value("rope.freq_base").and_then(gguf_file::Value::to_f32).unwrap_or(10_000.0),
             rope,
         };
-        let head_dim = config.head_dim();
-        if n_head == 0 || !width.is_multiple_of(n_head) || !n_head.is_multiple_of(config.n_kv_head.max(1)) {
-            candle_core::bail!("{n_head} heads ({} KV heads) do not divide a width of {width}", config.n_kv_head);
+        // Checked before anything divides by them: a broken file is an error, not a panic.
+        let kv = config.n_kv_head;
+        if n_head == 0 || kv == 0 || !width.is_multiple_of(n_head) || !n_head.is_multiple_of(kv) {
+            candle_core::bail!("{n_head} heads ({kv} KV heads) do not divide a width of {width}");
         }
+        let head_dim = config.head_dim();
         // Partial rotary embeddings (RoPE over part of each head) are another model: refuse it.
         if let Ok(rotated) = count("rope.dimension_count")
             && rotated != head_dim

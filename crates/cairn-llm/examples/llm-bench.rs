@@ -7,13 +7,24 @@
 //! MODEL is a catalogue name (default: every model whose file `scripts/install-test-deps.sh llm
 //! llm-qwen` installed). `CANDLE_NUM_THREADS` sets the threads. Each model runs in its own
 //! process (the example re-runs itself), so each peak RSS is that model's alone. `--runs N`
-//! runs each N times, and `--compare` alternates cairn's Qwen2 forward with candle's
-//! (`quantized_qwen2`) in the same loop, so both see the same machine.
+//! runs each N times, and `--compare` alternates cairn's decoder with candle-transformers'
+//! model of the same file (`quantized_qwen2`, `quantized_llama`) in the same loop, so both see
+//! the same machine.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::time::Instant;
 
-use cairn_llm::local::{LocalOptions, LocalProvider, catalogue, find, test_model_file};
+use cairn_llm::local::{Forward, LocalOptions, LocalProvider, catalogue, find, test_model_file};
+
+/// candle-transformers' models, which only tests and this benchmark link (a dev-dependency).
+#[path = "../src/local/reference.rs"]
+mod reference;
+
+impl Forward for reference::Reference {
+    fn forward(&mut self, tokens: &[u32], position: usize) -> candle_core::Result<Vec<f32>> {
+        self.logits(tokens, position)
+    }
+}
 use cairn_llm::{ChatMessage, ChatRequest};
 
 const SYSTEM: &str = "You extract durable facts from a coding session for a memory store. \
@@ -103,8 +114,14 @@ fn run_one(name: &str, reference: bool) {
         return;
     };
     let load = Instant::now();
-    let options = LocalOptions { reference_kernels: reference, ..LocalOptions::default() };
-    let provider = LocalProvider::open_with(&path, spec, &options).expect("the model loads");
+    let options = LocalOptions::default();
+    let provider = if reference {
+        let weights = reference::Reference::open(&path).expect("candle-transformers loads the model");
+        LocalProvider::open_with_weights(&path, spec, &options, Box::new(weights))
+    } else {
+        LocalProvider::open_with(&path, spec, &options)
+    }
+    .expect("the model loads");
     let load = load.elapsed();
     let request = ChatRequest {
         messages: vec![
@@ -123,7 +140,7 @@ fn run_one(name: &str, reference: bool) {
     println!(
         "{name}\t{}\tthreads {}\tload {:.1} s\tprompt {} tok in {:.1} s = {:.0} tok/s (cpu {:.1} s)\t\
          output {} tok in {:.1} s = {:.1} tok/s (cpu {:.1} s)\tcall {:.1} s\tpeak RSS {} MB\tjson parses: {parsed}\tload avg {}",
-        if reference { "candle-qwen2" } else { "cairn" },
+        if reference { "candle-transformers" } else { "cairn" },
         LocalProvider::threads(),
         load.as_secs_f64(),
         t.prompt_tokens,

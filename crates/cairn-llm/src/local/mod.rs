@@ -1,6 +1,6 @@
 //! The local provider: a small instruction model from a GGUF file, run in-process on the CPU
-//! with candle's quantized Qwen2 and Llama architectures (pure Rust; llama.cpp would add a C++
-//! build of several minutes to every cold build).
+//! with cairn's decoder for the Qwen2 and Llama architectures over candle's quantized kernels
+//! (pure Rust; llama.cpp would add a C++ build of several minutes to every cold build).
 //!
 //! - `catalogue`: the models cairn knows, each pinned by sha256, with measured figures.
 //! - `install_from_file`, `install_download`: a verified copy into the models dir.
@@ -9,11 +9,14 @@
 //!   request keeps the answer valid JSON and stops when its top-level value closes.
 
 mod catalogue;
+mod decoder;
 mod install;
 mod json;
 mod model;
 mod provider;
-mod qwen2;
+#[cfg(test)]
+mod reference;
+mod sampler;
 mod template;
 
 pub use catalogue::{
@@ -23,6 +26,7 @@ pub use catalogue::{
 pub use install::install_download;
 pub use install::{install_from_file, installed_path};
 pub use json::JsonPrefix;
+pub use model::Forward;
 pub use provider::{LocalOptions, LocalProvider, LocalTimings, THREADS_ENV};
 pub use template::{ChatTemplate, Piece};
 

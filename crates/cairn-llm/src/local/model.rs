@@ -1,42 +1,34 @@
-//! A GGUF file opened as a model: its metadata checked, its weights loaded with candle's
-//! quantized architectures, its tokenizer built from its own vocabulary.
+//! A GGUF file opened as a model: its metadata checked, its weights loaded into cairn's decoder
+//! (`decoder.rs`), its tokenizer built from its own vocabulary.
 
 use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::quantized::tokenizer::TokenizerFromGguf;
-use candle_core::{Device, Tensor};
-use candle_transformers::models::{quantized_llama, quantized_qwen2};
 use tokenizers::Tokenizer;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 
-use super::qwen2::Qwen2;
+use super::decoder::{Config, Decoder};
 use super::template::ChatTemplate;
 use crate::LlmError;
 
-/// The weights of one architecture. Each holds its own KV cache; a forward pass at position 0
-/// starts a new sequence.
-pub(crate) enum Weights {
-    /// cairn's own Qwen2 forward (`qwen2.rs`).
-    Qwen2(Box<Qwen2>),
-    /// candle-transformers' Qwen2, which `qwen2.rs` is measured and tested against.
-    Qwen2Reference(Box<quantized_qwen2::ModelWeights>),
-    Llama(Box<quantized_llama::ModelWeights>),
+/// A model's forward pass: the logits of the token after `tokens`, which sit at `position`
+/// onwards. The weights hold their own KV cache; position 0 starts a new sequence. cairn's
+/// decoder is one; the benchmark and the tests plug candle-transformers' models in beside it
+/// to compare the two (`LocalProvider::open_with_weights`).
+#[doc(hidden)]
+pub trait Forward: Send {
+    fn forward(&mut self, tokens: &[u32], position: usize) -> candle_core::Result<Vec<f32>>;
 }
 
-impl Weights {
-    /// The logits of the token after `tokens`, which sit at `position` onwards.
-    pub(crate) fn forward(&mut self, tokens: &[u32], position: usize) -> candle_core::Result<Vec<f32>> {
-        let input = || Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0);
-        let logits = match self {
-            Self::Qwen2(model) => model.forward(tokens, position)?,
-            Self::Qwen2Reference(model) => model.forward(&input()?, position)?.squeeze(0)?,
-            Self::Llama(model) => model.forward(&input()?, position)?.squeeze(0)?,
-        };
-        logits.to_dtype(candle_core::DType::F32)?.to_vec1()
+impl Forward for Decoder {
+    fn forward(&mut self, tokens: &[u32], position: usize) -> candle_core::Result<Vec<f32>> {
+        Decoder::forward(self, tokens, position)?.to_dtype(candle_core::DType::F32)?.to_vec1()
     }
 }
+
+pub(crate) type Weights = Box<dyn Forward>;
 
 /// What a model needs besides its weights.
 pub(crate) struct Loaded {
@@ -56,10 +48,10 @@ fn model_file_error(path: &Path, what: impl std::fmt::Display) -> LlmError {
     ))
 }
 
-/// Open `path`, with a KV cache of at most `max_context` positions (`reference`: Qwen2 models
-/// run on candle-transformers' forward instead of cairn's, to compare the two). Every failure
-/// is an `LlmError::ModelFile` naming the file and the fix.
-pub(crate) fn load(path: &Path, max_context: usize, reference: bool) -> Result<Loaded, LlmError> {
+/// Open `path`, with a KV cache of at most `max_context` positions, on cairn's decoder or, when
+/// given, on `weights` (another forward pass of the same file, to compare the two). Every
+/// failure is an `LlmError::ModelFile` naming the file and the fix.
+pub(crate) fn load(path: &Path, max_context: usize, weights: Option<Weights>) -> Result<Loaded, LlmError> {
     let mut file = std::fs::File::open(path).map_err(|e| model_file_error(path, format!("cannot be read: {e}")))?;
     let content = Content::read(&mut file).map_err(|e| model_file_error(path, format!("is not a GGUF model: {e}")))?;
     check_tensor_extents(&content, &mut file).map_err(|what| model_file_error(path, what))?;
@@ -79,22 +71,19 @@ pub(crate) fn load(path: &Path, max_context: usize, reference: bool) -> Result<L
     if let Some(eos) = content.metadata.get("tokenizer.ggml.eos_token_id").and_then(|v| v.to_u32().ok()) {
         stop_tokens.push(eos);
     }
-    let weights = match architecture.as_str() {
-        "qwen2" if reference => quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
-            .map(|m| Weights::Qwen2Reference(Box::new(m))),
-        "qwen2" => {
-            Qwen2::from_gguf(&content, &mut file, max_context.min(context_length)).map(|m| Weights::Qwen2(Box::new(m)))
-        }
-        "llama" => quantized_llama::ModelWeights::from_gguf(content, &mut file, &Device::Cpu)
-            .map(|m| Weights::Llama(Box::new(m))),
-        other => {
-            return Err(model_file_error(
-                path,
-                format!("is a `{other}` model; cairn runs qwen2 (Qwen2.5) and llama (SmolLM2, Llama) models"),
-            ));
-        }
-    }
-    .map_err(|e| model_file_error(path, format!("has weights cairn cannot load: {e}")))?;
+    let Some(config) = Config::from_gguf(&content, &architecture) else {
+        return Err(model_file_error(
+            path,
+            format!("is a `{architecture}` model; cairn runs qwen2 (Qwen2.5) and llama (SmolLM2, Llama) models"),
+        ));
+    };
+    let unloadable = |e: candle_core::Error| model_file_error(path, format!("has weights cairn cannot load: {e}"));
+    let decoder = || -> Result<Weights, LlmError> {
+        let config = config.map_err(unloadable)?;
+        let positions = max_context.min(context_length);
+        Ok(Box::new(Decoder::from_gguf(&config, &content, &mut file, positions).map_err(unloadable)?))
+    };
+    let weights = weights.map_or_else(decoder, Ok)?;
     Ok(Loaded { weights, tokenizer, template, stop_tokens, context_length })
 }
 

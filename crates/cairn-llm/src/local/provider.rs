@@ -4,13 +4,12 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use candle_core::Tensor;
-use candle_transformers::generation::{LogitsProcessor, Sampling};
 use tokenizers::Tokenizer;
 
 use super::catalogue::LocalModelSpec;
 use super::json::JsonPrefix;
-use super::model::{self, Weights};
+use super::model::{self, Forward, Weights};
+use super::sampler::Sampler;
 use super::template::{ChatTemplate, Piece};
 use crate::{ChatReply, ChatRequest, LlmError, LlmProvider, Usage};
 
@@ -35,15 +34,11 @@ pub struct LocalOptions {
     pub max_context: usize,
     /// The seed of sampling at a temperature above 0 (0 is greedy and needs none).
     pub seed: u64,
-    /// Run Qwen2 models on candle-transformers' forward pass instead of cairn's (`qwen2.rs`):
-    /// for the benchmark and the test that compare the two.
-    #[doc(hidden)]
-    pub reference_kernels: bool,
 }
 
 impl Default for LocalOptions {
     fn default() -> Self {
-        Self { max_context: 8192, seed: 299_792_458, reference_kernels: false }
+        Self { max_context: 8192, seed: 299_792_458 }
     }
 }
 
@@ -92,6 +87,27 @@ impl LocalProvider {
     /// a file that is no model, truncated or of an architecture cairn does not run is an
     /// `LlmError::ModelFile`, never a panic.
     pub fn open_with(path: &Path, spec: &LocalModelSpec, options: &LocalOptions) -> Result<Self, LlmError> {
+        Self::open_on(path, spec, options, None)
+    }
+
+    /// Load the model at `path` on another forward pass of the same file (candle-transformers'
+    /// models, for the benchmark and the tests that compare them with cairn's decoder).
+    #[doc(hidden)]
+    pub fn open_with_weights(
+        path: &Path,
+        spec: &LocalModelSpec,
+        options: &LocalOptions,
+        weights: Box<dyn Forward>,
+    ) -> Result<Self, LlmError> {
+        Self::open_on(path, spec, options, Some(weights))
+    }
+
+    fn open_on(
+        path: &Path,
+        spec: &LocalModelSpec,
+        options: &LocalOptions,
+        weights: Option<Weights>,
+    ) -> Result<Self, LlmError> {
         let size = std::fs::metadata(path)
             .map_err(|e| {
                 LlmError::ModelFile(format!(
@@ -111,10 +127,11 @@ impl LocalProvider {
                 spec.name
             )));
         }
-        let loaded = std::panic::catch_unwind(|| model::load(path, options.max_context, options.reference_kernels))
-            .map_err(|panic| {
-            LlmError::ModelFile(format!("{} could not be loaded ({})", path.display(), panic_text(&*panic)))
-        })??;
+        let loaded =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model::load(path, options.max_context, weights)))
+                .map_err(|panic| {
+                    LlmError::ModelFile(format!("{} could not be loaded ({})", path.display(), panic_text(&*panic)))
+                })??;
         Ok(Self {
             name: spec.name.to_owned(),
             weights: Mutex::new(loaded.weights),
@@ -198,9 +215,7 @@ impl LocalProvider {
             ..LocalTimings::default()
         };
         let (started, cpu) = (Instant::now(), process_cpu());
-        let mut sampler = (request.temperature > 0.0).then(|| {
-            LogitsProcessor::from_sampling(self.seed, Sampling::All { temperature: f64::from(request.temperature) })
-        });
+        let mut sampler = (request.temperature > 0.0).then(|| Sampler::new(self.seed, f64::from(request.temperature)));
         let mut json = request.json.then(JsonPrefix::default);
         let mut output = Vec::new();
         while output.len() < max_tokens {
@@ -231,7 +246,7 @@ impl LocalProvider {
     fn choose(
         &self,
         logits: &[f32],
-        sampler: Option<&mut LogitsProcessor>,
+        sampler: Option<&mut Sampler>,
         json: Option<&JsonPrefix>,
     ) -> candle_core::Result<Option<u32>> {
         let valid = |token: u32| {
@@ -241,7 +256,7 @@ impl LocalProvider {
             })
         };
         if let Some(sampler) = sampler {
-            let token = sampler.sample(&Tensor::new(logits, &candle_core::Device::Cpu)?)?;
+            let token = sampler.sample(logits)?;
             if valid(token) {
                 return Ok(Some(token));
             }

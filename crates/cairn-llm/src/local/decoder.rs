@@ -1,33 +1,133 @@
-//! Qwen2's forward pass (Qwen2.5, Qwen2.5-Coder) over candle's quantized kernels, shaped for
-//! decoding on a small CPU. candle-transformers' `quantized_qwen2` computes the same function;
-//! this one differs where it cost memory or time on a 2-core machine (docs/benchmarks/llm.md):
+//! The decoder forward pass of the Llama family as cairn runs it: Qwen2 (Qwen2.5,
+//! Qwen2.5-Coder) and Llama (SmolLM2, Llama 3), over candle's quantized kernels, shaped for
+//! decoding on a small CPU. The two architectures differ only in what the GGUF says (`Config`):
+//! Qwen2 adds biases to the query, key and value projections and rotates the halves of each
+//! head (NeoX RoPE); Llama has no biases and rotates interleaved pairs (llama.cpp's converter
+//! permuted its query and key weights for that). candle-transformers' `quantized_qwen2` and
+//! `quantized_llama` compute the same functions (the tests below compare the logits); this one
+//! differs where they cost memory or time on a 2-core machine (docs/benchmarks/llm.md), and
+//! keeps candle-transformers (100 s of a cold build, at the end of its critical path) out of
+//! the binary:
 //!
 //! - The token embedding stays quantized: a token's row is dequantized when it is looked up,
-//!   and the same tensor is the output layer (Qwen2.5's tied embeddings). candle's keeps an f32
-//!   copy of the 151,936 × 1,536 table (933 MB) and reads the quantized one a second time.
+//!   and the same tensor is the output layer where the model ties them (Qwen2.5, SmolLM2).
+//!   candle's keeps an f32 copy of the table (933 MB for Qwen2.5-1.5B) and reads the quantized
+//!   one a second time.
 //! - The KV cache is allocated once per call, in blocks, and written in place; candle's
 //!   concatenates the whole cache with every token (copying ~60 MB per token at 2k tokens).
 //! - Grouped-query attention reads each key and value head once: the query heads that share a
-//!   KV head are stacked into one matrix, instead of copying the KV heads six times over.
+//!   KV head are stacked into one matrix, instead of copying the KV heads over.
 //!
-//! Its logits are candle's `quantized_qwen2`'s, to the noise of candle's own kernel paths (the
-//! test below).
+//! Its logits are candle's, to the noise of candle's own kernel paths (the tests below).
 
 use candle_core::quantized::{QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
-use candle_transformers::quantized_nn::RmsNorm;
 use std::sync::Arc;
 
 /// The KV cache grows by this many positions at a time.
 const CACHE_BLOCK: usize = 1024;
 
+/// The shape of a model, from its GGUF's metadata (keys prefixed by its architecture's name,
+/// as llama.cpp writes them).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Config {
+    n_head: usize,
+    n_kv_head: usize,
+    width: usize,
+    context: usize,
+    blocks: usize,
+    rms_eps: f64,
+    rope_base: f32,
+    rope: Rope,
+}
+
+/// How RoPE pairs a head's dimensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rope {
+    /// Dimension i with i + head_dim / 2 (GPT-NeoX's layout; Qwen2).
+    Halves,
+    /// Dimension 2i with 2i + 1 (Meta's layout, which llama.cpp's converter keeps for Llama).
+    Interleaved,
+}
+
+impl Config {
+    /// The metadata of `architecture` (`qwen2` or `llama`); `None` for another architecture.
+    pub(crate) fn from_gguf(content: &gguf_file::Content, architecture: &str) -> Option<Result<Self>> {
+        let rope = match architecture {
+            "qwen2" => Rope::Halves,
+            "llama" => Rope::Interleaved,
+            _ => return None,
+        };
+        Some(Self::read(content, architecture, rope))
+    }
+
+    fn read(content: &gguf_file::Content, architecture: &str, rope: Rope) -> Result<Self> {
+        let value = |key: &str| -> Result<&gguf_file::Value> {
+            let key = format!("{architecture}.{key}");
+            content.metadata.get(&key).ok_or_else(|| candle_core::Error::Msg(format!("no {key} in the GGUF")))
+        };
+        let count = |key: &str| -> Result<usize> { Ok(value(key)?.to_u32()? as usize) };
+        let n_head = count("attention.head_count")?;
+        let width = count("embedding_length")?;
+        let config = Self {
+            n_head,
+            // A GGUF without it has one KV head per query head (no grouped-query attention).
+            n_kv_head: count("attention.head_count_kv").unwrap_or(n_head),
+            width,
+            context: count("context_length")?,
+            blocks: count("block_count")?,
+            rms_eps: f64::from(value("attention.layer_norm_rms_epsilon")?.to_f32()?),
+            rope_base: value("rope.freq_base").and_then(gguf_file::Value::to_f32).unwrap_or(10_000.0),
+            rope,
+        };
+        // Checked before anything divides by them: a broken file is an error, not a panic.
+        let kv = config.n_kv_head;
+        if n_head == 0 || kv == 0 || !width.is_multiple_of(n_head) || !n_head.is_multiple_of(kv) {
+            candle_core::bail!("{n_head} heads ({kv} KV heads) do not divide a width of {width}");
+        }
+        let head_dim = config.head_dim();
+        // Partial rotary embeddings (RoPE over part of each head) are another model: refuse it.
+        if let Ok(rotated) = count("rope.dimension_count")
+            && rotated != head_dim
+        {
+            candle_core::bail!("RoPE over {rotated} of {head_dim} dimensions per head is not supported");
+        }
+        Ok(config)
+    }
+
+    fn head_dim(&self) -> usize {
+        self.width / self.n_head
+    }
+}
+
+/// RMSNorm with its weight dequantized (it is a vector of the model's width).
+struct RmsNorm {
+    weight: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    fn from_qtensor(weight: QTensor, eps: f64) -> Result<Self> {
+        Ok(Self { weight: weight.dequantize(&Device::Cpu)?, eps: eps as f32 })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        candle_nn::ops::rms_norm(x, &self.weight, self.eps)
+    }
+}
+
+/// The query, key and value projections' biases (Qwen2 has them, Llama does not).
+struct Biases {
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+}
+
 struct Layer {
     wq: QMatMul,
     wk: QMatMul,
     wv: QMatMul,
-    bq: Tensor,
-    bk: Tensor,
-    bv: Tensor,
+    biases: Option<Biases>,
     wo: QMatMul,
     attention_norm: RmsNorm,
     gate: QMatMul,
@@ -58,61 +158,59 @@ impl Embedding {
     }
 }
 
-pub(crate) struct Qwen2 {
+pub(crate) struct Decoder {
     embedding: Embedding,
     layers: Vec<Layer>,
     norm: RmsNorm,
     output: QMatMul,
     cos: Tensor,
     sin: Tensor,
-    n_head: usize,
-    n_kv_head: usize,
-    head_dim: usize,
+    shape: Shape,
     /// Positions held in the KV cache.
     cached: usize,
 }
 
-impl Qwen2 {
+impl Decoder {
+    /// The weights of `config`'s model from its GGUF, with RoPE tables for at most
+    /// `max_context` positions.
     pub(crate) fn from_gguf<R: std::io::Seek + std::io::Read>(
+        config: &Config,
         content: &gguf_file::Content,
         reader: &mut R,
         max_context: usize,
     ) -> Result<Self> {
         let device = &Device::Cpu;
-        let number = |key: &str| -> Result<&gguf_file::Value> {
-            content.metadata.get(key).ok_or_else(|| candle_core::Error::Msg(format!("no {key} in the GGUF")))
-        };
-        let n_head = number("qwen2.attention.head_count")?.to_u32()? as usize;
-        let n_kv_head = number("qwen2.attention.head_count_kv")?.to_u32()? as usize;
-        let width = number("qwen2.embedding_length")?.to_u32()? as usize;
-        let context = number("qwen2.context_length")?.to_u32()? as usize;
-        let blocks = number("qwen2.block_count")?.to_u32()? as usize;
-        let eps = f64::from(number("qwen2.attention.layer_norm_rms_epsilon")?.to_f32()?);
-        let rope_base = number("qwen2.rope.freq_base").and_then(gguf_file::Value::to_f32).unwrap_or(10_000.0);
-        let head_dim = width / n_head;
+        let eps = config.rms_eps;
         let mut tensor = |name: &str| content.tensor(reader, name, device);
 
         let table = Arc::new(tensor("token_embd.weight")?);
-        let embedding = if width.is_multiple_of(table.dtype().block_size()) {
+        let embedding = if config.width.is_multiple_of(table.dtype().block_size()) {
             Embedding::Quantized(Arc::clone(&table))
         } else {
             Embedding::Dense(table.dequantize(device)?)
         };
+        // Tied embeddings (no `output.weight`): the table is the output layer too.
         let output = match tensor("output.weight") {
             Ok(own) => QMatMul::from_qtensor(own)?,
             Err(_) => QMatMul::from_arc(table)?,
         };
         let norm = RmsNorm::from_qtensor(tensor("output_norm.weight")?, eps)?;
-        let mut layers = Vec::with_capacity(blocks);
-        for i in 0..blocks {
+        let mut layers = Vec::with_capacity(config.blocks);
+        for i in 0..config.blocks {
             let mut weight = |what: &str| tensor(&format!("blk.{i}.{what}"));
+            let biases = match weight("attn_q.bias") {
+                Ok(q) => Some(Biases {
+                    q: q.dequantize(device)?,
+                    k: weight("attn_k.bias")?.dequantize(device)?,
+                    v: weight("attn_v.bias")?.dequantize(device)?,
+                }),
+                Err(_) => None,
+            };
             layers.push(Layer {
                 wq: QMatMul::from_qtensor(weight("attn_q.weight")?)?,
                 wk: QMatMul::from_qtensor(weight("attn_k.weight")?)?,
                 wv: QMatMul::from_qtensor(weight("attn_v.weight")?)?,
-                bq: weight("attn_q.bias")?.dequantize(device)?,
-                bk: weight("attn_k.bias")?.dequantize(device)?,
-                bv: weight("attn_v.bias")?.dequantize(device)?,
+                biases,
                 wo: QMatMul::from_qtensor(weight("attn_output.weight")?)?,
                 attention_norm: RmsNorm::from_qtensor(weight("attn_norm.weight")?, eps)?,
                 gate: QMatMul::from_qtensor(weight("ffn_gate.weight")?)?,
@@ -123,8 +221,10 @@ impl Qwen2 {
                 values: None,
             });
         }
-        let (cos, sin) = rotary_tables(head_dim, rope_base, context.min(max_context.max(1)))?;
-        Ok(Self { embedding, layers, norm, output, cos, sin, n_head, n_kv_head, head_dim, cached: 0 })
+        let head_dim = config.head_dim();
+        let (cos, sin) = rotary_tables(head_dim, config.rope_base, config.context.min(max_context.max(1)))?;
+        let shape = Shape { n_head: config.n_head, n_kv_head: config.n_kv_head, head_dim, rope: config.rope };
+        Ok(Self { embedding, layers, norm, output, cos, sin, shape, cached: 0 })
     }
 
     /// The logits of the token after `tokens`, which sit at `position` onwards (0 starts a new
@@ -143,10 +243,9 @@ impl Qwen2 {
         let mask = (seq > 1).then(|| causal_mask(seq, position)).transpose()?;
         let cos = self.cos.narrow(0, position, seq)?;
         let sin = self.sin.narrow(0, position, seq)?;
-        let shape = Shape { n_head: self.n_head, n_kv_head: self.n_kv_head, head_dim: self.head_dim };
         for layer in &mut self.layers {
             let attended =
-                layer.attend(&layer.attention_norm.forward(&x)?, &shape, position, (&cos, &sin), mask.as_ref())?;
+                layer.attend(&layer.attention_norm.forward(&x)?, &self.shape, position, (&cos, &sin), mask.as_ref())?;
             x = (attended + x)?;
             let h = layer.ffn_norm.forward(&x)?;
             let mlp =
@@ -163,6 +262,7 @@ struct Shape {
     n_head: usize,
     n_kv_head: usize,
     head_dim: usize,
+    rope: Rope,
 }
 
 impl Layer {
@@ -176,13 +276,22 @@ impl Layer {
         mask: Option<&Tensor>,
     ) -> Result<Tensor> {
         let (_, seq, width) = hidden.dims3()?;
-        let Shape { n_head, n_kv_head, head_dim } = *shape;
+        let Shape { n_head, n_kv_head, head_dim, rope } = *shape;
         let heads = |t: Tensor, n: usize| t.reshape((1, seq, n, head_dim))?.transpose(1, 2)?.contiguous();
-        let query = heads(self.wq.forward(hidden)?.broadcast_add(&self.bq)?, n_head)?;
-        let key = heads(self.wk.forward(hidden)?.broadcast_add(&self.bk)?, n_kv_head)?;
-        let value = heads(self.wv.forward(hidden)?.broadcast_add(&self.bv)?, n_kv_head)?;
-        let query = candle_nn::rotary_emb::rope(&query, cos, sin)?;
-        let key = candle_nn::rotary_emb::rope(&key, cos, sin)?;
+        let project = |w: &QMatMul, bias: Option<&Tensor>| match bias {
+            Some(bias) => w.forward(hidden)?.broadcast_add(bias),
+            None => w.forward(hidden),
+        };
+        let biases = self.biases.as_ref();
+        let query = heads(project(&self.wq, biases.map(|b| &b.q))?, n_head)?;
+        let key = heads(project(&self.wk, biases.map(|b| &b.k))?, n_kv_head)?;
+        let value = heads(project(&self.wv, biases.map(|b| &b.v))?, n_kv_head)?;
+        let rotate = |t: &Tensor| match rope {
+            Rope::Halves => candle_nn::rotary_emb::rope(t, cos, sin),
+            Rope::Interleaved => candle_nn::rotary_emb::rope_i(t, cos, sin),
+        };
+        let query = rotate(&query)?;
+        let key = rotate(&key)?;
         let end = position + seq;
         let keys = store(&mut self.keys, &key.squeeze(0)?, position)?;
         let values = store(&mut self.values, &value.squeeze(0)?, position)?;
@@ -248,8 +357,9 @@ fn rotary_tables(head_dim: usize, base: f32, positions: usize) -> Result<(Tensor
 
 #[cfg(test)]
 mod tests {
-    use super::super::catalogue::{QWEN25_CODER_0_5B, QWEN25_CODER_1_5B};
+    use super::super::catalogue::{LocalModelSpec, QWEN25_CODER_0_5B, QWEN25_CODER_1_5B, SMOLLM2_135M};
     use super::super::model::load;
+    use super::super::reference::Reference;
     use super::*;
 
     #[test]
@@ -259,22 +369,20 @@ mod tests {
         assert_eq!(mask[1], [0.0; 5]);
     }
 
-    /// The logits of candle-transformers' Qwen2, through a prompt taken in chunks and two
-    /// decoded tokens (the cache written in place, grouped heads stacked). Skipped without
-    /// a Qwen GGUF (`scripts/install-test-deps.sh llm-qwen`).
-    #[test]
-    fn logits_match_candles_qwen2() {
-        let Some(path) = [QWEN25_CODER_0_5B, QWEN25_CODER_1_5B].iter().find_map(super::super::test_model_file) else {
-            // No Qwen GGUF installed: nothing to compare (scripts/install-test-deps.sh llm-qwen).
+    /// Compare cairn's decoder with candle-transformers' model of the same file, through a
+    /// prompt taken in chunks and two decoded tokens (the cache written in place, grouped
+    /// heads stacked). Skipped without the file (`scripts/install-test-deps.sh llm llm-qwen`).
+    fn logits_match_the_reference(models: &[LocalModelSpec], first_token: u32) {
+        let Some(path) = models.iter().find_map(super::super::test_model_file) else {
             return;
         };
-        let mut ours = load(&path, 256, false).unwrap().weights;
-        let mut theirs = load(&path, 256, true).unwrap().weights;
-        let tokens: Vec<u32> = (0..14).map(|i| 9_000 + i * 37).collect();
+        let mut ours = load(&path, 256, None).unwrap().weights;
+        let mut theirs = Reference::open(&path).unwrap();
+        let tokens: Vec<u32> = (0..14).map(|i| first_token + i * 37).collect();
         let steps: [(usize, usize); 5] = [(0, 1), (1, 9), (9, 12), (12, 13), (13, 14)];
         for (from, to) in steps {
             let a = ours.forward(&tokens[from..to], from).unwrap();
-            let b = theirs.forward(&tokens[from..to], from).unwrap();
+            let b = theirs.logits(&tokens[from..to], from).unwrap();
             let scale = b.iter().fold(0f32, |m, v| m.max(v.abs()));
             let worst = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
             // Not bit for bit: candle quantizes activations per kernel path, so candle's own
@@ -287,5 +395,29 @@ mod tests {
             );
             assert!(worst <= 0.05 * scale.max(1.0), "tokens {from}..{to}: differ by {worst} (scale {scale})");
         }
+    }
+
+    #[test]
+    fn logits_match_candles_qwen2() {
+        logits_match_the_reference(&[QWEN25_CODER_0_5B, QWEN25_CODER_1_5B], 9_000);
+    }
+
+    /// SmolLM2 is a Llama: no biases, interleaved RoPE, its own output layer or a tied one.
+    #[test]
+    fn logits_match_candles_llama() {
+        logits_match_the_reference(&[SMOLLM2_135M], 2_000);
+    }
+
+    #[test]
+    fn the_architecture_decides_biases_and_rope_layout() {
+        let content = gguf_file::Content {
+            magic: gguf_file::VersionedMagic::GgufV3,
+            metadata: std::collections::HashMap::new(),
+            tensor_infos: std::collections::HashMap::new(),
+            tensor_data_offset: 0,
+        };
+        assert!(Config::from_gguf(&content, "gemma").is_none());
+        let missing = Config::from_gguf(&content, "llama").unwrap().unwrap_err().to_string();
+        assert!(missing.contains("llama.attention.head_count"), "{missing}");
     }
 }

@@ -15,6 +15,8 @@
 -- project_prompts   project   prompts of the project
 -- relations         ''        relations
 -- vectors           model     stored vectors of the model
+-- day               YYYY-MM-DD               live memories created that UTC day (charts)
+-- project_day       project 0x1F YYYY-MM-DD  the same per project
 --
 -- A row whose count fell to 0 stays (readers skip it).
 
@@ -41,7 +43,11 @@ INSERT INTO stats_counts (kind, key, n)
     UNION ALL SELECT 'prompts', '', count(*) FROM prompts
     UNION ALL SELECT 'project_prompts', project, count(*) FROM prompts GROUP BY project
     UNION ALL SELECT 'relations', '', count(*) FROM relations
-    UNION ALL SELECT 'vectors', model, count(*) FROM embeddings GROUP BY model;
+    UNION ALL SELECT 'vectors', model, count(*) FROM embeddings GROUP BY model
+    UNION ALL SELECT 'day', substr(created_at, 1, 10), count(*) FROM observations WHERE deleted_at IS NULL
+        GROUP BY substr(created_at, 1, 10)
+    UNION ALL SELECT 'project_day', project || char(31) || substr(created_at, 1, 10), count(*) FROM observations
+        WHERE deleted_at IS NULL GROUP BY project, substr(created_at, 1, 10);
 
 -- Memories: a row counts as live (memories, pinned, its type, its project) or as deleted. An
 -- update takes the old row's share away and adds the new one's.
@@ -53,7 +59,9 @@ CREATE TRIGGER stats_memory_insert AFTER INSERT ON observations BEGIN
             ('deleted', '', new.deleted_at IS NOT NULL),
             ('pinned', '', new.deleted_at IS NULL AND new.pinned = 1),
             ('type', new.type, new.deleted_at IS NULL),
-            ('project_memories', new.project, new.deleted_at IS NULL))
+            ('project_memories', new.project, new.deleted_at IS NULL),
+            ('day', substr(new.created_at, 1, 10), new.deleted_at IS NULL),
+            ('project_day', new.project || char(31) || substr(new.created_at, 1, 10), new.deleted_at IS NULL))
         WHERE column3 != 0
         ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
 END;
@@ -65,14 +73,16 @@ CREATE TRIGGER stats_memory_delete AFTER DELETE ON observations BEGIN
             ('deleted', '', old.deleted_at IS NOT NULL),
             ('pinned', '', old.deleted_at IS NULL AND old.pinned = 1),
             ('type', old.type, old.deleted_at IS NULL),
-            ('project_memories', old.project, old.deleted_at IS NULL))
+            ('project_memories', old.project, old.deleted_at IS NULL),
+            ('day', substr(old.created_at, 1, 10), old.deleted_at IS NULL),
+            ('project_day', old.project || char(31) || substr(old.created_at, 1, 10), old.deleted_at IS NULL))
         WHERE column3 != 0
         ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
 END;
 
-CREATE TRIGGER stats_memory_update AFTER UPDATE OF type, project, pinned, deleted_at ON observations
+CREATE TRIGGER stats_memory_update AFTER UPDATE OF type, project, pinned, deleted_at, created_at ON observations
 WHEN old.type IS NOT new.type OR old.project IS NOT new.project OR old.pinned IS NOT new.pinned
-    OR (old.deleted_at IS NULL) != (new.deleted_at IS NULL)
+    OR (old.deleted_at IS NULL) != (new.deleted_at IS NULL) OR old.created_at IS NOT new.created_at
 BEGIN
     INSERT INTO stats_counts (kind, key, n)
         SELECT column1, column2, -column3 FROM (VALUES
@@ -80,7 +90,9 @@ BEGIN
             ('deleted', '', old.deleted_at IS NOT NULL),
             ('pinned', '', old.deleted_at IS NULL AND old.pinned = 1),
             ('type', old.type, old.deleted_at IS NULL),
-            ('project_memories', old.project, old.deleted_at IS NULL))
+            ('project_memories', old.project, old.deleted_at IS NULL),
+            ('day', substr(old.created_at, 1, 10), old.deleted_at IS NULL),
+            ('project_day', old.project || char(31) || substr(old.created_at, 1, 10), old.deleted_at IS NULL))
         WHERE column3 != 0
         ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
     INSERT INTO stats_counts (kind, key, n)
@@ -89,7 +101,9 @@ BEGIN
             ('deleted', '', new.deleted_at IS NOT NULL),
             ('pinned', '', new.deleted_at IS NULL AND new.pinned = 1),
             ('type', new.type, new.deleted_at IS NULL),
-            ('project_memories', new.project, new.deleted_at IS NULL))
+            ('project_memories', new.project, new.deleted_at IS NULL),
+            ('day', substr(new.created_at, 1, 10), new.deleted_at IS NULL),
+            ('project_day', new.project || char(31) || substr(new.created_at, 1, 10), new.deleted_at IS NULL))
         WHERE column3 != 0
         ON CONFLICT (kind, key) DO UPDATE SET n = n + excluded.n;
 END;

@@ -48,12 +48,44 @@ const RECOUNT: &str = "
     UNION ALL SELECT 'prompts', '', count(*) FROM prompts
     UNION ALL SELECT 'project_prompts', project, count(*) FROM prompts GROUP BY project
     UNION ALL SELECT 'relations', '', count(*) FROM relations
-    UNION ALL SELECT 'vectors', model, count(*) FROM embeddings GROUP BY model";
+    UNION ALL SELECT 'vectors', model, count(*) FROM embeddings GROUP BY model
+    UNION ALL SELECT 'day', substr(created_at, 1, 10), count(*) FROM observations WHERE deleted_at IS NULL
+        GROUP BY substr(created_at, 1, 10)
+    UNION ALL SELECT 'project_day', project || char(31) || substr(created_at, 1, 10), count(*) FROM observations
+        WHERE deleted_at IS NULL GROUP BY project, substr(created_at, 1, 10)";
+
+/// The kinds `stats` shows (the per-day rows are the charts').
+const STATS_KINDS: &str =
+    "SELECT kind, key, n FROM stats_counts WHERE kind IN ('memories', 'deleted', 'pinned', 'type',
+    'project_memories', 'sessions', 'project_sessions', 'prompts', 'project_prompts', 'relations', 'vectors')";
 
 impl Store {
-    /// The counts the triggers keep: a read of a few dozen rows.
+    /// Every count the triggers keep (the per-day ones too).
     pub fn kept_stats_counts(&self) -> Result<StatsCounts> {
         self.read_counts("SELECT kind, key, n FROM stats_counts")
+    }
+
+    /// The counts `stats` shows: a read of a few dozen rows (a seek per kind).
+    pub fn kept_stats_figures(&self) -> Result<StatsCounts> {
+        self.read_counts(STATS_KINDS)
+    }
+
+    /// Live memories per UTC day (`YYYY-MM-DD`) from `since` on, of one project or all: one
+    /// range of the kept per-day counts.
+    pub(crate) fn kept_memories_per_day(&self, project: Option<&str>, since: &str) -> Result<BTreeMap<String, i64>> {
+        // A project's rows are `project 0x1F day`: its range ends before `project 0x20`.
+        let (kind, prefix, end) = match project {
+            Some(project) => ("project_day", format!("{project}\u{1f}"), format!("{project}\u{20}")),
+            None => ("day", String::new(), "A".to_owned()),
+        };
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT key, n FROM stats_counts WHERE kind = ?1 AND key >= ?2 AND key < ?3 AND n > 0")?;
+        let rows = stmt.query_map(rusqlite::params![kind, format!("{prefix}{since}"), end], |r| {
+            let key: String = r.get(0)?;
+            Ok((key[prefix.len()..].to_owned(), r.get(1)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Stored vectors of `model`, as kept.

@@ -136,7 +136,7 @@ impl Store {
     /// [`crate::Core::stats`]). The counts are the ones the triggers keep
     /// (`store::stats_counts`), never a count of the rows.
     pub fn stats(&self) -> Result<Stats> {
-        let counts = self.kept_stats_counts()?;
+        let counts = self.kept_stats_figures()?;
         let by_project = self.project_stats(&counts)?;
         let by_type = counts.of_kind("type").map(|(kind, n)| (kind.to_owned(), n)).collect();
         Ok(Stats {
@@ -193,33 +193,13 @@ impl Store {
     }
 
     /// Live memories created per UTC day over the last `days` days (today included), every
-    /// day listed so a chart needs no gap filling. One range scan of `observations_recent`
-    /// (or `observations_project_recent`).
+    /// day listed so a chart needs no gap filling. One range of the per-day counts the
+    /// triggers keep (`store::stats_counts`): at most a row a day.
     pub fn memories_per_day(&self, project: Option<&str>, days: usize) -> Result<MemoriesPerDay> {
         let days = days.clamp(1, MAX_CHART_DAYS);
         let today = self.clock().now().date();
         let first = today - time::Duration::days(days as i64 - 1);
-        let since = format!("{first}T00:00:00.000Z");
-        let mut counts: BTreeMap<String, i64> = BTreeMap::new();
-        let mut collect = |rows: &mut rusqlite::Rows<'_>| -> Result<()> {
-            while let Some(row) = rows.next()? {
-                counts.insert(row.get(0)?, row.get(1)?);
-            }
-            Ok(())
-        };
-        if let Some(project) = project {
-            let mut stmt = self.conn().prepare_cached(
-                "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
-                 WHERE project = ?1 AND deleted_at IS NULL AND created_at >= ?2 GROUP BY day",
-            )?;
-            collect(&mut stmt.query(rusqlite::params![project, since])?)?;
-        } else {
-            let mut stmt = self.conn().prepare_cached(
-                "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
-                 WHERE deleted_at IS NULL AND created_at >= ?1 GROUP BY day",
-            )?;
-            collect(&mut stmt.query([since])?)?;
-        }
+        let counts = self.kept_memories_per_day(project, &first.to_string())?;
         let days = (0..days as i64)
             .map(|offset| {
                 let day = (first + time::Duration::days(offset)).to_string();

@@ -47,11 +47,11 @@ fn apply(store: &mut Store, peer: &mut Store, op: u8, n: u64) -> String {
                 content: format!("content {n} of a memory"),
                 kind: Some(kind.into()),
                 project: Some(project.into()),
-                scope: Some(if n % 5 == 0 { "personal" } else { "project" }.into()),
+                scope: Some(if n.is_multiple_of(5) { "personal" } else { "project" }.into()),
                 // A shared topic key now and then: the save revises instead of inserting.
-                topic_key: (n % 4 == 0).then(|| format!("topic/{}", n % 2)),
-                pinned: n % 7 == 0,
-                session_id: (n % 6 == 0).then(|| format!("s{}", n % 3)),
+                topic_key: (n.is_multiple_of(4)).then(|| format!("topic/{}", n % 2)),
+                pinned: n.is_multiple_of(7),
+                session_id: (n.is_multiple_of(6)).then(|| format!("s{}", n % 3)),
                 ..NewObservation::default()
             };
             let _ = store.save(&new);
@@ -60,9 +60,9 @@ fn apply(store: &mut Store, peer: &mut Store, op: u8, n: u64) -> String {
         2 => {
             if let Some(id) = pick(&live, n) {
                 let patch = ObservationPatch {
-                    kind: (n % 2 == 0).then(|| kind.into()),
-                    project: (n % 3 == 0).then(|| project.into()),
-                    content: (n % 5 == 0).then(|| format!("edited {n}")),
+                    kind: (n.is_multiple_of(2)).then(|| kind.into()),
+                    project: (n.is_multiple_of(3)).then(|| project.into()),
+                    content: (n.is_multiple_of(5)).then(|| format!("edited {n}")),
                     ..ObservationPatch::default()
                 };
                 let _ = store.update(id, &patch);
@@ -89,7 +89,7 @@ fn apply(store: &mut Store, peer: &mut Store, op: u8, n: u64) -> String {
         }
         6 => {
             if let Some(id) = pick(&live, n) {
-                store.set_pinned(id, n % 2 == 0).unwrap();
+                store.set_pinned(id, n.is_multiple_of(2)).unwrap();
             }
             "pin".into()
         }
@@ -116,11 +116,11 @@ fn apply(store: &mut Store, peer: &mut Store, op: u8, n: u64) -> String {
             "delete prompt and session".into()
         }
         9 => {
-            let model = if n % 2 == 0 { "model-a" } else { "model-b" };
+            let model = if n.is_multiple_of(2) { "model-a" } else { "model-b" };
             let pending = store.pending_embeddings(model, 3).unwrap();
             let items: Vec<_> = pending.into_iter().map(|p| (p, vec![0.5_f32; 4])).collect();
             store.put_embeddings(model, &items).unwrap();
-            if n % 5 == 0 {
+            if n.is_multiple_of(5) {
                 store.clear_embeddings(Some("model-a")).unwrap();
             }
             "vectors".into()
@@ -146,12 +146,10 @@ fn apply(store: &mut Store, peer: &mut Store, op: u8, n: u64) -> String {
         }
         12 => {
             // Sync both ways: what one store wrote arrives in the other through the journal.
-            for (from, to, target, source) in [(&mut *store, &mut *peer, "peer-b", "peer-a")] {
-                let pending = from.sync_pending(target, None, usize::MAX).unwrap();
-                if let Some(last) = pending.last().map(|m| m.seq) {
-                    to.apply_mutations(source, &pending).unwrap();
-                    from.sync_ack(target, last).unwrap();
-                }
+            let pending = store.sync_pending("peer-b", None, usize::MAX).unwrap();
+            if let Some(last) = pending.last().map(|m| m.seq) {
+                peer.apply_mutations("peer-a", &pending).unwrap();
+                store.sync_ack("peer-b", last).unwrap();
             }
             let pending = peer.sync_pending("peer-a", None, usize::MAX).unwrap();
             if let Some(last) = pending.last().map(|m| m.seq) {
@@ -176,7 +174,7 @@ fn apply(store: &mut Store, peer: &mut Store, op: u8, n: u64) -> String {
             };
             let _ = store.save(&secret);
             store.set_redaction(crate::text::Redaction::default());
-            store.privacy_rewrite(n % 2 == 0).unwrap();
+            store.privacy_rewrite(n.is_multiple_of(2)).unwrap();
             "privacy rewrite".into()
         }
     }

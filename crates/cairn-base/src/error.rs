@@ -53,6 +53,10 @@ cairn_wire::error_table! {
     SchemaTooOld => "schema_too_old", 503, 6;
     /// The data directory or database cannot be written.
     DataDirNotWritable => "data_dir_not_writable", 500, 6;
+    /// The disk (or the process's file size limit) has no room for the write: it was refused
+    /// whole, nothing acknowledged is lost, reads go on, and the next write succeeds once
+    /// space is back. 507 (Insufficient Storage): not a 503, which clients retry at once.
+    DiskFull => "disk_full", 507, 6;
     /// The database stayed locked past the busy timeout.
     DatabaseBusy => "database_busy", 503, 6;
     /// The configuration file or an environment setting is invalid.
@@ -240,6 +244,25 @@ fn classify_sqlite_error(err: &rusqlite::Error) -> CairnError {
                 return CairnError::new(ErrorCode::DataDirNotWritable, format!("cannot write the database: {err}"))
                     .with_hint("check the permissions of the data dir (cairn doctor)");
             }
+            // SQLite says FULL when a write came back short (ENOSPC, or a file size limit
+            // reached part-way), IOERR_WRITE when it failed outright (EFBIG past a file size
+            // limit, EDQUOT), IOERR_TRUNCATE or IOERR_SHMSIZE when a file could not grow:
+            // either way the write did not fit.
+            Sql::DiskFull => return disk_full(err),
+            Sql::SystemIoFailure
+                if [
+                    rusqlite::ffi::SQLITE_IOERR_WRITE,
+                    rusqlite::ffi::SQLITE_IOERR_TRUNCATE,
+                    rusqlite::ffi::SQLITE_IOERR_SHMSIZE,
+                ]
+                .contains(&failure.extended_code) =>
+            {
+                return disk_full(err);
+            }
+            Sql::SystemIoFailure => {
+                // Which I/O failed, for the log and a bug report.
+                return CairnError::internal(format!("database: {err} (SQLite code {})", failure.extended_code));
+            }
             Sql::NotADatabase | Sql::DatabaseCorrupt => {
                 return CairnError::new(ErrorCode::DatabaseCorrupt, format!("the database file is damaged: {err}"))
                     .with_hint("restore from `cairn export` output, or move the file aside");
@@ -248,6 +271,12 @@ fn classify_sqlite_error(err: &rusqlite::Error) -> CairnError {
         }
     }
     CairnError::internal(format!("database: {err}"))
+}
+
+/// A write the disk had no room for (SQLite rolled it back: the store is as before it).
+pub fn disk_full(err: impl fmt::Display) -> CairnError {
+    CairnError::new(ErrorCode::DiskFull, format!("the disk is full, the write was not stored: {err}"))
+        .with_hint("free some space (cairn gc, cairn history prune); cairn takes writes again by itself")
 }
 
 #[cfg(test)]
@@ -268,8 +297,13 @@ mod tests {
     #[test]
     fn exit_codes_follow_the_status_classes() {
         for code in ErrorCode::ALL {
-            let unusable_store =
-                matches!(code, ErrorCode::DatabaseCorrupt | ErrorCode::SchemaTooNew | ErrorCode::DataDirNotWritable);
+            let unusable_store = matches!(
+                code,
+                ErrorCode::DatabaseCorrupt
+                    | ErrorCode::SchemaTooNew
+                    | ErrorCode::DataDirNotWritable
+                    | ErrorCode::DiskFull
+            );
             let expected = match code.http_status() {
                 400 | 401 | 403 | 413 | 415 | 422 => 3,
                 404 => 4,

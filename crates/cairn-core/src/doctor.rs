@@ -182,7 +182,27 @@ fn database_checks(store: &Store) -> Vec<Check> {
         checks.push(fts_check(store, id, table));
     }
     checks.push(privacy_check(store));
+    checks.push(stats_counts_check(store));
     checks
+}
+
+/// The counts `stats` shows, kept by triggers, against a recount of the rows.
+fn stats_counts_check(store: &Store) -> Check {
+    let id = "stats_counts";
+    let (kept, counted) = match (store.kept_stats_counts(), store.recounted_stats_counts()) {
+        (Ok(kept), Ok(counted)) => (kept, counted),
+        (Err(e), _) | (_, Err(e)) => return check(id, CheckStatus::Warning, e.message, None),
+    };
+    let differences = kept.differences(&counted);
+    if differences.is_empty() {
+        return check(id, CheckStatus::Ok, "the counts stats shows match a recount", None);
+    }
+    check(
+        id,
+        CheckStatus::Warning,
+        format!("the counts stats shows are out of step with the rows: {}", differences.join(", ")),
+        Some("run `cairn doctor --repair` to recount them"),
+    )
 }
 
 /// Stored text that still holds a `<private>` tag or a secret: how much, and a few memory ids

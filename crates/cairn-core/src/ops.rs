@@ -504,7 +504,10 @@ fn execute_on_store(
         Op::ImportEngram { path } => OpOutput::ImportEngram(store.import_engram_db(&path)?),
         Op::RepairIndexes => {
             store.rebuild_fts()?;
-            OpOutput::RepairIndexes(RepairReport { rebuilt: vec!["observations_fts".into(), "prompts_fts".into()] })
+            store.rewrite_stats_counts()?;
+            OpOutput::RepairIndexes(RepairReport {
+                rebuilt: vec!["observations_fts".into(), "prompts_fts".into(), "stats_counts".into()],
+            })
         }
         Op::SessionActivity { session_id } => OpOutput::SessionActivity(store.session_activity(&session_id)?),
         Op::RecordActivity(record) => OpOutput::RecordActivity(store.record_activity(&record)?),

@@ -11,8 +11,10 @@ impl crate::Core {
         if let Some(semantic) = &self.semantic {
             let model = semantic.model_id();
             stats.embedding_model = Some(model.to_owned());
-            stats.embeddings_pending = self.store.count_pending_embeddings(model)?;
-            stats.embeddings_stored = self.store.count_embeddings(model)?;
+            // A memory holds one vector at most, and only while live (the vectors' triggers
+            // drop it on a delete or an edit): what is not stored is pending.
+            stats.embeddings_stored = self.store.kept_vector_count(model)?;
+            stats.embeddings_pending = (stats.total_observations - stats.embeddings_stored).max(0);
             stats.semantic_search = semantic.status();
         }
         Ok(stats)

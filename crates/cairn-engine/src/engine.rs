@@ -743,8 +743,10 @@ fn start_checkpointer(workers: &Workers, path: &Path, wal_limit: u64) {
     let alive = workers.alive();
     workers.spawn_loop("cairn-checkpoint", move || {
         let Ok(store) = Store::open(&path) else { return };
+        let mut disk_use = crate::disk_use::Refresh::new();
         while alive.get() {
             std::thread::sleep(CHECKPOINT_EVERY);
+            disk_use.when_due(&store);
             let oversized = std::fs::metadata(&wal).is_ok_and(|m| m.len() > wal_limit);
             let done =
                 if oversized { store.checkpoint_truncate_nowait().map(|_| ()) } else { store.checkpoint_passive() };

@@ -10,6 +10,7 @@
 
 pub mod autosync;
 pub mod deep;
+mod disk_use;
 pub mod embedder;
 mod engine;
 pub mod extraction;

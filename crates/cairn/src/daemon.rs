@@ -77,8 +77,22 @@ pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
         note(&format!("cairn is already serving {} at http://{}", data_dir.display(), running.addr));
         return Ok(());
     }
+    survive_file_size_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(run_daemon(settings, data_dir, bind, args))
+}
+
+/// Past a file size limit (`ulimit -f`, RLIMIT_FSIZE) the kernel sends SIGXFSZ, whose default
+/// action ends the process: the daemon would die on a write that does not fit instead of
+/// refusing it. With a handler the write fails with EFBIG instead, SQLite rolls it back and
+/// the caller gets `disk_full`; reads go on, and writes work again once the limit is raised.
+fn survive_file_size_limit() {
+    #[cfg(unix)]
+    if let Err(e) =
+        signal_hook::flag::register(signal_hook::consts::SIGXFSZ, Arc::new(std::sync::atomic::AtomicBool::new(false)))
+    {
+        tracing::warn!(error = %e, "SIGXFSZ not handled: a file size limit would end the daemon");
+    }
 }
 
 /// How often the judge looks for memories that arrived without a commit of this daemon waking

@@ -457,7 +457,7 @@ fn doctor_cmd(env: &Env, repair: bool) -> Result<()> {
     let dir = &env.settings.data_dir.value;
     if repair {
         let _: RepairReport = env.call(Op::RepairIndexes)?;
-        note("rebuilt the full-text indexes");
+        note("rebuilt the full-text indexes and recounted the stats");
     }
     let mut report = doctor::run(dir);
     let hosts = crate::setup::wirings();

@@ -3,11 +3,14 @@
 //!
 //! The split of `cairn.db` comes from SQLite's `dbstat` table (compiled into the bundled
 //! SQLite): the exact size of the pages of each table and index, mapped to a part by table
-//! name. `dbstat` reads every page (384 ms at 100k memories with vectors, a 700 MB file), so
-//! its answer is kept per database and re-used, scaled to the file's current page count, until
-//! the file grows or shrinks by more than 5 % or is an hour old: a daemon answers in 25 µs but
-//! the first time. Files (the
-//! archive, its index, the WALs, the spool, the models) are measured on every call.
+//! name. `dbstat` reads every page (384 to 686 ms at 100k memories with vectors, a 700 MB
+//! file), so its answer is kept per database and re-used, scaled to the file's current page
+//! count. A request walks the pages only when there is no measure yet or it is older than
+//! [`REMEASURE_AFTER`] (10 minutes): at most once per 10 minutes, whatever the file does. The
+//! daemon re-measures in the background more often than that (its checkpointer, every 5
+//! minutes: [`Store::disk_use_remeasured`]), so past its first minute no request of a daemon
+//! walks. Files (the archive, its index, the WALs, the spool, the models) are measured on every
+//! call.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -88,17 +91,15 @@ impl DbSplit {
     }
 }
 
-/// A measured split, and the used bytes it was measured at.
+/// A measured split, and when.
 #[derive(Clone, Copy)]
 struct Measured {
     split: DbSplit,
-    used_bytes: u64,
     at: Instant,
 }
 
-/// How long a measure is re-used, and by how much the file may move meanwhile.
-const REMEASURE_AFTER: Duration = Duration::from_secs(3600);
-const REMEASURE_DRIFT_PERCENT: u64 = 5;
+/// How long a request re-uses a measure (scaled to the file's size) before it walks again.
+pub const REMEASURE_AFTER: Duration = Duration::from_secs(600);
 
 /// Measures per database file (in-memory stores are measured every time: they are small).
 static MEASURED: Mutex<Option<HashMap<PathBuf, Measured>>> = Mutex::new(None);
@@ -148,14 +149,13 @@ impl Store {
         self.disk_use()
     }
 
-    /// The split of `cairn.db`'s used pages, re-used while close to `used_bytes`; `true` when
-    /// measured now.
+    /// The split of `cairn.db`'s used pages, re-used (scaled to `used_bytes`) while younger
+    /// than [`REMEASURE_AFTER`]; `true` when measured now.
     fn db_split(&self, used_bytes: u64) -> Result<(DbSplit, bool)> {
         let key = self.path().map(Path::to_path_buf);
         if let Some(key) = &key
             && let Some(known) = MEASURED.lock().ok().and_then(|m| m.as_ref().and_then(|m| m.get(key).copied()))
             && known.at.elapsed() < REMEASURE_AFTER
-            && used_bytes.abs_diff(known.used_bytes) * 100 <= known.used_bytes * REMEASURE_DRIFT_PERCENT
         {
             return Ok((known.split.scaled_to(used_bytes), false));
         }
@@ -163,7 +163,7 @@ impl Store {
         if let Some(key) = key
             && let Ok(mut measured) = MEASURED.lock()
         {
-            measured.get_or_insert_with(HashMap::new).insert(key, Measured { split, used_bytes, at: Instant::now() });
+            measured.get_or_insert_with(HashMap::new).insert(key, Measured { split, at: Instant::now() });
         }
         Ok((split, true))
     }

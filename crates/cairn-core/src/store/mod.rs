@@ -28,6 +28,7 @@ pub(crate) mod relations;
 pub(crate) mod search;
 pub(crate) mod sessions;
 pub(crate) mod spool;
+pub mod stats_counts;
 pub(crate) mod sync_apply;
 pub(crate) mod sync_chunks;
 pub(crate) mod sync_journal;
@@ -267,7 +268,8 @@ impl Store {
         Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
     }
 
-    /// Value of a single-row, single-column query (diagnostics).
+    /// Value of a single-row, single-column query (tests).
+    #[cfg(test)]
     pub(crate) fn scalar_i64(&self, sql: &str) -> Result<i64> {
         Ok(self.conn.query_row(sql, [], |r| r.get(0))?)
     }

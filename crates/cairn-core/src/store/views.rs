@@ -2,13 +2,14 @@
 //! memory, the store's statistics, memories per day. The view types live here so the store
 //! names no module above it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::model::{OBSERVATION_COLUMNS, Observation, Session};
 use crate::store::Store;
+use crate::store::stats_counts::StatsCounts;
 
 /// A memory in a timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,25 +133,19 @@ impl Store {
     }
 
     /// The store's counts; the semantic fields say "off" (the model is the context's: see
-    /// [`crate::Core::stats`]).
+    /// [`crate::Core::stats`]). The counts are the ones the triggers keep
+    /// (`store::stats_counts`), never a count of the rows.
     pub fn stats(&self) -> Result<Stats> {
-        let by_project = self.project_stats()?;
-        let mut by_type = BTreeMap::new();
-        let mut stmt = self
-            .conn()
-            .prepare_cached("SELECT type, count(*) FROM observations WHERE deleted_at IS NULL GROUP BY type")?;
-        for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
-            let (kind, count) = row?;
-            by_type.insert(kind, count);
-        }
+        let counts = self.kept_stats_figures()?;
+        let by_project = self.project_stats(&counts)?;
+        let by_type = counts.of_kind("type").map(|(kind, n)| (kind.to_owned(), n)).collect();
         Ok(Stats {
-            total_sessions: self.scalar_i64("SELECT count(*) FROM sessions")?,
-            total_observations: self.scalar_i64("SELECT count(*) FROM observations WHERE deleted_at IS NULL")?,
-            total_prompts: self.scalar_i64("SELECT count(*) FROM prompts")?,
-            total_relations: self.scalar_i64("SELECT count(*) FROM relations")?,
-            deleted_observations: self.scalar_i64("SELECT count(*) FROM observations WHERE deleted_at IS NOT NULL")?,
-            pinned_observations: self
-                .scalar_i64("SELECT count(*) FROM observations WHERE pinned = 1 AND deleted_at IS NULL")?,
+            total_sessions: counts.get("sessions", ""),
+            total_observations: counts.get("memories", ""),
+            total_prompts: counts.get("prompts", ""),
+            total_relations: counts.get("relations", ""),
+            deleted_observations: counts.get("deleted", ""),
+            pinned_observations: counts.get("pinned", ""),
             projects: by_project.iter().map(|p| p.project.clone()).collect(),
             by_project,
             by_type,
@@ -165,31 +160,29 @@ impl Store {
         })
     }
 
-    fn project_stats(&self) -> Result<Vec<ProjectStats>> {
-        let mut stmt = self.conn().prepare_cached(
-            "WITH names AS (
-                SELECT project FROM observations WHERE project != '' AND deleted_at IS NULL
-                UNION SELECT project FROM sessions WHERE project != ''
-             )
-             SELECT n.project,
-                (SELECT count(*) FROM observations o WHERE o.project = n.project AND o.deleted_at IS NULL),
-                (SELECT count(*) FROM sessions s WHERE s.project = n.project),
-                (SELECT count(*) FROM prompts p WHERE p.project = n.project),
-                max(COALESCE((SELECT max(o.updated_at) FROM observations o WHERE o.project = n.project AND o.deleted_at IS NULL), ''),
-                    COALESCE((SELECT max(s.started_at) FROM sessions s WHERE s.project = n.project), '')) AS activity
-             FROM names n ORDER BY activity DESC, n.project",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            let activity: String = r.get(4)?;
-            Ok(ProjectStats {
-                project: r.get(0)?,
-                observations: r.get(1)?,
-                sessions: r.get(2)?,
-                prompts: r.get(3)?,
-                last_activity_at: (!activity.is_empty()).then_some(activity),
+    /// Projects with a live memory or a session, most recently active first.
+    fn project_stats(&self, counts: &StatsCounts) -> Result<Vec<ProjectStats>> {
+        let names: BTreeSet<&str> = counts
+            .of_kind("project_memories")
+            .chain(counts.of_kind("project_sessions"))
+            .map(|(project, _)| project)
+            .filter(|project| !project.is_empty())
+            .collect();
+        let mut projects = names
+            .into_iter()
+            .map(|project| {
+                Ok(ProjectStats {
+                    project: project.to_owned(),
+                    observations: counts.get("project_memories", project),
+                    sessions: counts.get("project_sessions", project),
+                    prompts: counts.get("project_prompts", project),
+                    last_activity_at: self.project_last_activity(project)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            .collect::<Result<Vec<_>>>()?;
+        // Newest first, then by name (`None` sorts last, as the empty activity did).
+        projects.sort_by(|a, b| b.last_activity_at.cmp(&a.last_activity_at).then_with(|| a.project.cmp(&b.project)));
+        Ok(projects)
     }
 
     /// Size of the database file and its WAL.
@@ -200,33 +193,13 @@ impl Store {
     }
 
     /// Live memories created per UTC day over the last `days` days (today included), every
-    /// day listed so a chart needs no gap filling. One range scan of `observations_recent`
-    /// (or `observations_project_recent`).
+    /// day listed so a chart needs no gap filling. One range of the per-day counts the
+    /// triggers keep (`store::stats_counts`): at most a row a day.
     pub fn memories_per_day(&self, project: Option<&str>, days: usize) -> Result<MemoriesPerDay> {
         let days = days.clamp(1, MAX_CHART_DAYS);
         let today = self.clock().now().date();
         let first = today - time::Duration::days(days as i64 - 1);
-        let since = format!("{first}T00:00:00.000Z");
-        let mut counts: BTreeMap<String, i64> = BTreeMap::new();
-        let mut collect = |rows: &mut rusqlite::Rows<'_>| -> Result<()> {
-            while let Some(row) = rows.next()? {
-                counts.insert(row.get(0)?, row.get(1)?);
-            }
-            Ok(())
-        };
-        if let Some(project) = project {
-            let mut stmt = self.conn().prepare_cached(
-                "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
-                 WHERE project = ?1 AND deleted_at IS NULL AND created_at >= ?2 GROUP BY day",
-            )?;
-            collect(&mut stmt.query(rusqlite::params![project, since])?)?;
-        } else {
-            let mut stmt = self.conn().prepare_cached(
-                "SELECT substr(created_at, 1, 10) AS day, count(*) FROM observations
-                 WHERE deleted_at IS NULL AND created_at >= ?1 GROUP BY day",
-            )?;
-            collect(&mut stmt.query([since])?)?;
-        }
+        let counts = self.kept_memories_per_day(project, &first.to_string())?;
         let days = (0..days as i64)
             .map(|offset| {
                 let day = (first + time::Duration::days(offset)).to_string();

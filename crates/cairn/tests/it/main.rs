@@ -8,6 +8,7 @@ mod codex_sessions;
 mod concurrency;
 mod crash;
 mod daemon;
+mod disk_full;
 mod extract;
 #[cfg(unix)]
 mod git_sync;

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod disk;
+mod history_settings;
 pub mod people;
 
 use std::fmt::Write as _;

@@ -19,6 +19,7 @@ pub mod doctor;
 pub mod edge;
 pub mod event_id;
 pub mod extract;
+pub mod gc;
 pub mod index;
 pub mod memory;
 pub mod model;

@@ -20,6 +20,7 @@ pub mod model;
 pub mod opencode;
 pub mod plans;
 pub mod prune;
+pub mod vacuum;
 pub mod query;
 mod session_facts;
 pub mod store;

@@ -77,8 +77,7 @@ pub struct GcReport {
 }
 
 const JOURNAL_KEPT: &str = "a sync target added later reads the journal from its first entry";
-const TOMBSTONES_KEPT: &str =
-    "no sync horizon says when no peer can still send an older copy of a deleted memory";
+const TOMBSTONES_KEPT: &str = "no sync horizon says when no peer can still send an older copy of a deleted memory";
 
 impl Core {
     /// Reclaim as [`GcRequest`] says.

@@ -19,7 +19,8 @@ fn store_with_two_models(dir: &std::path::Path, n: usize) -> Core {
     }
     let pending = store.pending_embeddings(OLD_MODEL, n).unwrap();
     let vector = vec![0.5_f32; 384];
-    let (old, new): (Vec<_>, Vec<_>) = pending.into_iter().map(|p| (p, vector.clone())).partition(|(p, _)| p.id % 2 == 0);
+    let (old, new): (Vec<_>, Vec<_>) =
+        pending.into_iter().map(|p| (p, vector.clone())).partition(|(p, _)| p.id % 2 == 0);
     store.put_embeddings(OLD_MODEL, &old).unwrap();
     store.put_embeddings(NEW_MODEL, &new).unwrap();
     store

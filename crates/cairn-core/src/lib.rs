@@ -15,6 +15,7 @@
 pub mod agent;
 pub mod archived_sessions;
 pub mod context;
+pub mod disk_caps;
 pub mod doctor;
 pub mod edge;
 pub mod event_id;

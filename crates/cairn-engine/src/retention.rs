@@ -38,7 +38,11 @@ impl Retention {
     pub fn from_settings(history: &HistorySettings) -> Option<Retention> {
         let keep_days = (history.keep_days > 0).then_some(history.keep_days);
         let max_bytes = (history.max_bytes > 0).then_some(history.max_bytes);
-        (keep_days.is_some() || max_bytes.is_some()).then_some(Retention { keep_days, max_bytes, every: RETENTION_EVERY })
+        (keep_days.is_some() || max_bytes.is_some()).then_some(Retention {
+            keep_days,
+            max_bytes,
+            every: RETENTION_EVERY,
+        })
     }
 
     fn request(&self) -> PruneRequest {
@@ -66,9 +70,8 @@ fn run(db_path: &Path, retention: &Retention, alive: &Alive) {
 /// One pass; a failure is logged and the next pass tries again.
 fn prune_once(db_path: &Path, retention: &Retention, alive: &Alive) {
     let started = Instant::now();
-    let pass = HistoryDb::open(db_path).and_then(|mut db| {
-        prune(&mut db, &retention.request(), time::OffsetDateTime::now_utc(), &mut |_| alive.get())
-    });
+    let pass = HistoryDb::open(db_path)
+        .and_then(|mut db| prune(&mut db, &retention.request(), time::OffsetDateTime::now_utc(), &mut |_| alive.get()));
     match pass {
         Ok(report) => log_report(&report, started.elapsed()),
         Err(e) => tracing::warn!(error = %e, "history retention failed; trying again at the next pass"),

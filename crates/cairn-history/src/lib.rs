@@ -20,11 +20,11 @@ pub mod model;
 pub mod opencode;
 pub mod plans;
 pub mod prune;
-pub mod vacuum;
 pub mod query;
 mod session_facts;
 pub mod store;
 mod text;
+pub mod vacuum;
 
 pub use archive::HistoryArchive;
 pub use session_facts::ArchivedSession;

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod disk;
+mod gc_report;
 mod history_settings;
 pub mod people;
 

@@ -13,6 +13,8 @@ use cairn_core::text::preview;
 use cairn_core::transfer::ImportReport;
 use cairn_core::views::Stats;
 
+pub use crate::gc_report::gc;
+
 pub fn saved(out: &SaveOutcome) -> String {
     let (title, kind) = (&out.title, &out.kind);
     let verb = match out.action {

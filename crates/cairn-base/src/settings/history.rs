@@ -19,8 +19,8 @@ use serde_json::Value;
 use super::{Source, Switch};
 #[path = "retention.rs"]
 mod retention;
-pub use retention::{MAX_KEEP_DAYS, parse_size};
 use crate::error::{CairnError, ErrorCode, Result};
+pub use retention::{MAX_KEEP_DAYS, parse_size};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -81,8 +81,8 @@ mod tests {
 
     #[test]
     fn keep_days_and_max_bytes_from_the_file_then_the_environment() {
-        let s = HistorySettingsLoaded::load(table("[history]\nkeep_days = 90\nmax_bytes = \"2GB\"\n"), &|_| None)
-            .unwrap();
+        let s =
+            HistorySettingsLoaded::load(table("[history]\nkeep_days = 90\nmax_bytes = \"2GB\"\n"), &|_| None).unwrap();
         assert_eq!((s.config.keep_days, s.config.max_bytes), (90, 2_000_000_000));
         assert_eq!(s.sources["keep_days"], crate::settings::Source::ConfigFile);
 

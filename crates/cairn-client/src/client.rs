@@ -193,6 +193,9 @@ impl LocalStore {
         if needs_semantic(&op) {
             attach_semantic(&mut core, self.embedder.as_ref(), !self.read_only);
         }
+        if matches!(op, Op::Gc(_)) && core.semantic.is_none() {
+            return gc_knowing_the_model(&mut core, self.embedder.as_ref(), op);
+        }
         ops::execute(&mut core, op)
     }
 }
@@ -622,6 +625,15 @@ fn attach_semantic(core: &mut Core, config: Option<&EmbedderConfig>, catch_up: b
         }
         Err(e) => tracing::debug!(error = %e, "semantic search is off"),
     }
+}
+
+/// `gc` on the file: it only needs to know which model's vectors to keep, so the model is
+/// named (never loaded) for the length of the op.
+fn gc_knowing_the_model(core: &mut Core, config: Option<&EmbedderConfig>, op: Op) -> Result<OpOutput> {
+    core.semantic = config.and_then(cairn_engine::embedder::model_in_use).map(cairn_core::semantic::Semantic::pending);
+    let output = ops::execute(core, op);
+    core.semantic = None;
+    output
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -15,10 +15,12 @@
 pub mod agent;
 pub mod archived_sessions;
 pub mod context;
+pub mod disk_caps;
 pub mod doctor;
 pub mod edge;
 pub mod event_id;
 pub mod extract;
+pub mod gc;
 pub mod index;
 pub mod memory;
 pub mod model;

@@ -177,6 +177,8 @@ pub enum Op {
         #[serde(default)]
         dry_run: bool,
     },
+    /// Give back the space of what is no longer needed, then rebuild the files (`crate::gc`).
+    Gc(crate::gc::GcRequest),
     /// A session's activity: counts, reminders, the pending prompt (`crate::agent::activity`).
     SessionActivity {
         session_id: String,
@@ -389,6 +391,7 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
         Op::Context(req) => OpOutput::Context(core.context(&req)?),
         Op::Stats => OpOutput::Stats(core.stats()?),
         Op::Reindex { force } => OpOutput::Reindex(reindex(core, force)?),
+        Op::Gc(req) => OpOutput::Gc(core.gc(&req)?),
         Op::UserPrompt(prompt) => OpOutput::UserPrompt(core.user_prompt_op(&prompt)?),
         Op::SessionStart(req) => OpOutput::SessionStart(core.session_start(&req)?),
         Op::ContextMeter(req) => {
@@ -926,7 +929,7 @@ mod tests {
             K::ContextMeter => json!({"used": 1}),
             K::SyncExport | K::SyncImport => json!({"directory": "/nonexistent/repo"}),
             K::SyncStatus => json!({}),
-            K::PrivacyRewrite => json!({"dry_run": true}),
+            K::PrivacyRewrite | K::Gc => json!({"dry_run": true}),
             K::Stats | K::Doctor | K::PluginConfig | K::HistoryStats | K::RepairIndexes | K::ExtractionStatus => {
                 return None;
             }

@@ -8,6 +8,7 @@ impl crate::Core {
     /// The store's counts and the state of semantic search in this context.
     pub fn stats(&self) -> Result<Stats> {
         let mut stats = self.store.stats()?;
+        stats.disk.warnings = crate::disk_caps::cap_warnings(&stats.disk, &self.settings.history);
         if let Some(semantic) = &self.semantic {
             let model = semantic.model_id();
             stats.embedding_model = Some(model.to_owned());

@@ -110,6 +110,12 @@ pub fn semantic_now(config: &EmbedderConfig) -> Result<Arc<Semantic>> {
     Ok(Semantic::new(build(config)?))
 }
 
+/// The id the configured model's vectors are stored under, without loading it (`None`: no
+/// model configured, or its files are missing).
+pub fn model_in_use(config: &EmbedderConfig) -> Option<String> {
+    model_id(config).ok().flatten()
+}
+
 /// The id the configured model's vectors are stored under, without loading it.
 fn model_id(config: &EmbedderConfig) -> Result<Option<String>> {
     match config.kind {

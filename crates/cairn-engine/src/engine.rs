@@ -245,6 +245,12 @@ impl Engine {
         self.path.as_deref().is_some_and(|path| crate::history::start(&self.workers, path, scan))
     }
 
+    /// Start the `cairn-retention` worker: `[history] keep_days` / `max_bytes` applied to
+    /// `history.db` at start and then every `retention.every`. `false` for an in-memory store.
+    pub fn start_retention(&self, retention: crate::retention::Retention) -> bool {
+        self.path.as_deref().is_some_and(|path| crate::retention::start(&self.workers, path, retention))
+    }
+
     fn close_queue(&self) {
         self.jobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
     }

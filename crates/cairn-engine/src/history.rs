@@ -121,7 +121,7 @@ fn log_report(kind: &str, report: &ScanReport, elapsed: Duration) {
 }
 
 /// Sleep `total` in short steps; `false` as soon as the engine stops.
-fn sleep_unless_stopped(total: Duration, alive: &Alive) -> bool {
+pub(crate) fn sleep_unless_stopped(total: Duration, alive: &Alive) -> bool {
     let deadline = Instant::now() + total;
     while alive.get() {
         let left = deadline.saturating_duration_since(Instant::now());

@@ -17,6 +17,7 @@ pub mod extraction;
 pub mod history;
 pub mod hub_client;
 pub mod judging;
+pub mod retention;
 pub mod workers;
 
 pub use engine::Engine;

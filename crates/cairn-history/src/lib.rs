@@ -24,6 +24,7 @@ pub mod query;
 mod session_facts;
 pub mod store;
 mod text;
+pub mod vacuum;
 
 pub use archive::HistoryArchive;
 pub use session_facts::ArchivedSession;

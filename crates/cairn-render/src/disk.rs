@@ -30,7 +30,23 @@ pub fn disk_use(d: &DiskUse) -> String {
     for (name, size) in parts(d) {
         let _ = writeln!(text, "  {name:<18} {:>10}", bytes(size));
     }
+    for warning in &d.warnings {
+        let _ = writeln!(text, "  warning: {}", warning_line(warning));
+    }
     text
+}
+
+/// A cap nearly reached, in one line with what to do.
+#[must_use]
+pub fn warning_line(w: &cairn_core::store::disk_use::DiskWarning) -> String {
+    let (section, key) = w.cap.split_once('.').unwrap_or(("", &w.cap));
+    format!(
+        "{} % of [{section}] {key} ({} of {}); hint: {}",
+        w.percent,
+        bytes(w.used_bytes),
+        bytes(w.cap_bytes),
+        w.hint
+    )
 }
 
 /// A byte count for people, in powers of 1024.

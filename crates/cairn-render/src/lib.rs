@@ -8,6 +8,8 @@
 
 pub mod agent;
 pub mod disk;
+mod gc_report;
+mod history_settings;
 pub mod people;
 
 use std::fmt::Write as _;

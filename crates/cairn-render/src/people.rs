@@ -13,6 +13,8 @@ use cairn_core::text::preview;
 use cairn_core::transfer::ImportReport;
 use cairn_core::views::Stats;
 
+pub use crate::gc_report::gc;
+
 pub fn saved(out: &SaveOutcome) -> String {
     let (title, kind) = (&out.title, &out.kind);
     let verb = match out.action {
@@ -395,8 +397,12 @@ pub fn settings(s: &Settings) -> String {
     }
     text.push_str(&llm_settings(&s.llm));
     text.push_str(&plugin_settings(&s.plugin));
+    text.push_str(&crate::history_settings::history_settings(&s.history));
     text.push_str("\nEnvironment variables:\n");
     for (name, what) in ENV_VARS.iter().chain(LLM_ENV_VARS) {
+        let _ = writeln!(text, "  {name:<29} {what}");
+    }
+    for (_, name, what) in cairn_core::settings::HISTORY_ENV_KEYS {
         let _ = writeln!(text, "  {name:<29} {what}");
     }
     for (_, name, what) in PLUGIN_KEYS {

@@ -127,6 +127,13 @@ pub enum Command {
         #[arg(long)]
         repair: bool,
     },
+    /// Give back disk space: other models' vectors and old spool ids dropped, then the memory
+    /// store and the history archive rebuilt (through the daemon when one runs)
+    Gc {
+        /// Only report what would be reclaimed, with the sizes estimated after
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Private content and secrets already stored
     Privacy {
         #[command(subcommand)]

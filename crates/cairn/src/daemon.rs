@@ -104,6 +104,10 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
     let rules = Arc::new(settings.rules());
     let engine = open_engine(&data_dir, semantic, rules, STORE_LOCKED_WAIT).await?;
     engine.start_history(cairn_engine::history::HistoryScan::from_settings(&settings.history.config));
+    // `[history] keep_days` / `max_bytes`: pruned on a thread of its own, now and once a day.
+    if let Some(retention) = cairn_engine::retention::Retention::from_settings(&settings.history.config) {
+        engine.start_retention(retention);
+    }
     // What hooks and plugins kept while no daemon answered: applied now, in order, then on
     // every poke and every few seconds.
     engine.start_spool();

@@ -124,6 +124,10 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Project => env.emit(&env.project()?, render::project),
         Command::Config => env.emit(&env.settings, render::settings),
         Command::Doctor { repair } => doctor_cmd(env, repair),
+        Command::Gc { dry_run } => {
+            let report: cairn_core::gc::GcReport = env.call(Op::Gc(cairn_core::gc::GcRequest { dry_run }))?;
+            env.emit(&report, render::gc)
+        }
         Command::Privacy { action: crate::cli::PrivacyAction::Rewrite { dry_run } } => {
             let report: cairn_core::privacy::PrivacyRewrite = env.call(Op::PrivacyRewrite { dry_run })?;
             env.emit(&report, render::privacy_rewrite)
@@ -462,7 +466,8 @@ fn doctor_cmd(env: &Env, repair: bool) -> Result<()> {
     let mut report = doctor::run(dir);
     let hosts = crate::setup::wirings();
     let host_checks = hosts.iter().map(crate::setup::Wiring::check);
-    for check in std::iter::once(crate::llm_cmd::doctor_check(env)).chain(host_checks) {
+    let caps = cairn_core::disk_caps::doctor_check(dir, &env.settings.history.config);
+    for check in std::iter::once(crate::llm_cmd::doctor_check(env)).chain(caps).chain(host_checks) {
         if check.status == doctor::CheckStatus::Warning && report.status == doctor::CheckStatus::Ok {
             report.status = doctor::CheckStatus::Warning;
         }

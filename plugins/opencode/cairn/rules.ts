@@ -10,7 +10,7 @@ export const SPOOL_MAX_BYTES = 67108864;
 export const SPOOL_MAX_RECORD_BYTES = 1048576;
 
 /** The catalogue's operations that write the memory store (`ops/catalogue.rs`): delivered through the spool when no daemon answers. */
-export const WRITE_OPS: ReadonlySet<string> = new Set(["save", "update", "delete", "restore", "pin", "start_session", "session_summary", "end_session", "delete_session", "add_prompt", "delete_prompt", "import", "capture_passive", "judge", "compare", "scan_relations", "migrate_project", "merge_projects", "privacy_rewrite", "import_engram", "repair_indexes", "reindex", "record_activity", "user_prompt", "save_compaction", "record_session", "session_start", "tool_call", "sync_export", "sync_import"]);
+export const WRITE_OPS: ReadonlySet<string> = new Set(["save", "update", "delete", "restore", "pin", "start_session", "session_summary", "end_session", "delete_session", "add_prompt", "delete_prompt", "import", "capture_passive", "judge", "compare", "scan_relations", "migrate_project", "merge_projects", "privacy_rewrite", "gc", "import_engram", "repair_indexes", "reindex", "record_activity", "user_prompt", "save_compaction", "record_session", "session_start", "tool_call", "sync_export", "sync_import"]);
 
 /** cairn's own tools as OpenCode names them, in any case (`agent/intent.rs`, `is_cairn_tool`). */
 export const CAIRN_TOOL_PREFIXES: readonly string[] = ["cairn_", "mem_", "history_"];

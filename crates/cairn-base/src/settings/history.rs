@@ -17,7 +17,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Source, Switch};
+#[path = "retention.rs"]
+mod retention;
 use crate::error::{CairnError, ErrorCode, Result};
+pub use retention::{MAX_KEEP_DAYS, parse_size};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,6 +87,13 @@ pub struct HistorySettings {
     pub show_tool_input: Vec<String>,
     /// The same for tool output.
     pub show_tool_output: Vec<String>,
+    /// Retention: the daemon removes sessions not updated for this many days (0: keep all).
+    #[serde(default)]
+    pub keep_days: u64,
+    /// Retention: the archive's live bytes the daemon keeps it under, oldest sessions going
+    /// first (0: no cap). `config.toml` may write a size (`"2GB"`, `"500MiB"`).
+    #[serde(default)]
+    pub max_bytes: u64,
 }
 
 impl Default for HistorySettings {
@@ -109,6 +119,8 @@ impl Default for HistorySettings {
             },
             show_tool_input: Vec::new(),
             show_tool_output: Vec::new(),
+            keep_days: 0,
+            max_bytes: 0,
         }
     }
 }
@@ -121,6 +133,8 @@ pub const HISTORY_ENV_KEYS: &[(&str, &str, &str)] = &[
     ("upstream_history.enable", "CAIRN_HISTORY_UPSTREAM", "tell sub-agents their parent's session"),
     ("show_tool_input", "CAIRN_HISTORY_SHOW_TOOL_INPUT", "tool selectors whose input is shown, comma-separated"),
     ("show_tool_output", "CAIRN_HISTORY_SHOW_TOOL_OUTPUT", "tool selectors whose output is shown, comma-separated"),
+    ("keep_days", "CAIRN_HISTORY_KEEP_DAYS", "the daemon prunes sessions older than this many days (0: off)"),
+    ("max_bytes", "CAIRN_HISTORY_MAX_BYTES", "the daemon keeps the archive under this size, e.g. 2GB (0: off)"),
 ];
 
 /// The `[history]` settings with where each set key came from.
@@ -150,6 +164,7 @@ impl HistorySettingsLoaded {
             *slot = env_value(slot, &raw);
             loaded.sources.insert((*key).to_owned(), Source::Env((*var).to_owned()));
         }
+        retention::normalise(&mut tree)?;
         loaded.config = serde_json::from_value(tree).map_err(|e| bad_config(format!("[history]: {e}")))?;
         validate(&loaded.config)?;
         Ok(loaded)
@@ -217,7 +232,7 @@ fn bad_config(message: String) -> CairnError {
 /// Where a project's own settings live, under its root.
 pub const PROJECT_CONFIG: &str = ".cairn/config.toml";
 /// Keys a project may not set: they are the daemon's, not a project's.
-const DAEMON_ONLY_KEYS: [&str; 2] = ["scan_interval_secs", "debug_log_tool_calls"];
+const DAEMON_ONLY_KEYS: [&str; 4] = ["scan_interval_secs", "debug_log_tool_calls", "keep_days", "max_bytes"];
 
 /// The projects' `[history]` tables read so far, by file (each store keeps its own: a file is
 /// re-read when its size or mtime changes).

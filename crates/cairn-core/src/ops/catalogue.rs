@@ -19,6 +19,7 @@ use crate::agent::{ActivityUpdate, ProtocolText, SessionActivity, UserPromptOutc
 use crate::context::Context;
 use crate::doctor::DoctorReport;
 use crate::extract::ExtractionStatus;
+use crate::gc::GcReport;
 use crate::history::context_usage::{ContextUsageReport, ContextUsageTurns};
 use crate::history::ingest::ScanReport;
 use crate::history::plans::Plans;
@@ -355,6 +356,11 @@ catalogue! {
         name: "privacy_rewrite", writes: MemoryStore, replay_safe: false, project_defaulted: false,
         args: "dry_run",
         about: "Redact stored text that still holds private content or a secret, then rebuild the file.",
+    }
+    Gc -> GcReport {
+        name: "gc", writes: MemoryStore, replay_safe: false, project_defaulted: false,
+        args: "dry_run",
+        about: "Drop what no rule needs any more (other models' vectors, old spool ids), then rebuild the files.",
     }
     ImportEngram -> ImportReport {
         name: "import_engram", writes: MemoryStore, replay_safe: false, project_defaulted: false,

@@ -49,6 +49,23 @@ pub struct DiskUse {
     pub models_bytes: u64,
     /// How the split of `cairn.db` was measured.
     pub method: String,
+    /// Caps at 90 % or more of their size (`crate::disk_caps` fills them in).
+    #[serde(default)]
+    pub warnings: Vec<DiskWarning>,
+}
+
+/// A size cap nearly reached (or passed).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DiskWarning {
+    /// The setting that sets the cap (`history.max_bytes`).
+    pub cap: String,
+    pub used_bytes: u64,
+    pub cap_bytes: u64,
+    /// `used_bytes` as a percentage of `cap_bytes`, rounded down.
+    pub percent: u64,
+    pub message: String,
+    pub hint: String,
 }
 
 /// The parts a table of `cairn.db` can belong to.

@@ -17,6 +17,7 @@ pub(crate) mod doctor;
 pub(crate) mod embeddings;
 pub(crate) mod extraction;
 pub(crate) mod foreign;
+pub(crate) mod gc;
 pub(crate) mod index_feed;
 pub(crate) mod judging;
 pub(crate) mod memories;

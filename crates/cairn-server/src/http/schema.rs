@@ -351,7 +351,7 @@ pub struct OpRequest {
     /// sessions, start_session, session_summary, end_session, get_session, delete_session,
     /// add_prompt, recent_prompts, search_prompts, delete_prompt, stats, memories_per_day, export, import,
     /// capture_passive, suggest_topic_key, judge, compare, relations, relation_stats,
-    /// get_relation, scan_relations, migrate_project, merge_projects, doctor, privacy_rewrite, import_engram,
+    /// get_relation, scan_relations, migrate_project, merge_projects, doctor, privacy_rewrite, gc, import_engram,
     /// repair_indexes, reindex,
     /// session_activity, record_activity, protocol, user_prompt, save_compaction,
     /// record_session, profile, plugin_config, history_sessions, history_browse_turns,

@@ -3,6 +3,7 @@
 // A skipped test says why, and the load and crash proofs print their figures, on stderr.
 #![allow(clippy::print_stderr)]
 
+mod bounded;
 mod cli;
 mod codex_sessions;
 mod concurrency;

@@ -66,6 +66,12 @@ pub(super) async fn dashboard(State(state): State<AppState>) -> UiResult {
     let disk: Vec<(String, u64, String)> =
         cairn_render::disk::parts(&stats.disk).into_iter().map(|(part, n)| (part.to_owned(), n, bytes(n))).collect();
     p.raw(&charts::bars("Disk use per part", &disk));
+    for warning in &stats.disk.warnings {
+        p.raw(&format!(
+            "<p class=\"notice\" role=\"status\">Disk: {}</p>",
+            esc(&cairn_render::disk::warning_line(warning))
+        ));
+    }
     if let Some(history) = history {
         let hosts: Vec<(String, u64, String)> =
             history.hosts.iter().map(|h| (h.host.clone(), h.bytes, bytes(h.bytes))).collect();

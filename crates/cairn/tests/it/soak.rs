@@ -189,11 +189,11 @@ fn a_day_of_use_scaled_loses_nothing_and_stays_flat() {
     }
     for n in 0..2u64 {
         let (addr, stop) = (daemon.addr, Arc::clone(&stop));
-        workers.push(std::thread::spawn(move || saver(addr, n, seed ^ (10 + n), &stop)));
+        workers.push(std::thread::spawn(move || saver(addr, n, seed ^ (0x0a + n), &stop)));
     }
     {
         let (addr, stop) = (daemon.addr, Arc::clone(&stop));
-        workers.push(std::thread::spawn(move || searcher(addr, seed ^ 20, &stop)));
+        workers.push(std::thread::spawn(move || searcher(addr, seed ^ 0x14, &stop)));
     }
     {
         let (dirs, stop) = (Arc::clone(&dirs), Arc::clone(&stop));
@@ -654,7 +654,7 @@ fn report_disk(addr: SocketAddr, data: &Path) {
     collect_files(data, data, &mut files);
     files.sort_unstable_by(|a, b| b.cmp(a));
     for (bytes, name) in files.iter().take(8) {
-        eprintln!("soak: {:>10} {name}", bytes);
+        eprintln!("soak: {bytes:>10} {name}");
     }
 }
 

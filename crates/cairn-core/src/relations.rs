@@ -61,6 +61,9 @@ pub struct Judgment {
     pub confidence: Option<f64>,
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Given by a person (the web page, the TUI), not an agent: recorded as `person`.
+    #[serde(default)]
+    pub by_person: bool,
 }
 
 /// A direct verdict between two memories.
@@ -309,6 +312,7 @@ impl Store {
             confidence: j.confidence,
             // A blank session id names no session.
             session_id: j.session_id.as_deref().filter(|s| !s.trim().is_empty()),
+            judge: if j.by_person { "person" } else { "agent" },
         };
         self.set_agent_verdict(&j.judgment_id, &verdict)?;
         self.get_relation_by_sync_id(&j.judgment_id)

@@ -26,6 +26,15 @@ pub struct RelationRow {
     pub confidence: Option<f64>,
     pub created_at: String,
     pub updated_at: String,
+    /// Why the verdict was given, in the judge's words (`None` while pending).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Who judged: `rule`, `llm`, `agent` or `person` (`None` while pending).
+    #[serde(default)]
+    pub marked_by_kind: Option<String>,
+    /// The model that judged, when a model did.
+    #[serde(default)]
+    pub marked_by_model: Option<String>,
 }
 
 /// Which relations a listing reads, its values already normalised by the rules.
@@ -48,6 +57,8 @@ pub(crate) struct AgentVerdict<'a> {
     pub(crate) evidence: Option<String>,
     pub(crate) confidence: Option<f64>,
     pub(crate) session_id: Option<&'a str>,
+    /// `agent` or `person`: who gave it.
+    pub(crate) judge: &'static str,
 }
 
 /// A direct comparison's verdict between two memories (by sync id), redacted by the caller.
@@ -122,13 +133,13 @@ impl Store {
             .optional()?)
     }
 
-    /// Record an agent's verdict on the relation `sync_id`.
+    /// Record an agent's (or a person's) verdict on the relation `sync_id`.
     pub(crate) fn set_agent_verdict(&mut self, sync_id: &str, verdict: &AgentVerdict<'_>) -> Result<()> {
         let now = self.now();
         self.write(|tx| {
             tx.execute(
                 "UPDATE relations SET relation = ?2, reason = ?3, evidence = ?4, confidence = ?5,
-                    judgment_status = 'judged', marked_by_actor = 'agent', marked_by_kind = 'agent',
+                    judgment_status = 'judged', marked_by_actor = ?8, marked_by_kind = ?8,
                     marked_by_model = NULL, session_id = ?6, updated_at = ?7
                  WHERE sync_id = ?1",
                 params![
@@ -138,7 +149,8 @@ impl Store {
                     verdict.evidence,
                     verdict.confidence,
                     verdict.session_id,
-                    now
+                    now,
+                    verdict.judge
                 ],
             )?;
             Ok(())
@@ -209,7 +221,8 @@ impl Store {
         let mut stmt = self.conn().prepare(&format!(
             "SELECT r.id, r.sync_id, r.relation, r.judgment_status, r.source_id,
                     CASE WHEN a.deleted_at IS NULL THEN a.title END, r.target_id,
-                    CASE WHEN b.deleted_at IS NULL THEN b.title END, r.confidence, r.created_at, r.updated_at
+                    CASE WHEN b.deleted_at IS NULL THEN b.title END, r.confidence, r.created_at, r.updated_at,
+                    r.reason, r.marked_by_kind, r.marked_by_model
              {from} {where_sql} ORDER BY r.created_at DESC, r.id DESC LIMIT ?4 OFFSET ?5"
         ))?;
         let rows = stmt.query_map(
@@ -227,6 +240,9 @@ impl Store {
                     confidence: r.get(8)?,
                     created_at: r.get(9)?,
                     updated_at: r.get(10)?,
+                    reason: r.get(11)?,
+                    marked_by_kind: r.get(12)?,
+                    marked_by_model: r.get(13)?,
                 })
             },
         )?;

@@ -178,6 +178,7 @@ pub(super) async fn judge(State(state): State<AppState>, ApiJson(b): ApiJson<Jud
         evidence: b.evidence,
         confidence: b.confidence,
         session_id: b.session_id,
+        by_person: false,
     };
     Ok(ok(run(&state, Op::Judge(judgment)).await?))
 }

@@ -426,6 +426,7 @@ impl CairnMcp {
             evidence: given(a.evidence),
             confidence: a.confidence,
             session_id: given(a.session_id),
+            by_person: false,
         };
         let result: Value = self.state.client.execute_async(Op::Judge(judgment)).await?;
         Ok(reply::json_text(&result))

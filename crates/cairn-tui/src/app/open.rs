@@ -228,6 +228,7 @@ impl App {
             evidence: None,
             confidence: None,
             session_id: None,
+            by_person: true,
         };
         self.write(Op::Judge(judgment), format!("judged: {verdict}"));
     }

@@ -15,6 +15,7 @@
 //! - Assets are compiled into the binary.
 
 mod charts;
+mod conflicts;
 mod history;
 pub(super) mod html;
 mod live;
@@ -55,8 +56,9 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/ui/memory/{id}/pin", post(views::pin))
         .route("/ui/memory/{id}/restore", post(views::restore))
         .route("/ui/trash", get(views::trash))
-        .route("/ui/conflicts", get(views::conflicts))
-        .route("/ui/conflicts/judge", post(views::judge))
+        .route("/ui/conflicts", get(conflicts::queue))
+        .route("/ui/conflicts/judge", post(conflicts::judge))
+        .route("/ui/conflicts/scan", post(conflicts::scan))
         .route("/ui/sessions", get(views::sessions))
         .route("/ui/history", get(history::sessions))
         .route("/ui/history/search", get(history::search))

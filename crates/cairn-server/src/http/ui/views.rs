@@ -1,4 +1,4 @@
-//! The memory views: dashboard, search, a memory (edit, pin, delete), conflicts, sessions.
+//! The memory views: dashboard, search, a memory (edit, pin, delete), sessions.
 
 use std::fmt::Write as _;
 
@@ -11,7 +11,7 @@ use cairn_core::history::query::HistoryStats;
 use cairn_core::memory::{ListFilter, ObservationPatch};
 use cairn_core::model::{Observation, Prompt, SessionSummary};
 use cairn_core::ops::{GetResponse, Op, SearchResponse};
-use cairn_core::relations::{Judgment, RelationFilter, RelationPage, VERDICTS};
+use cairn_core::relations::{RelationFilter, RelationPage};
 use cairn_core::search::SearchQuery;
 use cairn_core::sync::SyncStatus;
 use cairn_core::text::Scope;
@@ -376,7 +376,7 @@ pub(super) async fn memory(
     if let Some(page) = relations.filter(|r| !r.relations.is_empty()) {
         p.raw(&table(
             "Relations",
-            &["Relation", "Status", "Other memory", "Confidence", "Found"],
+            &["Relation", "Status", "Other memory", "Confidence", "Judged by", "Found"],
             page.relations.iter().map(|r| {
                 let (other_id, other_title) = if r.source_id == o.sync_id {
                     (&r.target_id, &r.target_title)
@@ -388,6 +388,7 @@ pub(super) async fn memory(
                     esc(&r.judgment_status),
                     esc(other_title.as_deref().unwrap_or(other_id)),
                     r.confidence.map(|c| format!("{c:.2}")).unwrap_or_default(),
+                    super::conflicts::judged_by(r),
                     when(&r.created_at),
                 ]
             }),
@@ -509,63 +510,6 @@ pub(super) struct PinForm {
 pub(super) async fn pin(State(state): State<AppState>, Path(id): Path<i64>, Form(form): Form<PinForm>) -> UiResult {
     let _: Observation = run(&state, Op::Pin { id, pinned: form.pinned == "true" }).await?;
     Ok(Redirect::to(&format!("/ui/memory/{id}")).into_response())
-}
-
-pub(super) async fn conflicts(State(state): State<AppState>) -> UiResult {
-    let filter = RelationFilter { status: Some("pending".into()), limit: Some(100), ..RelationFilter::default() };
-    let pending: RelationPage = run(&state, Op::Relations(filter)).await?;
-    let mut p = Page::new("Conflicts", Section::Conflicts);
-    p.heading("Conflicts to judge");
-    p.raw(&format!(
-        "<p class=\"muted\">{} pending. Each pair was found when a memory was saved; say how they relate.</p>",
-        pending.total
-    ));
-    if pending.relations.is_empty() {
-        p.raw("<p>Nothing to judge.</p>");
-    }
-    for r in &pending.relations {
-        let title = |t: &Option<String>, id: &str| esc(t.as_deref().unwrap_or(id));
-        let mut verdicts = String::new();
-        for v in VERDICTS {
-            let _ = write!(verdicts, "<option value=\"{v}\">{}</option>", v.replace('_', " "));
-        }
-        p.raw(&format!(
-            "<article class=\"conflict\"><h2>{} <span class=\"muted\">and</span> {}</h2>\
-             <p class=\"meta\">suggested: {} · confidence {} · {}</p>\
-             <form method=\"post\" action=\"/ui/conflicts/judge\"><input type=\"hidden\" name=\"judgment_id\" value=\"{}\">\
-             <label for=\"verdict-{id}\">Verdict</label><select id=\"verdict-{id}\" name=\"relation\">{verdicts}</select>\
-             <label for=\"reason-{id}\">Reason</label><input id=\"reason-{id}\" name=\"reason\">\
-             <button type=\"submit\">Judge</button></form></article>",
-            title(&r.source_title, &r.source_id),
-            title(&r.target_title, &r.target_id),
-            esc(&r.relation),
-            r.confidence.map_or_else(|| "-".into(), |c| format!("{c:.2}")),
-            when(&r.created_at),
-            esc(&r.sync_id),
-            id = r.id,
-        ));
-    }
-    Ok(page(&p))
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct JudgeForm {
-    judgment_id: String,
-    relation: String,
-    reason: Option<String>,
-}
-
-pub(super) async fn judge(State(state): State<AppState>, Form(form): Form<JudgeForm>) -> UiResult {
-    let judgment = Judgment {
-        judgment_id: form.judgment_id,
-        relation: form.relation,
-        reason: given(form.reason),
-        evidence: None,
-        confidence: None,
-        session_id: None,
-    };
-    let _: serde_json::Value = run(&state, Op::Judge(judgment)).await?;
-    Ok(Redirect::to("/ui/conflicts").into_response())
 }
 
 pub(super) async fn sessions(State(state): State<AppState>) -> UiResult {

@@ -256,3 +256,43 @@ async fn the_dashboard_shows_the_models_spend_against_the_budget() {
     assert!(line.contains("1000 of 5000 tokens spent today (4000 left), 1 call(s)"), "{line}");
     assert!(line.contains("last failure") && line.contains("connection refused (unavailable)"), "{line}");
 }
+
+/// The conflicts view: a verdict given on the page is listed under "Judged lately" as a
+/// person's, with its reason, on the memory's page too; a scan runs from the page (a dry run
+/// records nothing); a semantic scan without a model answers the API's code on the error page.
+#[tokio::test]
+async fn the_conflicts_view_shows_who_judged_and_scans_from_the_page() {
+    let server = start().await;
+    let first = server
+        .save(json!({"title": "Use WAL mode for the SQLite store", "content": "journal_mode WAL", "project": "alpha"}))
+        .await;
+    let second = server
+        .save(json!({"title": "Use WAL mode for the SQLite store now", "content": "journal_mode WAL again", "project": "alpha",
+            "find_candidates": true}))
+        .await;
+    let judgment = second["candidates"][0]["judgment_id"].as_str().expect("the second save found the first").to_owned();
+
+    let body = format!("judgment_id={judgment}&relation=supersedes&reason=the+newer+one+says+it+better");
+    let judged = server.form("/ui/conflicts/judge", &body, &server.origin(), "same-origin").await;
+    assert_eq!((judged.status, judged.header("location")), (303, "/ui/conflicts"));
+    let page = server.get("/ui/conflicts").await.text();
+    let lately = &page[page.find("Judged lately").expect("a judged section")..];
+    assert!(
+        lately.contains("supersedes") && lately.contains("person") && lately.contains("the newer one says it better"),
+        "{lately}"
+    );
+    let memory = server.get(&format!("/ui/memory/{}", first["id"])).await.text();
+    assert!(memory.contains("Judged by") && memory.contains("person"), "the memory's relations say who judged");
+
+    let dry = server.form("/ui/conflicts/scan", "project=alpha&dry_run=true", &server.origin(), "same-origin").await;
+    assert_eq!(dry.status, 200);
+    let text = dry.text();
+    assert!(text.contains("alpha: 2 memories inspected") && text.contains("would record"), "{text}");
+    let semantic =
+        server.form("/ui/conflicts/scan", "project=alpha&semantic=true", &server.origin(), "same-origin").await;
+    assert_eq!(semantic.status, 503, "{}", semantic.text());
+    assert!(semantic.text().contains("llm_not_configured"), "{}", semantic.text());
+    let refused = server.form("/ui/conflicts/scan", "project=alpha", "http://127.0.0.1:1", "cross-site").await;
+    assert_eq!(refused.status, 403, "a scan is a write: other origins are refused");
+    server.shutdown().await.unwrap();
+}

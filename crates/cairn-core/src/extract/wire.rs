@@ -36,7 +36,9 @@ pub const VERBATIM_MAX_BYTES: usize = 4 * 1024;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WireMessage {
     pub role: String,
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    /// A string, or a list of `{type: "text", text}` parts (any JSON value is read; what holds
+    /// no text adds nothing).
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub content: Value,
 }
 

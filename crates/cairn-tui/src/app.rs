@@ -266,6 +266,9 @@ pub struct App {
     pub effect: Option<Effect>,
     /// Where the last frame drew the current list, for mouse clicks.
     pub list_area: Rect,
+    /// The conflicts view lists the verdicts given (who gave each) instead of the pairs
+    /// waiting for one (`v` switches).
+    pub verdicts_shown: bool,
 }
 
 impl App {
@@ -281,6 +284,7 @@ impl App {
             writes: Vec::new(),
             effect: None,
             list_area: Rect::default(),
+            verdicts_shown: false,
         };
         app.load_dashboard();
         app

@@ -384,4 +384,12 @@ fn a_verdict_is_one_key_in_the_conflicts_queue() {
     assert!(matches!(h.app.view(), View::Conflicts(l) if l.items.len() == waiting - 1));
     h.key(KeyCode::Char('9'));
     assert_eq!(h.app.status, "judged: compatible", "not a verdict key: nothing happens");
+    h.key(KeyCode::Char('v'));
+    let View::Conflicts(list) = h.app.view() else { panic!("not the conflicts") };
+    let given = list.items.iter().find(|r| r.relation == "compatible").expect("the verdict is listed");
+    assert_eq!(given.marked_by_kind.as_deref(), Some("person"), "a verdict in the TUI is a person's");
+    let screen = h.screen();
+    assert!(screen.contains("Verdicts given") && screen.contains("by person"), "{screen}");
+    h.key(KeyCode::Char('v'));
+    assert!(h.screen().contains("Conflicts to review"));
 }

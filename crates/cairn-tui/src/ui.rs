@@ -85,7 +85,7 @@ fn hints(view: &View) -> String {
         View::Detail(_) => "↑↓ scroll · e edit · d delete · u restore · p pin · r reload · Esc back".into(),
         View::Conflicts(_) => {
             let keys: Vec<String> = VERDICTS.iter().enumerate().map(|(i, v)| format!("{} {v}", i + 1)).collect();
-            format!("{} · Esc back", keys.join(" "))
+            format!("{} · v pending/judged · Esc back", keys.join(" "))
         }
         View::HistorySearch(s) if s.editing => "type a query · Enter search · Esc stop".into(),
         View::Sessions(_) | View::Turns { .. } | View::Messages { .. } | View::Message { .. } => {
@@ -103,7 +103,7 @@ fn draw_view(frame: &mut Frame, app: &mut App, area: Rect) {
         View::Detail(d) => detail(frame, d, area),
         View::Conflicts(list) => {
             list_area = area;
-            conflicts(frame, list, area);
+            conflicts(frame, list, area, app.verdicts_shown);
         }
         View::Trash(list) => {
             list_area = area;
@@ -477,7 +477,7 @@ fn scrolled(frame: &mut Frame, title: &str, area: Rect, scroll: &mut Scroll, wra
 
 // ----- conflicts and history ----------------------------------------------------------
 
-fn conflicts(frame: &mut Frame, list: &mut ListView<cairn_core::relations::RelationRow>, area: Rect) {
+fn conflicts(frame: &mut Frame, list: &mut ListView<cairn_core::relations::RelationRow>, area: Rect, judged: bool) {
     let items: Vec<ListItem> = list
         .items
         .iter()
@@ -485,14 +485,31 @@ fn conflicts(frame: &mut Frame, list: &mut ListView<cairn_core::relations::Relat
             let source = r.source_title.as_deref().unwrap_or("(gone)");
             let target = r.target_title.as_deref().unwrap_or("(gone)");
             let confidence = r.confidence.map(|c| format!(" {:.0}%", c * 100.0)).unwrap_or_default();
-            ListItem::new(vec![
-                Line::from(format!("{}{confidence} · {}", clean(&r.relation, false), short_time(&r.created_at))),
+            let by = match (
+                r.marked_by_kind.as_deref().filter(|_| r.judgment_status == "judged"),
+                r.marked_by_model.as_deref(),
+            ) {
+                (Some(kind), Some(model)) => format!(" · by {} ({})", clean(kind, false), clean(model, false)),
+                (Some(kind), None) => format!(" · by {}", clean(kind, false)),
+                (None, _) => String::new(),
+            };
+            let mut lines = vec![
+                Line::from(format!(
+                    "{}{confidence}{by} · {}",
+                    clean(&r.relation, false),
+                    short_time(if judged { &r.updated_at } else { &r.created_at })
+                )),
                 Line::from(format!("  {}", clean(source, false))),
                 Line::styled(format!("  ⟷ {}", clean(target, false)), DIM),
-            ])
+            ];
+            if let Some(reason) = r.reason.as_deref().filter(|_| judged) {
+                lines.push(Line::styled(format!("  {}", one_line(reason, 200)), DIM));
+            }
+            ListItem::new(lines)
         })
         .collect();
-    simple_list(frame, "Conflicts to review", items, list, area);
+    let title = if judged { "Verdicts given" } else { "Conflicts to review" };
+    simple_list(frame, title, items, list, area);
 }
 
 fn section_line(section: &Section) -> String {
@@ -547,7 +564,7 @@ const HELP: &[(&str, &str)] = &[
     ("Enter → click", "open the selection (click twice on a row)"),
     ("Esc ← Backspace", "back"),
     ("g", "dashboard"),
-    ("c", "conflicts queue: 1–6 give a verdict"),
+    ("c", "conflicts: 1–6 give a verdict, v who judged what"),
     ("h", "history: sessions › turns › messages › a part"),
     ("t", "trash: deleted memories; u restores one"),
     ("^P ^T ^O", "search filters: project, type, scope"),

@@ -77,8 +77,9 @@ impl App {
     }
 
     pub(super) fn open_conflicts(&mut self) {
+        let status = if self.verdicts_shown { "judged" } else { "pending" };
         let id = self.send(Op::Relations(RelationFilter {
-            status: Some("pending".into()),
+            status: Some(status.into()),
             limit: Some(200),
             ..RelationFilter::default()
         }));
@@ -215,6 +216,12 @@ impl App {
     }
 
     pub(super) fn conflict_key(&mut self, c: char) {
+        if c == 'v' {
+            self.verdicts_shown = !self.verdicts_shown;
+            self.back();
+            self.open_conflicts();
+            return;
+        }
         let Some(verdict) = verdict_for_key(c) else { return };
         if self.refuse_read_only() {
             return;

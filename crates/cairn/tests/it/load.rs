@@ -17,52 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, McpChild, Rng, assert_rss_flat, http, vm_rss_kb};
+use crate::support::{Daemon, McpChild, Rng, assert_rss_flat, http, pick, vm_rss_kb};
 
 const WARM_UP: Duration = Duration::from_secs(3);
 const PRELOAD: usize = 2000;
-const WORDS: &[&str] = &[
-    "auth",
-    "login",
-    "session",
-    "cookie",
-    "token",
-    "redis",
-    "postgres",
-    "migration",
-    "index",
-    "query",
-    "cache",
-    "timeout",
-    "retry",
-    "queue",
-    "worker",
-    "deploy",
-    "docker",
-    "router",
-    "handler",
-    "middleware",
-    "logging",
-    "tracing",
-    "flaky",
-    "test",
-    "fixture",
-    "snapshot",
-    "rust",
-    "tokio",
-    "axum",
-    "serde",
-    "python",
-    "pytest",
-    "deadlock",
-    "latency",
-    "memory",
-    "leak",
-    "config",
-    "schema",
-    "webhook",
-    "backoff",
-];
 
 fn measured() -> Duration {
     Duration::from_secs(std::env::var("CAIRN_LOAD_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30))
@@ -162,10 +120,6 @@ fn preload(addr: SocketAddr, rng: &mut Rng) {
         .collect();
     let (status, body) = http(addr, "POST", "/import", Some(&json!({"observations": observations})));
     assert_eq!(status, 200, "{body}");
-}
-
-fn pick(rng: &mut Rng) -> &'static str {
-    WORDS[rng.range(0, WORDS.len() as u64) as usize]
 }
 
 fn http_client(addr: SocketAddr, w: u64, seed: u64, stop: &AtomicBool, measuring: &AtomicBool) -> Tally {

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Rng, assert_rss_flat, cairn, http, model_dir, vm_rss_kb};
+use crate::support::{Daemon, Rng, assert_rss_flat, cairn, http, model_dir, pick, vm_rss_kb};
 
 const WARM_UP: Duration = Duration::from_secs(3);
 const PROJECT: &str = "soakshop";
@@ -39,41 +39,9 @@ const TOPICS_PER_SAVER: u64 = 8;
 const WAL_BOUND: u64 = 64 << 20;
 /// Longest background embedding may store nothing while memories wait for their vectors.
 const EMBED_STALL: Duration = Duration::from_secs(120);
-const WORDS: &[&str] = &[
-    "auth",
-    "login",
-    "cookie",
-    "redis",
-    "postgres",
-    "migration",
-    "index",
-    "cache",
-    "timeout",
-    "retry",
-    "queue",
-    "worker",
-    "deploy",
-    "router",
-    "handler",
-    "logging",
-    "flaky",
-    "fixture",
-    "tokio",
-    "axum",
-    "serde",
-    "deadlock",
-    "latency",
-    "schema",
-    "webhook",
-    "backoff",
-];
 
 fn measured() -> Duration {
     Duration::from_secs(std::env::var("CAIRN_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20))
-}
-
-fn pick(rng: &mut Rng) -> &'static str {
-    WORDS[rng.range(0, WORDS.len() as u64) as usize]
 }
 
 /// The directories of one soak: a HOME with both hosts' storage, the project, two data dirs.

@@ -551,3 +551,52 @@ pub fn assert_rss_flat(label: &str, samples_kb: &[u64]) {
     let bound = first + first / 4 + 16 * 1024;
     assert!(last <= bound, "daemon memory grew: {first} KiB → {last} KiB (bound {bound} KiB): {samples_kb:?}");
 }
+
+/// Words of a coding agent's memories, for the load and soak proofs' generated text.
+pub const WORDS: &[&str] = &[
+    "auth",
+    "login",
+    "session",
+    "cookie",
+    "token",
+    "redis",
+    "postgres",
+    "migration",
+    "index",
+    "query",
+    "cache",
+    "timeout",
+    "retry",
+    "queue",
+    "worker",
+    "deploy",
+    "docker",
+    "router",
+    "handler",
+    "middleware",
+    "logging",
+    "tracing",
+    "flaky",
+    "test",
+    "fixture",
+    "snapshot",
+    "rust",
+    "tokio",
+    "axum",
+    "serde",
+    "python",
+    "pytest",
+    "deadlock",
+    "latency",
+    "memory",
+    "leak",
+    "config",
+    "schema",
+    "webhook",
+    "backoff",
+];
+
+/// One of [`WORDS`] at random.
+pub fn pick(rng: &mut Rng) -> &'static str {
+    WORDS[rng.range(0, WORDS.len() as u64) as usize]
+}

@@ -439,3 +439,74 @@ fn queries_are_embedded_as_queries_and_memories_as_passages() {
     assert_eq!(*embedder.queries.lock().unwrap(), vec!["car".to_owned()]);
     assert_eq!(embedder.passages.lock().unwrap().len(), 1, "the query is not embedded as a passage");
 }
+
+/// A store of `n` memories over three projects and the personal scope, every fifth about cars,
+/// embedded, searched through a current in-memory index.
+fn indexed_semantic_store(n: usize) -> Core {
+    let (mut s, _) = semantic_store();
+    for i in 0..n {
+        let project = ["alpha", "beta", "gamma"][i % 3];
+        let (title, content) = if i % 5 == 0 { ("Automobile", "one row per vehicle") } else { ("Deploy", "ship it") };
+        let mut memory = obs(project, &format!("{title} {i}"), content);
+        if i % 17 == 0 {
+            memory.scope = Some("personal".into());
+        }
+        s.store.save(&memory).unwrap();
+    }
+    embed_all(&mut s);
+    let index = Arc::new(crate::index::SharedIndex::default());
+    index.set(s.store.build_index().unwrap());
+    s.with_index(index)
+}
+
+fn semantic_ids(s: &Core, project: &str, limit: usize) -> Vec<i64> {
+    let q = SearchQuery {
+        project: Some(project.into()),
+        mode: Some(SearchMode::Semantic),
+        limit,
+        ..SearchQuery::new("car")
+    };
+    let mut ids: Vec<i64> = s.search(&q).unwrap().hits.iter().map(|h| h.observation.id).collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn the_index_filters_semantic_hits_as_the_table_does() {
+    let mut s = indexed_semantic_store(600);
+    // Exact mode scores every memory the filter lets through: both paths must then agree.
+    s.semantic.as_ref().unwrap().override_exact_scan();
+    let moved = s.store.save(&obs("alpha", "Vehicle moved", "a car")).unwrap();
+    embed_all(&mut s);
+    s.store.update(moved.id, &ObservationPatch { project: Some("beta".into()), ..Default::default() }).unwrap();
+    let gone = semantic_ids(&s, "beta", 50)[0];
+    s.store.delete(gone, false).unwrap();
+    let index = s.index.clone().unwrap();
+    index.follow(s.store.conn()).unwrap();
+    let through_index = semantic_ids(&s, "beta", 50);
+    let index = s.index.take();
+    assert_eq!(through_index, semantic_ids(&s, "beta", 50), "the table's filter finds the same");
+    s.index = index;
+    assert!(through_index.contains(&moved.id), "a memory moved into the project is found there");
+    assert!(!through_index.contains(&gone), "a deleted memory is not");
+    assert!(!semantic_ids(&s, "alpha", 50).contains(&moved.id), "nor in the project it left");
+}
+
+#[test]
+fn a_narrow_project_filter_reaches_deeper_into_the_shortlist() {
+    // 1,500 memories: a third per project, so the shortlist (400 codes at least) must reach
+    // about three times deeper for the filter to keep enough.
+    let s = indexed_semantic_store(1_500);
+    let ids = semantic_ids(&s, "gamma", 40);
+    assert_eq!(ids.len(), 40, "the limit is filled from the project and the personal memories");
+    for id in ids {
+        let memory = s.store.get(id).unwrap();
+        assert!(
+            memory.project == "gamma" || memory.scope == crate::text::Scope::Personal,
+            "{id} is of {} ({:?})",
+            memory.project,
+            memory.scope
+        );
+        assert!(memory.title.starts_with("Automobile"), "{id}: {}", memory.title);
+    }
+}

@@ -19,6 +19,8 @@
 //!
 //! - weights that came from a 4-bit quantisation (multilingual-e5-small) are kept in f16, half
 //!   the bytes to stream, widened a few panel rows at a time (F16C where the CPU has it);
+//! - the word table, most of a multilingual model's memory, is kept in the model's own 4-bit
+//!   blocks when they are exact (`word_table.rs`): e5's 192 MB in f16 become 54 MB;
 //! - a search query's products are shared by chunks of output panels with a second thread
 //!   (`second.rs`, [`Helper::split`]), when the machine has two cores: a short query is a chain
 //!   of ~50 products of a few hundred µs each, too long a wait to leave the second core idle.
@@ -36,6 +38,7 @@ use std::sync::Arc;
 use crate::EmbedError;
 use crate::safetensors::Tensors;
 use crate::second::Claim;
+use crate::word_table::WordTable;
 
 /// What `config.json` says about the encoder.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
@@ -118,50 +121,6 @@ fn default_eps() -> f32 {
 
 fn two() -> usize {
     2
-}
-
-/// Word tables bigger than this many values are kept in f16 (widened per token): the 250k
-/// rows of a multilingual vocabulary are 384 MB as f32, 192 MB as f16, and a rounding of
-/// 2⁻¹¹ of each input value moves the vectors far less than the model's own quantisation.
-/// The small tables of English models (MiniLM: 12M values) stay exact.
-const F16_WORD_TABLE_ABOVE: usize = 32 << 20;
-
-pub(crate) enum WordTable {
-    F32(Vec<f32>),
-    F16(Vec<u16>),
-}
-
-impl WordTable {
-    /// Kept in f16 whatever its size (a model stored in f16: nothing is lost).
-    pub(crate) fn half(values: &[f32]) -> WordTable {
-        WordTable::F16(values.iter().map(|&v| crate::safetensors::f32_to_f16(v)).collect())
-    }
-
-    fn new(values: Vec<f32>) -> WordTable {
-        if values.len() > F16_WORD_TABLE_ABOVE {
-            WordTable::F16(values.iter().map(|&v| crate::safetensors::f32_to_f16(v)).collect())
-        } else {
-            WordTable::F32(values)
-        }
-    }
-
-    /// `out[d] = row[d] + add[d]`.
-    pub(crate) fn add_row(&self, id: usize, h: usize, add: impl Fn(usize) -> f32, out: &mut [f32]) {
-        match self {
-            WordTable::F32(t) => {
-                let row = &t[id * h..][..h];
-                for d in 0..h {
-                    out[d] = row[d] + add(d);
-                }
-            }
-            WordTable::F16(t) => {
-                let row = &t[id * h..][..h];
-                for d in 0..h {
-                    out[d] = crate::safetensors::f16_to_f32(row[d]) + add(d);
-                }
-            }
-        }
-    }
 }
 
 /// `out = x · Wᵀ + b`.
@@ -330,7 +289,7 @@ impl Bert {
             })
             .collect::<Result<Vec<_>, EmbedError>>()?;
         Ok(Bert {
-            word: WordTable::new(get("embeddings.word_embeddings.weight", &[config.vocab_size, h])?),
+            word: WordTable::new(get("embeddings.word_embeddings.weight", &[config.vocab_size, h])?, h),
             position: get("embeddings.position_embeddings.weight", &[config.max_position_embeddings, h])?,
             token_type: get("embeddings.token_type_embeddings.weight", &[config.type_vocab_size, h])?,
             embeddings_norm: norm("embeddings.LayerNorm")?,
@@ -378,6 +337,10 @@ impl Bert {
             layers,
             config,
         })
+    }
+
+    pub(crate) fn word_table_bytes(&self) -> usize {
+        self.word.bytes()
     }
 
     pub fn hidden_size(&self) -> usize {

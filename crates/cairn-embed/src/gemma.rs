@@ -27,11 +27,12 @@ use std::sync::Arc;
 
 use crate::EmbedError;
 use crate::bert::{
-    Epilogue, Helper, KernelScratch, Kernels, Linear, Panels, Rope, Strided, StridedMut, THIN_ROWS, WordTable,
-    add_in_place, exp_nonpositive, linear, product, softmax, sum_by,
+    Epilogue, Helper, KernelScratch, Kernels, Linear, Panels, Rope, Strided, StridedMut, THIN_ROWS, add_in_place,
+    exp_nonpositive, linear, product, softmax, sum_by,
 };
 use crate::safetensors::Tensors;
 use crate::second::Claim;
+use crate::word_table::WordTable;
 
 /// The prompts EmbeddingGemma was trained with for retrieval (its
 /// `config_sentence_transformers.json`: `query`, `document`).
@@ -238,6 +239,10 @@ impl Gemma {
     }
 
     /// Vector length: the last dense layer's outputs.
+    pub(crate) fn word_table_bytes(&self) -> usize {
+        self.word.bytes()
+    }
+
     pub fn dims(&self) -> usize {
         self.dense.last().map_or(self.config.hidden_size, |d| d.outputs())
     }

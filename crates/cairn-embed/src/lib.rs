@@ -32,6 +32,7 @@ mod scan;
 mod second;
 mod tokenizer;
 mod unigram;
+mod word_table;
 
 #[cfg(feature = "remote")]
 pub mod http;

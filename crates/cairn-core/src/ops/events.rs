@@ -118,6 +118,9 @@ fn is_store_unavailable(code: ErrorCode) -> bool {
             | ErrorCode::SchemaTooNew
             | ErrorCode::DaemonUnavailable
             | ErrorCode::OperationInterrupted
+            // No room to store it now: it waits in the spool until there is (counted as a
+            // failure, it was set aside for good after a few drains).
+            | ErrorCode::DiskFull
     )
 }
 

@@ -36,30 +36,65 @@ pub fn decode(blob: &[u8]) -> Vec<f32> {
     blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
+/// A live memory without a vector of model `?1`, with the text it is embedded with (the
+/// content of the memory before it in its session when it is short: `?3`, `?4`).
+const PENDING_SQL: &str = "SELECT o.id, o.title, o.content,
+       CASE WHEN length(o.content) <= ?3 AND o.session_id NOT LIKE ?4 THEN
+         (SELECT p.content FROM observations p WHERE p.session_id = o.session_id AND p.id < o.id
+            AND p.deleted_at IS NULL ORDER BY p.id DESC LIMIT 1)
+       END
+     FROM observations o
+     WHERE o.deleted_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.observation_id = o.id AND e.model = ?1)";
+
+fn read_pending(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingText> {
+    Ok(PendingText {
+        id: r.get(0)?,
+        title: r.get(1)?,
+        content: r.get(2)?,
+        context: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+    })
+}
+
 impl Store {
     /// Memories of the current model still without a vector, newest first.
     pub fn pending_embeddings(&self, model: &str, limit: usize) -> Result<Vec<PendingText>> {
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT o.id, o.title, o.content,
-               CASE WHEN length(o.content) <= ?3 AND o.session_id NOT LIKE ?4 THEN
-                 (SELECT p.content FROM observations p WHERE p.session_id = o.session_id AND p.id < o.id
-                    AND p.deleted_at IS NULL ORDER BY p.id DESC LIMIT 1)
-               END
-             FROM observations o
-             WHERE o.deleted_at IS NULL
-               AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.observation_id = o.id AND e.model = ?1)
-             ORDER BY o.id DESC LIMIT ?2",
-        )?;
+        let mut stmt = self.conn().prepare_cached(&format!("{PENDING_SQL} ORDER BY o.id DESC LIMIT ?2"))?;
         let in_catch_all = crate::model::catch_all_sessions_like();
-        let rows = stmt.query_map(params![model, limit as i64, CONTEXT_MAX_CHARS, in_catch_all], |r| {
-            Ok(PendingText {
-                id: r.get(0)?,
-                title: r.get(1)?,
-                content: r.get(2)?,
-                context: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-            })
-        })?;
+        let rows = stmt.query_map(params![model, limit as i64, CONTEXT_MAX_CHARS, in_catch_all], read_pending)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Those of `ids` still without a vector of `model` (the daemon's fresh lane, after it
+    /// claimed them: a vector stored meanwhile by the other lane shows here).
+    pub fn pending_embeddings_of(&self, model: &str, ids: &[i64]) -> Result<Vec<PendingText>> {
+        let mut stmt = self.conn().prepare_cached(&format!("{PENDING_SQL} AND o.id = ?2"))?;
+        let in_catch_all = crate::model::catch_all_sessions_like();
+        let mut pending = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let rows = stmt.query_map(params![model, id, CONTEXT_MAX_CHARS, in_catch_all], read_pending)?;
+            for row in rows {
+                pending.push(row?);
+            }
+        }
+        Ok(pending)
+    }
+
+    /// The newest `seq` of the change log (0 when empty): where a follower of it starts.
+    pub fn newest_change(&self) -> Result<i64> {
+        crate::store::index_feed::newest_change_seq(self.conn())
+    }
+
+    /// The memories changed (saved, revised, deleted) after change `seq`, each once, the most
+    /// recently changed first, at most `limit`; and the newest `seq` read.
+    pub fn changed_since(&self, seq: i64, limit: usize) -> Result<(i64, Vec<i64>)> {
+        let newest = self.newest_change()?.max(seq);
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT observation_id FROM observation_changes WHERE seq > ?1 AND seq <= ?2
+             GROUP BY observation_id ORDER BY max(seq) DESC LIMIT ?3",
+        )?;
+        let ids = stmt.query_map(params![seq, newest, limit as i64], |r| r.get(0))?;
+        Ok((newest, ids.collect::<rusqlite::Result<_>>()?))
     }
 
     /// How many vectors of `model` are stored.

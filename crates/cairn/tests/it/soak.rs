@@ -536,9 +536,11 @@ fn assert_resources_flat(samples: &[Sample]) {
     assert!(wal_most <= WAL_BOUND, "the WAL reached {wal_most} bytes");
 }
 
-/// Background embedding catches up. It runs at the lowest priority, so beside a busy machine
-/// (the rest of the test suite on both cores) it is slow by design: what fails is a stall, no
-/// vector stored for [`EMBED_STALL`], not a slow pace.
+/// Background embedding catches up. The backfill runs at the lowest priority, so beside a busy
+/// machine (the rest of the test suite on both cores) it is slow by design: what fails is a
+/// stall, no vector stored for [`EMBED_STALL`], not a slow pace. The fresh lane (normal
+/// priority) takes only what changes as it happens, 60 a minute at most: once the load has
+/// stopped, every vector still pending is the backfill's, so a stalled backfill still fails.
 fn wait_until_embedded(addr: SocketAddr) {
     let deadline = Instant::now() + Duration::from_secs(900);
     let mut last = (-1, Instant::now());

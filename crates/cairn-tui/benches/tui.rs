@@ -138,7 +138,7 @@ fn seed(dir: &std::path::Path, count: usize) {
 /// Type every query of [`TYPED`] and time each key until its own results are drawn.
 fn measure(client: &Client) -> Vec<Duration> {
     let workers = Workers::start(client).expect("workers");
-    let mut app = App::new(Options { write: false, connection: "bench".into() });
+    let mut app = App::new(Options { write: false, connection: "bench".into(), project: None });
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
     settle(&mut app, &workers, &mut terminal, |_| true);
     let mut times = Vec::new();

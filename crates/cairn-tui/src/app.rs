@@ -23,6 +23,8 @@ pub struct Options {
     pub write: bool,
     /// Where operations go (`daemon 127.0.0.1:…`, `file`), for the header.
     pub connection: String,
+    /// The project of the directory `cairn tui` runs in: what `s` scans for conflicts.
+    pub project: Option<String>,
 }
 
 /// One operation for a worker, tagged so its answer finds the view that asked.
@@ -30,8 +32,18 @@ pub struct Options {
 pub struct Request {
     pub id: u64,
     pub op: Op,
+    pub lane: Lane,
+}
+
+/// Which worker runs a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Everything quick, in the order sent.
+    InOrder,
     /// A search: only the newest waiting one is run.
-    pub latest_only: bool,
+    NewestOnly,
+    /// Seconds of model time (a semantic scan): apart, so browsing never waits behind it.
+    Long,
 }
 
 /// A worker's answer to [`Request`] `id`.
@@ -269,6 +281,8 @@ pub struct App {
     /// The conflicts view lists the verdicts given (who gave each) instead of the pairs
     /// waiting for one (`v` switches).
     pub verdicts_shown: bool,
+    /// The conflicts scan under way (`s`), one batch at a time.
+    pub scan: Option<scan::ScanProgress>,
 }
 
 impl App {
@@ -285,6 +299,7 @@ impl App {
             effect: None,
             list_area: Rect::default(),
             verdicts_shown: false,
+            scan: None,
         };
         app.load_dashboard();
         app
@@ -300,12 +315,12 @@ impl App {
 
     /// Queue an operation; its id.
     fn send(&mut self, op: Op) -> u64 {
-        self.send_as(op, false)
+        self.send_as(op, Lane::InOrder)
     }
 
-    fn send_as(&mut self, op: Op, latest_only: bool) -> u64 {
+    fn send_as(&mut self, op: Op, lane: Lane) -> u64 {
         self.next_id += 1;
-        self.outbox.push(Request { id: self.next_id, op, latest_only });
+        self.outbox.push(Request { id: self.next_id, op, lane });
         self.next_id
     }
 
@@ -351,6 +366,7 @@ impl App {
 mod answers;
 mod keys;
 mod open;
+mod scan;
 mod search;
 
 #[derive(Debug, Clone, Copy)]

@@ -8,7 +8,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 
-use crate::app::{App, Effect, Options, Response, View};
+use crate::app::{App, Effect, Lane, Options, Response, View};
 
 struct Harness {
     dir: tempfile::TempDir,
@@ -44,7 +44,7 @@ impl Harness {
         save(&writer, "blog", "Deploys go through CI", "Never deploy from a laptop.");
         drop(writer);
         let client = client_of(dir.path(), if write { LocalKind::Store } else { LocalKind::ReadOnly });
-        let app = App::new(Options { write, connection: "file".into() });
+        let app = App::new(Options { write, connection: "file".into(), project: Some("shop".into()) });
         let terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
         let mut h = Harness { dir, client, app, terminal };
         h.pump();
@@ -160,7 +160,7 @@ fn a_newer_answer_is_never_replaced_by_an_older_one() {
     h.app.on_key(KeyEvent::new(KeyCode::Char('W'), KeyModifiers::NONE));
     h.app.on_key(KeyEvent::new(KeyCode::Char('T'), KeyModifiers::NONE));
     let requests = std::mem::take(&mut h.app.outbox);
-    assert!(requests.iter().all(|r| r.latest_only), "searches replace each other in the worker");
+    assert!(requests.iter().all(|r| r.lane == Lane::NewestOnly), "searches replace each other in the worker");
     let mut answers: Vec<Response> =
         requests.into_iter().map(|r| Response { id: r.id, result: h.client.run(r.op) }).collect();
     // The newest answer arrives first; the older ones after it are dropped.
@@ -392,4 +392,110 @@ fn a_verdict_is_one_key_in_the_conflicts_queue() {
     assert!(screen.contains("Verdicts given") && screen.contains("by person"), "{screen}");
     h.key(KeyCode::Char('v'));
     assert!(h.screen().contains("Conflicts to review"));
+}
+
+/// Five decisions on one cache key scheme, the last replacing the others in other words: a
+/// scan finds pairs among them (as the HTTP scan test's).
+fn cache_key_decisions(client: &Client) {
+    let texts = [
+        ("Product cache key scheme", "Product cache keys are product:{id}."),
+        ("Product cache key scheme: add locale", "Product cache keys are product:{id}:{locale}."),
+        ("Product cache key scheme: add currency", "Product cache keys are product:{id}:{locale}:{currency}."),
+        ("Product cache key scheme: version prefix", "Product cache keys are v2:product:{id}:{locale}:{currency}."),
+        (
+            "Catalogue entries cached by content hash",
+            "We no longer build product cache keys from the id, locale and currency: an entry is keyed by the \
+             sha256 of its rendered JSON, so any change invalidates it by itself.",
+        ),
+    ];
+    for (title, content) in texts {
+        save(client, "shop", title, content);
+    }
+}
+
+/// A harness over an engine in this process (the daemon's runtime, which runs a semantic
+/// scan), judging with a scripted model: unsure of any pair with the content-hash memory,
+/// sure the others are compatible.
+fn harness_over_a_judging_engine() -> (Harness, std::sync::Arc<cairn_engine::Engine>) {
+    use cairn_llm::scripted::ScriptedProvider;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = cairn_engine::Engine::open(&dir.path().join(cairn_core::store::DB_FILE)).unwrap();
+    engine.set_llm(Some(std::sync::Arc::new(ScriptedProvider::new(|_, request| {
+        let asked = request.messages.iter().map(|m| m.content.as_str()).collect::<String>();
+        Ok(if asked.contains("sha256") {
+            r#"{"relation": "supersedes", "confidence": 0.3, "reason": "maybe"}"#.into()
+        } else {
+            r#"{"relation": "compatible", "confidence": 0.9, "reason": "both hold"}"#.into()
+        })
+    }))));
+    let client = Client::in_process(std::sync::Arc::clone(&engine));
+    cache_key_decisions(&client);
+    let app = App::new(Options { write: true, connection: "engine".into(), project: Some("shop".into()) });
+    let terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let mut h = Harness { dir, client, app, terminal };
+    h.pump();
+    (h, engine)
+}
+
+#[test]
+fn s_scans_the_project_in_batches_off_the_ui_and_the_pairs_left_pending_are_listed() {
+    let (mut h, engine) = harness_over_a_judging_engine();
+    h.key(KeyCode::Char('c'));
+    assert!(matches!(h.app.view(), View::Conflicts(l) if l.items.is_empty()), "nothing to review before the scan");
+
+    h.app.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::NONE));
+    assert_eq!(h.app.status, "scanning shop for conflicting memories…");
+    let first = std::mem::take(&mut h.app.outbox);
+    assert!(
+        matches!(&first[..], [r] if r.lane == Lane::Long && matches!(&r.op, Op::ScanRelations(s) if s.semantic && s.apply && s.project == "shop")),
+        "one semantic batch, recorded, on the long lane: {first:?}"
+    );
+    h.key(KeyCode::Char('s'));
+    assert_eq!(h.app.status, "a scan of shop is under way", "one scan at a time");
+    let result = h.client.run(first[0].op.clone());
+    h.app.on_response(Response { id: first[0].id, result });
+    assert!(h.app.status.starts_with("scanning shop… 4 of "), "{}", h.app.status);
+    h.pump();
+
+    let status = h.app.status.clone();
+    assert!(h.app.scan.is_none(), "the scan ended: {status}");
+    let stats: cairn_core::relations::RelationStats =
+        h.client.call(Op::RelationStats { project: Some("shop".into()) }).unwrap();
+    let judged = stats.by_relation.get("compatible").copied().unwrap_or(0);
+    let pending = stats.by_judgment_status.get("pending").copied().unwrap_or(0);
+    assert!(judged > 4, "more than one batch judged: {stats:?}");
+    assert_eq!(status, format!("shop: {judged} pairs judged, {pending} pending"));
+    let View::Conflicts(list) = h.app.view() else { panic!("not the conflicts") };
+    assert_eq!(list.items.len() as i64, pending, "the list was reloaded: {list:?}");
+
+    h.key(KeyCode::Char('v'));
+    let View::Conflicts(given) = h.app.view() else { panic!("not the conflicts") };
+    let by_model =
+        given.items.iter().filter(|r| r.marked_by_kind.as_deref() == Some("llm") && r.relation == "compatible");
+    assert_eq!(by_model.count() as i64, judged, "the model's verdicts are listed: {:?}", given.items);
+    let screen = h.screen();
+    assert!(screen.contains("by llm (scripted-1)") && screen.ends_with(&format!("{status}\n")), "{screen}");
+    assert_screen!("conflicts_scanned", screen);
+    engine.stop(std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn a_scan_without_a_model_or_in_read_only_says_why_on_the_status_line() {
+    let mut h = Harness::new(false);
+    h.key(KeyCode::Char('c'));
+    h.key(KeyCode::Char('s'));
+    assert!(h.app.status.contains("read-only") && h.app.scan.is_none(), "{}", h.app.status);
+
+    // The file, as without a daemon: no model judges here.
+    let mut h = Harness::new(true);
+    h.key(KeyCode::Char('c'));
+    h.key(KeyCode::Char('s'));
+    assert!(h.app.status.starts_with("error[llm_not_configured]"), "{}", h.app.status);
+    assert!(h.app.scan.is_none(), "a failed scan can be started again");
+    assert!(matches!(h.app.view(), View::Conflicts(l) if l.error.is_none()), "the list stays");
+    assert!(h.screen().contains("error[llm_not_configured]"));
+
+    h.app.options.project = None;
+    h.key(KeyCode::Char('s'));
+    assert!(h.app.status.starts_with("no project here"), "{}", h.app.status);
 }

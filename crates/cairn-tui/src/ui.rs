@@ -85,7 +85,8 @@ fn hints(view: &View) -> String {
         View::Detail(_) => "↑↓ scroll · e edit · d delete · u restore · p pin · r reload · Esc back".into(),
         View::Conflicts(_) => {
             let keys: Vec<String> = VERDICTS.iter().enumerate().map(|(i, v)| format!("{} {v}", i + 1)).collect();
-            format!("{} · v pending/judged · Esc back", keys.join(" "))
+            // The scan and the switch first: the verdict names are cut on a narrow terminal.
+            format!("s scan · v pending/judged · {} · Esc back", keys.join(" "))
         }
         View::HistorySearch(s) if s.editing => "type a query · Enter search · Esc stop".into(),
         View::Sessions(_) | View::Turns { .. } | View::Messages { .. } | View::Message { .. } => {
@@ -565,6 +566,7 @@ const HELP: &[(&str, &str)] = &[
     ("Esc ← Backspace", "back"),
     ("g", "dashboard"),
     ("c", "conflicts: 1–6 give a verdict, v who judged what"),
+    ("s", "conflicts: scan this project with the model (--write)"),
     ("h", "history: sessions › turns › messages › a part"),
     ("t", "trash: deleted memories; u restores one"),
     ("^P ^T ^O", "search filters: project, type, scope"),

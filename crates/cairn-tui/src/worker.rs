@@ -1,6 +1,8 @@
-//! Operations run off the UI thread, so a slow query never blocks a key. Two threads over
+//! Operations run off the UI thread, so a slow query never blocks a key. Three threads over
 //! one [`Client`]: one for searches, which keeps only the newest query waiting (typing
-//! replaces what was not started yet), and one for everything else, in order.
+//! replaces what was not started yet), one for the long ones (a semantic scan: seconds of
+//! model time per pair, which the rest must not queue behind), and one for everything else,
+//! in order.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -8,11 +10,12 @@ use std::thread::JoinHandle;
 
 use cairn_client::Client;
 
-use crate::app::{Request, Response};
+use crate::app::{Lane, Request, Response};
 
-/// The two worker threads and where their answers arrive.
+/// The worker threads and where their answers arrive.
 pub struct Workers {
     general: Option<Sender<Request>>,
+    long: Option<Sender<Request>>,
     search: Arc<LatestSlot>,
     pub answers: Receiver<Response>,
     threads: Vec<JoinHandle<()>>,
@@ -29,19 +32,12 @@ impl Workers {
     pub fn start(client: &Client) -> std::io::Result<Workers> {
         let (answer_tx, answers) = channel();
         let (general_tx, general_rx) = channel::<Request>();
+        let (long_tx, long_rx) = channel::<Request>();
         let search = Arc::new(LatestSlot::default());
-        let mut threads = Vec::new();
-        {
-            let client = client.clone();
-            let answer_tx = answer_tx.clone();
-            threads.push(std::thread::Builder::new().name("cairn-tui-ops".into()).spawn(move || {
-                for request in general_rx {
-                    if answer_tx.send(run(&client, request)).is_err() {
-                        return;
-                    }
-                }
-            })?);
-        }
+        let mut threads = vec![
+            in_order("cairn-tui-ops", client, general_rx, answer_tx.clone())?,
+            in_order("cairn-tui-long", client, long_rx, answer_tx.clone())?,
+        ];
         {
             let client = client.clone();
             let slot = Arc::clone(&search);
@@ -53,15 +49,18 @@ impl Workers {
                 }
             })?);
         }
-        Ok(Workers { general: Some(general_tx), search, answers, threads })
+        Ok(Workers { general: Some(general_tx), long: Some(long_tx), search, answers, threads })
     }
 
     /// Queue a request: a search replaces the search not yet started.
     pub fn send(&self, request: Request) {
-        if request.latest_only {
-            self.search.put(request);
-        } else if let Some(general) = &self.general {
-            let _ = general.send(request);
+        let queue = match request.lane {
+            Lane::NewestOnly => return self.search.put(request),
+            Lane::InOrder => &self.general,
+            Lane::Long => &self.long,
+        };
+        if let Some(queue) = queue {
+            let _ = queue.send(request);
         }
     }
 }
@@ -71,6 +70,7 @@ impl Drop for Workers {
     /// joined, so quitting never waits for it).
     fn drop(&mut self) {
         self.general.take();
+        self.long.take();
         self.search.close();
         self.threads.clear();
     }
@@ -100,6 +100,23 @@ impl LatestSlot {
             waiting = self.wake.wait(waiting).unwrap_or_else(PoisonError::into_inner);
         }
     }
+}
+
+/// A thread running the requests of `queue` one after the other, until it closes.
+fn in_order(
+    name: &str,
+    client: &Client,
+    queue: Receiver<Request>,
+    answers: Sender<Response>,
+) -> std::io::Result<JoinHandle<()>> {
+    let client = client.clone();
+    std::thread::Builder::new().name(name.into()).spawn(move || {
+        for request in queue {
+            if answers.send(run(&client, request)).is_err() {
+                return;
+            }
+        }
+    })
 }
 
 fn run(client: &Client, request: Request) -> Response {

@@ -167,7 +167,10 @@ fn tui(env: &Env, write: bool) -> Result<()> {
         options.local = cairn_client::LocalKind::ReadOnly;
     }
     let client = Client::new(options);
-    cairn_tui::run(client, cairn_tui::Options { write, connection: "connecting…".into() })?;
+    // What the conflicts view's scan covers, resolved as `cairn conflicts scan` does; before
+    // the screen is taken, so a warning about it is still readable.
+    let project = env.project().ok().map(|detection| detection.project);
+    cairn_tui::run(client, cairn_tui::Options { write, connection: "connecting…".into(), project })?;
     Ok(())
 }
 

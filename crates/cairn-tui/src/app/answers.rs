@@ -8,6 +8,9 @@ use cairn_core::relations::RelationFilter;
 impl App {
     pub fn on_response(&mut self, response: Response) {
         let Response { id, result } = response;
+        if self.scan_answered(id, &result) {
+            return;
+        }
         if let Some(at) = self.writes.iter().position(|(w, _, _)| *w == id) {
             let (_, done, kind) = self.writes.remove(at);
             match result {

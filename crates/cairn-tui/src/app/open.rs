@@ -216,6 +216,10 @@ impl App {
     }
 
     pub(super) fn conflict_key(&mut self, c: char) {
+        if c == 's' {
+            self.start_scan();
+            return;
+        }
         if c == 'v' {
             self.verdicts_shown = !self.verdicts_shown;
             self.back();

@@ -1,6 +1,6 @@
 //! Search as you type, and its filters (project, type, scope).
 
-use super::{App, Filter, HistorySearchView, SearchView, View, next_choice};
+use super::{App, Filter, HistorySearchView, Lane, SearchView, View, next_choice};
 use cairn_core::history::query::SearchRequest as HistorySearchRequest;
 use cairn_core::ops::Op;
 use cairn_core::search::SearchQuery;
@@ -55,7 +55,7 @@ impl App {
             }),
             _ => None,
         };
-        let id = op.map(|op| self.send_as(op, true));
+        let id = op.map(|op| self.send_as(op, Lane::NewestOnly));
         match self.view_mut() {
             View::Search(s) => {
                 match id {

@@ -542,9 +542,7 @@ fn extraction_status(env: &Env) -> Option<ExtractionStatus> {
     if !env.settings.data_dir.value.join(cairn_core::store::DB_FILE).is_file() {
         return None;
     }
-    env.call::<ExtractionStatus>(Op::ExtractionStatus)
-        .map_err(|e| tracing::debug!(error = %e, "extraction status unavailable"))
-        .ok()
+    env.call(ExtractionStatusRequest).map_err(|e| tracing::debug!(error = %e, "extraction status unavailable")).ok()
 }
 
 /// The same failure again (LlmError is not `Clone`: it may later carry sources).

@@ -35,7 +35,7 @@ pub(super) async fn sessions(State(state): State<AppState>, Query(params): Query
         limit: 100,
         include_children: false,
     };
-    let listing: Vec<SessionListing> = run(&state, Op::HistorySessions(request)).await?;
+    let listing: Vec<SessionListing> = run(&state, request).await?;
     let mut p = Page::new("History", Section::History);
     p.heading("Conversation history");
     p.raw(&history_search_form(""));
@@ -90,11 +90,9 @@ pub(super) async fn session(State(state): State<AppState>, Path(session_id): Pat
     .await
     .ok();
     let compactions: Option<Compactions> =
-        run(&state, Op::HistoryCompactions(CompactionsRequest { session_id: session_id.clone(), read: None }))
-            .await
-            .ok();
+        run(&state, CompactionsRequest { session_id: session_id.clone(), read: None }).await.ok();
     let over_turns: Option<ContextUsageTurns> =
-        run(&state, Op::ContextUsageTurns(SessionRef { session_id: session_id.clone() })).await.ok();
+        run(&state, ContextUsageTurnsRequest::new(session_id.clone())).await.ok();
     let mut p = Page::new(&format!("Session {session_id}"), Section::History);
     p.heading(&format!("Session {session_id}"));
     if let Some(percent) = usage.as_ref().and_then(|u| u.percent) {
@@ -263,7 +261,7 @@ pub(super) async fn search(State(state): State<AppState>, Query(params): Query<S
         kinds: None,
         caller_session_id: None,
     };
-    let found: SearchResults = run(&state, Op::HistorySearch(request)).await?;
+    let found: SearchResults = run(&state, request).await?;
     if found.messages.is_empty() {
         p.raw("<p class=\"muted\">Nothing matches.</p>");
     }

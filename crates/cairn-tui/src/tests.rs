@@ -3,7 +3,7 @@
 
 use cairn_client::{Client, ConnectOptions, LocalKind};
 use cairn_core::memory::NewObservation;
-use cairn_core::ops::{Op, SaveRequest};
+use cairn_core::ops::SaveRequest;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};

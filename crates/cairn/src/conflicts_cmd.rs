@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use cairn_core::ops::{GetRelationRequest, Op, RelationStatsRequest};
+use cairn_core::ops::{GetRelationRequest, RelationStatsRequest};
 use cairn_core::relations::{RelationDetail, RelationFilter, RelationPage, RelationStats, ScanRequest, ScanResult};
 
 use crate::cli::ConflictsAction;

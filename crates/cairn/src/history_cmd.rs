@@ -11,8 +11,8 @@ use cairn_core::history::model::HistoryHost;
 use cairn_core::history::plans::{Plans, PlansRequest};
 use cairn_core::history::query::{
     Chart, Compactions, CompactionsRequest, Forgotten, HistoryStats, MessageRequest, MessagesPage, MessagesRequest,
-    PartRequest, PulledMessage, PulledPart, SearchRequest, SearchResults, Section, SessionListing, SessionRef,
-    SessionsRequest, ToolSummary, TurnsPage, TurnsRequest,
+    PartRequest, PulledMessage, PulledPart, SearchRequest, SearchResults, Section, SessionListing, SessionsRequest,
+    ToolSummary, TurnsPage, TurnsRequest,
 };
 use cairn_core::history::store::{HISTORY_DB_FILE, HistoryDb};
 use cairn_core::ops::{HistoryChartRequest, HistoryChildrenRequest, HistoryForgetRequest, HistoryStatsRequest};

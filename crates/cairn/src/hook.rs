@@ -29,16 +29,14 @@ use cairn_core::agent::hooks::{
     FAIL_OPEN, HookEvent, HookInput, agent_of, clean, context_answer_for, last_assistant_text, transcript_usage,
     updated_input_answer, with_session_id, without_hook_context,
 };
-use cairn_core::agent::intent::{
-    SessionStart, SessionStartOutcome, ToolCall, ToolCallOutcome, history_host, is_cairn_tool, wants_protocol,
-};
+use cairn_core::agent::intent::{SessionStart, ToolCall, ToolCallOutcome, history_host, is_cairn_tool, wants_protocol};
 use cairn_core::agent::meter::MeterRequest;
 use cairn_core::agent::protocol::{Host, Part, ToolProfile};
 use cairn_core::agent::{
-    CompactionSave, CompactionTrigger, ProjectHints, ProtocolRequest, RecordSession, UserPrompt, UserPromptOutcome,
-    protocol, resolve_project,
+    CompactionSave, CompactionTrigger, ProjectHints, ProtocolRequest, RecordSession, UserPrompt, protocol,
+    resolve_project,
 };
-use cairn_core::history::ingest::{PokeRequest, ScanReport, check_host_source, process_env};
+use cairn_core::history::ingest::{PokeRequest, check_host_source, process_env};
 use cairn_core::ops::{EndSessionRequest, EventOutcome, Op, OpOutput, Request};
 use cairn_core::sessions::NewSession;
 use cairn_core::settings::{Overrides, Settings};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use cairn_core::doctor::{Check, CheckStatus};
 use cairn_core::extract::ExtractionStatus;
-use cairn_core::ops::Op;
+use cairn_core::ops::ExtractionStatusRequest;
 use cairn_core::settings::llm::check_env_var_name;
 use cairn_core::settings::{CONFIG_FILE, LlmProviderKind, LlmSettings, Setting, Source, load_llm};
 use cairn_core::{CairnError, ErrorCode};

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use cairn_core::ops::{Op, ReindexReport, ReindexRequest};
+use cairn_core::ops::{ReindexReport, ReindexRequest, StatsRequest};
 
 use cairn_core::search::semantic::embed_error;
 use cairn_core::settings::{EmbedderKind, Source};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use cairn_core::obsidian::{KeptNote, KeptReason, VaultReport, export_vault};
-use cairn_core::ops::{ExportMemoriesRequest, Op};
+use cairn_core::ops::ExportMemoriesRequest;
 use cairn_core::transfer::ExportData;
 use cairn_core::{CairnError, ErrorCode};
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use cairn_core::ops::{Op, SyncStatusRequest};
+use cairn_core::ops::SyncStatusRequest;
 use cairn_core::settings::sync::{normalize_projects, normalize_remote_url};
 use cairn_core::settings::{CONFIG_FILE, RemoteSettings, Source, load_remote};
 use cairn_core::sync::SyncStatus;

@@ -12,8 +12,9 @@ use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, SessionSummary};
 use cairn_core::ops::{
     DeleteRequest, DeleteResponse, ExportMemoriesRequest, GetRequest, GetResponse, ImportEngramRequest, ImportRequest,
-    Op, PinRequest, PrivacyRewriteRequest, RecentSessionsRequest, RepairReport, RestoreRequest, SaveRequest,
-    SaveResponse, SearchResponse, SyncImportRequest, SyncStatusRequest, TimelineRequest, UpdateRequest,
+    PinRequest, PrivacyRewriteRequest, RecentSessionsRequest, RepairIndexesRequest, RepairReport, RestoreRequest,
+    SaveRequest, SaveResponse, SearchResponse, StatsRequest, SyncImportRequest, SyncStatusRequest, TimelineRequest,
+    UpdateRequest,
 };
 use cairn_core::search::{SearchMode, SearchQuery, SearchResults};
 use cairn_core::settings::{Overrides, Settings};

@@ -476,7 +476,7 @@ pub fn mcp_context(
 /// Archive Codex's rollouts now rather than at the daemon's next scan: without trusted hooks
 /// no Stop hook does it. Best effort: the periodic scan reads them later all the same.
 pub fn archive_rollouts(client: &cairn_client::Client) {
-    use cairn_core::history::ingest::{PokeRequest, ScanReport};
+    use cairn_core::history::ingest::PokeRequest;
     let poke = PokeRequest { host: Some(cairn_core::history::model::HistoryHost::Codex), path: None, session_id: None };
     if let Err(e) = client.call(poke) {
         tracing::debug!(error = %e, "archiving Codex's rollouts after the session failed");

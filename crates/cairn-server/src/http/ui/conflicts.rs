@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use axum::Form;
 use axum::extract::State;
 use axum::response::IntoResponse;
-use cairn_core::ops::Op;
+use cairn_core::ops::StatsRequest;
 use cairn_core::relations::{Judgment, RelationFilter, RelationPage, RelationRow, ScanRequest, ScanResult, VERDICTS};
 use cairn_core::views::Stats;
 use serde::Deserialize;

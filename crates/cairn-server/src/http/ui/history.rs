@@ -6,9 +6,9 @@ use axum::extract::{Path, Query, State};
 use cairn_core::history::context_usage::{ContextUsageReport, ContextUsageRequest, ContextUsageTurns};
 use cairn_core::history::query::{
     Compactions, CompactionsRequest, MessageRequest, PartRequest, PulledMessage, PulledPart, SearchRequest,
-    SearchResults, Section as Part, SessionListing, SessionRef, SessionsRequest, TurnsPage, TurnsRequest,
+    SearchResults, Section as Part, SessionListing, SessionsRequest, TurnsPage, TurnsRequest,
 };
-use cairn_core::ops::Op;
+use cairn_core::ops::{ContextUsageTurnsRequest, Op};
 use serde::Deserialize;
 
 use super::html::{self, Page, Section, esc, table, when};

@@ -14,7 +14,6 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use cairn_core::memory::ListFilter;
-use cairn_core::model::{Observation, Prompt, SessionSummary};
 use cairn_core::ops::{RecentPromptsRequest, RecentSessionsRequest};
 use futures_util::Stream;
 use serde_json::json;

@@ -27,8 +27,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use cairn_core::ErrorCode;
-use cairn_core::ops::{Op, Request};
+use cairn_core::ops::Request;
 
 use super::AppState;
 use super::error::ApiError;

@@ -11,8 +11,9 @@ use cairn_core::history::query::HistoryStats;
 use cairn_core::memory::{ListFilter, ObservationPatch};
 use cairn_core::model::{Observation, Prompt, SessionSummary};
 use cairn_core::ops::{
-    DeleteRequest, GetRequest, GetResponse, MemoriesPerDayRequest, Op, PinRequest, RecentPromptsRequest,
-    RecentSessionsRequest, RestoreRequest, SearchResponse, SyncStatusRequest, TimelineRequest, UpdateRequest,
+    DeleteRequest, ExtractionStatusRequest, GetRequest, GetResponse, HistoryStatsRequest, MemoriesPerDayRequest,
+    PinRequest, RecentPromptsRequest, RecentSessionsRequest, RestoreRequest, SearchResponse, StatsRequest,
+    SyncStatusRequest, TimelineRequest, UpdateRequest,
 };
 use cairn_core::relations::{RelationFilter, RelationPage};
 use cairn_core::search::SearchQuery;

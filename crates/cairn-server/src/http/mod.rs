@@ -43,7 +43,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 // engram's clients send `project=` for "no project": an empty filter means no filter (core's
 // blank-means-absent rule, the same in every door).
 use cairn_core::agent::given;
-use cairn_core::ops::{Op, Request};
+use cairn_core::ops::Op;
 use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -284,7 +284,7 @@ async fn run(state: &AppState, op: Op) -> Result<Value, ApiError> {
 }
 
 /// Run one request; its answer, of the type the request names.
-async fn run_typed<R: Request>(state: &AppState, request: R) -> Result<R::Output, ApiError> {
+async fn run_typed<R: cairn_core::ops::Request>(state: &AppState, request: R) -> Result<R::Output, ApiError> {
     Ok(R::output(state.engine.execute(request.into_op()).await?)?)
 }
 

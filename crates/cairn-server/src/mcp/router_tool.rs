@@ -9,9 +9,7 @@
 //! without a session, stay cairn's memory operations of those names.
 
 use cairn_core::CairnError;
-use cairn_core::ops::{
-    CATALOGUE, GetRequest, Op, OpOutput, OpSpec, RecentSessionsRequest, TimelineRequest, UpdateRequest,
-};
+use cairn_core::ops::{CATALOGUE, GetRequest, Op, OpOutput, OpSpec};
 use serde_json::{Map, Value};
 
 use cairn_render::agent as render;
@@ -178,6 +176,7 @@ pub fn render_result(op: &Op, output: OpOutput) -> cairn_core::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_core::ops::{RecentSessionsRequest, TimelineRequest, UpdateRequest};
     use serde_json::json;
 
     fn obj(v: Value) -> Map<String, Value> {

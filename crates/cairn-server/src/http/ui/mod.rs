@@ -27,7 +27,6 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use cairn_core::ops::Request;
 
 use super::AppState;
 use super::error::ApiError;
@@ -216,7 +215,7 @@ impl IntoResponse for UiError {
 pub(super) type UiResult = Result<Response, UiError>;
 
 /// Run one request; its answer, typed (no JSON inside the process).
-pub(super) async fn run<R: Request>(state: &AppState, request: R) -> Result<R::Output, UiError> {
+pub(super) async fn run<R: cairn_core::ops::Request>(state: &AppState, request: R) -> Result<R::Output, UiError> {
     Ok(super::run_typed(state, request).await?)
 }
 

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::{Extension, Json};
 use cairn_core::agent::ProjectHints;
 use cairn_core::ops::{
-    ExportMemoriesRequest, ImportRequest, MigrateProjectRequest, Op, ReindexRequest, SyncImportRequest,
+    ExportMemoriesRequest, ImportRequest, MigrateProjectRequest, Op, ReindexRequest, StatsRequest, SyncImportRequest,
     SyncStatusRequest,
 };
 use cairn_core::spool::EventId;
@@ -99,7 +99,7 @@ pub(super) async fn stats(State(state): State<AppState>) -> ApiResult {
 #[utoipa::path(get, operation_id = "list_projects", path = "/projects", tag = "projects",
     responses((status = 200, description = "Projects, most recently active first", body = schema::ProjectList)))]
 pub(super) async fn projects(State(state): State<AppState>) -> ApiResult {
-    let stats: Stats = run_typed(&state, Op::Stats).await?;
+    let stats: Stats = run_typed(&state, StatsRequest).await?;
     Ok(ok(json!({ "count": stats.by_project.len(), "projects": stats.by_project })))
 }
 

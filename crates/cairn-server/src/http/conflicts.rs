@@ -229,7 +229,7 @@ pub(super) async fn compare(State(state): State<AppState>, ApiJson(b): ApiJson<C
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such relation", body = ErrorBody)))]
 pub(super) async fn get_one(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
-    let detail: RelationDetail = run_typed(&state, Op::GetRelation(GetRelationRequest { id })).await?;
+    let detail: RelationDetail = run_typed(&state, GetRelationRequest { id }).await?;
     // engram's names for the same facts.
     let (source_snippet, target_snippet) = (detail.source_title.clone(), detail.target_title.clone());
     Ok(Json(EngramRelationDetail { detail, relation_id: id, source_snippet, target_snippet }).into_response())

@@ -176,7 +176,7 @@ pub fn render_result(op: &Op, output: OpOutput) -> cairn_core::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cairn_core::ops::{RecentSessionsRequest, TimelineRequest, UpdateRequest};
+    use cairn_core::ops::{RecentSessionsRequest, UpdateRequest};
     use serde_json::json;
 
     fn obj(v: Value) -> Map<String, Value> {

@@ -71,24 +71,19 @@ fn history_search_form(query: &str) -> String {
 pub(super) async fn session(State(state): State<AppState>, Path(session_id): Path<String>) -> UiResult {
     let turns: TurnsPage = run(
         &state,
-        Op::HistoryBrowseTurns(TurnsRequest {
+        TurnsRequest {
             session_id: session_id.clone(),
             turn_number: None,
             num_before: 200,
             num_after: 0,
             caller_session_id: None,
-        }),
+        },
     )
     .await?;
-    let usage: Option<ContextUsageReport> = run(
-        &state,
-        Op::ContextUsage(ContextUsageRequest {
-            session_id: Some(session_id.clone()),
-            ..ContextUsageRequest::default()
-        }),
-    )
-    .await
-    .ok();
+    let usage: Option<ContextUsageReport> =
+        run(&state, ContextUsageRequest { session_id: Some(session_id.clone()), ..ContextUsageRequest::default() })
+            .await
+            .ok();
     let compactions: Option<Compactions> =
         run(&state, CompactionsRequest { session_id: session_id.clone(), read: None }).await.ok();
     let over_turns: Option<ContextUsageTurns> =
@@ -133,11 +128,7 @@ pub(super) async fn message(
 ) -> UiResult {
     let pulled: PulledMessage = run(
         &state,
-        Op::HistoryPullMessage(MessageRequest {
-            session_id: session_id.clone(),
-            message_id: message_id.clone(),
-            caller_session_id: None,
-        }),
+        MessageRequest { session_id: session_id.clone(), message_id: message_id.clone(), caller_session_id: None },
     )
     .await?;
     let mut p = Page::new(&format!("Message {message_id}"), Section::History);
@@ -208,14 +199,14 @@ pub(super) async fn part(
 ) -> UiResult {
     let pulled: PulledPart = run(
         &state,
-        Op::HistoryPullPart(PartRequest {
+        PartRequest {
             session_id: session_id.clone(),
             message_id: message_id.clone(),
             part_id: part_id.clone(),
             offset: params.offset.unwrap_or(0),
             max_chars: PART_PAGE_CHARS,
             caller_session_id: None,
-        }),
+        },
     )
     .await?;
     let mut p = Page::new(&format!("Part {part_id}"), Section::History);

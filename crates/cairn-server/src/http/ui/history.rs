@@ -8,7 +8,7 @@ use cairn_core::history::query::{
     Compactions, CompactionsRequest, MessageRequest, PartRequest, PulledMessage, PulledPart, SearchRequest,
     SearchResults, Section as Part, SessionListing, SessionsRequest, TurnsPage, TurnsRequest,
 };
-use cairn_core::ops::{ContextUsageTurnsRequest, Op};
+use cairn_core::ops::ContextUsageTurnsRequest;
 use serde::Deserialize;
 
 use super::html::{self, Page, Section, esc, table, when};

@@ -11,8 +11,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, Request};
 use cairn_client::DaemonClient;
 use cairn_core::ErrorCode;
-use cairn_core::ops::{DeleteRequest, GetRequest, Op, Request, StatsRequest};
-use cairn_core::views::Stats;
+use cairn_core::ops::{DeleteRequest, GetRequest, Op, StatsRequest};
 use cairn_engine::Engine;
 use cairn_server::http::{AppState, HttpConfig, serve};
 use http_body_util::{BodyExt, Full};
@@ -738,7 +737,7 @@ async fn op_rpc_round_trip_and_error_codes() {
     })
     .await
     .unwrap();
-    let found = GetRequest::output(ok.unwrap()).unwrap();
+    let found = <GetRequest as cairn_core::ops::Request>::output(ok.unwrap()).unwrap();
     assert_eq!(found.observation.id, 1);
     let err = err.unwrap_err();
     assert_eq!(err.code, ErrorCode::ObservationNotFound);
@@ -1085,7 +1084,7 @@ async fn token_is_required_everywhere_but_health() {
     // The daemon client sends the token.
     let client = DaemonClient::new(s.addr, Some("s3cret-token".into()));
     let stats = tokio::task::spawn_blocking(move || client.execute(&Op::Stats)).await.unwrap().unwrap();
-    assert_eq!(StatsRequest::output(stats).unwrap().total_observations, 0);
+    assert_eq!(<StatsRequest as cairn_core::ops::Request>::output(stats).unwrap().total_observations, 0);
     let anonymous = DaemonClient::new(s.addr, None);
     let err = tokio::task::spawn_blocking(move || anonymous.execute(&Op::Stats)).await.unwrap().unwrap_err();
     assert_eq!(err.code, ErrorCode::Unauthorized);

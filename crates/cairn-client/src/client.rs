@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cairn_core::ops::{self, EventOutcome, Op, OpOutput};
+use cairn_core::ops::{self, EventOutcome, Op, OpOutput, ReindexRequest, Request};
 use cairn_core::search::SearchMode;
 use cairn_core::settings::{Autostart, EmbedderConfig, RuleSettings, Settings, ensure_data_dir};
 use cairn_core::spool::{EventId, Pushed, Spool};
@@ -324,16 +324,15 @@ impl Client {
         self.run_async(op).await?.into_value()
     }
 
-    /// Run an operation; its result as `T`, the type its catalogue row names
-    /// (`op.spec().output`, e.g. `SaveResponse` for `save`). Checked: another type is an
-    /// internal error, never a misread.
-    pub fn call<T: 'static>(&self, op: Op) -> Result<T> {
-        self.run(op)?.into_typed()
+    /// Run a request; its answer, of the type the request names (`SaveResponse` for a
+    /// `SaveRequest`): a request paired with another answer type does not compile.
+    pub fn call<R: Request>(&self, request: R) -> Result<R::Output> {
+        R::output(self.run(request.into_op())?)
     }
 
     /// [`Client::call`] from async code.
-    pub async fn call_async<T: 'static>(&self, op: Op) -> Result<T> {
-        self.run_async(op).await?.into_typed()
+    pub async fn call_async<R: Request>(&self, request: R) -> Result<R::Output> {
+        R::output(self.run_async(request.into_op()).await?)
     }
 
     /// Deliver a host's write within `budget`, losing nothing: to the daemon when it answers in
@@ -607,7 +606,7 @@ fn run_blocking(target: &Target, op: Op) -> Result<OpOutput> {
 fn needs_semantic(op: &Op) -> bool {
     match op {
         Op::Search(q) => q.mode != Some(SearchMode::Lexical),
-        Op::Reindex { .. } => true,
+        Op::Reindex(ReindexRequest { .. }) => true,
         _ => false,
     }
 }

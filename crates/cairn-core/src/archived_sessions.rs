@@ -9,15 +9,14 @@ use std::path::{Path, PathBuf};
 use crate::error::{ErrorCode, Result};
 use crate::history::model::HistoryHost;
 use crate::history::query::{PulledMessage, SessionListing};
-use crate::model::Session;
-use crate::ops::{Op, OpOutput};
+use crate::ops::{EndSessionRequest, GetSessionRequest, ImportRequest, Op, OpOutput, Request};
 
 /// How the caller runs one operation (a client of the daemon, or of the file).
 pub type RunOp<'a> = dyn Fn(Op) -> Result<OpOutput> + 'a;
 
-/// One operation, its answer decoded.
-fn call<T: 'static>(run: &RunOp<'_>, op: Op) -> Result<T> {
-    run(op)?.into_typed()
+/// One operation, its answer as the request's output type.
+fn call<R: Request>(run: &RunOp<'_>, request: R) -> Result<R::Output> {
+    R::output(run(request.into_op())?)
 }
 
 /// The newest archived sessions [`record`] looks at: a server starts with each session, so
@@ -36,7 +35,7 @@ pub fn record(run: &RunOp<'_>, host: HistoryHost, project: Option<&str>, cwd: &P
         limit: RECORDED_SESSIONS,
         ..SessionsRequest::default()
     };
-    let sessions: Vec<SessionListing> = match call(run, Op::HistorySessions(request)) {
+    let sessions: Vec<SessionListing> = match call(run, request) {
         Ok(sessions) => sessions,
         Err(e) => {
             tracing::debug!(error = %e, "listing the archived sessions failed");
@@ -63,7 +62,7 @@ fn record_session(run: &RunOp<'_>, archived: &SessionListing, project: Option<&s
         // a rollout Codex has only just opened (this server's own session, at its start)
         return Ok(false);
     }
-    let known = match call::<Session>(run, Op::GetSession { id: id.clone() }) {
+    let known = match call(run, GetSessionRequest { id: id.clone() }) {
         Ok(session) => Some(session),
         Err(e) if e.code == ErrorCode::SessionNotFound => None,
         Err(e) => return Err(e),
@@ -87,7 +86,7 @@ fn record_session(run: &RunOp<'_>, archived: &SessionListing, project: Option<&s
     });
     let import = |record: &serde_json::Value| {
         let data = serde_json::json!({ "sessions": [record] });
-        call::<crate::transfer::ImportReport>(run, Op::Import { data }).map(drop)
+        call(run, ImportRequest { data }).map(drop)
     };
     import(&record)?;
     for prompt in prompts {
@@ -97,17 +96,17 @@ fn record_session(run: &RunOp<'_>, archived: &SessionListing, project: Option<&s
             session_id: Some(id.clone()),
             ..crate::prompts::NewPrompt::default()
         };
-        call::<crate::model::Prompt>(run, Op::AddPrompt(new))?;
+        call(run, new)?;
     }
     if ended.is_some() {
         // ended before and resumed since (`codex resume`): it ends again now
-        call::<Session>(run, Op::EndSession { id: id.clone(), summary: None, keep_activity: true })?;
+        call(run, EndSessionRequest { id: id.clone(), summary: None, keep_activity: true })?;
     } else {
         record["ended_at"] = serde_json::Value::String(last_message);
         import(&record)?;
         // the next session's "Last Session", which EndSession revises (and the Stop hook)
         let last_session = crate::agent::RecordSession { session_id: id.clone(), project: None, compacted: false };
-        if let Err(e) = call::<Option<crate::memory::SaveOutcome>>(run, Op::RecordSession(last_session)) {
+        if let Err(e) = call(run, last_session) {
             tracing::debug!(session = %id, error = %e, "the Last Session record of an archived session was not revised");
         }
     }
@@ -151,7 +150,7 @@ fn archived_prompts(run: &RunOp<'_>, session_id: &str) -> Result<Vec<ArchivedPro
             num_after: TURNS_PER_PAGE,
             caller_session_id: None,
         };
-        let page: TurnsPage = match call(run, Op::HistoryBrowseTurns(page)) {
+        let page: TurnsPage = match call(run, page) {
             Ok(page) => page,
             // past the last turn (or none at all)
             Err(e) if e.code == ErrorCode::TurnOutOfRange => break,
@@ -163,7 +162,7 @@ fn archived_prompts(run: &RunOp<'_>, session_id: &str) -> Result<Vec<ArchivedPro
                 message_id: turn.user.message_id.clone(),
                 caller_session_id: None,
             };
-            let message: PulledMessage = call(run, Op::HistoryPullMessage(request))?;
+            let message: PulledMessage = call(run, request)?;
             let text = user_text(run, session_id, &message)?;
             let text = crate::agent::hooks::clean(&crate::agent::hooks::without_hook_context(&text));
             let trimmed = text.trim();
@@ -184,7 +183,7 @@ fn archived_prompts(run: &RunOp<'_>, session_id: &str) -> Result<Vec<ArchivedPro
 
 /// The user's own text of a message, whole (a section cut for the preview is pulled in full).
 fn user_text(run: &RunOp<'_>, session_id: &str, message: &PulledMessage) -> Result<String> {
-    use crate::history::query::{PartRequest, PulledPart, Section};
+    use crate::history::query::{PartRequest, Section};
     let mut texts = Vec::new();
     for section in &message.sections {
         let Section::Text { content, part_id, injected: false } = section else { continue };
@@ -199,7 +198,7 @@ fn user_text(run: &RunOp<'_>, session_id: &str, message: &PulledMessage) -> Resu
                     max_chars: 100_000,
                     caller_session_id: None,
                 };
-                call::<PulledPart>(run, Op::HistoryPullPart(request))?.content
+                call(run, request)?.content
             }
         };
         texts.push(whole);

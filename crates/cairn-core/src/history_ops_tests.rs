@@ -87,7 +87,7 @@ fn a_projects_history_table_wins_for_its_sessions() {
 
     // A broken project file is a clear error naming it, not a silent default.
     std::fs::write(&config, "[history]\nbrowse_turns.user_preview_length = 0\n").unwrap();
-    let op = Op::HistoryChart(crate::history::query::SessionRef { session_id: SESSION.into() });
+    let op = Op::HistoryChart(crate::ops::HistoryChartRequest::new(SESSION));
     let err = execute(&mut store, op).unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidConfig);
     assert!(

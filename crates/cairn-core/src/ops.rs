@@ -9,13 +9,17 @@
 pub mod call_log;
 mod catalogue;
 pub(crate) mod events;
+mod requests;
+mod search_response;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::event_id::EventId;
-pub use catalogue::{CATALOGUE, EventOutcome, OpKind, OpOutput, OpSpec, Writes};
+pub use catalogue::{CATALOGUE, EventOutcome, OpKind, OpOutput, OpSpec, Request, Writes};
 pub use events::{DrainTarget, drain};
+pub use requests::*;
+pub use search_response::SearchResponse;
 
 use crate::agent::{ActivityRecord, CompactionSave, ProtocolRequest, RecordSession, UserPrompt};
 use crate::context::ContextRequest;
@@ -24,179 +28,78 @@ use crate::error::{CairnError, ErrorCode, Result};
 use crate::history::HistoryArchive;
 use crate::history::query::{
     CompactionsRequest, MessageRequest, MessagesRequest, PartRequest, SearchRequest as HistorySearchRequest,
-    SessionRef, SessionsRequest, TurnsRequest,
+    SessionsRequest, TurnsRequest,
 };
-use crate::memory::{ListFilter, NewObservation, ObservationPatch, SaveOutcome};
+use crate::memory::{ListFilter, NewObservation, SaveOutcome};
 use crate::model::{Observation, Relation, Revision};
 use crate::owners::Core;
 use crate::passive::PassiveCapture;
 use crate::prompts::NewPrompt;
 use crate::relations::{CANDIDATE_LIMIT, Candidate, Comparison, Judgment, RelationFilter, ScanRequest};
-use crate::search::{SearchHit, SearchQuery};
+use crate::search::{AnnotatedHit, SearchQuery};
 use crate::sessions::NewSession;
 use crate::settings::RuleSettings;
 use crate::store::Store;
 
 /// One operation. Names and argument fields are a stable contract (router tool, daemon RPC).
 /// A new variant needs its row in [`CATALOGUE`] (`ops/catalogue.rs`), or nothing compiles.
+/// Each variant holds its request type ([`Request`]), which names the answer; the ops without
+/// arguments are unit variants (their JSON has no `args`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", content = "args", rename_all = "snake_case")]
 pub enum Op {
     Save(SaveRequest),
     Search(SearchQuery),
-    Get {
-        id: i64,
-        #[serde(default)]
-        revisions: bool,
-    },
-    Update {
-        id: i64,
-        #[serde(flatten)]
-        patch: ObservationPatch,
-    },
-    Delete {
-        id: i64,
-        #[serde(default)]
-        hard: bool,
-    },
-    Restore {
-        id: i64,
-    },
-    Pin {
-        id: i64,
-        #[serde(default = "yes")]
-        pinned: bool,
-    },
+    Get(GetRequest),
+    Update(UpdateRequest),
+    Delete(DeleteRequest),
+    Restore(RestoreRequest),
+    Pin(PinRequest),
     List(ListFilter),
     Context(ContextRequest),
-    Timeline {
-        id: i64,
-        #[serde(default = "five")]
-        before: usize,
-        #[serde(default = "five")]
-        after: usize,
-    },
-    Sessions {
-        #[serde(default)]
-        project: Option<String>,
-        #[serde(default = "five")]
-        limit: usize,
-        /// Sub-agent sessions (with a parent) too.
-        #[serde(default)]
-        include_children: bool,
-    },
+    Timeline(TimelineRequest),
+    Sessions(RecentSessionsRequest),
     StartSession(NewSession),
-    SessionSummary {
-        content: String,
-        #[serde(default)]
-        session_id: Option<String>,
-        #[serde(default)]
-        project: Option<String>,
-    },
-    EndSession {
-        id: String,
-        #[serde(default)]
-        summary: Option<String>,
-        /// Keep the activity (first prompt, last injection, counts): a host whose sessions go on
-        /// after they stop (OpenCode ends one at each idle) must not see the next prompt as a
-        /// session's first.
-        #[serde(default)]
-        keep_activity: bool,
-    },
-    GetSession {
-        id: String,
-    },
-    DeleteSession {
-        id: String,
-    },
+    SessionSummary(SessionSummaryRequest),
+    EndSession(EndSessionRequest),
+    GetSession(GetSessionRequest),
+    DeleteSession(DeleteSessionRequest),
     AddPrompt(NewPrompt),
-    RecentPrompts {
-        #[serde(default)]
-        project: Option<String>,
-        #[serde(default = "twenty")]
-        limit: usize,
-    },
-    SearchPrompts {
-        #[serde(alias = "q")]
-        query: String,
-        #[serde(default)]
-        project: Option<String>,
-        #[serde(default)]
-        limit: usize,
-    },
-    DeletePrompt {
-        id: i64,
-    },
+    RecentPrompts(RecentPromptsRequest),
+    SearchPrompts(SearchPromptsRequest),
+    DeletePrompt(DeletePromptRequest),
     Stats,
     /// Live memories created per day over the last `days` days (default 30), for charts.
-    MemoriesPerDay {
-        #[serde(default)]
-        project: Option<String>,
-        #[serde(default = "thirty")]
-        days: usize,
-    },
-    Export {
-        #[serde(default)]
-        project: Option<String>,
-    },
-    Import {
-        data: Value,
-    },
+    MemoriesPerDay(MemoriesPerDayRequest),
+    Export(ExportMemoriesRequest),
+    Import(ImportRequest),
     CapturePassive(PassiveCapture),
-    SuggestTopicKey {
-        #[serde(default, rename = "type")]
-        kind: Option<String>,
-        #[serde(default)]
-        title: String,
-        #[serde(default)]
-        content: String,
-    },
+    SuggestTopicKey(SuggestTopicKeyRequest),
     Judge(Judgment),
     Compare(Comparison),
     Relations(RelationFilter),
-    RelationStats {
-        #[serde(default)]
-        project: Option<String>,
-    },
-    GetRelation {
-        id: i64,
-    },
+    RelationStats(RelationStatsRequest),
+    GetRelation(GetRelationRequest),
     ScanRelations(ScanRequest),
-    MigrateProject {
-        old_project: String,
-        new_project: String,
-    },
-    MergeProjects {
-        from: Vec<String>,
-        to: String,
-    },
+    MigrateProject(MigrateProjectRequest),
+    MergeProjects(MergeProjectsRequest),
     /// Checks of the data dir and database.
     Doctor,
     /// Redact stored text that still holds private content or a secret (`crate::privacy`).
-    PrivacyRewrite {
-        #[serde(default)]
-        dry_run: bool,
-    },
+    PrivacyRewrite(PrivacyRewriteRequest),
     /// Give back the space of what is no longer needed, then rebuild the files (`crate::gc`).
     Gc(crate::gc::GcRequest),
     /// A session's activity: counts, reminders, the pending prompt (`crate::agent::activity`).
-    SessionActivity {
-        session_id: String,
-    },
+    SessionActivity(SessionActivityRequest),
     /// Record what happened in a session: `{session_id, project?, event: tool_call | save |
     /// prompt | context_injected | reminder_sent, ...}`; answers the activity after it and,
     /// where relevant, the reminder due now or the prompt attached to a save.
     RecordActivity(ActivityRecord),
     /// Queue every memory for (re-)embedding: `force` drops the stored vectors first. The
     /// daemon's background indexer does the work; poll `stats.embeddings_pending`.
-    Reindex {
-        #[serde(default)]
-        force: bool,
-    },
+    Reindex(ReindexRequest),
     /// Import an engram database file (read only; engram may be running). Idempotent.
-    ImportEngram {
-        path: std::path::PathBuf,
-    },
+    ImportEngram(ImportEngramRequest),
     /// Rebuild the full-text indexes of memories and prompts from their tables.
     RepairIndexes,
     /// The Memory Protocol or another agent-facing text (`crate::agent::protocol`).
@@ -208,12 +111,7 @@ pub enum Op {
     /// Revise the session's Last Session record (`crate::agent::last_session`) now.
     RecordSession(RecordSession),
     /// The user's profile: personal memories and the project's preferences.
-    Profile {
-        #[serde(default)]
-        project: Option<String>,
-        #[serde(default = "five")]
-        limit: usize,
-    },
+    Profile(ProfileRequest),
     /// The plugin-facing settings (never a secret).
     PluginConfig,
     /// Conversation-history sessions of every host, newest first.
@@ -229,15 +127,15 @@ pub enum Op {
     /// Search the history's parts.
     HistorySearch(HistorySearchRequest),
     /// The navigation chart left at a compaction.
-    HistoryChart(SessionRef),
+    HistoryChart(HistoryChartRequest),
     /// A session's compactions.
     HistoryCompactions(CompactionsRequest),
     /// A session's sub-agent sessions.
-    HistoryChildren(SessionRef),
+    HistoryChildren(HistoryChildrenRequest),
     /// What the history archive holds, per host.
     HistoryStats,
     /// Erase one session from the history archive.
-    HistoryForget(SessionRef),
+    HistoryForget(HistoryForgetRequest),
     /// Read the hosts' conversation storage now: one file, one session, or (no argument)
     /// everything (`crate::history::ingest`).
     HistoryIngest(crate::history::ingest::PokeRequest),
@@ -246,7 +144,7 @@ pub enum Op {
     /// How full a session's context window is, from the archive (the context meter's numbers).
     ContextUsage(crate::history::context_usage::ContextUsageRequest),
     /// A session's context use at the end of each turn, and the turns it was compacted in.
-    ContextUsageTurns(SessionRef),
+    ContextUsageTurns(ContextUsageTurnsRequest),
     /// A session starts in a host: registered, and what the host injects (one round trip).
     SessionStart(crate::agent::intent::SessionStart),
     /// One of the agent's tool calls, counted (cairn's own are not).
@@ -257,33 +155,12 @@ pub enum Op {
     /// chunks under `directory`'s `.cairn/` (or `.engram/`), enrolling it first.
     SyncExport(crate::sync::git::ExportRequest),
     /// Git sync: apply the chunks of `directory`'s `.cairn/` and `.engram/` not applied yet.
-    SyncImport {
-        directory: std::path::PathBuf,
-        /// Stop between chunks after this long (the rest waits for the next run).
-        #[serde(default)]
-        time_limit_ms: Option<u64>,
-    },
+    SyncImport(SyncImportRequest),
     /// Sync status: enrolled projects, targets and pending counts, `directory`'s chunk folders.
-    SyncStatus {
-        #[serde(default)]
-        directory: Option<std::path::PathBuf>,
-    },
+    SyncStatus(SyncStatusRequest),
     /// Where extraction stands: what models wrote, the conversations failing and when each is
     /// retried (`crate::extract`; `cairn llm status` shows it).
     ExtractionStatus,
-}
-
-fn yes() -> bool {
-    true
-}
-fn five() -> usize {
-    5
-}
-fn twenty() -> usize {
-    20
-}
-fn thirty() -> usize {
-    30
 }
 
 /// A save, optionally looking for memories it may duplicate or contradict.
@@ -310,21 +187,6 @@ pub struct SaveResponse {
     /// The session's activity after the save, when the request named one it was counted in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<crate::agent::ActivityUpdate>,
-}
-
-/// Search results with their relation notes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SearchResponse {
-    pub hits: Vec<SearchHit>,
-    pub notices: Vec<String>,
-    /// Relation lines per memory sync id (supersedes, conflicts, pending review).
-    pub annotations: std::collections::HashMap<String, Vec<String>>,
-    /// The ranking used (lexical, semantic, hybrid).
-    #[serde(default)]
-    pub mode: Option<crate::search::SearchMode>,
-    /// What deep recall did, when it was asked for (`deep`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deep: Option<crate::search::deep::DeepReport>,
 }
 
 impl Op {
@@ -375,11 +237,8 @@ impl crate::agent::intent::SessionArchive for HistoryArchive {
     }
 
     fn chart(&mut self, rules: &RuleSettings, session_id: &str) -> Result<String> {
-        let op = Op::HistoryChart(crate::history::query::SessionRef { session_id: session_id.to_owned() });
-        match run_history_op(self, rules, op)? {
-            OpOutput::HistoryChart(chart) => Ok(chart.chart),
-            other => Err(CairnError::internal(format!("history_chart answered {:?}", other.kind()))),
-        }
+        let output = run_history_op(self, rules, Op::HistoryChart(HistoryChartRequest::new(session_id)))?;
+        Ok(HistoryChartRequest::output(output)?.chart)
     }
 }
 
@@ -390,7 +249,7 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
         Op::Search(q) => OpOutput::Search(search(core, &q)?),
         Op::Context(req) => OpOutput::Context(core.context(&req)?),
         Op::Stats => OpOutput::Stats(core.stats()?),
-        Op::Reindex { force } => OpOutput::Reindex(reindex(core, force)?),
+        Op::Reindex(ReindexRequest { force }) => OpOutput::Reindex(reindex(core, force)?),
         Op::Gc(req) => OpOutput::Gc(core.gc(&req)?),
         Op::UserPrompt(prompt) => OpOutput::UserPrompt(core.user_prompt_op(&prompt)?),
         Op::SessionStart(req) => OpOutput::SessionStart(core.session_start(&req)?),
@@ -405,6 +264,11 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
     })
 }
 
+/// Run a request against the core's context; its answer, typed by the request.
+pub fn execute_request<R: Request>(core: &mut Core, request: R) -> Result<R::Output> {
+    R::output(execute(core, request.into_op())?)
+}
+
 /// A write whose text holds a NUL character (U+0000) is refused before it runs, the field
 /// named (`content`, `observations[2].title`): every door's write passes here, so none stores
 /// one (no hub could take it). Reads store nothing, and the names a write only looks up (the
@@ -416,11 +280,13 @@ fn refuse_nul_in_writes(op: &Op) -> Result<()> {
         return Ok(());
     }
     match op {
-        Op::DeleteSession { .. } | Op::HistoryForget(_) => Ok(()),
-        Op::EndSession { summary, .. } => summary.as_deref().map_or(Ok(()), |s| refuse_nul("summary", s)),
-        Op::MigrateProject { new_project, .. } => refuse_nul("new_project", new_project),
-        Op::MergeProjects { to, .. } => refuse_nul("to", to),
-        Op::Import { data } => crate::text::refuse_nul_in_json("", data),
+        Op::DeleteSession(DeleteSessionRequest { .. }) | Op::HistoryForget(_) => Ok(()),
+        Op::EndSession(EndSessionRequest { summary, .. }) => {
+            summary.as_deref().map_or(Ok(()), |s| refuse_nul("summary", s))
+        }
+        Op::MigrateProject(MigrateProjectRequest { new_project, .. }) => refuse_nul("new_project", new_project),
+        Op::MergeProjects(MergeProjectsRequest { to, .. }) => refuse_nul("to", to),
+        Op::Import(ImportRequest { data }) => crate::text::refuse_nul_in_json("", data),
         // An op that does not serialise holds a path that is not UTF-8, and no text.
         other => serde_json::to_value(other).map_or(Ok(()), |op| crate::text::refuse_nul_in_json("", &op["args"])),
     }
@@ -435,24 +301,26 @@ fn execute_on_store(
 ) -> Result<OpOutput> {
     Ok(match op {
         Op::Save(req) => OpOutput::Save(save(store, &req)?),
-        Op::Get { id, revisions } => OpOutput::Get(get(store, id, revisions)?),
-        Op::Update { id, patch } => OpOutput::Update(store.update(id, &patch)?),
-        Op::Delete { id, hard } => {
+        Op::Get(GetRequest { id, revisions }) => OpOutput::Get(get(store, id, revisions)?),
+        Op::Update(UpdateRequest { id, patch }) => OpOutput::Update(store.update(id, &patch)?),
+        Op::Delete(DeleteRequest { id, hard }) => {
             store.delete(id, hard)?;
             OpOutput::Delete(DeleteResponse { id, status: DELETED.into(), hard_delete: hard })
         }
-        Op::Restore { id } => OpOutput::Restore(store.restore(id)?),
-        Op::Pin { id, pinned } => OpOutput::Pin(store.set_pinned(id, pinned)?),
+        Op::Restore(RestoreRequest { id }) => OpOutput::Restore(store.restore(id)?),
+        Op::Pin(PinRequest { id, pinned }) => OpOutput::Pin(store.set_pinned(id, pinned)?),
         Op::List(filter) => OpOutput::List(store.list(&ListFilter { limit: clamp(filter.limit, 20), ..filter })?),
-        Op::Timeline { id, before, after } => OpOutput::Timeline(store.timeline(id, before.min(50), after.min(50))?),
-        Op::Sessions { project, limit, include_children } => {
+        Op::Timeline(TimelineRequest { id, before, after }) => {
+            OpOutput::Timeline(store.timeline(id, before.min(50), after.min(50))?)
+        }
+        Op::Sessions(RecentSessionsRequest { project, limit, include_children }) => {
             OpOutput::Sessions(store.recent_sessions(project.as_deref(), clamp(limit, 5), include_children)?)
         }
         Op::StartSession(new) => OpOutput::StartSession(store.start_session(&new)?),
-        Op::SessionSummary { content, session_id, project } => {
+        Op::SessionSummary(SessionSummaryRequest { content, session_id, project }) => {
             OpOutput::SessionSummary(store.save_session_summary(session_id.as_deref(), project.as_deref(), &content)?)
         }
-        Op::EndSession { id, summary, keep_activity } => {
+        Op::EndSession(EndSessionRequest { id, summary, keep_activity }) => {
             let ended = store.end_session(&id, summary.as_deref())?;
             // The next session's "Last Session": what this one did, as of now.
             store.record_session_quietly(&id, false, history);
@@ -463,29 +331,29 @@ fn execute_on_store(
             }
             OpOutput::EndSession(ended)
         }
-        Op::GetSession { id } => OpOutput::GetSession(store.get_session(&id)?),
-        Op::DeleteSession { id } => {
+        Op::GetSession(GetSessionRequest { id }) => OpOutput::GetSession(store.get_session(&id)?),
+        Op::DeleteSession(DeleteSessionRequest { id }) => {
             store.delete_session(&id)?;
             OpOutput::DeleteSession(Deleted { id, status: DELETED.into() })
         }
         Op::AddPrompt(new) => OpOutput::AddPrompt(store.add_prompt(&new)?),
-        Op::RecentPrompts { project, limit } => {
+        Op::RecentPrompts(RecentPromptsRequest { project, limit }) => {
             OpOutput::RecentPrompts(store.recent_prompts(project.as_deref(), clamp(limit, 20))?)
         }
-        Op::SearchPrompts { query, project, limit } => {
+        Op::SearchPrompts(SearchPromptsRequest { query, project, limit }) => {
             OpOutput::SearchPrompts(store.search_prompts(&query, project.as_deref(), limit)?)
         }
-        Op::DeletePrompt { id } => {
+        Op::DeletePrompt(DeletePromptRequest { id }) => {
             store.delete_prompt(id)?;
             OpOutput::DeletePrompt(Deleted { id, status: DELETED.into() })
         }
-        Op::MemoriesPerDay { project, days } => {
+        Op::MemoriesPerDay(MemoriesPerDayRequest { project, days }) => {
             OpOutput::MemoriesPerDay(store.memories_per_day(crate::agent::given_str(project.as_deref()), days)?)
         }
-        Op::Export { project } => OpOutput::Export(store.export(project.as_deref())?),
-        Op::Import { data } => OpOutput::Import(store.import_bytes(&serde_json::to_vec(&data)?)?),
+        Op::Export(ExportMemoriesRequest { project }) => OpOutput::Export(store.export(project.as_deref())?),
+        Op::Import(ImportRequest { data }) => OpOutput::Import(store.import_bytes(&serde_json::to_vec(&data)?)?),
         Op::CapturePassive(capture) => OpOutput::CapturePassive(store.capture_passive(&capture)?),
-        Op::SuggestTopicKey { kind, title, content } => {
+        Op::SuggestTopicKey(SuggestTopicKeyRequest { kind, title, content }) => {
             OpOutput::SuggestTopicKey(suggest_topic_key(kind.as_deref(), &title, &content)?)
         }
         Op::Judge(j) => OpOutput::Judge(JudgeResponse { relation: store.judge(&j)? }),
@@ -494,17 +362,21 @@ fn execute_on_store(
             OpOutput::Compare(CompareResponse { sync_id: relation.sync_id.clone(), relation })
         }
         Op::Relations(filter) => OpOutput::Relations(store.list_relations(&filter)?),
-        Op::RelationStats { project } => OpOutput::RelationStats(store.relation_stats(project.as_deref())?),
-        Op::GetRelation { id } => OpOutput::GetRelation(store.relation_detail(id)?),
+        Op::RelationStats(RelationStatsRequest { project }) => {
+            OpOutput::RelationStats(store.relation_stats(project.as_deref())?)
+        }
+        Op::GetRelation(GetRelationRequest { id }) => OpOutput::GetRelation(store.relation_detail(id)?),
         // The model lives in the daemon's engine, which runs a semantic scan itself (off the
         // writer); a store alone has none.
         Op::ScanRelations(req) if req.semantic => return Err(crate::relations::judge::no_model_here()),
         Op::ScanRelations(req) => OpOutput::ScanRelations(store.scan_relations(&req)?),
-        Op::MigrateProject { old_project, new_project } => {
+        Op::MigrateProject(MigrateProjectRequest { old_project, new_project }) => {
             OpOutput::MigrateProject(store.migrate_project(&old_project, &new_project)?)
         }
-        Op::MergeProjects { from, to } => OpOutput::MergeProjects(store.merge_projects(&from, &to)?),
-        Op::ImportEngram { path } => OpOutput::ImportEngram(store.import_engram_db(&path)?),
+        Op::MergeProjects(MergeProjectsRequest { from, to }) => {
+            OpOutput::MergeProjects(store.merge_projects(&from, &to)?)
+        }
+        Op::ImportEngram(ImportEngramRequest { path }) => OpOutput::ImportEngram(store.import_engram_db(&path)?),
         Op::RepairIndexes => {
             store.rebuild_fts()?;
             store.rewrite_stats_counts()?;
@@ -512,10 +384,14 @@ fn execute_on_store(
                 rebuilt: vec!["observations_fts".into(), "prompts_fts".into(), "stats_counts".into()],
             })
         }
-        Op::SessionActivity { session_id } => OpOutput::SessionActivity(store.session_activity(&session_id)?),
+        Op::SessionActivity(SessionActivityRequest { session_id }) => {
+            OpOutput::SessionActivity(store.session_activity(&session_id)?)
+        }
         Op::RecordActivity(record) => OpOutput::RecordActivity(store.record_activity(&record)?),
         Op::Doctor => OpOutput::Doctor(doctor(store)),
-        Op::PrivacyRewrite { dry_run } => OpOutput::PrivacyRewrite(store.privacy_rewrite(dry_run)?),
+        Op::PrivacyRewrite(PrivacyRewriteRequest { dry_run }) => {
+            OpOutput::PrivacyRewrite(store.privacy_rewrite(dry_run)?)
+        }
         Op::Protocol(req) => OpOutput::Protocol(crate::agent::protocol::protocol_checked(req)?),
         Op::SaveCompaction(summary) => {
             let saved = store.save_compaction(&summary)?;
@@ -525,12 +401,14 @@ fn execute_on_store(
         Op::RecordSession(req) => OpOutput::RecordSession(store.record_session(&req, history)?),
         Op::ToolCall(call) => OpOutput::ToolCall(store.tool_call(&call)?),
         Op::SyncExport(req) => OpOutput::SyncExport(store.sync_export_request(&req)?),
-        Op::SyncImport { directory, time_limit_ms } => {
+        Op::SyncImport(SyncImportRequest { directory, time_limit_ms }) => {
             OpOutput::SyncImport(store.sync_import(&directory, time_limit_ms.map(std::time::Duration::from_millis))?)
         }
-        Op::SyncStatus { directory } => OpOutput::SyncStatus(store.sync_status(directory.as_deref())?),
+        Op::SyncStatus(SyncStatusRequest { directory }) => {
+            OpOutput::SyncStatus(store.sync_status(directory.as_deref())?)
+        }
         Op::ExtractionStatus => OpOutput::ExtractionStatus(store.extraction_status()?),
-        Op::Profile { project, limit } => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
+        Op::Profile(ProfileRequest { project, limit }) => OpOutput::Profile(store.profile(project.as_deref(), limit)?),
         history_op => run_history_op(history, settings, history_op)?,
     })
 }
@@ -571,11 +449,13 @@ fn run_history(history: &mut HistoryArchive, rules: &RuleSettings, op: Op) -> Re
         Op::HistoryPullMessage(req) => OpOutput::HistoryPullMessage(q::pull_message(db, &req, &cfg)?),
         Op::HistoryPullPart(req) => OpOutput::HistoryPullPart(q::pull_part(db, &req)?),
         Op::HistorySearch(req) => OpOutput::HistorySearch(q::search(db, &req, &cfg)?),
-        Op::HistoryChart(req) => OpOutput::HistoryChart(q::chart(db, &req.session_id, &cfg)?),
+        Op::HistoryChart(HistoryChartRequest(req)) => OpOutput::HistoryChart(q::chart(db, &req.session_id, &cfg)?),
         Op::HistoryCompactions(req) => OpOutput::HistoryCompactions(q::compactions(db, &req)?),
-        Op::HistoryChildren(req) => OpOutput::HistoryChildren(q::children(db, &req.session_id)?),
+        Op::HistoryChildren(HistoryChildrenRequest(req)) => {
+            OpOutput::HistoryChildren(q::children(db, &req.session_id)?)
+        }
         Op::HistoryStats => OpOutput::HistoryStats(q::stats(db)?),
-        Op::HistoryForget(req) => OpOutput::HistoryForget(q::forget(db, &req.session_id)?),
+        Op::HistoryForget(HistoryForgetRequest(req)) => OpOutput::HistoryForget(q::forget(db, &req.session_id)?),
         Op::HistoryIngest(req) => {
             use crate::history::ingest::{check_host_source, poke, process_env};
             // blank fields are absent ones, as in every other op
@@ -595,7 +475,7 @@ fn run_history(history: &mut HistoryArchive, rules: &RuleSettings, op: Op) -> Re
             refresh_session(db, req.session_id.as_deref().or(req.caller_session_id.as_deref()));
             OpOutput::ContextUsage(crate::history::context_usage::context_usage(db, &req, &meter)?)
         }
-        Op::ContextUsageTurns(req) => {
+        Op::ContextUsageTurns(ContextUsageTurnsRequest(req)) => {
             refresh_session(db, Some(&req.session_id));
             OpOutput::ContextUsageTurns(crate::history::context_usage::context_usage_turns(
                 db,
@@ -654,7 +534,7 @@ fn history_session_of(op: &Op) -> Option<&str> {
         Op::HistoryBrowseMessages(r) => Some(&r.session_id),
         Op::HistoryPullMessage(r) => Some(&r.session_id),
         Op::HistoryPullPart(r) => Some(&r.session_id),
-        Op::HistoryChart(r) => Some(&r.session_id),
+        Op::HistoryChart(r) => Some(&r.0.session_id),
         Op::HistorySearch(r) => r.session_id.as_deref().or(r.caller_session_id.as_deref()),
         _ => None,
     }
@@ -803,8 +683,13 @@ fn search(core: &Core, q: &SearchQuery) -> Result<SearchResponse> {
     let deep = (q.deep == Some(true)).then(|| crate::search::deep::DeepReport::no_model(0));
     results.notices.extend(deep.as_ref().and_then(crate::search::deep::DeepReport::notice));
     let ids: Vec<String> = results.hits.iter().map(|h| h.observation.sync_id.clone()).collect();
-    let annotations = core.store.relation_annotations(&ids)?;
-    Ok(SearchResponse { hits: results.hits, notices: results.notices, annotations, mode: Some(results.mode), deep })
+    let mut notes = core.store.relation_annotations(&ids)?;
+    let hits = results
+        .hits
+        .into_iter()
+        .map(|hit| AnnotatedHit { annotations: notes.remove(&hit.observation.sync_id).unwrap_or_default(), hit })
+        .collect();
+    Ok(SearchResponse { hits, notices: results.notices, mode: Some(results.mode), deep })
 }
 
 #[cfg(test)]
@@ -851,14 +736,25 @@ mod tests {
         core.store.start_session(&session).unwrap();
         let saved = crate::testutil::obs("old\0project", "kept", "stored before the rule");
         core.store.save(&NewObservation { session_id: Some(session.id.clone()), ..saved }).unwrap();
-        let rename = Op::MigrateProject { old_project: "old\0project".into(), new_project: "clean\0".into() };
+        let rename = Op::MigrateProject(MigrateProjectRequest {
+            old_project: "old\0project".into(),
+            new_project: "clean\0".into(),
+        });
         assert_eq!(execute(&mut core, rename).unwrap_err().code, ErrorCode::NulCharacter);
-        execute(&mut core, Op::MigrateProject { old_project: "old\0project".into(), new_project: "clean".into() })
-            .unwrap();
-        let end = |summary: &str| Op::EndSession {
-            id: session.id.clone(),
-            summary: Some(summary.into()),
-            keep_activity: false,
+        execute(
+            &mut core,
+            Op::MigrateProject(MigrateProjectRequest {
+                old_project: "old\0project".into(),
+                new_project: "clean".into(),
+            }),
+        )
+        .unwrap();
+        let end = |summary: &str| {
+            Op::EndSession(EndSessionRequest {
+                id: session.id.clone(),
+                summary: Some(summary.into()),
+                keep_activity: false,
+            })
         };
         assert_eq!(execute(&mut core, end("s\0")).unwrap_err().code, ErrorCode::NulCharacter);
         execute(&mut core, end("done")).unwrap();
@@ -1035,16 +931,67 @@ mod tests {
         assert_eq!(decoded, saved);
         let OpOutput::Save(saved) = saved else { panic!("not a save") };
         let id = saved.outcome.id;
-        let plain = execute_value(&mut s, Op::Get { id, revisions: false }).unwrap();
+        let plain = execute_value(&mut s, Op::Get(GetRequest { id, revisions: false })).unwrap();
         assert!(plain.get("revisions").is_none() && plain["id"] == id);
-        let with_revisions = execute_value(&mut s, Op::Get { id, revisions: true }).unwrap();
+        let with_revisions = execute_value(&mut s, Op::Get(GetRequest { id, revisions: true })).unwrap();
         assert!(with_revisions["revisions"].is_array());
-        let key = Op::SuggestTopicKey { kind: None, title: "Auth bug".into(), content: String::new() };
+        let key = Op::SuggestTopicKey(SuggestTopicKeyRequest {
+            kind: None,
+            title: "Auth bug".into(),
+            content: String::new(),
+        });
         assert!(execute_value(&mut s, key).unwrap()["topic_key"].is_string());
         assert_eq!(execute_value(&mut s, Op::Doctor).unwrap(), json!({"status": "ok", "checks": []}));
         assert_eq!(
-            execute_value(&mut s, Op::Delete { id, hard: false }).unwrap(),
+            execute_value(&mut s, Op::Delete(DeleteRequest { id, hard: false })).unwrap(),
             json!({"id": id, "status": "deleted", "hard_delete": false})
         );
+    }
+
+    /// A request gets its own answer back typed; an answer to another op is an internal error
+    /// naming both (only a broken executor could pair them: the types rule it out elsewhere).
+    #[test]
+    fn a_request_takes_its_answer_and_refuses_another_ops() {
+        let mut core = Core::new(Store::open_in_memory().unwrap());
+        let stats = execute_request(&mut core, StatsRequest).unwrap();
+        assert_eq!(stats.total_observations, 0);
+        let err = GetRequest::output(OpOutput::Stats(stats)).unwrap_err();
+        assert_eq!(err.code, ErrorCode::Internal);
+        assert!(err.message.contains("`get`") && err.message.contains("`stats`"), "{}", err.message);
+    }
+
+    /// `search` answers each hit with its relation notes; its JSON keeps the shape it had
+    /// (bare hits, the notes in `annotations` by sync id, only for hits that have some), and
+    /// reading that JSON puts the notes back on their hits.
+    #[test]
+    fn search_hits_carry_their_notes_and_the_json_keeps_the_map() {
+        let mut core = Core::new(Store::open_in_memory().unwrap());
+        let save = |core: &mut Core, title: &str| {
+            let observation = crate::testutil::obs("p", title, &format!("{title}: pool settings"));
+            execute_request(core, SaveRequest { observation, ..SaveRequest::default() }).unwrap().outcome
+        };
+        let (old, new, alone) =
+            (save(&mut core, "old zanzibar"), save(&mut core, "new zanzibar"), save(&mut core, "lone zanzibar"));
+        let verdict = Comparison {
+            memory_id_a: new.id,
+            memory_id_b: old.id,
+            relation: "supersedes".into(),
+            confidence: 0.9,
+            reasoning: "newer".into(),
+            model: None,
+        };
+        execute_request(&mut core, verdict).unwrap();
+        let found = execute_request(&mut core, SearchQuery::new("zanzibar")).unwrap();
+        let notes = |id: i64| found.hits.iter().find(|h| h.hit.observation.id == id).unwrap().annotations.clone();
+        assert!(notes(new.id)[0].starts_with("supersedes: "), "{:?}", notes(new.id));
+        assert!(notes(old.id)[0].starts_with("superseded_by: "), "{:?}", notes(old.id));
+        assert!(notes(alone.id).is_empty());
+
+        let json = OpOutput::Search(found.clone()).into_value().unwrap();
+        assert!(json["hits"].as_array().unwrap().iter().all(|hit| hit.get("annotations").is_none()));
+        let map = json["annotations"].as_object().unwrap();
+        assert_eq!(map.len(), 2, "only hits with notes: {map:?}");
+        assert_eq!(map[&new.sync_id], json!(notes(new.id)));
+        assert_eq!(OpOutput::from_value(OpKind::Search, json).unwrap(), OpOutput::Search(found));
     }
 }

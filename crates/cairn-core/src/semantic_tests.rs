@@ -224,7 +224,8 @@ fn reindex_force_drops_vectors_and_pending_counts_them_again() {
     let stats = s.stats().unwrap();
     assert_eq!((stats.embeddings_pending, stats.embeddings_stored), (0, 5));
     assert_eq!(stats.embedding_model.as_deref(), Some("test:concepts"));
-    let report = crate::ops::execute_value(&mut s, crate::ops::Op::Reindex { force: true }).unwrap();
+    let report =
+        crate::ops::execute_value(&mut s, crate::ops::Op::Reindex(crate::ops::ReindexRequest { force: true })).unwrap();
     assert_eq!((report["cleared"].as_u64(), report["pending"].as_i64()), (Some(5), Some(5)));
     assert!(search(&s, "automobile", Some(SearchMode::Semantic)).notices[0].contains("no memory has an embedding"));
 }

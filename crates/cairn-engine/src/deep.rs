@@ -13,10 +13,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use cairn_core::ops::{Op, OpOutput, SearchResponse};
+use cairn_core::Result;
+use cairn_core::ops::{Op, SearchResponse};
 use cairn_core::search::SearchQuery;
 use cairn_core::search::deep::{self, DEFAULT_DEEP_TIMEOUT_MS};
-use cairn_core::{CairnError, Result};
 use cairn_llm::{ChatReply, ChatRequest, LlmError, LlmProvider};
 
 use crate::Engine;
@@ -65,9 +65,7 @@ impl Engine {
     /// model, or one that fails or is slow: the first stage's hits, with a notice and the code.
     pub fn deep_search(&self, query: &SearchQuery) -> Result<SearchResponse> {
         let pool = deep::pool_query(query);
-        let OpOutput::Search(mut found) = self.execute_blocking(Op::Search(pool))? else {
-            return Err(CairnError::internal("a search answered something else"));
-        };
+        let mut found = self.call_blocking(pool)?;
         let bounded = self.llm().map(|inner| TimeBoxed {
             inner,
             timeout: self.deep_policy().timeout,
@@ -75,7 +73,6 @@ impl Engine {
         });
         let provider = bounded.as_ref().map(|p| p as &dyn LlmProvider);
         let (hits, report) = deep::rerank(query, std::mem::take(&mut found.hits), provider);
-        found.annotations.retain(|sync_id, _| hits.iter().any(|h| &h.observation.sync_id == sync_id));
         found.notices.extend(report.notice());
         found.hits = hits;
         found.deep = Some(report);

@@ -19,7 +19,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use cairn_core::ops::{self, EventOutcome, Op, OpOutput};
+use cairn_core::ops::{self, EventOutcome, ImportRequest, Op, OpOutput, Request, SyncImportRequest};
 use cairn_core::ops::{DrainTarget, drain};
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::semantic::{PendingText, Semantic};
@@ -335,12 +335,22 @@ impl Engine {
         applied(self.execute_event(op, None).await?)
     }
 
+    /// Run a request; its answer, of the type the request names.
+    pub async fn call<R: Request>(self: &Arc<Self>, request: R) -> Result<R::Output> {
+        R::output(self.execute(request.into_op()).await?)
+    }
+
+    /// [`Engine::call`] on the calling thread (not from async code: it blocks).
+    pub fn call_blocking<R: Request>(&self, request: R) -> Result<R::Output> {
+        R::output(self.execute_blocking(request.into_op())?)
+    }
+
     /// Run an operation at most once per event id (a host's retry, a spooled event met
     /// again): a write whose id was applied before is an [`EventOutcome::Duplicate`]. A read
     /// just runs.
     pub async fn execute_event(self: &Arc<Self>, op: Op, event: Option<EventId>) -> Result<EventOutcome> {
         self.touch();
-        if let Op::SyncImport { directory, time_limit_ms } = &op
+        if let Op::SyncImport(SyncImportRequest { directory, time_limit_ms }) = &op
             && self.path.is_some()
         {
             let (db, directory, time_limit_ms) = (Arc::clone(self), directory.clone(), *time_limit_ms);
@@ -369,7 +379,7 @@ impl Engine {
                 .map(|result| EventOutcome::Applied(OpOutput::ScanRelations(result)));
         }
         if op.writes_memory_store() || self.path.is_none() {
-            let bulk = matches!(op, Op::Import { .. });
+            let bulk = matches!(op, Op::Import(ImportRequest { .. }));
             let event = event.filter(|_| op.writes_memory_store());
             let reply = self.submit(op, event)?;
             let result = reply.await.map_err(|_| writer_gone())?;
@@ -389,7 +399,7 @@ impl Engine {
     /// Run an operation on the calling thread (not from async code: it blocks).
     pub fn execute_blocking(&self, op: Op) -> Result<OpOutput> {
         self.touch();
-        if let Op::SyncImport { directory, time_limit_ms } = &op
+        if let Op::SyncImport(SyncImportRequest { directory, time_limit_ms }) = &op
             && self.path.is_some()
         {
             return self.sync_import(directory, *time_limit_ms).map(OpOutput::SyncImport);
@@ -1001,6 +1011,7 @@ fn build_index_in_background(workers: &Workers, path: &Path, index: Arc<SharedIn
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_core::ops::StatsRequest;
     use cairn_core::views::Stats;
     use serde_json::Value;
 
@@ -1026,7 +1037,7 @@ mod tests {
         for task in tasks {
             task.await.unwrap();
         }
-        let stats: Stats = db.execute(Op::Stats).await.unwrap().into_typed().unwrap();
+        let stats: Stats = db.call(StatsRequest).await.unwrap();
         assert_eq!(stats.total_observations, 200);
     }
 
@@ -1055,7 +1066,7 @@ mod tests {
                 })
                 .collect();
             let data = serde_json::json!({"sessions": [], "observations": observations});
-            db.execute(Op::Import { data }).await.unwrap();
+            db.execute(Op::Import(ImportRequest { data })).await.unwrap();
         }
         let grown = wal_bytes(&path);
         assert!(grown > 4 * LIMIT, "the import should have grown the WAL: {grown} bytes");
@@ -1066,7 +1077,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // Nothing was lost on the way.
-        let stats: Stats = db.execute(Op::Stats).await.unwrap().into_typed().unwrap();
+        let stats: Stats = db.call(StatsRequest).await.unwrap();
         assert_eq!(stats.total_observations, 2001);
     }
 
@@ -1100,7 +1111,11 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let importer = Arc::clone(&db);
         std::thread::spawn(move || {
-            let _ = tx.send(importer.execute_blocking(Op::SyncImport { directory: repo, time_limit_ms: Some(8_000) }));
+            let _ =
+                tx.send(importer.execute_blocking(Op::SyncImport(SyncImportRequest {
+                    directory: repo,
+                    time_limit_ms: Some(8_000),
+                })));
         });
         // Only a guard against a hang, not a measure of speed.
         let imported = rx.recv_timeout(Duration::from_secs(60)).expect("the import ended");
@@ -1168,7 +1183,7 @@ mod tests {
         db.use_semantic(model).unwrap();
         db.return_reader(out_on_a_request);
         for _ in 0..3 {
-            let stats: Stats = db.execute_blocking(Op::Stats).unwrap().into_typed().unwrap();
+            let stats: Stats = db.call_blocking(StatsRequest).unwrap();
             assert_eq!(stats.embedding_model.as_deref(), Some("taken-up"));
         }
         db.stop(Duration::from_secs(5));
@@ -1197,7 +1212,7 @@ mod tests {
         // The first model's embedder has stopped: nothing of it comes back.
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(stored(&path), [("second".to_owned(), 40)]);
-        let stats: Stats = db.execute_blocking(Op::Stats).unwrap().into_typed().unwrap();
+        let stats: Stats = db.call_blocking(StatsRequest).unwrap();
         assert_eq!((stats.embedding_model.as_deref(), stats.embeddings_pending), (Some("second"), 0));
         db.stop(Duration::from_secs(5));
     }

@@ -88,7 +88,7 @@ pub fn search(query: &str, scope_label: &str, resp: &SearchResponse) -> String {
     }
     let mut cut_any = false;
     for (n, hit) in resp.hits.iter().enumerate() {
-        let o = &hit.observation;
+        let o = &hit.hit.observation;
         let text = preview(&o.content, SEARCH_PREVIEW);
         let cut = flat_chars(&o.content) > SEARCH_PREVIEW;
         cut_any |= cut;
@@ -106,7 +106,7 @@ pub fn search(query: &str, scope_label: &str, resp: &SearchResponse) -> String {
         if let Some(key) = &o.topic_key {
             let _ = write!(out, " | topic: {key}");
         }
-        for note in resp.annotations.get(&o.sync_id).into_iter().flatten() {
+        for note in &hit.annotations {
             let _ = write!(out, "\n   {note}");
         }
     }

@@ -9,7 +9,7 @@ use cairn_core::history::query::{
 };
 use cairn_core::memory::ListFilter;
 use cairn_core::model::Observation;
-use cairn_core::ops::{GetResponse, Op, OpKind, OpOutput, SearchResponse};
+use cairn_core::ops::{GetResponse, Op, OpKind, OpOutput, RelationStatsRequest, SearchResponse, SyncStatusRequest};
 use cairn_core::relations::{RelationRow, VERDICTS};
 use cairn_core::text::Scope;
 use cairn_core::views::{Stats, Timeline};
@@ -146,7 +146,7 @@ pub struct SearchView {
     pub project: Option<String>,
     pub kind: Option<String>,
     pub scope: Option<Scope>,
-    pub results: ListView<cairn_core::search::SearchHit>,
+    pub results: ListView<cairn_core::search::AnnotatedHit>,
     pub response: Option<SearchResponse>,
     /// The newest query sent, and the newest whose answer is shown.
     pub sent: u64,
@@ -327,8 +327,8 @@ impl App {
     fn load_dashboard(&mut self) {
         let stats = self.send(Op::Stats);
         let recent = self.send(Op::List(ListFilter { limit: 50, ..ListFilter::default() }));
-        let pending = self.send(Op::RelationStats { project: None });
-        let sync = self.send(Op::SyncStatus { directory: None });
+        let pending = self.send(Op::RelationStats(RelationStatsRequest { project: None }));
+        let sync = self.send(Op::SyncStatus(SyncStatusRequest { directory: None }));
         if let Some(View::Dashboard(d)) = self.stack.first_mut() {
             d.loading = vec![stats, recent, pending, sync];
             d.sync_request = sync;

@@ -3,7 +3,7 @@
 
 use cairn_client::{Client, ConnectOptions, LocalKind};
 use cairn_core::memory::NewObservation;
-use cairn_core::ops::{Op, SaveRequest};
+use cairn_core::ops::SaveRequest;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
@@ -30,7 +30,7 @@ fn save(client: &Client, project: &str, title: &str, content: &str) -> i64 {
         ..NewObservation::default()
     };
     let saved: cairn_core::ops::SaveResponse =
-        client.call(Op::Save(SaveRequest { observation, ..SaveRequest::default() })).unwrap();
+        client.call(SaveRequest { observation, ..SaveRequest::default() }).unwrap();
     saved.outcome.id
 }
 
@@ -171,7 +171,7 @@ fn a_newer_answer_is_never_replaced_by_an_older_one() {
     let View::Search(s) = h.app.view() else { panic!("not searching") };
     assert_eq!(s.shown, s.sent);
     assert_eq!(s.shown_query, "JWT");
-    assert_eq!(s.results.items[0].observation.title, "Auth uses JWT in cookies");
+    assert_eq!(s.results.items[0].hit.observation.title, "Auth uses JWT in cookies");
 }
 
 #[test]
@@ -182,7 +182,7 @@ fn filters_cycle_through_the_known_projects() {
     h.ctrl('p');
     let View::Search(s) = h.app.view() else { panic!("not searching") };
     let first = s.project.clone().expect("a project filter");
-    assert!(s.results.items.iter().all(|hit| hit.observation.project == first));
+    assert!(s.results.items.iter().all(|hit| hit.hit.observation.project == first));
     h.ctrl('p');
     h.ctrl('p');
     let View::Search(s) = h.app.view() else { panic!("not searching") };
@@ -372,7 +372,7 @@ fn a_verdict_is_one_key_in_the_conflicts_queue() {
         ..NewObservation::default()
     };
     let saved: cairn_core::ops::SaveResponse =
-        h.client.call(Op::Save(SaveRequest { observation, find_candidates: true, ..SaveRequest::default() })).unwrap();
+        h.client.call(SaveRequest { observation, find_candidates: true, ..SaveRequest::default() }).unwrap();
     assert!(!saved.candidates.is_empty(), "the look-alike waits for a verdict");
     h.key(KeyCode::Char('c'));
     let View::Conflicts(list) = h.app.view() else { panic!("not the conflicts") };

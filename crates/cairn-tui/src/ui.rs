@@ -313,13 +313,12 @@ fn search(frame: &mut Frame, s: &mut SearchView, area: Rect) -> Rect {
     frame.render_widget(Paragraph::new(lines).block(input_block), input);
 
     let width = usize::from(results.width.saturating_sub(4));
-    let annotations = s.response.as_ref().map(|r| &r.annotations);
     let items: Vec<ListItem> = s
         .results
         .items
         .iter()
         .map(|hit| {
-            let m = &hit.observation;
+            let m = &hit.hit.observation;
             let project =
                 if m.project.is_empty() { String::new() } else { format!(" · {}", one_line(&m.project, 20)) };
             let pin = if m.pinned { " 📌" } else { "" };
@@ -332,12 +331,10 @@ fn search(frame: &mut Frame, s: &mut SearchView, area: Rect) -> Rect {
                     ),
                     Span::styled(format!(" [{}]{project}{pin}", one_line(&m.kind, 12)), DIM),
                 ]),
-                highlighted(&cut_snippet(&hit.snippet, width)),
+                highlighted(&cut_snippet(&hit.hit.snippet, width)),
             ];
-            if let Some(notes) = annotations.and_then(|a| a.get(&m.sync_id)) {
-                for note in notes.iter().take(1) {
-                    lines.push(Line::styled(format!("  {}", one_line(note, width)), Style::new().fg(Color::Magenta)));
-                }
+            for note in hit.annotations.iter().take(1) {
+                lines.push(Line::styled(format!("  {}", one_line(note, width)), Style::new().fg(Color::Magenta)));
             }
             ListItem::new(lines)
         })

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use cairn_core::ops::Op;
+use cairn_core::ops::{GetRelationRequest, RelationStatsRequest};
 use cairn_core::relations::{RelationDetail, RelationFilter, RelationPage, RelationStats, ScanRequest, ScanResult};
 
 use crate::cli::ConflictsAction;
@@ -17,16 +17,16 @@ pub fn conflicts(env: &Env, action: ConflictsAction) -> Result<()> {
         ConflictsAction::List { status, limit, all_projects } => {
             let project = if all_projects { None } else { Some(env.project()?.project) };
             let filter = RelationFilter { project, status, limit: Some(limit), ..RelationFilter::default() };
-            let page: RelationPage = env.call(Op::Relations(filter))?;
+            let page: RelationPage = env.call(filter)?;
             env.emit(&page, render_relations)
         }
         ConflictsAction::Show { id } => {
-            let relation: RelationDetail = env.call(Op::GetRelation { id: parse_id(&id)? })?;
+            let relation: RelationDetail = env.call(GetRelationRequest { id: parse_id(&id)? })?;
             env.emit(&relation, render_relation)
         }
         ConflictsAction::Stats { all_projects } => {
             let project = if all_projects { None } else { Some(env.project()?.project) };
-            let stats: RelationStats = env.call(Op::RelationStats { project })?;
+            let stats: RelationStats = env.call(RelationStatsRequest { project })?;
             env.emit(&stats, |s| {
                 let mut text = String::from("By relation:\n");
                 for (k, v) in &s.by_relation {
@@ -48,7 +48,7 @@ pub fn conflicts(env: &Env, action: ConflictsAction) -> Result<()> {
         ConflictsAction::Scan { apply, since, max, .. } => {
             let project = env.project()?.project;
             let request = ScanRequest { project, since, apply, max_insert: max, ..ScanRequest::default() };
-            let result: ScanResult = env.call(Op::ScanRelations(request))?;
+            let result: ScanResult = env.call(request)?;
             env.emit(&result, |r| {
                 let verb = if r.dry_run { "would record" } else { "recorded" };
                 let mut text = format!(
@@ -84,7 +84,7 @@ fn semantic_scan(env: &Env, base: ScanRequest, limit: usize) -> Result<ScanResul
         let max_semantic = SEMANTIC_BATCH.min(limit - done);
         let request =
             ScanRequest { semantic: true, max_semantic: Some(max_semantic), offset: Some(offset), ..base.clone() };
-        let batch: ScanResult = env.call(Op::ScanRelations(request))?;
+        let batch: ScanResult = env.call(request)?;
         let judged_now = batch.semantic_judged + batch.semantic_skipped + batch.semantic_errors;
         done += judged_now;
         if total.project.is_empty() {

@@ -9,7 +9,7 @@ use anyhow::Result;
 use cairn_client::{Client, ConnectOptions, Role};
 use cairn_core::CairnError;
 use cairn_core::agent::{ProjectHints, resolve_project};
-use cairn_core::ops::Op;
+use cairn_core::ops::Request;
 use cairn_core::project::ProjectDetection;
 use cairn_core::settings::Settings;
 
@@ -38,9 +38,9 @@ impl Env {
         Ok(self.client.get_or_init(|| Client::new(options)))
     }
 
-    /// Run one operation and decode its result.
-    pub(crate) fn call<T: 'static>(&self, op: Op) -> Result<T> {
-        Ok(self.client()?.call(op)?)
+    /// Run one request; its answer, of the type the request names.
+    pub(crate) fn call<R: Request>(&self, request: R) -> Result<R::Output> {
+        Ok(self.client()?.call(request)?)
     }
 
     /// Embed every pending memory in this process when no daemon runs (`cairn reindex`).

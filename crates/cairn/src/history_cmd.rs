@@ -11,11 +11,11 @@ use cairn_core::history::model::HistoryHost;
 use cairn_core::history::plans::{Plans, PlansRequest};
 use cairn_core::history::query::{
     Chart, Compactions, CompactionsRequest, Forgotten, HistoryStats, MessageRequest, MessagesPage, MessagesRequest,
-    PartRequest, PulledMessage, PulledPart, SearchRequest, SearchResults, Section, SessionListing, SessionRef,
-    SessionsRequest, ToolSummary, TurnsPage, TurnsRequest,
+    PartRequest, PulledMessage, PulledPart, SearchRequest, SearchResults, Section, SessionListing, SessionsRequest,
+    ToolSummary, TurnsPage, TurnsRequest,
 };
 use cairn_core::history::store::{HISTORY_DB_FILE, HistoryDb};
-use cairn_core::ops::Op;
+use cairn_core::ops::{HistoryChartRequest, HistoryChildrenRequest, HistoryForgetRequest, HistoryStatsRequest};
 use cairn_core::settings::ensure_data_dir;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -27,7 +27,7 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
     match action {
         HistoryAction::Sessions { project, query, host, limit, include_children } => {
             let req = SessionsRequest { project, query, host, limit, include_children };
-            let sessions: Vec<SessionListing> = env.call(Op::HistorySessions(req))?;
+            let sessions: Vec<SessionListing> = env.call(req)?;
             env.emit(&sessions, |s| sessions_text(s))
         }
         HistoryAction::Turns { session, turn, before, after, own } => {
@@ -39,7 +39,7 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
                 num_after: after,
                 caller_session_id,
             };
-            let page: TurnsPage = env.call(Op::HistoryBrowseTurns(req))?;
+            let page: TurnsPage = env.call(req)?;
             env.emit(&page, turns_text)
         }
         HistoryAction::Messages { session, message, before, after, own } => {
@@ -51,12 +51,12 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
                 num_after: after,
                 caller_session_id,
             };
-            let page: MessagesPage = env.call(Op::HistoryBrowseMessages(req))?;
+            let page: MessagesPage = env.call(req)?;
             env.emit(&page, messages_text)
         }
         HistoryAction::Message { session, message } => {
             let req = MessageRequest { session_id: session, message_id: message, caller_session_id: None };
-            let pulled: PulledMessage = env.call(Op::HistoryPullMessage(req))?;
+            let pulled: PulledMessage = env.call(req)?;
             env.emit(&pulled, message_text)
         }
         HistoryAction::Part { session, message, part, offset, max_chars } => {
@@ -68,7 +68,7 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
                 max_chars,
                 caller_session_id: None,
             };
-            let page: PulledPart = env.call(Op::HistoryPullPart(req))?;
+            let page: PulledPart = env.call(req)?;
             if page.injected && !env.json {
                 note("this part was injected by cairn (not typed by the user)");
             }
@@ -86,40 +86,39 @@ pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
                 kinds,
                 caller_session_id: None,
             };
-            let results: SearchResults = env.call(Op::HistorySearch(req))?;
+            let results: SearchResults = env.call(req)?;
             env.emit(&results, search_text)
         }
         HistoryAction::Chart { session } => {
-            let chart: Chart = env.call(Op::HistoryChart(SessionRef { session_id: session }))?;
+            let chart: Chart = env.call(HistoryChartRequest::new(session))?;
             env.emit(&chart, |c| c.chart.trim_end().to_owned())
         }
         HistoryAction::Compactions { session, read } => {
-            let list: Compactions =
-                env.call(Op::HistoryCompactions(CompactionsRequest { session_id: session, read }))?;
+            let list: Compactions = env.call(CompactionsRequest { session_id: session, read })?;
             env.emit(&list, compactions_text)
         }
         HistoryAction::Children { session } => {
-            let children: Vec<SessionListing> = env.call(Op::HistoryChildren(SessionRef { session_id: session }))?;
+            let children: Vec<SessionListing> = env.call(HistoryChildrenRequest::new(session))?;
             env.emit(&children, |s| sessions_text(s))
         }
         HistoryAction::Stats => {
-            let stats: HistoryStats = env.call(Op::HistoryStats)?;
+            let stats: HistoryStats = env.call(HistoryStatsRequest)?;
             env.emit(&stats, stats_text)
         }
         HistoryAction::Prune { older_than, max_bytes, dry_run } => prune(env, older_than, max_bytes, dry_run),
         HistoryAction::Ingest { host, path, session } => ingest(env, host, path, session),
         HistoryAction::Plans { read, directory } => {
             let directory = Some(directory.map_or_else(|| env.cwd().to_owned(), |d| env.cwd().join(d)));
-            let plans: Plans = env.call(Op::Plans(PlansRequest { read, directory, session_id: None }))?;
+            let plans: Plans = env.call(PlansRequest { read, directory, session_id: None })?;
             env.emit(&plans, Plans::to_markdown)
         }
         HistoryAction::ContextUsage { session, limit } => {
             let req = ContextUsageRequest { session_id: session, caller_session_id: None, limit };
-            let usage: ContextUsageReport = env.call(Op::ContextUsage(req))?;
+            let usage: ContextUsageReport = env.call(req)?;
             env.emit(&usage, |u| u.note.clone())
         }
         HistoryAction::Forget { session } => {
-            let gone: Forgotten = env.call(Op::HistoryForget(SessionRef { session_id: session }))?;
+            let gone: Forgotten = env.call(HistoryForgetRequest::new(session))?;
             env.emit(&gone, |g| format!("Forgot session {} ({} rows erased).", g.session_id, g.removed))
         }
     }

@@ -29,17 +29,15 @@ use cairn_core::agent::hooks::{
     FAIL_OPEN, HookEvent, HookInput, agent_of, clean, context_answer_for, last_assistant_text, transcript_usage,
     updated_input_answer, with_session_id, without_hook_context,
 };
-use cairn_core::agent::intent::{
-    SessionStart, SessionStartOutcome, ToolCall, ToolCallOutcome, history_host, is_cairn_tool, wants_protocol,
-};
+use cairn_core::agent::intent::{SessionStart, ToolCall, ToolCallOutcome, history_host, is_cairn_tool, wants_protocol};
 use cairn_core::agent::meter::MeterRequest;
 use cairn_core::agent::protocol::{Host, Part, ToolProfile};
 use cairn_core::agent::{
-    CompactionSave, CompactionTrigger, ProjectHints, ProtocolRequest, RecordSession, UserPrompt, UserPromptOutcome,
-    protocol, resolve_project,
+    CompactionSave, CompactionTrigger, ProjectHints, ProtocolRequest, RecordSession, UserPrompt, protocol,
+    resolve_project,
 };
-use cairn_core::history::ingest::{PokeRequest, ScanReport, check_host_source, process_env};
-use cairn_core::ops::{EventOutcome, Op, OpOutput};
+use cairn_core::history::ingest::{PokeRequest, check_host_source, process_env};
+use cairn_core::ops::{EndSessionRequest, EventOutcome, Op, OpOutput, Request};
 use cairn_core::sessions::NewSession;
 use cairn_core::settings::{Overrides, Settings};
 use cairn_core::{ErrorCode, passive};
@@ -186,15 +184,15 @@ struct Hook {
 }
 
 impl Hook {
-    fn call<T: 'static>(&self, op: Op) -> Result<T> {
-        Ok(self.client.call(op)?)
+    fn call<R: Request>(&self, request: R) -> Result<R::Output> {
+        Ok(self.client.call(request)?)
     }
 
     /// A write, delivered within the hook's budget: its result, or `None` when no daemon
     /// answered in time and it was kept in the spool for the daemon (the hook then answers
     /// `{}`: what it would add needs the store).
-    fn write<T: 'static>(&self, op: Op) -> Result<Option<T>> {
-        Ok(self.deliver(op)?.map(OpOutput::into_typed).transpose()?)
+    fn write<R: Request>(&self, request: R) -> Result<Option<R::Output>> {
+        Ok(self.deliver(request.into_op())?.map(R::output).transpose()?)
     }
 
     /// [`Hook::write`] for a write whose result the hook does not use.
@@ -276,7 +274,7 @@ impl Hook {
     /// Register the session and inject what `session_start` answers: the protocol and the
     /// project's context; on a resume only what changed; after a compaction the note and chart.
     fn session_start(&self) -> Result<String> {
-        let Some(start) = self.write::<SessionStartOutcome>(Op::SessionStart(SessionStart {
+        let Some(start) = self.write(SessionStart {
             session_id: self.session.clone(),
             project: self.named_project(),
             directory: self.directory(),
@@ -285,7 +283,7 @@ impl Hook {
             source: self.input.source.clone(),
             transcript_path: self.input.transcript_path.as_ref().map(PathBuf::from),
             ..SessionStart::default()
-        }))?
+        })?
         else {
             return Ok(FAIL_OPEN.to_owned());
         };
@@ -311,7 +309,7 @@ impl Hook {
     fn user_prompt_submit(&self) -> Result<String> {
         let prompt = self.input.prompt.as_deref().context("UserPromptSubmit without a prompt")?;
         let prompt = clean(&without_hook_context(prompt));
-        let Some(outcome) = self.write::<UserPromptOutcome>(Op::UserPrompt(UserPrompt {
+        let Some(outcome) = self.write(UserPrompt {
             session_id: self.session.clone(),
             project: self.named_project(),
             content: prompt,
@@ -320,7 +318,7 @@ impl Hook {
             host: Some(self.host),
             remind: true,
             usage: self.usage(),
-        }))?
+        })?
         else {
             return Ok(FAIL_OPEN.to_owned());
         };
@@ -343,14 +341,14 @@ impl Hook {
         let Some(tool) = self.input.tool_name.clone().filter(|t| !is_cairn_tool(self.host, t)) else {
             return Ok(FAIL_OPEN.to_owned());
         };
-        let _: Option<ToolCallOutcome> = self.write(Op::ToolCall(ToolCall {
+        let _: Option<ToolCallOutcome> = self.write(ToolCall {
             session_id: self.session.clone(),
             project: self.named_project(),
             directory: self.directory(),
             tool,
             host: self.host,
             remind: false,
-        }))?;
+        })?;
         Ok(FAIL_OPEN.to_owned())
     }
 
@@ -412,7 +410,7 @@ impl Hook {
         if check_host_source(&process_env, &poke).is_err() {
             return;
         }
-        if let Err(e) = self.call::<ScanReport>(Op::HistoryIngest(poke)) {
+        if let Err(e) = self.call(poke) {
             note(&format!("cairn hook: archiving {path} failed: {e:#}"));
         }
     }
@@ -459,7 +457,13 @@ impl Hook {
     }
 
     fn end_session(&self) -> Result<()> {
-        let end = || self.write_only(Op::EndSession { id: self.session.clone(), summary: None, keep_activity: true });
+        let end = || {
+            self.write_only(Op::EndSession(EndSessionRequest {
+                id: self.session.clone(),
+                summary: None,
+                keep_activity: true,
+            }))
+        };
         match end() {
             Err(e)
                 if e.downcast_ref::<cairn_core::CairnError>().is_some_and(|e| e.code == ErrorCode::SessionNotFound) =>

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use cairn_core::doctor::{Check, CheckStatus};
 use cairn_core::extract::ExtractionStatus;
-use cairn_core::ops::Op;
+use cairn_core::ops::ExtractionStatusRequest;
 use cairn_core::settings::llm::check_env_var_name;
 use cairn_core::settings::{CONFIG_FILE, LlmProviderKind, LlmSettings, Setting, Source, load_llm};
 use cairn_core::{CairnError, ErrorCode};
@@ -542,9 +542,7 @@ fn extraction_status(env: &Env) -> Option<ExtractionStatus> {
     if !env.settings.data_dir.value.join(cairn_core::store::DB_FILE).is_file() {
         return None;
     }
-    env.call::<ExtractionStatus>(Op::ExtractionStatus)
-        .map_err(|e| tracing::debug!(error = %e, "extraction status unavailable"))
-        .ok()
+    env.call(ExtractionStatusRequest).map_err(|e| tracing::debug!(error = %e, "extraction status unavailable")).ok()
 }
 
 /// The same failure again (LlmError is not `Clone`: it may later carry sources).

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use cairn_core::ops::{Op, ReindexReport};
+use cairn_core::ops::{ReindexReport, ReindexRequest, StatsRequest};
 
 use cairn_core::search::semantic::embed_error;
 use cairn_core::settings::{EmbedderKind, Source};
@@ -488,7 +488,7 @@ fn model_status(env: &Env) -> Result<()> {
         Err(e @ cairn_embed::EmbedError::ModelMissing { .. }) => (false, None, Some(e.to_string())),
         Err(e) => (true, Some(false), Some(e.to_string())),
     };
-    let stats: Option<Stats> = env.call(Op::Stats).ok();
+    let stats: Option<Stats> = env.call(StatsRequest).ok();
     // Opened as a file (no daemon), this process loads no model: the store's "off" then says
     // nothing about the model, which the daemon loads.
     let direct = env.client().is_ok_and(|c| c.connected_to() == "file");
@@ -547,7 +547,7 @@ fn render_status(s: &ModelStatus) -> String {
 }
 
 pub fn reindex(env: &Env, force: bool) -> Result<()> {
-    let report: ReindexReport = env.call(Op::Reindex { force })?;
+    let report: ReindexReport = env.call(ReindexRequest { force })?;
     let total = report.pending;
     let started = Instant::now();
     let mut show = |done: usize, pending: i64| {
@@ -576,7 +576,7 @@ fn wait_for_daemon(env: &Env, total: i64, show: &mut dyn FnMut(usize, i64)) -> R
     let mut last = i64::MAX;
     let mut last_change = Instant::now();
     loop {
-        let stats: Stats = env.call(Op::Stats)?;
+        let stats: Stats = env.call(StatsRequest)?;
         let pending = stats.embeddings_pending;
         if pending == 0 {
             return Ok(total);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use cairn_core::obsidian::{KeptNote, KeptReason, VaultReport, export_vault};
-use cairn_core::ops::Op;
+use cairn_core::ops::ExportMemoriesRequest;
 use cairn_core::transfer::ExportData;
 use cairn_core::{CairnError, ErrorCode};
 
@@ -29,7 +29,7 @@ fn print_pass(env: &Env, report: &VaultReport) -> Result<()> {
 
 fn export_once(env: &Env, dir: &Path) -> Result<VaultReport> {
     let project = env.settings.project.value.clone();
-    let data: ExportData = env.call(Op::Export { project: project.clone() })?;
+    let data: ExportData = env.call(ExportMemoriesRequest { project: project.clone() })?;
     Ok(export_vault(&data, dir, project.as_deref())?)
 }
 

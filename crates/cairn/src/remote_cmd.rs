@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use cairn_core::ops::Op;
+use cairn_core::ops::SyncStatusRequest;
 use cairn_core::settings::sync::{normalize_projects, normalize_remote_url};
 use cairn_core::settings::{CONFIG_FILE, RemoteSettings, Source, load_remote};
 use cairn_core::sync::SyncStatus;
@@ -151,7 +151,7 @@ fn sync_now(env: &Env, timeout: Duration) -> Result<()> {
 }
 
 fn status(env: &Env) -> Result<()> {
-    let sync: SyncStatus = env.call(Op::SyncStatus { directory: None })?;
+    let sync: SyncStatus = env.call(SyncStatusRequest { directory: None })?;
     if let Some(error) = &sync.remote_config_error {
         return Err(CairnError::new(ErrorCode::InvalidConfig, error.clone()).into());
     }

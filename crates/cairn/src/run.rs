@@ -10,7 +10,12 @@ use cairn_core::agent::ProtocolRequest;
 use cairn_core::context::{Context, ContextLayout, ContextRequest};
 use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
 use cairn_core::model::{Observation, SessionSummary};
-use cairn_core::ops::{DeleteResponse, GetResponse, Op, RepairReport, SaveRequest, SaveResponse, SearchResponse};
+use cairn_core::ops::{
+    DeleteRequest, DeleteResponse, ExportMemoriesRequest, GetRequest, GetResponse, ImportEngramRequest, ImportRequest,
+    PinRequest, PrivacyRewriteRequest, RecentSessionsRequest, RepairIndexesRequest, RepairReport, RestoreRequest,
+    SaveRequest, SaveResponse, SearchResponse, StatsRequest, SyncImportRequest, SyncStatusRequest, TimelineRequest,
+    UpdateRequest,
+};
 use cairn_core::search::{SearchMode, SearchQuery, SearchResults};
 use cairn_core::settings::{Overrides, Settings};
 use cairn_core::text::Scope;
@@ -99,16 +104,16 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Unpin { id } => pin(env, &id, false),
         Command::Context(args) => context(env, args),
         Command::Timeline { id, before, after } => {
-            let timeline: Timeline = env.call(Op::Timeline { id: parse_id(&id)?, before, after })?;
+            let timeline: Timeline = env.call(TimelineRequest { id: parse_id(&id)?, before, after })?;
             env.emit(&timeline, render::timeline)
         }
         Command::Sessions { limit, all_projects, include_children } => {
             let project = if all_projects { None } else { Some(env.project()?.project) };
-            let list: Vec<SessionSummary> = env.call(Op::Sessions { project, limit, include_children })?;
+            let list: Vec<SessionSummary> = env.call(RecentSessionsRequest { project, limit, include_children })?;
             env.emit(&list, |l| render::sessions(l))
         }
         Command::Stats => {
-            let stats: Stats = env.call(Op::Stats)?;
+            let stats: Stats = env.call(StatsRequest)?;
             env.emit(&stats, render::stats)
         }
         Command::Export { obsidian: Some(dir), watch, interval, .. } => {
@@ -117,7 +122,7 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Export { file, .. } => export(env, &file),
         Command::Import { file } => {
             let data = cairn_core::transfer::parse_import_value(&read_input(&file)?)?;
-            let report: ImportReport = env.call(Op::Import { data })?;
+            let report: ImportReport = env.call(ImportRequest { data })?;
             env.emit(&report, render::imported)
         }
         Command::ImportEngram { path } => import_engram(env, path),
@@ -125,11 +130,11 @@ fn dispatch(env: &Env, command: Command) -> Result<()> {
         Command::Config => env.emit(&env.settings, render::settings),
         Command::Doctor { repair } => doctor_cmd(env, repair),
         Command::Gc { dry_run } => {
-            let report: cairn_core::gc::GcReport = env.call(Op::Gc(cairn_core::gc::GcRequest { dry_run }))?;
+            let report: cairn_core::gc::GcReport = env.call(cairn_core::gc::GcRequest { dry_run })?;
             env.emit(&report, render::gc)
         }
         Command::Privacy { action: crate::cli::PrivacyAction::Rewrite { dry_run } } => {
-            let report: cairn_core::privacy::PrivacyRewrite = env.call(Op::PrivacyRewrite { dry_run })?;
+            let report: cairn_core::privacy::PrivacyRewrite = env.call(PrivacyRewriteRequest { dry_run })?;
             env.emit(&report, render::privacy_rewrite)
         }
         Command::SuggestTopic { kind, title, content } => {
@@ -228,7 +233,7 @@ fn save(env: &Env, args: SaveArgs) -> Result<()> {
         pinned: args.pin,
         directory: Some(env.cwd().display().to_string()),
     };
-    let response: SaveResponse = env.call(Op::Save(SaveRequest { observation: new, ..SaveRequest::default() }))?;
+    let response: SaveResponse = env.call(SaveRequest { observation: new, ..SaveRequest::default() })?;
     let outcome = response.outcome;
     for w in &outcome.warnings {
         note(&format!("warning: {w}"));
@@ -262,9 +267,10 @@ fn search(env: &Env, args: SearchArgs) -> Result<()> {
             None
         },
     };
-    let response: SearchResponse = env.call(Op::Search(query))?;
+    let response: SearchResponse = env.call(query)?;
+    // The CLI's JSON has the ranked hits without their relation notes, as it always had.
     let results = SearchResults {
-        hits: response.hits,
+        hits: response.hits.into_iter().map(|annotated| annotated.hit).collect(),
         notices: response.notices,
         mode: response.mode.unwrap_or(SearchMode::Lexical),
     };
@@ -295,7 +301,7 @@ struct DeepResults<'a> {
 
 fn get(env: &Env, raw: &str, with_revisions: bool) -> Result<()> {
     let id = parse_id(raw)?;
-    let found: GetResponse = env.call(Op::Get { id, revisions: with_revisions })?;
+    let found: GetResponse = env.call(GetRequest { id, revisions: with_revisions })?;
     env.emit(&found, |found| {
         let text = render::observation(&found.observation, found.revisions.as_deref());
         match &found.provenance {
@@ -316,30 +322,30 @@ fn update(env: &Env, args: UpdateArgs) -> Result<()> {
         topic_key: args.topic,
         tool_name: None,
     };
-    let updated: Observation = env.call(Op::Update { id, patch })?;
+    let updated: Observation = env.call(UpdateRequest { id, patch })?;
     env.emit(&updated, |o| format!("Memory updated: #{} {:?} (revision {})", o.id, o.title, o.revision_count))
 }
 
 fn delete(env: &Env, raw: &str, hard: bool) -> Result<()> {
     let id = parse_id(raw)?;
-    let deleted: DeleteResponse = env.call(Op::Delete { id, hard })?;
+    let deleted: DeleteResponse = env.call(DeleteRequest { id, hard })?;
     env.emit(&deleted, |_| format!("Memory #{id} {}", if hard { "permanently deleted" } else { "deleted" }))
 }
 
 fn restore(env: &Env, raw: &str) -> Result<()> {
-    let o: Observation = env.call(Op::Restore { id: parse_id(raw)? })?;
+    let o: Observation = env.call(RestoreRequest { id: parse_id(raw)? })?;
     env.emit(&o, |o| format!("Memory #{} restored: {}", o.id, o.title))
 }
 
 fn trash(env: &Env, limit: usize, all_projects: bool) -> Result<()> {
     let project = if all_projects { None } else { Some(env.project()?.project) };
     let filter = ListFilter { project, limit, deleted: true, ..ListFilter::default() };
-    let deleted: Vec<Observation> = env.call(Op::List(filter))?;
+    let deleted: Vec<Observation> = env.call(filter)?;
     env.emit(&deleted, |list| render::trash(list))
 }
 
 fn pin(env: &Env, raw: &str, pinned: bool) -> Result<()> {
-    let o: Observation = env.call(Op::Pin { id: parse_id(raw)?, pinned })?;
+    let o: Observation = env.call(PinRequest { id: parse_id(raw)?, pinned })?;
     env.emit(&o, |o| format!("Memory #{} {}", o.id, if o.pinned { "pinned" } else { "unpinned" }))
 }
 
@@ -359,13 +365,13 @@ fn context(env: &Env, args: ContextArgs) -> Result<()> {
         similarity_threshold: args.similarity_threshold,
         ..ContextRequest::default()
     };
-    let ctx: Context = env.call(Op::Context(req))?;
+    let ctx: Context = env.call(req)?;
     env.emit(&ctx, render::context)
 }
 
 fn export(env: &Env, file: &Path) -> Result<()> {
     let project = env.settings.project.value.clone();
-    let data: ExportData = env.call(Op::Export { project })?;
+    let data: ExportData = env.call(ExportMemoriesRequest { project })?;
     let text = serde_json::to_string_pretty(&data)?;
     if file == Path::new("-") {
         return out(&text);
@@ -416,12 +422,12 @@ fn sync(env: &Env, args: SyncArgs) -> Result<()> {
     }
     let directory = env.cwd().to_owned();
     if args.status {
-        let status: cairn_core::sync::SyncStatus = env.call(Op::SyncStatus { directory: Some(directory) })?;
+        let status: cairn_core::sync::SyncStatus = env.call(SyncStatusRequest { directory: Some(directory) })?;
         return env.emit(&status, render::sync_status);
     }
     if args.import {
         let summary: cairn_core::sync::git::ImportSummary =
-            env.call(Op::SyncImport { directory, time_limit_ms: args.time_limit_ms })?;
+            env.call(SyncImportRequest { directory, time_limit_ms: args.time_limit_ms })?;
         env.emit(&summary, render::sync_imported)?;
         // Refused chunks are listed above; the exit code says some were.
         return match summary.refused.first() {
@@ -436,7 +442,7 @@ fn sync(env: &Env, args: SyncArgs) -> Result<()> {
     let project = if args.all { None } else { Some(env.project()?.project) };
     let request =
         cairn_core::sync::git::ExportRequest { directory, project, all: args.all, engram_layout: args.engram_layout };
-    let summary: cairn_core::sync::git::ExportSummary = env.call(Op::SyncExport(request))?;
+    let summary: cairn_core::sync::git::ExportSummary = env.call(request)?;
     env.emit(&summary, render::sync_exported)
 }
 
@@ -447,7 +453,7 @@ fn import_engram(env: &Env, path: Option<PathBuf>) -> Result<()> {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
         cairn_core::transfer::default_engram_db(&home)
     };
-    let report: ImportReport = env.call(Op::ImportEngram { path })?;
+    let report: ImportReport = env.call(ImportEngramRequest { path })?;
     env.emit(&report, render::imported)
 }
 
@@ -463,7 +469,7 @@ struct DoctorOutput {
 fn doctor_cmd(env: &Env, repair: bool) -> Result<()> {
     let dir = &env.settings.data_dir.value;
     if repair {
-        let _: RepairReport = env.call(Op::RepairIndexes)?;
+        let _: RepairReport = env.call(RepairIndexesRequest)?;
         note("rebuilt the full-text indexes and recounted the stats");
     }
     let mut report = doctor::run(dir);

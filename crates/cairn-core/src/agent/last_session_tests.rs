@@ -13,7 +13,7 @@ use crate::history::model::{
 };
 use crate::history::store::SourceRef;
 use crate::memory::SaveAction;
-use crate::ops::{Op, execute};
+use crate::ops::{EndSessionRequest, Op, execute};
 use crate::passive::PassiveCapture;
 use crate::prompts::NewPrompt;
 use crate::sessions::NewSession;
@@ -224,7 +224,8 @@ fn nothing_to_record_for_empty_sub_agent_and_catch_all_sessions() {
 fn end_session_and_save_compaction_revise_the_record() {
     let (mut s, _) = core_with_clock();
     worked(&mut s, "ses_1");
-    execute(&mut s, Op::EndSession { id: "ses_1".into(), summary: None, keep_activity: true }).unwrap();
+    execute(&mut s, Op::EndSession(EndSessionRequest { id: "ses_1".into(), summary: None, keep_activity: true }))
+        .unwrap();
     let topic = session_record_topic("ses_1");
     let record = |s: &Core| {
         s.store
@@ -262,7 +263,8 @@ mod block {
         s.store.save(&NewObservationExt::typed("decision", "Use Stripe for refunds", "Chosen over Adyen")).unwrap();
         clock.advance(Duration::minutes(1));
         worked(&mut s, "ses_1");
-        execute(&mut s, Op::EndSession { id: "ses_1".into(), summary: None, keep_activity: true }).unwrap();
+        execute(&mut s, Op::EndSession(EndSessionRequest { id: "ses_1".into(), summary: None, keep_activity: true }))
+            .unwrap();
         clock.advance(Duration::minutes(30));
         start(&mut s, "ses_2");
         (s, clock)
@@ -294,7 +296,8 @@ mod block {
         let (mut s, clock) = after_one_session();
         prompt(&mut s, "ses_2", "Now the invoices");
         archive(&mut s, "ses_2", false);
-        execute(&mut s, Op::EndSession { id: "ses_2".into(), summary: None, keep_activity: true }).unwrap();
+        execute(&mut s, Op::EndSession(EndSessionRequest { id: "ses_2".into(), summary: None, keep_activity: true }))
+            .unwrap();
         let own = s.context(&block(Some("ses_2"), None)).unwrap().context;
         assert!(own.contains("Session ses_1 "), "{own}");
         // without a session: the newest

@@ -4,7 +4,7 @@ use time::Duration;
 
 use super::*;
 use crate::agent::activity::IDLE_RESTART;
-use crate::ops::{Op, execute_value as execute};
+use crate::ops::{DeleteSessionRequest, EndSessionRequest, Op, SessionActivityRequest, execute_value as execute};
 use crate::project::ProjectSource;
 use crate::testutil::{core_with_clock, store_with_clock};
 
@@ -141,12 +141,14 @@ fn reminds_once_per_period_when_working_without_saving() {
     clock.advance(Duration::minutes(8));
     assert!(s.store.record_activity(&record("s", REMIND)).unwrap().reminder.is_some());
     // Ending it with keep_activity (OpenCode's idle) keeps the counts, and the session is ended.
-    let ended = execute(&mut s, Op::EndSession { id: "s".into(), summary: None, keep_activity: true }).unwrap();
+    let ended =
+        execute(&mut s, Op::EndSession(EndSessionRequest { id: "s".into(), summary: None, keep_activity: true }))
+            .unwrap();
     assert!(ended["ended_at"].is_string(), "{ended}");
     let kept = s.store.session_activity("s").unwrap();
     assert_eq!((kept.tool_calls, kept.reminders), (9, 2));
     // Ending the session starts the next one from zero.
-    execute(&mut s, Op::EndSession { id: "s".into(), summary: None, keep_activity: false }).unwrap();
+    execute(&mut s, Op::EndSession(EndSessionRequest { id: "s".into(), summary: None, keep_activity: false })).unwrap();
     let fresh = s.store.session_activity("s").unwrap();
     assert_eq!((fresh.tool_calls, fresh.saves, fresh.reminders), (0, 0, 0));
     assert!(!fresh.summary_line().contains("No memories"));
@@ -232,11 +234,11 @@ fn activity_ops_round_trip_as_op_args() {
     .unwrap();
     assert!(op.writes_memory_store());
     assert_eq!(execute(&mut s, op).unwrap()["activity"]["tool_calls"], 1);
-    let read = Op::SessionActivity { session_id: "s".into() };
+    let read = Op::SessionActivity(SessionActivityRequest { session_id: "s".into() });
     assert!(!read.writes_memory_store());
     assert_eq!(execute(&mut s, read).unwrap()["project"], "p");
     // Deleting the session deletes its activity (it holds prompt text).
-    execute(&mut s, Op::DeleteSession { id: "s".into() }).unwrap();
+    execute(&mut s, Op::DeleteSession(DeleteSessionRequest { id: "s".into() })).unwrap();
     assert_eq!(s.store.session_activity("s").unwrap_err().code, ErrorCode::SessionNotFound);
 }
 

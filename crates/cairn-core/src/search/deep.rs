@@ -72,13 +72,13 @@ pub fn pool_query(query: &SearchQuery) -> SearchQuery {
 /// next [`DEEP_CANDIDATES`]; the ones it names come first, in its order (`scores.deep` is their
 /// place), then the rest in the first stage's order. No provider, or one that fails: the first
 /// stage's order and a report that says why.
-pub fn rerank(
+pub fn rerank<H: AsRef<SearchHit> + AsMut<SearchHit> + Clone>(
     query: &SearchQuery,
-    mut hits: Vec<SearchHit>,
+    mut hits: Vec<H>,
     provider: Option<&dyn LlmProvider>,
-) -> (Vec<SearchHit>, DeepReport) {
+) -> (Vec<H>, DeepReport) {
     let limit = query.effective_limit();
-    let fixed = hits.iter().take_while(|h| h.matched == MatchKind::TopicKey).count();
+    let fixed = hits.iter().take_while(|h| h.as_ref().matched == MatchKind::TopicKey).count();
     let candidates = hits.len().saturating_sub(fixed).min(DEEP_CANDIDATES);
     let Some(provider) = provider else {
         hits.truncate(limit);
@@ -94,7 +94,7 @@ pub fn rerank(
         };
         return (hits, report);
     }
-    let texts: Vec<String> = hits[fixed..fixed + candidates].iter().map(outbound).collect();
+    let texts: Vec<String> = hits[fixed..fixed + candidates].iter().map(|h| outbound(h.as_ref())).collect();
     let question = crate::text::redact_outbound(&query.text);
     let started = Instant::now();
     let answer = provider.chat(&rerank_request(&question, &texts));
@@ -123,12 +123,12 @@ pub fn rerank(
 
 /// The candidates the model named first, in its order, each marked with its place; the others
 /// after them, in the order they had.
-fn reorder(candidates: &mut [SearchHit], order: &[usize]) {
-    let mut slots: Vec<Option<SearchHit>> = candidates.iter().cloned().map(Some).collect();
+fn reorder<H: AsMut<SearchHit> + Clone>(candidates: &mut [H], order: &[usize]) {
+    let mut slots: Vec<Option<H>> = candidates.iter().cloned().map(Some).collect();
     let mut sorted = Vec::with_capacity(candidates.len());
     for (place, &index) in order.iter().enumerate() {
         if let Some(mut hit) = slots[index].take() {
-            hit.scores.deep = Some(u32::try_from(place + 1).unwrap_or(u32::MAX));
+            hit.as_mut().scores.deep = Some(u32::try_from(place + 1).unwrap_or(u32::MAX));
             sorted.push(hit);
         }
     }

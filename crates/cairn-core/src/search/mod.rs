@@ -204,6 +204,40 @@ pub struct SearchHit {
     pub relevance: f64,
 }
 
+impl AsRef<SearchHit> for SearchHit {
+    fn as_ref(&self) -> &SearchHit {
+        self
+    }
+}
+
+impl AsMut<SearchHit> for SearchHit {
+    fn as_mut(&mut self) -> &mut SearchHit {
+        self
+    }
+}
+
+/// A hit as the `search` op answers it: with its relation notes (supersedes, conflicts,
+/// pending review), so no door joins them back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnnotatedHit {
+    #[serde(flatten)]
+    pub hit: SearchHit,
+    /// Relation notes, empty when the memory has none.
+    pub annotations: Vec<String>,
+}
+
+impl AsRef<SearchHit> for AnnotatedHit {
+    fn as_ref(&self) -> &SearchHit {
+        &self.hit
+    }
+}
+
+impl AsMut<SearchHit> for AnnotatedHit {
+    fn as_mut(&mut self) -> &mut SearchHit {
+        &mut self.hit
+    }
+}
+
 /// A page of results plus anything the caller should be told.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchResults {

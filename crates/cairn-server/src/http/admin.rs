@@ -9,7 +9,10 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::{Extension, Json};
 use cairn_core::agent::ProjectHints;
-use cairn_core::ops::Op;
+use cairn_core::ops::{
+    ExportMemoriesRequest, ImportRequest, MigrateProjectRequest, Op, ReindexRequest, StatsRequest, SyncImportRequest,
+    SyncStatusRequest,
+};
 use cairn_core::spool::EventId;
 use cairn_core::store::SCHEMA_VERSION;
 use cairn_core::views::Stats;
@@ -96,7 +99,7 @@ pub(super) async fn stats(State(state): State<AppState>) -> ApiResult {
 #[utoipa::path(get, operation_id = "list_projects", path = "/projects", tag = "projects",
     responses((status = 200, description = "Projects, most recently active first", body = schema::ProjectList)))]
 pub(super) async fn projects(State(state): State<AppState>) -> ApiResult {
-    let stats: Stats = run_typed(&state, Op::Stats).await?;
+    let stats: Stats = run_typed(&state, StatsRequest).await?;
     Ok(ok(json!({ "count": stats.by_project.len(), "projects": stats.by_project })))
 }
 
@@ -149,7 +152,11 @@ pub struct MigrateBody {
             body = cairn_core::projects::MigrateOutcome),
         (status = 400, description = "A name is missing or empty", body = ErrorBody)))]
 pub(super) async fn migrate_project(State(state): State<AppState>, ApiJson(b): ApiJson<MigrateBody>) -> ApiResult {
-    Ok(ok(run(&state, Op::MigrateProject { old_project: b.old_project, new_project: b.new_project }).await?))
+    Ok(ok(run(
+        &state,
+        Op::MigrateProject(MigrateProjectRequest { old_project: b.old_project, new_project: b.new_project }),
+    )
+    .await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -170,7 +177,7 @@ pub(super) async fn export(State(state): State<AppState>, ApiQuery(p): ApiQuery<
     if p.project.as_deref().is_some_and(|name| name.trim().is_empty()) {
         return Err(CairnError::empty("project").with_hint("omit it to export every project").into());
     }
-    let mut response = ok(run(&state, Op::Export { project: p.project }).await?);
+    let mut response = ok(run(&state, Op::Export(ExportMemoriesRequest { project: p.project })).await?);
     response
         .headers_mut()
         .insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment; filename=cairn-export.json"));
@@ -188,7 +195,7 @@ pub(super) async fn export(State(state): State<AppState>, ApiQuery(p): ApiQuery<
 pub(super) async fn import(State(state): State<AppState>, req: Request) -> ApiResult {
     let bytes = body_bytes(req, &state).await?;
     let data = cairn_core::transfer::parse_import_value(&bytes)?;
-    Ok(ok(run(&state, Op::Import { data }).await?))
+    Ok(ok(run(&state, Op::Import(ImportRequest { data })).await?))
 }
 
 /// Checks of the data directory and database (read-only).
@@ -207,7 +214,7 @@ pub(super) async fn doctor(State(state): State<AppState>) -> ApiResult {
         (status = 200, description = "What was queued", body = cairn_core::ops::ReindexReport),
         (status = 503, description = "No embedding model (semantic search is off)", body = ErrorBody)))]
 pub(super) async fn reindex(State(state): State<AppState>, ApiQuery(p): ApiQuery<ReindexParams>) -> ApiResult {
-    Ok(ok(run(&state, Op::Reindex { force: p.force.unwrap_or(false) }).await?))
+    Ok(ok(run(&state, Op::Reindex(ReindexRequest { force: p.force.unwrap_or(false) })).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -266,7 +273,7 @@ pub(super) async fn plugin_config(State(state): State<AppState>) -> ApiResult {
     responses((status = 200, description = "Sync status; `enabled` is whether any project syncs", body = cairn_core::sync::SyncStatus)))]
 pub(super) async fn sync_status(State(state): State<AppState>, ApiQuery(p): ApiQuery<SyncStatusParams>) -> ApiResult {
     let directory = given(p.directory).map(PathBuf::from);
-    Ok(ok(run(&state, Op::SyncStatus { directory }).await?))
+    Ok(ok(run(&state, Op::SyncStatus(SyncStatusRequest { directory })).await?))
 }
 
 /// How long `POST /sync/remote` waits for its round (a round that takes longer goes on).
@@ -319,7 +326,7 @@ pub(super) async fn start_sync_import(
     }
     let cap = body.time_limit_ms.unwrap_or(BACKGROUND_IMPORT_CAP_MS).min(BACKGROUND_IMPORT_CAP_MS);
     tokio::spawn(async move {
-        let op = Op::SyncImport { directory, time_limit_ms: Some(cap) };
+        let op = Op::SyncImport(SyncImportRequest { directory, time_limit_ms: Some(cap) });
         if let Err(e) = run(&state, op).await {
             tracing::info!(error = %e.message(), "background sync import");
         }

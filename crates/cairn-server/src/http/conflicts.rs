@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::response::IntoResponse;
-use cairn_core::ops::Op;
+use cairn_core::ops::{GetRelationRequest, Op, RelationStatsRequest};
 use cairn_core::relations::{Comparison, Judgment, RelationDetail, RelationFilter, ScanRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -63,7 +63,7 @@ pub struct StatsParams {
 #[utoipa::path(get, operation_id = "conflict_stats", path = "/conflicts/stats", tag = "conflicts", params(StatsParams),
     responses((status = 200, description = "Counts", body = cairn_core::relations::RelationStats)))]
 pub(super) async fn stats(State(state): State<AppState>, ApiQuery(p): ApiQuery<StatsParams>) -> ApiResult {
-    Ok(ok(run(&state, Op::RelationStats { project: given(p.project) }).await?))
+    Ok(ok(run(&state, Op::RelationStats(RelationStatsRequest { project: given(p.project) })).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -229,7 +229,7 @@ pub(super) async fn compare(State(state): State<AppState>, ApiJson(b): ApiJson<C
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such relation", body = ErrorBody)))]
 pub(super) async fn get_one(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
-    let detail: RelationDetail = run_typed(&state, Op::GetRelation { id }).await?;
+    let detail: RelationDetail = run_typed(&state, GetRelationRequest { id }).await?;
     // engram's names for the same facts.
     let (source_snippet, target_snippet) = (detail.source_title.clone(), detail.target_title.clone());
     Ok(Json(EngramRelationDetail { detail, relation_id: id, source_snippet, target_snippet }).into_response())

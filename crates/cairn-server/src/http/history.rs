@@ -8,7 +8,7 @@ use cairn_core::history::query::{
     CompactionsRequest, MessageRequest, MessagesRequest, PartRequest, SearchRequest, SessionRef, SessionsRequest,
     TurnsRequest,
 };
-use cairn_core::ops::Op;
+use cairn_core::ops::{HistoryChartRequest, HistoryChildrenRequest, HistoryForgetRequest, Op};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -123,7 +123,7 @@ pub(super) async fn search(
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody)))]
 pub(super) async fn chart(State(state): State<AppState>, ApiQuery(req): ApiQuery<SessionRef>) -> ApiResult {
-    Ok(ok(run(&state, Op::HistoryChart(req)).await?))
+    Ok(ok(run(&state, Op::HistoryChart(HistoryChartRequest(req))).await?))
 }
 
 /// A session's compactions.
@@ -148,7 +148,7 @@ pub(super) async fn compactions(
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody)))]
 pub(super) async fn children(State(state): State<AppState>, ApiQuery(req): ApiQuery<SessionRef>) -> ApiResult {
-    Ok(ok(run(&state, Op::HistoryChildren(req)).await?))
+    Ok(ok(run(&state, Op::HistoryChildren(HistoryChildrenRequest(req))).await?))
 }
 
 /// What the history archive holds per host.
@@ -166,7 +166,7 @@ pub(super) async fn stats(State(state): State<AppState>) -> ApiResult {
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such session", body = ErrorBody)))]
 pub(super) async fn forget(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
-    Ok(ok(run(&state, Op::HistoryForget(SessionRef { session_id: id })).await?))
+    Ok(ok(run(&state, Op::HistoryForget(HistoryForgetRequest::new(id))).await?))
 }
 
 /// Read the hosts' conversations into the archive now (the daemon also scans on its own).

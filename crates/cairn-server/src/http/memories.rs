@@ -6,12 +6,15 @@ use axum::http::HeaderValue;
 use axum::response::IntoResponse;
 use cairn_core::context::{ContextLayout, ContextRequest};
 use cairn_core::memory::{ListFilter, NewObservation, ObservationPatch};
-use cairn_core::ops::{Op, SaveRequest, SearchResponse};
+use cairn_core::ops::{
+    DeleteRequest, GetRequest, Op, PinRequest, RestoreRequest, SaveRequest, SearchResponse, TimelineRequest,
+    UpdateRequest,
+};
 use cairn_core::passive::PassiveCapture;
-use cairn_core::search::{SearchHit, SearchMode, SearchQuery};
+use cairn_core::search::{SearchMode, SearchQuery};
 use cairn_core::text::Scope;
 use cairn_core::{CairnError, ErrorCode};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
@@ -171,7 +174,7 @@ pub(super) async fn get_one(
     PathId(id): PathId,
     ApiQuery(p): ApiQuery<GetParams>,
 ) -> ApiResult {
-    Ok(ok(run(&state, Op::Get { id, revisions: p.revisions.unwrap_or(false) }).await?))
+    Ok(ok(run(&state, Op::Get(GetRequest { id, revisions: p.revisions.unwrap_or(false) })).await?))
 }
 
 /// Fields to change; omitted fields are kept. At least one is required.
@@ -218,7 +221,7 @@ pub(super) async fn update(
     PathId(id): PathId,
     ApiJson(body): ApiJson<PatchBody>,
 ) -> ApiResult {
-    Ok(ok(run(&state, Op::Update { id, patch: body.into() }).await?))
+    Ok(ok(run(&state, Op::Update(UpdateRequest { id, patch: body.into() })).await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -241,7 +244,7 @@ pub(super) async fn delete(
     PathId(id): PathId,
     ApiQuery(p): ApiQuery<DeleteParams>,
 ) -> ApiResult {
-    Ok(ok(run(&state, Op::Delete { id, hard: p.hard.unwrap_or(false) }).await?))
+    Ok(ok(run(&state, Op::Delete(DeleteRequest { id, hard: p.hard.unwrap_or(false) })).await?))
 }
 
 /// Bring back a soft-deleted memory (a live one is answered as it is).
@@ -252,7 +255,7 @@ pub(super) async fn delete(
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such memory (or hard-deleted)", body = ErrorBody)))]
 pub(super) async fn restore(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
-    Ok(ok(run(&state, Op::Restore { id }).await?))
+    Ok(ok(run(&state, Op::Restore(RestoreRequest { id })).await?))
 }
 
 /// Pin a memory: pinned memories lead their project's context.
@@ -263,7 +266,7 @@ pub(super) async fn restore(State(state): State<AppState>, PathId(id): PathId) -
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such memory", body = ErrorBody)))]
 pub(super) async fn pin(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
-    Ok(ok(run(&state, Op::Pin { id, pinned: true }).await?))
+    Ok(ok(run(&state, Op::Pin(PinRequest { id, pinned: true })).await?))
 }
 
 /// Unpin a memory.
@@ -274,7 +277,7 @@ pub(super) async fn pin(State(state): State<AppState>, PathId(id): PathId) -> Ap
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such memory", body = ErrorBody)))]
 pub(super) async fn unpin(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
-    Ok(ok(run(&state, Op::Pin { id, pinned: false }).await?))
+    Ok(ok(run(&state, Op::Pin(PinRequest { id, pinned: false })).await?))
 }
 
 /// An agent's final message, to mine for "Key Learnings".
@@ -363,12 +366,8 @@ pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<
         min_score: p.min_score,
         deep: p.deep,
     };
-    let SearchResponse { hits, notices, mut annotations, deep, .. } = run_typed(&state, Op::Search(query)).await?;
-    // Each hit with its relation notes (the core keys them by sync id).
-    let hits: Vec<AnnotatedHit> = hits
-        .into_iter()
-        .map(|hit| AnnotatedHit { annotations: annotations.remove(&hit.observation.sync_id).unwrap_or_default(), hit })
-        .collect();
+    // Each hit comes with its relation notes: the JSON array is the hits as they are.
+    let SearchResponse { hits, notices, deep, .. } = run_typed(&state, query).await?;
     let mut response = Json(hits).into_response();
     for notice in &notices {
         response.headers_mut().append("x-cairn-notice", header_text(notice));
@@ -377,14 +376,6 @@ pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<
         response.headers_mut().insert("x-cairn-deep", header_text(&report));
     }
     Ok(response)
-}
-
-/// A hit as `/search` sends it: the ranked hit and its relation notes.
-#[derive(Serialize)]
-struct AnnotatedHit {
-    #[serde(flatten)]
-    hit: SearchHit,
-    annotations: Vec<String>,
 }
 
 /// Header values are visible ASCII; anything else (a project name in another script) is escaped.
@@ -416,7 +407,11 @@ pub struct TimelineParams {
         (status = 404, description = "No such memory", body = ErrorBody)))]
 pub(super) async fn timeline(State(state): State<AppState>, ApiQuery(p): ApiQuery<TimelineParams>) -> ApiResult {
     let id = require_id("observation_id", p.observation_id)?;
-    Ok(ok(run(&state, Op::Timeline { id, before: p.before.unwrap_or(5), after: p.after.unwrap_or(5) }).await?))
+    Ok(ok(run(
+        &state,
+        Op::Timeline(TimelineRequest { id, before: p.before.unwrap_or(5), after: p.after.unwrap_or(5) }),
+    )
+    .await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -283,9 +283,9 @@ async fn run(state: &AppState, op: Op) -> Result<Value, ApiError> {
     Ok(state.engine.execute(op).await?.into_value()?)
 }
 
-/// Run one operation; its typed result (`T`: the type its catalogue row names).
-async fn run_typed<T: 'static>(state: &AppState, op: Op) -> Result<T, ApiError> {
-    Ok(state.engine.execute(op).await?.into_typed()?)
+/// Run one request; its answer, of the type the request names.
+async fn run_typed<R: cairn_core::ops::Request>(state: &AppState, request: R) -> Result<R::Output, ApiError> {
+    Ok(R::output(state.engine.execute(request.into_op()).await?)?)
 }
 
 fn ok(value: Value) -> Response {

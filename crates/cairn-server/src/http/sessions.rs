@@ -3,7 +3,10 @@
 use axum::extract::State;
 use cairn_core::ErrorCode;
 use cairn_core::agent::{ActivityEvent, ActivityRecord};
-use cairn_core::ops::Op;
+use cairn_core::ops::{
+    DeletePromptRequest, DeleteSessionRequest, EndSessionRequest, GetSessionRequest, Op, RecentPromptsRequest,
+    RecentSessionsRequest, SearchPromptsRequest, SessionActivityRequest,
+};
 use cairn_core::prompts::NewPrompt;
 use cairn_core::sessions::NewSession;
 use serde::Deserialize;
@@ -70,7 +73,11 @@ pub(super) async fn end(
     PathText(id): PathText,
     OptionalJson(b): OptionalJson<EndBody>,
 ) -> ApiResult {
-    match state.engine.execute(Op::EndSession { id: id.clone(), summary: b.summary, keep_activity: false }).await {
+    match state
+        .engine
+        .execute(Op::EndSession(EndSessionRequest { id: id.clone(), summary: b.summary, keep_activity: false }))
+        .await
+    {
         Ok(session) => Ok(ok(with_fields(session.into_value()?, [("status", json!("completed"))]))),
         // engram's plugins end sessions they may never have registered (a start that failed,
         // a sub-agent skipped on purpose): engram answers 200, and they treat anything else as
@@ -99,11 +106,11 @@ pub struct RecentSessionsParams {
             body = Vec<cairn_core::model::SessionSummary>),
         (status = 400, description = "Bad parameter", body = ErrorBody)))]
 pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<RecentSessionsParams>) -> ApiResult {
-    let op = Op::Sessions {
+    let op = Op::Sessions(RecentSessionsRequest {
         project: given(p.project),
         limit: p.limit.unwrap_or(5),
         include_children: p.include_children.unwrap_or(false),
-    };
+    });
     Ok(ok(run(&state, op).await?))
 }
 
@@ -114,7 +121,7 @@ pub(super) async fn recent(State(state): State<AppState>, ApiQuery(p): ApiQuery<
         (status = 200, description = "The session", body = cairn_core::model::Session),
         (status = 404, description = "No such session", body = ErrorBody)))]
 pub(super) async fn get_one(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
-    Ok(ok(run(&state, Op::GetSession { id }).await?))
+    Ok(ok(run(&state, Op::GetSession(GetSessionRequest { id })).await?))
 }
 
 /// Delete a session and its prompts; refused while it has memories.
@@ -125,7 +132,7 @@ pub(super) async fn get_one(State(state): State<AppState>, PathText(id): PathTex
         (status = 404, description = "No such session", body = ErrorBody),
         (status = 409, description = "The session still has memories", body = ErrorBody)))]
 pub(super) async fn delete(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
-    Ok(ok(run(&state, Op::DeleteSession { id }).await?))
+    Ok(ok(run(&state, Op::DeleteSession(DeleteSessionRequest { id })).await?))
 }
 
 /// A session's activity: tool calls, saves, reminders sent, the pending prompt.
@@ -136,7 +143,7 @@ pub(super) async fn delete(State(state): State<AppState>, PathText(id): PathText
             body = cairn_core::agent::activity::SessionActivity),
         (status = 404, description = "No such session", body = ErrorBody)))]
 pub(super) async fn activity(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
-    Ok(ok(run(&state, Op::SessionActivity { session_id: id }).await?))
+    Ok(ok(run(&state, Op::SessionActivity(SessionActivityRequest { session_id: id })).await?))
 }
 
 /// An event of a session, as core reads it (`event` names the kind).
@@ -209,7 +216,11 @@ pub(super) async fn recent_prompts(
     State(state): State<AppState>,
     ApiQuery(p): ApiQuery<RecentPromptsParams>,
 ) -> ApiResult {
-    Ok(ok(run(&state, Op::RecentPrompts { project: given(p.project), limit: p.limit.unwrap_or(20) }).await?))
+    Ok(ok(run(
+        &state,
+        Op::RecentPrompts(RecentPromptsRequest { project: given(p.project), limit: p.limit.unwrap_or(20) }),
+    )
+    .await?))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -235,8 +246,11 @@ pub(super) async fn search_prompts(
     ApiQuery(p): ApiQuery<SearchPromptsParams>,
 ) -> ApiResult {
     // An absent q is the same mistake as an empty one; the core names it.
-    let op =
-        Op::SearchPrompts { query: p.q.unwrap_or_default(), project: given(p.project), limit: p.limit.unwrap_or(0) };
+    let op = Op::SearchPrompts(SearchPromptsRequest {
+        query: p.q.unwrap_or_default(),
+        project: given(p.project),
+        limit: p.limit.unwrap_or(0),
+    });
     Ok(ok(run(&state, op).await?))
 }
 
@@ -248,5 +262,5 @@ pub(super) async fn search_prompts(
         (status = 400, description = "Bad id", body = ErrorBody),
         (status = 404, description = "No such prompt", body = ErrorBody)))]
 pub(super) async fn delete_prompt(State(state): State<AppState>, PathId(id): PathId) -> ApiResult {
-    Ok(ok(run(&state, Op::DeletePrompt { id }).await?))
+    Ok(ok(run(&state, Op::DeletePrompt(DeletePromptRequest { id })).await?))
 }

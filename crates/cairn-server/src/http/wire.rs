@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use cairn_core::extract::wire::{self, AddRequest, AddResponse, MemoriesResponse, SearchRequest};
 use cairn_core::extract::{ExtractionReport, Selection};
-use cairn_core::ops::Op;
+use cairn_core::ops::{DeleteRequest, Op};
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
@@ -90,7 +90,7 @@ pub(super) async fn list(State(state): State<AppState>, ApiQuery(p): ApiQuery<Li
         (status = 404, description = "No such memory", body = ErrorBody)))]
 pub(super) async fn delete(State(state): State<AppState>, PathText(id): PathText) -> ApiResult {
     let id = wire::parse_id(&id)?;
-    run(&state, Op::Delete { id, hard: false }).await?;
+    run(&state, Op::Delete(DeleteRequest { id, hard: false })).await?;
     Ok(ok(json!({"success": true, "message": "Memory deleted"})))
 }
 

@@ -11,7 +11,11 @@ use cairn_core::doctor::{CheckStatus, DoctorReport};
 use cairn_core::history::query as history;
 use cairn_core::memory::{NewObservation, ObservationPatch, SaveAction};
 use cairn_core::model::{Observation, Prompt, Session};
-use cairn_core::ops::{GetResponse, Op, SaveRequest, SaveResponse, SearchResponse, TopicKeySuggestion};
+use cairn_core::ops::{
+    DeleteRequest, DoctorRequest, EndSessionRequest, GetRequest, GetResponse, MergeProjectsRequest, Op, Request,
+    SaveRequest, SaveResponse, SearchResponse, SessionSummaryRequest, StatsRequest, SuggestTopicKeyRequest,
+    TimelineRequest, TopicKeySuggestion, UpdateRequest,
+};
 use cairn_core::passive::{PassiveCapture, PassiveOutcome};
 use cairn_core::project::ProjectDetection;
 use cairn_core::projects::MigrateOutcome;
@@ -49,8 +53,8 @@ impl CairnMcp {
         self.cwd().display().to_string()
     }
 
-    async fn call<T: 'static>(&self, op: Op) -> Result<T> {
-        self.state.client.call_async(op).await
+    async fn call<R: Request>(&self, request: R) -> Result<R::Output> {
+        self.state.client.call_async(request).await
     }
 
     /// What a call says about its project, for core's one resolution rule.
@@ -132,7 +136,7 @@ impl CairnMcp {
     }
 
     async fn record_activity(&self, record: ActivityRecord) -> Option<ActivityUpdate> {
-        match self.call::<ActivityUpdate>(Op::RecordActivity(record)).await {
+        match self.call(record).await {
             Ok(update) => Some(update),
             Err(e) => {
                 tracing::debug!(error = %e, "session activity not recorded");
@@ -169,7 +173,7 @@ impl CairnMcp {
             .clone()
             .map(|session_id| SaveActivity { session_id, attach_prompt: a.capture_prompt.unwrap_or(true) });
         let request = SaveRequest { observation, find_candidates: SAVE_FINDS_CANDIDATES, activity };
-        let resp: SaveResponse = self.call(Op::Save(request)).await?;
+        let resp: SaveResponse = self.call(request).await?;
         let o = &resp.outcome;
         let mut extra = json!({
             "id": o.id,
@@ -207,10 +211,10 @@ impl CairnMcp {
             min_score: a.min_score,
             deep: a.deep,
         };
-        let resp: SearchResponse = self.call(Op::Search(query)).await?;
+        let resp: SearchResponse = self.call(query).await?;
         let label = if all_projects { "all projects".to_owned() } else { format!("project {}", scoped.project) };
         let text = Self::with_nudge(call, render::search(&a.query, &label, &resp));
-        let ids: Vec<i64> = resp.hits.iter().map(|h| h.observation.id).collect();
+        let ids: Vec<i64> = resp.hits.iter().map(|h| h.hit.observation.id).collect();
         let mut extra = json!({ "count": ids.len(), "ids": ids });
         if let Some(deep) = &resp.deep {
             extra["deep"] = json!(deep);
@@ -226,16 +230,16 @@ impl CairnMcp {
             budget_bytes: self.state.opts.context_budget,
             ..ContextRequest::default()
         };
-        let ctx: Context = self.call(Op::Context(request)).await?;
+        let ctx: Context = self.call(request).await?;
         // The store-wide line shows that other projects exist even when this one is empty.
-        let stats: Option<Stats> = self.call(Op::Stats).await.ok();
+        let stats: Option<Stats> = self.call(StatsRequest).await.ok();
         let text = Self::with_nudge(call, render::context(&ctx, stats.as_ref()));
         Ok(reply::envelope(Some(&scoped), text, json!({ "memory_ids": ctx.memory_ids, "truncated": ctx.truncated })))
     }
 
     pub(super) async fn session_summary(&self, call: &CallCtx, a: SessionSummaryArgs) -> Result<CallToolResult> {
         let scoped = self.resolve(call, a.project.as_deref()).await?;
-        let op = Op::SessionSummary {
+        let op = SessionSummaryRequest {
             content: a.content,
             session_id: given(a.session_id),
             project: Some(scoped.project.clone()),
@@ -267,7 +271,7 @@ impl CairnMcp {
             parent_id: given(a.parent_session_id),
             title: given(a.title),
         };
-        let session: Session = self.call(Op::StartSession(new)).await?;
+        let session: Session = self.call(new).await?;
         *self.opened_session() = Some((session.id.clone(), session.project.clone()));
         let mut text = format!("Session started: {} (project {})", session.id, session.project);
         if let Some(parent) = &session.parent_id {
@@ -279,7 +283,7 @@ impl CairnMcp {
     pub(super) async fn session_end(&self, a: SessionEndArgs) -> Result<CallToolResult> {
         // Ending a session also clears its activity (core's rule).
         let session: Session =
-            self.call(Op::EndSession { id: a.id, summary: given(a.summary), keep_activity: false }).await?;
+            self.call(EndSessionRequest { id: a.id, summary: given(a.summary), keep_activity: false }).await?;
         let mut opened = self.opened_session();
         if opened.as_ref().is_some_and(|(id, _)| *id == session.id) {
             *opened = None;
@@ -290,7 +294,8 @@ impl CairnMcp {
     }
 
     pub(super) async fn get_observation(&self, a: IdArgs) -> Result<CallToolResult> {
-        let GetResponse { observation: o, provenance, .. } = self.call(Op::Get { id: a.id, revisions: false }).await?;
+        let GetResponse { observation: o, provenance, .. } =
+            self.call(GetRequest { id: a.id, revisions: false }).await?;
         let mut text = render::observation(&o);
         if let Some(p) = &provenance {
             text.push('\n');
@@ -305,7 +310,7 @@ impl CairnMcp {
     }
 
     pub(super) async fn suggest_topic_key(&self, a: SuggestTopicKeyArgs) -> Result<CallToolResult> {
-        let op = Op::SuggestTopicKey {
+        let op = SuggestTopicKeyRequest {
             kind: given(a.kind),
             title: a.title.unwrap_or_default(),
             content: a.content.unwrap_or_default(),
@@ -323,7 +328,7 @@ impl CairnMcp {
             directory: None,
             source: given(a.source),
         };
-        let outcome: PassiveOutcome = self.call(Op::CapturePassive(capture)).await?;
+        let outcome: PassiveOutcome = self.call(capture).await?;
         if outcome.saved > 0 {
             self.record(call, ActivityEvent::Save { saved_session_id: None, attach_prompt: false }).await;
         }
@@ -338,7 +343,7 @@ impl CairnMcp {
             project: Some(scoped.project.clone()),
             directory: Some(self.cwd_text()),
         };
-        let prompt: Prompt = self.call(Op::AddPrompt(new)).await?;
+        let prompt: Prompt = self.call(new).await?;
         // Kept as the session's pending prompt, attached to the next save that lands elsewhere.
         let typed =
             ActivityEvent::Prompt { content: prompt.content.clone(), stored_in: Some(prompt.session_id.clone()) };
@@ -358,26 +363,26 @@ impl CairnMcp {
             topic_key: a.topic_key,
             tool_name: None,
         };
-        let o: Observation = self.call(Op::Update { id: a.id, patch }).await?;
+        let o: Observation = self.call(UpdateRequest { id: a.id, patch }).await?;
         let text = format!("Memory updated: #{} {:?} ({}), revision {}", o.id, o.title, o.kind, o.revision_count);
         Ok(reply::envelope(None, text, json!({ "id": o.id, "project": o.project, "revision_count": o.revision_count })))
     }
 
     pub(super) async fn delete(&self, a: DeleteArgs) -> Result<CallToolResult> {
         let hard = a.hard_delete.unwrap_or(false);
-        self.state.client.execute_async(Op::Delete { id: a.id, hard }).await?;
+        self.state.client.execute_async(Op::Delete(DeleteRequest { id: a.id, hard })).await?;
         let how = if hard { "permanently deleted" } else { "soft-deleted" };
         Ok(reply::text(format!("Memory #{} {how}", a.id)))
     }
 
     pub(super) async fn stats(&self, a: StatsArgs) -> Result<CallToolResult> {
-        let stats: Stats = self.call(Op::Stats).await?;
+        let stats: Stats = self.call(StatsRequest).await?;
         let extra = given(a.project).map_or_else(|| json!({}), |p| json!({ "project": p }));
         Ok(reply::envelope(None, render::stats(&stats), extra))
     }
 
     pub(super) async fn timeline(&self, a: TimelineArgs) -> Result<CallToolResult> {
-        let op = Op::Timeline { id: a.observation_id, before: a.before.unwrap_or(5), after: a.after.unwrap_or(5) };
+        let op = TimelineRequest { id: a.observation_id, before: a.before.unwrap_or(5), after: a.after.unwrap_or(5) };
         let t: Timeline = self.call(op).await?;
         let focus = &t.focus.observation;
         Ok(reply::envelope(None, render::timeline(&t), json!({ "id": focus.id, "project": focus.project })))
@@ -385,7 +390,7 @@ impl CairnMcp {
 
     pub(super) async fn merge_projects(&self, a: MergeProjectsArgs) -> Result<CallToolResult> {
         let to = a.to.clone();
-        let outcomes: Vec<MigrateOutcome> = self.call(Op::MergeProjects { from: a.from, to: a.to }).await?;
+        let outcomes: Vec<MigrateOutcome> = self.call(MergeProjectsRequest { from: a.from, to: a.to }).await?;
         Ok(reply::text(render::merge(&outcomes, &to)))
     }
 
@@ -404,7 +409,7 @@ impl CairnMcp {
     }
 
     pub(super) async fn doctor(&self, a: DoctorArgs) -> Result<CallToolResult> {
-        let mut report: DoctorReport = self.call(Op::Doctor).await?;
+        let mut report: DoctorReport = self.call(DoctorRequest).await?;
         if let Some(id) = given(a.check) {
             report.checks.retain(|c| c.id == id);
         }
@@ -501,12 +506,13 @@ impl CairnMcp {
         };
         let args = router_tool::with_caller(a.op.trim(), a.args, caller);
         let op = router_tool::build_op(&a.op, args, project.as_deref())?;
-        let saves = matches!(op, Op::Save(_) | Op::SessionSummary { .. } | Op::CapturePassive(_));
-        let result = self.state.client.execute_async(op.clone()).await?;
+        let saves =
+            matches!(op, Op::Save(_) | Op::SessionSummary(SessionSummaryRequest { .. }) | Op::CapturePassive(_));
+        let output = self.state.client.run_async(op.clone()).await?;
         if saves {
             self.record(call, ActivityEvent::Save { saved_session_id: None, attach_prompt: false }).await;
         }
-        Ok(reply::text(router_tool::render_result(&op, &result)))
+        Ok(reply::text(router_tool::render_result(&op, output)?))
     }
 }
 

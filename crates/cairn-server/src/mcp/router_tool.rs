@@ -9,8 +9,7 @@
 //! without a session, stay cairn's memory operations of those names.
 
 use cairn_core::CairnError;
-use cairn_core::history::plans::Plans;
-use cairn_core::ops::{CATALOGUE, Op, OpSpec, SearchResponse};
+use cairn_core::ops::{CATALOGUE, GetRequest, Op, OpOutput, OpSpec};
 use serde_json::{Map, Value};
 
 use cairn_render::agent as render;
@@ -147,35 +146,37 @@ pub fn build_op(name: &str, mut args: Map<String, Value>, project: Option<&str>)
     .map_err(|e| if OpSpec::named(name).is_some() { e } else { unknown_op(name) })
 }
 
-/// Text for the operations that read best as text; compact JSON for the rest.
-pub fn render_result(op: &Op, result: &Value) -> String {
-    let rendered = match op {
-        Op::Search(q) => serde_json::from_value::<SearchResponse>(result.clone()).ok().map(|r| {
+/// Text for the operations that read best as text; compact JSON for the rest. The result
+/// stays typed up to here: only what is sent as JSON becomes JSON.
+pub fn render_result(op: &Op, output: OpOutput) -> cairn_core::Result<String> {
+    Ok(match (op, output) {
+        (Op::Search(q), OpOutput::Search(found)) => {
             let label = match &q.project {
                 Some(p) if !q.all_projects => format!("project {p}"),
                 _ => "all projects".to_owned(),
             };
-            render::search(&q.text, &label, &r)
-        }),
-        Op::Context(_) => serde_json::from_value(result.clone()).ok().map(|c| render::context(&c, None)),
-        Op::Get { revisions: false, .. } => {
-            serde_json::from_value(result.clone()).ok().map(|o| render::observation(&o))
+            render::search(&q.text, &label, &found)
         }
-        Op::Timeline { .. } => serde_json::from_value(result.clone()).ok().map(|t| render::timeline(&t)),
-        Op::Stats => serde_json::from_value(result.clone()).ok().map(|s| render::stats(&s)),
+        (_, OpOutput::Context(context)) => render::context(&context, None),
+        (Op::Get(GetRequest { revisions: false, .. }), OpOutput::Get(got)) => render::observation(&got.observation),
+        (_, OpOutput::Timeline(timeline)) => render::timeline(&timeline),
+        (_, OpOutput::Stats(stats)) => render::stats(&stats),
         // The chart is text for the agent to read, not JSON to parse.
-        Op::HistoryChart(_) => result["chart"].as_str().map(str::to_owned),
-        Op::Plans(_) => serde_json::from_value::<Plans>(result.clone()).ok().map(|p| p.to_markdown()),
+        (_, OpOutput::HistoryChart(chart)) => chart.chart,
+        (_, OpOutput::Plans(plans)) => plans.to_markdown(),
         // The line first, then the numbers for an agent that compares them.
-        Op::ContextUsage(_) => result["note"].as_str().map(|note| format!("{note}\n{result}")),
-        _ => None,
-    };
-    rendered.unwrap_or_else(|| result.to_string())
+        (_, OpOutput::ContextUsage(usage)) => {
+            let note = usage.note.clone();
+            format!("{note}\n{}", OpOutput::ContextUsage(usage).into_value()?)
+        }
+        (_, other) => other.into_value()?.to_string(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_core::ops::{RecentSessionsRequest, UpdateRequest};
     use serde_json::json;
 
     fn obj(v: Value) -> Map<String, Value> {
@@ -227,7 +228,7 @@ mod tests {
         assert_eq!(req.observation.project.as_deref(), Some("p"));
         assert!(req.find_candidates);
         let op = build_op("update", obj(json!({"id": 1, "title": "t"})), Some("p")).unwrap();
-        assert!(matches!(op, Op::Update { ref patch, .. } if patch.project.is_none()));
+        assert!(matches!(op, Op::Update(UpdateRequest { ref patch, .. }) if patch.project.is_none()));
         assert_eq!(build_op("stats", Map::new(), Some("p")).unwrap(), Op::Stats);
         assert_eq!(build_op("doctor", Map::new(), None).unwrap(), Op::Doctor);
         assert!(matches!(build_op("list", Map::new(), None).unwrap(), Op::List(_)));
@@ -251,7 +252,10 @@ mod tests {
         let Op::HistorySessions(req) = op else { panic!("{op:?}") };
         assert_eq!((req.query.as_deref(), req.project, req.limit), (Some("/nonexistent/shop"), None, 3));
         // Without open-memory's key, `sessions` is still cairn's memory sessions.
-        assert!(matches!(build_op("sessions", Map::new(), Some("p")).unwrap(), Op::Sessions { .. }));
+        assert!(matches!(
+            build_op("sessions", Map::new(), Some("p")).unwrap(),
+            Op::Sessions(RecentSessionsRequest { .. })
+        ));
         // open-memory's `context` with a session is context_usage; without one, the memory context.
         let op = build_op("context", obj(json!({"sessionId": "ses_1"})), Some("p")).unwrap();
         assert!(matches!(op, Op::ContextUsage(ref r) if r.session_id.as_deref() == Some("ses_1")), "{op:?}");

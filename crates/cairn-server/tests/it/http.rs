@@ -11,8 +11,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, Request};
 use cairn_client::DaemonClient;
 use cairn_core::ErrorCode;
-use cairn_core::ops::{GetResponse, Op};
-use cairn_core::views::Stats;
+use cairn_core::ops::{DeleteRequest, GetRequest, Op, StatsRequest};
 use cairn_engine::Engine;
 use cairn_server::http::{AppState, HttpConfig, serve};
 use http_body_util::{BodyExt, Full};
@@ -732,13 +731,13 @@ async fn op_rpc_round_trip_and_error_codes() {
     // The daemon client (what `cairn mcp` and the CLI use) keeps codes and hints.
     let client = DaemonClient::new(s.addr, None);
     let (ok, err) = tokio::task::spawn_blocking(move || {
-        let ok = client.execute(&Op::Get { id: 1, revisions: false });
-        let err = client.execute(&Op::Delete { id: 42, hard: false });
+        let ok = client.execute(&Op::Get(GetRequest { id: 1, revisions: false }));
+        let err = client.execute(&Op::Delete(DeleteRequest { id: 42, hard: false }));
         (ok, err)
     })
     .await
     .unwrap();
-    let found: GetResponse = ok.unwrap().into_typed().unwrap();
+    let found = <GetRequest as cairn_core::ops::Request>::output(ok.unwrap()).unwrap();
     assert_eq!(found.observation.id, 1);
     let err = err.unwrap_err();
     assert_eq!(err.code, ErrorCode::ObservationNotFound);
@@ -1085,7 +1084,7 @@ async fn token_is_required_everywhere_but_health() {
     // The daemon client sends the token.
     let client = DaemonClient::new(s.addr, Some("s3cret-token".into()));
     let stats = tokio::task::spawn_blocking(move || client.execute(&Op::Stats)).await.unwrap().unwrap();
-    assert_eq!(stats.into_typed::<Stats>().unwrap().total_observations, 0);
+    assert_eq!(<StatsRequest as cairn_core::ops::Request>::output(stats).unwrap().total_observations, 0);
     let anonymous = DaemonClient::new(s.addr, None);
     let err = tokio::task::spawn_blocking(move || anonymous.execute(&Op::Stats)).await.unwrap().unwrap_err();
     assert_eq!(err.code, ErrorCode::Unauthorized);
@@ -1488,7 +1487,7 @@ async fn graceful_shutdown_finishes_requests_in_flight() {
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");
     tokio::time::timeout(TIMEOUT, task.unwrap()).await.expect("serve returned").unwrap().unwrap();
     let db = Engine::open(&db_path).unwrap();
-    assert_eq!(db.execute(Op::Stats).await.unwrap().into_typed::<Stats>().unwrap().total_observations, 1);
+    assert_eq!(db.call(StatsRequest).await.unwrap().total_observations, 1);
     drop(dir);
 }
 

@@ -1,7 +1,7 @@
 //! Keys and the mouse: what each one does in the view on top.
 
 use super::{App, Filter, ListView, MAX_QUERY, View};
-use cairn_core::ops::Op;
+use cairn_core::ops::{Op, RestoreRequest};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 
 impl App {
@@ -122,7 +122,7 @@ impl App {
             View::Conflicts(_) => self.conflict_key(c),
             View::Trash(list) if c == 'u' => {
                 let Some(id) = list.selected().map(|m| m.id) else { return };
-                self.write(Op::Restore { id }, format!("#{id} restored"));
+                self.write(Op::Restore(RestoreRequest { id }), format!("#{id} restored"));
             }
             View::Dashboard(_) | View::Sessions(_) if c == 'r' => self.reload(),
             _ => {}

@@ -5,7 +5,7 @@ use super::answers::section_part_id;
 use super::{App, Detail, Effect, ListView, PART_PAGE, Scroll, SearchView, View, verdict_for_key};
 use cairn_core::history::query::{MessageRequest, MessagesRequest, PartRequest, SessionsRequest, TurnsRequest};
 use cairn_core::memory::{ListFilter, ObservationPatch};
-use cairn_core::ops::Op;
+use cairn_core::ops::{DeleteRequest, GetRequest, Op, PinRequest, RestoreRequest, TimelineRequest, UpdateRequest};
 use cairn_core::relations::{Judgment, RelationFilter};
 
 impl App {
@@ -22,7 +22,7 @@ impl App {
         }
         let next = match self.view() {
             View::Dashboard(d) => d.recent.selected().map_or(Next::Nothing, |m| Next::Memory(m.id)),
-            View::Search(s) => s.results.selected().map_or(Next::Nothing, |h| Next::Memory(h.observation.id)),
+            View::Search(s) => s.results.selected().map_or(Next::Nothing, |h| Next::Memory(h.hit.observation.id)),
             View::Conflicts(l) => {
                 l.selected().and_then(|r| r.source_title.clone()).map_or(Next::Nothing, Next::Relation)
             }
@@ -71,8 +71,8 @@ impl App {
 
     pub fn open_memory(&mut self, id: i64) {
         let mut detail = Detail { id, ..Detail::default() };
-        detail.loading.push(self.send(Op::Get { id, revisions: true }));
-        detail.loading.push(self.send(Op::Timeline { id, before: 3, after: 3 }));
+        detail.loading.push(self.send(Op::Get(GetRequest { id, revisions: true })));
+        detail.loading.push(self.send(Op::Timeline(TimelineRequest { id, before: 3, after: 3 })));
         self.push(View::Detail(Box::new(detail)));
     }
 
@@ -157,7 +157,7 @@ impl App {
         match c {
             'r' => self.reload_detail(),
             'y' if confirming => {
-                let op = Op::Delete { id, hard: false };
+                let op = Op::Delete(DeleteRequest { id, hard: false });
                 self.write(op, format!("#{id} deleted (u restores it)"));
             }
             'd' if !self.refuse_read_only() => {
@@ -166,11 +166,13 @@ impl App {
                 }
                 self.status = format!("delete #{id}? y to confirm, any other key to keep it");
             }
-            'u' if !self.refuse_read_only() => self.write(Op::Restore { id }, format!("#{id} restored")),
+            'u' if !self.refuse_read_only() => {
+                self.write(Op::Restore(RestoreRequest { id }), format!("#{id} restored"))
+            }
             'p' if !self.refuse_read_only() => {
                 let pinned = !memory.as_ref().is_some_and(|m| m.pinned);
                 let what = if pinned { "pinned" } else { "unpinned" };
-                self.write(Op::Pin { id, pinned }, format!("#{id} {what}"));
+                self.write(Op::Pin(PinRequest { id, pinned }), format!("#{id} {what}"));
             }
             'e' if !self.refuse_read_only() => match memory {
                 Some(m) => self.effect = Some(Effect::Edit { id, content: m.content }),
@@ -187,7 +189,7 @@ impl App {
             Ok(after) if after == before => self.status = "unchanged".into(),
             Ok(after) => {
                 let patch = ObservationPatch { content: Some(after), ..ObservationPatch::default() };
-                self.write(Op::Update { id, patch }, format!("#{id} saved"));
+                self.write(Op::Update(UpdateRequest { id, patch }), format!("#{id} saved"));
             }
         }
     }
@@ -208,8 +210,8 @@ impl App {
             View::Detail(d) => d.id,
             _ => return,
         };
-        let get = self.send(Op::Get { id, revisions: true });
-        let timeline = self.send(Op::Timeline { id, before: 3, after: 3 });
+        let get = self.send(Op::Get(GetRequest { id, revisions: true }));
+        let timeline = self.send(Op::Timeline(TimelineRequest { id, before: 3, after: 3 }));
         if let View::Detail(d) = self.view_mut() {
             d.loading = vec![get, timeline];
         }

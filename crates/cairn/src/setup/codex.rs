@@ -468,7 +468,7 @@ pub fn mcp_context(
         budget_bytes: budget.min(MCP_CONTEXT_BYTES),
         ..cairn_core::context::ContextRequest::default()
     };
-    let context: cairn_core::context::Context = client.call(cairn_core::ops::Op::Context(request)).ok()?;
+    let context: cairn_core::context::Context = client.call(request).ok()?;
     let empty = context.memory_ids.is_empty() && context.session_ids.is_empty() && context.prompt_ids.is_empty();
     (!empty && !context.context.trim().is_empty()).then_some(context.context)
 }
@@ -476,9 +476,9 @@ pub fn mcp_context(
 /// Archive Codex's rollouts now rather than at the daemon's next scan: without trusted hooks
 /// no Stop hook does it. Best effort: the periodic scan reads them later all the same.
 pub fn archive_rollouts(client: &cairn_client::Client) {
-    use cairn_core::history::ingest::{PokeRequest, ScanReport};
+    use cairn_core::history::ingest::PokeRequest;
     let poke = PokeRequest { host: Some(cairn_core::history::model::HistoryHost::Codex), path: None, session_id: None };
-    if let Err(e) = client.call::<ScanReport>(cairn_core::ops::Op::HistoryIngest(poke)) {
+    if let Err(e) = client.call(poke) {
         tracing::debug!(error = %e, "archiving Codex's rollouts after the session failed");
     }
 }

@@ -422,7 +422,7 @@ pub fn run(env: &Env, args: SetupArgs) -> Result<()> {
     if let Some(db) = plan.import_engram.take()
         && !args.dry_run
     {
-        let report: cairn_core::transfer::ImportReport = env.call(cairn_core::ops::Op::ImportEngram { path: db })?;
+        let report: cairn_core::transfer::ImportReport = env.call(cairn_core::ops::ImportEngramRequest { path: db })?;
         engram_import = Some(serde_json::to_value(&report)?);
     }
     let report = Report {

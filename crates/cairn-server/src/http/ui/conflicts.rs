@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use axum::Form;
 use axum::extract::State;
 use axum::response::IntoResponse;
-use cairn_core::ops::Op;
+use cairn_core::ops::StatsRequest;
 use cairn_core::relations::{Judgment, RelationFilter, RelationPage, RelationRow, ScanRequest, ScanResult, VERDICTS};
 use cairn_core::views::Stats;
 use serde::Deserialize;
@@ -23,9 +23,9 @@ const JUDGED_SHOWN: usize = 50;
 const SCAN_SEMANTIC_PAIRS: usize = 20;
 
 pub(super) async fn queue(State(state): State<AppState>) -> UiResult {
-    let pending: RelationPage = run(&state, Op::Relations(filter("pending", 100))).await?;
-    let judged: RelationPage = run(&state, Op::Relations(filter("judged", JUDGED_SHOWN))).await?;
-    let stats: Stats = run(&state, Op::Stats).await?;
+    let pending: RelationPage = run(&state, filter("pending", 100)).await?;
+    let judged: RelationPage = run(&state, filter("judged", JUDGED_SHOWN)).await?;
+    let stats: Stats = run(&state, StatsRequest).await?;
     let mut p = Page::new("Conflicts", Section::Conflicts);
     p.heading("Conflicts to judge");
     p.raw(&format!(
@@ -143,7 +143,7 @@ pub(super) async fn judge(State(state): State<AppState>, Form(form): Form<JudgeF
         session_id: None,
         by_person: true,
     };
-    let _: serde_json::Value = run(&state, Op::Judge(judgment)).await?;
+    let _ = run(&state, judgment).await?;
     Ok(axum::response::Redirect::to("/ui/conflicts").into_response())
 }
 
@@ -166,7 +166,7 @@ pub(super) async fn scan(State(state): State<AppState>, Form(form): Form<ScanFor
         max_semantic: semantic.then_some(SCAN_SEMANTIC_PAIRS),
         ..ScanRequest::default()
     };
-    let result: ScanResult = run(&state, Op::ScanRelations(request)).await?;
+    let result: ScanResult = run(&state, request).await?;
     let mut p = Page::new("Conflicts", Section::Conflicts);
     p.heading("Scan");
     p.raw(&scan_summary(&result, semantic));

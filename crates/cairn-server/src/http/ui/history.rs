@@ -6,9 +6,9 @@ use axum::extract::{Path, Query, State};
 use cairn_core::history::context_usage::{ContextUsageReport, ContextUsageRequest, ContextUsageTurns};
 use cairn_core::history::query::{
     Compactions, CompactionsRequest, MessageRequest, PartRequest, PulledMessage, PulledPart, SearchRequest,
-    SearchResults, Section as Part, SessionListing, SessionRef, SessionsRequest, TurnsPage, TurnsRequest,
+    SearchResults, Section as Part, SessionListing, SessionsRequest, TurnsPage, TurnsRequest,
 };
-use cairn_core::ops::Op;
+use cairn_core::ops::ContextUsageTurnsRequest;
 use serde::Deserialize;
 
 use super::html::{self, Page, Section, esc, table, when};
@@ -35,7 +35,7 @@ pub(super) async fn sessions(State(state): State<AppState>, Query(params): Query
         limit: 100,
         include_children: false,
     };
-    let listing: Vec<SessionListing> = run(&state, Op::HistorySessions(request)).await?;
+    let listing: Vec<SessionListing> = run(&state, request).await?;
     let mut p = Page::new("History", Section::History);
     p.heading("Conversation history");
     p.raw(&history_search_form(""));
@@ -71,30 +71,23 @@ fn history_search_form(query: &str) -> String {
 pub(super) async fn session(State(state): State<AppState>, Path(session_id): Path<String>) -> UiResult {
     let turns: TurnsPage = run(
         &state,
-        Op::HistoryBrowseTurns(TurnsRequest {
+        TurnsRequest {
             session_id: session_id.clone(),
             turn_number: None,
             num_before: 200,
             num_after: 0,
             caller_session_id: None,
-        }),
+        },
     )
     .await?;
-    let usage: Option<ContextUsageReport> = run(
-        &state,
-        Op::ContextUsage(ContextUsageRequest {
-            session_id: Some(session_id.clone()),
-            ..ContextUsageRequest::default()
-        }),
-    )
-    .await
-    .ok();
-    let compactions: Option<Compactions> =
-        run(&state, Op::HistoryCompactions(CompactionsRequest { session_id: session_id.clone(), read: None }))
+    let usage: Option<ContextUsageReport> =
+        run(&state, ContextUsageRequest { session_id: Some(session_id.clone()), ..ContextUsageRequest::default() })
             .await
             .ok();
+    let compactions: Option<Compactions> =
+        run(&state, CompactionsRequest { session_id: session_id.clone(), read: None }).await.ok();
     let over_turns: Option<ContextUsageTurns> =
-        run(&state, Op::ContextUsageTurns(SessionRef { session_id: session_id.clone() })).await.ok();
+        run(&state, ContextUsageTurnsRequest::new(session_id.clone())).await.ok();
     let mut p = Page::new(&format!("Session {session_id}"), Section::History);
     p.heading(&format!("Session {session_id}"));
     if let Some(percent) = usage.as_ref().and_then(|u| u.percent) {
@@ -135,11 +128,7 @@ pub(super) async fn message(
 ) -> UiResult {
     let pulled: PulledMessage = run(
         &state,
-        Op::HistoryPullMessage(MessageRequest {
-            session_id: session_id.clone(),
-            message_id: message_id.clone(),
-            caller_session_id: None,
-        }),
+        MessageRequest { session_id: session_id.clone(), message_id: message_id.clone(), caller_session_id: None },
     )
     .await?;
     let mut p = Page::new(&format!("Message {message_id}"), Section::History);
@@ -210,14 +199,14 @@ pub(super) async fn part(
 ) -> UiResult {
     let pulled: PulledPart = run(
         &state,
-        Op::HistoryPullPart(PartRequest {
+        PartRequest {
             session_id: session_id.clone(),
             message_id: message_id.clone(),
             part_id: part_id.clone(),
             offset: params.offset.unwrap_or(0),
             max_chars: PART_PAGE_CHARS,
             caller_session_id: None,
-        }),
+        },
     )
     .await?;
     let mut p = Page::new(&format!("Part {part_id}"), Section::History);
@@ -263,7 +252,7 @@ pub(super) async fn search(State(state): State<AppState>, Query(params): Query<S
         kinds: None,
         caller_session_id: None,
     };
-    let found: SearchResults = run(&state, Op::HistorySearch(request)).await?;
+    let found: SearchResults = run(&state, request).await?;
     if found.messages.is_empty() {
         p.raw("<p class=\"muted\">Nothing matches.</p>");
     }

@@ -14,8 +14,7 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use cairn_core::memory::ListFilter;
-use cairn_core::model::{Observation, Prompt, SessionSummary};
-use cairn_core::ops::Op;
+use cairn_core::ops::{RecentPromptsRequest, RecentSessionsRequest};
 use futures_util::Stream;
 use serde_json::json;
 
@@ -66,7 +65,7 @@ async fn poll(state: &AppState, mut seen: Seen, announce: bool) -> (Seen, Vec<Ev
     let first = !announce;
     let mut events = Vec::new();
     let newest = ListFilter { limit: NEWEST, ..ListFilter::default() };
-    if let Ok(memories) = read::<Vec<Observation>>(state, Op::List(newest)).await {
+    if let Ok(memories) = super::run(state, newest).await {
         let since = seen.memory;
         for m in memories.iter().rev().filter(|m| m.id > since) {
             if !first {
@@ -79,7 +78,7 @@ async fn poll(state: &AppState, mut seen: Seen, announce: bool) -> (Seen, Vec<Ev
             seen.memory = seen.memory.max(m.id);
         }
     }
-    if let Ok(prompts) = read::<Vec<Prompt>>(state, Op::RecentPrompts { project: None, limit: NEWEST }).await {
+    if let Ok(prompts) = super::run(state, RecentPromptsRequest { project: None, limit: NEWEST }).await {
         let since = seen.prompt;
         for p in prompts.iter().rev().filter(|p| p.id > since) {
             if !first {
@@ -91,8 +90,8 @@ async fn poll(state: &AppState, mut seen: Seen, announce: bool) -> (Seen, Vec<Ev
             seen.prompt = seen.prompt.max(p.id);
         }
     }
-    let sessions = Op::Sessions { project: None, limit: NEWEST, include_children: true };
-    if let Ok(sessions) = read::<Vec<SessionSummary>>(state, sessions).await {
+    let sessions = RecentSessionsRequest { project: None, limit: NEWEST, include_children: true };
+    if let Ok(sessions) = super::run(state, sessions).await {
         for s in sessions.iter().rev() {
             if seen.sessions.insert(s.session.id.clone()) && !first {
                 events.push(event(
@@ -104,10 +103,6 @@ async fn poll(state: &AppState, mut seen: Seen, announce: bool) -> (Seen, Vec<Ev
         }
     }
     (seen, events)
-}
-
-async fn read<T: serde::de::DeserializeOwned>(state: &AppState, op: Op) -> Result<T, super::UiError> {
-    super::run(state, op).await
 }
 
 fn event(kind: &str, data: serde_json::Value) -> Event {

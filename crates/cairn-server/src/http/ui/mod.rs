@@ -27,9 +27,6 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use cairn_core::ErrorCode;
-use cairn_core::ops::Op;
-use serde::de::DeserializeOwned;
 
 use super::AppState;
 use super::error::ApiError;
@@ -217,10 +214,9 @@ impl IntoResponse for UiError {
 
 pub(super) type UiResult = Result<Response, UiError>;
 
-/// Run one operation and read its answer as the type the catalogue says it returns.
-pub(super) async fn run<T: DeserializeOwned>(state: &AppState, op: Op) -> Result<T, UiError> {
-    let value = super::run(state, op).await?;
-    serde_json::from_value(value).map_err(|e| UiError(ApiError::new(ErrorCode::Internal, e.to_string())))
+/// Run one request; its answer, typed (no JSON inside the process).
+pub(super) async fn run<R: cairn_core::ops::Request>(state: &AppState, request: R) -> Result<R::Output, UiError> {
+    Ok(super::run_typed(state, request).await?)
 }
 
 /// A rendered page, `200 OK`.

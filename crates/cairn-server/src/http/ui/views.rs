@@ -10,7 +10,11 @@ use cairn_core::extract::ExtractionStatus;
 use cairn_core::history::query::HistoryStats;
 use cairn_core::memory::{ListFilter, ObservationPatch};
 use cairn_core::model::{Observation, Prompt, SessionSummary};
-use cairn_core::ops::{GetResponse, Op, SearchResponse};
+use cairn_core::ops::{
+    DeleteRequest, ExtractionStatusRequest, GetRequest, GetResponse, HistoryStatsRequest, MemoriesPerDayRequest,
+    PinRequest, RecentPromptsRequest, RecentSessionsRequest, RestoreRequest, SearchResponse, StatsRequest,
+    SyncStatusRequest, TimelineRequest, UpdateRequest,
+};
 use cairn_core::relations::{RelationFilter, RelationPage};
 use cairn_core::search::SearchQuery;
 use cairn_core::sync::SyncStatus;
@@ -28,13 +32,13 @@ use crate::http::given;
 const SHOWN_CONTENT_BYTES: usize = 16 * 1024;
 
 pub(super) async fn dashboard(State(state): State<AppState>) -> UiResult {
-    let stats: Stats = run(&state, Op::Stats).await?;
-    let per_day: MemoriesPerDay = run(&state, Op::MemoriesPerDay { project: None, days: 30 }).await?;
-    let recent: Vec<Observation> = run(&state, Op::List(ListFilter { limit: 10, ..ListFilter::default() })).await?;
-    let prompts: Vec<Prompt> = run(&state, Op::RecentPrompts { project: None, limit: 5 }).await?;
+    let stats: Stats = run(&state, StatsRequest).await?;
+    let per_day: MemoriesPerDay = run(&state, MemoriesPerDayRequest { project: None, days: 30 }).await?;
+    let recent: Vec<Observation> = run(&state, ListFilter { limit: 10, ..ListFilter::default() }).await?;
+    let prompts: Vec<Prompt> = run(&state, RecentPromptsRequest { project: None, limit: 5 }).await?;
     // The archive is optional: a daemon without it still shows the rest.
-    let history: Option<HistoryStats> = run(&state, Op::HistoryStats).await.ok();
-    let sync: Option<SyncStatus> = run(&state, Op::SyncStatus { directory: None }).await.ok();
+    let history: Option<HistoryStats> = run(&state, HistoryStatsRequest).await.ok();
+    let sync: Option<SyncStatus> = run(&state, SyncStatusRequest { directory: None }).await.ok();
 
     let mut p = Page::new("Dashboard", Section::Dashboard);
     p.heading("Dashboard");
@@ -114,7 +118,7 @@ fn model_status(stats: &Stats) -> String {
 /// The model extraction runs on, what it spent today against the daily budget, what it wrote,
 /// and what fails; or that it is off.
 async fn llm_status(state: &AppState) -> String {
-    let extraction: Option<ExtractionStatus> = run(state, Op::ExtractionStatus).await.ok();
+    let extraction: Option<ExtractionStatus> = run(state, ExtractionStatusRequest).await.ok();
     let provider = state.engine.llm();
     // The spend is read from the token ledger (SQLite): off the async threads.
     let spend = match provider {
@@ -232,12 +236,12 @@ pub(super) async fn search(State(state): State<AppState>, Query(params): Query<S
             limit: 30,
             ..SearchQuery::default()
         };
-        let found: SearchResponse = run(&state, Op::Search(query)).await?;
+        let found: SearchResponse = run(&state, query).await?;
         p.raw(&search_results(&found));
     } else if project.is_some() || kind.is_some() {
         // Filters without words: the newest memories that match them.
         let filter = ListFilter { project, kind, scope, limit: 50, ..ListFilter::default() };
-        let listed: Vec<Observation> = run(&state, Op::List(filter)).await?;
+        let listed: Vec<Observation> = run(&state, filter).await?;
         p.raw(&table("Newest memories", &["Title", "Type", "Project", "Saved"], listed.iter().map(memory_row)));
     }
     p.raw("</div>");
@@ -278,7 +282,7 @@ fn search_results(found: &SearchResponse) -> String {
     }
     html.push_str("<ol class=\"results\">");
     for hit in &found.hits {
-        let o = &hit.observation;
+        let o = &hit.hit.observation;
         let _ = write!(
             html,
             "<li><h2>{}</h2><p class=\"meta\">{} · {} · {} · {}{}</p><p class=\"snippet\">{}</p>",
@@ -288,12 +292,10 @@ fn search_results(found: &SearchResponse) -> String {
             esc(scope_name(o.scope)),
             when(&o.created_at),
             if o.pinned { " · pinned" } else { "" },
-            html::snippet(&hit.snippet)
+            html::snippet(&hit.hit.snippet)
         );
-        if let Some(notes) = found.annotations.get(&o.id.to_string()) {
-            for note in notes {
-                let _ = write!(html, "<p class=\"note\">{}</p>", esc(note));
-            }
+        for note in &hit.annotations {
+            let _ = write!(html, "<p class=\"note\">{}</p>", esc(note));
         }
         html.push_str("</li>");
     }
@@ -324,10 +326,10 @@ pub(super) async fn memory(
     let Ok(id) = id.parse::<i64>() else {
         return Ok(error_page(StatusCode::NOT_FOUND, "Not found", &format!("{id:?} is not a memory id")));
     };
-    let got: GetResponse = run(&state, Op::Get { id, revisions: true }).await?;
-    let timeline: Option<Timeline> = run(&state, Op::Timeline { id, before: 3, after: 3 }).await.ok();
+    let got: GetResponse = run(&state, GetRequest { id, revisions: true }).await?;
+    let timeline: Option<Timeline> = run(&state, TimelineRequest { id, before: 3, after: 3 }).await.ok();
     let related = RelationFilter { memory_id: Some(id), limit: Some(50), ..RelationFilter::default() };
-    let relations: Option<RelationPage> = run(&state, Op::Relations(related)).await.ok();
+    let relations: Option<RelationPage> = run(&state, related).await.ok();
     let o = &got.observation;
     let mut p = Page::new(&o.title, Section::None);
     p.heading(&o.title);
@@ -455,12 +457,12 @@ pub(super) async fn edit(State(state): State<AppState>, Path(id): Path<i64>, For
         kind: given(form.kind),
         ..ObservationPatch::default()
     };
-    let _: Observation = run(&state, Op::Update { id, patch }).await?;
+    let _: Observation = run(&state, UpdateRequest { id, patch }).await?;
     Ok(Redirect::to(&format!("/ui/memory/{id}")).into_response())
 }
 
 pub(super) async fn delete(State(state): State<AppState>, Path(id): Path<i64>) -> UiResult {
-    let _: serde_json::Value = run(&state, Op::Delete { id, hard: false }).await?;
+    let _ = run(&state, DeleteRequest { id, hard: false }).await?;
     let mut p = Page::new("Deleted", Section::None);
     p.heading("Memory deleted");
     p.raw(&format!(
@@ -476,14 +478,14 @@ fn restore_button(id: i64) -> String {
 }
 
 pub(super) async fn restore(State(state): State<AppState>, Path(id): Path<i64>) -> UiResult {
-    let _: Observation = run(&state, Op::Restore { id }).await?;
+    let _: Observation = run(&state, RestoreRequest { id }).await?;
     Ok(Redirect::to(&format!("/ui/memory/{id}")).into_response())
 }
 
 /// Soft-deleted memories, latest deletion first, each with its Restore button.
 pub(super) async fn trash(State(state): State<AppState>) -> UiResult {
     let deleted: Vec<Observation> =
-        run(&state, Op::List(ListFilter { deleted: true, limit: 200, ..ListFilter::default() })).await?;
+        run(&state, ListFilter { deleted: true, limit: 200, ..ListFilter::default() }).await?;
     let mut p = Page::new("Trash", Section::Trash);
     p.heading("Trash");
     p.raw(&table(
@@ -508,13 +510,13 @@ pub(super) struct PinForm {
 }
 
 pub(super) async fn pin(State(state): State<AppState>, Path(id): Path<i64>, Form(form): Form<PinForm>) -> UiResult {
-    let _: Observation = run(&state, Op::Pin { id, pinned: form.pinned == "true" }).await?;
+    let _: Observation = run(&state, PinRequest { id, pinned: form.pinned == "true" }).await?;
     Ok(Redirect::to(&format!("/ui/memory/{id}")).into_response())
 }
 
 pub(super) async fn sessions(State(state): State<AppState>) -> UiResult {
     let sessions: Vec<SessionSummary> =
-        run(&state, Op::Sessions { project: None, limit: 100, include_children: true }).await?;
+        run(&state, RecentSessionsRequest { project: None, limit: 100, include_children: true }).await?;
     let mut p = Page::new("Sessions", Section::Sessions);
     p.heading("Sessions");
     p.raw(&table(

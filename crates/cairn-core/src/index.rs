@@ -426,47 +426,6 @@ impl MemoryIndex {
         })
     }
 
-    /// Of `ids`, the live memories `filter` lets through, in the order given: what semantic
-    /// search keeps of its shortlist before reading any vector back (issue 44: a per-id query
-    /// of the table was most of a project-scoped hybrid search at 1M).
-    pub fn accepted(&self, ids: &[i64], filter: &IndexFilter) -> Vec<i64> {
-        let accept = self.acceptor(filter);
-        ids.iter().copied().filter(|&id| self.live_doc(id).is_some_and(&accept)).collect()
-    }
-
-    /// The share of live memories `filter` can let through, judged by project alone (the
-    /// project's memories and the personal ones); 1 without a project. How much deeper than
-    /// wanted a shortlist must reach to keep enough after [`MemoryIndex::accepted`].
-    pub fn share(&self, filter: &IndexFilter) -> f64 {
-        let Some(project) = filter.project.as_deref() else { return 1.0 };
-        if self.all.docs == 0 {
-            return 1.0;
-        }
-        let own = self.names.get(project).and_then(|p| self.project_stats.get(p)).map_or(0, |s| s.docs);
-        f64::from(own + self.personal.docs) / f64::from(self.all.docs)
-    }
-
-    /// Every live memory `filter` lets through (one pass over the documents): for a filter
-    /// so narrow that scoring all of them is cheaper than a shortlist.
-    pub fn all_accepted(&self, filter: &IndexFilter) -> Vec<i64> {
-        let accept = self.acceptor(filter);
-        self.docs.iter().filter(|doc| doc.live && accept(doc)).map(|doc| doc.id).collect()
-    }
-
-    /// Live memories.
-    pub fn live(&self) -> usize {
-        self.all.docs as usize
-    }
-
-    /// The live document of memory `id`, without changing anything.
-    fn live_doc(&self, id: i64) -> Option<&Doc> {
-        let slot = match self.slot_of.get(&id) {
-            Some(&slot) => slot as usize,
-            None => self.docs[..self.ordered as usize].binary_search_by_key(&id, |d| d.id).ok()?,
-        };
-        self.docs.get(slot).filter(|doc| doc.live && doc.id == id)
-    }
-
     fn acceptor<'a>(&'a self, filter: &'a IndexFilter) -> impl Fn(&Doc) -> bool + 'a {
         // A name the index never saw matches no memory (u32::MAX is never assigned).
         let lookup = |name: &str| self.names.get(name).copied().unwrap_or(u32::MAX);
@@ -697,17 +656,6 @@ impl SharedIndex {
             index.catch_up(conn)?;
         }
         Ok(Some(index.search(terms, filter, limit)))
-    }
-
-    /// `read` on the index when it has every logged change (`None` when it is not built, is
-    /// rebuilding, or is behind: the caller falls back to the table).
-    pub fn when_current<R>(&self, conn: &Connection, read: impl FnOnce(&MemoryIndex) -> R) -> Result<Option<R>> {
-        if self.rebuilding.load(std::sync::atomic::Ordering::Acquire) {
-            return Ok(None);
-        }
-        let latest = max_seq(conn)?;
-        let guard = self.inner.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        Ok(guard.as_ref().filter(|index| index.applied_seq >= latest).map(read))
     }
 
     /// Rebuild from one scan on a connection of its own, then swap (at most one at a time).

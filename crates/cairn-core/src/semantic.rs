@@ -384,32 +384,18 @@ impl Semantic {
     /// The `k` memories nearest to a query vector (unit length), best first, with exact
     /// cosines: a Hamming shortlist of the binary codes, scored with the stored vectors.
     pub fn nearest(&self, conn: &Connection, query: &[f32], k: usize) -> Vec<(i64, f32)> {
-        let shortlist = self.shortlist(query, self.shortlist_depth(k));
-        self.nearest_of(conn, query, &shortlist, k)
-    }
-
-    /// How many codes a search for `k` memories scores exactly: every one in exact mode.
-    pub fn shortlist_depth(&self, k: usize) -> usize {
-        if self.exact.load(Ordering::Relaxed) {
+        let depth = if self.exact.load(Ordering::Relaxed) {
             usize::MAX
         } else {
             k.saturating_mul(SHORTLIST_PER_RESULT).max(SHORTLIST_MIN)
-        }
-    }
-
-    /// The memories whose codes are nearest to the query's, at most `depth` (every one held
-    /// when there are no more), in no order.
-    pub fn shortlist(&self, query: &[f32], depth: usize) -> Vec<i64> {
-        self.vectors
+        };
+        let shortlist = self
+            .vectors
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .as_ref()
-            .map_or_else(Vec::new, |index| index.shortlist(query, depth))
-    }
-
-    /// The best `k` of `ids` by exact cosine with the query, best first.
-    pub fn nearest_of(&self, conn: &Connection, query: &[f32], ids: &[i64], k: usize) -> Vec<(i64, f32)> {
-        let mut scored = self.exact_cosines(conn, query, ids);
+            .map_or_else(Vec::new, |index| index.shortlist(query, depth));
+        let mut scored = self.exact_cosines(conn, query, &shortlist);
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
         scored.truncate(k);
         scored

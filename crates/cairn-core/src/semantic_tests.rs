@@ -473,9 +473,9 @@ fn semantic_ids(s: &Core, project: &str, limit: usize) -> Vec<i64> {
 }
 
 #[test]
-fn the_index_filters_semantic_hits_as_the_table_does() {
+fn semantic_hits_follow_a_move_and_a_delete_beside_the_index() {
     let mut s = indexed_semantic_store(600);
-    // Exact mode scores every memory the filter lets through: both paths must then agree.
+    // Exact mode: every vector is scored, so only the filter decides what is found.
     s.semantic.as_ref().unwrap().override_exact_scan();
     let moved = s.store.save(&obs("alpha", "Vehicle moved", "a car")).unwrap();
     embed_all(&mut s);
@@ -485,18 +485,15 @@ fn the_index_filters_semantic_hits_as_the_table_does() {
     let index = s.index.clone().unwrap();
     index.follow(s.store.conn()).unwrap();
     let through_index = semantic_ids(&s, "beta", 50);
-    let index = s.index.take();
-    assert_eq!(through_index, semantic_ids(&s, "beta", 50), "the table's filter finds the same");
-    s.index = index;
     assert!(through_index.contains(&moved.id), "a memory moved into the project is found there");
     assert!(!through_index.contains(&gone), "a deleted memory is not");
     assert!(!semantic_ids(&s, "alpha", 50).contains(&moved.id), "nor in the project it left");
 }
 
 #[test]
-fn a_narrow_project_filter_reaches_deeper_into_the_shortlist() {
-    // 1,500 memories: a third per project, so the shortlist (400 codes at least) must reach
-    // about three times deeper for the filter to keep enough.
+fn a_project_filter_fills_the_page_from_a_shortlist_of_every_project() {
+    // 1,500 memories, a third per project: the nearest of every project are shortlisted, so
+    // the search must go deeper until enough pass the filter.
     let s = indexed_semantic_store(1_500);
     let ids = semantic_ids(&s, "gamma", 40);
     assert_eq!(ids.len(), 40, "the limit is filled from the project and the personal memories");

@@ -3,7 +3,7 @@
 
 use cairn_client::{Client, ConnectOptions, LocalKind};
 use cairn_core::memory::NewObservation;
-use cairn_core::ops::SaveRequest;
+use cairn_core::ops::{Op, RelationStatsRequest, SaveRequest};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
@@ -460,7 +460,7 @@ fn s_scans_the_project_in_batches_off_the_ui_and_the_pairs_left_pending_are_list
     let status = h.app.status.clone();
     assert!(h.app.scan.is_none(), "the scan ended: {status}");
     let stats: cairn_core::relations::RelationStats =
-        h.client.call(Op::RelationStats { project: Some("shop".into()) }).unwrap();
+        h.client.call(RelationStatsRequest { project: Some("shop".into()) }).unwrap();
     let judged = stats.by_relation.get("compatible").copied().unwrap_or(0);
     let pending = stats.by_judgment_status.get("pending").copied().unwrap_or(0);
     assert!(judged > 4, "more than one batch judged: {stats:?}");

@@ -63,24 +63,7 @@ impl SearchEngine for SemanticEngine<'_> {
     fn candidates(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
         let Some(semantic) = &core.semantic else { return Ok(Vec::new()) };
         let floor = rerank::cosine_scale_of(semantic).min_similarity;
-        let above_floor = |nearest: Vec<(i64, f32)>| -> Vec<Candidate> {
-            nearest
-                .into_iter()
-                .take_while(|&(_, cosine)| cosine >= floor)
-                .map(|(id, c)| semantic_candidate(id, c))
-                .collect()
-        };
-        if let Some(index) = &core.index {
-            let conn = core.store.conn();
-            let filter = super::memory_filter(query);
-            let filtered = index
-                .when_current(conn, |index| nearest_accepted(semantic, conn, self.vector, limit, index, &filter))?;
-            if let Some(nearest) = filtered {
-                return Ok(above_floor(nearest));
-            }
-        }
-        // No current in-memory index: filters are checked against the table; fetch more when
-        // too many fall out.
+        // Filters are checked against the table; fetch more when too many fall out.
         let mut fetch = limit * 2 + 16;
         loop {
             let nearest = semantic.nearest(core.store.conn(), self.vector, fetch);
@@ -104,41 +87,6 @@ impl SearchEngine for SemanticEngine<'_> {
             fetch *= 4;
         }
     }
-}
-
-/// The `limit` memories nearest to `vector` among those `filter` lets through, best first,
-/// with exact cosines. The lexical index (always current with the table) says which memories
-/// pass, in memory, before any vector is read back: the shortlist reaches as much deeper as the
-/// filter is narrow (a project of a twentieth of the memories: 20×), and only the memories it
-/// keeps are scored. A filter narrower than the shortlist itself is answered by scoring every
-/// memory it lets through. Before this, a project-scoped search scored the nearest memories of
-/// every project, checked each against the table, and went four times deeper until enough
-/// passed: most of a hybrid search's time at 1M memories (issue 44).
-fn nearest_accepted(
-    semantic: &crate::semantic::Semantic,
-    conn: &rusqlite::Connection,
-    vector: &[f32],
-    limit: usize,
-    index: &crate::index::MemoryIndex,
-    filter: &super::index::IndexFilter,
-) -> Vec<(i64, f32)> {
-    let wanted = semantic.shortlist_depth(limit);
-    let share = index.share(filter);
-    let ids = if share * index.live() as f64 <= wanted as f64 {
-        index.all_accepted(filter)
-    } else {
-        let mut depth = (wanted as f64 / share).ceil() as usize;
-        loop {
-            let shortlist = semantic.shortlist(vector, depth);
-            let kept = index.accepted(&shortlist, filter);
-            // A type or scope filter the share does not count can keep too few: go deeper.
-            if kept.len() >= wanted || shortlist.len() < depth {
-                break kept;
-            }
-            depth = depth.saturating_mul(4);
-        }
-    };
-    semantic.nearest_of(conn, vector, &ids, limit)
 }
 
 fn semantic_candidate(id: i64, cosine: f32) -> Candidate {

@@ -7,7 +7,7 @@
 //! strong one, so the scan's own counts cannot say what waits for a person.
 
 use super::{App, Lane, View, error_line};
-use cairn_core::ops::{Op, OpOutput};
+use cairn_core::ops::{Op, OpOutput, RelationStatsRequest};
 use cairn_core::relations::{ScanRequest, ScanResult};
 
 /// Pairs one scan judges at most: the web page's cap (the model takes seconds per pair).
@@ -108,7 +108,7 @@ impl App {
                 None => String::new(),
             });
             self.status = scan.summary(None);
-            scan.request = self.send(Op::RelationStats { project: Some(scan.project.clone()) });
+            scan.request = self.send(Op::RelationStats(RelationStatsRequest { project: Some(scan.project.clone()) }));
             self.reload_conflicts();
         } else {
             let of = (scan.done + batch.semantic_remaining).min(SCAN_PAIRS);

@@ -42,7 +42,7 @@ impl WordTable {
         if values.len() <= COMPACT_ABOVE {
             return WordTable::F32(values);
         }
-        if h % BLOCK == 0
+        if h.is_multiple_of(BLOCK)
             && let Some(q4) = exact_q4(&values)
         {
             return q4;
@@ -99,7 +99,7 @@ fn dequantise(nibble: u8, scale: f32) -> f32 {
 
 /// `values` as Q4_0 blocks, when every block is exactly `(nibble − 8) · d` for an f16 `d`.
 fn exact_q4(values: &[f32]) -> Option<WordTable> {
-    if values.len() % BLOCK != 0 {
+    if !values.len().is_multiple_of(BLOCK) {
         return None;
     }
     let blocks = values.len() / BLOCK;

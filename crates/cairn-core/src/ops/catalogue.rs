@@ -11,6 +11,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+#[allow(clippy::wildcard_imports, reason = "the catalogue names every request type of `requests.rs`")]
 use super::requests::*;
 use super::{
     CompareResponse, DeleteResponse, Deleted, GetResponse, JudgeResponse, Op, ReindexReport, RepairReport, SaveRequest,

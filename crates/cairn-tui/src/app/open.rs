@@ -167,7 +167,7 @@ impl App {
                 self.status = format!("delete #{id}? y to confirm, any other key to keep it");
             }
             'u' if !self.refuse_read_only() => {
-                self.write(Op::Restore(RestoreRequest { id }), format!("#{id} restored"))
+                self.write(Op::Restore(RestoreRequest { id }), format!("#{id} restored"));
             }
             'p' if !self.refuse_read_only() => {
                 let pinned = !memory.as_ref().is_some_and(|m| m.pinned);

@@ -1217,14 +1217,8 @@ mod tests {
         db.stop(Duration::from_secs(5));
     }
 
-    /// The scheduling policy and nice value of the calling thread (fields 41 and 19 of its
-    /// `stat`; policy 0 is SCHED_OTHER, 3 SCHED_BATCH).
     #[cfg(target_os = "linux")]
-    fn priority() -> (u32, i32) {
-        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-        (fields[38].parse().unwrap(), fields[16].parse().unwrap())
-    }
+    use crate::workers::tests::policy_and_nice as priority;
 
     /// CPU time the calling thread has run (the first field of its `schedstat`).
     #[cfg(target_os = "linux")]

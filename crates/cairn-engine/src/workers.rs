@@ -170,13 +170,13 @@ pub(crate) fn sleep_while(alive: &Alive, total: Duration) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The scheduling policy and nice value of the calling thread (fields 41 and 19 of its
-    /// `stat`; policy 3 is SCHED_BATCH).
+    /// `stat`; policy 0 is SCHED_OTHER, 3 SCHED_BATCH). The engine's embedding tests read it too.
     #[cfg(target_os = "linux")]
-    fn policy_and_nice() -> (u32, i32) {
+    pub(crate) fn policy_and_nice() -> (u32, i32) {
         let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
         // The command name (field 2) may hold spaces: count from after its closing paren.
         let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();

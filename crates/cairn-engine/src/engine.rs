@@ -542,10 +542,7 @@ impl Engine {
     }
 
     fn read(&self, op: Op) -> Result<OpOutput> {
-        let mut reader = self.take_reader()?;
-        let result = ops::execute(&mut reader, op);
-        self.return_reader(reader);
-        let mut output = result?;
+        let mut output = self.read_past_busy(op)?;
         // The sync status carries what the autosync loop is doing now.
         if let OpOutput::SyncStatus(status) = &mut output
             && let Some(remote) = status.remote.as_mut()
@@ -553,6 +550,27 @@ impl Engine {
             self.autosync.overlay(remote);
         }
         Ok(output)
+    }
+
+    /// A read on a pooled reader. In WAL a reader waits for nobody, yet SQLite answers
+    /// `SQLITE_BUSY` at once, without its busy handler, in a few moments: a connection opening
+    /// while another runs WAL recovery or the last one closing cleans up, or the archive's
+    /// first open racing a worker's. A read is safe to repeat, so it is, for a short while,
+    /// instead of refusing the caller (CI saw `history_sessions` refused at a daemon's start).
+    fn read_past_busy(&self, op: Op) -> Result<OpOutput> {
+        let started = Instant::now();
+        loop {
+            let mut reader = self.take_reader()?;
+            let result = ops::execute(&mut reader, op.clone());
+            self.return_reader(reader);
+            match result {
+                Err(e) if e.code == ErrorCode::DatabaseBusy && started.elapsed() < READ_BUSY_PATIENCE => {
+                    tracing::debug!(error = %e, op = op.name(), "a read found the database busy; trying again");
+                    std::thread::sleep(READ_BUSY_PAUSE);
+                }
+                other => return other,
+            }
+        }
     }
 
     pub(crate) fn take_reader(&self) -> Result<Core> {
@@ -586,6 +604,10 @@ impl Engine {
         }
     }
 }
+
+/// How long a read that found the database busy is tried again ([`Engine::read_past_busy`]).
+const READ_BUSY_PATIENCE: Duration = Duration::from_secs(5);
+const READ_BUSY_PAUSE: Duration = Duration::from_millis(20);
 
 /// How often the daemon looks at the spool without being poked.
 const SPOOL_POLL: Duration = Duration::from_secs(2);

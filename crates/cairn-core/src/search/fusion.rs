@@ -94,6 +94,11 @@ fn semantic_candidate(id: i64, cosine: f32) -> Candidate {
     Candidate { id, rank: -f64::from(cosine), snippet: String::new(), matched: MatchKind::Semantic, scores }
 }
 
+/// How many candidates each ranking gives the fusion of a `limit`-hit page.
+pub(crate) fn ranking_depth(limit: usize) -> usize {
+    (limit * DEPTH_PER_RESULT).max(MIN_DEPTH)
+}
+
 /// Lexical and semantic rankings fused.
 pub struct HybridEngine<'a> {
     pub lexical: &'a dyn SearchEngine,
@@ -154,7 +159,7 @@ impl HybridEngine<'_> {
 
     fn fusion(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Fusion> {
         let store = &core.store;
-        let depth = (limit * DEPTH_PER_RESULT).max(MIN_DEPTH);
+        let depth = ranking_depth(limit);
         let lexical = self.lexical.candidates(core, query, depth)?;
         let semantic = self.semantic.candidates(core, query, depth)?;
         let bm25: HashMap<i64, f64> = lexical.iter().filter_map(|c| Some((c.id, c.scores.lexical?))).collect();

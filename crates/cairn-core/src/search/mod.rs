@@ -390,6 +390,38 @@ impl SearchEngine for IndexEngine {
     }
 }
 
+/// The model, when semantic search can run now; else why not.
+fn ready_semantic(
+    semantic: Option<&semantic::Semantic>,
+) -> std::result::Result<&semantic::Semantic, semantic::Unavailable> {
+    let semantic = semantic
+        .ok_or_else(|| semantic::Unavailable::NoModel("no embedding model (run `cairn model install`)".into()))?;
+    semantic.availability()?;
+    Ok(semantic)
+}
+
+/// A lexical engine with one ranking already read ([`Core::embed_beside_lexical`]): the same
+/// request (this query, this depth) is answered from it, any other goes to the engine.
+struct Prefetched<'a> {
+    engine: &'a dyn SearchEngine,
+    query: &'a SearchQuery,
+    depth: usize,
+    found: Option<Result<Vec<Candidate>>>,
+}
+
+impl SearchEngine for Prefetched<'_> {
+    fn name(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    fn candidates(&self, core: &Core, query: &SearchQuery, limit: usize) -> Result<Vec<Candidate>> {
+        match &self.found {
+            Some(found) if limit == self.depth && query == self.query => found.clone(),
+            _ => self.engine.candidates(core, query, limit),
+        }
+    }
+}
+
 /// What `query` lets a search return: its project (unless all projects; plus personal
 /// memories), type and scope, normalised as the store keeps them.
 fn memory_filter(query: &SearchQuery) -> index::IndexFilter {
@@ -430,7 +462,10 @@ impl Core {
         if nothing_to_embed || query.mode == Some(SearchMode::Lexical) {
             return self.search_with(lexical, query);
         }
-        let vector = match self.query_vector(&query.text) {
+        let hybrid = query.mode != Some(SearchMode::Semantic);
+        let (vector, lexical) = self.embed_beside_lexical(query, lexical, hybrid);
+        let lexical = &lexical;
+        let vector = match vector {
             Ok(vector) => vector,
             Err(why) => {
                 let mut results = self.search_with(lexical, query)?;
@@ -463,6 +498,31 @@ impl Core {
         Ok(hybrid.pool(self, query, query.effective_limit())?.into_iter().map(|(c, f)| (c.id, f)).collect())
     }
 
+    /// The query embedded on a thread of its own while this one reads the lexical ranking a
+    /// hybrid search fuses (`prefetch`): on two cores the embedding, the larger part of a
+    /// hybrid search, no longer waits for the ranking nor the ranking for it. The ranking
+    /// comes back as an engine that answers the fusion's request from what was read.
+    fn embed_beside_lexical<'a>(
+        &self,
+        query: &'a SearchQuery,
+        lexical: &'a dyn SearchEngine,
+        prefetch: bool,
+    ) -> (std::result::Result<std::sync::Arc<[f32]>, semantic::Unavailable>, Prefetched<'a>) {
+        let depth = fusion::ranking_depth(query.effective_limit());
+        let semantic = match ready_semantic(self.semantic.as_deref()) {
+            Ok(semantic) => semantic,
+            Err(why) => return (Err(why), Prefetched { engine: lexical, query, depth, found: None }),
+        };
+        std::thread::scope(|scope| {
+            let embedding = scope.spawn(|| semantic.embed_query(&query.text));
+            let found = if prefetch { Some(lexical.candidates(self, query, depth)) } else { None };
+            let vector = embedding
+                .join()
+                .unwrap_or_else(|_| Err(semantic::Unavailable::Failing("embedding the query panicked".into())));
+            (vector, Prefetched { engine: lexical, query, depth, found })
+        })
+    }
+
     /// The lexical engine of this context: the in-memory index when it has one, else FTS5.
     fn lexical_engine(&self) -> &'static dyn SearchEngine {
         if self.index.is_some() { &IndexEngine } else { &LexicalEngine }
@@ -470,12 +530,7 @@ impl Core {
 
     /// The query's embedding, or why semantic search cannot run.
     fn query_vector(&self, text: &str) -> std::result::Result<std::sync::Arc<[f32]>, semantic::Unavailable> {
-        let semantic = self
-            .semantic
-            .as_ref()
-            .ok_or_else(|| semantic::Unavailable::NoModel("no embedding model (run `cairn model install`)".into()))?;
-        semantic.availability()?;
-        semantic.embed_query(text)
+        ready_semantic(self.semantic.as_deref())?.embed_query(text)
     }
 
     /// Search with any engine: exact topic_key hits first, then the engine's ranking.

@@ -27,7 +27,9 @@
 use std::collections::HashMap;
 
 use super::snippet::Matcher;
-use super::{Candidate, HitScores, MatchKind, SearchEngine, SearchQuery, passes_filters, query, rerank, temporal};
+use super::{
+    Candidate, HitScores, MatchKind, SearchEngine, SearchQuery, passes_filters, query, rerank, temporal, timing,
+};
 use crate::Core;
 use crate::error::Result;
 use crate::store::Store;
@@ -66,7 +68,7 @@ impl SearchEngine for SemanticEngine<'_> {
         // Filters are checked against the table; fetch more when too many fall out.
         let mut fetch = limit * 2 + 16;
         loop {
-            let nearest = semantic.nearest(core.store.conn(), self.vector, fetch);
+            let nearest = timing::phase("semantic.nearest", || semantic.nearest(core.store.conn(), self.vector, fetch));
             let mut exhausted = nearest.len() < fetch;
             let mut kept = Vec::with_capacity(limit);
             for (id, cosine) in nearest {
@@ -74,7 +76,7 @@ impl SearchEngine for SemanticEngine<'_> {
                     exhausted = true;
                     break;
                 }
-                if passes_filters(&core.store, id, query)?.is_some() {
+                if timing::phase("semantic.filter", || passes_filters(&core.store, id, query))?.is_some() {
                     kept.push(semantic_candidate(id, cosine));
                     if kept.len() == limit {
                         break;
@@ -117,7 +119,8 @@ impl SearchEngine for HybridEngine<'_> {
         let Some(fitted) = core.semantic.as_ref().and_then(|s| rerank::fitted_for(s.model_id())) else {
             return self.fused(core, query, limit);
         };
-        let (pool, read): (Vec<Candidate>, Vec<rerank::Candidate>) = self.pool(core, query, limit)?.into_iter().unzip();
+        let (pool, read): (Vec<Candidate>, Vec<rerank::Candidate>) =
+            timing::phase("pool", || self.pool(core, query, limit))?.into_iter().unzip();
         let mut scored: Vec<(f64, Candidate)> = fitted
             .relevance(&read)
             .into_iter()
@@ -161,13 +164,13 @@ impl HybridEngine<'_> {
         let store = &core.store;
         let depth = ranking_depth(limit);
         let lexical = self.lexical.candidates(core, query, depth)?;
-        let semantic = self.semantic.candidates(core, query, depth)?;
+        let semantic = timing::phase("semantic", || self.semantic.candidates(core, query, depth))?;
         let bm25: HashMap<i64, f64> = lexical.iter().filter_map(|c| Some((c.id, c.scores.lexical?))).collect();
         let best_bm25 = bm25.values().copied().fold(0.0, f64::max);
         let mut ids: Vec<i64> = lexical.iter().chain(&semantic).map(|c| c.id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let neighbours = session_neighbours(store, &ids)?;
+        let neighbours = timing::phase("neighbours", || session_neighbours(store, &ids))?;
         let context_floor =
             core.semantic.as_ref().map_or(rerank::DEFAULT_COSINE, |s| rerank::cosine_scale_of(s)).context_floor;
         let lexical = with_context(store, query, lexical, |c| c.scores.lexical.unwrap_or(0.0), &neighbours)?;
@@ -203,7 +206,7 @@ impl HybridEngine<'_> {
             .filter(|id| !fusion.neighbours.contains_key(id))
             .collect();
         fusion.neighbours.extend(session_neighbours(&core.store, &unlooked)?);
-        let read = Read::gather(core, &fusion, self.semantic.vector, query)?;
+        let read = timing::phase("gather", || Read::gather(core, &fusion, self.semantic.vector, query))?;
         let near = near_in_pool(&fusion.pool, &fusion.neighbours);
         let pool = std::mem::take(&mut fusion.pool);
         Ok(pool

@@ -18,6 +18,7 @@ pub mod rerank;
 pub use crate::{index, semantic};
 pub mod snippet;
 pub mod temporal;
+pub(crate) mod timing;
 
 use serde::{Deserialize, Serialize};
 
@@ -438,6 +439,7 @@ impl Core {
     /// was asked for but cannot answer, the results are lexical and a notice says why.
     pub fn search(&self, query: &SearchQuery) -> Result<SearchResults> {
         check_min_score(query.min_score)?;
+        let timed = timing::begin();
         let mut results = self.search_ranked(query)?;
         let best = best_lexical(&results.hits);
         let mode = results.mode;
@@ -451,7 +453,8 @@ impl Core {
                 results.notices.push(format!("{before} hits were below min_score {min}"));
             }
         }
-        self.newest_first(query, &mut results.hits)?;
+        timing::phase("newest_first", || self.newest_first(query, &mut results.hits))?;
+        timing::finish(timed, results.mode.as_str());
         Ok(results)
     }
 
@@ -514,11 +517,15 @@ impl Core {
             Err(why) => return (Err(why), Prefetched { engine: lexical, query, depth, found: None }),
         };
         std::thread::scope(|scope| {
-            let embedding = scope.spawn(|| semantic.embed_query(&query.text));
-            let found = if prefetch { Some(lexical.candidates(self, query, depth)) } else { None };
-            let vector = embedding
-                .join()
-                .unwrap_or_else(|_| Err(semantic::Unavailable::Failing("embedding the query panicked".into())));
+            let embedding = scope.spawn(|| {
+                let started = std::time::Instant::now();
+                (semantic.embed_query(&query.text), started.elapsed())
+            });
+            let found = prefetch.then(|| timing::phase("lexical", || lexical.candidates(self, query, depth)));
+            let (vector, took) = embedding.join().unwrap_or_else(|_| {
+                (Err(semantic::Unavailable::Failing("embedding the query panicked".into())), Default::default())
+            });
+            timing::record("embed", took);
             (vector, Prefetched { engine: lexical, query, depth, found })
         })
     }
@@ -544,10 +551,10 @@ impl Core {
             results.notices.push("the query has no words to search for (only punctuation)".into());
             return Ok(results);
         }
-        let mut hits = self.store.topic_hits(query, limit)?;
-        let candidates = engine.candidates(self, query, limit + hits.len())?;
+        let mut hits = timing::phase("topic", || self.store.topic_hits(query, limit))?;
+        let candidates = timing::phase("candidates", || engine.candidates(self, query, limit + hits.len()))?;
         let matcher = snippet::Matcher::new(&query::parse(&query.text));
-        let mut rows = self.store.get_many(candidates.iter().map(|c| c.id))?;
+        let mut rows = timing::phase("rows", || self.store.get_many(candidates.iter().map(|c| c.id)))?;
         for candidate in candidates {
             if hits.len() >= limit {
                 break;

@@ -26,6 +26,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import sqlite3
 import subprocess
 import sys
@@ -101,6 +102,8 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--model", required=True, help="NAME=DIR")
     ap.add_argument("--work", required=True, help="the stores are kept here")
+    ap.add_argument("--timing", action="store_true",
+                    help="log each search's phases (cairn_core::search::timing) and print their medians")
     args = ap.parse_args()
     bench = os.path.abspath(args.bench)
     builds = [("this", os.path.abspath(args.cairn))]
@@ -108,6 +111,8 @@ def main():
         builds.append(("compare", os.path.abspath(args.compare)))
     name, model_dir = args.model.split("=", 1)
     env = models.model_env(name, model_dir)
+    if args.timing:
+        env.update(CAIRN_LOG="info,cairn_core::search::timing=debug", NO_COLOR="1")
     work = os.path.abspath(args.work)
     home = os.path.join(work, "home")
     os.makedirs(home, exist_ok=True)
@@ -136,7 +141,7 @@ def main():
         n = store_clustered_vectors(os.path.join(probe_dir, "cairn.db"), model_id, dims, args.seed)
         print(f"{n} vectors of {dims} dims under {model_id} in {time.time() - started:.0f} s", file=sys.stderr)
         shutil.move(os.path.join(probe_dir, "cairn.db"), vectors_db)
-    rows = []
+    rows, phases = [], {}
     for label, cairn in builds:
         data = os.path.join(work, label)
         shutil.rmtree(data, ignore_errors=True)
@@ -144,6 +149,7 @@ def main():
         shutil.copy(vectors_db, os.path.join(data, "cairn.db"))
         log = os.path.join(work, f"{label}.log")
         d, health, first, ready = cold_start(cairn, data, home, env, log)
+        log_from = os.path.getsize(log)
         out = os.path.join(work, f"{label}-hybrid.json")
         cmd = [bench, "--url", d.url(), "--size", str(args.size), "--phases", "search-project,search-question",
                "--searches", str(args.searches), "--mode", "hybrid", "--seed", str(args.seed), "--json", out]
@@ -153,6 +159,8 @@ def main():
         rss, hwm = vm_kb(d.proc.pid, "VmRSS"), vm_kb(d.proc.pid, "VmHWM")
         d.stop()
         rows.append((label, cairn, health, first, ready, p50, rss, hwm))
+        if args.timing:
+            phases[label] = phase_medians(log, log_from)
     print(f"\n{args.size} memories with {name} vectors, {args.searches} unseen queries per phase")
     print("| build | first /health | first hybrid answer | vectors ready | hybrid p50, project | "
           "hybrid p50, question | VmRSS after | VmHWM |")
@@ -161,6 +169,32 @@ def main():
         print(f"| {label} ({cairn}) | {health * 1000:.0f} ms | {first * 1000:.0f} ms | {ready:.1f} s "
               f"| {p50.get('search-project', 0):.2f} ms | {p50.get('search-question', 0):.2f} ms "
               f"| {rss / 1024:.0f} MiB | {hwm / 1024:.0f} MiB |")
+
+    for label, medians in phases.items():
+        print(f"\n{label}: median ms per phase of the hybrid searches (nested phases are inside their parent)")
+        print("| phase | p50 ms |\n|---|---:|")
+        for phase, ms in medians:
+            print(f"| {phase} | {ms:.2f} |")
+
+
+def phase_medians(log, offset):
+    """The median of each phase the daemon's `search timing` lines logged after `offset`."""
+    samples = {}
+    with open(log, "rb") as f:
+        f.seek(offset)
+        for line in f.read().decode(errors="replace").splitlines():
+            if "search timing" not in line or 'mode="hybrid"' not in line and "mode=hybrid" not in line:
+                continue
+            total = line.split("total_ms=", 1)[1].split()[0]
+            samples.setdefault("total", []).append(float(total))
+            per_search = {}  # a phase met more than once in a search (each filter check) adds up
+            for pair in line.split("phases=", 1)[1].split():
+                phase, _, ms = pair.partition("=")
+                per_search[phase] = per_search.get(phase, 0.0) + float(ms.strip('"'))
+            for phase, ms in per_search.items():
+                samples.setdefault(phase, []).append(ms)
+    ordered = sorted(samples.items(), key=lambda kv: -statistics.median(kv[1]))
+    return [(phase, statistics.median(values)) for phase, values in ordered]
 
 
 if __name__ == "__main__":

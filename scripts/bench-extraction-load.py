@@ -6,9 +6,9 @@ peak RSS.
 One release daemon on a temporary data dir with the local model selected (`cairn llm use
 local`), a store of --memories memories (cairn-bench's load phase). Rounds alternate A B A B …:
 A measures saves and searches through HTTP with nothing to extract; B writes --per-round
-20-turn Claude Code sessions (four sessions of eval/extraction back to back, each turn's time
-in the past so the 15 s cooldown is over) where the host writes them, pokes the daemon to
-archive them, and measures the same saves and searches until the daemon's own extraction
+20-turn Claude Code sessions (four sessions of eval/extraction back to back, just written,
+so the worker waits its 15 s cooldown as for a real session) where the host writes them, pokes
+the daemon to archive them, and measures the same saves and searches until the daemon's own extraction
 worker has extracted them all (`extraction_status`). Drift of a shared machine shows as A
 moving between rounds.
 
@@ -75,7 +75,7 @@ def vm_hwm_mb(pid):
 
 def write_transcripts(claude_dir, project_dir, count, first):
     """`count` 20-turn sessions (sessions `first`… of eval/extraction, four back to back) where
-    Claude Code keeps them, their last message 20 s ago; their ids and files."""
+    Claude Code keeps them, their last message just written; their ids and files."""
     files = sorted((ROOT / "eval/extraction").glob("*/*.json"))
     slug = str(project_dir).replace("/", "-").replace(".", "-")
     out = claude_dir / "projects" / slug
@@ -84,11 +84,14 @@ def write_transcripts(claude_dir, project_dir, count, first):
     for i in range(first, first + count):
         session = str(uuid.uuid4())
         messages = [m for k in range(4) for m in json.loads(files[(4 * i + k) % len(files)].read_text())["messages"]]
-        at = time.time() - 20 - len(messages)
+        # Written as the host writes a session that just went idle: the daemon's worker waits
+        # its cooldown (15 s) from the last message, as it would for a real one.
+        at = time.time() - 2
         lines = []
         for n, m in enumerate(messages):
             content = m["text"] if m["role"] == "user" else [{"type": "text", "text": m["text"]}]
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(at + n))
+            t = at + n / 100
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
             lines.append({"type": m["role"], "uuid": str(uuid.uuid4()), "parentUuid": None,
                           "isSidechain": False, "timestamp": stamp, "sessionId": session,
                           "cwd": str(project_dir), "version": "2.1.330",
@@ -193,6 +196,11 @@ def main():
         while http_ok(port) is False:
             assert time.time() < deadline and daemon.poll() is None, "the daemon did not start"
             time.sleep(0.2)
+        # The worker extracts conversations newer than its first pass with the model loaded
+        # (`since`): the sessions are written after it.
+        while op(port, "extraction_status", {})[1].get("since") is None:
+            assert time.time() < deadline + 600, "the extraction worker never started"
+            time.sleep(0.5)
         http(port, "POST", "/sessions", {"id": "bench-load", "project": "bench"})
         rng = random.Random(7)
         if pathlib.Path(args.bench).is_file():

@@ -64,14 +64,13 @@ fn provenance_of(store: &Store, sync_id: &str) -> Option<Provenance> {
     store.provenance(id_of(store, sync_id)).unwrap()
 }
 
-/// The pending observation payloads of project `p` for a new target, by sync id.
+/// The newest pending payload of memory `sync_id` (project `p`), as a new target would get it.
 fn pending_payload(store: &Store, sync_id: &str) -> Value {
     store
         .sync_pending("never-acked", Some("p"), 1000)
         .unwrap()
         .into_iter()
-        .filter(|m| m.entity == "observation" && m.entity_key == sync_id)
-        .next_back()
+        .rfind(|m| m.entity == "observation" && m.entity_key == sync_id)
         .expect("journaled")
         .payload
 }
@@ -162,10 +161,7 @@ fn only_a_model_written_memory_carries_a_provenance_object() {
     assert_eq!(keys, ["created_at", "message_ids", "model", "origin", "provider", "session_id"]);
     // The memory's one journal entry carries it: the extraction wrote one memory, one entry.
     let entries = a
-        .scalar_i64(&format!(
-            "SELECT count(*) FROM sync_journal WHERE entity_key = '{}'",
-            sync_id(&a, extracted)
-        ))
+        .scalar_i64(&format!("SELECT count(*) FROM sync_journal WHERE entity_key = '{}'", sync_id(&a, extracted)))
         .unwrap();
     assert_eq!(entries, 1);
 }

@@ -74,11 +74,7 @@ pub(super) fn record(tx: &Connection, id: i64, carried: Option<&CarriedProvenanc
         message_ids: serde_json::to_string(&p.message_ids)?,
         provider: p.provider.clone(),
         model: p.model.clone(),
-        created_at: p
-            .created_at
-            .as_deref()
-            .and_then(crate::clock::normalize_ts)
-            .unwrap_or_else(|| now.to_owned()),
+        created_at: p.created_at.as_deref().and_then(crate::clock::normalize_ts).unwrap_or_else(|| now.to_owned()),
     };
     if extraction::provenance_in(tx, id)?.as_ref() != Some(&row) {
         extraction::replace_provenance(tx, &row)?;

@@ -244,8 +244,11 @@ fn apply_observation(tx: &Connection, m: &Mutation, now: &str, at: &str, report:
     match compare((&remote, &remote_key), (&local_version, &local_key)) {
         // The same version again, perhaps now with the provenance its writer recorded later.
         Ordering::Equal => {
-            provenance::record(tx, local.id, carried, now)?;
-            report.skipped += 1;
+            if provenance::record(tx, local.id, carried, now)? {
+                report.applied += 1;
+            } else {
+                report.skipped += 1;
+            }
         }
         Ordering::Greater => {
             if !same_text {

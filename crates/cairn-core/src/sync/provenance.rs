@@ -64,9 +64,9 @@ pub(super) fn drop_if_rewritten(
 
 /// After memory `id` took a version (or already had it): write the provenance it carried,
 /// unless the row says the same already (an unchanged row is no write, so nothing is journaled
-/// again).
-pub(super) fn record(tx: &Connection, id: i64, carried: Option<&CarriedProvenance>, now: &str) -> Result<()> {
-    let Some(p) = carried else { return Ok(()) };
+/// again). Whether it wrote.
+pub(super) fn record(tx: &Connection, id: i64, carried: Option<&CarriedProvenance>, now: &str) -> Result<bool> {
+    let Some(p) = carried else { return Ok(false) };
     let row = ProvenanceRow {
         observation_id: id,
         origin: p.origin.trim().to_owned(),
@@ -76,8 +76,9 @@ pub(super) fn record(tx: &Connection, id: i64, carried: Option<&CarriedProvenanc
         model: p.model.clone(),
         created_at: p.created_at.as_deref().and_then(crate::clock::normalize_ts).unwrap_or_else(|| now.to_owned()),
     };
-    if extraction::provenance_in(tx, id)?.as_ref() != Some(&row) {
-        extraction::replace_provenance(tx, &row)?;
+    if extraction::provenance_in(tx, id)?.as_ref() == Some(&row) {
+        return Ok(false);
     }
-    Ok(())
+    extraction::replace_provenance(tx, &row)?;
+    Ok(true)
 }

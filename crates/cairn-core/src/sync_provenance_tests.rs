@@ -304,3 +304,52 @@ fn provenance_recorded_after_an_export_follows_in_an_entry_of_its_own() {
     assert_eq!(again.applied, 0, "{again:?}");
     assert_eq!(b.scalar_i64("SELECT count(*) FROM sync_journal").unwrap(), journal_before);
 }
+
+/// A revised summary (the same memory, rewritten by a model) journals its new text with the
+/// new model's provenance, in one entry.
+#[test]
+fn a_revised_summary_travels_with_the_provenance_of_its_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = file_store(&dir, "a");
+    a.sync_enrol("p").unwrap();
+    let summarize = |store: &mut Store, content: &str, model: &str, ids: &[&str]| {
+        store
+            .commit_extraction(&ExtractionCommit {
+                session_id: SESSION.into(),
+                project: "p".into(),
+                directory: None,
+                expected_mark: None,
+                new_mark: None,
+                turns: 0,
+                memories: vec![Extracted {
+                    origin: Origin::Summary,
+                    kind: "session_summary".into(),
+                    title: "Billing session".into(),
+                    content: content.into(),
+                    message_ids: ids.iter().map(|&i| i.to_owned()).collect(),
+                    topic_key: Some(format!("summary/{SESSION}")),
+                }],
+                summarized: true,
+                brief_checked: false,
+                provider: "local".into(),
+                model: model.into(),
+            })
+            .unwrap()
+    };
+    summarize(&mut a, "Looked at invoice rounding.", "qwen2.5-0.5b-instruct", &["msg_001"]);
+    let id = a.scalar_i64("SELECT max(observation_id) FROM memory_provenance").unwrap();
+    let key = sync_id(&a, id);
+    let entries = |store: &Store| {
+        store.scalar_i64(&format!("SELECT count(*) FROM sync_journal WHERE entity_key = '{key}'")).unwrap()
+    };
+    assert_eq!(entries(&a), 1);
+    let revised = summarize(&mut a, "Rounded invoices per line.", "qwen2.5-1.5b-instruct", &["msg_001", "msg_007"]);
+    assert_eq!(revised.saved, 1, "{revised:?}");
+    assert_eq!(a.scalar_i64("SELECT count(*) FROM memory_provenance").unwrap(), 1, "the same memory, revised");
+    assert_eq!(entries(&a), 2, "the revision's own entry, no extra one");
+    let payload = pending_payload(&a, &key);
+    assert_eq!(payload["content"], "Rounded invoices per line.");
+    assert_eq!(payload["provenance"]["model"], "qwen2.5-1.5b-instruct");
+    assert_eq!(payload["provenance"]["message_ids"], json!(["msg_001", "msg_007"]));
+    assert_eq!(payload["provenance"]["origin"], "summary");
+}

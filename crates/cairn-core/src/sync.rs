@@ -11,6 +11,7 @@
 
 mod apply;
 pub mod git;
+mod provenance;
 pub mod remote;
 mod status;
 mod version;

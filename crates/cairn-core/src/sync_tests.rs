@@ -16,6 +16,9 @@ use crate::sync::git::Layout;
 use crate::sync::{Mutation, Version};
 use crate::testutil::{ManualClock, obs, store_with_clock};
 
+#[path = "sync_provenance_tests.rs"]
+mod provenance;
+
 /// Everything two stores must agree on, in a stable order (contested flags are local notes).
 fn dump(store: &Store) -> String {
     let conn = store.conn();

@@ -59,6 +59,7 @@ pub(crate) struct ExtractionTotals {
 }
 
 /// A row of `memory_provenance`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ProvenanceRow {
     pub observation_id: i64,
     /// `fact`, `summary` or `brief`.
@@ -309,25 +310,35 @@ impl Store {
 
     /// Memory `id`'s provenance row, if a model wrote it.
     pub(crate) fn provenance_row(&self, id: i64) -> Result<Option<ProvenanceRow>> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT origin, session_id, message_ids, provider, model, created_at FROM memory_provenance
-                 WHERE observation_id = ?1",
-            )?
-            .query_row([id], |r| {
-                Ok(ProvenanceRow {
-                    observation_id: id,
-                    origin: r.get(0)?,
-                    session_id: r.get(1)?,
-                    message_ids: r.get(2)?,
-                    provider: r.get(3)?,
-                    model: r.get(4)?,
-                    created_at: r.get(5)?,
-                })
-            })
-            .optional()?)
+        provenance_in(self.conn(), id)
     }
+}
+
+/// Memory `id`'s provenance row in `tx`, if a model wrote it.
+pub(crate) fn provenance_in(tx: &Connection, id: i64) -> Result<Option<ProvenanceRow>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT origin, session_id, message_ids, provider, model, created_at FROM memory_provenance
+             WHERE observation_id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok(ProvenanceRow {
+                observation_id: id,
+                origin: r.get(0)?,
+                session_id: r.get(1)?,
+                message_ids: r.get(2)?,
+                provider: r.get(3)?,
+                model: r.get(4)?,
+                created_at: r.get(5)?,
+            })
+        })
+        .optional()?)
+}
+
+/// Forget where memory `id` came from, in `tx` (its memory stays).
+pub(crate) fn delete_provenance(tx: &Connection, id: i64) -> Result<()> {
+    tx.prepare_cached("DELETE FROM memory_provenance WHERE observation_id = ?1")?.execute([id])?;
+    Ok(())
 }
 
 /// Record (or replace) where memory `p.observation_id` came from, in `tx`.

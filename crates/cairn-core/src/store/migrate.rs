@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0012_sync_parked.sql"),
     include_str!("../../migrations/0013_judging.sql"),
     include_str!("../../migrations/0014_stats_counts.sql"),
+    include_str!("../../migrations/0015_sync_provenance.sql"),
 ];
 
 /// The schema version this build writes.

@@ -18,6 +18,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::Mutation;
+use super::provenance;
 use super::version::{Version, compare};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::store::sync_apply::{self as rows, LocalMemory, RelationVersion};
@@ -208,6 +209,8 @@ fn apply_observation(tx: &Connection, m: &Mutation, now: &str, at: &str, report:
         return apply_bare_delete(tx, &sync_id, payload, hlc, hard, now, report);
     }
     let mut rec: ObservationRecord = record(payload, at)?;
+    let carried = provenance::carried(payload).map_err(|why| invalid(at, why))?;
+    let carried = carried.as_ref();
     rec.id = None;
     rec.sync_id = given;
     if deleted && rec.deleted_at.is_none() {
@@ -228,6 +231,10 @@ fn apply_observation(tx: &Connection, m: &Mutation, now: &str, at: &str, report:
     let Some(local) = rows::local_memory(tx, &sync_id)? else {
         ensure_session(tx, &row.session_id, &row.project)?;
         insert_memory(tx, &row, hlc)?;
+        if carried.is_some() {
+            let id = rows::local_memory(tx, &sync_id)?.map(|m| m.id).ok_or_else(|| invalid(at, "not inserted"))?;
+            provenance::record(tx, id, carried, now)?;
+        }
         report.applied += 1;
         return Ok(());
     };
@@ -235,13 +242,24 @@ fn apply_observation(tx: &Connection, m: &Mutation, now: &str, at: &str, report:
     let local_key = text_key(&local.kind, &local.title, &local.content, local.deleted);
     let same_text = local.kind == row.kind && local.title == row.title && local.content == row.content;
     match compare((&remote, &remote_key), (&local_version, &local_key)) {
-        Ordering::Equal => report.skipped += 1,
+        // The same version again, perhaps now with the provenance its writer recorded later.
+        Ordering::Equal => {
+            if provenance::record(tx, local.id, carried, now)? {
+                report.applied += 1;
+            } else {
+                report.skipped += 1;
+            }
+        }
         Ordering::Greater => {
             if !same_text {
                 keep_text(tx, local.id, &local.kind, &local.title, &local.content, now)?;
             }
             ensure_session(tx, &row.session_id, &row.project)?;
+            // The provenance follows the version that wins: dropped before the overwrite, written
+            // after it, so the journal entry of the overwrite says what this store then holds.
+            provenance::drop_if_rewritten(tx, local.id, carried, same_text)?;
             update_memory(tx, local.id, &row, hlc)?;
+            provenance::record(tx, local.id, carried, now)?;
             report.applied += 1;
             // The remote writer had not seen this store's version: both edits stand, one as
             // the memory and one as its revision, for a person to judge.

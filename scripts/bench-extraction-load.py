@@ -233,6 +233,9 @@ def main():
             per_session.append(spent / args.per_round)
             tokens_s.append((llm_tokens(args.cairn, env) - tokens_before) / spent)
             rows.append(("B", r + 1, saves, searches))
+            for kind, n, saves, searches in rows[-2:]:  # as they come: a long run keeps what it measured
+                print(f"[{kind}{n}] {len(saves)} saves p50 {pct(saves, 50):.2f} ms, searches p50 "
+                      f"{pct(searches, 50):.2f} ms; {per_session[-1]:.0f} s a session", file=sys.stderr, flush=True)
         hwm = vm_hwm_mb(daemon.pid)
     finally:
         daemon.terminate()

@@ -103,19 +103,11 @@ impl VectorIndex {
         let code = self.code(query);
         let mut distances = vec![0u16; self.ids.len()];
         cairn_embed::hamming_rows(&code, &self.codes, &mut distances);
-        // An empty slot is put beyond every real distance (at most 64 × words), so the passes
-        // below walk three arrays side by side with no test of `filled` and no index check.
-        let beyond = u16::try_from(self.words * 64 + 1).unwrap_or(u16::MAX);
-        for (distance, filled) in distances.iter_mut().zip(&self.filled) {
-            if !filled {
-                *distance = beyond;
-            }
-        }
-        // A histogram of the distances gives the cut: every slot nearer than it, then slots
-        // at it until `n`. Linear, and no sort of a million.
-        let mut at = vec![0usize; usize::from(beyond) + 1];
-        for &distance in &distances {
-            at[usize::from(distance)] += 1;
+        // A histogram of the distances (at most 64 × words) gives the cut: every slot
+        // nearer than it, then slots at it until `n`. Linear, and no sort of a million.
+        let mut at = vec![0usize; self.words * 64 + 1];
+        for slot in self.filled_slots() {
+            at[usize::from(distances[slot])] += 1;
         }
         let mut cut = 0;
         let mut nearer = 0;
@@ -123,13 +115,14 @@ impl VectorIndex {
             nearer += at[cut];
             cut += 1;
         }
-        let (cut, mut ties) = (u16::try_from(cut).unwrap_or(u16::MAX), n - nearer);
+        let mut ties = n - nearer;
         let mut out = Vec::with_capacity(n);
-        for (&distance, &id) in distances.iter().zip(&self.ids) {
-            if distance < cut {
-                out.push(id);
-            } else if distance == cut && ties > 0 {
-                out.push(id);
+        for slot in self.filled_slots() {
+            let d = usize::from(distances[slot]);
+            if d < cut {
+                out.push(self.ids[slot]);
+            } else if d == cut && ties > 0 {
+                out.push(self.ids[slot]);
                 ties -= 1;
             }
         }

@@ -516,18 +516,26 @@ impl Core {
             Ok(semantic) => semantic,
             Err(why) => return (Err(why), Prefetched { engine: lexical, query, depth, found: None }),
         };
-        std::thread::scope(|scope| {
-            let embedding = scope.spawn(|| {
-                let started = std::time::Instant::now();
-                (semantic.embed_query(&query.text), started.elapsed())
-            });
-            let found = prefetch.then(|| timing::phase("lexical", || lexical.candidates(self, query, depth)));
-            let (vector, took) = embedding.join().unwrap_or_else(|_| {
-                (Err(semantic::Unavailable::Failing("embedding the query panicked".into())), Default::default())
-            });
-            timing::record("embed", took);
-            (vector, Prefetched { engine: lexical, query, depth, found })
-        })
+        let embed = || {
+            let started = std::time::Instant::now();
+            (semantic.embed_query(&query.text), started.elapsed())
+        };
+        let read_lexical = || prefetch.then(|| timing::phase("lexical", || lexical.candidates(self, query, depth)));
+        let ((vector, took), found) = std::thread::scope(|scope| {
+            // A thread that cannot start (a process at its thread limit) only loses the overlap.
+            match std::thread::Builder::new().name("cairn-query-embed".into()).spawn_scoped(scope, embed) {
+                Ok(embedding) => {
+                    let found = read_lexical();
+                    let embedded = embedding.join().unwrap_or_else(|_| {
+                        (Err(semantic::Unavailable::Failing("embedding the query panicked".into())), Default::default())
+                    });
+                    (embedded, found)
+                }
+                Err(_) => (embed(), read_lexical()),
+            }
+        });
+        timing::record("embed", took);
+        (vector, Prefetched { engine: lexical, query, depth, found })
     }
 
     /// The lexical engine of this context: the in-memory index when it has one, else FTS5.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cairn_core::ops::{self, EventOutcome, Op, OpOutput, ReindexRequest, Request};
+use cairn_core::ops::{self, EventOutcome, Op, OpOutput, ReindexRequest, Request, waits_for_the_store};
 use cairn_core::search::SearchMode;
 use cairn_core::settings::{Autostart, EmbedderConfig, RuleSettings, Settings, ensure_data_dir};
 use cairn_core::spool::{EventId, Pushed, Spool};
@@ -70,9 +70,11 @@ pub struct ConnectOptions {
     pub local: LocalKind,
     /// Semantic search when the database is opened here (`None`: lexical only).
     pub embedder: Option<EmbedderConfig>,
-    /// A host's door (a hook): when no daemon answers, its writes go to the spool of the data
-    /// dir and the daemon is started without waiting for it ([`Client::deliver`]), instead of
-    /// waiting seconds for it or opening the file while it starts.
+    /// A host's door (a hook): a write the daemon cannot take now (no answer in time, disk
+    /// full, busy) waits in the data dir's spool for it ([`Client::deliver`]). When no daemon
+    /// runs, one is started without waiting for it (writes spooled) when `autostart` allows,
+    /// instead of waiting seconds for it or opening the file while it starts; otherwise
+    /// (`CAIRN_AUTOSTART=never`) the hook works on the file, as nobody would drain the spool.
     pub spool: bool,
     /// The settings ops run under when the database is opened here.
     pub rules: Arc<RuleSettings>,
@@ -109,9 +111,9 @@ impl ConnectOptions {
             Role::Mcp | Role::Hook => autostart_policy != Autostart::Never,
         };
         let autostart = if may_start && !direct { Some(current_exe()?) } else { None };
-        // Only where a daemon will come to drain it: with `CAIRN_AUTOSTART=never` and no daemon,
-        // a hook works on the file as before.
-        let spool = role == Role::Hook && autostart.is_some();
+        // With `CAIRN_AUTOSTART=never` too: a daemon run by the user (a service) drains the
+        // spool, and an event it refused for lack of room must wait there, not be lost.
+        let spool = role == Role::Hook && !direct;
         Ok(ConnectOptions {
             spool,
             db_path: data_dir.join(cairn_core::store::DB_FILE),
@@ -124,6 +126,12 @@ impl ConnectOptions {
             embedder: Some(settings.embedder_config()),
             rules: Arc::new(settings.rules()),
         })
+    }
+
+    /// A hook that starts a daemon when none runs and does not wait for it: its writes wait in
+    /// the spool meanwhile, so it never falls back to the file.
+    fn starts_daemon_in_background(&self) -> bool {
+        self.spool && self.autostart.is_some()
     }
 }
 
@@ -338,48 +346,49 @@ impl Client {
     /// Deliver a host's write within `budget`, losing nothing: to the daemon when it answers in
     /// time, under a fresh event id; otherwise into the data dir's spool under that same id
     /// (a write the daemon got but did not answer in time is then applied once, not twice),
-    /// starting the daemon if none runs. Before a write goes to the daemon, what waits in the
-    /// spool is drained, so the write does not overtake it. A client that does not spool
-    /// (`CAIRN_AUTOSTART=never`, `CAIRN_DIRECT=1`, not a hook) just runs the operation.
+    /// starting the daemon if none runs. A daemon that cannot store it now (disk full, busy:
+    /// [`waits_for_the_store`]) leaves it in the spool too, and applies it once it can. Before
+    /// a write goes to the daemon, what waits in the spool is drained, so the write does not
+    /// overtake it. A client that does not spool (`CAIRN_DIRECT=1`, not a hook), or a hook
+    /// that finds no daemon and may start none, just runs the operation.
     pub fn deliver(&self, op: Op, source: &str, budget: Duration) -> Result<Delivered> {
         let Some(options) = self.inner.options.as_ref().filter(|o| o.spool) else {
-            return Ok(Delivered::Answered(EventOutcome::Applied(self.run(op)?)));
+            return self.apply_here(op);
         };
         let deadline = std::time::Instant::now() + budget.saturating_sub(SPOOL_MARGIN);
         let left = || deadline.saturating_duration_since(std::time::Instant::now());
         let id = EventId::new();
         let spool = Spool::in_data_dir(&options.data_dir);
-        if let Some(daemon) = self.daemon_now().or_else(|| self.start_and_wait(options, deadline)) {
-            // Events kept before this one go first; while some still wait, it waits behind them.
-            let behind = spool.status().pending > 0 && !matches!(daemon.drain_spool(left() / 2), Ok(0));
-            if !behind {
-                match daemon.execute_with(&op, Some(&id), left()) {
-                    Ok(outcome) => return Ok(Delivered::Answered(outcome)),
-                    Err(e)
-                        if matches!(
-                            e.code,
-                            ErrorCode::DaemonUnavailable | ErrorCode::OperationInterrupted | ErrorCode::DaemonMismatch
-                        ) =>
-                    {
-                        tracing::info!(error = %e, "the daemon did not answer in time; keeping the event in the spool");
-                    }
-                    // The daemon's disk is full: the event waits in the spool (if this process
-                    // can still write it) and the daemon applies it once there is room.
-                    Err(e) if e.code == ErrorCode::DiskFull => {
-                        tracing::info!(error = %e, "the daemon cannot store the event now; keeping it in the spool");
-                    }
-                    Err(e) => return Err(e),
+        match self.daemon_now().or_else(|| self.start_and_wait(options, deadline)) {
+            // No daemon runs, and this hook may start none: nobody would drain the spool.
+            None if options.autostart.is_none() => return self.apply_here(op),
+            None => {}
+            Some(daemon) => match deliver_to_daemon(&daemon, &spool, &op, &id, left) {
+                Ok(Some(outcome)) => return Ok(Delivered::Answered(outcome)),
+                Ok(None) => {}
+                // Surely not run, and no daemon will be started to drain the spool: the file.
+                Err(e) if e.code == ErrorCode::DaemonUnavailable && options.autostart.is_none() => {
+                    return self.apply_here(op);
                 }
-            }
+                Err(e) if e.code == ErrorCode::DaemonMismatch || waits_for_the_store(e.code) => {
+                    tracing::info!(error = %e, "the daemon cannot take the event now; keeping it in the spool");
+                }
+                Err(e) => return Err(e),
+            },
         }
         match spool.push(&id, source, op.name(), &op) {
             Pushed::Kept => Ok(Delivered::Spooled(id)),
             Pushed::Dropped(why) => Err(CairnError::new(
                 ErrorCode::DaemonUnavailable,
-                format!("no daemon answered, and `{}` could not be kept for it: {why}", op.name()),
+                format!("the daemon could not take `{}` now, and it could not be kept for it: {why}", op.name()),
             )
             .with_hint("cairn doctor shows the spool; free disk space, or start the daemon: cairn serve")),
         }
+    }
+
+    /// The write run as any other operation (the daemon, else the file), with no event id.
+    fn apply_here(&self, op: Op) -> Result<Delivered> {
+        Ok(Delivered::Answered(EventOutcome::Applied(self.run(op)?)))
     }
 
     /// No daemon runs: start one (unless another process just did) and wait for it until
@@ -499,7 +508,7 @@ impl Client {
     fn after_daemon_loss(&self, cause: &CairnError) -> Result<Target> {
         let Some(options) = self.inner.options.as_ref() else { return Err(cause.clone()) };
         let lost = self.daemon_addr();
-        if options.spool {
+        if options.starts_daemon_in_background() {
             // A hook has no time to wait for a new daemon; its writes go to the spool.
             return DaemonClient::discover(&options.data_dir, options.token.clone())
                 .filter(|d| Some(d.addr) != lost)
@@ -537,10 +546,27 @@ impl Client {
     }
 }
 
-/// The running daemon of the data dir: a hook trusts its record (no health round trip; the
-/// daemon refuses a request meant for another store), everyone else asks it first.
+/// The write sent to `daemon` under `id`, unless events kept before it still wait in the
+/// spool (`Ok(None)`: it waits behind them, so it does not overtake them).
+fn deliver_to_daemon(
+    daemon: &DaemonClient,
+    spool: &Spool,
+    op: &Op,
+    id: &EventId,
+    left: impl Fn() -> Duration,
+) -> Result<Option<EventOutcome>> {
+    let behind = spool.status().pending > 0 && !matches!(daemon.drain_spool(left() / 2), Ok(0));
+    if behind {
+        return Ok(None);
+    }
+    daemon.execute_with(op, Some(id), left()).map(Some)
+}
+
+/// The running daemon of the data dir: a hook that may start one trusts its record (no health
+/// round trip; the daemon refuses a request meant for another store), everyone else asks it
+/// first.
 fn find_daemon(options: &ConnectOptions) -> Option<DaemonClient> {
-    if options.spool {
+    if options.starts_daemon_in_background() {
         return DaemonClient::from_record(&options.data_dir, options.token.clone());
     }
     DaemonClient::discover(&options.data_dir, options.token.clone())
@@ -553,11 +579,11 @@ fn connect(options: &ConnectOptions) -> Result<Target> {
             tracing::debug!(addr = %daemon.addr, "using the running daemon");
             return Ok(Target::Daemon(daemon));
         }
-        if options.spool {
+        if options.starts_daemon_in_background()
+            && let Some(exe) = &options.autostart
+        {
             // A hook: start it, but do not wait (writes are spooled, reads fail open).
-            if let Some(exe) = &options.autostart {
-                start_in_background(exe, &options.data_dir, options.port);
-            }
+            start_in_background(exe, &options.data_dir, options.port);
             return Err(CairnError::new(ErrorCode::DaemonUnavailable, "the cairn daemon is starting")
                 .with_hint("writes are kept in the spool until it runs"));
         }

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 pub use crate::event_id::EventId;
 pub use catalogue::{CATALOGUE, EventOutcome, OpKind, OpOutput, OpSpec, Request, Writes};
-pub use events::{DrainTarget, drain};
+pub use events::{DrainTarget, drain, waits_for_the_store};
 pub use requests::*;
 pub use search_response::SearchResponse;
 

@@ -150,25 +150,34 @@ fn an_event_the_store_refuses_is_counted_and_the_rest_delivered() {
     assert_eq!(core.store.spool_counts().unwrap().rejected, 1);
 }
 
-/// A store that cannot write now: the drain stops, and the events wait for the next one.
+/// A store that cannot write now (busy, disk full, ...): the drain stops, and the events wait
+/// for the next one, however many drains that takes (none is set aside as failing); once the
+/// store can write, each is applied once.
 #[test]
-fn a_busy_store_leaves_the_events_for_the_next_drain() {
-    struct Busy;
-    impl DrainTarget for Busy {
+fn a_store_that_cannot_write_now_leaves_the_events_for_a_later_drain() {
+    struct CannotWrite(ErrorCode);
+    impl DrainTarget for CannotWrite {
         fn apply(&mut self, events: Vec<(EventId, Op)>) -> Vec<Result<EventOutcome>> {
-            events.iter().map(|_| Err(CairnError::new(ErrorCode::DatabaseBusy, "busy"))).collect()
+            events.iter().map(|_| Err(CairnError::new(self.0, "cannot write now"))).collect()
         }
         fn count(&mut self, _: SpoolCounts) -> Result<()> {
-            Ok(())
+            Err(CairnError::new(self.0, "cannot write now"))
         }
     }
-    let (_dir, spool) = spool();
-    for n in 0..3 {
-        keep(&spool, &EventId::new(), &prompt("s", n));
+    for code in [ErrorCode::DatabaseBusy, ErrorCode::DiskFull, ErrorCode::DataDirNotWritable] {
+        let (_dir, spool) = spool();
+        for n in 0..3 {
+            keep(&spool, &EventId::new(), &prompt("s", n));
+        }
+        for _ in 0..=MAX_EVENT_FAILURES {
+            let report = drain(&spool, &mut CannotWrite(code));
+            assert_eq!((report.pending, report.failed), (3, 0), "{code:?}");
+        }
+        let mut core = Core::new(Store::open_in_memory().unwrap());
+        assert_eq!(drain(&spool, &mut core).applied, 3, "{code:?}");
+        assert_eq!(prompts(&core.store, "s").len(), 3, "{code:?}");
+        assert_eq!(drain(&spool, &mut core), DrainReport::default(), "{code:?}: nothing applied twice");
     }
-    assert_eq!(drain(&spool, &mut Busy).pending, 3);
-    let mut core = Core::new(Store::open_in_memory().unwrap());
-    assert_eq!(drain(&spool, &mut core).applied, 3);
 }
 
 /// A store where one event hits a bug: the others of its group apply; it is tried again at the

@@ -42,9 +42,9 @@ pub use requests::{
     TurnsRequest,
 };
 pub use results::{
-    Chart, CompactionEntry, Compactions, Forgotten, HistoryStats, HostHistoryStats, MessagePreview, MessagesPage,
-    PulledMessage, PulledPart, SearchHitPart, SearchMessage, SearchResults, Section, SessionListing, ToolSummary,
-    TurnAssistant, TurnPreview, TurnUser, TurnsPage,
+    ArchiveDisk, Chart, CompactionEntry, Compactions, Forgotten, HistoryStats, HostHistoryStats, MessagePreview,
+    MessagesPage, PulledMessage, PulledPart, SearchHitPart, SearchMessage, SearchResults, Section, SessionListing,
+    ToolSummary, TurnAssistant, TurnPreview, TurnUser, TurnsPage,
 };
 pub use search::search;
 pub use sessions::{children, sessions};

@@ -118,6 +118,11 @@ impl HistoryDb {
         Ok(HistoryDb { conn, fts, path, bulk: None })
     }
 
+    /// `history.db`'s path; `None` in memory.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
     /// The archive's connection: its SQL stays in this crate.
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn

@@ -963,3 +963,89 @@ proptest::proptest! {
         proptest::prop_assert_eq!(stored_turns(&db, CC), expected_turns(&all));
     }
 }
+
+/// Copy the fixture tree `tests/fixtures/history/<fixture>` to `to`; the copies, with sizes.
+fn copy_fixture_tree(fixture: &str, to: &std::path::Path) -> Vec<(std::path::PathBuf, u64)> {
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/history").join(fixture);
+    let mut copied = Vec::new();
+    let mut dirs = vec![(from, to.to_owned())];
+    while let Some((from, to)) = dirs.pop() {
+        std::fs::create_dir_all(&to).unwrap();
+        for entry in std::fs::read_dir(&from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                dirs.push((entry.path(), target));
+            } else {
+                let bytes = std::fs::copy(entry.path(), &target).unwrap();
+                copied.push((target, bytes));
+            }
+        }
+    }
+    copied
+}
+
+fn len_or_zero(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// Every host's recorded files archived from a temp HOME: each host's source figures are the
+/// real sizes of its files (the transcripts' as their cursors recorded them, OpenCode's
+/// database once), the archive's figures the real sizes of `history.db`, its WAL and the
+/// index, and the ratio the one over the other.
+#[test]
+fn stats_weigh_the_archive_against_the_hosts_own_files() {
+    let (home, opencode_db) = super::opencode::tests::opencode_home();
+    let claude = copy_fixture_tree("claude", &home.path().join(".claude/projects"));
+    let codex = copy_fixture_tree("codex", &home.path().join(".codex/sessions"));
+    let gemini = copy_fixture_tree("gemini", &home.path().join(".gemini/tmp"));
+    let data = tempfile::tempdir().unwrap();
+    let db_path = data.path().join(super::store::HISTORY_DB_FILE);
+    let mut db = HistoryDb::open(&db_path).unwrap();
+    let home_dir = home.path().to_owned();
+    let env = move |name: &str| match name {
+        "HOME" => Some(home_dir.display().to_string()),
+        "XDG_DATA_HOME" => Some(home_dir.join("xdg-data").display().to_string()),
+        _ => None,
+    };
+    super::ingest::scan(&mut db, &env, &mut |_| {}).unwrap();
+
+    let stats = stats(&db).unwrap();
+    let host = |name: &str| stats.hosts.iter().find(|h| h.host == name).unwrap();
+    let total = |files: &[(std::path::PathBuf, u64)]| files.iter().map(|(_, n)| n).sum::<u64>();
+    assert_eq!(claude.len(), 3, "a transcript and its two sub-agents");
+    assert_eq!((host("claude-code").source_files, host("claude-code").source_bytes), (3, total(&claude)));
+    assert_eq!((host("codex").source_files, host("codex").source_bytes), (1, total(&codex)));
+    assert_eq!((host("gemini").source_files, host("gemini").source_bytes), (1, total(&gemini)));
+    let opencode_bytes = std::fs::metadata(&opencode_db).unwrap().len();
+    assert_eq!((host("opencode").source_files, host("opencode").source_bytes), (1, opencode_bytes));
+    assert!(host("opencode").sessions > 0 && host("claude-code").sessions > 0, "{stats:?}");
+
+    let disk = &stats.disk;
+    let with = |path: &std::path::Path, suffix: &str| std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+    let index = super::index::fts_path(&db_path);
+    assert_eq!(disk.db_bytes, std::fs::metadata(&db_path).unwrap().len());
+    assert!(disk.db_bytes > 0);
+    assert_eq!(disk.wal_bytes, len_or_zero(&with(&db_path, "-wal")));
+    let index_files = len_or_zero(&index) + len_or_zero(&with(&index, "-wal"));
+    assert_eq!(disk.index_bytes, index_files);
+    assert!(disk.index_bytes > 0);
+    assert_eq!(disk.archive_bytes, disk.db_bytes + disk.wal_bytes + disk.index_bytes);
+    let sources = total(&claude) + total(&codex) + total(&gemini) + opencode_bytes;
+    assert_eq!(disk.source_bytes, sources);
+    assert_eq!(disk.ratio, Some(disk.archive_bytes as f64 / sources as f64));
+}
+
+/// A source whose first read failed was not read from: it adds no file and no byte.
+#[test]
+fn stats_count_no_source_file_that_was_never_read() {
+    let data = tempfile::tempdir().unwrap();
+    let mut db = HistoryDb::open(&data.path().join(super::store::HISTORY_DB_FILE)).unwrap();
+    let source = SourceRef { key: "/nonexistent/s.jsonl".into(), host: HistoryHost::ClaudeCode };
+    db.record_error(&source, "history_source_unreadable", "gone").unwrap();
+    let stats = stats(&db).unwrap();
+    let claude = stats.hosts.iter().find(|h| h.host == "claude-code").unwrap();
+    assert_eq!((claude.errors, claude.source_files, claude.source_bytes), (1, 0, 0));
+    assert_eq!((stats.disk.source_bytes, stats.disk.ratio), (0, None));
+    assert!(stats.disk.db_bytes > 0);
+}

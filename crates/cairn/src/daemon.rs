@@ -86,7 +86,8 @@ pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
 /// action ends the process: the daemon would die on a write that does not fit instead of
 /// refusing it. With a handler the write fails with EFBIG instead, SQLite rolls it back and
 /// the caller gets `disk_full`; reads go on, and writes work again once the limit is raised.
-fn survive_file_size_limit() {
+/// A hook needs it too: its spool file on a full disk must fail, not end the hook unanswered.
+pub(crate) fn survive_file_size_limit() {
     #[cfg(unix)]
     if let Err(e) =
         signal_hook::flag::register(signal_hook::consts::SIGXFSZ, Arc::new(std::sync::atomic::AtomicBool::new(false)))

@@ -10,9 +10,9 @@ use cairn_core::history::ingest::{PokeRequest, Progress, ScanReport, poke, proce
 use cairn_core::history::model::HistoryHost;
 use cairn_core::history::plans::{Plans, PlansRequest};
 use cairn_core::history::query::{
-    Chart, Compactions, CompactionsRequest, Forgotten, HistoryStats, MessageRequest, MessagesPage, MessagesRequest,
-    PartRequest, PulledMessage, PulledPart, SearchRequest, SearchResults, Section, SessionListing, SessionsRequest,
-    ToolSummary, TurnsPage, TurnsRequest,
+    ArchiveDisk, Chart, Compactions, CompactionsRequest, Forgotten, HistoryStats, MessageRequest, MessagesPage,
+    MessagesRequest, PartRequest, PulledMessage, PulledPart, SearchRequest, SearchResults, Section, SessionListing,
+    SessionsRequest, ToolSummary, TurnsPage, TurnsRequest,
 };
 use cairn_core::history::store::{HISTORY_DB_FILE, HistoryDb};
 use cairn_core::ops::{HistoryChartRequest, HistoryChildrenRequest, HistoryForgetRequest, HistoryStatsRequest};
@@ -21,7 +21,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cli::HistoryAction;
 use crate::env::Env;
-use crate::output::note;
+use crate::output::{human_bytes, note};
 
 pub fn history(env: &Env, action: HistoryAction) -> Result<()> {
     match action {
@@ -276,9 +276,30 @@ fn stats_text(stats: &HistoryStats) -> String {
         if h.errors > 0 {
             let _ = write!(out, "; {} sources failing", h.errors);
         }
+        if h.source_files > 0 {
+            let files = if h.source_files == 1 { "file" } else { "files" };
+            let _ = write!(out, "; read from {} {files}, {}", h.source_files, human_bytes(h.source_bytes));
+        }
         out.push('\n');
     }
-    out.trim_end().to_owned()
+    out.push_str(&archive_disk_text(&stats.disk));
+    out
+}
+
+/// The archive's size on disk, and against the hosts' own files when any was read.
+fn archive_disk_text(disk: &ArchiveDisk) -> String {
+    let mut line = format!(
+        "archive on disk: {} (history.db {}, WAL {}, index {})",
+        human_bytes(disk.archive_bytes),
+        human_bytes(disk.db_bytes),
+        human_bytes(disk.wal_bytes),
+        human_bytes(disk.index_bytes)
+    );
+    if let Some(ratio) = disk.ratio {
+        let sources = human_bytes(disk.source_bytes);
+        let _ = write!(line, ", {ratio:.2} times the {sources} of the hosts' files it was read from");
+    }
+    line
 }
 
 /// `cairn history ingest`: the readers run here, writing `history.db` beside the store. A

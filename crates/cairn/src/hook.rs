@@ -128,6 +128,8 @@ fn answer(host: Host, event: HookEvent, overrides: &Overrides, deadline: Instant
         return Ok(with_session_id(tool, input.tool_input.as_ref(), &session)
             .map_or_else(|| FAIL_OPEN.to_owned(), |updated| updated_input_answer(&updated)));
     }
+    // A write past a file size limit (a full disk) then fails, and the hook still answers.
+    crate::daemon::survive_file_size_limit();
     let settings = Settings::load(overrides)?;
     crate::hook_log::init(&settings.log.value);
     let client = Client::new(ConnectOptions::from_settings(&settings, Role::Hook)?);

@@ -123,8 +123,7 @@ mod tests {
         let log = dir.path().join(CALL_LOG);
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
         std::fs::write(&log, vec![b'x'; usize::try_from(ROTATE_BYTES).unwrap() + 1]).unwrap();
-        let ok: Result<OpOutput> =
-            Ok(OpOutput::HistoryStats(crate::history::query::HistoryStats { hosts: Vec::new() }));
+        let ok: Result<OpOutput> = Ok(OpOutput::HistoryStats(crate::history::query::HistoryStats::default()));
         append(dir.path(), "history_stats", &Value::Null, &ok, Duration::ZERO);
         assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 1);
         assert!(log.with_extension("1.jsonl").is_file());

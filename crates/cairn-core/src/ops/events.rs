@@ -70,7 +70,7 @@ pub fn drain(spool: &Spool, target: &mut dyn DrainTarget) -> DrainReport {
                     tracing::warn!(event = %item.id, error = %e, "the store refused a spooled event");
                     refused.rejected += 1;
                 }
-                Err(e) if is_store_unavailable(e.code) => {
+                Err(e) if waits_for_the_store(e.code) => {
                     tracing::info!(event = %item.id, error = %e, "the store cannot take spooled events now; later");
                     stop = true;
                     continue;
@@ -108,8 +108,11 @@ fn is_refusal(code: ErrorCode) -> bool {
     (400..500).contains(&code.http_status())
 }
 
-/// The store itself cannot write now (locked, disk full, stopping): no event is to blame.
-fn is_store_unavailable(code: ErrorCode) -> bool {
+/// The store itself cannot write now (locked, disk full, stopping): no event is to blame, so
+/// the event waits (in the spool, or back in it) and is applied once the store can write. The
+/// one list both the drain and a hook's delivery read: an answer left out of it loses the
+/// event it refused.
+pub fn waits_for_the_store(code: ErrorCode) -> bool {
     matches!(
         code,
         ErrorCode::DatabaseBusy

@@ -242,13 +242,43 @@ pub struct HostHistoryStats {
     pub skipped: BTreeMap<String, u64>,
     /// Sources whose last read failed.
     pub errors: u64,
+    /// The host's own files the archive was read from: transcripts (one each), or OpenCode's
+    /// database (one, however many of its sessions were read).
+    #[serde(default)]
+    pub source_files: u64,
+    /// Their bytes: a transcript's size when it was last read (its cursor records it), an
+    /// OpenCode database's size now (its cursor records rows, not bytes).
+    #[serde(default)]
+    pub source_bytes: u64,
 }
 
 /// The answer to `history_stats`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HistoryStats {
     pub hosts: Vec<HostHistoryStats>,
+    /// The archive's files on disk against the hosts' files it was read from.
+    #[serde(default)]
+    pub disk: ArchiveDisk,
+}
+
+/// The archive's size on disk, all hosts together (one file holds them all), against the
+/// hosts' own files it was read from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ArchiveDisk {
+    /// `history.db`.
+    pub db_bytes: u64,
+    /// `history.db`'s write-ahead log, not yet copied into it.
+    pub wal_bytes: u64,
+    /// The full-text index, `history-fts.db` with its write-ahead log.
+    pub index_bytes: u64,
+    /// The three together.
+    pub archive_bytes: u64,
+    /// Every host's `source_bytes` together.
+    pub source_bytes: u64,
+    /// `archive_bytes / source_bytes`; absent while no source was read.
+    pub ratio: Option<f64>,
 }
 
 /// The answer to `history_forget`.

@@ -77,6 +77,7 @@ macro_rules! snap {
             (r"/tmp/\.tmp[A-Za-z0-9]+", "[TMP]"),
             (r"\(\d+ bytes\)", "([N] bytes)"),
             (r#""db_bytes": \d+"#, r#""db_bytes": [N]"#),
+            (r"\d+\.\d (kB|MB)", "[SIZE]"),
         ]}, {
             insta::assert_snapshot!($name, $value);
         });
@@ -696,6 +697,38 @@ fn history_commands() {
     assert_eq!(c.run(&["history", "forget", S]).status.code(), Some(4));
 }
 
+/// `cairn history stats` after `cairn history ingest` of a Claude Code project (a transcript
+/// and two sub-agents'): the host's files are counted at their real sizes, the archive at its
+/// own, and the ratio is the one over the other, in JSON and in the text.
+#[test]
+fn history_stats_weigh_the_archive_against_the_transcripts() {
+    let c = Cairn::new();
+    let claude = c.dir.path().join("claude");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-history/tests/fixtures/history/claude");
+    let transcript_bytes = copy_tree(&fixture, &claude.join("projects"));
+    let ingest = c.cmd(&["history", "ingest"]).env("CLAUDE_CONFIG_DIR", &claude).output().unwrap();
+    assert!(ingest.status.success(), "{}", String::from_utf8_lossy(&ingest.stderr));
+
+    let stats = c.json(&["history", "stats"]);
+    let claude_code = stats["hosts"].as_array().unwrap().iter().find(|h| h["host"] == "claude-code").unwrap();
+    assert_eq!(claude_code["source_files"], 3, "{stats}");
+    assert_eq!(claude_code["source_bytes"], transcript_bytes, "{stats}");
+    let disk = &stats["disk"];
+    let figure = |name: &str| disk[name].as_u64().unwrap();
+    let history_db = std::fs::metadata(c.data_dir().join("history.db")).unwrap().len();
+    assert_eq!(figure("db_bytes"), history_db, "{stats}");
+    let index = std::fs::metadata(c.data_dir().join("history-fts.db")).unwrap().len();
+    assert!(figure("index_bytes") >= index && index > 0, "the index file, with its WAL while open: {stats}");
+    assert_eq!(figure("archive_bytes"), figure("db_bytes") + figure("wal_bytes") + figure("index_bytes"));
+    assert_eq!(figure("source_bytes"), transcript_bytes);
+    let ratio = disk["ratio"].as_f64().unwrap();
+    assert!((ratio - figure("archive_bytes") as f64 / transcript_bytes as f64).abs() < 1e-9, "{stats}");
+
+    let text = c.ok(&["history", "stats"]);
+    assert!(text.contains("claude-code: 3 sessions") && text.contains("read from 3 files"), "{text}");
+    assert!(text.contains(&format!("{ratio:.2} times the")), "{text}");
+}
+
 /// `cairn history plans` (the project's and OpenCode's global plans, read, a path refused) and
 /// `cairn history context-usage` (numbers and trend, a session without usage, the latest).
 #[test]
@@ -789,18 +822,20 @@ fn history_plans_and_context_usage() {
     );
 }
 
-/// Copy a directory tree (fixtures into a temp host config dir).
-fn copy_tree(from: &Path, to: &Path) {
+/// Copy a directory tree (fixtures into a temp host config dir); the bytes copied.
+fn copy_tree(from: &Path, to: &Path) -> u64 {
     std::fs::create_dir_all(to).unwrap();
+    let mut bytes = 0;
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
+        bytes += if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target)
         } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
+            std::fs::copy(entry.path(), target).unwrap()
+        };
     }
+    bytes
 }
 
 /// `cairn --help` gives each command its own line: `history` says what history is and

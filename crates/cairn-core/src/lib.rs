@@ -33,6 +33,7 @@ pub mod prompts;
 pub mod redaction;
 pub mod relations;
 pub mod search;
+mod search_timing;
 pub mod semantic;
 pub mod sessions;
 pub mod spool;

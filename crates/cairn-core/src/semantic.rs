@@ -394,8 +394,8 @@ impl Semantic {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .as_ref()
-            .map_or_else(Vec::new, |index| crate::search::timing::phase("shortlist", || index.shortlist(query, depth)));
-        let mut scored = crate::search::timing::phase("rescore", || self.exact_cosines(conn, query, &shortlist));
+            .map_or_else(Vec::new, |index| crate::search_timing::phase("shortlist", || index.shortlist(query, depth)));
+        let mut scored = crate::search_timing::phase("rescore", || self.exact_cosines(conn, query, &shortlist));
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
         scored.truncate(k);
         scored

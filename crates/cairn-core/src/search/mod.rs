@@ -18,7 +18,7 @@ pub mod rerank;
 pub use crate::{index, semantic};
 pub mod snippet;
 pub mod temporal;
-pub(crate) mod timing;
+use crate::search_timing as timing;
 
 use serde::{Deserialize, Serialize};
 

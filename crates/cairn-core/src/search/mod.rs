@@ -527,7 +527,10 @@ impl Core {
                 Ok(embedding) => {
                     let found = read_lexical();
                     let embedded = embedding.join().unwrap_or_else(|_| {
-                        (Err(semantic::Unavailable::Failing("embedding the query panicked".into())), Default::default())
+                        (
+                            Err(semantic::Unavailable::Failing("embedding the query panicked".into())),
+                            std::time::Duration::ZERO,
+                        )
                     });
                     (embedded, found)
                 }

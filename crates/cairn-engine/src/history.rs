@@ -75,20 +75,34 @@ pub fn start(workers: &Workers, store_path: &Path, scan: HistoryScan) -> bool {
 /// on the callers' threads at normal priority).
 fn run(db_path: &Path, scan: &HistoryScan, alive: &Alive) {
     crate::workers::run_in_background();
-    let mut db = match HistoryDb::open(db_path) {
-        Ok(db) => db,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot open the history archive; history is only updated by pokes");
-            // A loop that ends here shows `dead` in /health, which is what it is.
-            return;
-        }
-    };
+    let Some(mut db) = open_until_stopped(db_path, alive) else { return };
     scan_once(&mut db, scan, alive, "backfill");
     let Some(every) = scan.every else { return };
     while sleep_unless_stopped(every, alive) {
         scan_once(&mut db, scan, alive, "scan");
     }
 }
+
+/// The archive, opened as soon as it can be: an open that fails (the file busy while another
+/// worker opens or closes it at the daemon's start, a data dir not writable yet) is tried again
+/// after a pause that doubles up to [`OPEN_RETRY_CAP`], so one bad moment never ends the
+/// backfill for the daemon's life. `None` once the engine stops.
+fn open_until_stopped(db_path: &Path, alive: &Alive) -> Option<HistoryDb> {
+    let mut pause = OPEN_RETRY_FIRST;
+    loop {
+        match HistoryDb::open(db_path) {
+            Ok(db) => return Some(db),
+            Err(e) => tracing::warn!(error = %e, retry_in = ?pause, "cannot open the history archive yet"),
+        }
+        if !sleep_unless_stopped(pause, alive) {
+            return None;
+        }
+        pause = (pause * 2).min(OPEN_RETRY_CAP);
+    }
+}
+
+const OPEN_RETRY_FIRST: Duration = Duration::from_millis(200);
+const OPEN_RETRY_CAP: Duration = Duration::from_secs(60);
 
 fn scan_once(db: &mut HistoryDb, scan: &HistoryScan, alive: &Alive, kind: &str) {
     let started = Instant::now();

@@ -57,6 +57,14 @@ pub fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     }
 }
 
+/// [`flag`] for an optional switch: absent or `null` is `None` (the reader's own default).
+pub fn opt_flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        other => flag(other).map(Some).map_err(D::Error::custom),
+    }
+}
+
 fn number<T: DeserializeOwned + FromStr>(value: Value) -> Result<T, String> {
     match value {
         Value::String(s) => s.trim().parse().map_err(|_| format!("expected a number, got {s:?}")),
@@ -109,5 +117,21 @@ mod tests {
         assert!(read(json!({"limit": ""})).unwrap_err().contains("expected a number"));
         assert!(read(json!({"turn": " "})).unwrap_err().contains("expected a number"));
         assert!(read(json!({"all": ""})).unwrap_err().contains("expected true or false"));
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Switch {
+        #[serde(default, deserialize_with = "super::opt_flag")]
+        deep: Option<bool>,
+    }
+
+    #[test]
+    fn an_optional_switch_is_absent_a_flag_or_an_error() {
+        let read = |v| serde_json::from_value::<Switch>(v).map(|s| s.deep).map_err(|e| e.to_string());
+        assert_eq!(read(json!({})), Ok(None));
+        assert_eq!(read(json!({"deep": null})), Ok(None));
+        assert_eq!(read(json!({"deep": "false"})), Ok(Some(false)));
+        assert_eq!(read(json!({"deep": true})), Ok(Some(true)));
+        assert!(read(json!({"deep": "maybe"})).unwrap_err().contains("expected true or false"));
     }
 }

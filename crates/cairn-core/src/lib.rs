@@ -24,6 +24,8 @@ pub mod gc;
 pub mod index;
 pub mod memory;
 pub mod model;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod ops;
 pub mod owners;
 pub mod passive;

@@ -156,7 +156,7 @@ pub fn windows(messages: &[TranscriptMessage], max_bytes: usize) -> Vec<std::ops
 /// The facts of an answer to `facts_request` over `messages`. Noise and empty facts are
 /// dropped, as are repeats; `Malformed` when the answer holds no usable JSON.
 pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<Fact>, LlmError> {
-    let value = json_value(answer)?;
+    let value = json_value(answer).or_else(|malformed| cut_short_value(answer).ok_or(malformed))?;
     let items = match &value {
         Value::Array(items) => items,
         Value::Object(object) => match ["facts", "memories", "items"].iter().find_map(|k| object.get(*k)) {
@@ -331,6 +331,45 @@ pub(crate) fn json_value(answer: &str) -> Result<Value, LlmError> {
         .ok_or_else(|| LlmError::Malformed(format!("no JSON in the answer: {}", preview(answer))))?;
     serde_json::from_str(&without_trailing_commas(body))
         .map_err(|e| LlmError::Malformed(format!("the answer's JSON does not parse ({e}): {}", preview(body))))
+}
+
+/// An answer cut off at `max_tokens` in the middle of its list (a long session's facts): the
+/// JSON up to the last value that closed, with the brackets still open closed after it. Every
+/// fact kept is whole; the one being written when the answer stopped is left out. Only facts
+/// are read this way: a cut summary or verdict is no answer.
+fn cut_short_value(answer: &str) -> Option<Value> {
+    let answer = strip_reasoning(answer);
+    let text = fenced_block(answer).unwrap_or(answer);
+    let start = text.find(['{', '['])?;
+    let mut open: Vec<char> = Vec::new();
+    let mut last_closed: Option<(usize, usize)> = None; // (end offset, brackets open there)
+    let (mut in_string, mut escaped) = (false, false);
+    for (offset, c) in text[start..].char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => open.push(c),
+            '}' | ']' => {
+                open.pop()?;
+                if open.is_empty() {
+                    return None; // balanced: not cut short (`json_value` judged it)
+                }
+                last_closed = Some((start + offset + 1, open.len()));
+            }
+            _ => {}
+        }
+    }
+    let (end, depth) = last_closed?;
+    let closers: String = open[..depth].iter().rev().map(|b| if *b == '{' { '}' } else { ']' }).collect();
+    serde_json::from_str(&without_trailing_commas(&format!("{}{closers}", &text[start..end]))).ok()
 }
 
 /// What a failure quotes of an answer.

@@ -83,6 +83,22 @@ fn answers_without_usable_json_are_malformed() {
 }
 
 #[test]
+fn an_answer_cut_off_at_max_tokens_keeps_its_whole_facts() {
+    // What Qwen2.5-Coder-1.5B answered for a 20-turn session when it ran out of tokens.
+    let answer = "```json\n{\"facts\": [{\"type\": \"bugfix\", \"title\": \"Sidekiq retries twice\", \
+                  \"content\": \"Sidekiq retried the job twice when the network failed.\", \"message_ids\": [\"m1\"]}, \
+                  {\"type\": \"config\", \"title\": \"Retry limit\", \"content\": \"The retry limit is 3 {per queue}\"}, \
+                  {\"type\": \"decision\", \"title\": \"Use exponential back";
+    let facts = parse_facts(answer, &messages()).unwrap();
+    let titles: Vec<&str> = facts.iter().map(|f| f.title.as_str()).collect();
+    assert_eq!(titles, ["Sidekiq retries twice", "Retry limit"], "the fact being written is left out");
+    assert_eq!(facts[1].content, "The retry limit is 3 {per queue}");
+    // Cut inside the first fact: nothing whole to keep.
+    let err = parse_facts("{\"facts\": [{\"type\": \"bugfix\", \"content\": \"Sidekiq", &messages()).unwrap_err();
+    assert!(matches!(err, LlmError::Malformed(_)), "{err}");
+}
+
+#[test]
 fn brackets_inside_strings_do_not_end_the_json() {
     let answer = r#"Answer: {"facts": [{"content": "Use `vec![1, 2]` and `{}` in format strings.", "type": "pattern"}]} trailing } ]"#;
     let facts = parse_facts(answer, &messages()).unwrap();

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Core;
 use crate::error::{CairnError, Result};
+use crate::lenient;
 use crate::model::{Observation, Prompt};
 use crate::store::Store;
 use crate::text::{Scope, normalize_project, normalize_topic_key};
@@ -33,36 +34,95 @@ pub const DEFAULT_LIMIT: usize = 10;
 /// Most results one search returns.
 pub const MAX_LIMIT: usize = 100;
 
-/// What to search for and where.
+/// What to search for and where: the one shape of a search request. The HTTP API's query
+/// string (`GET /search`), the MCP tool's arguments (`mem_search`), the router's and the
+/// daemon's `search` op all read it, through the same lenient readers; the CLI builds it.
+/// Doc comments are the MCP schema's and the OpenAPI document's descriptions: keep them short.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema), schemars(transform = query_is_required))]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct SearchQuery {
-    #[serde(alias = "query", alias = "q")]
+    /// Keywords; any word may match, best first. `"phrases"`, `prefix*`; a topic_key finds that memory.
+    // Blank or absent is refused by the search itself (`empty_field`), the same for every door.
+    // `q` is the HTTP API's name (engram's), `query` the MCP tool's, `text` what older
+    // clients of the daemon's op sent.
+    #[serde(rename = "q", alias = "query", alias = "text", default)]
+    #[cfg_attr(feature = "schema", schemars(rename = "query"))]
+    #[cfg_attr(feature = "openapi", param(required = true, pattern = r"\S"))]
     pub text: String,
-    /// Project to search (its memories plus the user's personal ones).
-    #[serde(default)]
+    /// Its memories plus personal ones (default: the current project over MCP, every project over HTTP).
+    #[serde(default, deserialize_with = "lenient::given")]
     pub project: Option<String>,
-    /// Ignore `project` and search everything.
-    #[serde(default)]
+    /// Search every project.
+    #[serde(default, deserialize_with = "lenient::flag")]
     pub all_projects: bool,
-    #[serde(default, rename = "type")]
+    /// Only this type.
+    #[serde(default, rename = "type", deserialize_with = "lenient::given")]
     pub kind: Option<String>,
-    #[serde(default)]
+    /// project or personal (blank: both).
+    #[serde(default, deserialize_with = "scope_filter")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
+    #[cfg_attr(feature = "openapi", param(schema_with = crate::openapi::scope_filter))]
     pub scope: Option<Scope>,
-    /// Results wanted; `0` means [`DEFAULT_LIMIT`]; capped at [`MAX_LIMIT`].
-    #[serde(default)]
+    /// Results (default 10, max 100).
+    // `0` means [`DEFAULT_LIMIT`]; capped at [`MAX_LIMIT`].
+    #[serde(default, deserialize_with = "lenient::count_or::<_, 0>")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<u32>"))]
+    #[cfg_attr(feature = "openapi", param(value_type = Option<usize>, minimum = 0))]
     pub limit: usize,
-    /// How to rank; `None` = hybrid when vectors exist, else lexical.
-    #[serde(default)]
+    /// lexical (exact words), semantic (meaning) or hybrid (both; the default when available).
+    // `None` = hybrid when vectors exist, else lexical.
+    #[serde(default, deserialize_with = "search_mode")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
+    #[cfg_attr(feature = "openapi", param(schema_with = crate::openapi::search_mode))]
     pub mode: Option<SearchMode>,
-    /// Least [`relevance`] (0–1) a hit needs: the cosine in semantic mode, the re-ranker's
-    /// relevance in hybrid mode, BM25 relative to the best hit in lexical mode. Topic-key hits
-    /// always pass. Hits below it are dropped, so fewer than `limit` may come back.
-    #[serde(default)]
+    /// Least relevance 0-1 (cosine, re-ranker relevance, or BM25 relative to the best hit).
+    // See [`relevance`]. Topic-key hits always pass; hits below it are dropped, so fewer than
+    // `limit` may come back.
+    #[serde(default, deserialize_with = "lenient::opt_number")]
+    #[cfg_attr(feature = "openapi", param(minimum = 0, maximum = 1))]
     pub min_score: Option<f64>,
-    /// Deep recall ([`deep`]): a language model re-ranks the first stage's best candidates.
-    /// `None`: the daemon's default (`[search] deep`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Deep recall: a language model re-ranks the best candidates (slower; default per config).
+    // [`deep`]; `None`: the daemon's default (`[search] deep`). Without a model the first stage
+    // answers, with a notice.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_flag")]
     pub deep: Option<bool>,
+}
+
+/// The MCP schema of [`SearchQuery`]: `query` is required (the field has a serde default only so
+/// that a blank and a missing query get the same `empty_field` from the search), and no
+/// property shows its Rust default (`limit: 0` means 10).
+#[cfg(feature = "schema")]
+fn query_is_required(schema: &mut schemars::Schema) {
+    if let Some(properties) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
+        for property in properties.values_mut().filter_map(serde_json::Value::as_object_mut) {
+            property.remove("default");
+        }
+    }
+    schema.insert("required".into(), serde_json::json!(["query"]));
+}
+
+/// A scope filter from any door: blank is none, anything but a scope is refused
+/// ([`Scope::parse_filter`]).
+fn scope_filter<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Scope>, D::Error> {
+    let raw = Option::<String>::deserialize(d)?;
+    Scope::parse_filter(raw.as_deref()).map_err(door_error)
+}
+
+/// A search mode from any door: blank is the default, any case and the aliases of
+/// [`SearchMode::parse`] are read.
+fn search_mode<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<SearchMode>, D::Error> {
+    let raw = lenient::given(d)?;
+    raw.as_deref().map(SearchMode::parse).transpose().map_err(door_error)
+}
+
+/// A rule's refusal as a field error: the message and its hint, which the door prefixes with
+/// the field's name.
+fn door_error<E: serde::de::Error>(e: CairnError) -> E {
+    match e.hint {
+        Some(hint) => E::custom(format!("{} ({hint})", e.message)),
+        None => E::custom(e.message),
+    }
 }
 
 /// How relevant a hit is, 0–1, in the terms of the ranking that found it (see

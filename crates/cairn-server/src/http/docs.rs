@@ -8,6 +8,8 @@ use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{Components, Content, Ref, RefOr};
 
+pub(super) use cairn_core::openapi::{keyword, scope_filter};
+
 use super::HttpConfig;
 use super::error::ErrorBody;
 use super::schema;
@@ -141,50 +143,10 @@ fn non_blank_patterns(value: &mut serde_json::Value) {
     }
 }
 
-/// Whitespace as Rust's `str::trim` sees it (Unicode White_Space), for patterns.
-const TRIMMED: &str = "[\\t\\n\\x0b\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
-
 /// A text the server does not see as blank: one character that Rust's `str::trim` keeps. (Not
 /// `\S`: ECMA-262's `\s` leaves out U+0085, which `trim` removes, so a schema-valid `q=%C2%85`
-/// was refused as empty.) The same set as [`TRIMMED`], negated.
+/// was refused as empty.) The set of `cairn_core::openapi::TRIMMED`, negated.
 const NON_BLANK: &str = "[^\\t\\n\\x0b\\f\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
-
-/// A keyword parameter the server trims and lowercases: one of `words` in any case, with
-/// whitespace around it, or blank (no value).
-fn keyword(words: &[&str], description: &str) -> utoipa::openapi::Schema {
-    use utoipa::openapi::schema::{ObjectBuilder, Type};
-    let any_case = |word: &str| -> String {
-        word.chars()
-            .map(|c| {
-                if c.is_ascii_alphabetic() {
-                    format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect()
-    };
-    let alternatives: Vec<String> = words.iter().map(|w| any_case(w)).collect();
-    let pattern = format!("^{TRIMMED}*({})?{TRIMMED}*$", alternatives.join("|"));
-    ObjectBuilder::new().schema_type(Type::String).pattern(Some(pattern)).description(Some(description)).into()
-}
-
-/// A scope filter: `project` or `personal` (any case); blank means none.
-pub(super) fn scope_filter() -> utoipa::openapi::Schema {
-    keyword(
-        &["project", "personal", "user", "global"],
-        "`project` or `personal` (aliases `user`, `global`; any case); blank: no filter",
-    )
-}
-
-/// A search mode: `lexical` (`keyword`, `bm25`), `semantic` (`vector`), `hybrid`; blank means
-/// the default.
-pub(super) fn search_mode() -> utoipa::openapi::Schema {
-    keyword(
-        &["lexical", "keyword", "bm25", "semantic", "vector", "hybrid"],
-        "`lexical`, `semantic` or `hybrid` (any case); blank: the default",
-    )
-}
 
 /// A layout of `GET /context`.
 pub(super) fn context_layout() -> utoipa::openapi::Schema {

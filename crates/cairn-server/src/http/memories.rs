@@ -11,7 +11,7 @@ use cairn_core::ops::{
     UpdateRequest,
 };
 use cairn_core::passive::PassiveCapture;
-use cairn_core::search::{SearchMode, SearchQuery};
+use cairn_core::search::SearchQuery;
 use cairn_core::text::Scope;
 use cairn_core::{CairnError, ErrorCode};
 use serde::Deserialize;
@@ -308,42 +308,11 @@ pub(super) async fn passive(State(state): State<AppState>, ApiJson(b): ApiJson<P
     Ok(ok(run(&state, Op::CapturePassive(capture)).await?))
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct SearchParams {
-    /// What to look for: words (any may match), `"phrases"`, `prefix*`, or an exact topic_key.
-    #[param(required = true, pattern = r"\S")]
-    q: Option<String>,
-    /// Only this type.
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    /// This project's memories plus personal ones (empty: every project).
-    project: Option<String>,
-    /// `project` or `personal` (empty: both).
-    #[param(schema_with = super::docs::scope_filter)]
-    scope: Option<String>,
-    /// Default 10, at most 100.
-    limit: Option<usize>,
-    /// Ignore `project` and search everything.
-    all_projects: Option<bool>,
-    /// `lexical`, `semantic` or `hybrid` (default: hybrid when embeddings exist, else lexical).
-    #[param(schema_with = super::docs::search_mode)]
-    mode: Option<String>,
-    /// Least relevance (0–1) of a hit: the cosine (semantic), the re-ranker's relevance
-    /// (hybrid), BM25 relative to the best hit (lexical).
-    #[param(minimum = 0, maximum = 1)]
-    min_score: Option<f64>,
-    /// Deep recall: a language model reads the question with the best 20 candidates and
-    /// re-ranks them (default: `[search] deep`). What it did is in `X-Cairn-Deep`; without a
-    /// model the first-stage order answers, with a notice.
-    deep: Option<bool>,
-}
-
 /// Search memories.
 ///
 /// The answer is an array (engram's shape); explanations of an empty or shaped answer come in
 /// `X-Cairn-Notice` headers.
-#[utoipa::path(get, operation_id = "search", path = "/search", tag = "memories", params(SearchParams),
+#[utoipa::path(get, operation_id = "search", path = "/search", tag = "memories", params(SearchQuery),
     responses(
         (status = 200, description = "Hits, best first (`[]` when none)", body = Vec<schema::SearchHit>,
             headers(("X-Cairn-Notice" = String,
@@ -351,21 +320,8 @@ pub struct SearchParams {
                 ("X-Cairn-Deep" = String,
                 description = "Deep recall's report as JSON: reranked, candidates, model, llm_ms, code (why not)"))),
         (status = 400, description = "Missing or empty q, or a bad parameter", body = ErrorBody)))]
-pub(super) async fn search(State(state): State<AppState>, ApiQuery(p): ApiQuery<SearchParams>) -> ApiResult {
-    let text = p
-        .q
-        .ok_or_else(|| CairnError::empty("query parameter q").with_hint("say what to look for: /search?q=auth+bug"))?;
-    let query = SearchQuery {
-        text,
-        project: given(p.project),
-        all_projects: p.all_projects.unwrap_or(false),
-        kind: given(p.kind),
-        scope: Scope::parse_filter(p.scope.as_deref())?,
-        limit: p.limit.unwrap_or(0),
-        mode: given(p.mode).map(|m| SearchMode::parse(&m)).transpose()?,
-        min_score: p.min_score,
-        deep: p.deep,
-    };
+pub(super) async fn search(State(state): State<AppState>, ApiQuery(query): ApiQuery<SearchQuery>) -> ApiResult {
+    // No project (or a blank one) searches every project, as engram's API did.
     // Each hit comes with its relation notes: the JSON array is the hits as they are.
     let SearchResponse { hits, notices, deep, .. } = run_typed(&state, query).await?;
     let mut response = Json(hits).into_response();

@@ -101,39 +101,6 @@ pub struct SaveArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct SearchArgs {
-    /// Keywords; any word may match, best matches first. A topic_key finds that memory.
-    #[serde(alias = "q")]
-    pub query: String,
-    /// Only this type.
-    #[serde(default, rename = "type")]
-    pub kind: Option<String>,
-    /// Defaults to the current project (plus personal memories).
-    #[serde(default)]
-    pub project: Option<String>,
-    /// project or personal.
-    #[serde(default)]
-    pub scope: Option<String>,
-    /// Search every project.
-    #[serde(default)]
-    pub all_projects: Option<bool>,
-    /// Results (default 10, max 100).
-    #[serde(default, deserialize_with = "opt_int")]
-    #[schemars(with = "Option<u32>")]
-    pub limit: Option<usize>,
-    /// lexical (exact words), semantic (meaning) or hybrid (both; the default when available).
-    #[serde(default)]
-    pub mode: Option<String>,
-    /// Least relevance 0-1 (cosine, re-ranker relevance, or BM25 relative to the best hit).
-    #[serde(default)]
-    pub min_score: Option<f64>,
-    /// Deep recall: a language model reads the question with the best candidates and re-ranks
-    /// them (slower; default per config). Without a model the usual ranking answers.
-    #[serde(default)]
-    pub deep: Option<bool>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ContextArgs {
     /// Defaults to the current project.
     #[serde(default)]
@@ -373,8 +340,8 @@ mod tests {
         assert!(err.message.contains("title"), "{}", err.message);
         let legacy = parse::<SaveArgs>(json!({"title": "t", "observation": "c", "extra": 1})).unwrap();
         assert_eq!(legacy.content, "c");
-        let limit = parse::<SearchArgs>(json!({"query": "q", "limit": "5"})).unwrap();
-        assert_eq!(limit.limit, Some(5));
+        let limit = parse::<cairn_core::search::SearchQuery>(json!({"query": "q", "limit": "5"})).unwrap();
+        assert_eq!(limit.limit, 5);
     }
 
     #[test]

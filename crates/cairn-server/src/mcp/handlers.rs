@@ -21,7 +21,7 @@ use cairn_core::project::ProjectDetection;
 use cairn_core::projects::MigrateOutcome;
 use cairn_core::prompts::NewPrompt;
 use cairn_core::relations::{Comparison, Judgment};
-use cairn_core::search::{SearchMode, SearchQuery};
+use cairn_core::search::SearchQuery;
 use cairn_core::sessions::{NewSession, default_session_id};
 use cairn_core::text::Scope;
 use cairn_core::views::{Stats, Timeline};
@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 
 use super::args::{
     CapturePassiveArgs, CompareArgs, ContextArgs, DeleteArgs, DoctorArgs, IdArgs, JudgeArgs, MergeProjectsArgs,
-    RouterArgs, SaveArgs, SavePromptArgs, SearchArgs, SessionEndArgs, SessionStartArgs, SessionSummaryArgs, StatsArgs,
+    RouterArgs, SaveArgs, SavePromptArgs, SessionEndArgs, SessionStartArgs, SessionSummaryArgs, StatsArgs,
     SuggestTopicKeyArgs, TimelineArgs, UpdateArgs,
 };
 use super::reply::{self, Scoped};
@@ -197,23 +197,15 @@ impl CairnMcp {
         Ok(reply::envelope(Some(&scoped), render::save(&resp), extra))
     }
 
-    pub(super) async fn search(&self, call: &CallCtx, a: SearchArgs) -> Result<CallToolResult> {
-        let scoped = self.resolve(call, a.project.as_deref()).await?;
-        let all_projects = a.all_projects.unwrap_or(false);
-        let query = SearchQuery {
-            text: a.query.clone(),
-            project: Some(scoped.project.clone()),
-            all_projects,
-            kind: given(a.kind),
-            scope: Scope::parse_filter(a.scope.as_deref())?,
-            limit: a.limit.unwrap_or(0),
-            mode: given(a.mode).map(|m| SearchMode::parse(&m)).transpose()?,
-            min_score: a.min_score,
-            deep: a.deep,
-        };
+    pub(super) async fn search(&self, call: &CallCtx, mut query: SearchQuery) -> Result<CallToolResult> {
+        // No project given: the call's own (its memories plus personal ones).
+        let scoped = self.resolve(call, query.project.as_deref()).await?;
+        query.project = Some(scoped.project.clone());
+        let all_projects = query.all_projects;
+        let text = query.text.clone();
         let resp: SearchResponse = self.call(query).await?;
         let label = if all_projects { "all projects".to_owned() } else { format!("project {}", scoped.project) };
-        let text = Self::with_nudge(call, render::search(&a.query, &label, &resp));
+        let text = Self::with_nudge(call, render::search(&text, &label, &resp));
         let ids: Vec<i64> = resp.hits.iter().map(|h| h.hit.observation.id).collect();
         let mut extra = json!({ "count": ids.len(), "ids": ids });
         if let Some(deep) = &resp.deep {

@@ -6,6 +6,7 @@ use std::future::Future;
 
 use cairn_core::CairnError;
 use cairn_core::history::query as history;
+use cairn_core::search::SearchQuery;
 use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -13,8 +14,8 @@ use rmcp::{tool, tool_router};
 
 use super::args::{
     Args, CapturePassiveArgs, CompareArgs, ContextArgs, DeleteArgs, DoctorArgs, IdArgs, JudgeArgs, MergeProjectsArgs,
-    NoArgs, RouterArgs, SaveArgs, SavePromptArgs, SearchArgs, SessionEndArgs, SessionStartArgs, SessionSummaryArgs,
-    StatsArgs, SuggestTopicKeyArgs, TimelineArgs, UpdateArgs,
+    NoArgs, RouterArgs, SaveArgs, SavePromptArgs, SessionEndArgs, SessionStartArgs, SessionSummaryArgs, StatsArgs,
+    SuggestTopicKeyArgs, TimelineArgs, UpdateArgs,
 };
 use super::{CairnMcp, CallCtx, reply, router_tool};
 
@@ -72,7 +73,7 @@ impl CairnMcp {
     )]
     async fn mem_search(
         &self,
-        Parameters(args): Parameters<Args<SearchArgs>>,
+        Parameters(args): Parameters<Args<SearchQuery>>,
         Extension(call): Extension<CallCtx>,
     ) -> CallToolResult {
         run(args, |a| self.search(&call, a)).await

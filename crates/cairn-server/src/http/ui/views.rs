@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use axum::Form;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
@@ -202,44 +203,32 @@ pub(super) fn preview(text: &str, max: usize) -> String {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub(super) struct SearchParams {
-    #[serde(default)]
-    q: Option<String>,
-    #[serde(default)]
-    project: Option<String>,
-    #[serde(default, rename = "type")]
-    kind: Option<String>,
-    #[serde(default)]
-    scope: Option<String>,
-}
-
-pub(super) async fn search(State(state): State<AppState>, Query(params): Query<SearchParams>) -> UiResult {
-    let text = params.q.clone().unwrap_or_default();
-    let project = given(params.project.clone());
-    let kind = given(params.kind.clone());
-    let scope = match Scope::parse_filter(params.scope.as_deref()) {
-        Ok(scope) => scope,
-        Err(e) => return Ok(error_page(StatusCode::BAD_REQUEST, "Bad search", &e.message)),
+/// The search page reads the one search request (`GET /search`'s, the MCP tool's), so a link
+/// may carry `mode`, `min_score` or `deep` too; the form sets words, project, type and scope.
+pub(super) async fn search(
+    State(state): State<AppState>,
+    params: Result<Query<SearchQuery>, QueryRejection>,
+) -> UiResult {
+    let mut query = match params {
+        Ok(Query(query)) => query,
+        Err(rejection) => {
+            let why = std::error::Error::source(&rejection).map_or_else(|| rejection.body_text(), ToString::to_string);
+            return Ok(error_page(StatusCode::BAD_REQUEST, "Bad search", &why));
+        }
     };
-    let mut p = Page::new(if text.is_empty() { "Search" } else { &text }, Section::Search);
+    let title = if query.text.trim().is_empty() { "Search" } else { query.text.as_str() };
+    let mut p = Page::new(title, Section::Search);
     p.heading("Search memories");
-    p.raw(&search_form(&params));
+    p.raw(&search_form(&query));
     p.raw("<div id=\"results\">");
-    if !text.trim().is_empty() {
-        let query = SearchQuery {
-            text: text.clone(),
-            all_projects: project.is_none(),
-            project,
-            kind,
-            scope,
-            limit: 30,
-            ..SearchQuery::default()
-        };
+    if !query.text.trim().is_empty() {
+        query.all_projects = query.project.is_none();
+        query.limit = 30;
         let found: SearchResponse = run(&state, query).await?;
         p.raw(&search_results(&found));
-    } else if project.is_some() || kind.is_some() {
+    } else if query.project.is_some() || query.kind.is_some() {
         // Filters without words: the newest memories that match them.
+        let SearchQuery { project, kind, scope, .. } = query;
         let filter = ListFilter { project, kind, scope, limit: 50, ..ListFilter::default() };
         let listed: Vec<Observation> = run(&state, filter).await?;
         p.raw(&table("Newest memories", &["Title", "Type", "Project", "Saved"], listed.iter().map(memory_row)));
@@ -248,9 +237,9 @@ pub(super) async fn search(State(state): State<AppState>, Query(params): Query<S
     Ok(page(&p))
 }
 
-fn search_form(params: &SearchParams) -> String {
+fn search_form(query: &SearchQuery) -> String {
     let value = |v: &Option<String>| esc(v.as_deref().unwrap_or(""));
-    let scope = params.scope.as_deref().unwrap_or("");
+    let scope = query.scope.map_or("", Scope::as_str);
     let option = |v: &str, label: &str| {
         let selected = if v == scope { " selected" } else { "" };
         format!("<option value=\"{v}\"{selected}>{label}</option>")
@@ -262,9 +251,9 @@ fn search_form(params: &SearchParams) -> String {
          <label for=\"type\">Type</label><input id=\"type\" name=\"type\" value=\"{}\">\
          <label for=\"scope\">Scope</label><select id=\"scope\" name=\"scope\">{}{}{}</select>\
          <button type=\"submit\">Search</button></form>",
-        value(&params.q),
-        value(&params.project),
-        value(&params.kind),
+        esc(&query.text),
+        value(&query.project),
+        value(&query.kind),
         option("", "any"),
         option("project", "project"),
         option("personal", "personal"),

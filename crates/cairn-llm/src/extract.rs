@@ -326,9 +326,11 @@ fn strip_reasoning(answer: &str) -> &str {
 pub(crate) fn json_value(answer: &str) -> Result<Value, LlmError> {
     let answer = strip_reasoning(answer);
     let fenced = fenced_block(answer).unwrap_or(answer);
-    let body = balanced_json(fenced)
-        .or_else(|| balanced_json(answer))
-        .ok_or_else(|| LlmError::Malformed(format!("no JSON in the answer: {}", preview(answer))))?;
+    let Some(body) = balanced_json(fenced).or_else(|| balanced_json(answer)) else {
+        // The failure keeps a preview; the whole answer is for whoever asks the log for it.
+        tracing::debug!(answer, "no JSON in the model's answer");
+        return Err(LlmError::Malformed(format!("no JSON in the answer: {}", preview(answer))));
+    };
     serde_json::from_str(&without_trailing_commas(body))
         .map_err(|e| LlmError::Malformed(format!("the answer's JSON does not parse ({e}): {}", preview(body))))
 }

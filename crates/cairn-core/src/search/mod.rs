@@ -82,7 +82,8 @@ pub struct SearchQuery {
     #[serde(default, deserialize_with = "lenient::opt_number")]
     #[cfg_attr(feature = "openapi", param(minimum = 0, maximum = 1))]
     pub min_score: Option<f64>,
-    /// Deep recall: a language model re-ranks the best candidates (slower; default per config).
+    /// Deep recall: a language model re-ranks the best candidates (slower; default per config;
+    /// without a model the usual ranking answers).
     // [`deep`]; `None`: the daemon's default (`[search] deep`). Without a model the first stage
     // answers, with a notice.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::opt_flag")]

@@ -22,8 +22,8 @@ pub const THREADS_ENV: &str = "CANDLE_NUM_THREADS";
 /// 4k-token session at once would hold a 4k × 4k score matrix per head.
 const PREFILL_CHUNK: usize = 512;
 
-/// With a JSON request, how many of the likeliest tokens are tried for one that keeps the
-/// answer valid before the answer is given up as it stands.
+/// With a JSON request, how many of the likeliest tokens are tried first for one that keeps the
+/// answer valid (the rest of the vocabulary is tried only when none of them does).
 const JSON_CANDIDATES: usize = 64;
 
 /// How a local model is run.
@@ -264,7 +264,14 @@ impl LocalProvider {
         if json.is_none() {
             return Ok(Some(argmax(logits)));
         }
-        Ok(likeliest(logits, JSON_CANDIDATES).into_iter().find(|t| valid(*t)))
+        // Rarely none of the likeliest keeps the answer valid. Seen: a fused token (`` `"``) closed
+        // a string where the model meant a quote inside it, and every likely next token was the
+        // quoted word. Then the whole vocabulary, likeliest first, is tried before the answer
+        // is given up as it stands: the string ends there, and the facts after it still come.
+        Ok(likeliest(logits, JSON_CANDIDATES)
+            .into_iter()
+            .find(|t| valid(*t))
+            .or_else(|| likeliest(logits, logits.len()).into_iter().skip(JSON_CANDIDATES).find(|t| valid(*t))))
     }
 
     fn token_text(&self, token: u32) -> String {

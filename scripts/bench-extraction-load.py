@@ -209,13 +209,14 @@ def main():
         else:  # no cairn-bench built: the same number of saves through HTTP
             measure(port, args.memories, rng)
         measure(port, 50, rng)  # warm-up
-        rows, per_session, tokens_s, idle_tokens = [], [], [], []
+        rows, per_session, tokens_s, idle_tokens, failed = [], [], [], [], {}
         for r in range(args.rounds):
             tokens_before = llm_tokens(args.cairn, env)
             saves, searches = measure(port, args.ops, rng, pause=args.pause)
             idle_tokens.append(llm_tokens(args.cairn, env) - tokens_before)
             rows.append(("A", r + 1, saves, searches))
             before, _ = extracted(port)
+            failed_before = len(failed)
             tokens_before = llm_tokens(args.cairn, env)
             started = time.time()
             for session, path in write_transcripts(home / ".claude", project, args.per_round, r * args.per_round):
@@ -223,10 +224,14 @@ def main():
                 assert status == 200, body
 
             def extracting():
+                # A session the model failed on counts as finished for the round (the model did
+                # its work; greedy decoding would fail it the same way again): it is reported,
+                # not waited for.
                 done, failing = extracted(port)
-                assert not failing, failing
+                for f in failing:
+                    failed.setdefault(f["session_id"], f["last_error"])
                 assert time.time() - started < args.timeout, "extraction did not finish in --timeout"
-                return done < before + args.per_round
+                return done + len(failed) - failed_before < before + args.per_round
 
             saves, searches = measure(port, args.ops, rng, keep_going=extracting, pause=args.pause)
             spent = time.time() - started
@@ -241,6 +246,8 @@ def main():
         daemon.terminate()
         daemon.wait(timeout=30)
     report(rows, per_session, tokens_s, idle_tokens, hwm, args)
+    for session, error in failed.items():
+        print(f"extraction failed: session {session}: {error}")
 
 
 def http_ok(port):

@@ -345,19 +345,8 @@ fn cut_short_value(answer: &str) -> Option<Value> {
     let start = text.find(['{', '['])?;
     let mut open: Vec<char> = Vec::new();
     let mut last_closed: Option<(usize, usize)> = None; // (end offset, brackets open there)
-    let (mut in_string, mut escaped) = (false, false);
-    for (offset, c) in text[start..].char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    for (offset, c) in outside_strings(&text[start..]) {
         match c {
-            '"' => in_string = true,
             '{' | '[' => open.push(c),
             '}' | ']' => {
                 open.pop()?;
@@ -393,19 +382,8 @@ fn fenced_block(text: &str) -> Option<&str> {
 fn balanced_json(text: &str) -> Option<&str> {
     let start = text.find(['{', '['])?;
     let mut depth = 0usize;
-    let (mut in_string, mut escaped) = (false, false);
-    for (offset, c) in text[start..].char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    for (offset, c) in outside_strings(&text[start..]) {
         match c {
-            '"' => in_string = true,
             '{' | '[' => depth += 1,
             '}' | ']' => {
                 depth -= 1;
@@ -419,12 +397,11 @@ fn balanced_json(text: &str) -> Option<&str> {
     None
 }
 
-/// `json` without the commas before a closing bracket that models like to leave.
-fn without_trailing_commas(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
+/// The characters of `text` that are not inside a JSON string, with their byte offsets (the
+/// quotes that open and close strings are left out too).
+fn outside_strings(text: &str) -> impl Iterator<Item = (usize, char)> + '_ {
     let (mut in_string, mut escaped) = (false, false);
-    let chars: Vec<char> = json.chars().collect();
-    for (i, &c) in chars.iter().enumerate() {
+    text.char_indices().filter(move |&(_, c)| {
         if in_string {
             match c {
                 _ if escaped => escaped = false,
@@ -432,17 +409,23 @@ fn without_trailing_commas(json: &str) -> String {
                 '"' => in_string = false,
                 _ => {}
             }
+            false
         } else if c == '"' {
             in_string = true;
-        } else if c == ',' {
-            let next = chars[i + 1..].iter().find(|n| !n.is_whitespace());
-            if matches!(next, Some('}' | ']')) {
-                continue;
-            }
+            false
+        } else {
+            true
         }
-        out.push(c);
-    }
-    out
+    })
+}
+
+/// `json` without the commas before a closing bracket that models like to leave.
+fn without_trailing_commas(json: &str) -> String {
+    let trailing: Vec<usize> = outside_strings(json)
+        .filter(|&(i, c)| c == ',' && matches!(json[i + 1..].trim_start().chars().next(), Some('}' | ']')))
+        .map(|(i, _)| i)
+        .collect();
+    json.char_indices().filter(|(i, _)| !trailing.contains(i)).map(|(_, c)| c).collect()
 }
 
 #[cfg(test)]

@@ -264,14 +264,7 @@ impl LocalProvider {
         if json.is_none() {
             return Ok(Some(argmax(logits)));
         }
-        // Rarely none of the likeliest keeps the answer valid. Seen: a fused token (`` `"``) closed
-        // a string where the model meant a quote inside it, and every likely next token was the
-        // quoted word. Then the whole vocabulary, likeliest first, is tried before the answer
-        // is given up as it stands: the string ends there, and the facts after it still come.
-        Ok(likeliest(logits, JSON_CANDIDATES)
-            .into_iter()
-            .find(|t| valid(*t))
-            .or_else(|| likeliest(logits, logits.len()).into_iter().skip(JSON_CANDIDATES).find(|t| valid(*t))))
+        Ok(likeliest_valid(logits, valid))
     }
 
     fn token_text(&self, token: u32) -> String {
@@ -302,6 +295,19 @@ fn argmax(logits: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+/// The likeliest token `valid` accepts: among the [`JSON_CANDIDATES`] likeliest first.
+///
+/// Rarely none of those keeps the answer valid. Seen: a fused token (`` `"``) closed a string
+/// where the model meant a quote inside it, and every likely next token was the quoted word.
+/// Then the whole vocabulary, likeliest first, is tried before the answer is given up as it
+/// stands: the string ends there, and the facts after it still come.
+fn likeliest_valid(logits: &[f32], valid: impl Fn(u32) -> bool) -> Option<u32> {
+    likeliest(logits, JSON_CANDIDATES)
+        .into_iter()
+        .find(|t| valid(*t))
+        .or_else(|| likeliest(logits, logits.len()).into_iter().skip(JSON_CANDIDATES).find(|t| valid(*t)))
 }
 
 /// The `n` likeliest tokens, likeliest first.
@@ -349,5 +355,14 @@ mod tests {
         assert_eq!(likeliest(&logits, 3), vec![1, 4, 3]);
         assert_eq!(likeliest(&logits, 10).len(), 5);
         assert_eq!(argmax(&logits), 1);
+    }
+
+    #[test]
+    fn a_valid_token_is_found_beyond_the_likeliest_candidates() {
+        // 1,000 tokens, likelier the lower the id; only the 200th likeliest and later are valid.
+        let logits: Vec<f32> = (0..1000).map(|i| -(i as f32)).collect();
+        assert_eq!(likeliest_valid(&logits, |t| t >= 199), Some(199));
+        assert_eq!(likeliest_valid(&logits, |t| t == 3 || t >= 199), Some(3), "the likeliest valid one first");
+        assert_eq!(likeliest_valid(&logits, |_| false), None, "none valid: the answer ends");
     }
 }

@@ -84,7 +84,8 @@ fn answers_without_usable_json_are_malformed() {
 
 #[test]
 fn an_answer_cut_off_at_max_tokens_keeps_its_whole_facts() {
-    // What Qwen2.5-Coder-1.5B answered for a 20-turn session when it ran out of tokens.
+    // An answer that stops inside its third fact (at `max_tokens`, or where decoding found no
+    // valid next token).
     let answer = "```json\n{\"facts\": [{\"type\": \"bugfix\", \"title\": \"Sidekiq retries twice\", \
                   \"content\": \"Sidekiq retried the job twice when the network failed.\", \"message_ids\": [\"m1\"]}, \
                   {\"type\": \"config\", \"title\": \"Retry limit\", \"content\": \"The retry limit is 3 {per queue}\"}, \

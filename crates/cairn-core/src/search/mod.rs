@@ -615,7 +615,9 @@ impl Core {
     /// Search with any engine: exact topic_key hits first, then the engine's ranking.
     pub fn search_with(&self, engine: &dyn SearchEngine, query: &SearchQuery) -> Result<SearchResults> {
         if query.text.trim().is_empty() {
-            return Err(CairnError::empty("query").with_hint("say what to look for, e.g. `cairn search \"auth bug\"`"));
+            return Err(
+                CairnError::empty("query").with_hint("say what to look for: a few words, a \"phrase\" or a topic_key")
+            );
         }
         let limit = query.effective_limit();
         let mut results = SearchResults::default();

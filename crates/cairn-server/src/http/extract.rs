@@ -105,15 +105,19 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 /// Query parameters.
 pub struct ApiQuery<T>(pub T);
 
+/// Why a query string was refused: its source names the parameter and the problem ("limit:
+/// invalid digit found in string"). The JSON routes and the web page's search say the same.
+pub(crate) fn query_rejection_reason(rejection: &QueryRejection) -> String {
+    std::error::Error::source(rejection).map_or_else(|| rejection.body_text(), ToString::to_string)
+}
+
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let Query(value) =
             Query::<T>::from_request_parts(parts, state).await.map_err(|rejection: QueryRejection| {
-                // The source names the parameter and the problem ("limit: invalid digit found in string").
-                let why =
-                    std::error::Error::source(&rejection).map_or_else(|| rejection.body_text(), ToString::to_string);
+                let why = query_rejection_reason(&rejection);
                 ApiError::new(ErrorCode::InvalidArgument, format!("bad query parameter: {why}"))
             })?;
         Ok(Self(value))

@@ -204,7 +204,8 @@ pub(super) fn preview(text: &str, max: usize) -> String {
 }
 
 /// The search page reads the one search request (`GET /search`'s, the MCP tool's), so a link
-/// may carry `mode`, `min_score` or `deep` too; the form sets words, project, type and scope.
+/// may carry `mode`, `min_score`, `deep`, `limit` or `all_projects` too; the form sets words,
+/// project, type and scope.
 pub(super) async fn search(
     State(state): State<AppState>,
     params: Result<Query<SearchQuery>, QueryRejection>,
@@ -212,7 +213,7 @@ pub(super) async fn search(
     let mut query = match params {
         Ok(Query(query)) => query,
         Err(rejection) => {
-            let why = std::error::Error::source(&rejection).map_or_else(|| rejection.body_text(), ToString::to_string);
+            let why = crate::http::extract::query_rejection_reason(&rejection);
             return Ok(error_page(StatusCode::BAD_REQUEST, "Bad search", &why));
         }
     };
@@ -222,8 +223,11 @@ pub(super) async fn search(
     p.raw(&search_form(&query));
     p.raw("<div id=\"results\">");
     if !query.text.trim().is_empty() {
-        query.all_projects = query.project.is_none();
-        query.limit = 30;
+        // The page's defaults, where the address says nothing: every project, 30 hits.
+        query.all_projects |= query.project.is_none();
+        if query.limit == 0 {
+            query.limit = 30;
+        }
         let found: SearchResponse = run(&state, query).await?;
         p.raw(&search_results(&found));
     } else if query.project.is_some() || query.kind.is_some() {

@@ -71,6 +71,10 @@ async fn views_render_server_side_with_stored_text_escaped() {
     assert!(html.contains("<mark>"), "matched terms highlighted: {html}");
     assert!(!html.contains("<script>alert") && !html.contains("<img src=x"));
     assert_eq!(html.matches("type=\"search\"").count(), 1, "one searchbox on the search page");
+    // The page reads `GET /search`'s parameters: a limit from the address is kept, a bad one refused.
+    let one = server.get("/ui/search?q=wal&project=alpha&limit=1").await.text();
+    assert_eq!(one.matches("href=\"/ui/memory/").count(), 1, "limit=1 gives one hit: {one}");
+    assert_eq!(server.get("/ui/search?q=wal&mode=fuzzy").await.status, 400);
 
     let memory = server.get(&format!("/ui/memory/{}", evil["id"])).await;
     assert_eq!(memory.status, 200);

@@ -9,12 +9,15 @@ A measures saves and searches through HTTP with nothing to extract; B writes --p
 20-turn Claude Code sessions (four sessions of eval/extraction back to back, just written,
 so the worker waits its 15 s cooldown as for a real session) where the host writes them, pokes
 the daemon to archive them, and measures the same saves and searches until the daemon's own extraction
-worker has extracted them all (`extraction_status`). Drift of a shared machine shows as A
+worker has extracted them all (`extraction_status`) and written each one's session summary (the
+last model call of a conversation, ~35 s after its facts; read from the data dir's cairn.db,
+read-only). Drift of a shared machine shows as A
 moving between rounds.
 
-The saves' titles and contents are words no other memory has, so the judge of arrivals finds
-no neighbour to ask the model about: the model's only work in a B round is the extraction, and
-none in an A round (the ledger's tokens during A rounds are printed to show it).
+The saves' titles and contents are words no other memory has, so the judge of arrivals should
+find no neighbour of them to ask the model about. The ledger's tokens during A rounds are
+printed: when they are not 0, the model was busy with something else then (in the 2026-12-03
+run, the judge's calls on the memories loaded before the first round: 2,295 tokens in A1).
 
 Prints a markdown table: save and search p50/p95 per round, B/A of the medians, seconds per
 session, tokens/s, VmHWM.
@@ -33,6 +36,7 @@ import os
 import pathlib
 import random
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -142,6 +146,12 @@ def extracted(port):
     return body.get("sessions", 0), body.get("failing", [])
 
 
+def summaries(data):
+    """How many session summaries a model has written (the worker's last call for a session)."""
+    with sqlite3.connect(f"file:{data / 'cairn.db'}?mode=ro", uri=True, timeout=10) as db:
+        return db.execute("SELECT count(*) FROM memory_provenance WHERE origin = 'summary'").fetchone()[0]
+
+
 def llm_tokens(cairn, env):
     """Today's tokens (in + out) the ledger counted, whatever the JSON's nesting."""
     out = subprocess.run([cairn, "llm", "status", "--json"], env=env, capture_output=True, text=True)
@@ -231,7 +241,8 @@ def main():
                 for f in failing:
                     failed.setdefault(f["session_id"], f["last_error"])
                 assert time.time() - started < args.timeout, "extraction did not finish in --timeout"
-                return done + len(failed) - failed_before < before + args.per_round
+                written = summaries(data) + len(failed)
+                return done + len(failed) - failed_before < before + args.per_round or written < (r + 1) * args.per_round
 
             saves, searches = measure(port, args.ops, rng, keep_going=extracting, pause=args.pause)
             spent = time.time() - started

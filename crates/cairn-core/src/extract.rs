@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 
 use cairn_llm::extract::{self as prompts, Fact, TranscriptMessage};
-use cairn_llm::{LlmError, LlmProvider, Role};
+use cairn_llm::{ChatRequest, LlmError, LlmProvider, Role};
 
 use crate::clock::{format_ts, parse_ts};
 use crate::error::{CairnError, ErrorCode, Result};
@@ -379,17 +379,28 @@ fn extract_session(
     Ok(())
 }
 
-/// The facts of `said`; a window too long for the model's context is asked in halves.
+/// The temperature of the second asking when a greedy facts answer was unusable. Greedy
+/// decoding answers the same every time, so a retry later would fail the same way (seen: a
+/// small model copying the prompt's format line into its answer and looping to the cap).
+const RESAMPLE_TEMPERATURE: f32 = 0.7;
+
+/// The facts of `said`; a window too long for the model's context is asked in halves, and an
+/// answer with no usable JSON is asked once more, sampled, before the window counts as failed.
 fn ask_facts(provider: &dyn LlmProvider, said: &[TranscriptMessage]) -> std::result::Result<Vec<Fact>, LlmError> {
-    match provider.chat(&prompts::facts_request(said)) {
-        Ok(reply) => prompts::parse_facts(&reply.text, said),
+    let request = prompts::facts_request(said);
+    let ask = |request: &ChatRequest| provider.chat(request).and_then(|reply| prompts::parse_facts(&reply.text, said));
+    match ask(&request) {
+        Err(LlmError::Malformed(why)) if request.temperature <= 0.0 => {
+            tracing::info!(error = %why, "a facts answer was unusable; asked once more, sampled");
+            ask(&ChatRequest { temperature: RESAMPLE_TEMPERATURE, ..request })
+        }
         Err(LlmError::ContextFull { .. }) if said.len() > 1 => {
             let (first, second) = said.split_at(said.len() / 2);
             let mut facts = ask_facts(provider, first)?;
             facts.extend(ask_facts(provider, second)?);
             Ok(facts)
         }
-        Err(e) => Err(e),
+        answered => answered,
     }
 }
 

@@ -220,6 +220,9 @@ fn a_malformed_answer_is_retried_with_backoff_and_saves_nothing() {
     let report = pass(&mut core, &broken, &Selection::Due);
     assert_eq!((report.facts_saved, report.failures), (0, 1));
     assert_eq!(report.failed[0].code, "llm_unavailable");
+    let asked = broken.asked(Ask::Facts);
+    let temperatures: Vec<f32> = asked.iter().map(|r| r.temperature).collect();
+    assert_eq!(temperatures, [0.0, 0.7], "greedy first, then once more sampled, then it counts as failed");
     let status = core.store.extraction_status().unwrap();
     assert_eq!(status.failing.len(), 1);
     assert_eq!(status.failing[0].attempts, 1);
@@ -243,6 +246,26 @@ fn a_malformed_answer_is_retried_with_backoff_and_saves_nothing() {
     let report = pass(&mut core, &facts_script(FACT), &Selection::Session(SESSION.into()));
     assert_eq!(report.facts_saved, 1, "asked for by name: no waiting");
     assert!(core.store.extraction_status().unwrap().failing.is_empty(), "the failure is cleared");
+}
+
+#[test]
+fn an_unusable_greedy_answer_is_asked_again_sampled_and_its_facts_are_kept() {
+    let (mut core, clock) = core();
+    archive(&mut core, SESSION, 1, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    // The greedy answer copies the format line and runs to the cap; the sampled one is good.
+    let looping = ScriptedProvider::new(|ask, request| match (ask, request.temperature > 0.0) {
+        (Ask::Facts, false) => {
+            Ok(r#"{"facts": [{"type": "decision|bugfix", "title": "at most 10 words", "content": "The the the"#.into())
+        }
+        (Ask::Facts, true) => Ok(json!({"facts": [{"type": "bugfix", "content": FACT}]}).to_string()),
+        (_, _) => facts_script(FACT).chat(request).map(|reply| reply.text),
+    });
+    let report = pass(&mut core, &looping, &Selection::Due);
+    assert_eq!((report.facts_saved, report.failures), (1, 0), "{report:?}");
+    assert!(core.store.extraction_status().unwrap().failing.is_empty());
+    let hits = core.search(&SearchQuery { text: "tax table fixture".into(), ..SearchQuery::default() }).unwrap().hits;
+    assert_eq!(hits.len(), 1, "the sampled answer's fact, saved once");
 }
 
 #[test]

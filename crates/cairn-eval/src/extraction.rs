@@ -68,7 +68,10 @@ pub struct ExtractionArgs {
     /// Questions count a hit at k when the session is in the first k results
     #[arg(long, default_value_t = 5)]
     pub k: usize,
-    /// Print every memory with its verdict and every missed fact
+    /// The bytes of conversation sent to the model per call (default: the daemon's)
+    #[arg(long, value_name = "BYTES")]
+    pub window_bytes: Option<usize>,
+    /// Print every memory with its verdict, every missed fact and every answer
     #[arg(long)]
     pub details: bool,
     /// Print JSON instead of text
@@ -101,6 +104,10 @@ pub struct Report {
     pub generation_tokens_per_s: Option<f64>,
     pub prompt_tokens_p50: u64,
     pub output_tokens_p50: u64,
+    /// Model calls, and the prompt tokens the local model's cache held from the call before
+    /// (a shared system prompt): counted in the prompt, not computed, not in its rate.
+    pub calls: usize,
+    pub reused_tokens: u64,
     pub peak_rss_mb: u64,
     /// `/proc/loadavg`'s one-minute figure before and after the run.
     pub load_before: f64,
@@ -160,6 +167,7 @@ pub fn run(args: &ExtractionArgs) -> Result<()> {
     let policy = ExtractionPolicy {
         summary_every_turns: u32::MAX,
         ended_after: time::Duration::MAX,
+        window_bytes: args.window_bytes.unwrap_or(ExtractionPolicy::default().window_bytes),
         ..ExtractionPolicy::default()
     };
     let mut report = Report {
@@ -251,7 +259,10 @@ fn tally(report: &mut Report, sessions: &[Session]) {
     let rate = |tokens: u64, secs: f64| (secs > 0.0).then(|| round3(tokens as f64 / secs));
     let prompt_s: f64 = calls.iter().filter_map(|c| c.prompt_seconds).sum();
     let gen_s: f64 = calls.iter().filter_map(|c| c.generation_seconds).sum();
-    report.prompt_tokens_per_s = rate(calls.iter().map(|c| c.prompt_tokens).sum(), prompt_s);
+    report.calls = calls.len();
+    report.reused_tokens = calls.iter().map(|c| c.reused_tokens).sum();
+    let computed: u64 = calls.iter().map(|c| c.prompt_tokens - c.reused_tokens).sum();
+    report.prompt_tokens_per_s = rate(computed, prompt_s);
     report.generation_tokens_per_s = rate(calls.iter().map(|c| c.output_tokens).sum(), gen_s);
     let mut prompt: Vec<u64> = calls.iter().map(|c| c.prompt_tokens).collect();
     let mut output: Vec<u64> = calls.iter().map(|c| c.output_tokens).collect();
@@ -363,8 +374,14 @@ fn render(r: &Report, details: bool) -> String {
     let _ = writeln!(t, "  failures   {}", r.failures);
     let _ = writeln!(
         t,
-        "  speed      {:.1} s per session (p50; max {:.1} s); prompt {} tok p50, output {} tok p50",
-        r.seconds_per_session_p50, r.seconds_per_session_max, r.prompt_tokens_p50, r.output_tokens_p50
+        "  speed      {:.1} s per session (p50; max {:.1} s); {} calls, prompt {} tok p50 ({} reused in all), \
+         output {} tok p50",
+        r.seconds_per_session_p50,
+        r.seconds_per_session_max,
+        r.calls,
+        r.prompt_tokens_p50,
+        r.reused_tokens,
+        r.output_tokens_p50
     );
     if let (Some(p), Some(g)) = (r.prompt_tokens_per_s, r.generation_tokens_per_s) {
         let _ = writeln!(t, "             prompt {p:.1} tok/s, generation {g:.2} tok/s");
@@ -414,6 +431,10 @@ fn render(r: &Report, details: bool) -> String {
             }
             for missed in &s.missed {
                 let _ = writeln!(t, "  MISSED {missed}");
+            }
+            for call in &s.calls {
+                let answer = call.answer.split_whitespace().collect::<Vec<_>>().join(" ");
+                let _ = writeln!(t, "  ANSWER (t={}, {} tokens) {answer}", call.temperature, call.output_tokens);
             }
         }
         let _ = writeln!(t, "\nverdicts: {by_verdict:?}");

@@ -204,6 +204,11 @@ fn extraction_with_the_oracle_recalls_every_fact_of_the_set() {
     assert_eq!((report["recall"].as_f64(), report["precision"].as_f64()), (Some(1.0), Some(1.0)), "{report}");
     assert_eq!((report["noise"].as_u64(), report["failures"].as_u64()), (Some(0), Some(0)), "{report}");
     assert_eq!(report["retrieval"]["questions"].as_u64(), Some(48), "{report}");
+    assert_eq!(report["calls"].as_u64(), Some(24), "one window a session by default: {report}");
+    // Small windows: more calls, each session's messages all asked about.
+    let windowed =
+        env.json(&["extraction", "--provider", "scripted", "--split", "dev", "--dir", set, "--window-bytes", "512"]);
+    assert!(windowed["calls"].as_u64().unwrap() > 2 * 12, "{windowed}");
     let out = env.run(&["extraction", "--provider", "scripted", "--split", "train", "--dir", set]);
     assert!(!out.status.success() && stderr(&out).contains("--split dev, test or all"), "{}", stderr(&out));
 }

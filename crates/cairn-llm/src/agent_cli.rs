@@ -151,7 +151,7 @@ fn program_name(program: &str) -> String {
 fn render_prompt(request: &ChatRequest) -> String {
     let mut parts: Vec<String> =
         request.messages.iter().filter(|m| m.role == Role::System).map(|m| m.content.clone()).collect();
-    let turns: Vec<_> = request.messages.iter().filter(|m| m.role != Role::System).collect();
+    let turns: Vec<_> = request.without_prefill().iter().filter(|m| m.role != Role::System).collect();
     if let [only] = turns.as_slice() {
         parts.push(only.content.clone());
     } else {

@@ -76,7 +76,7 @@ impl AnthropicProvider {
             system.push(JSON_ONLY);
         }
         let messages: Vec<serde_json::Value> = request
-            .messages
+            .without_prefill()
             .iter()
             .filter(|m| m.role != Role::System)
             .map(|m| serde_json::json!({ "role": m.role, "content": m.content }))

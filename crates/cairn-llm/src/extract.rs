@@ -62,9 +62,16 @@ pub struct Written {
     pub content: String,
 }
 
+/// How a facts answer starts, written for the model (a prefill: see `ChatRequest::prefill`).
+/// A model left to open the answer itself may write one fact object (`{"type": …}`) where the
+/// list belongs, and the JSON-constrained decoder stops when that object closes: one fact.
+pub const FACTS_PREFILL: &str = r#"{"facts": ["#;
+
 /// The request that asks for the facts of `messages`.
 pub fn facts_request(messages: &[TranscriptMessage]) -> ChatRequest {
-    request(EXTRACT_PROMPT, transcript(messages), FACTS_MAX_TOKENS)
+    let mut request = request(EXTRACT_PROMPT, transcript(messages), FACTS_MAX_TOKENS);
+    request.messages.push(ChatMessage::assistant(FACTS_PREFILL));
+    request
 }
 
 /// The request that asks for a session's summary, updating `previous` with `messages`.
@@ -136,16 +143,25 @@ fn cut(text: &str, max: usize) -> String {
 
 /// Split `messages` into consecutive windows whose transcript fits `max_bytes` (a message
 /// longer than that is a window of its own, cut when sent). Every message is in exactly one.
+/// A window ends before a user's message where one fits: a question and its answers stay in
+/// one window, so the model reads what a reply was about.
 pub fn windows(messages: &[TranscriptMessage], max_bytes: usize) -> Vec<std::ops::Range<usize>> {
+    let cost = |m: &TranscriptMessage| m.text.len().min(MAX_MESSAGE_BYTES) + 32;
     let mut out = Vec::new();
     let (mut start, mut size) = (0, 0);
     for (i, message) in messages.iter().enumerate() {
-        let cost = message.text.len().min(MAX_MESSAGE_BYTES) + 32;
-        if i > start && size + cost > max_bytes {
-            out.push(start..i);
-            (start, size) = (i, 0);
+        if i > start && size + cost(message) > max_bytes {
+            let carried = |j: usize| messages[j..=i].iter().map(cost).sum::<usize>();
+            let end = (start + 1..=i)
+                .rev()
+                .find(|&j| messages[j].role == Role::User)
+                .filter(|&j| carried(j) <= max_bytes)
+                .unwrap_or(i);
+            out.push(start..end);
+            start = end;
+            size = messages[start..i].iter().map(cost).sum();
         }
-        size += cost;
+        size += cost(message);
     }
     if start < messages.len() {
         out.push(start..messages.len());
@@ -153,8 +169,9 @@ pub fn windows(messages: &[TranscriptMessage], max_bytes: usize) -> Vec<std::ops
     out
 }
 
-/// The facts of an answer to `facts_request` over `messages`. Noise and empty facts are
-/// dropped, as are repeats; `Malformed` when the answer holds no usable JSON.
+/// The facts of an answer to `facts_request` over `messages`. Noise, empty facts, repeats and
+/// facts not grounded in `messages` (see `grounded`) are dropped; `Malformed` when the answer
+/// holds no usable JSON.
 pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<Fact>, LlmError> {
     let value = json_value(answer).or_else(|malformed| cut_short_value(answer).ok_or(malformed))?;
     let items = match &value {
@@ -170,6 +187,7 @@ pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<F
     let facts = items
         .iter()
         .filter_map(|item| fact(item, messages))
+        .filter(|f| grounded(&f.content, messages))
         .filter(|f| seen.insert(f.content.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()))
         .collect();
     Ok(facts)
@@ -217,8 +235,10 @@ fn text_of(value: &Value) -> String {
 fn fact(item: &Value, messages: &[TranscriptMessage]) -> Option<Fact> {
     let object = item.as_object()?;
     let field = |keys: &[&str]| keys.iter().find_map(|k| object.get(*k)).map(text_of);
-    let content = field(&["content", "fact", "memory", "text"])?.trim().to_owned();
-    if content.is_empty() || content.len() > MAX_FACT_BYTES || is_noise(&content) {
+    // A fact written into its title alone (seen: a long title, then the object closed) is
+    // still the fact.
+    let content = field(&["content", "fact", "memory", "text", "title"])?.trim().to_owned();
+    if content.is_empty() || content.len() > MAX_FACT_BYTES || is_noise(&content) || is_fragment(&content) {
         return None;
     }
     let title = field(&["title", "name"]).map(|t| one_line(&t)).filter(|t| !t.is_empty() && !is_noise(t));
@@ -230,6 +250,71 @@ fn fact(item: &Value, messages: &[TranscriptMessage]) -> Option<Fact> {
         content,
         message_ids: cited.map(|c| resolve_ids(c, messages)).unwrap_or_default(),
     })
+}
+
+/// Whether a fact came from `messages`: at least half of its anchors (see `anchors`) occur in
+/// their text. A small model copies the prompt's example facts, or makes up a port or a path,
+/// into an answer about a conversation that never named them; such a fact is not a memory.
+/// A fact without anchors is kept: its words may be the model's own.
+pub fn grounded(content: &str, messages: &[TranscriptMessage]) -> bool {
+    let anchors = anchors(content);
+    if anchors.is_empty() {
+        return true;
+    }
+    let said = squashed(&messages.iter().map(|m| m.text.as_str()).collect::<Vec<_>>().join(" "));
+    let was_said = |text: &str| said.contains(squashed(text).as_str());
+    // `make up/down/reset-db` is shorthand for names said one by one.
+    let said_anchors: Vec<&String> =
+        anchors.iter().filter(|a| was_said(a) || (a.contains('/') && a.split('/').all(was_said))).collect();
+    let copied_from_example = anchors.iter().any(|a| !said_anchors.contains(&a) && EXAMPLE_ANCHORS.contains(a));
+    !copied_from_example && said_anchors.len() * 2 >= anchors.len()
+}
+
+/// The anchors of the prompt's example facts: one of them in a fact, unsaid in the
+/// conversation, means the fact was copied from the example.
+static EXAMPLE_ANCHORS: std::sync::LazyLock<HashSet<String>> = std::sync::LazyLock::new(|| {
+    let example_fact = |line: &str| serde_json::from_str::<Value>(line.trim_end_matches(',')).ok();
+    let contents =
+        EXTRACT_PROMPT.lines().filter_map(example_fact).filter_map(|f| f["content"].as_str().map(str::to_owned));
+    contents.flat_map(|c| anchors(&c)).collect()
+});
+
+/// Letters and digits only, lowercased: `94 s` and `94s`, `from_orm()` and `from_orm` match.
+fn squashed(text: &str) -> String {
+    text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// What a model copies rather than paraphrases, lowercased: the spans in backticks, and the
+/// words that hold a digit or an identifier's inner mark (`db/migrations`, `Cargo.lock`,
+/// `max_connections`, `5433`).
+fn anchors(content: &str) -> Vec<String> {
+    let mut anchors = Vec::new();
+    for (i, part) in content.split('`').enumerate() {
+        let part = part.trim();
+        if i % 2 == 1 {
+            if !part.is_empty() {
+                anchors.push(part.to_lowercase());
+            }
+            continue;
+        }
+        for word in part.split_whitespace() {
+            let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_' && c != '/');
+            // `e.g` and `i.e` are marked words too short to be names.
+            let marked = word.len() >= 4 && (word.contains(['/', '.', '_']) || word.contains("::"));
+            if word.chars().any(|c| c.is_ascii_digit()) || marked {
+                anchors.push(word.to_lowercase());
+            }
+        }
+    }
+    anchors.sort();
+    anchors.dedup();
+    anchors
+}
+
+/// Whether `content` is a piece of a sentence, not a fact: fewer than three words, or a span
+/// in backticks left open (seen: "Add `", where the model's string ended early).
+fn is_fragment(content: &str) -> bool {
+    content.split_whitespace().count() < 3 || content.matches('`').count() % 2 == 1
 }
 
 /// The message ids behind the labels (or ids) a model cited; unknown ones are left out.
@@ -302,9 +387,12 @@ pub fn is_noise(text: &str) -> bool {
     code_lines > MAX_CODE_LINES || prompt_lines > 2
 }
 
-/// A title for a fact that came without one: its first sentence, at most 80 bytes.
+/// A title for a fact that came without one: its first sentence, at most 80 bytes. A dot
+/// ends a sentence only before a space or the end, not inside `Cargo.lock` or `1.0.100`.
 fn title_from(content: &str) -> String {
-    let first = content.split(['.', '\n']).next().unwrap_or(content);
+    let first_line = content.lines().next().unwrap_or(content);
+    let end = first_line.match_indices(". ").next().map_or(first_line.len(), |(i, _)| i);
+    let first = first_line[..end].trim_end_matches('.');
     let line = one_line(first);
     if line.len() <= 80 { line } else { cut(&line, 77).replace(" […]", "…") }
 }

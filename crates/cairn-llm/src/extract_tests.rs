@@ -1,12 +1,20 @@
 use super::*;
 
 fn messages() -> Vec<TranscriptMessage> {
+    // One conversation that names everything the answers below cite: a fact is kept only when
+    // it is grounded in what was said.
     vec![
-        TranscriptMessage { id: "msg_a".into(), role: Role::User, text: "Why does the build fail?".into() },
+        TranscriptMessage {
+            id: "msg_a".into(),
+            role: Role::User,
+            text: "Why does the build fail? And Sidekiq retried a job twice; our retry limit is 3.".into(),
+        },
         TranscriptMessage {
             id: "msg_b".into(),
             role: Role::Assistant,
-            text: "The lockfile pins serde 1.0.100.".into(),
+            text: "Cargo.lock pins serde 1.0.100; cargo update -p serde fixes it. Run the tests with \
+                   cargo nextest run. Releases are tagged vX.Y.Z; in format strings write vec![1, 2] and {}."
+                .into(),
         },
     ]
 }
@@ -53,13 +61,20 @@ fn empty_facts_and_transcript_noise_are_dropped() {
         {"type": "config", "content": dump},
         {"type": "config", "content": "$ cargo test\n$ cargo build\n$ cargo run\nok"},
         {"type": "config", "content": "x".repeat(MAX_FACT_BYTES + 1)},
+        {"type": "pattern", "content": "Add `"},
+        {"type": "pattern", "content": "Tests pass."},
+        {"type": "config", "content": "Set the retry limit with `retry:"},
         {"type": "config", "content": "Tests run with `cargo nextest run`."},
         {"type": "config", "content": "Tests   run with `cargo nextest run`."},
     ]})
     .to_string();
     let facts = parse_facts(&answer, &messages()).unwrap();
     let contents: Vec<&str> = facts.iter().map(|f| f.content.as_str()).collect();
-    assert_eq!(contents, ["Tests run with `cargo nextest run`."], "one real fact, its repeat dropped");
+    assert_eq!(
+        contents,
+        ["Tests run with `cargo nextest run`."],
+        "one real fact, its repeat and the fragments dropped"
+    );
 }
 
 #[test]
@@ -128,7 +143,12 @@ fn the_requests_label_messages_and_ask_for_json_at_temperature_zero() {
     assert_eq!(request.messages[0].role, Role::System);
     let user = &request.messages[1].content;
     assert!(user.contains("[m1] user: Why does the build fail?"), "{user}");
-    assert!(user.contains("[m2] assistant: The lockfile"), "{user}");
+    assert!(user.contains("[m2] assistant: Cargo.lock pins"), "{user}");
+    assert_eq!(request.messages.len(), 3);
+    assert_eq!(request.prefill(), Some(FACTS_PREFILL), "the answer starts as the list of facts");
+    assert_eq!(request.without_prefill().len(), 2);
+    let continued = format!("{FACTS_PREFILL}{}", r#"{"type": "bugfix", "content": "The lockfile was stale."}]}"#);
+    assert_eq!(parse_facts(&continued, &messages()).unwrap().len(), 1, "a continued answer parses whole");
     let summary = summary_request(Some("Earlier: set up CI."), &messages());
     assert!(summary.messages[1].content.starts_with("Previous summary:\nEarlier: set up CI."));
     let brief = brief_request(&[("README.md".into(), "# cairn\nMemory.".into())]);
@@ -151,4 +171,61 @@ fn windows_cover_every_message_once_within_the_budget() {
     let oversized = super::windows(&many[..1], 10);
     assert_eq!((oversized.len(), oversized[0].clone()), (1, 0..1), "an oversized message is a window of its own");
     assert!(super::windows(&[], 1000).is_empty());
+}
+
+#[test]
+fn a_window_ends_before_a_question_so_its_answers_stay_with_it() {
+    // user, assistant, assistant, user, assistant, ...: 300 bytes of text each (332 counted).
+    let roles =
+        [Role::User, Role::Assistant, Role::Assistant, Role::User, Role::Assistant, Role::User, Role::Assistant];
+    let chat: Vec<TranscriptMessage> = roles
+        .iter()
+        .enumerate()
+        .map(|(i, role)| TranscriptMessage { id: format!("{i}"), role: *role, text: "w".repeat(300) })
+        .collect();
+    assert_eq!(windows(&chat, 1400), [0..3, 3..7], "four fit, but the fourth is a question: it opens the next");
+    assert_eq!(windows(&chat, 700), [0..2, 2..3, 3..5, 5..7], "no question to end at: the budget decides");
+    let every = windows(&chat, 1000);
+    assert_eq!(every.iter().map(ExactSizeIterator::len).sum::<usize>(), chat.len());
+    assert!(every.iter().all(|w| w.len() * 332 <= 1000), "{every:?}");
+}
+
+#[test]
+fn a_fact_whose_names_and_numbers_were_never_said_is_dropped() {
+    let answer = serde_json::json!({"facts": [
+        // Copied from the prompt's example: nothing of it was said.
+        {"type": "config", "content": "The staging database runs Postgres 15 on port 5433, set in `deploy/staging.env`."},
+        // Half of its anchors were said (`Cargo.lock`, not `serde 2.0`): kept.
+        {"type": "config", "content": "Cargo.lock pins serde, which the team wants at 2.0."},
+        // No anchors at all: the model's own words, kept.
+        {"type": "preference", "content": "The developer wants failing builds explained before they are fixed."},
+    ]})
+    .to_string();
+    let contents: Vec<String> = parse_facts(&answer, &messages()).unwrap().into_iter().map(|f| f.content).collect();
+    assert_eq!(
+        contents,
+        [
+            "Cargo.lock pins serde, which the team wants at 2.0.",
+            "The developer wants failing builds explained before they are fixed."
+        ]
+    );
+    assert!(grounded("Bump to `serde 1.0.100`, see CARGO.LOCK.", &messages()), "anchors match in any case");
+    let mut said = messages();
+    said[1].text.push_str(" Staging runs Postgres 15 on port 5433.");
+    assert!(
+        !grounded("The staging database runs Postgres 15 on port 5433, set in `deploy/staging.env`.", &said),
+        "two of three anchors said, but `deploy/staging.env` is the prompt's example's"
+    );
+    assert!(grounded("Staging runs Postgres 15 on port 5433.", &said));
+    assert!(EXAMPLE_ANCHORS.contains("heif-convert") && !EXAMPLE_ANCHORS.contains("m2"), "{:?}", *EXAMPLE_ANCHORS);
+    assert!(!grounded("Use e.g. `pnpm` 9.", &messages()), "`e.g` is no anchor; `pnpm` and 9 were never said");
+}
+
+#[test]
+fn a_title_from_content_ends_at_a_sentence_not_inside_a_name() {
+    let answer = r#"[{"content": "`FarmOut.from_orm` became `FarmOut.model_validate` in 2.0. Nothing else changed."}]"#;
+    let mut said = messages();
+    said[1].text.push_str(" FarmOut.from_orm became FarmOut.model_validate in 2.0.");
+    let facts = parse_facts(answer, &said).unwrap();
+    assert_eq!(facts[0].title, "`FarmOut.from_orm` became `FarmOut.model_validate` in 2.0");
 }

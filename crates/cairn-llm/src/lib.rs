@@ -78,6 +78,24 @@ pub struct ChatRequest {
     pub json: bool,
 }
 
+impl ChatRequest {
+    /// The start of the answer the caller wrote for the model: a last message from the
+    /// assistant. The local provider continues it, and its reply's text then begins with it.
+    /// The remote ones leave it out (`without_prefill`) and reply with the model's whole answer:
+    /// OpenAI-compatible servers differ on a last assistant message (continued, a new turn, or
+    /// refused), and some Anthropic models refuse prefill. Either way the caller parses the
+    /// text whole, so a prefill guides a model and is never needed to read its answer.
+    pub fn prefill(&self) -> Option<&str> {
+        self.messages.last().filter(|m| m.role == Role::Assistant).map(|m| m.content.as_str())
+    }
+
+    /// The chat without its prefill, for a provider that does not continue an answer.
+    pub fn without_prefill(&self) -> &[ChatMessage] {
+        let keep = self.messages.len() - usize::from(self.prefill().is_some());
+        &self.messages[..keep]
+    }
+}
+
 /// Tokens a call consumed, as the provider counted them (estimated where it does not say).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {

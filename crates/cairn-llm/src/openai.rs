@@ -91,7 +91,8 @@ impl OpenAiProvider {
     }
 
     fn body(&self, request: &ChatRequest, accepts: Accepts) -> serde_json::Value {
-        let mut body = serde_json::json!({ "model": self.model, "messages": request.messages, "stream": false });
+        let mut body =
+            serde_json::json!({ "model": self.model, "messages": request.without_prefill(), "stream": false });
         let tokens = if accepts.max_completion_tokens { "max_completion_tokens" } else { "max_tokens" };
         body[tokens] = request.max_tokens.into();
         if !accepts.no_temperature {

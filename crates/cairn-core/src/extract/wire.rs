@@ -334,8 +334,7 @@ pub fn write_memories(provider: Option<&dyn LlmProvider>, request: &AddRequest) 
         let written = prompts::parse_summary(&reply.text).map_err(CairnError::from)?;
         vec![Extracted { topic_key: None, kind: "session-summary".into(), ..super::summary_memory("", written) }]
     } else {
-        let reply = chat(&prompts::facts_request(&messages))?;
-        let facts = prompts::parse_facts(&reply.text, &messages).map_err(CairnError::from)?;
+        let facts = super::ask_facts(provider, &messages).map_err(CairnError::from)?;
         facts.into_iter().map(fact_memory).collect()
     };
     if let Some(kind) = asked_type.filter(|_| !init_mode && !summary_mode) {

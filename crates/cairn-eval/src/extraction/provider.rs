@@ -15,14 +15,20 @@ use serde::Serialize;
 use super::data::Session;
 
 /// What one call cost.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Call {
     pub seconds: f64,
     pub prompt_tokens: u64,
     pub output_tokens: u64,
+    /// Of the prompt, the tokens the local model's cache held from the call before.
+    pub reused_tokens: u64,
     /// The local model's split of the time (prompt evaluation, generation); `None` elsewhere.
     pub prompt_seconds: Option<f64>,
     pub generation_seconds: Option<f64>,
+    /// The temperature asked (0 is greedy; above it, a sampled second asking).
+    pub temperature: f32,
+    /// The model's answer as it came (what `--details` shows beside the verdicts).
+    pub answer: String,
 }
 
 enum Inner {
@@ -63,7 +69,7 @@ impl LlmProvider for Timed {
         let (reply, split) = match &self.inner {
             Inner::Local(p) => {
                 let (reply, t) = p.chat_timed(request)?;
-                (reply, Some((t.prompt, t.generation)))
+                (reply, Some((t.prompt, t.generation, t.reused_tokens as u64)))
             }
             Inner::Other(p) => (p.chat(request)?, None),
         };
@@ -71,8 +77,11 @@ impl LlmProvider for Timed {
             seconds: started.elapsed().as_secs_f64(),
             prompt_tokens: reply.usage.input_tokens,
             output_tokens: reply.usage.output_tokens,
-            prompt_seconds: split.map(|(p, _): (Duration, Duration)| p.as_secs_f64()),
-            generation_seconds: split.map(|(_, g)| g.as_secs_f64()),
+            reused_tokens: split.map_or(0, |(_, _, reused)| reused),
+            prompt_seconds: split.map(|(p, _, _): (Duration, Duration, u64)| p.as_secs_f64()),
+            generation_seconds: split.map(|(_, g, _)| g.as_secs_f64()),
+            temperature: request.temperature,
+            answer: reply.text.clone(),
         };
         self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(call);
         Ok(reply)
@@ -134,7 +143,7 @@ fn open_local(choice: &Choice) -> Result<LocalProvider> {
 fn oracle(sessions: &[Session]) -> ScriptedProvider {
     let sessions = sessions.to_vec();
     ScriptedProvider::new(move |ask, request| {
-        let transcript = request.messages.last().map_or("", |m| m.content.as_str());
+        let transcript = request.without_prefill().last().map_or("", |m| m.content.as_str());
         let session = sessions.iter().find(|s| s.messages.first().is_some_and(|m| transcript.contains(&m.text)));
         Ok(match (ask, session) {
             (Ask::Facts, Some(session)) => {

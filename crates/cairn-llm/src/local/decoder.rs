@@ -227,10 +227,11 @@ impl Decoder {
         Ok(Self { embedding, layers, norm, output, cos, sin, shape, cached: 0 })
     }
 
-    /// The logits of the token after `tokens`, which sit at `position` onwards (0 starts a new
-    /// sequence; any other position must be where the cached one ends).
+    /// The logits of the token after `tokens`, which sit at `position` onwards: 0 starts a new
+    /// sequence, the cached length continues it, and anything between keeps the cache before
+    /// `position` (a prompt that starts like the last one) and writes over the rest.
     pub(crate) fn forward(&mut self, tokens: &[u32], position: usize) -> Result<Tensor> {
-        if position != self.cached && position != 0 {
+        if position > self.cached {
             candle_core::bail!("position {position} does not continue the {} cached", self.cached);
         }
         let seq = tokens.len();

@@ -20,11 +20,21 @@ use crate::LlmError;
 #[doc(hidden)]
 pub trait Forward: Send {
     fn forward(&mut self, tokens: &[u32], position: usize) -> candle_core::Result<Vec<f32>>;
+    /// Whether a sequence may go on from any position up to the cached length, the cache before
+    /// it kept (a new prompt that starts like the last one reuses its keys and values). The
+    /// default: only from 0 (a new sequence) or from where the cache ends.
+    fn resumes_anywhere(&self) -> bool {
+        false
+    }
 }
 
 impl Forward for Decoder {
     fn forward(&mut self, tokens: &[u32], position: usize) -> candle_core::Result<Vec<f32>> {
         Decoder::forward(self, tokens, position)?.to_dtype(candle_core::DType::F32)?.to_vec1()
+    }
+
+    fn resumes_anywhere(&self) -> bool {
+        true
     }
 }
 

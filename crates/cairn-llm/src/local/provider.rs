@@ -22,6 +22,9 @@ pub const THREADS_ENV: &str = "CANDLE_NUM_THREADS";
 /// 4k-token session at once would hold a 4k × 4k score matrix per head.
 const PREFILL_CHUNK: usize = 512;
 
+/// A reused prompt prefix is a whole number of these tokens (see `Sequence::reusable`).
+const REUSE_STEP: usize = 64;
+
 /// With a JSON request, how many of the likeliest tokens are tried first for one that keeps the
 /// answer valid (the rest of the vocabulary is tried only when none of them does).
 const JSON_CANDIDATES: usize = 64;
@@ -46,6 +49,9 @@ impl Default for LocalOptions {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LocalTimings {
     pub prompt_tokens: usize,
+    /// The prompt's first tokens whose keys and values the last call left in the cache: not
+    /// computed again (the system prompt, when the calls share one).
+    pub reused_tokens: usize,
     pub prompt: Duration,
     pub output_tokens: usize,
     pub generation: Duration,
@@ -56,10 +62,11 @@ pub struct LocalTimings {
 }
 
 /// A GGUF model in memory. `chat` takes `&self`: calls run one at a time (the KV cache is the
-/// model's), each a fresh sequence.
+/// model's). Each call answers as a fresh sequence would; the keys and values of the prompt
+/// part it shares with the last call are reused, not computed again.
 pub struct LocalProvider {
     name: String,
-    weights: Mutex<Weights>,
+    sequence: Mutex<Sequence>,
     tokenizer: Tokenizer,
     template: ChatTemplate,
     stop_tokens: Vec<u32>,
@@ -134,7 +141,7 @@ impl LocalProvider {
                 })??;
         Ok(Self {
             name: spec.name.to_owned(),
-            weights: Mutex::new(loaded.weights),
+            sequence: Mutex::new(Sequence { weights: loaded.weights, cached: Vec::new() }),
             tokenizer: loaded.tokenizer,
             template: loaded.template,
             stop_tokens: loaded.stop_tokens,
@@ -153,24 +160,34 @@ impl LocalProvider {
 
     /// One chat, with where its time went (the benchmark's figures).
     pub fn chat_timed(&self, request: &ChatRequest) -> Result<(ChatReply, LocalTimings), LlmError> {
-        let prompt = self.encode(&self.template.render(&request.messages))?;
+        let mut pieces = self.template.render(request.without_prefill());
+        let prefill = request.prefill().unwrap_or_default();
+        if !prefill.is_empty() {
+            pieces.push(Piece::Text(prefill.to_owned()));
+        }
+        let prompt = self.encode(&pieces)?;
         if prompt.len() >= self.context {
             return Err(LlmError::ContextFull { tokens: prompt.len(), limit: self.context });
         }
         let max_tokens = (request.max_tokens as usize).min(self.context - prompt.len());
-        let mut weights = self.weights.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Every call starts at position 0, which resets the cache: a call that failed halfway
-        // leaves nothing that the next one reads.
+        let mut sequence = self.sequence.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let reused = sequence.reusable(&prompt);
+        // Forgotten until the call succeeds: a call that failed halfway leaves a cache that the
+        // next one does not trust (it starts at position 0).
+        let cached = std::mem::take(&mut sequence.cached);
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.generate(&mut weights, &prompt, max_tokens, request)
+            self.generate(&mut sequence.weights, &prompt, reused, max_tokens, request)
         }));
-        let (output, timings) = run
+        let (output, in_cache, timings) = run
             .map_err(|panic| LlmError::Unavailable(format!("the local model failed: {}", panic_text(&*panic))))?
             .map_err(|e| LlmError::Unavailable(format!("the local model failed: {e}")))?;
-        let text = self
+        sequence.cached = prompt.iter().chain(&output).take(in_cache).copied().collect();
+        drop(cached);
+        let continued = self
             .tokenizer
             .decode(&output, true)
             .map_err(|e| LlmError::Malformed(format!("the answer's tokens do not decode: {e}")))?;
+        let text = format!("{prefill}{continued}");
         let usage = Usage { input_tokens: prompt.len() as u64, output_tokens: output.len() as u64 };
         Ok((ChatReply { text, usage, model: self.name.clone() }, timings))
     }
@@ -196,34 +213,44 @@ impl LocalProvider {
         Ok(ids)
     }
 
+    /// The answer's tokens after `prompt`, whose first `reused` tokens the cache already holds;
+    /// also how many tokens of the prompt and answer the cache holds at the end.
     fn generate(
         &self,
         weights: &mut Weights,
         prompt: &[u32],
+        reused: usize,
         max_tokens: usize,
         request: &ChatRequest,
-    ) -> candle_core::Result<(Vec<u32>, LocalTimings)> {
+    ) -> candle_core::Result<(Vec<u32>, usize, LocalTimings)> {
         let (started, cpu) = (Instant::now(), process_cpu());
         let mut logits = Vec::new();
-        for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
-            logits = weights.forward(chunk, i * PREFILL_CHUNK)?;
+        for chunk in prefill_chunks(reused, prompt.len()) {
+            logits = weights.forward(&prompt[chunk.clone()], chunk.start)?;
         }
+        let mut in_cache = prompt.len();
         let mut timings = LocalTimings {
             prompt_tokens: prompt.len(),
+            reused_tokens: reused,
             prompt: started.elapsed(),
             prompt_cpu: cpu.zip(process_cpu()).map(|(a, b)| b.saturating_sub(a)),
             ..LocalTimings::default()
         };
         let (started, cpu) = (Instant::now(), process_cpu());
         let mut sampler = (request.temperature > 0.0).then(|| Sampler::new(self.seed, f64::from(request.temperature)));
-        let mut json = request.json.then(JsonPrefix::default);
+        let mut json = if request.json { Some(json_after(request.prefill().unwrap_or_default())?) } else { None };
         let mut output = Vec::new();
+        let mut repeats = RepeatGuard::default();
         while output.len() < max_tokens {
             let Some(token) = self.choose(&logits, sampler.as_mut(), json.as_ref())? else { break };
             if self.stop_tokens.contains(&token) {
                 break;
             }
             output.push(token);
+            if repeats.looping(&output) {
+                tracing::debug!(tokens = output.len(), "the answer repeats itself; it ends here");
+                break;
+            }
             if let Some(json) = json.as_mut() {
                 json.feed(&self.token_text(token));
                 if json.is_complete() {
@@ -232,12 +259,13 @@ impl LocalProvider {
             }
             if output.len() < max_tokens {
                 logits = weights.forward(&[token], prompt.len() + output.len() - 1)?;
+                in_cache += 1;
             }
         }
         timings.output_tokens = output.len();
         timings.generation = started.elapsed();
         timings.generation_cpu = cpu.zip(process_cpu()).map(|(a, b)| b.saturating_sub(a));
-        Ok((output, timings))
+        Ok((output, in_cache, timings))
     }
 
     /// The next token: the likeliest (or a sampled one), and with a JSON request the likeliest
@@ -269,6 +297,88 @@ impl LocalProvider {
 
     fn token_text(&self, token: u32) -> String {
         self.tokenizer.decode(&[token], false).unwrap_or_default()
+    }
+}
+
+/// The model's weights and what its KV cache holds.
+struct Sequence {
+    weights: Weights,
+    /// The tokens whose keys and values the cache holds (the last call's prompt and answer).
+    cached: Vec<u32>,
+}
+
+impl Sequence {
+    /// How many of `prompt`'s first tokens need not be computed again: the run it shares with
+    /// the cached tokens, cut to a whole number of `REUSE_STEP` tokens, and never the whole
+    /// prompt (the last token's logits are the answer's first).
+    ///
+    /// Cut to a step so that a prompt computes the same way whether or not a prefix is reused:
+    /// the prefill goes in `PREFILL_CHUNK`-token chunks, and the chunks after a reused prefix
+    /// start where a fresh run's chunks start too (a step divides a chunk).
+    fn reusable(&self, prompt: &[u32]) -> usize {
+        if !self.weights.resumes_anywhere() {
+            return 0;
+        }
+        let shared = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let shared = shared.min(prompt.len().saturating_sub(1));
+        shared - shared % REUSE_STEP
+    }
+}
+
+/// The prompt's positions from `reused` to `len` in chunks that end where a fresh run's
+/// chunks end (at multiples of `PREFILL_CHUNK`), so that reusing a prefix changes nothing else.
+fn prefill_chunks(reused: usize, len: usize) -> Vec<std::ops::Range<usize>> {
+    let mut chunks = Vec::new();
+    let mut start = reused;
+    while start < len {
+        let end = ((start / PREFILL_CHUNK + 1) * PREFILL_CHUNK).min(len);
+        chunks.push(start..end);
+        start = end;
+    }
+    chunks
+}
+
+/// The JSON validator with the prefill already fed: the answer continues it.
+fn json_after(prefill: &str) -> candle_core::Result<JsonPrefix> {
+    let mut json = JsonPrefix::default();
+    if json.feed(prefill) {
+        Ok(json)
+    } else {
+        candle_core::bail!("the request's prefill {prefill:?} is not the start of a JSON value")
+    }
+}
+
+/// How many tokens in a row, seen before in the same answer, make it a loop. A small model that
+/// lost its way can repeat the same sentences until the length cap (seen: the same three
+/// sentences for 1,000 tokens), and greedy decoding never leaves such a loop. A fact's JSON
+/// frame (`"}, {"type": "config", "title": "`) is ~15 tokens, so a run this long is text
+/// written twice.
+const LOOP_TOKENS: usize = 48;
+
+/// Spots an answer that repeats itself: a run of `LOOP_TOKENS` tokens that already appeared in
+/// it. The answer then ends where it stands; the caller keeps what closed before the loop
+/// (a facts answer's finished facts), and nothing is spent on the rest of the cap.
+#[derive(Debug, Default)]
+struct RepeatGuard {
+    /// Where each run seen so far starts, by its hash.
+    seen: std::collections::HashMap<u64, Vec<usize>>,
+}
+
+impl RepeatGuard {
+    /// Whether the newest `LOOP_TOKENS` tokens of `output` appeared earlier in it.
+    fn looping(&mut self, output: &[u32]) -> bool {
+        let Some(start) = output.len().checked_sub(LOOP_TOKENS) else { return false };
+        let run = &output[start..];
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::hash::DefaultHasher::new();
+            run.hash(&mut hasher);
+            hasher.finish()
+        };
+        let starts = self.seen.entry(hash).or_default();
+        let seen_before = starts.iter().any(|&s| output[s..s + LOOP_TOKENS] == *run);
+        starts.push(start);
+        seen_before
     }
 }
 
@@ -355,6 +465,46 @@ mod tests {
         assert_eq!(likeliest(&logits, 3), vec![1, 4, 3]);
         assert_eq!(likeliest(&logits, 10).len(), 5);
         assert_eq!(argmax(&logits), 1);
+    }
+
+    #[test]
+    fn an_answer_that_repeats_a_long_run_is_a_loop() {
+        let mut guard = RepeatGuard::default();
+        let sentence: Vec<u32> = (100..130).collect();
+        let mut output: Vec<u32> = (0..20).collect();
+        let mut looped_at = None;
+        for round in 0..4 {
+            for token in &sentence {
+                output.push(*token);
+                if looped_at.is_none() && guard.looping(&output) {
+                    looped_at = Some((round, output.len()));
+                }
+            }
+        }
+        // 20 + 30 tokens, then the sentence again: the newest 48 tokens first repeat when the
+        // second copy has 48 tokens after the first copy's start, i.e. at 20 + 30 + 48.
+        assert_eq!(looped_at, Some((2, 98)), "the second repeat of a 30-token sentence is found");
+
+        let mut guard = RepeatGuard::default();
+        let distinct: Vec<u32> = (0..500).collect();
+        let found = (1..=distinct.len()).any(|n| guard.looping(&distinct[..n]));
+        assert!(!found, "an answer with no repeated run is never cut");
+    }
+
+    #[test]
+    fn a_reused_prefix_leaves_the_fresh_runs_chunk_ends() {
+        assert_eq!(prefill_chunks(0, 1100), [0..512, 512..1024, 1024..1100]);
+        assert_eq!(prefill_chunks(448, 1100), [448..512, 512..1024, 1024..1100]);
+        assert_eq!(prefill_chunks(512, 600), vec![512..600]);
+        assert!(prefill_chunks(64, 64).is_empty());
+    }
+
+    #[test]
+    fn a_prefill_is_fed_to_the_json_validator() {
+        let json = json_after(r#"{"facts": ["#).unwrap();
+        assert!(json.accepts(r#"{"type": "config"}]}"#));
+        assert!(!json.accepts("}"), "the list is open: the object cannot close before it");
+        assert!(json_after("Here are the facts").is_err());
     }
 
     #[test]

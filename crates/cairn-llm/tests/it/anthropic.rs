@@ -122,3 +122,14 @@ fn without_its_key_nothing_is_sent() {
     }
     assert!(fake.seen().is_empty());
 }
+
+#[test]
+fn a_prefill_is_not_sent_and_the_answer_comes_back_as_the_model_wrote_it() {
+    let fake = Fake::start(|_| Reply::Json(200, message("{\"facts\":[]}", "end_turn")));
+    let mut prefilled = request(true);
+    prefilled.messages.push(ChatMessage::assistant("{\"facts\": ["));
+    let reply = provider(&fake).chat(&prefilled).unwrap();
+    let sent = &fake.seen()[0].body["messages"];
+    assert_eq!(sent.as_array().map(Vec::len), Some(1), "some models refuse prefill: {sent}");
+    assert_eq!(reply.text, "{\"facts\":[]}");
+}

@@ -89,6 +89,61 @@ fn a_json_request_yields_parseable_json() {
 }
 
 #[test]
+fn a_prompt_that_starts_like_the_last_reuses_its_cache_and_answers_as_a_fresh_run() {
+    let Some(path) = model() else { return };
+    let system = "You are the assistant of the lighthouse project. The lighthouse keeper logs the weather \
+        every hour, the lamp is serviced on Mondays, the logbook is kept in the tower's lowest room, the \
+        foghorn sounds every thirty seconds in fog, and visitors may climb the tower on Saturdays between \
+        ten and four. Answer in one short sentence.";
+    let chat = |question: &str| ChatRequest {
+        messages: vec![ChatMessage::system(system), ChatMessage::user(question)],
+        max_tokens: 24,
+        temperature: 0.0,
+        json: false,
+    };
+    let (first, second) = (chat("When is the lamp serviced?"), chat("Where is the logbook kept?"));
+
+    let warm = LocalProvider::open(&path, &SMOLLM2_135M).unwrap();
+    let (_, cold_start) = warm.chat_timed(&first).unwrap();
+    assert_eq!(cold_start.reused_tokens, 0, "nothing cached before the first call");
+    let (reply, timings) = warm.chat_timed(&second).unwrap();
+    assert!(timings.reused_tokens >= 64, "the system prompt is not computed again: {timings:?}");
+    assert_eq!(timings.reused_tokens % 64, 0);
+
+    let fresh = LocalProvider::open(&path, &SMOLLM2_135M).unwrap().chat(&second).unwrap();
+    assert_eq!(reply.text, fresh.text, "a reused prefix changes nothing in the answer");
+    let (again, timings) = warm.chat_timed(&second).unwrap();
+    assert!(timings.reused_tokens >= 64);
+    assert_eq!(again.text, fresh.text, "the same request twice: the same answer");
+}
+
+#[test]
+fn a_prefilled_answer_is_continued_and_returned_whole() {
+    let Some(path) = model() else { return };
+    let provider = LocalProvider::open(&path, &SMOLLM2_135M).unwrap();
+    let prefill = r#"{"colours": ["#;
+    let request = ChatRequest {
+        messages: vec![
+            ChatMessage::system("Answer with JSON only."),
+            ChatMessage::user("List two colours as a JSON object like {\"colours\": [\"red\", \"blue\"]}."),
+            ChatMessage::assistant(prefill),
+        ],
+        max_tokens: 48,
+        temperature: 0.0,
+        json: true,
+    };
+    let reply = provider.chat(&request).unwrap();
+    assert!(reply.text.starts_with(prefill), "the reply is the whole answer: {:?}", reply.text);
+    let value: serde_json::Value =
+        serde_json::from_str(&reply.text).unwrap_or_else(|e| panic!("{e}: {:?}", reply.text));
+    assert!(value["colours"].is_array(), "the model continued the list it was given: {value}");
+
+    let not_json = ChatRequest { messages: vec![ChatMessage::user("Hi"), ChatMessage::assistant("Sure:")], ..request };
+    let err = provider.chat(&not_json).unwrap_err();
+    assert!(err.to_string().contains("prefill"), "a prefill that is no JSON start is refused: {err}");
+}
+
+#[test]
 fn a_chat_longer_than_the_context_is_refused_before_it_runs() {
     let Some(path) = model() else { return };
     let options = cairn_llm::local::LocalOptions { max_context: 64, ..Default::default() };

@@ -196,3 +196,15 @@ fn the_probe_lists_models_and_spends_nothing() {
     provider(&fake).probe().unwrap();
     assert_eq!(fake.seen()[0].method, "GET");
 }
+
+#[test]
+fn a_prefill_is_not_sent_and_the_answer_comes_back_as_the_server_wrote_it() {
+    let fake = Fake::start(|_| Reply::Json(200, completion("{\"facts\":[]}", None)));
+    let mut prefilled = request(true);
+    prefilled.messages.push(ChatMessage::assistant("{\"facts\": ["));
+    let reply = provider(&fake).chat(&prefilled).unwrap();
+    let sent = &fake.seen()[0].body["messages"];
+    assert_eq!(sent.as_array().map(Vec::len), Some(2), "servers differ on a last assistant turn: {sent}");
+    assert_eq!(sent[1]["role"], "user");
+    assert_eq!(reply.text, "{\"facts\":[]}");
+}

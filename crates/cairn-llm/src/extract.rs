@@ -256,7 +256,7 @@ fn fact(item: &Value, messages: &[TranscriptMessage]) -> Option<Fact> {
 /// their text. A small model copies the prompt's example facts, or makes up a port or a path,
 /// into an answer about a conversation that never named them; such a fact is not a memory.
 /// A fact without anchors is kept: its words may be the model's own.
-pub fn grounded(content: &str, messages: &[TranscriptMessage]) -> bool {
+fn grounded(content: &str, messages: &[TranscriptMessage]) -> bool {
     let anchors = anchors(content);
     if anchors.is_empty() {
         return true;
@@ -264,10 +264,10 @@ pub fn grounded(content: &str, messages: &[TranscriptMessage]) -> bool {
     let said = squashed(&messages.iter().map(|m| m.text.as_str()).collect::<Vec<_>>().join(" "));
     let was_said = |text: &str| said.contains(squashed(text).as_str());
     // `make up/down/reset-db` is shorthand for names said one by one.
-    let said_anchors: Vec<&String> =
-        anchors.iter().filter(|a| was_said(a) || (a.contains('/') && a.split('/').all(was_said))).collect();
-    let copied_from_example = anchors.iter().any(|a| !said_anchors.contains(&a) && EXAMPLE_ANCHORS.contains(a));
-    !copied_from_example && said_anchors.len() * 2 >= anchors.len()
+    let said_whole_or_in_parts = |a: &str| was_said(a) || (a.contains('/') && a.split('/').all(was_said));
+    let unsaid: Vec<&String> = anchors.iter().filter(|a| !said_whole_or_in_parts(a)).collect();
+    let copied_from_example = unsaid.iter().any(|a| EXAMPLE_ANCHORS.contains(*a));
+    !copied_from_example && unsaid.len() * 2 <= anchors.len()
 }
 
 /// The anchors of the prompt's example facts: one of them in a fact, unsaid in the

@@ -174,7 +174,7 @@ impl LocalProvider {
         let reused = sequence.reusable(&prompt);
         // Forgotten until the call succeeds: a call that failed halfway leaves a cache that the
         // next one does not trust (it starts at position 0).
-        let cached = std::mem::take(&mut sequence.cached);
+        sequence.cached.clear();
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.generate(&mut sequence.weights, &prompt, reused, max_tokens, request)
         }));
@@ -182,7 +182,6 @@ impl LocalProvider {
             .map_err(|panic| LlmError::Unavailable(format!("the local model failed: {}", panic_text(&*panic))))?
             .map_err(|e| LlmError::Unavailable(format!("the local model failed: {e}")))?;
         sequence.cached = prompt.iter().chain(&output).take(in_cache).copied().collect();
-        drop(cached);
         let continued = self
             .tokenizer
             .decode(&output, true)

@@ -15,9 +15,13 @@ read-only). Drift of a shared machine shows as A
 moving between rounds.
 
 The saves' titles and contents are words no other memory has, so the judge of arrivals should
-find no neighbour of them to ask the model about. The ledger's tokens during A rounds are
-printed: when they are not 0, the model was busy with something else then (in the 2026-12-03
-run, the judge's calls on the memories loaded before the first round: 2,295 tokens in A1).
+find no neighbour of them to ask the model about. The store is loaded before the model is chosen,
+and the model is chosen (`cairn llm use local`, taken up by the running daemon) only once the
+judge of arrivals has looked at every loaded memory: with no model it judges by rules and leaves
+the rest pending, which a later arrival pass never asks the model about again. Otherwise the
+judge would spend the A rounds asking the model about the loaded memories' neighbours (the
+2026-12-03 08:52 run: 2,295 and 3,490 tokens in A1 and A2). The ledger's tokens during A rounds
+are printed: they should be 0.
 
 Prints a markdown table: save and search p50/p95 per round, B/A of the medians, seconds per
 session, tokens/s, VmHWM.
@@ -152,6 +156,20 @@ def summaries(data):
         return db.execute("SELECT count(*) FROM memory_provenance WHERE origin = 'summary'").fetchone()[0]
 
 
+def wait_for_the_judge(data, deadline):
+    """Seconds until the judge of arrivals has looked at every memory stored (its mark in
+    cairn.db, read-only, at or past the newest memory's id)."""
+    started = time.time()
+    while True:
+        with sqlite3.connect(f"file:{data / 'cairn.db'}?mode=ro", uri=True, timeout=10) as db:
+            mark = db.execute("SELECT last_memory_id FROM judge_mark WHERE id = 1").fetchone()
+            newest = db.execute("SELECT max(id) FROM observations").fetchone()[0] or 0
+        if mark is not None and mark[0] >= newest:
+            return time.time() - started
+        assert time.time() < deadline, f"the judge stopped at memory {mark} of {newest}"
+        time.sleep(1)
+
+
 def llm_tokens(cairn, env):
     """Today's tokens (in + out) the ledger counted, whatever the JSON's nesting."""
     out = subprocess.run([cairn, "llm", "status", "--json"], env=env, capture_output=True, text=True)
@@ -196,8 +214,6 @@ def main():
         d.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, CAIRN_DATA_DIR=str(data), HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"),
                CAIRN_EMBEDDER="none", CAIRN_MODEL_INSTALL="never", CAIRN_AUTOSTART="never")
-    subprocess.run([args.cairn, "llm", "use", "local", "--model", args.model, "--from", args.model_file],
-                   env=env, check=True)
     port = free_port()
     daemon = subprocess.Popen([args.cairn, "serve", "--port", str(port)], env=env, cwd=project,
                               stdout=subprocess.DEVNULL, stderr=open(work / "daemon.log", "w"))
@@ -206,11 +222,6 @@ def main():
         while http_ok(port) is False:
             assert time.time() < deadline and daemon.poll() is None, "the daemon did not start"
             time.sleep(0.2)
-        # The worker extracts conversations newer than its first pass with the model loaded
-        # (`since`): the sessions are written after it.
-        while op(port, "extraction_status", {})[1].get("since") is None:
-            assert time.time() < deadline + 600, "the extraction worker never started"
-            time.sleep(0.5)
         http(port, "POST", "/sessions", {"id": "bench-load", "project": "bench"})
         rng = random.Random(7)
         if pathlib.Path(args.bench).is_file():
@@ -219,6 +230,16 @@ def main():
         else:  # no cairn-bench built: the same number of saves through HTTP
             measure(port, args.memories, rng)
         measure(port, 50, rng)  # warm-up
+        waited = wait_for_the_judge(data, time.time() + 1800)
+        print(f"the judge looked at every loaded memory {waited:.0f} s after the load", file=sys.stderr)
+        subprocess.run([args.cairn, "llm", "use", "local", "--model", args.model, "--from", args.model_file],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        # The worker extracts conversations newer than its first pass with the model loaded
+        # (`since`): the sessions are written after it.
+        deadline = time.time() + 600
+        while op(port, "extraction_status", {})[1].get("since") is None:
+            assert time.time() < deadline, "the extraction worker never took up the model"
+            time.sleep(0.5)
         rows, per_session, tokens_s, idle_tokens, failed = [], [], [], [], {}
         for r in range(args.rounds):
             tokens_before = llm_tokens(args.cairn, env)

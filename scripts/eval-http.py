@@ -139,10 +139,10 @@ def wait_for_embeddings(port, timeout):
     raise SystemExit(f"the daemon did not embed every memory in {timeout} s: {stats}")
 
 
-def search(port, question, mode):
+def search(port, question, mode, limit=10):
     """(hits, seconds, deep report or None)"""
     mode, _, deep = mode.partition("+")
-    params = {"q": question["query"], "limit": "10", "mode": mode}
+    params = {"q": question["query"], "limit": str(limit), "mode": mode}
     if deep == "deep":
         params["deep"] = "true"
     if question.get("project"):
@@ -165,6 +165,21 @@ def ranks(hits, expected_ids, must_contain):
             continue
         places.setdefault(hit["id"], place)
     return [places.get(i) for i in expected_ids]
+
+
+def dump_candidates(port, questions, mode, limit, path):
+    """Each question with its first `limit` hits (id, title, content, whether it is evidence)."""
+    with open(path, "w") as f:
+        for q in questions:
+            hits, _, _ = search(port, q, mode, limit)
+            expected = set(q["expected_ids"])
+            f.write(json.dumps({
+                "query": q["query"], "split": q["split"], "category": q["category"],
+                "expected_ids": q["expected_ids"],
+                "hits": [{"id": h["id"], "title": h.get("title", ""), "content": h.get("content", ""),
+                          "evidence": h["id"] in expected} for h in hits],
+            }) + "\n")
+    print(f"{len(questions)} questions' first {limit} hits ({mode}) written to {path}", flush=True)
 
 
 def score(results):
@@ -192,6 +207,10 @@ def main():
     ap.add_argument("--modes", default="lexical,semantic,hybrid")
     ap.add_argument("--embed-timeout", type=int, default=900)
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--dump-candidates", metavar="FILE",
+                    help="also write each question's first-stage hits (the first mode, --dump-limit of them) "
+                         "as JSON lines, for a second stage measured outside the daemon (examples/rerank-probe.rs)")
+    ap.add_argument("--dump-limit", type=int, default=30)
     ap.add_argument("--sample", type=int, help="only this many questions, drawn at random (--seed)")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--llm-file", help="a GGUF of cairn's local catalogue: the daemon's LLM")
@@ -232,6 +251,8 @@ def main():
         print(f"{stats['total_observations']} memories saved ({saved:.0f} s) and embedded ({time.time() - started:.0f} s in all)")
         figures = {}
         costs = {}
+        if args.dump_candidates:
+            dump_candidates(port, questions, args.modes.split(",")[0], args.dump_limit, args.dump_candidates)
         for mode in args.modes.split(","):
             results, seconds, reports = [], [], []
             for q in questions:

@@ -160,15 +160,8 @@ impl LocalProvider {
 
     /// One chat, with where its time went (the benchmark's figures).
     pub fn chat_timed(&self, request: &ChatRequest) -> Result<(ChatReply, LocalTimings), LlmError> {
-        let mut pieces = self.template.render(request.without_prefill());
+        let prompt = self.prompt_of(request)?;
         let prefill = request.prefill().unwrap_or_default();
-        if !prefill.is_empty() {
-            pieces.push(Piece::Text(prefill.to_owned()));
-        }
-        let prompt = self.encode(&pieces)?;
-        if prompt.len() >= self.context {
-            return Err(LlmError::ContextFull { tokens: prompt.len(), limit: self.context });
-        }
         let max_tokens = (request.max_tokens as usize).min(self.context - prompt.len());
         let mut sequence = self.sequence.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let reused = sequence.reusable(&prompt);
@@ -189,6 +182,54 @@ impl LocalProvider {
         let text = format!("{prefill}{continued}");
         let usage = Usage { input_tokens: prompt.len() as u64, output_tokens: output.len() as u64 };
         Ok((ChatReply { text, usage, model: self.name.clone() }, timings))
+    }
+
+    /// How likely the model finds each of `choices` as its answer's next token after the
+    /// chat (its prefill included): natural-log probabilities over the whole vocabulary, in the
+    /// order given. A choice is read as its text's first token (" yes" and "yes" differ: give
+    /// the form the answer would take). Nothing is generated: one prefill, whose cache the next
+    /// call reuses like a chat's, so many questions about the same long prefix cost little more
+    /// than their own different tails.
+    pub fn next_token_logprobs(&self, request: &ChatRequest, choices: &[&str]) -> Result<Vec<f32>, LlmError> {
+        let prompt = self.prompt_of(request)?;
+        let choice_ids = choices
+            .iter()
+            .map(|choice| {
+                let ids = self.encode(&[Piece::Text((*choice).to_owned())])?;
+                ids.first().copied().ok_or_else(|| LlmError::Malformed(format!("`{choice}` has no token")))
+            })
+            .collect::<Result<Vec<u32>, LlmError>>()?;
+        let mut sequence = self.sequence.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let reused = sequence.reusable(&prompt);
+        sequence.cached.clear();
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut logits = Vec::new();
+            for chunk in prefill_chunks(reused, prompt.len()) {
+                logits = sequence.weights.forward(&prompt[chunk.clone()], chunk.start)?;
+            }
+            candle_core::Result::Ok(logits)
+        }));
+        let logits = run
+            .map_err(|panic| LlmError::Unavailable(format!("the local model failed: {}", panic_text(&*panic))))?
+            .map_err(|e| LlmError::Unavailable(format!("the local model failed: {e}")))?;
+        sequence.cached = prompt;
+        let log_total = log_sum_exp(&logits);
+        Ok(choice_ids.iter().map(|&id| logits.get(id as usize).map_or(f32::NEG_INFINITY, |l| l - log_total)).collect())
+    }
+
+    /// The chat rendered by the model's template, its prefill after it, as token ids; refused
+    /// when it leaves no room in the context for an answer.
+    fn prompt_of(&self, request: &ChatRequest) -> Result<Vec<u32>, LlmError> {
+        let mut pieces = self.template.render(request.without_prefill());
+        let prefill = request.prefill().unwrap_or_default();
+        if !prefill.is_empty() {
+            pieces.push(Piece::Text(prefill.to_owned()));
+        }
+        let prompt = self.encode(&pieces)?;
+        if prompt.len() >= self.context {
+            return Err(LlmError::ContextFull { tokens: prompt.len(), limit: self.context });
+        }
+        Ok(prompt)
     }
 
     /// The rendered chat as token ids: markers looked up, text tokenized as text.
@@ -389,6 +430,15 @@ fn process_cpu() -> Option<Duration> {
     let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     Some(Duration::from_millis(ticks * 10))
+}
+
+/// `ln Σ exp(l)`, computed from the largest logit so that no term overflows.
+fn log_sum_exp(logits: &[f32]) -> f32 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return max;
+    }
+    max + logits.iter().map(|l| (l - max).exp()).sum::<f32>().ln()
 }
 
 #[cfg(test)]

@@ -213,3 +213,39 @@ fn a_truncated_or_corrupt_gguf_is_a_clear_error_not_a_panic() {
     let message = model_file_error(LocalProvider::open(&dir.path().join("gone.gguf"), &SMOLLM2_135M));
     assert!(message.contains("cairn llm use local"), "{message}");
 }
+
+#[test]
+fn next_token_logprobs_agree_with_what_the_model_says_and_with_a_fresh_run() {
+    let Some(path) = model() else { return };
+    let system = "You are the assistant of the lighthouse project. The lighthouse keeper logs the weather \
+        every hour, the lamp is serviced on Mondays, the logbook is kept in the tower's lowest room, the \
+        foghorn sounds every thirty seconds in fog, and visitors may climb the tower on Saturdays between \
+        ten and four. Answer yes or no.";
+    let ask = |question: &str| ChatRequest {
+        messages: vec![ChatMessage::system(system), ChatMessage::user(question)],
+        max_tokens: 1,
+        temperature: 0.0,
+        json: false,
+    };
+    let warm = LocalProvider::open(&path, &SMOLLM2_135M).unwrap();
+    let said = warm.chat(&ask("Is the lamp serviced on Mondays?")).unwrap().text;
+    let choices = [said.as_str(), "zebra"];
+    let request = ask("Is the lamp serviced on Mondays?");
+    let probs = warm.next_token_logprobs(&request, &choices).unwrap();
+    assert!(probs.iter().all(|p| *p <= 0.0 && p.is_finite()), "log-probabilities: {probs:?}");
+    assert!(probs[0] > probs[1], "the greedy answer's token is likelier than an unrelated word: {probs:?}");
+    assert!(probs[0] > (0.05f32).ln(), "the greedy token holds real mass: {probs:?}");
+
+    // Another question after the same system prompt reuses its cache, and scores as a fresh
+    // provider scores it.
+    let other = ask("Do visitors climb the tower on Sundays?");
+    let reused = warm.next_token_logprobs(&other, &[" yes", " no", "Yes", "No"]).unwrap();
+    let fresh = LocalProvider::open(&path, &SMOLLM2_135M)
+        .unwrap()
+        .next_token_logprobs(&other, &[" yes", " no", "Yes", "No"])
+        .unwrap();
+    for (a, b) in reused.iter().zip(&fresh) {
+        assert!((a - b).abs() < 1e-3, "a reused prefix changes nothing: {reused:?} vs {fresh:?}");
+    }
+    assert!(matches!(warm.next_token_logprobs(&other, &[""]), Err(LlmError::Malformed(_))));
+}

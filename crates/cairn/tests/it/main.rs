@@ -17,6 +17,8 @@ mod hook;
 #[cfg(feature = "hub")]
 mod hub;
 mod install;
+#[cfg(unix)]
+mod knowledge;
 mod llm;
 mod load;
 mod mcp_fuzz;

@@ -2,6 +2,7 @@
 //! that replaces them in other words; "what cache key scheme do we use now" answers the fifth,
 //! before any judge ran (the recency prior), and after the judge recorded `supersedes` (the
 //! replaced one annotated, history kept; deleting the fifth makes the fourth current again).
+//! The same through the web page's search (`/ui/search`, server-rendered).
 
 use cairn_llm::judge::is_judge_request;
 use cairn_llm::scripted::ScriptedProvider;
@@ -38,6 +39,63 @@ async fn five_decisions(s: &Server) -> Vec<i64> {
 
 fn first_id(hits: &Value) -> i64 {
     hits[0]["id"].as_i64().unwrap_or_default()
+}
+
+/// Waits until `n` memories have their vectors. Not a time limit on anything measured: a guard
+/// against a hang while the vectors come.
+async fn all_embedded(s: &Server, n: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let stats = s.get("/stats").await.expect(200);
+        if stats["embeddings_stored"] == n {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{stats:#}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The daemon's judge, a scripted model: the content-hash memory replaces each older one, the
+/// others refine each other ("related"). Runs the judge over the arrivals now.
+async fn judge_fifth_supersedes(s: &Server) {
+    let judge = Arc::new(ScriptedProvider::new(|_, request| {
+        assert!(is_judge_request(request));
+        let newer = request.messages[1].content.split("Memory B").next().unwrap_or_default().to_owned();
+        Ok(if newer.contains("sha256") {
+            r#"{"relation": "supersedes", "confidence": 0.92, "reason": "keys by content hash now"}"#.into()
+        } else {
+            r#"{"relation": "related", "confidence": 0.8, "reason": "the same scheme, refined"}"#.into()
+        })
+    }));
+    s.engine.set_llm(Some(judge));
+    let engine = Arc::clone(&s.engine);
+    let report = tokio::task::spawn_blocking(move || engine.judge_now()).await.unwrap().unwrap();
+    assert!(report.judged >= 4 && report.errors == 0, "{report:?}");
+}
+
+/// The hits of `/ui/search`'s page, in order: each memory's id and the notes under it.
+fn page_hits(html: &str) -> Vec<(i64, Vec<String>)> {
+    let Some(list) = html.split("<ol class=\"results\">").nth(1) else { return Vec::new() };
+    let list = list.split("</ol>").next().unwrap_or_default();
+    list.split("<li>")
+        .skip(1)
+        .map(|item| {
+            let id = item.split("href=\"/ui/memory/").nth(1).and_then(|r| r.split('"').next()).unwrap_or_default();
+            let notes = item
+                .split("<p class=\"note\">")
+                .skip(1)
+                .map(|n| n.split("</p>").next().unwrap_or_default().to_owned())
+                .collect();
+            (id.parse().unwrap_or_default(), notes)
+        })
+        .collect()
+}
+
+async fn web_search(s: &Server) -> (Vec<(i64, Vec<String>)>, String) {
+    let reply = s.get(&QUESTION.replacen("/search", "/ui/search", 1)).await;
+    let html = String::from_utf8_lossy(&reply.bytes).into_owned();
+    assert_eq!(reply.status, 200, "{html}");
+    (page_hits(&html), html)
 }
 
 /// A daemon with the default embedding model (multilingual-e5-small from the test deps, made by
@@ -77,16 +135,7 @@ async fn start_with_e5() -> Server {
 async fn what_we_use_now_answers_the_fifth_decision_before_any_judge() {
     let s = start_with_e5().await;
     let ids = five_decisions(&s).await;
-    // Not a time limit on anything measured: a guard against a hang while the vectors come.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    loop {
-        let stats = s.get("/stats").await.expect(200);
-        if stats["embeddings_stored"] == 5 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{stats:#}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    all_embedded(&s, 5).await;
     let hits = s.get(QUESTION).await.expect(200);
     assert_eq!(first_id(&hits), ids[4], "{hits:#}");
 }
@@ -95,19 +144,7 @@ async fn what_we_use_now_answers_the_fifth_decision_before_any_judge() {
 async fn a_judged_supersession_orders_annotates_and_undoes_on_delete() {
     let s = start().await;
     let ids = five_decisions(&s).await;
-    let judge = Arc::new(ScriptedProvider::new(|_, request| {
-        assert!(is_judge_request(request));
-        let newer = request.messages[1].content.split("Memory B").next().unwrap_or_default().to_owned();
-        Ok(if newer.contains("sha256") {
-            r#"{"relation": "supersedes", "confidence": 0.92, "reason": "keys by content hash now"}"#.into()
-        } else {
-            r#"{"relation": "related", "confidence": 0.8, "reason": "the same scheme, refined"}"#.into()
-        })
-    }));
-    s.engine.set_llm(Some(judge));
-    let engine = Arc::clone(&s.engine);
-    let report = tokio::task::spawn_blocking(move || engine.judge_now()).await.unwrap().unwrap();
-    assert!(report.judged >= 4 && report.errors == 0, "{report:?}");
+    judge_fifth_supersedes(&s).await;
 
     let hits = s.get(QUESTION).await.expect(200);
     assert_eq!(first_id(&hits), ids[4], "{hits:#}");
@@ -150,4 +187,36 @@ async fn a_semantic_scan_needs_a_model_and_then_judges_in_batches() {
     let stats = s.get("/conflicts/stats?project=shop").await.expect(200);
     let compatible = stats["by_relation"]["compatible"].as_u64().unwrap();
     assert_eq!(compatible, 2 + rest["semantic_judged"].as_u64().unwrap(), "{stats:#}");
+}
+
+/// The web page's search: the fifth first before any judge (the recency prior, with the default
+/// model), then first with the replaced ones marked `superseded_by` under them (kept, as
+/// history); the fifth deleted, the fourth first and unmarked.
+#[tokio::test]
+async fn the_web_page_answers_the_fifth_first_and_marks_the_replaced_ones() {
+    let s = start_with_e5().await;
+    let ids = five_decisions(&s).await;
+    all_embedded(&s, 5).await;
+    let (hits, html) = web_search(&s).await;
+    assert_eq!(hits.first().map(|h| h.0), Some(ids[4]), "before any judge: {html}");
+    assert!(hits.iter().all(|(_, notes)| notes.iter().all(|n| !n.contains("superseded_by"))), "{html}");
+
+    judge_fifth_supersedes(&s).await;
+    let (hits, html) = web_search(&s).await;
+    assert_eq!(hits.first().map(|h| h.0), Some(ids[4]), "judged: {html}");
+    let marked = format!("superseded_by: #{}", ids[4]);
+    for old in &ids[..4] {
+        let (_, notes) = hits.iter().find(|h| h.0 == *old).unwrap_or_else(|| panic!("#{old} kept as history: {html}"));
+        assert!(notes.iter().any(|n| n.starts_with(&marked)), "#{old} marked replaced: {notes:?}");
+    }
+    assert!(hits[0].1.iter().all(|n| !n.contains("superseded_by")), "the current one is not marked: {html}");
+
+    s.delete(&format!("/observations/{}", ids[4])).await.expect(200);
+    let (hits, html) = web_search(&s).await;
+    assert_eq!(hits.first().map(|h| h.0), Some(ids[3]), "the fifth deleted: {html}");
+    assert!(
+        hits.iter().all(|(id, notes)| *id != ids[4] && notes.iter().all(|n| !n.contains("superseded_by"))),
+        "{html}"
+    );
+    s.shutdown().await.unwrap();
 }

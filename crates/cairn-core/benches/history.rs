@@ -8,10 +8,15 @@
 //! `history_pull_message`.
 //!
 //! cargo bench -p cairn-core --bench history -- [--mb 64] [--seed 7] [--repeats 50]
-//!     [--queries 200] [--pulls 1000] [--dir DIR]
+//!     [--queries 200] [--pulls 1000] [--dir DIR] [--chunk-mb N]
 //!
 //! The corpus and the archive go to a temp dir (or `--dir`, kept). Same seed, same corpus, so
-//! two builds compare side by side.
+//! two builds compare side by side. `--chunk-mb N` generates and ingests the corpus N MB at a
+//! time, deleting each chunk's transcripts once ingested (the longest one is set aside for the
+//! new turns): the same corpus and archive, but the disk holds the archive and one chunk, not
+//! the whole corpus beside it (10M parts is ~24 GB of transcripts). Ingest and read + parse
+//! are then the sums over the chunks. `--search-only` (with `--dir`) times the searches and
+//! pulls on the archive a run left there, its sessions and messages sampled from it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -38,10 +43,13 @@ struct Args {
     queries: usize,
     pulls: usize,
     dir: Option<PathBuf>,
+    chunk_mb: u64,
+    search_only: bool,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { mb: 64, seed: 7, repeats: 50, queries: 200, pulls: 1000, dir: None };
+    let mut args =
+        Args { mb: 64, seed: 7, repeats: 50, queries: 200, pulls: 1000, dir: None, chunk_mb: 0, search_only: false };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -52,6 +60,8 @@ fn parse_args() -> Args {
             "--queries" => args.queries = value().parse().expect("--queries N"),
             "--pulls" => args.pulls = value().parse().expect("--pulls N"),
             "--dir" => args.dir = Some(PathBuf::from(value())),
+            "--chunk-mb" => args.chunk_mb = value().parse().expect("--chunk-mb N"),
+            "--search-only" => args.search_only = true,
             "--bench" => {} // cargo bench passes it
             other => panic!("unknown argument {other}"),
         }
@@ -478,17 +488,24 @@ impl Generator<'_> {
     }
 }
 
-fn generate(projects: &Path, target: u64, seed: u64) -> (Corpus, Vocab) {
+/// The corpus's generator, before its first session.
+fn generator(projects: &Path, seed: u64) -> Generator<'_> {
     let mut rng = Rng(seed);
     let vocab = Vocab::new(&mut rng);
-    let mut g = Generator { rng, vocab, projects, corpus: Corpus::default(), clock_ms: 1_767_225_600_000 };
-    // One long session (the incremental test appends to it), then sessions of 20 KB – 8 MB.
-    g.session((target / 16).clamp(MB, 64 * MB));
-    while g.corpus.bytes < target {
+    Generator { rng, vocab, projects, corpus: Corpus::default(), clock_ms: 1_767_225_600_000 }
+}
+
+/// Write sessions until the corpus holds `upto` bytes (or `target`, the whole corpus): one long
+/// session first (the incremental test appends to it), then sessions of 20 KB – 8 MB. Called
+/// again with a higher `upto`, it goes on where it stopped: the same corpus, in chunks.
+fn generate(g: &mut Generator, target: u64, upto: u64) {
+    if g.corpus.sessions == 0 {
+        g.session((target / 16).clamp(MB, 64 * MB));
+    }
+    while g.corpus.bytes < upto.min(target) {
         let size = g.rng.log_uniform(20_000.0, 8.0 * MB as f64) as u64;
         g.session(size);
     }
-    (g.corpus, g.vocab)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -506,6 +523,9 @@ fn p50_p95(mut times: Vec<Duration>) -> (f64, f64) {
 
 /// Read and parse every file the way a scan does, without the store: the reader's share.
 fn parse_only(projects: &Path) -> (Duration, u64) {
+    if !projects.exists() {
+        return (Duration::ZERO, 0);
+    }
     let started = Instant::now();
     let mut parts = 0u64;
     for path in cairn_core::history::claude::transcripts(projects) {
@@ -710,42 +730,204 @@ fn pulls(db: &HistoryDb, corpus: &Corpus, rng: &mut Rng, n: usize) -> Vec<Durati
     times
 }
 
+/// What the full ingest produced and cost.
+struct Ingested {
+    corpus: Corpus,
+    vocab: Vocab,
+    report: ingest::ScanReport,
+    ingest_time: Duration,
+    parse_time: Duration,
+    parsed_parts: u64,
+    /// CPU seconds of the scan's thread, and of the others (index, checkpoints).
+    writer_cpu: f64,
+    others_cpu: f64,
+}
+
+/// One timed scan of what the projects' folder holds now, its CPU split by thread.
+fn timed_scan(db: &mut HistoryDb, env: &dyn Fn(&str) -> Option<String>) -> (ingest::ScanReport, Duration, f64, f64) {
+    let (writer_before, process_before) = (thread_cpu(), process_cpu());
+    let started = Instant::now();
+    let report = ingest::scan(db, env, &mut |_| {}).expect("scan");
+    let elapsed = started.elapsed();
+    let writer_cpu = thread_cpu() - writer_before;
+    let others_cpu = (process_cpu() - process_before - writer_cpu).max(0.0);
+    (report, elapsed, writer_cpu, others_cpu)
+}
+
+fn print_corpus(corpus: &Corpus, seed: u64, generated: Duration) {
+    println!(
+        "corpus: {:.1} MB, {} files, {} sessions, {} messages (seed {seed}, generated in {:.1} s)",
+        corpus.bytes as f64 / MB as f64,
+        corpus.files,
+        corpus.sessions,
+        corpus.seen_messages,
+        generated.as_secs_f64()
+    );
+}
+
+/// The whole corpus generated, then read + parse only, then one scan of it.
+fn ingest_whole(db: &mut HistoryDb, env: &dyn Fn(&str) -> Option<String>, projects: &Path, args: &Args) -> Ingested {
+    let started = Instant::now();
+    let mut g = generator(projects, args.seed);
+    generate(&mut g, args.mb * MB, u64::MAX);
+    print_corpus(&g.corpus, args.seed, started.elapsed());
+    let (parse_time, parsed_parts) = parse_only(projects);
+    let (report, ingest_time, writer_cpu, others_cpu) = timed_scan(db, env);
+    Ingested { corpus: g.corpus, vocab: g.vocab, report, ingest_time, parse_time, parsed_parts, writer_cpu, others_cpu }
+}
+
+/// `--chunk-mb`: each chunk generated, read + parsed, scanned, then its transcripts deleted.
+/// The longest transcript so far is set aside under `root` (renamed: its size and mtime stay,
+/// so the scans skip it as read) and put back at the end for the new turns.
+fn ingest_in_chunks(
+    db: &mut HistoryDb,
+    env: &dyn Fn(&str) -> Option<String>,
+    root: &Path,
+    projects: &Path,
+    args: &Args,
+) -> Ingested {
+    let target = args.mb * MB;
+    let aside = root.join("set-aside.jsonl");
+    let mut g = generator(projects, args.seed);
+    let (mut generated, mut parse_time, mut ingest_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let (mut parsed_parts, mut writer_cpu, mut others_cpu) = (0, 0.0, 0.0);
+    let mut report = ingest::ScanReport::default();
+    let mut kept: Option<PathBuf> = None;
+    while g.corpus.bytes < target {
+        let started = Instant::now();
+        let upto = g.corpus.bytes + args.chunk_mb * MB;
+        generate(&mut g, target, upto);
+        generated += started.elapsed();
+        let (parse, parts) = parse_only(projects);
+        let (chunk, took, writer, others) = timed_scan(db, env);
+        (parse_time, parsed_parts, ingest_time) = (parse_time + parse, parsed_parts + parts, ingest_time + took);
+        (writer_cpu, others_cpu) = (writer_cpu + writer, others_cpu + others);
+        add_report(&mut report, chunk);
+        let biggest = g.corpus.biggest.as_ref().map(|(path, _, _)| path.clone()).expect("a session");
+        if kept.as_ref() != Some(&biggest) {
+            fs::rename(&biggest, &aside).expect("set the longest transcript aside");
+            kept = Some(biggest);
+        }
+        fs::remove_dir_all(projects).expect("delete the chunk's transcripts");
+        println!(
+            "  chunk ingested: {:.0} MB so far, {} parts, {:.1} s ingesting; archive {:.0} MB",
+            g.corpus.bytes as f64 / MB as f64,
+            report.parts,
+            ingest_time.as_secs_f64(),
+            archive_bytes(root) as f64 / MB as f64
+        );
+    }
+    print_corpus(&g.corpus, args.seed, generated);
+    let kept = kept.expect("a chunk");
+    fs::create_dir_all(kept.parent().expect("a parent")).expect("mkdir");
+    fs::rename(&aside, &kept).expect("put the longest transcript back");
+    Ingested { corpus: g.corpus, vocab: g.vocab, report, ingest_time, parse_time, parsed_parts, writer_cpu, others_cpu }
+}
+
+/// `into` + `chunk` (what two scans did).
+fn add_report(into: &mut ingest::ScanReport, chunk: ingest::ScanReport) {
+    (into.sources, into.sessions, into.messages) =
+        (into.sources + chunk.sources, into.sessions + chunk.sessions, into.messages + chunk.messages);
+    (into.parts, into.bytes) = (into.parts + chunk.parts, into.bytes + chunk.bytes);
+    for (reason, n) in chunk.skipped {
+        *into.skipped.entry(reason).or_default() += n;
+    }
+    into.errors.extend(chunk.errors);
+}
+
+/// Bytes of the archive's files under `root` (`history*.db` and their WAL and shared memory).
+fn archive_bytes(root: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(root) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("history"))
+        .filter_map(|e| e.metadata().ok())
+        .filter(fs::Metadata::is_file)
+        .map(|m| m.len())
+        .sum()
+}
+
+/// `--search-only`: the searches and pulls on an archive left in `--dir`, its sessions (sub-agents
+/// apart) and every 400th message standing in for the corpus's own sample.
+fn search_only(args: &Args) {
+    let db_path = args.dir.as_ref().expect("--search-only needs --dir").join("history.db");
+    let db = HistoryDb::open(&db_path).expect("open history.db");
+    let conn = rusqlite::Connection::open(&db_path).expect("a reader");
+    let column = |sql: &str| -> Vec<Vec<String>> {
+        let mut stmt = conn.prepare(sql).expect("prepare");
+        let n = stmt.column_count();
+        let rows = stmt.query_map([], |r| (0..n).map(|i| r.get(i)).collect::<rusqlite::Result<Vec<String>>>());
+        rows.expect("query").map(|row| row.expect("row")).collect()
+    };
+    let parts: Vec<Vec<String>> = column("SELECT CAST(count(*) AS TEXT) FROM history_parts");
+    let mut corpus = Corpus {
+        session_ids: column("SELECT id FROM history_sessions WHERE id NOT LIKE 'agent-%'")
+            .into_iter()
+            .flatten()
+            .collect(),
+        ..Corpus::default()
+    };
+    corpus.messages = column("SELECT session_id, id FROM history_messages WHERE rowid % 400 = 0 LIMIT 20000")
+        .into_iter()
+        .map(|mut row| (row.remove(0), row.remove(0)))
+        .collect();
+    let vocab = Vocab::new(&mut Rng(args.seed));
+    let mut rng = Rng(args.seed ^ 0x5A5A);
+    println!(
+        "archive: {} parts, {} sessions, {} messages sampled to pull",
+        parts[0][0],
+        corpus.session_ids.len(),
+        corpus.messages.len()
+    );
+    let all = searches(&db, &corpus, &vocab, &mut rng, args.queries, false);
+    let one = searches(&db, &corpus, &vocab, &mut rng, args.queries, true);
+    let pulled = pulls(&db, &corpus, &mut rng, args.pulls);
+    for (what, times) in
+        [("history_search, all sessions", all), ("history_search, one session", one), ("history_pull_message", pulled)]
+    {
+        let n = times.len();
+        let (p50, p95) = p50_p95(times);
+        println!("| {what} ({n}) | p50 {p50:.2} ms, p95 {p95:.2} ms |");
+    }
+}
+
 fn main() {
     let args = parse_args();
+    if args.search_only {
+        search_only(&args);
+        return;
+    }
     let temp = tempfile::tempdir().expect("temp dir");
     let root = args.dir.clone().unwrap_or_else(|| temp.path().to_owned());
     let claude = root.join("claude");
     let projects = claude.join("projects");
     let db_path = root.join("history.db");
-    for stale in [db_path.clone(), root.join("history.db-wal"), root.join("history.db-shm")] {
+    let stale = [
+        "history.db-wal",
+        "history.db-shm",
+        "history-fts.db",
+        "history-fts.db-wal",
+        "history-fts.db-shm",
+        "set-aside.jsonl",
+    ];
+    for stale in std::iter::once(db_path.clone()).chain(stale.iter().map(|name| root.join(name))) {
         let _ = fs::remove_file(stale);
     }
     let _ = fs::remove_dir_all(&claude);
 
-    let started = Instant::now();
-    let (corpus, vocab) = generate(&projects, args.mb * MB, args.seed);
-    let generated = started.elapsed();
-    let mb = corpus.bytes as f64 / MB as f64;
-    println!(
-        "corpus: {mb:.1} MB, {} files, {} sessions, {} messages (seed {}, generated in {:.1} s)",
-        corpus.files,
-        corpus.sessions,
-        corpus.seen_messages,
-        args.seed,
-        generated.as_secs_f64()
-    );
-
-    let (parse_time, parsed_parts) = parse_only(&projects);
-    let env = env_for(&claude);
     let mut db = HistoryDb::open(&db_path).expect("open history.db");
-    let (writer_before, process_before) = (thread_cpu(), process_cpu());
-    let started = Instant::now();
-    let report = ingest::scan(&mut db, &env, &mut |_| {}).expect("scan");
-    let ingest_time = started.elapsed();
-    let writer_cpu = thread_cpu() - writer_before;
-    let others_cpu = (process_cpu() - process_before - writer_cpu).max(0.0);
+    let env = env_for(&claude);
+    let ingested = if args.chunk_mb == 0 {
+        ingest_whole(&mut db, &env, &projects, &args)
+    } else {
+        ingest_in_chunks(&mut db, &env, &root, &projects, &args)
+    };
+    let Ingested { corpus, vocab, report, ingest_time, parse_time, parsed_parts, writer_cpu, others_cpu } = ingested;
     assert!(report.errors.is_empty(), "scan errors: {:?}", report.errors);
+    let mb = corpus.bytes as f64 / MB as f64;
     let db_mb = fs::metadata(&db_path).map_or(0.0, |m| m.len() as f64 / MB as f64);
+    let fts_mb = fs::metadata(root.join("history-fts.db")).map_or(0.0, |m| m.len() as f64 / MB as f64);
+    let wal_mb = archive_bytes(&root) as f64 / MB as f64 - db_mb - fts_mb;
 
     let mut g =
         Generator { rng: Rng(args.seed ^ 0xA5A5), vocab, projects: &projects, corpus, clock_ms: 1_800_000_000_000 };
@@ -762,6 +944,11 @@ fn main() {
     println!(
         "store: {} sessions, {} messages, {} parts ingested; history.db {db_mb:.0} MB",
         report.sessions, report.messages, report.parts
+    );
+    println!(
+        "archive on disk: history.db {db_mb:.0} MB + history-fts.db {fts_mb:.0} MB = {:.0} MB ({:.2}× the hosts' {mb:.0} MB of transcripts; WAL and shared memory {wal_mb:.0} MB more)",
+        db_mb + fts_mb,
+        (db_mb + fts_mb) / mb
     );
     println!();
     println!("| measure | figure | target |");

@@ -5,10 +5,10 @@
 //! 100,000) of ~200..2,000 bytes in `--projects` projects (default 8), each with a 384-dim f32
 //! vector. Medians of `--runs` runs, the page cache warm.
 //!
-//! `cargo bench -p cairn-core --bench stats -- --count 100000`
-//! (`CAIRN_BENCH_DB=/tmp/stats.db` keeps the store for a second run; a store made by the
-//! `disk_use` bench serves as well.)
-#![allow(clippy::print_stdout, clippy::cast_precision_loss)]
+//! `cargo bench -p cairn-core --bench stats -- --count 100000` (`--count 1000000`: ~5 minutes'
+//! fill on 2 cores) (`CAIRN_BENCH_DB=FILE` keeps the store for a second run, or for a daemon
+//! to serve (`scripts/bench-stats-http.py`); a store made by the `disk_use` bench serves as well.)
+#![allow(clippy::print_stdout, clippy::print_stderr, clippy::cast_precision_loss)]
 
 use std::time::{Duration, Instant};
 
@@ -36,12 +36,14 @@ impl Rng {
     }
 }
 
-/// `count` memories saved 1,000 to a transaction (the daemon's group commit), then their vectors.
+/// `count` memories saved 10,000 to a transaction, each chunk's vectors stored right after it.
+/// (Asking for the pending memories of the whole store after the fill rescans the embedded
+/// ones at every call: quadratic, most of a 1M fill.)
 fn fill(store: &mut Store, count: usize, projects: usize) {
     let mut rng = Rng(0x5eed);
     let started = Instant::now();
     let types = ["manual", "decision", "bugfix", "pattern", "config"];
-    for chunk in (0..count).collect::<Vec<_>>().chunks(1000) {
+    for chunk in (0..count).collect::<Vec<_>>().chunks(10_000) {
         let jobs: Vec<NewObservation> = chunk
             .iter()
             .map(|&i| {
@@ -55,17 +57,18 @@ fn fill(store: &mut Store, count: usize, projects: usize) {
                 }
             })
             .collect();
-        for saved in store.batch(jobs, |s, new| s.save(&new)).expect("batch") {
-            saved.expect("save");
-        }
-    }
-    loop {
-        let pending = store.pending_embeddings("bench-model", 1000).expect("pending");
-        if pending.is_empty() {
-            break;
-        }
+        let ids: Vec<i64> = store
+            .batch(jobs, |s, new| s.save(&new))
+            .expect("batch")
+            .into_iter()
+            .map(|saved| saved.expect("save").id)
+            .collect();
+        let pending = store.pending_embeddings_of("bench-model", &ids).expect("pending");
         let items: Vec<_> = pending.into_iter().map(|p| (p, vec![0.05_f32; 384])).collect();
         store.put_embeddings("bench-model", &items).expect("vectors");
+        if chunk[0] % 100_000 == 0 {
+            eprintln!("  {} saved, {:.0} s", chunk[0] + chunk.len(), started.elapsed().as_secs_f64());
+        }
     }
     println!("filled {count} memories with vectors in {:.1} s", started.elapsed().as_secs_f64());
 }
@@ -178,4 +181,13 @@ fn main() {
     println!("memories_per_day, 30 days (every memory of this store is in the window):");
     println!("  before (count of the rows) median {old:>9.3} ms");
     println!("  after (kept per-day rows)  median {kept_chart:>9.3} ms");
+    // The dashboard's extraction line: the live extracted memories, once a join SQLite ran as
+    // a walk of every live memory probing for its provenance row.
+    let old_extracted = "SELECT count(*) FROM memory_provenance p JOIN observations o ON o.id = p.observation_id
+                         WHERE o.deleted_at IS NULL";
+    let old = time(runs, || run_all(&conn, old_extracted));
+    let status = time(runs, || store.extraction_status().expect("extraction status"));
+    println!("extraction_status (the dashboard's extraction line):");
+    println!("  before (the join's count)  median {old:>9.3} ms");
+    println!("  extraction_status now      median {status:>9.3} ms");
 }

@@ -135,6 +135,11 @@ fn an_idle_conversation_becomes_facts_with_provenance_found_by_search() {
     assert_eq!(again.sessions, 0, "nothing new after the mark");
     let status = core.store.extraction_status().unwrap();
     assert_eq!((status.sessions, status.facts_saved, status.extracted_memories), (1, 1, 1));
+
+    // A soft-deleted memory keeps its provenance row but is no longer counted as live.
+    core.store.delete(memory.id, false).unwrap();
+    let status = core.store.extraction_status().unwrap();
+    assert_eq!((status.facts_saved, status.extracted_memories), (1, 0));
 }
 
 #[test]

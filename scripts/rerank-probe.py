@@ -14,13 +14,17 @@ its first --top hits (`ln P(yes) - ln P(no)` of the local model). Prints R@1/5/1
 A question's recall is the share of its evidence turns found (LoCoMo's questions may have
 several), as in scripts/eval-http.py.
 
-    python3 scripts/rerank-probe.py --candidates FILE --scores FILE [--scores FILE ...]
+    python3 scripts/rerank-probe.py --candidates FILE --sample OUT [--dev 30 --test 60 --seed 42]
+    python3 scripts/rerank-probe.py --candidates OUT --scores FILE [--scores FILE ...]
+
+The first writes a seeded sample of the candidates (dev questions first) for the probe.
 
 stdlib only.
 """
 
 import argparse
 import json
+import random
 import statistics
 
 K = 60
@@ -60,10 +64,23 @@ def figures(pairs, order_of):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--candidates", required=True)
-    ap.add_argument("--scores", required=True, action="append", help="rerank-probe.rs output (repeatable)")
+    ap.add_argument("--scores", action="append", help="rerank-probe.rs output (repeatable)")
+    ap.add_argument("--sample", metavar="OUT", help="write a seeded sample of the candidates here and stop")
+    ap.add_argument("--dev", type=int, default=30)
+    ap.add_argument("--test", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=42)
     args = ap.parse_args()
     with open(args.candidates) as f:
         questions = [json.loads(line) for line in f]
+    if args.sample:
+        rng = random.Random(args.seed)
+        chosen = [q for half, n in (("dev", args.dev), ("test", args.test))
+                  for q in rng.sample([q for q in questions if q["split"] == half], n)]
+        with open(args.sample, "w") as f:
+            f.writelines(json.dumps(q) + "\n" for q in chosen)
+        return
+    if not args.scores:
+        ap.error("--scores is required (or --sample)")
     scored = {}
     for path in args.scores:
         with open(path) as f:

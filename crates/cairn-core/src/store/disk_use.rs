@@ -9,8 +9,11 @@
 //! [`REMEASURE_AFTER`] (10 minutes): at most once per 10 minutes, whatever the file does. The
 //! daemon re-measures in the background more often than that (its checkpointer, every 5
 //! minutes: [`Store::disk_use_remeasured`]), so past its first minute no request of a daemon
-//! walks. Files (the archive, its index, the WALs, the spool, the models) are measured on every
-//! call.
+//! walks. Each measure is also kept in the data dir ([`SPLIT_FILE`]), and a process with no
+//! measure of its own takes that one while it is younger than [`PERSISTED_FOR`]: a restarted
+//! daemon's first dashboard does not walk a large file (4 to 6 s at 1M memories) before its
+//! own background measure. Files (the archive, its index, the WALs, the spool, the models) are
+//! measured on every call.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -121,12 +124,38 @@ pub const REMEASURE_AFTER: Duration = Duration::from_secs(600);
 /// Measures per database file (in-memory stores are measured every time: they are small).
 static MEASURED: Mutex<Option<HashMap<PathBuf, Measured>>> = Mutex::new(None);
 
+/// The last measure of a data dir's `cairn.db`, kept beside it for the next process.
+pub const SPLIT_FILE: &str = "disk-split.json";
+
+/// How long a kept measure stands in for a walk in a process that has none of its own.
+pub const PERSISTED_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// A measure as kept in [`SPLIT_FILE`]: the split and when it was taken (Unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct KeptSplit {
+    measured_at: u64,
+    memories: u64,
+    vectors: u64,
+    search_index: u64,
+    sync: u64,
+}
+
 impl Store {
     /// Where the bytes of this store's data dir are.
     pub fn disk_use(&self) -> Result<DiskUse> {
+        self.disk_use_measured(false)
+    }
+
+    /// [`Store::disk_use`] measured now, whatever was measured before (after `cairn gc`, and
+    /// the daemon's background measure).
+    pub fn disk_use_remeasured(&self) -> Result<DiskUse> {
+        self.disk_use_measured(true)
+    }
+
+    fn disk_use_measured(&self, walk: bool) -> Result<DiskUse> {
         let page_size = self.pragma_u64("page_size")?;
         let used_bytes = page_size * (self.pragma_u64("page_count")? - self.pragma_u64("freelist_count")?);
-        let (split, fresh) = self.db_split(used_bytes)?;
+        let (split, fresh) = if walk { (self.walk_split()?, true) } else { self.db_split(used_bytes)? };
         let mut disk = DiskUse {
             memories_bytes: split.memories,
             vectors_bytes: split.vectors,
@@ -156,33 +185,40 @@ impl Store {
         Ok(disk)
     }
 
-    /// [`Store::disk_use`] measured now, whatever was measured before (after `cairn gc`).
-    pub fn disk_use_remeasured(&self) -> Result<DiskUse> {
-        if let (Some(path), Ok(mut measured)) = (self.path(), MEASURED.lock())
-            && let Some(map) = measured.as_mut()
-        {
-            map.remove(path);
-        }
-        self.disk_use()
-    }
-
     /// The split of `cairn.db`'s used pages, re-used (scaled to `used_bytes`) while younger
-    /// than [`REMEASURE_AFTER`]; `true` when measured now.
+    /// than [`REMEASURE_AFTER`], or the data dir's kept one when this process has none; `true`
+    /// when measured now.
     fn db_split(&self, used_bytes: u64) -> Result<(DbSplit, bool)> {
         let key = self.path().map(Path::to_path_buf);
-        if let Some(key) = &key
-            && let Some(known) = MEASURED.lock().ok().and_then(|m| m.as_ref().and_then(|m| m.get(key).copied()))
-            && known.at.elapsed() < REMEASURE_AFTER
-        {
-            return Ok((known.split.scaled_to(used_bytes), false));
+        if let Some(key) = &key {
+            let mut measured = MEASURED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let map = measured.get_or_insert_with(HashMap::new);
+            if !map.contains_key(key)
+                && let Some(kept) = self.data_dir().and_then(read_kept)
+            {
+                map.insert(key.clone(), kept);
+            }
+            if let Some(known) = map.get(key).filter(|known| known.at.elapsed() < REMEASURE_AFTER) {
+                return Ok((known.split.scaled_to(used_bytes), false));
+            }
         }
+        Ok((self.walk_split()?, true))
+    }
+
+    /// The split measured now, kept for this process's next requests and the next process.
+    fn walk_split(&self) -> Result<DbSplit> {
         let split = self.measure_split()?;
-        if let Some(key) = key
-            && let Ok(mut measured) = MEASURED.lock()
-        {
-            measured.get_or_insert_with(HashMap::new).insert(key, Measured { split, at: Instant::now() });
+        if let Some(key) = self.path() {
+            MEASURED
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get_or_insert_with(HashMap::new)
+                .insert(key.to_path_buf(), Measured { split, at: Instant::now() });
+            if let Some(dir) = self.data_dir() {
+                keep(dir, split);
+            }
         }
-        Ok((split, true))
+        Ok(split)
     }
 
     /// One walk of every page with `dbstat`, summed per part by the table a b-tree serves.
@@ -205,6 +241,56 @@ impl Store {
         let value: i64 = self.conn().query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))?;
         Ok(u64::try_from(value).unwrap_or(0))
     }
+}
+
+/// The data dir's kept measure as this process's own, aged as it is (so a request takes it
+/// only while it is younger than [`REMEASURE_AFTER`], and the daemon's next measure replaces
+/// it); `None` when there is none, it is unreadable, or older than [`PERSISTED_FOR`].
+fn read_kept(dir: &Path) -> Option<Measured> {
+    let kept: KeptSplit = serde_json::from_slice(&std::fs::read(dir.join(SPLIT_FILE)).ok()?).ok()?;
+    let age = Duration::from_secs(unix_now().checked_sub(kept.measured_at)?);
+    if age >= PERSISTED_FOR {
+        return None;
+    }
+    let split =
+        DbSplit { memories: kept.memories, vectors: kept.vectors, search_index: kept.search_index, sync: kept.sync };
+    // Stands in for a measure taken now when the kept one is young enough for a request: the
+    // daemon's background measure replaces it, a one-shot process uses it once.
+    let at = Instant::now().checked_sub(age.min(REMEASURE_AFTER / 2)).unwrap_or_else(Instant::now);
+    Some(Measured { split, at })
+}
+
+/// Keep a measure in the data dir for the next process: written whole to a temporary file,
+/// then renamed over the last. Best effort: a data dir that cannot take it only costs the next
+/// process a walk.
+fn keep(dir: &Path, split: DbSplit) {
+    let kept = KeptSplit {
+        measured_at: unix_now(),
+        memories: split.memories,
+        vectors: split.vectors,
+        search_index: split.search_index,
+        sync: split.sync,
+    };
+    let (path, temporary) = (dir.join(SPLIT_FILE), dir.join(format!("{SPLIT_FILE}.tmp")));
+    let written = serde_json::to_vec(&kept)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| std::fs::write(&temporary, bytes))
+        .and_then(|()| std::fs::rename(&temporary, &path));
+    if let Err(e) = written {
+        tracing::debug!(error = %e, "the disk measure is not kept for the next process");
+    }
+}
+
+/// Forget this process's measure of `db`, as a new process starts without one (tests).
+#[cfg(test)]
+fn forget_in_process(db: &Path) {
+    if let Some(map) = MEASURED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
+        map.remove(db);
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The files of the data dir beside `cairn.db`.

@@ -71,6 +71,41 @@ fn a_request_reuses_the_measure_scaled_and_a_remeasure_takes_it_again() {
 }
 
 #[test]
+fn a_new_process_takes_the_kept_measure_instead_of_walking_every_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = filled_store(dir.path(), 200);
+    vectors(&mut store, 384);
+    let measured = store.disk_use_remeasured().unwrap();
+    assert!(dir.path().join(SPLIT_FILE).is_file(), "the measure is kept in the data dir");
+
+    forget_in_process(&dir.path().join("cairn.db"));
+    let kept = store.disk_use().unwrap();
+    assert!(kept.method.contains("earlier"), "taken from the data dir, not walked: {kept:?}");
+    assert_eq!(
+        (kept.memories_bytes, kept.vectors_bytes, kept.search_index_bytes),
+        (measured.memories_bytes, measured.vectors_bytes, measured.search_index_bytes)
+    );
+    // The daemon's background measure (and `cairn gc`) still walk.
+    assert!(store.disk_use_remeasured().unwrap().method.contains("measured now"));
+}
+
+#[test]
+fn a_kept_measure_a_day_old_or_unreadable_is_walked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = filled_store(dir.path(), 50);
+    let db = dir.path().join("cairn.db");
+    let day_old = unix_now() - PERSISTED_FOR.as_secs() - 60;
+    let stale = format!(r#"{{"measured_at":{day_old},"memories":1,"vectors":2,"search_index":3,"sync":4}}"#);
+    for kept in [stale.as_str(), "not json", r#"{"measured_at": 99999999999999}"#] {
+        std::fs::write(dir.path().join(SPLIT_FILE), kept).unwrap();
+        forget_in_process(&db);
+        let disk = store.disk_use().unwrap();
+        assert!(disk.method.contains("measured now"), "{kept}: {disk:?}");
+        assert!(disk.memories_bytes > 4, "{kept}: {disk:?}");
+    }
+}
+
+#[test]
 fn an_in_memory_store_has_its_tables_and_no_files() {
     let store = Store::open_in_memory().unwrap();
     let disk = store.disk_use().unwrap();

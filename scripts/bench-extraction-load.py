@@ -15,7 +15,8 @@ read-only). Drift of a shared machine shows as A
 moving between rounds.
 
 The saves' titles and contents are words no other memory has, so the judge of arrivals should
-find no neighbour of them to ask the model about. The store is loaded before the model is chosen,
+find no neighbour of them to ask the model about; a B round lasts until the judge has also
+looked at the facts the round's extraction wrote. The store is loaded before the model is chosen,
 and the model is chosen (`cairn llm use local`, taken up by the running daemon) only once the
 judge of arrivals has looked at every loaded memory: with no model it judges by rules and leaves
 the rest pending, which a later arrival pass never asks the model about again. Otherwise the
@@ -156,18 +157,22 @@ def summaries(data):
         return db.execute("SELECT count(*) FROM memory_provenance WHERE origin = 'summary'").fetchone()[0]
 
 
+def judge_caught_up(data):
+    """Whether the judge of arrivals has looked at every memory stored (its mark in cairn.db,
+    read-only, at or past the newest memory's id)."""
+    with sqlite3.connect(f"file:{data / 'cairn.db'}?mode=ro", uri=True, timeout=10) as db:
+        mark = db.execute("SELECT last_memory_id FROM judge_mark WHERE id = 1").fetchone()
+        newest = db.execute("SELECT max(id) FROM observations").fetchone()[0] or 0
+    return mark is not None and mark[0] >= newest
+
+
 def wait_for_the_judge(data, deadline):
-    """Seconds until the judge of arrivals has looked at every memory stored (its mark in
-    cairn.db, read-only, at or past the newest memory's id)."""
+    """Seconds until the judge of arrivals has caught up with the store."""
     started = time.time()
-    while True:
-        with sqlite3.connect(f"file:{data / 'cairn.db'}?mode=ro", uri=True, timeout=10) as db:
-            mark = db.execute("SELECT last_memory_id FROM judge_mark WHERE id = 1").fetchone()
-            newest = db.execute("SELECT max(id) FROM observations").fetchone()[0] or 0
-        if mark is not None and mark[0] >= newest:
-            return time.time() - started
-        assert time.time() < deadline, f"the judge stopped at memory {mark} of {newest}"
+    while not judge_caught_up(data):
+        assert time.time() < deadline, "the judge did not catch up with the store"
         time.sleep(1)
+    return time.time() - started
 
 
 def llm_tokens(cairn, env):
@@ -263,7 +268,10 @@ def main():
                     failed.setdefault(f["session_id"], f["last_error"])
                 assert time.time() - started < args.timeout, "extraction did not finish in --timeout"
                 written = summaries(data) + len(failed)
-                return done + len(failed) - failed_before < before + args.per_round or written < (r + 1) * args.per_round
+                # The round also lasts while the judge asks the model about the facts it wrote
+                # (their neighbours among the earlier facts): work the extraction brought.
+                return (done + len(failed) - failed_before < before + args.per_round
+                        or written < (r + 1) * args.per_round or not judge_caught_up(data))
 
             saves, searches = measure(port, args.ops, rng, keep_going=extracting, pause=args.pause)
             spent = time.time() - started

@@ -271,7 +271,8 @@ fn keep(dir: &Path, split: DbSplit) {
         search_index: split.search_index,
         sync: split.sync,
     };
-    let (path, temporary) = (dir.join(SPLIT_FILE), dir.join(format!("{SPLIT_FILE}.tmp")));
+    // One temporary name per process: the daemon and a CLI command may keep one at once.
+    let (path, temporary) = (dir.join(SPLIT_FILE), dir.join(format!("{SPLIT_FILE}.{}.tmp", std::process::id())));
     let written = serde_json::to_vec(&kept)
         .map_err(std::io::Error::other)
         .and_then(|bytes| std::fs::write(&temporary, bytes))

@@ -21,7 +21,14 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { REPO_ROOT, makeCairnSandbox, probeCairnSubcommand, savedId } from './lib/cairn.mjs';
 import { callTool, startMockModel, whenUserSays } from './lib/mock-model.mjs';
-import { OPENCODE_MISSING, createOpenCodeSandbox, describeRun, findOpenCodeBin, parseJsonEvents } from './lib/opencode.mjs';
+import {
+  OPENCODE_MISSING,
+  cairnMcpConfig,
+  createOpenCodeSandbox,
+  describeRunWithMock,
+  findOpenCodeBin,
+  toolUseParts,
+} from './lib/opencode.mjs';
 
 const E5 = path.join(REPO_ROOT, 'target', 'test-deps', 'multilingual-e5-small');
 const probe = probeCairnSubcommand('mcp');
@@ -124,21 +131,7 @@ describe('OpenCode + cairn mcp: the replaced decision', { skip, timeout: 540_000
     const models = path.join(cairn.dataDir, 'models', 'multilingual-e5-small');
     mkdirSync(models, { recursive: true });
     for (const file of readdirSync(E5)) symlinkSync(path.join(E5, file), path.join(models, file));
-    oc = createOpenCodeSandbox({
-      mock,
-      mcp: {
-        cairn: {
-          type: 'local',
-          command: [probe.bin, 'mcp', '--tools=agent'],
-          environment: {
-            CAIRN_DATA_DIR: cairn.dataDir,
-            CAIRN_PORT: cairn.env.CAIRN_PORT,
-            NO_COLOR: '1',
-            RUST_BACKTRACE: '1',
-          },
-        },
-      },
-    });
+    oc = createOpenCodeSandbox({ mock, mcp: cairnMcpConfig(probe.bin, cairn) });
   });
   after(async () => {
     await mock?.close();
@@ -146,15 +139,9 @@ describe('OpenCode + cairn mcp: the replaced decision', { skip, timeout: 540_000
     cairn?.cleanup();
   });
 
-  const dump = (r) =>
-    `${describeRun(r)}\n--- mock requests ---\n${mock.requests
-      .map((q) => `${q.seq} ${q.method} ${q.path} ${q.kind}${q.toolResult ? ` ${q.toolResult.name}: ${q.toolResult.text.slice(0, 400)}` : ''}`)
-      .join('\n')}`;
+  const dump = (r) => describeRunWithMock(r, mock, 400);
 
-  const toolParts = (r, tool) =>
-    parseJsonEvents(r.stdout)
-      .filter((e) => e.type === 'tool_use' && e.part?.tool === tool)
-      .map((e) => e.part);
+  const toolParts = (r, tool) => toolUseParts(r.stdout, tool);
 
   /** The daemon `cairn mcp` started: its address. */
   const daemon = () => `http://${JSON.parse(readFileSync(path.join(cairn.dataDir, 'daemon.json'), 'utf8')).addr}`;

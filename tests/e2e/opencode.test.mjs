@@ -11,7 +11,14 @@ import { after, before, describe, test } from 'node:test';
 import { makeCairnSandbox, probeCairnSubcommand } from './lib/cairn.mjs';
 import { ADMIN_TOOLS, AGENT_TOOLS } from './lib/contract.mjs';
 import { callTool, startMockModel, whenUserSays } from './lib/mock-model.mjs';
-import { OPENCODE_MISSING, createOpenCodeSandbox, describeRun, findOpenCodeBin, parseJsonEvents } from './lib/opencode.mjs';
+import {
+  OPENCODE_MISSING,
+  cairnMcpConfig,
+  createOpenCodeSandbox,
+  describeRunWithMock,
+  findOpenCodeBin,
+  toolUseParts,
+} from './lib/opencode.mjs';
 
 const probe = probeCairnSubcommand('mcp');
 const skip = probe.ok ? false : `cairn mcp unavailable: ${probe.reason}`;
@@ -36,21 +43,7 @@ describe('OpenCode + cairn mcp', { skip, timeout: 420_000 }, () => {
       ],
     });
     cairn = await makeCairnSandbox({ git: false });
-    oc = createOpenCodeSandbox({
-      mock,
-      mcp: {
-        cairn: {
-          type: 'local',
-          command: [probe.bin, 'mcp', '--tools=agent'],
-          environment: {
-            CAIRN_DATA_DIR: cairn.dataDir,
-            CAIRN_PORT: cairn.env.CAIRN_PORT,
-            NO_COLOR: '1',
-            RUST_BACKTRACE: '1',
-          },
-        },
-      },
-    });
+    oc = createOpenCodeSandbox({ mock, mcp: cairnMcpConfig(probe.bin, cairn) });
   });
   after(async () => {
     await mock?.close();
@@ -58,16 +51,9 @@ describe('OpenCode + cairn mcp', { skip, timeout: 420_000 }, () => {
     cairn?.cleanup();
   });
 
-  const dump = (r) =>
-    `${describeRun(r)}\n--- mock requests ---\n${mock.requests
-      .map((q) => `${q.seq} ${q.method} ${q.path} ${q.kind}${q.toolResult ? ` ${q.toolResult.name}: ${q.toolResult.text.slice(0, 300)}` : ''}`)
-      .join('\n')}`;
+  const dump = (r) => describeRunWithMock(r, mock, 300);
 
-  const toolPart = (r, tool) =>
-    parseJsonEvents(r.stdout)
-      .filter((e) => e.type === 'tool_use' && e.part?.tool === tool)
-      .map((e) => e.part)
-      .at(-1);
+  const toolPart = (r, tool) => toolUseParts(r.stdout, tool).at(-1);
 
   test('run 1: the model saves a memory with cairn_mem_save', { timeout: 200_000 }, async () => {
     const r = await oc.run('E2E-SAVE the release decision', { args: ['--format', 'json'] });

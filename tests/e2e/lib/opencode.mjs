@@ -296,3 +296,35 @@ export function describeRun(r) {
     ...(r.warnings?.length ? [`--- OpenCode log warnings ---\n${tail(r.warnings.join('\n'))}`] : []),
   ].join('\n');
 }
+
+/** OpenCode's `mcp` config for cairn's agent tools (`cairn mcp --tools=agent`) on a sandbox's data dir. */
+export function cairnMcpConfig(bin, cairn) {
+  return {
+    cairn: {
+      type: 'local',
+      command: [bin, 'mcp', '--tools=agent'],
+      environment: {
+        CAIRN_DATA_DIR: cairn.dataDir,
+        CAIRN_PORT: cairn.env.CAIRN_PORT,
+        NO_COLOR: '1',
+        RUST_BACKTRACE: '1',
+      },
+    },
+  };
+}
+
+/** A run's dump with every request the scripted model received and the tool results in them
+ * (the first `chars` characters of each). */
+export function describeRunWithMock(r, mock, chars) {
+  const requests = mock.requests
+    .map((q) => `${q.seq} ${q.method} ${q.path} ${q.kind}${q.toolResult ? ` ${q.toolResult.name}: ${q.toolResult.text.slice(0, chars)}` : ''}`)
+    .join('\n');
+  return `${describeRun(r)}\n--- mock requests ---\n${requests}`;
+}
+
+/** The `tool_use` parts of a run's JSON events for `tool` (OpenCode's name, e.g. `cairn_mem_save`), in order. */
+export function toolUseParts(stdout, tool) {
+  return parseJsonEvents(stdout)
+    .filter((e) => e.type === 'tool_use' && e.part?.tool === tool)
+    .map((e) => e.part);
+}

@@ -88,19 +88,26 @@ fn a_json_request_yields_parseable_json() {
     assert!(reply.usage.output_tokens < 96, "it stopped when the value closed: {reply:?}");
 }
 
+/// A question after a system prompt long enough (over 64 tokens) for its cache to be reused.
+fn lighthouse(answer_style: &str, question: &str, max_tokens: u32) -> ChatRequest {
+    let system = format!(
+        "You are the assistant of the lighthouse project. The lighthouse keeper logs the weather every hour, \
+         the lamp is serviced on Mondays, the logbook is kept in the tower's lowest room, the foghorn sounds \
+         every thirty seconds in fog, and visitors may climb the tower on Saturdays between ten and four. \
+         {answer_style}"
+    );
+    ChatRequest {
+        messages: vec![ChatMessage::system(system), ChatMessage::user(question)],
+        max_tokens,
+        temperature: 0.0,
+        json: false,
+    }
+}
+
 #[test]
 fn a_prompt_that_starts_like_the_last_reuses_its_cache_and_answers_as_a_fresh_run() {
     let Some(path) = model() else { return };
-    let system = "You are the assistant of the lighthouse project. The lighthouse keeper logs the weather \
-        every hour, the lamp is serviced on Mondays, the logbook is kept in the tower's lowest room, the \
-        foghorn sounds every thirty seconds in fog, and visitors may climb the tower on Saturdays between \
-        ten and four. Answer in one short sentence.";
-    let chat = |question: &str| ChatRequest {
-        messages: vec![ChatMessage::system(system), ChatMessage::user(question)],
-        max_tokens: 24,
-        temperature: 0.0,
-        json: false,
-    };
+    let chat = |question: &str| lighthouse("Answer in one short sentence.", question, 24);
     let (first, second) = (chat("When is the lamp serviced?"), chat("Where is the logbook kept?"));
 
     let warm = LocalProvider::open(&path, &SMOLLM2_135M).unwrap();
@@ -217,16 +224,7 @@ fn a_truncated_or_corrupt_gguf_is_a_clear_error_not_a_panic() {
 #[test]
 fn next_token_logprobs_agree_with_what_the_model_says_and_with_a_fresh_run() {
     let Some(path) = model() else { return };
-    let system = "You are the assistant of the lighthouse project. The lighthouse keeper logs the weather \
-        every hour, the lamp is serviced on Mondays, the logbook is kept in the tower's lowest room, the \
-        foghorn sounds every thirty seconds in fog, and visitors may climb the tower on Saturdays between \
-        ten and four. Answer yes or no.";
-    let ask = |question: &str| ChatRequest {
-        messages: vec![ChatMessage::system(system), ChatMessage::user(question)],
-        max_tokens: 1,
-        temperature: 0.0,
-        json: false,
-    };
+    let ask = |question: &str| lighthouse("Answer yes or no.", question, 1);
     let warm = LocalProvider::open(&path, &SMOLLM2_135M).unwrap();
     let said = warm.chat(&ask("Is the lamp serviced on Mondays?")).unwrap().text;
     let choices = [said.as_str(), "zebra"];

@@ -72,7 +72,7 @@ pub struct DiskWarning {
 }
 
 /// The parts a table of `cairn.db` can belong to.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct DbSplit {
     memories: u64,
     vectors: u64,
@@ -134,10 +134,8 @@ pub const PERSISTED_FOR: Duration = Duration::from_secs(24 * 3600);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct KeptSplit {
     measured_at: u64,
-    memories: u64,
-    vectors: u64,
-    search_index: u64,
-    sync: u64,
+    #[serde(flatten)]
+    split: DbSplit,
 }
 
 impl Store {
@@ -252,25 +250,17 @@ fn read_kept(dir: &Path) -> Option<Measured> {
     if age >= PERSISTED_FOR {
         return None;
     }
-    let split =
-        DbSplit { memories: kept.memories, vectors: kept.vectors, search_index: kept.search_index, sync: kept.sync };
     // Stands in for a measure taken now when the kept one is young enough for a request: the
     // daemon's background measure replaces it, a one-shot process uses it once.
     let at = Instant::now().checked_sub(age.min(REMEASURE_AFTER / 2)).unwrap_or_else(Instant::now);
-    Some(Measured { split, at })
+    Some(Measured { split: kept.split, at })
 }
 
 /// Keep a measure in the data dir for the next process: written whole to a temporary file,
 /// then renamed over the last. Best effort: a data dir that cannot take it only costs the next
 /// process a walk.
 fn keep(dir: &Path, split: DbSplit) {
-    let kept = KeptSplit {
-        measured_at: unix_now(),
-        memories: split.memories,
-        vectors: split.vectors,
-        search_index: split.search_index,
-        sync: split.sync,
-    };
+    let kept = KeptSplit { measured_at: unix_now(), split };
     // One temporary name per process: the daemon and a CLI command may keep one at once.
     let (path, temporary) = (dir.join(SPLIT_FILE), dir.join(format!("{SPLIT_FILE}.{}.tmp", std::process::id())));
     let written = serde_json::to_vec(&kept)

@@ -168,12 +168,8 @@ impl LocalProvider {
         // Forgotten until the call succeeds: a call that failed halfway leaves a cache that the
         // next one does not trust (it starts at position 0).
         sequence.cached.clear();
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.generate(&mut sequence.weights, &prompt, reused, max_tokens, request)
-        }));
-        let (output, in_cache, timings) = run
-            .map_err(|panic| LlmError::Unavailable(format!("the local model failed: {}", panic_text(&*panic))))?
-            .map_err(|e| LlmError::Unavailable(format!("the local model failed: {e}")))?;
+        let (output, in_cache, timings) =
+            guarded(|| self.generate(&mut sequence.weights, &prompt, reused, max_tokens, request))?;
         sequence.cached = prompt.iter().chain(&output).take(in_cache).copied().collect();
         let continued = self
             .tokenizer
@@ -202,16 +198,7 @@ impl LocalProvider {
         let mut sequence = self.sequence.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let reused = sequence.reusable(&prompt);
         sequence.cached.clear();
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut logits = Vec::new();
-            for chunk in prefill_chunks(reused, prompt.len()) {
-                logits = sequence.weights.forward(&prompt[chunk.clone()], chunk.start)?;
-            }
-            candle_core::Result::Ok(logits)
-        }));
-        let logits = run
-            .map_err(|panic| LlmError::Unavailable(format!("the local model failed: {}", panic_text(&*panic))))?
-            .map_err(|e| LlmError::Unavailable(format!("the local model failed: {e}")))?;
+        let logits = guarded(|| prefill(&mut sequence.weights, &prompt, reused))?;
         sequence.cached = prompt;
         let log_total = log_sum_exp(&logits);
         Ok(choice_ids.iter().map(|&id| logits.get(id as usize).map_or(f32::NEG_INFINITY, |l| l - log_total)).collect())
@@ -264,10 +251,7 @@ impl LocalProvider {
         request: &ChatRequest,
     ) -> candle_core::Result<(Vec<u32>, usize, LocalTimings)> {
         let (started, cpu) = (Instant::now(), process_cpu());
-        let mut logits = Vec::new();
-        for chunk in prefill_chunks(reused, prompt.len()) {
-            logits = weights.forward(&prompt[chunk.clone()], chunk.start)?;
-        }
+        let mut logits = prefill(weights, prompt, reused)?;
         let mut in_cache = prompt.len();
         let mut timings = LocalTimings {
             prompt_tokens: prompt.len(),
@@ -363,6 +347,23 @@ impl Sequence {
         let shared = shared.min(prompt.len().saturating_sub(1));
         shared - shared % REUSE_STEP
     }
+}
+
+/// The prompt's positions after the first `reused` through the model, a chunk at a time: the
+/// logits of its last token (the answer's first).
+fn prefill(weights: &mut Weights, prompt: &[u32], reused: usize) -> candle_core::Result<Vec<f32>> {
+    let mut logits = Vec::new();
+    for chunk in prefill_chunks(reused, prompt.len()) {
+        logits = weights.forward(&prompt[chunk.clone()], chunk.start)?;
+    }
+    Ok(logits)
+}
+
+/// A run of the model whose panic or error is the model's failure, never the caller's.
+fn guarded<T>(run: impl FnOnce() -> candle_core::Result<T>) -> Result<T, LlmError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+        .map_err(|panic| LlmError::Unavailable(format!("the local model failed: {}", panic_text(&*panic))))?
+        .map_err(|e| LlmError::Unavailable(format!("the local model failed: {e}")))
 }
 
 /// The prompt's positions from `reused` to `len` in chunks that end where a fresh run's

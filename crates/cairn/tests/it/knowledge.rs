@@ -7,8 +7,7 @@
 //! recorded `supersedes`: the replaced ones kept and annotated `superseded_by: #<fifth>`.
 //! Deleting the fifth makes the fourth current again.
 
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -36,42 +35,19 @@ const DECISIONS: [(&str, &str); 5] = [
 /// older one, any other pair refines ("related"); anything else is answered "ok". Records the
 /// judge requests it answered.
 fn scripted_judge() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let judged = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&judged);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let (first, body) = crate::support::read_request(&stream);
-            let request: Value = serde_json::from_slice(&body).unwrap_or_default();
-            let asked = request["messages"][1]["content"].as_str().unwrap_or_default().to_owned();
-            let answer = if first.starts_with("GET /v1/models") {
-                json!({"data": [{"id": "judge-1"}]})
-            } else {
-                let content = if asked.starts_with("Memory A") {
-                    seen.lock().unwrap().push(asked.clone());
-                    let newer = asked.split("Memory B").next().unwrap_or_default();
-                    if newer.contains("sha256") {
-                        r#"{"relation": "supersedes", "confidence": 0.92, "reason": "keys by content hash now"}"#
-                    } else {
-                        r#"{"relation": "related", "confidence": 0.8, "reason": "the same scheme, refined"}"#
-                    }
-                } else {
-                    "ok"
-                };
-                json!({
-                    "model": "judge-1",
-                    "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 20},
-                })
-            }
-            .to_string();
-            let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-                answer.len()
-            );
-            let _ = stream.write_all(reply.as_bytes());
+    let (addr, _) = crate::support::openai_server("judge-1", (100, 20), move |request| {
+        let asked = request["messages"][1]["content"].as_str().unwrap_or_default();
+        if !asked.starts_with("Memory A") {
+            return "ok".to_owned();
+        }
+        seen.lock().unwrap().push(asked.to_owned());
+        let newer = asked.split("Memory B").next().unwrap_or_default();
+        if newer.contains("sha256") {
+            r#"{"relation": "supersedes", "confidence": 0.92, "reason": "keys by content hash now"}"#.to_owned()
+        } else {
+            r#"{"relation": "related", "confidence": 0.8, "reason": "the same scheme, refined"}"#.to_owned()
         }
     });
     (addr, judged)

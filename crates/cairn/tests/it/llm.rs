@@ -1,8 +1,7 @@
 //! `cairn llm use|status|off` end to end: the binary against a scripted OpenAI-compatible server
 //! on loopback, config.toml as a user keeps it, the ledger across processes.
 
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -20,33 +19,7 @@ struct FakeOpenAi {
 
 impl FakeOpenAi {
     fn start() -> FakeOpenAi {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let recorded = seen.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let (first, _body) = crate::support::read_request(&stream);
-                let path = first.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-                recorded.lock().unwrap().push(path.clone());
-                let answer = if path == "GET /v1/models" {
-                    json!({"data": [{"id": "qwen2.5:1.5b"}]})
-                } else {
-                    json!({
-                        "model": "qwen2.5:1.5b",
-                        "choices": [{"message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 600, "completion_tokens": 500},
-                    })
-                }
-                .to_string();
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-                    answer.len()
-                );
-                let _ = stream.write_all(reply.as_bytes());
-            }
-        });
+        let (addr, seen) = crate::support::openai_server("qwen2.5:1.5b", (600, 500), |_| "ok".to_owned());
         FakeOpenAi { addr, seen }
     }
 

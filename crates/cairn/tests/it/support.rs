@@ -364,6 +364,45 @@ pub fn read_request(stream: &std::net::TcpStream) -> (String, Vec<u8>) {
     (first, body)
 }
 
+/// An OpenAI-compatible server on loopback: `GET /v1/models` lists `model`, and every other
+/// request (a chat completion) is answered 200 with `reply(its JSON body)` as the assistant's
+/// content and the given token counts. Also gives the log of what it was asked (`"POST
+/// /v1/chat/completions"`, one entry a request). The provider fakes of the binary's tests.
+pub fn openai_server(
+    model: &'static str,
+    usage: (u64, u64),
+    reply: impl Fn(&Value) -> String + Send + 'static,
+) -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&asked);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let (first, body) = read_request(&stream);
+            log.lock().unwrap().push(first.split_whitespace().take(2).collect::<Vec<_>>().join(" "));
+            let answer = if first.starts_with("GET /v1/models") {
+                json!({"data": [{"id": model}]})
+            } else {
+                let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+                json!({
+                    "model": model,
+                    "choices": [{"message": {"role": "assistant", "content": reply(&request)}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1},
+                })
+            }
+            .to_string();
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    (addr, asked)
+}
+
 /// A server on loopback that answers every request with `status` and an empty body (a gated
 /// hub's 401, a rate limit's 429).
 pub fn serve_status(status: u16) -> SocketAddr {

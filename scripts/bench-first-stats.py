@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The first `GET /stats` of a restarted daemon, with the data dir's kept disk measure
-(`disk-split.json`) and without it (the request then walks every page of `cairn.db`).
+(`disk-split.json`) and without it (the daemon then measures in the background and the request
+counts `cairn.db` whole, `method` "pending…"; before, it walked every page).
 
 Loads SIZE memories with cairn-bench into a temporary data dir, then restarts the daemon six
 times, alternating with and without the kept file, and prints each first request's time.

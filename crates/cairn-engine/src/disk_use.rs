@@ -13,7 +13,9 @@ use cairn_core::store::Store;
 pub(crate) const EVERY: Duration = Duration::from_secs(300);
 
 /// The first measure waits this long after the start, so a cold start's first answers do not
-/// share the two cores with a walk of every page (a request before it measures itself, once).
+/// share the two cores with a walk of every page (a request before it re-uses the measure kept
+/// in the data dir). A store no process has measured yet is measured at once: until then its
+/// requests count `cairn.db` whole.
 const FIRST_AFTER: Duration = Duration::from_secs(30);
 
 /// When the next measure is due.
@@ -22,8 +24,9 @@ pub(crate) struct Refresh {
 }
 
 impl Refresh {
-    pub(crate) fn new() -> Self {
-        Refresh { due: Instant::now() + FIRST_AFTER }
+    pub(crate) fn new(store: &Store) -> Self {
+        let wait = if store.has_disk_measure() { FIRST_AFTER } else { Duration::ZERO };
+        Refresh { due: Instant::now() + wait }
     }
 
     /// Measure again when due; a failure is logged and tried again at the next period.
@@ -39,3 +42,17 @@ impl Refresh {
 }
 
 const _: () = assert!(EVERY.as_secs() * 2 <= cairn_core::store::disk_use::REMEASURE_AFTER.as_secs());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_no_process_has_measured_is_measured_at_once_else_after_the_cold_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cairn.db")).unwrap();
+        assert!(Refresh::new(&store).due <= Instant::now(), "nothing measured: at once");
+        store.disk_use_remeasured().unwrap();
+        assert!(Refresh::new(&store).due > Instant::now() + FIRST_AFTER / 2, "measured: after the cold start");
+    }
+}

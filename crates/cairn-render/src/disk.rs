@@ -13,6 +13,7 @@ pub fn parts(d: &DiskUse) -> Vec<(&'static str, u64)> {
         ("search index", d.search_index_bytes),
         ("sync and spool", d.sync_bytes),
         ("free (cairn gc)", d.free_bytes),
+        ("cairn.db, measuring", d.unsplit_bytes),
         ("WAL", d.wal_bytes),
         ("history archive", d.history_bytes),
         ("history index", d.history_index_bytes),

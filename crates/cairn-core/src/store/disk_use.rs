@@ -12,10 +12,13 @@
 //! walks. Each measure is also kept in the data dir ([`SPLIT_FILE`]), and a process with no
 //! measure of its own takes that one while it is younger than [`PERSISTED_FOR`]: a restarted
 //! daemon's first dashboard does not walk a large file (4 to 6 s at 1M memories) before its
-//! own background measure. Files (the archive, its index, the WALs, the spool, the models) are
-//! measured on every call.
+//! own background measure. A daemon's requests never walk at all
+//! ([`Store::leave_disk_walks_to_background`]): on a store measured by no process yet (the first
+//! start after an upgrade or an import) its background thread measures at once, and a request
+//! before it finishes counts `cairn.db`'s used pages whole, as `unsplit_bytes`. Files (the
+//! archive, its index, the WALs, the spool, the models) are measured on every call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -42,6 +45,10 @@ pub struct DiskUse {
     pub sync_bytes: u64,
     /// Free pages of `cairn.db`: `cairn gc` gives them back.
     pub free_bytes: u64,
+    /// `cairn.db`'s used pages not split yet: a daemon's request on a store no process has
+    /// measured, while its background measure runs (0 otherwise).
+    #[serde(default)]
+    pub unsplit_bytes: u64,
     /// Write-ahead logs and shared-memory files of every database of the data dir.
     pub wal_bytes: u64,
     /// The conversation archive (`history.db`).
@@ -124,6 +131,20 @@ pub const REMEASURE_AFTER: Duration = Duration::from_secs(600);
 /// Measures per database file (in-memory stores are measured every time: they are small).
 static MEASURED: Mutex<Option<HashMap<PathBuf, Measured>>> = Mutex::new(None);
 
+/// Database files whose requests never walk: a daemon measures them on a thread of its own.
+static MEASURED_IN_BACKGROUND: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+
+/// Where a split came from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Source {
+    /// Walked now.
+    Now,
+    /// An earlier measure (this process's or the data dir's kept one), scaled.
+    Earlier,
+    /// None yet, and this request may not walk: the used pages are counted whole.
+    Pending,
+}
+
 /// The last measure of a data dir's `cairn.db`, kept beside it for the next process.
 pub const SPLIT_FILE: &str = "disk-split.json";
 
@@ -150,22 +171,54 @@ impl Store {
         self.disk_use_measured(true)
     }
 
+    /// From now on this store's requests never walk its pages: the caller (the daemon)
+    /// measures them in the background with [`Store::disk_use_remeasured`], and a request
+    /// before its first measure counts the used pages whole (`unsplit_bytes`).
+    pub fn leave_disk_walks_to_background(&self) {
+        if let Some(path) = self.path() {
+            MEASURED_IN_BACKGROUND
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get_or_insert_with(HashSet::new)
+                .insert(path.to_path_buf());
+        }
+    }
+
+    /// Whether a measure of this store is known, in this process or kept in the data dir
+    /// (young enough to stand in for a walk).
+    #[must_use]
+    pub fn has_disk_measure(&self) -> bool {
+        let Some(path) = self.path() else { return true };
+        let known = MEASURED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|map| map.contains_key(path));
+        known || self.data_dir().and_then(read_kept).is_some()
+    }
+
     fn disk_use_measured(&self, walk: bool) -> Result<DiskUse> {
         let page_size = self.pragma_u64("page_size")?;
         let used_bytes = page_size * (self.pragma_u64("page_count")? - self.pragma_u64("freelist_count")?);
-        let (split, fresh) = if walk { (self.walk_split()?, true) } else { self.db_split(used_bytes)? };
+        let (split, source) = if walk { (self.walk_split()?, Source::Now) } else { self.db_split(used_bytes)? };
         let mut disk = DiskUse {
             memories_bytes: split.memories,
             vectors_bytes: split.vectors,
             search_index_bytes: split.search_index,
             sync_bytes: split.sync,
             free_bytes: page_size * self.pragma_u64("freelist_count")?,
-            method: if fresh {
-                "dbstat: the pages of each table and index, measured now".to_owned()
-            } else {
-                "dbstat: the pages of each table and index, measured earlier and scaled to the file's size now"
-                    .to_owned()
-            },
+            unsplit_bytes: if source == Source::Pending { used_bytes } else { 0 },
+            method: match source {
+                Source::Now => "dbstat: the pages of each table and index, measured now",
+                Source::Earlier => {
+                    "dbstat: the pages of each table and index, measured earlier and scaled to the file's size now"
+                }
+                Source::Pending => {
+                    "pending: the daemon is measuring the pages of each table and index in the background; \
+                     cairn.db's used pages are counted whole until then"
+                }
+            }
+            .to_owned(),
             ..DiskUse::default()
         };
         if let Some(dir) = self.data_dir() {
@@ -176,6 +229,7 @@ impl Store {
             + disk.search_index_bytes
             + disk.sync_bytes
             + disk.free_bytes
+            + disk.unsplit_bytes
             + disk.wal_bytes
             + disk.history_bytes
             + disk.history_index_bytes
@@ -184,9 +238,9 @@ impl Store {
     }
 
     /// The split of `cairn.db`'s used pages, re-used (scaled to `used_bytes`) while younger
-    /// than [`REMEASURE_AFTER`], or the data dir's kept one when this process has none; `true`
-    /// when measured now.
-    fn db_split(&self, used_bytes: u64) -> Result<(DbSplit, bool)> {
+    /// than [`REMEASURE_AFTER`], or the data dir's kept one when this process has none; walked
+    /// now when neither is, unless the daemon measures this store in the background.
+    fn db_split(&self, used_bytes: u64) -> Result<(DbSplit, Source)> {
         let key = self.path().map(Path::to_path_buf);
         if let Some(key) = &key {
             let mut measured = MEASURED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -196,11 +250,17 @@ impl Store {
             {
                 map.insert(key.clone(), kept);
             }
-            if let Some(known) = map.get(key).filter(|known| known.at.elapsed() < REMEASURE_AFTER) {
-                return Ok((known.split.scaled_to(used_bytes), false));
+            if let Some(known) = map.get(key) {
+                // A daemon's request takes its background measure however old: the next one
+                // replaces it within `disk_use::EVERY`.
+                if known.at.elapsed() < REMEASURE_AFTER || measured_in_background(key) {
+                    return Ok((known.split.scaled_to(used_bytes), Source::Earlier));
+                }
+            } else if measured_in_background(key) {
+                return Ok((DbSplit::default(), Source::Pending));
             }
         }
-        Ok((self.walk_split()?, true))
+        Ok((self.walk_split()?, Source::Now))
     }
 
     /// The split measured now, kept for this process's next requests and the next process.
@@ -239,6 +299,14 @@ impl Store {
         let value: i64 = self.conn().query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))?;
         Ok(u64::try_from(value).unwrap_or(0))
     }
+}
+
+fn measured_in_background(db: &Path) -> bool {
+    MEASURED_IN_BACKGROUND
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .as_ref()
+        .is_some_and(|paths| paths.contains(db))
 }
 
 /// The data dir's kept measure as this process's own, aged as it is (so a request takes it

@@ -112,3 +112,40 @@ fn an_in_memory_store_has_its_tables_and_no_files() {
     assert!(disk.memories_bytes > 0);
     assert_eq!((disk.history_bytes, disk.models_bytes, disk.wal_bytes), (0, 0, 0));
 }
+
+#[test]
+fn a_daemons_request_never_walks_it_counts_the_database_whole_until_the_background_measure() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = filled_store(dir.path(), 200);
+    vectors(&mut store, 384);
+    assert!(!store.has_disk_measure(), "no process has measured this store");
+    store.leave_disk_walks_to_background();
+
+    let pending = store.disk_use().unwrap();
+    assert!(pending.method.starts_with("pending"), "{pending:?}");
+    let page_size = store.pragma_u64("page_size").unwrap();
+    let used = page_size * (store.pragma_u64("page_count").unwrap() - store.pragma_u64("freelist_count").unwrap());
+    assert_eq!(pending.unsplit_bytes, used, "every used page counted, none split: {pending:?}");
+    assert_eq!((pending.memories_bytes, pending.vectors_bytes, pending.search_index_bytes), (0, 0, 0));
+    assert!(pending.total_bytes >= used + pending.wal_bytes, "{pending:?}");
+    assert!(!dir.path().join(SPLIT_FILE).exists(), "the request did not walk (a walk keeps its measure)");
+
+    // The daemon's background measure splits it; requests take that one from then on.
+    store.disk_use_remeasured().unwrap();
+    assert!(store.has_disk_measure());
+    let split = store.disk_use().unwrap();
+    assert!(split.method.contains("earlier"), "{split:?}");
+    assert_eq!(split.unsplit_bytes, 0);
+    assert!(split.vectors_bytes >= 200 * 384 * 4, "{split:?}");
+}
+
+#[test]
+fn a_kept_measure_counts_as_known_for_a_new_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = filled_store(dir.path(), 50);
+    store.disk_use_remeasured().unwrap();
+    forget_in_process(&dir.path().join("cairn.db"));
+    assert!(store.has_disk_measure(), "the data dir's kept measure");
+    std::fs::remove_file(dir.path().join(SPLIT_FILE)).unwrap();
+    assert!(!store.has_disk_measure());
+}

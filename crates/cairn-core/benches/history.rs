@@ -8,7 +8,7 @@
 //! `history_pull_message`.
 //!
 //! cargo bench -p cairn-core --bench history -- [--mb 64] [--seed 7] [--repeats 50]
-//!     [--queries 200] [--pulls 1000] [--dir DIR] [--chunk-mb N]
+//!     [--queries 200] [--pulls 1000] [--dir DIR] [--chunk-mb N] [--cjk-parts N] [--cjk-queries N]
 //!
 //! The corpus and the archive go to a temp dir (or `--dir`, kept). Same seed, same corpus, so
 //! two builds compare side by side. `--chunk-mb N` generates and ingests the corpus N MB at a
@@ -16,7 +16,13 @@
 //! new turns): the same corpus and archive, but the disk holds the archive and one chunk, not
 //! the whole corpus beside it (10M parts is ~24 GB of transcripts). Ingest and read + parse
 //! are then the sums over the chunks. `--search-only` (with `--dir`) times the searches and
-//! pulls on the archive a run left there, its sessions and messages sampled from it.
+//! pulls on the archive a run left there, its sessions and messages sampled from it, and the
+//! Chinese/Japanese searches (`--queries 0` leaves out the others).
+//!
+//! `--cjk-parts N` adds N Chinese/Japanese parts instead of 1 % of the corpus's: the trigram
+//! search's cost follows the CJK parts, not the archive's size, so `--mb 64 --cjk-parts 100000`
+//! stands in for the 10M archive's 100,360 CJK parts at a fraction of its disk and time.
+//! `--cjk-queries N`: the CJK queries timed (default `--queries` / 10, at least 5).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -45,11 +51,31 @@ struct Args {
     dir: Option<PathBuf>,
     chunk_mb: u64,
     search_only: bool,
+    /// CJK parts to add (0: 1 % of the corpus's parts).
+    cjk_parts: usize,
+    /// CJK queries to time (0: `queries` / 10, at least 5).
+    cjk_queries: usize,
+}
+
+impl Args {
+    fn cjk_queries(&self) -> usize {
+        if self.cjk_queries > 0 { self.cjk_queries } else { (self.queries / 10).max(5) }
+    }
 }
 
 fn parse_args() -> Args {
-    let mut args =
-        Args { mb: 64, seed: 7, repeats: 50, queries: 200, pulls: 1000, dir: None, chunk_mb: 0, search_only: false };
+    let mut args = Args {
+        mb: 64,
+        seed: 7,
+        repeats: 50,
+        queries: 200,
+        pulls: 1000,
+        dir: None,
+        chunk_mb: 0,
+        search_only: false,
+        cjk_parts: 0,
+        cjk_queries: 0,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -62,6 +88,8 @@ fn parse_args() -> Args {
             "--dir" => args.dir = Some(PathBuf::from(value())),
             "--chunk-mb" => args.chunk_mb = value().parse().expect("--chunk-mb N"),
             "--search-only" => args.search_only = true,
+            "--cjk-parts" => args.cjk_parts = value().parse().expect("--cjk-parts N"),
+            "--cjk-queries" => args.cjk_queries = value().parse().expect("--cjk-queries N"),
             "--bench" => {} // cargo bench passes it
             other => panic!("unknown argument {other}"),
         }
@@ -881,14 +909,25 @@ fn search_only(args: &Args) {
     );
     let all = searches(&db, &corpus, &vocab, &mut rng, args.queries, false);
     let one = searches(&db, &corpus, &vocab, &mut rng, args.queries, true);
-    let pulled = pulls(&db, &corpus, &mut rng, args.pulls);
+    let pulled = pulls(&db, &corpus, &mut rng, if args.queries == 0 { 0 } else { args.pulls });
+    let in_cjk: i64 = rusqlite::Connection::open(db_path.with_file_name("history-fts.db"))
+        .and_then(|fts| fts.query_row("SELECT count(*) FROM history_cjk", [], |r| r.get(0)))
+        .expect("count the trigram index's parts");
+    let (cjk_indexed, cjk_scanned) = cjk_searches(&db, &mut rng, args.cjk_queries());
     for (what, times) in
         [("history_search, all sessions", all), ("history_search, one session", one), ("history_pull_message", pulled)]
     {
         let n = times.len();
-        let (p50, p95) = p50_p95(times);
-        println!("| {what} ({n}) | p50 {p50:.2} ms, p95 {p95:.2} ms |");
+        if n > 0 {
+            let (p50, p95) = p50_p95(times);
+            println!("| {what} ({n}) | p50 {p50:.2} ms, p95 {p95:.2} ms |");
+        }
     }
+    let n = cjk_indexed.len();
+    let ((p50, p95), (s50, s95)) = (p50_p95(cjk_indexed), p50_p95(cjk_scanned));
+    println!(
+        "| history_search in Chinese/Japanese, all sessions ({n}; {in_cjk} parts in the trigram index): trigram index / scan | p50 {p50:.2} / {s50:.2} ms, p95 {p95:.2} / {s95:.2} ms |"
+    );
 }
 
 fn main() {
@@ -937,9 +976,9 @@ fn main() {
     let all = searches(&db, &corpus, &vocab, &mut rng, args.queries, false);
     let one = searches(&db, &corpus, &vocab, &mut rng, args.queries, true);
     let pulled = pulls(&db, &corpus, &mut rng, args.pulls);
-    let cjk_parts =
-        add_cjk_sessions(&mut db, &projects, &env, &mut rng, 40, (report.parts as usize / 100 / 40).max(10));
-    let (cjk_indexed, cjk_scanned) = cjk_searches(&db, &mut rng, (args.queries / 10).max(5));
+    let cjk_wanted = if args.cjk_parts > 0 { args.cjk_parts } else { report.parts as usize / 100 };
+    let cjk_parts = add_cjk_sessions(&mut db, &projects, &env, &mut rng, 40, (cjk_wanted / 40).max(10));
+    let (cjk_indexed, cjk_scanned) = cjk_searches(&db, &mut rng, args.cjk_queries());
 
     println!(
         "store: {} sessions, {} messages, {} parts ingested; history.db {db_mb:.0} MB",
@@ -984,7 +1023,7 @@ fn main() {
     let ((p50, p95), (s50, s95)) = (p50_p95(cjk_indexed), p50_p95(cjk_scanned));
     println!(
         "| history_search in Chinese/Japanese, all sessions ({} queries; {} CJK parts added): trigram index / scan | p50 {p50:.2} / {s50:.2} ms, p95 {p95:.2} / {s95:.2} ms | p50 ≤ 10 ms |",
-        (args.queries / 10).max(5),
+        args.cjk_queries(),
         cjk_parts
     );
 }

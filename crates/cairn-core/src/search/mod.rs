@@ -204,7 +204,7 @@ impl SearchQuery {
         Self { text: text.into(), ..Self::default() }
     }
 
-    pub(crate) fn effective_limit(&self) -> usize {
+    fn effective_limit(&self) -> usize {
         if self.limit == 0 { DEFAULT_LIMIT } else { self.limit.min(MAX_LIMIT) }
     }
 }
@@ -527,7 +527,7 @@ impl Core {
             return self.search_with(lexical, query);
         }
         let hybrid = query.mode != Some(SearchMode::Semantic);
-        let (vector, ahead, lexical) = self.embed_beside_lexical(query, lexical, hybrid);
+        let (vector, lexical) = self.embed_beside_lexical(query, lexical, hybrid);
         let lexical = &lexical;
         let vector = match vector {
             Ok(vector) => vector,
@@ -540,7 +540,7 @@ impl Core {
             }
         };
         let mode = query.mode.unwrap_or(SearchMode::Hybrid);
-        let semantic = fusion::SemanticEngine { vector: &vector, ahead: ahead.as_ref() };
+        let semantic = fusion::SemanticEngine { vector: &vector };
         let mut results = match mode {
             SearchMode::Semantic => self.search_with(&semantic, query)?,
             _ => self.search_with(&fusion::HybridEngine { lexical, semantic }, query)?,
@@ -558,46 +558,31 @@ impl Core {
         }
         let Ok(vector) = self.query_vector(&query.text) else { return Ok(Vec::new()) };
         let lexical = self.lexical_engine();
-        let hybrid = fusion::HybridEngine { lexical, semantic: fusion::SemanticEngine::new(&vector) };
+        let hybrid = fusion::HybridEngine { lexical, semantic: fusion::SemanticEngine { vector: &vector } };
         Ok(hybrid.pool(self, query, query.effective_limit())?.into_iter().map(|(c, f)| (c.id, f)).collect())
     }
 
     /// The query embedded on a thread of its own while this one reads the lexical ranking a
     /// hybrid search fuses (`prefetch`): on two cores the embedding, the larger part of a
     /// hybrid search, no longer waits for the ranking nor the ranking for it. The ranking
-    /// comes back as an engine that answers the fusion's request from what was read. The
-    /// embedding thread goes on to the semantic ranking's shortlist (the Hamming scan of every
-    /// code, which needs only the query's vector), so that too is read beside the lexical
-    /// ranking; its exact re-score, which reads the table, stays on this thread.
-    #[allow(clippy::type_complexity)]
+    /// comes back as an engine that answers the fusion's request from what was read.
     fn embed_beside_lexical<'a>(
         &self,
         query: &'a SearchQuery,
         lexical: &'a dyn SearchEngine,
         prefetch: bool,
-    ) -> (std::result::Result<std::sync::Arc<[f32]>, semantic::Unavailable>, Option<semantic::Shortlist>, Prefetched<'a>)
-    {
+    ) -> (std::result::Result<std::sync::Arc<[f32]>, semantic::Unavailable>, Prefetched<'a>) {
         let depth = fusion::ranking_depth(query.effective_limit());
         let semantic = match ready_semantic(self.semantic.as_deref()) {
             Ok(semantic) => semantic,
-            Err(why) => return (Err(why), None, Prefetched { engine: lexical, query, depth, found: None }),
+            Err(why) => return (Err(why), Prefetched { engine: lexical, query, depth, found: None }),
         };
         let embed = || {
             let started = std::time::Instant::now();
-            let vector = semantic.embed_query(&query.text);
-            let took = started.elapsed();
-            let ahead = match &vector {
-                Ok(vector) if prefetch => {
-                    let started = std::time::Instant::now();
-                    let shortlist = semantic.shortlist(vector, fusion::first_fetch(depth));
-                    Some((shortlist, started.elapsed()))
-                }
-                _ => None,
-            };
-            (vector, took, ahead)
+            (semantic.embed_query(&query.text), started.elapsed())
         };
         let read_lexical = || prefetch.then(|| timing::phase("lexical", || lexical.candidates(self, query, depth)));
-        let ((vector, took, ahead), found) = std::thread::scope(|scope| {
+        let ((vector, took), found) = std::thread::scope(|scope| {
             // A thread that cannot start (a process at its thread limit) only loses the overlap.
             match std::thread::Builder::new().name("cairn-query-embed".into()).spawn_scoped(scope, embed) {
                 Ok(embedding) => {
@@ -606,7 +591,6 @@ impl Core {
                         (
                             Err(semantic::Unavailable::Failing("embedding the query panicked".into())),
                             std::time::Duration::ZERO,
-                            None,
                         )
                     });
                     (embedded, found)
@@ -615,11 +599,7 @@ impl Core {
             }
         });
         timing::record("embed", took);
-        let ahead = ahead.map(|(shortlist, took)| {
-            timing::record("shortlist", took);
-            shortlist
-        });
-        (vector, ahead, Prefetched { engine: lexical, query, depth, found })
+        (vector, Prefetched { engine: lexical, query, depth, found })
     }
 
     /// The lexical engine of this context: the in-memory index when it has one, else FTS5.

@@ -17,6 +17,9 @@ first /health, to its first hybrid search answered (lexical while the vectors lo
     python3 scripts/bench-vectors.py --cairn target/release/cairn \\
         --bench target/release/cairn-bench --size 1000000 --searches 300 \\
         --model multilingual-e5-small=target/test-deps/multilingual-e5-small --work /tmp/vectors-1m
+
+Two builds side by side: `--compare OTHER --rounds 3` measures them alternated (A B, B A, A B,
+each daemon started afresh on its own copy of the store) and prints the medians.
 """
 
 import argparse
@@ -102,6 +105,8 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--model", required=True, help="NAME=DIR")
     ap.add_argument("--work", required=True, help="the stores are kept here")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure the builds this many times, alternated (A B, B A, ...), and print the medians")
     ap.add_argument("--timing", action="store_true",
                     help="log each search's phases (cairn_core::search::timing) and print their medians")
     args = ap.parse_args()
@@ -142,43 +147,63 @@ def main():
         print(f"{n} vectors of {dims} dims under {model_id} in {time.time() - started:.0f} s", file=sys.stderr)
         shutil.move(os.path.join(probe_dir, "cairn.db"), vectors_db)
     rows, phases = [], {}
-    for label, cairn in builds:
-        data = os.path.join(work, label)
-        shutil.rmtree(data, ignore_errors=True)
-        os.makedirs(data)
-        shutil.copy(vectors_db, os.path.join(data, "cairn.db"))
-        log = os.path.join(work, f"{label}.log")
-        d, health, first, ready = cold_start(cairn, data, home, env, log)
-        log_from = os.path.getsize(log)
-        out = os.path.join(work, f"{label}-hybrid.json")
-        cmd = [bench, "--url", d.url(), "--size", str(args.size), "--phases", "search-project,search-question",
-               "--searches", str(args.searches), "--mode", "hybrid", "--seed", str(args.seed), "--json", out]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        with open(out) as f:
-            p50 = models.p50s(json.load(f))
-        rss, hwm = vm_kb(d.proc.pid, "VmRSS"), vm_kb(d.proc.pid, "VmHWM")
-        d.stop()
-        rows.append((label, cairn, health, first, ready, p50, rss, hwm))
-        if args.timing:
-            phases[label] = phase_medians(log, log_from)
+    for round_no in range(args.rounds):
+        # Alternated, and each build first every other round: drift in the machine's load
+        # falls on both alike.
+        order = builds if round_no % 2 == 0 else builds[::-1]
+        for label, cairn in order:
+            data = os.path.join(work, label)
+            if round_no == 0:
+                shutil.rmtree(data, ignore_errors=True)
+                os.makedirs(data)
+                shutil.copy(vectors_db, os.path.join(data, "cairn.db"))
+            log = os.path.join(work, f"{label}.log")
+            d, health, first, ready = cold_start(cairn, data, home, env, log)
+            log_from = os.path.getsize(log)
+            out = os.path.join(work, f"{label}-hybrid.json")
+            cmd = [bench, "--url", d.url(), "--size", str(args.size), "--phases", "search-project,search-question",
+                   "--searches", str(args.searches), "--mode", "hybrid", "--seed", str(args.seed), "--json", out]
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            load = os.getloadavg()[0]
+            with open(out) as f:
+                p50 = models.p50s(json.load(f))
+            rss, hwm = vm_kb(d.proc.pid, "VmRSS"), vm_kb(d.proc.pid, "VmHWM")
+            d.stop()
+            rows.append((round_no, label, cairn, health, first, ready, p50, rss, hwm, load))
+            print(f"round {round_no + 1} {label}: project {p50.get('search-project', 0):.2f} ms, "
+                  f"question {p50.get('search-question', 0):.2f} ms, load {load:.1f}", file=sys.stderr)
+            if args.timing:
+                for phase, values in phase_samples(log, log_from).items():
+                    phases.setdefault(label, {}).setdefault(phase, []).extend(values)
     print(f"\n{args.size} memories with {name} vectors, {args.searches} unseen queries per phase")
-    print("| build | first /health | first hybrid answer | vectors ready | hybrid p50, project | "
-          "hybrid p50, question | VmRSS after | VmHWM |")
-    print("|---|---|---|---|---|---|---|---|")
-    for label, cairn, health, first, ready, p50, rss, hwm in rows:
-        print(f"| {label} ({cairn}) | {health * 1000:.0f} ms | {first * 1000:.0f} ms | {ready:.1f} s "
+    print("| round | build | first /health | first hybrid answer | vectors ready | hybrid p50, project | "
+          "hybrid p50, question | VmRSS after | VmHWM | load (1 min) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for round_no, label, cairn, health, first, ready, p50, rss, hwm, load in rows:
+        print(f"| {round_no + 1} | {label} ({cairn}) | {health * 1000:.0f} ms | {first * 1000:.0f} ms | {ready:.1f} s "
               f"| {p50.get('search-project', 0):.2f} ms | {p50.get('search-question', 0):.2f} ms "
-              f"| {rss / 1024:.0f} MiB | {hwm / 1024:.0f} MiB |")
+              f"| {rss / 1024:.0f} MiB | {hwm / 1024:.0f} MiB | {load:.1f} |")
+    if args.rounds > 1:
+        print(f"\nmedians of {args.rounds} rounds")
+        print("| build | hybrid p50, project | hybrid p50, question | vectors ready | VmRSS after | load |")
+        print("|---|---|---|---|---|---|")
+        for label, cairn in builds:
+            mine = [r for r in rows if r[1] == label]
+            med = lambda f: statistics.median(f(r) for r in mine)
+            print(f"| {label} ({cairn}) | {med(lambda r: r[6].get('search-project', 0)):.2f} ms "
+                  f"| {med(lambda r: r[6].get('search-question', 0)):.2f} ms | {med(lambda r: r[5]):.1f} s "
+                  f"| {med(lambda r: r[7]) / 1024:.0f} MiB | {med(lambda r: r[9]):.1f} |")
 
-    for label, medians in phases.items():
+    for label, samples in phases.items():
         print(f"\n{label}: median ms per phase of the hybrid searches (nested phases are inside their parent)")
         print("| phase | p50 ms |\n|---|---:|")
-        for phase, ms in medians:
-            print(f"| {phase} | {ms:.2f} |")
+        for phase, values in sorted(samples.items(), key=lambda kv: -statistics.median(kv[1])):
+            print(f"| {phase} | {statistics.median(values):.2f} |")
 
 
-def phase_medians(log, offset):
-    """The median of each phase the daemon's `search timing` lines logged after `offset`."""
+def phase_samples(log, offset):
+    """Each phase's milliseconds per hybrid search, from the daemon's `search timing` lines
+    logged after `offset`."""
     samples = {}
     with open(log, "rb") as f:
         f.seek(offset)
@@ -193,8 +218,7 @@ def phase_medians(log, offset):
                 per_search[phase] = per_search.get(phase, 0.0) + float(ms.strip('"'))
             for phase, ms in per_search.items():
                 samples.setdefault(phase, []).append(ms)
-    ordered = sorted(samples.items(), key=lambda kv: -statistics.median(kv[1]))
-    return [(phase, statistics.median(values)) for phase, values in ordered]
+    return samples
 
 
 if __name__ == "__main__":

@@ -286,16 +286,7 @@ pub(super) fn hydrate(conn: &Connection, rowid: i64) -> Result<Option<(String, M
              WHERE p.rowid = ?1",
         )?
         .query_row([rowid], |r| {
-            let message = MessageRow {
-                id: r.get(1)?,
-                role: r.get(2)?,
-                seq: r.get(3)?,
-                turn: r.get(4)?,
-                summary: r.get(5)?,
-                compaction: r.get(6)?,
-                synthetic: r.get(7)?,
-                created_at: r.get(8)?,
-            };
+            let message = message_row(r, 1)?;
             let part = HitPart { rowid, id: r.get(9)?, kind: parse_kind(&r.get::<_, String>(10)?), tool: r.get(11)? };
             Ok((r.get(0)?, message, part))
         })
@@ -330,18 +321,8 @@ pub(super) fn trigram_candidates(
 ) -> Result<Vec<Candidate>> {
     let by_session: HashMap<&str, (usize, &View)> =
         views.iter().enumerate().map(|(i, v)| (v.session_id.as_str(), (i, v))).collect();
-    let (oldest, mut below) = match views {
-        [one] => {
-            let span: (Option<i64>, Option<i64>) = conn
-                .prepare_cached("SELECT min(rowid), max(rowid) FROM history_parts WHERE session_id = ?1")?
-                .query_row([&one.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            let (Some(oldest), Some(newest)) = span else { return Ok(Vec::new()) };
-            (oldest, newest.saturating_add(1))
-        }
-        _ => (i64::MIN, i64::MAX),
-    };
-    // the whole query as one phrase: with trigrams, a substring match
-    let phrase = format!("\"{}\"", text.replace('"', "\"\""));
+    let Some((oldest, mut below)) = trigram_span(conn, views)? else { return Ok(Vec::new()) };
+    let phrase = trigram_phrase(text);
     let mut lookup = fts.prepare_cached(
         "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
          ORDER BY rowid DESC LIMIT ?4",
@@ -408,6 +389,39 @@ pub(super) fn trigram_candidates(
     Ok(candidates.into_iter().take(LITERAL_CANDIDATES).map(|(_, c)| c).collect())
 }
 
+/// The part rowids the trigram lookup walks down from: one session's own span (`None` when it
+/// has no parts), else every rowid.
+pub(super) fn trigram_span(conn: &Connection, views: &[View]) -> Result<Option<(i64, i64)>> {
+    let [one] = views else { return Ok(Some((i64::MIN, i64::MAX))) };
+    let span: (Option<i64>, Option<i64>) = conn
+        .prepare_cached("SELECT min(rowid), max(rowid) FROM history_parts WHERE session_id = ?1")?
+        .query_row([&one.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(match span {
+        (Some(oldest), Some(newest)) => Some((oldest, newest.saturating_add(1))),
+        _ => None,
+    })
+}
+
+/// The whole query as one FTS5 phrase: with trigrams, a substring match.
+pub(super) fn trigram_phrase(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
+/// A message from eight columns starting at `first`: id, role, seq, turn, summary, compaction,
+/// synthetic, created_at (the statements that read one select them in this order).
+fn message_row(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<MessageRow> {
+    Ok(MessageRow {
+        id: r.get(first)?,
+        role: r.get(first + 1)?,
+        seq: r.get(first + 2)?,
+        turn: r.get(first + 3)?,
+        summary: r.get(first + 4)?,
+        compaction: r.get(first + 5)?,
+        synthetic: r.get(first + 6)?,
+        created_at: r.get(first + 7)?,
+    })
+}
+
 /// Rowids as a JSON array, for `json_each`: a page of rows read in one statement.
 fn json_ids(ids: &[i64]) -> String {
     use std::fmt::Write as _;
@@ -455,19 +469,7 @@ fn messages_of(conn: &Connection, rowids: &[i64]) -> Result<HashMap<i64, Message
              m.created_at
          FROM json_each(?1) j JOIN history_messages m ON m.rowid = j.value",
     )?;
-    let rows = stmt.query_map([json_ids(&unique)], |r| {
-        let message = MessageRow {
-            id: r.get(1)?,
-            role: r.get(2)?,
-            seq: r.get(3)?,
-            turn: r.get(4)?,
-            summary: r.get(5)?,
-            compaction: r.get(6)?,
-            synthetic: r.get(7)?,
-            created_at: r.get(8)?,
-        };
-        Ok((r.get(0)?, message))
-    })?;
+    let rows = stmt.query_map([json_ids(&unique)], |r| Ok((r.get(0)?, message_row(r, 1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

@@ -18,17 +18,8 @@ fn one_by_one(
 ) -> Result<Vec<Candidate>> {
     let by_session: HashMap<&str, (usize, &View)> =
         views.iter().enumerate().map(|(i, v)| (v.session_id.as_str(), (i, v))).collect();
-    let (oldest, mut below) = match views {
-        [one] => {
-            let span: (Option<i64>, Option<i64>) = conn
-                .prepare_cached("SELECT min(rowid), max(rowid) FROM history_parts WHERE session_id = ?1")?
-                .query_row([&one.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            let (Some(oldest), Some(newest)) = span else { return Ok(Vec::new()) };
-            (oldest, newest.saturating_add(1))
-        }
-        _ => (i64::MIN, i64::MAX),
-    };
-    let phrase = format!("\"{}\"", text.replace('"', "\"\""));
+    let Some((oldest, mut below)) = trigram_span(conn, views)? else { return Ok(Vec::new()) };
+    let phrase = trigram_phrase(text);
     let mut lookup = fts.prepare_cached(
         "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
          ORDER BY rowid DESC LIMIT ?4",

@@ -177,16 +177,8 @@ mod tests {
         };
         let batch = IngestBatch {
             sessions: vec![HistorySession {
-                id: SESSION.into(),
-                host: HistoryHost::ClaudeCode,
                 project: Some("shop".into()),
-                directory: None,
-                parent_id: None,
-                title: None,
-                agent: None,
-                model: None,
-                created_at: at.clone(),
-                updated_at: at.clone(),
+                ..HistorySession::new(SESSION, HistoryHost::ClaudeCode, &at, &at)
             }],
             parts: vec![text(&user, "Which port does the API use?"), text(&answer, "It listens on 8080.")],
             messages: vec![user, answer],

@@ -337,16 +337,8 @@ fn oc_source() -> SourceRef {
 
 fn oc_batch(injected: bool) -> IngestBatch {
     let session = HistorySession {
-        id: "ses_oc".into(),
-        host: HistoryHost::OpenCode,
         project: Some("shop".into()),
-        directory: None,
-        parent_id: None,
-        title: None,
-        agent: None,
-        model: None,
-        created_at: "2026-03-01T10:00:00.000Z".into(),
-        updated_at: "2026-03-01T10:00:01.000Z".into(),
+        ..HistorySession::new("ses_oc", HistoryHost::OpenCode, "2026-03-01T10:00:00.000Z", "2026-03-01T10:00:01.000Z")
     };
     let user = HistoryMessage::new("ses_oc", "msg_u1", HistoryRole::User, 1, "2026-03-01T10:00:00.000Z");
     let part = |id: &str, idx: i64, text: &str| HistoryPart {

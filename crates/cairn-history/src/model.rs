@@ -60,6 +60,24 @@ pub struct HistorySession {
     pub updated_at: String,
 }
 
+impl HistorySession {
+    /// A session with no project, directory, parent, title, agent or model yet.
+    pub fn new(id: &str, host: HistoryHost, created_at: &str, updated_at: &str) -> HistorySession {
+        HistorySession {
+            id: id.into(),
+            host,
+            project: None,
+            directory: None,
+            parent_id: None,
+            title: None,
+            agent: None,
+            model: None,
+            created_at: created_at.into(),
+            updated_at: updated_at.into(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HistoryRole {

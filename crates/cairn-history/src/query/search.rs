@@ -319,20 +319,13 @@ pub(super) fn trigram_candidates(
     kinds: &[&str],
     text: &str,
 ) -> Result<Vec<Candidate>> {
-    let by_session: HashMap<&str, (usize, &View)> =
-        views.iter().enumerate().map(|(i, v)| (v.session_id.as_str(), (i, v))).collect();
+    let by_session = in_scope_order(views);
     let Some((oldest, mut below)) = trigram_span(conn, views)? else { return Ok(Vec::new()) };
     let phrase = trigram_phrase(text);
-    let mut lookup = fts.prepare_cached(
-        "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
-         ORDER BY rowid DESC LIMIT ?4",
-    )?;
     // (scope order, the part, its message's rowid, its message when read already)
     let mut found: Vec<(usize, String, HitPart, i64, Option<MessageRow>)> = Vec::new();
     loop {
-        let rowids: Vec<i64> = lookup
-            .query_map(params![phrase, oldest, below, TRIGRAM_PAGE], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let rowids = trigram_page(fts, &phrase, oldest, below)?;
         let mut page: Vec<(usize, &View, String, HitPart, i64)> = Vec::new();
         for (session_id, part, message_rowid) in parts_of(conn, &rowids)? {
             let Some(&(order, view)) = by_session.get(session_id.as_str()) else { continue };
@@ -372,21 +365,42 @@ pub(super) fn trigram_candidates(
     found.truncate(cut);
     let wanted: Vec<i64> = found.iter().filter(|f| f.4.is_none()).map(|f| f.3).collect();
     let messages = messages_of(conn, &wanted)?;
-    let mut candidates: Vec<(usize, Candidate)> = found
+    let candidates: Vec<(usize, Candidate)> = found
         .into_iter()
         .filter_map(|(order, session_id, part, message_rowid, message)| {
             let message = message.or_else(|| messages.get(&message_rowid).cloned())?;
             Some((order, Candidate { session_id, message, part, rank: 0.0 }))
         })
         .collect();
-    // The scan's order: sessions as the scope lists them, newest messages first, parts in order.
+    Ok(first_in_scan_order(candidates))
+}
+
+/// The sessions of a scope by session id, with their place in the scope's order.
+pub(super) fn in_scope_order(views: &[View]) -> HashMap<&str, (usize, &View)> {
+    views.iter().enumerate().map(|(i, v)| (v.session_id.as_str(), (i, v))).collect()
+}
+
+/// One page of the trigram index's matches for `phrase`, newest rowids first, below `below`
+/// and from `oldest` on.
+pub(super) fn trigram_page(fts: &Connection, phrase: &str, oldest: i64, below: i64) -> Result<Vec<i64>> {
+    let mut lookup = fts.prepare_cached(
+        "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
+         ORDER BY rowid DESC LIMIT ?4",
+    )?;
+    let rowids = lookup.query_map(params![phrase, oldest, below, TRIGRAM_PAGE], |r| r.get(0))?;
+    Ok(rowids.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The first [`LITERAL_CANDIDATES`] in the scan's order: sessions as the scope lists them
+/// (`order`), newest messages first, parts in order.
+pub(super) fn first_in_scan_order(mut candidates: Vec<(usize, Candidate)>) -> Vec<Candidate> {
     candidates.sort_by(|(a_order, a), (b_order, b)| {
         a_order
             .cmp(b_order)
             .then_with(|| (b.message.seq, &b.message.id).cmp(&(a.message.seq, &a.message.id)))
             .then_with(|| a.part.rowid.cmp(&b.part.rowid))
     });
-    Ok(candidates.into_iter().take(LITERAL_CANDIDATES).map(|(_, c)| c).collect())
+    candidates.into_iter().take(LITERAL_CANDIDATES).map(|(_, c)| c).collect()
 }
 
 /// The part rowids the trigram lookup walks down from: one session's own span (`None` when it

@@ -16,19 +16,12 @@ fn one_by_one(
     kinds: &[&str],
     text: &str,
 ) -> Result<Vec<Candidate>> {
-    let by_session: HashMap<&str, (usize, &View)> =
-        views.iter().enumerate().map(|(i, v)| (v.session_id.as_str(), (i, v))).collect();
+    let by_session = in_scope_order(views);
     let Some((oldest, mut below)) = trigram_span(conn, views)? else { return Ok(Vec::new()) };
     let phrase = trigram_phrase(text);
-    let mut lookup = fts.prepare_cached(
-        "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
-         ORDER BY rowid DESC LIMIT ?4",
-    )?;
     let mut candidates = Vec::new();
     loop {
-        let rowids: Vec<i64> = lookup
-            .query_map(params![phrase, oldest, below, TRIGRAM_PAGE], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let rowids = trigram_page(fts, &phrase, oldest, below)?;
         for &rowid in &rowids {
             let Some((session_id, message, part)) = hydrate(conn, rowid)? else { continue };
             let Some(&(order, view)) = by_session.get(session_id.as_str()) else { continue };
@@ -44,13 +37,7 @@ fn one_by_one(
             _ => break,
         }
     }
-    candidates.sort_by(|(a_order, a), (b_order, b)| {
-        a_order
-            .cmp(b_order)
-            .then_with(|| (b.message.seq, &b.message.id).cmp(&(a.message.seq, &a.message.id)))
-            .then_with(|| a.part.rowid.cmp(&b.part.rowid))
-    });
-    Ok(candidates.into_iter().take(LITERAL_CANDIDATES).map(|(_, c)| c).collect())
+    Ok(first_in_scan_order(candidates))
 }
 
 /// What a candidate is, everything grouping reads of it.
@@ -130,16 +117,8 @@ fn archive(seed: u64, sessions: usize, messages: usize, interleaved: bool) -> Hi
         let mut batch = IngestBatch {
             sessions: (0..sessions)
                 .map(|s| HistorySession {
-                    id: ids[s].clone(),
-                    host: HistoryHost::OpenCode,
                     project: Some("shop".into()),
-                    directory: None,
-                    parent_id: None,
-                    title: None,
-                    agent: None,
-                    model: None,
-                    created_at: ts(0),
-                    updated_at: ts(updated[s]),
+                    ..HistorySession::new(&ids[s], HistoryHost::OpenCode, &ts(0), &ts(updated[s]))
                 })
                 .collect(),
             ..Default::default()

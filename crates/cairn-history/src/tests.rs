@@ -267,6 +267,24 @@ fn part_page(
     pull_part(db, &req)
 }
 
+/// A search request in any project; the search tests of `query::search` build theirs here too.
+pub(crate) fn search_request(
+    query: &str,
+    session: Option<&str>,
+    literal: bool,
+    kinds: Option<&str>,
+    caller: Option<&str>,
+) -> SearchRequest {
+    SearchRequest {
+        query: query.into(),
+        session_id: session.map(Into::into),
+        project: None,
+        literal,
+        kinds: kinds.map(Into::into),
+        caller_session_id: caller.map(Into::into),
+    }
+}
+
 fn find(
     db: &HistoryDb,
     query: &str,
@@ -275,15 +293,7 @@ fn find(
     kinds: Option<&str>,
     caller: Option<&str>,
 ) -> SearchResults {
-    let req = SearchRequest {
-        query: query.into(),
-        session_id: session.map(Into::into),
-        project: None,
-        literal,
-        kinds: kinds.map(Into::into),
-        caller_session_id: caller.map(Into::into),
-    };
-    search(db, &req, &cfg()).unwrap()
+    search(db, &search_request(query, session, literal, kinds, caller), &cfg()).unwrap()
 }
 
 fn message_ids(page: &MessagesPage) -> Vec<&str> {

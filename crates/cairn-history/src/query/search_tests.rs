@@ -6,6 +6,9 @@ use super::*;
 use crate::model::{Cursor, PartKind};
 use crate::model::{HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, ToolStatus};
 use crate::store::SourceRef;
+use crate::tests::search_request;
+use proptest::prelude::RngExt;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 
 /// The trigram path as it was: every row of a page hydrated by a statement of its own. The new
 /// path must answer exactly what this answers.
@@ -63,21 +66,11 @@ fn keys(candidates: &[Candidate]) -> Vec<Key> {
         .collect()
 }
 
-/// splitmix64, seeded: the same archive at every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
+/// proptest's ChaCha generator from a fixed seed: the same archive at every run.
+fn seeded(seed: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
 }
 
 const WORDS: &[&str] =
@@ -94,25 +87,28 @@ fn ts(n: usize) -> String {
 /// session after another, each updated after the one before (rowid order is the scope's order
 /// reversed). Every 4th session has a compaction halfway.
 fn archive(seed: u64, sessions: usize, messages: usize, interleaved: bool) -> HistoryDb {
-    let mut rng = Rng(seed);
+    let mut rng = seeded(seed);
     let mut db = HistoryDb::open_in_memory().unwrap();
     let ids: Vec<String> = (0..sessions).map(|s| format!("ses_{s:02}")).collect();
-    let updated: Vec<usize> =
-        (0..sessions).map(|s| if interleaved { 1000 + rng.below(100_000) } else { 1000 + s * 1000 }).collect();
+    let updated: Vec<usize> = (0..sessions)
+        .map(|s| if interleaved { 1000 + rng.random_range(0..100_000) } else { 1000 + s * 1000 })
+        .collect();
     let mut order: Vec<(usize, usize)> = (0..sessions).flat_map(|s| (0..messages).map(move |m| (s, m))).collect();
     if interleaved {
         // Messages in order within a session, sessions mixed: a random merge.
         let mut next = vec![0; sessions];
         order.clear();
         while order.len() < sessions * messages {
-            let s = rng.below(sessions);
+            let s = rng.random_range(0..sessions);
             if next[s] < messages {
                 order.push((s, next[s]));
                 next[s] += 1;
             }
         }
     }
-    let phrase = |rng: &mut Rng| -> String { (0..2 + rng.below(7)).map(|_| WORDS[rng.below(WORDS.len())]).collect() };
+    let phrase = |rng: &mut TestRng| -> String {
+        (0..2 + rng.random_range(0..7)).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect()
+    };
     for (n, chunk) in order.chunks(97).enumerate() {
         let mut batch = IngestBatch {
             sessions: (0..sessions)
@@ -132,12 +128,12 @@ fn archive(seed: u64, sessions: usize, messages: usize, interleaved: bool) -> Hi
             let mut message = HistoryMessage::new(&ids[s], &id, role, seq, &ts(m));
             message.compaction = s % 4 == 0 && m == messages / 2;
             let part = |idx: i64, kind: PartKind| HistoryPart::new(&ids[s], &id, &format!("{id}:{idx}"), idx, kind);
-            let body = if rng.below(10) == 0 { "plain english only".to_owned() } else { phrase(&mut rng) };
+            let body = if rng.random_range(0..10) == 0 { "plain english only".to_owned() } else { phrase(&mut rng) };
             batch.parts.push(HistoryPart { text: Some(body), ..part(0, PartKind::Text) });
-            if rng.below(4) == 0 {
+            if rng.random_range(0..4) == 0 {
                 batch.parts.push(HistoryPart { text: Some(phrase(&mut rng)), ..part(1, PartKind::Reasoning) });
             }
-            if rng.below(5) == 0 {
+            if rng.random_range(0..5) == 0 {
                 batch.parts.push(HistoryPart {
                     tool: Some("bash".into()),
                     call_id: Some(format!("call-{id}")),
@@ -154,23 +150,6 @@ fn archive(seed: u64, sessions: usize, messages: usize, interleaved: bool) -> Hi
         db.apply(&source, None, &batch, &cursor).unwrap();
     }
     db
-}
-
-fn request(
-    query: &str,
-    session: Option<&str>,
-    literal: bool,
-    kinds: Option<&str>,
-    caller: Option<&str>,
-) -> SearchRequest {
-    SearchRequest {
-        query: query.into(),
-        session_id: session.map(Into::into),
-        project: None,
-        literal,
-        kinds: kinds.map(Into::into),
-        caller_session_id: caller.map(Into::into),
-    }
 }
 
 /// The two paths over the same scope, candidate for candidate; answers how many there were.
@@ -219,14 +198,14 @@ fn the_paged_trigram_path_finds_what_the_row_at_a_time_one_found() {
     let (mut full, mut paged_more) = (0, 0);
     for query in queries {
         for kinds in [None, Some("reasoning"), Some("tool"), Some("text|tool|reasoning")] {
-            let n = same_as_one_by_one(&db, &request(query, None, false, kinds, None));
+            let n = same_as_one_by_one(&db, &search_request(query, None, false, kinds, None));
             full += usize::from(n == LITERAL_CANDIDATES);
             // the compacted session of its own caller, and another caller's view of it
-            same_as_one_by_one(&db, &request(query, None, false, kinds, Some("ses_04")));
+            same_as_one_by_one(&db, &search_request(query, None, false, kinds, Some("ses_04")));
             for session in ["ses_00", "ses_05", "ses_11"] {
-                let n = same_as_one_by_one(&db, &request(query, Some(session), false, kinds, None));
+                let n = same_as_one_by_one(&db, &search_request(query, Some(session), false, kinds, None));
                 paged_more += usize::from(n > 0);
-                same_as_one_by_one(&db, &request(query, Some(session), false, kinds, Some(session)));
+                same_as_one_by_one(&db, &search_request(query, Some(session), false, kinds, Some(session)));
             }
         }
     }
@@ -236,7 +215,7 @@ fn the_paged_trigram_path_finds_what_the_row_at_a_time_one_found() {
     let long = "数据库连接".repeat(40);
     for query in [long.as_str(), "数据\"库", "数据库*", "NEAR(数据库 连接)", "数据库 OR 连接", "ーーー"]
     {
-        assert_eq!(same_as_one_by_one(&db, &request(query, None, false, None, None)), 0, "{query:?}");
+        assert_eq!(same_as_one_by_one(&db, &search_request(query, None, false, None, None)), 0, "{query:?}");
     }
 }
 
@@ -275,8 +254,8 @@ fn the_trigram_path_answers_what_the_scan_answers() {
             [(None, None), (Some("ses_07"), None), (None, Some("ses_19")), (Some("ses_04"), Some("ses_04"))]
         {
             for kinds in [None, Some("text|tool|reasoning")] {
-                let indexed = search(&db, &request(query, session, false, kinds, caller), &cfg).unwrap();
-                let scanned = search(&db, &request(query, session, true, kinds, caller), &cfg).unwrap();
+                let indexed = search(&db, &search_request(query, session, false, kinds, caller), &cfg).unwrap();
+                let scanned = search(&db, &search_request(query, session, true, kinds, caller), &cfg).unwrap();
                 let hits = |r: &SearchResults| -> Vec<(String, String, Vec<String>, Option<u64>)> {
                     r.messages
                         .iter()

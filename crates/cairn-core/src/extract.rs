@@ -36,6 +36,7 @@ use crate::store::Store;
 pub use crate::store::extraction::FailingSession;
 use crate::store::extraction::{self, ProvenanceRow, StateAdvance};
 
+mod directives;
 pub mod wire;
 
 /// When and how much is extracted. The defaults are what opencode-memory does (a 15 s
@@ -48,6 +49,9 @@ pub struct ExtractionPolicy {
     pub summary_every_turns: u32,
     /// Bytes of transcript per request; a longer conversation goes in several windows.
     pub window_bytes: usize,
+    /// What each window is asked after its facts (`prompts::FollowUp`): each costs the
+    /// model's answer again, not the transcript (a local model reuses it).
+    pub follow_ups: Vec<prompts::FollowUp>,
     /// A conversation idle this long has ended (besides one its host ended).
     pub ended_after: Duration,
     /// The first retry after a failure; each further failure doubles it, up to `backoff_cap`.
@@ -63,6 +67,7 @@ impl Default for ExtractionPolicy {
             cooldown: Duration::seconds(15),
             summary_every_turns: 5,
             window_bytes: 12 * 1024,
+            follow_ups: prompts::FollowUp::ALL.to_vec(),
             ended_after: Duration::minutes(30),
             backoff_base: Duration::seconds(30),
             backoff_cap: Duration::hours(1),
@@ -154,6 +159,8 @@ pub struct Extracted {
 #[serde(rename_all = "lowercase")]
 pub enum Origin {
     Fact,
+    /// A rule the developer stated, saved in their words (`directives`): no model wrote it.
+    Directive,
     Summary,
     Brief,
 }
@@ -162,9 +169,16 @@ impl Origin {
     fn as_str(self) -> &'static str {
         match self {
             Origin::Fact => "fact",
+            Origin::Directive => "directive",
             Origin::Summary => "summary",
             Origin::Brief => "brief",
         }
+    }
+
+    /// Whether it counts as a fact: one of many a conversation holds, deduped against what the
+    /// project already says (a summary or a brief is one revised text).
+    pub(crate) fn is_fact(self) -> bool {
+        matches!(self, Origin::Fact | Origin::Directive)
     }
 }
 
@@ -344,16 +358,20 @@ fn extract_session(
     for range in prompts::windows(&transcript, policy.window_bytes) {
         let window = &work.messages[range.clone()];
         let said = &transcript[range.clone()];
-        let facts = if said.iter().all(|m| m.text.trim().is_empty()) {
-            Vec::new()
-        } else {
-            ask_facts(provider, &said_only(said))?
-        };
+        let said = said_only(said);
+        // The developer's own rules first: a model's paraphrase of one is then a duplicate.
+        let mut memories = directives::directives(&said);
+        if !said.is_empty() {
+            memories.extend(ask_facts(provider, &said)?.into_iter().map(fact_memory));
+            for follow_up in &policy.follow_ups {
+                memories.extend(ask_follow_up(provider, &said, *follow_up)?.into_iter().map(fact_memory));
+            }
+        }
         let last = window.last().map(|m| m.mark.clone());
         let saved = ExtractionCommit {
             new_mark: last.clone(),
             turns: window.iter().filter(|m| m.opens_turn).count() as u32,
-            memories: facts.into_iter().map(fact_memory).collect(),
+            memories,
             ..commit(&mark)
         };
         let outcome = access.commit(saved)?;
@@ -400,6 +418,31 @@ fn ask_facts(provider: &dyn LlmProvider, said: &[TranscriptMessage]) -> std::res
             facts.extend(ask_facts(provider, second)?);
             Ok(facts)
         }
+        answered => answered,
+    }
+}
+
+/// The facts `follow_up` asks for in `said`. Its facts add to the window's: an unusable
+/// answer is asked again, sampled, then given up (the window keeps the facts it has), and a
+/// window too long for the model gives none (its facts were asked in halves already). A model
+/// that is down fails the window, as its facts would.
+fn ask_follow_up(
+    provider: &dyn LlmProvider,
+    said: &[TranscriptMessage],
+    follow_up: prompts::FollowUp,
+) -> std::result::Result<Vec<Fact>, LlmError> {
+    let request = prompts::follow_up_request(said, follow_up);
+    let ask = |request: &ChatRequest| provider.chat(request).and_then(|reply| prompts::parse_facts(&reply.text, said));
+    let answered = match ask(&request) {
+        Err(LlmError::Malformed(_)) => ask(&ChatRequest { temperature: RESAMPLE_TEMPERATURE, ..request }),
+        answered => answered,
+    };
+    match answered {
+        Err(LlmError::Malformed(why)) => {
+            tracing::info!(follow_up = follow_up.name(), error = %why, "a follow-up answer was unusable twice; skipped");
+            Ok(Vec::new())
+        }
+        Err(LlmError::ContextFull { .. }) => Ok(Vec::new()),
         answered => answered,
     }
 }
@@ -719,7 +762,7 @@ impl Store {
             // Only facts count as facts saved: a summary or a brief is counted by its own kind.
             let mut facts_saved = 0_i64;
             for memory in &commit.memories {
-                if memory.origin == Origin::Fact && already_said(store, &commit.project, &memory.content)?.is_some() {
+                if memory.origin.is_fact() && already_said(store, &commit.project, &memory.content)?.is_some() {
                     outcome.duplicates += 1;
                     continue;
                 }
@@ -727,7 +770,7 @@ impl Store {
                     SaveAction::Duplicate => outcome.duplicates += 1,
                     SaveAction::Created | SaveAction::Revised => {
                         outcome.saved += 1;
-                        facts_saved += i64::from(memory.origin == Origin::Fact);
+                        facts_saved += i64::from(memory.origin.is_fact());
                     }
                 }
             }
@@ -819,6 +862,7 @@ impl Store {
             origin: match row.origin.as_str() {
                 "summary" => Origin::Summary,
                 "brief" => Origin::Brief,
+                "directive" => Origin::Directive,
                 _ => Origin::Fact,
             },
             session_id: row.session_id,

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use cairn_llm::extract::FollowUp;
 use cairn_llm::scripted::{Ask, ScriptedProvider};
 use cairn_llm::{ChatRequest, LlmError};
 use serde_json::json;
@@ -22,6 +23,24 @@ const PROJECT: &str = "shop";
 
 /// A conversation of `turns` turns (a user message and an answer each) archived at `at`.
 fn archive(core: &mut Core, session: &str, turns: usize, at: &str, directory: Option<&str>) {
+    let said: Vec<(HistoryRole, String)> = (0..turns)
+        .flat_map(|turn| {
+            [
+                (
+                    HistoryRole::User,
+                    format!(
+                        "Question {turn}: why does the checkout test fail? <private>hunter2</private> key AKIAABCDEFGHIJKLMNOP"
+                    ),
+                ),
+                (HistoryRole::Assistant, format!("Answer {turn}: the fixture pinned an old tax table.")),
+            ]
+        })
+        .collect();
+    archive_said(core, session, &said, at, directory);
+}
+
+/// A conversation of the messages `said`, in order, archived at `at`.
+fn archive_said(core: &mut Core, session: &str, said: &[(HistoryRole, String)], at: &str, directory: Option<&str>) {
     let mut batch = IngestBatch {
         sessions: vec![HistorySession {
             id: session.into(),
@@ -37,27 +56,18 @@ fn archive(core: &mut Core, session: &str, turns: usize, at: &str, directory: Op
         }],
         ..IngestBatch::default()
     };
-    for turn in 0..turns {
-        for (k, role) in [HistoryRole::User, HistoryRole::Assistant].into_iter().enumerate() {
-            let seq = (turn * 2 + k) as i64;
-            let message = HistoryMessage::new(session, &format!("msg_{seq:03}"), role, seq, at);
-            let said = if role == HistoryRole::User {
-                format!(
-                    "Question {turn}: why does the checkout test fail? <private>hunter2</private> key AKIAABCDEFGHIJKLMNOP"
-                )
-            } else {
-                format!("Answer {turn}: the fixture pinned an old tax table.")
-            };
-            batch.parts.push(HistoryPart {
-                text: Some(said),
-                ..HistoryPart::new(session, &message.id, &format!("prt_{seq:03}"), 0, PartKind::Text)
-            });
-            batch.messages.push(message);
-        }
+    for (seq, (role, text)) in said.iter().enumerate() {
+        let seq = seq as i64;
+        let message = HistoryMessage::new(session, &format!("msg_{seq:03}"), *role, seq, at);
+        batch.parts.push(HistoryPart {
+            text: Some(text.clone()),
+            ..HistoryPart::new(session, &message.id, &format!("prt_{seq:03}"), 0, PartKind::Text)
+        });
+        batch.messages.push(message);
     }
     let source = SourceRef { key: format!("opencode.db#{session}"), host: HistoryHost::OpenCode };
     let cursor = core.history.db().unwrap().cursor(&source.key).unwrap();
-    let next = Cursor { offset: 0, size: 0, mtime_ms: 1 + turns as i64, watermark: None };
+    let next = Cursor { offset: 0, size: 0, mtime_ms: 1 + said.len() as i64, watermark: None };
     core.history.db().unwrap().apply(&source, cursor.as_ref(), &batch, &next).unwrap();
 }
 
@@ -72,7 +82,8 @@ fn now(clock: &ManualClock) -> String {
     format_ts(clock.now())
 }
 
-/// Facts answered for every window: one per message it was shown, citing it.
+/// Facts answered for every window: one per message it was shown, citing it; the follow-up
+/// questions find nothing more.
 /// Summaries say how many were written before them: the first is "Fixed the tax table fixture.".
 fn facts_script(content: &'static str) -> ScriptedProvider {
     let summaries = std::sync::atomic::AtomicUsize::new(0);
@@ -80,6 +91,7 @@ fn facts_script(content: &'static str) -> ScriptedProvider {
         Ask::Facts => Ok(json!({"facts": [{"type": "bugfix", "title": "Checkout test fixture", "content": content,
             "message_ids": ["m1", "m2"]}]})
         .to_string()),
+        Ask::FollowUp(_) => Ok(r#"{"facts": []}"#.into()),
         Ask::Summary => {
             let n = summaries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let text = if n == 0 { "Fixed the tax table fixture.".to_owned() } else { format!("Summary {n}.") };
@@ -289,14 +301,21 @@ fn a_restart_resumes_from_the_mark_after_a_failed_window() {
     clock.advance(Duration::seconds(20));
     // Small windows: the six turns go in several; the model fails from the second on.
     let policy = ExtractionPolicy { window_bytes: 300, ..ExtractionPolicy::default() };
-    let calls = std::sync::atomic::AtomicUsize::new(0);
-    let flaky = ScriptedProvider::new(move |_, request| {
-        if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-            let said = &request.messages[1].content;
-            let first = said.lines().next().unwrap_or_default().to_owned();
-            Ok(json!({"facts": [{"type": "discovery", "content": format!("First window fact: {first}")}]}).to_string())
-        } else {
-            Err(LlmError::Unavailable("connection refused".into()))
+    let windows_asked = std::sync::atomic::AtomicUsize::new(0);
+    let flaky = ScriptedProvider::new(move |ask, request| {
+        let first_window = match ask {
+            Ask::Facts => windows_asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0,
+            _ => windows_asked.load(std::sync::atomic::Ordering::SeqCst) == 1,
+        };
+        match ask {
+            Ask::Facts if first_window => {
+                let said = &request.messages[1].content;
+                let first = said.lines().next().unwrap_or_default().to_owned();
+                Ok(json!({"facts": [{"type": "discovery", "content": format!("First window fact: {first}")}]})
+                    .to_string())
+            }
+            Ask::FollowUp(_) if first_window => Ok(r#"{"facts": []}"#.into()),
+            _ => Err(LlmError::Unavailable("connection refused".into())),
         }
     });
     let report = run_pass(&mut core, &flaky, &Selection::Due, &policy, &|| false).unwrap();
@@ -313,4 +332,78 @@ fn a_restart_resumes_from_the_mark_after_a_failed_window() {
     assert!(!user_text(&resumed[0]).contains("Question 0:"), "the saved window is not sent again");
     let failed_window = user_text(&flaky.asked(Ask::Facts)[1]).to_owned();
     assert_eq!(user_text(&resumed[0]), failed_window, "it resumes with the window that failed");
+}
+
+#[test]
+fn a_rule_the_developer_states_is_saved_in_their_words_without_the_model() {
+    let (mut core, clock) = core();
+    let rule = "Tests never bind fixed ports in this repo.";
+    let said = [
+        (HistoryRole::User, "The ingest tests fail on CI with 'Address already in use'.".to_owned()),
+        (HistoryRole::Assistant, "Both bind port 9411; I bound port 0 and read the real port back.".to_owned()),
+        (HistoryRole::User, format!("Thanks. {rule} <private>my token is hunter2</private>")),
+        (HistoryRole::Assistant, "Noted.".to_owned()),
+    ];
+    archive_said(&mut core, SESSION, &said, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    // The model restates the rule word for word, and finds the bug; its follow-ups find no more.
+    let provider = ScriptedProvider::new(move |ask, _| {
+        if ask != Ask::Facts {
+            return Ok(r#"{"facts": []}"#.into());
+        }
+        Ok(json!({"facts": [
+            {"type": "preference", "content": rule, "message_ids": ["m3"]},
+            {"type": "bugfix", "content": "The ingest tests bound port 9411 and clashed on CI; they bind port 0 now.", "message_ids": ["m1", "m2"]},
+        ]})
+        .to_string())
+    });
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!((report.facts_saved, report.duplicates_skipped), (2, 1), "the model's copy of the rule adds nothing");
+
+    let hits = core.search(&SearchQuery { text: "fixed ports".into(), ..SearchQuery::default() }).unwrap().hits;
+    let saved = &hits[0].observation;
+    assert_eq!((saved.content.as_str(), saved.kind.as_str()), (rule, "preference"), "the private tail is not in it");
+    let provenance = core.store.provenance(saved.id).unwrap().expect("marked as extracted");
+    assert_eq!(provenance.origin, Origin::Directive);
+    assert_eq!(provenance.message_ids, ["msg_002"]);
+}
+
+#[test]
+fn the_follow_up_questions_add_what_the_facts_missed_and_an_unusable_answer_costs_nothing() {
+    let (mut core, clock) = core();
+    archive(&mut core, SESSION, 1, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    let settings_asked = std::sync::atomic::AtomicUsize::new(0);
+    let provider = ScriptedProvider::new(move |ask, _| match ask {
+        // The facts miss the bug; the bug's question finds it.
+        Ask::Facts => Ok(r#"{"facts": []}"#.into()),
+        Ask::FollowUp(FollowUp::Bugs) => {
+            Ok(json!({"facts": [{"type": "bugfix", "content": FACT, "message_ids": ["m1", "m2"]}]}).to_string())
+        }
+        // The settings' question is answered in prose twice (greedy, then sampled).
+        Ask::FollowUp(FollowUp::Settings) => {
+            settings_asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok("The settings are fine.".into())
+        }
+        _ => Ok(r#"{"title": "t", "summary": "s"}"#.into()),
+    });
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!((report.facts_saved, report.failures), (1, 0), "the window is not failed by a follow-up's prose");
+    let asked = provider.asked(Ask::FollowUp(FollowUp::Settings));
+    assert_eq!(asked.len(), 2, "asked again, sampled, then given up");
+    assert!(asked[1].temperature > 0.0);
+    let bug = provider.asked(Ask::FollowUp(FollowUp::Bugs));
+    let facts = provider.asked(Ask::Facts);
+    assert!(user_text(&bug[0]).starts_with(user_text(&facts[0])), "the same transcript, the question after it");
+
+    // A model that is down during a follow-up fails the window, to be asked again later.
+    let (mut core, clock) = self::core();
+    archive(&mut core, SESSION, 1, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    let down_after_facts = ScriptedProvider::new(|ask, _| match ask {
+        Ask::Facts => Ok(json!({"facts": [{"type": "bugfix", "content": FACT}]}).to_string()),
+        _ => Err(LlmError::Unavailable("connection refused".into())),
+    });
+    let report = pass(&mut core, &down_after_facts, &Selection::Due);
+    assert_eq!((report.facts_saved, report.failures), (0, 1), "nothing half-saved");
 }

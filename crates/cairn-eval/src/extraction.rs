@@ -28,6 +28,7 @@ use cairn_core::memory::{ListFilter, NewObservation};
 use cairn_core::search::index::SharedIndex;
 use cairn_core::search::{SearchMode, SearchQuery};
 use cairn_core::{Core, Store};
+use cairn_llm::extract::FollowUp;
 use serde::Serialize;
 
 use crate::{emit, note};
@@ -71,6 +72,9 @@ pub struct ExtractionArgs {
     /// The bytes of conversation sent to the model per call (default: the daemon's)
     #[arg(long, value_name = "BYTES")]
     pub window_bytes: Option<usize>,
+    /// What each window is asked after its facts: bugs, settings (default: the policy's)
+    #[arg(long, value_delimiter = ',')]
+    pub follow_ups: Option<Vec<String>>,
     /// Print every memory with its verdict, every missed fact and every answer
     #[arg(long)]
     pub details: bool,
@@ -127,6 +131,9 @@ pub struct Retrieval {
     /// An extracted memory in the first k states the question's own fact (the answer itself,
     /// not only its session).
     pub extracted_answer_at_k: f64,
+    /// The questions whose session the extracted memories did not put first: the question,
+    /// its session, and the session and title of what came first instead (`-`: nothing found).
+    pub extracted_misses: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -168,6 +175,14 @@ pub fn run(args: &ExtractionArgs) -> Result<()> {
         summary_every_turns: u32::MAX,
         ended_after: time::Duration::MAX,
         window_bytes: args.window_bytes.unwrap_or(ExtractionPolicy::default().window_bytes),
+        follow_ups: match &args.follow_ups {
+            Some(names) => names
+                .iter()
+                .filter(|n| !n.is_empty() && *n != "none")
+                .map(|n| FollowUp::from_name(n).ok_or_else(|| anyhow::anyhow!("no follow-up question is called {n:?}")))
+                .collect::<Result<_>>()?,
+            None => ExtractionPolicy::default().follow_ups,
+        },
         ..ExtractionPolicy::default()
     };
     let mut report = Report {
@@ -315,6 +330,13 @@ fn retrieval(extracted: Core, sessions: &[Session], k: usize) -> Result<Retrieva
                     };
                     answers += usize::from(found.hits.iter().any(says));
                 }
+                if slot == 0 && rank != Some(0) {
+                    let first = found
+                        .hits
+                        .first()
+                        .map_or("-".to_owned(), |h| format!("{}: {}", h.observation.session_id, h.observation.title));
+                    out.extracted_misses.push(format!("{} ({}) → {first}", question.query, session.id));
+                }
                 hits[slot * 2] += usize::from(rank == Some(0));
                 hits[slot * 2 + 1] += usize::from(rank.is_some());
             }
@@ -399,6 +421,9 @@ fn render(r: &Report, details: bool) -> String {
         q.k, q.extracted_answer_at_k
     );
     if details {
+        for miss in &q.extracted_misses {
+            let _ = writeln!(t, "  not first: {miss}");
+        }
         let mut by_verdict: BTreeMap<&str, usize> = BTreeMap::new();
         for s in &r.per_session {
             let _ = writeln!(

@@ -192,8 +192,8 @@ fn the_held_out_set_has_only_test_questions_and_scores() {
 }
 
 /// The extraction set through the real pipeline with the oracle (answers are the annotation's
-/// own notes): every fact recalled, every memory correct, no noise; an unknown split is a clear
-/// error.
+/// own notes): every fact recalled, nearly every memory correct, no noise; an unknown split is
+/// a clear error.
 #[test]
 fn extraction_with_the_oracle_recalls_every_fact_of_the_set() {
     let env = Env::new();
@@ -201,10 +201,14 @@ fn extraction_with_the_oracle_recalls_every_fact_of_the_set() {
     let set = set.to_str().unwrap();
     let report = env.json(&["extraction", "--provider", "scripted", "--split", "all", "--dir", set]);
     assert_eq!((report["sessions"].as_u64(), report["facts"].as_u64()), (Some(24), Some(87)), "{report}");
-    assert_eq!((report["recall"].as_f64(), report["precision"].as_f64()), (Some(1.0), Some(1.0)), "{report}");
+    assert_eq!(report["recall"].as_f64(), Some(1.0), "{report}");
+    // The developer's rules are saved without the model (`extract::directives`): one the
+    // annotation does not name counts against precision even beside a perfect model.
+    assert!(report["precision"].as_f64().unwrap() >= 0.95, "{report}");
     assert_eq!((report["noise"].as_u64(), report["failures"].as_u64()), (Some(0), Some(0)), "{report}");
     assert_eq!(report["retrieval"]["questions"].as_u64(), Some(48), "{report}");
-    assert_eq!(report["calls"].as_u64(), Some(24), "one window a session by default: {report}");
+    let follow_ups = cairn_core::extract::ExtractionPolicy::default().follow_ups.len() as u64;
+    assert_eq!(report["calls"].as_u64(), Some(24 * (1 + follow_ups)), "one window a session by default: {report}");
     // Small windows: more calls, each session's messages all asked about.
     let windowed =
         env.json(&["extraction", "--provider", "scripted", "--split", "dev", "--dir", set, "--window-bytes", "512"]);

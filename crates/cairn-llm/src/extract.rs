@@ -74,6 +74,61 @@ pub fn facts_request(messages: &[TranscriptMessage]) -> ChatRequest {
     request
 }
 
+/// A question asked after the facts, about one kind of fact a small model misses when it is
+/// asked for every fact at once: it lists those of the conversation's end (what the agent did
+/// last) and skips the bug the first message reported, or the values a setting was given.
+/// Asked for one kind alone, it reads the whole conversation for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowUp {
+    /// The bug found: symptom, cause, fix. (Asked for every bug, the model wrote more wrong
+    /// facts and found no more bugs on the dev half.)
+    Bugs,
+    /// Commands, versions, ports, paths and settings, with their values.
+    Settings,
+}
+
+impl FollowUp {
+    pub const ALL: [FollowUp; 2] = [FollowUp::Bugs, FollowUp::Settings];
+
+    /// Its name in settings and flags.
+    pub fn name(self) -> &'static str {
+        match self {
+            FollowUp::Bugs => "bugs",
+            FollowUp::Settings => "settings",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<FollowUp> {
+        FollowUp::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// What is asked after the transcript.
+    pub(crate) fn question(self) -> &'static str {
+        match self {
+            FollowUp::Bugs => {
+                "Now only one thing: did this conversation find the cause of a bug, an error or a failure? \
+If it did, write it as one bugfix fact that names the symptom as it was reported (the error message or the \
+behaviour), its cause and the fix. If it did not, answer {\"facts\": []}."
+            }
+            FollowUp::Settings => {
+                "Now only the settings: list the commands, versions, ports, paths and configuration values \
+this conversation chose or relies on, as one config fact each with the exact values and the file they are \
+set in. If there are none, answer {\"facts\": []}."
+            }
+        }
+    }
+}
+
+/// The request that asks `follow_up` about a conversation. It is `facts_request` with the
+/// question after the transcript, so a local model reuses everything up to it.
+pub fn follow_up_request(messages: &[TranscriptMessage], follow_up: FollowUp) -> ChatRequest {
+    let mut input = transcript(messages);
+    input.push_str(follow_up.question());
+    let mut request = request(EXTRACT_PROMPT, input, FACTS_MAX_TOKENS);
+    request.messages.push(ChatMessage::assistant(FACTS_PREFILL));
+    request
+}
+
 /// The request that asks for a session's summary, updating `previous` with `messages`.
 pub fn summary_request(previous: Option<&str>, messages: &[TranscriptMessage]) -> ChatRequest {
     let mut input = String::new();

@@ -156,6 +156,21 @@ fn the_requests_label_messages_and_ask_for_json_at_temperature_zero() {
 }
 
 #[test]
+fn a_follow_up_asks_its_question_after_the_same_transcript() {
+    let plain = facts_request(&messages());
+    for follow_up in FollowUp::ALL {
+        let asked = follow_up_request(&messages(), follow_up);
+        let user = &asked.messages[1].content;
+        assert!(user.starts_with(plain.messages[1].content.as_str()), "the prompt up to the question is shared");
+        assert!(user.ends_with(follow_up.question()), "{user}");
+        assert_eq!(asked.messages[0], plain.messages[0], "the same instructions");
+        assert_eq!(asked.prefill(), Some(FACTS_PREFILL), "answered as a list of facts");
+        assert_eq!(FollowUp::from_name(follow_up.name()), Some(follow_up));
+    }
+    assert_eq!(FollowUp::from_name("everything"), None);
+}
+
+#[test]
 fn a_long_message_is_cut_before_it_is_sent() {
     let long = vec![TranscriptMessage { id: "m".into(), role: Role::User, text: "é".repeat(MAX_MESSAGE_BYTES) }];
     let sent = &facts_request(&long).messages[1].content;

@@ -4,13 +4,15 @@
 
 use std::sync::Mutex;
 
-use crate::extract::{BRIEF_PROMPT, EXTRACT_PROMPT, SUMMARY_PROMPT};
+use crate::extract::{BRIEF_PROMPT, EXTRACT_PROMPT, FollowUp, SUMMARY_PROMPT};
 use crate::{ChatReply, ChatRequest, LlmError, LlmProvider, Usage};
 
 /// What a request asks for, by its system prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ask {
     Facts,
+    /// A question asked after the facts (`extract::follow_up_request`).
+    FollowUp(FollowUp),
     Summary,
     Brief,
     Other,
@@ -19,6 +21,12 @@ pub enum Ask {
 impl Ask {
     pub fn of(request: &ChatRequest) -> Ask {
         let system = request.messages.first().map_or("", |m| m.content.as_str());
+        let user = request.messages.get(1).map_or("", |m| m.content.as_str());
+        if system == EXTRACT_PROMPT.trim()
+            && let Some(follow_up) = FollowUp::ALL.into_iter().find(|f| user.ends_with(f.question()))
+        {
+            return Ask::FollowUp(follow_up);
+        }
         [(EXTRACT_PROMPT, Ask::Facts), (SUMMARY_PROMPT, Ask::Summary), (BRIEF_PROMPT, Ask::Brief)]
             .into_iter()
             .find(|(prompt, _)| system == prompt.trim())

@@ -334,8 +334,10 @@ pub fn write_memories(provider: Option<&dyn LlmProvider>, request: &AddRequest) 
         let written = prompts::parse_summary(&reply.text).map_err(CairnError::from)?;
         vec![Extracted { topic_key: None, kind: "session-summary".into(), ..super::summary_memory("", written) }]
     } else {
+        let mut memories = super::directives::directives(&messages);
         let facts = super::ask_facts(provider, &messages).map_err(CairnError::from)?;
-        facts.into_iter().map(fact_memory).collect()
+        memories.extend(facts.into_iter().map(fact_memory));
+        memories
     };
     if let Some(kind) = asked_type.filter(|_| !init_mode && !summary_mode) {
         for memory in &mut memories {
@@ -377,7 +379,7 @@ impl Store {
         self.in_transaction(|store| {
             let mut results = Vec::new();
             for memory in &written.memories {
-                if memory.origin == Origin::Fact
+                if memory.origin.is_fact()
                     && let Some(id) = already_said(store, &project, &memory.content)?
                 {
                     results.push(AddResult {

@@ -139,7 +139,8 @@ fn open_local(choice: &Choice) -> Result<LocalProvider> {
 }
 
 /// Answers a facts request with the annotated facts of the session whose first message the
-/// transcript shows (its notes as contents); anything else with an empty answer.
+/// transcript shows (its notes as contents), a follow-up question with no more facts, anything
+/// else with an empty answer.
 fn oracle(sessions: &[Session]) -> ScriptedProvider {
     let sessions = sessions.to_vec();
     ScriptedProvider::new(move |ask, request| {
@@ -154,7 +155,8 @@ fn oracle(sessions: &[Session]) -> ScriptedProvider {
                     .collect();
                 serde_json::json!({ "facts": facts }).to_string()
             }
-            (Ask::Facts, None) => r#"{"facts": []}"#.to_owned(),
+            // The facts said everything: the follow-up questions find no more.
+            (Ask::Facts, None) | (Ask::FollowUp(_), _) => r#"{"facts": []}"#.to_owned(),
             _ => r#"{"summary": "-"}"#.to_owned(),
         })
     })

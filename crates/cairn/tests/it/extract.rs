@@ -35,6 +35,10 @@ enum Mode {
     Slow(Duration),
 }
 
+/// The chats a window of a conversation costs: its facts, then the follow-up questions (the
+/// bug, the settings), which this fake answers with the same fact (a duplicate, not saved).
+const CHATS_PER_WINDOW: usize = 3;
+
 /// An OpenAI-compatible server whose answers follow a [`Mode`]; records every chat's body.
 struct FakeLlm {
     addr: SocketAddr,
@@ -426,11 +430,11 @@ fn a_huge_conversation_goes_in_windows_and_resumes_where_it_failed() {
     let fake = FakeLlm::start();
     env.archive("ses_huge", 150);
     env.use_fake(&fake);
-    fake.set(Mode::FactsThenDown(2));
+    fake.set(Mode::FactsThenDown(2 * CHATS_PER_WINDOW));
     let report = env.json(&["extract", "--session", "ses_huge", "--wait"]);
     assert_eq!((report["facts_saved"].as_u64(), report["failures"].as_u64()), (Some(2), Some(1)), "{report}");
     let first_pass = fake.chats();
-    assert_eq!(first_pass.len(), 3, "two windows, then the one that failed");
+    assert_eq!(first_pass.len(), 2 * CHATS_PER_WINDOW + 1, "two windows, then the one that failed");
     let window_text = |chat: &Value| chat["messages"][1]["content"].as_str().unwrap_or_default().to_owned();
     for chat in &first_pass {
         assert!(window_text(chat).len() < 16 * 1024, "each request is one window");
@@ -441,8 +445,9 @@ fn a_huge_conversation_goes_in_windows_and_resumes_where_it_failed() {
     let windows = report["facts_saved"].as_u64().unwrap();
     assert!(windows >= 3, "the rest of the conversation, in several windows: {report}");
     let chats = fake.chats();
-    assert_eq!(window_text(&chats[3]), window_text(&first_pass[2]), "it resumes with the window that failed");
-    let facts: Vec<String> = chats[3..].iter().map(window_text).collect();
+    let (failed, resumed) = (first_pass.last().unwrap(), &chats[first_pass.len()]);
+    assert_eq!(window_text(resumed), window_text(failed), "it resumes with the window that failed");
+    let facts: Vec<String> = chats[first_pass.len()..].iter().map(window_text).collect();
     assert!(!facts.iter().any(|w| w.contains("ses_huge turn 0:")), "the saved windows are not sent again");
     assert!(facts.iter().any(|w| w.contains("ses_huge turn 149:")), "to the end of the conversation");
     let status = env.json(&["llm", "status"]);

@@ -19,6 +19,7 @@ fn scripted() -> Arc<ScriptedProvider> {
             .to_string(),
             Ask::Summary => r#"{"title": "Port setup", "summary": "Set the API port to 8080."}"#.into(),
             Ask::Brief => r#"{"title": "velodrome", "content": "Velodrome is a Go benchmark runner."}"#.into(),
+            Ask::FollowUp(_) => r#"{"facts": []}"#.into(),
             Ask::Other => return Err(LlmError::Malformed("?".into())),
         })
     }))

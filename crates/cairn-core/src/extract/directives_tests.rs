@@ -1,0 +1,98 @@
+use super::*;
+
+fn user(id: &str, text: &str) -> TranscriptMessage {
+    TranscriptMessage { id: id.into(), role: Role::User, text: text.into() }
+}
+
+fn rules(text: &str) -> Vec<String> {
+    directives(&[user("msg_1", text)]).into_iter().map(|d| d.content).collect()
+}
+
+#[test]
+fn a_rule_said_in_so_many_words_is_kept_in_the_developers_words() {
+    let said = [
+        (
+            "Thanks. From now on, migrations are reviewed by two people.",
+            "From now on, migrations are reviewed by two people.",
+        ),
+        ("Rule: every handler returns a typed error.", "Rule: every handler returns a typed error."),
+        ("ok. And please always use uv, never pip, in this repo.", "Please always use uv, never pip, in this repo."),
+        ("Good. Fixtures never go in the src tree.", "Fixtures never go in the src tree."),
+        ("I prefer small commits over squashed ones.", "I prefer small commits over squashed ones."),
+        ("We use Zod for every request body.", "We use Zod for every request body."),
+        ("Turn on clippy pedantic, I want it everywhere.", "Turn on clippy pedantic, I want it everywhere."),
+        ("A partir de ahora los tests usan el puerto 0.", "A partir de ahora los tests usan el puerto 0."),
+    ];
+    for (text, rule) in said {
+        assert_eq!(rules(text), [rule], "{text:?}");
+    }
+}
+
+#[test]
+fn a_short_sentence_is_read_with_the_one_it_is_about() {
+    assert_eq!(
+        rules("Every job that charges a card must be idempotent like this. Make that a rule."),
+        ["Every job that charges a card must be idempotent like this. Make that a rule."]
+    );
+    assert_eq!(
+        rules("Then delete the generated folder and ignore it in git. We use codegen from now on."),
+        ["Then delete the generated folder and ignore it in git. We use codegen from now on."]
+    );
+    assert_eq!(
+        rules("For new endpoints I want us to use the query builder, not raw SQL. And no ORM ever."),
+        ["For new endpoints I want us to use the query builder, not raw SQL. And no ORM ever."]
+    );
+}
+
+#[test]
+fn descriptions_questions_and_requests_are_not_rules() {
+    let not_rules = [
+        "The build always fails on the ARM runner.",
+        "The export job never finishes when the queue is full.",
+        "Every branch switch rebuilds everything and it takes 14 minutes.",
+        "Should we always use the cache for this?",
+        "Is there a lint rule for floating promises?",
+        "Run the tests.",
+        "Let's do both.",
+        "Migrate everything and remove the old runner.",
+        "Fix them properly, no casts.",
+        "The CI runners should use the cache too.",
+    ];
+    for text in not_rules {
+        assert!(rules(text).is_empty(), "{text:?} is not a rule: {:?}", rules(text));
+    }
+}
+
+#[test]
+fn only_the_users_prose_is_read() {
+    let code = "Look at this:\n```\n// from now on we always use unsafe here\nfn main() {}\n```\nWhat does it do?";
+    assert!(rules(code).is_empty(), "a rule inside a pasted code block is the code's, not the developer's");
+    let assistant = TranscriptMessage {
+        id: "msg_2".into(),
+        role: Role::Assistant,
+        text: "From now on I will always use port 0 in tests.".into(),
+    };
+    assert!(directives(&[assistant]).is_empty(), "the agent's promises are not the developer's rules");
+    let long = format!("From now on {}.", "the logs are kept ".repeat(40));
+    assert!(rules(&long).is_empty(), "a passage is not a rule");
+}
+
+#[test]
+fn a_rule_is_a_preference_from_its_message_with_a_title_of_its_first_sentence() {
+    let said = directives(&[
+        user("msg_1", "Why is CI red?"),
+        user(
+            "msg_7",
+            "Good. Test names always start with the unit they test, from now on, across every crate of the workspace we have here. Make it so.",
+        ),
+    ]);
+    assert_eq!(said.len(), 1);
+    let rule = &said[0];
+    assert_eq!(
+        (rule.origin, rule.kind.as_str(), rule.message_ids.as_slice()),
+        (Origin::Directive, "preference", &["msg_7".to_owned()][..])
+    );
+    assert!(rule.title.len() <= MAX_TITLE_BYTES && rule.title.ends_with('…'), "{}", rule.title);
+    assert!(rule.title.starts_with("Test names always start with the unit they test"), "{}", rule.title);
+    assert!(rule.content.ends_with("Make it so."), "{}", rule.content);
+}

@@ -377,7 +377,7 @@ fn the_follow_up_questions_add_what_the_facts_missed_and_an_unusable_answer_cost
     let provider = ScriptedProvider::new(move |ask, _| match ask {
         // The facts miss the bug; the bug's question finds it.
         Ask::Facts => Ok(r#"{"facts": []}"#.into()),
-        Ask::FollowUp(FollowUp::Bugs) => {
+        Ask::FollowUp(FollowUp::Bug) => {
             Ok(json!({"facts": [{"type": "bugfix", "content": FACT, "message_ids": ["m1", "m2"]}]}).to_string())
         }
         // The settings' question is answered in prose twice (greedy, then sampled).
@@ -392,7 +392,7 @@ fn the_follow_up_questions_add_what_the_facts_missed_and_an_unusable_answer_cost
     let asked = provider.asked(Ask::FollowUp(FollowUp::Settings));
     assert_eq!(asked.len(), 2, "asked again, sampled, then given up");
     assert!(asked[1].temperature > 0.0);
-    let bug = provider.asked(Ask::FollowUp(FollowUp::Bugs));
+    let bug = provider.asked(Ask::FollowUp(FollowUp::Bug));
     let facts = provider.asked(Ask::Facts);
     assert!(user_text(&bug[0]).starts_with(user_text(&facts[0])), "the same transcript, the question after it");
 

@@ -72,7 +72,7 @@ pub struct ExtractionArgs {
     /// The bytes of conversation sent to the model per call (default: the daemon's)
     #[arg(long, value_name = "BYTES")]
     pub window_bytes: Option<usize>,
-    /// What each window is asked after its facts: bugs, settings (default: the policy's)
+    /// What each window is asked after its facts: bug, settings, none (default: the policy's)
     #[arg(long, value_delimiter = ',')]
     pub follow_ups: Option<Vec<String>>,
     /// Print every memory with its verdict, every missed fact and every answer

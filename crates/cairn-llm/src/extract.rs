@@ -82,18 +82,18 @@ pub fn facts_request(messages: &[TranscriptMessage]) -> ChatRequest {
 pub enum FollowUp {
     /// The bug found: symptom, cause, fix. (Asked for every bug, the model wrote more wrong
     /// facts and found no more bugs on the dev half.)
-    Bugs,
+    Bug,
     /// Commands, versions, ports, paths and settings, with their values.
     Settings,
 }
 
 impl FollowUp {
-    pub const ALL: [FollowUp; 2] = [FollowUp::Bugs, FollowUp::Settings];
+    pub const ALL: [FollowUp; 2] = [FollowUp::Bug, FollowUp::Settings];
 
     /// Its name in settings and flags.
     pub fn name(self) -> &'static str {
         match self {
-            FollowUp::Bugs => "bugs",
+            FollowUp::Bug => "bug",
             FollowUp::Settings => "settings",
         }
     }
@@ -105,7 +105,7 @@ impl FollowUp {
     /// What is asked after the transcript.
     pub(crate) fn question(self) -> &'static str {
         match self {
-            FollowUp::Bugs => {
+            FollowUp::Bug => {
                 "Now only one thing: did this conversation find the cause of a bug, an error or a failure? \
 If it did, write it as one bugfix fact that names the symptom as it was reported (the error message or the \
 behaviour), its cause and the fix. If it did not, answer {\"facts\": []}."

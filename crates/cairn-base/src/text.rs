@@ -236,6 +236,12 @@ static MEMORY_TRIGGERS: LazyLock<Regex> = LazyLock::new(|| {
     .expect("valid regex")
 });
 
+/// `text` without its fenced code blocks (``` or ~~~; an unclosed one runs to the end), each
+/// replaced by `with`: what a person wrote, not what they pasted.
+pub fn without_code_blocks<'a>(text: &'a str, with: &str) -> std::borrow::Cow<'a, str> {
+    FENCED_CODE.replace_all(text, with)
+}
+
 /// Whether a user's message asks the agent to remember something: fenced and inline code
 /// removed, then the built-in list or one of `extra_patterns` (case-insensitive regexes; a
 /// bad one is skipped, settings refuse them at load) on word boundaries.
@@ -244,7 +250,7 @@ static MEMORY_TRIGGERS: LazyLock<Regex> = LazyLock::new(|| {
 /// "do you remember ..." (any "you remember") asks to *recall*, which the Memory Protocol's
 /// SEARCH rule covers, so it does not trigger a save either.
 pub fn memory_trigger(text: &str, extra_patterns: &[String]) -> bool {
-    let without_fences = FENCED_CODE.replace_all(text, " ");
+    let without_fences = without_code_blocks(text, " ");
     let prose = INLINE_CODE.replace_all(&without_fences, " ");
     let built_in = MEMORY_TRIGGERS.find_iter(&prose).any(|m| !asks_to_recall(&prose[..m.start()], m.as_str()));
     built_in

@@ -34,7 +34,6 @@ fn regex(pattern: &str) -> Regex {
     Regex::new(pattern).expect("a valid directive pattern")
 }
 
-static FENCED_CODE: LazyLock<Regex> = LazyLock::new(|| regex(r"(?s)(```|~~~).*?(```|~~~|\z)"));
 /// Where a sentence ends: `.`, `!` or `?` before a space, or a line break. A dot inside a
 /// name (`unittest.TestCase`, `2.x`) ends nothing.
 static SENTENCE_END: LazyLock<Regex> = LazyLock::new(|| regex(r"[.!?]+\s+|\n+"));
@@ -71,7 +70,7 @@ pub(crate) fn directives(messages: &[TranscriptMessage]) -> Vec<Extracted> {
 
 /// The rules one message states.
 fn rules_in(text: &str) -> impl Iterator<Item = String> {
-    let prose = FENCED_CODE.replace_all(text, "\n");
+    let prose = crate::text::without_code_blocks(text, "\n");
     let units = units(&sentences(&prose));
     units
         .into_iter()

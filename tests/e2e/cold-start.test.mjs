@@ -7,6 +7,8 @@
 // for it (the binary under test is the one every host starts; nothing in cairn is told to be
 // slow). The hosts' hooks and plugin never open the store: they keep their writes in the
 // spool, and the daemon applies them once it runs. A CPU hog takes every core throughout.
+// Each prompt also states a rule ("From now on …"), which the daemon saves as a memory when it
+// applies the prompt, with no model set up.
 //
 // Real OpenCode (the plugin installed by `cairn setup opencode`) and real Claude Code (the
 // hooks of plugins/claude-code), COLD_STARTS times each, a fresh data dir each time. Needs
@@ -143,7 +145,16 @@ async function checkStored({ dataDir, sessionID, token, what }) {
   const prompts = await op(url, 'recent_prompts', { limit: 100 });
   const stored = JSON.stringify(prompts.body);
   assert.equal(stored.split(token).length - 1, 1, `${what}: the prompt with ${token} is not stored exactly once: ${stored.slice(0, 2000)}`);
+  const found = await (await fetch(`${url}/search?q=${token}`)).json();
+  assert.ok(Array.isArray(found), `${what}: /search did not answer a list: ${JSON.stringify(found).slice(0, 500)}`);
+  const rules = found.filter((hit) => hit.content === ruleOf(token));
+  assert.equal(rules.length, 1, `${what}: the rule the prompt stated is not one memory: ${JSON.stringify(found).slice(0, 2000)}`);
 }
+
+/** The rule each run's prompt states, as it is saved. */
+const ruleOf = (token) => `From now on every ${token} build runs from the release branch.`;
+/** The prompt of a run: a question, then a rule. */
+const promptOf = (token) => `Please explain the layout of this project. ${ruleOf(token)}`;
 
 describe('cold starts under load: nothing lost while the daemon comes up', { skip, timeout: 600_000 }, () => {
   let hog;
@@ -168,7 +179,7 @@ describe('cold starts under load: nothing lost while the daemon comes up', { ski
           const token = `coldprompt${randomUUID().slice(0, 8)}`;
           const lock = await holdStoreLock(cairn.dataDir, LOCK_MS);
           const started = Date.now();
-          const result = await oc.run(`please note ${token} and explain the layout`, { args: ['--format', 'json'] });
+          const result = await oc.run(promptOf(token), { args: ['--format', 'json'] });
           assert.equal(result.code, 0, describeRun(result));
           const sessionID = parseJsonEvents(result.stdout).find((e) => e.sessionID)?.sessionID;
           assert.ok(sessionID, `no session id in the run's output\n${describeRun(result)}`);
@@ -204,7 +215,7 @@ describe('cold starts under load: nothing lost while the daemon comes up', { ski
           const token = `coldprompt${randomUUID().slice(0, 8)}`;
           const lock = await holdStoreLock(sandbox.cairn.dataDir, LOCK_MS);
           const started = Date.now();
-          const r = await runClaude(findClaudeBin().bin, ['-p', '--session-id', sessionID, `please note ${token}`, '--model', 'claude-mock-1'], { cwd: sandbox.project, env: sandbox.env });
+          const r = await runClaude(findClaudeBin().bin, ['-p', '--session-id', sessionID, promptOf(token), '--model', 'claude-mock-1'], { cwd: sandbox.project, env: sandbox.env });
           assert.equal(r.code, 0, `exit ${r.code}\n${r.stdout}\n${r.stderr}`);
           await new Promise((r2) => lock.once('exit', r2).exitCode !== null && r2());
           await assertStored({ dataDir: sandbox.cairn.dataDir, sessionID, token, what: `Claude Code cold start ${round} (run took ${Date.now() - started} ms)` });

@@ -30,7 +30,7 @@ use crate::clock::{format_ts, parse_ts};
 use crate::error::{CairnError, ErrorCode, Result};
 use crate::history::extraction::{ExtractableMessage, Mark, SessionTail};
 use crate::history::model::HistoryRole;
-use crate::memory::{NewObservation, SaveAction};
+use crate::memory::{NewObservation, SaveAction, SaveOutcome};
 use crate::owners::Core;
 use crate::store::Store;
 pub use crate::store::extraction::FailingSession;
@@ -38,6 +38,9 @@ use crate::store::extraction::{self, ProvenanceRow, StateAdvance};
 
 mod directives;
 pub mod wire;
+
+/// The most rules one prompt is taken to state (`Store::save_stated_rules`).
+const MAX_RULES_PER_PROMPT: usize = 3;
 
 /// When and how much is extracted. The defaults are what opencode-memory does (a 15 s
 /// cooldown, a summary every 5 turns) sized for a small local model's context.
@@ -766,7 +769,7 @@ impl Store {
                     outcome.duplicates += 1;
                     continue;
                 }
-                match store.save_extracted(commit, memory, &now)? {
+                match store.save_extracted(commit, memory, &now)?.action {
                     SaveAction::Duplicate => outcome.duplicates += 1,
                     SaveAction::Created | SaveAction::Revised => {
                         outcome.saved += 1;
@@ -791,7 +794,7 @@ impl Store {
     }
 
     /// Save one memory a model wrote, with its provenance, in the caller's transaction.
-    fn save_extracted(&mut self, commit: &ExtractionCommit, memory: &Extracted, now: &str) -> Result<SaveAction> {
+    fn save_extracted(&mut self, commit: &ExtractionCommit, memory: &Extracted, now: &str) -> Result<SaveOutcome> {
         // The conversation's own session, when cairn recorded it, decides the project.
         let known = self.session_known(&commit.session_id)?;
         let new = NewObservation {
@@ -805,7 +808,7 @@ impl Store {
             ..NewObservation::default()
         };
         let ids = serde_json::to_string(&memory.message_ids)?;
-        let outcome = self.save_then(&new, |tx, saved| {
+        self.save_then(&new, |tx, saved| {
             if saved.action != SaveAction::Duplicate {
                 extraction::record_provenance(
                     tx,
@@ -821,8 +824,52 @@ impl Store {
                 )?;
             }
             Ok(())
-        })?;
-        Ok(outcome.action)
+        })
+    }
+
+    /// The rules a developer states in a prompt ("from now on …", "always use pnpm": see
+    /// `directives`), saved at once in their words, with no model: remembered with the LLM
+    /// off too, and before any extraction pass. A rule a memory already says saves nothing (the
+    /// extraction, when on, finds it again later as a duplicate). A prompt that seems to state
+    /// more than `MAX_RULES_PER_PROMPT` is a pasted document, left to the extraction. The ids
+    /// of the memories saved.
+    pub fn save_stated_rules(&mut self, session_id: &str, prompt: &str) -> Result<Vec<i64>> {
+        let said = TranscriptMessage { id: String::new(), role: Role::User, text: redact_for_model(prompt) };
+        let mut rules = directives::directives(std::slice::from_ref(&said));
+        if rules.is_empty() || rules.len() > MAX_RULES_PER_PROMPT {
+            return Ok(Vec::new());
+        }
+        // The prompt has no message id yet: the host writes the message after the hook.
+        for rule in &mut rules {
+            rule.message_ids.clear();
+        }
+        let commit = ExtractionCommit {
+            session_id: session_id.to_owned(),
+            project: self.session_project(session_id)?.unwrap_or_default(),
+            directory: None,
+            expected_mark: None,
+            new_mark: None,
+            turns: 0,
+            memories: Vec::new(),
+            summarized: false,
+            brief_checked: false,
+            provider: String::new(),
+            model: String::new(),
+        };
+        let now = self.now();
+        self.in_transaction(|store| {
+            let mut saved = Vec::new();
+            for rule in &rules {
+                if already_said(store, &commit.project, &rule.content)?.is_some() {
+                    continue;
+                }
+                let outcome = store.save_extracted(&commit, rule, &now)?;
+                if outcome.action != SaveAction::Duplicate {
+                    saved.push(outcome.id);
+                }
+            }
+            Ok(saved)
+        })
     }
 
     /// Record a failed attempt: the next one waits `backoff_base` doubled per failure before it,

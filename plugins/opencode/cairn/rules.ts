@@ -55,6 +55,7 @@ export const PLUGIN_DEFAULTS: Record<string, Record<string, any>> = {
     "protocol": true
   },
   "triggers": {
-    "keyword_patterns": []
+    "keyword_patterns": [],
+    "save_rules": true
   }
 };

@@ -75,6 +75,14 @@ pub struct InjectSettings {
 pub struct TriggerSettings {
     /// Extra trigger patterns (regular expressions, case-insensitive) besides the built-in list.
     pub keyword_patterns: Vec<String>,
+    /// Whether a rule the developer states in a prompt ("from now on …", "always use pnpm") is
+    /// saved at once, in their words, as a preference: no model needed.
+    #[serde(default = "saves_rules")]
+    pub save_rules: bool,
+}
+
+fn saves_rules() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,7 +150,7 @@ impl Default for PluginConfig {
                 profile: true,
                 max_profile: 5,
             },
-            triggers: TriggerSettings { keyword_patterns: Vec::new() },
+            triggers: TriggerSettings { keyword_patterns: Vec::new(), save_rules: saves_rules() },
             compaction: CompactionSettings { mode: CompactionMode::Chart, auto_at: None, min_percent: 50 },
             context_meter: ContextMeterSettings {
                 enabled: true,
@@ -166,6 +174,7 @@ pub const PLUGIN_KEYS: &[(&str, &str, &str)] = &[
     ("inject.profile", "CAIRN_INJECT_PROFILE", "whether the block has the user's preferences"),
     ("inject.max_profile", "CAIRN_INJECT_MAX_PROFILE", "most preferences in the block"),
     ("triggers.keyword_patterns", "CAIRN_TRIGGER_PATTERNS", "extra memory-trigger regexes, comma-separated"),
+    ("triggers.save_rules", "CAIRN_SAVE_RULES", "save the rules a prompt states (\"from now on …\") as said"),
     ("compaction.mode", "CAIRN_COMPACTION_MODE", "on compaction: context, engram, continuity or chart"),
     ("compaction.auto_at", "CAIRN_COMPACTION_AUTO_AT", "compact at this fraction of the window (off: never)"),
     ("compaction.min_percent", "CAIRN_COMPACTION_MIN_PERCENT", "never compact below this percentage"),

@@ -331,6 +331,10 @@ pub struct UserPromptOutcome {
     pub first_prompt: bool,
     /// Whether the message asks to remember something ([`crate::text::memory_trigger`]).
     pub memory_trigger: bool,
+    /// The memories saved from the rules the message states (`triggers.save_rules`: see
+    /// [`Store::save_stated_rules`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules_saved: Vec<i64>,
     /// With `host`, on a first prompt: the `[MEMORY]` block for it (none when empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
@@ -416,6 +420,7 @@ impl Store {
             prompt_id,
             first_prompt,
             memory_trigger,
+            rules_saved: Vec::new(),
             context: None,
             trigger: None,
             reminder: None,
@@ -442,6 +447,13 @@ impl crate::Core {
     pub fn user_prompt_op(&mut self, prompt: &UserPrompt) -> Result<UserPromptOutcome> {
         let config = &self.settings.plugin_config();
         let mut outcome = self.store.user_prompt(prompt, &config.triggers.keyword_patterns)?;
+        if config.triggers.save_rules {
+            // The prompt is stored; a rule not saved now is found by the extraction, if on.
+            match self.store.save_stated_rules(&prompt.session_id, &prompt.content) {
+                Ok(saved) => outcome.rules_saved = saved,
+                Err(e) => tracing::warn!(error = %e, "cannot save the rules a prompt states"),
+            }
+        }
         if prompt.remind && !outcome.first_prompt {
             outcome.reminder = self.store.due_reminder(&prompt.session_id)?;
         }

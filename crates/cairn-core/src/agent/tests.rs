@@ -406,3 +406,49 @@ fn a_save_counted_in_an_unknown_session_is_saved_and_a_failed_save_counts_nothin
     assert_eq!(err.code, crate::error::ErrorCode::SessionProjectMismatch);
     assert_eq!(s.session_activity("s").unwrap().saves, 0);
 }
+
+/// A rule the developer states in a prompt is a memory at once, in their words, with no model
+/// (`triggers.save_rules`); the same rule again, a pasted document of rules, or the setting off
+/// save nothing.
+#[test]
+fn a_rule_stated_in_a_prompt_is_saved_at_once_without_a_model() {
+    let (mut s, _clock) = core_with_clock();
+    let prompt = |content: &str| {
+        Op::from_value(serde_json::json!({"op": "user_prompt", "args": {
+            "session_id": "oc-rules", "project": "Shop", "directory": "/w", "content": content
+        }}))
+        .unwrap()
+    };
+    let said = "Thanks, that works. From now on tests never bind fixed ports in this repo. \
+                <private>my token is hunter2</private> Why is CI slow?";
+    let answer = execute(&mut s, prompt(said)).unwrap();
+    let saved: Vec<i64> = serde_json::from_value(answer["rules_saved"].clone()).unwrap();
+    assert_eq!(saved.len(), 1, "{answer}");
+    let memory = s.store.get(saved[0]).unwrap();
+    assert_eq!(memory.content, "From now on tests never bind fixed ports in this repo.");
+    assert_eq!((memory.kind.as_str(), memory.project.as_str()), ("preference", "shop"));
+    let provenance = s.store.provenance(saved[0]).unwrap().expect("marked as taken from the conversation");
+    assert_eq!(provenance.origin, crate::extract::Origin::Directive);
+    assert_eq!((provenance.session_id.as_deref(), provenance.provider.as_str()), (Some("oc-rules"), ""));
+
+    // Said again in other words of the same rule: nothing new. A prompt with no rule: nothing.
+    let again = execute(&mut s, prompt("From now on, tests never bind fixed ports in this repo!")).unwrap();
+    assert!(again.get("rules_saved").is_none(), "{again}");
+    assert!(
+        execute(&mut s, prompt("The build always fails on CI, can you look?")).unwrap().get("rules_saved").is_none()
+    );
+
+    // A pasted style guide states many rules: left to the extraction, which reads them in context.
+    let guide = "Always use tabs for indentation in every source file here. Never commit secrets or tokens \
+                 to the repository at all. Always run the linter and the tests before you push. Never push \
+                 to the main branch directly without a review. Always squash merge a feature branch into main.";
+    assert!(execute(&mut s, prompt(guide)).unwrap().get("rules_saved").is_none());
+
+    // With `triggers.save_rules = false`, a rule is only a prompt.
+    let mut settings = crate::settings::RuleSettings::default();
+    settings.plugin.triggers.save_rules = false;
+    let mut s = s.with_settings(std::sync::Arc::new(settings));
+    let off = execute(&mut s, prompt("Going forward we always deploy from the release branch.")).unwrap();
+    assert!(off.get("rules_saved").is_none(), "{off}");
+    assert!(off["prompt_id"].as_i64().is_some(), "the prompt itself is kept");
+}

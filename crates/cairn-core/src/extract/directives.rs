@@ -70,7 +70,7 @@ pub(crate) fn directives(messages: &[TranscriptMessage]) -> Vec<Extracted> {
 
 /// The rules one message states.
 fn rules_in(text: &str) -> impl Iterator<Item = String> {
-    let prose = crate::text::without_code_blocks(text, "\n");
+    let prose = crate::text::without_code_blocks(unquoted(text), "\n");
     let units = units(&sentences(&prose));
     units
         .into_iter()
@@ -117,10 +117,33 @@ fn is_directive(unit: &str) -> bool {
 
 /// The rule without the words that opened the reply, its first letter a capital.
 fn tidy(unit: &str) -> String {
-    let rule = FILLER.replace(unit.trim(), "");
+    let rule = FILLER.replace(without_stray_quote(unit.trim()), "");
     let rule = rule.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut chars = rule.chars();
     chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
+}
+
+/// A message in one pair of double quotes (`opencode run` sends its message so), without them:
+/// its last sentence would end at the quote, not at its `?` or `.`.
+fn unquoted(text: &str) -> &str {
+    let text = text.trim();
+    match text.strip_prefix(['"', '“']).and_then(|t| t.strip_suffix(['"', '”'])) {
+        Some(inner) if !inner.contains(['"', '“', '”']) => inner,
+        _ => text,
+    }
+}
+
+/// Double quotes that open or close a whole message (`opencode run` sends its message quoted)
+/// are left on its first and last sentence, unpaired: such a quote is no part of a rule.
+fn without_stray_quote(unit: &str) -> &str {
+    const QUOTES: [char; 3] = ['"', '“', '”'];
+    if unit.chars().filter(|c| QUOTES.contains(c)).count() % 2 == 0 {
+        return unit;
+    }
+    match unit.strip_suffix(QUOTES) {
+        Some(rest) => rest.trim_end(),
+        None => unit.strip_prefix(QUOTES).map_or(unit, str::trim_start),
+    }
 }
 
 fn memory(rule: String, message_id: &str) -> Extracted {

@@ -28,6 +28,19 @@ fn a_rule_said_in_so_many_words_is_kept_in_the_developers_words() {
     }
 }
 
+/// The real OpenCode sends `opencode run`'s message in double quotes: the quote that closes the
+/// message is not part of the rule of its last sentence, nor the opening one of its first.
+#[test]
+fn a_quoted_message_leaves_no_quote_on_its_rules() {
+    let quoted = "\"Please explain the layout. From now on every build runs from the release branch.\"";
+    assert_eq!(rules(quoted), ["From now on every build runs from the release branch."]);
+    let opening = "\"From now on every build runs from the release branch. Why is CI red?\"";
+    assert_eq!(rules(opening), ["From now on every build runs from the release branch."]);
+    // Quotes that pair stay: they quote something within the rule.
+    let inner = "From now on \"done\" means merged and deployed, always.";
+    assert_eq!(rules(inner), [inner]);
+}
+
 #[test]
 fn a_short_sentence_is_read_with_the_one_it_is_about() {
     assert_eq!(

@@ -82,6 +82,9 @@ fn hooks_without_a_daemon_spool_and_the_daemon_they_start_applies_it() {
     let mut prompt = base.clone();
     prompt["hook_event_name"] = json!("UserPromptSubmit");
     prompt["prompt"] = json!("why does the checkout retry payments three times?");
+    hook("UserPromptSubmit", prompt.clone());
+    // A rule stated in a prompt is a memory once the daemon applies it, with no model set up.
+    prompt["prompt"] = json!("Good. From now on the checkout never retries a declined payment automatically.");
     hook("UserPromptSubmit", prompt);
     wait_until("the started daemon", 30, || recorded(&data).is_some());
     wait_until("the spool drained", 30, || pending(&data) == 0);
@@ -92,6 +95,9 @@ fn hooks_without_a_daemon_spool_and_the_daemon_they_start_applies_it() {
     let (_, prompts) = ask("recent_prompts", json!({"limit": 50}));
     let text = prompts.to_string();
     assert_eq!(text.matches("retry payments three times").count(), 1, "{text}");
+    let (_, found) = http(addr, "GET", "/search?q=declined+payment+automatically", None);
+    let rule = "From now on the checkout never retries a declined payment automatically.";
+    assert_eq!(found.to_string().matches(rule).count(), 1, "saved once, as said: {found}");
 }
 
 /// Thousands of spooled events; the daemon is SIGKILLed while it drains them, then started

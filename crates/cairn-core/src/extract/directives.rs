@@ -117,32 +117,24 @@ fn is_directive(unit: &str) -> bool {
 
 /// The rule without the words that opened the reply, its first letter a capital.
 fn tidy(unit: &str) -> String {
-    let rule = FILLER.replace(without_stray_quote(unit.trim()), "");
+    let rule = FILLER.replace(unit.trim(), "");
     let rule = rule.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut chars = rule.chars();
     chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
-/// A message in one pair of double quotes (`opencode run` sends its message so), without them:
-/// its last sentence would end at the quote, not at its `?` or `.`.
+/// Double quotes, straight and curly.
+const QUOTES: [char; 3] = ['"', '“', '”'];
+
+/// A message in one pair of double quotes, without them: the real OpenCode sends
+/// `opencode run`'s message so, and its last sentence would end at the quote, not at its `?` or
+/// `.`, and keep the quote in its rule. A message with quotes inside is left as it is (which
+/// pair is which cannot be told).
 fn unquoted(text: &str) -> &str {
     let text = text.trim();
-    match text.strip_prefix(['"', '“']).and_then(|t| t.strip_suffix(['"', '”'])) {
-        Some(inner) if !inner.contains(['"', '“', '”']) => inner,
+    match text.strip_prefix(QUOTES).and_then(|t| t.strip_suffix(QUOTES)) {
+        Some(inner) if !inner.contains(QUOTES) => inner,
         _ => text,
-    }
-}
-
-/// Double quotes that open or close a whole message (`opencode run` sends its message quoted)
-/// are left on its first and last sentence, unpaired: such a quote is no part of a rule.
-fn without_stray_quote(unit: &str) -> &str {
-    const QUOTES: [char; 3] = ['"', '“', '”'];
-    if unit.chars().filter(|c| QUOTES.contains(c)).count() % 2 == 0 {
-        return unit;
-    }
-    match unit.strip_suffix(QUOTES) {
-        Some(rest) => rest.trim_end(),
-        None => unit.strip_prefix(QUOTES).map_or(unit, str::trim_start),
     }
 }
 

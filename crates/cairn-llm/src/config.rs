@@ -62,7 +62,7 @@ pub fn open_provider(
     let model = settings.model.value.clone();
     let provider: Box<dyn LlmProvider> = match kind {
         LlmProviderKind::Off => return Ok(None),
-        LlmProviderKind::Local => open_local(model.as_deref(), data_dir)?,
+        LlmProviderKind::Local => open_local(model.as_deref(), data_dir, env)?,
         LlmProviderKind::OpenAi => open_openai(settings, model, timeout, env)?,
         LlmProviderKind::Anthropic => open_anthropic(settings, model, timeout, env)?,
         LlmProviderKind::AgentCli => Box::new(AgentCliProvider::new(&AgentCliConfig {
@@ -93,8 +93,13 @@ pub fn open_from_env(settings: &LlmSettings, data_dir: &Path) -> Result<Option<M
     open(settings, data_dir, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
 }
 
-#[cfg(feature = "local")]
-fn open_local(model: Option<&str>, data_dir: &Path) -> Result<Box<dyn LlmProvider>, LlmError> {
+/// The local model: in this process when it carries the forward pass (the feature `local`),
+/// unless `CAIRN_LLM_WORKER` names a worker; else in `cairn-llm-worker` (`crate::worker`).
+fn open_local(
+    model: Option<&str>,
+    data_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Box<dyn LlmProvider>, LlmError> {
     let spec = local_spec(model)?;
     let dir = local_models_dir(data_dir);
     let path = crate::local::installed_path(spec, &dir).ok_or_else(|| {
@@ -105,22 +110,39 @@ fn open_local(model: Option<&str>, data_dir: &Path) -> Result<Box<dyn LlmProvide
             spec.name
         ))
     })?;
-    Ok(Box::new(crate::local::LocalProvider::open(&path, spec)?))
+    match local_worker(env).map_err(LlmError::NotConfigured)? {
+        Some(worker) => Ok(Box::new(crate::worker::WorkerProvider::open(&worker, &path, spec)?)),
+        None => open_in_process(&path, spec),
+    }
+}
+
+#[cfg(feature = "local")]
+fn open_in_process(path: &Path, spec: &crate::local::LocalModelSpec) -> Result<Box<dyn LlmProvider>, LlmError> {
+    Ok(Box::new(crate::local::LocalProvider::open(path, spec)?))
+}
+
+#[cfg(not(feature = "local"))]
+fn open_in_process(_path: &Path, _spec: &crate::local::LocalModelSpec) -> Result<Box<dyn LlmProvider>, LlmError> {
+    // Not reached: `local_worker` always names a worker in a build without the forward pass.
+    Err(LlmError::NotConfigured(format!("this cairn runs the local model in {}", crate::worker::WORKER_NAME)))
+}
+
+/// The worker that would run the local model, or why there is none (what to build): `Ok(None)`
+/// when this build runs it in-process. For `cairn llm status` and `cairn llm use local`.
+pub fn local_worker(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<PathBuf>, String> {
+    if cfg!(feature = "local") && env(crate::worker::WORKER_ENV).is_none() {
+        return Ok(None);
+    }
+    crate::worker::locate(env).map(Some)
 }
 
 /// The catalogue's model `name` (the default when none is named), or which ones there are.
-#[cfg(feature = "local")]
 pub fn local_spec(name: Option<&str>) -> Result<&'static crate::local::LocalModelSpec, LlmError> {
     let Some(name) = name else { return Ok(crate::local::default_model()) };
     crate::local::find(name).ok_or_else(|| {
         let known: Vec<&str> = crate::local::catalogue().iter().map(|s| s.name).collect();
         LlmError::NotConfigured(format!("no local model called {name:?}; cairn knows {}", known.join(", ")))
     })
-}
-
-#[cfg(not(feature = "local"))]
-fn open_local(_model: Option<&str>, _data_dir: &Path) -> Result<Box<dyn LlmProvider>, LlmError> {
-    Err(LlmError::NotConfigured("this cairn was built without the local provider (the `local` feature)".into()))
 }
 
 #[cfg(feature = "remote")]

@@ -26,8 +26,8 @@ pub mod extract;
 mod http;
 /// The prompt and parsing of a verdict between two memories (supersedes, conflicts_with, ...).
 pub mod judge;
-/// The local provider: a small instruction model from a GGUF file, in-process on the CPU.
-#[cfg(feature = "local")]
+/// The local models: the catalogue and installs always; the forward pass (a small instruction
+/// model from a GGUF file on the CPU) with the feature `local`.
 pub mod local;
 /// Any OpenAI-compatible chat endpoint.
 #[cfg(feature = "remote")]
@@ -38,6 +38,8 @@ pub mod rerank;
 /// A provider answering from a script, for the tests of what runs on the port.
 #[cfg(feature = "scripted")]
 pub mod scripted;
+/// The local model in a process of its own (`cairn-llm-worker`), for a `cairn` built without it.
+pub mod worker;
 
 /// Who speaks a message of a chat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +71,7 @@ impl ChatMessage {
 
 /// What a caller asks for: a chat, a cap on the answer's length, and whether the answer must be
 /// one JSON value (providers that support a JSON mode turn it on; the caller parses anyway).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     pub max_tokens: u32,

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Result;
 use cairn_core::extract::{ExtractionPolicy, Selection};
@@ -57,6 +57,10 @@ pub fn start_in_daemon(engine: &Arc<Engine>, data_dir: &Path) {
 /// How often the daemon looks whether `[llm]` changed: config.toml's modification time only,
 /// the file read again when it moved.
 const LLM_WATCH_EVERY: Duration = Duration::from_secs(2);
+/// How often a model that could not be opened is tried again although config.toml did not move:
+/// what it lacked may have come since (`cairn-llm-worker` built by `scripts/start` after `cairn
+/// llm use local`, a key exported), and a running daemon takes it up without a restart.
+const RETRY_FAILED_EVERY: Duration = Duration::from_secs(30);
 
 /// The daemon's hold on `[llm]`: what the model in use was opened from, so that a look finding
 /// the same settings opens nothing again (a local model is a second of loading and a GB).
@@ -67,28 +71,36 @@ struct LlmWatch {
     seen: Option<Option<SystemTime>>,
     /// The settings the engine's model (or its absence) comes from.
     opened: Option<LlmSettings>,
-    /// The last opening failed: tried again on the next change of the file even when the
-    /// settings read the same (`cairn llm use local` installed the file they name).
-    failed: bool,
+    /// When the last opening failed, and why: tried again on the next change of the file even
+    /// when the settings read the same (`cairn llm use local` installed the file they name),
+    /// and every `RETRY_FAILED_EVERY` regardless.
+    failed: Option<(Instant, String)>,
 }
 
 impl LlmWatch {
     fn new(data_dir: &Path) -> LlmWatch {
-        LlmWatch { data_dir: data_dir.to_owned(), seen: None, opened: None, failed: false }
+        LlmWatch { data_dir: data_dir.to_owned(), seen: None, opened: None, failed: None }
+    }
+
+    /// Whether this look reads `[llm]` again: config.toml moved, or the last opening failed
+    /// long enough ago to try again.
+    fn due(&self, modified: Option<SystemTime>, now: Instant) -> bool {
+        let retry = self.failed.as_ref().is_some_and(|(at, _)| now.duration_since(*at) >= RETRY_FAILED_EVERY);
+        self.seen != Some(modified) || retry
     }
 
     fn look(&mut self, engine: &Engine) {
         let modified = std::fs::metadata(self.data_dir.join(CONFIG_FILE)).and_then(|m| m.modified()).ok();
-        if self.seen == Some(modified) {
+        if !self.due(modified, Instant::now()) {
             return;
         }
         self.seen = Some(modified);
         let settings = cairn_core::settings::load_llm(&self.data_dir);
-        if self.opened.as_ref() == Some(&settings) && !self.failed {
+        if self.opened.as_ref() == Some(&settings) && self.failed.is_none() {
             return;
         }
         let first = self.opened.is_none();
-        self.failed = false;
+        let failed_before = self.failed.take().map(|(_, error)| error);
         match cairn_llm::config::open_from_env(&settings, &self.data_dir) {
             Ok(Some(model)) => {
                 tracing::info!(provider = model.kind(), model = model.model(), "extraction: model ready");
@@ -101,11 +113,37 @@ impl LlmWatch {
                 engine.set_llm(None);
             }
             Err(e) => {
-                tracing::warn!(error = %e, "extraction is off: the [llm] model could not be opened");
-                self.failed = true;
+                let error = e.to_string();
+                // Said once, not at every retry.
+                if failed_before.as_deref() != Some(error.as_str()) {
+                    tracing::warn!(%error, "extraction is off: the [llm] model could not be opened");
+                }
+                self.failed = Some((Instant::now(), error));
                 engine.set_llm(None);
             }
         }
         self.opened = Some(settings);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon whose model could not be opened (the worker not built yet) takes it up once it
+    /// can be, without config.toml moving and without a restart; one that opened reads nothing
+    /// again until the file moves.
+    #[test]
+    fn a_failed_opening_is_tried_again_after_a_while_and_a_good_one_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut watch = LlmWatch::new(dir.path());
+        let (now, file_time) = (Instant::now(), Some(SystemTime::UNIX_EPOCH));
+        assert!(watch.due(file_time, now), "the first look reads [llm]");
+        watch.seen = Some(file_time);
+        assert!(!watch.due(file_time, now + RETRY_FAILED_EVERY * 10), "opened and unchanged: nothing to do");
+        assert!(watch.due(None, now), "the file moved (here: went away)");
+        watch.failed = Some((now, "not configured: no cairn-llm-worker".into()));
+        assert!(!watch.due(file_time, now + RETRY_FAILED_EVERY / 2), "not at every look");
+        assert!(watch.due(file_time, now + RETRY_FAILED_EVERY), "tried again");
     }
 }

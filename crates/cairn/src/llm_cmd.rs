@@ -50,6 +50,9 @@ fn use_provider(env: &Env, chosen: LlmUse) -> Result<()> {
     let (choice, installed) = match chosen {
         LlmUse::Local { model, from } => {
             let installed = install_local(&data_dir, model.as_deref(), from.as_deref())?;
+            if let Err(missing) = cairn_llm::config::local_worker(&process_env) {
+                note(&missing);
+            }
             let choice = Choice {
                 provider: LlmProviderKind::Local,
                 model: Some(installed.model.clone()),
@@ -272,7 +275,6 @@ struct Installed {
 
 /// Install `model` (the default one when `None`) from `from`, or download it unless it is
 /// installed already.
-#[cfg(feature = "local")]
 fn install_local(data_dir: &Path, model: Option<&str>, from: Option<&Path>) -> Result<Installed> {
     use cairn_llm::local;
     let spec = cairn_llm::config::local_spec(model)
@@ -284,34 +286,45 @@ fn install_local(data_dir: &Path, model: Option<&str>, from: Option<&Path>) -> R
             local::install_from_file(spec, file, &dir).map_err(install_error)?
         }
         (None, Some(path)) => path,
-        (None, None) => {
-            note(&format!(
-                "downloading {} ({}, {}) from {}",
-                spec.name,
-                spec.file_name,
-                crate::output::human_bytes(spec.bytes),
-                spec.url
-            ));
-            let progress = std::cell::RefCell::new(crate::output::Progress::on_stderr());
-            let downloaded = local::install_download(spec, &dir, &|done, total| {
-                progress.borrow_mut().show(spec.file_name, done, total);
-            });
-            progress.borrow().finish();
-            downloaded.map_err(|e| {
-                install_error(e).with_hint(format!(
-                    "or install it from a copy of {}: cairn llm use local --model {} --from FILE",
-                    spec.file_name, spec.name
-                ))
-            })?
-        }
+        (None, None) => download_local(spec, &dir)?,
     };
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or_default();
     Ok(Installed { model: spec.name.to_owned(), file: path.display().to_string(), bytes })
 }
 
+#[cfg(feature = "remote")]
+fn download_local(spec: &cairn_llm::local::LocalModelSpec, dir: &Path) -> Result<std::path::PathBuf> {
+    note(&format!(
+        "downloading {} ({}, {}) from {}",
+        spec.name,
+        spec.file_name,
+        crate::output::human_bytes(spec.bytes),
+        spec.url
+    ));
+    let progress = std::cell::RefCell::new(crate::output::Progress::on_stderr());
+    let downloaded = cairn_llm::local::install_download(spec, dir, &|done, total| {
+        progress.borrow_mut().show(spec.file_name, done, total);
+    });
+    progress.borrow().finish();
+    Ok(downloaded.map_err(|e| {
+        install_error(e).with_hint(format!(
+            "or install it from a copy of {}: cairn llm use local --model {} --from FILE",
+            spec.file_name, spec.name
+        ))
+    })?)
+}
+
+#[cfg(not(feature = "remote"))]
+fn download_local(spec: &cairn_llm::local::LocalModelSpec, _dir: &Path) -> Result<std::path::PathBuf> {
+    Err(CairnError::from(LlmError::NotConfigured(format!(
+        "this cairn was built without downloads (the `remote` feature): cairn llm use local --model {} --from FILE",
+        spec.name
+    )))
+    .into())
+}
+
 /// An install's failure: a file that is not the pinned one is `checksum_mismatch`, as for the
 /// embedding models (the local provider says so in its message, which names the fix).
-#[cfg(feature = "local")]
 fn install_error(error: LlmError) -> CairnError {
     match error {
         LlmError::ModelFile(message) if message.contains("sha256") => {
@@ -319,14 +332,6 @@ fn install_error(error: LlmError) -> CairnError {
         }
         other => CairnError::from(other),
     }
-}
-
-#[cfg(not(feature = "local"))]
-fn install_local(_data_dir: &Path, _model: Option<&str>, _from: Option<&Path>) -> Result<Installed> {
-    Err(CairnError::from(LlmError::NotConfigured(
-        "this cairn was built without the local LLM (the `local` feature)".into(),
-    ))
-    .into())
 }
 
 /// A local LLM of the catalogue, as `cairn model list` shows it beside the embedding models.
@@ -357,8 +362,7 @@ struct LocalMeasuredRow {
     quality: &'static str,
 }
 
-/// The catalogue's local LLMs, installed or not (empty in a build without the local provider).
-#[cfg(feature = "local")]
+/// The catalogue's local LLMs, installed or not.
 pub fn local_model_rows(env: &Env) -> Vec<LocalModelRow> {
     let llm = &env.settings.llm;
     let dir = cairn_llm::config::local_models_dir(&env.settings.data_dir.value);
@@ -388,11 +392,6 @@ pub fn local_model_rows(env: &Env) -> Vec<LocalModelRow> {
             }
         })
         .collect()
-}
-
-#[cfg(not(feature = "local"))]
-pub fn local_model_rows(_env: &Env) -> Vec<LocalModelRow> {
-    Vec::new()
 }
 
 /// The local LLM rows of `cairn model list`'s text.
@@ -434,32 +433,42 @@ pub fn render_local_model_rows(rows: &[LocalModelRow]) -> String {
     text
 }
 
-/// The local model `[llm]` names, and where its file is (or would be).
+/// The local model `[llm]` names, where its file is (or would be), and what runs it.
 #[derive(Debug, Serialize)]
 struct LocalFile {
     model: String,
     path: String,
     installed: bool,
     bytes: Option<u64>,
+    /// `in-process`, or the `cairn-llm-worker` the daemon starts; `None` when there is none.
+    runs_in: Option<String>,
+    /// Why nothing can run it (the worker is not built), naming the fix.
+    runner_problem: Option<String>,
 }
 
-#[cfg(feature = "local")]
+/// The process's environment, as the daemon's provider reads it.
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
 fn local_file(settings: &LlmSettings, data_dir: &Path) -> Result<LocalFile, LlmError> {
     let spec = cairn_llm::config::local_spec(settings.model.value.as_deref())?;
     let dir = cairn_llm::config::local_models_dir(data_dir);
     let installed = cairn_llm::local::installed_path(spec, &dir);
     let path = installed.clone().unwrap_or_else(|| dir.join(spec.file_name));
+    let (runs_in, runner_problem) = match cairn_llm::config::local_worker(&process_env) {
+        Ok(None) => (Some("in-process".to_owned()), None),
+        Ok(Some(worker)) => (Some(worker.display().to_string()), None),
+        Err(missing) => (None, Some(missing)),
+    };
     Ok(LocalFile {
         model: spec.name.to_owned(),
         path: path.display().to_string(),
         installed: installed.is_some(),
         bytes: std::fs::metadata(&path).ok().map(|m| m.len()),
+        runs_in,
+        runner_problem,
     })
-}
-
-#[cfg(not(feature = "local"))]
-fn local_file(_settings: &LlmSettings, _data_dir: &Path) -> Result<LocalFile, LlmError> {
-    Err(LlmError::NotConfigured("this cairn was built without the local LLM (the `local` feature)".into()))
 }
 
 /// What `status --check` did.
@@ -610,10 +619,12 @@ fn describe(settings: &LlmSettings, data_dir: &Path) -> Result<Status> {
         LlmProviderKind::Off => {}
         LlmProviderKind::Local => match local_file(settings, data_dir) {
             Ok(file) => {
-                report.reachable = Some(file.installed);
+                report.reachable = Some(file.installed && file.runner_problem.is_none());
                 if !file.installed {
                     report.problem =
                         Some(format!("{} is not installed: cairn llm use local --model {}", file.model, file.model));
+                } else if let Some(missing) = &file.runner_problem {
+                    report.problem = Some(missing.clone());
                 }
                 report.model = Some(file.model.clone());
                 report.local = Some(file);
@@ -694,6 +705,9 @@ fn render_status(s: &Status) -> String {
         let size = file.bytes.map_or_else(String::new, |b| format!(" ({})", crate::output::human_bytes(b)));
         let state = if file.installed { "" } else { ", not installed" };
         row("file", format!("{}{size}{state}", file.path));
+        if let Some(runs_in) = &file.runs_in {
+            row("runs in", runs_in.clone());
+        }
     }
     if let Some(url) = &s.base_url {
         row("base_url", url.clone());
@@ -785,8 +799,10 @@ pub fn doctor_check(env: &Env) -> Check {
     }
     // Nothing is loaded or sent: a local model's file is looked at, a remote one only configured.
     let opened = if kind == LlmProviderKind::Local {
-        local_file(settings, data_dir).and_then(|f| {
-            if f.installed { Ok(()) } else { Err(LlmError::NotConfigured(format!("{} is not installed", f.model))) }
+        local_file(settings, data_dir).and_then(|f| match (f.installed, f.runner_problem) {
+            (false, _) => Err(LlmError::NotConfigured(format!("{} is not installed", f.model))),
+            (true, Some(missing)) => Err(LlmError::NotConfigured(missing)),
+            (true, None) => Ok(()),
         })
     } else {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());

@@ -30,7 +30,7 @@ pub fn install_from_file(spec: &LocalModelSpec, file: &Path, models_dir: &Path) 
 }
 
 /// Download `spec` from its URL into `models_dir`, reporting `(bytes so far, total)`.
-#[cfg(feature = "local-download")]
+#[cfg(feature = "remote")]
 pub fn install_download(
     spec: &LocalModelSpec,
     models_dir: &Path,

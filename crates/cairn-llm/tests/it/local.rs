@@ -11,7 +11,7 @@ use cairn_llm::local::{
 };
 use cairn_llm::{ChatMessage, ChatRequest, LlmError, LlmProvider};
 
-fn model() -> Option<PathBuf> {
+pub fn model() -> Option<PathBuf> {
     if let Some(path) = test_model_file(&SMOLLM2_135M) {
         return Some(path);
     }

@@ -10,3 +10,5 @@ mod fake;
 mod local;
 #[cfg(feature = "remote")]
 mod openai;
+#[cfg(feature = "local")]
+mod worker;

@@ -457,7 +457,6 @@ fn a_huge_conversation_goes_in_windows_and_resumes_where_it_failed() {
 
 /// `cairn model list` shows the local LLMs of the catalogue with their measured figures, and
 /// which one `[llm]` runs once installed from a file.
-#[cfg(feature = "local")]
 #[test]
 fn model_list_shows_the_local_llms() {
     let env = Env::new();
@@ -488,8 +487,7 @@ fn model_list_shows_the_local_llms() {
 
 /// The test copy of a local model (`scripts/install-test-deps.sh llm`); required where
 /// `CAIRN_REQUIRE_LLM=1`, else skipped with a note.
-#[cfg(feature = "local")]
-fn test_model(file_name: &str) -> Option<PathBuf> {
+pub fn test_model(file_name: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("CAIRN_TEST_LLM_DIR")
         .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps/llm"), PathBuf::from);
     let file = dir.join(file_name);

@@ -38,13 +38,20 @@ impl FakeOpenAi {
 
 struct Env {
     dir: tempfile::TempDir,
+    /// Set on every command (`CAIRN_LLM_WORKER`).
+    vars: Vec<(&'static str, String)>,
 }
 
 impl Env {
     fn new() -> Env {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("data")).unwrap();
-        Env { dir }
+        Env { dir, vars: Vec::new() }
+    }
+
+    fn with_var(mut self, var: &'static str, value: impl Into<String>) -> Env {
+        self.vars.push((var, value.into()));
+        self
     }
 
     fn data(&self) -> PathBuf {
@@ -64,6 +71,8 @@ impl Env {
         for (var, _) in cairn_core::settings::LLM_ENV_VARS {
             cmd.env_remove(var);
         }
+        cmd.env_remove(cairn_llm::worker::WORKER_ENV);
+        cmd.envs(self.vars.iter().map(|(var, value)| (var, value)));
         cmd
     }
 
@@ -274,7 +283,6 @@ fn an_agent_cli_answers_a_check() {
 }
 
 /// `use local --from` a file that is not the model: refused by its checksum, nothing chosen.
-#[cfg(feature = "local")]
 #[test]
 fn a_local_model_file_that_fails_its_checksum_is_refused() {
     let env = Env::new();
@@ -291,4 +299,61 @@ fn a_local_model_file_that_fails_its_checksum_is_refused() {
     assert!(said.contains("--from FILE"), "the error names the fix: {said}");
     assert!(!env.config().exists(), "nothing chosen");
     assert_eq!(env.json(&["llm", "status"])["provider"], "off");
+}
+
+/// The local model as the default `cairn` runs it: in `cairn-llm-worker` (the real binary cargo
+/// built beside this one, named by `CAIRN_LLM_WORKER` because the tests' `cairn` could also run
+/// it in-process), installed from the test copy of SmolLM2, checked with one real call.
+#[test]
+fn the_local_model_answers_from_its_worker_process() {
+    let Some(file) = crate::extract::test_model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+    let Some(worker) = worker_bin() else { return };
+    let env = Env::new().with_var(cairn_llm::worker::WORKER_ENV, worker.display().to_string());
+    env.ok(&["llm", "use", "local", "--model", "smollm2-135m-instruct", "--from", file.to_str().unwrap()]);
+    let status = env.json(&["llm", "status", "--check"]);
+    assert_eq!((status["check"]["ok"].as_bool(), status["reachable"].as_bool()), (Some(true), Some(true)), "{status}");
+    assert!(!status["check"]["answer"].as_str().unwrap_or_default().is_empty(), "the model said something: {status}");
+    assert_eq!(status["local"]["runs_in"], worker.display().to_string());
+    assert!(status["today"]["local_tokens"].as_u64().unwrap() > 0, "the call was metered: {status}");
+    let text = String::from_utf8_lossy(&env.ok(&["llm", "status"]).stdout).into_owned();
+    assert!(text.contains("runs in") && text.contains("cairn-llm-worker"), "{text}");
+}
+
+/// A local model whose worker is not there: chosen and installed all the same, with the build
+/// command said at once, in `status`, in `doctor`, and as the error of a call.
+#[test]
+fn a_local_model_without_its_worker_names_how_to_build_it() {
+    let Some(file) = crate::extract::test_model("SmolLM2-135M-Instruct.Q4_1.gguf") else { return };
+    let env = Env::new().with_var(cairn_llm::worker::WORKER_ENV, "/nonexistent/cairn-llm-worker");
+    let out = env.ok(&["llm", "use", "local", "--model", "smollm2-135m-instruct", "--from", file.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("CAIRN_LLM_WORKER names /nonexistent/cairn-llm-worker, which is not a file"), "{said}");
+    let status = env.json(&["llm", "status"]);
+    assert_eq!(status["reachable"], false, "{status}");
+    assert!(status["problem"].as_str().unwrap().contains("not a file"), "{status}");
+    let out = env.run(&["llm", "status", "--check", "--json"]);
+    assert_eq!(
+        (out.status.code(), error_code(&out).as_str()),
+        (Some(6), "llm_not_configured"),
+        "{}",
+        env.transcript(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("not a file"), "{}", env.transcript(&out));
+}
+
+/// `cairn-llm-worker` beside the `cairn` under test, when this build made it (the workspace's
+/// tests do: cairn-llm's own tests run it); required where `CAIRN_REQUIRE_LLM=1`.
+fn worker_bin() -> Option<PathBuf> {
+    let cairn = PathBuf::from(env!("CARGO_BIN_EXE_cairn"));
+    let worker = cairn.with_file_name(format!("{}{}", cairn_llm::worker::WORKER_NAME, std::env::consts::EXE_SUFFIX));
+    if worker.is_file() {
+        return Some(worker);
+    }
+    assert!(
+        std::env::var_os("CAIRN_REQUIRE_LLM").is_none(),
+        "CAIRN_REQUIRE_LLM is set but {} was not built (cargo nextest run --workspace builds it)",
+        worker.display()
+    );
+    eprintln!("skipped: no {} (build the workspace's tests)", worker.display());
+    None
 }

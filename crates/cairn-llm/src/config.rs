@@ -90,7 +90,12 @@ pub fn open(
 
 /// `open` with the process's environment.
 pub fn open_from_env(settings: &LlmSettings, data_dir: &Path) -> Result<Option<Metered>, LlmError> {
-    open(settings, data_dir, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    open(settings, data_dir, &process_env)
+}
+
+/// The process's environment as the port reads it: a variable set to nothing is unset.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
 /// The local model: in this process when it carries the forward pass (the feature `local`),

@@ -14,6 +14,7 @@ use cairn_core::settings::llm::check_env_var_name;
 use cairn_core::settings::{CONFIG_FILE, LlmProviderKind, LlmSettings, Setting, Source, load_llm};
 use cairn_core::{CairnError, ErrorCode};
 use cairn_llm::budget::{Budget, BudgetStatus, DaySpend, Failure, Ledger};
+use cairn_llm::config::{local_worker, process_env};
 use cairn_llm::{ChatMessage, ChatRequest, LlmError, LlmProvider, Usage};
 use serde::Serialize;
 use toml_edit::{DocumentMut, Item, Table, value};
@@ -50,7 +51,7 @@ fn use_provider(env: &Env, chosen: LlmUse) -> Result<()> {
     let (choice, installed) = match chosen {
         LlmUse::Local { model, from } => {
             let installed = install_local(&data_dir, model.as_deref(), from.as_deref())?;
-            if let Err(missing) = cairn_llm::config::local_worker(&process_env) {
+            if let Err(missing) = local_worker(&process_env) {
                 note(&missing);
             }
             let choice = Choice {
@@ -446,17 +447,12 @@ struct LocalFile {
     runner_problem: Option<String>,
 }
 
-/// The process's environment, as the daemon's provider reads it.
-fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
 fn local_file(settings: &LlmSettings, data_dir: &Path) -> Result<LocalFile, LlmError> {
     let spec = cairn_llm::config::local_spec(settings.model.value.as_deref())?;
     let dir = cairn_llm::config::local_models_dir(data_dir);
     let installed = cairn_llm::local::installed_path(spec, &dir);
     let path = installed.clone().unwrap_or_else(|| dir.join(spec.file_name));
-    let (runs_in, runner_problem) = match cairn_llm::config::local_worker(&process_env) {
+    let (runs_in, runner_problem) = match local_worker(&process_env) {
         Ok(None) => (Some("in-process".to_owned()), None),
         Ok(Some(worker)) => (Some(worker.display().to_string()), None),
         Err(missing) => (None, Some(missing)),
@@ -636,8 +632,7 @@ fn describe(settings: &LlmSettings, data_dir: &Path) -> Result<Status> {
                 timeout_secs: Setting { value: Some(PROBE_TIMEOUT_SECS), source: Source::Default },
                 ..settings.clone()
             };
-            let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-            match cairn_llm::config::open_provider(&quick, data_dir, &env) {
+            match cairn_llm::config::open_provider(&quick, data_dir, &process_env) {
                 Ok(Some(provider)) => {
                     report.model = Some(provider.model().to_owned());
                     if kind == LlmProviderKind::AgentCli {
@@ -805,8 +800,7 @@ pub fn doctor_check(env: &Env) -> Check {
             (true, None) => Ok(()),
         })
     } else {
-        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        cairn_llm::config::open_provider(settings, data_dir, &env).map(|_| ())
+        cairn_llm::config::open_provider(settings, data_dir, &process_env).map(|_| ())
     };
     let model = settings.model.value.as_deref().map_or_else(String::new, |m| format!(" {m}"));
     if let Err(e) = opened {

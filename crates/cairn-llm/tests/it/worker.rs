@@ -73,6 +73,41 @@ fn a_file_that_is_not_the_model_is_refused_when_the_worker_starts() {
     assert!(matches!(&error, LlmError::ModelFile(m) if m.contains("bytes")), "{error:?}");
 }
 
+/// A line that is no request (not JSON, a wrong shape) is answered with a `malformed` error,
+/// and the worker goes on to answer the next request.
+#[test]
+fn a_line_that_is_no_request_is_refused_and_the_next_is_answered() {
+    use std::io::{BufRead, Write};
+    let Some(path) = model() else { return };
+    let mut child = std::process::Command::new(WORKER)
+        .args(["--model", SMOLLM2_135M.name, "--file"])
+        .arg(&path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let mut next = |out: &mut std::io::BufReader<_>| {
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        serde_json::from_str::<serde_json::Value>(&line).unwrap()
+    };
+    assert!(next(&mut out).get("ready").is_some());
+    let request = serde_json::to_string(&ask("Say hi.", 4, false)).unwrap();
+    write!(stdin, "not json\n{{\"messages\": 7}}\n{request}\n").unwrap();
+    stdin.flush().unwrap();
+    for _ in 0..2 {
+        let refused = next(&mut out);
+        assert_eq!(refused["error"]["kind"], "malformed", "{refused}");
+    }
+    let answered = next(&mut out);
+    assert!(answered["reply"]["text"].is_string(), "{answered}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
 #[test]
 fn the_worker_ends_when_its_input_closes() {
     let Some(path) = model() else { return };

@@ -4,7 +4,7 @@
 //! a query with a common word costs milliseconds per ten thousand memories. Here scoring is
 //! term-at-a-time over compact posting lists (a few nanoseconds a posting), with BM25F-style
 //! field weights matching the FTS5 configuration, so search stays under a millisecond at 100k
-//! memories and around ten at a million.
+//! memories and a few milliseconds at a million (docs/benchmarks/server.md).
 //!
 //! The index follows the `observation_changes` log (migration 2), so writes from any process
 //! — the daemon, a CLI or an agent writing the file directly — are seen by the next search.
@@ -62,18 +62,48 @@ impl Stats {
     }
 }
 
+/// What a search reads of a memory for every posting: 8 bytes, apart from the rest of it in
+/// [`Doc`]. A posting's memory is a cache miss at a million memories, and the search's time
+/// went there: eight of these share a cache line where two 32-byte docs did.
+#[derive(Debug, Clone, Copy)]
+struct Hot {
+    /// Field-weighted length.
+    len: f32,
+    /// The project's name id above two flag bits: personal (1 << 1) and live (1).
+    tag: u32,
+}
+
+const LIVE: u32 = 1;
+const PERSONAL: u32 = 1 << 1;
+const TAG_FLAGS: u32 = 2;
+
+impl Hot {
+    fn new(len: f32, project: u32, personal: bool) -> Hot {
+        debug_assert!(project < 1 << (32 - TAG_FLAGS), "a project's name id fits above the flags");
+        Hot { len, tag: (project << TAG_FLAGS) | (u32::from(personal) * PERSONAL) | LIVE }
+    }
+
+    fn live(self) -> bool {
+        self.tag & LIVE != 0
+    }
+
+    fn personal(self) -> bool {
+        self.tag & PERSONAL != 0
+    }
+
+    fn project(self) -> u32 {
+        self.tag >> TAG_FLAGS
+    }
+}
+
+/// The rest of a memory: what a search reads only for the hits it returns (and a type filter).
 #[derive(Debug, Clone)]
 struct Doc {
     id: i64,
-    project: u32,
-    kind: u32,
-    personal: bool,
-    /// Field-weighted length.
-    len: f32,
-    live: bool,
     /// Milliseconds since the epoch (ties rank the newer first): what the stored RFC 3339
     /// string orders by, in 8 bytes instead of a string on the heap per memory.
     updated_ms: i64,
+    kind: u32,
 }
 
 /// What a search may return (the store's filter: the SQL search applies the same one).
@@ -86,6 +116,8 @@ pub struct MemoryIndex {
     /// Token → term id: text repeats its words (Zipf), so most tokens skip the stemmer.
     token_terms: HashMap<Box<str>, u32>,
     postings: Vec<PostingList>,
+    /// Per slot, in step with `docs`.
+    hot: Vec<Hot>,
     docs: Vec<Doc>,
     /// Slots of the live memories not in the ordered run below (changed since the build).
     slot_of: HashMap<i64, u32>,
@@ -121,6 +153,7 @@ impl MemoryIndex {
             vocab: BTreeMap::new(),
             token_terms: HashMap::new(),
             postings: Vec::new(),
+            hot: Vec::new(),
             docs: Vec::new(),
             slot_of: HashMap::new(),
             ordered: 0,
@@ -226,6 +259,7 @@ impl MemoryIndex {
     fn shrink(&mut self) {
         self.postings.iter_mut().for_each(PostingList::shrink);
         self.postings.shrink_to_fit();
+        self.hot.shrink_to_fit();
         self.docs.shrink_to_fit();
     }
 
@@ -259,17 +293,12 @@ impl MemoryIndex {
         for (term, weight) in tf {
             self.postings[term as usize].push(slot, weight);
         }
-        let doc = Doc {
-            id: row.id,
-            project: self.intern(&row.project),
-            kind: self.intern(&row.kind),
-            personal: row.scope == Scope::Personal.as_str(),
-            len,
-            live: true,
-            updated_ms: updated_ms(&row.updated_at),
-        };
+        let (project, personal) = (self.intern(&row.project), row.scope == Scope::Personal.as_str());
+        let doc = Doc { id: row.id, updated_ms: updated_ms(&row.updated_at), kind: self.intern(&row.kind) };
         self.all.add(len);
-        self.stats_of(doc.personal, doc.project).add(len);
+        self.stats_of(personal, project).add(len);
+        grow_by_an_eighth(&mut self.hot);
+        self.hot.push(Hot::new(len, project, personal));
         grow_by_an_eighth(&mut self.docs);
         self.docs.push(doc);
         let continues_run = slot == self.ordered && (slot == 0 || self.docs[slot as usize - 1].id < row.id);
@@ -282,10 +311,10 @@ impl MemoryIndex {
 
     fn remove(&mut self, id: i64) {
         if let Some(slot) = self.live_slot(id) {
-            let doc = &mut self.docs[slot as usize];
-            if doc.live {
-                doc.live = false;
-                let (len, personal, project) = (doc.len, doc.personal, doc.project);
+            let hot = &mut self.hot[slot as usize];
+            if hot.live() {
+                hot.tag &= !LIVE;
+                let (len, personal, project) = (hot.len, hot.personal(), hot.project());
                 self.dead += 1;
                 self.all.remove(len);
                 self.stats_of(personal, project).remove(len);
@@ -301,7 +330,7 @@ impl MemoryIndex {
         }
         let run = &self.docs[..self.ordered as usize];
         let at = run.binary_search_by_key(&id, |d| d.id).ok()?;
-        run[at].live.then_some(at as u32)
+        self.hot[at].live().then_some(at as u32)
     }
 
     fn stats_of(&mut self, personal: bool, project: u32) -> &mut Stats {
@@ -389,35 +418,22 @@ impl MemoryIndex {
         let avg_len = (collection.len / f64::from(collection.docs)).max(1.0) as f32;
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            scratch.reset(self.docs.len());
-            // One pass over each posting list: the term's weight per accepted memory first,
-            // then its IDF, which in a scoped search counts only those memories (the ones
-            // this search can return).
+            scratch.reset(self.hot.len());
+            // One pass over each posting list. Over the whole collection a term's IDF is known
+            // before its list is read, so each weight goes straight to its memory's score; a
+            // scoped search counts its IDF over the memories it accepts (the ones it can return),
+            // so it holds the term's weights until the list is read.
             let mut matched: Vec<(u32, f32)> = Vec::new();
             for &term in &ids {
                 let list = &self.postings[term as usize];
-                matched.clear();
-                let mut postings = list.iter();
-                let mut run = [(0u32, 0f32); 256];
-                loop {
-                    let n = postings.fill(&mut run);
-                    if n == 0 {
-                        break;
-                    }
-                    for &(slot, tf) in &run[..n] {
-                        let doc = &self.docs[slot as usize];
-                        if !doc.live || !accept(doc) {
-                            continue;
-                        }
-                        let norm = K1 * (1.0 - B + B * doc.len / avg_len);
-                        matched.push((slot, tf * (K1 + 1.0) / (tf + norm)));
-                    }
-                }
-                if matched.is_empty() {
+                if scoped.is_none() {
+                    let idf = idf(n, list.len() as f32);
+                    self.weigh(list, &accept, avg_len, |slot, weight| scratch.add(slot, idf * weight));
                     continue;
                 }
-                let df = if scoped.is_some() { matched.len() } else { list.len() } as f32;
-                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                matched.clear();
+                self.weigh(list, &accept, avg_len, |slot, weight| matched.push((slot, weight)));
+                let idf = idf(n, matched.len() as f32);
                 for &(slot, weight) in &matched {
                     scratch.add(slot, idf * weight);
                 }
@@ -426,16 +442,43 @@ impl MemoryIndex {
         })
     }
 
-    fn acceptor<'a>(&'a self, filter: &'a IndexFilter) -> impl Fn(&Doc) -> bool + 'a {
+    /// `each` of a list's postings whose memory is live and accepted, with its BM25 weight.
+    #[inline]
+    fn weigh(
+        &self,
+        list: &PostingList,
+        accept: &impl Fn(Hot, u32) -> bool,
+        avg_len: f32,
+        mut each: impl FnMut(u32, f32),
+    ) {
+        let mut postings = list.iter();
+        let mut run = [(0u32, 0f32); 256];
+        loop {
+            let n = postings.fill(&mut run);
+            if n == 0 {
+                return;
+            }
+            for &(slot, tf) in &run[..n] {
+                let hot = self.hot[slot as usize];
+                if hot.live() && accept(hot, slot) {
+                    let norm = K1 * (1.0 - B + B * hot.len / avg_len);
+                    each(slot, tf * (K1 + 1.0) / (tf + norm));
+                }
+            }
+        }
+    }
+
+    fn acceptor<'a>(&'a self, filter: &'a IndexFilter) -> impl Fn(Hot, u32) -> bool + 'a {
         // A name the index never saw matches no memory (u32::MAX is never assigned).
         let lookup = |name: &str| self.names.get(name).copied().unwrap_or(u32::MAX);
         let project = filter.project.as_deref().map(lookup);
         let kind = filter.kind.as_deref().map(lookup);
         let scope = filter.scope;
-        move |doc: &Doc| {
-            project.is_none_or(|p| doc.project == p || doc.personal)
-                && kind.is_none_or(|k| doc.kind == k)
-                && scope.is_none_or(|s| doc.personal == (s == Scope::Personal))
+        // The type is the one field read from the cold `Doc`, and only when filtered on.
+        move |hot: Hot, slot: u32| {
+            project.is_none_or(|p| hot.project() == p || hot.personal())
+                && scope.is_none_or(|s| hot.personal() == (s == Scope::Personal))
+                && kind.is_none_or(|k| self.docs[slot as usize].kind == k)
         }
     }
 
@@ -516,6 +559,11 @@ fn updated_ms(stored: &str) -> i64 {
 
 /// Make room for one more item, growing by an eighth rather than doubling: the daemon's
 /// first save after a build must not double a million memories' worth of capacity.
+/// BM25's inverse document frequency of a term in `df` of `n` memories.
+fn idf(n: f32, df: f32) -> f32 {
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
 fn grow_by_an_eighth<T>(items: &mut Vec<T>) {
     if items.len() == items.capacity() {
         items.reserve_exact((items.capacity() / 8).max(16));
@@ -719,6 +767,19 @@ mod tests {
         assert!(ids(&daemon, "rebalance").is_empty(), "old content is gone from the index");
         other.delete(a.id, false).unwrap();
         assert!(ids(&daemon, "kafka").is_empty());
+    }
+
+    #[test]
+    fn a_memorys_tag_keeps_its_project_and_flags_apart() {
+        let top = (1 << (32 - TAG_FLAGS)) - 1;
+        for (project, personal) in [(0, false), (0, true), (7, false), (top, true), (top, false)] {
+            let mut hot = Hot::new(3.5, project, personal);
+            assert!(hot.live());
+            assert_eq!((hot.project(), hot.personal(), hot.len), (project, personal, 3.5));
+            hot.tag &= !LIVE;
+            assert!(!hot.live());
+            assert_eq!((hot.project(), hot.personal()), (project, personal), "removal clears liveness only");
+        }
     }
 
     #[test]

@@ -35,7 +35,7 @@ impl MemoryIndex {
             ("postings (used)", self.postings_used_bytes()),
             ("postings (slack)", self.postings_slack_bytes()),
             ("posting list headers", self.postings.capacity() * size_of::<super::PostingList>()),
-            ("docs", self.docs.capacity() * size_of::<super::Doc>()),
+            ("docs", self.docs.capacity() * size_of::<super::Doc>() + self.hot.capacity() * size_of::<super::Hot>()),
             ("slot_of", hash_map_bytes(&self.slot_of)),
             ("vocab (stems)", btree_bytes(&self.vocab) + strings_bytes(self.vocab.keys().map(|k| &**k))),
             (

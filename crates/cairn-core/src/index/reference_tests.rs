@@ -114,6 +114,7 @@ fn reference(docs: &[Plain], index: &MemoryIndex, query: &str, filter: &IndexFil
     let accepted = |d: &Plain| {
         filter.project.as_deref().is_none_or(|p| d.project == p || d.personal)
             && filter.kind.as_deref().is_none_or(|k| d.kind == k)
+            && filter.scope.is_none_or(|s| d.personal == (s == Scope::Personal))
     };
     // The collection: every memory, or those of the project and the personal ones.
     let (mut own, mut personal) = ((0u32, 0f64), (0u32, 0f64));
@@ -165,7 +166,7 @@ proptest! {
     #[test]
     fn the_compact_index_ranks_as_the_reference(
         rows in prop::collection::vec(row(), 1..60),
-        queries in prop::collection::vec((text(4), prop::option::of(prop::sample::select(PROJECTS)), prop::option::of(prop::sample::select(KINDS))), 1..8),
+        queries in prop::collection::vec((text(4), prop::option::of(prop::sample::select(PROJECTS)), prop::option::of(prop::sample::select(KINDS)), prop::option::of(prop::sample::select(&[Scope::Personal, Scope::Project][..]))), 1..8),
         limit in 1usize..12,
     ) {
         let stemmer = Stemmer::create(Algorithm::English);
@@ -177,8 +178,8 @@ proptest! {
             docs.push(plain(&row, &stemmer));
         }
         index.shrink();
-        for (query, project, kind) in queries {
-            let filter = IndexFilter { project: project.map(str::to_owned), kind: kind.map(str::to_owned), scope: None };
+        for (query, project, kind, scope) in queries {
+            let filter = IndexFilter { project: project.map(str::to_owned), kind: kind.map(str::to_owned), scope };
             let got = index.search(&cairn_base::query::parse(&query), &filter, limit);
             let want = reference(&docs, &index, &query, &filter, limit);
             let bits = |v: &[(i64, f32)]| v.iter().map(|&(id, s)| (id, s.to_bits())).collect::<Vec<_>>();

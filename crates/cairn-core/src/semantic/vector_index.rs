@@ -103,19 +103,51 @@ impl VectorIndex {
         let code = self.code(query);
         let mut distances = vec![0u16; self.ids.len()];
         cairn_embed::hamming_rows(&code, &self.codes, &mut distances);
-        // A histogram of the distances (at most 64 × words) gives the cut: every slot
-        // nearer than it, then slots at it until `n`. Linear, and no sort of a million.
+        sampled_bound(&distances, n, self.words * 64)
+            .and_then(|bound| self.nearest_within(&distances, n, bound))
+            .unwrap_or_else(|| self.nearest_by_histogram(&distances, n))
+    }
+
+    /// The `n` nearest filled slots' memories when at least `n` lie within `bound`: only the
+    /// runs of slots that hold a distance within it are read one by one (a run's minimum is
+    /// a vector instruction's work), and the cut is found among those few. `None` when fewer
+    /// than `n` do (the bound, from a sample, was too tight).
+    fn nearest_within(&self, distances: &[u16], n: usize, bound: u16) -> Option<Vec<i64>> {
+        let mut near: Vec<(u16, usize)> = Vec::new();
+        for (run, chunk) in distances.chunks(RUN).enumerate() {
+            if chunk.iter().fold(u16::MAX, |least, &d| least.min(d)) > bound {
+                continue;
+            }
+            let first = run * RUN;
+            let within = chunk.iter().enumerate().filter(|&(i, &d)| d <= bound && self.filled[first + i]);
+            near.extend(within.map(|(i, &d)| (d, first + i)));
+        }
+        if near.len() < n {
+            return None;
+        }
+        let mut at = vec![0usize; usize::from(bound) + 1];
+        for &(d, _) in &near {
+            at[usize::from(d)] += 1;
+        }
+        let (cut, mut ties) = cut_of(&at, n);
+        let mut out = Vec::with_capacity(n);
+        for (d, slot) in near {
+            let d = usize::from(d);
+            if d < cut || (d == cut && ties > 0) {
+                ties -= usize::from(d == cut);
+                out.push(self.ids[slot]);
+            }
+        }
+        Some(out)
+    }
+
+    /// The `n` nearest filled slots' memories from a histogram of every distance.
+    fn nearest_by_histogram(&self, distances: &[u16], n: usize) -> Vec<i64> {
         let mut at = vec![0usize; self.words * 64 + 1];
         for slot in self.filled_slots() {
             at[usize::from(distances[slot])] += 1;
         }
-        let mut cut = 0;
-        let mut nearer = 0;
-        while nearer + at[cut] < n {
-            nearer += at[cut];
-            cut += 1;
-        }
-        let mut ties = n - nearer;
+        let (cut, mut ties) = cut_of(&at, n);
         let mut out = Vec::with_capacity(n);
         for slot in self.filled_slots() {
             let d = usize::from(distances[slot]);
@@ -143,6 +175,51 @@ impl VectorIndex {
         }
         code
     }
+}
+
+/// Slots whose distances are tested for the bound at once ([`VectorIndex::nearest_within`]).
+const RUN: usize = 64;
+/// One slot in this many is sampled for the bound.
+const SAMPLE_EVERY: usize = 16;
+/// Below this many slots the histogram of every distance is cheap: no sample.
+const SAMPLE_FROM: usize = 65_536;
+
+/// From a histogram of distances (`at[d]`: how many at `d`), the cut: the smallest distance
+/// at or within which `n` lie, and how many of those at it are taken (ties, in slot order).
+/// A histogram holding fewer than `n` gives the last distance and every slot at it.
+fn cut_of(at: &[usize], n: usize) -> (usize, usize) {
+    let mut nearer = 0;
+    for (cut, &count) in at.iter().enumerate() {
+        if nearer + count >= n {
+            return (cut, n - nearer);
+        }
+        nearer += count;
+    }
+    (at.len().saturating_sub(1), at.last().copied().unwrap_or(0))
+}
+
+/// A distance within which at least `n` of the slots very likely lie (twice as many, by a
+/// sample of one slot in [`SAMPLE_EVERY`]): all but a few hundred slots of a million are
+/// then passed over a run at a time, where a histogram of every distance read each one.
+/// `None` for a short scan, or when the sample does not reach it.
+/// `bits` is the codes' width, the largest distance.
+fn sampled_bound(distances: &[u16], n: usize, bits: usize) -> Option<u16> {
+    if distances.len() < SAMPLE_FROM {
+        return None;
+    }
+    let mut at = vec![0usize; bits + 1];
+    for &d in distances.iter().step_by(SAMPLE_EVERY) {
+        at[usize::from(d)] += 1;
+    }
+    let wanted = (2 * n).div_ceil(SAMPLE_EVERY) + 8;
+    let mut seen = 0;
+    for (d, &count) in at.iter().enumerate() {
+        seen += count;
+        if seen >= wanted {
+            return u16::try_from(d).ok();
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -191,6 +268,50 @@ mod tests {
         assert_eq!(index.len(), 2, "a replaced vector keeps its slot");
         assert!(!index.upsert(3, &[1.0, 0.0, 0.0]), "another length is refused");
         assert!(index.shortlist(&[1.0], 1).is_empty());
+    }
+
+    /// The sampled bound's path lists exactly what the histogram of every distance lists,
+    /// ties at the cut included, whether the sample's bound holds or falls short.
+    #[test]
+    fn a_sampled_bound_lists_what_the_full_histogram_lists() {
+        // 40 dimensions: distances 0–40, so thousands tie at each and the cut's ties decide.
+        let dims = 40;
+        let mut index = VectorIndex::default();
+        let vector = |seed: u64| -> Vec<f32> {
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            (0..dims)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % 1000) as f32 - 500.0
+                })
+                .collect()
+        };
+        for id in 0..(SAMPLE_FROM as i64 + 10_007) {
+            index.upsert(id, &vector(id as u64));
+        }
+        for id in (0..SAMPLE_FROM as i64).step_by(3) {
+            index.remove(id);
+        }
+        for (query, n) in [(1u64, 1), (2, 400), (3, 1_000), (4, 5_000), (5, 40_000)] {
+            let query = vector(query + 1_000_000);
+            let code = index.code(&query);
+            let mut distances = vec![0u16; index.ids.len()];
+            cairn_embed::hamming_rows(&code, &index.codes, &mut distances);
+            let want = index.nearest_by_histogram(&distances, n);
+            assert_eq!(want.len(), n);
+            assert_eq!(index.shortlist(&query, n), want, "n {n}");
+            assert_eq!(index.nearest_within(&distances, n, 0), None, "too tight a bound is no answer");
+            match sampled_bound(&distances, n, index.words * 64) {
+                // The depths a search asks for: the bound's path answers, and answers the same.
+                Some(bound) => assert_eq!(index.nearest_within(&distances, n, bound), Some(want), "n {n}"),
+                None => assert!(n * 2 > index.ids.len() / SAMPLE_EVERY, "n {n}: only a depth the sample cannot reach"),
+            }
+        }
+        assert_eq!(cut_of(&[3, 0, 5], 4), (2, 1));
+        assert_eq!(cut_of(&[3, 0, 5], 3), (0, 3));
+        assert_eq!(cut_of(&[3, 0, 5], 9), (2, 5), "fewer than n: everything");
     }
 
     #[test]

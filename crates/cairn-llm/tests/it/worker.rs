@@ -73,19 +73,24 @@ fn a_file_that_is_not_the_model_is_refused_when_the_worker_starts() {
     assert!(matches!(&error, LlmError::ModelFile(m) if m.contains("bytes")), "{error:?}");
 }
 
+/// The worker binary on the model at `path`, its stdin and stdout piped to this test.
+fn spawn_worker(path: &Path) -> std::process::Child {
+    std::process::Command::new(WORKER)
+        .args(["--model", SMOLLM2_135M.name, "--file"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// A line that is no request (not JSON, a wrong shape) is answered with a `malformed` error,
 /// and the worker goes on to answer the next request.
 #[test]
 fn a_line_that_is_no_request_is_refused_and_the_next_is_answered() {
     use std::io::{BufRead, Write};
     let Some(path) = model() else { return };
-    let mut child = std::process::Command::new(WORKER)
-        .args(["--model", SMOLLM2_135M.name, "--file"])
-        .arg(&path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_worker(&path);
     let mut stdin = child.stdin.take().unwrap();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
@@ -111,13 +116,7 @@ fn a_line_that_is_no_request_is_refused_and_the_next_is_answered() {
 #[test]
 fn the_worker_ends_when_its_input_closes() {
     let Some(path) = model() else { return };
-    let mut child = std::process::Command::new(WORKER)
-        .args(["--model", SMOLLM2_135M.name, "--file"])
-        .arg(&path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_worker(&path);
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut ready = String::new();
     std::io::BufRead::read_line(&mut out, &mut ready).unwrap();

@@ -318,6 +318,20 @@ impl Semantic {
 
     /// The query's vector (cached), or why there is none.
     pub fn embed_query(&self, text: &str) -> std::result::Result<Arc<[f32]>, Unavailable> {
+        self.embed_query_with(text, |embedder, texts| embedder.embed_queries(texts))
+    }
+
+    /// [`Semantic::embed_query`] on this thread alone, while another thread of the same search
+    /// has the second core ([`cairn_embed::Embedder::embed_queries_alone`]).
+    pub fn embed_query_alone(&self, text: &str) -> std::result::Result<Arc<[f32]>, Unavailable> {
+        self.embed_query_with(text, |embedder, texts| embedder.embed_queries_alone(texts))
+    }
+
+    fn embed_query_with(
+        &self,
+        text: &str,
+        embed: impl Fn(&dyn Embedder, &[&str]) -> std::result::Result<Vec<Vec<f32>>, EmbedError>,
+    ) -> std::result::Result<Arc<[f32]>, Unavailable> {
         let key = text.trim();
         if let Some(v) = self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key) {
             return Ok(Arc::clone(v));
@@ -325,7 +339,7 @@ impl Semantic {
         let truncated = crate::text::cut_at_char_boundary(key, MAX_EMBED_CHARS);
         let Some(embedder) = self.embedder.get() else { return Err(Unavailable::ModelLoading) };
         // As a query: models trained with prompts (e5) embed queries and memories differently.
-        match embedder.embed_queries(&[truncated]) {
+        match embed(embedder.as_ref(), &[truncated]) {
             Ok(mut vectors) if vectors.len() == 1 => {
                 let v: Arc<[f32]> = vectors.remove(0).into();
                 let mut cache = self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

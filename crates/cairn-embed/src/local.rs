@@ -116,6 +116,10 @@ impl Embedder for LocalModel {
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_with(self.query_prefix.as_deref(), texts, true)
     }
+
+    fn embed_queries_alone(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_with(self.query_prefix.as_deref(), texts, false)
+    }
 }
 
 impl LocalModel {

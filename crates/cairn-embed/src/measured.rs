@@ -56,9 +56,13 @@ pub const MEASURED: &[Measured] = &[
         measured_on: MEASURED_ON,
         // Re-measured 2026-12-03 10:30 UTC after its word table went to 4-bit blocks (was
         // 267 MiB in f16): VmRSS 171,192–174,656 kB against 33,424–34,048 kB without a model,
-        // three pairs (the rest of the figures are from the dates above).
-        rss_mib: Some(137),
-        hybrid_ms_p50_100k: Some(11.3),
+        // three pairs: 137 MiB. Then 2026-12-04 21:55 UTC, its products in 4 bits × int8 (AVX-512
+        // VNNI): `scripts/bench-models-http.py` at 100k, this build alternated with the one
+        // before, daemon VmRSS 182–184 against 219–221 MiB (−37: 100 MiB) and hybrid p50
+        // 7.31–8.63 (median 8.3) against 11.75–13.59 ms (it was 11.3 ms on 2026-11-28). On a CPU
+        // without VNNI the figures before these hold (the rest are from the dates above).
+        rss_mib: Some(100),
+        hybrid_ms_p50_100k: Some(8.3),
         recall: Recall {
             coding_r5: Some(0.975),
             paraphrase_r5: Some(0.938),

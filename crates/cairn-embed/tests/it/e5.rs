@@ -187,3 +187,16 @@ fn the_compact_unigram_equals_the_tokenizers_crate() {
         assert_eq!(f.model.tokenize(text).unwrap(), expected, "{text:?}");
     }
 }
+
+/// A query embedded on the calling thread alone (a hybrid search, beside its lexical ranking)
+/// is the query embedded with the second thread, bit for bit, and not the passage.
+#[test]
+fn a_query_alone_is_the_shared_query_bit_for_bit() {
+    let Some(f) = fixture() else { return };
+    for case in f.cases.iter().take(6) {
+        let text = case["text"].as_str().unwrap();
+        let shared = f.model.embed_queries(&[text]).unwrap();
+        assert_eq!(f.model.embed_queries_alone(&[text]).unwrap(), shared, "{text:?}");
+        assert_ne!(f.model.embed(&[text]).unwrap(), shared, "the query prompt was applied: {text:?}");
+    }
+}

@@ -319,8 +319,8 @@ fn panel_portable(a: &Rows, w: &Q4Panels, p: usize, sums: &mut [[f32; NR]]) {
     }
 }
 
-/// [`panel_portable`] with AVX-512 VNNI, [`TILE`] rows of A at a time. The crate's fifth
-/// audited `unsafe`: 64-byte unaligned loads and stores of slices exactly that long.
+/// [`panel_portable`] with AVX-512 VNNI, [`TILE`] rows of A at a time. One of the crate's
+/// audited `unsafe` spots: 64-byte unaligned loads and stores of slices exactly that long.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 fn panel_vnni(a: &Rows, w: &Q4Panels, p: usize, sums: &mut [[f32; NR]]) {

@@ -496,8 +496,7 @@ fn rerank_cost(indexed: &cairn_core::Core, semantic: &cairn_core::search::semant
             ..SearchQuery::new(format!("{} {}", QUESTIONS[rng.below(QUESTIONS.len())], rng.query(1, 2)))
         };
         let vector = semantic.embed_query(&q.text).expect("embed");
-        let engine =
-            HybridEngine { lexical: &cairn_core::search::IndexEngine, semantic: SemanticEngine { vector: &vector } };
+        let engine = HybridEngine { lexical: &cairn_core::search::IndexEngine, semantic: SemanticEngine::new(&vector) };
         // Which goes first alternates: the second of a pair finds the pages the first read.
         for turn in [i % 2, 1 - i % 2] {
             let t = Instant::now();

@@ -398,20 +398,30 @@ impl Semantic {
     /// The `k` memories nearest to a query vector (unit length), best first, with exact
     /// cosines: a Hamming shortlist of the binary codes, scored with the stored vectors.
     pub fn nearest(&self, conn: &Connection, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        let shortlist = crate::search_timing::phase("shortlist", || self.shortlist(query, k));
+        self.nearest_in(conn, query, &shortlist)
+    }
+
+    /// The shortlist [`Semantic::nearest`] scores for the `k` nearest: the memories whose codes
+    /// are nearest the query's. In memory only (no table read), so a hybrid search reads it
+    /// on the thread that embedded the query while the lexical ranking is read beside it.
+    pub fn shortlist(&self, query: &[f32], k: usize) -> Shortlist {
         let depth = if self.exact.load(Ordering::Relaxed) {
             usize::MAX
         } else {
             k.saturating_mul(SHORTLIST_PER_RESULT).max(SHORTLIST_MIN)
         };
-        let shortlist = self
-            .vectors
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .map_or_else(Vec::new, |index| crate::search_timing::phase("shortlist", || index.shortlist(query, depth)));
-        let mut scored = crate::search_timing::phase("rescore", || self.exact_cosines(conn, query, &shortlist));
+        let guard = self.vectors.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ids = guard.as_ref().map_or_else(Vec::new, |index| index.shortlist(query, depth));
+        Shortlist { k, ids }
+    }
+
+    /// [`Semantic::nearest`] of a shortlist already read ([`Semantic::shortlist`] of the
+    /// same query): its memories scored exactly, the best `k` kept.
+    pub fn nearest_in(&self, conn: &Connection, query: &[f32], shortlist: &Shortlist) -> Vec<(i64, f32)> {
+        let mut scored = crate::search_timing::phase("rescore", || self.exact_cosines(conn, query, &shortlist.ids));
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-        scored.truncate(k);
+        scored.truncate(shortlist.k);
         scored
     }
 
@@ -431,6 +441,20 @@ impl Semantic {
             tracing::warn!(error = %e, "reading stored vectors failed; semantic search found less");
         }
         out
+    }
+}
+
+/// The memories a nearest-`k` search scores exactly ([`Semantic::shortlist`]).
+#[derive(Debug, Clone, Default)]
+pub struct Shortlist {
+    k: usize,
+    ids: Vec<i64>,
+}
+
+impl Shortlist {
+    /// How many nearest memories it was read for.
+    pub fn k(&self) -> usize {
+        self.k
     }
 }
 
@@ -540,6 +564,9 @@ mod tests {
             // A search for 10 shortlists 400 of 4,000: a tenth is scored exactly.
             let near = semantic.nearest(&conn, &query, 10);
             assert_eq!(near.len(), 10);
+            let ahead = semantic.shortlist(&query, 10);
+            assert_eq!(ahead.k(), 10);
+            assert_eq!(semantic.nearest_in(&conn, &query, &ahead), near, "a shortlist read ahead scores the same");
             for (id, cosine) in &near {
                 assert_eq!(*cosine, cairn_embed::dot(&query, &vectors[*id as usize - 1]), "the model's own cosine");
             }

@@ -508,3 +508,41 @@ fn a_project_filter_fills_the_page_from_a_shortlist_of_every_project() {
         assert!(memory.title.starts_with("Automobile"), "{id}: {}", memory.title);
     }
 }
+
+/// A hybrid search reads the semantic ranking's shortlist on the thread that embedded the
+/// query (beside the lexical ranking): the engine uses a shortlist read ahead only when it was
+/// read for the number of memories it fetches first, and then ranks exactly as when it reads
+/// the shortlist itself.
+#[test]
+fn a_shortlist_read_ahead_ranks_as_one_read_in_place() {
+    use crate::search::fusion::{self, HybridEngine, SemanticEngine};
+    use crate::search::{IndexEngine, SearchEngine};
+    let s = indexed_semantic_store(1_500);
+    let semantic = s.semantic.clone().unwrap();
+    let car = semantic.embed_query("car").unwrap();
+    let deploy = semantic.embed_query("deploy").unwrap();
+    let q = SearchQuery { all_projects: true, ..SearchQuery::new("car") };
+    let depth = fusion::ranking_depth(q.effective_limit());
+    let ids = |engine: &SemanticEngine| -> Vec<(i64, Option<f32>)> {
+        engine.candidates(&s, &q, depth).unwrap().iter().map(|c| (c.id, c.scores.semantic)).collect()
+    };
+    let in_place = ids(&SemanticEngine::new(&car));
+    assert_eq!(in_place.len(), depth);
+    let ahead = semantic.shortlist(&car, fusion::first_fetch(depth));
+    assert_eq!(ids(&SemanticEngine { vector: &car, ahead: Some(&ahead) }), in_place, "the same ranking");
+    // Another query's shortlist, read for the same depth: used (so the ranking differs) ...
+    let other = semantic.shortlist(&deploy, fusion::first_fetch(depth));
+    assert_ne!(ids(&SemanticEngine { vector: &car, ahead: Some(&other) }), in_place, "a shortlist read ahead is used");
+    // ... but not when read for another depth.
+    let other = semantic.shortlist(&deploy, fusion::first_fetch(depth) + 1);
+    assert_eq!(ids(&SemanticEngine { vector: &car, ahead: Some(&other) }), in_place, "only for its own depth");
+    // Through `Core::search` (which reads it ahead): the hits of the engines without it.
+    let hybrid = s.search(&q).unwrap();
+    let without =
+        s.search_with(&HybridEngine { lexical: &IndexEngine, semantic: SemanticEngine::new(&car) }, &q).unwrap();
+    let hits = |r: &crate::search::SearchResults| -> Vec<(i64, u64)> {
+        r.hits.iter().map(|h| (h.observation.id, h.scores.fused.to_bits())).collect()
+    };
+    assert_eq!(hybrid.mode, SearchMode::Hybrid);
+    assert_eq!(hits(&hybrid), hits(&without));
+}

@@ -55,6 +55,22 @@ pub const CONTEXT_PREV: f64 = 0.1;
 /// Nearest memories to the query's vector, filtered like every search.
 pub struct SemanticEngine<'a> {
     pub vector: &'a [f32],
+    /// The shortlist of the first read, when it was read ahead (beside the lexical ranking,
+    /// `first_fetch`); used only when it was read for the same number of memories.
+    pub ahead: Option<&'a crate::semantic::Shortlist>,
+}
+
+impl<'a> SemanticEngine<'a> {
+    /// The engine of a query vector, every shortlist read when asked for.
+    pub fn new(vector: &'a [f32]) -> SemanticEngine<'a> {
+        SemanticEngine { vector, ahead: None }
+    }
+}
+
+/// How many nearest memories the semantic ranking reads first for `limit` candidates (more
+/// when the filters drop too many).
+pub(crate) fn first_fetch(limit: usize) -> usize {
+    limit * 2 + 16
 }
 
 impl SearchEngine for SemanticEngine<'_> {
@@ -66,9 +82,13 @@ impl SearchEngine for SemanticEngine<'_> {
         let Some(semantic) = &core.semantic else { return Ok(Vec::new()) };
         let floor = rerank::cosine_scale_of(semantic).min_similarity;
         // Filters are checked against the table; fetch more when too many fall out.
-        let mut fetch = limit * 2 + 16;
+        let mut fetch = first_fetch(limit);
+        let mut ahead = self.ahead.filter(|s| s.k() == fetch);
         loop {
-            let nearest = timing::phase("semantic.nearest", || semantic.nearest(core.store.conn(), self.vector, fetch));
+            let nearest = timing::phase("semantic.nearest", || match ahead.take() {
+                Some(shortlist) => semantic.nearest_in(core.store.conn(), self.vector, shortlist),
+                None => semantic.nearest(core.store.conn(), self.vector, fetch),
+            });
             let mut exhausted = nearest.len() < fetch;
             let mut kept = Vec::with_capacity(limit);
             for (id, cosine) in nearest {

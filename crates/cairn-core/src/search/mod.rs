@@ -204,7 +204,7 @@ impl SearchQuery {
         Self { text: text.into(), ..Self::default() }
     }
 
-    fn effective_limit(&self) -> usize {
+    pub(crate) fn effective_limit(&self) -> usize {
         if self.limit == 0 { DEFAULT_LIMIT } else { self.limit.min(MAX_LIMIT) }
     }
 }
@@ -527,7 +527,7 @@ impl Core {
             return self.search_with(lexical, query);
         }
         let hybrid = query.mode != Some(SearchMode::Semantic);
-        let (vector, lexical) = self.embed_beside_lexical(query, lexical, hybrid);
+        let (vector, ahead, lexical) = self.embed_beside_lexical(query, lexical, hybrid);
         let lexical = &lexical;
         let vector = match vector {
             Ok(vector) => vector,
@@ -540,7 +540,7 @@ impl Core {
             }
         };
         let mode = query.mode.unwrap_or(SearchMode::Hybrid);
-        let semantic = fusion::SemanticEngine { vector: &vector };
+        let semantic = fusion::SemanticEngine { vector: &vector, ahead: ahead.as_ref() };
         let mut results = match mode {
             SearchMode::Semantic => self.search_with(&semantic, query)?,
             _ => self.search_with(&fusion::HybridEngine { lexical, semantic }, query)?,
@@ -558,7 +558,7 @@ impl Core {
         }
         let Ok(vector) = self.query_vector(&query.text) else { return Ok(Vec::new()) };
         let lexical = self.lexical_engine();
-        let hybrid = fusion::HybridEngine { lexical, semantic: fusion::SemanticEngine { vector: &vector } };
+        let hybrid = fusion::HybridEngine { lexical, semantic: fusion::SemanticEngine::new(&vector) };
         Ok(hybrid.pool(self, query, query.effective_limit())?.into_iter().map(|(c, f)| (c.id, f)).collect())
     }
 
@@ -567,26 +567,40 @@ impl Core {
     /// ranking nor the ranking for it. The ranking comes back as an engine that answers the
     /// fusion's request from what was read. Beside the ranking, the embedding keeps to its own
     /// thread (`embed_query_alone`): with its second thread too, three threads shared two
-    /// cores and the ranking, then the longer of the two, took 7 ms where it takes 3–5 alone.
+    /// cores and the ranking took 7 ms where it takes 3–5 alone. The embedding thread goes on
+    /// to the semantic ranking's shortlist (the Hamming scan of every code, which needs only
+    /// the query's vector), so that too is read beside the lexical ranking; its exact
+    /// re-score, which reads the table, stays on this thread.
+    #[allow(clippy::type_complexity)]
     fn embed_beside_lexical<'a>(
         &self,
         query: &'a SearchQuery,
         lexical: &'a dyn SearchEngine,
         prefetch: bool,
-    ) -> (std::result::Result<std::sync::Arc<[f32]>, semantic::Unavailable>, Prefetched<'a>) {
+    ) -> (std::result::Result<std::sync::Arc<[f32]>, semantic::Unavailable>, Option<semantic::Shortlist>, Prefetched<'a>)
+    {
         let depth = fusion::ranking_depth(query.effective_limit());
         let semantic = match ready_semantic(self.semantic.as_deref()) {
             Ok(semantic) => semantic,
-            Err(why) => return (Err(why), Prefetched { engine: lexical, query, depth, found: None }),
+            Err(why) => return (Err(why), None, Prefetched { engine: lexical, query, depth, found: None }),
         };
         let embed = || {
             let started = std::time::Instant::now();
             let vector =
                 if prefetch { semantic.embed_query_alone(&query.text) } else { semantic.embed_query(&query.text) };
-            (vector, started.elapsed())
+            let took = started.elapsed();
+            let ahead = match &vector {
+                Ok(vector) if prefetch => {
+                    let started = std::time::Instant::now();
+                    let shortlist = semantic.shortlist(vector, fusion::first_fetch(depth));
+                    Some((shortlist, started.elapsed()))
+                }
+                _ => None,
+            };
+            (vector, took, ahead)
         };
         let read_lexical = || prefetch.then(|| timing::phase("lexical", || lexical.candidates(self, query, depth)));
-        let ((vector, took), found) = std::thread::scope(|scope| {
+        let ((vector, took, ahead), found) = std::thread::scope(|scope| {
             // A thread that cannot start (a process at its thread limit) only loses the overlap.
             match std::thread::Builder::new().name("cairn-query-embed".into()).spawn_scoped(scope, embed) {
                 Ok(embedding) => {
@@ -595,6 +609,7 @@ impl Core {
                         (
                             Err(semantic::Unavailable::Failing("embedding the query panicked".into())),
                             std::time::Duration::ZERO,
+                            None,
                         )
                     });
                     (embedded, found)
@@ -603,7 +618,11 @@ impl Core {
             }
         });
         timing::record("embed", took);
-        (vector, Prefetched { engine: lexical, query, depth, found })
+        let ahead = ahead.map(|(shortlist, took)| {
+            timing::record("shortlist", took);
+            shortlist
+        });
+        (vector, ahead, Prefetched { engine: lexical, query, depth, found })
     }
 
     /// The lexical engine of this context: the in-memory index when it has one, else FTS5.

@@ -143,15 +143,14 @@ impl Linear {
     fn new(weight: &[f32], bias: &[f32], inputs: usize, outputs: usize) -> Linear {
         let mut bias = bias.to_vec();
         bias.resize(outputs.div_ceil(NR) * NR, 0.0);
+        let four_bit = quantised(weight, inputs);
+        let q4 = if four_bit { Q4Panels::when_exact(weight, inputs, outputs) } else { None };
         let mut packed = Panels { k: inputs, outputs, ..Panels::default() };
-        if !quantised(weight, inputs) {
-            packed.pack(inputs, outputs, |i, o| weight[o * inputs + i]);
-            return Linear { weight: packed, q4: None, bias };
-        }
-        let q4 = Q4Panels::when_exact(weight, inputs, outputs);
         if q4.is_none() {
             packed.pack(inputs, outputs, |i, o| weight[o * inputs + i]);
-            packed.keep_as_f16();
+            if four_bit {
+                packed.keep_as_f16();
+            }
         }
         Linear { weight: packed, q4, bias }
     }

@@ -12,7 +12,13 @@ Steps: one `cairn serve` without a model loads the memories (cairn-bench's load 
 --work and reused); per build (--cairn, and --compare for a second one, side by side), a copy
 of the store with the vectors gets a daemon with the model: the time from its start to its
 first /health, to its first hybrid search answered (lexical while the vectors load), and to
-"semantic index ready" in its log (every vector in memory), then cairn-bench's hybrid searches, then VmRSS and VmHWM.
+"semantic index ready" in its log (every vector in memory), then, once the lexical index is
+built too ("search index ready"), cairn-bench's hybrid searches, then VmRSS and VmHWM.
+
+Each copy starts with the judge's mark at its newest memory: a store whose memories were judged
+as they arrived, as a year of use leaves it. `--judge-backlog` starts it unjudged instead, so the
+judge works through a million arrivals on one core while the searches are measured (a bulk
+import's first hours).
 
     python3 scripts/bench-vectors.py --cairn target/release/cairn \\
         --bench target/release/cairn-bench --size 1000000 --searches 300 \\
@@ -89,10 +95,21 @@ def cold_start(cairn, data, home, env, log):
     first = time.time() - started
     # The daemon logs when every vector is in memory (polling /stats instead would count
     # pending embeddings over the whole table, at a million memories a load of its own).
-    while "semantic index ready" not in open(log, errors="replace").read()[log_start:]:
-        time.sleep(0.2)
+    wait_for_log(log, "semantic index ready", log_start)
     ready = time.time() - started
     return d, health, first, ready
+
+
+def wait_for_log(log, line, offset):
+    """Until `line` is in the daemon's log past `offset` (each daemon appends to it)."""
+    while line not in open(log, errors="replace").read()[offset:]:
+        time.sleep(0.2)
+
+
+def mark_judged(db):
+    """The judge's mark at the newest memory: every memory judged already."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE judge_mark SET last_memory_id = (SELECT COALESCE(MAX(id), 0) FROM observations)")
 
 
 def main():
@@ -107,6 +124,8 @@ def main():
     ap.add_argument("--work", required=True, help="the stores are kept here")
     ap.add_argument("--rounds", type=int, default=1,
                     help="measure the builds this many times, alternated (A B, B A, ...), and print the medians")
+    ap.add_argument("--judge-backlog", action="store_true",
+                    help="leave every memory unjudged: the judge's backlog runs during the searches")
     ap.add_argument("--timing", action="store_true",
                     help="log each search's phases (cairn_core::search::timing) and print their medians")
     args = ap.parse_args()
@@ -157,8 +176,12 @@ def main():
                 shutil.rmtree(data, ignore_errors=True)
                 os.makedirs(data)
                 shutil.copy(vectors_db, os.path.join(data, "cairn.db"))
+                if not args.judge_backlog:
+                    mark_judged(os.path.join(data, "cairn.db"))
             log = os.path.join(work, f"{label}.log")
+            daemon_from = os.path.getsize(log) if os.path.exists(log) else 0
             d, health, first, ready = cold_start(cairn, data, home, env, log)
+            wait_for_log(log, "search index ready", daemon_from)
             log_from = os.path.getsize(log)
             out = os.path.join(work, f"{label}-hybrid.json")
             cmd = [bench, "--url", d.url(), "--size", str(args.size), "--phases", "search-project,search-question",

@@ -684,6 +684,13 @@ impl SharedIndex {
         filter: &IndexFilter,
         limit: usize,
     ) -> Result<Option<Vec<(i64, f32)>>> {
+        if conn.transaction_state(Some(rusqlite::MAIN_DB))? == rusqlite::TransactionState::Write {
+            // Inside a write transaction (the writer's group commit) the connection sees rows
+            // that may yet roll back: they must not enter the shared index. The answer is what
+            // the index holds, which the follower brings up to each commit.
+            let guard = self.inner.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            return Ok(guard.as_ref().map(|index| index.search(terms, filter, limit)));
+        }
         let latest = max_seq(conn)?;
         {
             let guard = self.inner.read().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -792,6 +799,21 @@ mod tests {
         other.save(&obs("p", "third", "gamma")).unwrap();
         assert_eq!(ids(&daemon, "beta").len(), 1, "missed change recovered by a rebuild");
         assert_eq!(ids(&daemon, "gamma").len(), 1);
+    }
+
+    #[test]
+    fn rows_a_write_transaction_may_roll_back_never_enter_the_shared_index() {
+        let (_dir, mut daemon, mut other) = indexed_pair();
+        // The writer's group commit: its connection sees its own rows before they are kept.
+        daemon.store.conn().execute_batch("BEGIN IMMEDIATE").unwrap();
+        daemon.store.save(&obs("p", "phantom", "rolled back")).unwrap();
+        assert!(ids(&daemon, "phantom").is_empty(), "answered from what the index holds");
+        daemon.store.conn().execute_batch("ROLLBACK").unwrap();
+        // The change log reuses the rolled-back sequence number: an index that had taken the
+        // phantom would count this write as applied and never see it.
+        let kept = other.save(&obs("p", "kept", "committed")).unwrap();
+        assert_eq!(ids(&daemon, "kept"), vec![kept.id]);
+        assert!(ids(&daemon, "phantom").is_empty());
     }
 
     #[test]

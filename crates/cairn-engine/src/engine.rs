@@ -47,7 +47,7 @@ const WAL_RESTART_EVERY: Duration = Duration::from_millis(200);
 /// Memories embedded per batch by the background indexer (about half a second of CPU).
 const EMBED_BATCH: usize = 16;
 /// How often the indexer looks for memories written by other processes.
-const EMBED_POLL: Duration = Duration::from_secs(5);
+const EMBED_POLL: Duration = if cfg!(test) { Duration::from_millis(100) } else { Duration::from_secs(5) };
 /// Most changes the backfill reads to leave to the fresh lane (those after its mark: a few,
 /// unless an import just landed, and then these are the newest).
 const UNSEEN_MOST: usize = 4096;
@@ -837,6 +837,17 @@ struct EmbedLane {
     lanes: Arc<Lanes>,
 }
 
+/// What ended a wait for work.
+#[derive(PartialEq, Eq)]
+enum Waited {
+    /// A commit woke the lane.
+    Woken,
+    /// The poll's time came.
+    Poll,
+    /// The engine is gone.
+    Gone,
+}
+
 /// Whether a lane goes on, once the model is there.
 enum Ready {
     Yes,
@@ -863,8 +874,36 @@ impl EmbedLane {
 
     /// Wait for a commit's wake-up or the poll; `false` when the engine is gone.
     fn wait_for_work(&self, woken: &Mutex<mpsc::Receiver<()>>) -> bool {
+        self.wait(woken) != Waited::Gone
+    }
+
+    /// Wait for a commit's wake-up or the poll, and say which came.
+    fn wait(&self, woken: &Mutex<mpsc::Receiver<()>>) -> Waited {
         let woken = woken.lock().unwrap_or_else(std::sync::PoisonError::into_inner).recv_timeout(EMBED_POLL);
-        !matches!(woken, Err(mpsc::RecvTimeoutError::Disconnected)) && self.db.strong_count() > 0
+        match woken {
+            _ if self.db.strong_count() == 0 => Waited::Gone,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Waited::Gone,
+            Err(mpsc::RecvTimeoutError::Timeout) => Waited::Poll,
+            Ok(()) => Waited::Woken,
+        }
+    }
+
+    /// Wait until there may be something to embed: a commit's wake-up, or a poll that finds the
+    /// database changed since `idle_at` (its `data_version` when a scan found every memory
+    /// embedded). The poll is for writes this daemon's writer did not make (another process);
+    /// with nothing changed it skips the scan, which at a million memories read the whole
+    /// table every 5 s (a fifth of a core, forever, on an idle daemon). `false`: the engine is gone.
+    fn wait_for_change(&self, woken: &Mutex<mpsc::Receiver<()>>, store: &Store, idle_at: Option<i64>) -> bool {
+        loop {
+            match self.wait(woken) {
+                Waited::Gone => return false,
+                Waited::Woken => return true,
+                Waited::Poll if idle_at.is_none() || store.data_version().ok() != idle_at => return true,
+                // Stopped, or another model took over: the loop sees it.
+                Waited::Poll if !matches!(self.ready(), Ready::Yes) => return true,
+                Waited::Poll => {}
+            }
+        }
     }
 
     /// Embed `pending` and store the vectors through the writer.
@@ -915,8 +954,16 @@ fn backfill_loop(lane: &EmbedLane, woken: &Mutex<mpsc::Receiver<()>>) {
             }
             Ready::Yes => {}
         }
+        let idle_at = reader.store.data_version().ok();
         let claim = match backfill_claim(lane, &reader.store, &model) {
-            Ok(claim) => claim,
+            Ok(Backfill::Claimed(claim)) => Some(claim),
+            Ok(Backfill::AllEmbedded) => {
+                if !lane.wait_for_change(woken, &reader.store, idle_at) {
+                    return;
+                }
+                continue;
+            }
+            Ok(Backfill::FreshLanes) => None,
             Err(e) => {
                 tracing::warn!(error = %e, "could not list memories to embed");
                 None
@@ -952,13 +999,23 @@ fn backfill_loop(lane: &EmbedLane, woken: &Mutex<mpsc::Receiver<()>>) {
     }
 }
 
+/// What the backfill found to do.
+enum Backfill<'a> {
+    /// Its next batch.
+    Claimed(Claim<'a>),
+    /// Memories wait for a vector, but the fresh lane has them (or has not looked at them yet).
+    FreshLanes,
+    /// Every memory has its vector.
+    AllEmbedded,
+}
+
 /// The backfill's next batch: the newest memories without a vector, less those the fresh lane
-/// has claimed or not looked at yet. `None` when there is nothing for it.
-fn backfill_claim<'a>(lane: &'a EmbedLane, store: &Store, model: &str) -> Result<Option<Claim<'a>>> {
+/// has claimed or not looked at yet.
+fn backfill_claim<'a>(lane: &'a EmbedLane, store: &Store, model: &str) -> Result<Backfill<'a>> {
     // Twice a batch: the newest few may be the fresh lane's.
     let listed = store.pending_embeddings(model, EMBED_BATCH * 2)?;
     if listed.is_empty() {
-        return Ok(None);
+        return Ok(Backfill::AllEmbedded);
     }
     let unseen: HashSet<i64> = match lane.lanes.fresh_seen() {
         Some(seq) => store.changed_since(seq, UNSEEN_MOST)?.1.into_iter().collect(),
@@ -966,7 +1023,7 @@ fn backfill_claim<'a>(lane: &'a EmbedLane, store: &Store, model: &str) -> Result
     };
     let ids: Vec<i64> = listed.iter().map(|p| p.id).collect();
     let claim = lane.lanes.claim_backfill(&ids, &unseen, EMBED_BATCH);
-    Ok((!claim.ids().is_empty()).then_some(claim))
+    Ok(if claim.ids().is_empty() { Backfill::FreshLanes } else { Backfill::Claimed(claim) })
 }
 
 /// The fresh lane: what was saved or revised since it started, a batch at a time within its
@@ -1192,6 +1249,26 @@ mod tests {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Vectors another process deletes (no commit of this daemon's writer wakes the lanes, and
+    /// the change log does not show it) are embedded again at the poll: an idle backfill skips
+    /// its scan only while the database is unchanged.
+    #[test]
+    fn vectors_another_process_deletes_are_embedded_again_at_the_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cairn.db");
+        let semantic = Semantic::new(Arc::new(Fixed { id: "fixed", axis: 0, slow: Duration::ZERO }));
+        let db = Engine::open_with(&path, Some(semantic), Arc::default()).unwrap();
+        for i in 0..3 {
+            db.execute_blocking(save(format!("memory {i}"))).unwrap();
+        }
+        wait_until("every memory embedded", || stored(&path) == [("fixed".to_owned(), 3)]);
+        // Idle polls: nothing changed, nothing to do.
+        std::thread::sleep(EMBED_POLL * 3);
+        rusqlite::Connection::open(&path).unwrap().execute("DELETE FROM embeddings", []).unwrap();
+        wait_until("the vectors embedded again", || stored(&path) == [("fixed".to_owned(), 3)]);
+        db.stop(Duration::from_secs(5));
     }
 
     /// A reader out on a request while the model switches is not pooled again with the old

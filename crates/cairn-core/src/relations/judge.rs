@@ -219,7 +219,7 @@ impl Core {
         let floor = if model.is_some() { JUDGE_MIN_SCORE } else { crate::relations::CANDIDATE_MIN_SCORE };
         let mut near: Vec<(i64, bool)> = self
             .store
-            .lexical_neighbours(memory, NEIGHBOURS, floor)?
+            .lexical_neighbours(memory, NEIGHBOURS, floor, self.index.as_ref())?
             .iter()
             .map(|(score, o)| (o.id, *score >= crate::relations::CANDIDATE_MIN_SCORE))
             .collect();

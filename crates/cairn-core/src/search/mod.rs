@@ -600,6 +600,8 @@ impl Core {
             (vector, took, ahead)
         };
         let read_lexical = || prefetch.then(|| timing::phase("lexical", || lexical.candidates(self, query, depth)));
+        // "beside": the embedding and the lexical ranking together, the thread's start included.
+        let beside = std::time::Instant::now();
         let ((vector, took, ahead), found) = std::thread::scope(|scope| {
             // A thread that cannot start (a process at its thread limit) only loses the overlap.
             match std::thread::Builder::new().name("cairn-query-embed".into()).spawn_scoped(scope, embed) {
@@ -617,6 +619,7 @@ impl Core {
                 Err(_) => (embed(), read_lexical()),
             }
         });
+        timing::record("beside", beside.elapsed());
         timing::record("embed", took);
         let ahead = ahead.map(|(shortlist, took)| {
             timing::record("shortlist", took);

@@ -81,6 +81,13 @@ impl Store {
     }
 
     /// The newest `seq` of the change log (0 when empty): where a follower of it starts.
+    /// SQLite's `data_version` of this connection: it moves whenever another connection commits
+    /// to the database (this daemon's writer, another process). Unmoved, nothing anyone could
+    /// have written has changed what this connection reads.
+    pub fn data_version(&self) -> Result<i64> {
+        Ok(self.conn().query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
     pub fn newest_change(&self) -> Result<i64> {
         crate::store::index_feed::newest_change_seq(self.conn())
     }

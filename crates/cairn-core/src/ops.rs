@@ -258,7 +258,9 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
         }
         Op::PluginConfig => OpOutput::PluginConfig(core.settings.plugin_config()),
         Op::Save(req) => OpOutput::Save(save(core, &req)?),
-        Op::ScanRelations(req) => OpOutput::ScanRelations(core.store.scan_relations(&req, core.index.as_ref())?),
+        Op::ScanRelations(req) if !req.semantic => {
+            OpOutput::ScanRelations(core.store.scan_relations(&req, core.index.as_ref())?)
+        }
         other => {
             let Core { store, history, settings, .. } = core;
             execute_on_store(store, history, settings, other)?

@@ -221,7 +221,8 @@ fn relation_not_found(what: &str) -> CairnError {
 impl Store {
     /// Memories of the same project and scope that look like the memory `id`, scored 0..1.
     /// With `record`, each becomes a pending relation to judge.
-    /// Ranked on `index` when one is given (see [`Store::ranked_by_title`]).
+    /// Ranked on `index` when one is given and built (narrowed to the project and scope), else
+    /// on FTS5.
     pub fn find_candidates(
         &mut self,
         id: i64,

@@ -154,11 +154,13 @@ impl ScanReport {
 pub struct PokeRequest {
     #[serde(default)]
     pub host: Option<HistoryHost>,
-    /// A transcript file (Claude Code) or a database (OpenCode).
+    /// A transcript file (Claude Code) or a database (OpenCode). No NUL: no file's path holds
+    /// one, and every write refuses it (`nul_character`).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, pattern = r"^[^\x00]*$"))]
     pub path: Option<PathBuf>,
     #[serde(default, alias = "sessionId")]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[^\x00]*$"))]
     pub session_id: Option<String>,
 }
 

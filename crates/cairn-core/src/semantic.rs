@@ -25,7 +25,7 @@ pub use crate::store::embeddings::{CONTEXT_MAX_CHARS, PendingText, decode, encod
 use crate::store::vectors;
 
 mod vector_index;
-pub use vector_index::VectorIndex;
+pub use vector_index::{ScanHelp, ScanShare, VectorIndex};
 
 /// Characters of a memory given to the model: MiniLM reads 256 tokens (about 1,200
 /// characters of English); endpoints with longer windows get a little more.
@@ -406,14 +406,31 @@ impl Semantic {
     /// are nearest the query's. In memory only (no table read), so a hybrid search reads it
     /// on the thread that embedded the query while the lexical ranking is read beside it.
     pub fn shortlist(&self, query: &[f32], k: usize) -> Shortlist {
+        self.shortlist_shared(query, k, None)
+    }
+
+    /// [`Semantic::shortlist`], its scan of every code shared with a thread that calls
+    /// [`Semantic::help_scan`] on `share` meanwhile (the same shortlist).
+    pub fn shortlist_shared(&self, query: &[f32], k: usize, share: Option<&ScanShare>) -> Shortlist {
         let depth = if self.exact.load(Ordering::Relaxed) {
             usize::MAX
         } else {
             k.saturating_mul(SHORTLIST_PER_RESULT).max(SHORTLIST_MIN)
         };
         let guard = self.vectors.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let ids = guard.as_ref().map_or_else(Vec::new, |index| index.shortlist(query, depth));
+        let ids = guard.as_ref().map_or_else(Vec::new, |index| index.shortlist_shared(query, depth, share));
         Shortlist { k, ids }
+    }
+
+    /// Take parts of the shortlist scan published on `share` ([`Semantic::shortlist_shared`]
+    /// on another thread), if one is or will be; back when it is over. Never waits for the
+    /// vectors' lock: while a writer holds or awaits it, the scanner scans alone.
+    pub fn help_scan(&self, share: &ScanShare) {
+        let Some(help) = share.published() else { return };
+        let Ok(guard) = self.vectors.try_read() else { return };
+        if let Some(index) = guard.as_ref() {
+            help.run_on(index);
+        }
     }
 
     /// [`Semantic::nearest`] of a shortlist already read ([`Semantic::shortlist`] of the

@@ -484,6 +484,15 @@ impl SearchEngine for Prefetched<'_> {
     }
 }
 
+/// Ends a shared scan's wait when dropped ([`semantic::ScanShare::finish`]).
+struct FinishOnDrop<'a>(&'a semantic::ScanShare);
+
+impl Drop for FinishOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}
+
 /// What `query` lets a search return: its project (unless all projects; plus personal
 /// memories), type and scope, normalised as the store keeps them.
 fn memory_filter(query: &SearchQuery) -> index::IndexFilter {
@@ -584,7 +593,12 @@ impl Core {
             Ok(semantic) => semantic,
             Err(why) => return (Err(why), None, Prefetched { engine: lexical, query, depth, found: None }),
         };
+        // The shortlist's scan of every code, which the lexical thread joins once it has its
+        // ranking (at 1M, 48 MB of codes: the longest step beside the lexical ranking).
+        let share = semantic::ScanShare::default();
         let embed = || {
+            // However this ends (a panic too), a helper waiting for the scan goes back.
+            let _finish = FinishOnDrop(&share);
             let started = std::time::Instant::now();
             let vector =
                 if prefetch { semantic.embed_query_alone(&query.text) } else { semantic.embed_query(&query.text) };
@@ -592,7 +606,7 @@ impl Core {
             let ahead = match &vector {
                 Ok(vector) if prefetch => {
                     let started = std::time::Instant::now();
-                    let shortlist = semantic.shortlist(vector, fusion::first_fetch(depth));
+                    let shortlist = semantic.shortlist_shared(vector, fusion::first_fetch(depth), Some(&share));
                     Some((shortlist, started.elapsed()))
                 }
                 _ => None,
@@ -607,6 +621,9 @@ impl Core {
             match std::thread::Builder::new().name("cairn-query-embed".into()).spawn_scoped(scope, embed) {
                 Ok(embedding) => {
                     let found = read_lexical();
+                    if prefetch {
+                        timing::phase("help_scan", || semantic.help_scan(&share));
+                    }
                     let embedded = embedding.join().unwrap_or_else(|_| {
                         (
                             Err(semantic::Unavailable::Failing("embedding the query panicked".into())),

@@ -9,6 +9,8 @@
 //! the sign of a raw value says little; its side of the mean splits the memories in two.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// The in-memory index: binary codes, one slot per memory.
 #[derive(Debug, Default)]
@@ -94,6 +96,12 @@ impl VectorIndex {
     /// there are no more than `n`), in no particular order. Empty for a query of another
     /// length.
     pub fn shortlist(&self, query: &[f32], n: usize) -> Vec<i64> {
+        self.shortlist_shared(query, n, None)
+    }
+
+    /// [`VectorIndex::shortlist`], its scan of every code shared with a thread that calls
+    /// [`ScanShare::help`] on `share` meanwhile (the same distances, so the same shortlist).
+    pub fn shortlist_shared(&self, query: &[f32], n: usize, share: Option<&ScanShare>) -> Vec<i64> {
         if query.len() != self.dims || n == 0 || self.live == 0 {
             return Vec::new();
         }
@@ -101,8 +109,13 @@ impl VectorIndex {
             return self.filled_slots().map(|slot| self.ids[slot]).collect();
         }
         let code = self.code(query);
-        let mut distances = vec![0u16; self.ids.len()];
-        cairn_embed::hamming_rows(&code, &self.codes, &mut distances);
+        let distances = if let Some(share) = share.filter(|_| self.ids.len() >= 2 * SCAN_PART) {
+            share.scan(code, self)
+        } else {
+            let mut distances = vec![0u16; self.ids.len()];
+            cairn_embed::hamming_rows(&code, &self.codes, &mut distances);
+            distances
+        };
         sampled_bound(&distances, n, self.words * 64)
             .and_then(|bound| self.nearest_within(&distances, n, bound))
             .unwrap_or_else(|| self.nearest_by_histogram(&distances, n))
@@ -177,6 +190,128 @@ impl VectorIndex {
     }
 }
 
+/// Codes one thread scans at a time in a shared scan ([`ScanShare`]).
+const SCAN_PART: usize = if cfg!(test) { 1_024 } else { 65_536 };
+
+/// A Hamming scan of every code that a second thread can join: at a million memories the scan
+/// reads 48 MB, and in a hybrid search the thread that reads the lexical ranking is idle once
+/// it has it. The scanning thread publishes the scan; [`ScanShare::help`] takes parts of it
+/// until none are left; the scanner waits only for parts a helper has taken, and a helper
+/// takes one only while it reads the same index (so neither ever waits for a writer).
+#[derive(Debug, Default)]
+pub struct ScanShare {
+    state: Mutex<ShareState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+enum ShareState {
+    /// The scanner has not published its scan yet.
+    #[default]
+    Waiting,
+    Scanning(Arc<ScanJob>),
+    /// No scan to share: it is done, or there will be none.
+    Over,
+}
+
+#[derive(Debug)]
+struct ScanJob {
+    query: Vec<u64>,
+    slots: usize,
+    words: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+    parts: Vec<Mutex<Vec<u16>>>,
+}
+
+impl ScanJob {
+    /// Scan parts of `codes` until none is left unclaimed.
+    fn run(&self, codes: &[u64]) {
+        loop {
+            let part = self.next.fetch_add(1, Ordering::AcqRel);
+            if part >= self.parts.len() {
+                return;
+            }
+            let from = part * SCAN_PART;
+            let to = (from + SCAN_PART).min(self.slots);
+            let mut out = self.parts[part].lock().unwrap_or_else(PoisonError::into_inner);
+            out.resize(to - from, 0);
+            cairn_embed::hamming_rows(&self.query, &codes[from * self.words..to * self.words], &mut out);
+            drop(out);
+            self.done.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A published scan a second thread can take parts of ([`ScanShare::published`]).
+#[derive(Debug)]
+pub struct ScanHelp(Arc<ScanJob>);
+
+impl ScanHelp {
+    /// Take parts of the scan, reading `index`, until none is left. `index` must be the
+    /// scanner's, under a read lock taken without waiting (`try_read`): a scanner waits for
+    /// every part taken, so a part must never wait for a writer. Another index (a vector came
+    /// or went between the two reads) is left alone.
+    pub fn run_on(&self, index: &VectorIndex) {
+        if index.ids.len() == self.0.slots && index.words == self.0.words {
+            self.0.run(&index.codes);
+        }
+    }
+}
+
+impl ScanShare {
+    /// Scan every code of `index` for `query` (its code), with whoever helps.
+    fn scan(&self, query: Vec<u64>, index: &VectorIndex) -> Vec<u16> {
+        let slots = index.ids.len();
+        let parts = slots.div_ceil(SCAN_PART);
+        let job = Arc::new(ScanJob {
+            query,
+            slots,
+            words: index.words,
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            parts: (0..parts).map(|_| Mutex::new(Vec::new())).collect(),
+        });
+        self.set(ShareState::Scanning(Arc::clone(&job)));
+        job.run(&index.codes);
+        // What is left is a part a helper took last: a fraction of the scan.
+        while job.done.load(Ordering::Acquire) < parts {
+            std::thread::yield_now();
+        }
+        self.set(ShareState::Over);
+        let mut distances = Vec::with_capacity(slots);
+        for part in &job.parts {
+            distances.extend_from_slice(&part.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+        distances
+    }
+
+    /// The scan published on this share, once it is (`None`: over, or there will be none).
+    /// Waits while the scanner has not published yet: call it only while a scanner will, or
+    /// will call [`ScanShare::finish`]. Hold no read lock of the index while waiting (a writer
+    /// queued behind it would keep the scanner from reading the index at all).
+    pub fn published(&self) -> Option<ScanHelp> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            match &*state {
+                ShareState::Waiting => state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner),
+                ShareState::Scanning(job) => return Some(ScanHelp(Arc::clone(job))),
+                ShareState::Over => return None,
+            }
+        }
+    }
+
+    /// No scan will be published (or it is done): a helper waiting goes back.
+    pub fn finish(&self) {
+        self.set(ShareState::Over);
+    }
+
+    fn set(&self, to: ShareState) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = to;
+        self.changed.notify_all();
+    }
+}
+
 /// Slots whose distances are tested for the bound at once ([`VectorIndex::nearest_within`]).
 const RUN: usize = 64;
 /// One slot in this many is sampled for the bound.
@@ -225,6 +360,49 @@ fn sampled_bound(distances: &[u16], n: usize, bits: usize) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn random_index(n: usize, dims: usize, seed: u64) -> (VectorIndex, Vec<Vec<f32>>) {
+        let mut state = seed;
+        let mut next = move || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 33) % 2001) as f32 / 1000.0 - 1.0
+        };
+        let vectors: Vec<Vec<f32>> = (0..n + 8).map(|_| (0..dims).map(|_| next()).collect()).collect();
+        let mut index = VectorIndex::default();
+        for (i, v) in vectors[..n].iter().enumerate() {
+            index.upsert(i as i64, v);
+        }
+        (index, vectors[n..].to_vec())
+    }
+
+    /// A scan a second thread helps with gives the shortlist of one thread alone, whether the
+    /// helper joins, comes late, or finds the scan over.
+    #[test]
+    fn a_shared_scan_is_the_scan_of_one_thread() {
+        let (index, queries) = random_index(5 * SCAN_PART + 17, 96, 3);
+        let index = std::sync::RwLock::new(index);
+        for query in &queries {
+            let alone = index.read().unwrap().shortlist(query, 300);
+            let share = ScanShare::default();
+            let shared = std::thread::scope(|scope| {
+                let helper = scope.spawn(|| {
+                    if let Some(help) = share.published() {
+                        help.run_on(&index.read().unwrap());
+                    }
+                });
+                let shared = index.read().unwrap().shortlist_shared(query, 300, Some(&share));
+                share.finish();
+                helper.join().unwrap();
+                shared
+            });
+            assert_eq!(shared, alone);
+        }
+        // Nobody helps: the scanner scans every part itself.
+        let share = ScanShare::default();
+        let shared = index.read().unwrap().shortlist_shared(&queries[0], 300, Some(&share));
+        assert_eq!(shared, index.read().unwrap().shortlist(&queries[0], 300));
+        assert!(share.published().is_none(), "over once scanned");
+    }
 
     #[test]
     fn a_shortlist_holds_the_nearest_codes() {

@@ -100,7 +100,7 @@ impl VectorIndex {
     }
 
     /// [`VectorIndex::shortlist`], its scan of every code shared with a thread that calls
-    /// [`ScanShare::help`] on `share` meanwhile (the same distances, so the same shortlist).
+    /// [`ScanShare::published`] on `share` meanwhile (the same distances, so the same shortlist).
     pub fn shortlist_shared(&self, query: &[f32], n: usize, share: Option<&ScanShare>) -> Vec<i64> {
         if query.len() != self.dims || n == 0 || self.live == 0 {
             return Vec::new();
@@ -195,9 +195,9 @@ const SCAN_PART: usize = if cfg!(test) { 1_024 } else { 65_536 };
 
 /// A Hamming scan of every code that a second thread can join: at a million memories the scan
 /// reads 48 MB, and in a hybrid search the thread that reads the lexical ranking is idle once
-/// it has it. The scanning thread publishes the scan; [`ScanShare::help`] takes parts of it
-/// until none are left; the scanner waits only for parts a helper has taken, and a helper
-/// takes one only while it reads the same index (so neither ever waits for a writer).
+/// it has it. The scanning thread publishes the scan; a helper ([`ScanHelp::run_on`]) takes
+/// parts of it until none are left; the scanner waits only for parts a helper has taken, and a
+/// helper takes one only while it reads the same index (so neither ever waits for a writer).
 #[derive(Debug, Default)]
 pub struct ScanShare {
     state: Mutex<ShareState>,

@@ -512,12 +512,13 @@ fn a_project_filter_fills_the_page_from_a_shortlist_of_every_project() {
 /// A hybrid search reads the semantic ranking's shortlist on the thread that embedded the
 /// query (beside the lexical ranking): the engine uses a shortlist read ahead only when it was
 /// read for the number of memories it fetches first, and then ranks exactly as when it reads
-/// the shortlist itself.
+/// the shortlist itself. Enough memories that `Core::search` shares the scan with the lexical
+/// thread (two of its parts in tests), as at a million.
 #[test]
 fn a_shortlist_read_ahead_ranks_as_one_read_in_place() {
     use crate::search::fusion::{self, HybridEngine, SemanticEngine};
     use crate::search::{IndexEngine, SearchEngine};
-    let s = indexed_semantic_store(1_500);
+    let s = indexed_semantic_store(2_500);
     let semantic = s.semantic.clone().unwrap();
     let car = semantic.embed_query("car").unwrap();
     let deploy = semantic.embed_query("deploy").unwrap();

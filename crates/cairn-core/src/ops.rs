@@ -258,9 +258,10 @@ pub fn execute(core: &mut Core, op: Op) -> Result<OpOutput> {
         }
         Op::PluginConfig => OpOutput::PluginConfig(core.settings.plugin_config()),
         Op::Save(req) => OpOutput::Save(save(core, &req)?),
-        Op::ScanRelations(req) if !req.semantic => {
-            OpOutput::ScanRelations(core.store.scan_relations(&req, core.index.as_ref())?)
-        }
+        // The model lives in the daemon's engine, which runs a semantic scan itself (off the
+        // writer); a store alone has none.
+        Op::ScanRelations(req) if req.semantic => return Err(crate::relations::judge::no_model_here()),
+        Op::ScanRelations(req) => OpOutput::ScanRelations(core.store.scan_relations(&req, core.index.as_ref())?),
         other => {
             let Core { store, history, settings, .. } = core;
             execute_on_store(store, history, settings, other)?
@@ -369,9 +370,6 @@ fn execute_on_store(
             OpOutput::RelationStats(store.relation_stats(project.as_deref())?)
         }
         Op::GetRelation(GetRelationRequest { id }) => OpOutput::GetRelation(store.relation_detail(id)?),
-        // The model lives in the daemon's engine, which runs a semantic scan itself (off the
-        // writer); a store alone has none.
-        Op::ScanRelations(req) if req.semantic => return Err(crate::relations::judge::no_model_here()),
         Op::MigrateProject(MigrateProjectRequest { old_project, new_project }) => {
             OpOutput::MigrateProject(store.migrate_project(&old_project, &new_project)?)
         }

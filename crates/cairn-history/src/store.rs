@@ -38,6 +38,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_fts_file.sql"),
     include_str!("../migrations/0003_history_injected.sql"),
+    include_str!("../migrations/0004_history_sessions_covering.sql"),
 ];
 
 /// One source a reader reads: a JSONL file (its absolute path), or an OpenCode database's

@@ -90,6 +90,12 @@ pub(super) fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
     Ok(kinds)
 }
 
+/// A search's sessions, newest first: read from the index alone (`history_sessions_updated_id`
+/// and `history_sessions_project_updated_id` hold the id).
+pub(super) const SCOPE_OF_ALL: &str = "SELECT id FROM history_sessions ORDER BY updated_at DESC LIMIT 5000";
+pub(super) const SCOPE_OF_PROJECT: &str =
+    "SELECT id FROM history_sessions WHERE project = ?1 ORDER BY updated_at DESC LIMIT 5000";
+
 /// The sessions searched: the one asked for, else the project's (all, without a project),
 /// newest first.
 pub(super) fn search_scope(conn: &Connection, req: &SearchRequest) -> Result<Vec<View>> {
@@ -97,11 +103,8 @@ pub(super) fn search_scope(conn: &Connection, req: &SearchRequest) -> Result<Vec
         return Ok(vec![view(conn, session_id, req.caller_session_id.as_deref())?]);
     }
     let (sql, values): (&str, Vec<String>) = match req.project.as_deref().filter(|p| !p.is_empty()) {
-        Some(project) => (
-            "SELECT id FROM history_sessions WHERE project = ?1 ORDER BY updated_at DESC LIMIT 5000",
-            vec![project.to_owned()],
-        ),
-        None => ("SELECT id FROM history_sessions ORDER BY updated_at DESC LIMIT 5000", Vec::new()),
+        Some(project) => (SCOPE_OF_PROJECT, vec![project.to_owned()]),
+        None => (SCOPE_OF_ALL, Vec::new()),
     };
     let ids: Vec<String> = {
         let mut stmt = conn.prepare_cached(sql)?;
@@ -122,14 +125,16 @@ pub(super) fn search_scope(conn: &Connection, req: &SearchRequest) -> Result<Vec
 /// Two costs of FTS5's ranking are kept bounded:
 /// - BM25 counts, at each query, the rows holding each phrase: a word in most rows costs a walk
 ///   over most of the index. Such a word adds little or nothing to BM25 (FTS5 floors the IDF of
-///   a word in half the rows or more at 1e-6), so a word found in half of the newest
-///   [`SAMPLE_WINDOW`] parts, or estimated in more than [`COMMON_ROWS`] parts, is left out of the
-///   ranking ([`split_common`]). Rows that match only such words come after the ranked ones,
-///   newest first (a query of common words only: its newest matches).
+///   a word in half the rows or more at 1e-6), so a word found in half of the parts sampled
+///   (the newest [`SAMPLE_WINDOW`], and older slices for a word they hold rarely), or estimated
+///   in more than [`COMMON_ROWS`] parts, is left out of the ranking ([`split_common`]). Rows that match only
+///   such words come after the ranked ones, newest first (a query of common words only: its
+///   newest matches).
 /// - FTS5 ranks every row that matches before it sorts, about a microsecond each: the ranking
 ///   starts with the newest parts (a rowid range, which FTS5 applies in the index), the newest
 ///   [`FIRST_WINDOW`] parts of the scope, then 8× as many, until enough candidates are found or
-///   the whole scope was ranked. A query of rare words ranks every match (few rows, cheap).
+///   the whole scope was ranked. A query of rare words ranks every match (few rows, cheap;
+///   [`next_window`]).
 pub(super) fn ranked_candidates(
     conn: &Connection,
     fts: &Connection,
@@ -171,7 +176,7 @@ pub(super) fn ranked_candidates(
         seen: HashSet::new(),
         candidates: Vec::new(),
     };
-    let (rare, common) = split_common(fts, terms, first, last)?;
+    let Split { rare, common, rare_rows } = split_common(fts, terms, first, last)?;
     if let Some(words) = query::to_fts(&rare) {
         let expression = format!("{{body}} : ({words}){session_filter}");
         let mut window = FIRST_WINDOW;
@@ -191,10 +196,10 @@ pub(super) fn ranked_candidates(
             if from < oldest || found.candidates.len() >= ranked / 2 {
                 break;
             }
-            // Few matches so far (rare words): rank the whole scope at once when it should
-            // hold no more than a few thousand.
-            let expected = (hits.len() as i64).max(1).saturating_mul((newest - oldest) / window.max(1) + 1);
-            window = if expected <= FULL_RANK_ROWS { i64::MAX } else { window.saturating_mul(8) };
+            // Across sessions the newest parts may be unlike the rest (an import of another
+            // host's sessions): what the sample of the whole archive estimates counts too.
+            let estimated = if views.len() == 1 { 0 } else { rare_rows };
+            window = next_window(hits.len(), window, newest - oldest, estimated);
         }
     }
     if !common.is_empty() && found.candidates.len() < ranked / 2 {
@@ -213,40 +218,91 @@ pub(super) fn ranked_candidates(
     Ok(candidates)
 }
 
+/// The window after one that found too few: the whole scope at once when its matches should
+/// be no more than a few thousand ([`FULL_RANK_ROWS`]; few matches so far, rare words), else 8×
+/// as wide. `estimated` is what the archive's sample says the words match (0 if unknown): a
+/// window of the newest parts that found nothing is no evidence of rare words when those parts
+/// are unlike the rest.
+pub(super) fn next_window(hits: usize, window: i64, span: i64, estimated: i64) -> i64 {
+    let extrapolated = (hits as i64).max(1).saturating_mul(span / window.max(1) + 1);
+    if extrapolated.max(estimated) <= FULL_RANK_ROWS { i64::MAX } else { window.saturating_mul(8) }
+}
+
 /// Matches FTS5 ranks in one go (about a microsecond each) when widening the window.
 pub(super) const FULL_RANK_ROWS: i64 = 5_000;
 /// A word estimated in more rows than this is not ranked by BM25 (counting its rows at every
 /// query would cost about 0.1 µs each).
 pub(super) const COMMON_ROWS: i64 = 50_000;
-/// Parts (by rowid, newest first) in which [`split_common`] counts a word.
+/// Parts (the newest rowids) in which [`split_common`] counts a word first.
 pub(super) const SAMPLE_WINDOW: i64 = 2_000;
+/// Then, for a word the newest parts hold rarely, slices of older rowids spread over the
+/// archive, [`SAMPLE_WINDOW`] / 4 each.
+pub(super) const OLDER_SLICES: i64 = 3;
 
-/// The query's terms that rank (`.0`), and the common ones (`.1`): in half the newest parts or
-/// more (BM25 gives them no weight), or estimated in more than [`COMMON_ROWS`] parts (the
-/// costly ones to count). Nothing is left out of a small archive. `first` and `last` are the archive's lowest and highest part rowids (the
-/// sample counts rowids, not rows: parts of a forgotten session only make a word look rarer).
-pub(super) fn split_common(
-    conn: &Connection,
-    terms: Vec<Term>,
-    first: i64,
-    last: i64,
-) -> Result<(Vec<Term>, Vec<Term>)> {
+/// The query's terms split by how often the archive holds them.
+pub(super) struct Split {
+    /// The terms that rank.
+    pub(super) rare: Vec<Term>,
+    /// The common ones: in half the parts or more (BM25 gives them no weight), or estimated in
+    /// more than [`COMMON_ROWS`] parts (the costly ones to count).
+    pub(super) common: Vec<Term>,
+    /// The parts the rare terms are estimated in, together (0 when nothing was sampled).
+    pub(super) rare_rows: i64,
+}
+
+/// Splits the query's terms into those that rank and the common ones. A word is counted in the
+/// newest [`SAMPLE_WINDOW`] parts; one they hold rarely is counted again in [`OLDER_SLICES`]
+/// slices of older rowids spread over the archive, and is common if either count says so. The
+/// newest parts alone misled when they were unlike the rest: after an import of 100k Chinese
+/// parts into an archive of 10M English ones, every English word looked rare and was ranked over
+/// millions of rows (seconds a search). Nothing is left out of a small archive. `first` and
+/// `last` are the archive's lowest and highest part rowids (a sample counts rowids, not rows:
+/// parts of a forgotten session only make a word look rarer).
+pub(super) fn split_common(conn: &Connection, terms: Vec<Term>, first: i64, last: i64) -> Result<Split> {
+    let mut split = Split { rare: Vec::new(), common: Vec::new(), rare_rows: 0 };
     if last - first < SAMPLE_WINDOW {
-        return Ok((terms, Vec::new()));
+        split.rare = terms;
+        return Ok(split);
     }
-    let (from, sampled) = (last - SAMPLE_WINDOW, SAMPLE_WINDOW);
-    let mut split = (Vec::new(), Vec::new());
+    let rows = last - first + 1;
+    // In half the rows (BM25 weighs it 0), or in more rows than one query should walk.
+    let common = |estimated: i64| estimated >= (rows / 2).min(COMMON_ROWS);
     for term in terms {
         let Some(words) = query::to_fts(std::slice::from_ref(&term)) else { continue };
-        let matched: i64 = conn
-            .prepare_cached("SELECT count(*) FROM history_fts WHERE history_fts MATCH ?1 AND rowid > ?2")?
-            .query_row(params![format!("{{body}} : ({words})"), from], |r| r.get(0))?;
-        // In half the rows (BM25 weighs it 0), or in more rows than one query should walk.
-        let rows = last - first + 1;
-        let estimated = matched.saturating_mul(rows) / sampled;
-        if estimated >= (rows / 2).min(COMMON_ROWS) { split.1.push(term) } else { split.0.push(term) }
+        let expression = format!("{{body}} : ({words})");
+        let mut estimated =
+            matches_in(conn, &expression, last - SAMPLE_WINDOW + 1, SAMPLE_WINDOW)? * rows / SAMPLE_WINDOW;
+        if !common(estimated) {
+            estimated = estimated.max((older_sample(conn, &expression, first, last)? * rows as f64) as i64);
+        }
+        if common(estimated) {
+            split.common.push(term);
+        } else {
+            split.rare.push(term);
+            split.rare_rows = split.rare_rows.saturating_add(estimated);
+        }
     }
     Ok(split)
+}
+
+/// The share of rows matching `expression` (rows per rowid) in [`OLDER_SLICES`] slices of
+/// rowids evenly spread from `first` to just before the newest [`SAMPLE_WINDOW`].
+fn older_sample(conn: &Connection, expression: &str, first: i64, last: i64) -> Result<f64> {
+    let slice = SAMPLE_WINDOW / 4;
+    let older_end = last - SAMPLE_WINDOW; // the last rowid before the newest window
+    let mut matched = 0;
+    for k in 0..OLDER_SLICES {
+        let start = first + (older_end - first + 1 - slice).max(0) * k / (OLDER_SLICES - 1).max(1);
+        matched += matches_in(conn, expression, start, slice)?;
+    }
+    Ok(matched as f64 / (slice * OLDER_SLICES) as f64)
+}
+
+/// Rows matching `expression` among `len` rowids from `start`.
+fn matches_in(conn: &Connection, expression: &str, start: i64, len: i64) -> Result<i64> {
+    let mut stmt = conn
+        .prepare_cached("SELECT count(*) FROM history_fts WHERE history_fts MATCH ?1 AND rowid >= ?2 AND rowid < ?3")?;
+    Ok(stmt.query_row(params![expression, start, start.saturating_add(len)], |r| r.get(0))?)
 }
 
 /// The candidates of one search as they are found: hydrated, checked against the type, the
@@ -294,7 +350,7 @@ pub(super) fn hydrate(conn: &Connection, rowid: i64) -> Result<Option<(String, M
 }
 
 /// Parts looked at per trigram lookup, newest first, until [`LITERAL_CANDIDATES`] are found.
-pub(super) const TRIGRAM_PAGE: i64 = 2_000;
+pub(super) const TRIGRAM_PAGE: usize = 2_000;
 /// Candidates a substring search gathers (as the scan does).
 pub(super) const LITERAL_CANDIDATES: usize = 300;
 
@@ -304,14 +360,16 @@ pub(super) const LITERAL_CANDIDATES: usize = 300;
 /// session, within its rowids.
 ///
 /// What it answers: the matching parts of the newest pages of [`TRIGRAM_PAGE`] index rows,
-/// until [`LITERAL_CANDIDATES`] pass the scope, the type and the visibility, sorted as the scan
-/// sorts (sessions as the scope lists them, newest messages first, parts in order), the first
-/// [`LITERAL_CANDIDATES`]. Hydrating every row of a page one statement each was most of the
-/// cost (10M parts, 100k of them CJK: 2,000 rows a query, p50 54 ms), so a page is read in two
-/// statements over all its rows (`json_each`): first what the scope and the type need (the
-/// part, and its message's rowid from the message's unique index), then the messages, only of
-/// the sessions that hold the first [`LITERAL_CANDIDATES`] in that order (the sessions after
-/// them sort after every one of those).
+/// until [`LITERAL_CANDIDATES`] pass the scope, the type, the visibility and have a message,
+/// sorted as the scan sorts (sessions as the scope lists them, newest messages first, parts in
+/// order), the first [`LITERAL_CANDIDATES`].
+///
+/// Its cost is reading rows past the archive's memory map (10M parts: each page a `pread`), so
+/// a page's rows are read in one statement (`json_each`) for what the scope and the type need,
+/// the part alone; messages are read only for the rows that can make the cut (the sessions
+/// first in the scope's order that hold [`LITERAL_CANDIDATES`] rows: every row of a later
+/// session sorts after all of theirs), in one statement more. A part whose message is missing
+/// does not count: it leaves the cut, and the cut is taken again ([`Matches::settle`]).
 pub(super) fn trigram_candidates(
     conn: &Connection,
     fts: &Connection,
@@ -320,75 +378,137 @@ pub(super) fn trigram_candidates(
     text: &str,
 ) -> Result<Vec<Candidate>> {
     let by_session = in_scope_order(views);
-    let Some((oldest, mut below)) = trigram_span(conn, views)? else { return Ok(Vec::new()) };
+    let Some((oldest, below)) = trigram_span(conn, views)? else { return Ok(Vec::new()) };
     let phrase = trigram_phrase(text);
-    // (scope order, the part, its message's rowid, its message when read already)
-    let mut found: Vec<(usize, String, HitPart, i64, Option<MessageRow>)> = Vec::new();
+    let mut found = Matches::default();
+    // One statement, read a page at a time: FTS5 merges the phrase's doclists once, not again
+    // for every page.
+    let mut lookup = fts.prepare_cached(
+        "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
+         ORDER BY rowid DESC",
+    )?;
+    let mut matches = lookup.query(params![phrase, oldest, below])?;
     loop {
-        let rowids = trigram_page(fts, &phrase, oldest, below)?;
-        let mut page: Vec<(usize, &View, String, HitPart, i64)> = Vec::new();
-        for (session_id, part, message_rowid) in parts_of(conn, &rowids)? {
-            let Some(&(order, view)) = by_session.get(session_id.as_str()) else { continue };
-            if indexed_kind(part.kind).is_some_and(|k| kinds.contains(&k)) {
-                page.push((order, view, session_id, part, message_rowid));
-            }
+        let rowids = next_page(&mut matches)?;
+        let full_page = rowids.len() == TRIGRAM_PAGE;
+        found.add_page(conn, in_scope(conn, &rowids, &by_session, kinds)?)?;
+        if !full_page || found.rows.len() >= LITERAL_CANDIDATES {
+            // Enough rows, or the last page: the cut's messages, which may drop some rows.
+            found.settle(conn)?;
         }
-        // Only the caller's own session (after a compaction) hides messages: its rows need
-        // their message to count.
-        let bounded: Vec<i64> = page.iter().filter(|p| p.1.boundary.is_some()).map(|p| p.4).collect();
-        let bounded = messages_of(conn, &bounded)?;
-        for (order, view, session_id, part, message_rowid) in page {
-            let message = match view.boundary {
-                None => None,
-                Some(_) => match bounded.get(&message_rowid) {
-                    Some(message) if view.shows(message) => Some(message.clone()),
-                    _ => continue,
-                },
-            };
-            found.push((order, session_id, part, message_rowid, message));
-        }
-        match rowids.last() {
-            Some(&last) if rowids.len() as i64 == TRIGRAM_PAGE && found.len() < LITERAL_CANDIDATES => {
-                below = last;
-            }
-            _ => break,
+        if !full_page || found.rows.len() >= LITERAL_CANDIDATES {
+            break;
         }
     }
-    // The sessions first in the scope's order that hold the first LITERAL_CANDIDATES: every
-    // row of a later session sorts after all of theirs.
-    found.sort_by_key(|f| f.0);
-    let mut cut = found.len();
-    if found.len() > LITERAL_CANDIDATES {
-        let last_order = found[LITERAL_CANDIDATES - 1].0;
-        cut = found.partition_point(|f| f.0 <= last_order);
+    let candidates = found.rows.into_iter().filter_map(|row| {
+        let message = row.message?;
+        Some((row.order, Candidate { session_id: row.session_id, message, part: row.part, rank: 0.0 }))
+    });
+    Ok(first_in_scan_order(candidates.collect()))
+}
+
+/// The next [`TRIGRAM_PAGE`] matches (fewer at the end).
+fn next_page(matches: &mut rusqlite::Rows<'_>) -> Result<Vec<i64>> {
+    let mut rowids = Vec::with_capacity(TRIGRAM_PAGE);
+    while rowids.len() < TRIGRAM_PAGE {
+        let Some(row) = matches.next()? else { break };
+        rowids.push(row.get(0)?);
     }
-    found.truncate(cut);
-    let wanted: Vec<i64> = found.iter().filter(|f| f.4.is_none()).map(|f| f.3).collect();
-    let messages = messages_of(conn, &wanted)?;
-    let candidates: Vec<(usize, Candidate)> = found
-        .into_iter()
-        .filter_map(|(order, session_id, part, message_rowid, message)| {
-            let message = message.or_else(|| messages.get(&message_rowid).cloned())?;
-            Some((order, Candidate { session_id, message, part, rank: 0.0 }))
-        })
-        .collect();
-    Ok(first_in_scan_order(candidates))
+    Ok(rowids)
+}
+
+/// The rows of a page in the scope and of a type asked for (their messages not read yet).
+fn in_scope<'v>(
+    conn: &Connection,
+    rowids: &[i64],
+    by_session: &HashMap<&str, (usize, &'v View)>,
+    kinds: &[&str],
+) -> Result<Vec<Row<'v>>> {
+    let mut page = Vec::new();
+    for (session_id, part, message_id) in parts_of(conn, rowids)? {
+        let Some(&(order, view)) = by_session.get(session_id.as_str()) else { continue };
+        if indexed_kind(part.kind).is_some_and(|k| kinds.contains(&k)) {
+            page.push(Row { order, view, session_id, part, message_id, message: None });
+        }
+    }
+    Ok(page)
+}
+
+/// A part the trigram index matched, in the scope and of a type asked for.
+struct Row<'v> {
+    /// The session's place in the scope's order.
+    order: usize,
+    view: &'v View,
+    session_id: String,
+    part: HitPart,
+    message_id: String,
+    /// Read once the row may make the cut (or at once in the caller's compacted session).
+    message: Option<MessageRow>,
+}
+
+/// The rows found so far: every one has its message or was never looked at; those whose
+/// message is missing or hidden are gone.
+#[derive(Default)]
+struct Matches<'v> {
+    rows: Vec<Row<'v>>,
+}
+
+impl<'v> Matches<'v> {
+    /// A page's rows. Only the caller's own session (after a compaction) hides messages: its
+    /// rows need their message to count, so it is read now.
+    fn add_page(&mut self, conn: &Connection, mut page: Vec<Row<'v>>) -> Result<()> {
+        let bounded: Vec<usize> = (0..page.len()).filter(|&i| page[i].view.boundary.is_some()).collect();
+        let messages = messages_of(conn, bounded.iter().map(|&i| &page[i]))?;
+        for (&i, message) in bounded.iter().zip(messages) {
+            let row = &mut page[i];
+            row.message = message.filter(|m| row.view.shows(m));
+        }
+        let visible = page.into_iter().filter(|row| row.view.boundary.is_none() || row.message.is_some());
+        self.rows.extend(visible);
+        Ok(())
+    }
+
+    /// Keeps the rows of the sessions first in the scope's order that hold the first
+    /// [`LITERAL_CANDIDATES`], each with its message; a row whose message is missing leaves,
+    /// and the cut is taken again, until every row kept has its message.
+    fn settle(&mut self, conn: &Connection) -> Result<()> {
+        // Stable: within a session, the page order (the order of rows read).
+        self.rows.sort_by_key(|row| row.order);
+        loop {
+            let cut = self.cut();
+            let unread: Vec<usize> = (0..cut).filter(|&i| self.rows[i].message.is_none()).collect();
+            if unread.is_empty() {
+                self.rows.truncate(cut);
+                return Ok(());
+            }
+            let messages = messages_of(conn, unread.iter().map(|&i| &self.rows[i]))?;
+            for (&i, message) in unread.iter().zip(messages) {
+                self.rows[i].message = message;
+            }
+            let unread: HashSet<usize> = unread.into_iter().collect();
+            let mut index = 0;
+            self.rows.retain(|row| {
+                let keep = row.message.is_some() || !unread.contains(&index);
+                index += 1;
+                keep
+            });
+        }
+    }
+
+    /// How many rows (sorted by scope order) the sessions holding the first
+    /// [`LITERAL_CANDIDATES`] take.
+    fn cut(&self) -> usize {
+        if self.rows.len() <= LITERAL_CANDIDATES {
+            return self.rows.len();
+        }
+        let last_order = self.rows[LITERAL_CANDIDATES - 1].order;
+        self.rows.partition_point(|row| row.order <= last_order)
+    }
 }
 
 /// The sessions of a scope by session id, with their place in the scope's order.
 pub(super) fn in_scope_order(views: &[View]) -> HashMap<&str, (usize, &View)> {
     views.iter().enumerate().map(|(i, v)| (v.session_id.as_str(), (i, v))).collect()
-}
-
-/// One page of the trigram index's matches for `phrase`, newest rowids first, below `below`
-/// and from `oldest` on.
-pub(super) fn trigram_page(fts: &Connection, phrase: &str, oldest: i64, below: i64) -> Result<Vec<i64>> {
-    let mut lookup = fts.prepare_cached(
-        "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
-         ORDER BY rowid DESC LIMIT ?4",
-    )?;
-    let rowids = lookup.query_map(params![phrase, oldest, below, TRIGRAM_PAGE], |r| r.get(0))?;
-    Ok(rowids.collect::<rusqlite::Result<_>>()?)
 }
 
 /// The first [`LITERAL_CANDIDATES`] in the scan's order: sessions as the scope lists them
@@ -449,18 +569,16 @@ fn json_ids(ids: &[i64]) -> String {
     json
 }
 
-/// The parts with these rowids that exist and whose message exists (as [`hydrate`] finds
-/// them): session, the part, and the message's rowid (read from the message's unique index, not
-/// its row).
-fn parts_of(conn: &Connection, rowids: &[i64]) -> Result<Vec<(String, HitPart, i64)>> {
+/// The parts with these rowids that exist: session, the part, and its message's id. Only the
+/// part's row is read (a B-tree lookup each); the message is read for the rows that need it
+/// ([`messages_of`]).
+fn parts_of(conn: &Connection, rowids: &[i64]) -> Result<Vec<(String, HitPart, String)>> {
     if rowids.is_empty() {
         return Ok(Vec::new());
     }
     let mut stmt = conn.prepare_cached(
-        "SELECT p.rowid, p.session_id, p.id, p.kind, p.tool, m.rowid
-         FROM json_each(?1) j
-         JOIN history_parts p ON p.rowid = j.value
-         JOIN history_messages m ON m.session_id = p.session_id AND m.id = p.message_id",
+        "SELECT p.rowid, p.session_id, p.id, p.kind, p.tool, p.message_id
+         FROM json_each(?1) j JOIN history_parts p ON p.rowid = j.value",
     )?;
     let rows = stmt.query_map([json_ids(rowids)], |r| {
         let part =
@@ -470,21 +588,37 @@ fn parts_of(conn: &Connection, rowids: &[i64]) -> Result<Vec<(String, HitPart, i
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// The messages with these rowids, in one statement.
-fn messages_of(conn: &Connection, rowids: &[i64]) -> Result<HashMap<i64, MessageRow>> {
-    if rowids.is_empty() {
-        return Ok(HashMap::new());
+/// The messages of these rows, in their order, in one statement; `None` where a row's message
+/// is missing.
+fn messages_of<'a, 'v: 'a>(
+    conn: &Connection,
+    rows: impl Iterator<Item = &'a Row<'v>>,
+) -> Result<Vec<Option<MessageRow>>> {
+    // Several parts of one message: each message read once, given to all of them.
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    let mut key_of: Vec<usize> = Vec::new();
+    let mut place: HashMap<(&str, &str), usize> = HashMap::new();
+    for row in rows {
+        let key = (row.session_id.as_str(), row.message_id.as_str());
+        let next = keys.len();
+        let k = *place.entry(key).or_insert(next);
+        if k == next {
+            keys.push(key);
+        }
+        key_of.push(k);
     }
-    let mut unique = rowids.to_vec();
-    unique.sort_unstable();
-    unique.dedup();
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let json = serde_json::to_string(&keys).map_err(|e| CairnError::internal(e.to_string()))?;
     let mut stmt = conn.prepare_cached(
-        "SELECT m.rowid, m.id, m.role, m.seq, coalesce(m.turn_number, 0), m.summary, m.compaction, m.synthetic,
+        "SELECT j.key, m.id, m.role, m.seq, coalesce(m.turn_number, 0), m.summary, m.compaction, m.synthetic,
              m.created_at
-         FROM json_each(?1) j JOIN history_messages m ON m.rowid = j.value",
+         FROM json_each(?1) j JOIN history_messages m ON m.session_id = j.value ->> 0 AND m.id = j.value ->> 1",
     )?;
-    let rows = stmt.query_map([json_ids(&unique)], |r| Ok((r.get(0)?, message_row(r, 1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let by_key: HashMap<i64, MessageRow> =
+        stmt.query_map([json], |r| Ok((r.get(0)?, message_row(r, 1)?)))?.collect::<rusqlite::Result<_>>()?;
+    Ok(key_of.iter().map(|&k| by_key.get(&(k as i64)).cloned()).collect())
 }
 
 /// Case-insensitive substring over the scope's parts, newest sessions and messages first.

@@ -34,13 +34,24 @@ fn one_by_one(
             }
         }
         match rowids.last() {
-            Some(&last) if rowids.len() as i64 == TRIGRAM_PAGE && candidates.len() < LITERAL_CANDIDATES => {
+            Some(&last) if rowids.len() == TRIGRAM_PAGE && candidates.len() < LITERAL_CANDIDATES => {
                 below = last;
             }
             _ => break,
         }
     }
     Ok(first_in_scan_order(candidates))
+}
+
+/// One page of the trigram index's matches for `phrase`, newest rowids first, below `below`
+/// and from `oldest` on.
+fn trigram_page(fts: &Connection, phrase: &str, oldest: i64, below: i64) -> Result<Vec<i64>> {
+    let mut lookup = fts.prepare_cached(
+        "SELECT rowid FROM history_cjk WHERE history_cjk MATCH ?1 AND rowid >= ?2 AND rowid < ?3
+         ORDER BY rowid DESC LIMIT ?4",
+    )?;
+    let rowids = lookup.query_map(params![phrase, oldest, below, TRIGRAM_PAGE as i64], |r| r.get(0))?;
+    Ok(rowids.collect::<rusqlite::Result<_>>()?)
 }
 
 /// What a candidate is, everything grouping reads of it.
@@ -183,7 +194,7 @@ fn the_paged_trigram_path_finds_what_the_row_at_a_time_one_found() {
         .fts()
         .query_row("SELECT count(*) FROM history_cjk WHERE history_cjk MATCH '\"数据库\"'", [], |r| r.get(0))
         .unwrap();
-    assert!(many > TRIGRAM_PAGE, "more than a page matches: {many}");
+    assert!(many > TRIGRAM_PAGE as i64, "more than a page matches: {many}");
     let queries = [
         "数据库",
         "数据库连接",
@@ -230,7 +241,7 @@ fn the_trigram_path_answers_what_the_scan_answers() {
         .fts()
         .query_row("SELECT count(*) FROM history_cjk WHERE history_cjk MATCH '\"数据库\"'", [], |r| r.get(0))
         .unwrap();
-    assert!(many > TRIGRAM_PAGE, "more than a page matches: {many}");
+    assert!(many > TRIGRAM_PAGE as i64, "more than a page matches: {many}");
     let long = "数据库连接".repeat(40);
     let queries = [
         "数",
@@ -271,4 +282,133 @@ fn the_trigram_path_answers_what_the_scan_answers() {
         }
     }
     assert!(found > 30, "{found}");
+}
+
+/// Parts whose message is gone (a row the paged path reads without its message) never count,
+/// as the row-at-a-time path never counted them: with one message in five deleted, many of
+/// them among the newest matches, the cut is taken again without them, through several pages,
+/// and the candidates are still the reference's, one for one.
+#[test]
+fn parts_whose_message_is_missing_leave_the_cut_and_it_is_taken_again() {
+    let db = archive(23, 12, 500, true);
+    let deleted = db
+        .conn()
+        .execute("DELETE FROM history_messages WHERE rowid % 5 = 0 OR (seq > 400 AND seq % 3 = 0)", [])
+        .unwrap();
+    assert!(deleted > 1_000, "{deleted}");
+    let newest_orphans: i64 = db
+        .conn()
+        .query_row(
+            "SELECT count(*) FROM (SELECT * FROM history_parts ORDER BY rowid DESC LIMIT 2000) p
+             WHERE NOT EXISTS (SELECT 1 FROM history_messages m WHERE m.session_id = p.session_id AND m.id = p.message_id)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(newest_orphans > 300, "orphans among the newest parts: {newest_orphans}");
+    let mut full = 0;
+    for query in ["数据库", "数据库连接", "エラーテスト", "API设计", "迁移 脚本", "数据库连接错误迁移脚本"]
+    {
+        for kinds in [None, Some("reasoning"), Some("text|tool|reasoning")] {
+            let n = same_as_one_by_one(&db, &search_request(query, None, false, kinds, None));
+            full += usize::from(n == LITERAL_CANDIDATES);
+            same_as_one_by_one(&db, &search_request(query, None, false, kinds, Some("ses_08")));
+            same_as_one_by_one(&db, &search_request(query, Some("ses_03"), false, kinds, None));
+        }
+    }
+    assert!(full >= 3, "the 300-candidate cut was reached {full} times");
+}
+
+/// A search's scope (up to 5,000 session ids, newest first) is read from an index that holds
+/// the id, never a table row per session: an archive migrated from the layout before has it too.
+#[test]
+fn a_search_scope_is_read_from_the_sessions_index_alone() {
+    let db = archive(3, 2, 4, false);
+    for (sql, values) in [(SCOPE_OF_ALL, vec![]), (SCOPE_OF_PROJECT, vec!["shop"])] {
+        let plan: Vec<String> = db
+            .conn()
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map(rusqlite::params_from_iter(values), |r| r.get(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(plan.iter().any(|step| step.contains("USING COVERING INDEX")), "{sql}: {plan:?}");
+        assert!(!plan.iter().any(|step| step.contains("TEMP B-TREE")), "{sql}: {plan:?}");
+    }
+    let found = search(&db, &search_request("数据库", None, false, None, None), &HistorySettings::default());
+    assert!(!found.unwrap().messages.is_empty());
+}
+
+/// `english` parts that all say "build" (and one in 500 "zeppelin"), then an import of
+/// `imported` parts in Chinese, the newest rowids: the archive of a user who backfilled another
+/// host's sessions last.
+fn archive_then_import(english: usize, imported: usize) -> HistoryDb {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    let mut apply = |session: &str, n: usize, body: &dyn Fn(usize) -> String| {
+        let mut batch = IngestBatch {
+            sessions: vec![HistorySession::new(session, HistoryHost::OpenCode, &ts(0), &ts(1))],
+            ..Default::default()
+        };
+        for m in 0..n {
+            let id = format!("msg_{m:05}");
+            batch.messages.push(HistoryMessage::new(session, &id, HistoryRole::User, m as i64, &ts(m)));
+            let part = HistoryPart::new(session, &id, &format!("{id}:0"), 0, PartKind::Text);
+            batch.parts.push(HistoryPart { text: Some(body(m)), ..part });
+        }
+        let source = SourceRef { key: session.to_owned(), host: HistoryHost::OpenCode };
+        let cursor = Cursor { offset: 1, size: 1, mtime_ms: 1, watermark: None };
+        db.apply(&source, None, &batch, &cursor).unwrap();
+    };
+    apply("ses_english", english, &|m| {
+        let rare = if m % 500 == 0 { " zeppelin" } else { "" };
+        format!("the build failed in step {m}{rare}")
+    });
+    apply("ses_import", imported, &|m| format!("数据库连接错误 {m}"));
+    db
+}
+
+/// A word in every English part ("build") is common however the newest parts read: the sample
+/// spans the archive. Counted in the newest parts alone (an import in another language), every English
+/// word looked rare and was ranked over the whole archive (at 10M parts: seconds a search).
+#[test]
+fn a_word_in_most_parts_is_common_when_the_newest_parts_are_an_import() {
+    let db = archive_then_import(12_000, 4_000);
+    let (first, last): (i64, i64) = db
+        .conn()
+        .query_row("SELECT min(rowid), max(rowid) FROM history_parts", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
+    let in_newest: i64 = db
+        .fts()
+        .query_row(
+            "SELECT count(*) FROM history_fts WHERE history_fts MATCH '{body} : \"build\"' AND rowid > ?1",
+            [last - SAMPLE_WINDOW],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(in_newest, 0, "the newest parts are the import's");
+    let split = split_common(db.fts(), query::parse("build zeppelin 数据库连接"), first, last).unwrap();
+    let words = |terms: &[Term]| -> Vec<String> { needles_of(terms) };
+    assert_eq!(words(&split.common), vec!["build"]);
+    assert_eq!(words(&split.rare), vec!["zeppelin", "数据库连接"]);
+    assert!(split.rare_rows < COMMON_ROWS, "{}", split.rare_rows);
+    // The search still answers: the newest English parts for "build", the rare word ranked.
+    let cfg = HistorySettings::default();
+    let found = search(&db, &search_request("build", None, false, None, None), &cfg).unwrap();
+    assert_eq!(found.messages.len(), cfg.search.message_limit);
+    assert!(found.messages.iter().all(|m| m.session_id == "ses_english"));
+    let found = search(&db, &search_request("zeppelin", None, false, None, None), &cfg).unwrap();
+    assert_eq!(found.messages.len(), cfg.search.message_limit.min(12_000 / 500));
+}
+
+/// A window that found nothing is no sign of rare words when the sample says otherwise: the
+/// next window is 8× as wide, not the whole archive at once.
+#[test]
+fn the_window_widens_by_eight_unless_few_matches_are_expected() {
+    let span = 10_000_000;
+    assert_eq!(next_window(0, FIRST_WINDOW, span, 3_000_000), FIRST_WINDOW * 8);
+    assert_eq!(next_window(0, FIRST_WINDOW, span, 0), i64::MAX, "nothing sampled, nothing found: rare");
+    assert_eq!(next_window(0, FIRST_WINDOW, span, FULL_RANK_ROWS), i64::MAX);
+    assert_eq!(next_window(30, FIRST_WINDOW, span, 0), FIRST_WINDOW * 8, "30 in 20k: ~15k in 10M");
+    assert_eq!(next_window(10, FIRST_WINDOW, 100_000, 40), i64::MAX);
 }

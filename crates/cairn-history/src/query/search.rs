@@ -392,12 +392,13 @@ pub(super) fn trigram_candidates(
         let rowids = next_page(&mut matches)?;
         let full_page = rowids.len() == TRIGRAM_PAGE;
         found.add_page(conn, in_scope(conn, &rowids, &by_session, kinds)?)?;
-        if !full_page || found.rows.len() >= LITERAL_CANDIDATES {
-            // Enough rows, or the last page: the cut's messages, which may drop some rows.
+        let enough = |found: &Matches| !full_page || found.rows.len() >= LITERAL_CANDIDATES;
+        // Enough rows, or the last page: the cut's messages, which may drop rows (then read on).
+        if enough(&found) {
             found.settle(conn)?;
-        }
-        if !full_page || found.rows.len() >= LITERAL_CANDIDATES {
-            break;
+            if enough(&found) {
+                break;
+            }
         }
     }
     let candidates = found.rows.into_iter().filter_map(|row| {
@@ -485,10 +486,10 @@ impl<'v> Matches<'v> {
             for (&i, message) in unread.iter().zip(messages) {
                 self.rows[i].message = message;
             }
-            let unread: HashSet<usize> = unread.into_iter().collect();
+            // Every row of the cut has been looked up now: one still without a message has none.
             let mut index = 0;
             self.rows.retain(|row| {
-                let keep = row.message.is_some() || !unread.contains(&index);
+                let keep = index >= cut || row.message.is_some();
                 index += 1;
                 keep
             });

@@ -1,6 +1,11 @@
 //! The soak, scaled: a day of one developer's use squeezed into `CAIRN_SOAK_SECS` (default 20;
 //! `scripts/test-long` runs 10 minutes, and `CAIRN_SOAK_SECS=28800` is the 8-hour run).
 //!
+//! By default every worker goes flat out, many days' work in minutes. `CAIRN_SOAK_PACE=N` runs
+//! N heavy working days in 8 hours instead ([`Pace`]), so a long run does what a person's
+//! machine does, with the background embedding keeping up as it would there
+//! (`CAIRN_SOAK_SECS=28800 CAIRN_SOAK_PACE=10`: ten heavy days in 8 hours).
+//!
 //! Everything at once on one daemon: two hosts' sessions (Claude Code and Codex, each through
 //! `cairn hook` processes with a transcript the daemon archives), saves with revisions and
 //! deletes, searches (memories and history), context, git sync to a second data dir, and
@@ -42,6 +47,64 @@ const EMBED_STALL: Duration = Duration::from_secs(120);
 
 fn measured() -> Duration {
     Duration::from_secs(std::env::var("CAIRN_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20))
+}
+
+/// Samples of the daemon a run takes at most: one a second, fewer in a long run.
+const SAMPLES_MOST: u64 = 1200;
+/// A long run prints where it stands this often, so a run stopped early still tells something.
+const PROGRESS_EVERY: Duration = Duration::from_secs(600);
+
+fn sample_every() -> Duration {
+    Duration::from_secs((measured().as_secs() / SAMPLES_MOST).max(1))
+}
+
+/// How often each worker starts its next round. A heavy working day (8 hours of several
+/// agents) is taken as: per host a session every 4 minutes (120 a day), per saver a save every
+/// 30 s (~1,900 memories a day between the two, extraction's included), a read (search,
+/// context or history search) every 5 s, a git sync every 5 minutes. `Pace(N)` runs N such days
+/// in 8 hours; `Pace(0)`, the default, leaves only each worker's short pause.
+#[derive(Clone, Copy, Debug)]
+struct Pace(u32);
+
+impl Pace {
+    fn from_env() -> Pace {
+        Pace(std::env::var("CAIRN_SOAK_PACE").ok().and_then(|s| s.parse().ok()).unwrap_or(0))
+    }
+
+    /// The interval between two rounds of a worker that does one round every `in_a_day` of a
+    /// heavy day, or `None` flat out.
+    fn interval(self, in_a_day: Duration) -> Option<Duration> {
+        (self.0 > 0).then(|| in_a_day / self.0)
+    }
+
+    fn session(self) -> Option<Duration> {
+        self.interval(Duration::from_secs(240))
+    }
+
+    fn save(self) -> Option<Duration> {
+        self.interval(Duration::from_secs(30))
+    }
+
+    fn read(self) -> Option<Duration> {
+        self.interval(Duration::from_secs(5))
+    }
+
+    fn sync(self) -> Option<Duration> {
+        self.interval(Duration::from_secs(300))
+    }
+}
+
+/// Wait until `started + interval` (or `flat_out` when the run is not paced), waking for `stop`.
+fn wait_round(started: Instant, interval: Option<Duration>, flat_out: Duration, stop: &AtomicBool) {
+    let until = started + interval.unwrap_or(Duration::ZERO);
+    let until = until.max(Instant::now() + if interval.is_some() { Duration::ZERO } else { flat_out });
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
 }
 
 /// The directories of one soak: a HOME with both hosts' storage, the project, two data dirs.
@@ -151,23 +214,25 @@ fn a_day_of_use_scaled_loses_nothing_and_stays_flat() {
     let mut daemon = dirs.start_daemon();
     wait_for_the_model(daemon.addr);
 
+    let pace = Pace::from_env();
+    eprintln!("soak: {:?} measured, {pace:?} (0: flat out), a sample every {:?}", measured(), sample_every());
     let stop = Arc::new(AtomicBool::new(false));
     let mut workers: Vec<std::thread::JoinHandle<Ledger>> = Vec::new();
     for (n, host) in [(0u64, Host::Claude), (1, Host::Codex)] {
         let (dirs, stop) = (Arc::clone(&dirs), Arc::clone(&stop));
-        workers.push(std::thread::spawn(move || host_sessions(&dirs, host, seed ^ n, &stop)));
+        workers.push(std::thread::spawn(move || host_sessions(&dirs, host, seed ^ n, pace, &stop)));
     }
     for n in 0..2u64 {
         let (addr, stop) = (daemon.addr, Arc::clone(&stop));
-        workers.push(std::thread::spawn(move || saver(addr, n, seed ^ (0x0a + n), &stop)));
+        workers.push(std::thread::spawn(move || saver(addr, n, seed ^ (0x0a + n), pace, &stop)));
     }
     {
         let (addr, stop) = (daemon.addr, Arc::clone(&stop));
-        workers.push(std::thread::spawn(move || searcher(addr, seed ^ 0x14, &stop)));
+        workers.push(std::thread::spawn(move || searcher(addr, seed ^ 0x14, pace, &stop)));
     }
     {
         let (dirs, stop) = (Arc::clone(&dirs), Arc::clone(&stop));
-        workers.push(std::thread::spawn(move || syncer(&dirs, &stop)));
+        workers.push(std::thread::spawn(move || syncer(&dirs, pace, &stop)));
     }
 
     std::thread::sleep(WARM_UP);
@@ -175,9 +240,15 @@ fn a_day_of_use_scaled_loses_nothing_and_stays_flat() {
     let sampler = {
         let (samples, stop, pid, data) = (Arc::clone(&samples), Arc::clone(&stop), daemon.pid(), dirs.data.clone());
         std::thread::spawn(move || {
+            let (started, mut reported) = (Instant::now(), Instant::now());
             while !stop.load(Ordering::Relaxed) {
-                samples.lock().unwrap().push(Sample::take(pid, &data));
-                std::thread::sleep(Duration::from_secs(1));
+                let sample = Sample::take(pid, &data);
+                samples.lock().unwrap().push(sample);
+                if reported.elapsed() >= PROGRESS_EVERY {
+                    eprintln!("soak: at {:.0?}: {sample:?}", started.elapsed());
+                    reported = Instant::now();
+                }
+                wait_round(Instant::now(), Some(sample_every()), Duration::ZERO, &stop);
             }
         })
     };
@@ -240,11 +311,12 @@ enum Host {
 
 /// One host's sessions, back to back: start, three prompts and answers written to the
 /// transcript as the host writes them, stop, end, each through `cairn hook`.
-fn host_sessions(dirs: &Dirs, host: Host, seed: u64, stop: &AtomicBool) -> Ledger {
+fn host_sessions(dirs: &Dirs, host: Host, seed: u64, pace: Pace, stop: &AtomicBool) -> Ledger {
     let mut rng = Rng::new(seed);
     let mut ledger = Ledger::default();
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
         let (session, marker) = match host {
             Host::Claude => (format!("3f0c2a4e-9b1d-4c55-8a77-{i:012x}"), format!("soakclaude{i}x")),
             Host::Codex => (format!("01a233b2-e74b-76c3-a14c-{i:012x}"), format!("soakcodex{i}x")),
@@ -278,6 +350,7 @@ fn host_sessions(dirs: &Dirs, host: Host, seed: u64, stop: &AtomicBool) -> Ledge
         }
         ledger.sessions.push((label, session, marker));
         i += 1;
+        wait_round(started, pace.session(), Duration::ZERO, stop);
     }
     ledger
 }
@@ -395,13 +468,14 @@ fn uuid() -> String {
 }
 
 /// Saves: new memories (the oldest deleted again past [`LIVE_PER_SAVER`]) and topic revisions.
-fn saver(addr: SocketAddr, n: u64, seed: u64, stop: &AtomicBool) -> Ledger {
+fn saver(addr: SocketAddr, n: u64, seed: u64, pace: Pace, stop: &AtomicBool) -> Ledger {
     let mut rng = Rng::new(seed);
     let mut ledger = Ledger::default();
     let mut mine: std::collections::VecDeque<i64> = std::collections::VecDeque::new();
     let session = format!("soak-saver-{n}");
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
         if i % 3 == 2 {
             let topic = i % TOPICS_PER_SAVER;
             let (title, content) = (format!("saver {n} topic {topic}"), format!("{} revised {i}", pick(&mut rng)));
@@ -435,16 +509,17 @@ fn saver(addr: SocketAddr, n: u64, seed: u64, stop: &AtomicBool) -> Ledger {
             }
         }
         i += 1;
-        std::thread::sleep(Duration::from_millis(50));
+        wait_round(started, pace.save(), Duration::from_millis(50), stop);
     }
     ledger
 }
 
 /// What agents read: memory search, context, history search.
-fn searcher(addr: SocketAddr, seed: u64, stop: &AtomicBool) -> Ledger {
+fn searcher(addr: SocketAddr, seed: u64, pace: Pace, stop: &AtomicBool) -> Ledger {
     let mut rng = Rng::new(seed);
     let mut ledger = Ledger::default();
     while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
         let roll = rng.range(0, 10);
         if roll < 5 {
             let path = format!("/search?q={}+{}&project={PROJECT}&limit=10", pick(&mut rng), pick(&mut rng));
@@ -455,22 +530,18 @@ fn searcher(addr: SocketAddr, seed: u64, stop: &AtomicBool) -> Ledger {
             let path = format!("/history/search?query={}&project={PROJECT}", pick(&mut rng));
             ledger.timed("history search", || expect(http(addr, "GET", &path, None), 200));
         }
-        std::thread::sleep(Duration::from_millis(10));
+        wait_round(started, pace.read(), Duration::from_millis(10), stop);
     }
     ledger
 }
 
 /// Git sync every few seconds: the daemon's data dir exports, the mirror imports.
-fn syncer(dirs: &Dirs, stop: &AtomicBool) -> Ledger {
+fn syncer(dirs: &Dirs, pace: Pace, stop: &AtomicBool) -> Ledger {
     let mut ledger = Ledger::default();
     while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
         ledger.timed("sync (export, import)", || sync_once(dirs));
-        for _ in 0..20 {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_round(started, pace.sync(), Duration::from_secs(2), stop);
     }
     ledger
 }
@@ -526,11 +597,11 @@ fn assert_resources_flat(samples: &[Sample]) {
     let most = |s: &[Sample]| s.iter().map(|s| s.open_files).max().unwrap_or(0);
     let (first, last) = (most(&samples[..third]), most(&samples[samples.len() - third..]));
     let files: Vec<String> = samples.iter().map(|s| s.open_files.to_string()).collect();
-    eprintln!("soak: daemon open files per second: {}", files.join(" "));
+    eprintln!("soak: daemon open files per sample: {}", files.join(" "));
     let wal: Vec<String> = samples.iter().map(|s| format!("{:.1}", s.wal_bytes as f64 / 1_048_576.0)).collect();
-    eprintln!("soak: WAL MiB per second: {}", wal.join(" "));
+    eprintln!("soak: WAL MiB per sample: {}", wal.join(" "));
     let disk: Vec<String> = samples.iter().map(|s| format!("{:.1}", s.data_bytes as f64 / 1_048_576.0)).collect();
-    eprintln!("soak: data dir MiB per second: {}", disk.join(" "));
+    eprintln!("soak: data dir MiB per sample: {}", disk.join(" "));
     assert!(last <= first + 8, "the daemon's open files grew: {first} → {last}: {files:?}");
     let wal_most = samples.iter().map(|s| s.wal_bytes).max().unwrap_or(0);
     assert!(wal_most <= WAL_BOUND, "the WAL reached {wal_most} bytes");

@@ -579,7 +579,7 @@ pub fn assert_rss_flat(label: &str, samples_kb: &[u64]) {
     let last = median(&samples_kb[samples_kb.len() - third..]);
     let peak = samples_kb.iter().max().copied().unwrap_or(0);
     let mib: Vec<String> = samples_kb.iter().map(|kb| format!("{:.0}", *kb as f64 / 1024.0)).collect();
-    eprintln!("{label}: daemon RSS per second (MiB): {}", mib.join(" "));
+    eprintln!("{label}: daemon RSS per sample (MiB): {}", mib.join(" "));
     eprintln!(
         "{label}: daemon RSS first third {:.1} MiB, last third {:.1} MiB, peak {:.1} MiB ({} samples)",
         first as f64 / 1024.0,

@@ -12,7 +12,7 @@ use crate::store::HistoryDb;
 use cairn_base::error::{CairnError, Result};
 use cairn_base::query::{self, Term};
 use cairn_base::settings::HistorySettings;
-use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{HashMap, HashSet};
 
 /// Candidates one search ranks per hit it may show (`search.message_limit` ×
@@ -40,7 +40,65 @@ pub(super) struct HitPart {
 }
 
 /// Parts matching the query, grouped by message, best first.
+///
+/// The newest 5,000 sessions (`SCOPE_SESSIONS`) are searched first. When they hold fewer matching
+/// messages than a page shows, the older sessions are searched too and their hits follow: a
+/// session older than the newest 5,000 (a year of a heavy user's) is still found by a word
+/// only it holds. A scan of every part (the explicit literal search) stays within the newest.
 pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Result<SearchResults> {
+    search_in_pages_of(db, req, cfg, SCOPE_SESSIONS)
+}
+
+pub(super) fn search_in_pages_of(
+    db: &HistoryDb,
+    req: &SearchRequest,
+    cfg: &HistorySettings,
+    scope_sessions: i64,
+) -> Result<SearchResults> {
+    let newest = search_scope(db.conn(), req, 0, scope_sessions)?;
+    let mut found = search_views(db, req, cfg, &newest)?;
+    let page = cfg.search.message_limit;
+    let indexed = Path::of(req.query.trim(), req.literal) != Path::Scan;
+    if newest.len() as i64 == scope_sessions && found.messages.len() < page && indexed {
+        let older = search_scope(db.conn(), req, scope_sessions, -1)?;
+        let more = search_views(db, req, cfg, &older)?;
+        found.messages.extend(more.messages.into_iter().take(page - found.messages.len()));
+    }
+    Ok(found)
+}
+
+/// How a query finds its candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// FTS5's BM25 over the words.
+    Ranked,
+    /// The trigram index, for a substring of Chinese or Japanese.
+    Trigram,
+    /// Every part of the scope read (the literal search, and what no index can look up).
+    Scan,
+}
+
+impl Path {
+    fn of(text: &str, literal: bool) -> Path {
+        // The index's tokenizer (unicode61) keeps a run of Chinese or Japanese characters as
+        // one word, so a word inside a sentence is never found by it: such queries are
+        // substrings, looked up in the trigram index (3 characters or more; shorter ones scan
+        // the parts). FTS5's query syntax ends a string at a NUL ("unterminated string"): such
+        // a Chinese or Japanese query scans.
+        let unsegmented = crate::text::has_unsegmented_script(text);
+        let indexable = text.chars().count() >= 3 && !text.contains('\0');
+        if unsegmented && !literal && indexable {
+            Path::Trigram
+        } else if literal || unsegmented {
+            Path::Scan
+        } else {
+            Path::Ranked
+        }
+    }
+}
+
+/// [`search`] within the sessions of `views`.
+fn search_views(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings, views: &[View]) -> Result<SearchResults> {
     let conn = db.conn();
     let text = req.query.trim();
     if text.is_empty() {
@@ -50,24 +108,18 @@ pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Res
         return Err(CairnError::invalid(format!("query is longer than {MAX_QUERY_CHARS} characters")));
     }
     let kinds = parse_kinds(req.kinds.as_deref())?;
-    let views = search_scope(conn, req)?;
-    // The index's tokenizer (unicode61) keeps a run of Chinese or Japanese characters as one
-    // word, so a word inside a sentence is never found by it: such queries are substrings,
-    // looked up in the trigram index (3 characters or more; shorter ones scan the parts).
-    let unsegmented = crate::text::has_unsegmented_script(text);
-    let literal = req.literal || unsegmented;
-    // FTS5's query syntax ends a string at a NUL ("unterminated string"): such a query scans.
-    let indexable = text.chars().count() >= 3 && !text.contains('\0');
-    let candidates = if unsegmented && !req.literal && indexable {
-        trigram_candidates(conn, db.fts(), &views, &kinds, text)?
-    } else if literal {
-        literal_candidates(conn, &views, &kinds, text)?
-    } else {
-        let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
-        let ranked = shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED);
-        ranked_candidates(conn, db.fts(), &views, &kinds, text, ranked)?
+    let path = Path::of(text, req.literal);
+    let candidates = match path {
+        Path::Trigram => trigram_candidates(conn, db.fts(), views, &kinds, text)?,
+        Path::Scan => literal_candidates(conn, views, &kinds, text)?,
+        Path::Ranked => {
+            let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
+            let ranked = shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED);
+            ranked_candidates(conn, db.fts(), views, &kinds, text, ranked)?
+        }
     };
-    let needles: Vec<String> = if literal { vec![text.to_lowercase()] } else { needles_of(&query::parse(text)) };
+    let needles: Vec<String> =
+        if path == Path::Ranked { needles_of(&query::parse(text)) } else { vec![text.to_lowercase()] };
     group_hits(conn, candidates, &needles, cfg)
 }
 
@@ -90,25 +142,33 @@ pub(super) fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
     Ok(kinds)
 }
 
-/// A search's sessions, newest first: read from the index alone (`history_sessions_updated_id`
-/// and `history_sessions_project_updated_id` hold the id).
-pub(super) const SCOPE_OF_ALL: &str = "SELECT id FROM history_sessions ORDER BY updated_at DESC LIMIT 5000";
-pub(super) const SCOPE_OF_PROJECT: &str =
-    "SELECT id FROM history_sessions WHERE project = ?1 ORDER BY updated_at DESC LIMIT 5000";
+/// The sessions a search looks in first, newest first; the older ones only when these hold too
+/// few matches.
+pub(super) const SCOPE_SESSIONS: i64 = 5000;
 
-/// The sessions searched: the one asked for, else the project's (all, without a project),
-/// newest first.
-pub(super) fn search_scope(conn: &Connection, req: &SearchRequest) -> Result<Vec<View>> {
+/// A search's sessions, newest first (`?1` how many, -1 for all; `?2` how many newer ones to
+/// pass over): read from the index alone (`history_sessions_updated_id` and
+/// `history_sessions_project_updated_id` hold the id).
+pub(super) const SCOPE_OF_ALL: &str = "SELECT id FROM history_sessions ORDER BY updated_at DESC LIMIT ?1 OFFSET ?2";
+pub(super) const SCOPE_OF_PROJECT: &str =
+    "SELECT id FROM history_sessions WHERE project = ?3 ORDER BY updated_at DESC LIMIT ?1 OFFSET ?2";
+
+/// The sessions searched: the one asked for (none past it), else `limit` of the project's (of
+/// all, without a project) after the newest `offset`, newest first.
+pub(super) fn search_scope(conn: &Connection, req: &SearchRequest, offset: i64, limit: i64) -> Result<Vec<View>> {
     if let Some(session_id) = req.session_id.as_deref().filter(|s| !s.is_empty()) {
-        return Ok(vec![view(conn, session_id, req.caller_session_id.as_deref())?]);
+        return Ok(if offset == 0 {
+            vec![view(conn, session_id, req.caller_session_id.as_deref())?]
+        } else {
+            Vec::new()
+        });
     }
-    let (sql, values): (&str, Vec<String>) = match req.project.as_deref().filter(|p| !p.is_empty()) {
-        Some(project) => (SCOPE_OF_PROJECT, vec![project.to_owned()]),
-        None => (SCOPE_OF_ALL, Vec::new()),
-    };
-    let ids: Vec<String> = {
-        let mut stmt = conn.prepare_cached(sql)?;
-        stmt.query_map(params_from_iter(values), |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+    let ids: Vec<String> = if let Some(project) = req.project.as_deref().filter(|p| !p.is_empty()) {
+        let mut stmt = conn.prepare_cached(SCOPE_OF_PROJECT)?;
+        stmt.query_map(params![limit, offset, project], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+    } else {
+        let mut stmt = conn.prepare_cached(SCOPE_OF_ALL)?;
+        stmt.query_map(params![limit, offset], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
     };
     let caller = req.caller_session_id.as_deref();
     ids.into_iter()

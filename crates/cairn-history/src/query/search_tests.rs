@@ -166,7 +166,7 @@ fn archive(seed: u64, sessions: usize, messages: usize, interleaved: bool) -> Hi
 /// The two paths over the same scope, candidate for candidate; answers how many there were.
 fn same_as_one_by_one(db: &HistoryDb, req: &SearchRequest) -> usize {
     let kinds = parse_kinds(req.kinds.as_deref()).unwrap();
-    let views = search_scope(db.conn(), req).unwrap();
+    let views = search_scope(db.conn(), req, 0, SCOPE_SESSIONS).unwrap();
     let paged = trigram_candidates(db.conn(), db.fts(), &views, &kinds, &req.query).unwrap();
     let reference = one_by_one(db.conn(), db.fts(), &views, &kinds, &req.query).unwrap();
     assert_eq!(
@@ -324,7 +324,7 @@ fn parts_whose_message_is_missing_leave_the_cut_and_it_is_taken_again() {
 #[test]
 fn a_search_scope_is_read_from_the_sessions_index_alone() {
     let db = archive(3, 2, 4, false);
-    for (sql, values) in [(SCOPE_OF_ALL, vec![]), (SCOPE_OF_PROJECT, vec!["shop"])] {
+    for (sql, values) in [(SCOPE_OF_ALL, vec!["5000", "0"]), (SCOPE_OF_PROJECT, vec!["5000", "0", "shop"])] {
         let plan: Vec<String> = db
             .conn()
             .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
@@ -411,4 +411,61 @@ fn the_window_widens_by_eight_unless_few_matches_are_expected() {
     assert_eq!(next_window(0, FIRST_WINDOW, span, FULL_RANK_ROWS), i64::MAX);
     assert_eq!(next_window(30, FIRST_WINDOW, span, 0), FIRST_WINDOW * 8, "30 in 20k: ~15k in 10M");
     assert_eq!(next_window(10, FIRST_WINDOW, 100_000, 40), i64::MAX);
+}
+
+/// `sessions` sessions of three messages, each newer than the one before; only the oldest
+/// holds "zeppelin", every one "migration".
+fn sessions_one_old_word(sessions: usize) -> HistoryDb {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    for s in 0..sessions {
+        let id = format!("ses_{s:02}");
+        let session = HistorySession {
+            project: Some("shop".into()),
+            ..HistorySession::new(&id, HistoryHost::OpenCode, &ts(0), &ts(1000 + s * 1000))
+        };
+        let mut batch = IngestBatch { sessions: vec![session], ..Default::default() };
+        for m in 0..3 {
+            let message = format!("msg_{s:02}_{m}");
+            batch.messages.push(HistoryMessage::new(&id, &message, HistoryRole::User, m as i64, &ts(m)));
+            let text = if s == 0 && m == 1 { "the zeppelin migration failed" } else { "the build migration passed" };
+            let part = HistoryPart::new(&id, &message, &format!("{message}:0"), 0, PartKind::Text);
+            batch.parts.push(HistoryPart { text: Some(text.into()), ..part });
+        }
+        let source = SourceRef { key: format!("session-{s}"), host: HistoryHost::OpenCode };
+        db.apply(&source, None, &batch, &Cursor { offset: 1, size: 1, mtime_ms: 1, watermark: None }).unwrap();
+    }
+    db
+}
+
+/// The soak's finding: with more sessions than a search looks in first, a word only an older
+/// session holds was not found at all. Now the older sessions are searched when the newest
+/// hold too few matches, after them; with enough in the newest, nothing older is shown.
+#[test]
+fn a_session_older_than_the_newest_searched_is_still_found() {
+    let db = sessions_one_old_word(8);
+    let cfg = HistorySettings::default();
+    let sessions_of =
+        |found: &SearchResults| -> Vec<String> { found.messages.iter().map(|m| m.session_id.clone()).collect() };
+    for project in [None, Some("shop")] {
+        let req =
+            SearchRequest { project: project.map(Into::into), ..search_request("zeppelin", None, false, None, None) };
+        let found = search_in_pages_of(&db, &req, &cfg, 3).unwrap();
+        assert_eq!(sessions_of(&found), ["ses_00"], "project {project:?}");
+        assert_eq!(found.messages[0].message_id, "msg_00_1");
+        let found = search(&db, &req, &cfg).unwrap();
+        assert_eq!(sessions_of(&found), ["ses_00"], "project {project:?}, the shipped scope");
+    }
+    // Two newest sessions hold 6 matches, more than a page (5): no older session is shown.
+    let req = search_request("migration", None, false, None, None);
+    let found = search_in_pages_of(&db, &req, &cfg, 2).unwrap();
+    assert_eq!(found.messages.len(), cfg.search.message_limit);
+    assert!(sessions_of(&found).iter().all(|s| s == "ses_07" || s == "ses_06"), "{:?}", sessions_of(&found));
+    // The newest one holds 3: the page is filled from the older sessions, after its own.
+    let found = search_in_pages_of(&db, &req, &cfg, 1).unwrap();
+    let sessions = sessions_of(&found);
+    assert_eq!(sessions.len(), cfg.search.message_limit);
+    assert!(sessions[..3].iter().all(|s| s == "ses_07") && sessions[3..].iter().all(|s| s != "ses_07"), "{sessions:?}");
+    // One session asked for: that session only, however many there are.
+    let req = search_request("zeppelin", Some("ses_00"), false, None, None);
+    assert_eq!(sessions_of(&search_in_pages_of(&db, &req, &cfg, 1).unwrap()), ["ses_00"]);
 }

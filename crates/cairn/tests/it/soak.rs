@@ -4,7 +4,7 @@
 //! By default every worker goes flat out, many days' work in minutes. `CAIRN_SOAK_PACE=N` runs
 //! N heavy working days in 8 hours instead ([`Pace`]), so a long run does what a person's
 //! machine does, with the background embedding keeping up as it would there
-//! (`CAIRN_SOAK_SECS=28800 CAIRN_SOAK_PACE=10`: ten heavy days in 8 hours).
+//! (`CAIRN_SOAK_SECS=28800 CAIRN_SOAK_PACE=20`: twenty heavy days in 8 hours).
 //!
 //! Everything at once on one daemon: two hosts' sessions (Claude Code and Codex, each through
 //! `cairn hook` processes with a transcript the daemon archives), saves with revisions and

@@ -55,16 +55,30 @@ pub(super) fn search_in_pages_of(
     cfg: &HistorySettings,
     scope_sessions: i64,
 ) -> Result<SearchResults> {
+    let text = req.query.trim();
+    if text.is_empty() {
+        return Err(CairnError::empty("query"));
+    }
+    if text.chars().count() > MAX_QUERY_CHARS {
+        return Err(CairnError::invalid(format!("query is longer than {MAX_QUERY_CHARS} characters")));
+    }
+    let query = Query { text, path: Path::of(text, req.literal), kinds: parse_kinds(req.kinds.as_deref())? };
     let newest = search_scope(db.conn(), req, 0, scope_sessions)?;
-    let mut found = search_views(db, req, cfg, &newest)?;
+    let mut found = search_views(db, &query, cfg, &newest)?;
     let page = cfg.search.message_limit;
-    let indexed = Path::of(req.query.trim(), req.literal) != Path::Scan;
-    if newest.len() as i64 == scope_sessions && found.messages.len() < page && indexed {
+    if newest.len() as i64 == scope_sessions && found.messages.len() < page && query.path != Path::Scan {
         let older = search_scope(db.conn(), req, scope_sessions, -1)?;
-        let more = search_views(db, req, cfg, &older)?;
+        let more = search_views(db, &query, cfg, &older)?;
         found.messages.extend(more.messages.into_iter().take(page - found.messages.len()));
     }
     Ok(found)
+}
+
+/// A query checked once for every pass of a search.
+struct Query<'q> {
+    text: &'q str,
+    path: Path,
+    kinds: Vec<&'static str>,
 }
 
 /// How a query finds its candidates.
@@ -98,28 +112,19 @@ impl Path {
 }
 
 /// [`search`] within the sessions of `views`.
-fn search_views(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings, views: &[View]) -> Result<SearchResults> {
-    let conn = db.conn();
-    let text = req.query.trim();
-    if text.is_empty() {
-        return Err(CairnError::empty("query"));
-    }
-    if text.chars().count() > MAX_QUERY_CHARS {
-        return Err(CairnError::invalid(format!("query is longer than {MAX_QUERY_CHARS} characters")));
-    }
-    let kinds = parse_kinds(req.kinds.as_deref())?;
-    let path = Path::of(text, req.literal);
-    let candidates = match path {
-        Path::Trigram => trigram_candidates(conn, db.fts(), views, &kinds, text)?,
-        Path::Scan => literal_candidates(conn, views, &kinds, text)?,
+fn search_views(db: &HistoryDb, query: &Query, cfg: &HistorySettings, views: &[View]) -> Result<SearchResults> {
+    let (conn, text, kinds) = (db.conn(), query.text, &query.kinds);
+    let candidates = match query.path {
+        Path::Trigram => trigram_candidates(conn, db.fts(), views, kinds, text)?,
+        Path::Scan => literal_candidates(conn, views, kinds, text)?,
         Path::Ranked => {
             let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
             let ranked = shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED);
-            ranked_candidates(conn, db.fts(), views, &kinds, text, ranked)?
+            ranked_candidates(conn, db.fts(), views, kinds, text, ranked)?
         }
     };
     let needles: Vec<String> =
-        if path == Path::Ranked { needles_of(&query::parse(text)) } else { vec![text.to_lowercase()] };
+        if query.path == Path::Ranked { needles_of(&query::parse(text)) } else { vec![text.to_lowercase()] };
     group_hits(conn, candidates, &needles, cfg)
 }
 

@@ -96,8 +96,10 @@ impl Pace {
 
 /// Wait until `started + interval` (or `flat_out` when the run is not paced), waking for `stop`.
 fn wait_round(started: Instant, interval: Option<Duration>, flat_out: Duration, stop: &AtomicBool) {
-    let until = started + interval.unwrap_or(Duration::ZERO);
-    let until = until.max(Instant::now() + if interval.is_some() { Duration::ZERO } else { flat_out });
+    let until = match interval {
+        Some(interval) => started + interval,
+        None => Instant::now() + flat_out,
+    };
     while !stop.load(Ordering::Relaxed) {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {

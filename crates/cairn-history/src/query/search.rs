@@ -42,9 +42,11 @@ pub(super) struct HitPart {
 /// Parts matching the query, grouped by message, best first.
 ///
 /// The newest 5,000 sessions (`SCOPE_SESSIONS`) are searched first. When they hold fewer matching
-/// messages than a page shows, the older sessions are searched too and their hits follow: a
-/// session older than the newest 5,000 (a year of a heavy user's) is still found by a word
-/// only it holds. A scan of every part (the explicit literal search) stays within the newest.
+/// messages than a page shows, the older sessions' hits follow: a session older than the newest
+/// 5,000 (a year of a heavy user's) is still found by a word only it holds. The older sessions
+/// are never listed (~60,000 ids at 10M parts, 11 ms to read): each is looked up when a match
+/// names it ([`Older`]). A scan of every part (the explicit literal search) stays within the
+/// newest.
 pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Result<SearchResults> {
     search_in_pages_of(db, req, cfg, SCOPE_SESSIONS)
 }
@@ -63,15 +65,25 @@ pub(super) fn search_in_pages_of(
         return Err(CairnError::invalid(format!("query is longer than {MAX_QUERY_CHARS} characters")));
     }
     let query = Query { text, path: Path::of(text, req.literal), kinds: parse_kinds(req.kinds.as_deref())? };
-    let newest = search_scope(db.conn(), req, 0, scope_sessions)?;
-    let mut found = search_views(db, &query, cfg, &newest)?;
+    let newest = search_scope(db.conn(), req, scope_sessions)?;
     let page = cfg.search.message_limit;
-    if newest.len() as i64 == scope_sessions && found.messages.len() < page && query.path != Path::Scan {
-        let older = search_scope(db.conn(), req, scope_sessions, -1)?;
-        let more = search_views(db, &query, cfg, &older)?;
-        found.messages.extend(more.messages.into_iter().take(page - found.messages.len()));
+    let one_session = req.session_id.as_deref().is_some_and(|s| !s.is_empty());
+    let past_newest = newest.len() as i64 == scope_sessions && !one_session && query.path != Path::Scan;
+    let mut older = past_newest.then(|| Older::new(db.conn(), &newest, req, page));
+    match query.path {
+        // The trigram walk reads matches newest first until the newest sessions hold enough, so
+        // it gathers the older sessions' matches on its way: one walk, not two.
+        Path::Trigram => search_views(db, &query, cfg, &newest, older.as_mut()),
+        Path::Scan => search_views(db, &query, cfg, &newest, None),
+        Path::Ranked => {
+            let mut found = search_views(db, &query, cfg, &newest, None)?;
+            if let Some(older) = older.as_mut().filter(|_| found.messages.len() < page) {
+                let more = search_older(db, &query, cfg, older)?;
+                found.messages.extend(more.messages.into_iter().take(page - found.messages.len()));
+            }
+            Ok(found)
+        }
     }
-    Ok(found)
 }
 
 /// A query checked once for every pass of a search.
@@ -79,6 +91,13 @@ struct Query<'q> {
     text: &'q str,
     path: Path,
     kinds: Vec<&'static str>,
+}
+
+impl Query<'_> {
+    /// The words a snippet is placed around: the query's words when ranked, else the substring.
+    fn needles(&self) -> Vec<String> {
+        if self.path == Path::Ranked { needles_of(&query::parse(self.text)) } else { vec![self.text.to_lowercase()] }
+    }
 }
 
 /// How a query finds its candidates.
@@ -111,21 +130,105 @@ impl Path {
     }
 }
 
-/// [`search`] within the sessions of `views`.
-fn search_views(db: &HistoryDb, query: &Query, cfg: &HistorySettings, views: &[View]) -> Result<SearchResults> {
+/// [`search`] within the sessions of `views`; a trigram walk also gathers the matches of the
+/// sessions past them (`older`), after their own.
+fn search_views(
+    db: &HistoryDb,
+    query: &Query,
+    cfg: &HistorySettings,
+    views: &[View],
+    older: Option<&mut Older>,
+) -> Result<SearchResults> {
     let (conn, text, kinds) = (db.conn(), query.text, &query.kinds);
     let candidates = match query.path {
-        Path::Trigram => trigram_candidates(conn, db.fts(), views, kinds, text)?,
+        Path::Trigram => trigram_candidates(conn, db.fts(), views, kinds, text, older)?,
         Path::Scan => literal_candidates(conn, views, kinds, text)?,
-        Path::Ranked => {
-            let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
-            let ranked = shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED);
-            ranked_candidates(conn, db.fts(), views, kinds, text, ranked)?
-        }
+        Path::Ranked => ranked_candidates(conn, db.fts(), Scope::Listed(views), kinds, text, ranked_count(cfg))?,
     };
-    let needles: Vec<String> =
-        if query.path == Path::Ranked { needles_of(&query::parse(text)) } else { vec![text.to_lowercase()] };
-    group_hits(conn, candidates, &needles, cfg)
+    group_hits(conn, candidates, &query.needles(), cfg)
+}
+
+/// A ranked search's second pass: the sessions past the newest.
+fn search_older(db: &HistoryDb, query: &Query, cfg: &HistorySettings, older: &mut Older) -> Result<SearchResults> {
+    let candidates =
+        ranked_candidates(db.conn(), db.fts(), Scope::Older(older), &query.kinds, query.text, ranked_count(cfg))?;
+    group_hits(db.conn(), candidates, &query.needles(), cfg)
+}
+
+/// Candidates a ranked search takes from FTS5, for the hits a page can show.
+fn ranked_count(cfg: &HistorySettings) -> usize {
+    let shown = cfg.search.message_limit.saturating_mul(cfg.search.max_hits_per_message);
+    shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED)
+}
+
+/// The sessions one pass of a search looks in.
+pub(super) enum Scope<'s, 'o> {
+    /// Listed: the newest of a project (of all), or the one session asked for.
+    Listed(&'s [View]),
+    /// Those past the newest, looked up as matches name them.
+    Older(&'s mut Older<'o>),
+}
+
+/// The sessions past the newest a search looks in first, of the project asked for (of all,
+/// without one): each looked up when a match names it (one indexed lookup per session, kept),
+/// never listed. They take places in the order their matches are found, newest parts first.
+pub(super) struct Older<'a> {
+    conn: &'a Connection,
+    newest: HashSet<&'a str>,
+    project: Option<&'a str>,
+    caller: Option<&'a str>,
+    /// Messages the newest must hold for the older not to be read (a page).
+    page: usize,
+    places: HashMap<String, Option<usize>>,
+    views: Vec<View>,
+}
+
+impl<'a> Older<'a> {
+    pub(super) fn new(conn: &'a Connection, newest: &'a [View], req: &'a SearchRequest, page: usize) -> Older<'a> {
+        Older {
+            conn,
+            newest: newest.iter().map(|v| v.session_id.as_str()).collect(),
+            project: req.project.as_deref().filter(|p| !p.is_empty()),
+            caller: req.caller_session_id.as_deref(),
+            page,
+            places: HashMap::new(),
+            views: Vec::new(),
+        }
+    }
+
+    /// The place of a session past the newest, `None` for one among them or of another project.
+    fn place(&mut self, session_id: &str) -> Result<Option<usize>> {
+        if self.newest.contains(session_id) {
+            return Ok(None);
+        }
+        if let Some(&place) = self.places.get(session_id) {
+            return Ok(place);
+        }
+        let in_scope: bool = match self.project {
+            Some(project) => self
+                .conn
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM history_sessions WHERE id = ?1 AND project = ?2)")?
+                .query_row(params![session_id, project], |r| r.get(0))?,
+            None => self
+                .conn
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM history_sessions WHERE id = ?1)")?
+                .query_row([session_id], |r| r.get(0))?,
+        };
+        let place = if in_scope {
+            let own = self.caller == Some(session_id);
+            let boundary = if own { latest_compaction(self.conn, session_id)? } else { None };
+            self.views.push(View { session_id: session_id.to_owned(), boundary });
+            Some(self.views.len() - 1)
+        } else {
+            None
+        };
+        self.places.insert(session_id.to_owned(), place);
+        Ok(place)
+    }
+
+    fn view(&self, place: usize) -> &View {
+        &self.views[place]
+    }
 }
 
 pub(super) fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
@@ -147,33 +250,28 @@ pub(super) fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
     Ok(kinds)
 }
 
-/// The sessions a search looks in first, newest first; the older ones only when these hold too
-/// few matches.
+/// The sessions a search looks in first, newest first; those past them only when these hold
+/// too few matches ([`Older`]).
 pub(super) const SCOPE_SESSIONS: i64 = 5000;
 
-/// A search's sessions, newest first (`?1` how many, -1 for all; `?2` how many newer ones to
-/// pass over): read from the index alone (`history_sessions_updated_id` and
-/// `history_sessions_project_updated_id` hold the id).
-pub(super) const SCOPE_OF_ALL: &str = "SELECT id FROM history_sessions ORDER BY updated_at DESC LIMIT ?1 OFFSET ?2";
+/// A search's first sessions, newest first (`?1` how many): read from the index alone
+/// (`history_sessions_updated_id` and `history_sessions_project_updated_id` hold the id).
+pub(super) const SCOPE_OF_ALL: &str = "SELECT id FROM history_sessions ORDER BY updated_at DESC LIMIT ?1";
 pub(super) const SCOPE_OF_PROJECT: &str =
-    "SELECT id FROM history_sessions WHERE project = ?3 ORDER BY updated_at DESC LIMIT ?1 OFFSET ?2";
+    "SELECT id FROM history_sessions WHERE project = ?2 ORDER BY updated_at DESC LIMIT ?1";
 
-/// The sessions searched: the one asked for (none past it), else `limit` of the project's (of
-/// all, without a project) after the newest `offset`, newest first.
-pub(super) fn search_scope(conn: &Connection, req: &SearchRequest, offset: i64, limit: i64) -> Result<Vec<View>> {
+/// The sessions searched first: the one asked for, else the newest `limit` of the project's (of
+/// all, without a project), newest first.
+pub(super) fn search_scope(conn: &Connection, req: &SearchRequest, limit: i64) -> Result<Vec<View>> {
     if let Some(session_id) = req.session_id.as_deref().filter(|s| !s.is_empty()) {
-        return Ok(if offset == 0 {
-            vec![view(conn, session_id, req.caller_session_id.as_deref())?]
-        } else {
-            Vec::new()
-        });
+        return Ok(vec![view(conn, session_id, req.caller_session_id.as_deref())?]);
     }
     let ids: Vec<String> = if let Some(project) = req.project.as_deref().filter(|p| !p.is_empty()) {
         let mut stmt = conn.prepare_cached(SCOPE_OF_PROJECT)?;
-        stmt.query_map(params![limit, offset, project], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+        stmt.query_map(params![limit, project], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
     } else {
         let mut stmt = conn.prepare_cached(SCOPE_OF_ALL)?;
-        stmt.query_map(params![limit, offset], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+        stmt.query_map(params![limit], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
     };
     let caller = req.caller_session_id.as_deref();
     ids.into_iter()
@@ -203,7 +301,7 @@ pub(super) fn search_scope(conn: &Connection, req: &SearchRequest, offset: i64, 
 pub(super) fn ranked_candidates(
     conn: &Connection,
     fts: &Connection,
-    views: &[View],
+    scope: Scope,
     kinds: &[&str],
     text: &str,
     ranked: usize,
@@ -214,9 +312,13 @@ pub(super) fn ranked_candidates(
     let Some(all_words) = query::to_fts(&terms) else {
         return Ok(Vec::new());
     };
-    let session_filter = match views {
-        [one] => format!(" AND {{session}} : \"{}\"", one.session_id.replace('"', "")),
-        _ => String::new(),
+    let one = match &scope {
+        Scope::Listed([one]) => Some(one),
+        _ => None,
+    };
+    let session_filter = match one {
+        Some(one) => format!(" AND {{session}} : \"{}\"", one.session_id.replace('"', "")),
+        None => String::new(),
     };
     // Two statements: each is one step down the table's b-tree, where both in one scan it.
     let all: (Option<i64>, Option<i64>) = (
@@ -224,19 +326,23 @@ pub(super) fn ranked_candidates(
         conn.prepare_cached("SELECT max(rowid) FROM history_parts")?.query_row([], |r| r.get(0))?,
     );
     let (Some(first), Some(last)) = all else { return Ok(Vec::new()) };
-    let (oldest, newest) = match views {
-        [one] => {
+    let (oldest, newest) = match one {
+        Some(one) => {
             let span: (Option<i64>, Option<i64>) = conn
                 .prepare_cached("SELECT min(rowid), max(rowid) FROM history_parts WHERE session_id = ?1")?
                 .query_row([&one.session_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
             let (Some(oldest), Some(newest)) = span else { return Ok(Vec::new()) };
             (oldest, newest)
         }
-        _ => (first, last),
+        None => (first, last),
     };
+    let one_session = one.is_some();
     let mut found = Found {
         conn,
-        views: views.iter().map(|v| (v.session_id.as_str(), v)).collect(),
+        scope: match scope {
+            Scope::Listed(views) => Lookup::Listed(views.iter().map(|v| (v.session_id.as_str(), v)).collect()),
+            Scope::Older(older) => Lookup::Older(older),
+        },
         kinds,
         seen: HashSet::new(),
         candidates: Vec::new(),
@@ -263,7 +369,7 @@ pub(super) fn ranked_candidates(
             }
             // Across sessions the newest parts may be unlike the rest (an import of another
             // host's sessions): what the sample of the whole archive estimates counts too.
-            let estimated = if views.len() == 1 { 0 } else { rare_rows };
+            let estimated = if one_session { 0 } else { rare_rows };
             window = next_window(hits.len(), window, newest - oldest, estimated);
         }
     }
@@ -372,24 +478,39 @@ fn matches_in(conn: &Connection, expression: &str, start: i64, len: i64) -> Resu
 
 /// The candidates of one search as they are found: hydrated, checked against the type, the
 /// scope and the visibility, each part once.
-pub(super) struct Found<'a> {
+pub(super) struct Found<'a, 'o> {
     conn: &'a Connection,
-    views: HashMap<&'a str, &'a View>,
+    scope: Lookup<'a, 'o>,
     kinds: &'a [&'a str],
     seen: HashSet<i64>,
     candidates: Vec<Candidate>,
 }
 
-impl Found<'_> {
+/// How a pass of the ranked search tells a session in its scope, and what of it is seen.
+enum Lookup<'a, 'o> {
+    Listed(HashMap<&'a str, &'a View>),
+    Older(&'a mut Older<'o>),
+}
+
+impl Lookup<'_, '_> {
+    /// Whether the session is in the scope and shows this message.
+    fn shows(&mut self, session_id: &str, message: &MessageRow) -> Result<bool> {
+        Ok(match self {
+            Lookup::Listed(views) => views.get(session_id).is_some_and(|view| view.shows(message)),
+            Lookup::Older(older) => older.place(session_id)?.is_some_and(|place| older.view(place).shows(message)),
+        })
+    }
+}
+
+impl Found<'_, '_> {
     fn add(&mut self, hits: &[(i64, f64)]) -> Result<()> {
         for &(rowid, rank) in hits {
             if !self.seen.insert(rowid) {
                 continue;
             }
             let Some((session_id, message, part)) = hydrate(self.conn, rowid)? else { continue };
-            let Some(view) = self.views.get(session_id.as_str()) else { continue };
             let kind_ok = indexed_kind(part.kind).is_some_and(|k| self.kinds.contains(&k));
-            if kind_ok && view.shows(&message) {
+            if kind_ok && self.scope.shows(&session_id, &message)? {
                 self.candidates.push(Candidate { session_id, message, part, rank });
             }
         }
@@ -441,11 +562,17 @@ pub(super) fn trigram_candidates(
     views: &[View],
     kinds: &[&str],
     text: &str,
+    mut older: Option<&mut Older>,
 ) -> Result<Vec<Candidate>> {
     let by_session = in_scope_order(views);
-    let Some((oldest, below)) = trigram_span(conn, views)? else { return Ok(Vec::new()) };
+    // A walk that gathers the older sessions' matches too spans every rowid, whatever the scope.
+    let span = if older.is_some() { Some((i64::MIN, i64::MAX)) } else { trigram_span(conn, views)? };
+    let Some((oldest, below)) = span else { return Ok(Vec::new()) };
     let phrase = trigram_phrase(text);
     let mut found = Matches::default();
+    // The older sessions' rows met on the way, as a walk of their own would take them: the
+    // first [`LITERAL_CANDIDATES`] (whole pages), newest first.
+    let mut past = Matches::default();
     // One statement, read a page at a time: FTS5 merges the phrase's doclists once, not again
     // for every page.
     let mut lookup = fts.prepare_cached(
@@ -456,7 +583,11 @@ pub(super) fn trigram_candidates(
     loop {
         let rowids = next_page(&mut matches)?;
         let full_page = rowids.len() == TRIGRAM_PAGE;
-        found.add_page(conn, in_scope(conn, &rowids, &by_session, kinds)?)?;
+        let (own, older_rows) = in_scope(conn, &rowids, &by_session, older.as_deref_mut(), kinds)?;
+        found.add_page(conn, own)?;
+        if past.rows.len() < LITERAL_CANDIDATES {
+            past.add_page(conn, older_rows)?;
+        }
         let enough = |found: &Matches| !full_page || found.rows.len() >= LITERAL_CANDIDATES;
         // Enough rows, or the last page: the cut's messages, which may drop rows (then read on).
         if enough(&found) {
@@ -466,11 +597,19 @@ pub(super) fn trigram_candidates(
             }
         }
     }
-    let candidates = found.rows.into_iter().filter_map(|row| {
-        let message = row.message?;
-        Some((row.order, Candidate { session_id: row.session_id, message, part: row.part, rank: 0.0 }))
-    });
-    Ok(first_in_scan_order(candidates.collect()))
+    let mut candidates = found.into_candidates();
+    // The older sessions' hits follow, only when the newest hold fewer messages than a page
+    // (counted before grouping leaves out the tools a search skips).
+    if older.is_some_and(|older| messages_in(&candidates) < older.page) {
+        past.settle(conn)?;
+        candidates.extend(past.into_candidates());
+    }
+    Ok(candidates)
+}
+
+/// How many messages these candidates hold.
+fn messages_in(candidates: &[Candidate]) -> usize {
+    candidates.iter().map(|c| (c.session_id.as_str(), c.message.id.as_str())).collect::<HashSet<_>>().len()
 }
 
 /// The next [`TRIGRAM_PAGE`] matches (fewer at the end).
@@ -483,29 +622,37 @@ fn next_page(matches: &mut rusqlite::Rows<'_>) -> Result<Vec<i64>> {
     Ok(rowids)
 }
 
-/// The rows of a page in the scope and of a type asked for (their messages not read yet).
-fn in_scope<'v>(
+/// The rows of a page of a type asked for (their messages not read yet): those in the scope,
+/// and those of the sessions past it (`older`, when a search looks there too).
+fn in_scope(
     conn: &Connection,
     rowids: &[i64],
-    by_session: &HashMap<&str, (usize, &'v View)>,
+    by_session: &HashMap<&str, (usize, &View)>,
+    mut older: Option<&mut Older>,
     kinds: &[&str],
-) -> Result<Vec<Row<'v>>> {
-    let mut page = Vec::new();
+) -> Result<(Vec<Row>, Vec<Row>)> {
+    let (mut own, mut past) = (Vec::new(), Vec::new());
     for (session_id, part, message_id) in parts_of(conn, rowids)? {
-        let Some(&(order, view)) = by_session.get(session_id.as_str()) else { continue };
-        if indexed_kind(part.kind).is_some_and(|k| kinds.contains(&k)) {
-            page.push(Row { order, view, session_id, part, message_id, message: None });
+        if !indexed_kind(part.kind).is_some_and(|k| kinds.contains(&k)) {
+            continue;
         }
+        let placed = match (by_session.get(session_id.as_str()), older.as_deref_mut()) {
+            (Some(&(order, view)), _) => Some((order, view.boundary.clone(), &mut own)),
+            (None, Some(older)) => older.place(&session_id)?.map(|p| (p, older.view(p).boundary.clone(), &mut past)),
+            (None, None) => None,
+        };
+        let Some((order, boundary, into)) = placed else { continue };
+        into.push(Row { order, view: View { session_id, boundary }, part, message_id, message: None });
     }
-    Ok(page)
+    Ok((own, past))
 }
 
 /// A part the trigram index matched, in the scope and of a type asked for.
-struct Row<'v> {
+struct Row {
     /// The session's place in the scope's order.
     order: usize,
-    view: &'v View,
-    session_id: String,
+    /// The session, and what of it the caller sees.
+    view: View,
     part: HitPart,
     message_id: String,
     /// Read once the row may make the cut (or at once in the caller's compacted session).
@@ -515,14 +662,14 @@ struct Row<'v> {
 /// The rows found so far: every one has its message or was never looked at; those whose
 /// message is missing or hidden are gone.
 #[derive(Default)]
-struct Matches<'v> {
-    rows: Vec<Row<'v>>,
+struct Matches {
+    rows: Vec<Row>,
 }
 
-impl<'v> Matches<'v> {
+impl Matches {
     /// A page's rows. Only the caller's own session (after a compaction) hides messages: its
     /// rows need their message to count, so it is read now.
-    fn add_page(&mut self, conn: &Connection, mut page: Vec<Row<'v>>) -> Result<()> {
+    fn add_page(&mut self, conn: &Connection, mut page: Vec<Row>) -> Result<()> {
         let bounded: Vec<usize> = (0..page.len()).filter(|&i| page[i].view.boundary.is_some()).collect();
         let messages = messages_of(conn, bounded.iter().map(|&i| &page[i]))?;
         for (&i, message) in bounded.iter().zip(messages) {
@@ -559,6 +706,16 @@ impl<'v> Matches<'v> {
                 keep
             });
         }
+    }
+
+    /// The rows as candidates, the first [`LITERAL_CANDIDATES`] in the scan's order (after
+    /// [`Matches::settle`], every row has its message).
+    fn into_candidates(self) -> Vec<Candidate> {
+        let candidates = self.rows.into_iter().filter_map(|row| {
+            let message = row.message?;
+            Some((row.order, Candidate { session_id: row.view.session_id, message, part: row.part, rank: 0.0 }))
+        });
+        first_in_scan_order(candidates.collect())
     }
 
     /// How many rows (sorted by scope order) the sessions holding the first
@@ -656,16 +813,13 @@ fn parts_of(conn: &Connection, rowids: &[i64]) -> Result<Vec<(String, HitPart, S
 
 /// The messages of these rows, in their order, in one statement; `None` where a row's message
 /// is missing.
-fn messages_of<'a, 'v: 'a>(
-    conn: &Connection,
-    rows: impl Iterator<Item = &'a Row<'v>>,
-) -> Result<Vec<Option<MessageRow>>> {
+fn messages_of<'a>(conn: &Connection, rows: impl Iterator<Item = &'a Row>) -> Result<Vec<Option<MessageRow>>> {
     // Several parts of one message: each message read once, given to all of them.
     let mut keys: Vec<(&str, &str)> = Vec::new();
     let mut key_of: Vec<usize> = Vec::new();
     let mut place: HashMap<(&str, &str), usize> = HashMap::new();
     for row in rows {
-        let key = (row.session_id.as_str(), row.message_id.as_str());
+        let key = (row.view.session_id.as_str(), row.message_id.as_str());
         let next = keys.len();
         let k = *place.entry(key).or_insert(next);
         if k == next {

@@ -166,8 +166,8 @@ fn archive(seed: u64, sessions: usize, messages: usize, interleaved: bool) -> Hi
 /// The two paths over the same scope, candidate for candidate; answers how many there were.
 fn same_as_one_by_one(db: &HistoryDb, req: &SearchRequest) -> usize {
     let kinds = parse_kinds(req.kinds.as_deref()).unwrap();
-    let views = search_scope(db.conn(), req, 0, SCOPE_SESSIONS).unwrap();
-    let paged = trigram_candidates(db.conn(), db.fts(), &views, &kinds, &req.query).unwrap();
+    let views = search_scope(db.conn(), req, SCOPE_SESSIONS).unwrap();
+    let paged = trigram_candidates(db.conn(), db.fts(), &views, &kinds, &req.query, None).unwrap();
     let reference = one_by_one(db.conn(), db.fts(), &views, &kinds, &req.query).unwrap();
     assert_eq!(
         keys(&paged),
@@ -324,7 +324,7 @@ fn parts_whose_message_is_missing_leave_the_cut_and_it_is_taken_again() {
 #[test]
 fn a_search_scope_is_read_from_the_sessions_index_alone() {
     let db = archive(3, 2, 4, false);
-    for (sql, values) in [(SCOPE_OF_ALL, vec!["5000", "0"]), (SCOPE_OF_PROJECT, vec!["5000", "0", "shop"])] {
+    for (sql, values) in [(SCOPE_OF_ALL, vec!["5000"]), (SCOPE_OF_PROJECT, vec!["5000", "shop"])] {
         let plan: Vec<String> = db
             .conn()
             .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
@@ -468,4 +468,63 @@ fn a_session_older_than_the_newest_searched_is_still_found() {
     // One session asked for: that session only, however many there are.
     let req = search_request("zeppelin", Some("ses_00"), false, None, None);
     assert_eq!(sessions_of(&search_in_pages_of(&db, &req, &cfg, 1).unwrap()), ["ses_00"]);
+}
+
+/// One session of `project` updated at `updated` (seconds), a message for each text.
+fn add_session(db: &mut HistoryDb, id: &str, project: &str, updated: usize, texts: &[&str]) {
+    let session = HistorySession {
+        project: Some(project.into()),
+        ..HistorySession::new(id, HistoryHost::OpenCode, &ts(0), &ts(updated))
+    };
+    let mut batch = IngestBatch { sessions: vec![session], ..Default::default() };
+    for (m, text) in texts.iter().enumerate() {
+        let message = format!("{id}_msg_{m}");
+        batch.messages.push(HistoryMessage::new(id, &message, HistoryRole::User, m as i64, &ts(m)));
+        let part = HistoryPart::new(id, &message, &format!("{message}:0"), 0, PartKind::Text);
+        batch.parts.push(HistoryPart { text: Some((*text).into()), ..part });
+    }
+    let source = SourceRef { key: id.to_owned(), host: HistoryHost::OpenCode };
+    db.apply(&source, None, &batch, &Cursor { offset: 1, size: 1, mtime_ms: 1, watermark: None }).unwrap();
+}
+
+/// Past the newest for a substring in Chinese too (the trigram walk gathers the older sessions'
+/// matches on its way), and only the project's: another project's older session holding the
+/// words is left out of a search of the project, and shown in a search of all.
+#[test]
+fn an_older_session_is_found_by_a_chinese_substring_within_its_project() {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    add_session(&mut db, "other_00", "other", 500, &["数据库迁移失败了"]);
+    for s in 0..6 {
+        let first = if s == 0 { "数据库迁移失败了，缓存失效" } else { "构建通过了，缓存失效" };
+        add_session(&mut db, &format!("ses_{s:02}"), "shop", 1000 + s * 1000, &[first, "缓存失效了", "又是缓存失效"]);
+    }
+    let cfg = HistorySettings::default();
+    let sessions_of = |found: &SearchResults| -> Vec<String> {
+        let mut sessions: Vec<String> = found.messages.iter().map(|m| m.session_id.clone()).collect();
+        sessions.dedup();
+        sessions
+    };
+    let shop =
+        |query: &str| SearchRequest { project: Some("shop".into()), ..search_request(query, None, false, None, None) };
+    assert_eq!(sessions_of(&search_in_pages_of(&db, &shop("数据库迁移"), &cfg, 2).unwrap()), ["ses_00"]);
+    let all = search_in_pages_of(&db, &search_request("数据库迁移", None, false, None, None), &cfg, 2).unwrap();
+    assert_eq!(sessions_of(&all), ["ses_00", "other_00"], "newest match first");
+    assert_eq!(all.messages[0].message_id, "ses_00_msg_0");
+    // Two newest sessions hold six messages with the words, more than a page: nothing older.
+    let found = search_in_pages_of(&db, &shop("缓存失效"), &cfg, 2).unwrap();
+    assert_eq!(
+        found.messages.len(),
+        cfg.search.message_limit,
+        "{:?}",
+        found.messages.iter().map(|m| (&m.session_id, &m.message_id)).collect::<Vec<_>>()
+    );
+    assert!(sessions_of(&found).iter().all(|s| s == "ses_05" || s == "ses_04"), "{:?}", sessions_of(&found));
+    // The newest holds three: the page is filled from the older sessions, after its own.
+    let found = search_in_pages_of(&db, &shop("缓存失效"), &cfg, 1).unwrap();
+    let sessions: Vec<&str> = found.messages.iter().map(|m| m.session_id.as_str()).collect();
+    assert_eq!(sessions.len(), cfg.search.message_limit);
+    assert!(
+        sessions[..3].iter().all(|s| *s == "ses_05") && sessions[3..].iter().all(|s| *s == "ses_04"),
+        "{sessions:?}"
+    );
 }

@@ -583,11 +583,11 @@ pub(super) fn trigram_candidates(
     loop {
         let rowids = next_page(&mut matches)?;
         let full_page = rowids.len() == TRIGRAM_PAGE;
-        let (own, older_rows) = in_scope(conn, &rowids, &by_session, older.as_deref_mut(), kinds)?;
+        // Once the older sessions have their rows, no more of them are looked up.
+        let gathering = older.as_deref_mut().filter(|_| past.rows.len() < LITERAL_CANDIDATES);
+        let (own, older_rows) = in_scope(conn, &rowids, &by_session, gathering, kinds)?;
         found.add_page(conn, own)?;
-        if past.rows.len() < LITERAL_CANDIDATES {
-            past.add_page(conn, older_rows)?;
-        }
+        past.add_page(conn, older_rows)?;
         let enough = |found: &Matches| !full_page || found.rows.len() >= LITERAL_CANDIDATES;
         // Enough rows, or the last page: the cut's messages, which may drop rows (then read on).
         if enough(&found) {

@@ -84,6 +84,7 @@ impl Core {
     pub fn gc(&mut self, request: &GcRequest) -> Result<GcReport> {
         let dry_run = request.dry_run;
         let mut report = GcReport { dry_run, ..GcReport::default() };
+        self.check_room(dry_run, &mut report.notes)?;
         let before = self.store.pages()?;
         report.memory_store.before_bytes = before.file_bytes;
 
@@ -117,6 +118,26 @@ impl Core {
         }
         report.history_archive = self.rebuild_archive(dry_run)?;
         Ok(report)
+    }
+
+    /// Room for the rebuilds, checked before anything changes: a rebuild that would not fit
+    /// refuses the gc (`disk_full`); a dry run says so in a note.
+    fn check_room(&mut self, dry_run: bool, notes: &mut Vec<String>) -> Result<()> {
+        let Some(dir) = self.store.data_dir().map(std::path::Path::to_path_buf) else { return Ok(()) };
+        let Some(room) = crate::room::room_for(&dir)? else { return Ok(()) };
+        let store = self.store.pages()?;
+        let mut files = vec![("cairn.db", store.file_bytes.saturating_sub(store.free_bytes))];
+        if dir.join(crate::history::HISTORY_DB_FILE).is_file() {
+            files.push(("the history archive", self.history.db()?.largest_live_bytes()?));
+        }
+        for (file, live) in files {
+            match crate::room::shortfall(live, &room) {
+                Some(why) if dry_run => notes.push(format!("a rebuild of {file} would be refused: it {why}")),
+                Some(why) => return Err(crate::room::no_room(file, &why)),
+                None => {}
+            }
+        }
+        Ok(())
     }
 
     fn rebuild_store(&mut self, dry_run: bool, report: &GcReport, before: crate::store::gc::Pages) -> Result<GcFile> {

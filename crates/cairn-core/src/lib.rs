@@ -34,6 +34,7 @@ pub mod projects;
 pub mod prompts;
 pub mod redaction;
 pub mod relations;
+pub mod room;
 pub mod search;
 mod search_timing;
 pub mod semantic;

@@ -3,6 +3,7 @@
 
 use crate::store::HistoryDb;
 use cairn_base::error::Result;
+use cairn_base::vacuum::vacuum_on_disk;
 
 /// Bytes of `history.db` and `history-fts.db`: all pages, and the free ones.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,11 +32,18 @@ impl HistoryDb {
         Ok(ArchivePages { file_bytes: db.file_bytes + fts.file_bytes, free_bytes: db.free_bytes + fts.free_bytes })
     }
 
-    /// Rebuild both files without their free pages, then empty their WALs.
+    /// The live bytes (pages in use) of the larger of the two files: what a rebuild of it
+    /// copies, one file at a time.
+    pub fn largest_live_bytes(&self) -> Result<u64> {
+        let live = |p: ArchivePages| p.file_bytes.saturating_sub(p.free_bytes);
+        Ok(live(pages(self.conn())?).max(live(pages(self.fts())?)))
+    }
+
+    /// Rebuild both files without their free pages, then empty their WALs (the copy on disk,
+    /// [`vacuum_on_disk`]).
     pub fn vacuum(&mut self) -> Result<()> {
         for conn in [self.conn(), self.fts()] {
-            conn.execute_batch("VACUUM")?;
-            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            vacuum_on_disk(conn)?;
         }
         Ok(())
     }

@@ -151,8 +151,6 @@ impl Store {
 
     /// Rebuild the file and empty the WAL, so no freed byte is left on disk.
     pub(crate) fn vacuum_and_checkpoint(&self) -> Result<()> {
-        self.conn().execute_batch("VACUUM")?;
-        self.conn().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-        Ok(())
+        cairn_base::vacuum::vacuum_on_disk(self.conn())
     }
 }

@@ -30,6 +30,7 @@ mod messages;
 mod pull;
 mod requests;
 mod results;
+mod scope;
 mod search;
 mod sessions;
 mod stats;

@@ -4,7 +4,8 @@
 use super::pull::tool_shown;
 use super::requests::SearchRequest;
 use super::results::{SearchHitPart, SearchMessage, SearchResults};
-use super::{DEFAULT_INPUT_TOOLS, DEFAULT_OUTPUT_TOOLS, MAX_QUERY_CHARS, MessageRow, View, latest_compaction, view};
+use super::scope::{Older, SCOPE_SESSIONS, Scope, in_scope_order, search_scope};
+use super::{DEFAULT_INPUT_TOOLS, DEFAULT_OUTPUT_TOOLS, MAX_QUERY_CHARS, MessageRow, View};
 use crate::indexed::indexed_kind;
 use crate::model::PartKind;
 use crate::model::parse_kind;
@@ -161,76 +162,6 @@ fn ranked_count(cfg: &HistorySettings) -> usize {
     shown.saturating_mul(RANKED_PER_HIT).clamp(MIN_RANKED, MAX_RANKED)
 }
 
-/// The sessions one pass of a search looks in.
-pub(super) enum Scope<'s, 'o> {
-    /// Listed: the newest of a project (of all), or the one session asked for.
-    Listed(&'s [View]),
-    /// Those past the newest, looked up as matches name them.
-    Older(&'s mut Older<'o>),
-}
-
-/// The sessions past the newest a search looks in first, of the project asked for (of all,
-/// without one): each looked up when a match names it (one indexed lookup per session, kept),
-/// never listed. They take places in the order their matches are found, newest parts first.
-pub(super) struct Older<'a> {
-    conn: &'a Connection,
-    newest: HashSet<&'a str>,
-    project: Option<&'a str>,
-    caller: Option<&'a str>,
-    /// Messages the newest must hold for the older not to be read (a page).
-    page: usize,
-    places: HashMap<String, Option<usize>>,
-    views: Vec<View>,
-}
-
-impl<'a> Older<'a> {
-    pub(super) fn new(conn: &'a Connection, newest: &'a [View], req: &'a SearchRequest, page: usize) -> Older<'a> {
-        Older {
-            conn,
-            newest: newest.iter().map(|v| v.session_id.as_str()).collect(),
-            project: req.project.as_deref().filter(|p| !p.is_empty()),
-            caller: req.caller_session_id.as_deref(),
-            page,
-            places: HashMap::new(),
-            views: Vec::new(),
-        }
-    }
-
-    /// The place of a session past the newest, `None` for one among them or of another project.
-    fn place(&mut self, session_id: &str) -> Result<Option<usize>> {
-        if self.newest.contains(session_id) {
-            return Ok(None);
-        }
-        if let Some(&place) = self.places.get(session_id) {
-            return Ok(place);
-        }
-        let in_scope: bool = match self.project {
-            Some(project) => self
-                .conn
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM history_sessions WHERE id = ?1 AND project = ?2)")?
-                .query_row(params![session_id, project], |r| r.get(0))?,
-            None => self
-                .conn
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM history_sessions WHERE id = ?1)")?
-                .query_row([session_id], |r| r.get(0))?,
-        };
-        let place = if in_scope {
-            let own = self.caller == Some(session_id);
-            let boundary = if own { latest_compaction(self.conn, session_id)? } else { None };
-            self.views.push(View { session_id: session_id.to_owned(), boundary });
-            Some(self.views.len() - 1)
-        } else {
-            None
-        };
-        self.places.insert(session_id.to_owned(), place);
-        Ok(place)
-    }
-
-    fn view(&self, place: usize) -> &View {
-        &self.views[place]
-    }
-}
-
 pub(super) fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
     let raw = raw.filter(|r| !r.trim().is_empty()).unwrap_or("text|tool");
     let mut kinds = Vec::new();
@@ -248,38 +179,6 @@ pub(super) fn parse_kinds(raw: Option<&str>) -> Result<Vec<&'static str>> {
         kinds = vec!["text", "tool"];
     }
     Ok(kinds)
-}
-
-/// The sessions a search looks in first, newest first; those past them only when these hold
-/// too few matches ([`Older`]).
-pub(super) const SCOPE_SESSIONS: i64 = 5000;
-
-/// A search's first sessions, newest first (`?1` how many): read from the index alone
-/// (`history_sessions_updated_id` and `history_sessions_project_updated_id` hold the id).
-pub(super) const SCOPE_OF_ALL: &str = "SELECT id FROM history_sessions ORDER BY updated_at DESC LIMIT ?1";
-pub(super) const SCOPE_OF_PROJECT: &str =
-    "SELECT id FROM history_sessions WHERE project = ?2 ORDER BY updated_at DESC LIMIT ?1";
-
-/// The sessions searched first: the one asked for, else the newest `limit` of the project's (of
-/// all, without a project), newest first.
-pub(super) fn search_scope(conn: &Connection, req: &SearchRequest, limit: i64) -> Result<Vec<View>> {
-    if let Some(session_id) = req.session_id.as_deref().filter(|s| !s.is_empty()) {
-        return Ok(vec![view(conn, session_id, req.caller_session_id.as_deref())?]);
-    }
-    let ids: Vec<String> = if let Some(project) = req.project.as_deref().filter(|p| !p.is_empty()) {
-        let mut stmt = conn.prepare_cached(SCOPE_OF_PROJECT)?;
-        stmt.query_map(params![limit, project], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
-    } else {
-        let mut stmt = conn.prepare_cached(SCOPE_OF_ALL)?;
-        stmt.query_map(params![limit], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
-    };
-    let caller = req.caller_session_id.as_deref();
-    ids.into_iter()
-        .map(|id| {
-            let boundary = if caller == Some(id.as_str()) { latest_compaction(conn, &id)? } else { None };
-            Ok(View { session_id: id, boundary })
-        })
-        .collect()
 }
 
 /// FTS5 BM25 over the parts, filtered inside the index by session (for one session); the type
@@ -727,11 +626,6 @@ impl Matches {
         let last_order = self.rows[LITERAL_CANDIDATES - 1].order;
         self.rows.partition_point(|row| row.order <= last_order)
     }
-}
-
-/// The sessions of a scope by session id, with their place in the scope's order.
-pub(super) fn in_scope_order(views: &[View]) -> HashMap<&str, (usize, &View)> {
-    views.iter().enumerate().map(|(i, v)| (v.session_id.as_str(), (i, v))).collect()
 }
 
 /// The first [`LITERAL_CANDIDATES`] in the scan's order: sessions as the scope lists them

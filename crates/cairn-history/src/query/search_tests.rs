@@ -5,6 +5,7 @@
 use super::*;
 use crate::model::{Cursor, PartKind};
 use crate::model::{HistoryHost, HistoryMessage, HistoryPart, HistoryRole, HistorySession, IngestBatch, ToolStatus};
+use crate::query::scope::{SCOPE_OF_ALL, SCOPE_OF_PROJECT};
 use crate::store::SourceRef;
 use crate::tests::search_request;
 use proptest::prelude::RngExt;

@@ -529,3 +529,40 @@ fn an_older_session_is_found_by_a_chinese_substring_within_its_project() {
         "{sessions:?}"
     );
 }
+
+/// The caller's own session past the newest still hides what came after its latest compaction
+/// (the agent has that in its context), on both paths: a Chinese substring (the trigram walk)
+/// and an English word (the ranked second pass).
+#[test]
+fn the_callers_own_session_past_the_newest_shows_only_what_came_before_its_compaction() {
+    let mut db = HistoryDb::open_in_memory().unwrap();
+    let own = "own_00";
+    let session = HistorySession {
+        project: Some("shop".into()),
+        ..HistorySession::new(own, HistoryHost::OpenCode, &ts(0), &ts(500))
+    };
+    let mut batch = IngestBatch { sessions: vec![session], ..Default::default() };
+    for (m, text) in
+        ["zeppelin 数据库迁移 before", "zeppelin 数据库迁移 summary", "zeppelin 数据库迁移 after"].iter().enumerate()
+    {
+        let id = format!("{own}_msg_{m}");
+        let message = HistoryMessage::new(own, &id, HistoryRole::User, m as i64, &ts(m));
+        batch.messages.push(HistoryMessage { compaction: m == 1, ..message });
+        let part = HistoryPart::new(own, &id, &format!("{id}:0"), 0, PartKind::Text);
+        batch.parts.push(HistoryPart { text: Some((*text).into()), ..part });
+    }
+    let source = SourceRef { key: own.to_owned(), host: HistoryHost::OpenCode };
+    db.apply(&source, None, &batch, &Cursor { offset: 1, size: 1, mtime_ms: 1, watermark: None }).unwrap();
+    add_session(&mut db, "ses_01", "shop", 1000, &["构建通过了", "the build passed"]);
+    let cfg = HistorySettings::default();
+    for query in ["数据库迁移", "zeppelin"] {
+        let messages = |caller: Option<&str>| -> Vec<String> {
+            let req =
+                SearchRequest { project: Some("shop".into()), ..search_request(query, None, false, None, caller) };
+            let found = search_in_pages_of(&db, &req, &cfg, 1).unwrap();
+            found.messages.iter().map(|m| m.message_id.clone()).collect()
+        };
+        assert_eq!(messages(Some(own)), ["own_00_msg_0"], "{query}: the caller's own, before its compaction");
+        assert!(messages(None).contains(&"own_00_msg_2".to_owned()), "{query}: another caller sees it all");
+    }
+}

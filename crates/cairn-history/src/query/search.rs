@@ -46,7 +46,7 @@ pub(super) struct HitPart {
 /// messages than a page shows, the older sessions' hits follow: a session older than the newest
 /// 5,000 (a year of a heavy user's) is still found by a word only it holds. The older sessions
 /// are never listed (~60,000 ids at 10M parts, 11 ms to read): each is looked up when a match
-/// names it ([`Older`]). A scan of every part (the explicit literal search) stays within the
+/// names it (`Older`). A scan of every part (the explicit literal search) stays within the
 /// newest.
 pub fn search(db: &HistoryDb, req: &SearchRequest, cfg: &HistorySettings) -> Result<SearchResults> {
     search_in_pages_of(db, req, cfg, SCOPE_SESSIONS)

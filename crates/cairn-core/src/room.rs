@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{CairnError, ErrorCode, Result};
+use crate::{CairnError, ErrorCode};
 
 /// Free bytes where a rebuild writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,9 +61,9 @@ pub fn shortfall(live: u64, room: &Room) -> Option<String> {
 }
 
 /// The room a rebuild of a file in `data_dir` has; `None` where it cannot be measured.
-pub fn room_for(data_dir: &Path) -> Result<Option<Room>> {
-    let Some(temp_dir) = sqlite_temp_dir() else { return Ok(None) };
-    measure(data_dir, temp_dir)
+#[must_use]
+pub fn room_for(data_dir: &Path) -> Option<Room> {
+    measure(data_dir, sqlite_temp_dir()?)
 }
 
 /// The refusal of a rebuild that does not fit: nothing was changed.
@@ -87,22 +87,21 @@ fn sqlite_temp_dir() -> Option<PathBuf> {
     from_env.chain(fixed).find(|dir| dir.is_dir())
 }
 
+/// A file system whose free space cannot be read (statvfs refused) is not measured: the rebuild
+/// runs as it did before the check, and a disk that fills fails it with `disk_full`.
 #[cfg(unix)]
-fn measure(data_dir: &Path, temp_dir: PathBuf) -> Result<Option<Room>> {
+fn measure(data_dir: &Path, temp_dir: PathBuf) -> Option<Room> {
     use std::os::unix::fs::MetadataExt;
-    let free = |dir: &Path| -> Result<u64> {
-        let stat = rustix::fs::statvfs(dir)
-            .map_err(|e| CairnError::internal(format!("cannot read the free space of {}: {e}", dir.display())))?;
-        Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
-    };
+    let free = |dir: &Path| rustix::fs::statvfs(dir).ok().map(|s| s.f_bavail.saturating_mul(s.f_frsize));
     let device = |dir: &Path| std::fs::metadata(dir).map(|m| m.dev()).ok();
+    let (data_free, temp_free) = (free(data_dir)?, free(&temp_dir)?);
     let same_disk = device(data_dir).is_some() && device(data_dir) == device(&temp_dir);
-    Ok(Some(Room { data_free: free(data_dir)?, temp_free: free(&temp_dir)?, temp_dir, same_disk }))
+    Some(Room { data_free, temp_dir, temp_free, same_disk })
 }
 
 #[cfg(not(unix))]
-fn measure(_data_dir: &Path, _temp_dir: PathBuf) -> Result<Option<Room>> {
-    Ok(None)
+fn measure(_data_dir: &Path, _temp_dir: PathBuf) -> Option<Room> {
+    None
 }
 
 #[cfg(test)]

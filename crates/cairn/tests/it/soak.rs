@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Daemon, Rng, assert_rss_flat, cairn, http, model_dir, pick, vm_rss_kb};
+use crate::support::{Daemon, Rng, assert_rss_flat, cairn, http, median, model_dir, pick, rss_anon_kb, vm_rss_kb};
 
 const WARM_UP: Duration = Duration::from_secs(3);
 const PROJECT: &str = "soakshop";
@@ -562,6 +562,8 @@ fn sync_once(dirs: &Dirs) -> Result<(), String> {
 #[derive(Clone, Copy, Debug)]
 struct Sample {
     rss_kb: u64,
+    /// The heap's part of `rss_kb` (the rest is mapped files: the archive's pages, the model).
+    anon_kb: u64,
     open_files: usize,
     wal_bytes: u64,
     data_bytes: u64,
@@ -571,7 +573,8 @@ impl Sample {
     fn take(pid: u32, data: &Path) -> Sample {
         let open_files = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
         let wal_bytes = std::fs::metadata(data.join("cairn.db-wal")).map_or(0, |m| m.len());
-        Sample { rss_kb: vm_rss_kb(pid).unwrap_or(0), open_files, wal_bytes, data_bytes: dir_bytes(data) }
+        let (rss_kb, anon_kb) = (vm_rss_kb(pid).unwrap_or(0), rss_anon_kb(pid).unwrap_or(0));
+        Sample { rss_kb, anon_kb, open_files, wal_bytes, data_bytes: dir_bytes(data) }
     }
 }
 
@@ -596,6 +599,15 @@ fn assert_resources_flat(samples: &[Sample]) {
         return;
     }
     let third = samples.len() / 3;
+    // The heap alone, reported beside the RSS the bound judges: the RSS also grows with the
+    // archive's pages the daemon maps as the archive grows.
+    let heap_mib = |s: &[Sample]| median(&s.iter().map(|s| s.anon_kb).collect::<Vec<_>>()) as f64 / 1024.0;
+    eprintln!(
+        "soak: daemon heap (RssAnon) first third {:.1} MiB, last third {:.1} MiB, peak {:.1} MiB",
+        heap_mib(&samples[..third]),
+        heap_mib(&samples[samples.len() - third..]),
+        samples.iter().map(|s| s.anon_kb).max().unwrap_or(0) as f64 / 1024.0
+    );
     let most = |s: &[Sample]| s.iter().map(|s| s.open_files).max().unwrap_or(0);
     let (first, last) = (most(&samples[..third]), most(&samples[samples.len() - third..]));
     let files: Vec<String> = samples.iter().map(|s| s.open_files.to_string()).collect();

@@ -557,7 +557,15 @@ pub fn vm_rss_kb(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-fn median(values: &[u64]) -> u64 {
+/// A process's anonymous resident memory (`RssAnon`: its heap and stacks, not the files it
+/// maps), in KiB: what a leak grows, where `VmRSS` also counts the archive's mapped pages.
+pub fn rss_anon_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub fn median(values: &[u64]) -> u64 {
     let mut sorted = values.to_vec();
     sorted.sort_unstable();
     sorted[sorted.len() / 2]

@@ -4,7 +4,7 @@
 use super::requests::SearchRequest;
 use super::{View, latest_compaction, view};
 use cairn_base::error::Result;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{HashMap, HashSet};
 
 /// The sessions a search looks in first, newest first; those past them only when these hold
@@ -82,16 +82,13 @@ impl<'a> Older<'a> {
         if let Some(&place) = self.places.get(session_id) {
             return Ok(place);
         }
-        let in_scope: bool = match self.project {
-            Some(project) => self
-                .conn
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM history_sessions WHERE id = ?1 AND project = ?2)")?
-                .query_row(params![session_id, project], |r| r.get(0))?,
-            None => self
-                .conn
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM history_sessions WHERE id = ?1)")?
-                .query_row([session_id], |r| r.get(0))?,
-        };
+        // One indexed read: whether the session exists, and its project (`None`: none recorded).
+        let project: Option<Option<String>> = self
+            .conn
+            .prepare_cached("SELECT project FROM history_sessions WHERE id = ?1")?
+            .query_row([session_id], |r| r.get(0))
+            .optional()?;
+        let in_scope = project.is_some_and(|p| self.project.is_none_or(|asked| p.as_deref() == Some(asked)));
         let place = if in_scope {
             let own = self.caller == Some(session_id);
             let boundary = if own { latest_compaction(self.conn, session_id)? } else { None };

@@ -125,8 +125,7 @@ impl Core {
     fn check_room(&mut self, dry_run: bool, notes: &mut Vec<String>) -> Result<()> {
         let Some(dir) = self.store.data_dir().map(std::path::Path::to_path_buf) else { return Ok(()) };
         let Some(room) = crate::room::room_for(&dir) else { return Ok(()) };
-        let store = self.store.pages()?;
-        let mut files = vec![("cairn.db", store.file_bytes.saturating_sub(store.free_bytes))];
+        let mut files = vec![("cairn.db", self.store.pages()?.live_bytes())];
         if dir.join(crate::history::HISTORY_DB_FILE).is_file() {
             files.push(("the history archive", self.history.db()?.largest_live_bytes()?));
         }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::memory::ObservationPatch;
 use crate::redaction::redact_json;
+use crate::room::Room;
 use crate::store::Store;
 use crate::store::privacy::{IN_PLACE, Row, Table, live_memory_fields, rewrite_row, table_rows};
 use crate::text::{RedactFields, Redaction, redact_outbound};
@@ -64,6 +65,10 @@ pub struct PrivacyRewrite {
     pub found: PrivacyFindings,
     /// Whether the database file was rebuilt (`VACUUM`), so no old byte is left in it.
     pub vacuumed: bool,
+    /// Why the file was not (or, dry, would not be) rebuilt after the rows were redacted: the
+    /// disk short of room for the rebuild's copy, or other writes in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_rebuilt: Option<String>,
 }
 
 /// `texts` redacted, when any of them held private text or a secret. A journal payload is
@@ -135,9 +140,26 @@ impl Store {
     /// `redact_secrets` says: the user asked for this), then rebuild the file. `dry_run`:
     /// only count.
     pub fn privacy_rewrite(&mut self, dry_run: bool) -> Result<PrivacyRewrite> {
+        let room = self.data_dir().and_then(crate::room::room_for);
+        self.privacy_rewrite_with_room(dry_run, room.as_ref())
+    }
+
+    /// [`Store::privacy_rewrite`] with the disk's room given (`None`: not measurable). The
+    /// redaction does not wait on room: it rewrites rows in place with `secure_delete` on, so
+    /// the old bytes of those rows are zeroed whatever happens next. Only the rebuild, which
+    /// also clears free pages left by earlier deletes, needs a copy's room, and a disk short
+    /// of it is told, not filled half-way.
+    pub(crate) fn privacy_rewrite_with_room(&mut self, dry_run: bool, room: Option<&Room>) -> Result<PrivacyRewrite> {
         let found = self.privacy_findings()?;
-        if dry_run || found.total() == 0 {
-            return Ok(PrivacyRewrite { dry_run, found, vacuumed: false });
+        if found.total() == 0 {
+            return Ok(PrivacyRewrite { dry_run, found, vacuumed: false, not_rebuilt: None });
+        }
+        let no_room = match room {
+            Some(room) => crate::room::shortfall(self.pages()?.live_bytes(), room).map(|why| no_room_note(&why)),
+            None => None,
+        };
+        if dry_run {
+            return Ok(PrivacyRewrite { dry_run, found, vacuumed: false, not_rebuilt: no_room });
         }
         self.set_secure_delete()?;
         for (id, patch) in live_memories_holding(self.conn())? {
@@ -151,10 +173,25 @@ impl Store {
             }
             Ok(())
         })?;
-        let vacuumed = self.conn().is_autocommit();
-        if vacuumed {
+        let not_rebuilt = if !self.outside_transaction() {
+            Some(IN_FLIGHT_NOTE.to_owned())
+        } else if no_room.is_some() {
+            self.checkpoint_truncate()?;
+            no_room
+        } else {
             self.vacuum_and_checkpoint()?;
-        }
-        Ok(PrivacyRewrite { dry_run, found, vacuumed })
+            None
+        };
+        Ok(PrivacyRewrite { dry_run, found, vacuumed: not_rebuilt.is_none(), not_rebuilt })
     }
+}
+
+const IN_FLIGHT_NOTE: &str = "other writes were in flight; run `cairn privacy rewrite` again to rebuild the file";
+
+fn no_room_note(why: &str) -> String {
+    format!(
+        "not enough free space to rebuild the file: it {why}. The redacted rows' old bytes were zeroed \
+         in place; free pages left by earlier deletes may still hold old text until `cairn gc` rebuilds \
+         the file with room"
+    )
 }

@@ -175,3 +175,36 @@ fn with_the_setting_off_secrets_are_stored_but_never_leave_and_a_rewrite_erases_
     assert!(!contains(&file_bytes(&store), AWS), "the secret is gone from the database file");
     assert_eq!(store.get(saved.id).unwrap().content, "v2 [REDACTED:aws-access-key]");
 }
+
+/// A disk with no room for the rebuild's copy: the rows are redacted all the same and their old
+/// bytes are gone from the file (zeroed in place, the WAL checkpointed and truncated); the file
+/// is not rebuilt, and the report says why, as the dry run did before.
+#[test]
+fn a_rewrite_short_of_room_redacts_without_the_rebuild_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("cairn.db")).unwrap();
+    store.set_redaction(crate::text::Redaction::PRIVATE);
+    let saved = store.save(&memory_with_secret()).unwrap();
+    store.update(saved.id, &ObservationPatch { content: Some(format!("v2 {AWS}")), ..Default::default() }).unwrap();
+    let full =
+        crate::room::Room { data_free: 1 << 20, temp_free: 1 << 20, temp_dir: dir.path().to_owned(), same_disk: true };
+    let dry = store.privacy_rewrite_with_room(true, Some(&full)).unwrap();
+    let note = dry.not_rebuilt.as_deref().expect("the dry run tells the rebuild would not fit");
+    assert!(note.contains("not enough free space") && note.contains("has 0.0 GB"), "{note}");
+    assert!(contains(&file_bytes(&store), AWS), "a dry run changes nothing");
+
+    let done = store.privacy_rewrite_with_room(false, Some(&full)).unwrap();
+    assert!(!done.vacuumed && done.not_rebuilt.is_some(), "{done:?}");
+    assert_eq!(store.privacy_findings().unwrap().total(), 0);
+    assert_eq!(store.get(saved.id).unwrap().content, "v2 [REDACTED:aws-access-key]");
+    assert!(!contains(&file_bytes(&store), AWS), "zeroed in place, without the rebuild");
+    let wal = std::fs::metadata(dir.path().join("cairn.db-wal")).map_or(0, |m| m.len());
+    assert_eq!(wal, 0, "the WAL's frames of the old pages are gone");
+
+    // With room, nothing to say.
+    let roomy = crate::room::Room { data_free: u64::MAX / 4, temp_free: u64::MAX / 4, ..full };
+    store.set_redaction(crate::text::Redaction::PRIVATE);
+    store.save(&memory_with_secret()).unwrap();
+    let rebuilt = store.privacy_rewrite_with_room(false, Some(&roomy)).unwrap();
+    assert!(rebuilt.vacuumed && rebuilt.not_rebuilt.is_none(), "{rebuilt:?}");
+}

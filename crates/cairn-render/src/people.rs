@@ -465,6 +465,9 @@ pub fn privacy_rewrite(r: &cairn_core::privacy::PrivacyRewrite) -> String {
     if r.vacuumed {
         text.push_str("the database file was rebuilt: no old byte is left in it\n");
     }
+    if let Some(why) = &r.not_rebuilt {
+        let _ = writeln!(text, "{}: {why}", if r.dry_run { "note" } else { "warning" });
+    }
     text
 }
 

@@ -20,6 +20,13 @@ pub(crate) struct Pages {
     pub free_bytes: u64,
 }
 
+impl Pages {
+    /// The bytes a rebuild copies: every page but the free ones.
+    pub(crate) fn live_bytes(self) -> u64 {
+        self.file_bytes.saturating_sub(self.free_bytes)
+    }
+}
+
 fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }

@@ -149,6 +149,14 @@ impl Store {
         Ok(())
     }
 
+    /// Copy the WAL into the file and truncate it, waiting for readers: what a rewrite that
+    /// cannot rebuild the file still does, so the redacted pages are in the file and the WAL's
+    /// frames of the old ones are gone.
+    pub(crate) fn checkpoint_truncate(&self) -> Result<()> {
+        self.conn().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+
     /// Rebuild the file and empty the WAL, so no freed byte is left on disk.
     pub(crate) fn vacuum_and_checkpoint(&self) -> Result<()> {
         cairn_base::vacuum::vacuum_on_disk(self.conn())

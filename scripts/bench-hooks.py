@@ -2,7 +2,7 @@
 """Wall time of `cairn hook <event>` per Claude Code event with the daemon running (p50, p95),
 optionally side by side with engram's Claude Code hook scripts against the same daemon.
 
-Usage: scripts/bench-hooks.py [--bin target/release/cairn] [--runs 50] [--baseline-bin OTHER]
+Usage: scripts/bench-hooks.py [--bin target/release/cairn] [--runs 50] [--baseline-bin OTHER] [--decimals 1]
                               [--engram-scripts DIR] [--floor] [--host claude-code|codex|gemini] [--cold]
 
 `--host codex|gemini`: the events `cairn setup codex|gemini` wires, run as `cairn hook
@@ -177,6 +177,8 @@ def main():
     ap.add_argument("--host", choices=["claude-code", "codex", "gemini"], default="claude-code",
                     help="whose hooks: Claude Code's (default), Codex's or Gemini CLI's")
     ap.add_argument("--cold", action="store_true", help="no daemon running when each hook starts")
+    ap.add_argument("--decimals", type=int, default=1,
+                    help="digits after the point in the table (2 tells builds apart that 0.1 ms steps hide)")
     ap.add_argument("--engram-scripts", metavar="DIR",
                     help="engram's plugin/claude-code/scripts, timed side by side against the same daemon")
     args = ap.parse_args()
@@ -290,23 +292,26 @@ def print_table(table, args, baseline, engram):
         head += ["/bin/true wall", "/bin/true CPU"]
     print("| " + " | ".join(head) + " |")
     print("|---|" + "|".join("---" if h == "engram script" else "---:" for h in head[1:]) + "|")
+    def ms(value):
+        return f"{value:.{args.decimals}f}"
+
     for label, times, script in table:
         wall, cpu = times["cairn"]
-        cells = [label, f"{statistics.median(wall):.1f}", f"{percentile(wall, 95):.1f}",
-                 f"{statistics.median(cpu):.1f}"]
+        cells = [label, ms(statistics.median(wall)), ms(percentile(wall, 95)),
+                 ms(statistics.median(cpu))]
         if baseline:
             bwall, bcpu = times["baseline"]
-            cells += [f"{statistics.median(bwall):.1f}", f"{statistics.median(bcpu):.1f}"]
+            cells += [ms(statistics.median(bwall)), ms(statistics.median(bcpu))]
         if engram:
             ewall, ecpu = times["engram"]
             if ewall:
-                cells += [f"`{script}`", f"{statistics.median(ewall):.1f}", f"{statistics.median(ecpu):.1f}",
+                cells += [f"`{script}`", ms(statistics.median(ewall)), ms(statistics.median(ecpu)),
                           f"{statistics.median(ewall) / statistics.median(wall):.1f}×"]
             else:
                 cells += ["—", "", "", ""]
         if args.floor:
             fwall, fcpu = times["floor"]
-            cells += [f"{statistics.median(fwall):.1f}", f"{statistics.median(fcpu):.1f}"]
+            cells += [ms(statistics.median(fwall)), ms(statistics.median(fcpu))]
         print("| " + " | ".join(cells) + " |")
 
 

@@ -11,8 +11,8 @@ use cairn_client::{Client, ConnectOptions, DaemonClient, DaemonInfo, Role, canon
 use cairn_core::settings::Settings;
 use cairn_core::{CairnError, ErrorCode};
 use cairn_engine::Engine;
+use cairn_mcp::{McpOptions, ToolSelection};
 use cairn_server::http::{AppState, HttpConfig, is_loopback};
-use cairn_server::mcp::{McpOptions, ToolSelection};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -140,7 +140,7 @@ async fn run_daemon(settings: &Settings, data_dir: PathBuf, bind: IpAddr, args: 
         host: None,
         instructions_context: None,
     };
-    let mcp = cairn_server::mcp::http_router(Client::in_process(Arc::clone(&engine)), mcp_options, cancel.clone());
+    let mcp = cairn_mcp::http_router(Client::in_process(Arc::clone(&engine)), mcp_options, cancel.clone());
     let config = HttpConfig {
         token: settings.http_token.value.clone(),
         data_dir: Some(data_dir.clone()),
@@ -310,7 +310,7 @@ pub fn mcp(settings: &Settings, tools: &str, host: Option<&str>) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on({
         let client = client.clone();
-        async move { cairn_server::mcp::serve_stdio(client, mcp_options).await }
+        async move { cairn_mcp::serve_stdio(client, mcp_options).await }
     })?;
     if let Some(rollouts) = codex {
         rollouts.archive(&client);

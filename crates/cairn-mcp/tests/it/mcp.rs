@@ -7,7 +7,7 @@ use std::time::Duration;
 use cairn_client::Client;
 use cairn_client::DaemonClient;
 use cairn_engine::Engine;
-use cairn_server::mcp::{ADMIN_TOOLS, AGENT_TOOLS, CairnMcp, HISTORY_TOOLS, McpOptions, ToolSelection};
+use cairn_mcp::{ADMIN_TOOLS, AGENT_TOOLS, CairnMcp, HISTORY_TOOLS, McpOptions, ToolSelection};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
@@ -508,7 +508,7 @@ async fn streamable_http_with_project_header() {
     let mut opts = McpOptions::new(dir.path());
     opts.project = Some("process-proj".into());
     let client = cairn_client::Client::in_process(Engine::in_memory().unwrap());
-    let app = axum::Router::new().nest("/mcp", cairn_server::mcp::http_router(client, opts, cancel.clone()));
+    let app = axum::Router::new().nest("/mcp", cairn_mcp::http_router(client, opts, cancel.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = cancel.clone();
@@ -596,7 +596,7 @@ async fn streamable_http_answers_bad_json_with_json_rpc_errors() {
     let dir = tempfile::tempdir().unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
     let client = cairn_client::Client::in_process(Engine::in_memory().unwrap());
-    let router = cairn_server::mcp::http_router(client, McpOptions::new(dir.path()), cancel.clone());
+    let router = cairn_mcp::http_router(client, McpOptions::new(dir.path()), cancel.clone());
     let app = axum::Router::new().nest("/mcp", router);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

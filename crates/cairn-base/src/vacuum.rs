@@ -17,6 +17,13 @@ pub fn vacuum_on_disk(conn: &Connection) -> Result<()> {
     let rebuilt = conn.execute_batch("VACUUM");
     conn.execute_batch("PRAGMA temp_store=MEMORY")?;
     rebuilt?;
+    checkpoint_truncate(conn)
+}
+
+/// Copy the whole WAL into the file and truncate it to zero bytes, waiting for readers as the
+/// busy timeout allows: after a rebuild, or a rewrite that could not rebuild, no frame of an
+/// old page is left in the WAL.
+pub fn checkpoint_truncate(conn: &Connection) -> Result<()> {
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     Ok(())
 }

@@ -153,8 +153,7 @@ impl Store {
     /// cannot rebuild the file still does, so the redacted pages are in the file and the WAL's
     /// frames of the old ones are gone.
     pub(crate) fn checkpoint_truncate(&self) -> Result<()> {
-        self.conn().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-        Ok(())
+        cairn_base::vacuum::checkpoint_truncate(self.conn())
     }
 
     /// Rebuild the file and empty the WAL, so no freed byte is left on disk.

@@ -1,7 +1,8 @@
-//! The held-out extraction set (`eval/extraction/{dev,test}/*.json`): coding sessions written
-//! for cairn, each with the atomic facts a reader should take from it, and questions a later
-//! session would search with. The split is fixed by the file's directory (odd-numbered
-//! sessions are dev, even-numbered test); prompts are tuned on dev only.
+//! The held-out extraction set (`eval/extraction/{dev,test,holdout}/*.json`): coding sessions
+//! written for cairn, each with the atomic facts a reader should take from it, and questions a
+//! later session would search with. The split is fixed by the file's directory: odd-numbered
+//! sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned on like dev),
+//! s25–s36 holdout (written after that report; never tuned on).
 
 use std::path::Path;
 
@@ -76,10 +77,11 @@ pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
     let splits: &[&str] = match split {
         "dev" => &["dev"],
         "test" => &["test"],
-        "all" => &["dev", "test"],
+        "holdout" => &["holdout"],
+        "all" => &["dev", "test", "holdout"],
         other => {
             return Err(CairnError::invalid(format!("unknown split {other:?}"))
-                .with_hint("use --split dev, test or all")
+                .with_hint("use --split dev, test, holdout or all")
                 .into());
         }
     };

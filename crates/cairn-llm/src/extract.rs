@@ -83,7 +83,8 @@ pub enum FollowUp {
     /// The bug found: symptom, cause, fix. (Asked for every bug, the model wrote more wrong
     /// facts and found no more bugs on the dev half.)
     Bug,
-    /// Commands, versions, ports, paths and settings, with their values.
+    /// Commands, versions, ports, paths and settings, with their values. (Asked for "the file
+    /// they are set in" too, the model named a file for every value, most of them guessed.)
     Settings,
 }
 
@@ -112,8 +113,9 @@ behaviour), its cause and the fix. If it did not, answer {\"facts\": []}."
             }
             FollowUp::Settings => {
                 "Now only the settings: list the commands, versions, ports, paths and configuration values \
-this conversation chose or relies on, as one config fact each with the exact values and the file they are \
-set in. If there are none, answer {\"facts\": []}."
+this conversation chose or changed, as one config fact each that names the setting and its exact value as \
+the conversation says them. Name a file only when the conversation names it for that setting. Leave out \
+values only read or measured. If there are none, answer {\"facts\": []}."
             }
         }
     }
@@ -238,14 +240,33 @@ pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<F
         },
         _ => return Err(LlmError::Malformed("the answer is not a JSON object".into())),
     };
-    let mut seen = HashSet::new();
-    let facts = items
-        .iter()
-        .filter_map(|item| fact(item, messages))
-        .filter(|f| grounded(&f.content, messages))
-        .filter(|f| seen.insert(f.content.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()))
-        .collect();
-    Ok(facts)
+    let mut kept: Vec<Fact> = Vec::new();
+    for fact in items.iter().filter_map(|item| fact(item, messages)).filter(|f| grounded(&f.content, messages)) {
+        if !kept.iter().any(|earlier| is_variant_of(&fact.content, &earlier.content)) {
+            kept.push(fact);
+        }
+    }
+    Ok(kept)
+}
+
+/// Share of words two facts of one answer must have in common to be one fact said twice.
+const VARIANT_OVERLAP: f64 = 0.7;
+
+/// Whether `content` repeats `earlier` with a word or two swapped: a small model that runs on
+/// fills one template with name after name ("`BookingFragment.kt` declares the `onStart`
+/// method…", "…the `onStop` method…") or offers a second guess at the same value (the probe
+/// "set in" one file, then another). The first is kept. Two settings of one kind ("staging
+/// runs on 5433", "prod runs on 5432") share fewer words than that.
+fn is_variant_of(content: &str, earlier: &str) -> bool {
+    let words = |text: &str| -> HashSet<String> {
+        text.split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let (a, b) = (words(content), words(earlier));
+    let union = a.union(&b).count();
+    union > 0 && a.intersection(&b).count() as f64 >= VARIANT_OVERLAP * union as f64
 }
 
 /// The summary of an answer to `summary_request`: its JSON, else its plain text.

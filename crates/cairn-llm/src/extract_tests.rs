@@ -244,3 +244,30 @@ fn a_title_from_content_ends_at_a_sentence_not_inside_a_name() {
     let facts = parse_facts(answer, &said).unwrap();
     assert_eq!(facts[0].title, "`FarmOut.from_orm` became `FarmOut.model_validate` in 2.0");
 }
+
+#[test]
+fn a_template_filled_again_and_again_is_one_fact_and_two_settings_of_one_kind_are_two() {
+    let fact = |content: &str| serde_json::json!({"type": "config", "content": content});
+    let answer = serde_json::json!({"facts": [
+        fact("`Cargo.lock` declares serde at 1.0.100, pinned by the build."),
+        fact("`Cargo.lock` declares serde at 1.0.100, pinned by the tests."),
+        fact("`Cargo.lock` declares serde at 1.0.100, pinned by the releases."),
+        fact("Sidekiq's retry limit is 3."),
+        fact("Tests run with `cargo nextest run`."),
+    ]})
+    .to_string();
+    let facts = parse_facts(&answer, &messages()).unwrap();
+    let contents: Vec<&str> = facts.iter().map(|f| f.content.as_str()).collect();
+    assert_eq!(
+        contents,
+        [
+            "`Cargo.lock` declares serde at 1.0.100, pinned by the build.",
+            "Sidekiq's retry limit is 3.",
+            "Tests run with `cargo nextest run`."
+        ],
+        "the first of the run kept, the others dropped"
+    );
+    // Two values of one kind share too few words to be one fact.
+    assert!(!is_variant_of("The staging database listens on port 5433.", "The test database listens on port 5432."));
+    assert!(is_variant_of("The probe is set in `src/health.go`.", "The probe is set in `deploy/app.yaml`."));
+}

@@ -70,6 +70,11 @@ fn descriptions_questions_and_requests_are_not_rules() {
         "Migrate everything and remove the old runner.",
         "Fix them properly, no casts.",
         "The CI runners should use the cache too.",
+        // Put off or dropped: what is not done now.
+        "I'd also like molecule tests for every role at some point, but not this sprint.",
+        "We should use Bazel for every target eventually.",
+        "From now on every service gets a dashboard. Actually no, forget it.",
+        "Let's pin every base image, but not yet.",
     ];
     for text in not_rules {
         assert!(rules(text).is_empty(), "{text:?} is not a rule: {:?}", rules(text));

@@ -84,7 +84,7 @@ pub enum FollowUp {
     /// facts and found no more bugs on the dev half.)
     Bug,
     /// Commands, versions, ports, paths and settings, with their values. (Asked for "the file
-    /// they are set in" too, the model named a file for every value, most of them guessed.)
+    /// they are set in" too, the model named a file for nearly every value, many of them guessed.)
     Settings,
 }
 

@@ -258,6 +258,9 @@ const VARIANT_OVERLAP: f64 = 0.7;
 /// "set in" one file, then another). The first is kept. Two settings of one kind ("staging
 /// runs on 5433", "prod runs on 5432") share fewer words than that.
 fn is_variant_of(content: &str, earlier: &str) -> bool {
+    // A word here keeps a path or a value whole (`src/health.go`), unlike the store's
+    // near-duplicate check (`words` in cairn-core's `extract`): two guesses differ in exactly
+    // that word, and split into parts it would count as mostly shared.
     let words = |text: &str| -> HashSet<String> {
         text.split_whitespace()
             .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())

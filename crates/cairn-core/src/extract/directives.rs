@@ -14,7 +14,7 @@
 //!   (`every`, `everywhere`, `for everything`, `ever`, `anymore`, `in this repo`).
 //!
 //! A wish put off is no rule: "I'd like tests for every role at some point, but not this
-//! sprint" says what is not done now (`at some point`, `not this sprint`, `not yet`, `someday`,
+//! sprint" says what is not done now (`at some point`, `not this sprint`, `but not yet`,
 //! `forget it`).
 
 use std::sync::LazyLock;
@@ -59,10 +59,12 @@ static SCOPE: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(always|never|ever|everywhere|for everything|every|anymore|no more|in this (repo|repository|codebase|project))\b",
     )
 });
-/// A plan put off or dropped, not a rule in force.
+/// A plan put off or dropped, not a rule in force. Only words that put the plan itself off:
+/// "eventually", "one day" or a bare "not yet" also sit inside rules ("Always set a timeout,
+/// the pool fills up eventually", "Never merge a PR that is not yet reviewed").
 static PUT_OFF: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(at some point|some ?day|one day|eventually|not (yet|now|for now|right now)|not this (sprint|week|month|quarter|year|release|time)|(next|another) (sprint|quarter|release)|forget (it|that|this)|maybe later|for later)\b",
+        r"(?i)\b(at some point|but not (yet|now)|not (for|right) now|not this (sprint|week|month|quarter|year|release|time)|(next|another) (sprint|quarter|release)|forget (it|that|this)|maybe later)\b",
     )
 });
 /// Words that open a reply and say nothing of the rule.

@@ -22,6 +22,13 @@ fn a_rule_said_in_so_many_words_is_kept_in_the_developers_words() {
         ("We use Zod for every request body.", "We use Zod for every request body."),
         ("Turn on clippy pedantic, I want it everywhere.", "Turn on clippy pedantic, I want it everywhere."),
         ("A partir de ahora los tests usan el puerto 0.", "A partir de ahora los tests usan el puerto 0."),
+        // Words that put off a plan can sit inside a rule, about something else.
+        (
+            "Always add a timeout to the pool, it fills up eventually.",
+            "Always add a timeout to the pool, it fills up eventually.",
+        ),
+        ("Never merge a PR that is not yet reviewed.", "Never merge a PR that is not yet reviewed."),
+        ("We never keep debug logs longer than one day.", "We never keep debug logs longer than one day."),
     ];
     for (text, rule) in said {
         assert_eq!(rules(text), [rule], "{text:?}");
@@ -72,7 +79,7 @@ fn descriptions_questions_and_requests_are_not_rules() {
         "The CI runners should use the cache too.",
         // Put off or dropped: what is not done now.
         "I'd also like molecule tests for every role at some point, but not this sprint.",
-        "We should use Bazel for every target eventually.",
+        "We should use Bazel for every target, maybe later.",
         "From now on every service gets a dashboard. Actually no, forget it.",
         "Let's pin every base image, but not yet.",
     ];

@@ -1,8 +1,9 @@
-//! The held-out extraction set (`eval/extraction/{dev,test,holdout}/*.json`): coding sessions
+//! The held-out extraction set (`eval/extraction/{dev,test,holdout,holdout2}/*.json`): coding sessions
 //! written for cairn, each with the atomic facts a reader should take from it, and questions a
 //! later session would search with. The split is fixed by the file's directory: odd-numbered
 //! sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned on like dev),
-//! s25–s36 holdout (written after that report; never tuned on).
+//! s25–s36 holdout (written after that report; run once, then tuned on), s37–s48 holdout2
+//! (written before any change was tried on holdout; never tuned on).
 
 use std::path::Path;
 
@@ -78,10 +79,11 @@ pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
         "dev" => &["dev"],
         "test" => &["test"],
         "holdout" => &["holdout"],
-        "all" => &["dev", "test", "holdout"],
+        "holdout2" => &["holdout2"],
+        "all" => &["dev", "test", "holdout", "holdout2"],
         other => {
             return Err(CairnError::invalid(format!("unknown split {other:?}"))
-                .with_hint("use --split dev, test, holdout or all")
+                .with_hint("use --split dev, test, holdout, holdout2 or all")
                 .into());
         }
     };

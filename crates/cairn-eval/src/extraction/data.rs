@@ -1,9 +1,10 @@
-//! The held-out extraction set (`eval/extraction/{dev,test,holdout,holdout2}/*.json`): coding sessions
-//! written for cairn, each with the atomic facts a reader should take from it, and questions a
-//! later session would search with. The split is fixed by the file's directory: odd-numbered
-//! sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned on like dev),
-//! s25–s36 holdout (written after that report; run once, then tuned on), s37–s48 holdout2
-//! (written before any change was tried on holdout; never tuned on).
+//! The held-out extraction set (`eval/extraction/{dev,test,holdout,holdout2}/*.json`): coding
+//! sessions written for cairn, each with the atomic facts a reader should take from it, and
+//! questions a later session would search with. The split is fixed by the file's directory:
+//! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
+//! on like dev), s25–s36 holdout (written after that report; run once, then tuned on), s37–s48
+//! holdout2 (written before any change was tried on holdout; run once, on 2026-12-05). A next
+//! held-out figure needs a next split.
 
 use std::path::Path;
 

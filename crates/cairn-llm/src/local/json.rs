@@ -68,6 +68,33 @@ impl JsonPrefix {
         text.chars().all(|c| self.step(c))
     }
 
+    /// Feed `text` as `feed` does, and collect the string values it closes (keys aside) into
+    /// `strings`: what the decoder reads to repair a quote and to spot a loop.
+    pub fn feed_collecting(&mut self, text: &str, strings: &mut ValueStrings) -> bool {
+        text.chars().all(|c| {
+            let inside = self.in_value_string();
+            if !self.step(c) {
+                return false;
+            }
+            if inside {
+                if self.in_value_string() {
+                    strings.open.push(c);
+                } else {
+                    strings.closed.push(std::mem::take(&mut strings.open));
+                }
+            }
+            true
+        })
+    }
+
+    /// Whether the text so far ends inside a string value (not a key).
+    pub fn in_value_string(&self) -> bool {
+        matches!(
+            self.expect,
+            Expect::Str { key: false } | Expect::Escape { key: false } | Expect::Unicode { key: false, .. }
+        )
+    }
+
     fn step(&mut self, c: char) -> bool {
         match self.expect {
             Expect::Start => match c {
@@ -185,6 +212,23 @@ impl JsonPrefix {
     }
 }
 
+/// The string values of an answer, in order, as their closing quotes arrive; escapes are kept as
+/// written (`\"` stays two characters).
+#[derive(Debug, Clone, Default)]
+pub struct ValueStrings {
+    /// The string value being written, when the answer is inside one.
+    open: String,
+    /// Every string value closed so far.
+    pub closed: Vec<String>,
+}
+
+impl ValueStrings {
+    /// Go back inside a string value that was taken as closed, `text` written of it so far.
+    pub fn reopen(&mut self, text: &str) {
+        text.clone_into(&mut self.open);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +280,19 @@ mod tests {
         ] {
             assert_eq!(complete(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn string_values_are_collected_as_they_close_and_keys_are_not() {
+        let mut json = JsonPrefix::default();
+        let mut strings = ValueStrings::default();
+        assert!(json.feed_collecting(r#"{"facts": [{"type": "config", "content": "a \"b\"#, &mut strings));
+        assert!(json.in_value_string(), "inside the content");
+        assert_eq!(strings.closed, ["config"]);
+        assert!(json.feed_collecting(r#"" c", "ids": ["m1"]}"#, &mut strings));
+        assert_eq!(strings.closed, ["config", r#"a \"b\" c"#, "m1"]);
+        assert!(!json.in_value_string());
+        assert!(!json.feed_collecting("x", &mut strings), "invalid text is refused as by feed");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokenizers::Tokenizer;
 
 use super::catalogue::LocalModelSpec;
-use super::json::JsonPrefix;
+use super::json::{JsonPrefix, ValueStrings};
 use super::model::{self, Forward, Weights};
 use super::sampler::Sampler;
 use super::template::{ChatTemplate, Piece};
@@ -150,6 +150,12 @@ impl LocalProvider {
         })
     }
 
+    /// The model's vocabulary (for the tests that script a forward pass over it).
+    #[doc(hidden)]
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
     /// The threads the model computes on (see `THREADS_ENV`).
     pub fn threads() -> usize {
         [THREADS_ENV, "RAYON_NUM_THREADS"]
@@ -262,11 +268,12 @@ impl LocalProvider {
         };
         let (started, cpu) = (Instant::now(), process_cpu());
         let mut sampler = (request.temperature > 0.0).then(|| Sampler::new(self.seed, f64::from(request.temperature)));
-        let mut json = if request.json { Some(json_after(request.prefill().unwrap_or_default())?) } else { None };
+        let mut answer =
+            if request.json { Some(JsonAnswer::after(request.prefill().unwrap_or_default())?) } else { None };
         let mut output = Vec::new();
         let mut repeats = RepeatGuard::default();
         while output.len() < max_tokens {
-            let Some(token) = self.choose(&logits, sampler.as_mut(), json.as_ref())? else { break };
+            let Some(token) = self.choose(&logits, sampler.as_mut(), answer.as_ref().map(|a| &a.json))? else { break };
             if self.stop_tokens.contains(&token) {
                 break;
             }
@@ -275,15 +282,31 @@ impl LocalProvider {
                 tracing::debug!(tokens = output.len(), "the answer repeats itself; it ends here");
                 break;
             }
-            if let Some(json) = json.as_mut() {
-                json.feed(&self.token_text(token));
-                if json.is_complete() {
-                    break;
-                }
+            let text = self.token_text(token);
+            let before = answer.as_ref().map(|a| a.json.clone());
+            let closed = answer.as_mut().and_then(|a| a.feed(&text));
+            if answer.as_ref().is_some_and(|a| a.json.is_complete()) || output.len() == max_tokens {
+                break;
             }
-            if output.len() < max_tokens {
-                logits = weights.forward(&[token], prompt.len() + output.len() - 1)?;
-                in_cache += 1;
+            let position = prompt.len() + output.len() - 1;
+            logits = weights.forward(&[token], position)?;
+            in_cache = position + 1;
+            let (Some(answer), Some(before), Some(closed)) = (answer.as_mut(), before, closed) else { continue };
+            let repairable = before.in_value_string() && answer.repairs < MAX_QUOTE_REPAIRS;
+            if repairable && weights.resumes_anywhere() && self.wants_more_text(&logits, answer) {
+                // The quote opened a quotation inside the text: written again escaped, and the
+                // model goes on from there.
+                let escaped = answer.reopen(before, &text);
+                let ids = self.encode(&[Piece::Text(escaped)]).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+                output.pop();
+                output.extend(&ids);
+                logits = weights.forward(&ids, position)?;
+                in_cache = position + ids.len();
+                continue;
+            }
+            if answer.copies.looping(&closed) {
+                tracing::debug!(tokens = output.len(), "the answer says again what it said; it ends here");
+                break;
             }
         }
         timings.output_tokens = output.len();
@@ -317,6 +340,16 @@ impl LocalProvider {
             return Ok(Some(argmax(logits)));
         }
         Ok(likeliest_valid(logits, valid))
+    }
+
+    /// Whether the model, right after a string value closed, would rather go on writing text than
+    /// JSON: its likeliest next token is neither valid JSON there nor the end of its turn. Then
+    /// the closing quote was meant as a quotation's opening or closing one ("causing an
+    /// "Incorrect use of ParentDataWidget" error"), which a small model often leaves unescaped;
+    /// taken as the string's end, it cuts the fact at "causing an".
+    fn wants_more_text(&self, logits: &[f32], answer: &JsonAnswer) -> bool {
+        let likeliest = argmax(logits);
+        !self.stop_tokens.contains(&likeliest) && !answer.json.accepts(&self.token_text(likeliest))
     }
 
     fn token_text(&self, token: u32) -> String {
@@ -379,6 +412,100 @@ fn prefill_chunks(reused: usize, len: usize) -> Vec<std::ops::Range<usize>> {
     chunks
 }
 
+/// How many quotes of one answer may be taken back as a quotation inside a string; past that the
+/// model is not quoting but lost, and its quotes end strings as written.
+const MAX_QUOTE_REPAIRS: usize = 8;
+
+/// A JSON answer as it is written: the validator, its string values so far, and how often it
+/// said one of them again.
+struct JsonAnswer {
+    json: JsonPrefix,
+    strings: ValueStrings,
+    copies: CopyGuard,
+    repairs: usize,
+    /// How many string values had closed before the last token.
+    closed_before: usize,
+}
+
+impl JsonAnswer {
+    fn after(prefill: &str) -> candle_core::Result<Self> {
+        Ok(Self {
+            json: json_after(prefill)?,
+            strings: ValueStrings::default(),
+            copies: CopyGuard::default(),
+            repairs: 0,
+            closed_before: 0,
+        })
+    }
+
+    /// Feed a token's text; the string value it closed, if it closed one.
+    fn feed(&mut self, text: &str) -> Option<String> {
+        self.closed_before = self.strings.closed.len();
+        self.json.feed_collecting(text, &mut self.strings);
+        self.strings.closed.get(self.closed_before).cloned()
+    }
+
+    /// Take back the last token, `text`, which closed the string value that `before` was
+    /// inside, and feed it again with that quote escaped (what followed the quote in the token
+    /// dropped); the text to feed the model instead.
+    fn reopen(&mut self, before: JsonPrefix, text: &str) -> String {
+        let quote = closing_quote(&before, text);
+        let reopened = self.strings.closed.get(self.closed_before).cloned().unwrap_or_default();
+        self.strings.closed.truncate(self.closed_before);
+        let escaped = format!("{}\\\"", &text[..quote]);
+        self.json = before;
+        self.strings.reopen(&reopened[..reopened.len() - quote]);
+        self.json.feed_collecting(&escaped, &mut self.strings);
+        self.repairs += 1;
+        escaped
+    }
+}
+
+/// Where in `text` the string value that `json` is inside closes (the byte offset of its quote;
+/// the text's length when it does not close in it).
+fn closing_quote(json: &JsonPrefix, text: &str) -> usize {
+    let mut probe = json.clone();
+    for (at, c) in text.char_indices() {
+        probe.feed(&text[at..at + c.len_utf8()]);
+        if !probe.in_value_string() {
+            return at;
+        }
+    }
+    text.len()
+}
+
+/// How many string values of an answer that repeat an earlier one in other words make it a
+/// loop. The first is let pass (the caller drops it as a variant); a second means the model is
+/// filling one template again and again (seen: "uses Godot 4.4", "…4.5", … "…5.2", the same
+/// inhibit rule with a new message id each time, each answer to its 1,200-token cap).
+const LOOP_COPIES: usize = 2;
+
+/// Values shorter than this (a type, a message id, a short title) repeat by design.
+const COPY_MIN_WORDS: usize = 4;
+
+/// Spots an answer that says again what it already said, in other words.
+#[derive(Debug, Default)]
+struct CopyGuard {
+    /// The distinct long string values so far.
+    said: Vec<String>,
+    copies: usize,
+}
+
+impl CopyGuard {
+    /// Whether `value`, just closed, makes the answer a loop.
+    fn looping(&mut self, value: &str) -> bool {
+        if value.split_whitespace().count() < COPY_MIN_WORDS {
+            return false;
+        }
+        if self.said.iter().any(|earlier| crate::extract::is_variant_of(value, earlier)) {
+            self.copies += 1;
+            return self.copies >= LOOP_COPIES;
+        }
+        self.said.push(value.to_owned());
+        false
+    }
+}
+
 /// The JSON validator with the prefill already fed: the answer continues it.
 fn json_after(prefill: &str) -> candle_core::Result<JsonPrefix> {
     let mut json = JsonPrefix::default();
@@ -417,7 +544,7 @@ impl RepeatGuard {
             hasher.finish()
         };
         let starts = self.seen.entry(hash).or_default();
-        let seen_before = starts.iter().any(|&s| output[s..s + LOOP_TOKENS] == *run);
+        let seen_before = starts.iter().any(|&s| output.get(s..s + LOOP_TOKENS) == Some(run));
         starts.push(start);
         seen_before
     }
@@ -539,6 +666,26 @@ mod tests {
         let distinct: Vec<u32> = (0..500).collect();
         let found = (1..=distinct.len()).any(|n| guard.looping(&distinct[..n]));
         assert!(!found, "an answer with no repeated run is never cut");
+    }
+
+    #[test]
+    fn a_value_said_again_in_other_words_twice_is_a_loop() {
+        let mut guard = CopyGuard::default();
+        assert!(!guard.looping("The game uses the Godot engine version 4.3"));
+        assert!(!guard.looping("config"));
+        assert!(!guard.looping("config"), "a type or an id repeats by design");
+        assert!(!guard.looping("Staging listens on port 5433 in deploy/staging.env"), "another fact");
+        assert!(!guard.looping("The game uses the Godot engine version 4.4"), "the first copy passes");
+        assert!(guard.looping("The game uses the Godot engine version 4.5"), "the second ends the answer");
+
+        let mut guard = CopyGuard::default();
+        let distinct = [
+            "The banner was wrapped in Expanded inside a Stack",
+            "Crashlytics gets Flutter framework errors from now on",
+            "minSdk is 26 because health_connect needs it",
+            "Release builds are obfuscated with split debug info",
+        ];
+        assert!(distinct.iter().all(|fact| !guard.looping(fact)), "distinct facts never end an answer");
     }
 
     #[test]

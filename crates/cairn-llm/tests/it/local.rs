@@ -247,3 +247,92 @@ fn next_token_logprobs_agree_with_what_the_model_says_and_with_a_fresh_run() {
     }
     assert!(matches!(warm.next_token_logprobs(&other, &[""]), Err(LlmError::Malformed(_))));
 }
+
+/// A forward pass that types `intended` a token at a time (the first token of what is left of
+/// it, as the vocabulary splits it), whatever the decoder made of the answer so far (an escaped
+/// quote `\"` read as the quote it stands for): a model that means a text, over the real
+/// vocabulary, so the decoder's choices are what is tested.
+struct Typist {
+    tokenizer: tokenizers::Tokenizer,
+    intended: String,
+    end_of_turn: u32,
+    sequence: Vec<u32>,
+    answer_starts: usize,
+}
+
+impl Typist {
+    fn over(provider: &LocalProvider, intended: &str) -> Self {
+        let tokenizer = provider.tokenizer().clone();
+        let end_of_turn = tokenizer.token_to_id("<|im_end|>").expect("SmolLM2's end of turn");
+        Self { tokenizer, intended: intended.to_owned(), end_of_turn, sequence: Vec::new(), answer_starts: 0 }
+    }
+
+    fn next_token(&self) -> u32 {
+        let written = self.tokenizer.decode(&self.sequence[self.answer_starts..], false).unwrap().replace("\\\"", "\"");
+        match self.intended.strip_prefix(&written).filter(|rest| !rest.is_empty()) {
+            Some(rest) => self.tokenizer.encode(rest, false).unwrap().get_ids()[0],
+            None => self.end_of_turn,
+        }
+    }
+}
+
+impl cairn_llm::local::Forward for Typist {
+    fn forward(&mut self, tokens: &[u32], position: usize) -> candle_core::Result<Vec<f32>> {
+        self.sequence.truncate(position);
+        self.sequence.extend(tokens);
+        if position == 0 {
+            self.answer_starts = tokens.len();
+        }
+        let mut logits = vec![0.0; self.tokenizer.get_vocab_size(true)];
+        logits[self.next_token() as usize] = 10.0;
+        Ok(logits)
+    }
+
+    fn resumes_anywhere(&self) -> bool {
+        true
+    }
+}
+
+fn typed(intended: &str) -> String {
+    let path = model().expect("checked by the caller");
+    let real = LocalProvider::open(&path, &SMOLLM2_135M).unwrap();
+    let typist = Box::new(Typist::over(&real, intended));
+    let provider =
+        LocalProvider::open_with_weights(&path, &SMOLLM2_135M, &cairn_llm::local::LocalOptions::default(), typist)
+            .unwrap();
+    provider.chat(&ask("List the facts.", 400, true)).unwrap().text
+}
+
+#[test]
+fn a_quotation_left_unescaped_in_a_json_string_is_escaped_and_the_text_goes_on() {
+    if model().is_none() {
+        return;
+    }
+    let reply = typed(
+        r#"{"facts": [{"type": "bugfix", "content": "Expanded inside a Stack, causing an "Incorrect use of ParentDataWidget" error in release builds."}]}"#,
+    );
+    let value: serde_json::Value = serde_json::from_str(&reply).unwrap_or_else(|e| panic!("{e}: {reply:?}"));
+    assert_eq!(
+        value["facts"][0]["content"],
+        "Expanded inside a Stack, causing an \"Incorrect use of ParentDataWidget\" error in release builds.",
+        "{reply}"
+    );
+    // A quote that ends its string as meant is left alone.
+    let plain = typed(r#"{"facts": [{"type": "config", "content": "minSdk is 26.", "ids": ["m9"]}]}"#);
+    assert_eq!(plain, r#"{"facts": [{"type": "config", "content": "minSdk is 26.", "ids": ["m9"]}]}"#);
+}
+
+#[test]
+fn an_answer_that_says_one_fact_again_in_other_words_ends_at_the_second_copy() {
+    if model().is_none() {
+        return;
+    }
+    let fact = |version: &str| {
+        format!(r#"{{"type": "config", "content": "The game uses the Godot engine version {version}."}}"#)
+    };
+    let versions = ["4.3", "4.4", "4.5", "4.6", "4.7"];
+    let intended = format!(r#"{{"facts": [{}]}}"#, versions.map(fact).join(", "));
+    let reply = typed(&intended);
+    assert!(reply.contains("version 4.5.\"") && !reply.contains("4.6"), "{reply}");
+    assert!(intended.starts_with(&reply), "{reply}");
+}

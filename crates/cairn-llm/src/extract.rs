@@ -246,6 +246,11 @@ pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<F
             kept.push(fact);
         }
     }
+    if kept.is_empty() && items.iter().any(is_noise_item) {
+        // The model copied the transcript instead of answering: as unusable as no JSON (the
+        // caller asks once more, sampled), not an answer that found nothing.
+        return Err(LlmError::Malformed("every fact of the answer is transcript noise".into()));
+    }
     Ok(kept)
 }
 
@@ -257,7 +262,7 @@ const VARIANT_OVERLAP: f64 = 0.7;
 /// method…", "…the `onStop` method…") or offers a second guess at the same value (the probe
 /// "set in" one file, then another). The first is kept. Two settings of one kind ("staging
 /// runs on 5433", "prod runs on 5432") share fewer words than that.
-fn is_variant_of(content: &str, earlier: &str) -> bool {
+pub(crate) fn is_variant_of(content: &str, earlier: &str) -> bool {
     // A word here keeps a path or a value whole (`src/health.go`), unlike the store's
     // near-duplicate check (`words` in cairn-core's `extract`): two guesses differ in exactly
     // that word, and split into parts it would count as mostly shared.
@@ -308,6 +313,12 @@ fn text_of(value: &Value) -> String {
         Value::Null => String::new(),
         other => other.to_string(),
     }
+}
+
+/// Whether an item of the list is a fact whose text is transcript noise.
+fn is_noise_item(item: &Value) -> bool {
+    let content = ["content", "fact", "memory", "text", "title"].iter().find_map(|k| item.get(*k)).map(text_of);
+    content.is_some_and(|c| is_noise(&c))
 }
 
 /// One fact out of one item of the list, or `None` when it is empty or noise.
@@ -450,7 +461,7 @@ pub fn is_noise(text: &str) -> bool {
             .iter()
             .any(|p| l.starts_with(p))
     };
-    if lines.iter().any(speaker_line) || text.contains("[MEMORY]") {
+    if lines.iter().any(speaker_line) || text.contains("[MEMORY]") || holds_tool_note(text) {
         return true;
     }
     let mut in_code = false;
@@ -464,6 +475,19 @@ pub fn is_noise(text: &str) -> bool {
     }
     let prompt_lines = lines.iter().filter(|l| l.starts_with("$ ") || l.starts_with("> ")).count();
     code_lines > MAX_CODE_LINES || prompt_lines > 2
+}
+
+/// Whether `text` copies one of the transcript's tool notes, `(ran bash: cargo test …)` (the
+/// form cairn-history's extraction transcript gives each tool call): a model that copies one
+/// is copying the transcript (seen: a bugfix that ran on into "(ran edit: {"filePath":…").
+/// "(ran with nextest)" is no note: a note's tool is one word and a colon.
+fn holds_tool_note(text: &str) -> bool {
+    text.match_indices("(ran ").any(|(at, note)| {
+        let rest = &text[at + note.len()..];
+        rest.split_once(": ").is_some_and(|(tool, _)| {
+            !tool.is_empty() && tool.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+    })
 }
 
 /// A title for a fact that came without one: its first sentence, at most 80 bytes. A dot

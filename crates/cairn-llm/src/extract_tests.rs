@@ -20,6 +20,15 @@ fn messages() -> Vec<TranscriptMessage> {
 }
 
 #[test]
+fn an_answer_whose_every_fact_copies_the_transcript_is_unusable_not_empty() {
+    let copied = r#"{"facts": [{"type": "bugfix", "content": "Cargo.lock pins serde 1.0.100; rerun: (ran bash: {\"command\":\"cargo update -p serde\"})"}]}"#;
+    assert!(matches!(parse_facts(copied, &messages()), Err(LlmError::Malformed(_))), "asked again, sampled");
+    assert_eq!(parse_facts(r#"{"facts": []}"#, &messages()).unwrap().len(), 0, "nothing found is an answer");
+    let said_in_passing = r#"{"facts": [{"type": "config", "content": "Tests run with `cargo nextest run` (ran with --no-fail-fast: in CI)."}]}"#;
+    assert_eq!(parse_facts(said_in_passing, &messages()).unwrap().len(), 1, "no tool note: one word, then a colon");
+}
+
+#[test]
 fn facts_come_out_of_a_fenced_answer_with_prose_and_trailing_commas() {
     let answer = "Sure! Here are the facts:\n```json\n{\"facts\": [\n  {\"type\": \"bugfix\", \"title\": \"Build fails on old serde\", \
                   \"content\": \"The build failed because Cargo.lock pinned serde 1.0.100; `cargo update -p serde` fixed it.\", \
@@ -66,6 +75,7 @@ fn empty_facts_and_transcript_noise_are_dropped() {
         {"type": "config", "content": "Set the retry limit with `retry:"},
         {"type": "config", "content": "Tests run with `cargo nextest run`."},
         {"type": "config", "content": "Tests   run with `cargo nextest run`."},
+        {"type": "bugfix", "content": "Cargo.lock pins serde 1.0.100. Fixed: (ran edit: {\"filePath\":\"Cargo.lock\"})"},
     ]})
     .to_string();
     let facts = parse_facts(&answer, &messages()).unwrap();

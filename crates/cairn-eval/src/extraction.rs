@@ -9,8 +9,10 @@
 //! memories alone and in the session's raw turns saved as memories, both with the same lexical
 //! search across all projects: hit@1 and hit@k of the question's session.
 //!
-//! Summaries and briefs are off: the set scores facts (a summary would be one more model call
-//! per session, and no annotated fact).
+//! Summaries and briefs are off by default: the set scores facts (a summary is one more model
+//! call per session, and no annotated fact). `--summaries` writes the summaries the daemon
+//! writes; they are never scored, and the questions are searched a third time, in the facts and
+//! summaries together.
 
 mod data;
 mod provider;
@@ -76,6 +78,11 @@ pub struct ExtractionArgs {
     /// What each window is asked after its facts: bug, settings, none (default: the policy's)
     #[arg(long, value_delimiter = ',')]
     pub follow_ups: Option<Vec<String>>,
+    /// Also write the session summaries the daemon writes (every 5 turns and at a
+    /// conversation's end): never scored as facts, searched with them in a third retrieval
+    /// figure (one model call more per session)
+    #[arg(long)]
+    pub summaries: bool,
     /// Print every memory with its verdict, every missed fact and every answer
     #[arg(long)]
     pub details: bool,
@@ -129,6 +136,11 @@ pub struct Retrieval {
     pub extracted_hit_at_k: f64,
     pub turns_hit_at_1: f64,
     pub turns_hit_at_k: f64,
+    /// With `--summaries`: the summaries written, and the same questions searched in the facts
+    /// and the summaries together.
+    pub summaries: Option<usize>,
+    pub with_summaries_hit_at_1: Option<f64>,
+    pub with_summaries_hit_at_k: Option<f64>,
     /// An extracted memory in the first k states the question's own fact (the answer itself,
     /// not only its session).
     pub extracted_answer_at_k: f64,
@@ -172,9 +184,10 @@ pub fn run(args: &ExtractionArgs) -> Result<()> {
     let provider = provider::open(&choice, &sessions)?;
     let mut core = Core::new(Store::open_in_memory()?);
     data::archive(&mut core, &sessions, "2026-01-05T10:00:00.000Z")?;
+    let daemon = ExtractionPolicy::default();
     let policy = ExtractionPolicy {
-        summary_every_turns: u32::MAX,
-        ended_after: time::Duration::MAX,
+        summary_every_turns: if args.summaries { daemon.summary_every_turns } else { u32::MAX },
+        ended_after: if args.summaries { daemon.ended_after } else { time::Duration::MAX },
         window_bytes: args.window_bytes.unwrap_or(ExtractionPolicy::default().window_bytes),
         follow_ups: match &args.follow_ups {
             Some(names) => names
@@ -231,7 +244,7 @@ pub fn run(args: &ExtractionArgs) -> Result<()> {
         report.per_session.push(one);
     }
     tally(&mut report, &sessions);
-    report.retrieval = retrieval(core, &sessions, args.k)?;
+    report.retrieval = retrieval(core, &sessions, args.k, args.summaries)?;
     report.peak_rss_mb = peak_rss_mb();
     report.load_before = load_before;
     report.load_after = load_average();
@@ -288,33 +301,27 @@ fn tally(report: &mut Report, sessions: &[Session]) {
     report.output_tokens_p50 = output.get(output.len() / 2).copied().unwrap_or(0);
 }
 
-/// Each question searched in the extracted memories and in the raw turns (same lexical search,
-/// all projects): does the question's session come first, or in the first `k`?
-fn retrieval(extracted: Core, sessions: &[Session], k: usize) -> Result<Retrieval> {
-    let extracted = with_index(extracted)?;
-    let mut turns = Store::open_in_memory()?;
-    for session in sessions {
-        for turn in data::turns(session) {
-            let title: String = turn.lines().next().unwrap_or_default().chars().take(80).collect();
-            turns.save(&NewObservation {
-                title,
-                content: turn,
-                kind: Some("turn".into()),
-                session_id: Some(session.id.clone()),
-                project: Some(session.project.clone()),
-                ..NewObservation::default()
-            })?;
-        }
-    }
-    let turns = with_index(Core::new(turns))?;
+/// Each question searched in the extracted facts and in the raw turns (same lexical search,
+/// all projects), and with `summaries` in the facts and summaries together: does the question's
+/// session come first, or in the first `k`?
+fn retrieval(extracted: Core, sessions: &[Session], k: usize, summaries: bool) -> Result<Retrieval> {
+    let turns = with_index(Core::new(turns_of(sessions)?))?;
+    let mut summary_count = None;
+    let searched = if summaries {
+        let (facts, count) = facts_of(&extracted)?;
+        summary_count = Some(count);
+        vec![with_index(Core::new(facts))?, turns, with_index(extracted)?]
+    } else {
+        vec![with_index(extracted)?, turns]
+    };
     let mut out = Retrieval { k, ..Retrieval::default() };
-    let mut hits = [0usize; 4];
+    let mut hits = [0usize; 6];
     let mut answers = 0;
     for session in sessions {
         for question in &session.questions {
             out.questions += 1;
             let fact = session.facts.iter().find(|f| f.id == question.fact);
-            for (slot, core) in [&extracted, &turns].into_iter().enumerate() {
+            for (slot, core) in searched.iter().enumerate() {
                 let found = core.search(&SearchQuery {
                     text: question.query.clone(),
                     all_projects: true,
@@ -347,7 +354,51 @@ fn retrieval(extracted: Core, sessions: &[Session], k: usize) -> Result<Retrieva
     (out.extracted_hit_at_1, out.extracted_hit_at_k, out.turns_hit_at_1, out.turns_hit_at_k) =
         (share(hits[0]), share(hits[1]), share(hits[2]), share(hits[3]));
     out.extracted_answer_at_k = share(answers);
+    if summaries {
+        out.summaries = summary_count;
+        (out.with_summaries_hit_at_1, out.with_summaries_hit_at_k) = (Some(share(hits[4])), Some(share(hits[5])));
+    }
     Ok(out)
+}
+
+/// Each session's raw turns (a user message with the answers after it) saved as memories of it.
+fn turns_of(sessions: &[Session]) -> Result<Store> {
+    let mut turns = Store::open_in_memory()?;
+    for session in sessions {
+        for turn in data::turns(session) {
+            let title: String = turn.lines().next().unwrap_or_default().chars().take(80).collect();
+            turns.save(&NewObservation {
+                title,
+                content: turn,
+                kind: Some("turn".into()),
+                session_id: Some(session.id.clone()),
+                project: Some(session.project.clone()),
+                ..NewObservation::default()
+            })?;
+        }
+    }
+    Ok(turns)
+}
+
+/// The extracted memories without the summaries, saved again in their order; and how many
+/// summaries were left out.
+fn facts_of(extracted: &Core) -> Result<(Store, usize)> {
+    let mut all = extracted.store.list(&ListFilter { limit: 1_000_000, ..ListFilter::default() })?;
+    all.sort_by_key(|m| m.id);
+    let (summaries, facts): (Vec<_>, Vec<_>) =
+        all.into_iter().partition(|m| m.kind == cairn_core::extract::SUMMARY_TYPE);
+    let mut store = Store::open_in_memory()?;
+    for memory in facts {
+        store.save(&NewObservation {
+            title: memory.title,
+            content: memory.content,
+            kind: Some(memory.kind),
+            session_id: Some(memory.session_id),
+            project: Some(memory.project),
+            ..NewObservation::default()
+        })?;
+    }
+    Ok((store, summaries.len()))
 }
 
 fn with_index(core: Core) -> Result<Core> {
@@ -416,6 +467,9 @@ fn render(r: &Report, details: bool) -> String {
         "  retrieval  {} questions, lexical: extracted hit@1 {:.3} hit@{} {:.3} | raw turns hit@1 {:.3} hit@{} {:.3}",
         q.questions, q.extracted_hit_at_1, q.k, q.extracted_hit_at_k, q.turns_hit_at_1, q.k, q.turns_hit_at_k
     );
+    if let (Some(n), Some(h1), Some(hk)) = (q.summaries, q.with_summaries_hit_at_1, q.with_summaries_hit_at_k) {
+        let _ = writeln!(t, "             with the {n} summaries: hit@1 {h1:.3} hit@{} {hk:.3}", q.k);
+    }
     let _ = writeln!(
         t,
         "             an extracted memory in the first {} states the answer: {:.3}",

@@ -209,6 +209,19 @@ fn extraction_with_the_oracle_recalls_every_fact_of_the_set() {
     assert_eq!(report["retrieval"]["questions"].as_u64(), Some(120), "{report}");
     let follow_ups = cairn_core::extract::ExtractionPolicy::default().follow_ups.len() as u64;
     assert_eq!(report["calls"].as_u64(), Some(60 * (1 + follow_ups)), "one window a session by default: {report}");
+    // The daemon's summaries: one a session (each is archived whole, and has ended), searched
+    // in a third figure and never scored as facts.
+    let two = ["extraction", "--provider", "scripted", "--split", "dev", "--dir", set, "--sessions", "s01,s03"];
+    let summarised = env.json(&[&two[..], &["--summaries"]].concat());
+    let facts_only = env.json(&two);
+    assert_eq!(summarised["retrieval"]["summaries"].as_u64(), Some(2), "{summarised}");
+    assert!(summarised["retrieval"]["with_summaries_hit_at_1"].as_f64().is_some(), "{summarised}");
+    assert!(facts_only["retrieval"]["with_summaries_hit_at_1"].is_null(), "{facts_only}");
+    for figure in ["memories", "recall", "precision"] {
+        assert_eq!(summarised[figure], facts_only[figure], "summaries are not scored: {figure}");
+    }
+    assert_eq!(summarised["retrieval"]["extracted_hit_at_1"], facts_only["retrieval"]["extracted_hit_at_1"]);
+    assert_eq!(summarised["calls"].as_u64(), facts_only["calls"].as_u64().map(|n| n + 2), "{summarised}");
     // Small windows: more calls, each session's messages all asked about.
     let windowed =
         env.json(&["extraction", "--provider", "scripted", "--split", "dev", "--dir", set, "--window-bytes", "512"]);

@@ -139,8 +139,8 @@ fn open_local(choice: &Choice) -> Result<LocalProvider> {
 }
 
 /// Answers a facts request with the annotated facts of the session whose first message the
-/// transcript shows (its notes as contents), a follow-up question with no more facts, anything
-/// else with an empty answer.
+/// transcript shows (its notes as contents), a follow-up question with no more facts, a summary
+/// with the session's title, anything else with an empty answer.
 fn oracle(sessions: &[Session]) -> ScriptedProvider {
     let sessions = sessions.to_vec();
     ScriptedProvider::new(move |ask, request| {
@@ -157,6 +157,7 @@ fn oracle(sessions: &[Session]) -> ScriptedProvider {
             }
             // The facts said everything: the follow-up questions find no more.
             (Ask::Facts, None) | (Ask::FollowUp(_), _) => r#"{"facts": []}"#.to_owned(),
+            (Ask::Summary, Some(session)) => serde_json::json!({ "summary": session.title }).to_string(),
             _ => r#"{"summary": "-"}"#.to_owned(),
         })
     })

@@ -4,8 +4,8 @@
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
 //! on like dev), s25–s36 holdout (written after that report; run once, then tuned on), s37–s48
 //! holdout2 (written before any change was tried on holdout; run once, on 2026-12-05), s49–s60
-//! holdout3 (written blind, committed before the next change was scored on any split; to be run
-//! once with the code as committed).
+//! holdout3 (written blind, committed before the next change was scored on any split; run once,
+//! on 2026-12-06). A next held-out figure needs a next split.
 
 use std::path::Path;
 

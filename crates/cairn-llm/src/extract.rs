@@ -315,9 +315,13 @@ fn text_of(value: &Value) -> String {
     }
 }
 
+/// Where an item of the list holds its fact, first found first. A fact written into its title
+/// alone (seen: a long title, then the object closed) is still the fact.
+const FACT_CONTENT_KEYS: &[&str] = &["content", "fact", "memory", "text", "title"];
+
 /// Whether an item of the list is a fact whose text is transcript noise.
 fn is_noise_item(item: &Value) -> bool {
-    let content = ["content", "fact", "memory", "text", "title"].iter().find_map(|k| item.get(*k)).map(text_of);
+    let content = FACT_CONTENT_KEYS.iter().find_map(|k| item.get(*k)).map(text_of);
     content.is_some_and(|c| is_noise(&c))
 }
 
@@ -325,9 +329,7 @@ fn is_noise_item(item: &Value) -> bool {
 fn fact(item: &Value, messages: &[TranscriptMessage]) -> Option<Fact> {
     let object = item.as_object()?;
     let field = |keys: &[&str]| keys.iter().find_map(|k| object.get(*k)).map(text_of);
-    // A fact written into its title alone (seen: a long title, then the object closed) is
-    // still the fact.
-    let content = field(&["content", "fact", "memory", "text", "title"])?.trim().to_owned();
+    let content = field(FACT_CONTENT_KEYS)?.trim().to_owned();
     if content.is_empty() || content.len() > MAX_FACT_BYTES || is_noise(&content) || is_fragment(&content) {
         return None;
     }

@@ -212,13 +212,13 @@ impl JsonPrefix {
     }
 }
 
-/// The string values of an answer, in order, as their closing quotes arrive; escapes are kept as
-/// written (`\"` stays two characters).
+/// The string values of an answer, in order, as their closing quotes arrive (the caller clears
+/// `closed` when it has read them); escapes are kept as written (`\"` stays two characters).
 #[derive(Debug, Clone, Default)]
 pub struct ValueStrings {
     /// The string value being written, when the answer is inside one.
     open: String,
-    /// Every string value closed so far.
+    /// The string values closed since the caller last cleared this.
     pub closed: Vec<String>,
 }
 

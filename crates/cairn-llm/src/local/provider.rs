@@ -416,15 +416,13 @@ fn prefill_chunks(reused: usize, len: usize) -> Vec<std::ops::Range<usize>> {
 /// model is not quoting but lost, and its quotes end strings as written.
 const MAX_QUOTE_REPAIRS: usize = 8;
 
-/// A JSON answer as it is written: the validator, its string values so far, and how often it
-/// said one of them again.
+/// A JSON answer as it is written: the validator, the string values the last token closed, and
+/// how often the answer said one of them again.
 struct JsonAnswer {
     json: JsonPrefix,
     strings: ValueStrings,
     copies: CopyGuard,
     repairs: usize,
-    /// How many string values had closed before the last token.
-    closed_before: usize,
 }
 
 impl JsonAnswer {
@@ -434,15 +432,14 @@ impl JsonAnswer {
             strings: ValueStrings::default(),
             copies: CopyGuard::default(),
             repairs: 0,
-            closed_before: 0,
         })
     }
 
     /// Feed a token's text; the string value it closed, if it closed one.
     fn feed(&mut self, text: &str) -> Option<String> {
-        self.closed_before = self.strings.closed.len();
+        self.strings.closed.clear();
         self.json.feed_collecting(text, &mut self.strings);
-        self.strings.closed.get(self.closed_before).cloned()
+        self.strings.closed.first().cloned()
     }
 
     /// Take back the last token, `text`, which closed the string value that `before` was
@@ -450,8 +447,8 @@ impl JsonAnswer {
     /// dropped); the text to feed the model instead.
     fn reopen(&mut self, before: JsonPrefix, text: &str) -> String {
         let quote = closing_quote(&before, text);
-        let reopened = self.strings.closed.get(self.closed_before).cloned().unwrap_or_default();
-        self.strings.closed.truncate(self.closed_before);
+        let reopened = self.strings.closed.first().cloned().unwrap_or_default();
+        self.strings.closed.clear();
         let escaped = format!("{}\\\"", &text[..quote]);
         self.json = before;
         self.strings.reopen(&reopened[..reopened.len() - quote]);

@@ -60,7 +60,8 @@ pub struct ExtractionArgs {
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
     /// dev, test, holdout, holdout2, holdout3 (each reported once: test on 2026-12-03, holdout
-    /// and holdout2 on 2026-12-05, holdout3 on 2026-12-06; all five are tuning data now) or all
+    /// and holdout2 on 2026-12-05, holdout3 on 2026-12-06; all five are tuning data now),
+    /// holdout4 (written 2026-12-06, not yet run) or all
     #[arg(long, default_value = "dev")]
     pub split: String,
     /// Only these sessions (comma-separated ids, e.g. s01,s03)

@@ -1,11 +1,12 @@
-//! The held-out extraction set (`eval/extraction/{dev,test,holdout,holdout2,holdout3}/*.json`): coding
+//! The held-out extraction set (`eval/extraction/{dev,test,holdout,holdout2,holdout3,holdout4}/*.json`): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
 //! on like dev), s25–s36 holdout (written after that report; run once, then tuned on), s37–s48
 //! holdout2 (written before any change was tried on holdout; run once, on 2026-12-05), s49–s60
 //! holdout3 (written blind, committed before the next change was scored on any split; run once,
-//! on 2026-12-06). A next held-out figure needs a next split.
+//! on 2026-12-06), s61–s72 holdout4 (written blind the same way, committed before the changes
+//! after holdout3's run were scored on it). A next held-out figure needs a next split.
 
 use std::path::Path;
 
@@ -74,7 +75,7 @@ pub struct Question {
     pub fact: String,
 }
 
-/// The sessions of `split` (`dev`, `test`, `holdout`, `holdout2`, `holdout3` or `all`) under `dir`, in id order; `only` keeps the
+/// The sessions of `split` (`dev`, `test`, `holdout`, `holdout2`, `holdout3`, `holdout4` or `all`) under `dir`, in id order; `only` keeps the
 /// named ones.
 pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
     let splits: &[&str] = match split {
@@ -83,10 +84,11 @@ pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
         "holdout" => &["holdout"],
         "holdout2" => &["holdout2"],
         "holdout3" => &["holdout3"],
-        "all" => &["dev", "test", "holdout", "holdout2", "holdout3"],
+        "holdout4" => &["holdout4"],
+        "all" => &["dev", "test", "holdout", "holdout2", "holdout3", "holdout4"],
         other => {
             return Err(CairnError::invalid(format!("unknown split {other:?}"))
-                .with_hint("use --split dev, test, holdout, holdout2, holdout3 or all")
+                .with_hint("use --split dev, test, holdout, holdout2, holdout3, holdout4 or all")
                 .into());
         }
     };

@@ -44,9 +44,14 @@ use score::Verdict;
 #[command(after_help = "Example: cargo run --release -p cairn-eval -- extraction --provider local --split dev")]
 pub struct ExtractionArgs {
     /// The model: local (a GGUF in-process), openai (any OpenAI-compatible endpoint) or scripted
-    /// (an oracle answering with the annotation itself: checks the pipeline and the scorer)
+    /// (an oracle answering with the annotation itself: checks the pipeline and the scorer) or
+    /// replay (the answers of recorded runs, `--replay FILE`: a change to the parser or the
+    /// filters scored without a model)
     #[arg(long, default_value = "local")]
     pub provider: String,
+    /// replay: reports of earlier runs (`--json --details`), comma-separated
+    #[arg(long, value_name = "FILE", value_delimiter = ',')]
+    pub replay: Vec<PathBuf>,
     /// local: a catalogue name (default: the default local model); openai: the model to ask
     #[arg(long)]
     pub model: Option<String>,
@@ -180,6 +185,7 @@ pub fn run(args: &ExtractionArgs) -> Result<()> {
         model_file: args.model_file.clone(),
         base_url: args.base_url.clone(),
         api_key_env: args.api_key_env.clone(),
+        replay: args.replay.clone(),
     };
     let load_before = load_average();
     let provider = provider::open(&choice, &sessions)?;

@@ -191,6 +191,36 @@ fn the_held_out_set_has_only_test_questions_and_scores() {
     assert!(dev[0]["modes"]["lexical"]["all"].is_null(), "{dev}");
 }
 
+/// A recorded run replayed (`--provider replay`): the same answers give the same memories and
+/// figures with no model; a session the recording lacks fails alone, and no recording is a
+/// clear error.
+#[test]
+fn extraction_replays_a_recorded_run_to_the_same_memories() {
+    let env = Env::new();
+    let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/extraction");
+    let set = set.to_str().unwrap();
+    let args = ["extraction", "--split", "dev", "--dir", set, "--sessions", "s01,s03,s05", "--details"];
+    let recorded = env.json(&[&args[..], &["--provider", "scripted"]].concat());
+    let file = env.dir.path().join("recorded.json");
+    // Only s01 and s03 recorded: s05 fails, the others replay.
+    let mut partial = recorded.clone();
+    partial["per_session"].as_array_mut().unwrap().truncate(2);
+    std::fs::write(&file, partial.to_string()).unwrap();
+    let replayed = env.json(&[&args[..], &["--provider", "replay", "--replay", file.to_str().unwrap()]].concat());
+    for i in 0..2 {
+        assert_eq!(replayed["per_session"][i]["memories"], recorded["per_session"][i]["memories"], "{replayed}");
+    }
+    assert_eq!(replayed["failures"].as_u64(), Some(1), "{replayed}");
+    assert!(replayed["per_session"][2]["failure"].as_str().unwrap().contains("replay"), "{replayed}");
+    let out = env.run(&[&args[..], &["--provider", "replay", "--json"]].concat());
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
+    let out = env.run(&[&args[..], &["--provider", "replay", "--replay", "/nonexistent.json", "--json"]].concat());
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(4), "file_not_found"));
+    std::fs::write(&file, b"{\"per_session\": 3}").unwrap();
+    let out = env.run(&[&args[..], &["--provider", "replay", "--replay", file.to_str().unwrap(), "--json"]].concat());
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"));
+}
+
 /// The extraction set through the real pipeline with the oracle (answers are the annotation's
 /// own notes): every fact recalled, nearly every memory correct, no noise; an unknown split is
 /// a clear error.
@@ -228,7 +258,8 @@ fn extraction_with_the_oracle_recalls_every_fact_of_the_set() {
     assert!(windowed["calls"].as_u64().unwrap() > 2 * 12, "{windowed}");
     let out = env.run(&["extraction", "--provider", "scripted", "--split", "train", "--dir", set]);
     assert!(
-        !out.status.success() && stderr(&out).contains("--split dev, test, holdout, holdout2, holdout3, holdout4 or all"),
+        !out.status.success()
+            && stderr(&out).contains("--split dev, test, holdout, holdout2, holdout3, holdout4 or all"),
         "{}",
         stderr(&out)
     );

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use cairn_core::CairnError;
+use cairn_core::{CairnError, ErrorCode};
 use cairn_llm::local::{LocalProvider, find as find_local, test_model_file};
 use cairn_llm::openai::{OpenAiConfig, OpenAiProvider};
 use cairn_llm::scripted::{Ask, ScriptedProvider};
@@ -95,6 +95,8 @@ pub struct Choice {
     pub model_file: Option<PathBuf>,
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
+    /// replay: the `--json --details` reports whose answers are replayed.
+    pub replay: Vec<PathBuf>,
 }
 
 /// Open the provider the flags name. `scripted` is the oracle: it answers each session with its
@@ -117,9 +119,10 @@ pub fn open(choice: &Choice, sessions: &[Session]) -> Result<Timed> {
             Inner::Other(Box::new(OpenAiProvider::new(&config, std::env::var(key_env).ok())?))
         }
         "scripted" => Inner::Other(Box::new(oracle(sessions))),
+        "replay" => Inner::Other(Box::new(Replay::open(&choice.replay, sessions)?)),
         other => {
             return Err(CairnError::invalid(format!("unknown provider {other:?}"))
-                .with_hint("use --provider local, openai or scripted")
+                .with_hint("use --provider local, openai, scripted or replay")
                 .into());
         }
     };
@@ -136,6 +139,98 @@ fn open_local(choice: &Choice) -> Result<LocalProvider> {
             .with_hint("scripts/install-test-deps.sh llm-qwen, or pass --model-file FILE")
     })?;
     Ok(LocalProvider::open(&path, spec)?)
+}
+
+/// Answers each session's calls with the answers a recorded run (`--json --details`) got, in
+/// the order it got them: a change to what reads the answers (the parser, the filters, the
+/// dedupe) scored in seconds on answers a model really wrote, with no model run. A request the
+/// recording did not make (the pipeline now asks otherwise: a resample where there was none,
+/// a call more) fails the session, never answers out of step.
+struct Replay {
+    model: String,
+    /// By session: its first message's text, and its recorded calls still to answer.
+    sessions: Vec<(String, Mutex<std::collections::VecDeque<Call>>)>,
+}
+
+#[derive(serde::Deserialize)]
+struct Recorded {
+    model: String,
+    per_session: Vec<RecordedSession>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecordedSession {
+    id: String,
+    calls: Vec<RecordedCall>,
+}
+
+#[derive(serde::Deserialize)]
+struct RecordedCall {
+    temperature: f32,
+    answer: String,
+}
+
+impl Replay {
+    fn open(files: &[PathBuf], sessions: &[Session]) -> Result<Replay> {
+        if files.is_empty() {
+            return Err(CairnError::invalid("--provider replay needs --replay FILE")
+                .with_hint("a report written by `cairn-eval extraction --json --details`")
+                .into());
+        }
+        let mut model = String::new();
+        let mut recorded = std::collections::HashMap::new();
+        for file in files {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                CairnError::new(ErrorCode::FileNotFound, format!("cannot read {}: {e}", file.display()))
+            })?;
+            let report: Recorded = serde_json::from_str(&text).map_err(|e| {
+                CairnError::invalid(format!("{} is not a recorded run: {e}", file.display()))
+                    .with_hint("record one with `cairn-eval extraction --json --details`")
+            })?;
+            model = report.model;
+            for one in report.per_session {
+                recorded.insert(one.id, one.calls);
+            }
+        }
+        let sessions = sessions
+            .iter()
+            .filter_map(|s| {
+                let calls = recorded.remove(&s.id)?;
+                let calls = calls
+                    .into_iter()
+                    .map(|c| Call { temperature: c.temperature, answer: c.answer, ..Call::default() })
+                    .collect();
+                Some((s.messages.first()?.text.clone(), Mutex::new(calls)))
+            })
+            .collect();
+        Ok(Replay { model, sessions })
+    }
+}
+
+impl LlmProvider for Replay {
+    fn kind(&self) -> &'static str {
+        "replay"
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, LlmError> {
+        let transcript = request.without_prefill().last().map_or("", |m| m.content.as_str());
+        let (_, calls) = self
+            .sessions
+            .iter()
+            .find(|(first, _)| transcript.contains(first.as_str()))
+            .ok_or_else(|| LlmError::Unavailable("replay: no recorded session for this request".into()))?;
+        let mut calls = calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let call = calls
+            .pop_front()
+            .filter(|c| c.temperature == request.temperature)
+            .ok_or_else(|| LlmError::Unavailable("replay: the recording made no such call here".into()))?;
+        let usage = cairn_llm::Usage { input_tokens: 0, output_tokens: cairn_llm::estimate_tokens(&call.answer) };
+        Ok(ChatReply { text: call.answer, usage, model: self.model.clone() })
+    }
 }
 
 /// Answers a facts request with the annotated facts of the session whose first message the

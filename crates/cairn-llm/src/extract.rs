@@ -528,81 +528,32 @@ pub(crate) fn json_value(answer: &str) -> Result<Value, LlmError> {
         .map_err(|e| LlmError::Malformed(format!("the answer's JSON does not parse ({e}): {}", preview(body))))
 }
 
-/// An answer cut off in the middle of its list (at `max_tokens`, or where the decoder saw it
-/// loop): the JSON up to the last value that closed, with the brackets still open closed after
-/// it. Every fact kept is whole; the one being written when the answer stopped is kept only
-/// when its content had closed (seen: an answer stopped inside the message ids its last fact
-/// cites, after the fact itself was written), and left out otherwise. Only facts are read this
-/// way: a cut summary or verdict is no answer.
+/// An answer cut off at `max_tokens` in the middle of its list (a long session's facts): the
+/// JSON up to the last value that closed, with the brackets still open closed after it. Every
+/// fact kept is whole; the one being written when the answer stopped is left out. Only facts
+/// are read this way: a cut summary or verdict is no answer.
 fn cut_short_value(answer: &str) -> Option<Value> {
     let answer = strip_reasoning(answer);
     let text = fenced_block(answer).unwrap_or(answer);
-    let body = &text[text.find(['{', '['])?..];
-    for cut in cut_points(body)?.iter().rev() {
-        let json = format!("{}{}", &body[..cut.end], cut.closers);
-        let Ok(value) = serde_json::from_str::<Value>(&without_trailing_commas(&json)) else { continue };
-        if !cut.after_string || last_fact_has_content(&value) {
-            return Some(value);
-        }
-    }
-    None
-}
-
-/// A place a cut-off answer may end: after a string or a bracket that closed there, with the
-/// brackets still open at that point, closed.
-struct CutPoint {
-    end: usize,
-    closers: String,
-    after_string: bool,
-}
-
-/// Where in `body` (an answer from its first bracket) a value closed, first to last; `None`
-/// when the first bracket closes (the JSON is whole: `json_value` judged it).
-fn cut_points(body: &str) -> Option<Vec<CutPoint>> {
-    let closers = |open: &[char]| open.iter().rev().map(|b| if *b == '{' { '}' } else { ']' }).collect();
+    let start = text.find(['{', '['])?;
     let mut open: Vec<char> = Vec::new();
-    let mut points = Vec::new();
-    let (mut in_string, mut escaped) = (false, false);
-    for (offset, c) in body.char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => {
-                    in_string = false;
-                    points.push(CutPoint { end: offset + 1, closers: closers(&open), after_string: true });
-                }
-                _ => {}
-            }
-            continue;
-        }
+    let mut last_closed: Option<(usize, usize)> = None; // (end offset, brackets open there)
+    for (offset, c) in outside_strings(&text[start..]) {
         match c {
-            '"' => in_string = true,
             '{' | '[' => open.push(c),
             '}' | ']' => {
                 open.pop()?;
                 if open.is_empty() {
-                    return None;
+                    return None; // balanced: not cut short (`json_value` judged it)
                 }
-                points.push(CutPoint { end: offset + 1, closers: closers(&open), after_string: false });
+                last_closed = Some((start + offset + 1, open.len()));
             }
             _ => {}
         }
     }
-    Some(points)
-}
-
-/// Whether the last fact of a facts answer has its content (a title alone is not the fact: the
-/// content was on its way).
-fn last_fact_has_content(value: &Value) -> bool {
-    let items = match value {
-        Value::Array(items) => Some(items),
-        Value::Object(object) => ["facts", "memories", "items"].iter().find_map(|k| object.get(*k)?.as_array()),
-        _ => None,
-    };
-    let last = items.map_or(Some(value), |items| items.last());
-    let content_keys = FACT_CONTENT_KEYS.iter().filter(|k| **k != "title");
-    last.is_some_and(|fact| content_keys.clone().any(|k| fact.get(*k).is_some_and(|c| !text_of(c).trim().is_empty())))
+    let (end, depth) = last_closed?;
+    let closers: String = open[..depth].iter().rev().map(|b| if *b == '{' { '}' } else { ']' }).collect();
+    serde_json::from_str(&without_trailing_commas(&format!("{}{closers}", &text[start..end]))).ok()
 }
 
 /// What a failure quotes of an answer.

@@ -125,25 +125,6 @@ fn an_answer_cut_off_at_max_tokens_keeps_its_whole_facts() {
 }
 
 #[test]
-fn an_answer_cut_off_in_the_ids_its_last_fact_cites_keeps_that_fact() {
-    // Seen: the decoder stopped an answer as a loop inside its second long list of message ids,
-    // after the second fact's content had closed; that fact was lost with its ids.
-    let answer = r#"{"facts": [{"type": "decision", "content": "Sidekiq retried the job twice.", "message_ids": ["m1", "m2"]}, {"type": "config", "content": "The retry limit is 3.", "message_ids": ["m1", "m2","#;
-    let facts = parse_facts(answer, &messages()).unwrap();
-    let contents: Vec<&str> = facts.iter().map(|f| f.content.as_str()).collect();
-    assert_eq!(contents, ["Sidekiq retried the job twice.", "The retry limit is 3."]);
-    assert_eq!(facts[1].message_ids, ["msg_a", "msg_b"], "the ids cited before the cut are kept");
-    // Cut after the content closed, before any id: kept too.
-    let answer = r#"{"facts": [{"type": "config", "content": "The retry limit is 3.", "#;
-    assert_eq!(parse_facts(answer, &messages()).unwrap().len(), 1);
-    // Cut after a title: the content was on its way, and a title is no fact.
-    let answer = r#"{"facts": [{"type": "config", "content": "The retry limit is 3."}, {"type": "decision", "title": "Use exponential backoff for Sidekiq retries", "content": "Retries back off expo"#;
-    let facts = parse_facts(answer, &messages()).unwrap();
-    assert_eq!(facts.len(), 1, "{facts:?}");
-    assert_eq!(facts[0].content, "The retry limit is 3.");
-}
-
-#[test]
 fn brackets_inside_strings_do_not_end_the_json() {
     let answer = r#"Answer: {"facts": [{"content": "Use `vec![1, 2]` and `{}` in format strings.", "type": "pattern"}]} trailing } ]"#;
     let facts = parse_facts(answer, &messages()).unwrap();

@@ -6,7 +6,8 @@
 //! holdout2 (written before any change was tried on holdout; run once, on 2026-12-05), s49–s60
 //! holdout3 (written blind, committed before the next change was scored on any split; run once,
 //! on 2026-12-06), s61–s72 holdout4 (written blind the same way, committed before the changes
-//! after holdout3's run were scored on it). A next held-out figure needs a next split.
+//! after holdout3's run were scored on it; run once, on 2026-12-06). A next held-out figure
+//! needs a next split.
 
 use std::path::Path;
 

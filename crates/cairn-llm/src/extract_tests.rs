@@ -125,6 +125,21 @@ fn an_answer_cut_off_at_max_tokens_keeps_its_whole_facts() {
 }
 
 #[test]
+fn a_template_filled_with_name_after_name_keeps_its_first_fill() {
+    // Each fill shares less than `is_variant_of`'s 70 % of words with the others.
+    let fills = ["Cargo.lock file to pin serde", "Sidekiq retry limit", "cargo nextest run command", "vX.Y.Z tags"]
+        .map(|name| format!(r#"{{"type": "config", "content": "The project uses the {name}."}}"#));
+    let answer =
+        format!(r#"{{"facts": [{}, {{"type": "config", "content": "The retry limit is 3."}}]}}"#, fills.join(", "));
+    let facts = parse_facts(&answer, &messages()).unwrap();
+    let contents: Vec<&str> = facts.iter().map(|f| f.content.as_str()).collect();
+    assert_eq!(contents, ["The project uses the Cargo.lock file to pin serde.", "The retry limit is 3."]);
+    // Two facts that open alike are two facts.
+    let two = r#"{"facts": [{"type": "config", "content": "The retry limit is 3 for Sidekiq."}, {"type": "config", "content": "The retry limit is set in the serde config."}]}"#;
+    assert_eq!(parse_facts(two, &messages()).unwrap().len(), 2);
+}
+
+#[test]
 fn brackets_inside_strings_do_not_end_the_json() {
     let answer = r#"Answer: {"facts": [{"content": "Use `vec![1, 2]` and `{}` in format strings.", "type": "pattern"}]} trailing } ]"#;
     let facts = parse_facts(answer, &messages()).unwrap();

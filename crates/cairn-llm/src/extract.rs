@@ -244,9 +244,8 @@ pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<F
     let mut kept: Vec<Fact> = Vec::new();
     let facts = items.iter().filter_map(|item| fact(item, messages));
     for fact in facts.filter(|f| grounded(&f.content, messages)) {
-        let opening = opening(&fact.content);
-        let template_filled_again =
-            templates.contains(&opening) && kept.iter().any(|k| self::opening(&k.content) == opening);
+        let opens = opening(&fact.content);
+        let template_filled_again = templates.contains(&opens) && kept.iter().any(|k| opening(&k.content) == opens);
         if !template_filled_again && !kept.iter().any(|earlier| is_variant_of(&fact.content, &earlier.content)) {
             kept.push(fact);
         }
@@ -259,8 +258,8 @@ pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<F
     Ok(kept)
 }
 
-/// Facts of one answer that open with the same words, from which on they are one template
-/// filled with name after name rather than facts.
+/// How many facts of one answer must open with the same words to be one template filled with
+/// name after name rather than facts.
 const TEMPLATE_FILLS: usize = 3;
 /// Words of a fact's opening compared for `TEMPLATE_FILLS`.
 const OPENING_WORDS: usize = 4;

@@ -67,7 +67,8 @@ pub struct EndBody {
     responses(
         (status = 200, description = "The session, `status: completed`; for an unknown id just `{id, status}` (engram's answer)",
             body = schema::EndedSession),
-        (status = 400, description = "Malformed body", body = ErrorBody)))]
+        (status = 400, description = "Malformed body, or a summary holding a NUL character (`nul_character`)",
+            body = ErrorBody)))]
 pub(super) async fn end(
     State(state): State<AppState>,
     PathText(id): PathText,

@@ -145,11 +145,13 @@ fn open_local(choice: &Choice) -> Result<LocalProvider> {
 /// the order it got them: a change to what reads the answers (the parser, the filters, the
 /// dedupe) scored in seconds on answers a model really wrote, with no model run. A request the
 /// recording did not make (the pipeline now asks otherwise: a resample where there was none,
-/// a call more) fails the session, never answers out of step.
+/// a call more) fails the session, never answers out of step. The windows and follow-up
+/// questions must be the recording's (the prompts themselves are not recorded, so a replay with
+/// other `--window-bytes` would answer one window with another's answers).
 struct Replay {
     model: String,
-    /// By session: its first message's text, and its recorded calls still to answer.
-    sessions: Vec<(String, Mutex<std::collections::VecDeque<Call>>)>,
+    /// By session: its messages' texts, and its recorded calls still to answer.
+    sessions: Vec<(Vec<String>, Mutex<std::collections::VecDeque<Call>>)>,
 }
 
 #[derive(serde::Deserialize)]
@@ -200,7 +202,8 @@ impl Replay {
                     .into_iter()
                     .map(|c| Call { temperature: c.temperature, answer: c.answer, ..Call::default() })
                     .collect();
-                Some((s.messages.first()?.text.clone(), Mutex::new(calls)))
+                let texts = s.messages.iter().map(|m| m.text.clone()).filter(|t| !t.trim().is_empty()).collect();
+                Some((texts, Mutex::new(calls)))
             })
             .collect();
         Ok(Replay { model, sessions })
@@ -217,11 +220,13 @@ impl LlmProvider for Replay {
     }
 
     fn chat(&self, request: &ChatRequest) -> Result<ChatReply, LlmError> {
+        // A session's later window, or a summary of its newest turns, shows some of its messages
+        // and not its first: any whole message names the session.
         let transcript = request.without_prefill().last().map_or("", |m| m.content.as_str());
         let (_, calls) = self
             .sessions
             .iter()
-            .find(|(first, _)| transcript.contains(first.as_str()))
+            .find(|(texts, _)| texts.iter().any(|t| transcript.contains(t.as_str())))
             .ok_or_else(|| LlmError::Unavailable("replay: no recorded session for this request".into()))?;
         let mut calls = calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let call = calls

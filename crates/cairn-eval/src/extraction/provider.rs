@@ -210,6 +210,19 @@ impl Replay {
     }
 }
 
+impl Replay {
+    /// The session whose messages the transcript shows most of. A session's later window, or a
+    /// summary of its newest turns, shows some of its messages and not its first; and a short
+    /// message ("Thanks.") of one session can sit inside another's transcript, so the session
+    /// showing the most text of its own whole messages wins.
+    fn session_shown(&self, transcript: &str) -> Option<&(Vec<String>, Mutex<std::collections::VecDeque<Call>>)> {
+        let shown = |texts: &[String]| -> usize {
+            texts.iter().filter(|t| transcript.contains(t.as_str())).map(String::len).sum()
+        };
+        self.sessions.iter().map(|s| (shown(&s.0), s)).filter(|(n, _)| *n > 0).max_by_key(|(n, _)| *n).map(|(_, s)| s)
+    }
+}
+
 impl LlmProvider for Replay {
     fn kind(&self) -> &'static str {
         "replay"
@@ -220,13 +233,9 @@ impl LlmProvider for Replay {
     }
 
     fn chat(&self, request: &ChatRequest) -> Result<ChatReply, LlmError> {
-        // A session's later window, or a summary of its newest turns, shows some of its messages
-        // and not its first: any whole message names the session.
         let transcript = request.without_prefill().last().map_or("", |m| m.content.as_str());
         let (_, calls) = self
-            .sessions
-            .iter()
-            .find(|(texts, _)| texts.iter().any(|t| transcript.contains(t.as_str())))
+            .session_shown(transcript)
             .ok_or_else(|| LlmError::Unavailable("replay: no recorded session for this request".into()))?;
         let mut calls = calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let call = calls
@@ -261,4 +270,28 @@ fn oracle(sessions: &[Session]) -> ScriptedProvider {
             _ => r#"{"summary": "-"}"#.to_owned(),
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replay_of(sessions: &[(&str, &[&str])]) -> Replay {
+        let sessions = sessions
+            .iter()
+            .map(|(answer, texts)| {
+                let call = Call { answer: (*answer).to_owned(), ..Call::default() };
+                (texts.iter().map(|t| (*t).to_owned()).collect(), Mutex::new(vec![call].into()))
+            })
+            .collect();
+        Replay { model: "m".into(), sessions }
+    }
+
+    #[test]
+    fn a_short_message_shared_with_another_session_does_not_name_it() {
+        let replay = replay_of(&[("first", &["Thanks."]), ("second", &["The build fails on arm64.", "Thanks."])]);
+        let (_, calls) = replay.session_shown("[m1] The build fails on arm64.\n[m2] Thanks.").expect("a session");
+        assert_eq!(calls.lock().unwrap()[0].answer, "second");
+        assert!(replay.session_shown("nothing of either").is_none());
+    }
 }

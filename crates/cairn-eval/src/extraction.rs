@@ -25,11 +25,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
+use cairn_core::error::CairnError;
 use cairn_core::extract::{ExtractionPolicy, Selection, run_pass};
 use cairn_core::memory::{ListFilter, NewObservation};
 use cairn_core::search::index::SharedIndex;
+use cairn_core::search::semantic::Semantic;
 use cairn_core::search::{SearchMode, SearchQuery};
+use cairn_core::settings::{Overrides, Settings};
 use cairn_core::{Core, Store};
+use cairn_embed::Embedder;
 use cairn_llm::extract::FollowUp;
 use serde::Serialize;
 
@@ -89,6 +93,11 @@ pub struct ExtractionArgs {
     /// figure (one model call more per session)
     #[arg(long)]
     pub summaries: bool,
+    /// How the questions are searched: lexical, or hybrid (or semantic) with the embedding
+    /// model cairn is configured with (`CAIRN_MODEL_DIR`, config.toml), as an agent's search
+    /// runs once a model is installed
+    #[arg(long, value_name = "MODE", default_value = "lexical")]
+    pub search: String,
     /// Print every memory with its verdict, every missed fact and every answer
     #[arg(long)]
     pub details: bool,
@@ -138,6 +147,11 @@ pub struct Report {
 pub struct Retrieval {
     pub questions: usize,
     pub k: usize,
+    /// The search mode every question ran in (`--search`), and the embedding model of a
+    /// semantic or hybrid search.
+    pub mode: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding_model: Option<String>,
     pub extracted_hit_at_1: f64,
     pub extracted_hit_at_k: f64,
     pub turns_hit_at_1: f64,
@@ -187,6 +201,7 @@ pub fn run(args: &ExtractionArgs) -> Result<()> {
         api_key_env: args.api_key_env.clone(),
         replay: args.replay.clone(),
     };
+    let search = Search::open(&args.search)?;
     let load_before = load_average();
     let provider = provider::open(&choice, &sessions)?;
     let mut core = Core::new(Store::open_in_memory()?);
@@ -251,7 +266,7 @@ pub fn run(args: &ExtractionArgs) -> Result<()> {
         report.per_session.push(one);
     }
     tally(&mut report, &sessions);
-    report.retrieval = retrieval(core, &sessions, args.k, args.summaries)?;
+    report.retrieval = retrieval(core, &sessions, args.k, args.summaries, &search)?;
     report.peak_rss_mb = peak_rss_mb();
     report.load_before = load_before;
     report.load_after = load_average();
@@ -311,17 +326,22 @@ fn tally(report: &mut Report, sessions: &[Session]) {
 /// Each question searched in the extracted facts and in the raw turns (same lexical search,
 /// all projects), and with `summaries` in the facts and summaries together: does the question's
 /// session come first, or in the first `k`?
-fn retrieval(extracted: Core, sessions: &[Session], k: usize, summaries: bool) -> Result<Retrieval> {
-    let turns = with_index(Core::new(turns_of(sessions)?))?;
+fn retrieval(extracted: Core, sessions: &[Session], k: usize, summaries: bool, search: &Search) -> Result<Retrieval> {
+    let turns = search.searchable(Core::new(turns_of(sessions)?))?;
     let mut summary_count = None;
     let searched = if summaries {
         let (facts, count) = facts_of(&extracted)?;
         summary_count = Some(count);
-        vec![with_index(Core::new(facts))?, turns, with_index(extracted)?]
+        vec![search.searchable(Core::new(facts))?, turns, search.searchable(extracted)?]
     } else {
-        vec![with_index(extracted)?, turns]
+        vec![search.searchable(extracted)?, turns]
     };
-    let mut out = Retrieval { k, ..Retrieval::default() };
+    let mut out = Retrieval {
+        k,
+        mode: mode_name(search.mode),
+        embedding_model: search.embedder.as_ref().map(|e| e.model_id().to_owned()),
+        ..Retrieval::default()
+    };
     let mut hits = [0usize; 6];
     let mut answers = 0;
     for session in sessions {
@@ -333,7 +353,7 @@ fn retrieval(extracted: Core, sessions: &[Session], k: usize, summaries: bool) -
                     text: question.query.clone(),
                     all_projects: true,
                     limit: k,
-                    mode: Some(SearchMode::Lexical),
+                    mode: Some(search.mode),
                     ..SearchQuery::default()
                 })?;
                 let rank = found.hits.iter().position(|h| h.observation.session_id == session.id);
@@ -408,10 +428,45 @@ fn facts_of(extracted: &Core) -> Result<(Store, usize)> {
     Ok((store, summaries.len()))
 }
 
-fn with_index(core: Core) -> Result<Core> {
-    let index = Arc::new(SharedIndex::default());
-    index.set(core.store.build_index()?);
-    Ok(core.with_index(index))
+/// How the questions are searched: the mode, and for a semantic or hybrid search the
+/// embedding model every searched store is embedded with.
+struct Search {
+    mode: SearchMode,
+    embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl Search {
+    fn open(raw: &str) -> Result<Search> {
+        let mode = SearchMode::parse(raw)?;
+        if mode == SearchMode::Lexical {
+            return Ok(Search { mode, embedder: None });
+        }
+        // The same settings as `cairn` (config.toml, CAIRN_* variables) choose the model.
+        let settings = Settings::load(&Overrides::default())?;
+        let embedder = cairn_engine::embedder::build(&settings.embedder_config()).map_err(|e| {
+            let hint = e.hint.clone().unwrap_or_else(|| "set CAIRN_MODEL_DIR to an installed model".to_owned());
+            CairnError::new(e.code, format!("--search {raw} needs the embedding model: {}", e.message)).with_hint(hint)
+        })?;
+        Ok(Search { mode, embedder: Some(embedder) })
+    }
+
+    /// `core` with its search index built and, for a semantic or hybrid search, every memory
+    /// embedded (a fresh set of vectors per store: one store's never answer for another).
+    fn searchable(&self, core: Core) -> Result<Core> {
+        let index = Arc::new(SharedIndex::default());
+        index.set(core.store.build_index()?);
+        let mut core = core.with_index(index);
+        if let Some(embedder) = &self.embedder {
+            core.semantic = Some(Semantic::new(Arc::clone(embedder)));
+            core.load_vectors()?;
+            while core.embed_pending(64)? > 0 {}
+        }
+        Ok(core)
+    }
+}
+
+fn mode_name(mode: SearchMode) -> String {
+    serde_json::to_value(mode).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 fn median(sorted: &[f64]) -> f64 {
@@ -471,8 +526,16 @@ fn render(r: &Report, details: bool) -> String {
     let q = &r.retrieval;
     let _ = writeln!(
         t,
-        "  retrieval  {} questions, lexical: extracted hit@1 {:.3} hit@{} {:.3} | raw turns hit@1 {:.3} hit@{} {:.3}",
-        q.questions, q.extracted_hit_at_1, q.k, q.extracted_hit_at_k, q.turns_hit_at_1, q.k, q.turns_hit_at_k
+        "  retrieval  {} questions, {}{}: extracted hit@1 {:.3} hit@{} {:.3} | raw turns hit@1 {:.3} hit@{} {:.3}",
+        q.questions,
+        q.mode,
+        q.embedding_model.as_deref().map(|m| format!(" ({m})")).unwrap_or_default(),
+        q.extracted_hit_at_1,
+        q.k,
+        q.extracted_hit_at_k,
+        q.turns_hit_at_1,
+        q.k,
+        q.turns_hit_at_k
     );
     if let (Some(n), Some(h1), Some(hk)) = (q.summaries, q.with_summaries_hit_at_1, q.with_summaries_hit_at_k) {
         let _ = writeln!(t, "             with the {n} summaries: hit@1 {h1:.3} hit@{} {hk:.3}", q.k);

@@ -259,8 +259,36 @@ fn extraction_with_the_oracle_recalls_every_fact_of_the_set() {
     let out = env.run(&["extraction", "--provider", "scripted", "--split", "train", "--dir", set]);
     assert!(
         !out.status.success()
-            && stderr(&out).contains("--split dev, test, holdout, holdout2, holdout3, holdout4 or all"),
+            && stderr(&out).contains("--split dev, test, holdout, holdout2, holdout3, holdout4, holdout5 or all"),
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn extraction_questions_are_searched_in_the_mode_asked_for() {
+    let env = Env::new();
+    let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../eval/extraction");
+    let one =
+        ["extraction", "--provider", "scripted", "--split", "dev", "--dir", set.to_str().unwrap(), "--sessions", "s01"];
+    let lexical = env.json(&one);
+    assert_eq!(lexical["retrieval"]["mode"], "lexical", "{lexical}");
+    assert!(lexical["retrieval"]["embedding_model"].is_null(), "{lexical}");
+    let out = env.run(&[&one[..], &["--search", "fuzzy", "--json"]].concat());
+    assert_eq!((out.status.code(), error_code(&out).as_str()), (Some(3), "invalid_argument"), "{}", stderr(&out));
+    // No model installed in this HOME: refused before anything is extracted, naming the fix.
+    let out = env.run(&[&one[..], &["--search", "hybrid", "--json"]].concat());
+    assert_eq!(error_code(&out), "model_missing", "{}", stderr(&out));
+    let Some(model) = model_dir() else { return };
+    let args = [&one[..], &["--search", "hybrid", "--json"]].concat();
+    let out = env.cmd(&args).env("CAIRN_MODEL_DIR", &model).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let hybrid: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let retrieval = &hybrid["retrieval"];
+    assert_eq!(retrieval["mode"], "hybrid", "{hybrid}");
+    assert!(retrieval["embedding_model"].as_str().unwrap().contains("all-MiniLM-L6-v2"), "{hybrid}");
+    // One session alone: every question's session is the only one there is.
+    assert_eq!(retrieval["turns_hit_at_1"].as_f64(), Some(1.0), "{hybrid}");
+    assert_eq!(retrieval["extracted_hit_at_1"].as_f64(), Some(1.0), "{hybrid}");
+    assert_eq!(hybrid["recall"], lexical["recall"], "the search mode does not touch extraction");
 }

@@ -76,7 +76,7 @@ pub struct Question {
     pub fact: String,
 }
 
-/// The sessions of `split` (`dev`, `test`, `holdout`, `holdout2`, `holdout3`, `holdout4` or `all`) under `dir`, in id order; `only` keeps the
+/// The sessions of `split` (`dev`, `test`, `holdout`, `holdout2`, `holdout3`, `holdout4`, `holdout5` or `all`) under `dir`, in id order; `only` keeps the
 /// named ones.
 pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
     let splits: &[&str] = match split {
@@ -86,10 +86,11 @@ pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
         "holdout2" => &["holdout2"],
         "holdout3" => &["holdout3"],
         "holdout4" => &["holdout4"],
+        "holdout5" => &["holdout5"],
         "all" => &["dev", "test", "holdout", "holdout2", "holdout3", "holdout4"],
         other => {
             return Err(CairnError::invalid(format!("unknown split {other:?}"))
-                .with_hint("use --split dev, test, holdout, holdout2, holdout3, holdout4 or all")
+                .with_hint("use --split dev, test, holdout, holdout2, holdout3, holdout4, holdout5 or all")
                 .into());
         }
     };

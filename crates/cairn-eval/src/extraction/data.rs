@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,test,holdout,holdout2,holdout3,holdout4}/*.json`): coding
+//! The held-out extraction set (`eval/extraction/{dev,test,holdout,holdout2,holdout3,holdout4,holdout5}/*.json`): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -6,8 +6,9 @@
 //! holdout2 (written before any change was tried on holdout; run once, on 2026-12-05), s49–s60
 //! holdout3 (written blind, committed before the next change was scored on any split; run once,
 //! on 2026-12-06), s61–s72 holdout4 (written blind the same way, committed before the changes
-//! after holdout3's run were scored on it; run once, on 2026-12-06). A next held-out figure
-//! needs a next split.
+//! after holdout3's run were scored on it; run once, on 2026-12-06), s73–s84 holdout5 (written
+//! blind the same way, committed before anything was scored on it). A held-out figure is a
+//! split's first run; after it, the split is tuning data.
 
 use std::path::Path;
 
@@ -87,7 +88,7 @@ pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
         "holdout3" => &["holdout3"],
         "holdout4" => &["holdout4"],
         "holdout5" => &["holdout5"],
-        "all" => &["dev", "test", "holdout", "holdout2", "holdout3", "holdout4"],
+        "all" => &["dev", "test", "holdout", "holdout2", "holdout3", "holdout4", "holdout5"],
         other => {
             return Err(CairnError::invalid(format!("unknown split {other:?}"))
                 .with_hint("use --split dev, test, holdout, holdout2, holdout3, holdout4, holdout5 or all")

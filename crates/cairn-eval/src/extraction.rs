@@ -68,10 +68,10 @@ pub struct ExtractionArgs {
     /// openai: the environment variable holding the key
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
-    /// dev, test, holdout, holdout2, holdout3, holdout4 (each reported once: test on
-    /// 2026-12-03, holdout and holdout2 on 2026-12-05, holdout3 and holdout4 on 2026-12-06; all
-    /// six are tuning data now), holdout5 (written 2026-12-06, held out until its first run) or
-    /// all
+    /// dev, test, holdout, holdout2, holdout3, holdout4, holdout5 (each reported once: test on
+    /// 2026-12-03, holdout and holdout2 on 2026-12-05, holdout3 to holdout5 on 2026-12-06; all
+    /// seven are tuning data now), holdout6 (written 2026-12-06,
+    /// held out until its first run) or all
     #[arg(long, default_value = "dev")]
     pub split: String,
     /// Only these sessions (comma-separated ids, e.g. s01,s03)

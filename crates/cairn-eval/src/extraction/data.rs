@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,test,holdout,holdout2,holdout3,holdout4,holdout5}/*.json`): coding
+//! The held-out extraction set (`eval/extraction/{dev,test,holdout,holdout2,holdout3,holdout4,holdout5,holdout6}/*.json`): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -7,8 +7,9 @@
 //! holdout3 (written blind, committed before the next change was scored on any split; run once,
 //! on 2026-12-06), s61–s72 holdout4 (written blind the same way, committed before the changes
 //! after holdout3's run were scored on it; run once, on 2026-12-06), s73–s84 holdout5 (written
-//! blind the same way, committed before anything was scored on it). A held-out figure is a
-//! split's first run; after it, the split is tuning data.
+//! blind the same way, committed before anything was scored on it; run once, on 2026-12-06),
+//! s85–s96 holdout6 (written blind the same way, committed unscored for the next change). A
+//! held-out figure is a split's first run; after it, the split is tuning data.
 
 use std::path::Path;
 
@@ -77,7 +78,7 @@ pub struct Question {
     pub fact: String,
 }
 
-/// The sessions of `split` (`dev`, `test`, `holdout`, `holdout2`, `holdout3`, `holdout4`, `holdout5` or `all`) under `dir`, in id order; `only` keeps the
+/// The sessions of `split` (`dev`, `test`, `holdout`, `holdout2`, `holdout3`, `holdout4`, `holdout5`, `holdout6` or `all`) under `dir`, in id order; `only` keeps the
 /// named ones.
 pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
     let splits: &[&str] = match split {
@@ -88,10 +89,11 @@ pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
         "holdout3" => &["holdout3"],
         "holdout4" => &["holdout4"],
         "holdout5" => &["holdout5"],
-        "all" => &["dev", "test", "holdout", "holdout2", "holdout3", "holdout4", "holdout5"],
+        "holdout6" => &["holdout6"],
+        "all" => &["dev", "test", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6"],
         other => {
             return Err(CairnError::invalid(format!("unknown split {other:?}"))
-                .with_hint("use --split dev, test, holdout, holdout2, holdout3, holdout4, holdout5 or all")
+                .with_hint("use --split dev, test, holdout, holdout2, holdout3, holdout4, holdout5, holdout6 or all")
                 .into());
         }
     };

@@ -6,8 +6,9 @@
 //! windows, the prompt, the parser, dedupe, the save) with the provider the flags name. Each
 //! session's saved memories are judged against its annotation (`score.rs`: the matching rule,
 //! recall, precision, noise), and each question of the set is searched twice, in the extracted
-//! memories alone and in the session's raw turns saved as memories, both with the same lexical
-//! search across all projects: hit@1 and hit@k of the question's session.
+//! memories alone and in the session's raw turns saved as memories, both with the same search
+//! across all projects (lexical, or hybrid with `--search`): hit@1 and hit@k of the question's
+//! session.
 //!
 //! Summaries and briefs are off by default: the set scores facts (a summary is one more model
 //! call per session, and no annotated fact). `--summaries` writes the summaries the daemon
@@ -70,8 +71,8 @@ pub struct ExtractionArgs {
     pub api_key_env: Option<String>,
     /// dev, test, holdout, holdout2, holdout3, holdout4, holdout5 (each reported once: test on
     /// 2026-12-03, holdout and holdout2 on 2026-12-05, holdout3 to holdout5 on 2026-12-06; all
-    /// seven are tuning data now), holdout6 (written 2026-12-06,
-    /// held out until its first run) or all
+    /// seven are tuning data now), holdout6 (written 2026-12-06, held out until its first run)
+    /// or all
     #[arg(long, default_value = "dev")]
     pub split: String,
     /// Only these sessions (comma-separated ids, e.g. s01,s03)
@@ -324,8 +325,8 @@ fn tally(report: &mut Report, sessions: &[Session]) {
     report.output_tokens_p50 = output.get(output.len() / 2).copied().unwrap_or(0);
 }
 
-/// Each question searched in the extracted facts and in the raw turns (same lexical search,
-/// all projects), and with `summaries` in the facts and summaries together: does the question's
+/// Each question searched in the extracted facts and in the raw turns (the same search, in
+/// `search`'s mode, all projects), and with `summaries` in the facts and summaries together: does the question's
 /// session come first, or in the first `k`?
 fn retrieval(extracted: Core, sessions: &[Session], k: usize, summaries: bool, search: &Search) -> Result<Retrieval> {
     let turns = search.searchable(Core::new(turns_of(sessions)?))?;
@@ -339,7 +340,7 @@ fn retrieval(extracted: Core, sessions: &[Session], k: usize, summaries: bool, s
     };
     let mut out = Retrieval {
         k,
-        mode: mode_name(search.mode),
+        mode: search.mode.as_str().to_owned(),
         embedding_model: search.embedder.as_ref().map(|e| e.model_id().to_owned()),
         ..Retrieval::default()
     };
@@ -464,10 +465,6 @@ impl Search {
         }
         Ok(core)
     }
-}
-
-fn mode_name(mode: SearchMode) -> String {
-    serde_json::to_value(mode).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 fn median(sorted: &[f64]) -> f64 {

@@ -78,24 +78,22 @@ pub struct Question {
     pub fact: String,
 }
 
-/// The sessions of `split` (`dev`, `test`, `holdout`, `holdout2`, `holdout3`, `holdout4`, `holdout5`, `holdout6` or `all`) under `dir`, in id order; `only` keeps the
-/// named ones.
+/// The splits, in the order they were written (each folder of the set is one).
+pub const SPLITS: &[&str] = &["dev", "test", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6"];
+
+/// The sessions of `split` (one of [`SPLITS`], or `all`) under `dir`, in id order; `only` keeps
+/// the named ones.
 pub fn load(dir: &Path, split: &str, only: &[String]) -> Result<Vec<Session>> {
     let splits: &[&str] = match split {
-        "dev" => &["dev"],
-        "test" => &["test"],
-        "holdout" => &["holdout"],
-        "holdout2" => &["holdout2"],
-        "holdout3" => &["holdout3"],
-        "holdout4" => &["holdout4"],
-        "holdout5" => &["holdout5"],
-        "holdout6" => &["holdout6"],
-        "all" => &["dev", "test", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6"],
-        other => {
-            return Err(CairnError::invalid(format!("unknown split {other:?}"))
-                .with_hint("use --split dev, test, holdout, holdout2, holdout3, holdout4, holdout5, holdout6 or all")
-                .into());
-        }
+        "all" => SPLITS,
+        one => match SPLITS.iter().position(|s| *s == one) {
+            Some(at) => &SPLITS[at..=at],
+            None => {
+                return Err(CairnError::invalid(format!("unknown split {one:?}"))
+                    .with_hint(format!("use --split {} or all", SPLITS.join(", ")))
+                    .into());
+            }
+        },
     };
     let mut sessions = Vec::new();
     for split in splits {

@@ -150,8 +150,13 @@ fn open_local(choice: &Choice) -> Result<LocalProvider> {
 /// other `--window-bytes` would answer one window with another's answers).
 struct Replay {
     model: String,
-    /// By session: its messages' texts, and its recorded calls still to answer.
-    sessions: Vec<(Vec<String>, Mutex<std::collections::VecDeque<Call>>)>,
+    sessions: Vec<Recording>,
+}
+
+/// One session of a replay: its messages' texts, and its recorded calls still to answer.
+struct Recording {
+    texts: Vec<String>,
+    calls: Mutex<std::collections::VecDeque<Call>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -203,7 +208,7 @@ impl Replay {
                     .map(|c| Call { temperature: c.temperature, answer: c.answer, ..Call::default() })
                     .collect();
                 let texts = s.messages.iter().map(|m| m.text.clone()).filter(|t| !t.trim().is_empty()).collect();
-                Some((texts, Mutex::new(calls)))
+                Some(Recording { texts, calls: Mutex::new(calls) })
             })
             .collect();
         Ok(Replay { model, sessions })
@@ -215,11 +220,11 @@ impl Replay {
     /// summary of its newest turns, shows some of its messages and not its first; and a short
     /// message ("Thanks.") of one session can sit inside another's transcript, so the session
     /// showing the most text of its own whole messages wins.
-    fn session_shown(&self, transcript: &str) -> Option<&(Vec<String>, Mutex<std::collections::VecDeque<Call>>)> {
-        let shown = |texts: &[String]| -> usize {
-            texts.iter().filter(|t| transcript.contains(t.as_str())).map(String::len).sum()
+    fn session_shown(&self, transcript: &str) -> Option<&Recording> {
+        let shown = |r: &Recording| -> usize {
+            r.texts.iter().filter(|t| transcript.contains(t.as_str())).map(String::len).sum()
         };
-        self.sessions.iter().map(|s| (shown(&s.0), s)).filter(|(n, _)| *n > 0).max_by_key(|(n, _)| *n).map(|(_, s)| s)
+        self.sessions.iter().map(|r| (shown(r), r)).filter(|(n, _)| *n > 0).max_by_key(|(n, _)| *n).map(|(_, r)| r)
     }
 }
 
@@ -234,10 +239,10 @@ impl LlmProvider for Replay {
 
     fn chat(&self, request: &ChatRequest) -> Result<ChatReply, LlmError> {
         let transcript = request.without_prefill().last().map_or("", |m| m.content.as_str());
-        let (_, calls) = self
+        let recording = self
             .session_shown(transcript)
             .ok_or_else(|| LlmError::Unavailable("replay: no recorded session for this request".into()))?;
-        let mut calls = calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut calls = recording.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let call = calls
             .pop_front()
             .filter(|c| c.temperature == request.temperature)
@@ -281,7 +286,10 @@ mod tests {
             .iter()
             .map(|(answer, texts)| {
                 let call = Call { answer: (*answer).to_owned(), ..Call::default() };
-                (texts.iter().map(|t| (*t).to_owned()).collect(), Mutex::new(vec![call].into()))
+                Recording {
+                    texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+                    calls: Mutex::new(vec![call].into()),
+                }
             })
             .collect();
         Replay { model: "m".into(), sessions }
@@ -290,8 +298,8 @@ mod tests {
     #[test]
     fn a_short_message_shared_with_another_session_does_not_name_it() {
         let replay = replay_of(&[("first", &["Thanks."]), ("second", &["The build fails on arm64.", "Thanks."])]);
-        let (_, calls) = replay.session_shown("[m1] The build fails on arm64.\n[m2] Thanks.").expect("a session");
-        assert_eq!(calls.lock().unwrap()[0].answer, "second");
+        let shown = replay.session_shown("[m1] The build fails on arm64.\n[m2] Thanks.").expect("a session");
+        assert_eq!(shown.calls.lock().unwrap()[0].answer, "second");
         assert!(replay.session_shown("nothing of either").is_none());
     }
 }

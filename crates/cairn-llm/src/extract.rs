@@ -271,7 +271,8 @@ const OPENING_WORDS: usize = 4;
 /// name, so they share fewer words than `is_variant_of` looks for. The first fill is kept (it
 /// is often the one the conversation was about: "The soak test is run with `mix run …`"), the
 /// others dropped. Replayed on five splits' recorded answers (60 sessions, tuning data): 18 wrong
-/// memories fewer of 152, one fact of 222 lost.
+/// memories fewer of 152, one fact of 222 lost; on holdout5, which it never saw, 53 → 46 wrong
+/// and no fact lost.
 fn template_openings(items: &[Value]) -> HashSet<String> {
     let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let contents = items.iter().filter_map(|item| FACT_CONTENT_KEYS.iter().find_map(|k| item.get(*k)).map(text_of));

@@ -7,11 +7,14 @@
 //! a user's message is read on its own; a short one ("Make that a rule.", "And no ORM ever.")
 //! is read with the sentence before it, which it is about. Questions are not rules, and a
 //! sentence counts only with a sign of a standing rule:
-//! - a phrase that says so (`from now on`, `going forward`, `the rule`, `Rule:`, `I prefer`);
+//! - a phrase that says so (`from now on`, `going forward`, `the rule`, `Rule:`, `I prefer`,
+//!   `no exceptions`, and `full stop` after a clause: ", full stop", not "a full stop in the name");
 //! - `always` or `never` before a verb in its plain form (`always use`, `never get read`), so
 //!   that "it always fails" or "the job never finishes" describe and do not count;
-//! - a wish or an obligation (`I want`, `we use`, `let's`, `must`, `should`) with a scope
-//!   (`every`, `everywhere`, `for everything`, `ever`, `anymore`, `in this repo`).
+//! - a wish or an obligation (`I want`, `we use`, `let's`, `must`, `should`, `has to`) with a
+//!   scope (`every`, `everywhere`, `for everything`, `ever`, `anymore`, `in this repo`, or
+//!   `everything` as what the sentence is about: "Everything here has to run on Octave").
+//!   "Every time" is when, not a scope: "it has to rebuild every time I run it" describes.
 //!
 //! A wish put off is no rule: "I'd like tests for every role at some point, but not this
 //! sprint" says what is not done now (`at some point`, `not this sprint`, `but not yet`,
@@ -43,7 +46,7 @@ fn regex(pattern: &str) -> Regex {
 static SENTENCE_END: LazyLock<Regex> = LazyLock::new(|| regex(r"[.!?]+\s+|\n+"));
 static SAYS_SO: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(from now on|going forward|from here on|(the|a|house|team|our) rule\b|rule:|i prefer|we prefer|i'd prefer|a partir de ahora|de ahora en adelante)",
+        r"(?i)\b(from now on|going forward|from here on|(the|a|house|team|our) rule\b|rule:|i prefer|we prefer|i'd prefer|no exceptions|a partir de ahora|de ahora en adelante)|[,.;:!]\s*full stop\b",
     )
 });
 static ALWAYS_NEVER_VERB: LazyLock<Regex> = LazyLock::new(|| {
@@ -52,13 +55,17 @@ static ALWAYS_NEVER_VERB: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 static WISH_OR_DUTY: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"(?i)\b(i want|i'd like|we use|we'll use|we will use|let's|let us|should|must|make sure)\b")
+    // `has to`, not `have to`: "I have to restart it every time" is a chore, not a rule.
+    regex(r"(?i)\b(i want|i'd like|we use|we'll use|we will use|let's|let us|should|must|has to|make sure)\b")
 });
 static SCOPE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(always|never|ever|everywhere|for everything|every|anymore|no more|in this (repo|repository|codebase|project))\b",
+        r"(?i)\b(always|never|ever|everywhere|for everything|every|anymore|no more|in this (repo|repository|codebase|project))\b|^((and|but|so|also),? )?everything\b",
     )
 });
+/// "Every time" and "each time" say when something happens ("I get E5560 every time it fires"),
+/// not what a rule covers; they are left out before `SCOPE` is looked for.
+static WHEN: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(every|each) time\b"));
 /// A plan put off or dropped, not a rule in force. Only words that put the plan itself off:
 /// "eventually", "one day" or a bare "not yet" also sit inside rules ("Always set a timeout,
 /// the pool fills up eventually", "Never merge a PR that is not yet reviewed").
@@ -133,7 +140,7 @@ fn units(sentences: &[String]) -> Vec<String> {
 fn is_directive(unit: &str) -> bool {
     let signed = SAYS_SO.is_match(unit)
         || ALWAYS_NEVER_VERB.is_match(unit)
-        || (WISH_OR_DUTY.is_match(unit) && SCOPE.is_match(unit));
+        || (WISH_OR_DUTY.is_match(unit) && SCOPE.is_match(&WHEN.replace_all(unit, "")));
     signed && !PUT_OFF.is_match(unit)
 }
 

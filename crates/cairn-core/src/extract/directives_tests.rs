@@ -29,6 +29,15 @@ fn a_rule_said_in_so_many_words_is_kept_in_the_developers_words() {
         ),
         ("Never merge a PR that is not yet reviewed.", "Never merge a PR that is not yet reviewed."),
         ("We never keep debug logs longer than one day.", "We never keep debug logs longer than one day."),
+        // An obligation over everything, or over every one of a kind, and a rule said to be final.
+        (
+            "Everything in this service has to build with the stable toolchain, nobody runs nightly.",
+            "Everything in this service has to build with the stable toolchain, nobody runs nightly.",
+        ),
+        ("Every migration has to be reversible.", "Every migration has to be reversible."),
+        ("OK. The API speaks JSON only, full stop.", "The API speaks JSON only, full stop."),
+        ("Coverage stays above 80 %, no exceptions.", "Coverage stays above 80 %, no exceptions."),
+        ("We release on Tuesdays. Full stop.", "We release on Tuesdays. Full stop."),
     ];
     for (text, rule) in said {
         assert_eq!(rules(text), [rule], "{text:?}");
@@ -77,6 +86,14 @@ fn descriptions_questions_and_requests_are_not_rules() {
         "Migrate everything and remove the old runner.",
         "Fix them properly, no casts.",
         "The CI runners should use the cache too.",
+        // A chore or a time, not a rule; `everything` as an object, not as what must hold.
+        "I have to restart the watcher every time I switch branches.",
+        "Every time I run it, it has to rebuild the whole crate.",
+        "Since the upgrade the linter must be crashing every time it starts.",
+        "`git log -p` should give you everything.",
+        "Let's upgrade to 2.0 and reformat everything in one commit then.",
+        "Everything looks fine now.",
+        "The importer chokes on a full stop in the file name.",
         // Put off or dropped: what is not done now.
         "I'd also like molecule tests for every role at some point, but not this sprint.",
         "We should use Bazel for every target, maybe later.",

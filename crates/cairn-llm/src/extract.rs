@@ -272,7 +272,14 @@ const OPENING_WORDS: usize = 4;
 /// is often the one the conversation was about: "The soak test is run with `mix run …`"), the
 /// others dropped. Replayed on five splits' recorded answers (60 sessions, tuning data): 18 wrong
 /// memories fewer of 152, one fact of 222 lost; on holdout5, which it never saw, 53 → 46 wrong
-/// and no fact lost.
+/// and no fact lost; on holdout6, 38 → 32 wrong and two facts lost (three decisions in one
+/// mould, "The decision was made to …").
+///
+/// A span in backticks counts as one word whatever it names, so a mould whose name comes
+/// first ("The `ssh` command is used to…", "The `scp` command is used to…") is one template.
+/// Tried after holdout5 and not kept then (7 wrong fewer, 3 right fewer on 72 sessions); read
+/// on holdout6 and holdout7, which were written after it and never tuned on: 74 → 68 wrong, 97
+/// → 96 right, no fact lost.
 fn template_openings(items: &[Value]) -> HashSet<String> {
     let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let contents = items.iter().filter_map(|item| FACT_CONTENT_KEYS.iter().find_map(|k| item.get(*k)).map(text_of));
@@ -285,15 +292,19 @@ fn template_openings(items: &[Value]) -> HashSet<String> {
     counts.into_iter().filter(|(_, n)| *n >= TEMPLATE_FILLS).map(|(opening, _)| opening).collect()
 }
 
-/// A fact's first `OPENING_WORDS` words, lowercased (letters, digits and apostrophes); empty
-/// when it has fewer.
+/// A fact's first `OPENING_WORDS` words, lowercased (letters, digits and apostrophes; a span in
+/// backticks is the one word `` ` ``); empty when it has fewer.
 fn opening(content: &str) -> String {
     let lower = content.to_lowercase();
-    let words: Vec<&str> = lower
-        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
-        .filter(|w| !w.is_empty())
-        .take(OPENING_WORDS)
-        .collect();
+    let mut words: Vec<&str> = Vec::new();
+    for (i, part) in lower.split('`').enumerate() {
+        if i % 2 == 1 {
+            words.push("`");
+        } else {
+            words.extend(part.split(|c: char| !(c.is_alphanumeric() || c == '\'')).filter(|w| !w.is_empty()));
+        }
+    }
+    words.truncate(OPENING_WORDS);
     if words.len() < OPENING_WORDS { String::new() } else { words.join(" ") }
 }
 

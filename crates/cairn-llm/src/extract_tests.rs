@@ -134,6 +134,13 @@ fn a_template_filled_with_name_after_name_keeps_its_first_fill() {
     let facts = parse_facts(&answer, &messages()).unwrap();
     let contents: Vec<&str> = facts.iter().map(|f| f.content.as_str()).collect();
     assert_eq!(contents, ["The project uses the Cargo.lock file to pin serde.", "The retry limit is 3."]);
+    // A name in backticks is one word, wherever it stands in the mould.
+    let named = ["`cargo update -p serde`", "`cargo nextest run`", "`Cargo.lock`"]
+        .map(|name| format!(r#"{{"type": "config", "content": "The {name} command is used to build it."}}"#));
+    let answer = format!(r#"{{"facts": [{}]}}"#, named.join(", "));
+    let facts = parse_facts(&answer, &messages()).unwrap();
+    assert_eq!(facts.len(), 1, "{facts:?}");
+    assert_eq!(facts[0].content, "The `cargo update -p serde` command is used to build it.");
     // Two facts that open alike are two facts.
     let two = r#"{"facts": [{"type": "config", "content": "The retry limit is 3 for Sidekiq."}, {"type": "config", "content": "The retry limit is set in the serde config."}]}"#;
     assert_eq!(parse_facts(two, &messages()).unwrap().len(), 2);

@@ -69,10 +69,9 @@ pub struct ExtractionArgs {
     /// openai: the environment variable holding the key
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
-    /// dev, test, holdout, holdout2, holdout3, holdout4, holdout5 (each reported once: test on
-    /// 2026-12-03, holdout and holdout2 on 2026-12-05, holdout3 to holdout5 on 2026-12-06; all
-    /// seven are tuning data now), holdout6 (written 2026-12-06, held out until its first run)
-    /// or all
+    /// A split of the set (dev, test, holdout, holdout2 … in the order written) or all; which
+    /// were run once and are tuning data now, and which is still held out, is in
+    /// eval/extraction/README.md
     #[arg(long, default_value = "dev")]
     pub split: String,
     /// Only these sessions (comma-separated ids, e.g. s01,s03)

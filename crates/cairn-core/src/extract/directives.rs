@@ -15,6 +15,12 @@
 //!   scope (`every`, `everywhere`, `for everything`, `ever`, `anymore`, `in this repo`, or
 //!   `everything` as what the sentence is about: "Everything here has to run on Octave").
 //!   "Every time" is when, not a scope: "it has to rebuild every time I run it" describes.
+//! - a house convention, said as one ("Policy for the plugin: …", "lesson for this repo then:
+//!   …", "let's settle it: anything that …", "Our convention is …"), as a ban ("please no
+//!   extension methods on kernel classes", "No %raw in components, ever", "while you're in
+//!   there: no aliases in module code"), as the home of a kind of thing ("Shaders go in their
+//!   own .glsl files", "per-request data lives in ngx.ctx", but not "the fix goes in parser.rs"),
+//!   or as a choice kept ("we stay on GTK 4.14", "we stick with Lazarus").
 //!
 //! A wish put off is no rule: "I'd like tests for every role at some point, but not this
 //! sprint" says what is not done now (`at some point`, `not this sprint`, `but not yet`,
@@ -66,6 +72,69 @@ static SCOPE: LazyLock<Regex> = LazyLock::new(|| {
 /// "Every time" and "each time" say when something happens ("I get E5560 every time it fires"),
 /// not what a rule covers; they are left out before `SCOPE` is looked for.
 static WHEN: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(every|each) time\b"));
+/// A lead-in that names a rule, then a colon: "Policy for the plugin: …", "OK, lesson for this
+/// repo then: …", "let's settle it: …". The colon must be followed by a space, so that a time
+/// ("the first lesson starts at 08:45") is no lead-in.
+static LEAD_IN: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)\b(rules?|lesson|policy|convention|principle|guideline|settle it|in general|about this (repo|repository|codebase|project)|for this (repo|repository|codebase|project))\b[^.:]{0,40}:\s|\bour (convention|policy|standard) is\b",
+    )
+});
+/// A ban on a kind of thing: "no GO TO in anything you add", "No %raw in components, ever".
+/// The banned words are captured, so that a finding ("No error in the console") is told apart.
+static BAN: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)(^|[,:;]\s*|\bplease,?\s+)no\s+(?P<banned>[^\s,.]+(\s+[^\s,.]+){0,2})\s+(in|on|anywhere|ever|inside|outside)\b",
+    )
+});
+/// What makes a ban a request rather than a report: `please`, `ever`, `anywhere`, or the ban
+/// opening a clause after a colon or a semicolon ("while you're in there: no aliases …").
+static BAN_ASKED: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bplease\b|\bever\b|\banywhere\b|[:;]\s*no\b"));
+/// What a report finds none of: "no errors in the log", "no luck on staging", "no change in prod".
+static FINDING: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)\b(errors?|warnings?|luck|changes?|difference|output|sign|trace|issues?|problems?|crash(es)?|results?|hits|match(es)?)\b",
+    )
+});
+/// Where a kind of thing lives: "Shaders go in their own .glsl files", "OK, so: per-request data
+/// lives in ngx.ctx". The subject opens its sentence or clause and is captured.
+static HOME: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)(^|[:;]\s+)((and|so|but|ok|okay|also|then),?\s+)*(?P<subject>[\w'/-]+(\s+[\w'/-]+){0,5})\s+(go|goes|live|lives)\s+(in|through)\s",
+    )
+});
+/// A subject that names one thing, not a kind: "the fix goes in parser.rs" is a task.
+static ONE_THING: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)^(the|this|that|these|those|it|my|your|his|her|its|their)\b"));
+/// A choice kept: "we stay on uncurried mode", "we stick with Lazarus".
+static KEPT_CHOICE: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bwe (stay|stick|keep) (on|with)\b"));
+/// A rule over every one of a kind, after a lead-in and a colon: "So for fogbank: every function
+/// block instance is called on every scan". The lead-in is captured: "Weird: every request …"
+/// reports a bug, and "Next: every morning at 8:00 …" says when.
+static EVERY_AFTER_COLON: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)(?P<lead>[^:;]{0,30}):\s+(anything|whatever|every (?P<kind>\w+))\s"));
+static REACTION: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)\b(weird|strange|odd|funny|interesting|hmm|wow|ugh|look|see|symptom|problem|bug|issue|error)\b")
+});
+static WHEN_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^(morning|evening|night|day|week|month|year|hour|minute|second|now|so|once|other|single|few)$")
+});
+
+/// Whether `unit` states a house convention (see the module's list).
+fn is_convention(unit: &str) -> bool {
+    LEAD_IN.is_match(unit)
+        || is_ban(unit)
+        || HOME.captures(unit).is_some_and(|c| !ONE_THING.is_match(&c["subject"]))
+        || KEPT_CHOICE.is_match(unit)
+        || EVERY_AFTER_COLON.captures(unit).is_some_and(|c| {
+            !REACTION.is_match(&c["lead"]) && !c.name("kind").is_some_and(|kind| WHEN_WORD.is_match(kind.as_str()))
+        })
+}
+
+fn is_ban(unit: &str) -> bool {
+    BAN.captures(unit).is_some_and(|c| !FINDING.is_match(&c["banned"])) && BAN_ASKED.is_match(unit)
+}
+
 /// A plan put off or dropped, not a rule in force. Only words that put the plan itself off:
 /// "eventually", "one day" or a bare "not yet" also sit inside rules ("Always set a timeout,
 /// the pool fills up eventually", "Never merge a PR that is not yet reviewed").
@@ -140,7 +209,8 @@ fn units(sentences: &[String]) -> Vec<String> {
 fn is_directive(unit: &str) -> bool {
     let signed = SAYS_SO.is_match(unit)
         || ALWAYS_NEVER_VERB.is_match(unit)
-        || (WISH_OR_DUTY.is_match(unit) && SCOPE.is_match(&WHEN.replace_all(unit, "")));
+        || (WISH_OR_DUTY.is_match(unit) && SCOPE.is_match(&WHEN.replace_all(unit, "")))
+        || is_convention(unit);
     signed && !PUT_OFF.is_match(unit)
 }
 

@@ -73,6 +73,49 @@ fn a_short_sentence_is_read_with_the_one_it_is_about() {
     );
 }
 
+/// A house convention needs none of the words above: it is said with a lead-in and a colon, as
+/// a ban, as where a kind of thing lives, or as a choice kept.
+#[test]
+fn a_house_convention_is_kept_however_it_is_said() {
+    let said = [
+        (
+            "OK, lesson for this repo then: the top level of a module only defines functions and constants.",
+            "Lesson for this repo then: the top level of a module only defines functions and constants.",
+        ),
+        (
+            "Policy for the plugin: we support Neovim 0.10 and newer only.",
+            "Policy for the plugin: we support Neovim 0.10 and newer only.",
+        ),
+        (
+            "Two pointer bugs this year, so let's settle it: state that outlives a frame refers to tiles by index.",
+            "Two pointer bugs this year, so let's settle it: state that outlives a frame refers to tiles by index.",
+        ),
+        ("Our convention is signals go up, calls go down.", "Our convention is signals go up, calls go down."),
+        ("But please no extension methods on kernel classes.", "Please no extension methods on kernel classes."),
+        (
+            "No %raw in components, ever: interop goes through bindings.",
+            "No %raw in components, ever: interop goes through bindings.",
+        ),
+        (
+            "And while you're in Private/: no aliases in module code, full cmdlet names.",
+            "While you're in Private/: no aliases in module code, full cmdlet names.",
+        ),
+        (
+            "Shaders go in their own .glsl files, imported with vite-plugin-glsl.",
+            "Shaders go in their own .glsl files, imported with vite-plugin-glsl.",
+        ),
+        ("OK, so: per-request data lives in ngx.ctx.", "Per-request data lives in ngx.ctx."),
+        ("We stay on uncurried mode, it's the v11 default.", "We stay on uncurried mode, it's the v11 default."),
+        (
+            "So for fogbank: every function block instance is called on every scan.",
+            "For fogbank: every function block instance is called on every scan.",
+        ),
+    ];
+    for (text, rule) in said {
+        assert_eq!(rules(text), [rule], "{text:?}");
+    }
+}
+
 #[test]
 fn descriptions_questions_and_requests_are_not_rules() {
     let not_rules = [
@@ -94,6 +137,15 @@ fn descriptions_questions_and_requests_are_not_rules() {
         "Let's upgrade to 2.0 and reformat everything in one commit then.",
         "Everything looks fine now.",
         "The importer chokes on a full stop in the file name.",
+        // Near misses of a house convention: a time after a lead-in word, a report of nothing
+        // found, one thing's place (a task), a bug or a time after a colon.
+        "Dave says the first lesson only starts at 08:45, so spread it over 15 minutes.",
+        "Hmm: no errors in the log, and the network tab shows a 200.",
+        "No luck on the staging box either, same timeout.",
+        "The fix goes in parser.rs, next to the tokenizer.",
+        "It goes through the proxy first and then times out.",
+        "Weird: every request returns a 500 after the deploy.",
+        "Next: every morning at 8:00 the lab PCs boot and the cache falls over.",
         // Put off or dropped: what is not done now.
         "I'd also like molecule tests for every role at some point, but not this sprint.",
         "We should use Bazel for every target, maybe later.",

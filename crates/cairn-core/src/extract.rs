@@ -140,8 +140,40 @@ pub struct SessionWork {
 /// A summary due: the previous one and what was said since it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryWork {
+    /// The previous summary as the model wrote it (without the request line).
     pub previous: Option<String>,
     pub messages: Vec<ExtractableMessage>,
+    /// The conversation's opening request in the developer's words, redacted (see
+    /// [`request_line`]); `None` when it has none.
+    pub opening: Option<String>,
+}
+
+/// What opens the request line of a summary's content.
+const REQUEST_MARK: &str = "\n\nAsked: ";
+/// The longest request line, in bytes: its first sentences, where the problem is said.
+const MAX_REQUEST_BYTES: usize = 300;
+
+/// A summary's request line: the developer's first message, its prose only, on one line and cut
+/// at a word. A model's summary says the problem in its own words; a later search is in the
+/// developer's ("the HUD label turns to garbage"), and finds the session by them.
+fn request_line(text: &str) -> Option<String> {
+    let prose = crate::text::without_code_blocks(text, " ");
+    let line = prose.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() || prompts::is_noise(&line) {
+        return None;
+    }
+    if line.len() <= MAX_REQUEST_BYTES {
+        return Some(line);
+    }
+    let cut = crate::text::cut_at_char_boundary(&line, MAX_REQUEST_BYTES);
+    let cut = cut.rsplit_once(' ').map_or(cut, |(head, _)| head);
+    Some(format!("{cut}…"))
+}
+
+/// A stored summary as the model wrote it: the request line is the store's, not the model's to
+/// revise.
+fn without_request_line(summary: &str) -> &str {
+    summary.split_once(REQUEST_MARK).map_or(summary, |(written, _)| written)
 }
 
 /// One memory a model wrote, ready to save.
@@ -394,7 +426,7 @@ fn extract_session(
         let written = prompts::parse_summary(&reply.text)?;
         let saved = ExtractionCommit {
             summarized: true,
-            memories: vec![summary_memory(&work.session_id, written)],
+            memories: vec![summary_memory(&work.session_id, written, summary.opening.as_deref())],
             ..commit(&mark)
         };
         report.summaries += access.commit(saved)?.saved;
@@ -503,12 +535,16 @@ pub const SUMMARY_TYPE: &str = "session_summary";
 pub const BRIEF_TYPE: &str = "project-brief";
 pub const BRIEF_TOPIC: &str = "project/brief";
 
-fn summary_memory(session_id: &str, written: prompts::Written) -> Extracted {
+fn summary_memory(session_id: &str, written: prompts::Written, opening: Option<&str>) -> Extracted {
+    let content = match opening {
+        Some(request) => format!("{}{REQUEST_MARK}{request}", written.content),
+        None => written.content,
+    };
     Extracted {
         origin: Origin::Summary,
         kind: SUMMARY_TYPE.to_owned(),
         title: written.title.map_or_else(|| format!("Session summary ({session_id})"), |t| format!("Session: {t}")),
-        content: written.content,
+        content,
         message_ids: Vec::new(),
         topic_key: Some(format!("summary/{session_id}")),
     }
@@ -598,8 +634,9 @@ impl Core {
             let mut since_summary =
                 history.messages_after(&tail.session_id, state.summary_mark.as_ref(), policy.messages_per_pass)?;
             redact_all(&mut since_summary);
-            let previous = self.store.extracted_summary(&tail.session_id)?;
-            Some(SummaryWork { previous, messages: since_summary })
+            let previous = self.store.extracted_summary(&tail.session_id)?.map(|p| without_request_line(&p).to_owned());
+            let opening = opening_request(history, &tail.session_id)?;
+            Some(SummaryWork { previous, messages: since_summary, opening })
         } else {
             None
         };
@@ -621,6 +658,18 @@ impl Core {
             brief_files,
         }))
     }
+}
+
+/// How many of a conversation's first messages are looked through for its opening request.
+const OPENING_SCAN: usize = 8;
+
+/// The request line of the conversation's first user message, redacted.
+fn opening_request(history: &crate::history::HistoryDb, session_id: &str) -> Result<Option<String>> {
+    let first = history.messages_after(session_id, None, OPENING_SCAN)?;
+    Ok(first
+        .iter()
+        .find(|m| m.role == HistoryRole::User && !m.text.trim().is_empty())
+        .and_then(|m| request_line(&redact_for_model(&m.text))))
 }
 
 fn redact_all(messages: &mut [ExtractableMessage]) {

@@ -186,8 +186,13 @@ fn a_summary_every_five_turns_and_at_the_end() {
     clock.advance(Duration::seconds(20));
     let report = pass(&mut core, &provider, &Selection::Due);
     assert_eq!(report.summaries, 1, "the fifth turn");
+    // The model's summary, then the developer's opening request in their own words, redacted.
     let summary = core.store.extracted_summary(SESSION).unwrap().unwrap();
-    assert_eq!(summary, "Fixed the tax table fixture.");
+    assert_eq!(
+        summary,
+        "Fixed the tax table fixture.\n\nAsked: Question 0: why does the checkout test fail? [REDACTED] key \
+         [REDACTED:aws-access-key]"
+    );
     let status = core.store.extraction_status().unwrap();
     assert_eq!(status.facts_saved, 1, "the summary is not a fact saved (one fact, deduped across windows)");
     assert_eq!(status.extracted_memories, 2, "the fact and the summary");
@@ -201,9 +206,11 @@ fn a_summary_every_five_turns_and_at_the_end() {
     let report = pass(&mut core, &provider, &Selection::Due);
     assert_eq!((report.sessions, report.summaries), (1, 1), "the conversation ended: its last turn summarised");
     let last = user_text(&provider.asked(Ask::Summary)[1]).to_owned();
-    assert!(last.starts_with("Previous summary:\nFixed the tax table fixture."), "{last}");
+    // The model revises its own summary: the request line is the store's, kept as it was.
+    assert!(last.starts_with("Previous summary:\nFixed the tax table fixture.\n\nMessages since:"), "{last}");
     assert!(last.contains("Question 5") && !last.contains("Question 4"), "{last}");
-    assert_eq!(core.store.extracted_summary(SESSION).unwrap().as_deref(), Some("Summary 1."), "revised");
+    let revised = core.store.extracted_summary(SESSION).unwrap().unwrap();
+    assert!(revised.starts_with("Summary 1.\n\nAsked: Question 0: why does"), "revised: {revised}");
     assert_eq!(pass(&mut core, &provider, &Selection::Due).sessions, 0, "summarised once");
 }
 
@@ -435,4 +442,16 @@ fn a_fact_that_says_its_plan_is_put_off_is_not_saved() {
     };
     assert_eq!(found("tax table"), [FACT]);
     assert!(found("quarter").is_empty() && found("Molecule").is_empty());
+}
+
+#[test]
+fn a_request_line_is_the_prose_of_the_first_message_on_one_line_cut_at_a_word() {
+    let said = "The HUD label turns to garbage\nafter the ninth find.\n```\nfn main() {}\n```\nAny idea?";
+    assert_eq!(request_line(said).as_deref(), Some("The HUD label turns to garbage after the ninth find. Any idea?"));
+    let long = "word ".repeat(100);
+    let line = request_line(&long).unwrap();
+    assert!(line.len() <= MAX_REQUEST_BYTES + '…'.len_utf8() && line.ends_with("word…"), "{line}");
+    assert_eq!(request_line("```\nonly code\n```"), None, "no prose, no line");
+    assert_eq!(without_request_line("Fixed it.\n\nAsked: why?"), "Fixed it.");
+    assert_eq!(without_request_line("Fixed it."), "Fixed it.");
 }

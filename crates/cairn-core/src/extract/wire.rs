@@ -332,7 +332,12 @@ pub fn write_memories(provider: Option<&dyn LlmProvider>, request: &AddRequest) 
     } else if summary_mode {
         let reply = chat(&prompts::summary_request(None, &messages))?;
         let written = prompts::parse_summary(&reply.text).map_err(CairnError::from)?;
-        vec![Extracted { topic_key: None, kind: "session-summary".into(), ..super::summary_memory("", written) }]
+        let opening = messages.iter().find(|m| m.role == Role::User).and_then(|m| super::request_line(&m.text));
+        vec![Extracted {
+            topic_key: None,
+            kind: "session-summary".into(),
+            ..super::summary_memory("", written, opening.as_deref())
+        }]
     } else {
         let mut memories = super::directives::directives(&messages);
         let facts = super::ask_facts(provider, &messages).map_err(CairnError::from)?;

@@ -20,7 +20,9 @@
 //!   extension methods on kernel classes", "No %raw in components, ever", "while you're in
 //!   there: no aliases in module code"), as the home of a kind of thing ("Shaders go in their
 //!   own .glsl files", "per-request data lives in ngx.ctx", but not "the fix goes in parser.rs"),
-//!   or as a choice kept ("we stay on GTK 4.14", "we stick with Lazarus").
+//!   as a choice kept ("we stay on GTK 4.14", "we stick with Lazarus"), or as every one of a
+//!   kind after a colon ("So for fogbank: every function block instance is called on every
+//!   scan", but not "Weird: every request returns 500").
 //!
 //! A wish put off is no rule: "I'd like tests for every role at some point, but not this
 //! sprint" says what is not done now (`at some point`, `not this sprint`, `but not yet`,

@@ -243,7 +243,7 @@ pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<F
     let templates = template_openings(items);
     let mut kept: Vec<Fact> = Vec::new();
     let facts = items.iter().filter_map(|item| fact(item, messages));
-    for fact in facts.filter(|f| grounded(&f.content, messages)) {
+    for fact in facts.filter(|f| grounded(&f.content, messages) && !copies_the_instructions(&f.content, messages)) {
         let opens = opening(&fact.content);
         let template_filled_again = templates.contains(&opens) && kept.iter().any(|k| opening(&k.content) == opens);
         if !template_filled_again && !kept.iter().any(|earlier| is_variant_of(&fact.content, &earlier.content)) {
@@ -415,6 +415,44 @@ fn grounded(content: &str, messages: &[TranscriptMessage]) -> bool {
     let copied_from_example = unsaid.iter().any(|a| EXAMPLE_ANCHORS.contains(*a));
     !copied_from_example && unsaid.len() * 2 <= anchors.len()
 }
+
+/// Consecutive words a fact must share with cairn's own instructions to be a copy of them.
+const COPIED_RUN_WORDS: usize = 6;
+
+/// Whether `content` copies a run of `COPIED_RUN_WORDS` words from the instructions the model
+/// was given (the prompt's prose, a follow-up question) that the conversation never said. Seen
+/// on holdout9: "The settings: list the commands, versions, ports, paths and configuration
+/// values this conversation chose or changed…", the settings question saved as a config fact.
+/// The example facts are left to `grounded`: their mould is fair to reuse with the
+/// conversation's own values ("The development database runs Postgres 15 on port 5433, set in
+/// `deploy/dev.env`" is holdout4's fact in the example's words).
+fn copies_the_instructions(content: &str, messages: &[TranscriptMessage]) -> bool {
+    let copied: Vec<String> = word_runs(content).filter(|run| INSTRUCTION_RUNS.contains(run)).collect();
+    if copied.is_empty() {
+        return false;
+    }
+    let said: HashSet<String> = messages.iter().flat_map(|m| word_runs(&m.text)).collect();
+    copied.iter().any(|run| !said.contains(run))
+}
+
+/// Every run of `COPIED_RUN_WORDS` words of `text`, lowercased, letters and digits only.
+fn word_runs(text: &str) -> impl Iterator<Item = String> {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| w.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let runs: Vec<String> = words.windows(COPIED_RUN_WORDS).map(|run| run.join(" ")).collect();
+    runs.into_iter()
+}
+
+/// The word runs of what cairn asks a model for facts with, its example facts left out.
+static INSTRUCTION_RUNS: std::sync::LazyLock<HashSet<String>> = std::sync::LazyLock::new(|| {
+    let is_example = |line: &str| serde_json::from_str::<Value>(line.trim_end_matches(',')).is_ok();
+    let prose = EXTRACT_PROMPT.lines().filter(|line| !is_example(line));
+    let questions = FollowUp::ALL.into_iter().map(FollowUp::question);
+    prose.chain(questions).flat_map(word_runs).collect()
+});
 
 /// The anchors of the prompt's example facts: one of them in a fact, unsaid in the
 /// conversation, means the fact was copied from the example.

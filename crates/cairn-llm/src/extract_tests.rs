@@ -303,3 +303,25 @@ fn a_template_filled_again_and_again_is_one_fact_and_two_settings_of_one_kind_ar
     assert!(!is_variant_of("The staging database listens on port 5433.", "The test database listens on port 5432."));
     assert!(is_variant_of("The probe is set in `src/health.go`.", "The probe is set in `deploy/app.yaml`."));
 }
+
+#[test]
+fn a_fact_that_copies_the_question_it_was_asked_is_dropped() {
+    let answer = serde_json::json!({"facts": [
+        // The settings question, saved as a config fact (seen on holdout9).
+        {"type": "config", "content": "The settings: list the commands, versions, ports, paths and configuration values \
+            this conversation chose or changed, as one config fact each."},
+        {"type": "config", "content": "Sidekiq's retry limit is 3."},
+    ]})
+    .to_string();
+    let contents: Vec<String> = parse_facts(&answer, &messages()).unwrap().into_iter().map(|f| f.content).collect();
+    assert_eq!(contents, ["Sidekiq's retry limit is 3."]);
+    // Words the conversation said itself are its own, even where the instructions say them too.
+    let mut said = messages();
+    said[0].text.push_str(" Please list the commands, versions, ports, paths and configuration values we use.");
+    let quoted = "The team wants to list the commands, versions, ports, paths and configuration values in the README.";
+    assert!(!copies_the_instructions(quoted, &said));
+    assert!(copies_the_instructions(quoted, &messages()));
+    // The example facts' mould with the conversation's own values is the conversation's fact.
+    let mould = "The development database runs Postgres 15 on port 5433, set in `deploy/dev.env`.";
+    assert!(!copies_the_instructions(mould, &messages()));
+}

@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,…,holdout9}/*.json`, one folder per split of [`SPLITS`]): coding
+//! The held-out extraction set (`eval/extraction/{dev,…,holdout10}/*.json`, one folder per split of [`SPLITS`]): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -10,8 +10,9 @@
 //! blind the same way, committed before anything was scored on it; run once, on 2026-12-06),
 //! s85–s96 holdout6 (the same; run once, with nothing changed, on 2026-12-06), s97–s108
 //! holdout7 (the same; run once, on 2026-12-06), s109–s120 holdout8 (the same; run once, on
-//! 2026-12-06), s121–s132 holdout9 (the same, committed unscored for the next change). A
-//! held-out figure is a split's first run; after it, the split is tuning data.
+//! 2026-12-06), s121–s132 holdout9 (the same; run once, on 2026-12-06), s133–s144 holdout10 (the
+//! same, committed unscored for the next change). A held-out figure is a split's first run;
+//! after it, the split is tuning data.
 
 use std::path::Path;
 
@@ -82,8 +83,18 @@ pub struct Question {
 
 /// The splits, in the order they were written (each folder of the set is one).
 pub const SPLITS: &[&str] = &[
-    "dev", "test", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7", "holdout8",
+    "dev",
+    "test",
+    "holdout",
+    "holdout2",
+    "holdout3",
+    "holdout4",
+    "holdout5",
+    "holdout6",
+    "holdout7",
+    "holdout8",
     "holdout9",
+    "holdout10",
 ];
 
 /// The sessions of `split` (one of [`SPLITS`], or `all`) under `dir`, in id order; `only` keeps

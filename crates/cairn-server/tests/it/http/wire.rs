@@ -112,6 +112,10 @@ async fn the_user_tag_is_the_personal_scope_and_modes_write_summaries_and_briefs
         listed["results"].as_array().unwrap().iter().map(|m| m["metadata"]["type"].as_str().unwrap()).collect();
     kinds.sort_unstable();
     assert_eq!(kinds, ["project-brief", "session-summary"]);
+    // The summary keeps the developer's first message in their words, redacted.
+    let summary = listed["results"].as_array().unwrap().iter().find(|m| m["metadata"]["type"] == "session-summary");
+    let text = summary.unwrap()["memory"].as_str().unwrap();
+    assert!(text.ends_with("\n\nAsked: Which port should the velodrome API use? [REDACTED]"), "{text}");
     assert_eq!(listed["results"][0]["metadata"]["project"], tag, "an unknown directory: the tag names the project");
 }
 

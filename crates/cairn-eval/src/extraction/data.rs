@@ -11,7 +11,7 @@
 //! s85–s96 holdout6 (the same; run once, with nothing changed, on 2026-12-06), s97–s108
 //! holdout7 (the same; run once, on 2026-12-06), s109–s120 holdout8 (the same; run once, on
 //! 2026-12-06), s121–s132 holdout9 (the same; run once, on 2026-12-06), s133–s144 holdout10 (the
-//! same, committed unscored for the next change). A held-out figure is a split's first run;
+//! same; run once, on 2026-12-06). A held-out figure is a split's first run;
 //! after it, the split is tuning data.
 
 use std::path::Path;

@@ -105,9 +105,12 @@ static HOME: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)(^|[:;]\s+)((and|so|but|ok|okay|also|then),?\s+)*(?P<subject>[\w'/-]+(\s+[\w'/-]+){0,5})\s+(go|goes|live|lives)\s+(in|through)\s",
     )
 });
-/// A subject that names one thing, not a kind: "the fix goes in parser.rs" is a task.
-static ONE_THING: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)^(the|this|that|these|those|it|my|your|his|her|its|their)\b"));
+/// A subject that names one thing, not a kind ("the fix goes in parser.rs" is a task), or is no
+/// noun at all but a clause ("I noticed requests go through the proxy" reports, "remember that
+/// payments go through checkout" asks the agent, whose save the trigger asks for).
+static ONE_THING: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^(the|this|that|these|those|it|my|your|his|her|its|their|i|we|you|he|she|they)\b|\b(that|which|who)\b")
+});
 /// A choice kept: "we stay on uncurried mode", "we stick with Lazarus".
 static KEPT_CHOICE: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bwe (stay|stick|keep) (on|with)\b"));
 /// A rule over every one of a kind, after a lead-in and a colon: "So for fogbank: every function

@@ -144,6 +144,8 @@ fn descriptions_questions_and_requests_are_not_rules() {
         "No luck on the staging box either, same timeout.",
         "The fix goes in parser.rs, next to the tokenizer.",
         "It goes through the proxy first and then times out.",
+        "I noticed requests go through the old proxy on staging.",
+        "Remember that payments go through the checkout service.",
         "Weird: every request returns a 500 after the deploy.",
         "Next: every morning at 8:00 the lab PCs boot and the cache falls over.",
         // Put off or dropped: what is not done now.

@@ -342,7 +342,12 @@ fn extract_output_and_the_provenance_of_what_it_saved() {
 
     let found = env.json(&["search", "cache0sesone", "--all-projects"]);
     let hits = found["hits"].as_array().cloned().unwrap_or_default();
-    let hit = hits.iter().find(|h| h.to_string().contains("ses_one")).unwrap_or_else(|| panic!("{found}"));
+    // The session's summary is found by the developer's words too (its `Asked:` line): the fact
+    // is the hit whose provenance is checked here.
+    let summary = hits.iter().find(|h| h["type"] == "session_summary").unwrap_or_else(|| panic!("{found}"));
+    assert_eq!(summary["session_id"], "ses_one", "{summary}");
+    let is_fact = |h: &&serde_json::Value| h.to_string().contains("ses_one") && h["type"] != "session_summary";
+    let hit = hits.iter().find(is_fact).unwrap_or_else(|| panic!("{found}"));
     assert_eq!(hit["session_id"], "ses_one", "{hit}");
     let id = hit["id"].as_i64().unwrap().to_string();
     let got = env.json(&["get", &id]);

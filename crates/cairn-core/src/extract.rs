@@ -144,7 +144,7 @@ pub struct SummaryWork {
     pub previous: Option<String>,
     pub messages: Vec<ExtractableMessage>,
     /// The conversation's opening request in the developer's words, redacted (see
-    /// [`request_line`]); `None` when it has none.
+    /// `request_line`); `None` when it has none.
     pub opening: Option<String>,
 }
 

@@ -427,7 +427,7 @@ const COPIED_RUN_WORDS: usize = 6;
 /// conversation's own values ("The development database runs Postgres 15 on port 5433, set in
 /// `deploy/dev.env`" is holdout4's fact in the example's words).
 fn copies_the_instructions(content: &str, messages: &[TranscriptMessage]) -> bool {
-    let copied: Vec<String> = word_runs(content).filter(|run| INSTRUCTION_RUNS.contains(run)).collect();
+    let copied: Vec<String> = word_runs(content).into_iter().filter(|run| INSTRUCTION_RUNS.contains(run)).collect();
     if copied.is_empty() {
         return false;
     }
@@ -435,29 +435,27 @@ fn copies_the_instructions(content: &str, messages: &[TranscriptMessage]) -> boo
     copied.iter().any(|run| !said.contains(run))
 }
 
-/// Every run of `COPIED_RUN_WORDS` words of `text`, lowercased, letters and digits only.
-fn word_runs(text: &str) -> impl Iterator<Item = String> {
-    let words: Vec<String> = text
-        .split_whitespace()
-        .map(|w| w.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let runs: Vec<String> = words.windows(COPIED_RUN_WORDS).map(|run| run.join(" ")).collect();
-    runs.into_iter()
+/// Every run of `COPIED_RUN_WORDS` words of `text`, each word `squashed`.
+fn word_runs(text: &str) -> Vec<String> {
+    let words: Vec<String> = text.split_whitespace().map(squashed).filter(|w| !w.is_empty()).collect();
+    words.windows(COPIED_RUN_WORDS).map(|run| run.join(" ")).collect()
 }
 
 /// The word runs of what cairn asks a model for facts with, its example facts left out.
 static INSTRUCTION_RUNS: std::sync::LazyLock<HashSet<String>> = std::sync::LazyLock::new(|| {
-    let is_example = |line: &str| serde_json::from_str::<Value>(line.trim_end_matches(',')).is_ok();
-    let prose = EXTRACT_PROMPT.lines().filter(|line| !is_example(line));
+    let prose = EXTRACT_PROMPT.lines().filter(|line| example_fact(line).is_none());
     let questions = FollowUp::ALL.into_iter().map(FollowUp::question);
     prose.chain(questions).flat_map(word_runs).collect()
 });
 
+/// One of the prompt's example facts: a line of the prompt that is a JSON object.
+fn example_fact(line: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(line.trim_end_matches(',')).ok()
+}
+
 /// The anchors of the prompt's example facts: one of them in a fact, unsaid in the
 /// conversation, means the fact was copied from the example.
 static EXAMPLE_ANCHORS: std::sync::LazyLock<HashSet<String>> = std::sync::LazyLock::new(|| {
-    let example_fact = |line: &str| serde_json::from_str::<Value>(line.trim_end_matches(',')).ok();
     let contents =
         EXTRACT_PROMPT.lines().filter_map(example_fact).filter_map(|f| f["content"].as_str().map(str::to_owned));
     contents.flat_map(|c| anchors(&c)).collect()

@@ -397,9 +397,11 @@ fn extract_session(
         // The developer's own rules first: a model's paraphrase of one is then a duplicate.
         let mut memories = directives::directives(&said);
         if !said.is_empty() {
+            let opening = if work.mark.is_none() && range.start == 0 { opening_id(&said) } else { None };
             let mut facts = ask_facts(provider, &said)?;
             for follow_up in &policy.follow_ups {
-                facts.extend(ask_follow_up(provider, &said, *follow_up)?);
+                let answered = ask_follow_up(provider, &said, *follow_up)?;
+                facts.extend(answered.into_iter().filter(|f| follow_up.keeps(f, &said, opening)));
             }
             // A plan the fact itself says is put off is no fact (the prompt asks to skip them).
             memories.extend(facts.into_iter().filter(|f| !directives::puts_off(&f.content)).map(fact_memory));
@@ -495,6 +497,12 @@ fn transcript_of(messages: &[ExtractableMessage]) -> Vec<TranscriptMessage> {
             text: m.text.clone(),
         })
         .collect()
+}
+
+/// The id of a conversation's opening message: its first from the developer. A settings answer
+/// drawn from it alone describes the project rather than a setting chosen (`FollowUp::keeps`).
+fn opening_id(said: &[TranscriptMessage]) -> Option<&str> {
+    said.iter().find(|m| m.role == Role::User).map(|m| m.id.as_str())
 }
 
 /// Only the messages that say something (what the model is shown).

@@ -325,3 +325,46 @@ fn a_fact_that_copies_the_question_it_was_asked_is_dropped() {
     let mould = "The development database runs Postgres 15 on port 5433, set in `deploy/dev.env`.";
     assert!(!copies_the_instructions(mould, &messages()));
 }
+
+#[test]
+fn a_setting_is_kept_when_the_conversation_chose_it_not_when_it_only_described_it() {
+    let said = |id: &str, role: Role, text: &str| TranscriptMessage { id: id.into(), role, text: text.into() };
+    let messages = vec![
+        said(
+            "m1",
+            Role::User,
+            "hallkeeper runs PostgreSQL 16 on Debian; the SQL files live in sql/. Exports time out.",
+        ),
+        said("m2", Role::Assistant, "The input directory is data/in.\n(ran read: {\"filePath\":\"data/in/README\"})"),
+        said("m3", Role::User, "Raise the pool to 40, and the webhook secret is cartwheel-preview in preview."),
+        said(
+            "m4",
+            Role::Assistant,
+            "Pool raised, heartbeat every 30 seconds, linter strict.\n(ran edit: {\"filePath\":\"src/config.ts\"})",
+        ),
+    ];
+    let setting = |content: &str| Fact {
+        kind: "config".into(),
+        title: String::new(),
+        content: content.into(),
+        message_ids: Vec::new(),
+    };
+    let kept = |content: &str, opening: Option<&str>| FollowUp::Settings.keeps(&setting(content), &messages, opening);
+    // The developer chose it, with a value or without one.
+    assert!(kept("The export pool size is 40.", Some("m1")));
+    assert!(kept("The webhook secret is `cartwheel-preview` in preview.", Some("m1")));
+    // The agent set a value in the message that edited a file.
+    assert!(kept("The heartbeat runs every 30 seconds, set in `src/config.ts`.", Some("m1")));
+    // What the opening described, or the agent only read, was not chosen here.
+    assert!(!kept("The PostgreSQL version is 16.", Some("m1")));
+    assert!(!kept("The SQL files are in the `sql/` directory.", Some("m1")));
+    assert!(!kept("The input directory is `data/in`.", Some("m1")));
+    // A setting without a value needs the developer's words, not only an edit beside it.
+    assert!(!kept("The linter is strict.", Some("m1")));
+    // A later window has no opening: the developer's first words there are a message like any.
+    assert!(kept("The PostgreSQL version is 16.", None));
+    // Words said everywhere or nowhere tell nothing: kept.
+    assert!(kept("It is set.", Some("m1")));
+    // The bug question's facts are not read this way.
+    assert!(FollowUp::Bug.keeps(&setting("The PostgreSQL version is 16."), &messages, Some("m1")));
+}

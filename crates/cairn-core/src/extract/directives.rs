@@ -11,15 +11,19 @@
 //!   `no exceptions`, and `full stop` after a clause: ", full stop", not "a full stop in the name");
 //! - `always` or `never` before a verb in its plain form (`always use`, `never get read`), so
 //!   that "it always fails" or "the job never finishes" describe and do not count;
-//! - a wish or an obligation (`I want`, `we use`, `let's`, `must`, `should`, `has to`) with a
-//!   scope (`every`, `everywhere`, `for everything`, `ever`, `anymore`, `in this repo`, or
-//!   `everything` as what the sentence is about: "Everything here has to run on Octave").
+//! - a wish or an obligation (`I want`, `I'd rather`, `we use`, `let's`, `must`, `should`,
+//!   `has to`) with a scope (`every`, `everywhere`, `for everything`, `ever`, `anymore`, `in
+//!   this repo` or `in this app`, `for new code` opening a clause, or `everything` as what the
+//!   sentence is about: "Everything here has to run on Octave"; "let's add a banner for new
+//!   users" is a task, its `for new` closing it).
 //!   "Every time" is when, not a scope: "it has to rebuild every time I run it" describes.
 //! - a house convention, said as one ("Policy for the plugin: …", "lesson for this repo then:
-//!   …", "let's settle it: anything that …", "Our convention is …"), as a ban ("please no
+//!   …", "let's settle it: anything that …", "Our convention is …", "That goes for all of ZBRK:
+//!   …", "So this doesn't happen again: …"), as a ban ("please no
 //!   extension methods on kernel classes", "No %raw in components, ever", "while you're in
 //!   there: no aliases in module code"), as the home of a kind of thing ("Shaders go in their
-//!   own .glsl files", "per-request data lives in ngx.ctx", but not "the fix goes in parser.rs"),
+//!   own .glsl files", "per-request data lives in ngx.ctx", "every dataset goes out through
+//!   %write_adam", but not "the fix goes in parser.rs"),
 //!   as a choice kept ("we stay on GTK 4.14", "we stick with Lazarus"), or as every one of a
 //!   kind after a colon ("So for fogbank: every function block instance is called on every
 //!   scan", but not "Weird: every request returns 500").
@@ -64,29 +68,34 @@ static ALWAYS_NEVER_VERB: LazyLock<Regex> = LazyLock::new(|| {
 });
 static WISH_OR_DUTY: LazyLock<Regex> = LazyLock::new(|| {
     // `has to`, not `have to`: "I have to restart it every time" is a chore, not a rule.
-    regex(r"(?i)\b(i want|i'd like|we use|we'll use|we will use|let's|let us|should|must|has to|make sure)\b")
+    regex(
+        r"(?i)\b(i want|i'd like|i'd (really )?rather|we use|we'll use|we will use|let's|let us|should|must|has to|make sure)\b",
+    )
 });
 static SCOPE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(always|never|ever|everywhere|for everything|every|anymore|no more|in this (repo|repository|codebase|project))\b|^((and|but|so|also),? )?everything\b",
+        r"(?i)\b(always|never|ever|everywhere|for everything|every|anymore|no more|in this (repo|repository|codebase|project|app|service|package|crate|library))\b|^((and|but|so|also),? )?everything\b|(^|[:;,]\s*)for (all |any )?new \w+\b",
     )
 });
 /// "Every time" and "each time" say when something happens ("I get E5560 every time it fires"),
 /// not what a rule covers; they are left out before `SCOPE` is looked for.
 static WHEN: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(every|each) time\b"));
 /// A lead-in that names a rule, then a colon: "Policy for the plugin: …", "OK, lesson for this
-/// repo then: …", "let's settle it: …". The colon must be followed by a space, so that a time
+/// repo then: …", "let's settle it: …", "That goes for all of ZBRK: …", "So this doesn't happen
+/// again: …". The colon must be followed by a space, so that a time
 /// ("the first lesson starts at 08:45") is no lead-in.
 static LEAD_IN: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(rules?|lesson|policy|convention|principle|guideline|settle it|in general|about this (repo|repository|codebase|project)|for this (repo|repository|codebase|project))\b[^.:]{0,40}:\s|\bour (convention|policy|standard) is\b",
+        r"(?i)\b(rules?|lesson|policy|convention|principle|guideline|settle it|in general|about this (repo|repository|codebase|project)|for this (repo|repository|codebase|project)|(goes|applies) (for|to) (all|every|any)\b|(this|that|it) (doesn't|does not|won't|will not|never) happens? again)\b[^.:]{0,40}:\s|\bour (convention|policy|standard) is\b",
     )
 });
-/// A ban on a kind of thing: "no GO TO in anything you add", "No %raw in components, ever".
-/// The banned words are captured, so that a finding ("No error in the console") is told apart.
+/// A ban on a kind of thing: "no GO TO in anything you add", "No %raw in components, ever",
+/// "I want it clean, and no lint_off pragmas anywhere". The banned words are captured, so that
+/// a finding ("No error in the console") is told apart; a name with a dot inside is one word
+/// ("please no Application.ProcessMessages anywhere").
 static BAN: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)(^|[,:;]\s*|\bplease,?\s+)no\s+(?P<banned>[^\s,.]+(\s+[^\s,.]+){0,2})\s+(in|on|anywhere|ever|inside|outside)\b",
+        r"(?i)(^|[,:;]\s*(and\s+)?|\bplease,?\s+)no\s+(?P<banned>[^\s,.]+(\.[^\s,.]+)*(\s+[^\s,.]+(\.[^\s,.]+)*){0,2})\s+(in|on|anywhere|ever|inside|outside)\b",
     )
 });
 /// What makes a ban a request rather than a report: `please`, `ever`, `anywhere`, or the ban
@@ -99,10 +108,11 @@ static FINDING: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// Where a kind of thing lives: "Shaders go in their own .glsl files", "OK, so: per-request data
-/// lives in ngx.ctx". The subject opens its sentence or clause and is captured.
+/// lives in ngx.ctx", "Every ADaM dataset goes out through %write_adam". The subject opens its
+/// sentence or clause and is captured.
 static HOME: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)(^|[:;]\s+)((and|so|but|ok|okay|also|then),?\s+)*(?P<subject>[\w'/-]+(\s+[\w'/-]+){0,5})\s+(go|goes|live|lives)\s+(in|through)\s",
+        r"(?i)(^|[:;]\s+)((and|so|but|ok|okay|also|then),?\s+)*(?P<subject>[\w'/-]+(\s+[\w'/-]+){0,5})\s+(go|goes|live|lives)\s+((out|only)\s+)?(in|through)\s",
     )
 });
 /// A subject that names one thing, not a kind ("the fix goes in parser.rs" is a task), or is no

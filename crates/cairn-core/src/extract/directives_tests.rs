@@ -104,7 +104,39 @@ fn a_house_convention_is_kept_however_it_is_said() {
             "Shaders go in their own .glsl files, imported with vite-plugin-glsl.",
             "Shaders go in their own .glsl files, imported with vite-plugin-glsl.",
         ),
+        (
+            "While you're in the unit, please no Application.ProcessMessages anywhere in tollbar.",
+            "While you're in the unit, please no Application.ProcessMessages anywhere in tollbar.",
+        ),
+        (
+            "I want it clean, and no lint_off pragmas anywhere except vendor/.",
+            "I want it clean, and no lint_off pragmas anywhere except vendor/.",
+        ),
         ("OK, so: per-request data lives in ngx.ctx.", "Per-request data lives in ngx.ctx."),
+        (
+            "Every ADaM dataset goes out through %write_adam, which checks the variables.",
+            "Every ADaM dataset goes out through %write_adam, which checks the variables.",
+        ),
+        (
+            "That goes for all of ZBRK: nobody writes a FOR ALL ENTRIES without a check.",
+            "That goes for all of ZBRK: nobody writes a FOR ALL ENTRIES without a check.",
+        ),
+        (
+            "So this doesn't happen again: turn on eslint-plugin-solid with solid/reactivity as an error.",
+            "This doesn't happen again: turn on eslint-plugin-solid with solid/reactivity as an error.",
+        ),
+        (
+            "For new code here we use embedded SQL for reading, no new CHAIN loops.",
+            "For new code here we use embedded SQL for reading, no new CHAIN loops.",
+        ),
+        (
+            "While you're in that store: for new state I want signals, not BehaviorSubjects.",
+            "While you're in that store: for new state I want signals, not BehaviorSubjects.",
+        ),
+        (
+            "In this app I'd really rather keep logic out of QML: bindings are fine.",
+            "In this app I'd really rather keep logic out of QML: bindings are fine.",
+        ),
         ("We stay on uncurried mode, it's the v11 default.", "We stay on uncurried mode, it's the v11 default."),
         (
             "So for fogbank: every function block instance is called on every scan.",
@@ -142,11 +174,17 @@ fn descriptions_questions_and_requests_are_not_rules() {
         "Dave says the first lesson only starts at 08:45, so spread it over 15 minutes.",
         "Hmm: no errors in the log, and the network tab shows a 200.",
         "No luck on the staging box either, same timeout.",
+        "Rebuilt it, and no errors in the log this time.",
+        "Checked the dashboards, and no Grafana.Alerts on the new host.",
         "The fix goes in parser.rs, next to the tokenizer.",
         "It goes through the proxy first and then times out.",
         "I noticed requests go through the old proxy on staging.",
         "Remember that payments go through the checkout service.",
         "Weird: every request returns a 500 after the deploy.",
+        "The upload goes out through the proxy and times out there.",
+        "I hope this doesn't happen again, it cost us a day.",
+        "Let's add a welcome banner for new users.",
+        "I'd rather you fix the flaky test first.",
         "Next: every morning at 8:00 the lab PCs boot and the cache falls over.",
         // Put off or dropped: what is not done now.
         "I'd also like molecule tests for every role at some point, but not this sprint.",

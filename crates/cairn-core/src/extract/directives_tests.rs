@@ -137,6 +137,14 @@ fn a_house_convention_is_kept_however_it_is_said() {
             "In this app I'd really rather keep logic out of QML: bindings are fine.",
             "In this app I'd really rather keep logic out of QML: bindings are fine.",
         ),
+        (
+            "No. RANS with kOmegaSST is what we use, this is for the governors, not for a journal.",
+            "RANS with kOmegaSST is what we use, this is for the governors, not for a journal.",
+        ),
+        (
+            "Changes are made on mirth-test and prod is deployed from git. That's how we work.",
+            "Changes are made on mirth-test and prod is deployed from git. That's how we work.",
+        ),
         ("We stay on uncurried mode, it's the v11 default.", "We stay on uncurried mode, it's the v11 default."),
         (
             "So for fogbank: every function block instance is called on every scan.",
@@ -185,6 +193,8 @@ fn descriptions_questions_and_requests_are_not_rules() {
         "I hope this doesn't happen again, it cost us a day.",
         "Let's add a welcome banner for new users.",
         "I'd rather you fix the flaky test first.",
+        "Which version is what we use on the build box?",
+        "Now a house thing, since you're in the file: it's written in the old syntax.",
         "Next: every morning at 8:00 the lab PCs boot and the cache falls over.",
         // Put off or dropped: what is not done now.
         "I'd also like molecule tests for every role at some point, but not this sprint.",

@@ -157,8 +157,9 @@ const EDITING_TOOLS: &[&str] = &["edit", "write", "patch", "apply_patch", "multi
 /// agent's message that edited a file (the agent set it). Asked for the settings, a small model
 /// lists what the conversation only described: the stack the opening message names ("The
 /// PostgreSQL version is 16"), what the agent read ("The input directory is `data/in`"). On
-/// eleven splits' recorded answers (tuning data), 84 wrong memories of 172 from this question
-/// were dropped, 30 right ones and 2 facts of 492. A fact whose every word is common
+/// eleven splits' recorded answers (tuning data) it dropped 62 of the 172 wrong memories this
+/// question wrote, 23 right ones and 3 facts of 492; on holdout11 and holdout12, which it never
+/// saw, 28 wrong memories, 3 right ones and no fact. A fact whose every word is common
 /// everywhere is kept: nothing tells where it came from.
 pub fn setting_was_chosen(content: &str, messages: &[TranscriptMessage], opening: Option<&str>) -> bool {
     let said: Vec<HashSet<String>> = messages.iter().map(|m| telling_words(&m.text)).collect();
@@ -169,8 +170,8 @@ pub fn setting_was_chosen(content: &str, messages: &[TranscriptMessage], opening
         return true;
     }
     let has_value = content.chars().any(|c| c.is_ascii_digit());
-    let sources = messages.iter().zip(&said).filter(|(_, words)| rare.iter().any(|w| words.contains(w)));
-    sources.into_iter().any(|(message, _)| match message.role {
+    let mut sources = messages.iter().zip(&said).filter(|(_, words)| rare.iter().any(|w| words.contains(w)));
+    sources.any(|(message, _)| match message.role {
         Role::User => opening != Some(message.id.as_str()),
         Role::Assistant => has_value && edits_a_file(&message.text),
         Role::System => false,

@@ -35,8 +35,8 @@ const STOPWORDS: &[&str] = &[
     "cuando", "cuándo", "donde", "dónde", "nos", "nuestro", "nuestra", "hay", "este", "esta", "ese", "esa", "mi", "tu",
 ];
 
-/// Whether a lowercased word is one of [`STOPWORDS`].
-fn is_stopword(word: &str) -> bool {
+/// Whether a lowercased word is one of the stopwords (`STOPWORDS`).
+pub fn is_stopword(word: &str) -> bool {
     STOPWORDS.contains(&word)
 }
 

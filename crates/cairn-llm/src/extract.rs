@@ -13,6 +13,8 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use cairn_base::query::is_stopword;
+
 use crate::{ChatMessage, ChatRequest, LlmError, Role};
 
 pub(crate) const EXTRACT_PROMPT: &str = include_str!("prompts/extract.md");
@@ -137,13 +139,9 @@ impl FollowUp {
 /// How many messages at most may say a word for it to tell which messages a setting came from.
 const RARE_IN_MESSAGES: usize = 2;
 
-/// Words too common to tell where a setting was said.
-const COMMON_WORDS: &[&str] = &[
-    "the", "a", "an", "is", "are", "was", "were", "be", "to", "of", "in", "on", "for", "and", "or", "with", "by", "as",
-    "at", "from", "that", "this", "it", "its", "into", "set", "uses", "use", "used", "using", "now", "only", "not",
-    "no", "so", "which", "when", "than", "then", "there", "their", "they", "we", "you", "i", "our", "your", "has",
-    "have", "had",
-];
+/// Words of a setting's mould that tell nothing of where it was said ("X is set to…", "uses",
+/// "now"), beside the search's stopwords (`cairn_base::query::is_stopword`).
+const SETTING_MOULD_WORDS: &[&str] = &["set", "uses", "use", "used", "using", "now", "only", "not", "no", "than"];
 
 /// The tools whose call writes a file, as cairn-history's transcript notes name them
 /// (`(ran edit: …)`; Claude Code's Write and MultiEdit are `edit` there, OpenCode's `write`
@@ -184,7 +182,7 @@ fn telling_words(text: &str) -> HashSet<String> {
     text.to_lowercase()
         .split(|c: char| !(c.is_alphanumeric() || "_./:-".contains(c)))
         .map(|w| w.trim_matches(|c| ".:-/".contains(c)))
-        .filter(|w| w.chars().count() >= 2 && !COMMON_WORDS.contains(w))
+        .filter(|w| w.chars().count() >= 2 && !is_stopword(w) && !SETTING_MOULD_WORDS.contains(w))
         .map(str::to_owned)
         .collect()
 }

@@ -316,7 +316,12 @@ pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<F
     let templates = template_openings(items);
     let mut kept: Vec<Fact> = Vec::new();
     let facts = items.iter().filter_map(|item| fact(item, messages));
-    for fact in facts.filter(|f| grounded(&f.content, messages) && !copies_the_instructions(&f.content, messages)) {
+    let usable = |f: &Fact| {
+        grounded(&f.content, messages)
+            && !copies_the_instructions(&f.content, messages)
+            && !echoes_a_request(f, messages)
+    };
+    for fact in facts.filter(usable) {
         let opens = opening(&fact.content);
         let template_filled_again = templates.contains(&opens) && kept.iter().any(|k| opening(&k.content) == opens);
         if !template_filled_again && !kept.iter().any(|earlier| is_variant_of(&fact.content, &earlier.content)) {
@@ -506,6 +511,39 @@ fn copies_the_instructions(content: &str, messages: &[TranscriptMessage]) -> boo
     }
     let said: HashSet<String> = messages.iter().flat_map(|m| word_runs(&m.text)).collect();
     copied.iter().any(|run| !said.contains(run))
+}
+
+/// The kinds of fact a developer's message asks for or reports, rather than states: "Raise the
+/// threshold to 40 instead of 20" (a request), "The show times have been an hour off since the
+/// clocks changed" (a symptom), "Right, I'm going to go and find a mop" (chit-chat).
+const ASKED_FOR_KINDS: &[&str] = &["decision", "config", "bugfix"];
+/// The shortest text, in characters of `plain_words`, that is a copy rather than a phrase.
+const MIN_COPY_CHARS: usize = 20;
+
+/// Whether `fact` is a decision, setting or fix in the developer's own words: its first two
+/// thirds (at least `MIN_COPY_CHARS`) are said word for word in one of the developer's
+/// messages. Out of words to say what came of a conversation, a small model copies what the
+/// developer asked for or reported; what was decided, set or fixed is in the agent's answers,
+/// and the developer's standing rules are read without the model (cairn-core's directives).
+/// Replayed on fourteen splits' recorded answers (tuning data, 168 sessions): 50 wrong
+/// memories fewer of 371, 19 right ones and 4 facts of 582 lost.
+fn echoes_a_request(fact: &Fact, messages: &[TranscriptMessage]) -> bool {
+    if !ASKED_FOR_KINDS.contains(&fact.kind.as_str()) {
+        return false;
+    }
+    let content = plain_words(&fact.content);
+    let chars = content.chars().count();
+    if chars < MIN_COPY_CHARS {
+        return false;
+    }
+    let head: String = content.chars().take((chars * 2 / 3).max(MIN_COPY_CHARS)).collect();
+    messages.iter().filter(|m| m.role == Role::User).any(|m| plain_words(&m.text).contains(&head))
+}
+
+/// `text` lowercased, each run of characters other than letters, digits and `_` one space.
+fn plain_words(text: &str) -> String {
+    let lower = text.to_lowercase();
+    lower.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 /// Every run of `COPIED_RUN_WORDS` words of `text`, each word `squashed`.

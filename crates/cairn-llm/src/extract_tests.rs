@@ -368,3 +368,32 @@ fn a_setting_is_kept_when_the_conversation_chose_it_not_when_it_only_described_i
     // The bug question's facts are not read this way.
     assert!(FollowUp::Bug.keeps(&setting("The PostgreSQL version is 16."), &messages, Some("m1")));
 }
+
+#[test]
+fn a_decision_setting_or_fix_in_the_developers_own_words_is_dropped() {
+    let messages = vec![
+        TranscriptMessage {
+            id: "u1".into(),
+            role: Role::User,
+            text: "The show times have been an hour off since the clocks changed on Sunday. Raise the cache TTL to 40 \
+                   instead of 20 while you're in there."
+                .into(),
+        },
+        TranscriptMessage {
+            id: "a1".into(),
+            role: Role::Assistant,
+            text: "The times were stored as local time; they are UTC now, and the cache TTL is 40.".into(),
+        },
+    ];
+    let answer = |kind: &str, content: &str| format!(r#"{{"facts": [{{"type": "{kind}", "content": "{content}"}}]}}"#);
+    let kept = |kind: &str, content: &str| parse_facts(&answer(kind, content), &messages).unwrap().len() == 1;
+    // The developer's report and request, copied: what came of them is the agent's answer.
+    assert!(!kept("bugfix", "The show times have been an hour off since the clocks changed on Sunday."));
+    assert!(!kept("decision", "Raise the cache TTL to 40 instead of 20."), "punctuation and case aside");
+    assert!(!kept("config", "raise the cache ttl to 40 instead of 20 while you're in there, as asked"), "a tail added");
+    // What the agent said, a paraphrase, another kind, or too short to be a copy: kept.
+    assert!(kept("bugfix", "The show times were stored as local time; they are UTC now."));
+    assert!(kept("config", "The cache TTL is 40, raised from 20."));
+    assert!(kept("preference", "Raise the cache TTL to 40 instead of 20."), "a rule is the rule reader's");
+    assert!(kept("decision", "Raise the cache TTL."), "fewer than twenty characters");
+}

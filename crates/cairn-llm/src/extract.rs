@@ -517,7 +517,7 @@ fn copies_the_instructions(content: &str, messages: &[TranscriptMessage]) -> boo
 /// threshold to 40 instead of 20" (a request), "The show times have been an hour off since the
 /// clocks changed" (a symptom), "Right, I'm going to go and find a mop" (chit-chat).
 const ASKED_FOR_KINDS: &[&str] = &["decision", "config", "bugfix"];
-/// The shortest text, in characters of `plain_words`, that is a copy rather than a phrase.
+/// The shortest text, in characters of `lowercase_words`, that is a copy rather than a phrase.
 const MIN_COPY_CHARS: usize = 20;
 
 /// Whether `fact` is a decision, setting or fix in the developer's own words: its first two
@@ -526,22 +526,24 @@ const MIN_COPY_CHARS: usize = 20;
 /// developer asked for or reported; what was decided, set or fixed is in the agent's answers,
 /// and the developer's standing rules are read without the model (cairn-core's directives).
 /// Replayed on fourteen splits' recorded answers (tuning data, 168 sessions): 50 wrong
-/// memories fewer of 371, 19 right ones and 4 facts of 582 lost.
+/// memories fewer of 371, 19 right ones and 4 facts of 582 lost; on holdout13 and holdout14,
+/// which it never saw, 8 of 61 wrong memories, 4 right ones and 1 fact of 90 (a rule the
+/// developer said that the rule reader has no form for, copied and typed a decision).
 fn echoes_a_request(fact: &Fact, messages: &[TranscriptMessage]) -> bool {
     if !ASKED_FOR_KINDS.contains(&fact.kind.as_str()) {
         return false;
     }
-    let content = plain_words(&fact.content);
+    let content = lowercase_words(&fact.content);
     let chars = content.chars().count();
     if chars < MIN_COPY_CHARS {
         return false;
     }
     let head: String = content.chars().take((chars * 2 / 3).max(MIN_COPY_CHARS)).collect();
-    messages.iter().filter(|m| m.role == Role::User).any(|m| plain_words(&m.text).contains(&head))
+    messages.iter().filter(|m| m.role == Role::User).any(|m| lowercase_words(&m.text).contains(&head))
 }
 
 /// `text` lowercased, each run of characters other than letters, digits and `_` one space.
-fn plain_words(text: &str) -> String {
+fn lowercase_words(text: &str) -> String {
     let lower = text.to_lowercase();
     lower.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
 }

@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,…,holdout14}/*.json`, one folder per split of [`SPLITS`]): coding
+//! The held-out extraction set (`eval/extraction/{dev,…,holdout16}/*.json`, one folder per split of [`SPLITS`]): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -13,7 +13,8 @@
 //! 2026-12-06), s121–s132 holdout9 (the same; run once, on 2026-12-06), s133–s144 holdout10 (the
 //! same; run once, on 2026-12-06), s145–s156 holdout11 and s157–s168 holdout12 (the same;
 //! written after holdout10's run), s169–s180 holdout13 and s181–s192 holdout14 (the same;
-//! written after holdout12's run). A held-out figure is a split's first run; after it, the
+//! written after holdout12's run), s193–s204 holdout15 and s205–s216 holdout16 (the same;
+//! written after holdout14's run). A held-out figure is a split's first run; after it, the
 //! split is tuning data.
 
 use std::path::Path;
@@ -101,6 +102,8 @@ pub const SPLITS: &[&str] = &[
     "holdout12",
     "holdout13",
     "holdout14",
+    "holdout15",
+    "holdout16",
 ];
 
 /// The sessions of `split` (one of [`SPLITS`], or `all`) under `dir`, in id order; `only` keeps

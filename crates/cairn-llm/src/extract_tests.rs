@@ -119,9 +119,31 @@ fn an_answer_cut_off_at_max_tokens_keeps_its_whole_facts() {
     let titles: Vec<&str> = facts.iter().map(|f| f.title.as_str()).collect();
     assert_eq!(titles, ["Sidekiq retries twice", "Retry limit"], "the fact being written is left out");
     assert_eq!(facts[1].content, "The retry limit is 3 {per queue}");
-    // Cut inside the first fact: nothing whole to keep.
-    let err = parse_facts("{\"facts\": [{\"type\": \"bugfix\", \"content\": \"Sidekiq", &messages()).unwrap_err();
-    assert!(matches!(err, LlmError::Malformed(_)), "{err}");
+    // Cut inside the first fact's content: nothing whole to keep, and the answer is asked again.
+    for cut in ["{\"facts\": [{\"type\": \"bugfix\", \"content\": \"Sidekiq", "{\"facts\": [{\"type\": \"bugfix\""] {
+        let err = parse_facts(cut, &messages()).unwrap_err();
+        assert!(matches!(err, LlmError::Malformed(_)), "{cut}: {err}");
+    }
+}
+
+#[test]
+fn a_fact_whose_content_closed_is_kept_when_its_ids_are_cut_short() {
+    // The decoder ends an answer it finds repeating itself; a list of ids said again can end
+    // it in the middle of the next fact's ids, after its content was written whole.
+    let whole = r#"{"type": "bugfix", "content": "Sidekiq retried the job twice when the network failed.", "message_ids": ["m1", "m2"]}"#;
+    let cut_in_ids = r#"{"type": "config", "content": "The retry limit is 3 per queue.", "message_ids": ["m1", "m"#;
+    let facts = parse_facts(&format!(r#"{{"facts": [{whole}, {cut_in_ids}"#), &messages()).unwrap();
+    let contents: Vec<&str> = facts.iter().map(|f| f.content.as_str()).collect();
+    assert_eq!(contents, ["Sidekiq retried the job twice when the network failed.", "The retry limit is 3 per queue."]);
+    assert_eq!(facts[1].message_ids, ["msg_a"], "the ids that closed are kept, the cut one is not");
+
+    // Cut after the content and before its ids, or inside the key that follows it.
+    for tail in [r#", "message_ids": ["#, r#", "message_i"#, ", "] {
+        let answer = format!(r#"{{"facts": [{{"type": "config", "content": "The retry limit is 3 per queue."{tail}"#);
+        let facts = parse_facts(&answer, &messages()).unwrap();
+        assert_eq!(facts.len(), 1, "{answer}");
+        assert!(facts[0].message_ids.is_empty(), "{answer}");
+    }
 }
 
 #[test]
@@ -144,6 +166,17 @@ fn a_template_filled_with_name_after_name_keeps_its_first_fill() {
     // Two facts that open alike are two facts.
     let two = r#"{"facts": [{"type": "config", "content": "The retry limit is 3 for Sidekiq."}, {"type": "config", "content": "The retry limit is set in the serde config."}]}"#;
     assert_eq!(parse_facts(two, &messages()).unwrap().len(), 2);
+    // Two facts that open alike and one of them said again, as a model that loops repeats its
+    // last fact: still two facts, not a template of three.
+    let repeated = r#"{"type": "decision", "content": "The team decided to keep Sidekiq retrying twice."}"#;
+    let answer = format!(
+        r#"{{"facts": [{{"type": "decision", "content": "The team decided to pin serde in Cargo.lock."}}, {repeated}, {repeated}]}}"#
+    );
+    let contents: Vec<String> = parse_facts(&answer, &messages()).unwrap().into_iter().map(|f| f.content).collect();
+    assert_eq!(
+        contents,
+        ["The team decided to pin serde in Cargo.lock.", "The team decided to keep Sidekiq retrying twice."]
+    );
 }
 
 #[test]

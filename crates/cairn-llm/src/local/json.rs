@@ -95,6 +95,12 @@ impl JsonPrefix {
         )
     }
 
+    /// Whether the text so far ends inside a list that is a field of an item, such as a fact's
+    /// `message_ids`, and not the answer's own list of items.
+    pub fn in_item_list(&self) -> bool {
+        matches!(self.stack.as_slice(), [_, .., true, false])
+    }
+
     fn step(&mut self, c: char) -> bool {
         match self.expect {
             Expect::Start => match c {
@@ -293,6 +299,24 @@ mod tests {
         assert_eq!(strings.closed, ["config", r#"a \"b\" c"#, "m1"]);
         assert!(!json.in_value_string());
         assert!(!json.feed_collecting("x", &mut strings), "invalid text is refused as by feed");
+    }
+
+    #[test]
+    fn a_list_inside_an_item_is_told_from_the_answers_own_list() {
+        let mut json = JsonPrefix::default();
+        let inside = |json: &mut JsonPrefix, text: &str| {
+            assert!(json.feed(text), "{text}");
+            json.in_item_list()
+        };
+        assert!(!inside(&mut json, r#"{"facts": ["#), "the answer's own list");
+        assert!(!inside(&mut json, r#"{"type": "config", "content": "x", "message_ids": "#));
+        assert!(inside(&mut json, r#"["m1", "#), "a fact's ids");
+        assert!(!inside(&mut json, r#""m2"]}, "#), "closed again");
+        let mut bare = JsonPrefix::default();
+        assert!(!inside(&mut bare, "["), "a bare list of facts is the answer's own");
+        assert!(inside(&mut bare, r#"{"content": "x", "ids": ["#));
+        let mut nested = JsonPrefix::default();
+        assert!(!inside(&mut nested, "[["), "a list in a list is no item's field");
     }
 
     #[test]

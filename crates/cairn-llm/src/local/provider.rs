@@ -528,8 +528,8 @@ const LOOP_TOKENS: usize = 48;
 ///
 /// A list inside an item (a fact's message ids) is read apart: two facts from the same
 /// messages cite the same ids, and a dozen ids with the frame around them are a run that long.
-/// Read with the rest, they ended about 34 of 545 facts answers on fifteen recorded splits (a
-/// dozen ids or more in the answer's last 160 characters) in the middle of a fact, each losing
+/// Read with the rest, they ended about 34 of 545 facts answers on fifteen recorded splits
+/// (eight ids or more in the answer's last 160 characters) in the middle of a fact, each losing
 /// the facts still to come. A list that repeats itself is a loop all the same.
 #[derive(Debug, Default)]
 struct RepeatGuard {

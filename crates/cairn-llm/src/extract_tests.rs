@@ -398,6 +398,10 @@ fn a_setting_is_kept_when_the_conversation_chose_it_not_when_it_only_described_i
     assert!(kept("The PostgreSQL version is 16.", None));
     // Words said everywhere or nowhere tell nothing: kept.
     assert!(kept("It is set.", Some("m1")));
+    // What a thing is for is no value chosen, even in the words the developer chose with.
+    assert!(kept("The pool is raised to 40.", Some("m1")));
+    assert!(!kept("The `pool` command is used to raise the pool to 40.", Some("m1")));
+    assert!(!kept("The pool settings are used for raising it to 40.", Some("m1")));
     // The bug question's facts are not read this way.
     assert!(FollowUp::Bug.keeps(&setting("The PostgreSQL version is 16."), &messages, Some("m1")));
 }

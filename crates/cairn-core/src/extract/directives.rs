@@ -8,7 +8,8 @@
 //! is read with the sentence before it, which it is about. Questions are not rules, and a
 //! sentence counts only with a sign of a standing rule:
 //! - a phrase that says so (`from now on`, `going forward`, `the rule`, `Rule:`, `I prefer`,
-//!   `no exceptions`, `is what we use`, `that's how we work`, and `full stop` after a clause: ",
+//!   `no exceptions`, `is what we use`, `that's how we work`, `that's how it stays`, `make it a
+//!   convention`, `that's a general thing`, `is ever allowed`, and `full stop` after a clause: ",
 //!   full stop", not "a full stop in the name");
 //! - `always` or `never` before a verb in its plain form (`always use`, `never get read`), so
 //!   that "it always fails" or "the job never finishes" describe and do not count;
@@ -59,7 +60,7 @@ fn regex(pattern: &str) -> Regex {
 static SENTENCE_END: LazyLock<Regex> = LazyLock::new(|| regex(r"[.!?]+\s+|\n+"));
 static SAYS_SO: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(from now on|going forward|from here on|(the|a|house|team|our) rule\b|rule:|i prefer|we prefer|i'd prefer|no exceptions|(is|are) what we use|(that's|that is|this is) how we (work|do (it|things))|a partir de ahora|de ahora en adelante)|[,.;:!]\s*full stop\b",
+        r"(?i)\b(from now on|going forward|from here on|(the|a|house|team|our) rule\b|rule:|i prefer|we prefer|i'd prefer|no exceptions|(is|are) what we use|(that's|that is|this is) how we (work|do (it|things))|(that's|that is) how it stays|make (it|this|that) (a|the|our) (convention|standard|habit)|(that's|that is|it's|it is) a general (thing|rule)|as a general rule|(is|are) ever allowed|a partir de ahora|de ahora en adelante)|[,.;:!]\s*full stop\b",
     )
 });
 static ALWAYS_NEVER_VERB: LazyLock<Regex> = LazyLock::new(|| {

@@ -38,6 +38,23 @@ fn a_rule_said_in_so_many_words_is_kept_in_the_developers_words() {
         ("OK. The API speaks JSON only, full stop.", "The API speaks JSON only, full stop."),
         ("Coverage stays above 80 %, no exceptions.", "Coverage stays above 80 %, no exceptions."),
         ("We release on Tuesdays. Full stop.", "We release on Tuesdays. Full stop."),
+        // A rule said to stay, to be a convention, to hold in general, or to bound what is allowed.
+        (
+            "Ah ok. The only labels on gate logs are job, gate and port, and that's how it stays.",
+            "The only labels on gate logs are job, gate and port, and that's how it stays.",
+        ),
+        (
+            "Put SET lock_timeout at the top of each deploy script, and make it a convention.",
+            "Put SET lock_timeout at the top of each deploy script, and make it a convention.",
+        ),
+        (
+            "No, please don't add crates without asking first, that's a general thing.",
+            "No, please don't add crates without asking first, that's a general thing.",
+        ),
+        (
+            "Take it out: activeTab plus our domain is all this extension is ever allowed to ask for.",
+            "Take it out: activeTab plus our domain is all this extension is ever allowed to ask for.",
+        ),
     ];
     for (text, rule) in said {
         assert_eq!(rules(text), [rule], "{text:?}");
@@ -163,6 +180,8 @@ fn descriptions_questions_and_requests_are_not_rules() {
         "The export job never finishes when the queue is full.",
         "Every branch switch rebuilds everything and it takes 14 minutes.",
         "Should we always use the cache for this?",
+        "Is the extension ever allowed to read the page?",
+        "I restarted it twice and that's how it stayed.",
         "Is there a lint rule for floating promises?",
         "Run the tests.",
         "Let's do both.",

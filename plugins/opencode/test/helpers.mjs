@@ -93,7 +93,7 @@ export async function fakeDaemon({ answers = {}, delayMs = 0, health = true, por
       const send = (status, obj) => {
         if (res.destroyed) return;
         res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(obj));
+        res.end(JSON.stringify(obj), () => (rec.answered = true));
       };
       if (url.pathname === '/health') return state.health ? send(200, { status: 'ok' }) : send(503, {});
       // the daemon's drain of the spool: the test says what it does (`state.drain`)
@@ -140,6 +140,11 @@ export function fakeClient({ sessions = {}, provider = {} } = {}) {
     },
     config: { get: async () => ({ data: { provider } }) },
   };
+}
+
+/** Let what the event loop holds run: a few full turns (timers, I/O, immediates), counted, not timed. */
+export async function settle(turns = 5) {
+  for (let i = 0; i < turns; i++) await new Promise((r) => setImmediate(r));
 }
 
 export async function waitFor(pred, ms = 2000, what = 'condition') {

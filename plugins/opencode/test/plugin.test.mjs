@@ -7,7 +7,11 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import plugin from '../cairn.ts';
-import { CHART_PROMPT, CONTINUITY, HISTORY, NOTE, PROTOCOL, TRIGGER, calls, upstream, events, fakeClient, fakeDaemon, hookArgs, sleep, waitFor } from './helpers.mjs';
+import { CHART_PROMPT, CONTINUITY, HISTORY, NOTE, PROTOCOL, TRIGGER, calls, upstream, events, fakeClient, fakeDaemon, hookArgs, settle, sleep, waitFor } from './helpers.mjs';
+import { TEXT_PARTS as PLUGIN_TEXT_PARTS } from '../cairn/facts.ts';
+
+/** How many protocol texts the plugin fetches at start-up. */
+const TEXT_PARTS = PLUGIN_TEXT_PARTS.length;
 
 const open = [];
 afterEach(async () => {
@@ -26,6 +30,14 @@ async function setup({ answers, delayMs, client = fakeClient(), url, options = {
   );
   // let the start-up fetches (config, project, protocol texts) land
   await sleep(80);
+  if (daemon && !delayMs) {
+    // On a loaded machine 80 ms may not be enough (seen with four busy processes on two cores):
+    // wait for the config and every protocol text to be answered, then for the plugin to read them.
+    const startedUp = () =>
+      daemon.ops('plugin_config').length > 0 && daemon.ops('protocol').length >= TEXT_PARTS && daemon.requests.every((r) => r.answered);
+    await waitFor(startedUp, 10000, 'the start-up fetches to be answered');
+    await settle();
+  }
   return { hooks, daemon, client, dataDir };
 }
 

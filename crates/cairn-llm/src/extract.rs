@@ -318,9 +318,12 @@ pub fn windows(messages: &[TranscriptMessage], max_bytes: usize) -> Vec<std::ops
 /// facts not grounded in `messages` (see `grounded`) are dropped; `Malformed` when the answer
 /// holds no usable JSON.
 pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<Fact>, LlmError> {
-    let (value, cut_short) = match json_value(answer) {
-        Ok(value) => (value, false),
-        Err(malformed) => (cut_short_value(answer).ok_or(malformed)?, true),
+    let (value, cut) = match json_value(answer) {
+        Ok(value) => (value, None),
+        Err(malformed) => {
+            let (value, inside_an_item) = cut_short_value(answer).ok_or(malformed)?;
+            (value, Some(inside_an_item))
+        }
     };
     let items = match &value {
         Value::Array(items) => items,
@@ -331,7 +334,13 @@ pub fn parse_facts(answer: &str, messages: &[TranscriptMessage]) -> Result<Vec<F
         },
         _ => return Err(LlmError::Malformed("the answer is not a JSON object".into())),
     };
-    if cut_short && !items.iter().any(|item| content_of(item).is_some_and(|c| !c.trim().is_empty())) {
+    // The fact being written when the answer was cut counts only once its text closed: its
+    // type or title alone is no fact (a title is read as the text of a whole item only).
+    let items = match cut {
+        Some(true) if items.last().is_some_and(|item| !has_text(item)) => &items[..items.len() - 1],
+        _ => items,
+    };
+    if cut.is_some() && !items.iter().any(|item| content_of(item).is_some_and(|c| !c.trim().is_empty())) {
         // Cut before its first fact was whole: as unusable as no JSON (the caller asks again).
         return Err(LlmError::Malformed("the answer stopped before its first fact was whole".into()));
     }
@@ -484,6 +493,14 @@ fn is_noise_item(item: &Value) -> bool {
 /// What an item of the list says, under whichever key the model put it.
 fn content_of(item: &Value) -> Option<String> {
     FACT_CONTENT_KEYS.iter().find_map(|k| item.get(*k)).map(text_of)
+}
+
+/// Whether an item holds its fact's text under a key for text (a title aside).
+fn has_text(item: &Value) -> bool {
+    FACT_CONTENT_KEYS
+        .iter()
+        .filter(|k| **k != "title")
+        .any(|k| item.get(*k).is_some_and(|v| !text_of(v).trim().is_empty()))
 }
 
 /// One fact out of one item of the list, or `None` when it is empty or noise.
@@ -769,14 +786,18 @@ pub(crate) fn json_value(answer: &str) -> Result<Value, LlmError> {
 /// more and 10 wrong. A content cut in the middle is never kept (its item is left without
 /// content, which `fact` drops). Only facts are read this way: a cut summary or verdict is no
 /// answer.
-fn cut_short_value(answer: &str) -> Option<Value> {
+/// With the value, whether the cut fell inside an item of the list (an object open after the
+/// first list), whose fact `parse_facts` keeps only once its text closed.
+fn cut_short_value(answer: &str) -> Option<(Value, bool)> {
     let answer = strip_reasoning(answer);
     let text = fenced_block(answer).unwrap_or(answer);
     let body = &text[text.find(['{', '['])?..];
     // A key closes like a value, and its cut does not parse: the one before it is tried.
     cut_points(body)?.into_iter().rev().find_map(|(end, open)| {
         let closers: String = open.iter().rev().map(|b| if *b == '{' { '}' } else { ']' }).collect();
-        serde_json::from_str(&without_trailing_commas(&format!("{}{closers}", &body[..end]))).ok()
+        let value = serde_json::from_str(&without_trailing_commas(&format!("{}{closers}", &body[..end]))).ok()?;
+        let inside_an_item = open.iter().skip_while(|b| **b != '[').any(|b| *b == '{');
+        Some((value, inside_an_item))
     })
 }
 

@@ -119,8 +119,13 @@ fn an_answer_cut_off_at_max_tokens_keeps_its_whole_facts() {
     let titles: Vec<&str> = facts.iter().map(|f| f.title.as_str()).collect();
     assert_eq!(titles, ["Sidekiq retries twice", "Retry limit"], "the fact being written is left out");
     assert_eq!(facts[1].content, "The retry limit is 3 {per queue}");
-    // Cut inside the first fact's content: nothing whole to keep, and the answer is asked again.
-    for cut in ["{\"facts\": [{\"type\": \"bugfix\", \"content\": \"Sidekiq", "{\"facts\": [{\"type\": \"bugfix\""] {
+    // Cut inside the first fact's content, or after its type or title: nothing whole to keep,
+    // and the answer is asked again.
+    for cut in [
+        "{\"facts\": [{\"type\": \"bugfix\", \"content\": \"Sidekiq",
+        "{\"facts\": [{\"type\": \"bugfix\"",
+        "{\"facts\": [{\"type\": \"bugfix\", \"title\": \"Sidekiq retries twice\", \"content\": \"Sidekiq re",
+    ] {
         let err = parse_facts(cut, &messages()).unwrap_err();
         assert!(matches!(err, LlmError::Malformed(_)), "{cut}: {err}");
     }

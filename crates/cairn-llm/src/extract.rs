@@ -786,6 +786,7 @@ pub(crate) fn json_value(answer: &str) -> Result<Value, LlmError> {
 /// more and 10 wrong. A content cut in the middle is never kept (its item is left without
 /// content, which `fact` drops). Only facts are read this way: a cut summary or verdict is no
 /// answer.
+///
 /// With the value, whether the cut fell inside an item of the list (an object open after the
 /// first list), whose fact `parse_facts` keeps only once its text closed.
 fn cut_short_value(answer: &str) -> Option<(Value, bool)> {

@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,…,holdout18}/*.json`, one folder per split of [`SPLITS`]): coding
+//! The held-out extraction set (`eval/extraction/{dev,…,holdout20}/*.json`, one folder per split of [`SPLITS`]): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -15,7 +15,8 @@
 //! written after holdout10's run), s169–s180 holdout13 and s181–s192 holdout14 (the same;
 //! written after holdout12's run), s193–s204 holdout15 and s205–s216 holdout16 (the same;
 //! written after holdout14's run), s217–s228 holdout17 and s229–s240 holdout18 (the same;
-//! written after holdout16's run). A held-out figure is a split's first run; after it, the
+//! written after holdout16's run), s241–s252 holdout19 and s253–s264 holdout20 (the same;
+//! written after holdout18's run). A held-out figure is a split's first run; after it, the
 //! split is tuning data.
 
 use std::path::Path;
@@ -107,6 +108,8 @@ pub const SPLITS: &[&str] = &[
     "holdout16",
     "holdout17",
     "holdout18",
+    "holdout19",
+    "holdout20",
 ];
 
 /// The sessions of `split` (one of [`SPLITS`], or `all`) under `dir`, in id order; `only` keeps

@@ -5,7 +5,9 @@
 //! it favours what the agent did over what the developer asked for. They need no model: a
 //! rule is said in so many words, by the user, and the words are the memory. Each sentence of
 //! a user's message is read on its own; a short one ("Make that a rule.", "And no ORM ever.")
-//! is read with the sentence before it, which it is about. Questions are not rules, and a
+//! is read with the sentence before it, which it is about; one that only says a rule follows
+//! ("Now a rule.", "Another thing, and this one's a rule.") is read with the sentence after it,
+//! and alone it is no rule. Questions are not rules, and a
 //! sentence counts only with a sign of a standing rule:
 //! - a phrase that says so (`from now on`, `going forward`, `the rule`, `Rule:`, `I prefer`,
 //!   `no exceptions`, `is what we use`, `that's how we work`, `that's how it stays`, `make it a
@@ -171,6 +173,16 @@ pub(crate) fn puts_off(text: &str) -> bool {
 static FILLER: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)^((and|but|also|so|ok|okay|good|great|nice|cool|fine|thanks|agreed)[,.!:]?\s+)+"));
 
+/// A sentence that only says a rule comes next: "Now a rule.", "Another thing, and this one's a
+/// rule.", "Next thing, and it's a rule.", "Here's one more rule:". The rule is the sentence
+/// after it; alone it says nothing (the extraction set's holdout19 had two such sentences saved
+/// as rules). "Make that a rule." names the sentence before it, and is no announcement.
+static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing)[,:]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+)?rule\s*[.!:]*$",
+    )
+});
+
 /// The rules stated in the users' messages of `messages`, one memory each, in order.
 pub(crate) fn directives(messages: &[TranscriptMessage]) -> Vec<Extracted> {
     messages
@@ -207,23 +219,30 @@ fn sentences(text: &str) -> Vec<String> {
     out
 }
 
-/// Sentences grouped so that a short one goes with the one before it.
+/// Sentences grouped so that a short one goes with the one before it, and the sentence after
+/// an announcement ("Now a rule.") goes with the announcement.
 fn units(sentences: &[String]) -> Vec<String> {
     let mut units: Vec<String> = Vec::new();
+    let mut announced = false;
     for sentence in sentences {
+        let announces = ANNOUNCES_A_RULE.is_match(sentence);
         let short = sentence.split_whitespace().count() < SHORT_SENTENCE_WORDS;
         match units.last_mut() {
-            Some(previous) if short => {
+            Some(previous) if announced || (short && !announces) => {
                 previous.push(' ');
                 previous.push_str(sentence);
             }
             _ => units.push(sentence.clone()),
         }
+        announced = announces;
     }
     units
 }
 
 fn is_directive(unit: &str) -> bool {
+    if ANNOUNCES_A_RULE.is_match(unit) {
+        return false;
+    }
     let signed = SAYS_SO.is_match(unit)
         || ALWAYS_NEVER_VERB.is_match(unit)
         || (WISH_OR_DUTY.is_match(unit) && SCOPE.is_match(&WHEN.replace_all(unit, "")))

@@ -90,6 +90,38 @@ fn a_short_sentence_is_read_with_the_one_it_is_about() {
     );
 }
 
+/// "Now a rule." says only that the rule comes next: it is read with the sentence after it, not
+/// the one before, and alone it is no rule (holdout19's s243 and s246 saved it as one).
+#[test]
+fn a_sentence_that_announces_a_rule_is_read_with_the_rule_after_it() {
+    assert_eq!(
+        rules("Now a rule. No node gets rebooted, updated or migrated during opening hours, ever."),
+        ["Now a rule. No node gets rebooted, updated or migrated during opening hours, ever."]
+    );
+    assert_eq!(
+        rules(
+            "The backups look fine. Another thing, and this one's a rule. Every camera that can see a unit \
+             door gets a privacy mask over the doorway."
+        ),
+        [
+            "Another thing, and this one's a rule. Every camera that can see a unit door gets a privacy mask over the doorway."
+        ]
+    );
+    assert_eq!(
+        rules("Thanks, that fixed it. Next thing, and it’s a rule. Pump alarms go out by SMS, never by email."),
+        ["Next thing, and it’s a rule. Pump alarms go out by SMS, never by email."]
+    );
+    // Alone, or last, it states nothing; before, the short one was read with the sentence before it.
+    assert!(rules("Now a rule.").is_empty());
+    assert!(rules("Thanks, the deploy worked. Now a rule.").is_empty());
+    assert!(rules("Another thing, and this one's a rule.").is_empty());
+    // "Make that a rule" names what came before: still read with it.
+    assert_eq!(
+        rules("Every job that charges a card must be idempotent. Make that a rule."),
+        ["Every job that charges a card must be idempotent. Make that a rule."]
+    );
+}
+
 /// A house convention needs none of the words above: it is said with a lead-in and a colon, as
 /// a ban, as where a kind of thing lives, or as a choice kept.
 #[test]

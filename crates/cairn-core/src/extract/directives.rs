@@ -12,9 +12,11 @@
 //! - a phrase that says so (`from now on`, `going forward`, `the rule`, `Rule:`, `I prefer`,
 //!   `no exceptions`, `is what we use`, `that's how we work`, `that's how it stays`, `make it a
 //!   convention`, `that's a general thing`, `is ever allowed`, and `full stop` after a clause: ",
-//!   full stop", not "a full stop in the name");
+//!   full stop", not "a full stop in the name"), and `ever` closing a clause ("nobody edits it
+//!   by hand, ever");
 //! - `always` or `never` before a verb in its plain form (`always use`, `never get read`), so
-//!   that "it always fails" or "the job never finishes" describe and do not count;
+//!   that "it always fails" or "the job never finishes" describe and do not count; and a
+//!   sentence that opens with `Never` ("Never reindex in place.", "Never email.");
 //! - a wish or an obligation (`I want`, `I'd rather`, `we use`, `let's`, `must`, `should`,
 //!   `has to`) with a scope (`every`, `everywhere`, `for everything`, `ever`, `anymore`, `in
 //!   this repo` or `in this app`, `for new code` opening a clause, or `everything` as what the
@@ -62,7 +64,7 @@ fn regex(pattern: &str) -> Regex {
 static SENTENCE_END: LazyLock<Regex> = LazyLock::new(|| regex(r"[.!?]+\s+|\n+"));
 static SAYS_SO: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(from now on|going forward|from here on|(the|a|house|team|our) rule\b|rule:|i prefer|we prefer|i'd prefer|no exceptions|(is|are) what we use|(that's|that is|this is) how we (work|do (it|things))|(that's|that is) how it stays|make (it|this|that) (a|the|our) (convention|standard|habit)|(that's|that is|it's|it is) a general (thing|rule)|as a general rule|(is|are) ever allowed|a partir de ahora|de ahora en adelante)|[,.;:!]\s*full stop\b",
+        r"(?i)\b(from now on|going forward|from here on|(the|a|house|team|our) rule\b|rule:|i prefer|we prefer|i'd prefer|no exceptions|(is|are) what we use|(that's|that is|this is) how we (work|do (it|things))|(that's|that is) how it stays|make (it|this|that) (a|the|our) (convention|standard|habit)|(that's|that is|it's|it is) a general (thing|rule)|as a general rule|(is|are) ever allowed|a partir de ahora|de ahora en adelante)|[,.;:!]\s*full stop\b|,\s*ever[.!]*(\s|$)",
     )
 });
 static ALWAYS_NEVER_VERB: LazyLock<Regex> = LazyLock::new(|| {
@@ -70,6 +72,13 @@ static ALWAYS_NEVER_VERB: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(always|never)\s+(\w+\s+)?(use|build|run|read|write|put|add|call|bind|commit|push|merge|edit|deploy|import|pin|keep|go|get|be|name|log|check|test|start|store|return|rebase|squash|format|mock|change|hardcode|rely|depend|include|wrap|install|upgrade|delete|remove|touch)\b",
     )
 });
+/// A sentence that opens with `Never` and a word, as the developer says a ban: "Never reindex
+/// in place.", "Everything goes by SMS. Never email." Opening the sentence, it bans; after a
+/// subject it may describe ("the job never finishes", left to `ALWAYS_NEVER_VERB`). "Never
+/// mind" and "never again" say nothing of what is banned. `Always` opening a sentence is left
+/// out: "Always wondered.", "Always 1p, never more" describe.
+static NEVER_OPENS: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)(^|[.!]\s+)((and|but|so|also|ok|okay),?\s+)?never\s+(?P<what>\w+)"));
 static WISH_OR_DUTY: LazyLock<Regex> = LazyLock::new(|| {
     // `has to`, not `have to`: "I have to restart it every time" is a chore, not a rule.
     regex(
@@ -245,9 +254,15 @@ fn is_directive(unit: &str) -> bool {
     }
     let signed = SAYS_SO.is_match(unit)
         || ALWAYS_NEVER_VERB.is_match(unit)
+        || opens_with_never(unit)
         || (WISH_OR_DUTY.is_match(unit) && SCOPE.is_match(&WHEN.replace_all(unit, "")))
         || is_convention(unit);
     signed && !PUT_OFF.is_match(unit)
+}
+
+/// Whether a sentence of `unit` opens with a ban (`NEVER_OPENS`).
+fn opens_with_never(unit: &str) -> bool {
+    NEVER_OPENS.captures_iter(unit).any(|c| !matches!(c["what"].to_lowercase().as_str(), "mind" | "again"))
 }
 
 /// The rule without the words that opened the reply, its first letter a capital.

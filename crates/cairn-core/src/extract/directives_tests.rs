@@ -55,6 +55,20 @@ fn a_rule_said_in_so_many_words_is_kept_in_the_developers_words() {
             "Take it out: activeTab plus our domain is all this extension is ever allowed to ask for.",
             "Take it out: activeTab plus our domain is all this extension is ever allowed to ask for.",
         ),
+        // `ever` closing a clause, and a sentence that opens with `Never`, read with the one
+        // before it when it is short.
+        (
+            "Another thing. The export writes the geojson and nobody edits it by hand, ever.",
+            "The export writes the geojson and nobody edits it by hand, ever.",
+        ),
+        (
+            "Good. Everything goes by SMS, to both me and Ewan. Never email.",
+            "Everything goes by SMS, to both me and Ewan. Never email.",
+        ),
+        (
+            "Never reindex in place, build a new index and swap the alias.",
+            "Never reindex in place, build a new index and swap the alias.",
+        ),
     ];
     for (text, rule) in said {
         assert_eq!(rules(text), [rule], "{text:?}");
@@ -228,6 +242,11 @@ fn descriptions_questions_and_requests_are_not_rules() {
         "Let's upgrade to 2.0 and reformat everything in one commit then.",
         "Everything looks fine now.",
         "The importer chokes on a full stop in the file name.",
+        // `Never` that bans nothing, and `ever` inside a clause.
+        "Never mind, the second run went through.",
+        "Never again am I deploying on a Friday afternoon like that.",
+        "It never reindexed in place, the alias was swapped.",
+        "Has anyone ever edited the geojson by hand?",
         // Near misses of a house convention: a time after a lead-in word, a report of nothing
         // found, one thing's place (a task), a bug or a time after a colon.
         "Dave says the first lesson only starts at 08:45, so spread it over 15 minutes.",

@@ -37,6 +37,7 @@ pub use crate::store::extraction::FailingSession;
 use crate::store::extraction::{self, ProvenanceRow, StateAdvance};
 
 mod directives;
+mod taken_back;
 pub mod wire;
 
 /// The most rules one prompt is taken to state (`Store::save_stated_rules`).
@@ -403,8 +404,7 @@ fn extract_session(
                 let answered = ask_follow_up(provider, &said, *follow_up)?;
                 facts.extend(answered.into_iter().filter(|f| follow_up.keeps(f, &said, opening)));
             }
-            // A plan the fact itself says is put off is no fact (the prompt asks to skip them).
-            memories.extend(facts.into_iter().filter(|f| !directives::puts_off(&f.content)).map(fact_memory));
+            memories.extend(facts.into_iter().filter(|f| holds_up(f, &said)).map(fact_memory));
         }
         let last = window.last().map(|m| m.mark.clone());
         let saved = ExtractionCommit {
@@ -523,6 +523,12 @@ fn tail_within(messages: &[TranscriptMessage], max_bytes: usize) -> &[Transcript
         start -= 1;
     }
     &messages[start..]
+}
+
+/// Whether a model's fact about `said` is kept: a plan the fact itself says is put off is no
+/// fact (the prompt asks to skip them), nor a value the developer took back.
+fn holds_up(fact: &Fact, said: &[TranscriptMessage]) -> bool {
+    !directives::puts_off(&fact.content) && !taken_back::names_a_value_taken_back(&fact.content, said)
 }
 
 fn fact_memory(fact: Fact) -> Extracted {

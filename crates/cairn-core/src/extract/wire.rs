@@ -341,7 +341,7 @@ pub fn write_memories(provider: Option<&dyn LlmProvider>, request: &AddRequest) 
     } else {
         let mut memories = super::directives::directives(&messages);
         let facts = super::ask_facts(provider, &messages).map_err(CairnError::from)?;
-        memories.extend(facts.into_iter().map(fact_memory));
+        memories.extend(facts.into_iter().filter(|f| super::holds_up(f, &messages)).map(fact_memory));
         memories
     };
     if let Some(kind) = asked_type.filter(|_| !init_mode && !summary_mode) {

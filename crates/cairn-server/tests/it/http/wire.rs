@@ -119,6 +119,33 @@ async fn the_user_tag_is_the_personal_scope_and_modes_write_summaries_and_briefs
     assert_eq!(listed["results"][0]["metadata"]["project"], tag, "an unknown directory: the tag names the project");
 }
 
+/// The model's facts pass the daemon's checks here too: a value the developer took back and a
+/// plan put off are not saved.
+#[tokio::test]
+async fn a_value_taken_back_and_a_plan_put_off_are_not_saved() {
+    let s = start().await;
+    s.engine.set_llm(Some(Arc::new(ScriptedProvider::new(|ask, _| {
+        Ok(match ask {
+            Ask::Facts => json!({"facts": [
+                {"type": "config", "content": "The velodrome retry limit is 5."},
+                {"type": "config", "content": "The velodrome retry limit is 8 (5 was too few)."},
+                {"type": "decision", "content": "A retry dashboard for velodrome, maybe later, not this sprint."}
+            ]})
+            .to_string(),
+            _ => r#"{"facts": []}"#.into(),
+        })
+    }))));
+    let tag = "opencode_project_eeeeeeeeeeeeeeee";
+    let talk = json!({"messages": [
+        {"role": "user", "content": "Retries: make it 5."},
+        {"role": "assistant", "content": "Set to 5."},
+        {"role": "user", "content": "Hmm, CI flakes more than that. 8 then. A dashboard maybe later."}
+    ], "user_id": tag});
+    let added = s.post("/memories", &talk).await.expect(200);
+    let saved: Vec<&str> = added["results"].as_array().unwrap().iter().map(|r| r["memory"].as_str().unwrap()).collect();
+    assert_eq!(saved, ["The velodrome retry limit is 8 (5 was too few)."], "{added}");
+}
+
 #[tokio::test]
 async fn without_a_model_a_conversation_is_refused_and_an_explicit_add_is_kept() {
     let s = start().await;

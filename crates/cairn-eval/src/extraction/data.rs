@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,…,holdout22}/*.json`, one folder per split of [`SPLITS`]): coding
+//! The held-out extraction set (`eval/extraction/{dev,…,holdout24}/*.json`, one folder per split of [`SPLITS`]): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -17,7 +17,8 @@
 //! written after holdout14's run), s217–s228 holdout17 and s229–s240 holdout18 (the same;
 //! written after holdout16's run), s241–s252 holdout19 and s253–s264 holdout20 (the same;
 //! written after holdout18's run), s265–s276 holdout21 and s277–s288 holdout22 (the same;
-//! written after holdout20's run began). A held-out figure is a split's first run; after it, the
+//! written after holdout20's run began), s289–s300 holdout23 and s301–s312 holdout24 (the
+//! same; written while holdout21 ran). A held-out figure is a split's first run; after it, the
 //! split is tuning data.
 
 use std::path::Path;
@@ -113,6 +114,8 @@ pub const SPLITS: &[&str] = &[
     "holdout20",
     "holdout21",
     "holdout22",
+    "holdout23",
+    "holdout24",
 ];
 
 /// The sessions of `split` (one of [`SPLITS`], or `all`) under `dir`, in id order; `only` keeps

@@ -183,6 +183,10 @@ struct Ledger {
     /// Sessions run per host, with the word only that session's prompts hold.
     sessions: Vec<(&'static str, String, String)>,
     errors: Vec<String>,
+    /// Hooks that answered `{}` at their deadline (the store busy): the host went on, and the
+    /// write waits in the spool. Counted, not failed: a late answer is a figure of a loaded
+    /// machine, and what it must not do, lose the write, the checks after the run see.
+    late: BTreeMap<&'static str, usize>,
     latencies: BTreeMap<&'static str, Vec<Duration>>,
 }
 
@@ -194,11 +198,21 @@ impl Ledger {
         result.map_err(|e| self.errors.push(format!("{op}: {e}"))).ok()
     }
 
+    /// A hook run as the host runs it (`run_hook`), its late answers counted.
+    fn hook(&mut self, op: &'static str, f: impl FnOnce() -> Result<Answered, String>) {
+        if self.timed(op, f) == Some(Answered::AtTheDeadline) {
+            *self.late.entry(op).or_default() += 1;
+        }
+    }
+
     fn merge(&mut self, other: Ledger) {
         self.live.extend(other.live);
         self.deleted.extend(other.deleted);
         self.sessions.extend(other.sessions);
         self.errors.extend(other.errors);
+        for (op, n) in other.late {
+            *self.late.entry(op).or_default() += n;
+        }
         for (op, mut l) in other.latencies {
             self.latencies.entry(op).or_default().append(&mut l);
         }
@@ -334,21 +348,21 @@ fn host_sessions(dirs: &Dirs, host: Host, seed: u64, pace: Pace, stop: &AtomicBo
             Host::Claude => "claude hook",
             Host::Codex => "codex hook",
         };
-        ledger.timed(label, || {
+        ledger.hook(label, || {
             run_hook(dirs, host, "SessionStart", &payload("SessionStart", json!({"source": "startup"})))
         });
         for turn in 0..3 {
             let prompt = format!("{marker} turn {turn}: why does the {} {} fail", pick(&mut rng), pick(&mut rng));
             transcript.user(&prompt);
-            ledger.timed(label, || {
+            ledger.hook(label, || {
                 run_hook(dirs, host, "UserPromptSubmit", &payload("UserPromptSubmit", json!({"prompt": prompt})))
             });
             transcript.assistant(&format!("The {} {} needed a retry; fixed.", pick(&mut rng), pick(&mut rng)));
         }
-        ledger.timed(label, || run_hook(dirs, host, "Stop", &payload("Stop", json!({}))));
+        ledger.hook(label, || run_hook(dirs, host, "Stop", &payload("Stop", json!({}))));
         if matches!(host, Host::Claude) {
             ledger
-                .timed(label, || run_hook(dirs, host, "SessionEnd", &payload("SessionEnd", json!({"reason": "exit"}))));
+                .hook(label, || run_hook(dirs, host, "SessionEnd", &payload("SessionEnd", json!({"reason": "exit"}))));
         }
         ledger.sessions.push((label, session, marker));
         i += 1;
@@ -357,8 +371,17 @@ fn host_sessions(dirs: &Dirs, host: Host, seed: u64, pace: Pace, stop: &AtomicBo
     ledger
 }
 
+/// How a hook answered.
+#[derive(Debug, PartialEq)]
+enum Answered {
+    InTime,
+    /// `{}` at its deadline, with the one line that says so (`cairn hook`'s watchdog).
+    AtTheDeadline,
+}
+
 /// A hook process, as the host runs it: the payload on stdin, an answer on stdout, exit 0.
-fn run_hook(dirs: &Dirs, host: Host, event: &str, payload: &Value) -> Result<(), String> {
+/// Anything else on stderr than the deadline's one line is a failure.
+fn run_hook(dirs: &Dirs, host: Host, event: &str, payload: &Value) -> Result<Answered, String> {
     let mut cmd = dirs.command(&["hook"]);
     if matches!(host, Host::Codex) {
         cmd.arg("--host=codex");
@@ -370,8 +393,13 @@ fn run_hook(dirs: &Dirs, host: Host, event: &str, payload: &Value) -> Result<(),
     }
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let at_the_deadline = stderr.trim().lines().count() == 1
+        && stderr.contains(": no answer within ")
+        && stderr.trim_end().ends_with("(answered {})");
     if out.status.success() && stderr.trim().is_empty() {
-        Ok(())
+        Ok(Answered::InTime)
+    } else if out.status.success() && at_the_deadline {
+        Ok(Answered::AtTheDeadline)
     } else {
         Err(format!("{event} exited {:?}: {stderr}", out.status.code()))
     }
@@ -742,5 +770,8 @@ fn report(ledger: &Ledger) {
         sorted.sort_unstable();
         let at = |q: f64| sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)].as_secs_f64() * 1000.0;
         eprintln!("soak: {op:<24} {:>7} {:>9.2} {:>9.2}", sorted.len(), at(0.5), at(0.95));
+    }
+    for (op, n) in &ledger.late {
+        eprintln!("soak: {op}: {n} answered {{}} at the deadline (the write kept in the spool)");
     }
 }

@@ -37,6 +37,7 @@ pub use crate::store::extraction::FailingSession;
 use crate::store::extraction::{self, ProvenanceRow, StateAdvance};
 
 mod directives;
+mod settings;
 mod taken_back;
 pub mod wire;
 
@@ -197,6 +198,9 @@ pub enum Origin {
     Fact,
     /// A rule the developer stated, saved in their words (`directives`): no model wrote it.
     Directive,
+    /// A value the developer set, saved as the agent's reply confirmed it (`settings`): no
+    /// model wrote it.
+    Setting,
     Summary,
     Brief,
 }
@@ -206,6 +210,7 @@ impl Origin {
         match self {
             Origin::Fact => "fact",
             Origin::Directive => "directive",
+            Origin::Setting => "setting",
             Origin::Summary => "summary",
             Origin::Brief => "brief",
         }
@@ -214,7 +219,7 @@ impl Origin {
     /// Whether it counts as a fact: one of many a conversation holds, deduped against what the
     /// project already says (a summary or a brief is one revised text).
     pub(crate) fn is_fact(self) -> bool {
-        matches!(self, Origin::Fact | Origin::Directive)
+        matches!(self, Origin::Fact | Origin::Directive | Origin::Setting)
     }
 }
 
@@ -395,8 +400,10 @@ fn extract_session(
         let window = &work.messages[range.clone()];
         let said = &transcript[range.clone()];
         let said = said_only(said);
-        // The developer's own rules first: a model's paraphrase of one is then a duplicate.
+        // The developer's own rules and settings first: a model's paraphrase of one is then a
+        // duplicate.
         let mut memories = directives::directives(&said);
+        memories.extend(settings::settings(&said));
         if !said.is_empty() {
             let opening = if work.mark.is_none() && range.start == 0 { opening_id(&said) } else { None };
             let mut facts = ask_facts(provider, &said)?;
@@ -975,6 +982,7 @@ impl Store {
                 "summary" => Origin::Summary,
                 "brief" => Origin::Brief,
                 "directive" => Origin::Directive,
+                "setting" => Origin::Setting,
                 _ => Origin::Fact,
             },
             session_id: row.session_id,

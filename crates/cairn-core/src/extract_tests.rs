@@ -376,6 +376,32 @@ fn a_rule_the_developer_states_is_saved_in_their_words_without_the_model() {
 }
 
 #[test]
+fn a_value_the_developer_set_is_saved_as_the_reply_confirmed_it_without_the_model() {
+    let (mut core, clock) = core();
+    let said = [
+        (HistoryRole::User, "How long do we keep the export files?".to_owned()),
+        (HistoryRole::Assistant, "EXPORT_RETENTION_DAYS in jobs/cleanup.py is 7.".to_owned()),
+        (HistoryRole::User, "Accounts need a month. Make it 30.".to_owned()),
+        (HistoryRole::Assistant, "EXPORT_RETENTION_DAYS is 30 now; the cleanup job runs at 02:00.".to_owned()),
+        (HistoryRole::User, "Perfect, thanks.".to_owned()),
+    ];
+    archive_said(&mut core, SESSION, &said, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    // The model misses the setting, as a small one does with a three-word answer.
+    let provider = ScriptedProvider::new(|_, _| Ok(r#"{"facts": []}"#.into()));
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!(report.facts_saved, 1);
+
+    let hits = core.search(&SearchQuery { text: "export retention".into(), ..SearchQuery::default() }).unwrap().hits;
+    let saved = &hits[0].observation;
+    let confirmed = "EXPORT_RETENTION_DAYS is 30 now; the cleanup job runs at 02:00.";
+    assert_eq!((saved.content.as_str(), saved.kind.as_str()), (confirmed, "config"));
+    let provenance = core.store.provenance(saved.id).unwrap().expect("marked as extracted");
+    assert_eq!(provenance.origin, Origin::Setting);
+    assert_eq!(provenance.message_ids, ["msg_002", "msg_003"], "the developer's message and the reply");
+}
+
+#[test]
 fn the_follow_up_questions_add_what_the_facts_missed_and_an_unusable_answer_costs_nothing() {
     let (mut core, clock) = core();
     archive(&mut core, SESSION, 1, &now(&clock), None);

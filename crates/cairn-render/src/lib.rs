@@ -34,6 +34,7 @@ pub fn provenance(p: &cairn_core::extract::Provenance) -> String {
     let origin = match p.origin {
         cairn_core::extract::Origin::Fact => "fact",
         cairn_core::extract::Origin::Directive => "rule the developer stated",
+        cairn_core::extract::Origin::Setting => "value the developer set",
         cairn_core::extract::Origin::Summary => "session summary",
         cairn_core::extract::Origin::Brief => "project brief",
     };

@@ -300,7 +300,7 @@ fn memory(rule: String, message_id: &str) -> Extracted {
 }
 
 /// The rule's first sentence, cut at a word within `MAX_TITLE_BYTES`.
-fn title(rule: &str) -> String {
+pub(super) fn title(rule: &str) -> String {
     let first = sentences(rule).into_iter().next().unwrap_or_else(|| rule.to_owned());
     let first = first.trim_end_matches('.');
     if first.len() <= MAX_TITLE_BYTES {

@@ -39,10 +39,10 @@ const NOT_UNITS: &[&str] = &[
 
 /// A number said in a text: its place, its digits, and the unit word after it, if any.
 #[derive(Debug, Clone, PartialEq)]
-struct Said {
+pub(super) struct Said {
     start: usize,
     end: usize,
-    value: String,
+    pub(super) value: String,
     unit: Option<String>,
 }
 
@@ -93,7 +93,7 @@ fn values_set(text: &str) -> Vec<Said> {
 
 /// The numbers of `text` that stand alone: not a part of a name, a time, a version, a path
 /// or a thousands group ("v2", "1:15", "2.6.1", "6,870").
-fn numbers(text: &str) -> Vec<Said> {
+pub(super) fn numbers(text: &str) -> Vec<Said> {
     static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+(?:\.\d+)?").expect("a valid pattern"));
     NUMBER
         .find_iter(text)

@@ -147,6 +147,26 @@ async fn a_value_taken_back_and_a_plan_put_off_are_not_saved() {
 }
 
 #[tokio::test]
+async fn a_value_the_developer_set_is_saved_as_the_reply_confirmed_it_though_the_model_missed_it() {
+    let s = start().await;
+    s.engine.set_llm(Some(Arc::new(ScriptedProvider::new(|_, _| Ok(r#"{"facts": []}"#.into())))));
+    let tag = "opencode_project_ffffffffffffffff";
+    let talk = json!({"messages": [
+        {"role": "user", "content": "How many retries does the uploader get?"},
+        {"role": "assistant", "content": "MAX_RETRIES in uploader.ts is 3."},
+        {"role": "user", "content": "Make it 5."},
+        {"role": "assistant", "content": "MAX_RETRIES is 5 now."},
+        {"role": "user", "content": "Hmm, CI flakes more than that. 8 then."},
+        {"role": "assistant", "content": "MAX_RETRIES is 8 now; the upload test covers the eighth try."}
+    ], "user_id": tag});
+    let added = s.post("/memories", &talk).await.expect(200);
+    let saved: Vec<&str> = added["results"].as_array().unwrap().iter().map(|r| r["memory"].as_str().unwrap()).collect();
+    assert_eq!(saved, ["MAX_RETRIES is 8 now; the upload test covers the eighth try."], "{added}");
+    let listed = s.get(&format!("/memories?user_id={tag}")).await.expect(200);
+    assert_eq!(listed["results"][0]["metadata"]["type"], "config", "{listed}");
+}
+
+#[tokio::test]
 async fn without_a_model_a_conversation_is_refused_and_an_explicit_add_is_kept() {
     let s = start().await;
     let before = s.store_state().await;

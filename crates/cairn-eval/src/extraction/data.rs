@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,…,holdout24}/*.json`, one folder per split of [`SPLITS`]): coding
+//! The held-out extraction set (`eval/extraction/{dev,…,holdout26}/*.json`, one folder per split of [`SPLITS`]): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -18,7 +18,8 @@
 //! written after holdout16's run), s241–s252 holdout19 and s253–s264 holdout20 (the same;
 //! written after holdout18's run), s265–s276 holdout21 and s277–s288 holdout22 (the same;
 //! written after holdout20's run began), s289–s300 holdout23 and s301–s312 holdout24 (the
-//! same; written while holdout21 ran). A held-out figure is a split's first run; after it, the
+//! same; written while holdout21 ran), s313–s324 holdout25 and s325–s336 holdout26 (the same;
+//! written while holdout23 ran). A held-out figure is a split's first run; after it, the
 //! split is tuning data.
 
 use std::path::Path;
@@ -116,6 +117,8 @@ pub const SPLITS: &[&str] = &[
     "holdout22",
     "holdout23",
     "holdout24",
+    "holdout25",
+    "holdout26",
 ];
 
 /// The sessions of `split` (one of [`SPLITS`], or `all`) under `dir`, in id order; `only` keeps

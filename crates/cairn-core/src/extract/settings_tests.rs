@@ -36,6 +36,9 @@ fn every_shape_of_a_setting_name_counts() {
         ("Lower it to 0.4.", "Set minConfidence to 0.4 in detect.py."),
         ("45 then.", "`timeout=45` in the queue config, reloaded."),
         ("3 for every room.", "MAX_BOOKINGS_PER_ROOM = 3; the form greys out a full room."),
+        ("85.", "HighLevel is 85% now."),
+        ("Make it 14.", "Done, the threshold is 14 now."),
+        ("That's out. 160.", "Camping pitches is 160."),
     ] {
         assert_eq!(contents(&[(Role::User, set), (Role::Assistant, reply)]), [reply], "{set:?}");
     }
@@ -45,7 +48,8 @@ fn every_shape_of_a_setting_name_counts() {
 fn a_reply_that_names_no_setting_or_another_value_saves_nothing() {
     for (set, reply) in [
         ("Make it 14.", "Set both to 14."),
-        ("Make it 14.", "Done, the threshold is 14 now."),
+        ("Make it 14.", "It is 14 now."),
+        ("Make it 14.", "The threshold for the night shift when the hall is busy is 14 now."),
         ("Make it 14.", "MAX_DAYS was 10; I changed the default."),
         ("What's MAX_DAYS set to, 10?", "MAX_DAYS is 10."),
         (
@@ -102,4 +106,25 @@ fn a_private_reply_or_a_long_explanation_is_no_setting() {
     assert!(contents(&[(Role::User, "Make it 5."), (Role::Assistant, &private)]).is_empty());
     let long = format!("API_RETRIES is 5 now, {}.", "and here is why that matters ".repeat(12));
     assert!(contents(&[(Role::User, "Make it 5."), (Role::Assistant, &long)]).is_empty());
+}
+
+#[test]
+fn a_value_said_in_words_or_set_inside_a_longer_sentence_counts() {
+    let saved = contents(&[
+        (Role::User, "When is a bridge due another inspection?"),
+        (Role::Assistant, "INSPECT_YEARS in tools/due.py is 10, which flags 80 bridges."),
+        (Role::User, "Far too long. Seven years."),
+        (Role::Assistant, "INSPECT_YEARS is 7: 212 bridges are flagged, listed in out/due.csv."),
+    ]);
+    assert_eq!(saved, ["INSPECT_YEARS is 7: 212 bridges are flagged, listed in out/due.csv."]);
+    let saved = contents(&[
+        (Role::User, "Let it go down to 20 then."),
+        (Role::Assistant, "FONT_MIN is 20."),
+        (
+            Role::User,
+            "Unreadable on a phone. Make the minimum 28, and if a title still overflows at 28 the plugin should tell me.",
+        ),
+        (Role::Assistant, "FONT_MIN is 28, and a title that overflows at 28 is outlined in red and listed."),
+    ]);
+    assert_eq!(saved, ["FONT_MIN is 28, and a title that overflows at 28 is outlined in red and listed."]);
 }

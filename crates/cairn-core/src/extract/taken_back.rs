@@ -82,7 +82,7 @@ fn rejected(text: &str, value: &Said) -> bool {
 }
 
 /// The values `text` sets (`SETS_A_VALUE`), each with its unit.
-fn values_set(text: &str) -> Vec<Said> {
+pub(super) fn values_set(text: &str) -> Vec<Said> {
     let said = numbers(text);
     SETS_A_VALUE
         .captures_iter(text)
@@ -102,8 +102,9 @@ pub(super) fn numbers(text: &str) -> Vec<Said> {
             let mut after = text[m.end()..].chars();
             let (next, second) = (after.next(), after.next());
             let glued_before = before.is_some_and(|c| c.is_alphanumeric() || "_.:,/-".contains(c));
-            let glued_after = next.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '/')
-                || (matches!(next, Some('.' | ',')) && second.is_some_and(|c| c.is_ascii_digit()));
+            // "7: 212 stones" ends its number at the colon; "1:15" is a time.
+            let glued_after = next.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '/')
+                || (matches!(next, Some('.' | ',' | ':')) && second.is_some_and(|c| c.is_ascii_digit()));
             !glued_before && !glued_after
         })
         .map(|m| Said {

@@ -6,8 +6,8 @@
 //! rule is said in so many words, by the user, and the words are the memory. Each sentence of
 //! a user's message is read on its own; a short one ("Make that a rule.", "And no ORM ever.")
 //! is read with the sentence before it, which it is about; one that only says a rule follows
-//! ("Now a rule.", "Another thing, and this one's a rule.") is read with the sentence after it,
-//! and alone it is no rule. Questions are not rules, and a
+//! ("Now a rule.", "Another thing, and this one's a rule.", "And a rule for the catalogue.") is
+//! read with what the message says after it, and alone it is no rule. Questions are not rules, and a
 //! sentence counts only with a sign of a standing rule:
 //! - a phrase that says so (`from now on`, `going forward`, `the rule`, `Rule:`, `I prefer`,
 //!   `no exceptions`, `is what we use`, `that's how we work`, `that's how it stays`, `make it a
@@ -183,14 +183,31 @@ static FILLER: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)^((and|but|also|so|ok|okay|good|great|nice|cool|fine|thanks|agreed)[,.!:]?\s+)+"));
 
 /// A sentence that only says a rule comes next: "Now a rule.", "Another thing, and this one's a
-/// rule.", "Next thing, and it's a rule.", "Here's one more rule:". The rule is the sentence
-/// after it; alone it says nothing (the extraction set's holdout19 had two such sentences saved
-/// as rules). "Make that a rule." names the sentence before it, and is no announcement.
+/// rule.", "Next thing, and it's a rule.", "And a rule for the catalogue.", "Now, a rule, and I
+/// feel strongly about this one.", "And one more rule, please." The rule is what the developer
+/// says after it, in the same message; alone it says nothing (the extraction set's holdout19 had
+/// two such sentences saved as rules). "Make that a rule." names the sentence before it, and is
+/// no announcement; nor is "The rule is that …" or "A rule for the batch page: …", which state
+/// the rule themselves.
 static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing)[,:]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+)?rule\s*[.!:]*$",
+        r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(,\s*(please|(and|but|whoever|which)\b[^:;]*))?\s*[.!:]*$",
     )
 });
+/// A sentence that turns to something else, and ends what an announced rule says: "Also, …",
+/// "Next: …", "By the way, …".
+static TURNS_TO_SOMETHING_ELSE: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)^(also|next|another thing|one more thing|last thing|by the way|oh,?\s+and|separately|anyway|unrelated)\b",
+    )
+});
+
+/// Sentences read together: one rule, or none.
+struct Unit {
+    text: String,
+    /// Whether it opens with a sentence that announces a rule, and has what follows it.
+    announced: bool,
+}
 
 /// The rules stated in the users' messages of `messages`, one memory each, in order.
 pub(crate) fn directives(messages: &[TranscriptMessage]) -> Vec<Extracted> {
@@ -207,8 +224,8 @@ fn rules_in(text: &str) -> impl Iterator<Item = String> {
     let units = units(&sentences(&prose));
     units
         .into_iter()
-        .filter(|unit| is_directive(unit))
-        .map(|unit| tidy(&unit))
+        .filter(is_directive)
+        .map(|unit| tidy(&unit.text))
         .filter(|rule| rule.len() <= MAX_DIRECTIVE_BYTES && !rule.is_empty() && !cairn_llm::extract::is_noise(rule))
 }
 
@@ -228,36 +245,57 @@ fn sentences(text: &str) -> Vec<String> {
     out
 }
 
-/// Sentences grouped so that a short one goes with the one before it, and the sentence after
-/// an announcement ("Now a rule.") goes with the announcement.
-fn units(sentences: &[String]) -> Vec<String> {
-    let mut units: Vec<String> = Vec::new();
-    let mut announced = false;
+/// Sentences grouped so that a short one goes with the one before it, and what follows an
+/// announcement ("Now a rule.") goes with it: the rest of the message, until it turns to
+/// something else or would make the rule longer than `MAX_DIRECTIVE_BYTES` (the rule is not
+/// always the first sentence after it: "Now a rule, and it's safeguarding. Some of our players
+/// are under 18. A player under 18 never gets her full name on a graphic.").
+fn units(sentences: &[String]) -> Vec<Unit> {
+    let mut units: Vec<Unit> = Vec::new();
+    let mut reading_announced = false;
     for sentence in sentences {
         let announces = ANNOUNCES_A_RULE.is_match(sentence);
         let short = sentence.split_whitespace().count() < SHORT_SENTENCE_WORDS;
-        match units.last_mut() {
-            Some(previous) if announced || (short && !announces) => {
-                previous.push(' ');
-                previous.push_str(sentence);
+        let joins = match units.last() {
+            Some(previous) if reading_announced => {
+                !announces
+                    && !TURNS_TO_SOMETHING_ELSE.is_match(sentence)
+                    && previous.text.len() + 1 + sentence.len() <= MAX_DIRECTIVE_BYTES
             }
-            _ => units.push(sentence.clone()),
+            Some(_) => short && !announces,
+            None => false,
+        };
+        match units.last_mut() {
+            Some(previous) if joins => {
+                previous.text.push(' ');
+                previous.text.push_str(sentence);
+                previous.announced |= reading_announced;
+            }
+            _ => units.push(Unit { text: sentence.clone(), announced: false }),
         }
-        announced = announces;
+        reading_announced = announces || (reading_announced && joins);
     }
     units
 }
 
-fn is_directive(unit: &str) -> bool {
-    if ANNOUNCES_A_RULE.is_match(unit) {
+/// Whether `unit` states a rule: announced and said after the announcement, or said with a
+/// sign of one (see the module); never a plan put off.
+fn is_directive(unit: &Unit) -> bool {
+    if PUT_OFF.is_match(&unit.text) {
         return false;
     }
-    let signed = SAYS_SO.is_match(unit)
-        || ALWAYS_NEVER_VERB.is_match(unit)
-        || opens_with_never(unit)
-        || (WISH_OR_DUTY.is_match(unit) && SCOPE.is_match(&WHEN.replace_all(unit, "")))
-        || is_convention(unit);
-    signed && !PUT_OFF.is_match(unit)
+    if unit.announced {
+        return true;
+    }
+    if ANNOUNCES_A_RULE.is_match(&unit.text) {
+        return false;
+    }
+    let text = unit.text.as_str();
+    SAYS_SO.is_match(text)
+        || ALWAYS_NEVER_VERB.is_match(text)
+        || opens_with_never(text)
+        || (WISH_OR_DUTY.is_match(text) && SCOPE.is_match(&WHEN.replace_all(text, "")))
+        || is_convention(text)
 }
 
 /// Whether a sentence of `unit` opens with a ban (`NEVER_OPENS`).

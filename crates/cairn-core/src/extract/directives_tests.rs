@@ -125,10 +125,35 @@ fn a_sentence_that_announces_a_rule_is_read_with_the_rule_after_it() {
         rules("Thanks, that fixed it. Next thing, and it’s a rule. Pump alarms go out by SMS, never by email."),
         ["Next thing, and it’s a rule. Pump alarms go out by SMS, never by email."]
     );
+    // The rule may come after a sentence of context, and the announcement may say more than
+    // "a rule"; what the message turns to next is no part of it.
+    assert_eq!(
+        rules(
+            "Done, thanks. Now a rule, and it's about the children. Some of the choir are under 16. \
+             A singer under 16 never gets a surname on the poster. Also, the font is too small."
+        ),
+        ["Now a rule, and it's about the children. Some of the choir are under 16. A singer under 16 never gets a \
+             surname on the poster."]
+    );
+    assert_eq!(
+        rules("And a rule for the archive. Nothing in it is edited after it's published; a correction is a new entry."),
+        ["A rule for the archive. Nothing in it is edited after it's published; a correction is a new entry."]
+    );
+    assert_eq!(
+        rules("And one more rule, please. Text and the logo only on this screen."),
+        ["One more rule, please. Text and the logo only on this screen."]
+    );
+    // A rule said in the sentence that names it is no announcement.
+    assert_eq!(
+        rules("The rule is that we never deploy on a Friday."),
+        ["The rule is that we never deploy on a Friday."]
+    );
     // Alone, or last, it states nothing; before, the short one was read with the sentence before it.
     assert!(rules("Now a rule.").is_empty());
     assert!(rules("Thanks, the deploy worked. Now a rule.").is_empty());
     assert!(rules("Another thing, and this one's a rule.").is_empty());
+    assert!(rules("Now, a rule for this project, whoever works on it.").is_empty());
+    assert!(rules("Now a rule, and I feel strongly about this one.").is_empty());
     // "Make that a rule" names what came before: still read with it.
     assert_eq!(
         rules("Every job that charges a card must be idempotent. Make that a rule."),

@@ -95,11 +95,12 @@ static SCOPE: LazyLock<Regex> = LazyLock::new(|| {
 static WHEN: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(every|each) time\b"));
 /// A lead-in that names a rule, then a colon: "Policy for the plugin: …", "OK, lesson for this
 /// repo then: …", "let's settle it: …", "That goes for all of ZBRK: …", "So this doesn't happen
-/// again: …". The colon must be followed by a space, so that a time
-/// ("the first lesson starts at 08:45") is no lead-in.
+/// again: …", "Rule for the batch page, and Ffion will check: …". Up to 70 characters may stand
+/// between the word and the colon. The colon must be followed by a space, so that a time ("the
+/// first lesson starts at 08:45") is no lead-in.
 static LEAD_IN: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(rules?|lesson|policy|convention|principle|guideline|settle it|in general|about this (repo|repository|codebase|project)|for this (repo|repository|codebase|project)|(goes|applies) (for|to) (all|every|any)\b|(this|that|it) (doesn't|does not|won't|will not|never) happens? again)\b[^.:]{0,40}:\s|\bour (convention|policy|standard) is\b",
+        r"(?i)\b(rules?|lesson|policy|convention|principle|guideline|settle it|in general|about this (repo|repository|codebase|project)|for this (repo|repository|codebase|project)|(goes|applies) (for|to) (all|every|any)\b|(this|that|it) (doesn't|does not|won't|will not|never) happens? again)\b[^.:]{0,70}:\s|\bour (convention|policy|standard) is\b",
     )
 });
 /// A ban on a kind of thing: "no GO TO in anything you add", "No %raw in components, ever",

@@ -175,6 +175,10 @@ fn a_house_convention_is_kept_however_it_is_said() {
             "Policy for the plugin: we support Neovim 0.10 and newer only.",
         ),
         (
+            "Rule for the invoice page, and Dilys will check it herself: an invoice goes out only after approval.",
+            "Rule for the invoice page, and Dilys will check it herself: an invoice goes out only after approval.",
+        ),
+        (
             "Two pointer bugs this year, so let's settle it: state that outlives a frame refers to tiles by index.",
             "Two pointer bugs this year, so let's settle it: state that outlives a frame refers to tiles by index.",
         ),

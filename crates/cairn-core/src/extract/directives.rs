@@ -232,14 +232,22 @@ fn rules_in(text: &str) -> impl Iterator<Item = String> {
 
 /// The sentences of `text` that are not questions, each with its closing mark.
 fn sentences(text: &str) -> Vec<String> {
+    every_sentence(text)
+        .into_iter()
+        // What `<private>` hid is no part of a rule, and its marker is no sentence.
+        .map(|sentence| sentence.replace(crate::text::REDACTED, " ").trim().to_owned())
+        .filter(|sentence| sentence.chars().any(char::is_alphanumeric) && !sentence.ends_with('?'))
+        .collect()
+}
+
+/// Every sentence of `text`, questions too, trimmed, each with its closing mark.
+pub(super) fn every_sentence(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut start = 0;
     for end in SENTENCE_END.find_iter(text).map(|m| m.end()).chain([text.len()]) {
-        // What `<private>` hid is no part of a rule, and its marker is no sentence.
-        let sentence = text[start..end].replace(crate::text::REDACTED, " ");
-        let sentence = sentence.trim();
+        let sentence = text[start..end].trim();
         start = end;
-        if sentence.chars().any(char::is_alphanumeric) && !sentence.ends_with('?') {
+        if sentence.chars().any(char::is_alphanumeric) {
             out.push(sentence.to_owned());
         }
     }

@@ -28,6 +28,7 @@ use cairn_llm::Role;
 use cairn_llm::extract::TranscriptMessage;
 use regex::Regex;
 
+use super::directives::every_sentence as sentences;
 use super::taken_back::{names_a_value_taken_back, numbers, values_set};
 use super::{Extracted, Origin};
 
@@ -71,8 +72,6 @@ fn regex(pattern: &str) -> Regex {
     Regex::new(pattern).expect("a valid setting pattern")
 }
 
-/// Where a sentence ends: `.`, `!` or `?` before a space, or a line break.
-static SENTENCE_END: LazyLock<Regex> = LazyLock::new(|| regex(r"[.!?]+\s+|\n+"));
 /// A setting named as the code names it: `OVERDUE_DAYS`, `maxLessonsPerPonyPerDay`,
 /// `HighLevel`, `preferences.text_cps`, `timeout=15`. A word with no such shape ("the threshold") is no name:
 /// which setting it is cannot be told from the sentence alone.
@@ -201,20 +200,6 @@ fn setting_names(sentence: &str) -> HashSet<String> {
         .filter_map(|c| c.name("name").or_else(|| c.name("assigned")))
         .map(|m| m.as_str().to_lowercase())
         .collect()
-}
-
-/// The sentences of `text`, trimmed, each with its closing mark.
-fn sentences(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for end in SENTENCE_END.find_iter(text).map(|m| m.end()).chain([text.len()]) {
-        let sentence = text[start..end].trim();
-        start = end;
-        if sentence.chars().any(char::is_alphanumeric) {
-            out.push(sentence.to_owned());
-        }
-    }
-    out
 }
 
 fn memory(sentence: String, set_in: &str, confirmed_in: &str) -> Extracted {

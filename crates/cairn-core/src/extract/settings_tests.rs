@@ -1,12 +1,5 @@
 use super::*;
-
-fn said(turns: &[(Role, &str)]) -> Vec<TranscriptMessage> {
-    turns
-        .iter()
-        .enumerate()
-        .map(|(i, (role, text))| TranscriptMessage { id: format!("m{i}"), role: *role, text: (*text).to_owned() })
-        .collect()
-}
+use crate::extract::taken_back::tests::said;
 
 fn contents(turns: &[(Role, &str)]) -> Vec<String> {
     settings(&said(turns)).into_iter().map(|s| s.content).collect()

@@ -125,4 +125,4 @@ fn unit_after(rest: &str) -> Option<String> {
 
 #[cfg(test)]
 #[path = "taken_back_tests.rs"]
-mod tests;
+pub(super) mod tests;

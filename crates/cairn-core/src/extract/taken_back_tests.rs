@@ -1,6 +1,7 @@
 use super::*;
 
-fn said(turns: &[(Role, &str)]) -> Vec<TranscriptMessage> {
+/// A conversation of `turns`, its messages' ids `m0`, `m1`, ….
+pub(in crate::extract) fn said(turns: &[(Role, &str)]) -> Vec<TranscriptMessage> {
     turns
         .iter()
         .enumerate()

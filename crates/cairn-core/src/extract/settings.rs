@@ -73,8 +73,8 @@ fn regex(pattern: &str) -> Regex {
 }
 
 /// A setting named as the code names it: `OVERDUE_DAYS`, `maxLessonsPerPonyPerDay`,
-/// `HighLevel`, `preferences.text_cps`, `timeout=15`. A word with no such shape ("the threshold") is no name:
-/// which setting it is cannot be told from the sentence alone.
+/// `HighLevel`, `preferences.text_cps`, `timeout=15`. Words with no such shape ("the
+/// threshold") name a setting only in a short sentence (`NAMED_IN_WORDS`).
 static SETTING_NAME: LazyLock<Regex> = LazyLock::new(|| {
     regex(
         r"\b(?P<name>[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Za-z0-9]|[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z][a-z0-9]+\.[A-Za-z_][A-Za-z0-9_.]*[A-Za-z0-9])\b|\b(?P<assigned>[A-Za-z]\w*)=\S",

@@ -185,14 +185,16 @@ static FILLER: LazyLock<Regex> =
 
 /// A sentence that only says a rule comes next: "Now a rule.", "Another thing, and this one's a
 /// rule.", "Next thing, and it's a rule.", "And a rule for the catalogue.", "Now, a rule, and I
-/// feel strongly about this one.", "And one more rule, please." The rule is what the developer
+/// feel strongly about this one.", "And one more rule, please.", "Now a safeguarding rule, and
+/// it's non-negotiable.", "Now a rule, this one matters.", "Now something I want written down
+/// as a rule.", "Now, and this is a rule from Fennick's, please treat it as one." The rule is what the developer
 /// says after it, in the same message; alone it says nothing (the extraction set's holdout19 had
 /// two such sentences saved as rules). "Make that a rule." names the sentence before it, and is
 /// no announcement; nor is "The rule is that …" or "A rule for the batch page: …", which state
 /// the rule themselves.
 static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(,\s*(please|(and|but|whoever|which)\b[^:;]*))?\s*[.!:]*$",
+        r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?([\w-]+\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(,\s*(please\b[^:;]*|this one matters|it matters|(and|but|whoever|which)\b[^:;]*))?\s*[.!:]*$|^((and|also|now|so|then|next)[,:.!]?\s+)*(something\s+(that\s+)?i\s+want\s+(written\s+down\s+|kept\s+|treated\s+)?as\s+a\s+rule|(and\s+)?this\s+is\s+a\s+rule(\s+from\s+[^,.!?:;]{1,40})?(,\s*please\b[^:;]*)?)\s*[.!:]*$",
     )
 });
 /// A sentence that turns to something else, and ends what an announced rule says: "Also, …",

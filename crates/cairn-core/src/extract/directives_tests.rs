@@ -154,6 +154,17 @@ fn a_sentence_that_announces_a_rule_is_read_with_the_rule_after_it() {
     assert!(rules("Another thing, and this one's a rule.").is_empty());
     assert!(rules("Now, a rule for this project, whoever works on it.").is_empty());
     assert!(rules("Now a rule, and I feel strongly about this one.").is_empty());
+    for announcement in [
+        "Now a safeguarding rule, and it's non-negotiable.",
+        "Now a rule, this one matters.",
+        "Now a rule, please write it down somewhere the agency will see it.",
+        "Now something I want written down as a rule.",
+        "Now, and this is a rule from Fennick's, please treat it as one.",
+    ] {
+        assert!(rules(announcement).is_empty(), "{announcement:?}");
+        let said = format!("{announcement} No exhibitor's phone number ever appears on a public page.");
+        assert_eq!(rules(&said), std::slice::from_ref(&said), "read with the rule after it");
+    }
     // "Make that a rule" names what came before: still read with it.
     assert_eq!(
         rules("Every job that charges a card must be idempotent. Make that a rule."),

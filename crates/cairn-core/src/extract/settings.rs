@@ -20,6 +20,12 @@
 //! - a later reply names the same setting, by its name in the code, with other numbers only (it
 //!   was changed again);
 //! - it names a value the developer took back (`taken_back`).
+//!
+//! A value set again right after another is often confirmed in words that name no setting ("Set
+//! to 7 and published.", "Changed to 1 day."). The sentence that confirmed the value before
+//! names it ("refer_flag now says yes from a risk score of 6, …"), or says how it is now ("The
+//! trash keeps things for 90 days now."): the memory is that sentence's clause with the new
+//! value, the value it replaced, and the reply's words.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -73,11 +79,11 @@ fn regex(pattern: &str) -> Regex {
 }
 
 /// A setting named as the code names it: `OVERDUE_DAYS`, `maxLessonsPerPonyPerDay`,
-/// `HighLevel`, `preferences.text_cps`, `timeout=15`. Words with no such shape ("the
+/// `HighLevel`, `preferences.text_cps`, `{$SUMP.HIGH}`, `timeout=15`. Words with no such shape ("the
 /// threshold") name a setting only in a short sentence (`NAMED_IN_WORDS`).
 static SETTING_NAME: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"\b(?P<name>[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Za-z0-9]|[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[a-z][a-z0-9]+\.[A-Za-z_][A-Za-z0-9_.]*[A-Za-z0-9])\b|\b(?P<assigned>[A-Za-z]\w*)=\S",
+        r"\b(?P<name>[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Za-z0-9]|[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Za-z][A-Za-z0-9_]+\.[A-Za-z_][A-Za-z0-9_.]*[A-Za-z0-9])\b|\b(?P<assigned>[A-Za-z]\w*)=\S",
     )
 });
 /// A setting named in words, in a short sentence: a few words, then `is` or `are` and the value
@@ -90,6 +96,32 @@ static NAMED_IN_WORDS: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// Words that name no setting, opening what `NAMED_IN_WORDS` would take for its name.
 const PRONOUNS: &[&str] = &["it", "that", "this", "which", "there", "he", "she", "they", "we", "i", "what", "who"];
+/// A sentence that says how a value is now: "The trash keeps things for 90 days now."
+static NOW: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bnow\b"));
+/// A sentence about a value that may be: "With 30 minutes, Thursday would fit 7 of 11".
+static HYPOTHETICAL: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(would|could|might|if|before|with)\b|\?"));
+/// Where a clause ends, after a value: "…risk score of 6, published as …", "0.7 and the model
+/// retrained".
+static CLAUSE_END: LazyLock<Regex> = LazyLock::new(|| regex(r"[,;:(]|\s[-–—]\s|\s(?:and|so|which|but)\s|\.\s"));
+/// Words that close a choice: "20 then", "90 instead".
+static CLOSES_A_CHOICE: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(then|instead)\b"));
+/// The words a sentence that sets a value again may have before it: "So 30.", "Hmm, no, make it
+/// 22.", "Use 20.", "Every two hours".
+const SETS_IT_AGAIN_WORDS: &[&str] = &[
+    "so", "ok", "okay", "hmm", "fine", "right", "no", "actually", "well", "make", "put", "set", "change", "use", "go",
+    "for", "it", "to", "at", "every", "try", "let's", "do", "just", "and", "but",
+];
+/// Units a value of 1 names in the singular: "1 day", "2 days".
+const UNITS_OF_TIME: &[&str] = &["second", "minute", "hour", "day", "week", "month", "year"];
+/// A message's last sentence that sets the value the sentence before it named: "Our EHO said
+/// 28 days from make. Change it."
+static SET_AS_SAID: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^(?:please\s+)?(?:change|set|make|do|update|apply|fix)\s+(?:it|that|this)(?:\s+please)?[.!]?$")
+});
+/// A sentence that describes a thing, opening with a pronoun and a verb of being: "It's only a
+/// 40 GB box." It sets nothing.
+static DESCRIBES: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)^(?:it's|it is|that's|that is|there's|there are|there is|we've|we have|i've)\b"));
 /// Words that set a value: "make it 10", "put it at 250", "go -18 then", "halve it again, 400".
 static SETS: LazyLock<Regex> = LazyLock::new(|| {
     regex(r"(?i)\b(make|put|set|go|change|lower|raise|bump|drop|halve|double|back to|then|instead)\b")
@@ -99,24 +131,39 @@ static SETS: LazyLock<Regex> = LazyLock::new(|| {
 pub(crate) fn settings(messages: &[TranscriptMessage]) -> Vec<Extracted> {
     let developer: Vec<usize> = (0..messages.len()).filter(|&at| messages[at].role == Role::User).collect();
     let mut out = Vec::new();
+    let mut last_confirmed: Option<Confirmed> = None;
     for (nth, &at) in developer.iter().enumerate() {
         let values = values_chosen(&messages[at].text);
         if values.is_empty() {
             continue;
         }
         let next = developer.get(nth + 1).copied();
+        let turn = &messages[at + 1..next.unwrap_or(messages.len())];
+        let found = confirmation(turn, &values)
+            .or_else(|| restated(&messages[at].text, turn, &values, last_confirmed.as_ref()?));
+        last_confirmed = found.clone().or_else(|| stated(turn, &values));
+        let Some(Confirmed { reply_id, sentence, names, .. }) = found else { continue };
         if next.is_some_and(|next| sets_again(&messages[next].text, &values)) {
             continue;
         }
-        let turn = &messages[at + 1..next.unwrap_or(messages.len())];
-        let Some((reply, sentence, names)) = confirmation(turn, &values) else { continue };
         let later = &messages[next.unwrap_or(messages.len())..];
         if changed_again(later, &names, &values) || names_a_value_taken_back(&sentence, messages) {
             continue;
         }
-        out.push(memory(sentence, &messages[at].id, &reply.id));
+        out.push(memory(sentence, &messages[at].id, &reply_id));
     }
     out
+}
+
+/// A reply's sentence that gives a value the developer chose: the reply, the sentence, the
+/// settings it names by their names in the code (none when it names one in words), and the
+/// value it gives.
+#[derive(Clone)]
+struct Confirmed {
+    reply_id: String,
+    sentence: String,
+    names: HashSet<String>,
+    value: String,
 }
 
 /// The numbers a developer's message sets (see the module), or none.
@@ -124,9 +171,16 @@ fn values_chosen(text: &str) -> Vec<String> {
     let mut values: Vec<String> = values_set(text).into_iter().map(|n| n.value).collect();
     if let Some(last) = sentences(text).pop()
         && !last.ends_with('?')
+        && !describes(&last)
         && last.split_whitespace().count() <= MAX_SETTING_WORDS
     {
         values.extend(numbers_said(&last));
+    }
+    let said = sentences(text);
+    if let [.., before, last] = said.as_slice()
+        && SET_AS_SAID.is_match(last)
+    {
+        values.extend(numbers_said(before));
     }
     values.sort();
     values.dedup();
@@ -149,28 +203,133 @@ fn sets_again(text: &str, values: &[String]) -> bool {
     let named_again = named.iter().any(|n| values.contains(n)) && named.iter().any(|n| !values.contains(n));
     named_again
         || !values_chosen(text).is_empty()
-        || sentences(text).iter().filter(|s| !s.ends_with('?')).any(|s| {
+        || sentences(text).iter().filter(|s| !s.ends_with('?') && !describes(s)).any(|s| {
             !numbers(s).is_empty() && (SETS.is_match(s) || s.split_whitespace().count() <= MAX_BARE_SETTING_WORDS)
         })
 }
 
-/// The first reply of `turn` whose first sentence names one of `values` and a setting: the
-/// reply, the sentence and the settings it names by their names in the code (none when it
-/// names one in words).
-fn confirmation<'a>(
-    turn: &'a [TranscriptMessage],
-    values: &[String],
-) -> Option<(&'a TranscriptMessage, String, HashSet<String>)> {
-    turn.iter().filter(|m| m.role == Role::Assistant).find_map(|reply| {
-        let first = sentences(&reply.text).into_iter().next()?;
-        let names = setting_names(&first);
-        let confirms = (!names.is_empty() || names_in_words(&first, values))
-            && first.len() <= MAX_SETTING_BYTES
-            && !first.contains(crate::text::REDACTED)
-            && !cairn_llm::extract::is_noise(&first)
-            && numbers(&first).iter().any(|n| values.contains(&n.value));
-        confirms.then_some((reply, first, names))
+/// Whether a sentence describes a thing and sets nothing: "It's only a 40 GB box." ("It's 12
+/// then." sets.)
+fn describes(sentence: &str) -> bool {
+    DESCRIBES.is_match(sentence) && !CLOSES_A_CHOICE.is_match(sentence)
+}
+
+/// Whether the developer's `text` sets `value` again, in a sentence of its own: "22.", "7
+/// then, so …", "Make it 1 day.", "So 30.", "Every two hours then." ("Retries: 3." names
+/// another setting.)
+fn sets_it_again(text: &str, value: &str) -> bool {
+    sentences(text).iter().any(|sentence| {
+        let Some(at) = first_number_at(sentence, value) else { return false };
+        CLOSES_A_CHOICE.is_match(sentence)
+            || sentence[..at]
+                .split(|c: char| !c.is_alphabetic() && c != '\'')
+                .filter(|w| !w.is_empty())
+                .all(|word| SETS_IT_AGAIN_WORDS.contains(&word.to_lowercase().as_str()))
     })
+}
+
+/// Where `sentence` first names `value`, in digits or in words.
+fn first_number_at(sentence: &str, value: &str) -> Option<usize> {
+    let in_digits = numbers(sentence).into_iter().find(|n| n.value == value).map(|n| n.start);
+    let lowered = sentence.to_lowercase();
+    let in_words = NUMBER_WORDS.iter().filter(|(_, digits)| *digits == value).find_map(|(word, _)| {
+        lowered.match_indices(word).map(|(at, _)| at).find(|&at| {
+            let bounded = |c: Option<char>| c.is_none_or(|c| !c.is_alphabetic());
+            bounded(lowered[..at].chars().next_back()) && bounded(lowered[at + word.len()..].chars().next())
+        })
+    });
+    [in_digits, in_words].into_iter().flatten().min()
+}
+
+/// The first reply of `turn` whose first sentence names one of `values` and a setting.
+fn confirmation(turn: &[TranscriptMessage], values: &[String]) -> Option<Confirmed> {
+    first_sentences(turn).find_map(|(reply, first)| {
+        let names = setting_names(&first);
+        let value = value_given(&first, values)?;
+        (!names.is_empty() || names_in_words(&first, values)).then(|| Confirmed {
+            reply_id: reply.id.clone(),
+            sentence: first,
+            names,
+            value,
+        })
+    })
+}
+
+/// The first sentence of each reply in `turn` that may be kept: short, nothing private, no
+/// transcript noise.
+fn first_sentences(turn: &[TranscriptMessage]) -> impl Iterator<Item = (&TranscriptMessage, String)> {
+    turn.iter().filter(|m| m.role == Role::Assistant).filter_map(|reply| {
+        let first = sentences(&reply.text).into_iter().next()?;
+        let keepable = first.len() <= MAX_SETTING_BYTES
+            && !first.contains(crate::text::REDACTED)
+            && !cairn_llm::extract::is_noise(&first);
+        keepable.then_some((reply, first))
+    })
+}
+
+/// The first of `values` that `sentence` names in digits.
+fn value_given(sentence: &str, values: &[String]) -> Option<String> {
+    numbers(sentence).into_iter().map(|n| n.value).find(|n| values.contains(n))
+}
+
+/// A reply's first sentence that states one of `values` as it is now, though it names no
+/// setting: "The trash keeps things for 90 days now." Not kept by itself, it names the
+/// setting a next value is set on ("Set to 60 days, which is …").
+fn stated(turn: &[TranscriptMessage], values: &[String]) -> Option<Confirmed> {
+    first_sentences(turn).find_map(|(reply, first)| {
+        let value = value_given(&first, values)?;
+        (NOW.is_match(&first) && !HYPOTHETICAL.is_match(&first)).then(|| Confirmed {
+            reply_id: reply.id.clone(),
+            sentence: first,
+            names: HashSet::new(),
+            value,
+        })
+    })
+}
+
+/// A value set again right after another, confirmed in words that name no setting ("Set to
+/// 7 and published as 2025.11.3.", "0.5 it is, retrained: …", "Changed to 1 day."): the
+/// sentence that confirmed the value before (`previous`), with the new value in its place, up
+/// to the end of its clause, the value it replaced, and the reply's own words: "refer_flag now
+/// says yes from a risk score of 7 (was 6). Set to 7 and published as 2025.11.3."
+fn restated(
+    developer_text: &str,
+    turn: &[TranscriptMessage],
+    values: &[String],
+    previous: &Confirmed,
+) -> Option<Confirmed> {
+    let (reply, first, value) = first_sentences(turn).find_map(|(reply, first)| {
+        let named = numbers_said(&first);
+        let value = values
+            .iter()
+            .find(|v| named.contains(v) && **v != previous.value && sets_it_again(developer_text, v))?
+            .clone();
+        setting_names(&first).is_empty().then_some((reply, first, value))
+    })?;
+    let old = numbers(&previous.sentence).into_iter().find(|n| n.value == previous.value)?;
+    let (before, after) = previous.sentence.split_at(old.end);
+    let before = &before[..old.start];
+    let clause_end = CLAUSE_END.find(after).map_or(after.len(), |m| m.start());
+    let rest = after[..clause_end].trim_end_matches(['.', ' ']);
+    let rest = in_number(rest, &value, &previous.value);
+    // "Wash Minutes is 30 now; …" names the setting as the sentence before did: it says it all.
+    let names_it_again = !before.trim().is_empty() && first.contains(before.trim());
+    let sentence =
+        if names_it_again { first } else { format!("{before}{value}{rest} (was {}). {first}", previous.value) };
+    Some(Confirmed { reply_id: reply.id.clone(), sentence, names: previous.names.clone(), value })
+}
+
+/// The words after a number, agreeing with it: "1 day" for 1, "3 days" for 3.
+fn in_number(rest: &str, value: &str, old: &str) -> String {
+    let unit: String = rest.trim_start().chars().take_while(|c| c.is_alphabetic()).collect();
+    let at = rest.len() - rest.trim_start().len();
+    let tail = &rest[at + unit.len()..];
+    let plural = unit.strip_suffix('s').filter(|singular| UNITS_OF_TIME.contains(singular));
+    match (value == "1", old == "1") {
+        (true, false) if plural.is_some() => format!("{}{}{tail}", &rest[..at], plural.unwrap_or_default()),
+        (false, true) if UNITS_OF_TIME.contains(&unit.as_str()) => format!("{}{unit}s{tail}", &rest[..at]),
+        _ => rest.to_owned(),
+    }
 }
 
 /// Whether a short `sentence` names a setting in words and gives it one of `values`

@@ -121,3 +121,99 @@ fn a_value_said_in_words_or_set_inside_a_longer_sentence_counts() {
     ]);
     assert_eq!(saved, ["FONT_MIN is 28, and a title that overflows at 28 is outlined in red and listed."]);
 }
+
+/// A value set again is often confirmed in words that name no setting ("Set to 7 and
+/// published."): the sentence that confirmed the value before names it, with the new value.
+#[test]
+fn a_value_set_again_and_confirmed_without_its_name_takes_the_name_from_before() {
+    let saved = contents(&[
+        (Role::User, "8 is too high. Make it 6."),
+        (Role::Assistant, "refer_flag now says yes from a risk score of 6, published as form version 2025.11.2."),
+        (Role::User, "141?! That won't fly. 7 then, and they'll tell me if it's too many."),
+        (Role::Assistant, "Set to 7 and published as 2025.11.3. Last month that would have been 58 referrals."),
+    ]);
+    assert_eq!(saved, ["refer_flag now says yes from a risk score of 7 (was 6). Set to 7 and published as 2025.11.3."]);
+    // Named before only in words, with "now"; the unit agrees with the new value.
+    let saved = contents(&[
+        (Role::User, "14 days is mad, everybody needs those. 3 days."),
+        (Role::Assistant, "PRAC loans are 3 days now; the renewals are unchanged."),
+        (Role::User, "The senior clerk says overnight. Make it 1 day."),
+        (Role::Assistant, "Changed to 1 day."),
+    ]);
+    assert_eq!(saved, ["PRAC loans are 1 day now (was 3). Changed to 1 day."]);
+    let saved = contents(&[
+        (Role::User, "30 isn't long enough. 90 days."),
+        (Role::Assistant, "The trash keeps things for 90 days now."),
+        (Role::User, "Hmm. That disk is the one thing I can't replace. 60 days then."),
+        (Role::Assistant, "Set to 60 days, which is about 140 GB of trash."),
+    ]);
+    assert_eq!(
+        saved,
+        ["The trash keeps things for 60 days now (was 90). Set to 60 days, which is about 140 GB of trash."]
+    );
+    // A reply that names the setting again says it all.
+    let saved = contents(&[
+        (Role::User, "45 seconds feels endless. 20."),
+        (Role::Assistant, "Wash Minutes is 20."),
+        (Role::User, "Testers say it's too short now. 30."),
+        (Role::Assistant, "Wash Minutes is 30 now; the drying stays at 30 as it was, untouched."),
+    ]);
+    assert_eq!(saved, ["Wash Minutes is 30 now; the drying stays at 30 as it was, untouched."]);
+}
+
+#[test]
+fn a_value_set_again_takes_no_name_from_a_sentence_that_only_weighed_it() {
+    // "With 30 minutes, … would fit" weighed a value; it set nothing, and names nothing.
+    let saved = contents(&[
+        (Role::User, "Way too tight. Make it 30."),
+        (Role::Assistant, "With 30 minutes, Thursday's bookings would fit 7 of the 11 collections now."),
+        (Role::User, "Hmm, no. 20 then."),
+        (Role::Assistant, "Set to 20."),
+    ]);
+    assert!(saved.is_empty(), "{saved:?}");
+    // Nor for another setting set in the next message.
+    let saved = contents(&[
+        (Role::User, "Make it 30."),
+        (Role::Assistant, "SERVICE_MIN is 30."),
+        (Role::User, "Thanks. The vans both passed their MOT today by the way. Retries: 3."),
+        (Role::Assistant, "Set to 3."),
+    ]);
+    // The retries are no SERVICE_MIN; and a value said bare right after may have replaced 30,
+    // so that is not kept either.
+    assert!(saved.is_empty(), "{saved:?}");
+}
+
+#[test]
+fn a_value_said_before_change_it_or_with_its_unit_on_it_counts() {
+    let saved = contents(&[
+        (Role::User, "35 is wrong for the Crème. Our EHO said 28 days from make at the last audit. Change it."),
+        (
+            Role::Assistant,
+            "shelfLifeDays is 28 for Dulas Crème, so a batch made today prints a best-before 28 days on.",
+        ),
+    ]);
+    assert_eq!(saved, ["shelfLifeDays is 28 for Dulas Crème, so a batch made today prints a best-before 28 days on."]);
+    let saved = contents(&[
+        (Role::User, "For listening online that's plenty. So set the limit for MP3s, 200M's plenty."),
+        (Role::Assistant, "upload_max_filesize and post_max_size are 200M, set in the php.ini template."),
+    ]);
+    assert_eq!(saved, ["upload_max_filesize and post_max_size are 200M, set in the php.ini template."]);
+    // 3.0 is the 3 the developer set; a macro's dotted name is a setting's name.
+    for (set, reply) in [
+        ("Dewi says the heaters switch on at 5. 3 then.", "LOW_TEMP_C is 3.0, built as v18 and rolled out."),
+        ("1.7 for every station.", "{$SUMP.HIGH} is 1.7 in the template, with no host overrides."),
+    ] {
+        assert_eq!(contents(&[(Role::User, set), (Role::Assistant, reply)]), [reply], "{set:?}");
+    }
+}
+
+#[test]
+fn a_next_message_that_only_describes_a_thing_sets_nothing_again() {
+    let saved = contents(&[
+        (Role::User, "Actually no, adopters keep sending photos in for months. 90 days."),
+        (Role::Assistant, "ADOPTED_ARCHIVE_DAYS=90, restarted."),
+        (Role::User, "How much disk are all the photos using? It's only a 40 GB box."),
+        (Role::Assistant, "None of it: the photos go to a B2 bucket."),
+    ]);
+    assert_eq!(saved, ["ADOPTED_ARCHIVE_DAYS=90, restarted."]);
+}

@@ -40,8 +40,8 @@ const NOT_UNITS: &[&str] = &[
 /// A number said in a text: its place, its digits, and the unit word after it, if any.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Said {
-    start: usize,
-    end: usize,
+    pub(super) start: usize,
+    pub(super) end: usize,
     pub(super) value: String,
     unit: Option<String>,
 }
@@ -92,28 +92,51 @@ pub(super) fn values_set(text: &str) -> Vec<Said> {
 }
 
 /// The numbers of `text` that stand alone: not a part of a name, a time, a version, a path
-/// or a thousands group ("v2", "1:15", "2.6.1", "6,870").
+/// or a thousands group ("v2", "1:15", "2.6.1", "6,870"). A unit written on the number counts
+/// as its unit ("200M", "30s"), and a value's digits are compared without trailing zeros ("3.0"
+/// is 3).
 pub(super) fn numbers(text: &str) -> Vec<Said> {
     static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+(?:\.\d+)?").expect("a valid pattern"));
     NUMBER
         .find_iter(text)
-        .filter(|m| {
+        .filter_map(|m| {
             let before = text[..m.start()].chars().next_back();
-            let mut after = text[m.end()..].chars();
-            let (next, second) = (after.next(), after.next());
             let glued_before = before.is_some_and(|c| c.is_alphanumeric() || "_.:,/-".contains(c));
+            let glued_unit = glued_unit(&text[m.end()..]);
+            let rest = &text[m.end() + glued_unit.map_or(0, str::len)..];
+            let mut after = rest.chars();
+            let (next, second) = (after.next(), after.next());
             // "7: 212 stones" ends its number at the colon; "1:15" is a time.
             let glued_after = next.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '/')
                 || (matches!(next, Some('.' | ',' | ':')) && second.is_some_and(|c| c.is_ascii_digit()));
-            !glued_before && !glued_after
-        })
-        .map(|m| Said {
-            start: m.start(),
-            end: m.end(),
-            value: m.as_str().to_owned(),
-            unit: unit_after(&text[m.end()..]),
+            (!glued_before && !glued_after).then(|| Said {
+                start: m.start(),
+                end: m.end(),
+                value: without_trailing_zeros(m.as_str()),
+                unit: glued_unit.map(str::to_lowercase).or_else(|| unit_after(rest)),
+            })
         })
         .collect()
+}
+
+/// Units written on a number in settings and config files: "200M", "4K", "30s", "72h".
+const GLUED_UNITS: &[&str] = &["k", "m", "g", "t", "kb", "mb", "gb", "tb", "ms", "s", "h", "d", "px"];
+
+/// The unit glued to the front of `rest`, when it is one of `GLUED_UNITS` and ends there.
+fn glued_unit(rest: &str) -> Option<&str> {
+    let letters = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
+    let unit = &rest[..letters];
+    let ends = !rest[letters..].starts_with(|c: char| c.is_alphanumeric() || c == '_');
+    (letters > 0 && ends && GLUED_UNITS.contains(&unit.to_lowercase().as_str())).then_some(unit)
+}
+
+/// "3.0" as 3, "1.50" as 1.5: a value written with zeros after its point is the same value.
+fn without_trailing_zeros(digits: &str) -> String {
+    match digits.split_once('.') {
+        Some((whole, fraction)) if fraction.trim_end_matches('0').is_empty() => whole.to_owned(),
+        Some((whole, fraction)) => format!("{whole}.{}", fraction.trim_end_matches('0')),
+        None => digits.to_owned(),
+    }
 }
 
 /// The word right after a number when it may be its unit ("45 minutes", "8 MB").

@@ -85,6 +85,10 @@ static WISH_OR_DUTY: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)\b(i want|i'd like|i'd (really )?rather|we use|we'll use|we will use|let's|let us|should|must|has to|make sure)\b",
     )
 });
+/// "Must" and "should" that guess or look back, and ask nothing: "The volunteers must be drawing
+/// the boxes carelessly", "it must have been the update", "you should see it".
+static GUESS: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)\b(must|should)\s+(be\s+\w+ing|have\s+(been|\w+ed|\w+en)|see\s+it)\b"));
 static SCOPE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
         r"(?i)\b(always|never|ever|everywhere|for everything|every|anymore|no more|in this (repo|repository|codebase|project|app|service|package|crate|library))\b|^((and|but|so|also),? )?everything\b|(^|[:;,]\s*)for (all |any )?new \w+\b",
@@ -143,10 +147,12 @@ static KEPT_CHOICE: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\bwe (stay|st
 static EVERY_AFTER_COLON: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)(?P<lead>[^:;]{0,30}):\s+(anything|whatever|every (?P<kind>\w+))\s"));
 static REACTION: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"(?i)\b(weird|strange|odd|funny|interesting|hmm|wow|ugh|look|see|symptom|problem|bug|issue|error)\b")
+    regex(
+        r"(?i)\b(weird|strange|odd|funny|interesting|hmm|wow|ugh|look|see|symptom|problem|bug|issue|error|trouble|fell over|going mad|broke|crash\w*|complain\w*)\b",
+    )
 });
 static WHEN_WORD: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"(?i)^(morning|evening|night|day|week|month|year|hour|minute|second|now|so|once|other|single|few)$")
+    regex(r"(?i)^(morning|evening|night|day|week|month|year|hour|minute|second|now|so|once|other|single|few|time)$")
 });
 
 /// Whether `unit` states a house convention (see the module's list).
@@ -305,13 +311,29 @@ fn is_directive(unit: &Unit) -> bool {
     SAYS_SO.is_match(text)
         || ALWAYS_NEVER_VERB.is_match(text)
         || opens_with_never(text)
-        || (WISH_OR_DUTY.is_match(text) && SCOPE.is_match(&WHEN.replace_all(text, "")))
+        || (WISH_OR_DUTY.is_match(&GUESS.replace_all(text, "")) && SCOPE.is_match(&WHEN.replace_all(text, "")))
         || is_convention(text)
 }
 
 /// Whether a sentence of `unit` opens with a ban (`NEVER_OPENS`).
 fn opens_with_never(unit: &str) -> bool {
-    NEVER_OPENS.captures_iter(unit).any(|c| !matches!(c["what"].to_lowercase().as_str(), "mind" | "again"))
+    NEVER_OPENS.captures_iter(unit).any(|c| {
+        !matches!(
+            c["what"].to_lowercase().as_str(),
+            "mind"
+                | "again"
+                | "would"
+                | "thought"
+                | "knew"
+                | "heard"
+                | "seen"
+                | "been"
+                | "had"
+                | "realised"
+                | "realized"
+                | "noticed"
+        )
+    })
 }
 
 /// The rule without the words that opened the reply, its first letter a capital.

@@ -350,3 +350,25 @@ fn a_rule_is_a_preference_from_its_message_with_a_title_of_its_first_sentence() 
     assert!(rule.title.starts_with("Test names always start with the unit they test"), "{}", rule.title);
     assert!(rule.content.ends_with("Make it so."), "{}", rule.content);
 }
+
+/// A guess, a reaction or a complaint said with "must", "never" or "every" is no rule.
+#[test]
+fn a_guess_a_reaction_or_a_complaint_is_no_rule() {
+    for said in [
+        "Never would have guessed.",
+        "The volunteers must be drawing the boxes carelessly on those, it's always the same two or three people.",
+        "The trouble: every time someone sits down, the sound cuts out for a second.",
+        "Our editors are going mad: every time we deploy, the banner goes back to closed.",
+        "Last night the loans app fell over: every request failed with a password error.",
+    ] {
+        assert!(rules(said).is_empty(), "{said:?}");
+    }
+    // The same words in a rule still make one.
+    for said in [
+        "Never deploy on a Friday.",
+        "The volunteers must draw every box around the whole stone.",
+        "Rule for the API: every request carries the station's key.",
+    ] {
+        assert_eq!(rules(said), [said], "{said:?}");
+    }
+}

@@ -86,9 +86,13 @@ static WISH_OR_DUTY: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// "Must" and "should" that guess or look back, and ask nothing: "The volunteers must be drawing
-/// the boxes carelessly", "it must have been the update", "you should see it".
-static GUESS: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)\b(must|should)\s+(be\s+\w+ing|have\s+(been|\w+ed|\w+en)|see\s+it)\b"));
+/// the boxes carelessly", "it must have been the update", "you should see it", "about four
+/// times what it should be".
+static GUESS: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)\b(must|should)\s+(be\s+\w+ing|have\s+(been|\w+ed|\w+en)|see\s+it)\b|\b(what|than|as)\s+(it|they|this|that)\s+should\s+be\b",
+    )
+});
 static SCOPE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
         r"(?i)\b(always|never|ever|everywhere|for everything|every|anymore|no more|in this (repo|repository|codebase|project|app|service|package|crate|library))\b|^((and|but|so|also),? )?everything\b|(^|[:;,]\s*)for (all |any )?new \w+\b",

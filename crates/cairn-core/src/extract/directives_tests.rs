@@ -356,6 +356,7 @@ fn a_rule_is_a_preference_from_its_message_with_a_title_of_its_first_sentence() 
 fn a_guess_a_reaction_or_a_complaint_is_no_rule() {
     for said in [
         "Never would have guessed.",
+        "Everything's about four times what it should be.",
         "The volunteers must be drawing the boxes carelessly on those, it's always the same two or three people.",
         "The trouble: every time someone sits down, the sound cuts out for a second.",
         "Our editors are going mad: every time we deploy, the banner goes back to closed.",

@@ -87,11 +87,12 @@ static SETTING_NAME: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// A setting named in words, in a short sentence: a few words, then `is` or `are` and the value
-/// ("Camping pitches is 160.", "Open is 12 minutes now", "The HighLevel setpoint is 85%"). A
+/// ("Camping pitches is 160.", "Open is 12 minutes now", "The HighLevel setpoint is 85%", "High
+/// CO2 is now above 1000 ppm, cleared under 900."). A
 /// pronoun is no name ("It is 14 now.", "That's 3.").
 static NAMED_IN_WORDS: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^(?:(?:done|ok|okay|right)[,:.]?\s+)?(?P<name>(?:[\w'-]+\s+){1,4})(?:is|are)\s+(?:now\s+)?(?:set\s+to\s+|at\s+)?[£$€]?(?P<value>\d+(?:\.\d+)?)",
+        r"(?i)^(?:(?:done|ok|okay|right)[,:.]?\s+)?(?P<name>(?:[\w'-]+\s+){1,4})(?:is|are)\s+(?:now\s+)?(?:set\s+to\s+|at\s+|above\s+|below\s+|over\s+|under\s+)?[£$€]?(?P<value>\d+(?:\.\d+)?)",
     )
 });
 /// Words that name no setting, opening what `NAMED_IN_WORDS` would take for its name.

@@ -32,6 +32,7 @@ fn every_shape_of_a_setting_name_counts() {
         ("85.", "HighLevel is 85% now."),
         ("Make it 14.", "Done, the threshold is 14 now."),
         ("That's out. 160.", "Camping pitches is 160."),
+        ("Hmm, the fans run nonstop. Make it 1000.", "High CO2 is now above 1000 ppm, cleared under 900."),
     ] {
         assert_eq!(contents(&[(Role::User, set), (Role::Assistant, reply)]), [reply], "{set:?}");
     }

@@ -69,7 +69,7 @@ static SAYS_SO: LazyLock<Regex> = LazyLock::new(|| {
 });
 static ALWAYS_NEVER_VERB: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(always|never)\s+(\w+\s+)?(use|build|run|read|write|put|add|call|bind|commit|push|merge|edit|deploy|import|pin|keep|go|get|be|name|log|check|test|start|store|return|rebase|squash|format|mock|change|hardcode|rely|depend|include|wrap|install|upgrade|delete|remove|touch)\b",
+        r"(?i)\b(always|never)\s+(\w+\s+)?(use|build|run|read|write|put|add|call|bind|commit|push|merge|edit|deploy|import|pin|keep|go|get|be|name|log|check|test|start|store|return|rebase|squash|format|mock|change|hardcode|rely|depend|include|wrap|install|upgrade|delete|remove|touch|(talk|leave|send|share|show|post|upload|sync)s?)\b",
     )
 });
 /// A sentence that opens with `Never` and a word, as the developer says a ban: "Never reindex
@@ -108,7 +108,7 @@ static WHEN: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(every|each) time\
 /// first lesson starts at 08:45") is no lead-in.
 static LEAD_IN: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(rules?|lesson|policy|convention|principle|guideline|settle it|in general|about this (repo|repository|codebase|project)|for this (repo|repository|codebase|project)|(goes|applies) (for|to) (all|every|any)\b|(this|that|it) (doesn't|does not|won't|will not|never) happens? again)\b[^.:]{0,70}:\s|\bour (convention|policy|standard) is\b",
+        r"(?i)\b(rules?|lesson|policy|convention|principle|guideline|settle it|(we|i) promised|in general|about this (repo|repository|codebase|project)|for this (repo|repository|codebase|project)|(goes|applies) (for|to) (all|every|any)\b|(this|that|it) (doesn't|does not|won't|will not|never) happens? again)\b[^.:]{0,70}:\s|\bour (convention|policy|standard) is\b",
     )
 });
 /// A ban on a kind of thing: "no GO TO in anything you add", "No %raw in components, ever",
@@ -207,6 +207,10 @@ static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?([\w-]+\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(,\s*(please\b[^:;]*|this one matters|it matters|(and|but|whoever|which)\b[^:;]*))?\s*[.!:]*$|^((and|also|now|so|then|next)[,:.!]?\s+)*(something\s+(that\s+)?i\s+want\s+(written\s+down\s+|kept\s+|treated\s+)?as\s+a\s+rule|(and\s+)?this\s+is\s+a\s+rule(\s+from\s+[^,.!?:;]{1,40})?(,\s*please\b[^:;]*)?)\s*[.!:]*$",
     )
 });
+/// A rule's lead-in, said before its colon: "And a rule, before I forget, for anyone who helps:
+/// …", "That's a rule for this app: …", "One thing we promised every patient: …". What the
+/// message says after it is the rest of the rule, as after an announcement.
+static RULE_LEAD_IN: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)(\brules?\b|\b(we|i)\s+promised\b)[^.:]{0,70}:\s"));
 /// A sentence that turns to something else, and ends what an announced rule says: "Also, …",
 /// "Next: …", "By the way, …".
 static TURNS_TO_SOMETHING_ELSE: LazyLock<Regex> = LazyLock::new(|| {
@@ -267,7 +271,8 @@ pub(super) fn every_sentence(text: &str) -> Vec<String> {
 }
 
 /// Sentences grouped so that a short one goes with the one before it, and what follows an
-/// announcement ("Now a rule.") goes with it: the rest of the message, until it turns to
+/// announcement ("Now a rule.") or a rule's lead-in ("And a rule, before I forget: we only ever
+/// listen on that network. Nothing gets sent to a lane controller …") goes with it: the rest of the message, until it turns to
 /// something else or would make the rule longer than `MAX_DIRECTIVE_BYTES` (the rule is not
 /// always the first sentence after it: "Now a rule, and it's safeguarding. Some of our players
 /// are under 18. A player under 18 never gets her full name on a graphic.").
@@ -275,7 +280,7 @@ fn units(sentences: &[String]) -> Vec<Unit> {
     let mut units: Vec<Unit> = Vec::new();
     let mut reading_announced = false;
     for sentence in sentences {
-        let announces = ANNOUNCES_A_RULE.is_match(sentence);
+        let announces = ANNOUNCES_A_RULE.is_match(sentence) || RULE_LEAD_IN.is_match(sentence);
         let short = sentence.split_whitespace().count() < SHORT_SENTENCE_WORDS;
         let joins = match units.last() {
             Some(previous) if reading_announced => {

@@ -373,3 +373,24 @@ fn a_guess_a_reaction_or_a_complaint_is_no_rule() {
         assert_eq!(rules(said), [said], "{said:?}");
     }
 }
+
+/// A rule's lead-in ("A rule, before I forget: …") is read with what the message says after it,
+/// as an announcement is: the first sentence after the colon is not always the whole rule.
+#[test]
+fn a_rule_after_its_lead_in_is_read_with_the_rest_of_the_message() {
+    assert_eq!(
+        rules(
+            "And a rule, before I forget, for anyone who helps on this: we only ever listen on that network. \
+             Nothing gets sent to a lane controller from the laptop. Also, the capture disk is nearly full."
+        ),
+        ["A rule, before I forget, for anyone who helps on this: we only ever listen on that network. Nothing \
+             gets sent to a lane controller from the laptop."]
+    );
+    assert_eq!(
+        rules("One thing we promised every patient: the video never leaves their computer. We only get the numbers."),
+        ["One thing we promised every patient: the video never leaves their computer. We only get the numbers."]
+    );
+    for said in ["Gridsmith never talks to the internet, not for updates.", "Zabbix never sends commands to a pump."] {
+        assert_eq!(rules(said), [said], "{said:?}");
+    }
+}

@@ -213,7 +213,7 @@ static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
 static RULE_LEAD_IN: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)(\brules?\b|\b(we|i)\s+promised\b)[^.:]{0,70}:\s"));
 /// A sentence that turns to something else, and ends what an announced rule says: "Also, …",
 /// "Next: …", "By the way, …".
-static TURNS_TO_SOMETHING_ELSE: LazyLock<Regex> = LazyLock::new(|| {
+pub(super) static TURNS_TO_SOMETHING_ELSE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
         r"(?i)^(also|next|another thing|one more thing|last thing|by the way|oh,?\s+and|separately|anyway|unrelated)\b",
     )

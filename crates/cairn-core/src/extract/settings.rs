@@ -34,7 +34,7 @@ use cairn_llm::Role;
 use cairn_llm::extract::TranscriptMessage;
 use regex::Regex;
 
-use super::directives::every_sentence as sentences;
+use super::directives::{TURNS_TO_SOMETHING_ELSE, every_sentence as sentences};
 use super::taken_back::{names_a_value_taken_back, numbers, values_set};
 use super::{Extracted, Origin};
 
@@ -200,6 +200,10 @@ fn numbers_said(text: &str) -> Vec<String> {
 /// Whether the developer's next message sets a value again, or names one of `values` again
 /// beside another number: the value set before did not last.
 fn sets_again(text: &str, values: &[String]) -> bool {
+    // "Next thing. …", "Also, …": the developer has moved on, and the value stands.
+    if sentences(text).first().is_some_and(|first| TURNS_TO_SOMETHING_ELSE.is_match(first)) {
+        return false;
+    }
     let named = numbers_said(text);
     let named_again = named.iter().any(|n| values.contains(n)) && named.iter().any(|n| !values.contains(n));
     named_again

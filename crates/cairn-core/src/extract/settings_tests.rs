@@ -218,3 +218,14 @@ fn a_next_message_that_only_describes_a_thing_sets_nothing_again() {
     ]);
     assert_eq!(saved, ["ADOPTED_ARCHIVE_DAYS=90, restarted."]);
 }
+
+#[test]
+fn a_next_message_that_turns_to_something_else_sets_nothing_again() {
+    let saved = contents(&[
+        (Role::User, "Twelve! We'd have hardly any beans to lend. 70 then, and we'll tell people to sow extra."),
+        (Role::Assistant, "min_germination is 70: 5 batches are below it now."),
+        (Role::User, "Next thing. I want the whole family tree, back to the packet we started with in 2019."),
+        (Role::Assistant, "Done."),
+    ]);
+    assert_eq!(saved, ["min_germination is 70: 5 batches are below it now."]);
+}

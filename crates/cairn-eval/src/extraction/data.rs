@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,…,holdout28}/*.json`, one folder per split of [`SPLITS`]): coding
+//! The held-out extraction set (`eval/extraction/{dev,…,holdout29}/*.json`, one folder per split of [`SPLITS`]): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -20,7 +20,8 @@
 //! written after holdout20's run began), s289–s300 holdout23 and s301–s312 holdout24 (the
 //! same; written while holdout21 ran), s313–s324 holdout25 and s325–s336 holdout26 (the same;
 //! written while holdout23 ran), s337–s348 holdout27 and s349–s360 holdout28 (the same;
-//! written after holdout26's run). A held-out figure is a split's first run; after it, the
+//! written after holdout26's run), s361–s372 holdout29 (the same; written after holdout28's
+//! run). A held-out figure is a split's first run; after it, the
 //! split is tuning data.
 
 use std::path::Path;
@@ -122,6 +123,7 @@ pub const SPLITS: &[&str] = &[
     "holdout26",
     "holdout27",
     "holdout28",
+    "holdout29",
 ];
 
 /// The sessions of `split` (one of [`SPLITS`], or `all`) under `dir`, in id order; `only` keeps

@@ -316,11 +316,13 @@ fn restated(
     let before = &before[..old.start];
     let clause_end = CLAUSE_END.find(after).map_or(after.len(), |m| m.start());
     let rest = after[..clause_end].trim_end_matches(['.', ' ']);
+    // A unit written on the number goes with the value replaced too: "100M (was 200M)".
+    let glued: String = rest.chars().take_while(char::is_ascii_alphabetic).collect();
     let rest = in_number(rest, &value, &previous.value);
     // "Wash Minutes is 30 now; …" names the setting as the sentence before did: it says it all.
     let names_it_again = !before.trim().is_empty() && first.contains(before.trim());
     let sentence =
-        if names_it_again { first } else { format!("{before}{value}{rest} (was {}). {first}", previous.value) };
+        if names_it_again { first } else { format!("{before}{value}{rest} (was {}{glued}). {first}", previous.value) };
     Some(Confirmed { reply_id: reply.id.clone(), sentence, names: previous.names.clone(), value })
 }
 

@@ -152,6 +152,14 @@ fn a_value_set_again_and_confirmed_without_its_name_takes_the_name_from_before()
         saved,
         ["The trash keeps things for 60 days now (was 90). Set to 60 days, which is about 140 GB of trash."]
     );
+    // A unit written on the number stays on the value replaced.
+    let saved = contents(&[
+        (Role::User, "Let's do 200M for the scans."),
+        (Role::Assistant, "upload_max_filesize and post_max_size are 200M, set in php.ini."),
+        (Role::User, "Hmm, the disk. 100M then."),
+        (Role::Assistant, "100M for both, reloaded."),
+    ]);
+    assert_eq!(saved, ["upload_max_filesize and post_max_size are 100M (was 200M). 100M for both, reloaded."]);
     // A reply that names the setting again says it all.
     let saved = contents(&[
         (Role::User, "45 seconds feels endless. 20."),

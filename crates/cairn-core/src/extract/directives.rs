@@ -197,8 +197,8 @@ static FILLER: LazyLock<Regex> =
 /// rule.", "Next thing, and it's a rule.", "And a rule for the catalogue.", "Now, a rule, and I
 /// feel strongly about this one.", "And one more rule, please.", "Now a safeguarding rule, and
 /// it's non-negotiable.", "Now a rule, this one matters.", "Now something I want written down
-/// as a rule.", "Now, and this is a rule from Fennick's, please treat it as one." The rule is what the developer
-/// says after it, in the same message; alone it says nothing (the extraction set's holdout19 had
+/// as a rule.", "Now, and this is a rule from Fennick's, please treat it as one." The rule is
+/// what the developer says after it, in the same message; alone it says nothing (the extraction set's holdout19 had
 /// two such sentences saved as rules). "Make that a rule." names the sentence before it, and is
 /// no announcement; nor is "The rule is that …" or "A rule for the batch page: …", which state
 /// the rule themselves.
@@ -272,8 +272,8 @@ pub(super) fn every_sentence(text: &str) -> Vec<String> {
 
 /// Sentences grouped so that a short one goes with the one before it, and what follows an
 /// announcement ("Now a rule.") or a rule's lead-in ("And a rule, before I forget: we only ever
-/// listen on that network. Nothing gets sent to a lane controller …") goes with it: the rest of the message, until it turns to
-/// something else or would make the rule longer than `MAX_DIRECTIVE_BYTES` (the rule is not
+/// listen on that network. Nothing gets sent to a lane controller …") goes with it: the rest of
+/// the message, until it turns to something else or would make the rule longer than `MAX_DIRECTIVE_BYTES` (the rule is not
 /// always the first sentence after it: "Now a rule, and it's safeguarding. Some of our players
 /// are under 18. A player under 18 never gets her full name on a graphic.").
 fn units(sentences: &[String]) -> Vec<Unit> {

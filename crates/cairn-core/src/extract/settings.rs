@@ -170,14 +170,14 @@ struct Confirmed {
 /// The numbers a developer's message sets (see the module), or none.
 fn values_chosen(text: &str) -> Vec<String> {
     let mut values: Vec<String> = values_set(text).into_iter().map(|n| n.value).collect();
-    if let Some(last) = sentences(text).pop()
+    let said = sentences(text);
+    if let Some(last) = said.last()
         && !last.ends_with('?')
-        && !describes(&last)
+        && !describes(last)
         && last.split_whitespace().count() <= MAX_SETTING_WORDS
     {
-        values.extend(numbers_said(&last));
+        values.extend(numbers_said(last));
     }
-    let said = sentences(text);
     if let [.., before, last] = said.as_slice()
         && SET_AS_SAID.is_match(last)
     {
@@ -190,11 +190,18 @@ fn values_chosen(text: &str) -> Vec<String> {
 
 /// The numbers of `text`, in digits or in words, as digits.
 fn numbers_said(text: &str) -> Vec<String> {
-    let in_words = text.split(|c: char| !c.is_alphabetic()).filter_map(|word| {
-        let word = word.to_lowercase();
-        NUMBER_WORDS.iter().find(|(said, _)| *said == word).map(|(_, digits)| (*digits).to_owned())
-    });
+    let in_words = numbers_in_words(text).map(|(_, digits)| digits.to_owned());
     numbers(text).into_iter().map(|n| n.value).chain(in_words).collect()
+}
+
+/// The numbers `text` says in words ("Seven years."), each with where its word starts and its
+/// digits.
+fn numbers_in_words(text: &str) -> impl Iterator<Item = (usize, &'static str)> + '_ {
+    text.split(|c: char| !c.is_alphabetic()).filter_map(move |word| {
+        let at = word.as_ptr() as usize - text.as_ptr() as usize;
+        let word = word.to_lowercase();
+        NUMBER_WORDS.iter().find(|(said, _)| *said == word).map(|(_, digits)| (at, *digits))
+    })
 }
 
 /// Whether the developer's next message sets a value again, or names one of `values` again
@@ -236,13 +243,7 @@ fn sets_it_again(text: &str, value: &str) -> bool {
 /// Where `sentence` first names `value`, in digits or in words.
 fn first_number_at(sentence: &str, value: &str) -> Option<usize> {
     let in_digits = numbers(sentence).into_iter().find(|n| n.value == value).map(|n| n.start);
-    let lowered = sentence.to_lowercase();
-    let in_words = NUMBER_WORDS.iter().filter(|(_, digits)| *digits == value).find_map(|(word, _)| {
-        lowered.match_indices(word).map(|(at, _)| at).find(|&at| {
-            let bounded = |c: Option<char>| c.is_none_or(|c| !c.is_alphabetic());
-            bounded(lowered[..at].chars().next_back()) && bounded(lowered[at + word.len()..].chars().next())
-        })
-    });
+    let in_words = numbers_in_words(sentence).find(|(_, digits)| *digits == value).map(|(at, _)| at);
     [in_digits, in_words].into_iter().flatten().min()
 }
 

@@ -533,9 +533,12 @@ fn tail_within(messages: &[TranscriptMessage], max_bytes: usize) -> &[Transcript
 }
 
 /// Whether a model's fact about `said` is kept: a plan the fact itself says is put off is no
-/// fact (the prompt asks to skip them), nor a value the developer took back.
+/// fact (the prompt asks to skip them), nor a value the developer took back, nor one the agent
+/// confirmed and that was replaced after.
 fn holds_up(fact: &Fact, said: &[TranscriptMessage]) -> bool {
-    !directives::puts_off(&fact.content) && !taken_back::names_a_value_taken_back(&fact.content, said)
+    !directives::puts_off(&fact.content)
+        && !taken_back::names_a_value_taken_back(&fact.content, said)
+        && !settings::names_a_value_replaced(&fact.content, said)
 }
 
 fn fact_memory(fact: Fact) -> Extracted {

@@ -64,7 +64,7 @@ fn regex(pattern: &str) -> Regex {
 static SENTENCE_END: LazyLock<Regex> = LazyLock::new(|| regex(r"[.!?]+\s+|\n+"));
 static SAYS_SO: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(from now on|going forward|from here on|(the|a|house|team|our) rule\b|rule:|i prefer|we prefer|i'd prefer|no exceptions|(is|are) what we use|(that's|that is|this is) how we (work|do (it|things))|(that's|that is) how it stays|make (it|this|that) (a|the|our) (convention|standard|habit)|(that's|that is|it's|it is) a general (thing|rule)|as a general rule|(is|are) ever allowed|a partir de ahora|de ahora en adelante)|[,.;:!]\s*full stop\b|,\s*ever[.!]*(\s|$)",
+        r"(?i)\b(from now on|going forward|from here on|(the|a|house|team|our) rule\b|rule:|i prefer|we prefer|i'd prefer|no exceptions|(is|are) what we use|(that's|that is|this is) how we (work|do (it|things))|(that's|that is) how it stays|make (it|this|that) (a|the|our) (convention|standard|habit)|(that's|that is|it's|it is) a general (thing|rule)|as a general rule|(is|are) ever allowed|a partir de ahora|de ahora en adelante)|[,.;:!]\s*full stop\b|,\s*ever[.!]*(\s|$)|[.!]\s+ever[.!]+(\s|$)",
     )
 });
 static ALWAYS_NEVER_VERB: LazyLock<Regex> = LazyLock::new(|| {
@@ -79,6 +79,15 @@ static ALWAYS_NEVER_VERB: LazyLock<Regex> = LazyLock::new(|| {
 /// out: "Always wondered.", "Always 1p, never more" describe.
 static NEVER_OPENS: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)(^|[.!]\s+)((and|but|so|also|ok|okay),?\s+)?never\s+(?P<what>\w+)"));
+/// A sentence that opens with `Nobody` and a verb that acts on the work, as a ban is said:
+/// "Nobody edits prod in the dashboard.", "Nobody gets into lensdesk with just a password." A
+/// sentence that tells what happened or what people need ("Nobody touched the lidar.", "Nobody
+/// needs 900 fps", "Nobody edits readings after the morning check anyway") bans nothing.
+static NOBODY_BANS: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)(^|[.!]\s+)((and|but|so|also),?\s+)?(nobody|no one|no-one)(\s+(else|here|on\s+the\s+team))?\s+(ever\s+)?(edits|touches|customi[sz]es|flashes|uploads|installs|drags|keeps|gives|deletes|pushes|deploys|commits|merges|changes|shares|posts|sends|gets\s+(into|in|access)|logs\s+(in|into|on)|does\s+(kubectl|git|a\s+manual|anything\s+by\s+hand))\b(?P<rest>[^.!?]*)",
+    )
+});
 static WISH_OR_DUTY: LazyLock<Regex> = LazyLock::new(|| {
     // `has to`, not `have to`: "I have to restart it every time" is a chore, not a rule.
     regex(
@@ -194,7 +203,9 @@ static FILLER: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)^((and|but|also|so|ok|okay|good|great|nice|cool|fine|thanks|agreed)[,.!:]?\s+)+"));
 
 /// A sentence that only says a rule comes next: "Now a rule.", "Another thing, and this one's a
-/// rule.", "Next thing, and it's a rule.", "And a rule for the catalogue.", "Now, a rule, and I
+/// rule.", "Here's a rule of ours that the script needs to know about, because …", "Now, a rule I
+/// need the computer to follow, because …", "Now, something the committee is firm about.",
+/// "And now the thing that bit me last week, I want it written down.", "Next thing, and it's a rule.", "And a rule for the catalogue.", "Now, a rule, and I
 /// feel strongly about this one.", "And one more rule, please.", "Now a safeguarding rule, and
 /// it's non-negotiable.", "Now a rule, this one matters.", "Now something I want written down
 /// as a rule.", "Now, and this is a rule from Fennick's, please treat it as one." The rule is
@@ -204,7 +215,7 @@ static FILLER: LazyLock<Regex> =
 /// the rule themselves.
 static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?([\w-]+\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(,\s*(please\b[^:;]*|this one matters|it matters|(and|but|whoever|which)\b[^:;]*))?\s*[.!:]*$|^((and|also|now|so|then|next)[,:.!]?\s+)*(something\s+(that\s+)?i\s+want\s+(written\s+down\s+|kept\s+|treated\s+)?as\s+a\s+rule|(and\s+)?this\s+is\s+a\s+rule(\s+from\s+[^,.!?:;]{1,40})?(,\s*please\b[^:;]*)?)\s*[.!:]*$",
+        r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?([\w-]+\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(\s+of\s+(ours|mine))?(\s+(that|which))?(\s+(i|we|you|they|everyone|everybody|the\s+[\w-]+)\s+(need|needs|want|wants|has|have|must|should)\s+((the|our)\s+[\w-]+\s+|you\s+|it\s+|them\s+|everyone\s+)?to\s+(follow|know(\s+about)?|keep|remember|obey|respect|stick\s+to|enforce|learn))?(,\s*(please\b[^:;]*|this one matters|it matters|(and|but|whoever|which|because)\b[^:;]*))?\s*[.!:]*$|^((and|also|now|so|then|next)[,:.!]?\s+)*(something\s+(that\s+)?i\s+want\s+(written\s+down\s+|kept\s+|treated\s+)?as\s+a\s+rule|something\s+(that\s+)?(the\s+[\w-]+|we|i|everyone)\s+(is|are|am|feel|feels)\s+(absolutely\s+|really\s+|very\s+|quite\s+)?(firm|strict|adamant|serious)\s+(on|about)|(and\s+)?this\s+is\s+a\s+rule(\s+from\s+[^,.!?:;]{1,40})?(,\s*please\b[^:;]*)?)\s*[.!:]*$|^[^.!?:;]{0,80}\bi\s+want\s+(it|this|that)\s+(written\s+down|on\s+record|kept\s+as\s+a\s+rule)\s*[.!:]*$",
     )
 });
 /// A rule's lead-in, said before its colon: "And a rule, before I forget, for anyone who helps:
@@ -320,9 +331,18 @@ fn is_directive(unit: &Unit) -> bool {
     SAYS_SO.is_match(text)
         || ALWAYS_NEVER_VERB.is_match(text)
         || opens_with_never(text)
+        || bans_everyone(text)
         || (WISH_OR_DUTY.is_match(&GUESS.replace_all(text, "")) && SCOPE.is_match(&WHEN.replace_all(text, "")))
         || is_convention(text)
 }
+
+/// Whether a sentence of `unit` bans something for everyone (`NOBODY_BANS`), and tells no
+/// story: "… anyway", "… since October".
+fn bans_everyone(unit: &str) -> bool {
+    NOBODY_BANS.captures_iter(unit).any(|c| !TELLS_A_STORY.is_match(&c["rest"]))
+}
+/// Words after a `Nobody` sentence's verb that make it a report, not a ban.
+static TELLS_A_STORY: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(anyway|since|until|yet|any more|anymore)\b"));
 
 /// Whether a sentence of `unit` opens with a ban (`NEVER_OPENS`).
 fn opens_with_never(unit: &str) -> bool {

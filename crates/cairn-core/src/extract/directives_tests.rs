@@ -160,6 +160,10 @@ fn a_sentence_that_announces_a_rule_is_read_with_the_rule_after_it() {
         "Now a rule, please write it down somewhere the agency will see it.",
         "Now something I want written down as a rule.",
         "Now, and this is a rule from Fennick's, please treat it as one.",
+        "Here's a rule of ours that the importer needs to know about, because new staff get it wrong.",
+        "Now, a rule I need the computer to follow, because it's the one that costs us money.",
+        "Now, something the board is absolutely firm on.",
+        "Now the thing that went wrong last month, I want it written down.",
     ] {
         assert!(rules(announcement).is_empty(), "{announcement:?}");
         let said = format!("{announcement} No exhibitor's phone number ever appears on a public page.");
@@ -392,5 +396,27 @@ fn a_rule_after_its_lead_in_is_read_with_the_rest_of_the_message() {
     );
     for said in ["Gridsmith never talks to the internet, not for updates.", "Zabbix never sends commands to a pump."] {
         assert_eq!(rules(said), [said], "{said:?}");
+    }
+}
+
+#[test]
+fn a_ban_on_everyone_is_a_rule_and_a_report_of_nobody_is_not() {
+    for said in [
+        "Nobody edits the generated files by hand.",
+        "Nobody gets into the console with just a password. Not me, not the locums.",
+        "Nobody does kubectl apply on this cluster.",
+        "We don't delete members. Ever.",
+    ] {
+        assert_eq!(rules(said), [said], "{said:?}");
+    }
+    for said in [
+        "Nobody touched the lidar.",
+        "Nobody needs 900 fps of a hillside.",
+        "Nobody edits readings after the morning check anyway, so it's fine.",
+        "Nobody uses it and it doubles CI time.",
+        "Nobody has deleted anything since October.",
+        "Ever since the move it restarts at night.",
+    ] {
+        assert!(rules(said).is_empty(), "{said:?}");
     }
 }

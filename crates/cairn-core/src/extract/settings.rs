@@ -10,7 +10,8 @@
 //! hundred), or when one of its sentences sets one ("Make the minimum 40, and if a name still
 //! doesn't fit …"). The memory is the first sentence of the agent's reply (a message of that
 //! turn) that names one of those numbers and the setting: by its name in the code
-//! (`snake_case`, `camelCase`, `PascalCase`, `dotted.key` or `name=value`), or, in a short
+//! (`snake_case`, `camelCase`, `PascalCase`, `dotted.key`, `name=value`, or a config key
+//! opening the sentence, `replicas: 4`), or, in a short
 //! sentence, by a few words before `is` and the value ("Camping pitches is 160."). "Set both to
 //! 14." and "It is 14 now." name no setting, and are left to the model. It is not kept when the
 //! value did not last:
@@ -25,7 +26,12 @@
 //! to 7 and published.", "Changed to 1 day."). The sentence that confirmed the value before
 //! names it ("refer_flag now says yes from a risk score of 6, …"), or says how it is now ("The
 //! trash keeps things for 90 days now."): the memory is that sentence's clause with the new
-//! value, the value it replaced, and the reply's words.
+//! value, the value it replaced, and the reply's words. Weeks said are the days a reply may
+//! give ("Two weeks." and "14 days").
+//!
+//! A value the agent confirmed and that was then replaced (set again, or changed on the same
+//! setting) is known to be stale: a model's memory that names it, and no value kept, is
+//! dropped (`names_a_value_replaced`).
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -35,7 +41,7 @@ use cairn_llm::extract::TranscriptMessage;
 use regex::Regex;
 
 use super::directives::{TURNS_TO_SOMETHING_ELSE, every_sentence as sentences};
-use super::taken_back::{names_a_value_taken_back, numbers, values_set};
+use super::taken_back::{Said, names_a_value_taken_back, numbers, values_set};
 use super::{Extracted, Origin};
 
 /// The type a setting is saved with.
@@ -86,6 +92,15 @@ static SETTING_NAME: LazyLock<Regex> = LazyLock::new(|| {
         r"\b(?P<name>[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Za-z0-9]|[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*|[A-Za-z][A-Za-z0-9_]+\.[A-Za-z_][A-Za-z0-9_.]*[A-Za-z0-9])\b|\b(?P<assigned>[A-Za-z]\w*)=\S",
     )
 });
+/// A setting named as a config file's key opening the sentence: "duration: 10, so every entry
+/// …", "`replicas: 4`, pushed".
+static KEY_OPENS: LazyLock<Regex> = LazyLock::new(|| regex(r"^`?(?P<key>[a-z][a-z0-9_-]*[a-z0-9])`?:\s*`?[£$€]?\d"));
+/// A time offset, no condition: "14 days before the end date".
+static OFFSET: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)\b\d+\s+(second|minute|hour|day|week|month|year)s?\s+(before|after)\b"));
+/// A number of weeks, which a reply may give in days: "Two weeks." and "14 days".
+static WEEKS: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)\b(?P<n>\d+|[a-z]+)\s+weeks?\b|\b(?P<fortnight>a\s+fortnight)\b"));
 /// A setting named in words, in a short sentence: a few words, then `is` or `are` and the value
 /// ("Camping pitches is 160.", "Open is 12 minutes now", "The HighLevel setpoint is 85%", "High
 /// CO2 is now above 1000 ppm, cleared under 900."). A
@@ -130,8 +145,35 @@ static SETS: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The settings `messages` show the developer choosing, one memory each, in order.
 pub(crate) fn settings(messages: &[TranscriptMessage]) -> Vec<Extracted> {
+    read(messages).memories
+}
+
+/// Whether `content` names a value the agent confirmed that did not last (set again, or
+/// changed after), and none that did: "The renewal reminder now goes 14 days before the end
+/// date." when 21 days replaced it. A small model writes such a value as the setting; the
+/// settings read here tell the value now. The number must be of the same unit ("14 days" is
+/// not replaced by talk of "14 contacts").
+pub(crate) fn names_a_value_replaced(content: &str, messages: &[TranscriptMessage]) -> bool {
+    let named = numbers(content);
+    if named.is_empty() {
+        return false;
+    }
+    let reading = read(messages);
+    let names_a_kept_value = named.iter().any(|n| reading.kept.contains(&n.value));
+    !names_a_kept_value && named.iter().any(|n| reading.replaced.iter().any(|old| old.same_value_as(n)))
+}
+
+/// What `read` finds: the settings kept, their values, and the values confirmed that did not
+/// last.
+struct Reading {
+    memories: Vec<Extracted>,
+    kept: Vec<String>,
+    replaced: Vec<Said>,
+}
+
+fn read(messages: &[TranscriptMessage]) -> Reading {
     let developer: Vec<usize> = (0..messages.len()).filter(|&at| messages[at].role == Role::User).collect();
-    let mut out = Vec::new();
+    let mut reading = Reading { memories: Vec::new(), kept: Vec::new(), replaced: Vec::new() };
     let mut last_confirmed: Option<Confirmed> = None;
     for (nth, &at) in developer.iter().enumerate() {
         let values = values_chosen(&messages[at].text);
@@ -140,20 +182,40 @@ pub(crate) fn settings(messages: &[TranscriptMessage]) -> Vec<Extracted> {
         }
         let next = developer.get(nth + 1).copied();
         let turn = &messages[at + 1..next.unwrap_or(messages.len())];
-        let found = confirmation(turn, &values)
-            .or_else(|| restated(&messages[at].text, turn, &values, last_confirmed.as_ref()?));
+        let found = confirmation(turn, &values).or_else(|| {
+            let previous = last_confirmed.as_ref()?;
+            let again = restated(&messages[at].text, turn, &values, previous)?;
+            // The value the sentence before confirmed was set again.
+            reading.replaced.extend(value_in(previous));
+            Some(again)
+        });
         last_confirmed = found.clone().or_else(|| stated(turn, &values));
-        let Some(Confirmed { reply_id, sentence, names, .. }) = found else { continue };
-        if next.is_some_and(|next| sets_again(&messages[next].text, &values)) {
-            continue;
-        }
+        let Some(confirmed) = found else { continue };
         let later = &messages[next.unwrap_or(messages.len())..];
-        if changed_again(later, &names, &values) || names_a_value_taken_back(&sentence, messages) {
+        if let Some(next) = next.filter(|&next| sets_again(&messages[next].text, &values)) {
+            // The next message may set this value again, or another setting ("Never one
+            // run."): the value is replaced only when the reply to it names the same setting.
+            let after = developer.get(nth + 2).copied().unwrap_or(messages.len());
+            if names_again(&messages[next + 1..after], &confirmed.names) {
+                reading.replaced.extend(value_in(&confirmed));
+            }
             continue;
         }
-        out.push(memory(sentence, &messages[at].id, &reply_id));
+        if changed_again(later, &confirmed.names, &values) || names_a_value_taken_back(&confirmed.sentence, messages) {
+            reading.replaced.extend(value_in(&confirmed));
+            continue;
+        }
+        reading.kept.push(confirmed.value.clone());
+        reading.memories.push(memory(confirmed.sentence, &messages[at].id, &confirmed.reply_id));
     }
-    out
+    // A value set, replaced, then set again is the value now.
+    reading.replaced.retain(|old| !reading.kept.contains(&old.value));
+    reading
+}
+
+/// The number of a confirmation's sentence that is its value, with its unit.
+fn value_in(confirmed: &Confirmed) -> Option<Said> {
+    numbers(&confirmed.sentence).into_iter().find(|n| n.value == confirmed.value)
 }
 
 /// A reply's sentence that gives a value the developer chose: the reply, the sentence, the
@@ -191,7 +253,22 @@ fn values_chosen(text: &str) -> Vec<String> {
 /// The numbers of `text`, in digits or in words, as digits.
 fn numbers_said(text: &str) -> Vec<String> {
     let in_words = numbers_in_words(text).map(|(_, digits)| digits.to_owned());
-    numbers(text).into_iter().map(|n| n.value).chain(in_words).collect()
+    numbers(text).into_iter().map(|n| n.value).chain(in_words).chain(weeks_in_days(text)).collect()
+}
+
+/// The numbers of weeks `text` names, in days: "Two weeks." is 14.
+fn weeks_in_days(text: &str) -> impl Iterator<Item = String> + '_ {
+    WEEKS.captures_iter(text).filter_map(|c| {
+        if c.name("fortnight").is_some() {
+            return Some("14".to_owned());
+        }
+        let n = &c["n"];
+        let digits = match n.parse::<u32>() {
+            Ok(_) => n.to_owned(),
+            Err(_) => NUMBER_WORDS.iter().find(|(said, _)| said.eq_ignore_ascii_case(n))?.1.to_owned(),
+        };
+        Some((digits.parse::<u32>().ok()? * 7).to_string())
+    })
 }
 
 /// The numbers `text` says in words ("Seven years."), each with where its word starts and its
@@ -284,7 +361,8 @@ fn value_given(sentence: &str, values: &[String]) -> Option<String> {
 fn stated(turn: &[TranscriptMessage], values: &[String]) -> Option<Confirmed> {
     first_sentences(turn).find_map(|(reply, first)| {
         let value = value_given(&first, values)?;
-        (NOW.is_match(&first) && !HYPOTHETICAL.is_match(&first)).then(|| Confirmed {
+        let hypothetical = HYPOTHETICAL.is_match(&OFFSET.replace_all(&first, ""));
+        (NOW.is_match(&first) && !hypothetical).then(|| Confirmed {
             reply_id: reply.id.clone(),
             sentence: first,
             names: HashSet::new(),
@@ -360,11 +438,20 @@ fn changed_again(later: &[TranscriptMessage], names: &HashSet<String>, values: &
     })
 }
 
+/// Whether a reply of `turn` names one of `names` (none when `names` is empty).
+fn names_again(turn: &[TranscriptMessage], names: &HashSet<String>) -> bool {
+    turn.iter()
+        .filter(|m| m.role == Role::Assistant)
+        .flat_map(|m| sentences(&m.text))
+        .any(|sentence| !setting_names(&sentence).is_disjoint(names))
+}
+
 /// The settings a sentence names (`SETTING_NAME`), lowercased.
 fn setting_names(sentence: &str) -> HashSet<String> {
     SETTING_NAME
         .captures_iter(sentence)
         .filter_map(|c| c.name("name").or_else(|| c.name("assigned")))
+        .chain(KEY_OPENS.captures(sentence).and_then(|c| c.name("key")))
         .map(|m| m.as_str().to_lowercase())
         .collect()
 }

@@ -237,3 +237,63 @@ fn a_next_message_that_turns_to_something_else_sets_nothing_again() {
     ]);
     assert_eq!(saved, ["min_germination is 70: 5 batches are below it now."]);
 }
+
+#[test]
+fn weeks_said_are_the_days_a_reply_gives_and_the_value_set_again_replaces_them() {
+    let turns = [
+        (Role::User, "When does the reminder go out?"),
+        (Role::Assistant, "The reminder goes 30 days before the deadline, by email."),
+        (Role::User, "Too early, people forget. Two weeks."),
+        (Role::Assistant, "The reminder now goes 14 days before the deadline."),
+        (Role::User, "Hmm, no. Some people post a cheque. 21 days."),
+        (Role::Assistant, "21 days before the deadline, then. For December that's the 10th."),
+    ];
+    assert_eq!(
+        contents(&turns),
+        ["The reminder now goes 21 days before the deadline (was 14). 21 days before the deadline, then."]
+    );
+    let said = said(&turns);
+    assert!(names_a_value_replaced("The reminder is sent 14 days before the deadline.", &said));
+    assert!(!names_a_value_replaced("The reminder goes 21 days before, not 14.", &said), "names the new value");
+    assert!(!names_a_value_replaced("The group has 14 contacts.", &said), "another unit");
+    assert!(!names_a_value_replaced("The reminder goes by email.", &said), "no number");
+}
+
+#[test]
+fn a_config_key_opening_the_reply_names_the_setting() {
+    let turns = [
+        (Role::User, "How many replicas has it got?"),
+        (Role::Assistant, "The overlay sets replicas to 2."),
+        (Role::User, "Make it 6 for exam week."),
+        (Role::Assistant, "replicas: 6 in the overlay, pushed; Argo is syncing it."),
+        (Role::User, "Why's it stuck?"),
+        (Role::Assistant, "Two pods are Pending: there is memory for four, not six."),
+        (Role::User, "Right, 4 then."),
+        (Role::Assistant, "replicas: 4, pushed; all four Running."),
+    ];
+    assert_eq!(contents(&turns), ["replicas: 4, pushed; all four Running."]);
+    let said = said(&turns);
+    assert!(names_a_value_replaced("The app runs 6 replicas in exam week.", &said), "6 did not last");
+    assert!(!names_a_value_replaced("The app runs 4 replicas in exam week.", &said));
+    // A capitalised word before a colon is prose, no key: "Result: 3 of them failed."
+    assert!(contents(&[(Role::User, "Make it 3."), (Role::Assistant, "Result: 3 of them failed.")]).is_empty());
+}
+
+#[test]
+fn a_value_is_replaced_only_when_the_same_setting_is_set_again() {
+    let set_again = said(&[
+        (Role::User, "Make it 15."),
+        (Role::Assistant, "LIMIT_MIN is 15 for every class."),
+        (Role::User, "Hmm, that's unfair on the big dogs. 12 for the Open."),
+        (Role::Assistant, "LIMIT_MIN is 12 for the Open; the others stay."),
+    ]);
+    assert!(names_a_value_replaced("The class limit is 15 minutes.", &set_again));
+    // The next message sets something else; the value stands, as the model wrote it.
+    let moved_on = said(&[
+        (Role::User, "People wait longer than we thought. Use 45."),
+        (Role::Assistant, "patience_minutes is 45. The layout loses 2% of donors."),
+        (Role::User, "And every figure is the mean of 200 replications. Never one run."),
+        (Role::Assistant, "run.py now defaults to 200 replications."),
+    ]);
+    assert!(!names_a_value_replaced("Donors wait 45 minutes before giving up.", &moved_on));
+}

@@ -67,14 +67,25 @@ pub(crate) fn names_a_value_taken_back(content: &str, messages: &[TranscriptMess
     })
 }
 
+impl Said {
+    /// Whether `other` is this value, in the same unit when both name one ("14 days" and "14
+    /// days"; not "14 contacts").
+    pub(super) fn same_value_as(&self, other: &Said) -> bool {
+        self.value == other.value && same_unit(self, other)
+    }
+}
+
+fn same_unit(a: &Said, b: &Said) -> bool {
+    match (&a.unit, &b.unit) {
+        (Some(a), Some(b)) => a.trim_end_matches('s') == b.trim_end_matches('s'),
+        _ => true,
+    }
+}
+
 /// Whether `new` replaces `old`: another value, not named by the memory, and of the same
 /// unit when both have one ("8 MB" is not replaced by "10 ms").
 fn is_other_value(new: &Said, old: &Said, named: &[String]) -> bool {
-    let same_kind = match (&new.unit, &old.unit) {
-        (Some(a), Some(b)) => a.trim_end_matches('s') == b.trim_end_matches('s'),
-        _ => true,
-    };
-    new.value != old.value && !named.contains(&new.value) && same_kind
+    new.value != old.value && !named.contains(&new.value) && same_unit(new, old)
 }
 
 fn rejected(text: &str, value: &Said) -> bool {

@@ -159,27 +159,49 @@ pub(crate) fn names_a_value_replaced(content: &str, messages: &[TranscriptMessag
         return false;
     }
     let reading = read(messages);
-    let names_a_kept_value = named.iter().any(|n| reading.kept.contains(&n.value));
-    !names_a_kept_value && named.iter().any(|n| reading.replaced.iter().any(|old| old.same_value_as(n)))
+    let is_replaced =
+        |n: &Said| reading.replaced.iter().any(|old| old.same_value_as(n)) && !told_as_history(content, n);
+    // "60 minutes (45 was set first)" tells the change: it names a value that stands too.
+    let names_a_value_that_stands = named.iter().any(|n| !is_replaced(n) && reading.chosen.contains(&n.value));
+    !names_a_value_that_stands && named.iter().any(is_replaced)
 }
 
-/// What `read` finds: the settings kept, their values, and the values confirmed that did not
-/// last.
+/// Words before a value that tell it as what was: "was 14", "from 24", "instead of 72".
+static HISTORY_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)\b(was|were|from|instead of|not|rather than|replacing|replaced|up from|down from)\s+$")
+});
+/// Words after a value (and its unit) that tell it as what was: "72 was set first and dropped",
+/// "60 was tried", "21 → 10".
+static HISTORY_AFTER: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)^\s*(\w+\s+)?((was|were)\s+(set|tried|first|dropped|put|too|rejected|changed)|(→|->)|(at\s+)?first\b|earlier\b|previously\b)",
+    )
+});
+
+/// Whether `content` tells the value `n` as history, not as it is now.
+fn told_as_history(content: &str, n: &Said) -> bool {
+    HISTORY_BEFORE.is_match(&content[..n.start]) || HISTORY_AFTER.is_match(&content[n.end..])
+}
+
+/// What `read` finds: the settings kept, every value the developer chose, and the values
+/// confirmed that did not last.
 struct Reading {
     memories: Vec<Extracted>,
-    kept: Vec<String>,
+    chosen: Vec<String>,
     replaced: Vec<Said>,
 }
 
 fn read(messages: &[TranscriptMessage]) -> Reading {
     let developer: Vec<usize> = (0..messages.len()).filter(|&at| messages[at].role == Role::User).collect();
-    let mut reading = Reading { memories: Vec::new(), kept: Vec::new(), replaced: Vec::new() };
+    let mut reading = Reading { memories: Vec::new(), chosen: Vec::new(), replaced: Vec::new() };
     let mut last_confirmed: Option<Confirmed> = None;
+    let mut kept = Vec::new();
     for (nth, &at) in developer.iter().enumerate() {
         let values = values_chosen(&messages[at].text);
         if values.is_empty() {
             continue;
         }
+        reading.chosen.extend(values.iter().cloned());
         let next = developer.get(nth + 1).copied();
         let turn = &messages[at + 1..next.unwrap_or(messages.len())];
         let found = confirmation(turn, &values).or_else(|| {
@@ -205,11 +227,11 @@ fn read(messages: &[TranscriptMessage]) -> Reading {
             reading.replaced.extend(value_in(&confirmed));
             continue;
         }
-        reading.kept.push(confirmed.value.clone());
+        kept.push(confirmed.value.clone());
         reading.memories.push(memory(confirmed.sentence, &messages[at].id, &confirmed.reply_id));
     }
     // A value set, replaced, then set again is the value now.
-    reading.replaced.retain(|old| !reading.kept.contains(&old.value));
+    reading.replaced.retain(|old| !kept.contains(&old.value));
     reading
 }
 

@@ -297,3 +297,23 @@ fn a_value_is_replaced_only_when_the_same_setting_is_set_again() {
     ]);
     assert!(!names_a_value_replaced("Donors wait 45 minutes before giving up.", &moved_on));
 }
+
+#[test]
+fn a_replaced_value_told_as_history_is_no_stale_memory() {
+    let said = said(&[
+        (Role::User, "How many days ahead does it list?"),
+        (Role::Assistant, "daysAhead is 14 in the sitepackage."),
+        (Role::User, "Three weeks for Advent. 21."),
+        (Role::Assistant, "daysAhead is 21. On a phone that's 96 services."),
+        (Role::User, "Hmm, too long on a phone. 10 days, and Advent gets its own page."),
+        (Role::Assistant, "daysAhead is 10 and the cache flushed."),
+    ]);
+    assert!(names_a_value_replaced("The page lists 21 days ahead.", &said));
+    for history in [
+        "The page lists 10 days ahead (was 14; 21 was set for Advent and dropped).",
+        "The page lists ten days ahead, down from 21.",
+        "daysAhead: 21 → 10.",
+    ] {
+        assert!(!names_a_value_replaced(history, &said), "{history:?}");
+    }
+}

@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,…,holdout29}/*.json`, one folder per split of [`SPLITS`]): coding
+//! The held-out extraction set (`eval/extraction/{dev,…,holdout31}/*.json`, one folder per split of [`SPLITS`]): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -21,6 +21,7 @@
 //! same; written while holdout21 ran), s313–s324 holdout25 and s325–s336 holdout26 (the same;
 //! written while holdout23 ran), s337–s348 holdout27 and s349–s360 holdout28 (the same;
 //! written after holdout26's run), s361–s372 holdout29 (the same; written after holdout28's
+//! run), s373–s384 holdout30 and s385–s396 holdout31 (the same; written after holdout29's
 //! run). A held-out figure is a split's first run; after it, the
 //! split is tuning data.
 
@@ -124,6 +125,8 @@ pub const SPLITS: &[&str] = &[
     "holdout27",
     "holdout28",
     "holdout29",
+    "holdout30",
+    "holdout31",
 ];
 
 /// The sessions of `split` (one of [`SPLITS`], or `all`) under `dir`, in id order; `only` keeps

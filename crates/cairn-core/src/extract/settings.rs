@@ -159,8 +159,11 @@ pub(crate) fn names_a_value_replaced(content: &str, messages: &[TranscriptMessag
         return false;
     }
     let reading = read(messages);
-    let is_replaced =
-        |n: &Said| reading.replaced.iter().any(|old| old.same_value_as(n)) && !told_as_history(content, n);
+    let is_replaced = |n: &Said| {
+        reading.replaced.iter().any(|old| old.same_value_as(n))
+            && !told_as_history(content, n)
+            && !is_an_argument(content, n)
+    };
     // "60 minutes (45 was set first)" tells the change: it names a value that stands too.
     let names_a_value_that_stands = named.iter().any(|n| !is_replaced(n) && reading.chosen.contains(&n.value));
     !names_a_value_that_stands && named.iter().any(is_replaced)
@@ -168,7 +171,7 @@ pub(crate) fn names_a_value_replaced(content: &str, messages: &[TranscriptMessag
 
 /// Words before a value that tell it as what was: "was 14", "from 24", "instead of 72".
 static HISTORY_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"(?i)\b(was|were|from|instead of|not|rather than|replacing|replaced|up from|down from)\s+$")
+    regex(r"(?i)\b(was|were|briefly|from|instead of|not|rather than|replacing|replaced|up from|down from)\s+$")
 });
 /// Words after a value (and its unit) that tell it as what was: "72 was set first and dropped",
 /// "60 was tried", "21 → 10".
@@ -177,6 +180,19 @@ static HISTORY_AFTER: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)^\s*(\w+\s+)?((was|were)\s+(set|tried|first|dropped|put|too|rejected|changed)|(→|->)|(at\s+)?first\b|earlier\b|previously\b)",
     )
 });
+
+/// Whether `n` is a call's argument in code ("clock.tick(60)"): another thing than a setting's
+/// value.
+fn is_an_argument(content: &str, n: &Said) -> bool {
+    let before = content[..n.start].strip_suffix('(');
+    before.is_some_and(|name| name.ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+}
+
+/// The numbers of the developer's sentences that set something ("Then 1.5, the rim lighting
+/// looks too soft at 1.25."): a value that may stand, whatever the reply said.
+fn values_in_sentences_that_set(text: &str) -> Vec<String> {
+    sentences(text).iter().filter(|s| !s.ends_with('?') && SETS.is_match(s)).flat_map(|s| numbers_said(s)).collect()
+}
 
 /// Whether `content` tells the value `n` as history, not as it is now.
 fn told_as_history(content: &str, n: &Said) -> bool {
@@ -198,10 +214,11 @@ fn read(messages: &[TranscriptMessage]) -> Reading {
     let mut kept = Vec::new();
     for (nth, &at) in developer.iter().enumerate() {
         let values = values_chosen(&messages[at].text);
+        reading.chosen.extend(values.iter().cloned());
+        reading.chosen.extend(values_in_sentences_that_set(&messages[at].text));
         if values.is_empty() {
             continue;
         }
-        reading.chosen.extend(values.iter().cloned());
         let next = developer.get(nth + 1).copied();
         let turn = &messages[at + 1..next.unwrap_or(messages.len())];
         let found = confirmation(turn, &values).or_else(|| {

@@ -317,3 +317,21 @@ fn a_replaced_value_told_as_history_is_no_stale_memory() {
         assert!(!names_a_value_replaced(history, &said), "{history:?}");
     }
 }
+
+#[test]
+fn a_replaced_value_that_is_another_things_number_keeps_the_memory() {
+    let said = said(&[
+        (Role::User, "The attract screen comes back too soon. Make it 60."),
+        (Role::Assistant, "IDLE_SECONDS = 60 now."),
+        (Role::User, "Hmm, parents read the panel too. 90."),
+        (Role::Assistant, "IDLE_SECONDS = 90, so the heron comes back after a minute and a half."),
+        (Role::User, "Cap the pixel ratio at 2."),
+        (Role::Assistant, "PIXEL_RATIO_CAP is 2; the kiosk does 31 fps."),
+        (Role::User, "Then 1.5, the rim lighting looks too soft at 1.25."),
+        (Role::Assistant, "PIXEL_RATIO_CAP is 1.5 now."),
+    ]);
+    assert!(names_a_value_replaced("The attract screen returns after 60 seconds.", &said));
+    assert!(!names_a_value_replaced("Movement uses delta time from clock.tick(60).", &said), "a call's argument");
+    assert!(!names_a_value_replaced("The 4K panel runs at devicePixelRatio 2; the cap is 1.5.", &said));
+    assert!(!names_a_value_replaced("Seats are held 12 minutes (was 20, briefly 60).", &said));
+}

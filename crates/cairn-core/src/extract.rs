@@ -36,6 +36,7 @@ use crate::store::Store;
 pub use crate::store::extraction::FailingSession;
 use crate::store::extraction::{self, ProvenanceRow, StateAdvance};
 
+mod diagnosis;
 mod directives;
 mod settings;
 mod taken_back;
@@ -201,6 +202,9 @@ pub enum Origin {
     /// A value the developer set, saved as the agent's reply confirmed it (`settings`): no
     /// model wrote it.
     Setting,
+    /// A bug's cause and fix, as the agent found and said them (`diagnosis`): no model wrote
+    /// it.
+    Diagnosis,
     Summary,
     Brief,
 }
@@ -211,6 +215,7 @@ impl Origin {
             Origin::Fact => "fact",
             Origin::Directive => "directive",
             Origin::Setting => "setting",
+            Origin::Diagnosis => "diagnosis",
             Origin::Summary => "summary",
             Origin::Brief => "brief",
         }
@@ -219,7 +224,7 @@ impl Origin {
     /// Whether it counts as a fact: one of many a conversation holds, deduped against what the
     /// project already says (a summary or a brief is one revised text).
     pub(crate) fn is_fact(self) -> bool {
-        matches!(self, Origin::Fact | Origin::Directive | Origin::Setting)
+        matches!(self, Origin::Fact | Origin::Directive | Origin::Setting | Origin::Diagnosis)
     }
 }
 
@@ -404,6 +409,7 @@ fn extract_session(
         // duplicate.
         let mut memories = directives::directives(&said);
         memories.extend(settings::settings(&said));
+        memories.extend(diagnosis::diagnoses(&said));
         if !said.is_empty() {
             let opening = if work.mark.is_none() && range.start == 0 { opening_id(&said) } else { None };
             let mut facts = ask_facts(provider, &said)?;
@@ -986,6 +992,7 @@ impl Store {
                 "brief" => Origin::Brief,
                 "directive" => Origin::Directive,
                 "setting" => Origin::Setting,
+                "diagnosis" => Origin::Diagnosis,
                 _ => Origin::Fact,
             },
             session_id: row.session_id,

@@ -35,6 +35,7 @@ pub fn provenance(p: &cairn_core::extract::Provenance) -> String {
         cairn_core::extract::Origin::Fact => "fact",
         cairn_core::extract::Origin::Directive => "rule the developer stated",
         cairn_core::extract::Origin::Setting => "value the developer set",
+        cairn_core::extract::Origin::Diagnosis => "bug the agent diagnosed",
         cairn_core::extract::Origin::Summary => "session summary",
         cairn_core::extract::Origin::Brief => "project brief",
     };

@@ -341,6 +341,7 @@ pub fn write_memories(provider: Option<&dyn LlmProvider>, request: &AddRequest) 
     } else {
         let mut memories = super::directives::directives(&messages);
         memories.extend(super::settings::settings(&messages));
+        memories.extend(super::diagnosis::diagnoses(&messages));
         let facts = super::ask_facts(provider, &messages).map_err(CairnError::from)?;
         memories.extend(facts.into_iter().filter(|f| super::holds_up(f, &messages)).map(fact_memory));
         memories

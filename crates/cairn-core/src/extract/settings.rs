@@ -427,7 +427,9 @@ fn restated(
             .iter()
             .find(|v| named.contains(v) && **v != previous.value && sets_it_again(developer_text, v))?
             .clone();
-        setting_names(&first).is_empty().then_some((reply, first, value))
+        // "73." echoes the developer's "73!" sign-off: a confirmation says something of the value.
+        let says_more = first.chars().any(char::is_alphabetic);
+        (setting_names(&first).is_empty() && says_more).then_some((reply, first, value))
     })?;
     let old = numbers(&previous.sentence).into_iter().find(|n| n.value == previous.value)?;
     let (before, after) = previous.sentence.split_at(old.end);

@@ -335,3 +335,22 @@ fn a_replaced_value_that_is_another_things_number_keeps_the_memory() {
     assert!(!names_a_value_replaced("The 4K panel runs at devicePixelRatio 2; the cap is 1.5.", &said));
     assert!(!names_a_value_replaced("Seats are held 12 minutes (was 20, briefly 60).", &said));
 }
+
+#[test]
+fn a_reply_that_only_echoes_a_number_confirms_nothing() {
+    let turns = [
+        (Role::User, "What speed do beginners get?"),
+        (Role::Assistant, "charWpm is 15 in the defaults."),
+        (Role::User, "Too slow for the ear. 20."),
+        (Role::Assistant, "charWpm is 20 now."),
+        (Role::User, "Hmm, 18 then."),
+        (Role::Assistant, "charWpm is 18 now; the lessons start there."),
+        (Role::User, "Lovely. That's all for tonight. 73!"),
+        (Role::Assistant, "73. Nothing else changed."),
+    ];
+    // The sign-off still reads as a value set again, so 18 is left to the model; 73 is no setting.
+    let saved = contents(&turns);
+    assert!(!saved.iter().any(|memory| memory.contains("73")), "{saved:?}");
+    let without_sign_off = &turns[..6];
+    assert_eq!(contents(without_sign_off), ["charWpm is 18 now; the lessons start there."]);
+}

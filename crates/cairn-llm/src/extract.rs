@@ -733,8 +733,14 @@ pub fn is_noise(text: &str) -> bool {
 /// is copying the transcript (seen: a bugfix that ran on into "(ran edit: {"filePath":…").
 /// "(ran with nextest)" is no note: a note's tool is one word and a colon.
 fn holds_tool_note(text: &str) -> bool {
-    text.match_indices("(ran ").any(|(at, note)| {
-        let rest = &text[at + note.len()..];
+    text.match_indices("(ran ").any(|(at, _)| is_tool_note(&text[at..]))
+}
+
+/// Whether `text` opens with one of the transcript's tool notes, `(ran edit: dvc.yaml)`: a
+/// line of its own in the extraction transcript, which a reader of the agent's words leaves
+/// out.
+pub fn is_tool_note(text: &str) -> bool {
+    text.strip_prefix("(ran ").is_some_and(|rest| {
         rest.split_once(": ").is_some_and(|(tool, _)| {
             !tool.is_empty() && tool.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         })

@@ -82,7 +82,7 @@ pub(crate) fn diagnoses(messages: &[TranscriptMessage]) -> Vec<Extracted> {
 fn prose_of(text: &str) -> String {
     crate::text::without_code_blocks(text, "\n")
         .lines()
-        .filter(|line| !line.trim_start().starts_with("(ran "))
+        .filter(|line| !cairn_llm::extract::is_tool_note(line.trim_start()))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -408,7 +408,8 @@ fn extract_session(
         // The developer's own rules and settings first: a model's paraphrase of one is then a
         // duplicate.
         let mut memories = directives::directives(&said);
-        memories.extend(settings::settings(&said));
+        let set = settings::read(&said);
+        memories.extend(set.memories.iter().cloned());
         memories.extend(diagnosis::diagnoses(&said));
         if !said.is_empty() {
             let opening = if work.mark.is_none() && range.start == 0 { opening_id(&said) } else { None };
@@ -417,7 +418,7 @@ fn extract_session(
                 let answered = ask_follow_up(provider, &said, *follow_up)?;
                 facts.extend(answered.into_iter().filter(|f| follow_up.keeps(f, &said, opening)));
             }
-            memories.extend(facts.into_iter().filter(|f| holds_up(f, &said)).map(fact_memory));
+            memories.extend(facts.into_iter().filter(|f| holds_up(f, &said, &set)).map(fact_memory));
         }
         let last = window.last().map(|m| m.mark.clone());
         let saved = ExtractionCommit {
@@ -541,10 +542,10 @@ fn tail_within(messages: &[TranscriptMessage], max_bytes: usize) -> &[Transcript
 /// Whether a model's fact about `said` is kept: a plan the fact itself says is put off is no
 /// fact (the prompt asks to skip them), nor a value the developer took back, nor one the agent
 /// confirmed and that was replaced after.
-fn holds_up(fact: &Fact, said: &[TranscriptMessage]) -> bool {
+fn holds_up(fact: &Fact, said: &[TranscriptMessage], set: &settings::Reading) -> bool {
     !directives::puts_off(&fact.content)
         && !taken_back::names_a_value_taken_back(&fact.content, said)
-        && !settings::names_a_value_replaced(&fact.content, said)
+        && !set.names_a_value_replaced(&fact.content)
 }
 
 fn fact_memory(fact: Fact) -> Extracted {

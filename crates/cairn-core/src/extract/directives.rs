@@ -203,16 +203,17 @@ static FILLER: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)^((and|but|also|so|ok|okay|good|great|nice|cool|fine|thanks|agreed)[,.!:]?\s+)+"));
 
 /// A sentence that only says a rule comes next: "Now a rule.", "Another thing, and this one's a
-/// rule.", "Here's a rule of ours that the script needs to know about, because …", "Now, a rule I
-/// need the computer to follow, because …", "Now, something the committee is firm about.",
-/// "And now the thing that bit me last week, I want it written down.", "Next thing, and it's a rule.", "And a rule for the catalogue.", "Now, a rule, and I
+/// rule.", "Next thing, and it's a rule.", "And a rule for the catalogue.", "Now, a rule, and I
 /// feel strongly about this one.", "And one more rule, please.", "Now a safeguarding rule, and
 /// it's non-negotiable.", "Now a rule, this one matters.", "Now something I want written down
-/// as a rule.", "Now, and this is a rule from Fennick's, please treat it as one." The rule is
-/// what the developer says after it, in the same message; alone it says nothing (the extraction set's holdout19 had
-/// two such sentences saved as rules). "Make that a rule." names the sentence before it, and is
-/// no announcement; nor is "The rule is that …" or "A rule for the batch page: …", which state
-/// the rule themselves.
+/// as a rule.", "Now, and this is a rule from Fennick's, please treat it as one.", "Here's a
+/// rule of ours that the script needs to know about, because …", "Now, a rule I need the
+/// computer to follow, because …", "Now, something the committee is firm about.", "And now the
+/// thing that bit me last week, I want it written down." The rule is what the developer says
+/// after it, in the same message; alone it says nothing (the extraction set's holdout19 had two
+/// such sentences saved as rules). "Make that a rule." names the sentence before it, and is no
+/// announcement; nor is "The rule is that …" or "A rule for the batch page: …", which state the
+/// rule themselves.
 static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
         r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?([\w-]+\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(\s+of\s+(ours|mine))?(\s+(that|which))?(\s+(i|we|you|they|everyone|everybody|the\s+[\w-]+)\s+(need|needs|want|wants|has|have|must|should)\s+((the|our)\s+[\w-]+\s+|you\s+|it\s+|them\s+|everyone\s+)?to\s+(follow|know(\s+about)?|keep|remember|obey|respect|stick\s+to|enforce|learn))?(,\s*(please\b[^:;]*|this one matters|it matters|(and|but|whoever|which|because)\b[^:;]*))?\s*[.!:]*$|^((and|also|now|so|then|next)[,:.!]?\s+)*(something\s+(that\s+)?i\s+want\s+(written\s+down\s+|kept\s+|treated\s+)?as\s+a\s+rule|something\s+(that\s+)?(the\s+[\w-]+|we|i|everyone)\s+(is|are|am|feel|feels)\s+(absolutely\s+|really\s+|very\s+|quite\s+)?(firm|strict|adamant|serious)\s+(on|about)|(and\s+)?this\s+is\s+a\s+rule(\s+from\s+[^,.!?:;]{1,40})?(,\s*please\b[^:;]*)?)\s*[.!:]*$|^[^.!?:;]{0,80}\bi\s+want\s+(it|this|that)\s+(written\s+down|on\s+record|kept\s+as\s+a\s+rule)\s*[.!:]*$",
@@ -284,9 +285,10 @@ pub(super) fn every_sentence(text: &str) -> Vec<String> {
 /// Sentences grouped so that a short one goes with the one before it, and what follows an
 /// announcement ("Now a rule.") or a rule's lead-in ("And a rule, before I forget: we only ever
 /// listen on that network. Nothing gets sent to a lane controller …") goes with it: the rest of
-/// the message, until it turns to something else or would make the rule longer than `MAX_DIRECTIVE_BYTES` (the rule is not
-/// always the first sentence after it: "Now a rule, and it's safeguarding. Some of our players
-/// are under 18. A player under 18 never gets her full name on a graphic.").
+/// the message, until it turns to something else or would make the rule longer than
+/// `MAX_DIRECTIVE_BYTES` (the rule is not always the first sentence after it: "Now a rule, and
+/// it's safeguarding. Some of our players are under 18. A player under 18 never gets her full
+/// name on a graphic.").
 fn units(sentences: &[String]) -> Vec<Unit> {
     let mut units: Vec<Unit> = Vec::new();
     let mut reading_announced = false;

@@ -31,7 +31,7 @@
 //!
 //! A value the agent confirmed and that was then replaced (set again, or changed on the same
 //! setting) is known to be stale: a model's memory that names it, and no value kept, is
-//! dropped (`names_a_value_replaced`).
+//! dropped (`Reading::names_a_value_replaced`).
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -143,30 +143,32 @@ static SETS: LazyLock<Regex> = LazyLock::new(|| {
     regex(r"(?i)\b(make|put|set|go|change|lower|raise|bump|drop|halve|double|back to|then|instead)\b")
 });
 
-/// The settings `messages` show the developer choosing, one memory each, in order.
-pub(crate) fn settings(messages: &[TranscriptMessage]) -> Vec<Extracted> {
-    read(messages).memories
+/// What the settings reader finds in a window: the settings the developer chose (one memory
+/// each, in order), every value the developer chose, and the values the agent confirmed that
+/// did not last. Read once a window; the model's facts are checked against it.
+pub(crate) struct Reading {
+    pub(crate) memories: Vec<Extracted>,
+    chosen: Vec<String>,
+    replaced: Vec<Said>,
 }
 
-/// Whether `content` names a value the agent confirmed that did not last (set again, or
-/// changed after), and none that did: "The renewal reminder now goes 14 days before the end
-/// date." when 21 days replaced it. A small model writes such a value as the setting; the
-/// settings read here tell the value now. The number must be of the same unit ("14 days" is
-/// not replaced by talk of "14 contacts").
-pub(crate) fn names_a_value_replaced(content: &str, messages: &[TranscriptMessage]) -> bool {
-    let named = numbers(content);
-    if named.is_empty() {
-        return false;
+impl Reading {
+    /// Whether `content` names a value the agent confirmed that did not last (set again, or
+    /// changed after), and none that did: "The renewal reminder now goes 14 days before the end
+    /// date." when 21 days replaced it. A small model writes such a value as the setting; the
+    /// settings read here tell the value now. The number must be of the same unit ("14 days" is
+    /// not replaced by talk of "14 contacts").
+    pub(crate) fn names_a_value_replaced(&self, content: &str) -> bool {
+        let named = numbers(content);
+        let is_replaced = |n: &Said| {
+            self.replaced.iter().any(|old| old.same_value_as(n))
+                && !told_as_history(content, n)
+                && !is_an_argument(content, n)
+        };
+        // "60 minutes (45 was set first)" tells the change: it names a value that stands too.
+        let names_a_value_that_stands = named.iter().any(|n| !is_replaced(n) && self.chosen.contains(&n.value));
+        !names_a_value_that_stands && named.iter().any(is_replaced)
     }
-    let reading = read(messages);
-    let is_replaced = |n: &Said| {
-        reading.replaced.iter().any(|old| old.same_value_as(n))
-            && !told_as_history(content, n)
-            && !is_an_argument(content, n)
-    };
-    // "60 minutes (45 was set first)" tells the change: it names a value that stands too.
-    let names_a_value_that_stands = named.iter().any(|n| !is_replaced(n) && reading.chosen.contains(&n.value));
-    !names_a_value_that_stands && named.iter().any(is_replaced)
 }
 
 /// Words before a value that tell it as what was: "was 14", "from 24", "instead of 72".
@@ -199,15 +201,8 @@ fn told_as_history(content: &str, n: &Said) -> bool {
     HISTORY_BEFORE.is_match(&content[..n.start]) || HISTORY_AFTER.is_match(&content[n.end..])
 }
 
-/// What `read` finds: the settings kept, every value the developer chose, and the values
-/// confirmed that did not last.
-struct Reading {
-    memories: Vec<Extracted>,
-    chosen: Vec<String>,
-    replaced: Vec<Said>,
-}
-
-fn read(messages: &[TranscriptMessage]) -> Reading {
+/// The settings `messages` show the developer choosing, and the values that did not last.
+pub(crate) fn read(messages: &[TranscriptMessage]) -> Reading {
     let developer: Vec<usize> = (0..messages.len()).filter(|&at| messages[at].role == Role::User).collect();
     let mut reading = Reading { memories: Vec::new(), chosen: Vec::new(), replaced: Vec::new() };
     let mut last_confirmed: Option<Confirmed> = None;

@@ -1,6 +1,14 @@
 use super::*;
 use crate::extract::taken_back::tests::said;
 
+fn settings(messages: &[TranscriptMessage]) -> Vec<Extracted> {
+    read(messages).memories
+}
+
+fn names_a_value_replaced(content: &str, messages: &[TranscriptMessage]) -> bool {
+    read(messages).names_a_value_replaced(content)
+}
+
 fn contents(turns: &[(Role, &str)]) -> Vec<String> {
     settings(&said(turns)).into_iter().map(|s| s.content).collect()
 }

@@ -340,10 +340,11 @@ pub fn write_memories(provider: Option<&dyn LlmProvider>, request: &AddRequest) 
         }]
     } else {
         let mut memories = super::directives::directives(&messages);
-        memories.extend(super::settings::settings(&messages));
+        let set = super::settings::read(&messages);
+        memories.extend(set.memories.iter().cloned());
         memories.extend(super::diagnosis::diagnoses(&messages));
         let facts = super::ask_facts(provider, &messages).map_err(CairnError::from)?;
-        memories.extend(facts.into_iter().filter(|f| super::holds_up(f, &messages)).map(fact_memory));
+        memories.extend(facts.into_iter().filter(|f| super::holds_up(f, &messages, &set)).map(fact_memory));
         memories
     };
     if let Some(kind) = asked_type.filter(|_| !init_mode && !summary_mode) {

@@ -8,7 +8,10 @@
 //! that fixed it.
 //!
 //! Only the first such diagnosis of a window is read, and only when the agent says it found
-//! the cause: a guess ("… usually means …", "smells like …") is no diagnosis.
+//! the cause: a guess ("… usually means …", "smells like …") is no diagnosis. A window where
+//! the agent never says so may still hold one told the other common way: a reply that opens by
+//! ruling out the suspect the developer named ("Not the cache: …", "The export is fine; the
+//! plugin picks the wrong part.", "Nobody deleted them: …") and goes on to the cause.
 
 use std::sync::LazyLock;
 
@@ -32,10 +35,66 @@ const MAX_DIAGNOSIS_BYTES: usize = 900;
 const FILLER: &[&str] = &["ah", "oh", "ok", "okay", "right", "so", "yes", "and", "well", "good", "great", "aha"];
 
 /// Words that say the cause was found: "Found it.", "That's the bug.", "There's the problem:
-/// …", "The problem is units.", "That explains it.", "None of it, as it turns out."
+/// …", "The problem is units.", "The trouble is that …", "That explains it.", "None of it, as it
+/// turns out."
 static FOUND_IT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\b(the (real |root )?(problem|cause|culprit|bug|issue) (is|was)\b|that's (the whole story|why|what|it\b|the (cause|bug|problem|culprit)|how)|that explains it|there's the (problem|bug|cause|culprit)|there it is|turns out|found it)",
+        r"(?i)\b(the (real |root )?(problem|cause|culprit|bug|issue|trouble|fault) (is|was)\b|that's (the whole story|why|what|it\b|the (cause|bug|problem|culprit)|how)|that explains it|there's the (problem|bug|cause|culprit)|there it is|turns out|found it)",
+    )
+    .expect("a valid pattern")
+});
+
+/// A reply's first sentence that rules out a suspect: "It isn't the cache: …", "Not Python.",
+/// "The SSD is healthy, …", "The relay isn't the problem.", "No image updater involved.",
+/// "Nobody deleted them: …", "Rounding isn't it: …", "…, so it isn't the retrain." The
+/// `suspect` is checked apart (`JUDGEMENTS`): "It's not a good idea." rules out nothing.
+static RULED_OUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?ix)
+        ^(?:(?:so|ok|okay|right|well),?\s)?(?:
+            (?:it|that|this)(?:'s|\sis|\swas)?\s(?:not|isn't|wasn't)\s(?:the\s|a\s|an\s|\w+'s\s)?(?P<suspect>[\w-]+)
+          | not\s(?:the\s|a\s|an\s|\w+'s\s)?(?P<named>[\w-]+)(?:\s[\w-]+)?\s*[:;,.]
+          | (?:the|your|our)\s[\w'\s-]{1,30}?(?:\sis|\sare|\swas|\swere|'s)\s(?:fine|clean|healthy|innocent|intact)\b
+          | (?:the|your|our)\s[\w'\s-]{1,30}?\s(?:isn't|aren't|wasn't|weren't)\sthe\s(?:problem|cause|culprit|issue)\b
+          | no\s[\w'\s-]{1,30}?\s(?:at\sall|involved)\b
+          | nobody\s\w+\s(?:it|them)\b
+          | [\w'\s-]{1,30}\sisn't\sit\b
+        )
+        | \bso\s(?:it|that)(?:'s|\sis)?\s(?:not|isn't)\s(?:the|it)\b",
+    )
+    .expect("a valid pattern")
+});
+
+/// Words after "it's not" or "not" that judge an idea rather than rule out a suspect: "It's
+/// not a good idea.", "Not yet."
+const JUDGEMENTS: &[&str] = &[
+    "good",
+    "bad",
+    "possible",
+    "necessary",
+    "worth",
+    "needed",
+    "enough",
+    "safe",
+    "supported",
+    "wise",
+    "quite",
+    "yet",
+    "so",
+    "too",
+    "very",
+    "really",
+    "sure",
+    "much",
+    "only",
+    "all",
+];
+
+/// A developer's question that asks for an answer ("What's the threshold now?", "Is that a big
+/// change?"), not for the work ("Can you fix both?").
+static ASKS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^(?:(?:so|ok|okay|and|but|now|next|oh|right|also),?\s)*(?:what|how|when|where|which|who|why|is|are|does|do|did|was|were|has|have|should)\b",
     )
     .expect("a valid pattern")
 });
@@ -51,9 +110,10 @@ static STILL_LOOKING: LazyLock<Regex> = LazyLock::new(|| {
 pub(crate) fn diagnoses(messages: &[TranscriptMessage]) -> Vec<Extracted> {
     let first_developer = messages.iter().position(|m| m.role == Role::User);
     let Some(first_developer) = first_developer else { return Vec::new() };
-    let found = messages.iter().enumerate().skip(first_developer + 1).find_map(|(at, m)| {
-        (m.role == Role::Assistant).then(|| diagnosis_in(&m.text).map(|said| (at, said))).flatten()
-    });
+    let replies = || messages.iter().enumerate().skip(first_developer + 1).filter(|(_, m)| m.role == Role::Assistant);
+    let found = replies()
+        .find_map(|(at, m)| diagnosis_in(&m.text).map(|said| (at, said)))
+        .or_else(|| replies().find_map(|(at, m)| ruled_out_in(&m.text).map(|said| (at, said))));
     let Some((at, diagnosis)) = found else { return Vec::new() };
     let mut message_ids = vec![messages[at].id.clone()];
     let mut content = within_budget(String::new(), &diagnosis);
@@ -116,6 +176,30 @@ fn diagnosis_in(text: &str) -> Option<Vec<String>> {
     (!kept.is_empty()).then_some(kept)
 }
 
+/// The first sentences of a reply that opens by ruling out a suspect and goes on to say more:
+/// the opener alone ("The database is fine: every connection still says what it said.") names
+/// no cause.
+fn ruled_out_in(text: &str) -> Option<Vec<String>> {
+    let sentences = every_sentence(&prose_of(text));
+    if sentences.len() < 2 || !rules_out_a_suspect(&sentences[0]) {
+        return None;
+    }
+    let said = &sentences[..sentences.len().min(DIAGNOSIS_SENTENCES)];
+    (!said.iter().any(|s| STILL_LOOKING.is_match(s))).then(|| said.to_vec())
+}
+
+/// Whether `opener` rules out a suspect (`RULED_OUT`), not an idea (`JUDGEMENTS`).
+fn rules_out_a_suspect(opener: &str) -> bool {
+    let Some(found) = RULED_OUT.captures(opener) else { return false };
+    let suspect = found.name("suspect").or_else(|| found.name("named"));
+    suspect.is_none_or(|word| !JUDGEMENTS.contains(&word.as_str().to_lowercase().as_str()))
+}
+
+/// Whether the developer's `message` asks a question of its own (`ASKS`).
+fn asks_something_else(message: &str) -> bool {
+    every_sentence(message).iter().any(|s| s.trim_end().ends_with('?') && ASKS.is_match(s.trim_start()))
+}
+
 /// Whether `sentence` says the cause was found and nothing else ("Found it.", "That's the
 /// cause."; not "The problem is units."): it is left out of the memory.
 fn says_only_found(sentence: &str) -> bool {
@@ -127,9 +211,13 @@ fn says_only_found(sentence: &str) -> bool {
 }
 
 /// The first sentences of the agent's first reply after the developer's next message: what it
-/// changed.
+/// changed. When that message asks something else ("Thanks! How fast can a winch go?"), the
+/// reply answers it, and is no fix: it is left out (a stale "max_speed = 400" once rode along).
 fn fix_after(messages: &[TranscriptMessage], diagnosed_at: usize) -> Option<(String, Vec<String>)> {
     let go_ahead = diagnosed_at + 1 + messages[diagnosed_at + 1..].iter().position(|m| m.role == Role::User)?;
+    if asks_something_else(&messages[go_ahead].text) {
+        return None;
+    }
     messages[go_ahead + 1..].iter().take_while(|m| m.role == Role::Assistant).find_map(|reply| {
         let first: Vec<String> = every_sentence(&prose_of(&reply.text)).into_iter().take(FIX_SENTENCES).collect();
         (!first.is_empty()).then(|| (reply.id.clone(), first))

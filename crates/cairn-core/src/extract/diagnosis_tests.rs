@@ -80,3 +80,99 @@ fn a_diagnosis_after_a_reply_still_looking_is_read_from_where_it_was_found() {
         "tool notes are no part of it"
     );
 }
+
+#[test]
+fn a_reply_that_rules_out_the_suspect_and_goes_on_to_the_cause_is_a_diagnosis() {
+    let saved = diagnoses(&said(&[
+        (Role::User, "The badge said Closed all morning. Is the CDN caching it?"),
+        (Role::Assistant, "(ran bash: curl -I https://example.test/status)"),
+        (
+            Role::Assistant,
+            "Not the cache: every request comes back with open=true. The data arrives and the widget \
+             doesn't redraw. refresh() changed a field inside the object, so Lit saw the same object.",
+        ),
+        (Role::User, "Fix it."),
+        (Role::Assistant, "refresh() now assigns a new object, so the badge redraws. Tested by flipping the flag."),
+    ]));
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(
+        saved[0].content,
+        "Not the cache: every request comes back with open=true. The data arrives and the widget doesn't \
+         redraw. refresh() changed a field inside the object, so Lit saw the same object. refresh() now \
+         assigns a new object, so the badge redraws. Tested by flipping the flag."
+    );
+    assert_eq!(saved[0].message_ids, ["m2", "m4"]);
+}
+
+#[test]
+fn every_way_of_ruling_out_a_suspect_opens_a_diagnosis() {
+    for opener in [
+        "It isn't the cache: the query, run fresh, also gives 311.",
+        "The export is fine; the plugin picks the wrong part.",
+        "The SSD is healthy, no errors at all.",
+        "The relay isn't the problem.",
+        "No image updater involved.",
+        "Nobody deleted them: they're closed, not gone.",
+        "Rounding isn't it: every entry has its full duration.",
+        "Both models give the same nonsense, so it isn't the retrain.",
+        "That isn't oscillation.",
+        "Not Python.",
+    ] {
+        let reply = format!("{opener} The join drops runs whose rider is missing.");
+        assert_eq!(
+            contents(&[(Role::User, "Why?"), (Role::Assistant, &reply)]),
+            std::slice::from_ref(&reply),
+            "{opener:?}"
+        );
+    }
+}
+
+#[test]
+fn an_opener_that_rules_out_nothing_or_a_search_still_going_saves_nothing() {
+    for reply in [
+        "It's not a good idea. Coupling a 41-atom group on its own gives a noisy temperature.",
+        "Not yet. I'll finish the migration first.",
+        "The CSV is fine: all 20 clubs. So the rows went in. Let me look at how the script fills the frame.",
+        "The tests pass. The build takes 3 minutes.",
+    ] {
+        assert!(contents(&[(Role::User, "Why?"), (Role::Assistant, reply)]).is_empty(), "{reply:?}");
+    }
+}
+
+#[test]
+fn a_cause_the_agent_says_it_found_wins_over_an_earlier_suspect_ruled_out() {
+    let turns = [
+        (Role::User, "The stream lags more every hour. Is the 4G slow?"),
+        (Role::Assistant, "The uplink is fine: a steady 3.3 Mbit/s. A growing gap means two clocks."),
+        (Role::Assistant, "Found it. The encoder runs on the camera's clock, 0.1% fast."),
+    ];
+    assert_eq!(contents(&turns), ["The encoder runs on the camera's clock, 0.1% fast."]);
+}
+
+#[test]
+fn a_reply_to_the_developers_next_question_is_no_fix() {
+    let turns = [
+        (Role::User, "The right wing moves when I drag the left one."),
+        (
+            Role::Assistant,
+            "Found it. Every slider is labelled 'Height', so they share one ImGui ID; each has its own now.",
+        ),
+        (Role::User, "Good. How fast can a winch go at the moment?"),
+        (Role::Assistant, "rig.ini has max_speed = 400 for every winch."),
+    ];
+    assert_eq!(
+        contents(&turns),
+        ["Every slider is labelled 'Height', so they share one ImGui ID; each has its own now."]
+    );
+    // A request is a go-ahead: its reply is the fix.
+    let asked_to_fix = [
+        (Role::User, "The right wing moves when I drag the left one."),
+        (Role::Assistant, "Found it. Every slider is labelled 'Height', so they share one ImGui ID."),
+        (Role::User, "Can you fix it?"),
+        (Role::Assistant, "Each winch's slider has its own ID now."),
+    ];
+    assert_eq!(
+        contents(&asked_to_fix),
+        ["Every slider is labelled 'Height', so they share one ImGui ID. Each winch's slider has its own ID now."]
+    );
+}

@@ -93,8 +93,13 @@ static SETTING_NAME: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// A setting named as a config file's key opening the sentence: "duration: 10, so every entry
-/// …", "`replicas: 4`, pushed".
-static KEY_OPENS: LazyLock<Regex> = LazyLock::new(|| regex(r"^`?(?P<key>[a-z][a-z0-9_-]*[a-z0-9])`?:\s*`?[£$€]?\d"));
+/// …", "`replicas: 4`, pushed", or a hyphenated option given its value: "keep-daily is 10 on
+/// the garage datastore".
+static KEY_OPENS: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"^`?(?P<key>[a-z][a-z0-9_-]*[a-z0-9])`?:\s*`?[£$€]?\d|^`?(?P<option>[a-z][a-z0-9]*(?:-[a-z0-9]+)+)`?\s+(?:is|=)\s+(?:now\s+)?[£$€]?\d",
+    )
+});
 /// A time offset, no condition: "14 days before the end date".
 static OFFSET: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)\b\d+\s+(second|minute|hour|day|week|month|year)s?\s+(before|after)\b"));
@@ -138,6 +143,9 @@ static SET_AS_SAID: LazyLock<Regex> = LazyLock::new(|| {
 /// 40 GB box." It sets nothing.
 static DESCRIBES: LazyLock<Regex> =
     LazyLock::new(|| regex(r"(?i)^(?:it's|it is|that's|that is|there's|there are|there is|we've|we have|i've)\b"));
+/// A last sentence that opens with the value, then goes on: "45, and a 'Hide PIN' button so
+/// they can clear it when they're done."
+static OPENS_WITH_A_VALUE: LazyLock<Regex> = LazyLock::new(|| regex(r"^(?P<value>[£$€]?\d+(?:\.\d+)?%?),\s"));
 /// Words that set a value: "make it 10", "put it at 250", "go -18 then", "halve it again, 400".
 static SETS: LazyLock<Regex> = LazyLock::new(|| {
     regex(r"(?i)\b(make|put|set|go|change|lower|raise|bump|drop|halve|double|back to|then|instead)\b")
@@ -227,13 +235,18 @@ pub(crate) fn read(messages: &[TranscriptMessage]) -> Reading {
         let Some(confirmed) = found else { continue };
         let later = &messages[next.unwrap_or(messages.len())..];
         if let Some(next) = next.filter(|&next| sets_again(&messages[next].text, &values)) {
-            // The next message may set this value again, or another setting ("Never one
-            // run."): the value is replaced only when the reply to it names the same setting.
+            // The next message may set this value again, or another setting ("… put the price
+            // in a flag, £25. Take that out."): the value is replaced only when the reply to it
+            // gives the same setting a value.
             let after = developer.get(nth + 2).copied().unwrap_or(messages.len());
-            if names_again(&messages[next + 1..after], &confirmed.names) {
-                reading.replaced.extend(value_in(&confirmed));
+            match set_next(&messages[next].text, &messages[next + 1..after], &confirmed) {
+                SetNext::TheSameSetting => {
+                    reading.replaced.extend(value_in(&confirmed));
+                    continue;
+                }
+                SetNext::MaybeTheSameSetting => continue,
+                SetNext::SomethingElse => {}
             }
-            continue;
         }
         if changed_again(later, &confirmed.names, &values) || names_a_value_taken_back(&confirmed.sentence, messages) {
             reading.replaced.extend(value_in(&confirmed));
@@ -273,6 +286,11 @@ fn values_chosen(text: &str) -> Vec<String> {
         && last.split_whitespace().count() <= MAX_SETTING_WORDS
     {
         values.extend(numbers_said(last));
+    }
+    if let Some(last) = said.last()
+        && let Some(opening) = OPENS_WITH_A_VALUE.captures(last)
+    {
+        values.extend(numbers_said(&opening["value"]));
     }
     if let [.., before, last] = said.as_slice()
         && SET_AS_SAID.is_match(last)
@@ -474,6 +492,50 @@ fn changed_again(later: &[TranscriptMessage], names: &HashSet<String>, values: &
     })
 }
 
+/// What the developer's next message sets, beside a value the agent just confirmed.
+enum SetNext {
+    /// The reply gives the same setting another value: the one confirmed is replaced.
+    TheSameSetting,
+    /// It may have replaced it: the confirmed value is not kept, nor known to be stale.
+    MaybeTheSameSetting,
+    /// Another setting: the confirmed value stands.
+    SomethingElse,
+}
+
+/// What the developer's next message (`developer_text`) and the reply to it (`turn`) set,
+/// beside the value `confirmed` gave. The same setting when the reply names it as the code
+/// does ("pinDisplaySeconds is 45") or in the same words ("The rollout is 50% now." then
+/// "Rollout is 25%."). Maybe the same when the message names the value again beside another
+/// ("10 is unfair on the big dogs. 12 for the Open."; "Super 8 ran at 18, only Standard 8 at
+/// 16" keeps it for some), when the reply confirms the new value naming no setting ("Set to
+/// 12 and published.", read as the value set again), or when there is no reply yet. Something
+/// else otherwise ("… put the price in a flag, £25. Take that out.").
+fn set_next(developer_text: &str, turn: &[TranscriptMessage], confirmed: &Confirmed) -> SetNext {
+    let named_in_the_same_words = name_in_words(&confirmed.sentence)
+        .is_some_and(|name| first_sentences(turn).any(|(_, first)| name_in_words(&first).as_ref() == Some(&name)));
+    if names_again(turn, &confirmed.names) || named_in_the_same_words {
+        return SetNext::TheSameSetting;
+    }
+    let values = values_chosen(developer_text);
+    let named = numbers_said(developer_text);
+    let named_beside_another = named.contains(&confirmed.value) && named.iter().any(|n| *n != confirmed.value);
+    let confirmed_naming_nothing = confirmation(turn, &values).is_none()
+        && first_sentences(turn).any(|(_, first)| value_given(&first, &values).is_some());
+    let no_reply = !turn.iter().any(|m| m.role == Role::Assistant);
+    if named_beside_another || confirmed_naming_nothing || no_reply {
+        SetNext::MaybeTheSameSetting
+    } else {
+        SetNext::SomethingElse
+    }
+}
+
+/// The last word of the name a sentence gives a setting in words, lowercased: "rollout" in
+/// "The rollout is 50% now."
+fn name_in_words(sentence: &str) -> Option<String> {
+    let name = NAMED_IN_WORDS.captures(sentence)?.name("name")?.as_str().split_whitespace().last()?.to_lowercase();
+    (!PRONOUNS.contains(&name.as_str())).then_some(name)
+}
+
 /// Whether a reply of `turn` names one of `names` (none when `names` is empty).
 fn names_again(turn: &[TranscriptMessage], names: &HashSet<String>) -> bool {
     turn.iter()
@@ -487,7 +549,7 @@ fn setting_names(sentence: &str) -> HashSet<String> {
     SETTING_NAME
         .captures_iter(sentence)
         .filter_map(|c| c.name("name").or_else(|| c.name("assigned")))
-        .chain(KEY_OPENS.captures(sentence).and_then(|c| c.name("key")))
+        .chain(KEY_OPENS.captures(sentence).and_then(|c| c.name("key").or_else(|| c.name("option"))))
         .map(|m| m.as_str().to_lowercase())
         .collect()
 }

@@ -38,6 +38,7 @@ fn every_shape_of_a_setting_name_counts() {
         ("45 then.", "`timeout=45` in the queue config, reloaded."),
         ("3 for every room.", "MAX_BOOKINGS_PER_ROOM = 3; the form greys out a full room."),
         ("85.", "HighLevel is 85% now."),
+        ("10 daily then.", "keep-daily is 10 on the garage datastore; keep-weekly stays at 4."),
         ("Make it 14.", "Done, the threshold is 14 now."),
         ("That's out. 160.", "Camping pitches is 160."),
         ("Hmm, the fans run nonstop. Make it 1000.", "High CO2 is now above 1000 ppm, cleared under 900."),
@@ -361,4 +362,44 @@ fn a_reply_that_only_echoes_a_number_confirms_nothing() {
     assert!(!saved.iter().any(|memory| memory.contains("73")), "{saved:?}");
     let without_sign_off = &turns[..6];
     assert_eq!(contents(without_sign_off), ["charWpm is 18 now; the lessons start there."]);
+}
+
+#[test]
+fn a_value_that_opens_a_longer_last_sentence_is_set() {
+    let saved = contents(&[
+        (Role::User, "How long does the PIN stay on screen?"),
+        (Role::Assistant, "pinDisplaySeconds in src/config.ts is 20."),
+        (
+            Role::User,
+            "The queue is right behind them. 45, and a 'Hide PIN' button so they can clear it when they're done.",
+        ),
+        (Role::Assistant, "pinDisplaySeconds is 45, and the PIN screen has a 'Hide PIN' button."),
+    ]);
+    assert_eq!(saved, ["pinDisplaySeconds is 45, and the PIN screen has a 'Hide PIN' button."]);
+    // A count echoed at the start of the message sets nothing.
+    let saved = contents(&[
+        (Role::User, "Make it 5."),
+        (Role::Assistant, "RESURVEY_YEARS is 5. That flags 604 stones."),
+        (Role::User, "604, we've got thirty-odd volunteers, that's hopeless. What would 7 flag?"),
+    ]);
+    assert_eq!(saved, ["RESURVEY_YEARS is 5."]);
+}
+
+#[test]
+fn a_next_message_that_sets_something_else_leaves_the_value_standing() {
+    let saved = contents(&[
+        (Role::User, "Ah no, half is too many. 25%, and we'll see after Christmas."),
+        (Role::Assistant, "Rollout is 25%. Customers already in the photo group keep their answer."),
+        (Role::User, "While I remember: somebody put the collection price in a variant on a flag, £25. Take that out."),
+        (Role::Assistant, "The price is now in the settings table in Postgres, and the flag is archived."),
+    ]);
+    assert_eq!(saved, ["Rollout is 25%."]);
+    // The same words name the same setting: the value set after replaces it.
+    let saved = contents(&[
+        (Role::User, "Half the bookings then, 50%."),
+        (Role::Assistant, "The rollout is 50% now."),
+        (Role::User, "Hmm, too slow for the vans. 25%, and we'll see."),
+        (Role::Assistant, "Rollout is 25%."),
+    ]);
+    assert_eq!(saved, ["Rollout is 25%."]);
 }

@@ -7,7 +7,9 @@
 //! a user's message is read on its own; a short one ("Make that a rule.", "And no ORM ever.")
 //! is read with the sentence before it, which it is about; one that only says a rule follows
 //! ("Now a rule.", "Another thing, and this one's a rule.", "And a rule for the catalogue.") is
-//! read with what the message says after it, and alone it is no rule. Questions are not rules, and a
+//! read with what the message says after it, and alone it is no rule; so is one that says what
+//! follows matters to the developer ("And something I want to be really clear about.", "This
+//! one's really important to me.", "Something I should have said at the start."). Questions are not rules, and a
 //! sentence counts only with a sign of a standing rule:
 //! - a phrase that says so (`from now on`, `going forward`, `the rule`, `Rule:`, `I prefer`,
 //!   `no exceptions`, `is what we use`, `that's how we work`, `that's how it stays`, `make it a
@@ -23,6 +25,7 @@
 //!   sentence is about: "Everything here has to run on Octave"; "let's add a banner for new
 //!   users" is a task, its `for new` closing it).
 //!   "Every time" is when, not a scope: "it has to rebuild every time I run it" describes.
+//! - a ban on everything of a kind: "Nothing in an edition is ever read by a computer voice.";
 //! - a house convention, said as one ("Policy for the plugin: …", "lesson for this repo then:
 //!   …", "let's settle it: anything that …", "Our convention is …", "That goes for all of ZBRK:
 //!   …", "So this doesn't happen again: …"), as a ban ("please no
@@ -219,6 +222,28 @@ static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?([\w-]+\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(\s+of\s+(ours|mine))?(\s+(that|which))?(\s+(i|we|you|they|everyone|everybody|the\s+[\w-]+)\s+(need|needs|want|wants|has|have|must|should)\s+((the|our)\s+[\w-]+\s+|you\s+|it\s+|them\s+|everyone\s+)?to\s+(follow|know(\s+about)?|keep|remember|obey|respect|stick\s+to|enforce|learn))?(,\s*(please\b[^:;]*|this one matters|it matters|(and|but|whoever|which|because)\b[^:;]*))?\s*[.!:]*$|^((and|also|now|so|then|next)[,:.!]?\s+)*(something\s+(that\s+)?i\s+want\s+(written\s+down\s+|kept\s+|treated\s+)?as\s+a\s+rule|something\s+(that\s+)?(the\s+[\w-]+|we|i|everyone)\s+(is|are|am|feel|feels)\s+(absolutely\s+|really\s+|very\s+|quite\s+)?(firm|strict|adamant|serious)\s+(on|about)|(and\s+)?this\s+is\s+a\s+rule(\s+from\s+[^,.!?:;]{1,40})?(,\s*please\b[^:;]*)?)\s*[.!:]*$|^[^.!?:;]{0,80}\bi\s+want\s+(it|this|that)\s+(written\s+down|on\s+record|kept\s+as\s+a\s+rule)\s*[.!:]*$",
     )
 });
+/// A sentence that says something the developer holds dear comes next, in their own words:
+/// "And something I want to be really clear about.", "This one's really important to me.",
+/// "Something I feel strongly about: …", "Now a thing I want done properly.", "Something that
+/// matters to us more than anything.", "Something I should have said at the start.", "Now
+/// something the committee agreed after the row in September: …". Read before its colon, if it
+/// has one; like an announcement, it is read with what the message says after it, and alone it
+/// is no rule.
+static ANNOUNCES_WHAT_MATTERS: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)^((ok|okay|right|and|also|now|so|then|next|good|great|lovely|thanks|one more thing|last thing|another thing)[,:.!]?\s+)*(and\s+)?(now\s+)?(this\s+(one|is)|here['’]s|here\s+is|(one|a|the)\s+(more\s+|last\s+|other\s+)?thing|something|this)\b[^.!?:]{0,80}?\b(really\s+|very\s+|most\s+)?(important|clear\s+about|feel\s+strongly|care\s+(a\s+lot\s+|deeply\s+)?about|matters?\b[^.!?:]{0,25}\bmore\s+than\s+anything|non-negotiable|(is\s+not|isn['’]t|not)\s+negotiable|want\s+done\s+properly|should\s+have\s+(said|thought\s+of|done|mentioned|asked\s+for)|(committee|board|trustees|partners|owners?|we)\s+(agreed|decided|voted))\b[^.!?:]{0,60}[.!:]*$",
+    )
+});
+/// The most words what comes before an announcement's colon may have.
+const MAX_ANNOUNCEMENT_WORDS: usize = 18;
+
+/// Whether `sentence` announces something that matters to the developer
+/// (`ANNOUNCES_WHAT_MATTERS`), read up to its colon.
+fn announces_what_matters(sentence: &str) -> bool {
+    let before_colon = sentence.split_once(':').map_or(sentence, |(head, _)| head).trim();
+    before_colon.split_whitespace().count() <= MAX_ANNOUNCEMENT_WORDS && ANNOUNCES_WHAT_MATTERS.is_match(before_colon)
+}
+
 /// A rule's lead-in, said before its colon: "And a rule, before I forget, for anyone who helps:
 /// …", "That's a rule for this app: …", "One thing we promised every patient: …". What the
 /// message says after it is the rest of the rule, as after an announcement.
@@ -293,7 +318,8 @@ fn units(sentences: &[String]) -> Vec<Unit> {
     let mut units: Vec<Unit> = Vec::new();
     let mut reading_announced = false;
     for sentence in sentences {
-        let announces = ANNOUNCES_A_RULE.is_match(sentence) || RULE_LEAD_IN.is_match(sentence);
+        let announces =
+            ANNOUNCES_A_RULE.is_match(sentence) || RULE_LEAD_IN.is_match(sentence) || announces_what_matters(sentence);
         let short = sentence.split_whitespace().count() < SHORT_SENTENCE_WORDS;
         let joins = match units.last() {
             Some(previous) if reading_announced => {
@@ -329,11 +355,17 @@ fn is_directive(unit: &Unit) -> bool {
     if ANNOUNCES_A_RULE.is_match(&unit.text) {
         return false;
     }
+    if announces_what_matters(&unit.text) {
+        // "Something I feel strongly about: no photo goes up without a description." says it
+        // after its colon; "Now something important." alone says nothing.
+        return unit.text.split_once(':').is_some_and(|(_, after)| after.chars().any(char::is_alphanumeric));
+    }
     let text = unit.text.as_str();
     SAYS_SO.is_match(text)
         || ALWAYS_NEVER_VERB.is_match(text)
         || opens_with_never(text)
         || bans_everyone(text)
+        || NOTHING_EVER.is_match(text)
         || (WISH_OR_DUTY.is_match(&GUESS.replace_all(text, "")) && SCOPE.is_match(&WHEN.replace_all(text, "")))
         || is_convention(text)
 }
@@ -343,6 +375,14 @@ fn is_directive(unit: &Unit) -> bool {
 fn bans_everyone(unit: &str) -> bool {
     NOBODY_BANS.captures_iter(unit).any(|c| !TELLS_A_STORY.is_match(&c["rest"]))
 }
+/// A ban on everything of a kind: "Nothing in an edition is ever read by a computer voice.",
+/// "Nothing here gets deleted by a machine, Junk included." ("Nothing happened." and "Nothing
+/// is broken." ban nothing.)
+static NOTHING_EVER: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)(^|[.!]\s+)((and|but|so|also),?\s+)?nothing\b[^.!?]{0,60}?\b(is\s+ever|ever\s+gets|gets\s+ever|will\s+ever\s+be)\b|(^|[.!]\s+)((and|but|so|also),?\s+)?nothing\s+(here\s+)?gets\s+\w+ed\b",
+    )
+});
 /// Words after a `Nobody` sentence's verb that make it a report, not a ban.
 static TELLS_A_STORY: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\b(anyway|since|until|yet|any more|anymore)\b"));
 

@@ -420,3 +420,55 @@ fn a_ban_on_everyone_is_a_rule_and_a_report_of_nobody_is_not() {
         assert!(rules(said).is_empty(), "{said:?}");
     }
 }
+
+#[test]
+fn what_the_developer_says_matters_is_read_with_what_follows() {
+    assert_eq!(
+        rules(
+            "Good. And something I want to be really clear about. Customers' addresses stay on Dad's phone. \
+             No cloud sync, no analytics. Next: the overdue thing, what counts as overdue?"
+        ),
+        [
+            "Something I want to be really clear about. Customers' addresses stay on Dad's phone. No cloud sync, no analytics."
+        ]
+    );
+    for (said, kept) in [
+        (
+            "This one's really important to me. I never give the exact location of a spot in a post.",
+            "This one's really important to me. I never give the exact location of a spot in a post.",
+        ),
+        (
+            "Something I feel strongly about: the shop is useless with a screen reader. No photo goes up without a description.",
+            "Something I feel strongly about: the shop is useless with a screen reader. No photo goes up without a description.",
+        ),
+        (
+            "Now something the committee agreed after the row in September: no demo goes public until the demonstrator says yes.",
+            "Now something the committee agreed after the row in September: no demo goes public until the demonstrator says yes.",
+        ),
+        (
+            "Something I should have said at the start. These are retired people, home all day.",
+            "Something I should have said at the start. These are retired people, home all day.",
+        ),
+    ] {
+        assert_eq!(rules(said), [kept], "{said:?}");
+    }
+    // Alone, or as what a bug did, it is no rule.
+    for said in ["Now something important.", "Something that matters more than anything else in here."] {
+        assert!(rules(said).is_empty(), "{said:?}");
+    }
+}
+
+#[test]
+fn nothing_ever_done_to_a_kind_of_thing_is_a_ban() {
+    assert_eq!(
+        rules("Nothing in an edition is ever read by a computer voice."),
+        ["Nothing in an edition is ever read by a computer voice."]
+    );
+    assert_eq!(
+        rules("About Junk. Nothing here gets deleted by a machine, Junk included."),
+        ["Nothing here gets deleted by a machine, Junk included."]
+    );
+    for said in ["Nothing happened after the restart.", "Nothing is broken, the build is green."] {
+        assert!(rules(said).is_empty(), "{said:?}");
+    }
+}

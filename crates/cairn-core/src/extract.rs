@@ -38,6 +38,7 @@ use crate::store::extraction::{self, ProvenanceRow, StateAdvance};
 
 mod diagnosis;
 mod directives;
+mod refusals;
 mod settings;
 mod taken_back;
 pub mod wire;
@@ -205,6 +206,8 @@ pub enum Origin {
     /// A bug's cause and fix, as the agent found and said them (`diagnosis`): no model wrote
     /// it.
     Diagnosis,
+    /// A suggestion the developer turned down, in their words (`refusals`): no model wrote it.
+    Refusal,
     Summary,
     Brief,
 }
@@ -216,6 +219,7 @@ impl Origin {
             Origin::Directive => "directive",
             Origin::Setting => "setting",
             Origin::Diagnosis => "diagnosis",
+            Origin::Refusal => "refusal",
             Origin::Summary => "summary",
             Origin::Brief => "brief",
         }
@@ -224,7 +228,7 @@ impl Origin {
     /// Whether it counts as a fact: one of many a conversation holds, deduped against what the
     /// project already says (a summary or a brief is one revised text).
     pub(crate) fn is_fact(self) -> bool {
-        matches!(self, Origin::Fact | Origin::Directive | Origin::Setting | Origin::Diagnosis)
+        matches!(self, Origin::Fact | Origin::Directive | Origin::Setting | Origin::Diagnosis | Origin::Refusal)
     }
 }
 
@@ -411,6 +415,7 @@ fn extract_session(
         let set = settings::read(&said);
         memories.extend(set.memories.iter().cloned());
         memories.extend(diagnosis::diagnoses(&said));
+        memories.extend(refusals::refusals(&said));
         if !said.is_empty() {
             let opening = if work.mark.is_none() && range.start == 0 { opening_id(&said) } else { None };
             let mut facts = ask_facts(provider, &said)?;
@@ -994,6 +999,7 @@ impl Store {
                 "directive" => Origin::Directive,
                 "setting" => Origin::Setting,
                 "diagnosis" => Origin::Diagnosis,
+                "refusal" => Origin::Refusal,
                 _ => Origin::Fact,
             },
             session_id: row.session_id,

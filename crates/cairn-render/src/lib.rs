@@ -36,6 +36,7 @@ pub fn provenance(p: &cairn_core::extract::Provenance) -> String {
         cairn_core::extract::Origin::Directive => "rule the developer stated",
         cairn_core::extract::Origin::Setting => "value the developer set",
         cairn_core::extract::Origin::Diagnosis => "bug the agent diagnosed",
+        cairn_core::extract::Origin::Refusal => "suggestion the developer turned down",
         cairn_core::extract::Origin::Summary => "session summary",
         cairn_core::extract::Origin::Brief => "project brief",
     };

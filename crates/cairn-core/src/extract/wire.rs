@@ -343,6 +343,7 @@ pub fn write_memories(provider: Option<&dyn LlmProvider>, request: &AddRequest) 
         let set = super::settings::read(&messages);
         memories.extend(set.memories.iter().cloned());
         memories.extend(super::diagnosis::diagnoses(&messages));
+        memories.extend(super::refusals::refusals(&messages));
         let facts = super::ask_facts(provider, &messages).map_err(CairnError::from)?;
         memories.extend(facts.into_iter().filter(|f| super::holds_up(f, &messages, &set)).map(fact_memory));
         memories

@@ -402,6 +402,35 @@ fn a_value_the_developer_set_is_saved_as_the_reply_confirmed_it_without_the_mode
 }
 
 #[test]
+fn a_suggestion_the_developer_turned_down_is_saved_as_a_decision_without_the_model() {
+    let (mut core, clock) = core();
+    let said = [
+        (HistoryRole::User, "Receipts print fine now.".to_owned()),
+        (HistoryRole::Assistant, "Good, the printer queue is empty.".to_owned()),
+        (
+            HistoryRole::User,
+            "Kieran keeps on at me to put Stripe on the shop so people can pay online. No. Every piece is a \
+             one-off and people want to see it before they pay. Thanks!"
+                .to_owned(),
+        ),
+    ];
+    archive_said(&mut core, SESSION, &said, &now(&clock), None);
+    clock.advance(Duration::seconds(20));
+    let provider = ScriptedProvider::new(|_, _| Ok(r#"{"facts": []}"#.into()));
+    let report = pass(&mut core, &provider, &Selection::Due);
+    assert_eq!(report.facts_saved, 1);
+
+    let hits = core.search(&SearchQuery { text: "stripe".into(), ..SearchQuery::default() }).unwrap().hits;
+    let saved = &hits[0].observation;
+    let turned_down = "Kieran keeps on at me to put Stripe on the shop so people can pay online. No. Every piece is a \
+                       one-off and people want to see it before they pay.";
+    assert_eq!((saved.content.as_str(), saved.kind.as_str()), (turned_down, "decision"));
+    let provenance = core.store.provenance(saved.id).unwrap().expect("marked as extracted");
+    assert_eq!(provenance.origin, Origin::Refusal);
+    assert_eq!(provenance.message_ids, ["msg_002"], "the developer's message");
+}
+
+#[test]
 fn the_follow_up_questions_add_what_the_facts_missed_and_an_unusable_answer_costs_nothing() {
     let (mut core, clock) = core();
     archive(&mut core, SESSION, 1, &now(&clock), None);

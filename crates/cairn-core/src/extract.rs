@@ -551,6 +551,7 @@ fn holds_up(fact: &Fact, said: &[TranscriptMessage], set: &settings::Reading) ->
     !directives::puts_off(&fact.content)
         && !taken_back::names_a_value_taken_back(&fact.content, said)
         && !set.names_a_value_replaced(&fact.content)
+        && !(fact.kind == settings::SETTING_TYPE && set.names_a_value_read_before_it_was_set(&fact.content))
 }
 
 fn fact_memory(fact: Fact) -> Extracted {

@@ -45,7 +45,7 @@ use super::taken_back::{Said, names_a_value_taken_back, numbers, values_set};
 use super::{Extracted, Origin};
 
 /// The type a setting is saved with.
-const SETTING_TYPE: &str = "config";
+pub(super) const SETTING_TYPE: &str = "config";
 /// A sentence that sets a value is short: "Lower the threshold to 25.", "14 daily please."
 const MAX_SETTING_WORDS: usize = 8;
 /// A sentence that sets a value again, in the next message, may be this short with no word
@@ -158,6 +158,8 @@ pub(crate) struct Reading {
     pub(crate) memories: Vec<Extracted>,
     chosen: Vec<String>,
     replaced: Vec<Said>,
+    /// The values settings had before the developer set them (`values_read_before`).
+    read_before: Vec<Said>,
 }
 
 impl Reading {
@@ -167,11 +169,21 @@ impl Reading {
     /// settings read here tell the value now. The number must be of the same unit ("14 days" is
     /// not replaced by talk of "14 contacts").
     pub(crate) fn names_a_value_replaced(&self, content: &str) -> bool {
+        self.names_a_stale_value(content, &self.replaced)
+    }
+
+    /// Whether a setting's `content` names the value a setting had before the developer set it,
+    /// and none that stands: "The PIN display time is set to 20 seconds." once 45 was set. Only
+    /// for a setting: a bug's account may tell the value it had ("the mount's 768 hours
+    /// applied").
+    pub(crate) fn names_a_value_read_before_it_was_set(&self, content: &str) -> bool {
+        self.names_a_stale_value(content, &self.read_before)
+    }
+
+    fn names_a_stale_value(&self, content: &str, stale: &[Said]) -> bool {
         let named = numbers(content);
         let is_replaced = |n: &Said| {
-            self.replaced.iter().any(|old| old.same_value_as(n))
-                && !told_as_history(content, n)
-                && !is_an_argument(content, n)
+            stale.iter().any(|old| old.same_value_as(n)) && !told_as_history(content, n) && !is_an_argument(content, n)
         };
         // "60 minutes (45 was set first)" tells the change: it names a value that stands too.
         let names_a_value_that_stands = named.iter().any(|n| !is_replaced(n) && self.chosen.contains(&n.value));
@@ -212,7 +224,8 @@ fn told_as_history(content: &str, n: &Said) -> bool {
 /// The settings `messages` show the developer choosing, and the values that did not last.
 pub(crate) fn read(messages: &[TranscriptMessage]) -> Reading {
     let developer: Vec<usize> = (0..messages.len()).filter(|&at| messages[at].role == Role::User).collect();
-    let mut reading = Reading { memories: Vec::new(), chosen: Vec::new(), replaced: Vec::new() };
+    let mut reading =
+        Reading { memories: Vec::new(), chosen: Vec::new(), replaced: Vec::new(), read_before: Vec::new() };
     let mut last_confirmed: Option<Confirmed> = None;
     let mut kept = Vec::new();
     for (nth, &at) in developer.iter().enumerate() {
@@ -233,6 +246,8 @@ pub(crate) fn read(messages: &[TranscriptMessage]) -> Reading {
         });
         last_confirmed = found.clone().or_else(|| stated(turn, &values));
         let Some(confirmed) = found else { continue };
+        // The value the setting had before it was set ("pinDisplaySeconds in src/config.ts is 20.")
+        reading.read_before.extend(values_read_before(&messages[..at], &confirmed));
         let later = &messages[next.unwrap_or(messages.len())..];
         if let Some(next) = next.filter(|&next| sets_again(&messages[next].text, &values)) {
             // The next message may set this value again, or another setting ("… put the price
@@ -258,6 +273,27 @@ pub(crate) fn read(messages: &[TranscriptMessage]) -> Reading {
     // A value set, replaced, then set again is the value now.
     reading.replaced.retain(|old| !kept.contains(&old.value));
     reading
+}
+
+/// The values the agent's replies before `confirmed` gave the setting it names as the code does,
+/// other than the one set: "pinDisplaySeconds in src/config.ts is 20." before "pinDisplaySeconds
+/// is 45". The first number after the setting's name in each sentence that names it.
+fn values_read_before(before: &[TranscriptMessage], confirmed: &Confirmed) -> Vec<Said> {
+    if confirmed.names.is_empty() {
+        return Vec::new();
+    }
+    before
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .flat_map(|m| sentences(&m.text))
+        .filter_map(|sentence| {
+            let lower = sentence.to_lowercase();
+            let named_at =
+                confirmed.names.iter().filter_map(|name| lower.find(name.as_str()).map(|at| at + name.len())).min()?;
+            numbers(&sentence).into_iter().find(|n| n.start >= named_at)
+        })
+        .filter(|n| n.value != confirmed.value)
+        .collect()
 }
 
 /// The number of a confirmation's sentence that is its value, with its unit.

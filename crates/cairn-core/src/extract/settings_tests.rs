@@ -403,3 +403,20 @@ fn a_next_message_that_sets_something_else_leaves_the_value_standing() {
     ]);
     assert_eq!(saved, ["Rollout is 25%."]);
 }
+
+#[test]
+fn the_value_a_setting_was_read_with_before_it_was_set_is_stale() {
+    let said = said(&[
+        (Role::User, "How long does the PIN stay on the screen?"),
+        (Role::Assistant, "pinDisplaySeconds in src/config.ts is 20. The same file has maxHours at 72."),
+        (Role::User, "Too short. 45."),
+        (Role::Assistant, "pinDisplaySeconds is 45 now."),
+    ]);
+    let reading = read(&said);
+    assert!(reading.names_a_value_read_before_it_was_set("The PIN display time is set to 20 seconds."));
+    // Another figure of the sentences read stands, and the value set stands.
+    assert!(!reading.names_a_value_read_before_it_was_set("Lockers can be kept for up to 72 hours."));
+    assert!(!reading.names_a_value_read_before_it_was_set("The PIN stays on screen for 45 seconds (was 20)."));
+    // It was read, not confirmed and replaced: a bug's account naming it is no stale setting.
+    assert!(!reading.names_a_value_replaced("The PIN vanished after 20 seconds, before people saw it."));
+}

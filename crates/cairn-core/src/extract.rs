@@ -548,10 +548,11 @@ fn tail_within(messages: &[TranscriptMessage], max_bytes: usize) -> &[Transcript
 /// fact (the prompt asks to skip them), nor a value the developer took back, nor one the agent
 /// confirmed and that was replaced after.
 fn holds_up(fact: &Fact, said: &[TranscriptMessage], set: &settings::Reading) -> bool {
+    let stale_setting = fact.kind == settings::SETTING_TYPE && set.names_a_value_read_before_it_was_set(&fact.content);
     !directives::puts_off(&fact.content)
         && !taken_back::names_a_value_taken_back(&fact.content, said)
         && !set.names_a_value_replaced(&fact.content)
-        && !(fact.kind == settings::SETTING_TYPE && set.names_a_value_read_before_it_was_set(&fact.content))
+        && !stale_setting
 }
 
 fn fact_memory(fact: Fact) -> Extracted {

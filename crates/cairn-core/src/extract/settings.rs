@@ -218,8 +218,13 @@ fn values_in_sentences_that_set(text: &str) -> Vec<String> {
 
 /// Whether `content` tells the value `n` as history, not as it is now.
 fn told_as_history(content: &str, n: &Said) -> bool {
-    HISTORY_BEFORE.is_match(&content[..n.start]) || HISTORY_AFTER.is_match(&content[n.end..])
+    HISTORY_BEFORE.is_match(&content[..n.start])
+        || HISTORY_AFTER.is_match(&content[n.end..])
+        || IN_A_NOTE_OF_WHAT_WAS.is_match(&content[..n.start])
 }
+
+/// A value inside a parenthesis that tells what was: "(was hashmap every 10 minutes)".
+static IN_A_NOTE_OF_WHAT_WAS: LazyLock<Regex> = LazyLock::new(|| regex(r"(?i)\((was|were|from)\b[^()]*$"));
 
 /// The settings `messages` show the developer choosing, and the values that did not last.
 pub(crate) fn read(messages: &[TranscriptMessage]) -> Reading {

@@ -417,6 +417,7 @@ fn the_value_a_setting_was_read_with_before_it_was_set_is_stale() {
     // Another figure of the sentences read stands, and the value set stands.
     assert!(!reading.names_a_value_read_before_it_was_set("Lockers can be kept for up to 72 hours."));
     assert!(!reading.names_a_value_read_before_it_was_set("The PIN stays on screen for 45 seconds (was 20)."));
+    assert!(!reading.names_a_value_read_before_it_was_set("PINs show for a minute (was a plain 20 seconds)."));
     // It was read, not confirmed and replaced: a bug's account naming it is no stale setting.
     assert!(!reading.names_a_value_replaced("The PIN vanished after 20 seconds, before people saw it."));
 }

@@ -409,13 +409,7 @@ fn extract_session(
         let window = &work.messages[range.clone()];
         let said = &transcript[range.clone()];
         let said = said_only(said);
-        // The developer's own rules and settings first: a model's paraphrase of one is then a
-        // duplicate.
-        let mut memories = directives::directives(&said);
-        let set = settings::read(&said);
-        memories.extend(set.memories.iter().cloned());
-        memories.extend(diagnosis::diagnoses(&said));
-        memories.extend(refusals::refusals(&said));
+        let (mut memories, set) = said_outright(&said);
         if !said.is_empty() {
             let opening = if work.mark.is_none() && range.start == 0 { opening_id(&said) } else { None };
             let mut facts = ask_facts(provider, &said)?;
@@ -553,6 +547,32 @@ fn holds_up(fact: &Fact, said: &[TranscriptMessage], set: &settings::Reading) ->
         && !taken_back::names_a_value_taken_back(&fact.content, said)
         && !set.names_a_value_replaced(&fact.content)
         && !stale_setting
+}
+
+/// What `said` states in so many words, read with no model, and the window's settings. These
+/// come first: a model's paraphrase of one is then a duplicate. The pass and opencode-memory's
+/// `POST /memories` both read a window this way.
+fn said_outright(said: &[TranscriptMessage]) -> (Vec<Extracted>, settings::Reading) {
+    let set = settings::read(said);
+    let mut memories = directives::directives(said);
+    memories.extend(set.memories.iter().cloned());
+    memories.extend(diagnosis::diagnoses(said));
+    memories.extend(refusals::refusals(said));
+    (memories, set)
+}
+
+impl Extracted {
+    /// A memory a reader took as said, with no model: its title is its first sentence.
+    fn said(origin: Origin, kind: &str, content: String, message_ids: Vec<String>) -> Self {
+        Extracted {
+            origin,
+            kind: kind.to_owned(),
+            title: directives::title(&content),
+            content,
+            message_ids,
+            topic_key: None,
+        }
+    }
 }
 
 fn fact_memory(fact: Fact) -> Extracted {

@@ -127,14 +127,7 @@ pub(crate) fn diagnoses(messages: &[TranscriptMessage]) -> Vec<Extracted> {
     if content.is_empty() || content.contains(crate::text::REDACTED) || cairn_llm::extract::is_noise(&content) {
         return Vec::new();
     }
-    vec![Extracted {
-        origin: Origin::Diagnosis,
-        kind: DIAGNOSIS_TYPE.to_owned(),
-        title: super::directives::title(&content),
-        content,
-        message_ids,
-        topic_key: None,
-    }]
+    vec![Extracted::said(Origin::Diagnosis, DIAGNOSIS_TYPE, content, message_ids)]
 }
 
 /// What a reply says in words: no code block, and no note of a tool it ran (`(ran edit:

@@ -431,14 +431,7 @@ fn unquoted(text: &str) -> &str {
 }
 
 fn memory(rule: String, message_id: &str) -> Extracted {
-    Extracted {
-        origin: Origin::Directive,
-        kind: DIRECTIVE_TYPE.to_owned(),
-        title: title(&rule),
-        content: rule,
-        message_ids: vec![message_id.to_owned()],
-        topic_key: None,
-    }
+    Extracted::said(Origin::Directive, DIRECTIVE_TYPE, rule, vec![message_id.to_owned()])
 }
 
 /// The rule's first sentence, cut at a word within `MAX_TITLE_BYTES`.

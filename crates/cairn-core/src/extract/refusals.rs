@@ -13,7 +13,7 @@ use cairn_llm::Role;
 use cairn_llm::extract::TranscriptMessage;
 use regex::Regex;
 
-use super::directives::{TURNS_TO_SOMETHING_ELSE, every_sentence, title};
+use super::directives::{TURNS_TO_SOMETHING_ELSE, every_sentence};
 use super::{Extracted, Origin};
 
 /// The type a refusal is saved with.
@@ -80,14 +80,7 @@ fn told_with_its_reason(from_suggestion: &[String]) -> String {
 }
 
 fn memory(said: String, message_id: &str) -> Extracted {
-    Extracted {
-        origin: Origin::Refusal,
-        kind: REFUSAL_TYPE.to_owned(),
-        title: title(&said),
-        content: said,
-        message_ids: vec![message_id.to_owned()],
-        topic_key: None,
-    }
+    Extracted::said(Origin::Refusal, REFUSAL_TYPE, said, vec![message_id.to_owned()])
 }
 
 #[cfg(test)]

@@ -596,14 +596,7 @@ fn setting_names(sentence: &str) -> HashSet<String> {
 }
 
 fn memory(sentence: String, set_in: &str, confirmed_in: &str) -> Extracted {
-    Extracted {
-        origin: Origin::Setting,
-        kind: SETTING_TYPE.to_owned(),
-        title: super::directives::title(&sentence),
-        content: sentence,
-        message_ids: vec![set_in.to_owned(), confirmed_in.to_owned()],
-        topic_key: None,
-    }
+    Extracted::said(Origin::Setting, SETTING_TYPE, sentence, vec![set_in.to_owned(), confirmed_in.to_owned()])
 }
 
 #[cfg(test)]

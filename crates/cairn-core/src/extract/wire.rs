@@ -339,11 +339,7 @@ pub fn write_memories(provider: Option<&dyn LlmProvider>, request: &AddRequest) 
             ..super::summary_memory("", written, opening.as_deref())
         }]
     } else {
-        let mut memories = super::directives::directives(&messages);
-        let set = super::settings::read(&messages);
-        memories.extend(set.memories.iter().cloned());
-        memories.extend(super::diagnosis::diagnoses(&messages));
-        memories.extend(super::refusals::refusals(&messages));
+        let (mut memories, set) = super::said_outright(&messages);
         let facts = super::ask_facts(provider, &messages).map_err(CairnError::from)?;
         memories.extend(facts.into_iter().filter(|f| super::holds_up(f, &messages, &set)).map(fact_memory));
         memories

@@ -176,3 +176,49 @@ fn a_reply_to_the_developers_next_question_is_no_fix() {
         ["Every slider is labelled 'Height', so they share one ImGui ID. Each winch's slider has its own ID now."]
     );
 }
+
+#[test]
+fn a_fix_the_agent_made_in_the_diagnosing_reply_is_kept_with_it() {
+    let saved = diagnoses(&said(&[
+        (Role::User, "One press of Call sends the number to the screens four times. Is the Stream Deck bouncing?"),
+        (
+            Role::Assistant,
+            "Found it. Every time the Call key appears, onWillAppear adds another key-down listener. The key \
+             appears again each time the caller leaves the Specials page. So after three games there are four \
+             listeners. That's why it's fine early and bad later. The press is now handled once, in onKeyDown. \
+             I've tested it by switching pages ten times.",
+        ),
+        (Role::User, "Blimey. How long does a number stay up on the screens?"),
+        (Role::Assistant, "holdSeconds is 4."),
+    ]));
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(
+        saved[0].content,
+        "Every time the Call key appears, onWillAppear adds another key-down listener. The key appears again \
+         each time the caller leaves the Specials page. The press is now handled once, in onKeyDown. I've \
+         tested it by switching pages ten times."
+    );
+    assert_eq!(saved[0].message_ids, ["m1"], "the developer's question took no fix from the next reply");
+}
+
+#[test]
+fn a_reply_that_rules_out_the_suspect_keeps_the_change_it_made() {
+    let contents = contents(&[
+        (Role::User, "Taps land in the wrong place on the new touchscreen. Bad calibration?"),
+        (
+            Role::Assistant,
+            "It's not the calibration. The game draws into a 1280x720 target and scales it up. The old screen \
+             was 1280x720. Touches arrive in the screen's pixels but buttons are tested in the small layout. \
+             I've made TouchInput map every touch through the inverse of the scaling matrix. A scripted test \
+             taps every button at both sizes.",
+        ),
+    ]);
+    assert_eq!(contents.len(), 1);
+    assert!(contents[0].ends_with("I've made TouchInput map every touch through the inverse of the scaling matrix. A scripted test taps every button at both sizes."), "{contents:?}");
+    // A reply that says no change keeps only its diagnosis.
+    let unchanged = super::change_in_same_reply(
+        "Found it. The cache is stale. It is refreshed hourly. Nothing else to see.",
+        &["The cache is stale.".to_owned(), "It is refreshed hourly.".to_owned(), "Nothing else to see.".to_owned()],
+    );
+    assert!(unchanged.is_empty(), "{unchanged:?}");
+}

@@ -112,7 +112,7 @@ static WEEKS: LazyLock<Regex> =
 /// pronoun is no name ("It is 14 now.", "That's 3.").
 static NAMED_IN_WORDS: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^(?:(?:done|ok|okay|right)[,:.]?\s+)?(?P<name>(?:[\w'-]+\s+){1,4})(?:is|are)\s+(?:now\s+)?(?:set\s+to\s+|at\s+|above\s+|below\s+|over\s+|under\s+)?[£$€]?(?P<value>\d+(?:\.\d+)?)",
+        r"(?i)^(?:(?:done|ok|okay|right)[,:.]?\s+)?(?P<name>(?:[\w'&-]+\s+){1,4})(?:is|are)\s+(?:now\s+)?(?:set\s+to\s+|at\s+|above\s+|below\s+|over\s+|under\s+)?(?:\#\w+\s+)?[£$€]?(?P<value>\d+(?:\.\d+)?)",
     )
 });
 /// Words that name no setting, opening what `NAMED_IN_WORDS` would take for its name.
@@ -443,9 +443,12 @@ fn first_sentences(turn: &[TranscriptMessage]) -> impl Iterator<Item = (&Transcr
     })
 }
 
-/// The first of `values` that `sentence` names in digits.
+/// The first of `values` that `sentence` names, in digits or else in words: "DelaySeconds is
+/// 120: each round score appears two minutes after it's submitted." gives the developer's "2
+/// minutes" in words after the setting's own unit.
 fn value_given(sentence: &str, values: &[String]) -> Option<String> {
-    numbers(sentence).into_iter().map(|n| n.value).find(|n| values.contains(n))
+    let in_digits = numbers(sentence).into_iter().map(|n| n.value).find(|n| values.contains(n));
+    in_digits.or_else(|| numbers_in_words(sentence).map(|(_, digits)| digits.to_owned()).find(|n| values.contains(n)))
 }
 
 /// A reply's first sentence that states one of `values` as it is now, though it names no

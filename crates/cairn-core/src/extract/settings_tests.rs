@@ -421,3 +421,41 @@ fn the_value_a_setting_was_read_with_before_it_was_set_is_stale() {
     // It was read, not confirmed and replaced: a bug's account naming it is no stale setting.
     assert!(!reading.names_a_value_replaced("The PIN vanished after 20 seconds, before people saw it."));
 }
+
+#[test]
+fn a_value_the_reply_gives_in_the_settings_own_unit_and_in_the_developers_words_is_saved() {
+    assert_eq!(
+        contents(&[
+            (Role::User, "Is there a delay on the live table?"),
+            (Role::Assistant, "LiveTable:DelaySeconds in appsettings.json is 0."),
+            (Role::User, "The marking never takes more than a couple of minutes. Make it 2 minutes."),
+            (Role::Assistant, "DelaySeconds is 120: each round score appears two minutes after it's submitted."),
+            (Role::User, "Good. Now the rule."),
+        ]),
+        ["DelaySeconds is 120: each round score appears two minutes after it's submitted."]
+    );
+    // A number in words that is no value the developer set is no confirmation.
+    assert!(
+        contents(&[
+            (Role::User, "Make it 2 minutes."),
+            (Role::Assistant, "DelaySeconds is 120 and RefreshSeconds is one of three options."),
+        ])
+        .is_empty()
+    );
+}
+
+#[test]
+fn a_setting_named_in_words_with_an_ampersand_or_a_tag_before_its_value_counts() {
+    assert_eq!(
+        contents(&[
+            (Role::User, "What does Reeds & Drones get a month?"),
+            (Role::Assistant, "The 'Reeds & Drones' category has a template of £40 a month (#template 40)."),
+            (Role::User, "Make it 60, Jamie wants new reeds."),
+            (Role::Assistant, "Reeds & Drones is #template 60."),
+            (Role::User, "Hmm, we can't do 60. 55, and he can live with it."),
+            (Role::Assistant, "Reeds & Drones is #template 55 a month, and December's budget is filled again from it."),
+            (Role::User, "Right."),
+        ]),
+        ["Reeds & Drones is #template 55 a month, and December's budget is filled again from it."]
+    );
+}

@@ -211,27 +211,30 @@ static FILLER: LazyLock<Regex> =
 /// it's non-negotiable.", "Now a rule, this one matters.", "Now something I want written down
 /// as a rule.", "Now, and this is a rule from Fennick's, please treat it as one.", "Here's a
 /// rule of ours that the script needs to know about, because …", "Now, a rule I need the
-/// computer to follow, because …", "Now, something the committee is firm about.", "And now the
-/// thing that bit me last week, I want it written down." The rule is what the developer says
+/// computer to follow, because …", "Now, something the committee is firm about.", "Now
+/// something I'm strict about, because …", "And the rule, since we're in here.", "And now the
+/// thing that bit me last week, I want it written down.", "The partners and I agreed this and I
+/// want it in the code, not just in my head." The rule is what the developer says
 /// after it, in the same message; alone it says nothing (the extraction set's holdout19 had two
 /// such sentences saved as rules). "Make that a rule." names the sentence before it, and is no
 /// announcement; nor is "The rule is that …" or "A rule for the batch page: …", which state the
 /// rule themselves.
 static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?([\w-]+\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(\s+of\s+(ours|mine))?(\s+(that|which))?(\s+(i|we|you|they|everyone|everybody|the\s+[\w-]+)\s+(need|needs|want|wants|has|have|must|should)\s+((the|our)\s+[\w-]+\s+|you\s+|it\s+|them\s+|everyone\s+)?to\s+(follow|know(\s+about)?|keep|remember|obey|respect|stick\s+to|enforce|learn))?(,\s*(please\b[^:;]*|this one matters|it matters|(and|but|whoever|which|because)\b[^:;]*))?\s*[.!:]*$|^((and|also|now|so|then|next)[,:.!]?\s+)*(something\s+(that\s+)?i\s+want\s+(written\s+down\s+|kept\s+|treated\s+)?as\s+a\s+rule|something\s+(that\s+)?(the\s+[\w-]+|we|i|everyone)\s+(is|are|am|feel|feels)\s+(absolutely\s+|really\s+|very\s+|quite\s+)?(firm|strict|adamant|serious)\s+(on|about)|(and\s+)?this\s+is\s+a\s+rule(\s+from\s+[^,.!?:;]{1,40})?(,\s*please\b[^:;]*)?)\s*[.!:]*$|^[^.!?:;]{0,80}\bi\s+want\s+(it|this|that)\s+(written\s+down|on\s+record|kept\s+as\s+a\s+rule)\s*[.!:]*$",
+        r"(?i)^((ok|okay|right|and|also|now|so|then|next|next thing|another thing|one more thing|last thing|one last thing|good|great|perfect|lovely|thanks)[,:.!]?\s+)*((and\s+)?(this one['’]s|this one is|it['’]s|it is|here['’]s|here is)\s+)?(a|one|another|the)\s+(more\s+|last\s+|big\s+|new\s+)?([\w-]+\s+)?rule(\s+for\s+[^,.!?:;]{1,40})?(\s+of\s+(ours|mine))?(\s+(that|which))?(\s+(i|we|you|they|everyone|everybody|the\s+[\w-]+)\s+(need|needs|want|wants|has|have|must|should)\s+((the|our)\s+[\w-]+\s+|you\s+|it\s+|them\s+|everyone\s+)?to\s+(follow|know(\s+about)?|keep|remember|obey|respect|stick\s+to|enforce|learn))?(,\s*(please\b[^:;]*|this one matters|it matters|(and|but|whoever|which|because|since|while|before)\b[^:;]*))?\s*[.!:]*$|^((and|also|now|so|then|next)[,:.!]?\s+)*(something\s+(that\s+)?i\s+want\s+(written\s+down\s+|kept\s+|treated\s+)?as\s+a\s+rule|something\s+(that\s+)?((the\s+[\w-]+|we|i|everyone)\s+(is|are|am|feel|feels)|i['’]m|we['’]re)\s+(absolutely\s+|really\s+|very\s+|quite\s+)?(firm|strict|adamant|serious)\s+(on|about)(,?\s*(because|since|as|and)\b[^:;]*)?|(and\s+)?this\s+is\s+a\s+rule(\s+from\s+[^,.!?:;]{1,40})?(,\s*please\b[^:;]*)?)\s*[.!:]*$|^[^.!?:;]{0,80}\bi\s+want\s+(it|this|that)\s+(written\s+down|on\s+record|kept\s+as\s+a\s+rule|in\s+the\s+(code|readme|docs)\b[^.!?:;]{0,40})\s*[.!:]*$",
     )
 });
 /// A sentence that says something the developer holds dear comes next, in their own words:
 /// "And something I want to be really clear about.", "This one's really important to me.",
 /// "Something I feel strongly about: …", "Now a thing I want done properly.", "Something that
-/// matters to us more than anything.", "Something I should have said at the start.", "Now
+/// matters to us more than anything.", "Something I should have said at the start.", "Now, a
+/// thing I want written down for whoever helps after me.", "Now
 /// something the committee agreed after the row in September: …". Read before its colon, if it
 /// has one; like an announcement, it is read with what the message says after it, and alone it
 /// is no rule.
 static ANNOUNCES_WHAT_MATTERS: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^((ok|okay|right|and|also|now|so|then|next|good|great|lovely|thanks|one more thing|last thing|another thing)[,:.!]?\s+)*(and\s+)?(now\s+)?(this\s+(one|is)|here['’]s|here\s+is|(one|a|the)\s+(more\s+|last\s+|other\s+)?thing|something|this)\b[^.!?:]{0,80}?\b(really\s+|very\s+|most\s+)?(important|clear\s+about|feel\s+strongly|care\s+(a\s+lot\s+|deeply\s+)?about|matters?\b[^.!?:]{0,25}\bmore\s+than\s+anything|non-negotiable|(is\s+not|isn['’]t|not)\s+negotiable|want\s+done\s+properly|should\s+have\s+(said|thought\s+of|done|mentioned|asked\s+for)|(committee|board|trustees|partners|owners?|we)\s+(agreed|decided|voted))\b[^.!?:]{0,60}[.!:]*$",
+        r"(?i)^((ok|okay|right|and|also|now|so|then|next|good|great|lovely|thanks|one more thing|last thing|another thing)[,:.!]?\s+)*(and\s+)?(now\s+)?(this\s+(one|is)|here['’]s|here\s+is|(one|a|the)\s+(more\s+|last\s+|other\s+)?thing|something|this)\b[^.!?:]{0,80}?\b(really\s+|very\s+|most\s+)?(important|clear\s+about|feel\s+strongly|care\s+(a\s+lot\s+|deeply\s+)?about|matters?\b[^.!?:]{0,25}\bmore\s+than\s+anything|non-negotiable|(is\s+not|isn['’]t|not)\s+negotiable|want\s+done\s+properly|want\s+(written\s+down|on\s+record)|should\s+have\s+(said|thought\s+of|done|mentioned|asked\s+for)|(committee|board|trustees|partners|owners?|we)\s+(agreed|decided|voted))\b[^.!?:]{0,60}[.!:]*$",
     )
 });
 /// The most words what comes before an announcement's colon may have.

@@ -472,3 +472,42 @@ fn nothing_ever_done_to_a_kind_of_thing_is_a_ban() {
         assert!(rules(said).is_empty(), "{said:?}");
     }
 }
+
+#[test]
+fn more_ways_of_announcing_a_rule_are_read_with_what_follows() {
+    for (message, rule) in [
+        (
+            "Good. And the rule, since we're in here. Once a match is closed, the quizmaster can't change a \
+             score. We had a quizmaster fiddling his own pub's scores.",
+            "The rule, since we're in here. Once a match is closed, the quizmaster can't change a score. We had a \
+             quizmaster fiddling his own pub's scores.",
+        ),
+        (
+            "Now something I'm strict about, because the last person ran a plugin over everything. The music \
+             files themselves are never changed.",
+            "Now something I'm strict about, because the last person ran a plugin over everything. The music \
+             files themselves are never changed.",
+        ),
+        (
+            "Good. Now, a thing I want written down for whoever helps after me. Nothing on this box runs as root.",
+            "Now, a thing I want written down for whoever helps after me. Nothing on this box runs as root.",
+        ),
+        (
+            "Now, the partners and I agreed this when we started and I want it in the code, not just in my head. \
+             No postcode and no first language in the features.",
+            "Now, the partners and I agreed this when we started and I want it in the code, not just in my head. \
+             No postcode and no first language in the features.",
+        ),
+    ] {
+        assert_eq!(rules(message), [rule], "{message:?}");
+    }
+    // Alone they state nothing.
+    for announcement in [
+        "And the rule, since we're in here.",
+        "Now something I'm strict about, because of last year.",
+        "Now, a thing I want written down for whoever helps after me.",
+        "The partners and I agreed this and I want it in the code, not just in my head.",
+    ] {
+        assert!(rules(announcement).is_empty(), "{announcement:?}");
+    }
+}

@@ -937,14 +937,17 @@ impl Store {
     }
 
     /// The rules a developer states in a prompt ("from now on …", "always use pnpm": see
-    /// `directives`), saved at once in their words, with no model: remembered with the LLM
-    /// off too, and before any extraction pass. A rule a memory already says saves nothing (the
-    /// extraction, when on, finds it again later as a duplicate). A prompt that seems to state
-    /// more than `MAX_RULES_PER_PROMPT` is a pasted document, left to the extraction. The ids
-    /// of the memories saved.
+    /// `directives`) and the suggestions they turn down ("Dad asked if I'd make it for iPhone.
+    /// No. …": see `refusals`), saved at once in their words, with no model: remembered with
+    /// the LLM off too (the default), and before any extraction pass. One a memory already says
+    /// saves nothing (the extraction, when on, finds it again later as a duplicate). A prompt
+    /// that seems to state more than `MAX_RULES_PER_PROMPT` is a pasted document, left to the
+    /// extraction. The ids of the memories saved.
     pub fn save_stated_rules(&mut self, session_id: &str, prompt: &str) -> Result<Vec<i64>> {
         let said = TranscriptMessage { id: String::new(), role: Role::User, text: redact_for_model(prompt) };
-        let mut rules = directives::directives(std::slice::from_ref(&said));
+        let said = std::slice::from_ref(&said);
+        let mut rules = directives::directives(said);
+        rules.extend(refusals::refusals(said));
         if rules.is_empty() || rules.len() > MAX_RULES_PER_PROMPT {
             return Ok(Vec::new());
         }

@@ -331,8 +331,8 @@ pub struct UserPromptOutcome {
     pub first_prompt: bool,
     /// Whether the message asks to remember something ([`crate::text::memory_trigger`]).
     pub memory_trigger: bool,
-    /// The memories saved from the rules the message states (`triggers.save_rules`: see
-    /// [`Store::save_stated_rules`]).
+    /// The memories saved from the rules the message states and the suggestions it turns down
+    /// (`triggers.save_rules`: see [`Store::save_stated_rules`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules_saved: Vec<i64>,
     /// With `host`, on a first prompt: the `[MEMORY]` block for it (none when empty).

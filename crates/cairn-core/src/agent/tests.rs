@@ -407,9 +407,9 @@ fn a_save_counted_in_an_unknown_session_is_saved_and_a_failed_save_counts_nothin
     assert_eq!(s.session_activity("s").unwrap().saves, 0);
 }
 
-/// A rule the developer states in a prompt is a memory at once, in their words, with no model
-/// (`triggers.save_rules`); the same rule again, a pasted document of rules, or the setting off
-/// save nothing.
+/// A rule the developer states in a prompt, or a suggestion they turn down, is a memory at once,
+/// in their words, with no model (`triggers.save_rules`); the same rule again, a pasted document
+/// of rules, or the setting off save nothing.
 #[test]
 fn a_rule_stated_in_a_prompt_is_saved_at_once_without_a_model() {
     let (mut s, _clock) = core_with_clock();
@@ -443,6 +443,22 @@ fn a_rule_stated_in_a_prompt_is_saved_at_once_without_a_model() {
                  to the repository at all. Always run the linter and the tests before you push. Never push \
                  to the main branch directly without a review. Always squash merge a feature branch into main.";
     assert!(execute(&mut s, prompt(guide)).unwrap().get("rules_saved").is_none());
+
+    // A suggestion the developer turns down is a decision, saved the same way.
+    let refused = "Dad asked if I'd make it for iPhone. No. Nobody at the club has one, and the \
+                   developer fee is more than the subs. Anyway, can you fix the login?";
+    let answer = execute(&mut s, prompt(refused)).unwrap();
+    let saved: Vec<i64> = serde_json::from_value(answer["rules_saved"].clone()).unwrap();
+    assert_eq!(saved.len(), 1, "{answer}");
+    let memory = s.store.get(saved[0]).unwrap();
+    assert_eq!(
+        memory.content,
+        "Dad asked if I'd make it for iPhone. No. Nobody at the club has one, and the developer fee is more \
+         than the subs."
+    );
+    assert_eq!(memory.kind, "decision");
+    let provenance = s.store.provenance(saved[0]).unwrap().expect("marked as taken from the conversation");
+    assert_eq!(provenance.origin, crate::extract::Origin::Refusal);
 
     // With `triggers.save_rules = false`, a rule is only a prompt.
     let mut settings = crate::settings::RuleSettings::default();

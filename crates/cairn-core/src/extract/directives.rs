@@ -186,12 +186,13 @@ fn is_ban(unit: &str) -> bool {
     BAN.captures(unit).is_some_and(|c| !FINDING.is_match(&c["banned"])) && BAN_ASKED.is_match(unit)
 }
 
-/// A plan put off or dropped, not a rule in force. Only words that put the plan itself off:
+/// A plan put off or dropped, not a rule in force ("… but not till after the summer season.",
+/// "… a separate study and not now.", "Not this winter, park it."). Only words that put the plan itself off:
 /// "eventually", "one day" or a bare "not yet" also sit inside rules ("Always set a timeout,
 /// the pool fills up eventually", "Never merge a PR that is not yet reviewed").
 static PUT_OFF: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)\b(at some point|but not (yet|now)|not (for|right) now|not this (sprint|week|month|quarter|year|release|time)|(next|another) (sprint|quarter|release)|forget (it|that|this)|maybe later)\b",
+        r"(?i)\b(at some point|but not yet|not now|not (till|until) after|not (for|right) now|not this (sprint|week|month|quarter|year|release|time|term|season|winter|spring|summer|autumn)|(next|another) (sprint|quarter|release)|forget (it|that|this)|park it|maybe later)\b",
     )
 });
 /// Whether `text` says its plan is put off or dropped ("Forget it, not this quarter", "Molecule

@@ -511,3 +511,15 @@ fn more_ways_of_announcing_a_rule_are_read_with_what_follows() {
         assert!(rules(announcement).is_empty(), "{announcement:?}");
     }
 }
+
+#[test]
+fn a_plan_put_off_till_later_is_no_rule_nor_fact() {
+    for put_off in [
+        "Dad wants online booking with card payments, but not till after the summer season.",
+        "The trustees asked about solar panels on the roofs, but that's a separate study and not now.",
+        "Dr Hale wants the same for the flu clinics. Not this winter, park it.",
+    ] {
+        assert!(puts_off(put_off), "{put_off:?}");
+    }
+    assert!(!puts_off("Never merge a PR that is not yet reviewed."));
+}

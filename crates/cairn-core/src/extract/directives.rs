@@ -229,13 +229,14 @@ static ANNOUNCES_A_RULE: LazyLock<Regex> = LazyLock::new(|| {
 /// "And something I want to be really clear about.", "This one's really important to me.",
 /// "Something I feel strongly about: …", "Now a thing I want done properly.", "Something that
 /// matters to us more than anything.", "Something I should have said at the start.", "Now, a
-/// thing I want written down for whoever helps after me.", "Now
+/// thing I want written down for whoever helps after me.", "Now, something I want set in
+/// stone.", "Now
 /// something the committee agreed after the row in September: …". Read before its colon, if it
 /// has one; like an announcement, it is read with what the message says after it, and alone it
 /// is no rule.
 static ANNOUNCES_WHAT_MATTERS: LazyLock<Regex> = LazyLock::new(|| {
     regex(
-        r"(?i)^((ok|okay|right|and|also|now|so|then|next|good|great|lovely|thanks|one more thing|last thing|another thing)[,:.!]?\s+)*(and\s+)?(now\s+)?(this\s+(one|is)|here['’]s|here\s+is|(one|a|the)\s+(more\s+|last\s+|other\s+)?thing|something|this)\b[^.!?:]{0,80}?\b(really\s+|very\s+|most\s+)?(important|clear\s+about|feel\s+strongly|care\s+(a\s+lot\s+|deeply\s+)?about|matters?\b[^.!?:]{0,25}\bmore\s+than\s+anything|non-negotiable|(is\s+not|isn['’]t|not)\s+negotiable|want\s+done\s+properly|want\s+(written\s+down|on\s+record)|should\s+have\s+(said|thought\s+of|done|mentioned|asked\s+for)|(committee|board|trustees|partners|owners?|we)\s+(agreed|decided|voted))\b[^.!?:]{0,60}[.!:]*$",
+        r"(?i)^((ok|okay|right|and|also|now|so|then|next|good|great|lovely|thanks|one more thing|last thing|another thing)[,:.!]?\s+)*(and\s+)?(now\s+)?(this\s+(one|is)|here['’]s|here\s+is|(one|a|the)\s+(more\s+|last\s+|other\s+)?thing|something|this)\b[^.!?:]{0,80}?\b(really\s+|very\s+|most\s+)?(important|clear\s+about|feel\s+strongly|care\s+(a\s+lot\s+|deeply\s+)?about|matters?\b[^.!?:]{0,25}\bmore\s+than\s+anything|non-negotiable|(is\s+not|isn['’]t|not)\s+negotiable|want\s+done\s+properly|want\s+(written\s+down|on\s+record|set\s+in\s+stone)|should\s+have\s+(said|thought\s+of|done|mentioned|asked\s+for)|(committee|board|trustees|partners|owners?|we)\s+(agreed|decided|voted))\b[^.!?:]{0,60}[.!:]*$",
     )
 });
 /// The most words what comes before an announcement's colon may have.

@@ -523,3 +523,15 @@ fn a_plan_put_off_till_later_is_no_rule_nor_fact() {
     }
     assert!(!puts_off("Never merge a PR that is not yet reviewed."));
 }
+
+#[test]
+fn a_rule_announced_as_set_in_stone_is_read_with_what_follows() {
+    assert_eq!(
+        rules(
+            "Now, something I want set in stone. No client's name or address ever goes into a prompt. Even \
+             locally."
+        ),
+        ["Now, something I want set in stone. No client's name or address ever goes into a prompt. Even locally."]
+    );
+    assert!(rules("Now, something I want set in stone.").is_empty());
+}

@@ -24,19 +24,21 @@ const REASON_SENTENCES: usize = 2;
 const MAX_REFUSAL_BYTES: usize = 500;
 
 /// A sentence that says no and nothing else: "No.", "No then.", "I'm not having it.", "We're not
-/// doing it.", "I've decided no.", "No, we're not doing plate recognition."
+/// doing it.", "We're not.", "I'm saying no.", "I've decided no.", "No, we're not doing plate
+/// recognition."
 static REFUSES: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)^((and|so|but|well|then|ok|okay),?\s+)*(no(\s+then)?|no,\s+(we're|we are|i'm|i am)\s+not\b.*|(i'm|i am|we're|we are)\s+not\s+(having|doing|going\s+to\s+do)\s+(it|that|this)|i've\s+decided\s+no|not\s+a\s+chance|absolutely\s+not|definitely\s+not)\s*[.!]*$",
+        r"(?i)^((and|so|but|well|then|ok|okay),?\s+)*(no(\s+then)?|no,\s+(we're|we are|i'm|i am)\s+not\b.*|(i'm|i am|we're|we are)\s+not(\s+(having|doing|going\s+to\s+do)\s+(it|that|this))?|(i'm|i am|we're|we are)\s+saying\s+no|i've\s+decided\s+no|not\s+a\s+chance|absolutely\s+not|definitely\s+not)\s*[.!]*$",
     )
     .expect("a valid pattern")
 });
 
 /// A sentence that reports a suggestion: "… asked if we could …", "… wants us to …", "…
-/// suggested we move …", "… keeps on at me to …", "… offered to take the journal …".
+/// suggested we move …", "… keeps on at me to …", "… keeps emailing us to use it …", "… offered
+/// to take the journal …".
 static SUGGESTED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\b(asked|asks|asking|wants|wanted|suggested|suggests|keeps\s+(on\s+at\s+me|pushing|asking|telling|sending|on)|offered|thinks\s+we\s+should|pushing|would\s+like|proposed)\b",
+        r"(?i)\b(asked|asks|asking|wants|wanted|suggested|suggests|keeps\s+(on\s+at\s+me|pushing|asking|telling|sending|emailing|nagging|ringing|on)|offered|thinks\s+we\s+should|pushing|would\s+like|proposed)\b",
     )
     .expect("a valid pattern")
 });
@@ -44,6 +46,12 @@ static SUGGESTED: LazyLock<Regex> = LazyLock::new(|| {
 /// A sentence that closes the conversation, no reason: "Thanks very much.", "Cheers."
 static SIGNS_OFF: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)^(thanks|thank you|cheers|ta|bye|right,? i'm off)\b").expect("a valid pattern"));
+
+/// Whether `text` only says no ("I'm saying no.", "No."): a memory that says only that tells
+/// nothing of what was turned down (a small model copies such a sentence as a decision).
+pub(crate) fn only_says_no(text: &str) -> bool {
+    REFUSES.is_match(text.trim())
+}
 
 /// The suggestions the developer turned down in the users' messages of `messages`, one memory
 /// each, in order.

@@ -66,3 +66,30 @@ fn the_reason_stops_at_a_question_or_a_turn_to_something_else() {
         ["Someone keeps asking for a proper app. No. Not happening."]
     );
 }
+
+#[test]
+fn more_ways_of_asking_and_saying_no() {
+    assert_eq!(
+        contents(
+            "The Guild keeps emailing us to use their portal instead of our own PDFs. We're not. It costs 40p \
+             a certificate. We keep making our own."
+        ),
+        ["The Guild keeps emailing us to use their portal instead of our own PDFs. We're not. It costs 40p a \
+          certificate. We keep making our own."]
+    );
+    assert_eq!(
+        contents("Aled wants watch.py to email the guests directly. I'm saying no. A person reads it first.").len(),
+        1
+    );
+    // "I'm not sure." says no to nothing.
+    assert!(contents("Aled wants watch.py to email the guests. I'm not sure. What do you think?").is_empty());
+}
+
+#[test]
+fn a_memory_that_only_says_no_is_told_apart() {
+    for bare in ["I'm saying no.", "No.", " We're not. ", "I've decided no."] {
+        assert!(only_says_no(bare), "{bare:?}");
+    }
+    assert!(!only_says_no("No guest is emailed by the script; tour ops decide."));
+    assert!(!only_says_no("I'm not sure."));
+}

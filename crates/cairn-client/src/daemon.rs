@@ -48,12 +48,17 @@ impl DaemonInfo {
         data_dir.join(DAEMON_FILE)
     }
 
-    /// Record the daemon (atomically: a reader never sees half a file).
+    /// Record the daemon (atomically: a reader never sees half a file). The temporary file is
+    /// this process's own: two daemons starting at once must not rename each other's.
     pub fn write(&self) -> std::io::Result<()> {
         let path = Self::path(&self.data_dir);
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self).unwrap_or_default())?;
-        std::fs::rename(tmp, path)
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let written = std::fs::write(&tmp, serde_json::to_vec_pretty(self).unwrap_or_default())
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     }
 
     pub fn read(data_dir: &Path) -> Option<DaemonInfo> {
@@ -65,6 +70,49 @@ impl DaemonInfo {
         if DaemonInfo::read(data_dir).is_some_and(|d| d.pid == std::process::id()) {
             let _ = std::fs::remove_file(Self::path(data_dir));
         }
+    }
+}
+
+/// File in the data dir that the serving daemon holds locked for as long as it runs.
+pub const DAEMON_LOCK_FILE: &str = "daemon.lock";
+
+/// The data dir's daemon lock, held by the one daemon that serves it. Two daemons started at
+/// once (a host's plugin and its hooks, both finding none) would otherwise both open the store
+/// and both record themselves; the one the record does not name would take writes no client
+/// sends it. The operating system releases the lock when the process ends, however it ends.
+#[derive(Debug)]
+pub struct DaemonLock {
+    _file: std::fs::File,
+}
+
+impl DaemonLock {
+    /// Take the lock, or `None` when another process holds it. A file system without locks
+    /// gives the lock anyway (as before locks existed): serving beats refusing to start.
+    pub fn try_take(data_dir: &Path) -> std::io::Result<Option<DaemonLock>> {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(data_dir.join(DAEMON_LOCK_FILE))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+                tracing::warn!(error = %e, "this file system has no file locks: two daemons could start at once");
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+        // The holder's pid, for the message of a daemon that finds the lock taken.
+        file.set_len(0)?;
+        write!(file, "{}", std::process::id())?;
+        Ok(Some(DaemonLock { _file: file }))
+    }
+
+    /// The pid the lock's holder wrote, if any.
+    pub fn holder(data_dir: &Path) -> Option<u32> {
+        std::fs::read_to_string(data_dir.join(DAEMON_LOCK_FILE)).ok()?.trim().parse().ok()
     }
 }
 

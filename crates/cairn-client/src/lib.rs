@@ -10,4 +10,4 @@ mod client;
 pub mod daemon;
 
 pub use client::{Client, ConnectOptions, Delivered, LocalKind, Role, canonical_data_dir};
-pub use daemon::{DaemonClient, DaemonInfo};
+pub use daemon::{DaemonClient, DaemonInfo, DaemonLock};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use cairn_client::{Client, ConnectOptions, DaemonClient, DaemonInfo, Role, canonical_data_dir};
+use cairn_client::{Client, ConnectOptions, DaemonClient, DaemonInfo, DaemonLock, Role, canonical_data_dir};
 use cairn_core::settings::Settings;
 use cairn_core::{CairnError, ErrorCode};
 use cairn_engine::Engine;
@@ -73,13 +73,43 @@ pub fn serve(settings: &Settings, args: ServeArgs) -> Result<()> {
         .with_hint("set CAIRN_HTTP_TOKEN (clients send it as a bearer token), or bind 127.0.0.1")
         .into());
     }
-    if let Some(running) = DaemonClient::discover(&data_dir, settings.http_token.value.clone()) {
-        note(&format!("cairn is already serving {} at http://{}", data_dir.display(), running.addr));
+    let token = settings.http_token.value.clone();
+    let Some(_lock) = take_daemon_lock(&data_dir, token, STORE_LOCKED_WAIT)? else {
         return Ok(());
-    }
+    };
     survive_file_size_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(run_daemon(settings, data_dir, bind, args))
+}
+
+/// The data dir's daemon lock, or `None` when another daemon serves it (said on stderr: a
+/// second start is not an error). While another process holds the lock without answering yet
+/// (a daemon still opening the store), this waits for it to answer or to go, up to `wait`.
+fn take_daemon_lock(data_dir: &std::path::Path, token: Option<String>, wait: Duration) -> Result<Option<DaemonLock>> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(running) = DaemonClient::discover(data_dir, token.clone()) {
+            note(&format!("cairn is already serving {} at http://{}", data_dir.display(), running.addr));
+            return Ok(None);
+        }
+        if let Some(lock) = DaemonLock::try_take(data_dir)? {
+            return Ok(Some(lock));
+        }
+        if started.elapsed() >= wait {
+            let holder = DaemonLock::holder(data_dir).map_or_else(String::new, |pid| format!(" (pid {pid})"));
+            return Err(CairnError::new(
+                ErrorCode::DatabaseBusy,
+                format!(
+                    "another cairn daemon{holder} holds {} but has not answered in {} s",
+                    data_dir.display(),
+                    wait.as_secs()
+                ),
+            )
+            .with_hint("wait for it to finish starting, or stop it and start again")
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Past a file size limit (`ulimit -f`, RLIMIT_FSIZE) the kernel sends SIGXFSZ, whose default

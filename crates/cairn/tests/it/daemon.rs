@@ -162,3 +162,55 @@ fn the_daemon_backfills_claude_code_transcripts_without_a_poke() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn daemons_started_at_once_leave_one_serving_and_the_record_names_it() {
+    // A host's plugin and its hooks can each find no daemon and start one in the same instant.
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let logs: Vec<_> = (0..4).map(|i| tmp.path().join(format!("serve-{i}.log"))).collect();
+    let mut daemons: Vec<Daemon> = logs
+        .iter()
+        .map(|log| {
+            let child = cairn()
+                .args(["serve", "--port", "0"])
+                .env("CAIRN_DATA_DIR", &data)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(log).unwrap())
+                .spawn()
+                .unwrap();
+            Daemon { child, addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)) }
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let exited = loop {
+        let exited: Vec<usize> =
+            (0..daemons.len()).filter(|&i| matches!(daemons[i].child.try_wait(), Ok(Some(_)))).collect();
+        if exited.len() == daemons.len() - 1 {
+            break exited;
+        }
+        assert!(Instant::now() < deadline, "{} of 4 daemons still running", daemons.len() - exited.len());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for &i in &exited {
+        let status = daemons[i].child.wait().unwrap();
+        let said = std::fs::read_to_string(&logs[i]).unwrap();
+        assert!(status.success(), "a second daemon is not an error: {said}");
+        assert!(said.contains("already serving"), "{said}");
+    }
+    let serving = (0..daemons.len()).find(|i| !exited.contains(i)).unwrap();
+    let (pid, addr) = wait_for_record(&data);
+    assert_eq!(pid, daemons[serving].pid(), "the record names the daemon that serves");
+    let (status, health) = http(addr, "GET", "/health", None);
+    assert_eq!(status, 200, "{health}");
+    // No temporary record is left behind by any of them.
+    let leftovers: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    daemons.clear();
+}

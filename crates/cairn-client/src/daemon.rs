@@ -475,6 +475,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn one_process_at_a_time_holds_the_daemon_lock_and_it_frees_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = DaemonLock::try_take(dir.path()).unwrap().expect("a free lock is taken");
+        assert_eq!(DaemonLock::holder(dir.path()), Some(std::process::id()));
+        // A lock is held per open file: a second daemon (here a second open) is refused.
+        assert!(DaemonLock::try_take(dir.path()).unwrap().is_none());
+        drop(first);
+        assert!(DaemonLock::try_take(dir.path()).unwrap().is_some(), "free again once its holder is gone");
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_written_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let info = DaemonInfo {
+            pid: std::process::id(),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            data_dir: dir.path().to_owned(),
+            version: "test".into(),
+            started_at: "now".into(),
+        };
+        // A directory where the record goes: the rename fails.
+        std::fs::create_dir(DaemonInfo::path(dir.path())).unwrap();
+        assert!(info.write().is_err());
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(DAEMON_FILE)]);
+        std::fs::remove_dir(DaemonInfo::path(dir.path())).unwrap();
+        info.write().unwrap();
+        assert_eq!(DaemonInfo::read(dir.path()), Some(info));
+    }
+
+    #[test]
     fn error_bodies_keep_their_code() {
         let body = serde_json::json!({"error": {"code": "observation_not_found", "message": "nope", "hint": "h"}});
         let err = error_from_body(&body, 404);

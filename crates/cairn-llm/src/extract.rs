@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use cairn_base::query::is_stopword;
 
+use crate::prompt_text;
 use crate::{ChatMessage, ChatRequest, LlmError, Role};
 
 pub(crate) const EXTRACT_PROMPT: &str = include_str!("prompts/extract.md");
@@ -217,6 +218,29 @@ pub fn follow_up_request(messages: &[TranscriptMessage], follow_up: FollowUp) ->
     let mut request = request(EXTRACT_PROMPT, input, FACTS_MAX_TOKENS);
     request.messages.push(ChatMessage::assistant(FACTS_PREFILL));
     request
+}
+
+/// The question that asks whether a fact written about a conversation is worth keeping.
+const KEEP_QUESTION: &str = "Now only one thing. A note-taker wrote this fact from the conversation:\n\"{fact}\"\n\
+Is it worth remembering for the next conversation on this project: something this conversation decided, \
+chose, fixed or set, or that the developer stated as a rule or a preference, and still true at its end? \
+Answer no if it only describes how things were or looked, gives a value that was only read, measured or \
+later changed, is a plan put off or dropped, or is about this conversation itself. Answer with one word: yes or no.";
+
+/// The request that asks whether `fact` (one a model wrote about `messages`) is worth keeping:
+/// `facts_request`'s transcript with the question after it, so a local model reuses the
+/// transcript's cache for every fact of a window and reads only the question. Its answer's
+/// first token is the verdict (`yes` or `no`); a local model scores it without generating.
+pub fn keep_request(messages: &[TranscriptMessage], fact: &str) -> ChatRequest {
+    keep_request_asking(messages, fact, KEEP_QUESTION)
+}
+
+/// [`keep_request`] with another question (`{fact}` marks where the fact goes): what the
+/// `keep-probe` example compares wordings with.
+pub fn keep_request_asking(messages: &[TranscriptMessage], fact: &str, question: &str) -> ChatRequest {
+    let mut input = transcript(messages);
+    input.push_str(&question.replace("{fact}", &prompt_text::one_line(fact)));
+    request(EXTRACT_PROMPT, input, 1)
 }
 
 /// The request that asks for a session's summary, updating `previous` with `messages`.

@@ -226,6 +226,19 @@ fn the_requests_label_messages_and_ask_for_json_at_temperature_zero() {
 }
 
 #[test]
+fn a_keep_question_names_its_fact_on_one_line_after_the_same_transcript() {
+    let plain = facts_request(&messages());
+    let asked = keep_request(&messages(), "The port is\n8080 now.");
+    let user = &asked.messages[1].content;
+    assert!(user.starts_with(plain.messages[1].content.as_str()), "the transcript's cache is shared");
+    assert!(user.contains("\"The port is 8080 now.\""), "{user}");
+    assert!(user.ends_with("Answer with one word: yes or no."), "{user}");
+    assert_eq!((asked.prefill(), asked.max_tokens), (None, 1), "one token, the verdict");
+    let other = keep_request_asking(&messages(), "x", "Keep {fact}?");
+    assert!(other.messages[1].content.ends_with("Keep x?"));
+}
+
+#[test]
 fn a_follow_up_asks_its_question_after_the_same_transcript() {
     let plain = facts_request(&messages());
     for follow_up in FollowUp::ALL {

@@ -92,7 +92,11 @@ fn take_daemon_lock(data_dir: &std::path::Path, token: Option<String>, wait: Dur
             note(&format!("cairn is already serving {} at http://{}", data_dir.display(), running.addr));
             return Ok(None);
         }
-        if let Some(lock) = DaemonLock::try_take(data_dir)? {
+        let taken = DaemonLock::try_take(data_dir).map_err(|e| {
+            CairnError::new(ErrorCode::DataDirNotWritable, format!("cannot lock {}: {e}", data_dir.display()))
+                .with_hint("check the data dir's permissions, or set CAIRN_DATA_DIR to a directory you own")
+        })?;
+        if let Some(lock) = taken {
             return Ok(Some(lock));
         }
         if started.elapsed() >= wait {

@@ -12,6 +12,8 @@
 //! cargo run --release -p cairn-llm --features local --example keep-probe -- \
 //!     --sessions FILE --out FILE [--model NAME] [--question FILE]
 //! ```
+//!
+//! `scripts/keep-probe.py prepare` writes the input from a recorded run, `score` reads the output.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{BufRead, Write};

@@ -1,4 +1,4 @@
-//! The held-out extraction set (`eval/extraction/{dev,…,holdout37}/*.json`, one folder per split of [`SPLITS`]): coding
+//! The held-out extraction set (`eval/extraction/{dev,…,holdout39}/*.json`, one folder per split of [`SPLITS`]): coding
 //! sessions written for cairn, each with the atomic facts a reader should take from it, and
 //! questions a later session would search with. The split is fixed by the file's directory:
 //! odd-numbered sessions s01–s23 are dev, even-numbered s02–s24 test (reported once, then tuned
@@ -25,6 +25,7 @@
 //! run), s397–s408 holdout32 and s409–s420 holdout33 (the same; written after holdout31's
 //! run), s421–s432 holdout34 and s433–s444 holdout35 (the same; written after holdout33's
 //! run), s445–s456 holdout36 and s457–s468 holdout37 (the same; written after holdout35's
+//! run), s469–s480 holdout38 and s481–s492 holdout39 (the same; written after holdout37's
 //! run). A held-out figure is a split's first run; after it, the
 //! split is tuning data.
 
@@ -136,6 +137,8 @@ pub const SPLITS: &[&str] = &[
     "holdout35",
     "holdout36",
     "holdout37",
+    "holdout38",
+    "holdout39",
 ];
 
 /// The sessions of `split` (one of [`SPLITS`], or `all`) under `dir`, in id order; `only` keeps

@@ -40,6 +40,7 @@ mod diagnosis;
 mod directives;
 mod refusals;
 mod settings;
+mod substance;
 mod taken_back;
 pub mod wire;
 
@@ -539,12 +540,14 @@ fn tail_within(messages: &[TranscriptMessage], max_bytes: usize) -> &[Transcript
 }
 
 /// Whether a model's fact about `said` is kept: a plan the fact itself says is put off is no
-/// fact (the prompt asks to skip them), nor a bare "No.", nor a value the developer took back,
-/// nor one the agent confirmed and that was replaced after.
+/// fact (the prompt asks to skip them), nor a bare "No.", nor a few plain words that name
+/// nothing and state no rule, nor a value the developer took back, nor one the agent confirmed
+/// and that was replaced after.
 fn holds_up(fact: &Fact, said: &[TranscriptMessage], set: &settings::Reading) -> bool {
     let stale_setting = fact.kind == settings::SETTING_TYPE && set.names_a_value_read_before_it_was_set(&fact.content);
     !directives::puts_off(&fact.content)
         && !refusals::only_says_no(&fact.content)
+        && !substance::says_too_little(&fact.content)
         && !taken_back::names_a_value_taken_back(&fact.content, said)
         && !set.names_a_value_replaced(&fact.content)
         && !stale_setting

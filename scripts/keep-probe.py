@@ -10,7 +10,8 @@
                                  wrong and right memories dropped, facts lost, precision before/after
 
 REPORT is a replay report of the run (`--provider replay --replay A,B --details --json`), so its
-verdicts are the code's now. Example (holdout36, whose answers are in eval/extraction-runs/3f9c7b2):
+verdicts and memories are the code's now (docs/benchmarks/llm.md's figures were read with the code
+of 2eb993c; a later filter, such as 6da7ff3's, saves fewer memories and moves them a little). Example (holdout36, whose answers are in eval/extraction-runs/3f9c7b2):
 
   target/release/cairn-eval extraction --provider replay --split holdout36 --summaries --details --json \\
       --replay eval/extraction-runs/3f9c7b2/holdout36-a.json,eval/extraction-runs/3f9c7b2/holdout36-b.json > r.json
@@ -98,8 +99,9 @@ def score(report, scores, thresholds):
     for t in thresholds:
         dropped_wrong = dropped_right = lost = kept = kept_right = 0
         for rows in sessions.values():
+            # By the rule, not by membership: two memories may have equal rows.
+            dropped = [r for r in rows if r["model"] and r["score"] < t]
             keep = [r for r in rows if not (r["model"] and r["score"] < t)]
-            dropped = [r for r in rows if r not in keep]
             dropped_wrong += sum(not r["right"] for r in dropped)
             dropped_right += sum(r["right"] for r in dropped)
             lost += len({f for r in rows for f in r["states"]} - {f for r in keep for f in r["states"]})

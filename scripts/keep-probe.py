@@ -11,7 +11,8 @@
 
 REPORT is a replay report of the run (`--provider replay --replay A,B --details --json`), so its
 verdicts and memories are the code's now (docs/benchmarks/llm.md's figures were read with the code
-of 2eb993c; a later filter, such as 6da7ff3's, saves fewer memories and moves them a little). Example (holdout36, whose answers are in eval/extraction-runs/3f9c7b2):
+of 2eb993c; a later filter, such as 6da7ff3's, saves fewer memories and moves them a little).
+Example (holdout36, whose answers are in eval/extraction-runs/3f9c7b2):
 
   target/release/cairn-eval extraction --provider replay --split holdout36 --summaries --details --json \\
       --replay eval/extraction-runs/3f9c7b2/holdout36-a.json,eval/extraction-runs/3f9c7b2/holdout36-b.json > r.json
